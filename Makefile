@@ -1,0 +1,46 @@
+# The commands in the README. `make run` and `make test` set everything up themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PROTOS := $(shell find protos -name '*.proto')
+GEN := shared/gen
+
+.PHONY: run demo test proto lint bench clean
+
+run: $(VENV)/.installed
+	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/covel demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+proto: $(GEN)/.stamp
+
+# Stubs are generated from protos/ (never edited by hand) into shared/gen/covel/...
+$(GEN)/.stamp: $(PROTOS) $(VENV)/.tools
+	rm -rf $(GEN) && mkdir -p $(GEN)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I protos \
+	  --python_out=$(GEN) --grpc_python_out=$(GEN) --mypy_out=$(GEN) --mypy_grpc_out=$(GEN) $(PROTOS)
+	find $(GEN)/covel -type d -exec touch {}/__init__.py \;
+	touch $@
+
+$(VENV)/.tools:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q 'grpcio-tools==1.85.1' 'mypy-protobuf>=3.6'
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(GEN)/.stamp
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+lint: $(VENV)/.installed
+	$(PY) -m compileall -q shared services covel_cli plugins tests
+
+bench: $(VENV)/.installed
+	$(PY) -m bench.turn_latency
+
+clean:
+	rm -rf $(VENV) $(GEN) .covel

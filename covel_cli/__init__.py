@@ -1,0 +1,1 @@
+"""The `covel` command: up, play, demo."""

@@ -1,0 +1,1 @@
+"""The library every service depends on: stubs, settings, gRPC helpers, plugin SDK types."""

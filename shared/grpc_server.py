@@ -1,0 +1,83 @@
+"""One way to run a service: grpc.aio server, health, reflection, graceful SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from shared.logs import get_logger
+
+ShutdownHook = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    service_names: Sequence[str]
+    port: int
+    on_shutdown: list[ShutdownHook] = field(default_factory=list)
+
+    async def set_serving(self, serving: bool) -> None:
+        state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", *self.service_names):
+            await self.health.set(name, state)
+
+    async def stop(self, grace_s: float) -> None:
+        # Report NOT_SERVING first so load balancers stop sending, then let in-flight RPCs finish.
+        await self.health.enter_graceful_shutdown()
+        for hook in self.on_shutdown:
+            await hook()
+        await self.server.stop(grace_s)
+
+
+async def start_server(
+    addr: str,
+    add_servicers: Callable[[grpc.aio.Server], Sequence[str]],
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> RunningServer:
+    """Bind `addr` (port 0 picks a free one), add the services, health and reflection."""
+    server = grpc.aio.server(
+        interceptors=list(interceptors),
+        options=[
+            ("grpc.max_receive_message_length", 32 * 1024 * 1024),
+            ("grpc.max_send_message_length", 32 * 1024 * 1024),
+        ],
+    )
+    service_names = list(add_servicers(server))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+        server,
+    )
+    port = server.add_insecure_port(addr)
+    if port == 0:
+        raise OSError(f"could not bind {addr}: the address is in use or not local")
+    await server.start()
+    running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
+    await running.set_serving(True)
+    return running
+
+
+async def serve_until_signalled(running: RunningServer, service: str, grace_s: float) -> None:
+    """Block until SIGTERM/SIGINT, then shut down gracefully."""
+    log = get_logger()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("service.listening", port=running.port)
+    # Machine-readable line for launchers that asked for port 0.
+    print(f"COVEL_READY {service} {running.port}", flush=True)
+    await stop.wait()
+    log.info("service.stopping", grace_s=grace_s)
+    await running.stop(grace_s)
+    log.info("service.stopped")
