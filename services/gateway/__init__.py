@@ -1,0 +1,1 @@
+"""The LLM gateway: model slots to providers, retries, budgets, fallbacks, streaming."""

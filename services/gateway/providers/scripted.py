@@ -1,0 +1,134 @@
+"""The offline scripted model: canned replies from a script, else a deterministic automatic reply.
+
+Automatic mode answers any request validly: a call of the required tool with arguments
+that satisfy its schema; JSON satisfying response_format (a little story for
+narrative-engine@2); plain text otherwise. The seed is a hash of the conversation, so the
+same request always gets the same reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from collections.abc import AsyncIterator
+
+import grpc
+
+from services.gateway import events
+from services.gateway.chat import Call, Message, ToolCall
+from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
+from services.gateway.providers.base import AttemptFailed, AttemptLimits, approx_usage
+from services.gateway.providers.script_file import Reply, Script
+from services.gateway.schema_instances import SchemaInstanceError, generate_instance
+from services.gateway.slots import Target
+from services.gateway.story_writer import is_story_schema, write_story
+from shared.errors import invalid_argument
+
+CHUNK_MIN, CHUNK_MAX = 8, 16
+
+
+def conversation_seed(call: Call) -> str:
+    digest = hashlib.sha256()
+    parts: list[object] = [
+        [[m.role, m.content, m.name, m.tool_call_id, [[t.name, t.arguments] for t in m.tool_calls]] for m in call.messages],
+        [t.name for t in call.tools],
+        call.tool_choice,
+        call.response_format.name if call.response_format else "",
+    ]
+    digest.update(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _story_prose(story: dict) -> str:
+    lines = []
+    for segment in story["segments"]:
+        if segment["kind"] == "dialogue" and segment.get("speaker"):
+            lines.append(f"{segment['speaker']}: \u201c{segment['text']}\u201d")
+        else:
+            lines.append(segment["text"])
+    return "\n\n".join(lines)
+
+
+def automatic_reply(call: Call) -> Reply:
+    seed = conversation_seed(call)
+    tool = call.forced_tool()
+    try:
+        if tool is not None:
+            arguments = generate_instance(tool.parameters or {"type": "object"}, seed)
+            return Reply(
+                tool_calls=(ToolCall(id=f"call_{seed[:16]}", name=tool.name, arguments=json.dumps(arguments, ensure_ascii=False)),),
+                finish_reason=events.TOOL_CALLS,
+            )
+        response_format = call.response_format
+        if response_format is not None and (response_format.schema or is_story_schema(response_format.name, None)):
+            if is_story_schema(response_format.name, response_format.schema):
+                value = write_story(call.last_user_text(), seed)
+            else:
+                value = generate_instance(response_format.schema, seed)
+            return Reply(content=json.dumps(value, ensure_ascii=False))
+    except SchemaInstanceError as error:
+        field = f"tools[{call.tools.index(tool)}].parameters" if tool is not None else "response_format.schema"
+        raise invalid_argument(field, f"the scripted model cannot build a value for this schema: {error}") from None
+    return Reply(content=_story_prose(write_story(call.last_user_text(), seed)))
+
+
+def _chunks(text: str, rng: random.Random) -> list[str]:
+    pieces, at = [], 0
+    while at < len(text):
+        size = rng.randint(CHUNK_MIN, CHUNK_MAX)
+        pieces.append(text[at : at + size])
+        at += size
+    return pieces
+
+
+class ScriptedProvider:
+    def __init__(self, script: Script | None = None, chunk_delay_ms: int = 0) -> None:
+        self.script = script or Script()
+        self.chunk_delay_s = max(0, chunk_delay_ms) / 1000
+
+    async def aclose(self) -> None:
+        return None
+
+    def reply_for(self, call: Call, slot: str) -> Reply:
+        return self.script.next_reply(slot, call.last_user_text()) or automatic_reply(call)
+
+    async def attempt(
+        self, call: Call, target: Target, *, slot: str, stream: bool, limits: AttemptLimits
+    ) -> AsyncIterator[Event]:
+        reply = self.reply_for(call, slot)
+        if reply.delay_ms:
+            if reply.delay_ms / 1000 > limits.first_token_timeout_s and stream:
+                await asyncio.sleep(limits.first_token_timeout_s)
+                raise AttemptFailed("no output before the first-token timeout", retryable=True)
+            await asyncio.sleep(reply.delay_ms / 1000)
+        if reply.error is not None:
+            status = reply.error.status
+            retryable = status == 429 or status >= 500
+            raise AttemptFailed(
+                f"scripted provider error {status}: {reply.error.message}",
+                retryable=retryable,
+                status=status,
+                code=grpc.StatusCode.UNAVAILABLE if retryable else grpc.StatusCode.FAILED_PRECONDITION,
+            )
+        rng = random.Random(conversation_seed(call))
+        if stream:
+            for piece in _chunks(reply.content, rng):
+                if self.chunk_delay_s:
+                    await asyncio.sleep(self.chunk_delay_s)
+                yield ContentDelta(piece)
+            for index, tool_call in enumerate(reply.tool_calls):
+                pieces = _chunks(tool_call.arguments, rng) or [""]
+                yield ToolCallDelta(index, tool_call.id, tool_call.name, pieces[0])
+                for piece in pieces[1:]:
+                    if self.chunk_delay_s:
+                        await asyncio.sleep(self.chunk_delay_s)
+                    yield ToolCallDelta(index, arguments=piece)
+        completion = reply.content + "".join(t.arguments for t in reply.tool_calls)
+        yield Final(
+            message=Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls),
+            finish_reason=reply.finish_reason,
+            usage=approx_usage(call, completion),
+            error_message=reply.error_message,
+        )

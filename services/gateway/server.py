@@ -1,0 +1,87 @@
+"""The LlmGateway gRPC service: request validation and wire conversion around CallRunner."""
+
+from __future__ import annotations
+
+import grpc
+from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+
+from services.gateway.calls import CallRunner
+from services.gateway.events import Final
+from services.gateway.providers.base import Provider
+from services.gateway.providers.openai_compatible import OpenAICompatibleProvider
+from services.gateway.providers.script_file import Script
+from services.gateway.providers.scripted import ScriptedProvider
+from services.gateway.settings import GatewaySettings
+from services.gateway.slots import OPENAI_COMPATIBLE, SCRIPTED, SlotTable
+from services.gateway.wire import call_from_request, event_to_proto, final_to_proto, slot_to_proto
+from shared.errors import rpc
+from shared.grpc_server import RunningServer, start_server
+from shared.logs import get_logger
+
+SERVICE_NAME = gateway_pb2.DESCRIPTOR.services_by_name["LlmGateway"].full_name
+
+
+class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
+    def __init__(self, runner: CallRunner) -> None:
+        self.runner = runner
+
+    @rpc
+    async def Generate(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext):  # type: ignore[override]
+        call = call_from_request(request)
+        async for event in self.runner.run(call, stream=True, caller_remaining_s=context.time_remaining()):
+            if isinstance(event, Final):
+                _log_final(call.slot, event)
+            yield event_to_proto(event)
+
+    @rpc
+    async def GenerateOnce(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.GenerateResponse:
+        call = call_from_request(request)
+        final = await self.runner.run_to_final(call, caller_remaining_s=context.time_remaining())
+        _log_final(call.slot, final)
+        return final_to_proto(final)
+
+    @rpc
+    async def ListSlots(self, request: gateway_pb2.ListSlotsRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.ListSlotsResponse:
+        return gateway_pb2.ListSlotsResponse(slots=[slot_to_proto(s) for s in self.runner.slots.describe()])
+
+
+def _log_final(slot: str, final: Final) -> None:
+    get_logger().info(
+        "gateway.call_finished",
+        slot=slot,
+        provider=final.provider,
+        model=final.model,
+        finish_reason=final.finish_reason,
+        attempts=final.attempts,
+        completion_tokens=final.usage.completion_tokens,
+    )
+
+
+def build_runner(settings: GatewaySettings) -> CallRunner:
+    slots = SlotTable.from_settings(settings)
+    script = Script.load(settings.gateway_script) if settings.gateway_script else Script()
+    providers: dict[str, Provider] = {
+        SCRIPTED: ScriptedProvider(script, settings.gateway_scripted_chunk_delay_ms),
+        OPENAI_COMPATIBLE: OpenAICompatibleProvider(),
+    }
+    return CallRunner(settings, slots, providers)
+
+
+async def start(settings: GatewaySettings) -> RunningServer:
+    runner = build_runner(settings)
+    servicer = LlmGatewayServicer(runner)
+
+    def add(server: grpc.aio.Server) -> list[str]:
+        gateway_pb2_grpc.add_LlmGatewayServicer_to_server(servicer, server)
+        return [SERVICE_NAME]
+
+    running = await start_server(settings.gateway_addr, add)
+
+    async def close_providers() -> None:
+        for provider in runner.providers.values():
+            await provider.aclose()
+
+    running.on_shutdown.append(close_providers)
+    for slot in runner.slots.describe():
+        get_logger().info("gateway.slot", slot=slot.slot, provider=slot.provider, model=slot.model, source=slot.source)
+    return running

@@ -1,0 +1,118 @@
+"""The scripted model's story replies (narrative-engine@2): short, varied, and on topic.
+
+Templates are picked with a seeded generator (a hash of the conversation), so the same
+conversation always gets the same story, and the player's last message is echoed so a
+walkthrough reads as a reply to what the player did.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+NARRATIVE_ENGINE = "narrative-engine@2"
+NARRATIVE_ENGINE_ID = "covel:contract:narrative-engine@2"
+
+SCENES = (
+    ("the lantern-lit harbor", "salt wind tugs at the ropes of the moored boats"),
+    ("the old library", "dust turns slowly in the light from the high windows"),
+    ("the forest road", "the pines lean close and the birds fall silent"),
+    ("the market square", "stalls of copper pans and bright cloth crowd the cobbles"),
+    ("the mountain inn", "a fire crackles and the common room smells of bread"),
+    ("the ruined chapel", "ivy has claimed the broken arches and the air is cool"),
+)
+CHARACTERS = (
+    ("Mira", "the harbor-master"),
+    ("Old Tobin", "the innkeeper"),
+    ("Sela", "a wandering scholar"),
+    ("Captain Rhee", "a weathered sailor"),
+    ("Brother Anselm", "a soft-spoken monk"),
+    ("Kestrel", "a quick-eyed courier"),
+)
+MOODS = ("curious", "tense", "warm", "mysterious", "hopeful", "wistful")
+OPENINGS = (
+    "You decide to {action}.",
+    "Without hesitating, you {action}.",
+    "Taking a slow breath, you {action}.",
+    "You {action}, and for a moment everything is still.",
+)
+CONSEQUENCES = (
+    "In {scene}, {detail}. Your choice does not go unnoticed.",
+    "Around you, {detail}. Something in {scene} seems to shift in answer.",
+    "The moment settles over {scene}; {detail}.",
+    "A hush falls across {scene} while {detail}.",
+)
+LINES = (
+    "Well now. Not many would {action_short}. I hope you know what you are doing.",
+    "If you mean to {action_short}, you had better hear what I saw last night.",
+    "Careful. The last traveller who tried to {action_short} never came back the same.",
+    "Ha! I was wondering when someone would {action_short}. Come, I will show you.",
+)
+ACTIONS = (
+    "{name} glances toward the door, then back at you, weighing something unsaid.",
+    "{name} sets down a cup and leans in, voice dropping low.",
+    "{name} folds a worn map and slides it across to you.",
+)
+OPENING_SCENES = (
+    "The story begins in {scene}, where {detail}.",
+    "Dusk finds you in {scene}; {detail}.",
+)
+OPENING_LINES = (
+    "You look like someone with a question. Ask it, then.",
+    "Traveller! You arrived just in time. Something strange is happening here.",
+)
+
+_FIRST_PERSON = re.compile(r"^(i|i'll|i will|i want to|i try to|let me|let's)\s+", re.IGNORECASE)
+
+
+def is_story_schema(name: str, schema: dict[str, Any] | None) -> bool:
+    if name == NARRATIVE_ENGINE:
+        return True
+    if not schema:
+        return False
+    return schema.get("$id") == NARRATIVE_ENGINE_ID or schema.get("title") == NARRATIVE_ENGINE
+
+
+def _action(player_text: str) -> str:
+    """The player's message as a verb phrase in second person: "I open the door." -> "open the door"."""
+    text = " ".join(player_text.split())
+    text = _FIRST_PERSON.sub("", text).rstrip(" .!?。！？")
+    text = re.sub(r"\b(my)\b", "your", text, flags=re.IGNORECASE)
+    text = re.sub(r"\b(me)\b", "you", text, flags=re.IGNORECASE)
+    if len(text) > 160:
+        text = text[:157].rstrip() + "..."
+    if text and text[0].isupper() and not text[:2].isupper():
+        text = text[0].lower() + text[1:]
+    return text
+
+
+def write_story(player_text: str, seed: str) -> dict[str, Any]:
+    """A narrative-engine@2 reply of 2-4 segments that answers `player_text`."""
+    rng = random.Random(seed)
+    scene, detail = rng.choice(SCENES)
+    name, _role = rng.choice(CHARACTERS)
+    action = _action(player_text)
+    segments: list[dict[str, str]] = []
+    if action and action.isascii():
+        segments.append({"kind": "narration", "text": rng.choice(OPENINGS).format(action=action)})
+        segments.append({"kind": "narration", "text": rng.choice(CONSEQUENCES).format(scene=scene, detail=detail)})
+        short = action if len(action) <= 60 else "do that"
+        segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(LINES).format(action_short=short)})
+    elif action:
+        segments.append({"kind": "narration", "text": f"You act: \u201c{action}\u201d"})
+        segments.append({"kind": "narration", "text": rng.choice(CONSEQUENCES).format(scene=scene, detail=detail)})
+        segments.append({"kind": "dialogue", "speaker": name, "text": "Interesting. Go on, then; I am watching."})
+    else:
+        segments.append({"kind": "narration", "text": rng.choice(OPENING_SCENES).format(scene=scene, detail=detail)})
+        segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(OPENING_LINES)})
+    if rng.random() < 0.5:
+        segments.append({"kind": "action", "speaker": name, "text": rng.choice(ACTIONS).format(name=name)})
+    # Capitalise the first letter of every segment.
+    for segment in segments:
+        segment["text"] = segment["text"][0].upper() + segment["text"][1:]
+    return {
+        "segments": segments[:4],
+        "cues": {"scene": scene[0].upper() + scene[1:], "present": [name], "mood": rng.choice(MOODS)},
+        "yield": "user",
+    }

@@ -1,0 +1,132 @@
+"""Proto messages to the gateway's dataclasses (with input validation) and back."""
+
+from __future__ import annotations
+
+from covel.gateway.v1 import gateway_pb2
+
+from services.gateway import events
+from services.gateway.chat import ROLES, Call, Message, ResponseFormat, Tool, ToolCall
+from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
+from services.gateway.slots import SlotDescription
+from shared.errors import invalid_argument
+from shared.structs import from_struct
+
+FINISH_REASONS = {
+    events.STOP: gateway_pb2.FINISH_REASON_STOP,
+    events.TOOL_CALLS: gateway_pb2.FINISH_REASON_TOOL_CALLS,
+    events.LENGTH: gateway_pb2.FINISH_REASON_LENGTH,
+    events.OTHER: gateway_pb2.FINISH_REASON_OTHER,
+    events.INTERRUPTED: gateway_pb2.FINISH_REASON_INTERRUPTED,
+    events.ERROR: gateway_pb2.FINISH_REASON_ERROR,
+}
+
+
+def call_from_request(request: gateway_pb2.GenerateRequest) -> Call:
+    if not request.messages:
+        raise invalid_argument("messages", "at least one message is required")
+    messages = []
+    for index, raw in enumerate(request.messages):
+        if raw.role not in ROLES:
+            raise invalid_argument(f"messages[{index}].role", f"must be one of {', '.join(ROLES)}, not {raw.role!r}")
+        if raw.role == "tool" and not raw.tool_call_id:
+            raise invalid_argument(f"messages[{index}].tool_call_id", "a tool message names the call it answers")
+        if raw.tool_calls and raw.role != "assistant":
+            raise invalid_argument(f"messages[{index}].tool_calls", "only assistant messages carry tool calls")
+        messages.append(
+            Message(
+                role=raw.role,
+                content=raw.content,
+                tool_calls=tuple(ToolCall(t.id, t.name, t.arguments) for t in raw.tool_calls),
+                tool_call_id=raw.tool_call_id,
+                name=raw.name,
+            )
+        )
+    tools = []
+    for index, raw_tool in enumerate(request.tools):
+        if not raw_tool.name:
+            raise invalid_argument(f"tools[{index}].name", "a tool needs a name")
+        tools.append(Tool(raw_tool.name, raw_tool.description, from_struct(raw_tool.parameters)))
+    choice = request.tool_choice.strip()
+    if choice and choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
+        raise invalid_argument("tool_choice", f"{choice!r} is neither auto/none/required nor the name of a tool in tools")
+    if choice in ("required",) and not tools:
+        raise invalid_argument("tool_choice", "'required' needs at least one tool in tools")
+    for name in ("call_timeout_ms", "first_token_timeout_ms", "idle_timeout_ms"):
+        if getattr(request, name) < 0:
+            raise invalid_argument(name, "must not be negative (0 means the gateway's default)")
+    if request.max_tokens < 0:
+        raise invalid_argument("max_tokens", "must not be negative (0 means the provider's default)")
+    response_format = None
+    if request.HasField("response_format") and (request.response_format.name or request.response_format.schema.fields):
+        response_format = ResponseFormat(
+            name=request.response_format.name,
+            schema=from_struct(request.response_format.schema),
+            strict=request.response_format.strict,
+        )
+    origin = request.origin
+    return Call(
+        slot=request.slot.strip(),
+        model_override=request.model_override.strip(),
+        messages=tuple(messages),
+        tools=tuple(tools),
+        tool_choice=choice,
+        response_format=response_format,
+        call_timeout_ms=request.call_timeout_ms,
+        first_token_timeout_ms=request.first_token_timeout_ms,
+        idle_timeout_ms=request.idle_timeout_ms,
+        # proto3 cannot tell 0 from unset: 0 leaves temperature and max_tokens to the provider.
+        temperature=request.temperature or None,
+        max_tokens=request.max_tokens or None,
+        origin={"session_id": origin.session_id, "turn_id": origin.turn_id, "runtime_id": origin.runtime_id},
+    )
+
+
+def message_to_proto(message: Message) -> gateway_pb2.ChatMessage:
+    return gateway_pb2.ChatMessage(
+        role=message.role,
+        content=message.content,
+        tool_calls=[gateway_pb2.ToolCall(id=t.id, name=t.name, arguments=t.arguments) for t in message.tool_calls],
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+    )
+
+
+def final_to_proto(final: Final) -> gateway_pb2.GenerateResponse:
+    usage = final.usage
+    return gateway_pb2.GenerateResponse(
+        message=message_to_proto(final.message),
+        finish_reason=FINISH_REASONS.get(final.finish_reason, gateway_pb2.FINISH_REASON_OTHER),
+        usage=gateway_pb2.Usage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        ),
+        provider=final.provider,
+        model=final.model,
+        attempts=final.attempts,
+        error_message=final.error_message,
+    )
+
+
+def event_to_proto(event: Event) -> gateway_pb2.GenerateEvent:
+    if isinstance(event, ContentDelta):
+        return gateway_pb2.GenerateEvent(content_delta=event.text)
+    if isinstance(event, ToolCallDelta):
+        return gateway_pb2.GenerateEvent(
+            tool_call_delta=gateway_pb2.ToolCallDelta(
+                index=event.index, id=event.id, name=event.name, arguments=event.arguments
+            )
+        )
+    return gateway_pb2.GenerateEvent(final=final_to_proto(event))
+
+
+def slot_to_proto(slot: SlotDescription) -> gateway_pb2.SlotInfo:
+    return gateway_pb2.SlotInfo(
+        slot=slot.slot,
+        provider=slot.provider,
+        model=slot.model,
+        base_url=slot.base_url,
+        credentials_present=slot.credentials_present,
+        fallbacks=list(slot.fallbacks),
+        source=slot.source,
+    )
