@@ -1,0 +1,19 @@
+"""`python -m services.hooks`: run the hook dispatcher."""
+
+import asyncio
+
+from services.hooks.server import start
+from services.hooks.settings import HooksSettings
+from shared.logs import configure_logging
+from shared.grpc_server import serve_until_signalled
+
+
+async def main() -> None:
+    settings = HooksSettings()
+    configure_logging("hooks", settings.log_level, settings.log_format)
+    running = await start(settings)
+    await serve_until_signalled(running, "hooks", settings.shutdown_grace_s)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

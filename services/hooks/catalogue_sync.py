@@ -1,0 +1,76 @@
+"""Keep the loaded handlers in step with the registry's catalogue generation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from covel.registry.v1 import registry_pb2, registry_pb2_grpc
+from services.hooks.dispatcher import HandlerTable
+from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
+from shared.logs import get_logger
+
+log = get_logger(component="catalogue_sync")
+
+
+@dataclass
+class LoadedHandlers:
+    generation: int = 0
+    table: HandlerTable = field(default_factory=lambda: HandlerTable([], {}))
+    load_result: LoadResult = field(default_factory=LoadResult)
+
+
+def _entries(reply: registry_pb2.ListPluginsResponse) -> list[PluginEntry]:
+    entries = []
+    for plugin in reply.plugins:
+        if plugin.state != registry_pb2.PLUGIN_STATE_LOADED:
+            continue
+        entries.append(
+            PluginEntry(
+                plugin_id=plugin.id,
+                root_dir=Path(plugin.root_dir),
+                entry=plugin.entry,
+                declared_hooks=tuple((hook.event, hook.enforce or "normal") for hook in plugin.hooks),
+                source=plugin.source or "builtin",
+            )
+        )
+    return entries
+
+
+class CatalogueSync:
+    def __init__(self, registry: registry_pb2_grpc.PluginRegistryStub) -> None:
+        self._registry = registry
+        self.current = LoadedHandlers()
+        self._lock = asyncio.Lock()
+
+    async def reload(self, timeout_s: float = 10.0) -> LoadedHandlers:
+        async with self._lock:
+            reply = await self._registry.ListPlugins(registry_pb2.ListPluginsRequest(), timeout=timeout_s)
+            entries = _entries(reply)
+            # Importing plugin modules is blocking work: keep it off the event loop.
+            result = await asyncio.to_thread(load_entries, entries, reply.generation)
+            registrations = [hook for loaded in result.loaded for hook in loaded.registrar.hooks]
+            sources = {entry.plugin_id: entry.source for entry in entries}
+            self.current = LoadedHandlers(reply.generation, HandlerTable(registrations, sources), result)
+            for plugin_id, error in result.errors.items():
+                log.warning("plugin.entry_failed", plugin_id=plugin_id, error=error)
+            log.info("handlers.loaded", generation=reply.generation, plugins=len(result.loaded), handlers=len(registrations))
+            return self.current
+
+    async def reload_when_registry_is_up(self, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        delay = 0.1
+        while True:
+            try:
+                await self.reload()
+                return
+            except grpc.aio.AioRpcError as error:
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.info("registry.waiting", code=error.code().name)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)

@@ -1,0 +1,109 @@
+"""Load plugin entry modules (`server/index.py`) and collect what `register(covel)` registers.
+
+Each plugin gets its own package namespace (`covel_plugin_<id>`), rooted at the package
+folder, so an entry module can import its `lib/` with relative imports and two plugins'
+modules never collide.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.plugin_sdk import PluginRegistrar
+from shared.plugin_sdk.registrar import RegistrationError
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    plugin_id: str
+    root_dir: Path
+    # Relative to root_dir; "" when the plugin has no entry module.
+    entry: str
+    # (event, enforce) pairs from contributes.hooks.
+    declared_hooks: tuple[tuple[str, str], ...]
+    source: str
+
+
+@dataclass
+class LoadedPlugin:
+    entry: PluginEntry
+    registrar: PluginRegistrar
+
+
+@dataclass
+class LoadResult:
+    loaded: list[LoadedPlugin] = field(default_factory=list)
+    # plugin id -> why it failed to load.
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _package_name(plugin_id: str, generation: int) -> str:
+    return f"covel_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', plugin_id)}_g{generation}"
+
+
+def _import_entry(plugin: PluginEntry, generation: int):
+    package = _package_name(plugin.plugin_id, generation)
+    root_spec = importlib.util.spec_from_file_location(
+        package, plugin.root_dir / "__init__.py", submodule_search_locations=[str(plugin.root_dir)]
+    )
+    assert root_spec is not None and root_spec.loader is not None
+    root_module = importlib.util.module_from_spec(root_spec)
+    sys.modules[package] = root_module
+    if (plugin.root_dir / "__init__.py").is_file():
+        root_spec.loader.exec_module(root_module)
+    relative = Path(plugin.entry).with_suffix("")
+    module_name = ".".join([package, *relative.parts])
+    # Intermediate folders (server/) become namespace packages of the plugin's package.
+    return importlib.import_module(module_name)
+
+
+def check_declarations(plugin: PluginEntry, registrar: PluginRegistrar) -> str | None:
+    """contributes.hooks and covel.on() must agree both ways, enforce group included."""
+    declared = {event: enforce for event, enforce in plugin.declared_hooks}
+    registered: dict[str, set[str]] = {}
+    for hook in registrar.hooks:
+        registered.setdefault(hook.event, set()).add(hook.enforce)
+    problems = []
+    for event, enforce in declared.items():
+        if event not in registered:
+            problems.append(f"contributes.hooks declares {event} but server code registers no handler for it")
+        elif registered[event] != {enforce}:
+            groups = ", ".join(sorted(registered[event]))
+            problems.append(f"{event} is declared with enforce {enforce} but registered with enforce {groups}")
+    for event in registered:
+        if event not in declared:
+            problems.append(f"covel.on({event!r}) is registered but {event} is missing from contributes.hooks")
+    return "; ".join(problems) or None
+
+
+def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
+    result = LoadResult()
+    for plugin in plugins:
+        if not plugin.entry:
+            if plugin.declared_hooks:
+                events = ", ".join(event for event, _ in plugin.declared_hooks)
+                result.errors[plugin.plugin_id] = f"contributes.hooks declares {events} but the plugin has no entry module"
+            continue
+        registrar = PluginRegistrar(plugin.plugin_id)
+        try:
+            module = _import_entry(plugin, generation)
+            register = getattr(module, "register", None)
+            if not callable(register):
+                raise RegistrationError(f"{plugin.entry} defines no register(covel) function")
+            outcome = register(registrar)
+            if inspect.isawaitable(outcome):
+                raise RegistrationError(f"{plugin.entry}: register(covel) must be a plain function, not async")
+        except Exception as error:  # plugin code: any failure fails that plugin only
+            result.errors[plugin.plugin_id] = f"{plugin.entry} failed to load: {type(error).__name__}: {error}"
+            continue
+        mismatch = check_declarations(plugin, registrar)
+        if mismatch:
+            result.errors[plugin.plugin_id] = mismatch
+            continue
+        result.loaded.append(LoadedPlugin(plugin, registrar))
+    return result

@@ -1,0 +1,19 @@
+"""`python -m services.scheduler`: run the scheduler (the client-facing service)."""
+
+import asyncio
+
+from services.scheduler.server import start
+from services.scheduler.settings import SchedulerSettings
+from shared.grpc_server import serve_until_signalled
+from shared.logs import configure_logging
+
+
+async def main() -> None:
+    settings = SchedulerSettings()
+    configure_logging("scheduler", settings.log_level, settings.log_format)
+    running = await start(settings)
+    await serve_until_signalled(running, "scheduler", settings.shutdown_grace_s)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

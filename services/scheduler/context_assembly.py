@@ -1,0 +1,61 @@
+"""The messages an agent runtime sends: framework preamble, prompt, history, the player's input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2
+
+LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
+
+
+def framework_preamble(runtime: registry_pb2.RuntimeManifest, locale: str, story: bool) -> str:
+    """What the kernel always puts first: the runtime frame, the output language, the completion contract."""
+    language = LANGUAGE_NAMES.get(locale, "English")
+    lines = [
+        f'You are the runtime "{runtime.runtime_id}" of the plugin "{runtime.plugin_id}" in an interactive story.',
+        f"Write everything the player reads in {language}.",
+    ]
+    if story:
+        lines.append(
+            "Reply with one JSON object that matches the response format narrative-engine@2: "
+            '"segments" is the story in order, each {"kind": "narration" | "dialogue" | "action", '
+            '"speaker": the character\'s name (dialogue and action only), "text": one paragraph}; '
+            '"cues" is optional {"scene", "present", "mood"}; "yield" is "user" to hand the turn back to the player.'
+        )
+    return "\n".join(lines)
+
+
+def runtime_prompt(runtime: registry_pb2.RuntimeManifest, locale: str) -> str:
+    return runtime.prompt_variants.get(locale) or runtime.prompt
+
+
+def history_messages(messages: list[common_pb2.Message], max_turns: int) -> list[dict[str, Any]]:
+    """The conversation log as chat messages: the last `max_turns` player turns and what followed them."""
+    player_positions = [index for index, message in enumerate(messages) if message.role == "player"]
+    start = player_positions[-max_turns] if len(player_positions) > max_turns else 0
+    chat: list[dict[str, Any]] = []
+    for message in messages[start:]:
+        if message.role == "player":
+            chat.append({"role": "user", "content": message.text})
+        elif message.role == "story":
+            chat.append({"role": "assistant", "content": message.text})
+    return chat
+
+
+def assemble(
+    runtime: registry_pb2.RuntimeManifest,
+    locale: str,
+    story: bool,
+    history: list[common_pb2.Message],
+    player_message: str,
+    max_turns: int,
+) -> tuple[str, list[dict[str, Any]]]:
+    system_prompt = "\n\n".join(
+        part for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale)) if part
+    )
+    messages = history_messages(history, max_turns)
+    if player_message:
+        messages.append({"role": "user", "content": player_message})
+    return system_prompt, messages

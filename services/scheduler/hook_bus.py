@@ -1,0 +1,92 @@
+"""Dispatch hook events, costing no RPC for an event no active plugin listens to."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from covel.common.v1 import common_pb2
+from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
+from covel.store.v1 import store_pb2
+from shared.structs import from_struct, to_struct
+
+# Refresh the subscription table at most this often (it changes only on plugin reload).
+SUBSCRIPTIONS_TTL_S = 5.0
+
+
+@dataclass
+class HookOutcome:
+    aborted: bool
+    reason: str
+    payload: dict[str, Any]
+    trace: list[common_pb2.HookTraceEntry] = field(default_factory=list)
+
+
+@dataclass
+class ExecutionScope:
+    """The parts of the hook context fixed for one execution."""
+
+    session: store_pb2.Session
+    turn_id: str
+    logical_turn: int
+
+    def context(self, plugin_id: str = "", runtime_id: str = "") -> hooks_pb2.HookContext:
+        return hooks_pb2.HookContext(
+            session_id=self.session.id,
+            turn_id=self.turn_id,
+            locale=self.session.locale,
+            plugin_id=plugin_id,
+            runtime_id=runtime_id,
+            active_plugin_ids=list(self.session.active_plugins),
+            approved_plugin_ids=list(self.session.approved_plugins),
+            plugin_settings=dict(self.session.plugin_settings),
+            logical_turn=self.logical_turn,
+        )
+
+
+class HookBus:
+    def __init__(self, hooks: hooks_pb2_grpc.HookDispatcherStub) -> None:
+        self._hooks = hooks
+        self._subscribers: dict[str, set[str]] = {}
+        self._fetched_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def _subscriptions(self) -> dict[str, set[str]]:
+        if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
+            async with self._lock:
+                if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
+                    reply = await self._hooks.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest(), timeout=5)
+                    self._subscribers = {sub.event: set(sub.plugin_ids) for sub in reply.subscriptions}
+                    self._fetched_at = time.monotonic()
+        return self._subscribers
+
+    def refresh(self) -> None:
+        self._fetched_at = 0.0
+
+    async def dispatch(
+        self,
+        event: str,
+        scope: ExecutionScope,
+        payload: dict[str, Any],
+        *,
+        plugin_id: str = "",
+        runtime_id: str = "",
+        timeout_s: float = 60.0,
+    ) -> HookOutcome:
+        listeners = (await self._subscriptions()).get(event, set())
+        if not listeners.intersection(scope.session.active_plugins):
+            return HookOutcome(False, "", payload)
+        reply = await self._hooks.Dispatch(
+            hooks_pb2.DispatchRequest(
+                event=event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload)
+            ),
+            timeout=timeout_s,
+        )
+        return HookOutcome(
+            aborted=reply.outcome == hooks_pb2.OUTCOME_ABORT,
+            reason=reply.reason,
+            payload=from_struct(reply.payload),
+            trace=list(reply.trace),
+        )

@@ -1,0 +1,38 @@
+"""Stubs of the four services the scheduler calls during a turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from covel.gateway.v1 import gateway_pb2_grpc
+from covel.hooks.v1 import hooks_pb2_grpc
+from covel.registry.v1 import registry_pb2_grpc
+from covel.store.v1 import store_pb2_grpc
+from shared.grpc_client import open_channel
+from shared.settings import PeerAddresses
+
+
+@dataclass
+class Peers:
+    registry: registry_pb2_grpc.PluginRegistryStub
+    hooks: hooks_pb2_grpc.HookDispatcherStub
+    gateway: gateway_pb2_grpc.LlmGatewayStub
+    store: store_pb2_grpc.TransactionalStoreStub
+    channels: list[grpc.aio.Channel]
+
+    @classmethod
+    def connect(cls, addresses: PeerAddresses) -> "Peers":
+        channels = {name: open_channel(addresses.addr_of(name)) for name in ("registry", "hooks", "gateway", "store")}
+        return cls(
+            registry=registry_pb2_grpc.PluginRegistryStub(channels["registry"]),
+            hooks=hooks_pb2_grpc.HookDispatcherStub(channels["hooks"]),
+            gateway=gateway_pb2_grpc.LlmGatewayStub(channels["gateway"]),
+            store=store_pb2_grpc.TransactionalStoreStub(channels["store"]),
+            channels=list(channels.values()),
+        )
+
+    async def close(self) -> None:
+        for channel in self.channels:
+            await channel.close()

@@ -1,0 +1,39 @@
+"""Compiled plugin packages, cached by the registry's catalogue generation."""
+
+from __future__ import annotations
+
+import asyncio
+
+from covel.registry.v1 import registry_pb2, registry_pb2_grpc
+
+
+class PluginCache:
+    def __init__(self, registry: registry_pb2_grpc.PluginRegistryStub) -> None:
+        self._registry = registry
+        self._generation = 0
+        self._packages: dict[str, registry_pb2.PluginPackage] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    async def packages(self, plugin_ids: list[str], timeout_s: float) -> list[registry_pb2.PluginPackage]:
+        """The packages of `plugin_ids` (in that order), fetched once per generation."""
+        missing = [plugin_id for plugin_id in plugin_ids if plugin_id not in self._packages]
+        if missing:
+            async with self._lock:
+                missing = [plugin_id for plugin_id in plugin_ids if plugin_id not in self._packages]
+                if missing:
+                    reply = await self._registry.GetPlugins(
+                        registry_pb2.GetPluginsRequest(plugin_ids=missing), timeout=timeout_s
+                    )
+                    if reply.generation != self._generation:
+                        self._packages = {}
+                        self._generation = reply.generation
+                    for package in reply.plugins:
+                        self._packages[package.id] = package
+        return [self._packages[plugin_id] for plugin_id in plugin_ids if plugin_id in self._packages]
+
+    def invalidate(self) -> None:
+        self._packages = {}

@@ -1,0 +1,158 @@
+"""The scheduler's public gRPC service: what clients in any language call."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import grpc
+
+from covel.registry.v1 import registry_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
+from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.peers import Peers
+from services.scheduler.player_input import validate_actions
+from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.settings import SchedulerSettings
+from services.scheduler.turn_runner import TurnRequest, TurnRunner
+from shared.errors import invalid_argument, require, rpc
+from shared.grpc_server import RunningServer, start_server
+from shared.logs import get_logger
+
+LOCALES = ("en", "zh")
+IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+log = get_logger(component="scheduler")
+
+
+class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
+    def __init__(self, peers: Peers, settings: SchedulerSettings) -> None:
+        self._peers = peers
+        self._hooks = HookBus(peers.hooks)
+        self._runner = TurnRunner(peers, PluginCache(peers.registry), self._hooks, settings)
+        # Turns keep running when their client goes away; shutdown waits for them.
+        self.turns_in_flight: set[asyncio.Task] = set()
+
+    @rpc
+    async def CreateSession(self, request: scheduler_pb2.CreateSessionRequest, context) -> scheduler_pb2.CreateSessionResponse:
+        locale = request.locale or "en"
+        if locale not in LOCALES:
+            raise invalid_argument("locale", f"is {request.locale!r}; use one of {', '.join(LOCALES)}")
+        resolved = await self._peers.registry.ResolveSessionPlugins(
+            registry_pb2.ResolveSessionPluginsRequest(
+                requested=list(request.requested_plugins), excluded=list(request.excluded_plugins)
+            ),
+            timeout=10,
+        )
+        created = await self._peers.store.CreateSession(
+            store_pb2.CreateSessionRequest(
+                session=store_pb2.Session(
+                    locale=locale,
+                    world_id=request.world_id,
+                    title=request.title,
+                    active_plugins=list(resolved.active),
+                    requested_plugins=list(request.requested_plugins),
+                    excluded_plugins=list(request.excluded_plugins),
+                    plugin_settings=dict(request.plugin_settings),
+                )
+            ),
+            timeout=10,
+        )
+        session = created.session
+        started = await self._hooks.dispatch(
+            "SessionStart", ExecutionScope(session=session, turn_id="", logical_turn=0),
+            {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})},
+        )
+        for entry in started.trace:
+            if entry.status != "ok":
+                log.warning("hook.failed", event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
+        return scheduler_pb2.CreateSessionResponse(
+            session=session,
+            rejected=[
+                scheduler_pb2.RejectedPlugin(plugin_id=r.plugin_id, code=r.code, reason=r.reason) for r in resolved.rejected
+            ],
+        )
+
+    @rpc
+    async def GetSession(self, request: scheduler_pb2.GetSessionRequest, context) -> scheduler_pb2.GetSessionResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)
+        return scheduler_pb2.GetSessionResponse(session=reply.session)
+
+    @rpc
+    async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context):
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        if request.idempotency_key and not IDEMPOTENCY_KEY.match(request.idempotency_key):
+            raise invalid_argument("idempotency_key", "use 1-128 characters of letters, digits and . _ : -")
+        actions = validate_actions(list(request.actions))
+        events: asyncio.Queue = asyncio.Queue()
+        done = object()
+
+        async def emit(event: scheduler_pb2.TurnEvent) -> None:
+            await events.put(event)
+
+        async def run() -> store_pb2.Turn:
+            try:
+                turn = await self._runner.run(
+                    TurnRequest(request.session_id, actions, request.idempotency_key), emit
+                )
+                await events.put(scheduler_pb2.TurnEvent(turn_completed=turn))
+                return turn
+            finally:
+                await events.put(done)
+
+        task = asyncio.create_task(run())
+        self.turns_in_flight.add(task)
+        task.add_done_callback(self.turns_in_flight.discard)
+        while True:
+            event = await events.get()
+            if event is done:
+                break
+            yield event
+        # Raises the turn's error, if any, as this RPC's status.
+        await task
+
+    @rpc
+    async def ListMessages(self, request: scheduler_pb2.ListMessagesRequest, context) -> scheduler_pb2.ListMessagesResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        if request.limit < 0:
+            raise invalid_argument("limit", "must be 0 (all) or positive")
+        reply = await self._peers.store.ListMessages(
+            store_pb2.ListMessagesRequest(session_id=request.session_id, limit=request.limit), timeout=10
+        )
+        return scheduler_pb2.ListMessagesResponse(messages=reply.messages)
+
+    @rpc
+    async def GetTurn(self, request: scheduler_pb2.GetTurnRequest, context) -> scheduler_pb2.GetTurnResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.turn_id, "turn_id", "a turn id from the turn stream or ListTurns")
+        reply = await self._peers.store.GetTurn(
+            store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=request.turn_id), timeout=10
+        )
+        return scheduler_pb2.GetTurnResponse(turn=reply.turn)
+
+    @rpc
+    async def ListTurns(self, request: scheduler_pb2.ListTurnsRequest, context) -> scheduler_pb2.ListTurnsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=request.session_id), timeout=10)
+        return scheduler_pb2.ListTurnsResponse(turns=reply.turns)
+
+
+async def start(settings: SchedulerSettings) -> RunningServer:
+    peers = Peers.connect(settings)
+    service = SchedulerService(peers, settings)
+
+    def add(server: grpc.aio.Server) -> list[str]:
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(service, server)
+        return [scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"].full_name]
+
+    running = await start_server(settings.scheduler_addr, add)
+
+    async def drain_turns() -> None:
+        # SIGTERM: in-flight turns finish and commit before the process exits.
+        if service.turns_in_flight:
+            await asyncio.wait(set(service.turns_in_flight), timeout=settings.shutdown_grace_s)
+
+    running.on_shutdown.append(drain_turns)
+    running.on_shutdown.append(peers.close)
+    return running

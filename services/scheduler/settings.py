@@ -1,0 +1,25 @@
+"""Settings of the scheduler (COVEL_ environment variables)."""
+
+import socket
+import uuid
+
+from pydantic import Field
+
+from shared.settings import ServiceSettings
+
+
+def _instance_id() -> str:
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+class SchedulerSettings(ServiceSettings):
+    # Who holds a turn lease, so a stuck lease can be traced to its replica.
+    scheduler_instance_id: str = Field(default_factory=_instance_id)
+    # A crashed scheduler's lease lapses after this; a live one renews it every third of it.
+    scheduler_lease_ttl_ms: int = 30_000
+    # How long a submit waits for the session's running turn before answering ABORTED.
+    scheduler_lease_wait_ms: int = 10_000
+    # Upper bound of one turn, all runtimes included.
+    scheduler_turn_timeout_s: float = 600.0
+    # History window for story runtimes when the manifest sets none (player turns).
+    scheduler_history_max_turns: int = 20

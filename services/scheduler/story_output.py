@@ -1,0 +1,136 @@
+"""The kernel's story shape (narrative-engine@2) and its lenient normalisation before commit."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_SEGMENTS = 60
+MAX_SEGMENT_CHARS = 4000
+KINDS = ("narration", "dialogue", "action")
+# A trailing paragraph that asks the player what to do, maybe listing options, is dropped.
+_OPTION_PROMPT = re.compile(
+    r"^(so,?\s*)?(what (will|do|would) you do( now| next)?|what do you want to do( now| next)?"
+    r"|你(会|要|想)怎么做|你接下来(会|要)怎么做)\s*[?？]?(\s*\n\s*([-*•]|\d+[.)、]).*)*$",
+    re.IGNORECASE,
+)
+
+
+class EmptyStory(ValueError):
+    """The reply had no story text at all."""
+
+
+@dataclass
+class Story:
+    segments: list[dict[str, str]]
+    cues: dict[str, Any] = field(default_factory=dict)
+    yield_to: str = "user"
+
+    @property
+    def narrative_output(self) -> str:
+        return "\n\n".join(segment["text"] for segment in self.segments)
+
+    def to_output(self) -> dict[str, Any]:
+        output: dict[str, Any] = {"segments": self.segments, "yield": self.yield_to, "narrativeOutput": self.narrative_output}
+        if self.cues:
+            output["cues"] = self.cues
+        return output
+
+
+def _split_long(text: str) -> list[str]:
+    if len(text) <= MAX_SEGMENT_CHARS:
+        return [text]
+    parts: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        while len(line) > MAX_SEGMENT_CHARS:
+            if current:
+                parts.append(current)
+                current = ""
+            parts.append(line[:MAX_SEGMENT_CHARS])
+            line = line[MAX_SEGMENT_CHARS:]
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) > MAX_SEGMENT_CHARS:
+            parts.append(current)
+            current = line
+        else:
+            current = candidate
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _clean_segment(raw: Any) -> dict[str, str] | None:
+    if isinstance(raw, str):
+        raw = {"kind": "narration", "text": raw}
+    if not isinstance(raw, dict):
+        return None
+    text = raw.get("text")
+    if not isinstance(text, str):
+        return None
+    # Blank lines inside a segment fold into one newline: one segment is one paragraph.
+    text = re.sub(r"\n\s*\n+", "\n", text).strip()
+    if not text:
+        return None
+    kind = raw.get("kind") if raw.get("kind") in KINDS else "narration"
+    segment = {"kind": kind, "text": text}
+    speaker = raw.get("speaker")
+    if kind != "narration" and isinstance(speaker, str) and speaker.strip():
+        segment["speaker"] = speaker.strip()[:80]
+    return segment
+
+
+def _merge_to_limit(segments: list[dict[str, str]]) -> list[dict[str, str]]:
+    if len(segments) <= MAX_SEGMENTS:
+        return segments
+    merged: list[dict[str, str]] = []
+    for segment in segments:
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last["kind"] == segment["kind"]
+            and last.get("speaker") == segment.get("speaker")
+            and len(last["text"]) + len(segment["text"]) + 1 <= MAX_SEGMENT_CHARS
+        ):
+            last["text"] = f"{last['text']}\n{segment['text']}"
+        else:
+            merged.append(dict(segment))
+    return merged[:MAX_SEGMENTS]
+
+
+def normalize_story(reply: str | dict[str, Any]) -> Story:
+    """Lenient rules: plain text is narration, unknown kinds are narration, long text splits, …"""
+    data: Any = reply
+    if isinstance(reply, str):
+        stripped = reply.strip()
+        try:
+            data = json.loads(stripped) if stripped.startswith("{") else stripped
+        except json.JSONDecodeError:
+            data = stripped
+    if isinstance(data, str):
+        raw_segments: list[Any] = [part for part in re.split(r"\n\s*\n", data) if part.strip()]
+        cues: Any = {}
+        yield_to: Any = "user"
+    elif isinstance(data, dict):
+        raw_segments = data.get("segments") if isinstance(data.get("segments"), list) else []
+        if not raw_segments and isinstance(data.get("text"), str):
+            raw_segments = [data["text"]]
+        cues = data.get("cues") if isinstance(data.get("cues"), dict) else {}
+        yield_to = data.get("yield")
+    else:
+        raw_segments, cues, yield_to = [], {}, "user"
+    segments: list[dict[str, str]] = []
+    for raw in raw_segments:
+        segment = _clean_segment(raw)
+        if segment is None:
+            continue
+        for text in _split_long(segment["text"]):
+            segments.append({**segment, "text": text})
+    while segments and segments[-1]["kind"] == "narration" and _OPTION_PROMPT.match(segments[-1]["text"]):
+        segments.pop()
+    segments = _merge_to_limit(segments)
+    if not segments:
+        raise EmptyStory("the story has no text")
+    return Story(segments=segments, cues=cues, yield_to="continue" if yield_to == "continue" else "user")

@@ -1,0 +1,314 @@
+"""One turn: lease, plugins, hooks, runtimes stage by stage, one commit.
+
+The turn runs as its own task: a client that disconnects mid-stream does not stop the
+commit, so a turn is always either committed whole or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2
+from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
+from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.peers import Peers
+from services.scheduler.player_input import action_dict, render_player_message
+from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.settings import SchedulerSettings
+from services.scheduler.story_stream import StreamedPiece
+from shared.ids import new_id
+from shared.logs import get_logger
+from shared.structs import from_struct, to_struct
+
+STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
+Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
+log = get_logger(component="turn_runner")
+
+
+def _now() -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.GetCurrentTime()
+    return stamp
+
+
+@dataclass
+class TurnRequest:
+    session_id: str
+    actions: list[common_pb2.PlayerAction]
+    idempotency_key: str
+    origin: str = "player"
+
+
+class TurnRunner:
+    def __init__(self, peers: Peers, plugins: PluginCache, hooks: HookBus, settings: SchedulerSettings) -> None:
+        self._peers = peers
+        self._plugins = plugins
+        self._hooks = hooks
+        self._settings = settings
+
+    async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
+        lease_reply = await self._peers.store.AcquireTurnLease(
+            store_pb2.AcquireTurnLeaseRequest(
+                session_id=request.session_id,
+                holder=self._settings.scheduler_instance_id,
+                ttl_ms=self._settings.scheduler_lease_ttl_ms,
+                idempotency_key=request.idempotency_key,
+                wait_ms=self._settings.scheduler_lease_wait_ms,
+            ),
+            timeout=self._settings.scheduler_lease_wait_ms / 1000 + 10,
+        )
+        if lease_reply.WhichOneof("result") == "existing_turn":
+            # A retried submit: answer with the first turn's result, run nothing.
+            return lease_reply.existing_turn
+        lease = lease_reply.lease
+        renewer = asyncio.create_task(self._keep_lease(lease))
+        try:
+            return await asyncio.wait_for(
+                self._run_leased(request, lease, lease_reply.session, emit), self._settings.scheduler_turn_timeout_s
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._peers.store.ReleaseTurnLease(
+                    store_pb2.ReleaseTurnLeaseRequest(session_id=request.session_id, lease_id=lease.lease_id), timeout=5
+                )
+            raise
+        finally:
+            renewer.cancel()
+
+    async def _keep_lease(self, lease: store_pb2.TurnLease) -> None:
+        interval = self._settings.scheduler_lease_ttl_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._peers.store.RenewTurnLease(
+                    store_pb2.RenewTurnLeaseRequest(
+                        session_id=lease.session_id, lease_id=lease.lease_id, ttl_ms=self._settings.scheduler_lease_ttl_ms
+                    ),
+                    timeout=interval,
+                )
+            except grpc.aio.AioRpcError as error:
+                log.warning("lease.renew_failed", session_id=lease.session_id, code=error.code().name)
+
+    async def _run_leased(
+        self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, emit: Emit
+    ) -> store_pb2.Turn:
+        started = time.monotonic()
+        turn = store_pb2.Turn(
+            id=lease.turn_id,
+            session_id=session.id,
+            logical_turn=lease.logical_turn,
+            idempotency_key=request.idempotency_key,
+            actions=request.actions,
+            player_message=render_player_message(request.actions),
+            origin=request.origin,
+            started_at=_now(),
+        )
+        await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
+        scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
+        packages = await self._plugins.packages(list(session.active_plugins), timeout_s=10)
+        runtimes = [runtime for package in packages if package.state == registry_pb2.PLUGIN_STATE_LOADED for runtime in package.runtimes]
+
+        async def record(trace: list[common_pb2.HookTraceEntry]) -> None:
+            for entry in trace:
+                turn.hook_trace.append(entry)
+                await emit(scheduler_pb2.TurnEvent(hook=entry))
+
+        turn_start = await self._hooks.dispatch(
+            "TurnStart",
+            scope,
+            {
+                "playerMessage": turn.player_message,
+                "actions": [action_dict(action) for action in request.actions],
+                "activeRuntimes": [runtime.runtime_id for runtime in runtimes],
+            },
+        )
+        await record(turn_start.trace)
+        if turn_start.aborted:
+            turn.status = store_pb2.TURN_STATUS_ABORTED
+            turn.abort_reason = turn_start.reason
+            return await self._commit(turn, lease, [], emit)
+
+        selected = [runtime for runtime in runtimes if runtime.stage in STAGES]
+        schedule = await self._hooks.dispatch(
+            "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}
+        )
+        await record(schedule.trace)
+        selected = _filter_schedule(selected, schedule.payload.get("triggered"))
+
+        history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
+        history = list(history_reply.messages)
+        proposals: list[store_pb2.Proposal] = []
+        outcomes: dict[str, RuntimeOutcome] = {}
+        for stage in STAGES:
+            in_stage = [runtime for runtime in selected if runtime.stage == stage]
+            results = await asyncio.gather(
+                *(self._run_runtime(runtime, scope, history, turn.player_message, emit, record) for runtime in in_stage)
+            )
+            for runtime, outcome in zip(in_stage, results):
+                outcomes[runtime.runtime_id] = outcome
+                turn.runtime_results.append(
+                    store_pb2.RuntimeResult(
+                        runtime_id=runtime.runtime_id,
+                        plugin_id=runtime.plugin_id,
+                        status=outcome.status,
+                        reason=outcome.reason,
+                        output=to_struct(outcome.output),
+                        run_id=new_id(),
+                        story=is_story_runtime(runtime),
+                    )
+                )
+                if outcome.status == "success" and outcome.story is not None:
+                    proposals.append(
+                        store_pb2.Proposal(
+                            id=new_id(),
+                            type="narrative.append",
+                            plugin_id=runtime.plugin_id,
+                            runtime_id=runtime.runtime_id,
+                            unit_runtime_id=runtime.runtime_id,
+                            payload=to_struct({"text": outcome.story.narrative_output, **outcome.story.to_output()}),
+                        )
+                    )
+
+        duration_ms = int((time.monotonic() - started) * 1000)
+        stop = await self._hooks.dispatch(
+            "TurnStop",
+            scope,
+            {
+                "runtimeResults": [{"runtimeId": r.runtime_id, "status": r.status} for r in turn.runtime_results],
+                "durationMs": duration_ms,
+            },
+        )
+        await record(stop.trace)
+
+        story_ran = [result for result in turn.runtime_results if result.story]
+        if story_ran and not any(result.status == "success" for result in story_ran):
+            turn.status = store_pb2.TURN_STATUS_FAILED
+            failed = next(result for result in story_ran if result.status != "success")
+            turn.abort_reason = f"story runtime {failed.runtime_id} {failed.status}: {failed.reason}"
+            return await self._commit(turn, lease, [], emit)
+
+        kept: list[store_pb2.Proposal] = []
+        for proposal in proposals:
+            verdict = await self._hooks.dispatch(
+                "PreStateCommit",
+                scope,
+                {"proposal": {"id": proposal.id, "type": proposal.type, "payload": _payload(proposal)}},
+                plugin_id=proposal.plugin_id,
+                runtime_id=proposal.runtime_id,
+            )
+            await record(verdict.trace)
+            if verdict.aborted:
+                turn.proposal_outcomes.append(
+                    store_pb2.ProposalOutcome(proposal_id=proposal.id, status=store_pb2.PROPOSAL_STATUS_REJECTED, reason=verdict.reason)
+                )
+                continue
+            replaced = verdict.payload.get("proposal", {})
+            if isinstance(replaced, dict) and isinstance(replaced.get("payload"), dict):
+                proposal.payload.CopyFrom(to_struct(replaced["payload"]))
+            kept.append(proposal)
+        turn.narrative = "\n\n".join(
+            outcome.story.narrative_output for outcome in outcomes.values() if outcome.story is not None
+        )
+        turn.status = store_pb2.TURN_STATUS_COMMITTED
+        committed = await self._commit(turn, lease, kept, emit)
+        for proposal in kept:
+            post = await self._hooks.dispatch(
+                "PostStateCommit",
+                scope,
+                {"proposal": {"id": proposal.id, "type": proposal.type, "payload": _payload(proposal)}, "result": {"committed": True}},
+                plugin_id=proposal.plugin_id,
+                runtime_id=proposal.runtime_id,
+            )
+            committed.hook_trace.extend(post.trace)
+        return committed
+
+    async def _run_runtime(self, runtime, scope, history, player_message, emit, record) -> RuntimeOutcome:
+        started = time.monotonic()
+        await emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime.runtime_id, stage=runtime.stage)))
+        pre = await self._hooks.dispatch(
+            "PreRuntime", scope, {"manifest": {"runtimeId": runtime.runtime_id, "stage": runtime.stage}, "input": {"playerMessage": player_message}},
+            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+        )
+        await record(pre.trace)
+        if pre.aborted:
+            outcome = RuntimeOutcome("skipped", pre.reason)
+        elif runtime.type != "agent":
+            outcome = RuntimeOutcome("skipped", "function runtimes are not run by this kernel version yet")
+        else:
+
+            async def on_narrative(piece: StreamedPiece) -> None:
+                segment = common_pb2.Segment(kind=piece.kind, speaker=piece.speaker) if piece.kind else None
+                await emit(
+                    scheduler_pb2.TurnEvent(
+                        narrative_delta=scheduler_pb2.NarrativeDelta(runtime_id=runtime.runtime_id, text=piece.text, segment=segment)
+                    )
+                )
+
+            try:
+                outcome = await run_agent(
+                    runtime=runtime,
+                    scope=scope,
+                    history=history,
+                    player_message=player_message,
+                    gateway=self._peers.gateway,
+                    hooks=self._hooks,
+                    on_narrative=on_narrative,
+                    history_max_turns=self._settings.scheduler_history_max_turns,
+                )
+            except grpc.aio.AioRpcError as error:
+                outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
+            await record(outcome.trace)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        await emit(
+            scheduler_pb2.TurnEvent(
+                runtime_finished=scheduler_pb2.RuntimeFinished(
+                    runtime_id=runtime.runtime_id, status=outcome.status, reason=outcome.reason, duration_ms=duration_ms
+                )
+            )
+        )
+        return outcome
+
+    async def _commit(
+        self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit
+    ) -> store_pb2.Turn:
+        turn.finished_at.CopyFrom(_now())
+        reply = await self._peers.store.CommitTurn(
+            store_pb2.CommitTurnRequest(
+                session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals, release_lease=True
+            ),
+            timeout=30,
+        )
+        committed = reply.turn
+        # Outcomes decided before the store (hook vetoes) stay in the record.
+        known = {outcome.proposal_id for outcome in committed.proposal_outcomes}
+        for outcome in turn.proposal_outcomes:
+            if outcome.proposal_id not in known:
+                committed.proposal_outcomes.append(outcome)
+        return committed
+
+
+def _payload(proposal: store_pb2.Proposal) -> dict:
+    return from_struct(proposal.payload)
+
+
+def _filter_schedule(selected: list[registry_pb2.RuntimeManifest], triggered) -> list[registry_pb2.RuntimeManifest]:
+    """PreSchedule may drop or reorder the selected runtimes, never add one."""
+    if not isinstance(triggered, list):
+        return selected
+    by_name = {runtime.runtime_id: runtime for runtime in selected}
+    kept = []
+    for entry in triggered:
+        name = entry.get("name") if isinstance(entry, dict) else entry
+        if name in by_name and by_name[name] not in kept:
+            kept.append(by_name[name])
+    return kept
