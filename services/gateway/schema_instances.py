@@ -31,7 +31,10 @@ FORMATS = {
     "hostname": "example.com",
     "ipv4": "127.0.0.1",
 }
-MAX_DEPTH = 12
+MAX_DEPTH = 40
+# Below this depth optional properties are left out and arrays get their minimum, so
+# recursive schemas end.
+SHALLOW_DEPTH = 6
 
 
 class SchemaInstanceError(ValueError):
@@ -157,12 +160,14 @@ class InstanceGenerator:
         return text
 
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
-        minimum = int(schema.get("minItems", 1))
+        minimum = int(schema.get("minItems", 0 if depth > SHALLOW_DEPTH else 1))
         maximum = int(schema.get("maxItems", max(minimum, 3)))
         if maximum < minimum:
             raise SchemaInstanceError("maxItems is below minItems")
         prefix = list(schema.get("prefixItems") or [])
         count = self.rng.randint(minimum, max(minimum, min(maximum, minimum + 2)))
+        if depth > SHALLOW_DEPTH:
+            count = minimum
         if schema.get("items") is False:
             count = min(count, len(prefix))
         items: list[Any] = []
@@ -187,7 +192,7 @@ class InstanceGenerator:
         for name in [*required, *(p for p in properties if p not in required)]:
             if name in result:
                 continue
-            if name not in required and depth > 2 and self.rng.random() < 0.5:
+            if name not in required and (depth > SHALLOW_DEPTH or (depth > 2 and self.rng.random() < 0.5)):
                 continue
             subschema = properties.get(name, schema.get("additionalProperties", {}))
             if subschema is False:
