@@ -193,6 +193,30 @@ class _Assembly:
         return Final(message=message, finish_reason=reason, usage=usage, error_message=error_message)
 
 
+def parse_completion(call: Call, target: Target, text: str, key: str | None) -> Final:
+    """A non-streamed chat completion body as a Final."""
+    try:
+        data = json.loads(text)
+        choice = data["choices"][0]
+        raw = choice.get("message") or {}
+        calls = tuple(
+            ToolCall(
+                id=str(item.get("id") or f"call_{index}"),
+                name=str((item.get("function") or {}).get("name") or ""),
+                arguments=str((item.get("function") or {}).get("arguments") or ""),
+            )
+            for index, item in enumerate(raw.get("tool_calls") or [])
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise AttemptFailed(
+            f"provider {target.provider.name} sent a reply that is not a chat completion: {_provider_message(text, key)}",
+            retryable=True,
+        ) from None
+    message = Message(role="assistant", content=str(raw.get("content") or ""), tool_calls=calls)
+    usage = _usage(data.get("usage")) or approx_usage(call, message.content + "".join(t.arguments for t in calls))
+    return Final(message=message, finish_reason=finish_reason(choice.get("finish_reason")), usage=usage)
+
+
 class _StreamBroke(Exception):
     pass
 
@@ -240,26 +264,7 @@ class OpenAICompatibleProvider:
             raise AttemptFailed(f"cannot reach {target.provider.base_url}: {type(error).__name__}", retryable=True) from None
         if response.status_code != 200:
             raise http_failure(response.status_code, response.headers, response.text, target, key)
-        try:
-            data = response.json()
-            choice = data["choices"][0]
-            raw = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise AttemptFailed(
-                f"provider {target.provider.name} sent a reply that is not a chat completion: {_provider_message(response.text, key)}",
-                retryable=True,
-            ) from None
-        calls = tuple(
-            ToolCall(
-                id=str(item.get("id") or f"call_{index}"),
-                name=str((item.get("function") or {}).get("name") or ""),
-                arguments=str((item.get("function") or {}).get("arguments") or ""),
-            )
-            for index, item in enumerate(raw.get("tool_calls") or [])
-        )
-        message = Message(role="assistant", content=str(raw.get("content") or ""), tool_calls=calls)
-        usage = _usage(data.get("usage")) or approx_usage(call, message.content + "".join(t.arguments for t in calls))
-        return Final(message=message, finish_reason=finish_reason(choice.get("finish_reason")), usage=usage)
+        return parse_completion(call, target, response.text, key)
 
     async def _read(
         self,
@@ -278,6 +283,11 @@ class OpenAICompatibleProvider:
                 if response.status_code != 200:
                     text = (await response.aread()).decode("utf-8", "replace")
                     await queue.put(("failed", http_failure(response.status_code, response.headers, text, target, key)))
+                    return
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    # A server that ignored stream=true and answered with one JSON completion.
+                    text = (await response.aread()).decode("utf-8", "replace")
+                    await queue.put(("completion", text))
                     return
                 async for sse in source.aiter_sse():
                     data = sse.data.strip()
@@ -321,6 +331,14 @@ class OpenAICompatibleProvider:
                     return
                 if kind == "failed":
                     raise item
+                if kind == "completion":
+                    final = parse_completion(call, target, item, key)
+                    if final.message.content:
+                        yield ContentDelta(final.message.content)
+                    for index, tool_call in enumerate(final.message.tool_calls):
+                        yield ToolCallDelta(index, tool_call.id, tool_call.name, tool_call.arguments)
+                    yield final
+                    return
                 if kind == "end" or (kind == "broke" and reply.finish is not None):
                     yield reply.final(call, finish_reason(reply.finish))
                     return
