@@ -1,1 +1,110 @@
-def main(): pass
+"""`covel`: run the services locally, play, and check health."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, configured_addrs, free_port_addrs
+from covel_cli.play import DEMO_ACTIONS, play, read_terminal_line, scripted_reader
+from shared.grpc_client import check_health
+from shared.settings import DataDirSetting
+
+
+async def _up(args: argparse.Namespace) -> int:
+    group = ServiceGroup(configured_addrs(), DataDirSetting().data_dir)
+    print(f"Starting {', '.join(SERVICES)} (data in {group.data_dir}, logs in {group.log_dir}) …", flush=True)
+    try:
+        await group.start()
+    except (ServiceFailed, OSError) as error:
+        print(f"covel up: {error}", file=sys.stderr)
+        await group.stop()
+        return 1
+    for name in SERVICES:
+        print(f"  {name:<10} {group.addrs[name]}  SERVING")
+    supervisor = asyncio.create_task(group.wait_first_exit())
+    try:
+        if args.play:
+            player = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line))
+            done, _ = await asyncio.wait({supervisor, player}, return_when=asyncio.FIRST_COMPLETED)
+            if player in done:
+                return player.result()
+            player.cancel()
+        else:
+            print("Press Ctrl-C to stop. Play with `covel play` in another terminal.", flush=True)
+            await supervisor
+        name, code = supervisor.result()
+        print(f"covel up: service {name} exited with code {code}; stopping the others.\n{group.log_tail(name)}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 0
+    finally:
+        supervisor.cancel()
+        await group.stop()
+
+
+async def _play(args: argparse.Namespace) -> int:
+    addr = args.addr or configured_addrs()["scheduler"]
+    return await play(addr, read_terminal_line, session_id=args.session or "", requested_plugins=args.plugin)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    group = ServiceGroup(free_port_addrs(), Path(args.data_dir) if args.data_dir else DataDirSetting().data_dir / "demo")
+    try:
+        await group.start()
+        return await play(
+            group.addrs["scheduler"], scripted_reader(DEMO_ACTIONS), requested_plugins=args.plugin, echo_input=True
+        )
+    except ServiceFailed as error:
+        print(f"covel demo: {error}", file=sys.stderr)
+        return 1
+    finally:
+        await group.stop()
+
+
+async def _health(args: argparse.Namespace) -> int:
+    addrs = configured_addrs()
+    healthy = True
+    for name in SERVICES:
+        status = await check_health(addrs[name])
+        healthy &= status == "SERVING"
+        print(f"{name:<10} {addrs[name]:<22} {status}")
+    return 0 if healthy else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="covel", description="Covel: plugin kernel for LLM-driven interactive stories.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start all five services locally and supervise them")
+    up.add_argument("--play", action="store_true", help="play a session in this terminal once they are up")
+    up.set_defaults(run=_up)
+    play_cmd = commands.add_parser("play", help="play a session against running services")
+    play_cmd.add_argument("--addr", help="scheduler address (default: COVEL_SCHEDULER_ADDR)")
+    play_cmd.add_argument("--session", help="continue this session id")
+    play_cmd.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
+    play_cmd.set_defaults(run=_play)
+    demo = commands.add_parser("demo", help="start the services, play a short scripted session, stop")
+    demo.add_argument("--data-dir", help="where the demo keeps its database and logs")
+    demo.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
+    demo.set_defaults(run=_demo)
+    health = commands.add_parser("health", help="gRPC health of the five services at their configured addresses")
+    health.set_defaults(run=_health)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(args.run(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def cli() -> None:
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Start the five services as processes and supervise them (`covel up`, `covel demo`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.grpc_client import check_health
+from shared.settings import PeerAddresses
+
+# Start order: hooks loads entry modules from the registry's catalogue; the scheduler comes last.
+SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
+
+
+def free_port_addrs() -> dict[str, str]:
+    addrs = {}
+    for name in SERVICES:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            addrs[name] = f"127.0.0.1:{probe.getsockname()[1]}"
+    return addrs
+
+
+def configured_addrs() -> dict[str, str]:
+    peers = PeerAddresses()
+    return {name: peers.addr_of(name) for name in SERVICES}
+
+
+class ServiceFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class ServiceGroup:
+    addrs: dict[str, str]
+    data_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for name, addr in self.addrs.items():
+            env[f"COVEL_{name.upper()}_ADDR"] = addr
+        env["COVEL_DATA_DIR"] = str(self.data_dir)
+        env.update(self.extra_env)
+        return env
+
+    async def start(self, ready_timeout_s: float = 60.0) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = self.env()
+        repo_root = Path(__file__).resolve().parent.parent
+        for name in SERVICES:
+            log_file = open(self.log_dir / f"{name}.log", "ab")
+            self.processes[name] = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", f"services.{name}",
+                env=env, cwd=repo_root, stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL,
+            )
+            log_file.close()
+        await self.wait_serving(ready_timeout_s)
+
+    async def wait_serving(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        pending = set(SERVICES)
+        while pending:
+            for name in list(pending):
+                process = self.processes[name]
+                if process.returncode is not None:
+                    raise ServiceFailed(f"service {name} exited with code {process.returncode} while starting:\n{self.log_tail(name)}")
+                if await check_health(self.addrs[name], timeout_s=1.0) == "SERVING":
+                    pending.discard(name)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise ServiceFailed(f"not serving after {timeout_s:.0f} s: {', '.join(sorted(pending))} (logs in {self.log_dir})")
+            await asyncio.sleep(0.1)
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        path = self.log_dir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    async def wait_first_exit(self) -> tuple[str, int]:
+        """Block until any service exits; returns its name and exit code."""
+        waits = {asyncio.create_task(process.wait()): name for name, process in self.processes.items()}
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        finished = next(iter(done))
+        return waits[finished], finished.result()
+
+    async def stop(self, grace_s: float = 15.0) -> None:
+        for name in reversed(SERVICES):
+            process = self.processes.get(name)
+            if process is not None and process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        for name in reversed(SERVICES):
+            process = self.processes.get(name)
+            if process is None:
+                continue
+            try:
+                await asyncio.wait_for(process.wait(), grace_s)
+            except asyncio.TimeoutError:
+                process.kill()
+                await process.wait()
