@@ -88,10 +88,14 @@ class FakeOpenAI:
                     reply = fake.responses.pop(0) if fake.responses else JsonReply(body=completion("default reply"))
                 if self.path != "/v1/chat/completions":
                     reply = JsonReply(404, {"error": {"message": f"no route {self.path}"}})
-                if isinstance(reply, JsonReply):
-                    self._json(reply)
-                else:
-                    self._sse(reply)
+                try:
+                    if isinstance(reply, JsonReply):
+                        self._json(reply)
+                    else:
+                        self._sse(reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The gateway gave up on this attempt (a timeout test).
+                    self.close_connection = True
 
             def _json(self, reply: JsonReply) -> None:
                 time.sleep(reply.delay_s)
@@ -130,7 +134,7 @@ class FakeOpenAI:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def base_url(self) -> str:
