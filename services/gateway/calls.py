@@ -19,7 +19,7 @@ import grpc
 from services.gateway import events
 from services.gateway.budget import Budget, backoff_delay, first_token_wait
 from services.gateway.chat import Call, Message
-from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
+from services.gateway.events import Event, Final
 from services.gateway.providers.base import AttemptFailed, AttemptLimits, Provider
 from services.gateway.settings import GatewaySettings
 from services.gateway.slots import SlotTable, Target
@@ -131,5 +131,3 @@ def _interrupted(target: Target, budget: Budget, reason: str) -> Final:
         attempts=budget.used,
     )
 
-
-__all__ = ["CallRunner", "ContentDelta", "ToolCallDelta", "Final"]
