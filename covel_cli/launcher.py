@@ -99,6 +99,12 @@ class ServiceGroup:
         finished = next(iter(done))
         return waits[finished], finished.result()
 
+    async def supervise(self) -> tuple[str, int]:
+        """Wait until a service exits, then stop the others; returns the one that exited and its code."""
+        name, code = await self.wait_first_exit()
+        await self.stop()
+        return name, code
+
     async def stop(self, grace_s: float = 15.0) -> None:
         for name in reversed(SERVICES):
             process = self.processes.get(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -16,6 +17,10 @@ from shared.settings import DataDirSetting
 async def _up(args: argparse.Namespace) -> int:
     group = ServiceGroup(configured_addrs(), DataDirSetting().data_dir)
     print(f"Starting {', '.join(SERVICES)} (data in {group.data_dir}, logs in {group.log_dir}) …", flush=True)
+    stop_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop_requested.set)
     try:
         await group.start()
     except (ServiceFailed, OSError) as error:
@@ -23,26 +28,30 @@ async def _up(args: argparse.Namespace) -> int:
         await group.stop()
         return 1
     for name in SERVICES:
-        print(f"  {name:<10} {group.addrs[name]}  SERVING")
-    supervisor = asyncio.create_task(group.wait_first_exit())
+        print(f"  {name:<10} {group.addrs[name]}  SERVING", flush=True)
+    waiters = {
+        "exit": asyncio.create_task(group.wait_first_exit()),
+        "stop": asyncio.create_task(stop_requested.wait()),
+    }
+    if args.play:
+        waiters["play"] = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line))
+    else:
+        print("Press Ctrl-C to stop. Play with `covel play` in another terminal.", flush=True)
     try:
-        if args.play:
-            player = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line))
-            done, _ = await asyncio.wait({supervisor, player}, return_when=asyncio.FIRST_COMPLETED)
-            if player in done:
-                return player.result()
-            player.cancel()
-        else:
-            print("Press Ctrl-C to stop. Play with `covel play` in another terminal.", flush=True)
-            await supervisor
-        name, code = supervisor.result()
-        print(f"covel up: service {name} exited with code {code}; stopping the others.\n{group.log_tail(name)}", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, asyncio.CancelledError):
+        done, _ = await asyncio.wait(waiters.values(), return_when=asyncio.FIRST_COMPLETED)
+        if waiters["exit"] in done:
+            name, code = waiters["exit"].result()
+            print(f"covel up: service {name} exited with code {code}; stopping the others.", file=sys.stderr)
+            print(group.log_tail(name), file=sys.stderr)
+            return 1
+        if "play" in waiters and waiters["play"] in done:
+            return waiters["play"].result()
         return 0
     finally:
-        supervisor.cancel()
+        for task in waiters.values():
+            task.cancel()
         await group.stop()
+        print("covel up: stopped.", flush=True)
 
 
 async def _play(args: argparse.Namespace) -> int:

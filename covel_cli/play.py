@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,10 +28,26 @@ STATUS_MARK = {"success": "✓", "failed": "✗", "skipped": "–"}
 
 
 async def read_terminal_line() -> str | None:
-    try:
-        return await asyncio.to_thread(input, "\n> ")
-    except EOFError:
-        return None
+    """input() on a daemon thread, so a stopping program never waits for a key press."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(line: str | None) -> None:
+        if not future.done():
+            future.set_result(line)
+
+    def read() -> None:
+        try:
+            line: str | None = input("\n> ")
+        except (EOFError, OSError):
+            line = None
+        try:
+            loop.call_soon_threadsafe(deliver, line)
+        except RuntimeError:  # the loop is already closed
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+    return await future
 
 
 def turn_summary(turn: store_pb2.Turn, elapsed_s: float) -> str:

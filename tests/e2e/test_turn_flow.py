@@ -1,0 +1,124 @@
+"""One real turn through all five services over gRPC, twice."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
+from shared.errors import field_violations
+from shared.grpc_client import check_health, open_channel
+from covel_cli.launcher import SERVICES
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def submit(stub, session_id: str, text: str, key: str = "") -> list[scheduler_pb2.TurnEvent]:
+    request = scheduler_pb2.SubmitActionsRequest(
+        session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)], idempotency_key=key
+    )
+    return [event async for event in stub.SubmitActions(request)]
+
+
+def of_kind(events, kind: str):
+    return [getattr(event, kind) for event in events if event.WhichOneof("event") == kind]
+
+
+async def test_all_five_report_serving(services) -> None:
+    for name in SERVICES:
+        assert await check_health(services.addrs[name]) == "SERVING", name
+
+
+async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        created = await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"]))
+        session = created.session
+        assert set(session.active_plugins) == {"narrator", "hook-probe"}
+
+        first = await submit(stub, session.id, "I light the lantern and step into the cellar.", key="turn-one")
+        kinds = [event.WhichOneof("event") for event in first]
+        assert kinds[0] == "turn_started" and kinds[-1] == "turn_completed"
+        deltas = of_kind(first, "narrative_delta")
+        assert len(deltas) > 1, "the story arrives in pieces as it is produced"
+        turn = of_kind(first, "turn_completed")[0]
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+        streamed = "".join(delta.text for delta in deltas)
+        assert streamed == turn.narrative
+        assert "{" not in streamed and "segments" not in streamed
+        assert "light the lantern" in turn.narrative
+        hooks_ran = {(entry.event, entry.handler_plugin_id, entry.status) for entry in of_kind(first, "hook")}
+        assert ("TurnStart", "hook-probe", "ok") in hooks_ran
+        assert ("TurnStop", "hook-probe", "ok") in hooks_ran
+
+        second = await submit(stub, session.id, "I open the old chest.")
+        second_turn = of_kind(second, "turn_completed")[0]
+        assert second_turn.status == store_pb2.TURN_STATUS_COMMITTED
+        assert second_turn.logical_turn == turn.logical_turn + 1
+
+        messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
+        assert [(m.role, m.seq) for m in messages] == [("player", 1), ("story", 2), ("player", 3), ("story", 4)]
+        assert messages[0].text == "I light the lantern and step into the cellar."
+        assert messages[1].text == turn.narrative and messages[1].plugin_id == "narrator"
+        assert messages[3].text == second_turn.narrative
+        # The narrator read turn one's story as history: the scripted model refers back to it.
+        assert "light the lantern" in second_turn.narrative
+
+        retried = await submit(stub, session.id, "I light the lantern and step into the cellar.", key="turn-one")
+        assert [event.WhichOneof("event") for event in retried] == ["turn_completed"]
+        assert retried[0].turn_completed.id == turn.id
+        assert len((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages) == 4
+
+
+async def test_a_turnstart_hook_can_abort_the_turn(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"]))).session
+        events = await submit(stub, session.id, "I try the forbidden door.")
+        turn = of_kind(events, "turn_completed")[0]
+        assert turn.status == store_pb2.TURN_STATUS_ABORTED
+        assert turn.abort_reason == "hook-probe: that action is forbidden here"
+        assert of_kind(events, "narrative_delta") == []
+        assert (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages == []
+
+
+async def test_missing_session_is_not_found(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await submit(stub, "00000000-0000-0000-0000-000000000000", "hello")
+        assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "00000000-0000-0000-0000-000000000000" in raised.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id="00000000-0000-0000-0000-000000000000"))
+        assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("request_", "field"),
+    [
+        (scheduler_pb2.SubmitActionsRequest(actions=[common_pb2.PlayerAction(kind="do", text="hi")]), "session_id"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x"), "actions"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x", actions=[common_pb2.PlayerAction(kind="do", text="  ")]), "actions[0].text"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x", actions=[common_pb2.PlayerAction(kind="fly", text="up")]), "actions[0].kind"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x", idempotency_key="has spaces", actions=[common_pb2.PlayerAction(text="a")]), "idempotency_key"),
+    ],
+)
+async def test_malformed_submit_is_invalid_argument_naming_the_field(services, request_, field) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            _ = [event async for event in stub.SubmitActions(request_)]
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(raised.value)] == [field]
+
+
+async def test_bad_locale_is_invalid_argument(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.CreateSession(scheduler_pb2.CreateSessionRequest(locale="klingon"))
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(raised.value)] == ["locale"]
