@@ -1,0 +1,587 @@
+"""Load one plugin package folder: layout, manifests, variants, derived values, diagnostics.
+
+The result is always a `LoadedPackage`: with error diagnostics it is FAILED (kept so the
+catalogue can show why), otherwise LOADED with its compiled runtimes. Nothing here runs
+plugin code; files are only read.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import posixpath
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from services.registry.diagnostics import Diagnostic, DiagnosticBag, add_validation_errors, has_errors
+from services.registry.frontmatter import Document, parse_document
+from services.registry.manifest_models import (
+    CONTRIBUTES_FIELDS,
+    GUARDED_ROOT_FIELDS,
+    GUARDED_RUNTIME_FIELDS,
+    PACKAGE_ONLY_FIELDS,
+    PLUGIN_ID,
+    RESERVED_PLUGIN_IDS,
+    ROOT_FIELDS,
+    RUNTIME_FIELDS,
+    Contributes,
+    ExtensionDecl,
+    HookDecl,
+    PluginManifest,
+    ProvidesDecl,
+    RuntimeDecl,
+    ServiceDecl,
+    Strict,
+)
+from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
+
+PLUGIN_FILE = "PLUGIN.md"
+RUNTIME_FILE = "RUNTIME.md"
+RUNTIMES_DIR = "runtimes"
+DEFAULT_ENTRY = "server/index.py"
+DEFAULT_VERSION = "0.0.0"
+# Only Simplified Chinese has prompt variants; other locale files are not read.
+VARIANT_LOCALES = ("zh",)
+DERIVED_TAG_PREFIXES = ("cost:", "ui:")
+
+
+class PackageState(str, Enum):
+    LOADED = "loaded"
+    FAILED = "failed"
+
+
+@dataclass
+class LoadedPackage:
+    id: str
+    root_dir: Path
+    source: str
+    state: PackageState
+    diagnostics: list[Diagnostic]
+    kind: str = "plugin"
+    version: str = DEFAULT_VERSION
+    display_name: str = ""
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    provides: list[str] = field(default_factory=list)
+    default_provides: list[str] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    entry: str = ""
+    hooks: list[tuple[str, str]] = field(default_factory=list)
+    runtimes: list[CompiledRuntime] = field(default_factory=list)
+    prompt: str = ""
+    prompt_variants: dict[str, str] = field(default_factory=dict)
+    definition: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def loaded(self) -> bool:
+        return self.state is PackageState.LOADED
+
+
+def _all_known_fields() -> set[str]:
+    names: set[str] = set()
+    pending: list[type] = [Strict]
+    while pending:
+        model = pending.pop()
+        pending.extend(model.__subclasses__())
+        for name, info in getattr(model, "model_fields", {}).items():
+            names.add(info.alias or name)
+    return names
+
+
+KNOWN_FIELDS = frozenset(_all_known_fields())
+
+
+def _read_text(path: Path, bag: DiagnosticBag, file: str) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        bag.error("file-encoding", "the file is not UTF-8 text", file=file)
+    except OSError as error:
+        bag.error("file-unreadable", f"the file cannot be read: {error.strerror or error}", file=file)
+    return None
+
+
+def _exact_child(folder: Path, name: str) -> tuple[bool, str | None]:
+    """Whether `folder` holds `name` with exactly this case, and a wrong-case match if not."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False, None
+    if name in names:
+        return True, None
+    wrong = next((item for item in names if item.lower() == name.lower()), None)
+    return False, wrong
+
+
+def _drop_unknown(
+    data: dict[str, Any],
+    known: frozenset[str],
+    guarded: tuple[str, ...],
+    bag: DiagnosticBag,
+    *,
+    file: str,
+    prefix: str = "",
+) -> dict[str, Any]:
+    """Unknown fields at this level are dropped with a warning; near-misses of guarded fields are errors."""
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in known:
+            kept[key] = value
+            continue
+        path = f"{prefix}.{key}" if prefix else key
+        close = difflib.get_close_matches(key, guarded, n=1, cutoff=0.75)
+        if close:
+            bag.error(
+                "misspelled-field",
+                f"unknown field `{key}` looks like `{close[0]}`; a misspelt limiting field is not ignored",
+                file=file,
+                field_path=path,
+                hint=f"rename it to `{close[0]}`",
+            )
+            continue
+        close_any = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+        bag.warning(
+            "unknown-field",
+            f"unknown field `{key}` is ignored",
+            file=file,
+            field_path=path,
+            hint=f"did you mean `{close_any[0]}`?" if close_any else "remove it, or use a field the plugin contract reference documents",
+        )
+    return kept
+
+
+def _clean_runtime(data: Any, bag: DiagnosticBag, *, file: str, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        return data
+    return _drop_unknown(data, RUNTIME_FIELDS, GUARDED_RUNTIME_FIELDS, bag, file=file, prefix=prefix)
+
+
+def _clean_root(data: dict[str, Any], bag: DiagnosticBag) -> dict[str, Any]:
+    cleaned = _drop_unknown(data, ROOT_FIELDS, GUARDED_ROOT_FIELDS, bag, file=PLUGIN_FILE)
+    if isinstance(cleaned.get("contributes"), dict):
+        cleaned["contributes"] = _drop_unknown(
+            cleaned["contributes"], CONTRIBUTES_FIELDS, (), bag, file=PLUGIN_FILE, prefix="contributes"
+        )
+    if "runtime" in cleaned:
+        cleaned["runtime"] = _clean_runtime(cleaned["runtime"], bag, file=PLUGIN_FILE, prefix="runtime")
+    return cleaned
+
+
+def _variants(folder: Path, main_file: str, main: Document, bag: DiagnosticBag, package_root: Path) -> dict[str, str]:
+    """Prompt variants (`PLUGIN.zh.md`): only the body counts; the frontmatter is empty or the main file's."""
+    stem = main_file[: -len(".md")]
+    variants: dict[str, str] = {}
+    for locale in VARIANT_LOCALES:
+        name = f"{stem}.{locale}.md"
+        present, _ = _exact_child(folder, name)
+        if not present:
+            continue
+        file = (folder / name).relative_to(package_root).as_posix()
+        text = _read_text(folder / name, bag, file)
+        if text is None:
+            continue
+        document = parse_document(text, bag, file)
+        if document is None:
+            continue
+        if document.data and document.data != main.data:
+            differing = sorted(
+                key
+                for key in set(document.data) | set(main.data)
+                if document.data.get(key) != main.data.get(key)
+            )
+            bag.error(
+                "variant-frontmatter-mismatch",
+                f"the {locale} variant's frontmatter differs from {main_file} in: {', '.join(differing)}",
+                file=file,
+                field_path=differing[0] if len(differing) == 1 else "",
+                hint=f"structure comes from {main_file}: leave the variant's frontmatter empty or identical",
+            )
+        if document.body:
+            variants[locale] = document.body
+    return variants
+
+
+def _package_relative(root: Path, written: str) -> str | None:
+    if written.startswith("/") or "\\" in written:
+        return None
+    normal = posixpath.normpath(written)
+    if normal in (".", "..") or normal.startswith("../"):
+        return None
+    return normal
+
+
+def _is_inside_file(root: Path, relative: str) -> bool:
+    target = root / relative
+    try:
+        return target.is_file() and target.resolve().is_relative_to(root.resolve())
+    except OSError:
+        return False
+
+
+@dataclass
+class _RuntimeFile:
+    runtime_id: str
+    folder: Path
+    file: str
+    document: Document
+    decl: RuntimeDecl | None
+
+
+def _discover_runtime_files(root: Path, plugin_id: str, bag: DiagnosticBag) -> tuple[list[_RuntimeFile], bool]:
+    """Runtimes under runtimes/<id>/RUNTIME.md; also whether any real runtime folder exists."""
+    folder = root / RUNTIMES_DIR
+    if not folder.is_dir() or folder.is_symlink():
+        return [], False
+    found: list[_RuntimeFile] = []
+    any_folder = False
+    for child in sorted(folder.iterdir(), key=lambda item: item.name):
+        relative = f"{RUNTIMES_DIR}/{child.name}"
+        if child.is_symlink():
+            if child.is_dir():
+                bag.info(
+                    "runtime-symlink-ignored",
+                    "symlinked runtime folders are not discovered",
+                    file=relative,
+                )
+            continue
+        if not child.is_dir():
+            continue
+        any_folder = True
+        present, wrong = _exact_child(child, RUNTIME_FILE)
+        if not present:
+            if wrong:
+                bag.warning(
+                    "runtime-manifest-case",
+                    f"found `{wrong}`; the manifest must be named exactly {RUNTIME_FILE}; this runtime is not loaded",
+                    file=f"{relative}/{wrong}",
+                    hint=f"rename it to {relative}/{RUNTIME_FILE}",
+                )
+            else:
+                bag.warning(
+                    "runtime-manifest-missing",
+                    f"{relative} has no {RUNTIME_FILE}; this runtime is not loaded",
+                    file=relative,
+                    hint=f"add {relative}/{RUNTIME_FILE}, or move shared code to lib/",
+                )
+            continue
+        file = f"{relative}/{RUNTIME_FILE}"
+        if not PLUGIN_ID.match(child.name):
+            bag.error(
+                "invalid-runtime-id",
+                f"`{child.name}` is not a valid runtime id (lowercase letters, digits, `.`, `_`, `-`)",
+                file=file,
+            )
+            continue
+        text = _read_text(child / RUNTIME_FILE, bag, file)
+        if text is None:
+            continue
+        document = parse_document(text, bag, file)
+        if document is None:
+            continue
+        data = dict(document.data)
+        for key in sorted(set(data) & PACKAGE_ONLY_FIELDS):
+            bag.error(
+                "runtime-package-field",
+                f"`{key}` is a package field; a RUNTIME.md declares only its runtime",
+                file=file,
+                field_path=key,
+                hint=f"move `{key}` to {PLUGIN_FILE}",
+            )
+            data.pop(key)
+        data = _clean_runtime(
+            {key: value for key, value in data.items()}, bag, file=file, prefix=""
+        )
+        decl: RuntimeDecl | None = None
+        try:
+            decl = RuntimeDecl.model_validate(data)
+        except ValidationError as error:
+            add_validation_errors(bag, error.errors(), data, file=file, known_fields=KNOWN_FIELDS)
+        found.append(_RuntimeFile(f"{plugin_id}/{child.name}", child, file, document, decl))
+    return found, any_folder
+
+
+def _derived_tags(author_tags: list[str], runtimes: list[CompiledRuntime], entry: str, contributes: Contributes | None) -> list[str]:
+    tags = [tag for tag in author_tags if not tag.startswith(DERIVED_TAG_PREFIXES)]
+    derived: list[str] = []
+    calls_model = any(rt.type == "agent" or rt.manifest.get("function", {}).get("model") for rt in runtimes)
+    plain_function = any(rt.type == "function" and not rt.manifest["function"].get("model") for rt in runtimes)
+    projections = bool(contributes and contributes.worldProjections)
+    if calls_model:
+        derived.append("cost:llm")
+    if plain_function or (not runtimes and (entry or projections)):
+        derived.append("cost:function")
+    ui = (contributes.ui if contributes else None) or {}
+    if ui.get("right"):
+        derived.append("ui:right-panel")
+    if ui.get("message"):
+        derived.append("ui:message-block")
+    manual = any(rt.trigger_type == "manual" and not rt.manifest["schedule"]["subagentOnly"] for rt in runtimes)
+    if manual or (contributes and (contributes.actions or contributes.commands)):
+        derived.append("ui:manual-action")
+    seen: set[str] = set()
+    return [tag for tag in [*tags, *derived] if not (tag in seen or seen.add(tag))]
+
+
+def _compile_contributes(contributes: Contributes | None) -> dict[str, Any]:
+    if contributes is None:
+        return {}
+    compiled = contributes.model_dump(by_alias=True, exclude_none=True)
+    if contributes.hooks is not None:
+        compiled["hooks"] = [
+            {"event": hook.event, "enforce": hook.enforce or "normal"}
+            if isinstance(hook, HookDecl)
+            else {"event": hook, "enforce": "normal"}
+            for hook in contributes.hooks
+        ]
+    if contributes.services is not None:
+        compiled["services"] = [
+            {"modelFacing": False, "access": "read", **item.model_dump(exclude_none=True)}
+            if isinstance(item, ServiceDecl)
+            else {"contract": item, "modelFacing": False, "access": "read"}
+            for item in contributes.services
+        ]
+    if contributes.extensions is not None:
+        extensions = []
+        for item in contributes.extensions:
+            if isinstance(item, ExtensionDecl):
+                extensions.append({"order": 0, **item.model_dump(exclude_none=True)})
+            else:
+                point, _, ext_id = item.rpartition("/")
+                extensions.append({"point": point, "id": ext_id, "order": 0})
+        compiled["extensions"] = extensions
+    return compiled
+
+
+def _check_runtime_references(package: LoadedPackage, declared_ids: set[str], bag: DiagnosticBag) -> None:
+    """needs / after / inputs.from.runtime may name only runtimes of this package, fully qualified."""
+    for runtime in package.runtimes:
+        prefix = "runtime." if runtime.file == PLUGIN_FILE else ""
+        refs: list[tuple[str, str]] = []
+        for group in ("needs", "after"):
+            for index, item in enumerate(runtime.manifest["schedule"][group]):
+                if "runtime" in item:
+                    refs.append((item["runtime"], f"{prefix}schedule.{group}[{index}]"))
+        for binding, spec in runtime.manifest["io"]["inputs"].items():
+            if "runtime" in spec["from"]:
+                refs.append((spec["from"]["runtime"], f"{prefix}io.inputs.{binding}.from.runtime"))
+        for target, path in refs:
+            if target in declared_ids:
+                continue
+            owner = target.split("/", 1)[0]
+            if "/" not in target and target != package.id:
+                code, message, hint = (
+                    "unqualified-runtime-reference",
+                    f"`{target}` is not a full runtime id",
+                    f"write `{package.id}/{target}`",
+                )
+            elif owner != package.id:
+                code, message, hint = (
+                    "cross-package-runtime-reference",
+                    f"`{target}` belongs to another package; depend on other packages through contracts",
+                    "use `contract:` (from.contract / needs[].contract) instead",
+                )
+            else:
+                code, message, hint = (
+                    "unknown-runtime-reference",
+                    f"this package has no runtime `{target}`",
+                    f"one of: {', '.join(sorted(declared_ids)) or '(none)'}",
+                )
+            bag.error(code, message, file=runtime.file, field_path=path, hint=hint)
+
+
+def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPackage:
+    """Load the package in folder `root`; `strict` turns droppable problems into errors."""
+    plugin_id = root.name
+    bag = DiagnosticBag(plugin_id=plugin_id, file=PLUGIN_FILE)
+    package = LoadedPackage(id=plugin_id, root_dir=root.resolve(), source=source, state=PackageState.FAILED, diagnostics=bag.items)
+
+    if not PLUGIN_ID.match(plugin_id):
+        bag.error(
+            "invalid-id",
+            f"`{plugin_id}` is not a valid plugin id: lowercase letters, digits, `.`, `_` and `-`, at most 64",
+            file="",
+            hint="rename the package folder",
+        )
+    if plugin_id in RESERVED_PLUGIN_IDS:
+        bag.error("reserved-id", f"`{plugin_id}` is reserved for the framework", file="", hint="rename the package folder")
+
+    present, wrong = _exact_child(root, PLUGIN_FILE)
+    if not present:
+        bag.error(
+            "plugin-manifest-missing",
+            f"the package has no {PLUGIN_FILE}" + (f" (found `{wrong}`)" if wrong else ""),
+            file=wrong or PLUGIN_FILE,
+            hint=f"add {PLUGIN_FILE} at the package root" if not wrong else f"rename `{wrong}` to {PLUGIN_FILE}",
+        )
+        return package
+    text = _read_text(root / PLUGIN_FILE, bag, PLUGIN_FILE)
+    document = parse_document(text, bag, PLUGIN_FILE) if text is not None else None
+    if document is None:
+        return package
+    package.prompt = document.body
+    package.prompt_variants = _variants(root, PLUGIN_FILE, document, bag, root)
+
+    data = _clean_root(dict(document.data), bag)
+    try:
+        manifest = PluginManifest.model_validate(data)
+    except ValidationError as error:
+        add_validation_errors(bag, error.errors(), data, file=PLUGIN_FILE, known_fields=KNOWN_FIELDS)
+        manifest = None
+
+    runtime_files, has_runtime_folders = _discover_runtime_files(root, plugin_id, bag)
+    if manifest is None:
+        return package
+
+    if manifest.id is not None and manifest.id != plugin_id:
+        bag.error(
+            "id-mismatch",
+            f"id `{manifest.id}` differs from the package folder `{plugin_id}`",
+            field_path="id",
+            hint=f"remove `id`, or rename the folder to `{manifest.id}`",
+        )
+    package.kind = manifest.kind or "plugin"
+    package.version = manifest.version or DEFAULT_VERSION
+    package.display_name = manifest.displayName or plugin_id
+    package.description = manifest.description or ""
+
+    # entry: written -> must be a file inside the package; else server/index.py when present.
+    if manifest.entry is not None:
+        entry = _package_relative(root, manifest.entry)
+        if entry is None:
+            bag.error(
+                "entry-outside-package",
+                f"entry `{manifest.entry}` points outside the package",
+                field_path="entry",
+                hint="write a path relative to the package root, e.g. server/index.py",
+            )
+        elif not _is_inside_file(root, entry):
+            bag.error("entry-missing", f"entry `{manifest.entry}` does not exist in the package", field_path="entry")
+        else:
+            package.entry = entry
+    elif _is_inside_file(root, DEFAULT_ENTRY):
+        package.entry = DEFAULT_ENTRY
+
+    # Runtimes: inline XOR runtimes/<id>/RUNTIME.md.
+    contributed_tools = list(manifest.contributes.tools or []) if manifest.contributes else []
+    if manifest.runtime is not None and has_runtime_folders:
+        bag.error(
+            "runtime-layout-mixed",
+            f"the package declares an inline `runtime` and also has {RUNTIMES_DIR}/ folders",
+            field_path="runtime",
+            hint=f"move the inline runtime to {RUNTIMES_DIR}/<id>/{RUNTIME_FILE}, or remove {RUNTIMES_DIR}/",
+        )
+    declared_ids: set[str] = set()
+    if manifest.runtime is not None:
+        declared_ids.add(plugin_id)
+        compiled = compile_runtime(
+            manifest.runtime,
+            RuntimeSource(
+                plugin_id=plugin_id,
+                runtime_id=plugin_id,
+                package_root=root,
+                file=PLUGIN_FILE,
+                prefix="runtime",
+                inline=True,
+                plugin_version=package.version,
+                contributed_tools=contributed_tools,
+                strict=strict,
+            ),
+            bag,
+            prompt=document.body,
+            prompt_variants=package.prompt_variants,
+        )
+        if compiled:
+            package.runtimes.append(compiled)
+    if manifest.runtime is None:
+        for runtime_file in runtime_files:
+            declared_ids.add(runtime_file.runtime_id)
+            if runtime_file.decl is None:
+                continue
+            variants = _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root)
+            compiled = compile_runtime(
+                runtime_file.decl,
+                RuntimeSource(
+                    plugin_id=plugin_id,
+                    runtime_id=runtime_file.runtime_id,
+                    package_root=root,
+                    file=runtime_file.file,
+                    prefix="",
+                    inline=False,
+                    plugin_version=package.version,
+                    contributed_tools=contributed_tools,
+                    strict=strict,
+                ),
+                bag,
+                prompt=runtime_file.document.body,
+                prompt_variants=variants,
+            )
+            if compiled:
+                package.runtimes.append(compiled)
+    _check_runtime_references(package, declared_ids, bag)
+
+    # provides = written provides + each runtime's io.output.contract; two runtimes cannot share one.
+    provides: list[str] = []
+    defaults: list[str] = []
+    for item in manifest.provides or []:
+        contract = item.contract if isinstance(item, ProvidesDecl) else item
+        if contract not in provides:
+            provides.append(contract)
+        if isinstance(item, ProvidesDecl) and item.default:
+            defaults.append(contract)
+    producers: dict[str, str] = {}
+    for runtime in package.runtimes:
+        contract = runtime.output_contract
+        if not contract:
+            continue
+        if contract in producers:
+            bag.error(
+                "ambiguous-output-contract",
+                f"runtimes {producers[contract]} and {runtime.runtime_id} both output {contract}",
+                file=runtime.file,
+                field_path=("runtime." if runtime.file == PLUGIN_FILE else "") + "io.output.contract",
+            )
+            continue
+        producers[contract] = runtime.runtime_id
+        if contract not in provides:
+            provides.append(contract)
+    package.provides = provides
+    package.default_provides = defaults
+    package.requires = list(manifest.requires or [])
+    package.conflicts = list(manifest.conflicts or [])
+    package.tags = _derived_tags(list(manifest.tags or []), package.runtimes, package.entry, manifest.contributes)
+    contributes = _compile_contributes(manifest.contributes)
+    package.hooks = [(hook["event"], hook["enforce"]) for hook in contributes.get("hooks", [])]
+
+    definition: dict[str, Any] = {
+        "id": plugin_id,
+        "kind": package.kind,
+        "version": package.version,
+        "displayName": package.display_name,
+        "description": package.description,
+        "tags": package.tags,
+        "provides": [{"contract": contract, "default": contract in defaults} for contract in provides],
+        "requires": package.requires,
+        "conflicts": package.conflicts,
+        "contracts": {key: value.model_dump(by_alias=True) for key, value in (manifest.contracts or {}).items()},
+        "contributes": contributes,
+        "runtimes": [runtime.runtime_id for runtime in package.runtimes],
+        "source": source,
+    }
+    if package.entry:
+        definition["entry"] = package.entry
+    for optional in ("license", "homepage", "covel"):
+        value = getattr(manifest, optional)
+        if value is not None:
+            definition[optional] = value
+    if manifest.author is not None:
+        definition["author"] = manifest.author if isinstance(manifest.author, str) else manifest.author.model_dump(exclude_none=True)
+    if manifest.permissions is not None:
+        definition["permissions"] = manifest.permissions.model_dump(exclude_none=True)
+    package.definition = definition
+    package.state = PackageState.FAILED if has_errors(bag.items) else PackageState.LOADED
+    return package

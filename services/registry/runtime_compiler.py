@@ -1,0 +1,447 @@
+"""Compile one author-written runtime into the manifest the scheduler executes.
+
+The compiled manifest keeps the spec's field names (camelCase) and has every default of the
+spec's tables filled in, so the scheduler never re-derives one. Cross-field rules of a single
+runtime are checked here; rules that span runtimes live in package_loader.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.registry.diagnostics import DiagnosticBag, Severity
+from services.registry.manifest_models import (
+    DatasetImport,
+    DependencyRef,
+    DetachedOptions,
+    Finalizer,
+    NamedToolChoice,
+    RuntimeDecl,
+    ServiceImport,
+)
+
+# agent.loop defaults by io.visibility (timeoutMs, callTimeoutMs, maxRetries).
+LOOP_LIMITS = {"story": (240_000, 120_000, 1), "system": (120_000, 60_000, 3)}
+DEFAULT_CORRECTIONS = {"toolUse": 1, "review": 2, "loopPerturbation": 1, "outputRepair": 1}
+LOOP_PROFILES: dict[str, dict[str, Any]] = {
+    "story": {"stream": True, "steering": True, "truncation": "accept", "fallback": "answer-without-tools"},
+    "actor": {"stream": False, "steering": False, "truncation": "reject", "fallback": "answer-without-tools"},
+    "system": {"stream": False, "steering": False, "truncation": "reject", "fallback": "fail"},
+}
+DEFAULT_LOOP_DETECTION = 3
+DEFAULT_MAX_RECURSION_DEPTH = 10
+DEFAULT_IDLE_TIMEOUT_MS = 120_000
+DEFAULT_SELF_DATA_FORMAT = "summary"
+DEFAULT_SELF_DATA_MAX_ENTRIES = 50
+DEFAULT_HANDLER = "./handler.py"
+KERNEL_INPUT_OPTIONS = ("select", "accepts", "scope", "recordAs", "required")
+
+
+@dataclass
+class RuntimeSource:
+    """Where a runtime was written and what it inherits from its package."""
+
+    plugin_id: str
+    runtime_id: str
+    package_root: Path
+    # The manifest file, relative to the package root ("PLUGIN.md", "runtimes/x/RUNTIME.md").
+    file: str
+    # Field path prefix: "runtime" for an inline runtime, "" in a RUNTIME.md.
+    prefix: str
+    inline: bool
+    plugin_version: str
+    contributed_tools: list[str] = field(default_factory=list)
+    # Load mode drops unrunnable runtimes with a warning; strict mode (validate/install) errors.
+    strict: bool = False
+
+
+@dataclass
+class CompiledRuntime:
+    runtime_id: str
+    plugin_id: str
+    type: str
+    stage: str
+    visibility: str
+    file: str
+    manifest: dict[str, Any]
+    prompt: str = ""
+    prompt_variants: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def output_contract(self) -> str | None:
+        contract = self.manifest["io"]["output"].get("contract")
+        return str(contract) if contract else None
+
+    @property
+    def trigger_type(self) -> str:
+        return str(self.manifest["schedule"]["trigger"]["type"])
+
+
+class _Compiler:
+    def __init__(self, decl: RuntimeDecl, source: RuntimeSource, bag: DiagnosticBag) -> None:
+        self.decl = decl
+        self.source = source
+        self.bag = bag
+        self.unrunnable = False
+
+    # -- diagnostics --------------------------------------------------------------------------
+
+    def path(self, relative: str) -> str:
+        return f"{self.source.prefix}.{relative}" if self.source.prefix else relative
+
+    def error(self, code: str, message: str, relative: str, hint: str = "") -> None:
+        self.bag.error(code, message, file=self.source.file, field_path=self.path(relative), hint=hint)
+
+    def drop(self, code: str, message: str, relative: str, hint: str = "") -> None:
+        """A problem that makes only this runtime unrunnable: dropped at load, an error when strict."""
+        self.unrunnable = True
+        severity = Severity.ERROR if self.source.strict else Severity.WARNING
+        suffix = "" if self.source.strict else f"; runtime {self.source.runtime_id} is not loaded"
+        self.bag.add(severity, code, message + suffix, file=self.source.file, field_path=self.path(relative), hint=hint)
+
+    # -- files --------------------------------------------------------------------------------
+
+    def package_file(self, written: str) -> tuple[str | None, str]:
+        """A path written relative to the manifest, as a package-relative path (None: outside)."""
+        manifest_dir = posixpath.dirname(self.source.file)
+        if written.startswith("/") or "\\" in written:
+            return None, written
+        joined = posixpath.normpath(posixpath.join(manifest_dir, written))
+        if joined == ".." or joined.startswith("../") or joined == ".":
+            return None, joined
+        return joined, joined
+
+    def existing_file(self, relative: str) -> bool:
+        target = self.source.package_root / relative
+        try:
+            resolved = target.resolve()
+            root = self.source.package_root.resolve()
+        except OSError:
+            return False
+        return target.is_file() and resolved.is_relative_to(root)
+
+    # -- groups -------------------------------------------------------------------------------
+
+    def compile(self) -> dict[str, Any]:
+        decl = self.decl
+        is_function = decl.function is not None
+        if is_function and decl.agent is not None:
+            self.error(
+                "agent-and-function",
+                "a runtime is a function (it has a `function` block) or an agent, not both",
+                "agent",
+                hint="remove the `agent` block, or the `function` block",
+            )
+        io = self.compile_io()
+        visibility = io["visibility"]
+        schedule = self.compile_schedule(visibility)
+        manifest: dict[str, Any] = {
+            "id": self.source.runtime_id,
+            "pluginId": self.source.plugin_id,
+            "type": "function" if is_function else "agent",
+            "file": self.source.file,
+            "version": self.source.plugin_version,
+            "schedule": schedule,
+            "io": io,
+        }
+        if is_function:
+            manifest["function"] = self.compile_function()
+        else:
+            manifest["agent"] = self.compile_agent(visibility, subagent_only=schedule["subagentOnly"])
+        if decl.guard is not None:
+            guard, _ = self.package_file(decl.guard)
+            if guard is None:
+                self.error("guard-outside-package", f"the guard `{decl.guard}` is outside the package", "guard")
+            elif not self.existing_file(guard):
+                self.error("guard-missing", f"the guard module `{decl.guard}` does not exist (looked for {guard})", "guard")
+            else:
+                manifest["guard"] = guard
+        if decl.effects is not None:
+            manifest["effects"] = decl.effects
+        if decl.permissions is not None:
+            manifest["permissions"] = decl.permissions.model_dump(by_alias=True, exclude_none=True)
+        return manifest
+
+    def compile_schedule(self, visibility: str) -> dict[str, Any]:
+        written = self.decl.schedule
+        schedule = written.model_dump(by_alias=True, exclude_none=True) if written else {}
+        trigger = dict(schedule.get("trigger") or {})
+        subagent_only = bool(schedule.get("subagentOnly", False))
+        if subagent_only:
+            if trigger.get("type") not in (None, "manual"):
+                self.error("subagent-trigger", "a subagentOnly runtime is triggered manually; remove `type`", "schedule.trigger.type")
+            trigger["type"] = "manual"
+            if visibility == "story":
+                self.error("subagent-story", "a subagentOnly runtime cannot have io.visibility: story", "schedule.subagentOnly")
+            if self.decl.function is not None:
+                self.error("subagent-function", "a subagentOnly runtime must be an agent", "schedule.subagentOnly")
+            for banned in ("stage", "needs", "after", "background"):
+                if banned in schedule:
+                    self.error("subagent-field", f"a subagentOnly runtime cannot write schedule.{banned}", f"schedule.{banned}")
+        trigger.setdefault("type", "auto")
+        stage = schedule.get("stage")
+        if trigger["type"] == "auto":
+            if stage is None:
+                self.drop(
+                    "stage-missing",
+                    "an auto runtime must declare schedule.stage (setup, pre-turn, narrative, post-turn or audit)",
+                    "schedule.stage",
+                )
+        else:
+            if stage is not None:
+                self.error("stage-not-allowed", f"a {trigger['type']} runtime has no stage", "schedule.stage")
+            if "every" in schedule:
+                self.error("every-not-allowed", f"a {trigger['type']} runtime cannot write every", "schedule.every")
+        if stage == "setup":
+            for banned, path in (("every", "schedule.every"),):
+                if banned in schedule:
+                    self.error("setup-field", "a setup runtime cannot write every", path)
+            for banned in ("startTurn", "cooldownTurns"):
+                if banned in trigger:
+                    self.error("setup-field", f"a setup runtime cannot write {banned}", f"schedule.trigger.{banned}")
+        detached_written = written.detached if written else None
+        detached: bool | dict[str, Any] = False
+        if isinstance(detached_written, DetachedOptions):
+            detached = {"settle": False, **detached_written.model_dump(exclude_none=True)}
+        elif detached_written is True:
+            detached = {"settle": False}
+        if detached:
+            if stage not in ("post-turn", "audit"):
+                self.error("detached-stage", "schedule.detached is only for post-turn and audit runtimes", "schedule.detached")
+            if visibility == "story":
+                self.error("detached-story", "a story runtime cannot be detached", "schedule.detached")
+        return {
+            **({"stage": stage} if stage else {}),
+            "every": schedule.get("every", 1),
+            "trigger": trigger,
+            "needs": self.dependencies("needs"),
+            "after": self.dependencies("after"),
+            "detached": detached,
+            "background": bool(schedule.get("background", False)),
+            "subagentOnly": subagent_only,
+        }
+
+    def dependencies(self, name: str) -> list[dict[str, Any]]:
+        written = getattr(self.decl.schedule, name, None) if self.decl.schedule else None
+        compiled = []
+        for item in written or []:
+            ref = item if isinstance(item, DependencyRef) else DependencyRef(runtime=item)
+            entry = ref.model_dump(exclude_none=True)
+            entry.setdefault("cardinality", "one")
+            compiled.append(entry)
+        return compiled
+
+    def compile_io(self) -> dict[str, Any]:
+        io = self.decl.io
+        visibility = (io.visibility if io else None) or "system"
+        concealed = bool(io.concealed) if io and io.concealed is not None else False
+        if concealed and visibility == "story":
+            self.error(
+                "concealed-story",
+                "io.concealed cannot be combined with io.visibility: story (story text is what the player reads)",
+                "io.concealed",
+            )
+        inputs: dict[str, Any] = {}
+        for binding, spec in ((io.inputs if io else None) or {}).items():
+            source = spec.from_.model_dump(exclude_none=True)
+            written = spec.model_dump(by_alias=True, exclude_none=True)
+            if spec.from_.kernel is not None:
+                for option in KERNEL_INPUT_OPTIONS:
+                    if option in written:
+                        self.error(
+                            "kernel-input-option",
+                            f"a kernel input takes only `from`; remove `{option}`",
+                            f"io.inputs.{binding}.{option}",
+                        )
+                inputs[binding] = {"from": source}
+                continue
+            source.setdefault("cardinality", "one")
+            scope = spec.scope or "turn"
+            if scope == "committed" and spec.select is not None:
+                self.error(
+                    "committed-select",
+                    "a scope: committed input reads the whole export; it cannot write select",
+                    f"io.inputs.{binding}.select",
+                )
+            required = True if spec.required is None else spec.required
+            if visibility == "story" and spec.from_.contract is not None and required:
+                self.error(
+                    "story-required-input",
+                    "a story runtime cannot depend hard on another plugin: contract inputs must be required: false",
+                    f"io.inputs.{binding}.required",
+                    hint="write `required: false` and let the runtime run without the value",
+                )
+            compiled: dict[str, Any] = {"from": source, "scope": scope, "required": required}
+            for option in ("select", "accepts", "recordAs"):
+                if option in written:
+                    compiled[option] = written[option]
+            inputs[binding] = compiled
+        self_data = []
+        for item in (io.selfData if io else None) or []:
+            entry = item.model_dump(by_alias=True, exclude_none=True)
+            entry.setdefault("format", DEFAULT_SELF_DATA_FORMAT)
+            entry.setdefault("maxEntries", DEFAULT_SELF_DATA_MAX_ENTRIES)
+            self_data.append(entry)
+        output = io.output.model_dump(by_alias=True, exclude_none=True) if io and io.output else {}
+        compiled_io: dict[str, Any] = {
+            "inputs": inputs,
+            "selfData": self_data,
+            "output": output,
+            "visibility": visibility,
+            "concealed": concealed,
+        }
+        if io and io.payloadSchema is not None:
+            compiled_io["payloadSchema"] = io.payloadSchema
+        if visibility == "story":
+            needs = (self.decl.schedule.needs if self.decl.schedule else None) or []
+            for index, need in enumerate(needs):
+                if isinstance(need, DependencyRef) and need.contract is not None:
+                    self.error(
+                        "story-contract-need",
+                        "a story runtime cannot gate on another plugin's contract; use an optional input or schedule.after",
+                        f"schedule.needs[{index}]",
+                    )
+        return compiled_io
+
+    def compile_agent(self, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
+        agent = self.decl.agent
+        written = agent.model_dump(by_alias=True, exclude_none=True) if agent else {}
+        compiled: dict[str, Any] = {
+            "model": written.get("model") or ("story" if visibility == "story" else "plugin"),
+            "reasoning": written.get("reasoning", True),
+        }
+        finish_with = agent.finishWith if agent else None
+        if agent and agent.toolChoice is not None:
+            choice = agent.toolChoice
+            compiled["toolChoice"] = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice
+        elif finish_with:
+            compiled["toolChoice"] = "required"
+        if finish_with and agent and agent.completion is not None:
+            self.error("finish-with-and-completion", "write finishWith or completion, not both", "agent.completion")
+        if finish_with:
+            compiled["finishWith"] = finish_with
+            compiled["completion"] = {"require": "tool-use", "afterTools": [finish_with]}
+        elif "completion" in written:
+            compiled["completion"] = written["completion"]
+            if written["completion"].get("require") == "explicit" and visibility == "story":
+                self.error("story-explicit-completion", "a story runtime cannot use completion.require: explicit", "agent.completion.require")
+        if "history" in written:
+            compiled["history"] = written["history"]
+        compiled["tools"] = self.agent_tools()
+        compiled["loop"] = self.compile_loop(visibility, subagent_only=subagent_only)
+        return compiled
+
+    def agent_tools(self) -> dict[str, Any]:
+        tools = self.decl.agent.tools if self.decl.agent else None
+        plugin = tools.plugin if tools and tools.plugin is not None else None
+        if plugin is None:
+            # Only the inline runtime of a one-runtime package gets contributes.tools by default.
+            plugin = list(self.source.contributed_tools) if self.source.inline else []
+        services = []
+        for item in (tools.services if tools else None) or []:
+            services.append(item.model_dump(by_alias=True, exclude_none=True) if isinstance(item, ServiceImport) else {"contract": item})
+        datasets = []
+        for item in (tools.datasets if tools else None) or []:
+            datasets.append(item.model_dump(exclude_none=True) if isinstance(item, DatasetImport) else {"dataset": item})
+        return {"plugin": list(plugin), "services": services, "datasets": datasets}
+
+    def compile_loop(self, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
+        loop = self.decl.agent.loop if self.decl.agent else None
+        written = loop.model_dump(by_alias=True, exclude_none=True) if loop else {}
+        default_profile = "actor" if subagent_only else ("story" if visibility == "story" else "system")
+        profile = written.get("profile") or default_profile
+        if profile == "story" and visibility != "story":
+            self.error("story-profile", "agent.loop.profile: story needs io.visibility: story", "agent.loop.profile")
+        timeout, call_timeout, retries = LOOP_LIMITS["story" if visibility == "story" else "system"]
+        compiled: dict[str, Any] = {
+            "profile": profile,
+            "timeoutMs": written.get("timeoutMs", timeout),
+            "callTimeoutMs": written.get("callTimeoutMs", call_timeout),
+            "maxRetries": written.get("maxRetries", retries),
+            "idleTimeoutMs": written.get("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS),
+            "loopDetection": written.get("loopDetection", DEFAULT_LOOP_DETECTION),
+            "maxRecursionDepth": written.get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH),
+        }
+        for optional in ("maxSteps", "firstTokenTimeoutMs"):
+            if optional in written:
+                compiled[optional] = written[optional]
+        for key, value in LOOP_PROFILES[profile].items():
+            compiled[key] = written.get(key, value)
+        finalizer: dict[str, Any] = {"maxSteps": True, "deadlineReserveMs": 0}
+        written_finalizer = loop.finalizer if loop else None
+        if written_finalizer is False:
+            finalizer = {"maxSteps": False, "deadlineReserveMs": 0}
+        elif isinstance(written_finalizer, Finalizer):
+            finalizer.update(written_finalizer.model_dump(exclude_none=True))
+        compiled["finalizer"] = finalizer
+        compiled["corrections"] = {**DEFAULT_CORRECTIONS, **written.get("corrections", {})}
+        if compiled["stream"] and visibility != "story":
+            self.error("stream-not-story", "stream: true needs io.visibility: story", "agent.loop.stream")
+        if compiled["steering"] and visibility != "story":
+            self.error("steering-not-story", "steering: true needs io.visibility: story", "agent.loop.steering")
+        if compiled["truncation"] == "accept" and not compiled["stream"]:
+            self.error(
+                "truncation-without-stream",
+                "truncation: accept needs stream: true; write truncation: reject",
+                "agent.loop.truncation",
+            )
+        if finalizer["deadlineReserveMs"] >= compiled["timeoutMs"]:
+            self.error(
+                "deadline-reserve",
+                "finalizer.deadlineReserveMs must be less than timeoutMs",
+                "agent.loop.finalizer.deadlineReserveMs",
+            )
+        return compiled
+
+    def compile_function(self) -> dict[str, Any]:
+        function = self.decl.function
+        assert function is not None
+        written_handler = function.handler or DEFAULT_HANDLER
+        handler, shown = self.package_file(written_handler)
+        compiled: dict[str, Any] = {"tools": list(function.tools or [])}
+        if handler is None:
+            self.error("handler-outside-package", f"the handler `{written_handler}` is outside the package", "function.handler")
+        elif not self.existing_file(handler):
+            how = "" if function.handler else " (the default: `./handler.py` next to the manifest)"
+            self.drop(
+                "handler-missing",
+                f"the function handler `{written_handler}`{how} does not exist; looked for {shown}",
+                "function.handler" if function.handler else "function",
+                hint="add handler.py with `async def handler(ctx)`, or point function.handler at the module",
+            )
+        compiled["handler"] = handler or shown
+        if function.model is not None:
+            compiled["model"] = function.model
+        if function.timeoutMs is not None:
+            compiled["timeoutMs"] = function.timeoutMs
+        return compiled
+
+
+def compile_runtime(
+    decl: RuntimeDecl,
+    source: RuntimeSource,
+    bag: DiagnosticBag,
+    *,
+    prompt: str,
+    prompt_variants: dict[str, str],
+) -> CompiledRuntime | None:
+    """The compiled runtime, or None when it cannot run (the reasons are in `bag`)."""
+    mark = len(bag)
+    compiler = _Compiler(decl, source, bag)
+    manifest = compiler.compile()
+    if compiler.unrunnable or bag.errors_since(mark):
+        return None
+    return CompiledRuntime(
+        runtime_id=source.runtime_id,
+        plugin_id=source.plugin_id,
+        type=manifest["type"],
+        stage=manifest["schedule"].get("stage", ""),
+        visibility=manifest["io"]["visibility"],
+        file=source.file,
+        manifest=manifest,
+        prompt=prompt,
+        prompt_variants=dict(prompt_variants),
+    )
