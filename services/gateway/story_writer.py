@@ -87,11 +87,24 @@ def _action(player_text: str) -> str:
     return text
 
 
-def write_story(player_text: str, seed: str) -> dict[str, Any]:
-    """A narrative-engine@2 reply of 2-4 segments that answers `player_text`."""
+RECALLS = (
+    "Not long ago you chose to {earlier}; the memory is still sharp.",
+    "Ever since you decided to {earlier}, the place has felt different.",
+    "You have not forgotten how you {earlier}.",
+)
+
+
+def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A narrative-engine@2 reply of 2-5 segments that answers `player_text`.
+
+    The scene and its character stay the same for a whole session (chosen from the session's
+    first player message), and a later turn recalls the previous action, so the story reads
+    as one story and shows that the history reached the model.
+    """
     rng = random.Random(seed)
-    scene, detail = rng.choice(SCENES)
-    name, _role = rng.choice(CHARACTERS)
+    setting = random.Random(earlier_player_texts[0] if earlier_player_texts else seed)
+    scene, detail = setting.choice(SCENES)
+    name, _role = setting.choice(CHARACTERS)
     action = _action(player_text)
     segments: list[dict[str, str]] = []
     if action and action.isascii():
@@ -106,13 +119,16 @@ def write_story(player_text: str, seed: str) -> dict[str, Any]:
     else:
         segments.append({"kind": "narration", "text": rng.choice(OPENING_SCENES).format(scene=scene, detail=detail)})
         segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(OPENING_LINES)})
+    earlier = _action(earlier_player_texts[-1]) if earlier_player_texts else ""
+    if earlier and earlier.isascii():
+        segments.insert(1, {"kind": "narration", "text": rng.choice(RECALLS).format(earlier=earlier)})
     if rng.random() < 0.5:
         segments.append({"kind": "action", "speaker": name, "text": rng.choice(ACTIONS).format(name=name)})
     # Capitalise the first letter of every segment.
     for segment in segments:
         segment["text"] = segment["text"][0].upper() + segment["text"][1:]
     return {
-        "segments": segments[:4],
+        "segments": segments[:5],
         "cues": {"scene": scene[0].upper() + scene[1:], "present": [name], "mood": rng.choice(MOODS)},
         "yield": "user",
     }

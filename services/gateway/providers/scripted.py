@@ -51,6 +51,12 @@ def _story_prose(story: dict) -> str:
     return "\n\n".join(lines)
 
 
+def _earlier_player_texts(call: Call) -> tuple[str, ...]:
+    """The user messages before the last one: the story so far, as the player told it."""
+    texts = [m.content.strip() for m in call.messages if m.role == "user" and m.content.strip()]
+    return tuple(texts[:-1])
+
+
 def automatic_reply(call: Call) -> Reply:
     seed = conversation_seed(call)
     tool = call.forced_tool()
@@ -64,14 +70,14 @@ def automatic_reply(call: Call) -> Reply:
         response_format = call.response_format
         if response_format is not None and (response_format.schema or is_story_schema(response_format.name, None)):
             if is_story_schema(response_format.name, response_format.schema):
-                value = write_story(call.last_user_text(), seed)
+                value = write_story(call.last_user_text(), seed, _earlier_player_texts(call))
             else:
                 value = generate_instance(response_format.schema, seed)
             return Reply(content=json.dumps(value, ensure_ascii=False))
     except SchemaInstanceError as error:
         field = f"tools[{call.tools.index(tool)}].parameters" if tool is not None else "response_format.schema"
         raise invalid_argument(field, f"the scripted model cannot build a value for this schema: {error}") from None
-    return Reply(content=_story_prose(write_story(call.last_user_text(), seed)))
+    return Reply(content=_story_prose(write_story(call.last_user_text(), seed, _earlier_player_texts(call))))
 
 
 def _chunks(text: str, rng: random.Random) -> list[str]:
