@@ -189,21 +189,33 @@ def _variants(folder: Path, main_file: str, main: Document, bag: DiagnosticBag, 
         if document is None:
             continue
         if document.data and document.data != main.data:
-            differing = sorted(
-                key
-                for key in set(document.data) | set(main.data)
-                if document.data.get(key) != main.data.get(key)
-            )
+            differing = _first_difference(main.data, document.data)
             bag.error(
                 "variant-frontmatter-mismatch",
-                f"the {locale} variant's frontmatter differs from {main_file} in: {', '.join(differing)}",
+                f"the {locale} variant's frontmatter differs from {main_file} at `{differing}`",
                 file=file,
-                field_path=differing[0] if len(differing) == 1 else "",
+                field_path=differing,
                 hint=f"structure comes from {main_file}: leave the variant's frontmatter empty or identical",
             )
         if document.body:
             variants[locale] = document.body
     return variants
+
+
+def _first_difference(main: Any, variant: Any, path: str = "") -> str:
+    """The first field path where two frontmatters differ, as the author wrote it."""
+    if isinstance(main, dict) and isinstance(variant, dict):
+        for key in [*main, *(key for key in variant if key not in main)]:
+            if main.get(key) != variant.get(key):
+                child = f"{path}.{key}" if path else str(key)
+                if key in main and key in variant:
+                    return _first_difference(main[key], variant[key], child)
+                return child
+    if isinstance(main, list) and isinstance(variant, list) and len(main) == len(variant):
+        for index, (left, right) in enumerate(zip(main, variant)):
+            if left != right:
+                return _first_difference(left, right, f"{path}[{index}]")
+    return path
 
 
 def _package_relative(root: Path, written: str) -> str | None:
@@ -583,5 +595,10 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     if manifest.permissions is not None:
         definition["permissions"] = manifest.permissions.model_dump(exclude_none=True)
     package.definition = definition
-    package.state = PackageState.FAILED if has_errors(bag.items) else PackageState.LOADED
+    if has_errors(bag.items):
+        # A failed package never runs: its runtimes are listed in the definition only.
+        package.state = PackageState.FAILED
+        package.runtimes = []
+    else:
+        package.state = PackageState.LOADED
     return package

@@ -405,10 +405,14 @@ class _Compiler:
         if handler is None:
             self.error("handler-outside-package", f"the handler `{written_handler}` is outside the package", "function.handler")
         elif not self.existing_file(handler):
-            how = "" if function.handler else " (the default: `./handler.py` next to the manifest)"
+            what = (
+                f"the function handler `{written_handler}` does not exist (looked for {shown})"
+                if function.handler
+                else f"function.handler is not written and the default {shown} does not exist"
+            )
             self.drop(
                 "handler-missing",
-                f"the function handler `{written_handler}`{how} does not exist; looked for {shown}",
+                what,
                 "function.handler" if function.handler else "function",
                 hint="add handler.py with `async def handler(ctx)`, or point function.handler at the module",
             )

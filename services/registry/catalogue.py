@@ -1,0 +1,107 @@
+"""The catalogue: every package found in the plugin folders, with a generation number.
+
+A scan builds a new immutable snapshot; readers always see one whole snapshot, and the
+generation (1 after the first scan) bumps on every reload so clients can cache by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.registry.diagnostics import Diagnostic, Severity
+from services.registry.package_loader import LoadedPackage, load_package
+from services.registry.settings import source_of
+from shared.logs import get_logger
+
+log = get_logger(component="catalogue")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    generation: int
+    packages: tuple[LoadedPackage, ...]
+    plugin_dirs: tuple[Path, ...]
+    by_id: dict[str, LoadedPackage] = field(default_factory=dict)
+
+    def get(self, plugin_id: str) -> LoadedPackage | None:
+        return self.by_id.get(plugin_id)
+
+
+def _package_folders(plugin_dir: Path) -> list[Path]:
+    try:
+        children = sorted(plugin_dir.iterdir(), key=lambda item: item.name)
+    except FileNotFoundError:
+        log.warning("plugin_dir.missing", plugin_dir=str(plugin_dir))
+        return []
+    except NotADirectoryError:
+        log.warning("plugin_dir.not_a_directory", plugin_dir=str(plugin_dir))
+        return []
+    return [child for child in children if child.is_dir() and not child.name.startswith((".", "_"))]
+
+
+def scan(plugin_dirs: Sequence[Path], *, strict: bool = False) -> list[LoadedPackage]:
+    """Load every package folder of every plugin dir, in order; the first package of an id wins."""
+    packages: list[LoadedPackage] = []
+    by_id: dict[str, LoadedPackage] = {}
+    for plugin_dir in plugin_dirs:
+        source = source_of(plugin_dir)
+        for folder in _package_folders(plugin_dir):
+            package = load_package(folder, source=source, strict=strict)
+            first = by_id.get(package.id)
+            if first is not None:
+                first.diagnostics.append(
+                    Diagnostic(
+                        severity=Severity.WARNING,
+                        code="duplicate-package",
+                        message=f"another package with id `{package.id}` at {folder} is ignored; the one at {first.root_dir} is used",
+                        plugin_id=package.id,
+                    )
+                )
+                continue
+            by_id[package.id] = package
+            packages.append(package)
+            for diagnostic in package.diagnostics:
+                if diagnostic.severity is not Severity.INFO:
+                    log.warning("plugin.diagnostic", plugin_id=package.id, diagnostic=str(diagnostic))
+    return packages
+
+
+class Catalogue:
+    def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False) -> None:
+        self._plugin_dirs = tuple(Path(path) for path in plugin_dirs)
+        self._strict = strict
+        self._lock = asyncio.Lock()
+        self._snapshot = Snapshot(generation=0, packages=(), plugin_dirs=self._plugin_dirs)
+
+    @property
+    def current(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def plugin_dirs(self) -> tuple[Path, ...]:
+        return self._plugin_dirs
+
+    def load_now(self) -> Snapshot:
+        """Scan synchronously (at start, before serving)."""
+        return self._publish(scan(self._plugin_dirs, strict=self._strict))
+
+    async def reload(self) -> Snapshot:
+        """Rescan off the event loop; concurrent reloads run one after another."""
+        async with self._lock:
+            packages = await asyncio.to_thread(scan, self._plugin_dirs, strict=self._strict)
+            return self._publish(packages)
+
+    def _publish(self, packages: list[LoadedPackage]) -> Snapshot:
+        snapshot = Snapshot(
+            generation=self._snapshot.generation + 1,
+            packages=tuple(packages),
+            plugin_dirs=self._plugin_dirs,
+            by_id={package.id: package for package in packages},
+        )
+        self._snapshot = snapshot
+        failed = [package.id for package in packages if not package.loaded]
+        log.info("catalogue.loaded", generation=snapshot.generation, plugins=len(packages), failed=failed)
+        return snapshot
