@@ -138,7 +138,7 @@ def format_path(parts: Sequence[str | int]) -> str:
     return text
 
 
-def author_path(loc: Sequence[str | int], raw: Any, error_type: str) -> list[str | int]:
+def author_path(loc: Sequence[str | int], raw: Any) -> list[str | int]:
     """The location as the author wrote it: union tags dropped, stop where the author wrote a scalar."""
     parts: list[str | int] = []
     current = raw
@@ -191,7 +191,7 @@ def add_validation_errors(
     seen: set[tuple[str, str]] = set()
     for error in errors:
         error_type = str(error["type"])
-        parts = author_path(error["loc"], raw, error_type)
+        parts = author_path(error["loc"], raw)
         path = format_path(parts)
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
