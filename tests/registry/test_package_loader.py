@@ -48,7 +48,7 @@ def test_narrator_loads_with_derived_defaults() -> None:
     assert (loop["timeoutMs"], loop["callTimeoutMs"], loop["maxRetries"]) == (240000, 120000, 1)
     assert loop["profile"] == "story" and loop["stream"] is True and loop["truncation"] == "accept"
     assert package.definition["contributes"]["settings"][0]["key"] == "person"
-    assert package.definition["provides"] == [{"contract": "narrative-engine@2", "default": False}]
+    assert package.definition["provides"] == [{"contract": "narrative-engine@2", "default": True}]
 
 
 # ----- broken packages: one fixture each, exact code and author's field path ---------------------
