@@ -44,13 +44,20 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             ),
             timeout=10,
         )
+        active = list(resolved.active)
+        for index, plugin_id in enumerate(request.approved_plugins):
+            if plugin_id not in active:
+                raise invalid_argument(
+                    f"approved_plugins[{index}]", f"plugin {plugin_id!r} is not enabled in this session; request it too"
+                )
         created = await self._peers.store.CreateSession(
             store_pb2.CreateSessionRequest(
                 session=store_pb2.Session(
                     locale=locale,
                     world_id=request.world_id,
                     title=request.title,
-                    active_plugins=list(resolved.active),
+                    active_plugins=active,
+                    approved_plugins=list(request.approved_plugins),
                     requested_plugins=list(request.requested_plugins),
                     excluded_plugins=list(request.excluded_plugins),
                     plugin_settings=dict(request.plugin_settings),

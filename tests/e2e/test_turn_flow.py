@@ -34,7 +34,7 @@ async def test_all_five_report_serving(services) -> None:
 async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        created = await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"]))
+        created = await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"], approved_plugins=["hook-probe"]))
         session = created.session
         assert set(session.active_plugins) == {"narrator", "hook-probe"}
 
@@ -75,7 +75,7 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
 async def test_a_turnstart_hook_can_abort_the_turn(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"], approved_plugins=["hook-probe"]))).session
         events = await submit(stub, session.id, "I try the forbidden door.")
         turn = of_kind(events, "turn_completed")[0]
         assert turn.status == store_pb2.TURN_STATUS_ABORTED
@@ -122,3 +122,16 @@ async def test_bad_locale_is_invalid_argument(services) -> None:
             await stub.CreateSession(scheduler_pb2.CreateSessionRequest(locale="klingon"))
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert [v.field for v in field_violations(raised.value)] == ["locale"]
+
+
+async def test_community_plugin_hooks_run_only_after_approval(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"]))).session
+        events = await submit(stub, session.id, "I try the forbidden door.")
+        turn = of_kind(events, "turn_completed")[0]
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+        assert [entry for entry in of_kind(events, "hook") if entry.handler_plugin_id == "hook-probe"] == []
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.CreateSession(scheduler_pb2.CreateSessionRequest(approved_plugins=["hook-probe"]))
+        assert [v.field for v in field_violations(raised.value)] == ["approved_plugins[0]"]
