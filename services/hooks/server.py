@@ -9,8 +9,9 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
+from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.settings import HooksSettings
-from shared.errors import invalid_argument, rpc
+from shared.errors import invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
@@ -18,8 +19,9 @@ from shared.structs import from_struct, to_struct
 
 
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
-    def __init__(self, sync: CatalogueSync) -> None:
+    def __init__(self, sync: CatalogueSync, breaker: FaultBreaker) -> None:
         self._sync = sync
+        self._breaker = breaker
 
     @rpc
     async def Dispatch(self, request: hooks_pb2.DispatchRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchResponse:
@@ -28,11 +30,12 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         if not request.context.session_id:
             raise invalid_argument("context.session_id", "is required")
         ctx = request.context
+        paused = self._breaker.excluded(ctx.session_id, ctx.turn_id, ctx.active_plugin_ids)
         execution = ExecutionContext(
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             locale=ctx.locale or "en",
-            active_plugin_ids=tuple(ctx.active_plugin_ids),
+            active_plugin_ids=tuple(plugin for plugin in ctx.active_plugin_ids if plugin not in paused),
             approved_plugin_ids=frozenset(ctx.approved_plugin_ids),
             plugin_id=ctx.plugin_id or None,
             runtime_id=ctx.runtime_id or None,
@@ -40,6 +43,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             plugin_settings={key: from_struct(value) for key, value in ctx.plugin_settings.items()},
         )
         result = await dispatch(self._sync.current.table, request.event, execution, from_struct(request.payload))
+        for entry in result.trace:
+            self._breaker.record(ctx.session_id, ctx.turn_id, entry.handler_plugin_id, entry.status, entry.message)
         return hooks_pb2.DispatchResponse(
             outcome=hooks_pb2.OUTCOME_ABORT if result.aborted else hooks_pb2.OUTCOME_CONTINUE,
             reason=result.reason,
@@ -67,6 +72,26 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         loaded = await self._sync.reload()
         return hooks_pb2.ReloadResponse(generation=loaded.generation)
 
+    @rpc
+    async def ListPausedPlugins(
+        self, request: hooks_pb2.ListPausedPluginsRequest, context: grpc.aio.ServicerContext
+    ) -> hooks_pb2.ListPausedPluginsResponse:
+        require(request.session_id, "session_id", "the session to look at")
+        plugins = []
+        for pause in self._breaker.paused(request.session_id):
+            paused = hooks_pb2.PausedPlugin(plugin_id=pause.plugin_id, reason=pause.reason, faults=pause.faults)
+            paused.paused_at.FromNanoseconds(int(pause.paused_at * 1e9))
+            plugins.append(paused)
+        return hooks_pb2.ListPausedPluginsResponse(plugins=plugins)
+
+    @rpc
+    async def ResetPluginFaults(
+        self, request: hooks_pb2.ResetPluginFaultsRequest, context: grpc.aio.ServicerContext
+    ) -> hooks_pb2.ResetPluginFaultsResponse:
+        require(request.session_id, "session_id", "the session the plugin is paused in")
+        require(request.plugin_id, "plugin_id", "the paused plugin")
+        return hooks_pb2.ResetPluginFaultsResponse(was_paused=self._breaker.reset(request.session_id, request.plugin_id))
+
     def _subscriptions(self) -> hooks_pb2.GetSubscriptionsResponse:
         loaded = self._sync.current
         return hooks_pb2.GetSubscriptionsResponse(
@@ -92,7 +117,7 @@ async def start(settings: HooksSettings) -> RunningServer:
     registry_channel = open_channel(settings.registry_addr)
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel))
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
-    service = HookDispatcherService(sync)
+    service = HookDispatcherService(sync, FaultBreaker(settings.hooks_fault_threshold, settings.hooks_fault_window_s))
 
     def add(server: grpc.aio.Server) -> list[str]:
         hooks_pb2_grpc.add_HookDispatcherServicer_to_server(service, server)

@@ -7,6 +7,7 @@ import re
 
 import grpc
 
+from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
@@ -143,6 +144,25 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=request.session_id), timeout=10)
         return scheduler_pb2.ListTurnsResponse(turns=reply.turns)
+
+    @rpc
+    async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)
+        reply = await self._peers.hooks.ListPausedPlugins(
+            hooks_pb2.ListPausedPluginsRequest(session_id=request.session_id), timeout=10
+        )
+        return scheduler_pb2.ListPausedPluginsResponse(plugins=reply.plugins)
+
+    @rpc
+    async def ResetPluginFaults(self, request: scheduler_pb2.ResetPluginFaultsRequest, context) -> scheduler_pb2.ResetPluginFaultsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.plugin_id, "plugin_id", "a plugin ListPausedPlugins names")
+        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)
+        reply = await self._peers.hooks.ResetPluginFaults(
+            hooks_pb2.ResetPluginFaultsRequest(session_id=request.session_id, plugin_id=request.plugin_id), timeout=10
+        )
+        return scheduler_pb2.ResetPluginFaultsResponse(was_paused=reply.was_paused)
 
 
 async def start(settings: SchedulerSettings) -> RunningServer:
