@@ -32,6 +32,7 @@ class RuntimeOutcome:
     output: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     trace: list[common_pb2.HookTraceEntry] = field(default_factory=list)
+    run_id: str = ""
 
 
 def _manifest_get(manifest: dict[str, Any], *path: str, default: Any = None) -> Any:

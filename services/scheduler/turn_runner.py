@@ -25,6 +25,8 @@ from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.runtime_result import apply_replaced_result
+from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
 from shared.ids import new_id
 from shared.logs import get_logger
@@ -163,7 +165,7 @@ class TurnRunner:
                         status=outcome.status,
                         reason=outcome.reason,
                         output=to_struct(outcome.output),
-                        run_id=new_id(),
+                        run_id=outcome.run_id,
                         story=is_story_runtime(runtime),
                     )
                 )
@@ -268,6 +270,8 @@ class TurnRunner:
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
             await record(outcome.trace)
+        outcome.run_id = new_id()
+        outcome = await self._post_runtime(runtime, scope, outcome, record)
         duration_ms = int((time.monotonic() - started) * 1000)
         await emit(
             scheduler_pb2.TurnEvent(
@@ -276,6 +280,40 @@ class TurnRunner:
                 )
             )
         )
+        return outcome
+
+    async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, record) -> RuntimeOutcome:
+        """PostRuntime hooks may rewrite the result; the kernel keeps identity and writes (runtime_result.py)."""
+        original = {
+            "pluginId": runtime.plugin_id,
+            "runtimeId": runtime.runtime_id,
+            "runId": outcome.run_id,
+            "turnId": scope.turn_id,
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "output": outcome.output,
+            "pendingProposals": [{"type": "narrative.append"}] if outcome.story is not None else [],
+        }
+        post = await self._hooks.dispatch(
+            "PostRuntime", scope, {"result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id
+        )
+        await record(post.trace)
+        replaced = post.payload.get("result")
+        if replaced == original:
+            return outcome
+        result = apply_replaced_result(original, replaced)
+        outcome.status = str(result.get("status") or outcome.status)
+        outcome.reason = str(result.get("reason") or "")
+        if result.get("writesDiscarded"):
+            outcome.story = None
+            outcome.output = result.get("output") if isinstance(result.get("output"), dict) else {}
+        elif result.get("output") != original["output"] and outcome.story is not None:
+            # A rewritten story is shaped and checked again like the runtime's own.
+            try:
+                outcome.story = normalize_story(result.get("output") or {})
+                outcome.output = outcome.story.to_output()
+            except EmptyStory:
+                outcome.status, outcome.reason, outcome.story = "failed", "output-schema-invalid: the story has no text", None
         return outcome
 
     async def _commit(
