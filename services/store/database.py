@@ -1,0 +1,154 @@
+"""Engine, connections and migrations: SQLite (WAL, busy timeout) or PostgreSQL (psycopg 3).
+
+The engine is synchronous; the service runs each unit of work in a thread of its own
+pool (`Database.read` / `Database.write`), so the event loop never blocks on the database.
+
+Write transactions serialise per session:
+- SQLite: a write transaction starts with `BEGIN IMMEDIATE`, taking the database's write
+  lock up front (so two writers never both read and then fail to upgrade); readers use
+  a plain `BEGIN` and keep reading during writes (WAL).
+- PostgreSQL: a write locks the session row (`SELECT ... FOR UPDATE`, see `lock_session`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.store.models import SessionRow
+from shared.errors import not_found
+from shared.logs import get_logger
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Any constant: store replicas starting together run migrations one at a time.
+MIGRATION_LOCK_KEY = 0x636F76656C  # "covel"
+WRITE = "covel_write"
+
+T = TypeVar("T")
+log = get_logger(component="database")
+
+
+def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, busy_timeout_ms: int = 10_000) -> Engine:
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ValueError("the store needs a SQLite file (an in-memory database is private to one connection)")
+        if schema:
+            raise ValueError("store_database_schema applies to PostgreSQL only")
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            parsed, pool_size=pool_size, max_overflow=0, connect_args={"check_same_thread": False}
+        )
+        _sqlite_events(engine, busy_timeout_ms)
+    elif backend == "postgresql":
+        if parsed.drivername != "postgresql+psycopg":
+            raise ValueError(f"use the psycopg 3 driver: postgresql+psycopg://… (got {parsed.drivername})")
+        engine = create_engine(parsed, pool_size=pool_size, max_overflow=2, pool_pre_ping=True)
+        if schema:
+            _pg_search_path(engine, schema)
+    else:
+        raise ValueError(f"unsupported database {backend!r}: use sqlite:///path or postgresql+psycopg://…")
+    return engine
+
+
+def _sqlite_events(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy (not the driver) issue BEGIN, so we choose DEFERRED or IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def on_begin(connection: Any) -> None:
+        immediate = connection.get_execution_options().get(WRITE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _pg_search_path(engine: Engine, schema: str) -> None:
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            cursor.execute(f'SET search_path TO "{schema}"')
+        dbapi_connection.commit()
+
+
+def alembic_config(connection: Any | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the database to `revision` in one transaction (an empty database gets every table)."""
+    with engine.connect().execution_options(**{WRITE: True}) as connection, connection.begin():
+        if engine.dialect.name == "postgresql":
+            # Replicas starting together: one migrates, the others wait and then find it done.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        command.upgrade(alembic_config(connection), revision)
+
+
+def lock_session(db: Session, session_id: str) -> SessionRow:
+    """The session row, locked for this write transaction (PostgreSQL); NOT_FOUND if missing."""
+    statement = select(SessionRow).where(SessionRow.id == session_id)
+    if db.get_bind().dialect.name == "postgresql":
+        statement = statement.with_for_update()
+    row = db.execute(statement).scalar_one_or_none()
+    if row is None:
+        raise not_found(f"session {session_id} not found")
+    return row
+
+
+class Database:
+    """Runs units of work in threads: `await db.write(fn, ...)` gives `fn` an open transaction."""
+
+    def __init__(self, engine: Engine, pool_size: int) -> None:
+        self.engine = engine
+        self._reader = sessionmaker(engine, expire_on_commit=False)
+        self._writer = sessionmaker(engine.execution_options(**{WRITE: True}), expire_on_commit=False)
+        self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="store-db")
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    async def read(self, work: Callable[..., T], *args: Any) -> T:
+        return await self._run(self._reader, work, args)
+
+    async def write(self, work: Callable[..., T], *args: Any) -> T:
+        return await self._run(self._writer, work, args)
+
+    async def _run(self, factory: sessionmaker[Session], work: Callable[..., T], args: tuple[Any, ...]) -> T:
+        def unit() -> T:
+            with factory.begin() as db:
+                return work(db, *args)
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(unit))
+
+    async def migrate(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, migrate, self.engine)
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.engine.dispose)
+        self._executor.shutdown(wait=False)

@@ -1,0 +1,158 @@
+"""The per-session turn lease: one turn runs per session at a time.
+
+A lease is one row of `turn_leases` per session. It is taken with a conditional write
+inside a write transaction that has locked the session (PostgreSQL: the session row
+`FOR UPDATE`; SQLite: `BEGIN IMMEDIATE`), so of two concurrent acquirers exactly one wins:
+- no row: INSERT (the primary key is the session id; a second INSERT fails);
+- an expired row: UPDATE ... WHERE lease_id = <the expired one> AND deadline <= now.
+
+A lease stays valid past its deadline until another acquirer takes it over: the holder
+may still renew or commit with it. Times are the store's clock (UTC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store.database import Database, lock_session
+from services.store.models import TurnLeaseRow, TurnRow, utcnow
+from services.store.proto_mapping import lease_to_proto, session_to_proto
+from services.store.sessions import load_turn
+from shared.errors import ServiceError, aborted, failed_precondition
+from shared.ids import new_id
+
+POLL_FIRST_S = 0.02
+POLL_MAX_S = 0.25
+
+
+@dataclass
+class Busy:
+    """The session's lease is held by a live holder; `message` says by whom and until when."""
+
+    message: str
+
+
+def describe(row: TurnLeaseRow) -> str:
+    holder = f" by {row.holder}" if row.holder else ""
+    return f"lease {row.lease_id}{holder} (turn {row.turn_id}) expires at {row.deadline.isoformat()}"
+
+
+def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
+    if idempotency_key and row.idempotency_key == idempotency_key:
+        return Busy(f"a turn with idempotency key {idempotency_key!r} is still running in session {session_id}: {describe(row)}")
+    return Busy(f"session {session_id} has a turn running: {describe(row)}")
+
+
+def try_acquire(
+    db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str
+) -> store_pb2.AcquireTurnLeaseResponse | Busy:
+    session = lock_session(db, session_id)
+    if session.status != "active":
+        raise failed_precondition(f"session {session_id} has ended; no more turns run in it")
+    if idempotency_key:
+        finished = db.execute(
+            select(TurnRow).where(TurnRow.session_id == session_id, TurnRow.idempotency_key == idempotency_key)
+        ).scalar_one_or_none()
+        if finished is not None:
+            return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, finished), session=session_to_proto(session))
+    now = utcnow()
+    current = db.get(TurnLeaseRow, session_id)
+    if current is not None and current.deadline > now:
+        return _busy(session_id, current, idempotency_key)
+    values = {
+        "lease_id": new_id(),
+        "turn_id": new_id(),
+        "holder": holder,
+        "idempotency_key": idempotency_key or None,
+        "logical_turn": session.completed_player_turns + 1,
+        "acquired_at": now,
+        "deadline": now + timedelta(milliseconds=ttl_ms),
+    }
+    if current is None:
+        # Fails with IntegrityError if another acquirer inserted first (see acquire()).
+        db.add(TurnLeaseRow(session_id=session_id, **values))
+        db.flush()
+    else:
+        taken = db.execute(
+            update(TurnLeaseRow)
+            .where(
+                TurnLeaseRow.session_id == session_id,
+                TurnLeaseRow.lease_id == current.lease_id,
+                TurnLeaseRow.deadline <= now,
+            )
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if taken.rowcount != 1:
+            db.expire(current)
+            return _busy(session_id, db.get(TurnLeaseRow, session_id) or current, idempotency_key)
+        db.expire(current)
+    lease = db.get(TurnLeaseRow, session_id)
+    assert lease is not None
+    return store_pb2.AcquireTurnLeaseResponse(lease=lease_to_proto(lease), session=session_to_proto(session))
+
+
+async def acquire(
+    database: Database,
+    request: store_pb2.AcquireTurnLeaseRequest,
+    ttl_ms: int,
+    time_remaining_s: float | None,
+) -> store_pb2.AcquireTurnLeaseResponse:
+    """Take the lease, waiting up to `wait_ms` (and the caller's deadline) for a live holder to let go."""
+    wait_s = request.wait_ms / 1000
+    if time_remaining_s is not None:
+        # Answer ABORTED ourselves rather than let the caller's deadline expire on us.
+        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
+    give_up = time.monotonic() + wait_s
+    pause = POLL_FIRST_S
+    while True:
+        try:
+            result = await database.write(
+                try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key
+            )
+        except IntegrityError:
+            result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
+        if not isinstance(result, Busy):
+            return result
+        left = give_up - time.monotonic()
+        if left <= 0:
+            raise aborted(result.message)
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, POLL_MAX_S)
+
+
+def _lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:
+    current = db.get(TurnLeaseRow, session_id)
+    if current is None:
+        return aborted(f"turn lease lost: lease {lease_id} on session {session_id} was released{what}")
+    return aborted(f"turn lease lost: lease {lease_id} on session {session_id} was taken over ({describe(current)}){what}")
+
+
+def held_lease(db: Session, session_id: str, lease_id: str, what: str = "") -> TurnLeaseRow:
+    """The caller's lease, still held (the session must already be locked); ABORTED otherwise."""
+    row = db.get(TurnLeaseRow, session_id)
+    if row is None or row.lease_id != lease_id:
+        raise _lost(db, session_id, lease_id, what)
+    return row
+
+
+def renew(db: Session, session_id: str, lease_id: str, ttl_ms: int) -> store_pb2.TurnLease:
+    lock_session(db, session_id)
+    row = held_lease(db, session_id, lease_id, "; renew failed")
+    row.deadline = utcnow() + timedelta(milliseconds=ttl_ms)
+    db.flush()
+    return lease_to_proto(row)
+
+
+def release(db: Session, session_id: str, lease_id: str) -> None:
+    """Idempotent: releasing a lease that is gone (released, taken over) does nothing."""
+    db.execute(delete(TurnLeaseRow).where(TurnLeaseRow.session_id == session_id, TurnLeaseRow.lease_id == lease_id))
+

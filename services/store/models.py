@@ -1,0 +1,157 @@
+"""The store's tables as typed SQLAlchemy models.
+
+Migrations (services/store/migrations) create exactly these tables; a test checks that
+the migrated schema and these models agree. Times are always timezone-aware UTC in
+Python, whatever the backend keeps. Structured fields are JSON (JSONB on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+ID = String(36)
+# JSON on every backend, JSONB on PostgreSQL (indexable, compact, key order not kept).
+Json = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out; SQLite keeps them as naive UTC text."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UtcDateTime(), dict[str, Any]: Json, list[Any]: Json}
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    # "active" or "ended".
+    status: Mapped[str] = mapped_column(String(16))
+    # "setup" or "playing".
+    phase: Mapped[str] = mapped_column(String(16))
+    locale: Mapped[str] = mapped_column(String(35))
+    world_id: Mapped[str] = mapped_column(String(200), default="")
+    title: Mapped[str] = mapped_column(Text, default="")
+    active_plugins: Mapped[list[Any]] = mapped_column(default=list)
+    requested_plugins: Mapped[list[Any]] = mapped_column(default=list)
+    excluded_plugins: Mapped[list[Any]] = mapped_column(default=list)
+    approved_plugins: Mapped[list[Any]] = mapped_column(default=list)
+    runtime_model_overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    plugin_settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    completed_player_turns: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The seq of the newest message (messages are numbered 1..n per session, no gaps).
+    last_message_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    # How many turns were recorded (orders ListTurns; aborted turns count too).
+    recorded_turns: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    __table_args__ = (
+        # NULL keys (no idempotency key) never collide, on SQLite and PostgreSQL alike.
+        UniqueConstraint("session_id", "idempotency_key", name="uq_turns_session_idempotency_key"),
+        UniqueConstraint("session_id", "record_seq", name="uq_turns_session_record_seq"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    # Position among the session's recorded turns, starting at 1.
+    record_seq: Mapped[int] = mapped_column(BigInteger)
+    logical_turn: Mapped[int] = mapped_column(BigInteger)
+    # "committed", "aborted" or "failed".
+    status: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    # "player", "continuation", "manual" or "background".
+    origin: Mapped[str] = mapped_column(String(32))
+    actions: Mapped[list[Any]] = mapped_column(default=list)
+    player_message: Mapped[str] = mapped_column(Text, default="")
+    narrative: Mapped[str] = mapped_column(Text, default="")
+    abort_reason: Mapped[str] = mapped_column(Text, default="")
+    runtime_results: Mapped[list[Any]] = mapped_column(default=list)
+    proposal_outcomes: Mapped[list[Any]] = mapped_column(default=list)
+    hook_trace: Mapped[list[Any]] = mapped_column(default=list)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    recorded_at: Mapped[datetime]
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(ID, ForeignKey("turns.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    # "player", "story" or "system".
+    role: Mapped[str] = mapped_column(String(16))
+    plugin_id: Mapped[str] = mapped_column(String(200), default="")
+    runtime_id: Mapped[str] = mapped_column(String(200), default="")
+    text: Mapped[str] = mapped_column(Text, default="")
+    # `metadata` is taken by the declarative base, so the attribute is `meta`.
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    created_at: Mapped[datetime]
+
+
+class TurnLeaseRow(Base):
+    """At most one row per session: the lease some scheduler holds (or held until it lapsed)."""
+
+    __tablename__ = "turn_leases"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    lease_id: Mapped[str] = mapped_column(ID, unique=True)
+    turn_id: Mapped[str] = mapped_column(ID)
+    holder: Mapped[str] = mapped_column(String(200), default="")
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    logical_turn: Mapped[int] = mapped_column(BigInteger)
+    acquired_at: Mapped[datetime]
+    deadline: Mapped[datetime]
+
+
+class PluginDataRow(Base):
+    __tablename__ = "plugin_data"
+    __table_args__ = (
+        UniqueConstraint("session_id", "plugin_id", "namespace", "key", name="uq_plugin_data_entry"),
+        Index("ix_plugin_data_session_plugin", "session_id", "plugin_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    namespace: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(String(500))
+    value: Mapped[Any] = mapped_column(Json, nullable=True)
+    # The turn whose commit last wrote this entry.
+    turn_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

@@ -1,0 +1,37 @@
+"""Plugin data: JSON values a plugin keeps per session under (plugin_id, namespace, key)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from services.store.models import PluginDataRow
+
+NAMESPACE_MAX = 200
+KEY_MAX = 500
+
+
+def upsert(
+    db: Session, *, session_id: str, plugin_id: str, namespace: str, key: str, value: Any, turn_id: str, now: datetime
+) -> None:
+    """One conditional statement (INSERT ... ON CONFLICT DO UPDATE) on either backend."""
+    insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(PluginDataRow).values(
+        session_id=session_id,
+        plugin_id=plugin_id,
+        namespace=namespace,
+        key=key,
+        value=value,
+        turn_id=turn_id,
+        created_at=now,
+        updated_at=now,
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=["session_id", "plugin_id", "namespace", "key"],
+        set_={"value": statement.excluded.value, "turn_id": statement.excluded.turn_id, "updated_at": statement.excluded.updated_at},
+    )
+    db.execute(statement)

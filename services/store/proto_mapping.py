@@ -1,0 +1,131 @@
+"""Rows <-> protobuf messages.
+
+Repeated sub-messages kept as JSON (actions, runtime results, trace, outcomes) are stored
+as the protobuf JSON mapping with proto field names, so fields added to the protos later
+round-trip without a migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from google.protobuf import json_format, timestamp_pb2
+from google.protobuf.message import Message as ProtoMessage
+
+from covel.common.v1 import common_pb2
+from covel.store.v1 import store_pb2
+from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnLeaseRow, TurnRow
+from shared.structs import to_struct, to_value
+
+M = TypeVar("M", bound=ProtoMessage)
+
+SESSION_STATUS = {"active": store_pb2.SESSION_STATUS_ACTIVE, "ended": store_pb2.SESSION_STATUS_ENDED}
+TURN_STATUS = {
+    "committed": store_pb2.TURN_STATUS_COMMITTED,
+    "aborted": store_pb2.TURN_STATUS_ABORTED,
+    "failed": store_pb2.TURN_STATUS_FAILED,
+}
+TURN_STATUS_NAME = {value: name for name, value in TURN_STATUS.items()}
+
+
+def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def from_timestamp(stamp: timestamp_pb2.Timestamp, present: bool) -> datetime | None:
+    """A request's timestamp as an aware datetime, None when the caller left it unset."""
+    return stamp.ToDatetime(tzinfo=UTC) if present else None
+
+
+def messages_to_json(items: Iterable[ProtoMessage]) -> list[dict[str, Any]]:
+    return [json_format.MessageToDict(item, preserving_proto_field_name=True) for item in items]
+
+
+def messages_from_json(kind: type[M], items: list[dict[str, Any]] | None) -> list[M]:
+    return [json_format.ParseDict(item, kind(), ignore_unknown_fields=True) for item in items or []]
+
+
+def session_to_proto(row: SessionRow) -> store_pb2.Session:
+    return store_pb2.Session(
+        id=row.id,
+        status=SESSION_STATUS.get(row.status, store_pb2.SESSION_STATUS_UNSPECIFIED),
+        phase=row.phase,
+        locale=row.locale,
+        world_id=row.world_id,
+        title=row.title,
+        active_plugins=row.active_plugins,
+        requested_plugins=row.requested_plugins,
+        excluded_plugins=row.excluded_plugins,
+        approved_plugins=row.approved_plugins,
+        runtime_model_overrides=row.runtime_model_overrides,
+        plugin_settings={plugin: to_struct(values) for plugin, values in row.plugin_settings.items()},
+        completed_player_turns=row.completed_player_turns,
+        created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at),
+    )
+
+
+def message_to_proto(row: MessageRow) -> common_pb2.Message:
+    return common_pb2.Message(
+        id=row.id,
+        session_id=row.session_id,
+        turn_id=row.turn_id or "",
+        role=row.role,
+        plugin_id=row.plugin_id,
+        runtime_id=row.runtime_id,
+        text=row.text,
+        metadata=to_struct(row.meta),
+        created_at=timestamp(row.created_at),
+        seq=row.seq,
+    )
+
+
+def turn_to_proto(row: TurnRow, messages: Iterable[MessageRow] = ()) -> store_pb2.Turn:
+    return store_pb2.Turn(
+        id=row.id,
+        session_id=row.session_id,
+        logical_turn=row.logical_turn,
+        status=TURN_STATUS[row.status],
+        idempotency_key=row.idempotency_key or "",
+        actions=messages_from_json(common_pb2.PlayerAction, row.actions),
+        player_message=row.player_message,
+        narrative=row.narrative,
+        abort_reason=row.abort_reason,
+        runtime_results=messages_from_json(store_pb2.RuntimeResult, row.runtime_results),
+        proposal_outcomes=messages_from_json(store_pb2.ProposalOutcome, row.proposal_outcomes),
+        hook_trace=messages_from_json(common_pb2.HookTraceEntry, row.hook_trace),
+        started_at=timestamp(row.started_at),
+        finished_at=timestamp(row.finished_at),
+        messages=[message_to_proto(message) for message in messages],
+        origin=row.origin,
+    )
+
+
+def lease_to_proto(row: TurnLeaseRow) -> store_pb2.TurnLease:
+    return store_pb2.TurnLease(
+        lease_id=row.lease_id,
+        session_id=row.session_id,
+        turn_id=row.turn_id,
+        logical_turn=row.logical_turn,
+        deadline=timestamp(row.deadline),
+        holder=row.holder,
+        acquired_at=timestamp(row.acquired_at),
+    )
+
+
+def plugin_data_to_proto(row: PluginDataRow) -> store_pb2.PluginDataEntry:
+    return store_pb2.PluginDataEntry(
+        plugin_id=row.plugin_id,
+        namespace=row.namespace,
+        key=row.key,
+        value=to_value(row.value),
+        created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at),
+        turn_id=row.turn_id or "",
+    )

@@ -1,0 +1,145 @@
+"""The TransactionalStore gRPC service: validates requests, runs the work in database threads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.store import leases, sessions, validation
+from services.store.database import Database, create_store_engine
+from services.store.settings import StoreSettings
+from services.store.turn_commit import commit_turn
+from shared.errors import invalid_argument, require, rpc
+from shared.grpc_server import RunningServer, start_server
+from shared.logs import get_logger
+
+log = get_logger(component="store")
+_closing: set[asyncio.Task[None]] = set()
+
+
+class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
+    def __init__(self, database: Database, settings: StoreSettings) -> None:
+        self._db = database
+        self._default_ttl_ms = settings.store_default_lease_ttl_ms
+
+    @rpc
+    async def CreateSession(self, request: store_pb2.CreateSessionRequest, context) -> store_pb2.CreateSessionResponse:
+        session = validation.new_session(request)
+        created = await self._db.write(sessions.create_session, session)
+        log.info("session.created", session_id=created.id)
+        return store_pb2.CreateSessionResponse(session=created)
+
+    @rpc
+    async def GetSession(self, request: store_pb2.GetSessionRequest, context) -> store_pb2.GetSessionResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id))
+
+    @rpc
+    async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context) -> store_pb2.AcquireTurnLeaseResponse:
+        validation.acquire(request)
+        ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
+        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining())
+        if reply.HasField("lease"):
+            log.debug("lease.acquired", session_id=request.session_id, lease_id=reply.lease.lease_id, holder=request.holder)
+        return reply
+
+    @rpc
+    async def RenewTurnLease(self, request: store_pb2.RenewTurnLeaseRequest, context) -> store_pb2.RenewTurnLeaseResponse:
+        validation.session_id(request.session_id)
+        require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
+        ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
+        lease = await self._db.write(leases.renew, request.session_id, request.lease_id, ttl_ms)
+        return store_pb2.RenewTurnLeaseResponse(lease=lease)
+
+    @rpc
+    async def ReleaseTurnLease(self, request: store_pb2.ReleaseTurnLeaseRequest, context) -> store_pb2.ReleaseTurnLeaseResponse:
+        validation.session_id(request.session_id)
+        require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
+        await self._db.write(leases.release, request.session_id, request.lease_id)
+        return store_pb2.ReleaseTurnLeaseResponse()
+
+    @rpc
+    async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context) -> store_pb2.CommitTurnResponse:
+        validation.commit(request)
+        reply = await self._db.write(commit_turn, request)
+        log.info(
+            "turn.recorded",
+            session_id=request.session_id,
+            turn_id=reply.turn.id,
+            status=store_pb2.TurnStatus.Name(reply.turn.status),
+            messages=len(reply.turn.messages),
+        )
+        return reply
+
+    @rpc
+    async def ListMessages(self, request: store_pb2.ListMessagesRequest, context) -> store_pb2.ListMessagesResponse:
+        validation.session_id(request.session_id)
+        if request.limit < 0:
+            raise invalid_argument("limit", "must be 0 (all) or positive")
+        messages = await self._db.read(sessions.list_messages, request.session_id, request.limit)
+        return store_pb2.ListMessagesResponse(messages=messages)
+
+    @rpc
+    async def GetTurn(self, request: store_pb2.GetTurnRequest, context) -> store_pb2.GetTurnResponse:
+        validation.session_id(request.session_id)
+        require(request.turn_id, "turn_id", "a turn id from CommitTurn or ListTurns")
+        return store_pb2.GetTurnResponse(turn=await self._db.read(sessions.get_turn, request.session_id, request.turn_id))
+
+    @rpc
+    async def ListTurns(self, request: store_pb2.ListTurnsRequest, context) -> store_pb2.ListTurnsResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.ListTurnsResponse(turns=await self._db.read(sessions.list_turns, request.session_id))
+
+    @rpc
+    async def ListPluginData(self, request: store_pb2.ListPluginDataRequest, context) -> store_pb2.ListPluginDataResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.ListPluginDataResponse(entries=await self._db.read(sessions.list_plugin_data, request))
+
+
+async def open_database(settings: StoreSettings) -> Database:
+    """Connect and migrate to the newest schema (an empty database gets every table)."""
+    engine = create_store_engine(
+        settings.database_url(),
+        schema=settings.store_database_schema,
+        pool_size=settings.store_pool_size,
+        busy_timeout_ms=settings.store_sqlite_busy_timeout_ms,
+    )
+    database = Database(engine, settings.store_pool_size)
+    await database.migrate()
+    log.info("database.ready", backend=database.dialect, url=engine.url.render_as_string(hide_password=True))
+    return database
+
+
+async def start(settings: StoreSettings) -> RunningServer:
+    database = await open_database(settings)
+    servicer = TransactionalStoreServicer(database, settings)
+
+    def add(server: grpc.aio.Server) -> list[str]:
+        store_pb2_grpc.add_TransactionalStoreServicer_to_server(servicer, server)
+        return [store_pb2.DESCRIPTOR.services_by_name["TransactionalStore"].full_name]
+
+    try:
+        running = await start_server(settings.store_addr, add)
+    except BaseException:
+        await database.close()
+        raise
+
+    async def close_when_stopped() -> None:
+        # on_shutdown runs before in-flight RPCs finish: close the database only after.
+        async def close() -> None:
+            await running.server.wait_for_termination()
+            await database.close()
+
+        task = asyncio.create_task(close())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+    running.on_shutdown.append(close_when_stopped)
+    return running
+
+
+async def wait_closed() -> None:
+    """Wait until every stopped store's database is closed (after RunningServer.stop)."""
+    await asyncio.gather(*_closing)

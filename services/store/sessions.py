@@ -1,0 +1,104 @@
+"""Sessions and what they have recorded: create, read, the conversation log, turns, plugin data."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnRow, utcnow
+from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
+from shared.errors import not_found
+from shared.ids import new_id
+from shared.structs import from_struct
+
+
+def create_session(db: Session, session: store_pb2.Session) -> store_pb2.Session:
+    """`session` is validated (validation.new_session); the store assigns id, status and times."""
+    now = utcnow()
+    row = SessionRow(
+        id=new_id(),
+        status="active",
+        phase=session.phase,
+        locale=session.locale,
+        world_id=session.world_id,
+        title=session.title,
+        active_plugins=list(session.active_plugins),
+        requested_plugins=list(session.requested_plugins),
+        excluded_plugins=list(session.excluded_plugins),
+        approved_plugins=list(session.approved_plugins),
+        runtime_model_overrides=dict(session.runtime_model_overrides),
+        plugin_settings={plugin: from_struct(values) for plugin, values in session.plugin_settings.items()},
+        completed_player_turns=0,
+        last_message_seq=0,
+        recorded_turns=0,
+        created_at=now,
+        updated_at=now,
+    )
+    db.add(row)
+    db.flush()
+    return session_to_proto(row)
+
+
+def find_session(db: Session, session_id: str) -> SessionRow:
+    row = db.get(SessionRow, session_id)
+    if row is None:
+        raise not_found(f"session {session_id} not found")
+    return row
+
+
+def get_session(db: Session, session_id: str) -> store_pb2.Session:
+    return session_to_proto(find_session(db, session_id))
+
+
+def list_messages(db: Session, session_id: str, limit: int) -> list:
+    find_session(db, session_id)
+    statement = select(MessageRow).where(MessageRow.session_id == session_id).order_by(MessageRow.seq.desc())
+    if limit > 0:
+        statement = statement.limit(limit)
+    rows = list(db.execute(statement).scalars())
+    rows.reverse()
+    return [message_to_proto(row) for row in rows]
+
+
+def turn_messages(db: Session, turn_id: str) -> list[MessageRow]:
+    return list(db.execute(select(MessageRow).where(MessageRow.turn_id == turn_id).order_by(MessageRow.seq)).scalars())
+
+
+def load_turn(db: Session, row: TurnRow) -> store_pb2.Turn:
+    return turn_to_proto(row, turn_messages(db, row.id))
+
+
+def get_turn(db: Session, session_id: str, turn_id: str) -> store_pb2.Turn:
+    find_session(db, session_id)
+    row = db.get(TurnRow, turn_id)
+    if row is None or row.session_id != session_id:
+        raise not_found(f"turn {turn_id} not found in session {session_id}")
+    return load_turn(db, row)
+
+
+def list_turns(db: Session, session_id: str) -> list[store_pb2.Turn]:
+    """Every recorded turn, oldest first, each with the messages it appended."""
+    find_session(db, session_id)
+    turns = db.execute(select(TurnRow).where(TurnRow.session_id == session_id).order_by(TurnRow.record_seq)).scalars()
+    by_turn: dict[str, list[MessageRow]] = defaultdict(list)
+    messages = select(MessageRow).where(MessageRow.session_id == session_id).order_by(MessageRow.seq)
+    for message in db.execute(messages).scalars():
+        if message.turn_id:
+            by_turn[message.turn_id].append(message)
+    return [turn_to_proto(row, by_turn.get(row.id, ())) for row in turns]
+
+
+def list_plugin_data(db: Session, request: store_pb2.ListPluginDataRequest) -> list[store_pb2.PluginDataEntry]:
+    find_session(db, request.session_id)
+    statement = select(PluginDataRow).where(PluginDataRow.session_id == request.session_id)
+    if request.plugin_id:
+        statement = statement.where(PluginDataRow.plugin_id == request.plugin_id)
+    if request.namespace:
+        statement = statement.where(PluginDataRow.namespace == request.namespace)
+    if request.key:
+        statement = statement.where(PluginDataRow.key == request.key)
+    statement = statement.order_by(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key)
+    return [plugin_data_to_proto(row) for row in db.execute(statement).scalars()]

@@ -1,0 +1,198 @@
+"""CommitTurn: everything a turn proposes, in one database transaction.
+
+Order inside the transaction (the session row locked, see database.lock_session):
+1. A turn already recorded under this id, or under this idempotency key, is returned
+   as it is (a retried commit); nothing is written again.
+2. The caller's lease must still be held, else ABORTED and nothing is written.
+3. The turn row is written. COMMITTED turns then append the player message and apply
+   the proposals unit by unit (a unit = the proposals of one top-level runtime, in order
+   of first appearance), each unit in its own savepoint:
+   - a rejected proposal in a non-story unit rolls back that unit only (its other
+     proposals DISCARDED); the story and the other units are kept;
+   - a rejected proposal in a story unit (a runtime whose RuntimeResult.story is true)
+     rolls back every write of the turn: the turn is recorded as FAILED with the reason.
+   ABORTED and FAILED turns write only the turn row; their proposals are DISCARDED.
+4. Counters: message seq stays 1..n per session; a COMMITTED "player" turn adds one to
+   completed_player_turns. The lease is released when asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store import leases, proposals
+from services.store.database import lock_session
+from services.store.models import SessionRow, TurnRow, utcnow
+from services.store.proto_mapping import (
+    TURN_STATUS_NAME,
+    from_timestamp,
+    messages_to_json,
+    session_to_proto,
+)
+from services.store.sessions import load_turn
+from shared.errors import invalid_argument
+
+COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
+REJECTED = store_pb2.PROPOSAL_STATUS_REJECTED
+DISCARDED = store_pb2.PROPOSAL_STATUS_DISCARDED
+
+
+@dataclass
+class Unit:
+    runtime_id: str
+    story: bool
+    proposals: list[store_pb2.Proposal]
+
+
+def unit_of(proposal: store_pb2.Proposal) -> str:
+    return proposal.unit_runtime_id or proposal.runtime_id or proposal.plugin_id
+
+
+def group_units(items: Iterable[store_pb2.Proposal], story_runtimes: set[str]) -> list[Unit]:
+    units: dict[str, Unit] = {}
+    for proposal in items:
+        name = unit_of(proposal)
+        if name not in units:
+            units[name] = Unit(name, name in story_runtimes, [])
+        units[name].proposals.append(proposal)
+    return list(units.values())
+
+
+def _outcome(proposal_id: str, status: store_pb2.ProposalStatus, reason: str = "") -> store_pb2.ProposalOutcome:
+    return store_pb2.ProposalOutcome(proposal_id=proposal_id, status=status, reason=reason)
+
+
+def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
+    if request.release_lease:
+        leases.release(db, request.session_id, request.lease_id)
+    return store_pb2.CommitTurnResponse(turn=load_turn(db, row), session=session_to_proto(session))
+
+
+def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
+    """`request` is validated (validation.commit). Runs inside one write transaction."""
+    session = lock_session(db, request.session_id)
+    turn = request.turn
+    earlier = db.get(TurnRow, turn.id)
+    if earlier is not None:
+        if earlier.session_id != session.id:
+            raise invalid_argument("turn.id", f"turn {turn.id} belongs to another session")
+        return _recorded(db, session, earlier, request)
+    if turn.idempotency_key:
+        same_key = db.execute(
+            select(TurnRow).where(TurnRow.session_id == session.id, TurnRow.idempotency_key == turn.idempotency_key)
+        ).scalar_one_or_none()
+        if same_key is not None:
+            return _recorded(db, session, same_key, request)
+
+    lease = leases.held_lease(db, session.id, request.lease_id, "; nothing was written")
+    if turn.id != lease.turn_id:
+        raise invalid_argument("turn.id", f"is {turn.id} but lease {lease.lease_id} runs turn {lease.turn_id}")
+
+    now = utcnow()
+    proposal_ids = {proposal.id for proposal in request.proposals}
+    # Outcomes decided before the store (e.g. a PreStateCommit veto) stay in the record.
+    earlier_outcomes = [outcome for outcome in turn.proposal_outcomes if outcome.proposal_id not in proposal_ids]
+    session.recorded_turns += 1
+    row = TurnRow(
+        id=turn.id,
+        session_id=session.id,
+        record_seq=session.recorded_turns,
+        logical_turn=lease.logical_turn,
+        status=TURN_STATUS_NAME[turn.status],
+        idempotency_key=turn.idempotency_key or None,
+        origin=turn.origin or "player",
+        actions=messages_to_json(turn.actions),
+        player_message=turn.player_message,
+        narrative=turn.narrative,
+        abort_reason=turn.abort_reason,
+        runtime_results=messages_to_json(turn.runtime_results),
+        proposal_outcomes=[],
+        hook_trace=messages_to_json(turn.hook_trace),
+        started_at=from_timestamp(turn.started_at, turn.HasField("started_at")),
+        finished_at=from_timestamp(turn.finished_at, turn.HasField("finished_at")) or now,
+        recorded_at=now,
+    )
+    db.add(row)
+    db.flush()
+
+    if turn.status == store_pb2.TURN_STATUS_COMMITTED:
+        outcomes = _apply_committed(db, session, row, turn, request.proposals)
+    else:
+        why = "the turn was aborted" if turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed"
+        outcomes = {proposal.id: _outcome(proposal.id, DISCARDED, why) for proposal in request.proposals}
+    row.proposal_outcomes = messages_to_json(
+        [*earlier_outcomes, *(outcomes[proposal.id] for proposal in request.proposals)]
+    )
+    if row.status == "committed" and row.origin == "player":
+        session.completed_player_turns += 1
+    session.updated_at = now
+    if request.release_lease:
+        leases.release(db, session.id, lease.lease_id)
+    db.flush()
+    return store_pb2.CommitTurnResponse(turn=load_turn(db, row), session=session_to_proto(session))
+
+
+def _apply_committed(
+    db: Session, session: SessionRow, row: TurnRow, turn: store_pb2.Turn, items: Iterable[store_pb2.Proposal]
+) -> dict[str, store_pb2.ProposalOutcome]:
+    story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story}
+    units = group_units(items, story_runtimes)
+    outcomes: dict[str, store_pb2.ProposalOutcome] = {}
+    context = proposals.ApplyContext(db=db, session_id=session.id, turn_id=row.id, now=row.recorded_at, next_seq=session.last_message_seq + 1)
+
+    whole_turn = db.begin_nested()
+    if turn.player_message:
+        context.append_message(role="player", text=turn.player_message)
+    for unit in units:
+        seq_before = context.next_seq
+        appended_before = len(context.appended)
+        savepoint = db.begin_nested()
+        rejected: tuple[store_pb2.Proposal, str] | None = None
+        for proposal in unit.proposals:
+            try:
+                proposals.apply(context, proposal)
+            except proposals.Rejected as error:
+                rejected = (proposal, str(error))
+            except DBAPIError as error:
+                rejected = (proposal, f"the database refused the write: {error.orig}")
+            if rejected:
+                break
+        if rejected is None:
+            savepoint.commit()
+            outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
+            continue
+        savepoint.rollback()
+        context.next_seq = seq_before
+        del context.appended[appended_before:]
+        bad, reason = rejected
+        if unit.story:
+            whole_turn.rollback()
+            failure = f"story runtime {unit.runtime_id}: proposal {bad.id} ({bad.type}) was rejected: {reason}"
+            row.status = "failed"
+            row.abort_reason = failure
+            row.narrative = ""
+            every = [proposal for each in units for proposal in each.proposals]
+            return {
+                proposal.id: _outcome(proposal.id, REJECTED, reason)
+                if proposal.id == bad.id
+                else _outcome(proposal.id, DISCARDED, f"the turn rolled back: {failure}")
+                for proposal in every
+            }
+        outcomes[bad.id] = _outcome(bad.id, REJECTED, reason)
+        for proposal in unit.proposals:
+            if proposal.id != bad.id:
+                outcomes[proposal.id] = _outcome(
+                    proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected"
+                )
+    whole_turn.commit()
+    session.last_message_seq = context.next_seq - 1
+    if not row.narrative:
+        row.narrative = "\n\n".join(message.text for message in context.appended if message.role == "story")
+    return outcomes
+
