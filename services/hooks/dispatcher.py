@@ -3,24 +3,29 @@
 Sequential events chain payloads through `replace`, and an abort ends the chain; parallel
 events run every handler at once and ignore what they return. On guard events a failing
 handler (raised, timed out, malformed result) blocks the operation: fail closed.
+
+The loop is written for speed (see bench/hook_dispatch.py): a plain-function handler is
+called directly, with no task, timer or deep copy; its payload is a PrivatePayload that
+copies nested values only when the handler reads them. Only a handler that returns an
+awaitable gets a timer, armed for the time it actually waits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode
-from shared.plugin_sdk import CancellationSignal, HookContext, HookRegistration
+from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, Scope
+from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
+
+_perf_ns = time.perf_counter_ns
 
 
-@dataclass(frozen=True)
-class TraceEntry:
+class TraceEntry(NamedTuple):
     event: str
     handler_plugin_id: str
     # ok | abort | error | timeout | invalid-result
@@ -34,7 +39,12 @@ class DispatchResult:
     aborted: bool
     reason: str
     payload: dict[str, Any]
-    trace: list[TraceEntry] = field(default_factory=list)
+    # Plain tuples in TraceEntry's field order while dispatching; `trace` names them on read.
+    raw_trace: list[tuple] = field(default_factory=list)
+
+    @property
+    def trace(self) -> list[TraceEntry]:
+        return [TraceEntry(*entry) for entry in self.raw_trace]
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,20 @@ class ExecutionContext:
     logical_turn: int | None = None
     plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    def view(self, event: HookEvent) -> ExecutionView:
+        runtime_scoped = event.scope is Scope.RUNTIME
+        return ExecutionView(
+            event=event.name,
+            session_id=self.session_id,
+            turn_id="" if event.scope is Scope.SESSION else self.turn_id,
+            locale=self.locale,
+            active_plugin_ids=self.active_plugin_ids,
+            plugin_id=self.plugin_id if runtime_scoped else None,
+            runtime_id=self.runtime_id if runtime_scoped else None,
+            logical_turn=self.logical_turn,
+            plugin_settings=self.plugin_settings,
+        )
+
 
 class HandlerFailed(Exception):
     def __init__(self, status: str, message: str) -> None:
@@ -65,12 +89,12 @@ class HandlerTable:
     def __init__(self, registrations: Iterable[HookRegistration], sources: Mapping[str, str]) -> None:
         self._sources = dict(sources)
         by_event: dict[str, list[HookRegistration]] = {}
-        for position, registration in enumerate(registrations):
+        for registration in registrations:
             by_event.setdefault(registration.event, []).append(registration)
         group_rank = {group: rank for rank, group in enumerate(ENFORCE_GROUPS)}
         # sorted() is stable: plugins keep catalogue order, a plugin's handlers their registration order.
         self._by_event = {
-            event: sorted(handlers, key=lambda h: group_rank[h.enforce]) for event, handlers in by_event.items()
+            event: tuple(sorted(handlers, key=lambda h: group_rank[h.enforce])) for event, handlers in by_event.items()
         }
 
     def subscribers(self) -> dict[str, list[str]]:
@@ -79,38 +103,23 @@ class HandlerTable:
         }
 
     def handlers_for(self, event: str, execution: ExecutionContext) -> list[HookRegistration]:
-        active = set(execution.active_plugin_ids)
-        chosen = []
-        for handler in self._by_event.get(event, ()):
-            if handler.plugin_id not in active:
-                continue
-            # Community plugins' server code runs only once the player approved it for the session.
-            if self._sources.get(handler.plugin_id) == "community" and handler.plugin_id not in execution.approved_plugin_ids:
-                continue
-            chosen.append(handler)
-        return chosen
+        handlers = self._by_event.get(event)
+        if not handlers:
+            return []
+        active = execution.active_plugin_ids
+        approved = execution.approved_plugin_ids
+        sources = self._sources
+        # Community plugins' server code runs only once the player approved it for the session.
+        return [
+            h for h in handlers
+            if h.plugin_id in active and (h.plugin_id in approved or sources.get(h.plugin_id) != "community")
+        ]
 
 
-def _context_for(event: HookEvent, execution: ExecutionContext, handler: HookRegistration) -> HookContext:
-    runtime_scoped = event.scope.value == "runtime"
-    return HookContext(
-        event=event.name,
-        session_id=execution.session_id,
-        turn_id="" if event.scope.value == "session" else execution.turn_id,
-        locale=execution.locale,
-        active_plugin_ids=execution.active_plugin_ids,
-        signal=CancellationSignal(),
-        plugin_id=execution.plugin_id if runtime_scoped else None,
-        runtime_id=execution.runtime_id if runtime_scoped else None,
-        logical_turn=execution.logical_turn,
-        _own_settings=execution.plugin_settings.get(handler.plugin_id, {}),
-    )
-
-
-def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, Any]]:
+def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, Any] | None]:
     """(action, reason, replace) from what a handler returned; HandlerFailed when malformed."""
     if result is None:
-        return "continue", "", {}
+        return "continue", "", None
     if not isinstance(result, Mapping):
         raise HandlerFailed("invalid-result", f"returned {type(result).__name__}; return None or a dict with action")
     action = result.get("action", "continue")
@@ -118,50 +127,48 @@ def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, An
         reason = result.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             raise HandlerFailed("invalid-result", "returned abort without a reason string")
-        return "abort", reason, {}
+        return "abort", reason, None
     if action != "continue":
         raise HandlerFailed("invalid-result", f"returned action {action!r}; use 'continue' or 'abort'")
-    replace = result.get("replace", {})
+    replace = result.get("replace")
     if replace is None:
-        replace = {}
+        return "continue", "", None
     if not isinstance(replace, Mapping):
         raise HandlerFailed("invalid-result", f"returned replace of type {type(replace).__name__}; it must be a dict")
-    return "continue", "", {key: value for key, value in replace.items() if key in event.replace_fields}
+    fields = event.replace_fields
+    return "continue", "", {key: value for key, value in replace.items() if key in fields}
 
 
-async def _run_handler(
-    event: HookEvent, execution: ExecutionContext, handler: HookRegistration, payload: dict[str, Any]
-) -> tuple[str, str, dict[str, Any], TraceEntry | None]:
-    """Run one handler; returns (action, reason, replace, trace entry or None when match said no)."""
-    started = time.perf_counter()
-    context = _context_for(event, execution, handler)
-
-    def trace(status: str, message: str = "") -> TraceEntry:
-        return TraceEntry(event.name, handler.plugin_id, status, message, int((time.perf_counter() - started) * 1e6))
-
+async def _await_handler(awaitable: Any, handler: HookRegistration, context: HookContext) -> Any:
     try:
-        if handler.match is not None:
-            try:
-                matched = handler.match(copy.deepcopy(payload))
-            except Exception as error:
-                raise HandlerFailed("error", f"match raised {type(error).__name__}: {error}") from error
-            if not matched:
-                return "continue", "", {}, None
-        try:
-            outcome = handler.handler(context, copy.deepcopy(payload))
-            if inspect.isawaitable(outcome):
-                outcome = await asyncio.wait_for(outcome, handler.timeout_ms / 1000)
-        except asyncio.TimeoutError as error:
-            context.signal.abort("timeout")
-            raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms") from error
-        except HandlerFailed:
-            raise
-        except Exception as error:
-            raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
-        action, reason, replace = _parse_result(event, outcome)
+        return await asyncio.wait_for(awaitable, handler.timeout_ms / 1000)
+    except asyncio.TimeoutError as error:
+        context.abort("timeout")
+        raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms") from error
+    except asyncio.CancelledError:
+        context.abort("cancelled")
+        raise
+    except Exception as error:
+        raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
+
+
+def _matches(handler: HookRegistration, payload: dict[str, Any]) -> bool:
+    """`match` gets its own copy of the payload; a match that raises fails the handler."""
+    try:
+        return bool(handler.match(PrivatePayload(payload)))
+    except Exception as error:
+        raise HandlerFailed("error", f"match raised {type(error).__name__}: {error}") from error
+
+
+async def _finish(
+    event: HookEvent, handler: HookRegistration, awaitable: Any, context: HookContext, started: int
+) -> tuple:
+    """A parallel event's handler that returned an awaitable: its trace entry once it is done."""
+    try:
+        action, reason, _ = _parse_result(event, await _await_handler(awaitable, handler, context))
     except HandlerFailed as failure:
-        return "failed", failure.message, {}, trace(failure.status, failure.message)
-    return action, reason, replace, trace("abort" if action == "abort" else "ok", reason)
+        return (event.name, handler.plugin_id, failure.status, failure.message, (_perf_ns() - started) // 1000)
+    return (event.name, handler.plugin_id, "abort" if action == "abort" else "ok", reason, (_perf_ns() - started) // 1000)
 
 
 async def dispatch(
@@ -172,28 +179,51 @@ async def dispatch(
     result = DispatchResult(aborted=False, reason="", payload=payload)
     if not handlers:
         return result
-    if event.mode is Mode.PARALLEL:
-        outcomes = await asyncio.gather(*(_run_handler(event, execution, h, payload) for h in handlers))
-        result.trace = [entry for *_, entry in outcomes if entry is not None]
-        return result
+    view = execution.view(event)
+    trace = result.raw_trace
+    name = event.name
+    parallel = event.mode is Mode.PARALLEL
+    # Parallel: plain functions finish as they are called; awaitables run concurrently, each with its timer.
+    waiting = []
     current = payload
     for handler in handlers:
-        action, reason, replace, entry = await _run_handler(event, execution, handler, current)
-        if entry is not None:
-            result.trace.append(entry)
-        if action == "failed":
-            if event.guard:
+        started = _perf_ns()
+        context = HookContext(view, handler.plugin_id)
+        try:
+            if handler.match is not None and not _matches(handler, current):
+                continue
+            try:
+                outcome = handler.handler(context, PrivatePayload(current))
+            except Exception as error:
+                raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
+            if outcome is None:
+                trace.append((name, handler.plugin_id, "ok", "", (_perf_ns() - started) // 1000))
+                continue
+            if type(outcome) is not dict and inspect.isawaitable(outcome):
+                if parallel:
+                    waiting.append(_finish(event, handler, outcome, context, started))
+                    continue
+                outcome = await _await_handler(outcome, handler, context)
+            action, reason, replace = _parse_result(event, outcome)
+        except HandlerFailed as failure:
+            trace.append((name, handler.plugin_id, failure.status, failure.message, (_perf_ns() - started) // 1000))
+            if event.guard and not parallel:
                 result.aborted = True
-                result.reason = f"{event.name} hook of plugin {handler.plugin_id} failed ({reason}); blocked"
+                result.reason = f"{name} hook of plugin {handler.plugin_id} failed ({failure.message}); blocked"
                 break
+            continue
+        trace.append((name, handler.plugin_id, "abort" if action == "abort" else "ok", reason, (_perf_ns() - started) // 1000))
+        if parallel:
             continue
         if action == "abort":
             if event.guard:
                 result.aborted = True
                 result.reason = reason
                 break
-            continue
-        if replace:
+        elif replace:
             current = {**current, **replace}
-    result.payload = current
+    if waiting:
+        trace.extend(await asyncio.gather(*waiting))
+    if not parallel:
+        result.payload = current
     return result

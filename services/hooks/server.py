@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from covel.common.v1 import common_pb2
@@ -42,8 +44,14 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             logical_turn=ctx.logical_turn or None,
             plugin_settings={key: from_struct(value) for key, value in ctx.plugin_settings.items()},
         )
-        result = await dispatch(self._sync.current.table, request.event, execution, from_struct(request.payload))
-        for entry in result.trace:
+        running = dispatch(self._sync.current.table, request.event, execution, from_struct(request.payload))
+        if EVENTS_BY_NAME[request.event].cancelled_with_execution:
+            result = await running
+        else:
+            # These events' handlers are not cancelled with the execution (their signal fires on timeout only).
+            result = await asyncio.shield(running)
+        trace = result.trace
+        for entry in trace:
             self._breaker.record(ctx.session_id, ctx.turn_id, entry.handler_plugin_id, entry.status, entry.message)
         return hooks_pb2.DispatchResponse(
             outcome=hooks_pb2.OUTCOME_ABORT if result.aborted else hooks_pb2.OUTCOME_CONTINUE,
@@ -57,7 +65,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                     message=entry.message,
                     duration_us=entry.duration_us,
                 )
-                for entry in result.trace
+                for entry in trace
             ],
         )
 

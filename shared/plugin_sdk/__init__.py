@@ -10,13 +10,17 @@ An entry module defines `register(covel)`; `covel` is a `PluginRegistrar`:
             return {"action": "abort", "reason": "That is not allowed here."}
 """
 
+from shared.plugin_sdk.context import CancellationSignal, ExecutionView, HookContext
+from shared.plugin_sdk.private_payload import PrivatePayload, json_copy
 from shared.plugin_sdk.registrar import HookRegistration, PluginRegistrar, ToolRegistration
-from shared.plugin_sdk.context import CancellationSignal, HookContext
 
 __all__ = [
     "CancellationSignal",
+    "ExecutionView",
     "HookContext",
     "HookRegistration",
     "PluginRegistrar",
+    "PrivatePayload",
     "ToolRegistration",
+    "json_copy",
 ]

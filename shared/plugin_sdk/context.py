@@ -1,4 +1,8 @@
-"""The context every hook handler receives (spec: Context), the same shape for all events."""
+"""The context every hook handler receives (spec: Context), the same shape for all events.
+
+One `ExecutionView` is built per dispatch and shared; each handler gets a small
+`HookContext` over it, so building a context costs next to nothing per handler.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,22 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from shared.plugin_sdk.private_payload import json_copy
+
 
 class CancellationSignal:
     """Fires when the execution is cancelled or the handler passes its timeout.
 
-    Pass it to anything that may wait: `await ctx.signal.wait()`, or check `ctx.signal.aborted`.
+    Await `ctx.signal.wait()` next to anything that may wait, or check `ctx.signal.aborted`.
     """
 
-    def __init__(self) -> None:
+    __slots__ = ("_event", "reason")
+
+    def __init__(self, reason: str = "") -> None:
         self._event = asyncio.Event()
         self.reason = ""
+        if reason:
+            self.abort(reason)
 
     @property
     def aborted(self) -> bool:
@@ -33,20 +43,57 @@ class CancellationSignal:
 
 
 @dataclass(frozen=True)
-class HookContext:
+class ExecutionView:
+    """What every handler of one dispatch shares."""
+
     event: str
     session_id: str
-    # "" for SessionStart and SessionEnd.
     turn_id: str
     locale: str
     active_plugin_ids: tuple[str, ...]
-    signal: CancellationSignal
-    # Only for runtime-scoped events: the runtime the event is about (not the handler's plugin).
     plugin_id: str | None = None
     runtime_id: str | None = None
     logical_turn: int | None = None
-    _own_settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+class HookContext:
+    """ctx: event, session_id, turn_id, locale, plugin_id, runtime_id, active_plugin_ids,
+    logical_turn, get_own_settings(), signal."""
+
+    # `_signal` stays unset until a handler or the kernel needs it: most handlers never do.
+    __slots__ = ("_view", "_handler_plugin_id", "_signal")
+
+    def __init__(self, view: ExecutionView, handler_plugin_id: str) -> None:
+        self._view = view
+        self._handler_plugin_id = handler_plugin_id
+
+    event = property(lambda self: self._view.event)
+    session_id = property(lambda self: self._view.session_id)
+    # "" for SessionStart and SessionEnd.
+    turn_id = property(lambda self: self._view.turn_id)
+    locale = property(lambda self: self._view.locale)
+    active_plugin_ids = property(lambda self: self._view.active_plugin_ids)
+    # Only for runtime-scoped events: the runtime the event is about (not the handler's plugin).
+    plugin_id = property(lambda self: self._view.plugin_id)
+    runtime_id = property(lambda self: self._view.runtime_id)
+    logical_turn = property(lambda self: self._view.logical_turn)
+
+    @property
+    def signal(self) -> CancellationSignal:
+        try:
+            return self._signal
+        except AttributeError:
+            self._signal = CancellationSignal()
+            return self._signal
+
+    def abort(self, reason: str) -> None:
+        """Fire the signal (kernel side: timeout or cancellation)."""
+        self.signal.abort(reason)
 
     def get_own_settings(self) -> Mapping[str, Any]:
         """The handler's own plugin settings, read-only."""
-        return MappingProxyType(dict(self._own_settings))
+        return MappingProxyType(json_copy(dict(self._view.plugin_settings.get(self._handler_plugin_id, {}))))
+
+    def __repr__(self) -> str:
+        return f"HookContext(event={self.event!r}, session_id={self.session_id!r}, turn_id={self.turn_id!r})"
