@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(args.run(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: the reader left, nothing is wrong.
+        return 0
 
 
 if __name__ == "__main__":

@@ -68,13 +68,22 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
     )
     completed = None
     streamed = False
+    segment_start = True
     async for event in stub.SubmitActions(request):
         kind = event.WhichOneof("event")
         if kind == "narrative_delta":
+            delta = event.narrative_delta
             if not streamed:
                 out.write("\n")
                 streamed = True
-            out.write(event.narrative_delta.text)
+            if delta.text == "\n\n":
+                segment_start = True
+                out.write(delta.text)
+                continue
+            if segment_start and delta.segment.kind == "dialogue" and delta.segment.speaker:
+                out.write(f"{delta.segment.speaker}: ")
+            segment_start = False
+            out.write(delta.text)
             out.flush()
         elif kind == "turn_completed":
             completed = event.turn_completed

@@ -94,6 +94,22 @@ RECALLS = (
 )
 
 
+_INNER_I = re.compile(r"\bI\b")
+
+
+def _second_person_sentence(player_text: str) -> str | None:
+    """"At dusk I climb the path." -> "At dusk you climb the path."; None when the text starts with "I"."""
+    text = " ".join(player_text.split()).rstrip(" .!?")
+    if _FIRST_PERSON.match(text) or not _INNER_I.search(text):
+        return None
+    text = re.sub(r"\bI'm\b", "you're", text)
+    text = re.sub(r"\bI am\b", "you are", text)
+    text = _INNER_I.sub("you", text)
+    text = re.sub(r"\bmy\b", "your", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bme\b", "you", text, flags=re.IGNORECASE)
+    return text[0].upper() + text[1:] + "."
+
+
 def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = ()) -> dict[str, Any]:
     """A narrative-engine@2 reply of 2-5 segments that answers `player_text`.
 
@@ -102,15 +118,17 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     as one story and shows that the history reached the model.
     """
     rng = random.Random(seed)
-    setting = random.Random(earlier_player_texts[0] if earlier_player_texts else seed)
+    setting = random.Random(earlier_player_texts[0] if earlier_player_texts else player_text)
     scene, detail = setting.choice(SCENES)
     name, _role = setting.choice(CHARACTERS)
     action = _action(player_text)
     segments: list[dict[str, str]] = []
+    sentence = _second_person_sentence(player_text)
     if action and action.isascii():
-        segments.append({"kind": "narration", "text": rng.choice(OPENINGS).format(action=action)})
+        opening = sentence or rng.choice(OPENINGS).format(action=action)
+        segments.append({"kind": "narration", "text": opening})
         segments.append({"kind": "narration", "text": rng.choice(CONSEQUENCES).format(scene=scene, detail=detail)})
-        short = action if len(action) <= 60 else "do that"
+        short = action if len(action) <= 60 and sentence is None else "do that"
         segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(LINES).format(action_short=short)})
     elif action:
         segments.append({"kind": "narration", "text": f"You act: \u201c{action}\u201d"})
