@@ -1,0 +1,90 @@
+"""Sessions: create, read, not found, malformed requests."""
+
+from __future__ import annotations
+
+import grpc
+
+from covel.store.v1 import store_pb2
+from shared.structs import from_struct, to_struct
+from tests.store.helpers import expect_error, new_session, play_turn, violated_fields
+
+
+async def test_create_assigns_id_status_phase_times_and_defaults(stub):
+    session = await new_session(
+        stub,
+        title="The lighthouse",
+        world_id="coast",
+        active_plugins=["narrator", "memory"],
+        requested_plugins=["memory"],
+        runtime_model_overrides={"narrator": "scripted"},
+        plugin_settings={"memory": to_struct({"depth": 3})},
+    )
+    assert len(session.id) == 36
+    assert session.status == store_pb2.SESSION_STATUS_ACTIVE
+    assert session.phase == "playing"
+    assert session.locale == "en"
+    assert session.completed_player_turns == 0
+    assert session.created_at.seconds > 0 and session.updated_at == session.created_at
+
+    fetched = (await stub.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session
+    assert fetched == session
+    assert list(fetched.active_plugins) == ["narrator", "memory"]
+    assert dict(fetched.runtime_model_overrides) == {"narrator": "scripted"}
+    assert from_struct(fetched.plugin_settings["memory"]) == {"depth": 3}
+
+
+async def test_create_keeps_a_given_locale_and_setup_phase(stub):
+    session = await new_session(stub, locale="zh-CN", phase="setup")
+    assert (session.locale, session.phase) == ("zh-CN", "setup")
+
+
+async def test_unknown_session_is_not_found_and_names_the_id(stub):
+    missing = "00000000-0000-0000-0000-000000000000"
+    for call in (
+        stub.GetSession(store_pb2.GetSessionRequest(session_id=missing)),
+        stub.ListMessages(store_pb2.ListMessagesRequest(session_id=missing)),
+        stub.ListTurns(store_pb2.ListTurnsRequest(session_id=missing)),
+        stub.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(session_id=missing)),
+    ):
+        error = await expect_error(grpc.StatusCode.NOT_FOUND, call)
+        assert missing in error.details()
+
+
+async def test_unknown_turn_is_not_found(stub):
+    session = await new_session(stub)
+    error = await expect_error(
+        grpc.StatusCode.NOT_FOUND, stub.GetTurn(store_pb2.GetTurnRequest(session_id=session.id, turn_id="nope"))
+    )
+    assert "nope" in error.details()
+
+
+async def test_malformed_requests_name_the_field(stub):
+    cases = [
+        (store_pb2.CreateSessionRequest(session=store_pb2.Session(id="mine")), "session.id"),
+        (store_pb2.CreateSessionRequest(session=store_pb2.Session(locale="not a locale")), "session.locale"),
+        (store_pb2.CreateSessionRequest(session=store_pb2.Session(phase="finale")), "session.phase"),
+        (store_pb2.CreateSessionRequest(session=store_pb2.Session(active_plugins=["a", "a"])), "session.active_plugins[1]"),
+        (store_pb2.CreateSessionRequest(session=store_pb2.Session(status=store_pb2.SESSION_STATUS_ENDED)), "session.status"),
+    ]
+    for request, field in cases:
+        error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.CreateSession(request))
+        assert violated_fields(error) == [field]
+    error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.GetSession(store_pb2.GetSessionRequest()))
+    assert violated_fields(error) == ["session_id"]
+    session = await new_session(stub)
+    error = await expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT, stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id, limit=-1))
+    )
+    assert violated_fields(error) == ["limit"]
+
+
+async def test_list_messages_limit_returns_the_newest_oldest_first(stub):
+    session = await new_session(stub)
+    for number in range(3):
+        await play_turn(stub, session.id, f"story {number}", player_message=f"action {number}")
+    everything = (await stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id))).messages
+    assert [message.seq for message in everything] == [1, 2, 3, 4, 5, 6]
+    assert [message.text for message in everything][:2] == ["action 0", "story 0"]
+    newest = (await stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id, limit=3))).messages
+    assert [message.seq for message in newest] == [4, 5, 6]
+    assert [message.text for message in newest] == ["story 1", "action 2", "story 2"]
