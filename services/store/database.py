@@ -23,10 +23,11 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.store.models import SessionRow
-from shared.errors import not_found
+from shared.errors import not_found, unavailable
 from shared.logs import get_logger
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -38,7 +39,7 @@ T = TypeVar("T")
 log = get_logger(component="database")
 
 
-def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, busy_timeout_ms: int = 10_000) -> Engine:
+def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, lock_timeout_ms: int = 10_000) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -50,13 +51,12 @@ def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, busy_
         engine = create_engine(
             parsed, pool_size=pool_size, max_overflow=0, connect_args={"check_same_thread": False}
         )
-        _sqlite_events(engine, busy_timeout_ms)
+        _sqlite_events(engine, lock_timeout_ms)
     elif backend == "postgresql":
         if parsed.drivername != "postgresql+psycopg":
             raise ValueError(f"use the psycopg 3 driver: postgresql+psycopg://… (got {parsed.drivername})")
         engine = create_engine(parsed, pool_size=pool_size, max_overflow=2, pool_pre_ping=True)
-        if schema:
-            _pg_search_path(engine, schema)
+        _pg_session(engine, schema, lock_timeout_ms)
     else:
         raise ValueError(f"unsupported database {backend!r}: use sqlite:///path or postgresql+psycopg://…")
     return engine
@@ -80,12 +80,14 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def _pg_search_path(engine: Engine, schema: str) -> None:
+def _pg_session(engine: Engine, schema: str, lock_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         with dbapi_connection.cursor() as cursor:
-            cursor.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            cursor.execute(f'SET search_path TO "{schema}"')
+            cursor.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
+            if schema:
+                # migrate() creates the schema; a search_path may name one that does not exist yet.
+                cursor.execute(f'SET search_path TO "{schema}"')
         dbapi_connection.commit()
 
 
@@ -97,12 +99,14 @@ def alembic_config(connection: Any | None = None) -> Config:
     return config
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
+def migrate(engine: Engine, revision: str = "head", schema: str = "") -> None:
     """Bring the database to `revision` in one transaction (an empty database gets every table)."""
     with engine.connect().execution_options(**{WRITE: True}) as connection, connection.begin():
         if engine.dialect.name == "postgresql":
             # Replicas starting together: one migrates, the others wait and then find it done.
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            if schema:
+                connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
         command.upgrade(alembic_config(connection), revision)
 
 
@@ -120,8 +124,9 @@ def lock_session(db: Session, session_id: str) -> SessionRow:
 class Database:
     """Runs units of work in threads: `await db.write(fn, ...)` gives `fn` an open transaction."""
 
-    def __init__(self, engine: Engine, pool_size: int) -> None:
+    def __init__(self, engine: Engine, pool_size: int, schema: str = "") -> None:
         self.engine = engine
+        self.schema = schema
         self._reader = sessionmaker(engine, expire_on_commit=False)
         self._writer = sessionmaker(engine.execution_options(**{WRITE: True}), expire_on_commit=False)
         self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="store-db")
@@ -138,15 +143,20 @@ class Database:
 
     async def _run(self, factory: sessionmaker[Session], work: Callable[..., T], args: tuple[Any, ...]) -> T:
         def unit() -> T:
-            with factory.begin() as db:
-                return work(db, *args)
+            try:
+                with factory.begin() as db:
+                    return work(db, *args)
+            except OperationalError as error:
+                # Lock timeouts (SQLite busy), lost connections, a database restarting: retryable.
+                log.warning("database.unavailable", error=str(error.orig))
+                raise unavailable(f"the store's database is unavailable, retry: {error.orig}") from error
 
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(unit))
 
     async def migrate(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, migrate, self.engine)
+        await loop.run_in_executor(self._executor, functools.partial(migrate, self.engine, schema=self.schema))
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()

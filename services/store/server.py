@@ -104,9 +104,9 @@ async def open_database(settings: StoreSettings) -> Database:
         settings.database_url(),
         schema=settings.store_database_schema,
         pool_size=settings.store_pool_size,
-        busy_timeout_ms=settings.store_sqlite_busy_timeout_ms,
+        lock_timeout_ms=settings.store_lock_timeout_ms,
     )
-    database = Database(engine, settings.store_pool_size)
+    database = Database(engine, settings.store_pool_size, settings.store_database_schema)
     await database.migrate()
     log.info("database.ready", backend=database.dialect, url=engine.url.render_as_string(hide_password=True))
     return database

@@ -20,8 +20,9 @@ class StoreSettings(ServiceSettings, DataDirSetting):
     store_database_schema: str = ""
     # Connections kept open to the database (and threads running queries).
     store_pool_size: int = 8
-    # SQLite: how long a writer waits for another writer's lock before failing.
-    store_sqlite_busy_timeout_ms: int = 10_000
+    # How long a write waits for a lock another writer holds before answering UNAVAILABLE
+    # (SQLite: busy_timeout; PostgreSQL: lock_timeout).
+    store_lock_timeout_ms: int = 10_000
     # Lease time-to-live when AcquireTurnLease/RenewTurnLease pass ttl_ms = 0.
     store_default_lease_ttl_ms: int = 60_000
 

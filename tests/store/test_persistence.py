@@ -8,12 +8,24 @@ import grpc
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import select
 
 from covel.store.v1 import store_pb2
-from services.store.database import alembic_config, create_store_engine, migrate
-from services.store.models import Base
+from services.store.database import WRITE, alembic_config, create_store_engine, migrate
+from services.store.models import Base, SessionRow
 from shared.structs import from_value
-from tests.store.helpers import acquire, commit, data_proposal, expect_error, new_session, play_turn, story_proposal, story_result, turn_for
+from tests.store.conftest import StoreUnderTest
+from tests.store.helpers import (
+    acquire,
+    commit,
+    data_proposal,
+    expect_error,
+    new_session,
+    play_turn,
+    story_proposal,
+    story_result,
+    turn_for,
+)
 
 
 async def test_data_survives_a_restart_on_the_same_database(store):
@@ -58,10 +70,28 @@ def test_migrations_build_the_models_schema_and_are_idempotent(store):
     settings = store.settings
     engine = create_store_engine(settings.database_url(), schema=settings.store_database_schema, pool_size=1)
     try:
-        migrate(engine)  # already at head: nothing to do
+        migrate(engine, schema=settings.store_database_schema)  # already at head: nothing to do
         with engine.connect() as connection:
             context = MigrationContext.configure(connection)
             assert context.get_current_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
             assert compare_metadata(context, Base.metadata) == []
     finally:
+        engine.dispose()
+
+
+async def test_a_write_stuck_behind_a_lock_is_unavailable(store):
+    """A writer that cannot get the lock in store_lock_timeout_ms answers UNAVAILABLE (retryable)."""
+    session = await new_session(store.stub)
+    impatient = StoreUnderTest(store.settings.model_copy(update={"store_lock_timeout_ms": 200}))
+    settings = store.settings
+    engine = create_store_engine(settings.database_url(), schema=settings.store_database_schema, pool_size=1)
+    await impatient.start()
+    try:
+        with engine.connect().execution_options(**{WRITE: True}) as blocker, blocker.begin():
+            blocker.execute(select(SessionRow).where(SessionRow.id == session.id).with_for_update())
+            error = await expect_error(grpc.StatusCode.UNAVAILABLE, acquire(impatient.stub, session.id))
+            assert "retry" in error.details()
+        assert (await acquire(impatient.stub, session.id)).HasField("lease")
+    finally:
+        await impatient.stop()
         engine.dispose()
