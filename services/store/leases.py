@@ -55,14 +55,14 @@ def try_acquire(
     db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str
 ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
     session = lock_session(db, session_id)
-    if session.status != "active":
-        raise failed_precondition(f"session {session_id} has ended; no more turns run in it")
     if idempotency_key:
         finished = db.execute(
             select(TurnRow).where(TurnRow.session_id == session_id, TurnRow.idempotency_key == idempotency_key)
         ).scalar_one_or_none()
         if finished is not None:
             return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, finished), session=session_to_proto(session))
+    if session.status != "active":
+        raise failed_precondition(f"session {session_id} has ended; no more turns run in it")
     now = utcnow()
     current = db.get(TurnLeaseRow, session_id)
     if current is not None and current.deadline > now:

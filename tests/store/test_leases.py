@@ -159,3 +159,14 @@ async def test_lease_requests_are_validated(stub):
         grpc.StatusCode.INVALID_ARGUMENT, stub.RenewTurnLease(store_pb2.RenewTurnLeaseRequest(session_id=session.id))
     )
     assert violated_fields(error) == ["lease_id"]
+
+
+async def test_an_expired_lease_nobody_took_still_works_for_its_holder(stub):
+    session = await new_session(stub)
+    lease = (await acquire(stub, session.id, ttl_ms=50)).lease
+    await asyncio.sleep(0.15)
+    renewed = (await stub.RenewTurnLease(store_pb2.RenewTurnLeaseRequest(session_id=session.id, lease_id=lease.lease_id))).lease
+    assert renewed.deadline.ToMilliseconds() > lease.deadline.ToMilliseconds()
+    await asyncio.sleep(0.1)
+    reply = await commit(stub, lease, turn_for(lease))
+    assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED
