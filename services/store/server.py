@@ -97,6 +97,15 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         validation.session_id(request.session_id)
         return store_pb2.ListPluginDataResponse(entries=await self._db.read(sessions.list_plugin_data, request))
 
+    @rpc
+    async def UpdateSessionApprovals(
+        self, request: store_pb2.UpdateSessionApprovalsRequest, context
+    ) -> store_pb2.UpdateSessionApprovalsResponse:
+        validation.approvals(request)
+        session = await self._db.write(sessions.update_approvals, request)
+        log.info("session.approvals", session_id=session.id, approved=list(session.approved_plugins))
+        return store_pb2.UpdateSessionApprovalsResponse(session=session)
+
 
 async def open_database(settings: StoreSettings) -> Database:
     """Connect and migrate to the newest schema (an empty database gets every table)."""

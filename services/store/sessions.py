@@ -8,9 +8,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
+from services.store.database import lock_session
 from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnRow, utcnow
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
-from shared.errors import not_found
+from shared.errors import invalid_argument, not_found
 from shared.ids import new_id
 from shared.structs import from_struct
 
@@ -102,3 +103,20 @@ def list_plugin_data(db: Session, request: store_pb2.ListPluginDataRequest) -> l
         statement = statement.where(PluginDataRow.key == request.key)
     statement = statement.order_by(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key)
     return [plugin_data_to_proto(row) for row in db.execute(statement).scalars()]
+
+
+def update_approvals(db: Session, request: store_pb2.UpdateSessionApprovalsRequest) -> store_pb2.Session:
+    """Approve (only plugins active in the session; no duplicates kept) and revoke plugins' server code."""
+    row = lock_session(db, request.session_id)
+    active = set(row.active_plugins)
+    for index, plugin_id in enumerate(request.approve):
+        if plugin_id not in active:
+            raise invalid_argument(f"approve[{index}]", f"{plugin_id!r} is not active in session {row.id}")
+    revoked = set(request.revoke)
+    approved = [plugin_id for plugin_id in row.approved_plugins if plugin_id not in revoked]
+    approved += [plugin_id for plugin_id in request.approve if plugin_id not in approved]
+    if approved != list(row.approved_plugins):
+        row.approved_plugins = approved
+        row.updated_at = utcnow()
+        db.flush()
+    return session_to_proto(row)

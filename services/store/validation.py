@@ -112,3 +112,13 @@ def commit(request: store_pb2.CommitTurnRequest) -> None:
         seen.add(proposal.id)
         require(proposal.type, f"proposals[{index}].type", "e.g. narrative.append or plugin.data")
         require(proposal.plugin_id, f"proposals[{index}].plugin_id", "the plugin that proposed the write")
+
+
+def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
+    session_id(request.session_id)
+    plugin_list(list(request.approve), "approve")
+    plugin_list(list(request.revoke), "revoke")
+    approving = set(request.approve)
+    for index, plugin_id in enumerate(request.revoke):
+        if plugin_id in approving:
+            raise invalid_argument(f"revoke[{index}]", f"{plugin_id!r} is also in approve; name it in one list")

@@ -88,3 +88,40 @@ async def test_list_messages_limit_returns_the_newest_oldest_first(stub):
     newest = (await stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id, limit=3))).messages
     assert [message.seq for message in newest] == [4, 5, 6]
     assert [message.text for message in newest] == ["story 1", "action 2", "story 2"]
+
+
+async def test_update_approvals_approves_active_plugins_once_and_revokes(stub):
+    session = await new_session(stub, active_plugins=["narrator", "memory", "dice"], approved_plugins=["dice"])
+    reply = await stub.UpdateSessionApprovals(
+        store_pb2.UpdateSessionApprovalsRequest(session_id=session.id, approve=["memory", "dice"])
+    )
+    assert list(reply.session.approved_plugins) == ["dice", "memory"]
+    reply = await stub.UpdateSessionApprovals(
+        store_pb2.UpdateSessionApprovalsRequest(session_id=session.id, approve=["narrator"], revoke=["dice", "unknown"])
+    )
+    assert list(reply.session.approved_plugins) == ["memory", "narrator"]
+    fetched = (await stub.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session
+    assert list(fetched.approved_plugins) == ["memory", "narrator"]
+    assert fetched.updated_at.ToDatetime() >= session.updated_at.ToDatetime()
+
+
+async def test_update_approvals_rejects_inactive_plugins_and_missing_sessions(stub):
+    session = await new_session(stub, active_plugins=["narrator"])
+    error = await expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.UpdateSessionApprovals(store_pb2.UpdateSessionApprovalsRequest(session_id=session.id, approve=["narrator", "ghost"])),
+    )
+    assert violated_fields(error) == ["approve[1]"]
+    fetched = (await stub.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session
+    assert list(fetched.approved_plugins) == []
+    error = await expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.UpdateSessionApprovals(store_pb2.UpdateSessionApprovalsRequest(session_id=session.id, approve=["narrator"], revoke=["narrator"])),
+    )
+    assert violated_fields(error) == ["revoke[0]"]
+    missing = "00000000-0000-0000-0000-000000000000"
+    error = await expect_error(
+        grpc.StatusCode.NOT_FOUND,
+        stub.UpdateSessionApprovals(store_pb2.UpdateSessionApprovalsRequest(session_id=missing, approve=["narrator"])),
+    )
+    assert missing in error.details()
