@@ -76,6 +76,10 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
             if not streamed:
                 out.write("\n")
                 streamed = True
+            if delta.reset:
+                out.write("\n(the narrator revises this…)\n")
+                segment_start = True
+                continue
             if delta.text == "\n\n":
                 segment_start = True
                 out.write(delta.text)

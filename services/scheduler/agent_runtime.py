@@ -22,6 +22,8 @@ from shared.contracts import NARRATIVE_ENGINE, kernel_contract_schema
 from shared.structs import from_struct, to_struct
 
 OnNarrative = Callable[[StreamedPiece], Awaitable[None]]
+# agent.loop.corrections.review: how often PostLLMResponse may send a draft back (spec default).
+DEFAULT_REVIEW_CORRECTIONS = 2
 
 
 @dataclass
@@ -93,47 +95,105 @@ async def run_agent(
 
     slot = _manifest_get(manifest, "agent", "model", default="story" if story else "plugin")
     loop = _manifest_get(manifest, "agent", "loop", default={}) or {}
-    request = gateway_pb2.GenerateRequest(
-        slot=slot,
-        model_override=session.runtime_model_overrides.get(runtime.runtime_id, ""),
-        messages=[gateway_pb2.ChatMessage(role="system", content=system_prompt)]
-        + [gateway_pb2.ChatMessage(role=m.get("role", "user"), content=str(m.get("content", ""))) for m in messages],
-        call_timeout_ms=int(loop.get("callTimeoutMs", 0) or 0),
-        first_token_timeout_ms=int(loop.get("firstTokenTimeoutMs", 0) or 0),
-        idle_timeout_ms=int(loop.get("idleTimeoutMs", 0) or 0),
-        origin=gateway_pb2.CallOrigin(session_id=session.id, turn_id=scope.turn_id, runtime_id=runtime.runtime_id),
-    )
-    response_format = _response_format(manifest, story)
-    if response_format is not None:
-        request.response_format.CopyFrom(response_format)
-
+    review_budget = int(_manifest_get(loop, "corrections", "review", default=DEFAULT_REVIEW_CORRECTIONS))
     timeout_s = int(loop.get("timeoutMs", 240_000 if story else 120_000)) / 1000
-    text_stream = SegmentTextStream()
-    final: gateway_pb2.GenerateResponse | None = None
-    content_parts: list[str] = []
+    response_format = _response_format(manifest, story)
+    model = session.runtime_model_overrides.get(runtime.runtime_id, "") or slot
+    conversation = list(messages)
+    corrections_used = 0
     started = time.monotonic()
-    async for event in gateway.Generate(request, timeout=timeout_s):
-        kind = event.WhichOneof("event")
-        if kind == "content_delta":
-            content_parts.append(event.content_delta)
+    usage = {"promptTokens": 0, "completionTokens": 0}
+    while True:
+        call_messages = [{"role": "system", "content": system_prompt}, *conversation]
+        pre = await hooks.dispatch(
+            "PreLLMCall", scope, {"messages": call_messages, "model": model, "tools": [], "stream": True},
+            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+        )
+        trace.extend(pre.trace)
+        # A PreLLMCall replace changes this one call; the runtime's own conversation stays as it is.
+        sent_messages = pre.payload.get("messages") if isinstance(pre.payload.get("messages"), list) else call_messages
+        call_model = pre.payload.get("model") if isinstance(pre.payload.get("model"), str) and pre.payload.get("model") else model
+        stream = pre.payload.get("stream") is not False
+        request = gateway_pb2.GenerateRequest(
+            slot=slot,
+            model_override="" if call_model == slot else call_model,
+            messages=[_chat_message(m) for m in sent_messages],
+            call_timeout_ms=int(loop.get("callTimeoutMs", 0) or 0),
+            first_token_timeout_ms=int(loop.get("firstTokenTimeoutMs", 0) or 0),
+            idle_timeout_ms=int(loop.get("idleTimeoutMs", 0) or 0),
+            origin=gateway_pb2.CallOrigin(session_id=session.id, turn_id=scope.turn_id, runtime_id=runtime.runtime_id),
+        )
+        if response_format is not None:
+            request.response_format.CopyFrom(response_format)
+        final, content = await _call_model(gateway, request, stream and story, on_narrative, timeout_s)
+        if final is not None:
+            usage["promptTokens"] += final.usage.prompt_tokens
+            usage["completionTokens"] += final.usage.completion_tokens
+        if final is None:
+            return RuntimeOutcome("failed", "the model stream ended without a final message", usage=usage, trace=trace)
+        if final.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
+            return RuntimeOutcome("failed", f"model call failed: {final.error_message or 'no reason given'}", usage=usage, trace=trace)
+        finish = gateway_pb2.FinishReason.Name(final.finish_reason).removeprefix("FINISH_REASON_").lower()
+        reviewed = await hooks.dispatch(
+            "PostLLMResponse", scope, {"response": {"content": content, "finishReason": finish}, "messages": sent_messages},
+            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+        )
+        trace.extend(reviewed.trace)
+        correction = reviewed.payload.get("correction")
+        if isinstance(correction, str) and correction.strip():
+            if corrections_used >= review_budget:
+                return RuntimeOutcome(
+                    "failed",
+                    f"invalid-output: a PostLLMResponse hook asked for another correction after the review budget ({review_budget}) was used",
+                    usage=usage, trace=trace,
+                )
+            corrections_used += 1
             if story:
-                for piece in text_stream.feed(event.content_delta):
-                    await on_narrative(piece)
-        elif kind == "final":
-            final = event.final
-    usage = {}
-    if final is not None:
-        usage = {"promptTokens": final.usage.prompt_tokens, "completionTokens": final.usage.completion_tokens}
-    if final is None:
-        return RuntimeOutcome("failed", "the model stream ended without a final message", usage=usage, trace=trace)
-    if final.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
-        return RuntimeOutcome("failed", f"model call failed: {final.error_message or 'no reason given'}", usage=usage, trace=trace)
-    content = final.message.content or "".join(content_parts)
+                # What was streamed of the rejected draft is withdrawn before the new answer streams.
+                await on_narrative(StreamedPiece("", reset=True))
+            conversation += [{"role": "assistant", "content": content}, {"role": "user", "content": correction}]
+            continue
+        response = reviewed.payload.get("response")
+        if isinstance(response, dict) and isinstance(response.get("content"), str) and response["content"] != content:
+            content = response["content"]
+        break
+    usage["durationMs"] = int((time.monotonic() - started) * 1000)
     if not story:
         return RuntimeOutcome("success", output={"content": content}, usage=usage, trace=trace)
     try:
         shaped = normalize_story(content)
     except EmptyStory:
         return RuntimeOutcome("failed", "the story has no text", usage=usage, trace=trace)
-    usage["durationMs"] = int((time.monotonic() - started) * 1000)
     return RuntimeOutcome("success", story=shaped, output=shaped.to_output(), usage=usage, trace=trace)
+
+
+def _chat_message(message: Any) -> gateway_pb2.ChatMessage:
+    if not isinstance(message, dict):
+        return gateway_pb2.ChatMessage(role="user", content=str(message))
+    return gateway_pb2.ChatMessage(role=str(message.get("role", "user")), content=str(message.get("content", "")))
+
+
+async def _call_model(
+    gateway: gateway_pb2_grpc.LlmGatewayStub,
+    request: gateway_pb2.GenerateRequest,
+    stream_story: bool,
+    on_narrative: OnNarrative,
+    timeout_s: float,
+) -> tuple[gateway_pb2.GenerateResponse | None, str]:
+    """One model call; a story's text streams to the player as it arrives."""
+    if not stream_story:
+        reply = await gateway.GenerateOnce(request, timeout=timeout_s)
+        return reply, reply.message.content
+    text_stream = SegmentTextStream()
+    final: gateway_pb2.GenerateResponse | None = None
+    parts: list[str] = []
+    async for event in gateway.Generate(request, timeout=timeout_s):
+        kind = event.WhichOneof("event")
+        if kind == "content_delta":
+            parts.append(event.content_delta)
+            for piece in text_stream.feed(event.content_delta):
+                await on_narrative(piece)
+        elif kind == "final":
+            final = event.final
+    content = (final.message.content if final is not None else "") or "".join(parts)
+    return final, content

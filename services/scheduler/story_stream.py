@@ -19,6 +19,8 @@ class StreamedPiece:
     # kind/speaker of the segment the text belongs to, as far as the model wrote them before its text.
     kind: str = ""
     speaker: str = ""
+    # Withdraw everything streamed so far for this runtime (a draft sent back for correction).
+    reset: bool = False
 
 
 @dataclass

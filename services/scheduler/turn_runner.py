@@ -200,6 +200,7 @@ class TurnRunner:
             return await self._commit(turn, lease, [], emit)
 
         kept: list[store_pb2.Proposal] = []
+        story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story}
         for proposal in proposals:
             verdict = await self._hooks.dispatch(
                 "PreStateCommit",
@@ -213,13 +214,19 @@ class TurnRunner:
                 turn.proposal_outcomes.append(
                     store_pb2.ProposalOutcome(proposal_id=proposal.id, status=store_pb2.PROPOSAL_STATUS_REJECTED, reason=verdict.reason)
                 )
+                if proposal.unit_runtime_id in story_runtimes:
+                    # A rejected write of the story's unit rolls back the whole execution.
+                    turn.status = store_pb2.TURN_STATUS_FAILED
+                    turn.abort_reason = f"the story of {proposal.runtime_id} was rejected: {verdict.reason}"
+                    return await self._commit(turn, lease, [], emit)
                 continue
             replaced = verdict.payload.get("proposal", {})
             if isinstance(replaced, dict) and isinstance(replaced.get("payload"), dict):
+                # Only the payload may change; type, source and id stay the kernel's.
                 proposal.payload.CopyFrom(to_struct(replaced["payload"]))
             kept.append(proposal)
         turn.narrative = "\n\n".join(
-            outcome.story.narrative_output for outcome in outcomes.values() if outcome.story is not None
+            str(_payload(proposal).get("text", "")) for proposal in kept if proposal.type == "narrative.append"
         )
         turn.status = store_pb2.TURN_STATUS_COMMITTED
         committed = await self._commit(turn, lease, kept, emit)
@@ -252,7 +259,9 @@ class TurnRunner:
                 segment = common_pb2.Segment(kind=piece.kind, speaker=piece.speaker) if piece.kind else None
                 await emit(
                     scheduler_pb2.TurnEvent(
-                        narrative_delta=scheduler_pb2.NarrativeDelta(runtime_id=runtime.runtime_id, text=piece.text, segment=segment)
+                        narrative_delta=scheduler_pb2.NarrativeDelta(
+                            runtime_id=runtime.runtime_id, text=piece.text, segment=segment, reset=piece.reset
+                        )
                     )
                 )
 
