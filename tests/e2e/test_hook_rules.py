@@ -1,0 +1,146 @@
+"""Each event's replace/abort rules, applied by a real plugin's hooks in real turns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
+from shared.grpc_client import open_channel
+from shared.structs import to_struct
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+PROBE = "rules-probe"
+
+
+async def play(services, settings: dict, text: str = "I open the gate.") -> tuple[store_pb2.Turn, list, list]:
+    """One turn in a new session whose rules-probe settings are `settings`: (turn, events, messages)."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (
+            await stub.CreateSession(
+                scheduler_pb2.CreateSessionRequest(
+                    requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct(settings)}
+                )
+            )
+        ).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+        events = [event async for event in stub.SubmitActions(request)]
+        messages = list((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages)
+    return events[-1].turn_completed, events, messages
+
+
+def hook_entries(events, event_name: str):
+    return [e.hook for e in events if e.WhichOneof("event") == "hook" and e.hook.event == event_name]
+
+
+def streamed_after_last_reset(events) -> str:
+    text = ""
+    for event in events:
+        if event.WhichOneof("event") == "narrative_delta":
+            text = "" if event.narrative_delta.reset else text + event.narrative_delta.text
+    return text
+
+
+async def test_pre_schedule_empty_list_schedules_nothing(services) -> None:
+    turn, _, messages = await play(services, {"preSchedule": "empty"})
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+    assert list(turn.runtime_results) == []
+    assert [m.role for m in messages] == ["player"]
+
+
+@pytest.mark.parametrize("mode", ["add", "abort", "mutate"])
+async def test_pre_schedule_cannot_add_and_abort_or_mutation_changes_nothing(services, mode) -> None:
+    turn, _, _ = await play(services, {"preSchedule": mode})
+    assert [r.runtime_id for r in turn.runtime_results] == ["narrator"]
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+
+
+async def test_pre_runtime_abort_skips_the_runtime_with_the_reason(services) -> None:
+    turn, events, messages = await play(services, {"preRuntime": "abort"})
+    [result] = turn.runtime_results
+    assert (result.status, result.reason) == ("skipped", "rules-probe skips narrator")
+    finished = [e.runtime_finished for e in events if e.WhichOneof("event") == "runtime_finished"]
+    assert finished[0].status == "skipped"
+    assert turn.status == store_pb2.TURN_STATUS_FAILED and messages == []
+
+
+async def test_post_context_assembly_keeps_the_framework_preamble(services) -> None:
+    turn, events, _ = await play(services, {"systemPrompt": "Speak only in riddles.", "reportSystemPrompt": True})
+    [report] = hook_entries(events, "PreLLMCall")
+    seen = json.loads(report.message)
+    assert seen["system"].startswith('You are the runtime "narrator" of the plugin "narrator"')
+    assert seen["system"].endswith("Speak only in riddles.")
+    assert "You are the narrator of an interactive story" not in seen["system"]
+
+
+async def test_pre_llm_call_rewrites_one_call(services) -> None:
+    turn, _, messages = await play(services, {"rewriteLastMessage": "I dance on the table."})
+    assert "dance on the table" in turn.narrative
+    assert messages[0].text == "I open the gate.", "the runtime's record and the log keep the real input"
+
+
+async def test_pre_llm_call_model_replace_reaches_the_gateway(services) -> None:
+    turn, _, _ = await play(services, {"model": "no-such-provider:model-x"})
+    [result] = turn.runtime_results
+    assert result.status == "failed" and "no-such-provider" in result.reason
+
+
+async def test_post_llm_response_correction_within_budget(services) -> None:
+    turn, events, _ = await play(services, {"corrections": 2})
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+    resets = [e for e in events if e.WhichOneof("event") == "narrative_delta" and e.narrative_delta.reset]
+    assert len(resets) == 2
+    assert streamed_after_last_reset(events) == turn.narrative
+
+
+async def test_post_llm_response_correction_past_budget_fails_invalid_output(services) -> None:
+    turn, _, messages = await play(services, {"corrections": 3})
+    [result] = turn.runtime_results
+    assert result.status == "failed" and result.reason.startswith("invalid-output")
+    assert turn.status == store_pb2.TURN_STATUS_FAILED and messages == []
+
+
+async def test_post_llm_response_replaces_the_answer(services) -> None:
+    story = {"segments": [{"kind": "narration", "text": "The gate swings open on its own."}], "yield": "user"}
+    turn, _, _ = await play(services, {"response": story})
+    assert turn.narrative == "The gate swings open on its own."
+
+
+async def test_post_runtime_status_change_discards_the_writes(services) -> None:
+    turn, _, messages = await play(services, {"postRuntime": "fail"})
+    [result] = turn.runtime_results
+    assert (result.status, result.reason) == ("failed", "rules-probe failed it")
+    assert turn.status == store_pb2.TURN_STATUS_FAILED and messages == []
+
+
+async def test_post_runtime_empty_story_fails(services) -> None:
+    turn, _, _ = await play(services, {"postRuntime": "empty"})
+    [result] = turn.runtime_results
+    assert result.status == "failed" and "no text" in result.reason
+
+
+async def test_post_runtime_keeps_identity_and_revalidates_a_new_story(services) -> None:
+    turn, _, messages = await play(services, {"postRuntime": "rename"})
+    [result] = turn.runtime_results
+    assert result.runtime_id == "narrator" and result.status == "success"
+    assert turn.narrative == "Rewritten by a hook." and messages[1].text == "Rewritten by a hook."
+
+
+async def test_pre_state_commit_veto_rejects_the_story_and_fails_the_turn(services) -> None:
+    turn, _, messages = await play(services, {"preStateCommit": "veto"})
+    assert turn.status == store_pb2.TURN_STATUS_FAILED and "rules-probe vetoes the story" in turn.abort_reason
+    assert [o.status for o in turn.proposal_outcomes] == [store_pb2.PROPOSAL_STATUS_REJECTED]
+    assert messages == []
+
+
+async def test_pre_state_commit_replaces_only_the_payload(services) -> None:
+    turn, events, messages = await play(services, {"preStateCommit": "rewrite", "reportCommit": True})
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+    assert messages[1].role == "story" and messages[1].text == "A hook rewrote this story."
+    assert turn.narrative == "A hook rewrote this story."
+    [report] = [e for e in turn.hook_trace if e.event == "PostStateCommit"]
+    assert report.message == "committed narrative.append of narrator"
