@@ -23,6 +23,8 @@ from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, 
 from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
 
 _perf_ns = time.perf_counter_ns
+# The kernel's own hooks register under this id: they always run, first in their group.
+FRAMEWORK = "framework"
 
 
 class TraceEntry(NamedTuple):
@@ -84,7 +86,8 @@ class HandlerFailed(Exception):
 
 
 class HandlerTable:
-    """Registered handlers by event, in dispatch order: pre → normal → post, then registration order."""
+    """Registered handlers by event, in dispatch order: pre → normal → post; within a group the
+    framework's own hooks first, then plugin handlers in registration order."""
 
     def __init__(self, registrations: Iterable[HookRegistration], sources: Mapping[str, str]) -> None:
         self._sources = dict(sources)
@@ -94,7 +97,8 @@ class HandlerTable:
         group_rank = {group: rank for rank, group in enumerate(ENFORCE_GROUPS)}
         # sorted() is stable: plugins keep catalogue order, a plugin's handlers their registration order.
         self._by_event = {
-            event: tuple(sorted(handlers, key=lambda h: group_rank[h.enforce])) for event, handlers in by_event.items()
+            event: tuple(sorted(handlers, key=lambda h: (group_rank[h.enforce], h.plugin_id != FRAMEWORK)))
+            for event, handlers in by_event.items()
         }
 
     def subscribers(self) -> dict[str, list[str]]:
@@ -112,7 +116,8 @@ class HandlerTable:
         # Community plugins' server code runs only once the player approved it for the session.
         return [
             h for h in handlers
-            if h.plugin_id in active and (h.plugin_id in approved or sources.get(h.plugin_id) != "community")
+            if h.plugin_id == FRAMEWORK
+            or (h.plugin_id in active and (h.plugin_id in approved or sources.get(h.plugin_id) != "community"))
         ]
 
 

@@ -31,6 +31,20 @@ async def test_groups_run_pre_normal_post_then_registration_order() -> None:
     assert calls == ["second-pre", "first-normal", "second-normal", "first-post"]
 
 
+async def test_framework_hooks_run_first_in_their_group_and_always() -> None:
+    calls: list[str] = []
+    plugin, framework = PluginRegistrar("plugin"), PluginRegistrar("framework")
+    plugin.on("TurnStart", lambda ctx, p: calls.append("plugin-pre"), enforce="pre")
+    plugin.on("TurnStart", lambda ctx, p: calls.append("plugin-normal"))
+    framework.on("TurnStart", lambda ctx, p: calls.append("framework-normal"))
+    framework.on("TurnStart", lambda ctx, p: calls.append("framework-post"), enforce="post")
+    await dispatch(table_of(plugin, framework), "TurnStart", execution("plugin"), {})
+    assert calls == ["plugin-pre", "framework-normal", "plugin-normal", "framework-post"]
+    calls.clear()
+    await dispatch(table_of(plugin, framework), "TurnStart", execution(), {})
+    assert calls == ["framework-normal", "framework-post"]
+
+
 async def test_replace_chains_and_only_listed_fields_count() -> None:
     plugin = PluginRegistrar("p")
     seen = []

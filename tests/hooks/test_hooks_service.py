@@ -134,3 +134,25 @@ async def test_bad_requests_name_the_field(hooks_stub) -> None:
         await hooks_stub.Dispatch(hooks_pb2.DispatchRequest(event="TurnBegin", context=hooks_pb2.HookContext(session_id="s")))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert [v.field for v in field_violations(raised.value)] == ["event"]
+
+
+async def test_concurrent_sessions_keep_their_own_settings_and_active_sets(hooks_stub) -> None:
+    import asyncio
+
+    async def call(index: int):
+        active = ["guard"] if index % 3 else []
+        reply = await hooks_stub.Dispatch(
+            hooks_pb2.DispatchRequest(
+                event="PreLLMCall",
+                context=hooks_pb2.HookContext(
+                    session_id=f"concurrent-{index}", turn_id="t", active_plugin_ids=active, approved_plugin_ids=active,
+                    plugin_settings={"guard": to_struct({"tier": f"tier-{index}"})},
+                ),
+                payload=to_struct({"model": "story", "messages": []}),
+            )
+        )
+        return index, from_struct(reply.payload)["model"]
+
+    results = await asyncio.gather(*(call(index) for index in range(30)))
+    for index, model in results:
+        assert model == (f"fast:tier-{index}" if index % 3 else "story")
