@@ -164,6 +164,19 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         )
         return scheduler_pb2.ResetPluginFaultsResponse(was_paused=reply.was_paused)
 
+    @rpc
+    async def SetPluginApprovals(self, request: scheduler_pb2.SetPluginApprovalsRequest, context) -> scheduler_pb2.SetPluginApprovalsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        if not request.approve and not request.revoke:
+            raise invalid_argument("approve", "name at least one plugin to approve or revoke")
+        reply = await self._peers.store.UpdateSessionApprovals(
+            store_pb2.UpdateSessionApprovalsRequest(
+                session_id=request.session_id, approve=list(request.approve), revoke=list(request.revoke)
+            ),
+            timeout=10,
+        )
+        return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
+
 
 async def start(settings: SchedulerSettings) -> RunningServer:
     peers = Peers.connect(settings)

@@ -144,3 +144,29 @@ async def test_pre_state_commit_replaces_only_the_payload(services) -> None:
     assert turn.narrative == "A hook rewrote this story."
     [report] = [e for e in turn.hook_trace if e.event == "PostStateCommit"]
     assert report.message == "committed narrative.append of narrator"
+
+
+async def test_a_faulty_plugin_is_paused_visible_and_can_be_reset(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (
+            await stub.CreateSession(
+                scheduler_pb2.CreateSessionRequest(
+                    requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"raise": True})}
+                )
+            )
+        ).session
+
+        async def turn() -> list:
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])
+            events = [event async for event in stub.SubmitActions(request)]
+            assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED, "a non-guard fault only skips the handler"
+            return [h.status for h in hook_entries(events, "PreLLMCall")]
+
+        assert [await turn() for _ in range(3)] == [["error"]] * 3
+        paused = await stub.ListPausedPlugins(scheduler_pb2.ListPausedPluginsRequest(session_id=session.id))
+        assert [p.plugin_id for p in paused.plugins] == [PROBE] and "rules-probe is broken on purpose" in paused.plugins[0].reason
+        assert await turn() == [], "paused from the next execution on"
+        reset = await stub.ResetPluginFaults(scheduler_pb2.ResetPluginFaultsRequest(session_id=session.id, plugin_id=PROBE))
+        assert reset.was_paused
+        assert await turn() == ["error"]

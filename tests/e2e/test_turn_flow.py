@@ -135,3 +135,14 @@ async def test_community_plugin_hooks_run_only_after_approval(services) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub.CreateSession(scheduler_pb2.CreateSessionRequest(approved_plugins=["hook-probe"]))
         assert [v.field for v in field_violations(raised.value)] == ["approved_plugins[0]"]
+
+        approved = await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=["hook-probe"]))
+        assert list(approved.session.approved_plugins) == ["hook-probe"]
+        blocked = of_kind(await submit(stub, session.id, "I try the forbidden door again."), "turn_completed")[0]
+        assert blocked.status == store_pb2.TURN_STATUS_ABORTED
+        await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, revoke=["hook-probe"]))
+        allowed = of_kind(await submit(stub, session.id, "I try the forbidden door once more."), "turn_completed")[0]
+        assert allowed.status == store_pb2.TURN_STATUS_COMMITTED
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=["narrator", "nope"]))
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
