@@ -15,18 +15,32 @@ FIRST_TOKEN_FLOOR_S = 60.0
 def first_token_wait(remaining_s: float, attempts_left: int) -> float:
     """How long one streamed attempt waits for its first output when the caller set no limit.
 
-    Spec (流式调用的等待时限): at most 120 s; the last attempt may use all the time left;
-    earlier ones wait remaining / attempts left, raised to 60 s when below that but never
-    more than half the time left. 120 s with 3 retries gives 60, 30, 15, 15.
+    Spec (流式调用的等待时限): an attempt waits at most 120 s and leaves time for the
+    retries maxRetries still allows. The last attempt may use all the time left; earlier
+    ones wait remaining / attempts left, raised to 60 s when below that but never more than
+    half the time left.
     """
     if remaining_s <= 0:
         return 0.0
     if attempts_left <= 1:
-        return min(remaining_s, FIRST_TOKEN_CAP_S)
+        return remaining_s
     wait = remaining_s / attempts_left
     if wait < FIRST_TOKEN_FLOOR_S:
         wait = min(FIRST_TOKEN_FLOOR_S, remaining_s / 2)
     return min(wait, FIRST_TOKEN_CAP_S)
+
+
+def first_token_waits(timeout_s: float, max_retries: int) -> list[float]:
+    """The waits of every attempt when each one stalls: the spec's table.
+
+    120 s with maxRetries 3 gives 60, 30, 15, 15; 240 s with maxRetries 1 gives 120, 120.
+    """
+    waits, remaining = [], timeout_s
+    for attempts_left in range(max_retries + 1, 0, -1):
+        wait = first_token_wait(remaining, attempts_left)
+        waits.append(wait)
+        remaining -= wait
+    return waits
 
 
 def backoff_delay(retry_index: int, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
@@ -55,19 +69,31 @@ def parse_retry_after(value: str | None) -> float | None:
 
 @dataclass
 class Budget:
+    """One logical call's budget: HTTP attempts, and time on the runtime's clock.
+
+    The clock is the runtime's timeoutMs (or the gateway's default budget). Waiting counts
+    against it; time while a stream produces output does not (`credit_streaming`), so the
+    soft deadline moves on by that much. The caller's gRPC deadline (`hard_deadline`) never
+    moves.
+    """
+
     max_attempts: int
-    deadline: float  # time.monotonic() value
+    deadline: float  # time.monotonic() value, moved on by streaming time
+    hard_deadline: float | None = None
     used: int = 0
+    streamed_s: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
     def start(cls, max_attempts: int, budget_s: float, caller_remaining_s: float | None) -> Budget:
-        seconds = budget_s if caller_remaining_s is None else min(budget_s, caller_remaining_s)
-        return cls(max_attempts=max(1, max_attempts), deadline=time.monotonic() + max(0.0, seconds))
+        now = time.monotonic()
+        hard = None if caller_remaining_s is None else now + max(0.0, caller_remaining_s)
+        return cls(max_attempts=max(1, max_attempts), deadline=now + max(0.0, budget_s), hard_deadline=hard)
 
     @property
     def remaining_s(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
+        end = self.deadline if self.hard_deadline is None else min(self.deadline, self.hard_deadline)
+        return max(0.0, end - time.monotonic())
 
     @property
     def attempts_left(self) -> int:
@@ -79,3 +105,9 @@ class Budget:
     def take_attempt(self) -> int:
         self.used += 1
         return self.used
+
+    def credit_streaming(self, seconds: float) -> None:
+        """Time spent producing output: not counted against the runtime's clock."""
+        if seconds > 0:
+            self.streamed_s += seconds
+            self.deadline += seconds

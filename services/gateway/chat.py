@@ -63,6 +63,9 @@ class Call:
     call_timeout_ms: int = 0
     first_token_timeout_ms: int = 0
     idle_timeout_ms: int = 0
+    # The runtime's agent.loop.timeoutMs left (0: the gateway's budget) and maxRetries (None: the gateway's default).
+    timeout_ms: int = 0
+    max_retries: int | None = None
     temperature: float | None = None
     max_tokens: int | None = None
     origin: dict[str, str] = field(default_factory=dict)

@@ -38,6 +38,8 @@ class Final:
     provider: str = ""
     model: str = ""
     attempts: int = 0
+    # Time the stream spent producing output (not counted against the runtime's timeoutMs).
+    streamed_ms: int = 0
 
 
 Event = ContentDelta | ToolCallDelta | Final

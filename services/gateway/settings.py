@@ -27,7 +27,9 @@ class GatewaySettings(ServiceSettings):
     # Budget of one logical call, shared by retries and fallbacks.
     gateway_max_attempts: int = 8
     gateway_call_budget_s: float = 120.0
-    # Attempts one model gets before the next fallback is tried (the last model gets the rest).
+    # maxRetries when the request leaves it unset (the spec's default for non-story runtimes).
+    gateway_max_retries: int = 3
+    # 429/5xx answers one model gets before the next fallback is tried (the last model gets the rest).
     gateway_attempts_per_model: int = 3
     gateway_retry_base_ms: int = 500
     gateway_retry_max_ms: int = 8000

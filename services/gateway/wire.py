@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from covel.gateway.v1 import gateway_pb2
 
 from services.gateway import events
@@ -10,6 +12,9 @@ from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
 from services.gateway.slots import SlotDescription
 from shared.errors import invalid_argument
 from shared.structs import from_struct
+
+# agent.loop.maxRetries is at most 5 (spec: 超时和重试).
+MAX_RETRIES = 5
 
 FINISH_REASONS = {
     events.STOP: gateway_pb2.FINISH_REASON_STOP,
@@ -51,11 +56,17 @@ def call_from_request(request: gateway_pb2.GenerateRequest) -> Call:
         raise invalid_argument("tool_choice", f"{choice!r} is neither auto/none/required nor the name of a tool in tools")
     if choice in ("required",) and not tools:
         raise invalid_argument("tool_choice", "'required' needs at least one tool in tools")
-    for name in ("call_timeout_ms", "first_token_timeout_ms", "idle_timeout_ms"):
+    for name in ("call_timeout_ms", "first_token_timeout_ms", "idle_timeout_ms", "timeout_ms"):
         if getattr(request, name) < 0:
             raise invalid_argument(name, "must not be negative (0 means the gateway's default)")
+    max_retries = request.max_retries if request.HasField("max_retries") else None
+    if max_retries is not None and not 0 <= max_retries <= MAX_RETRIES:
+        raise invalid_argument("max_retries", f"must be between 0 and {MAX_RETRIES} (agent.loop.maxRetries), not {max_retries}")
     if request.max_tokens < 0:
-        raise invalid_argument("max_tokens", "must not be negative (0 means the provider's default)")
+        raise invalid_argument("max_tokens", "must not be negative (unset or 0 means the provider's default)")
+    temperature = request.temperature if request.HasField("temperature") else None
+    if temperature is not None and not (math.isfinite(temperature) and 0 <= temperature <= 2):
+        raise invalid_argument("temperature", f"must be between 0 and 2, not {temperature}")
     response_format = None
     if request.HasField("response_format") and (request.response_format.name or request.response_format.schema.fields):
         response_format = ResponseFormat(
@@ -74,8 +85,10 @@ def call_from_request(request: gateway_pb2.GenerateRequest) -> Call:
         call_timeout_ms=request.call_timeout_ms,
         first_token_timeout_ms=request.first_token_timeout_ms,
         idle_timeout_ms=request.idle_timeout_ms,
-        # proto3 cannot tell 0 from unset: 0 leaves temperature and max_tokens to the provider.
-        temperature=request.temperature or None,
+        timeout_ms=request.timeout_ms,
+        max_retries=max_retries,
+        # Both are proto3 `optional`: unset leaves them to the provider; temperature 0 is sent as 0.
+        temperature=temperature,
         max_tokens=request.max_tokens or None,
         origin={"session_id": origin.session_id, "turn_id": origin.turn_id, "runtime_id": origin.runtime_id},
     )
@@ -105,6 +118,7 @@ def final_to_proto(final: Final) -> gateway_pb2.GenerateResponse:
         model=final.model,
         attempts=final.attempts,
         error_message=final.error_message,
+        streamed_ms=final.streamed_ms,
     )
 
 

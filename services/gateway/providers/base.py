@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
@@ -22,6 +23,19 @@ class AttemptLimits:
     first_token_timeout_s: float
     idle_timeout_s: float
     connect_timeout_s: float
+    # Time left on the call's clock, read while waiting for the next output: silence counts
+    # against it, so a stream quiet for longer than this ends even before idle_timeout_s.
+    time_left_s: Callable[[], float] = field(default=lambda: math.inf)
+
+    def silence_limit_s(self) -> float:
+        return max(0.001, min(self.idle_timeout_s, self.time_left_s()))
+
+
+# What kind of failure an attempt met; calls.py decides retries and fallbacks from it.
+TRANSPORT = "transport"  # connect errors, a break before output, 429, 5xx: retried with backoff
+STALL = "stall"  # no first output / no reply within the attempt's time: retried at once, uses up maxRetries
+GENERATION = "generation"  # the provider reported a generation error before any output: like a stall
+REJECTED = "rejected"  # other 4xx: never retried
 
 
 @dataclass
@@ -34,6 +48,16 @@ class AttemptFailed(Exception):
     retry_after_s: float | None = None
     # For non-retryable failures: the gRPC status the caller gets.
     code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            self.kind = TRANSPORT if self.retryable else REJECTED
+
+    @property
+    def allows_fallback(self) -> bool:
+        """Only a provider that answered 429 or 5xx is given up for the next model."""
+        return self.status == 429 or self.status >= 500
 
     def __str__(self) -> str:
         return self.reason

@@ -25,7 +25,7 @@ from services.gateway import events
 from services.gateway.budget import parse_retry_after
 from services.gateway.chat import Call, Message, ToolCall, Usage
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
-from services.gateway.providers.base import AttemptFailed, AttemptLimits, approx_usage
+from services.gateway.providers.base import GENERATION, STALL, AttemptFailed, AttemptLimits, approx_usage
 from services.gateway.slots import Target
 
 FINISH_REASONS = {
@@ -33,6 +33,8 @@ FINISH_REASONS = {
     "length": events.LENGTH,
     "tool_calls": events.TOOL_CALLS,
     "function_call": events.TOOL_CALLS,
+    # Some compatible servers (OpenRouter, LiteLLM) end a failed generation this way.
+    "error": events.ERROR,
 }
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -197,7 +199,16 @@ def parse_completion(call: Call, target: Target, text: str, key: str | None) -> 
     """A non-streamed chat completion body as a Final."""
     try:
         data = json.loads(text)
-        choice = data["choices"][0]
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("error") and not data.get("choices"):
+        raise AttemptFailed(
+            f"provider {target.provider.name} reported a generation error: {_provider_message(text, key)}",
+            retryable=True,
+            kind=GENERATION,
+        )
+    try:
+        choice = data["choices"][0]  # type: ignore[index]
         raw = choice.get("message") or {}
         calls = tuple(
             ToolCall(
@@ -207,7 +218,7 @@ def parse_completion(call: Call, target: Target, text: str, key: str | None) -> 
             )
             for index, item in enumerate(raw.get("tool_calls") or [])
         )
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+    except (KeyError, IndexError, TypeError, AttributeError):
         raise AttemptFailed(
             f"provider {target.provider.name} sent a reply that is not a chat completion: {_provider_message(text, key)}",
             retryable=True,
@@ -259,7 +270,7 @@ class OpenAICompatibleProvider:
             async with asyncio.timeout(limits.call_timeout_s):
                 response = await self.client.post(self._url(target), json=body, headers=headers, timeout=timeout)
         except (TimeoutError, httpx.TimeoutException):
-            raise AttemptFailed(f"no reply within {limits.call_timeout_s:.1f}s", retryable=True) from None
+            raise AttemptFailed(f"no reply within {limits.call_timeout_s:.2f}s (call timeout)", retryable=True, kind=STALL) from None
         except httpx.TransportError as error:
             raise AttemptFailed(f"cannot reach {target.provider.base_url}: {type(error).__name__}", retryable=True) from None
         if response.status_code != 200:
@@ -293,6 +304,10 @@ class OpenAICompatibleProvider:
                     data = sse.data.strip()
                     if not data:
                         continue
+                    if sse.event == "error":
+                        # An SSE error event: a generation error, whatever its data looks like.
+                        await queue.put(("chunk", {"error": data}))
+                        continue
                     if data == "[DONE]":
                         await queue.put(("end", None))
                         return
@@ -318,16 +333,18 @@ class OpenAICompatibleProvider:
         first_deadline = time.monotonic() + limits.first_token_timeout_s
         try:
             while True:
-                wait = limits.idle_timeout_s if reply.has_output else max(0.0, first_deadline - time.monotonic())
+                wait = limits.silence_limit_s() if reply.has_output else max(0.0, first_deadline - time.monotonic())
                 try:
                     kind, item = await asyncio.wait_for(queue.get(), wait)
                 except TimeoutError:
                     if not reply.has_output:
                         raise AttemptFailed(
-                            f"no output within the first-token timeout ({limits.first_token_timeout_s:.1f}s)",
+                            f"no output within the first-token timeout ({limits.first_token_timeout_s:.2f}s)",
                             retryable=True,
+                            kind=STALL,
                         ) from None
-                    yield reply.final(call, events.INTERRUPTED, f"no output for {limits.idle_timeout_s:.1f}s (idle timeout)")
+                    why = "idle timeout" if wait >= limits.idle_timeout_s else "the call's timeoutMs ran out while the stream was silent"
+                    yield reply.final(call, events.INTERRUPTED, f"no output for {wait:.2f}s ({why})")
                     return
                 if kind == "failed":
                     raise item
@@ -351,7 +368,7 @@ class OpenAICompatibleProvider:
                     yield event
         except _StreamBroke as error:
             if not reply.has_output:
-                raise AttemptFailed(str(error), retryable=True) from None
+                raise AttemptFailed(str(error), retryable=True, kind=GENERATION) from None
             yield reply.final(call, events.ERROR, str(error))
         finally:
             producer.cancel()

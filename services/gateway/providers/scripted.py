@@ -19,7 +19,7 @@ import grpc
 from services.gateway import events
 from services.gateway.chat import Call, Message, ToolCall
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
-from services.gateway.providers.base import AttemptFailed, AttemptLimits, approx_usage
+from services.gateway.providers.base import STALL, AttemptFailed, AttemptLimits, approx_usage
 from services.gateway.providers.script_file import Reply, Script
 from services.gateway.schema_instances import SchemaInstanceError, generate_instance
 from services.gateway.slots import Target
@@ -105,9 +105,11 @@ class ScriptedProvider:
     ) -> AsyncIterator[Event]:
         reply = self.reply_for(call, slot)
         if reply.delay_ms:
-            if reply.delay_ms / 1000 > limits.first_token_timeout_s and stream:
-                await asyncio.sleep(limits.first_token_timeout_s)
-                raise AttemptFailed("no output before the first-token timeout", retryable=True)
+            limit = limits.first_token_timeout_s if stream else limits.call_timeout_s
+            if reply.delay_ms / 1000 > limit:
+                await asyncio.sleep(limit)
+                what = "no output before the first-token timeout" if stream else "no reply within the call timeout"
+                raise AttemptFailed(what, retryable=True, kind=STALL)
             await asyncio.sleep(reply.delay_ms / 1000)
         if reply.error is not None:
             status = reply.error.status
