@@ -21,6 +21,7 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
 from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.hook_rules import filter_schedule
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
@@ -145,7 +146,8 @@ class TurnRunner:
             "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}
         )
         await record(schedule.trace)
-        selected = _filter_schedule(selected, schedule.payload.get("triggered"))
+        by_name = {runtime.runtime_id: runtime for runtime in selected}
+        selected = [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
 
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
         history = list(history_reply.messages)
@@ -346,16 +348,3 @@ class TurnRunner:
 
 def _payload(proposal: store_pb2.Proposal) -> dict:
     return from_struct(proposal.payload)
-
-
-def _filter_schedule(selected: list[registry_pb2.RuntimeManifest], triggered) -> list[registry_pb2.RuntimeManifest]:
-    """PreSchedule may drop or reorder the selected runtimes, never add one."""
-    if not isinstance(triggered, list):
-        return selected
-    by_name = {runtime.runtime_id: runtime for runtime in selected}
-    kept = []
-    for entry in triggered:
-        name = entry.get("name") if isinstance(entry, dict) else entry
-        if name in by_name and by_name[name] not in kept:
-            kept.append(by_name[name])
-    return kept
