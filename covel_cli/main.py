@@ -10,6 +10,7 @@ from pathlib import Path
 
 from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, configured_addrs, free_port_addrs
 from covel_cli.play import DEMO_ACTIONS, play, read_terminal_line, scripted_reader
+from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from shared.grpc_client import check_health
 from shared.settings import DataDirSetting
 
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
     health = commands.add_parser("health", help="gRPC health of the five services at their configured addresses")
     health.set_defaults(run=_health)
+    add_validate_plugin(commands)
     return parser
 
 

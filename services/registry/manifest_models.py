@@ -32,6 +32,13 @@ CONTRACT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*@[0-9]+$")
 RESERVED_PLUGIN_IDS = frozenset({"framework"})
 RESERVED_ACTION_PREFIXES = ("covel:", "runtime:", "event:")
 STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
+# Kernel extension points: contracts the kernel composes itself (by their mode), not plugin contracts.
+KERNEL_EXTENSION_POINTS = frozenset(
+    {"prompt.segment@1", "session.world-context@1", "prompt.history-transform@1", "history.compact@2"}
+)
+BASE_ACTION_KINDS = frozenset({"say", "act", "narrate", "direct", "advance", "command"})
+DATASET_OPS = ("set", "merge", "inc", "append", "insert", "remove", "upsertItem", "delete")
+DATASET_TOOLS = ("get", "list", "upsert", "update")
 
 Stage = Literal["setup", "pre-turn", "narrative", "post-turn", "audit"]
 Cardinality = Literal["one", "all"]
@@ -96,7 +103,28 @@ def _action_name(value: str) -> str:
     return value
 
 
+def _https_link(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme != "https" or not parts.hostname:
+        raise PydanticCustomError(
+            "insecure-link",
+            "`{value}`: links must be https:// addresses (http:, javascript:, file: and the like are rejected)",
+            {"value": value},
+        )
+    if parts.username is not None or parts.password is not None:
+        raise PydanticCustomError(
+            "insecure-link", "`{value}`: a link cannot carry a user name or password", {"value": value}
+        )
+    return value
+
+
 ContractId = Annotated[str, AfterValidator(_contract_id)]
+HttpsLink = Annotated[str, Field(min_length=1), AfterValidator(_https_link)]
 HookEventName = Annotated[str, AfterValidator(_hook_event)]
 ActionName = Annotated[str, AfterValidator(_action_name)]
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -217,9 +245,13 @@ class ServiceImport(Strict):
     as_: NonEmpty | None = Field(default=None, alias="as")
 
 
+DatasetToolKind = Literal["get", "list", "upsert", "update"]
+DatasetOp = Literal["set", "merge", "inc", "append", "insert", "remove", "upsertItem", "delete"]
+
+
 class DatasetImport(Strict):
     dataset: NonEmpty
-    tools: list[Literal["get", "list", "upsert", "update"]] | None = None
+    tools: list[DatasetToolKind] | None = None
 
 
 class AgentTools(Strict):
@@ -345,6 +377,42 @@ class ExtensionDecl(Strict):
     slot: str | None = None
 
 
+class DatasetDecl(Strict):
+    """`contributes.datasets.<name>`: a typed namespace of this package's plugin data."""
+
+    schema_: NonEmpty = Field(alias="schema")
+    key: NonEmpty | None = None
+    ops: list[DatasetOp] | None = None
+    tools: list[DatasetToolKind] | None = None
+    description: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+
+
+class ActionKindDisplay(Strict):
+    label: NonEmpty | None = None
+    icon: NonEmpty | None = None
+    placeholder: str | None = None
+
+
+class ActionKindDecl(Strict):
+    """`contributes.actionKinds[]`: an action type players can submit, `<pluginId>/<name>` on the wire."""
+
+    name: NonEmpty
+    roles: Annotated[list[NonEmpty], Field(min_length=1)] | None = None
+    text: Literal["required", "optional", "none"] | None = None
+    actor: bool | None = None
+    schema_: NonEmpty | None = Field(default=None, alias="schema")
+    display: ActionKindDisplay | None = None
+
+
+class EventDecl(Strict):
+    """`contributes.events[]`: a plugin event topic this package declares (one declarer per session)."""
+
+    topic: NonEmpty
+    schema_: NonEmpty | dict[str, Any] | None = Field(default=None, alias="schema")
+    description: str | None = None
+    advertise: bool | None = None
+
+
 class Contributes(Strict):
     tools: list[NonEmpty] | None = None
     actions: list[ActionName] | None = None
@@ -352,12 +420,12 @@ class Contributes(Strict):
     services: list[either(ContractId, str, ServiceDecl)] | None = None  # type: ignore[valid-type]
     extensions: list[either(NonEmpty, str, ExtensionDecl)] | None = None  # type: ignore[valid-type]
     hooks: list[HookItem] | None = None  # type: ignore[valid-type]
-    forms: list[Any] | None = None
-    events: list[Any] | None = None
+    forms: list[NonEmpty] | None = None
+    events: list[either(NonEmpty, str, EventDecl)] | None = None  # type: ignore[valid-type]
     settings: list[SettingDecl] | None = None
     data: dict[str, Any] | None = None
-    datasets: dict[str, Any] | None = None
-    actionKinds: list[Any] | dict[str, Any] | None = None
+    datasets: dict[str, DatasetDecl] | None = None
+    actionKinds: list[ActionKindDecl] | None = None
     ui: dict[str, Any] | None = None
     worldProjections: list[Any] | dict[str, Any] | None = None
     prompt: list[Any] | None = None
@@ -372,12 +440,12 @@ CONTRIBUTES_FIELDS = frozenset(Contributes.model_fields)
 
 class AuthorLink(Strict):
     label: Annotated[str, Field(min_length=1, max_length=40)]
-    url: NonEmpty
+    url: HttpsLink
 
 
 class Author(Strict):
     name: Annotated[str, Field(min_length=1, max_length=80)] | None = None
-    url: NonEmpty | None = None
+    url: HttpsLink | None = None
     about: Annotated[str, Field(max_length=500)] | None = None
     links: Annotated[list[AuthorLink], Field(max_length=6)] | None = None
 
@@ -402,7 +470,7 @@ class PluginManifest(Strict):
     tags: list[NonEmpty] | None = None
     author: either(NonEmpty, str, Author) | None = None  # type: ignore[valid-type]
     license: Annotated[str, Field(max_length=64)] | None = None
-    homepage: NonEmpty | None = None
+    homepage: HttpsLink | None = None
     covel: NonEmpty | None = None
     provides: list[either(ContractId, str, ProvidesDecl)] | None = None  # type: ignore[valid-type]
     requires: list[ContractId] | None = None

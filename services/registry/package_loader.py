@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.registry.diagnostics import Diagnostic, DiagnosticBag, add_validation_errors, has_errors
+from services.registry.diagnostics import Diagnostic, DiagnosticBag, Severity, add_validation_errors, has_errors
 from services.registry.frontmatter import Document, parse_document
 from services.registry.manifest_models import (
     CONTRIBUTES_FIELDS,
@@ -37,7 +37,14 @@ from services.registry.manifest_models import (
     ServiceDecl,
     Strict,
 )
+from services.registry.action_kinds import compile_action_kinds
+from services.registry.authoring_warnings import root_warnings, runtime_warnings
+from services.registry.contributes_rules import check_contributes, check_runtime_tools, check_story_requires, event_topics
+from services.registry.dataset_rules import check_agent_datasets, compile_datasets
+from services.registry.locale_files import compile_locales, inline_locale_maps
+from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
+from services.registry.schema_references import check_root_schemas, check_runtime_schemas
 
 PLUGIN_FILE = "PLUGIN.md"
 RUNTIME_FILE = "RUNTIME.md"
@@ -47,6 +54,7 @@ DEFAULT_VERSION = "0.0.0"
 # Only Simplified Chinese has prompt variants; other locale files are not read.
 VARIANT_LOCALES = ("zh",)
 DERIVED_TAG_PREFIXES = ("cost:", "ui:")
+IGNORED_FILES = ("llm.toml",)
 
 
 class PackageState(str, Enum):
@@ -72,6 +80,15 @@ class LoadedPackage:
     conflicts: list[str] = field(default_factory=list)
     entry: str = ""
     hooks: list[tuple[str, str]] = field(default_factory=list)
+    # What the entry module must register, from contributes (the hooks service checks both ways).
+    tools: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    # "<point>/<id>" of contributes.extensions.
+    extensions: list[str] = field(default_factory=list)
+    forms: list[str] = field(default_factory=list)
+    # Topics of contributes.events (one declarer per topic in a session).
+    event_topics: list[str] = field(default_factory=list)
     runtimes: list[CompiledRuntime] = field(default_factory=list)
     prompt: str = ""
     prompt_variants: dict[str, str] = field(default_factory=dict)
@@ -126,8 +143,9 @@ def _drop_unknown(
     *,
     file: str,
     prefix: str = "",
+    strict: bool = False,
 ) -> dict[str, Any]:
-    """Unknown fields at this level are dropped with a warning; near-misses of guarded fields are errors."""
+    """Unknown fields at this level are dropped with a warning (an error when validating); near-misses of guarded fields are errors."""
     kept: dict[str, Any] = {}
     for key, value in data.items():
         if key in known:
@@ -145,9 +163,10 @@ def _drop_unknown(
             )
             continue
         close_any = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
-        bag.warning(
+        bag.add(
+            Severity.ERROR if strict else Severity.WARNING,
             "unknown-field",
-            f"unknown field `{key}` is ignored",
+            f"unknown field `{key}`" + (" is not part of the plugin contract" if strict else " is ignored"),
             file=file,
             field_path=path,
             hint=f"did you mean `{close_any[0]}`?" if close_any else "remove it, or use a field the plugin contract reference documents",
@@ -155,20 +174,28 @@ def _drop_unknown(
     return kept
 
 
-def _clean_runtime(data: Any, bag: DiagnosticBag, *, file: str, prefix: str) -> Any:
+def _clean_runtime(data: Any, bag: DiagnosticBag, *, file: str, prefix: str, strict: bool = False) -> Any:
     if not isinstance(data, dict):
         return data
-    return _drop_unknown(data, RUNTIME_FIELDS, GUARDED_RUNTIME_FIELDS, bag, file=file, prefix=prefix)
+    return _drop_unknown(data, RUNTIME_FIELDS, GUARDED_RUNTIME_FIELDS, bag, file=file, prefix=prefix, strict=strict)
 
 
-def _clean_root(data: dict[str, Any], bag: DiagnosticBag) -> dict[str, Any]:
-    cleaned = _drop_unknown(data, ROOT_FIELDS, GUARDED_ROOT_FIELDS, bag, file=PLUGIN_FILE)
+UI_LOCATIONS = frozenset({"right", "message", "view", "segment"})
+
+
+def _clean_root(data: dict[str, Any], bag: DiagnosticBag, *, strict: bool = False) -> dict[str, Any]:
+    cleaned = _drop_unknown(data, ROOT_FIELDS, GUARDED_ROOT_FIELDS, bag, file=PLUGIN_FILE, strict=strict)
     if isinstance(cleaned.get("contributes"), dict):
         cleaned["contributes"] = _drop_unknown(
-            cleaned["contributes"], CONTRIBUTES_FIELDS, (), bag, file=PLUGIN_FILE, prefix="contributes"
+            cleaned["contributes"], CONTRIBUTES_FIELDS, (), bag, file=PLUGIN_FILE, prefix="contributes", strict=strict
         )
+        ui = cleaned["contributes"].get("ui")
+        if isinstance(ui, dict):
+            cleaned["contributes"]["ui"] = _drop_unknown(
+                ui, UI_LOCATIONS, (), bag, file=PLUGIN_FILE, prefix="contributes.ui", strict=strict
+            )
     if "runtime" in cleaned:
-        cleaned["runtime"] = _clean_runtime(cleaned["runtime"], bag, file=PLUGIN_FILE, prefix="runtime")
+        cleaned["runtime"] = _clean_runtime(cleaned["runtime"], bag, file=PLUGIN_FILE, prefix="runtime", strict=strict)
     return cleaned
 
 
@@ -244,7 +271,7 @@ class _RuntimeFile:
     decl: RuntimeDecl | None
 
 
-def _discover_runtime_files(root: Path, plugin_id: str, bag: DiagnosticBag) -> tuple[list[_RuntimeFile], bool]:
+def _discover_runtime_files(root: Path, plugin_id: str, bag: DiagnosticBag, *, strict: bool = False) -> tuple[list[_RuntimeFile], bool]:
     """Runtimes under runtimes/<id>/RUNTIME.md; also whether any real runtime folder exists."""
     folder = root / RUNTIMES_DIR
     if not folder.is_dir() or folder.is_symlink():
@@ -266,17 +293,20 @@ def _discover_runtime_files(root: Path, plugin_id: str, bag: DiagnosticBag) -> t
         any_folder = True
         present, wrong = _exact_child(child, RUNTIME_FILE)
         if not present:
+            severity = Severity.ERROR if strict else Severity.WARNING
             if wrong:
-                bag.warning(
+                bag.add(
+                    severity,
                     "runtime-manifest-case",
-                    f"found `{wrong}`; the manifest must be named exactly {RUNTIME_FILE}; this runtime is not loaded",
+                    f"found `{wrong}`; the manifest must be named exactly {RUNTIME_FILE}" + ("" if strict else "; this runtime is not loaded"),
                     file=f"{relative}/{wrong}",
                     hint=f"rename it to {relative}/{RUNTIME_FILE}",
                 )
             else:
-                bag.warning(
+                bag.add(
+                    severity,
                     "runtime-manifest-missing",
-                    f"{relative} has no {RUNTIME_FILE}; this runtime is not loaded",
+                    f"{relative} has no {RUNTIME_FILE}" + ("" if strict else "; this runtime is not loaded"),
                     file=relative,
                     hint=f"add {relative}/{RUNTIME_FILE}, or move shared code to lib/",
                 )
@@ -305,9 +335,7 @@ def _discover_runtime_files(root: Path, plugin_id: str, bag: DiagnosticBag) -> t
                 hint=f"move `{key}` to {PLUGIN_FILE}",
             )
             data.pop(key)
-        data = _clean_runtime(
-            {key: value for key, value in data.items()}, bag, file=file, prefix=""
-        )
+        data = _clean_runtime(inline_locale_maps(data, bag, file=file), bag, file=file, prefix="", strict=strict)
         decl: RuntimeDecl | None = None
         try:
             decl = RuntimeDecl.model_validate(data)
@@ -406,6 +434,27 @@ def _check_runtime_references(package: LoadedPackage, declared_ids: set[str], ba
             bag.error(code, message, file=runtime.file, field_path=path, hint=hint)
 
 
+def _validation_advice(
+    root: Path, data: dict[str, Any], package: LoadedPackage, raw_runtimes: dict[str, Any], bag: DiagnosticBag
+) -> None:
+    """Warnings only validation gives: defaults written out, longer forms, files that are never read."""
+    root_warnings(
+        data,
+        folder_name=package.id,
+        default_entry_exists=_is_inside_file(root, DEFAULT_ENTRY),
+        output_contracts={runtime.output_contract for runtime in package.runtimes if runtime.output_contract},
+        has_setup_runtime=any(runtime.stage == "setup" for runtime in package.runtimes),
+        has_entry=bool(package.entry),
+        bag=bag,
+        file=PLUGIN_FILE,
+    )
+    for runtime in package.runtimes:
+        runtime_warnings(raw_runtimes.get(runtime.runtime_id), runtime, bag, prefix="runtime" if runtime.file == PLUGIN_FILE else "")
+    for name in IGNORED_FILES:
+        if _exact_child(root, name)[0]:
+            bag.info("ignored-file", f"{name} is not read: models are chosen by the player's model settings", file=name)
+
+
 def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPackage:
     """Load the package in folder `root`; `strict` turns droppable problems into errors."""
     plugin_id = root.name
@@ -438,14 +487,14 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     package.prompt = document.body
     package.prompt_variants = _variants(root, PLUGIN_FILE, document, bag, root)
 
-    data = _clean_root(dict(document.data), bag)
+    data = _clean_root(inline_locale_maps(dict(document.data), bag, file=PLUGIN_FILE), bag, strict=strict)
     try:
         manifest = PluginManifest.model_validate(data)
     except ValidationError as error:
         add_validation_errors(bag, error.errors(), data, file=PLUGIN_FILE, known_fields=KNOWN_FIELDS)
         manifest = None
 
-    runtime_files, has_runtime_folders = _discover_runtime_files(root, plugin_id, bag)
+    runtime_files, has_runtime_folders = _discover_runtime_files(root, plugin_id, bag, strict=strict)
     if manifest is None:
         return package
 
@@ -488,7 +537,10 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
             hint=f"move the inline runtime to {RUNTIMES_DIR}/<id>/{RUNTIME_FILE}, or remove {RUNTIMES_DIR}/",
         )
     declared_ids: set[str] = set()
+    raw_runtimes: dict[str, Any] = {}
+    manifest_frontmatters: dict[str, dict[str, Any]] = {PLUGIN_FILE: document.data}
     if manifest.runtime is not None:
+        raw_runtimes[plugin_id] = data.get("runtime")
         declared_ids.add(plugin_id)
         compiled = compile_runtime(
             manifest.runtime,
@@ -512,6 +564,8 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     if manifest.runtime is None:
         for runtime_file in runtime_files:
             declared_ids.add(runtime_file.runtime_id)
+            raw_runtimes[runtime_file.runtime_id] = runtime_file.document.data
+            manifest_frontmatters[runtime_file.file] = runtime_file.document.data
             if runtime_file.decl is None:
                 continue
             variants = _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root)
@@ -535,6 +589,24 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
             if compiled:
                 package.runtimes.append(compiled)
     _check_runtime_references(package, declared_ids, bag)
+
+    # Static checks over files and contributes (nothing is executed).
+    files = PackageFiles(root)
+    declared = manifest.contributes
+    check_root_schemas(manifest, files, bag, file=PLUGIN_FILE)
+    check_contributes(manifest, bag, file=PLUGIN_FILE)
+    datasets = compile_datasets(
+        declared.datasets if declared else None, declared.data if declared else None, files, bag, file=PLUGIN_FILE
+    )
+    action_kinds = compile_action_kinds(declared.actionKinds if declared else None, plugin_id, files, bag, file=PLUGIN_FILE)
+    declared_datasets = set(declared.datasets or {}) if declared else set()
+    for runtime in package.runtimes:
+        check_runtime_schemas(runtime, files, bag)
+        check_agent_datasets(runtime, datasets, declared_datasets, contributed_tools, bag)
+        check_runtime_tools(runtime, contributed_tools, bag)
+        runtime.manifest["datasets"] = datasets
+    check_story_requires(manifest, package.runtimes, bag, file=PLUGIN_FILE)
+    locales = compile_locales(root, manifest_frontmatters, bag, strict=strict)
 
     # provides = written provides + each runtime's io.output.contract; two runtimes cannot share one.
     provides: list[str] = []
@@ -567,7 +639,23 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     package.conflicts = list(manifest.conflicts or [])
     package.tags = _derived_tags(list(manifest.tags or []), package.runtimes, package.entry, manifest.contributes)
     contributes = _compile_contributes(manifest.contributes)
+    if datasets or "datasets" in contributes:
+        contributes["datasets"] = datasets
+    if action_kinds or "actionKinds" in contributes:
+        contributes["actionKinds"] = action_kinds
+    package.event_topics = event_topics(manifest)
+    if "events" in contributes:
+        contributes["events"] = [
+            item if isinstance(item, dict) else {"topic": item} for item in contributes["events"]
+        ]
     package.hooks = [(hook["event"], hook["enforce"]) for hook in contributes.get("hooks", [])]
+    package.tools = list(contributes.get("tools", []))
+    package.actions = list(contributes.get("actions", []))
+    package.services = [item["contract"] for item in contributes.get("services", [])]
+    package.extensions = [f"{item['point']}/{item['id']}" for item in contributes.get("extensions", [])]
+    package.forms = list(contributes.get("forms", []))
+    if strict:
+        _validation_advice(root, data, package, raw_runtimes, bag)
 
     definition: dict[str, Any] = {
         "id": plugin_id,
@@ -586,6 +674,8 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     }
     if package.entry:
         definition["entry"] = package.entry
+    if locales:
+        definition["locales"] = locales
     for optional in ("license", "homepage", "covel"):
         value = getattr(manifest, optional)
         if value is not None:

@@ -38,6 +38,22 @@ DEFAULT_SELF_DATA_FORMAT = "summary"
 DEFAULT_SELF_DATA_MAX_ENTRIES = 50
 DEFAULT_HANDLER = "./handler.py"
 KERNEL_INPUT_OPTIONS = ("select", "accepts", "scope", "recordAs", "required")
+KERNEL_INPUTS = ("turn-digest@1", "operations@1")
+
+
+def json_pointer_problem(pointer: str) -> str | None:
+    """Why `pointer` is not an RFC 6901 JSON Pointer, or None."""
+    if pointer == "":
+        return None
+    if not pointer.startswith("/"):
+        return "a JSON Pointer is empty or starts with `/`"
+    for token in pointer[1:].split("/"):
+        index = 0
+        while (index := token.find("~", index)) != -1:
+            if token[index + 1 : index + 2] not in ("0", "1"):
+                return "`~` must be escaped as `~0` (and `/` as `~1`)"
+            index += 2
+    return None
 
 
 @dataclass
@@ -181,6 +197,10 @@ class _Compiler:
             for banned in ("stage", "needs", "after", "background"):
                 if banned in schedule:
                     self.error("subagent-field", f"a subagentOnly runtime cannot write schedule.{banned}", f"schedule.{banned}")
+            if self.decl.guard is not None:
+                self.error("subagent-field", "a subagentOnly runtime cannot have a guard", "guard")
+            if self.decl.io and self.decl.io.output and self.decl.io.output.recordAs is not None:
+                self.error("subagent-field", "a subagentOnly runtime cannot write io.output.recordAs", "io.output.recordAs")
         trigger.setdefault("type", "auto")
         stage = schedule.get("stage")
         if trigger["type"] == "auto":
@@ -213,6 +233,29 @@ class _Compiler:
                 self.error("detached-stage", "schedule.detached is only for post-turn and audit runtimes", "schedule.detached")
             if visibility == "story":
                 self.error("detached-story", "a story runtime cannot be detached", "schedule.detached")
+        background = bool(schedule.get("background", False))
+        inputs = (self.decl.io.inputs if self.decl.io else None) or {}
+        if background and trigger["type"] == "auto":
+            self.error(
+                "background-auto",
+                "schedule.background is for manual and event runtimes; an auto runtime runs inside the turn",
+                "schedule.background",
+            )
+        for binding, spec in inputs.items():
+            if spec.from_.kernel is None and background and (spec.scope or "turn") == "turn":
+                self.drop(
+                    "background-turn-input",
+                    f"a background runtime has no upstream in the same execution; input `{binding}` cannot use scope: turn",
+                    f"io.inputs.{binding}",
+                    hint="use scope: committed with recordAs, or a kernel input",
+                )
+            if spec.from_.kernel == "operations@1" and detached:
+                self.error(
+                    "detached-operations-input",
+                    "a detached runtime reads its source snapshot, which has no operations; it cannot read operations@1",
+                    f"io.inputs.{binding}.from.kernel",
+                    hint="read turn-digest@1 instead",
+                )
         return {
             **({"stage": stage} if stage else {}),
             "every": schedule.get("every", 1),
@@ -220,7 +263,7 @@ class _Compiler:
             "needs": self.dependencies("needs"),
             "after": self.dependencies("after"),
             "detached": detached,
-            "background": bool(schedule.get("background", False)),
+            "background": background,
             "subagentOnly": subagent_only,
         }
 
@@ -249,6 +292,12 @@ class _Compiler:
             source = spec.from_.model_dump(exclude_none=True)
             written = spec.model_dump(by_alias=True, exclude_none=True)
             if spec.from_.kernel is not None:
+                if spec.from_.kernel not in KERNEL_INPUTS:
+                    self.error(
+                        "unknown-kernel-input",
+                        f"`{spec.from_.kernel}` is not a kernel input; one of: {', '.join(KERNEL_INPUTS)}",
+                        f"io.inputs.{binding}.from.kernel",
+                    )
                 for option in KERNEL_INPUT_OPTIONS:
                     if option in written:
                         self.error(
@@ -265,6 +314,13 @@ class _Compiler:
                     "committed-select",
                     "a scope: committed input reads the whole export; it cannot write select",
                     f"io.inputs.{binding}.select",
+                )
+            elif spec.select is not None and (problem := json_pointer_problem(spec.select)):
+                self.error(
+                    "invalid-json-pointer",
+                    f"select `{spec.select}` is not a JSON Pointer (RFC 6901): {problem}",
+                    f"io.inputs.{binding}.select",
+                    hint="write e.g. /narrativeOutput or /segments/0",
                 )
             required = True if spec.required is None else spec.required
             if visibility == "story" and spec.from_.contract is not None and required:

@@ -1,0 +1,124 @@
+"""Cross-field rules of the root manifest: contributes lists, conflicts, and what runtimes
+may refer to (declared tools, story packages without hard plugin requirements)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.registry.dataset_rules import FRAMEWORK_TOOLS
+from services.registry.diagnostics import DiagnosticBag
+from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl, PluginManifest
+from services.registry.runtime_compiler import CompiledRuntime
+
+
+def event_topics(manifest: PluginManifest) -> list[str]:
+    events = manifest.contributes.events if manifest.contributes else None
+    return [item.topic if isinstance(item, EventDecl) else item for item in events or []]
+
+
+def _no_duplicates(items: Sequence[str], path: str, what: str, bag: DiagnosticBag, file: str) -> None:
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        if item in seen:
+            bag.error(
+                f"duplicate-{what}",
+                f"`{item}` is declared twice (also at {path}[{seen[item]}])",
+                file=file,
+                field_path=f"{path}[{index}]",
+            )
+        seen.setdefault(item, index)
+
+
+def check_contributes(manifest: PluginManifest, bag: DiagnosticBag, *, file: str) -> None:
+    for index, contract in enumerate(manifest.conflicts or []):
+        if contract in KERNEL_EXTENSION_POINTS:
+            bag.error(
+                "invalid-conflict",
+                f"{contract} is a kernel extension point; conflicts names plugin contracts only",
+                file=file,
+                field_path=f"conflicts[{index}]",
+                hint="how providers of an extension point combine is decided by its mode; remove it",
+            )
+    contributes = manifest.contributes
+    if contributes is None:
+        return
+    tools = list(contributes.tools or [])
+    _no_duplicates(tools, "contributes.tools", "tool", bag, file)
+    for index, tool in enumerate(tools):
+        if tool in FRAMEWORK_TOOLS:
+            bag.error(
+                "reserved-tool-name",
+                f"`{tool}` is a framework tool; a plugin cannot register a tool with this name",
+                file=file,
+                field_path=f"contributes.tools[{index}]",
+            )
+    actions = list(contributes.actions or [])
+    _no_duplicates(actions, "contributes.actions", "action", bag, file)
+    _no_duplicates(list(contributes.forms or []), "contributes.forms", "form", bag, file)
+    _no_duplicates(event_topics(manifest), "contributes.events", "event-topic", bag, file)
+    for index, command in enumerate(contributes.commands or []):
+        action = command.get("action")
+        if isinstance(action, str) and action not in actions:
+            bag.error(
+                "command-action-undeclared",
+                f"command action `{action}` is not listed in contributes.actions",
+                file=file,
+                field_path=f"contributes.commands[{index}].action",
+                hint=f"add `{action}` to contributes.actions",
+            )
+
+
+def check_runtime_tools(runtime: CompiledRuntime, contributed_tools: Sequence[str], bag: DiagnosticBag) -> None:
+    """agent.tools.plugin names tools of contributes.tools; finishWith names a tool the agent has."""
+    agent = runtime.manifest.get("agent")
+    if not agent:
+        return
+    prefix = "runtime." if runtime.file == "PLUGIN.md" else ""
+    declared = set(contributed_tools)
+    for index, tool in enumerate(agent["tools"]["plugin"]):
+        if tool not in declared:
+            bag.error(
+                "undeclared-tool",
+                f"agent.tools.plugin names `{tool}`, which contributes.tools does not declare",
+                file=runtime.file,
+                field_path=f"{prefix}agent.tools.plugin[{index}]",
+                hint=f"add `{tool}` to contributes.tools in PLUGIN.md",
+            )
+    finish = agent.get("finishWith")
+    if finish:
+        available = set(agent["tools"]["plugin"]) | {
+            f"{item['dataset']}-{tool}" for item in agent["tools"]["datasets"] for tool in item.get("tools") or []
+        }
+        imported = {item.get("as") or item["contract"] for item in agent["tools"]["services"]}
+        if finish in imported:
+            bag.error(
+                "finish-with-service-tool",
+                f"`{finish}` is an imported service tool; a runtime cannot depend on another plugin to finish",
+                file=runtime.file,
+                field_path=f"{prefix}agent.finishWith",
+            )
+        elif finish not in available and finish not in FRAMEWORK_TOOLS:
+            bag.error(
+                "finish-with-unknown-tool",
+                f"finishWith names `{finish}`, which is not one of this agent's tools",
+                file=runtime.file,
+                field_path=f"{prefix}agent.finishWith",
+                hint="list the tool in agent.tools.plugin (and contributes.tools)",
+            )
+
+
+def check_story_requires(manifest: PluginManifest, runtimes: Sequence[CompiledRuntime], bag: DiagnosticBag, *, file: str) -> None:
+    """A package with a story runtime cannot require plugin contracts (a missing provider would switch it off)."""
+    story = next((runtime for runtime in runtimes if runtime.visibility == "story"), None)
+    if story is None:
+        return
+    for index, contract in enumerate(manifest.requires or []):
+        if contract in KERNEL_EXTENSION_POINTS:
+            continue
+        bag.error(
+            "story-requires-plugin-contract",
+            f"this package has a story runtime ({story.runtime_id}); its root `requires` cannot list the plugin contract {contract}",
+            file=file,
+            field_path=f"requires[{index}]",
+            hint="remove it and read the contract through an optional input (required: false)",
+        )
