@@ -2,7 +2,7 @@
 
 Covers what model-facing schemas use: type (also lists), properties/required,
 additionalProperties, enum/const/default, items/prefixItems/minItems/maxItems/uniqueItems,
-minLength/maxLength/format, minimum/maximum (exclusive too)/multipleOf, anyOf/oneOf/allOf,
+minLength/maxLength/format/pattern, minimum/maximum (exclusive too)/multipleOf, anyOf/oneOf/allOf,
 and $ref into $defs/definitions. Candidates are checked with jsonschema, so a branch that
 does not fit is skipped rather than returned.
 """
@@ -12,9 +12,12 @@ from __future__ import annotations
 import copy
 import math
 import random
+import re
 from typing import Any
 
 import jsonschema
+
+from services.gateway.regex_strings import matches, matching_string
 
 WORDS = (
     "amber", "lantern", "river", "quiet", "harbor", "ember", "willow", "stone", "meadow", "silver",
@@ -32,6 +35,7 @@ FORMATS = {
     "ipv4": "127.0.0.1",
 }
 MAX_DEPTH = 40
+PATTERN_TRIES = 50
 # Below this depth optional properties are left out and arrays get their minimum, so
 # recursive schemas end.
 SHALLOW_DEPTH = 6
@@ -148,6 +152,8 @@ class InstanceGenerator:
         maximum = int(schema.get("maxLength", max(minimum, 40)))
         if maximum < minimum:
             raise SchemaInstanceError("maxLength is below minLength")
+        if isinstance(schema.get("pattern"), str):
+            return self._patterned(schema["pattern"], int(schema.get("minLength", 0)), int(schema.get("maxLength", 10_000)))
         text = FORMATS.get(schema.get("format", ""), "")
         if not text or not (minimum <= len(text) <= maximum):
             words = [self._word() for _ in range(self.rng.randint(1, 4))]
@@ -158,6 +164,17 @@ class InstanceGenerator:
             if len(text) < minimum:
                 text = text.ljust(minimum, "a")
         return text
+
+    def _patterned(self, pattern: str, minimum: int, maximum: int) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise SchemaInstanceError(f"pattern {pattern!r} is not a regular expression: {error}") from None
+        for _ in range(PATTERN_TRIES):
+            text = matching_string(pattern, self.rng)
+            if minimum <= len(text) <= maximum and matches(pattern, text):
+                return text
+        raise SchemaInstanceError(f"no string of length {minimum}..{maximum} matching pattern {pattern!r} was found")
 
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
         minimum = int(schema.get("minItems", 0 if depth > SHALLOW_DEPTH else 1))

@@ -80,3 +80,29 @@ def test_same_seed_same_instance() -> None:
     schema = SCHEMAS["object"]
     assert generate_instance(schema, "x") == generate_instance(schema, "x")
     assert len({repr(generate_instance(schema, str(i))) for i in range(10)}) > 1
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"^[a-z]{3}-\d{2,4}$",
+        r"^(npc|pc)_[A-Z][a-z]+$",
+        r"^\w+@example\.(com|org)$",
+        r"[^\s]+ ok",
+        r"^#[0-9a-fA-F]{6}$",
+        r"^(ab)+\1?x*$",
+        r"^id:\S+$",
+    ],
+)
+def test_pattern_strings(pattern: str) -> None:
+    schema = {"type": "object", "required": ["v"], "properties": {"v": {"type": "string", "pattern": pattern, "maxLength": 40}}}
+    for seed in range(20):
+        value = generate_instance(schema, seed)
+        jsonschema.validate(value, schema)
+
+
+def test_pattern_that_cannot_fit_its_length_is_reported() -> None:
+    from services.gateway.schema_instances import SchemaInstanceError
+
+    with pytest.raises(SchemaInstanceError, match="pattern"):
+        generate_instance({"type": "string", "pattern": "^a{10}$", "maxLength": 3}, 1)

@@ -1,0 +1,95 @@
+"""Strings that match a regular expression (JSON Schema `pattern`), for the scripted model.
+
+A small walker over Python's own regex parse tree: literals, classes (ranges, \\d \\w \\s,
+negation), alternation, groups and back-references, repeats (open-ended ones kept short),
+anchors. Lookarounds are skipped; the caller checks the candidate with `re.search`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+
+try:  # Python 3.11+
+    from re import _constants as sre_constants  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    import sre_constants  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+# How far past its minimum an open-ended repeat (*, +, {n,}) may go.
+OPEN_REPEAT_EXTRA = 3
+PRINTABLE = string.ascii_letters + string.digits + " -_.,"
+CATEGORIES = {
+    sre_constants.CATEGORY_DIGIT: string.digits,
+    sre_constants.CATEGORY_NOT_DIGIT: string.ascii_letters + " -_",
+    sre_constants.CATEGORY_WORD: string.ascii_letters + string.digits + "_",
+    sre_constants.CATEGORY_NOT_WORD: " -.,!?",
+    sre_constants.CATEGORY_SPACE: " ",
+    sre_constants.CATEGORY_NOT_SPACE: string.ascii_letters + string.digits,
+}
+
+
+class _Walker:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.groups: dict[int, str] = {}
+
+    def sequence(self, items: list) -> str:
+        return "".join(self.item(op, arg) for op, arg in items)
+
+    def item(self, op, arg) -> str:  # noqa: ANN001 - parse-tree nodes
+        if op is sre_constants.LITERAL:
+            return chr(arg)
+        if op is sre_constants.NOT_LITERAL:
+            return self.rng.choice([c for c in PRINTABLE if ord(c) != arg])
+        if op is sre_constants.ANY:
+            return self.rng.choice(string.ascii_letters)
+        if op is sre_constants.IN:
+            return self.rng.choice(self.members(arg))
+        if op is sre_constants.BRANCH:
+            return self.sequence(list(self.rng.choice(arg[1])))
+        if op is sre_constants.SUBPATTERN:
+            group, _add, _del, body = arg
+            text = self.sequence(list(body))
+            if group is not None:
+                self.groups[group] = text
+            return text
+        if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None)):
+            low, high, body = arg
+            top = low + OPEN_REPEAT_EXTRA if high is sre_constants.MAXREPEAT else high
+            return "".join(self.sequence(list(body)) for _ in range(self.rng.randint(low, max(low, top))))
+        if op is sre_constants.GROUPREF:
+            return self.groups.get(arg, "")
+        if op is sre_constants.CATEGORY:
+            return self.rng.choice(CATEGORIES.get(arg, string.ascii_letters))
+        # AT (anchors), ASSERT / ASSERT_NOT (lookarounds) produce no text.
+        return ""
+
+    def members(self, items: list) -> list[str]:
+        negate = bool(items) and items[0][0] is sre_constants.NEGATE
+        chosen: set[str] = set()
+        for op, arg in items[1:] if negate else items:
+            if op is sre_constants.LITERAL:
+                chosen.add(chr(arg))
+            elif op is sre_constants.RANGE:
+                low, high = arg
+                chosen.update(chr(c) for c in range(low, min(high, low + 200) + 1))
+            elif op is sre_constants.CATEGORY:
+                chosen.update(CATEGORIES.get(arg, ""))
+        if negate:
+            return [c for c in PRINTABLE if c not in chosen] or ["~"]
+        return sorted(chosen) or ["a"]
+
+
+def matching_string(pattern: str, rng: random.Random) -> str:
+    """One string the pattern matches in full (so also under JSON Schema's unanchored search)."""
+    return _Walker(rng).sequence(list(sre_parse.parse(pattern)))
+
+
+def matches(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
