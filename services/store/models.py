@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -155,3 +155,136 @@ class PluginDataRow(Base):
     turn_id: Mapped[str | None] = mapped_column(ID)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+
+
+# --- 0002: world model, exports, events, commit trace, detached jobs ---
+
+
+class CharacterSchemaRow(Base):
+    """A session's character schema; `version` is bumped by the store on every set."""
+
+    __tablename__ = "character_schemas"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+    types: Mapped[list[Any]] = mapped_column(default=list)
+    attributes: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    turn_id: Mapped[str | None] = mapped_column(ID)
+    updated_at: Mapped[datetime]
+
+
+class CharacterRow(Base):
+    __tablename__ = "characters"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    character_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # 1 on create, +1 on every upsert (the expectedVersion a writer must name).
+    version: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    turn_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class DimensionRow(Base):
+    __tablename__ = "dimensions"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    dimension_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The trusted plugin that initialized it; only it may update it.
+    owner_plugin_id: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(Text, default="")
+    description: Mapped[str] = mapped_column(Text, default="")
+    schema: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    value: Mapped[Any] = mapped_column(Json, nullable=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+    turn_id: Mapped[str | None] = mapped_column(ID)
+    updated_at: Mapped[datetime]
+
+
+class ExportRow(Base):
+    """The latest value a runtime published under `io.output.recordAs` (read by scope: committed)."""
+
+    __tablename__ = "exports"
+    __table_args__ = (UniqueConstraint("session_id", "plugin_id", "record_as", name="uq_exports_record"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    record_as: Mapped[str] = mapped_column(String(200))
+    runtime_id: Mapped[str] = mapped_column(String(200))
+    value: Mapped[Any] = mapped_column(Json, nullable=True)
+    turn_id: Mapped[str] = mapped_column(ID)
+    logical_turn: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime]
+
+
+class TurnEventRow(Base):
+    """An event a runtime emitted (proposal event.emit), in commit order within the turn."""
+
+    __tablename__ = "turn_events"
+    __table_args__ = (UniqueConstraint("turn_id", "seq", name="uq_turn_events_turn_seq"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    turn_id: Mapped[str] = mapped_column(ID, ForeignKey("turns.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    runtime_id: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[Any] = mapped_column(Json, nullable=True)
+    created_at: Mapped[datetime]
+
+
+class TurnTraceRow(Base):
+    """The turn's trace (runtime and commit entries such as read-dependency.kept), kept with it."""
+
+    __tablename__ = "turn_traces"
+
+    turn_id: Mapped[str] = mapped_column(ID, ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    entries: Mapped[list[Any]] = mapped_column(default=list)
+    discarded_units: Mapped[list[Any]] = mapped_column(default=list)
+
+
+ACTIVE_JOB_STATUSES = ("queued", "running")
+
+
+class DetachedJobRow(Base):
+    __tablename__ = "detached_jobs"
+    __table_args__ = (
+        # At most one queued-or-running job per (session, plugin, runtime).
+        Index(
+            "uq_detached_jobs_active",
+            "session_id",
+            "plugin_id",
+            "runtime_id",
+            unique=True,
+            sqlite_where=text("status IN ('queued', 'running')"),
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+        Index("ix_detached_jobs_status_enqueued", "status", "enqueued_at"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(ID)
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    runtime_id: Mapped[str] = mapped_column(String(200))
+    # queued, running, succeeded, failed, timed-out, orphaned, superseded.
+    status: Mapped[str] = mapped_column(String(16))
+    input: Mapped[Any] = mapped_column(Json, nullable=True)
+    settle: Mapped[bool] = mapped_column(default=False)
+    max_queue_ms: Mapped[int] = mapped_column(BigInteger)
+    max_execution_ms: Mapped[int] = mapped_column(BigInteger)
+    enqueued_at: Mapped[datetime]
+    lease_id: Mapped[str | None] = mapped_column(ID)
+    holder: Mapped[str] = mapped_column(String(200), default="")
+    claimed_at: Mapped[datetime | None]
+    lease_deadline: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[Any] = mapped_column(Json, nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    finished_at: Mapped[datetime | None]

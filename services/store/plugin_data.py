@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import delete as sql_delete
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from services.store.models import PluginDataRow
+from services.store.operations import MISSING
 
 NAMESPACE_MAX = 200
 KEY_MAX = 500
@@ -35,3 +38,28 @@ def upsert(
         set_={"value": statement.excluded.value, "turn_id": statement.excluded.turn_id, "updated_at": statement.excluded.updated_at},
     )
     db.execute(statement)
+
+
+def current_value(db: Session, *, session_id: str, plugin_id: str, namespace: str, key: str) -> Any:
+    """The stored value (this transaction's earlier writes included), or operations.MISSING."""
+    row = db.execute(
+        select(PluginDataRow).where(
+            PluginDataRow.session_id == session_id,
+            PluginDataRow.plugin_id == plugin_id,
+            PluginDataRow.namespace == namespace,
+            PluginDataRow.key == key,
+        )
+    ).scalar_one_or_none()
+    return MISSING if row is None else row.value
+
+
+def delete(db: Session, *, session_id: str, plugin_id: str, namespace: str, key: str) -> bool:
+    result = db.execute(
+        sql_delete(PluginDataRow).where(
+            PluginDataRow.session_id == session_id,
+            PluginDataRow.plugin_id == plugin_id,
+            PluginDataRow.namespace == namespace,
+            PluginDataRow.key == key,
+        )
+    )
+    return bool(result.rowcount)

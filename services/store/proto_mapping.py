@@ -16,7 +16,7 @@ from google.protobuf.message import Message as ProtoMessage
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnLeaseRow, TurnRow
+from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow
 from shared.structs import to_struct, to_value
 
 M = TypeVar("M", bound=ProtoMessage)
@@ -86,8 +86,19 @@ def message_to_proto(row: MessageRow) -> common_pb2.Message:
     )
 
 
-def turn_to_proto(row: TurnRow, messages: Iterable[MessageRow] = ()) -> store_pb2.Turn:
+def turn_to_proto(
+    row: TurnRow,
+    messages: Iterable[MessageRow] = (),
+    trace: TurnTraceRow | None = None,
+    events: Iterable[TurnEventRow] = (),
+) -> store_pb2.Turn:
     return store_pb2.Turn(
+        trace=[to_struct(entry) for entry in trace.entries] if trace else [],
+        discarded_units=messages_from_json(store_pb2.DiscardedUnit, trace.discarded_units) if trace else [],
+        events=[
+            store_pb2.EmittedEvent(name=event.name, plugin_id=event.plugin_id, runtime_id=event.runtime_id, payload=to_value(event.payload), seq=event.seq)
+            for event in events
+        ],
         id=row.id,
         session_id=row.session_id,
         logical_turn=row.logical_turn,

@@ -7,11 +7,11 @@ import asyncio
 import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.store import leases, sessions, validation
+from services.store import detached_jobs, leases, sessions, validation, world
 from services.store.database import Database, create_store_engine
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
-from shared.errors import invalid_argument, require, rpc
+from shared.errors import aborted, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 
@@ -105,6 +105,48 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         session = await self._db.write(sessions.update_approvals, request)
         log.info("session.approvals", session_id=session.id, approved=list(session.approved_plugins))
         return store_pb2.UpdateSessionApprovalsResponse(session=session)
+
+    @rpc
+    async def GetWorld(self, request: store_pb2.GetWorldRequest, context) -> store_pb2.GetWorldResponse:
+        validation.session_id(request.session_id)
+        return await self._db.read(world.get_world, request.session_id)
+
+    @rpc
+    async def ListExports(self, request: store_pb2.ListExportsRequest, context) -> store_pb2.ListExportsResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.ListExportsResponse(exports=await self._db.read(world.list_exports, request))
+
+    @rpc
+    async def ClaimDetachedJob(self, request: store_pb2.ClaimDetachedJobRequest, context) -> store_pb2.ClaimDetachedJobResponse:
+        validation.claim_job(request)
+        ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
+        job = await self._db.write(detached_jobs.claim, request.holder, ttl, request.session_id)
+        if job is not None:
+            log.info("job.claimed", job_id=job.id, runtime_id=job.runtime_id, holder=request.holder)
+        return store_pb2.ClaimDetachedJobResponse(job=job)
+
+    @rpc
+    async def RenewDetachedJob(self, request: store_pb2.RenewDetachedJobRequest, context) -> store_pb2.RenewDetachedJobResponse:
+        validation.job_lease(request.job_id, request.lease_id)
+        ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
+        job, lost = await self._db.write(detached_jobs.renew, request.job_id, request.lease_id, ttl)
+        if lost:
+            raise aborted(lost)
+        return store_pb2.RenewDetachedJobResponse(job=job)
+
+    @rpc
+    async def CompleteDetachedJob(self, request: store_pb2.CompleteDetachedJobRequest, context) -> store_pb2.CompleteDetachedJobResponse:
+        validation.complete_job(request)
+        job, lost = await self._db.write(detached_jobs.complete, request)
+        if lost:
+            raise aborted(lost)
+        log.info("job.completed", job_id=job.id, status=job.status)
+        return store_pb2.CompleteDetachedJobResponse(job=job)
+
+    @rpc
+    async def ListDetachedJobs(self, request: store_pb2.ListDetachedJobsRequest, context) -> store_pb2.ListDetachedJobsResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.ListDetachedJobsResponse(jobs=await self._db.read(detached_jobs.list_jobs, request.session_id))
 
 
 async def open_database(settings: StoreSettings) -> Database:

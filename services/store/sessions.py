@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import lock_session
-from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnRow, utcnow
+from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnRow, TurnTraceRow, utcnow
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
 from shared.errors import invalid_argument, not_found
 from shared.ids import new_id
@@ -68,8 +68,12 @@ def turn_messages(db: Session, turn_id: str) -> list[MessageRow]:
     return list(db.execute(select(MessageRow).where(MessageRow.turn_id == turn_id).order_by(MessageRow.seq)).scalars())
 
 
+def turn_events(db: Session, turn_id: str) -> list[TurnEventRow]:
+    return list(db.execute(select(TurnEventRow).where(TurnEventRow.turn_id == turn_id).order_by(TurnEventRow.seq)).scalars())
+
+
 def load_turn(db: Session, row: TurnRow) -> store_pb2.Turn:
-    return turn_to_proto(row, turn_messages(db, row.id))
+    return turn_to_proto(row, turn_messages(db, row.id), db.get(TurnTraceRow, row.id), turn_events(db, row.id))
 
 
 def get_turn(db: Session, session_id: str, turn_id: str) -> store_pb2.Turn:
@@ -89,7 +93,11 @@ def list_turns(db: Session, session_id: str) -> list[store_pb2.Turn]:
     for message in db.execute(messages).scalars():
         if message.turn_id:
             by_turn[message.turn_id].append(message)
-    return [turn_to_proto(row, by_turn.get(row.id, ())) for row in turns]
+    traces = {trace.turn_id: trace for trace in db.execute(select(TurnTraceRow).where(TurnTraceRow.session_id == session_id)).scalars()}
+    events: dict[str, list[TurnEventRow]] = defaultdict(list)
+    for event in db.execute(select(TurnEventRow).where(TurnEventRow.session_id == session_id).order_by(TurnEventRow.seq)).scalars():
+        events[event.turn_id].append(event)
+    return [turn_to_proto(row, by_turn.get(row.id, ()), traces.get(row.id), events.get(row.id, ())) for row in turns]
 
 
 def list_plugin_data(db: Session, request: store_pb2.ListPluginDataRequest) -> list[store_pb2.PluginDataEntry]:

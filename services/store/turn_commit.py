@@ -20,15 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import leases, proposals
+from services.store import detached_jobs, leases, proposals
+from services.store.datasets import dataset
 from services.store.database import lock_session
-from services.store.models import SessionRow, TurnRow, utcnow
+from services.store.models import DetachedJobRow, SessionRow, TurnRow, TurnTraceRow, utcnow
 from services.store.proto_mapping import (
     TURN_STATUS_NAME,
     from_timestamp,
@@ -37,6 +39,7 @@ from services.store.proto_mapping import (
 )
 from services.store.sessions import load_turn
 from shared.errors import invalid_argument
+from shared.structs import from_struct
 
 COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
 REJECTED = store_pb2.PROPOSAL_STATUS_REJECTED
@@ -54,18 +57,46 @@ def unit_of(proposal: store_pb2.Proposal) -> str:
     return proposal.unit_runtime_id or proposal.runtime_id or proposal.plugin_id
 
 
-def group_units(items: Iterable[store_pb2.Proposal], story_runtimes: set[str]) -> list[Unit]:
+def group_units(
+    items: Iterable[store_pb2.Proposal], story_runtimes: set[str], dependencies: Iterable[store_pb2.UnitDependencies] = ()
+) -> list[Unit]:
+    """Units in order of first appearance; units named only in `dependencies` have no proposals
+    but still take part in discard propagation."""
     units: dict[str, Unit] = {}
     for proposal in items:
         name = unit_of(proposal)
         if name not in units:
             units[name] = Unit(name, name in story_runtimes, [])
         units[name].proposals.append(proposal)
+    for entry in dependencies:
+        if entry.unit_runtime_id not in units:
+            units[entry.unit_runtime_id] = Unit(entry.unit_runtime_id, entry.unit_runtime_id in story_runtimes, [])
     return list(units.values())
 
 
-def _outcome(proposal_id: str, status: store_pb2.ProposalStatus, reason: str = "") -> store_pb2.ProposalOutcome:
-    return store_pb2.ProposalOutcome(proposal_id=proposal_id, status=status, reason=reason)
+def unit_order(units: list[Unit], dependencies: Iterable[store_pb2.UnitDependencies]) -> list[Unit]:
+    """Producers before the units that need or read them (stable; validation refused cycles)."""
+    by_name = {unit.runtime_id: unit for unit in units}
+    after = {entry.unit_runtime_id: [*entry.needs, *entry.read_from] for entry in dependencies}
+    ordered: list[Unit] = []
+    placed: set[str] = set()
+
+    def place(unit: Unit, path: frozenset[str]) -> None:
+        if unit.runtime_id in placed or unit.runtime_id in path:
+            return
+        for producer in after.get(unit.runtime_id, []):
+            if producer in by_name:
+                place(by_name[producer], path | {unit.runtime_id})
+        placed.add(unit.runtime_id)
+        ordered.append(unit)
+
+    for unit in units:
+        place(unit, frozenset())
+    return ordered
+
+
+def _outcome(proposal_id: str, status: store_pb2.ProposalStatus, reason: str = "", code: str = "") -> store_pb2.ProposalOutcome:
+    return store_pb2.ProposalOutcome(proposal_id=proposal_id, status=status, reason=reason, code=code)
 
 
 def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
@@ -121,11 +152,22 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     db.add(row)
     db.flush()
 
+    trace: list[dict[str, Any]] = [from_struct(entry) for entry in turn.trace]
+    discarded_units: list[store_pb2.DiscardedUnit] = []
     if turn.status == store_pb2.TURN_STATUS_COMMITTED:
-        outcomes = _apply_committed(db, session, row, turn, request.proposals)
+        outcomes, discarded_units = _apply_committed(db, session, row, request, trace)
     else:
         why = "the turn was aborted" if turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed"
-        outcomes = {proposal.id: _outcome(proposal.id, DISCARDED, why) for proposal in request.proposals}
+        outcomes = {proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals}
+        discarded_units = [
+            store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())
+        ]
+    jobs: list[DetachedJobRow] = []
+    if row.status == "committed" and request.detached_jobs:
+        jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
+        trace.extend(job_trace)
+    if trace or discarded_units:
+        db.add(TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(discarded_units)))
     row.proposal_outcomes = messages_to_json(
         [*earlier_outcomes, *(outcomes[proposal.id] for proposal in request.proposals)]
     )
@@ -135,32 +177,69 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     if request.release_lease:
         leases.release(db, session.id, lease.lease_id)
     db.flush()
-    return store_pb2.CommitTurnResponse(turn=load_turn(db, row), session=session_to_proto(session))
+    return store_pb2.CommitTurnResponse(
+        turn=load_turn(db, row), session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs]
+    )
 
 
 def _apply_committed(
-    db: Session, session: SessionRow, row: TurnRow, turn: store_pb2.Turn, items: Iterable[store_pb2.Proposal]
-) -> dict[str, store_pb2.ProposalOutcome]:
-    story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story}
-    units = group_units(items, story_runtimes)
+    db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, trace: list[dict[str, Any]]
+) -> tuple[dict[str, store_pb2.ProposalOutcome], list[store_pb2.DiscardedUnit]]:
+    turn = request.turn
+    story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story or result.setup}
+    failed_runtimes = {result.runtime_id for result in turn.runtime_results if result.status == "failed"}
+    units = unit_order(group_units(request.proposals, story_runtimes, request.dependencies), request.dependencies)
+    needs = {entry.unit_runtime_id: list(entry.needs) for entry in request.dependencies}
+    read_from = {entry.unit_runtime_id: list(entry.read_from) for entry in request.dependencies}
     outcomes: dict[str, store_pb2.ProposalOutcome] = {}
-    context = proposals.ApplyContext(db=db, session_id=session.id, turn_id=row.id, now=row.recorded_at, next_seq=session.last_message_seq + 1)
+    discarded: dict[str, str] = {}
+    context = proposals.ApplyContext(
+        db=db,
+        session_id=session.id,
+        turn_id=row.id,
+        logical_turn=row.logical_turn,
+        now=row.recorded_at,
+        next_seq=session.last_message_seq + 1,
+        datasets={
+            (policy.plugin_id, policy.namespace): dataset(
+                policy.plugin_id, policy.namespace, from_struct(policy.schema) if policy.HasField("schema") else None, list(policy.ops)
+            )
+            for policy in request.datasets
+        },
+        dimension_owners=frozenset(request.dimension_owners),
+    )
 
     whole_turn = db.begin_nested()
     if turn.player_message:
         context.append_message(role="player", text=turn.player_message)
     for unit in units:
-        seq_before = context.next_seq
-        appended_before = len(context.appended)
+        blockers = [(producer, "needs") for producer in needs.get(unit.runtime_id, []) if producer in discarded]
+        blockers += [(producer, "read") for producer in read_from.get(unit.runtime_id, []) if producer in discarded]
+        if blockers and unit.story:
+            for producer, how in blockers:
+                trace.append({"code": "read-dependency.kept", "unit": unit.runtime_id, "producer": producer, "dependency": how,
+                              "message": f"{unit.runtime_id} {'read data of' if how == 'read' else 'needs'} {producer}, which did not commit; kept (story/setup)"})
+        elif blockers:
+            producer, how = blockers[0]
+            reason = f"read data of {producer} that did not commit" if how == "read" else f"needs {producer} that did not commit"
+            discarded[unit.runtime_id] = reason
+            outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, "read-dependency") for proposal in unit.proposals})
+            continue
+        if unit.runtime_id in failed_runtimes and not unit.story:
+            reason = f"runtime {unit.runtime_id} failed"
+            discarded[unit.runtime_id] = reason
+            outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, "runtime-failed") for proposal in unit.proposals})
+            continue
+        mark = context.mark()
         savepoint = db.begin_nested()
-        rejected: tuple[store_pb2.Proposal, str] | None = None
+        rejected: tuple[store_pb2.Proposal, str, str] | None = None
         for proposal in unit.proposals:
             try:
                 proposals.apply(context, proposal)
             except proposals.Rejected as error:
-                rejected = (proposal, str(error))
+                rejected = (proposal, str(error), error.code)
             except DBAPIError as error:
-                rejected = (proposal, f"the database refused the write: {error.orig}")
+                rejected = (proposal, f"the database refused the write: {error.orig}", "database-refused")
             if rejected:
                 break
         if rejected is None:
@@ -168,9 +247,8 @@ def _apply_committed(
             outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
             continue
         savepoint.rollback()
-        context.next_seq = seq_before
-        del context.appended[appended_before:]
-        bad, reason = rejected
+        context.rollback_to(mark)
+        bad, reason, code = rejected
         if unit.story:
             whole_turn.rollback()
             failure = f"story runtime {unit.runtime_id}: proposal {bad.id} ({bad.type}) was rejected: {reason}"
@@ -178,21 +256,24 @@ def _apply_committed(
             row.abort_reason = failure
             row.narrative = ""
             every = [proposal for each in units for proposal in each.proposals]
-            return {
-                proposal.id: _outcome(proposal.id, REJECTED, reason)
-                if proposal.id == bad.id
-                else _outcome(proposal.id, DISCARDED, f"the turn rolled back: {failure}")
-                for proposal in every
-            }
-        outcomes[bad.id] = _outcome(bad.id, REJECTED, reason)
+            return (
+                {
+                    proposal.id: _outcome(proposal.id, REJECTED, reason, code)
+                    if proposal.id == bad.id
+                    else _outcome(proposal.id, DISCARDED, f"the turn rolled back: {failure}", "turn-rolled-back")
+                    for proposal in every
+                },
+                [store_pb2.DiscardedUnit(unit_runtime_id=each.runtime_id, reason=f"the turn rolled back: {failure}") for each in units],
+            )
+        discarded[unit.runtime_id] = f"proposal {bad.id} ({bad.type}) was rejected: {reason}"
+        outcomes[bad.id] = _outcome(bad.id, REJECTED, reason, code)
         for proposal in unit.proposals:
             if proposal.id != bad.id:
                 outcomes[proposal.id] = _outcome(
-                    proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected"
+                    proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected", "unit-rolled-back"
                 )
     whole_turn.commit()
     session.last_message_seq = context.next_seq - 1
     if not row.narrative:
         row.narrative = "\n\n".join(message.text for message in context.appended if message.role == "story")
-    return outcomes
-
+    return outcomes, [store_pb2.DiscardedUnit(unit_runtime_id=name, reason=reason) for name, reason in discarded.items()]

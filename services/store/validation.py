@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from covel.store.v1 import store_pb2
+from services.store.operations import OPERATION_KINDS
 from shared.errors import invalid_argument, require
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
@@ -112,6 +113,7 @@ def commit(request: store_pb2.CommitTurnRequest) -> None:
         seen.add(proposal.id)
         require(proposal.type, f"proposals[{index}].type", "e.g. narrative.append or plugin.data")
         require(proposal.plugin_id, f"proposals[{index}].plugin_id", "the plugin that proposed the write")
+    commit_extras(request)
 
 
 def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
@@ -122,3 +124,86 @@ def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
     for index, plugin_id in enumerate(request.revoke):
         if plugin_id in approving:
             raise invalid_argument(f"revoke[{index}]", f"{plugin_id!r} is also in approve; name it in one list")
+
+
+JOB_STATUSES = ("succeeded", "failed")
+JOB_TIMEOUT_MAX_MS = 24 * 60 * 60 * 1000
+
+
+def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
+    """Datasets, dependencies, dimension owners and detached jobs of a commit."""
+    governed: set[tuple[str, str]] = set()
+    for index, policy in enumerate(request.datasets):
+        where = f"datasets[{index}]"
+        require(policy.plugin_id, f"{where}.plugin_id", "the plugin that declared the dataset")
+        require(policy.namespace, f"{where}.namespace", "the dataset name")
+        if policy.namespace.startswith("_"):
+            raise invalid_argument(f"{where}.namespace", "names starting with _ are reserved for the kernel")
+        if (policy.plugin_id, policy.namespace) in governed:
+            raise invalid_argument(f"{where}.namespace", f"dataset {policy.namespace} of {policy.plugin_id} is listed twice")
+        governed.add((policy.plugin_id, policy.namespace))
+        seen: set[str] = set()
+        for position, kind in enumerate(policy.ops):
+            if kind not in OPERATION_KINDS or kind in seen:
+                raise invalid_argument(f"{where}.ops[{position}]", f"{kind!r}: use each of {', '.join(OPERATION_KINDS)} at most once")
+            seen.add(kind)
+    named: set[str] = set()
+    for index, entry in enumerate(request.dependencies):
+        require(entry.unit_runtime_id, f"dependencies[{index}].unit_runtime_id", "the unit's top-level runtime id")
+        if entry.unit_runtime_id in named:
+            raise invalid_argument(f"dependencies[{index}].unit_runtime_id", f"{entry.unit_runtime_id} is listed twice")
+        named.add(entry.unit_runtime_id)
+        for field, values in (("needs", entry.needs), ("read_from", entry.read_from)):
+            for position, producer in enumerate(values):
+                if not producer or producer == entry.unit_runtime_id:
+                    raise invalid_argument(f"dependencies[{index}].{field}[{position}]", "name another unit's runtime id")
+    _no_cycles(request.dependencies)
+    for index, plugin_id in enumerate(request.dimension_owners):
+        require(plugin_id, f"dimension_owners[{index}]", "a plugin id")
+    jobs: set[tuple[str, str]] = set()
+    for index, spec in enumerate(request.detached_jobs):
+        where = f"detached_jobs[{index}]"
+        require(spec.plugin_id, f"{where}.plugin_id", "the detached runtime's plugin")
+        require(spec.runtime_id, f"{where}.runtime_id", "the detached runtime")
+        if (spec.plugin_id, spec.runtime_id) in jobs:
+            raise invalid_argument(f"{where}.runtime_id", "one job per runtime per turn")
+        jobs.add((spec.plugin_id, spec.runtime_id))
+        for field in ("max_queue_ms", "max_execution_ms"):
+            value = getattr(spec, field)
+            if value < 0 or value > JOB_TIMEOUT_MAX_MS:
+                raise invalid_argument(f"{where}.{field}", f"is {value}; use 0 (default) up to {JOB_TIMEOUT_MAX_MS}")
+
+
+def _no_cycles(dependencies) -> None:
+    edges = {entry.unit_runtime_id: [*entry.needs, *entry.read_from] for entry in dependencies}
+    state: dict[str, int] = {}
+
+    def visit(name: str, index: int) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise invalid_argument(f"dependencies[{index}]", f"dependency cycle through {name}")
+        state[name] = 1
+        for producer in edges.get(name, []):
+            visit(producer, index)
+        state[name] = 2
+
+    for index, entry in enumerate(dependencies):
+        visit(entry.unit_runtime_id, index)
+
+
+def claim_job(request: store_pb2.ClaimDetachedJobRequest) -> None:
+    if len(request.holder) > PLUGIN_ID_MAX:
+        raise invalid_argument("holder", f"is longer than {PLUGIN_ID_MAX} characters")
+    ttl_ms(request.lease_ttl_ms, 30_000, "lease_ttl_ms")
+
+
+def job_lease(job_id: str, lease_id: str) -> None:
+    require(job_id, "job_id", "the id ClaimDetachedJob returned")
+    require(lease_id, "lease_id", "the lease_id ClaimDetachedJob returned")
+
+
+def complete_job(request: store_pb2.CompleteDetachedJobRequest) -> None:
+    job_lease(request.job_id, request.lease_id)
+    if request.status not in JOB_STATUSES:
+        raise invalid_argument("status", f"is {request.status!r}; use succeeded or failed")

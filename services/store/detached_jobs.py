@@ -1,0 +1,192 @@
+"""Detached jobs: a durable queue of post-turn runtimes, claimed by workers with a lease.
+
+- Enqueue happens inside the turn's commit transaction (CommitTurnRequest.detached_jobs), so
+  a turn that does not commit enqueues nothing.
+- At most one active (queued or running) job per (session, plugin, runtime), enforced by a
+  partial unique index. Enqueuing while one is queued supersedes the queued one (status
+  `superseded`: the newer snapshot runs instead); while one is running, the new job is not
+  enqueued and the commit's trace says so (`detached.skipped`).
+- Claim: the oldest queued job (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent workers
+  never wait on each other or take the same job). Every claim first sweeps: queued jobs
+  older than max_queue_ms and running jobs past max_execution_ms become `timed-out`; running
+  jobs whose lease lapsed become `orphaned`.
+- Renew extends the lease (never past the execution deadline); complete ends the job as
+  succeeded or failed. A lost lease answers ABORTED.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store.models import DetachedJobRow, utcnow
+from services.store.proto_mapping import timestamp
+from services.store.sessions import find_session
+from shared.errors import aborted, not_found
+from shared.ids import new_id
+from shared.structs import from_struct, to_struct
+
+DEFAULT_MAX_QUEUE_MS = 10 * 60 * 1000
+DEFAULT_MAX_EXECUTION_MS = 5 * 60 * 1000
+DEFAULT_LEASE_TTL_MS = 30_000
+FINISHED = ("succeeded", "failed")
+
+
+def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
+    return store_pb2.DetachedJob(
+        id=row.id,
+        session_id=row.session_id,
+        turn_id=row.turn_id,
+        plugin_id=row.plugin_id,
+        runtime_id=row.runtime_id,
+        status=row.status,
+        input=to_struct(row.input) if row.input else None,
+        settle=row.settle,
+        max_queue_ms=row.max_queue_ms,
+        max_execution_ms=row.max_execution_ms,
+        enqueued_at=timestamp(row.enqueued_at),
+        lease_id=row.lease_id or "",
+        holder=row.holder,
+        claimed_at=timestamp(row.claimed_at),
+        lease_deadline=timestamp(row.lease_deadline),
+        attempts=row.attempts,
+        result=to_struct(row.result) if row.result else None,
+        error=row.error,
+        finished_at=timestamp(row.finished_at),
+    )
+
+
+def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.DetachedJobSpec], now: datetime) -> tuple[list[DetachedJobRow], list[dict[str, Any]]]:
+    """Jobs enqueued, and trace entries for the ones superseded or skipped."""
+    enqueued: list[DetachedJobRow] = []
+    trace: list[dict[str, Any]] = []
+    for spec in specs:
+        active = db.execute(
+            select(DetachedJobRow).where(
+                DetachedJobRow.session_id == session_id,
+                DetachedJobRow.plugin_id == spec.plugin_id,
+                DetachedJobRow.runtime_id == spec.runtime_id,
+                DetachedJobRow.status.in_(("queued", "running")),
+            )
+        ).scalar_one_or_none()
+        if active is not None and active.status == "running":
+            trace.append({"code": "detached.skipped", "pluginId": spec.plugin_id, "runtimeId": spec.runtime_id, "runningJobId": active.id})
+            continue
+        if active is not None:
+            active.status, active.finished_at, active.error = "superseded", now, f"superseded by a job of turn {turn_id}"
+            db.flush()
+            trace.append({"code": "detached.superseded", "pluginId": spec.plugin_id, "runtimeId": spec.runtime_id, "jobId": active.id})
+        row = DetachedJobRow(
+            id=new_id(),
+            session_id=session_id,
+            turn_id=turn_id,
+            plugin_id=spec.plugin_id,
+            runtime_id=spec.runtime_id,
+            status="queued",
+            input=from_struct(spec.input),
+            settle=spec.settle,
+            max_queue_ms=spec.max_queue_ms or DEFAULT_MAX_QUEUE_MS,
+            max_execution_ms=spec.max_execution_ms or DEFAULT_MAX_EXECUTION_MS,
+            enqueued_at=now,
+            holder="",
+            attempts=0,
+            error="",
+        )
+        db.add(row)
+        db.flush()
+        enqueued.append(row)
+    return enqueued, trace
+
+
+def _sweep(db: Session, now: datetime) -> None:
+    """Time out and orphan what expired (portable: compare in Python on the few active rows)."""
+    rows = db.execute(select(DetachedJobRow).where(DetachedJobRow.status.in_(("queued", "running")))).scalars()
+    for row in rows:
+        if row.status == "queued" and now >= row.enqueued_at + timedelta(milliseconds=row.max_queue_ms):
+            row.status, row.error, row.finished_at = "timed-out", f"waited longer than maxQueueMs ({row.max_queue_ms} ms)", now
+        elif row.status == "running" and row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms):
+            row.status, row.error, row.finished_at = "timed-out", f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)", now
+        elif row.status == "running" and row.lease_deadline and now >= row.lease_deadline:
+            row.status, row.error, row.finished_at = "orphaned", f"the lease of {row.holder or 'its worker'} expired", now
+    db.flush()
+
+
+def claim(db: Session, holder: str, ttl_ms: int, session_id: str) -> store_pb2.DetachedJob | None:
+    now = utcnow()
+    _sweep(db, now)
+    statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued")
+    if session_id:
+        statement = statement.where(DetachedJobRow.session_id == session_id)
+    statement = statement.order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id).limit(1)
+    if db.get_bind().dialect.name == "postgresql":
+        statement = statement.with_for_update(skip_locked=True)
+    row = db.execute(statement).scalar_one_or_none()
+    if row is None:
+        return None
+    row.status, row.lease_id, row.holder, row.claimed_at = "running", new_id(), holder, now
+    row.lease_deadline = _lease_deadline(row, now, ttl_ms)
+    row.attempts += 1
+    db.flush()
+    return job_to_proto(row)
+
+
+def _lease_deadline(row: DetachedJobRow, now: datetime, ttl_ms: int) -> datetime:
+    assert row.claimed_at is not None
+    return min(now + timedelta(milliseconds=ttl_ms), row.claimed_at + timedelta(milliseconds=row.max_execution_ms))
+
+
+def _held(db: Session, job_id: str, lease_id: str, now: datetime) -> tuple[DetachedJobRow, str]:
+    """The running job whose lease `lease_id` is, and "" — or the reason the lease is lost.
+
+    A lapsed lease is recorded (orphaned / timed-out) and the transaction commits that; the
+    caller answers ABORTED with the reason afterwards.
+    """
+    statement = select(DetachedJobRow).where(DetachedJobRow.id == job_id)
+    if db.get_bind().dialect.name == "postgresql":
+        statement = statement.with_for_update()
+    row = db.execute(statement).scalar_one_or_none()
+    if row is None:
+        raise not_found(f"detached job {job_id} not found")
+    if row.status != "running" or row.lease_id != lease_id:
+        raise aborted(f"detached job {job_id} is {row.status}; lease {lease_id} is not held")
+    if row.lease_deadline and now >= row.lease_deadline:
+        over = bool(row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms))
+        row.status = "timed-out" if over else "orphaned"
+        row.error = f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)" if over else "the lease expired before the worker renewed it"
+        row.finished_at = now
+        db.flush()
+        return row, f"detached job {job_id} is {row.status}: {row.error}"
+    return row, ""
+
+
+def renew(db: Session, job_id: str, lease_id: str, ttl_ms: int) -> tuple[store_pb2.DetachedJob, str]:
+    now = utcnow()
+    row, lost = _held(db, job_id, lease_id, now)
+    if not lost:
+        row.lease_deadline = _lease_deadline(row, now, ttl_ms)
+        db.flush()
+    return job_to_proto(row), lost
+
+
+def complete(db: Session, request: store_pb2.CompleteDetachedJobRequest) -> tuple[store_pb2.DetachedJob, str]:
+    now = utcnow()
+    row, lost = _held(db, request.job_id, request.lease_id, now)
+    if not lost:
+        row.status, row.finished_at = request.status, now
+        row.result = from_struct(request.result) if request.HasField("result") else None
+        row.error = request.error
+        db.flush()
+    return job_to_proto(row), lost
+
+
+def list_jobs(db: Session, session_id: str) -> list[store_pb2.DetachedJob]:
+    find_session(db, session_id)
+    rows = db.execute(
+        select(DetachedJobRow).where(DetachedJobRow.session_id == session_id).order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id)
+    ).scalars()
+    return [job_to_proto(row) for row in rows]
+

@@ -1,0 +1,154 @@
+"""The world model's rows: character schema (versioned), characters (CAS on version),
+dimensions (owned, versioned), and exports (the latest value per recordAs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, ExportRow
+from services.store.proto_mapping import timestamp
+from services.store.sessions import find_session
+from shared.structs import to_struct, to_value
+
+
+class Conflict(Exception):
+    """A version check failed (expectedVersion, or an already initialized dimension)."""
+
+
+class Invalid(Exception):
+    pass
+
+
+def set_character_schema(db: Session, session_id: str, types: list[str], attributes: dict[str, Any], plugin_id: str, turn_id: str, now: datetime) -> int:
+    row = db.get(CharacterSchemaRow, session_id)
+    if row is None:
+        row = CharacterSchemaRow(session_id=session_id, version=0)
+        db.add(row)
+    row.version += 1
+    row.types, row.attributes, row.plugin_id, row.turn_id, row.updated_at = list(types), dict(attributes), plugin_id, turn_id, now
+    db.flush()
+    return row.version
+
+
+def upsert_character(db: Session, session_id: str, character_id: str, expected: int, data: dict[str, Any], plugin_id: str, turn_id: str, now: datetime) -> int:
+    schema = db.get(CharacterSchemaRow, session_id)
+    kind = data.get("type")
+    if schema is not None and schema.types and kind is not None and kind not in schema.types:
+        raise Invalid(f"character.type {kind!r} is not in the schema's types ({', '.join(schema.types)})")
+    row = db.get(CharacterRow, (session_id, character_id))
+    current = 0 if row is None else row.version
+    if current != expected:
+        state = "does not exist" if row is None else f"is at version {current}"
+        raise Conflict(f"character {character_id} {state}, not at expectedVersion {expected}")
+    if row is None:
+        row = CharacterRow(session_id=session_id, character_id=character_id, version=0, created_at=now)
+        db.add(row)
+    row.version += 1
+    row.data, row.plugin_id, row.turn_id, row.updated_at = data, plugin_id, turn_id, now
+    db.flush()
+    return row.version
+
+
+def dimensions_for_update(db: Session, session_id: str, ids: list[Any]) -> dict[str, DimensionRow]:
+    wanted = [item for item in ids if isinstance(item, str)]
+    if not wanted:
+        return {}
+    rows = db.execute(select(DimensionRow).where(DimensionRow.session_id == session_id, DimensionRow.dimension_id.in_(wanted)))
+    return {row.dimension_id: row for row in rows.scalars()}
+
+
+def initialize_dimensions(db: Session, session_id: str, items: list[dict[str, Any]], plugin_id: str, turn_id: str, now: datetime) -> None:
+    existing = dimensions_for_update(db, session_id, [item["id"] for item in items])
+    seen: set[str] = set()
+    for item in items:
+        if item["id"] in existing or item["id"] in seen:
+            raise Conflict(f"dimension {item['id']} is already initialized; use dimension.update")
+        seen.add(item["id"])
+    for item in items:
+        db.add(
+            DimensionRow(
+                session_id=session_id,
+                dimension_id=item["id"],
+                owner_plugin_id=plugin_id,
+                name=str(item.get("name", "")),
+                description=str(item.get("description", "")),
+                schema=item["schema"],
+                value=item["value"],
+                version=1,
+                turn_id=turn_id,
+                updated_at=now,
+            )
+        )
+    db.flush()
+
+
+def update_dimension(row: DimensionRow, value: Any, turn_id: str, now: datetime) -> None:
+    row.value, row.version, row.turn_id, row.updated_at = value, row.version + 1, turn_id, now
+
+
+def record_export(db: Session, row: ExportRow) -> None:
+    insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
+    values = {column: getattr(row, column) for column in ("session_id", "plugin_id", "record_as", "runtime_id", "value", "turn_id", "logical_turn", "updated_at")}
+    statement = insert(ExportRow).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=["session_id", "plugin_id", "record_as"],
+        set_={name: statement.excluded[name] for name in ("runtime_id", "value", "turn_id", "logical_turn", "updated_at")},
+    )
+    db.execute(statement)
+
+
+def get_world(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
+    find_session(db, session_id)
+    schema = db.get(CharacterSchemaRow, session_id)
+    characters = db.execute(select(CharacterRow).where(CharacterRow.session_id == session_id).order_by(CharacterRow.character_id)).scalars()
+    dimensions = db.execute(select(DimensionRow).where(DimensionRow.session_id == session_id).order_by(DimensionRow.dimension_id)).scalars()
+    return store_pb2.GetWorldResponse(
+        character_schema_version=schema.version if schema else 0,
+        character_schema=to_struct({"types": schema.types, "attributes": schema.attributes}) if schema else None,
+        characters=[
+            store_pb2.Character(id=row.character_id, version=row.version, data=to_struct(row.data), plugin_id=row.plugin_id, turn_id=row.turn_id or "")
+            for row in characters
+        ],
+        dimensions=[
+            store_pb2.Dimension(
+                id=row.dimension_id,
+                owner_plugin_id=row.owner_plugin_id,
+                name=row.name,
+                description=row.description,
+                schema=to_struct(row.schema),
+                value=to_value(row.value),
+                version=row.version,
+                turn_id=row.turn_id or "",
+            )
+            for row in dimensions
+        ],
+    )
+
+
+def list_exports(db: Session, request: store_pb2.ListExportsRequest) -> list[store_pb2.Export]:
+    find_session(db, request.session_id)
+    statement = select(ExportRow).where(ExportRow.session_id == request.session_id)
+    if request.plugin_id:
+        statement = statement.where(ExportRow.plugin_id == request.plugin_id)
+    if request.record_as:
+        statement = statement.where(ExportRow.record_as == request.record_as)
+    statement = statement.order_by(ExportRow.plugin_id, ExportRow.record_as)
+    return [
+        store_pb2.Export(
+            plugin_id=row.plugin_id,
+            record_as=row.record_as,
+            runtime_id=row.runtime_id,
+            value=to_value(row.value),
+            turn_id=row.turn_id,
+            logical_turn=row.logical_turn,
+            updated_at=timestamp(row.updated_at),
+        )
+        for row in db.execute(statement).scalars()
+    ]
