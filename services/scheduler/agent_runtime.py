@@ -35,6 +35,8 @@ class RuntimeOutcome:
     usage: dict[str, int] = field(default_factory=dict)
     trace: list[common_pb2.HookTraceEntry] = field(default_factory=list)
     run_id: str = ""
+    # plugin.data writes ({namespace, key, value}) a function runtime proposes.
+    writes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _manifest_get(manifest: dict[str, Any], *path: str, default: Any = None) -> Any:

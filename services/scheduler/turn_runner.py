@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -21,7 +23,12 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
 from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
+from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
 from services.scheduler.hook_rules import filter_schedule
+from services.scheduler.inputs import bind_inputs
+from services.scheduler.selection import STAGES, scheduled_this_turn
+from shared.plugin_sdk import CancellationSignal
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
@@ -31,9 +38,8 @@ from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
 from shared.ids import new_id
 from shared.logs import get_logger
-from shared.structs import from_struct, to_struct
+from shared.structs import from_struct, from_value, to_struct
 
-STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
 Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
 log = get_logger(component="turn_runner")
 
@@ -141,7 +147,10 @@ class TurnRunner:
             turn.abort_reason = turn_start.reason
             return await self._commit(turn, lease, [], emit)
 
-        selected = [runtime for runtime in runtimes if runtime.stage in STAGES]
+        selected = [
+            runtime for runtime in runtimes
+            if scheduled_this_turn(from_struct(runtime.manifest), runtime.stage, lease.logical_turn)
+        ]
         schedule = await self._hooks.dispatch(
             "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}
         )
@@ -150,38 +159,15 @@ class TurnRunner:
         selected = [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
 
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
-        history = list(history_reply.messages)
-        proposals: list[store_pb2.Proposal] = []
-        outcomes: dict[str, RuntimeOutcome] = {}
+        run = _TurnRun(
+            history=list(history_reply.messages), roots={p.id: p.root_dir for p in packages}, actions=list(request.actions)
+        )
         for stage in STAGES:
             in_stage = [runtime for runtime in selected if runtime.stage == stage]
-            results = await asyncio.gather(
-                *(self._run_runtime(runtime, scope, history, turn.player_message, emit, record) for runtime in in_stage)
-            )
-            for runtime, outcome in zip(in_stage, results):
-                outcomes[runtime.runtime_id] = outcome
-                turn.runtime_results.append(
-                    store_pb2.RuntimeResult(
-                        runtime_id=runtime.runtime_id,
-                        plugin_id=runtime.plugin_id,
-                        status=outcome.status,
-                        reason=outcome.reason,
-                        output=to_struct(outcome.output),
-                        run_id=outcome.run_id,
-                        story=is_story_runtime(runtime),
-                    )
-                )
-                if outcome.status == "success" and outcome.story is not None:
-                    proposals.append(
-                        store_pb2.Proposal(
-                            id=new_id(),
-                            type="narrative.append",
-                            plugin_id=runtime.plugin_id,
-                            runtime_id=runtime.runtime_id,
-                            unit_runtime_id=runtime.runtime_id,
-                            payload=to_struct({"text": outcome.story.narrative_output, **outcome.story.to_output()}),
-                        )
-                    )
+            if in_stage:
+                await self._run_stage(in_stage, run, scope, turn, emit, record)
+        proposals = run.proposals
+        outcomes = run.outcomes
 
         duration_ms = int((time.monotonic() - started) * 1000)
         stop = await self._hooks.dispatch(
@@ -243,7 +229,99 @@ class TurnRunner:
             committed.hook_trace.extend(post.trace)
         return committed
 
-    async def _run_runtime(self, runtime, scope, history, player_message, emit, record) -> RuntimeOutcome:
+    async def _run_stage(self, in_stage, run: "_TurnRun", scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit, record) -> None:
+        """One stage: its dependency graph layer by layer; a layer's runtimes run concurrently."""
+        manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in in_stage}
+        by_id = {runtime.runtime_id: runtime for runtime in in_stage}
+        nodes = [
+            Node(runtime.runtime_id, provides=_output_contracts(manifests[runtime.runtime_id]),
+                 dependencies=dependencies_of(manifests[runtime.runtime_id]))
+            for runtime in in_stage
+        ]
+        plan = plan_stage(nodes, frozenset(run.satisfied))
+        for runtime_id, reason in plan.skipped.items():
+            await self._skip(by_id[runtime_id], reason, run, turn, emit)
+        for layer in plan.layers:
+            ready = []
+            for runtime_id in layer:
+                reason = gate_reason(plan, runtime_id, run.statuses, frozenset(run.satisfied))
+                if reason:
+                    await self._skip(by_id[runtime_id], reason, run, turn, emit)
+                else:
+                    ready.append(by_id[runtime_id])
+            results = await asyncio.gather(
+                *(self._run_runtime(runtime, scope, run, turn.player_message, emit, record, manifests[runtime.runtime_id])
+                  for runtime in ready)
+            )
+            for runtime, outcome in zip(ready, results):
+                self._record(runtime, outcome, run, turn, manifests[runtime.runtime_id])
+
+    async def _skip(self, runtime, reason: str, run: "_TurnRun", turn: store_pb2.Turn, emit: Emit) -> None:
+        outcome = RuntimeOutcome("skipped", reason, run_id=new_id())
+        await emit(scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(
+            runtime_id=runtime.runtime_id, status="skipped", reason=reason)))
+        self._record(runtime, outcome, run, turn, from_struct(runtime.manifest))
+
+    def _record(self, runtime, outcome: RuntimeOutcome, run: "_TurnRun", turn: store_pb2.Turn, manifest: dict) -> None:
+        run.outcomes[runtime.runtime_id] = outcome
+        run.statuses[runtime.runtime_id] = outcome.status
+        turn.runtime_results.append(
+            store_pb2.RuntimeResult(
+                runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
+                output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime),
+            )
+        )
+        if outcome.status != "success":
+            return
+        run.outputs[runtime.runtime_id] = outcome.output
+        for contract in _output_contracts(manifest):
+            run.satisfied.add(contract)
+            run.providers.setdefault(contract, []).append(runtime.runtime_id)
+        if outcome.story is not None:
+            run.proposals.append(self._proposal(runtime, "narrative.append",
+                                                {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
+        for write in outcome.writes:
+            run.proposals.append(self._proposal(runtime, "plugin.data", write))
+
+    @staticmethod
+    def _proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
+        return store_pb2.Proposal(
+            id=new_id(), type=kind, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+            unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
+        )
+
+    async def _run_function(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome:
+        session = scope.session
+        function = manifest.get("function") or {}
+        handler = function.get("handler") or "handler.py"
+        handler_path = Path(run.roots.get(runtime.plugin_id, "")) / handler
+
+        async def load_committed(namespace: str, key: str) -> dict:
+            reply = await self._peers.store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=runtime.plugin_id, namespace=namespace, key=key),
+                timeout=10,
+            )
+            return {entry.key: from_value(entry.value) for entry in reply.entries}
+
+        context = FunctionContext(
+            runtime_id=runtime.runtime_id,
+            plugin_id=runtime.plugin_id,
+            inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers)),
+            player_message=player_message,
+            player_actions=tuple(action_dict(action) for action in run.actions),
+            logical_turn=scope.logical_turn,
+            execution=MappingProxyType({"origin": "player"}),
+            recursion_depth=0,
+            random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
+            plugin_data=PluginDataView(runtime.plugin_id, load_committed),
+            signal=CancellationSignal(),
+            user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
+                                           if runtime.plugin_id in session.plugin_settings else {}),
+        )
+        done = await run_function(context, handler_path, function.get("timeoutMs"))
+        return RuntimeOutcome(done.status, done.reason, output=done.output, writes=done.writes)
+
+    async def _run_runtime(self, runtime, scope, run: "_TurnRun", player_message, emit, record, manifest) -> RuntimeOutcome:
         started = time.monotonic()
         await emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime.runtime_id, stage=runtime.stage)))
         pre = await self._hooks.dispatch(
@@ -253,8 +331,8 @@ class TurnRunner:
         await record(pre.trace)
         if pre.aborted:
             outcome = RuntimeOutcome("skipped", pre.reason)
-        elif runtime.type != "agent":
-            outcome = RuntimeOutcome("skipped", "function runtimes are not run by this kernel version yet")
+        elif runtime.type == "function":
+            outcome = await self._run_function(runtime, scope, run, player_message, manifest)
         else:
 
             async def on_narrative(piece: StreamedPiece) -> None:
@@ -271,7 +349,7 @@ class TurnRunner:
                 outcome = await run_agent(
                     runtime=runtime,
                     scope=scope,
-                    history=history,
+                    history=run.history,
                     player_message=player_message,
                     gateway=self._peers.gateway,
                     hooks=self._hooks,
@@ -344,6 +422,29 @@ class TurnRunner:
             if outcome.proposal_id not in known:
                 committed.proposal_outcomes.append(outcome)
         return committed
+
+
+@dataclass
+class _TurnRun:
+    """What the stages of one turn share as they run."""
+
+    history: list[common_pb2.Message]
+    roots: dict[str, str]
+    proposals: list[store_pb2.Proposal] = field(default_factory=list)
+    outcomes: dict[str, RuntimeOutcome] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, dict] = field(default_factory=dict)
+    # Contracts a runtime of this turn has produced successfully.
+    satisfied: set[str] = field(default_factory=set)
+
+    # contract -> runtimes that produced it successfully this turn, in completion order.
+    providers: dict[str, list[str]] = field(default_factory=dict)
+    actions: list[common_pb2.PlayerAction] = field(default_factory=list)
+
+
+def _output_contracts(manifest: dict) -> tuple[str, ...]:
+    contract = ((manifest.get("io") or {}).get("output") or {}).get("contract")
+    return (contract,) if contract else ()
 
 
 def _payload(proposal: store_pb2.Proposal) -> dict:

@@ -1,0 +1,226 @@
+"""A stage's runtimes as layers of a dependency graph (spec: 阶段和调度顺序).
+
+Edges: `needs` (order and success gate), `after` (order only), `io.inputs` (a required input
+is a `needs`, an optional one an `after`). A reference is a runtime id or a contract; a
+contract points at its providers in the same batch. A provider of a single-provider
+contract that already succeeded earlier (an earlier stage or layer) satisfies `needs` without
+an edge, so another candidate provider in this batch cannot make a false cycle.
+Runtimes on a cycle, and everything that waits on them, are `skipped: dependency-cycle`
+with the cycle's path; the other branches still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Dependency:
+    # "runtime" or "contract"
+    kind: str
+    ref: str
+    cardinality: str = "one"
+    # needs (success gate) or only order
+    gate: bool = True
+    # The input binding it came from, for reasons ("" for needs/after).
+    binding: str = ""
+
+
+@dataclass(frozen=True)
+class Node:
+    runtime_id: str
+    provides: tuple[str, ...] = ()
+    dependencies: tuple[Dependency, ...] = ()
+
+
+@dataclass
+class StagePlan:
+    layers: list[list[str]] = field(default_factory=list)
+    # runtime id -> reason ("dependency-cycle: a → b → a")
+    skipped: dict[str, str] = field(default_factory=dict)
+    # runtime id -> its upstream runtime ids in this batch, with whether each is a success gate
+    upstream: dict[str, list[tuple[Dependency, list[str]]]] = field(default_factory=dict)
+
+
+def _reference(entry: Any) -> tuple[str, str, str] | None:
+    """(kind, ref, cardinality) of a needs/after entry or an input's `from`."""
+    if isinstance(entry, str):
+        return ("contract", entry, "one") if "@" in entry else ("runtime", entry, "one")
+    if isinstance(entry, Mapping):
+        cardinality = str(entry.get("cardinality", "one"))
+        if entry.get("runtime"):
+            return "runtime", str(entry["runtime"]), cardinality
+        if entry.get("contract"):
+            return "contract", str(entry["contract"]), cardinality
+    return None
+
+
+def dependencies_of(manifest: Mapping[str, Any]) -> tuple[Dependency, ...]:
+    """The edges a compiled runtime manifest declares (kernel inputs add none)."""
+    schedule = manifest.get("schedule") or {}
+    found: list[Dependency] = []
+    for gate, entries in ((True, schedule.get("needs") or []), (False, schedule.get("after") or [])):
+        for entry in entries:
+            ref = _reference(entry)
+            if ref:
+                found.append(Dependency(*ref, gate=gate))
+    for binding, spec in ((manifest.get("io") or {}).get("inputs") or {}).items():
+        if not isinstance(spec, Mapping) or (spec.get("scope") or "turn") != "turn":
+            continue
+        ref = _reference(spec.get("from") or {})
+        if ref:
+            found.append(Dependency(*ref, gate=spec.get("required", True) is not False, binding=binding))
+    return tuple(found)
+
+
+def _providers(nodes: Iterable[Node]) -> dict[str, list[str]]:
+    providers: dict[str, list[str]] = {}
+    for node in nodes:
+        for contract in node.provides:
+            providers.setdefault(contract, []).append(node.runtime_id)
+    return providers
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with a cycle (Tarjan), each as a path in id order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(start: str) -> None:
+        nonlocal counter
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = counter
+                    counter += 1
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(_cycle_path(sorted(component), graph))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _cycle_path(members: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """A readable path around the component, starting at its smallest id: a → b → a."""
+    member_set = set(members)
+    path = [members[0]]
+    seen = {members[0]}
+    current = members[0]
+    while True:
+        # graph edges point from a runtime to what it waits on; walk them.
+        candidates = sorted(target for target in graph[current] if target in member_set)
+        nxt = next((c for c in candidates if c not in seen), candidates[0])
+        path.append(nxt)
+        if nxt in seen:
+            return path
+        seen.add(nxt)
+        current = nxt
+
+
+def plan_stage(nodes: list[Node], satisfied_contracts: frozenset[str] = frozenset()) -> StagePlan:
+    """Layers of runtimes that can run together, in the given (catalogue) order within a layer."""
+    plan = StagePlan()
+    ids = [node.runtime_id for node in nodes]
+    providers = _providers(nodes)
+    waits_on: dict[str, set[str]] = {runtime_id: set() for runtime_id in ids}
+    for node in nodes:
+        edges: list[tuple[Dependency, list[str]]] = []
+        for dependency in node.dependencies:
+            if dependency.kind == "runtime":
+                upstream = [dependency.ref] if dependency.ref in waits_on else []
+            else:
+                if dependency.gate and dependency.cardinality == "one" and dependency.ref in satisfied_contracts:
+                    upstream = []
+                else:
+                    upstream = [p for p in providers.get(dependency.ref, []) if p != node.runtime_id]
+            edges.append((dependency, upstream))
+            waits_on[node.runtime_id].update(upstream)
+        plan.upstream[node.runtime_id] = edges
+
+    cyclic: dict[str, str] = {}
+    for path in _cycles(waits_on):
+        reason = "dependency-cycle: " + " → ".join(path)
+        for member in path:
+            cyclic.setdefault(member, reason)
+    # Whatever waits on a cycle member, directly or not, is skipped with that cycle.
+    changed = True
+    while changed:
+        changed = False
+        for runtime_id in ids:
+            if runtime_id in cyclic:
+                continue
+            blocked = next((cyclic[u] for u in sorted(waits_on[runtime_id]) if u in cyclic), None)
+            if blocked:
+                cyclic[runtime_id] = blocked
+                changed = True
+    plan.skipped = {runtime_id: cyclic[runtime_id] for runtime_id in ids if runtime_id in cyclic}
+
+    remaining = [runtime_id for runtime_id in ids if runtime_id not in cyclic]
+    done: set[str] = set()
+    while remaining:
+        layer = [runtime_id for runtime_id in remaining if waits_on[runtime_id] <= done]
+        plan.layers.append(layer)
+        done.update(layer)
+        remaining = [runtime_id for runtime_id in remaining if runtime_id not in done]
+    return plan
+
+
+def gate_reason(
+    plan: StagePlan, runtime_id: str, statuses: Mapping[str, str], satisfied_contracts: frozenset[str]
+) -> str | None:
+    """Why `runtime_id` must not run now that its upstream finished; None when it may."""
+    for dependency, upstream in plan.upstream.get(runtime_id, []):
+        if not dependency.gate:
+            continue
+        label = f"input {dependency.binding}" if dependency.binding else "needs"
+        if dependency.kind == "runtime":
+            if statuses.get(dependency.ref) != "success":
+                state = statuses.get(dependency.ref, "not run")
+                return f"{label}: {dependency.ref} did not succeed ({state})"
+            continue
+        if not upstream:
+            if dependency.ref in satisfied_contracts:
+                continue
+            return f"{label}: no provider of {dependency.ref} in this session"
+        succeeded = [u for u in upstream if statuses.get(u) == "success"]
+        if dependency.cardinality == "all" and len(succeeded) < len(upstream):
+            failed = ", ".join(u for u in upstream if u not in succeeded)
+            return f"{label}: not every provider of {dependency.ref} succeeded ({failed})"
+        if not succeeded:
+            return f"{label}: no provider of {dependency.ref} succeeded"
+    return None

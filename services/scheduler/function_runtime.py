@@ -1,0 +1,157 @@
+"""Run a function runtime: import its `handler.py`, call `handler(ctx)`, shape its value.
+
+A handler is plugin code: whatever it raises or however long it hangs, the runtime fails
+(with the reason) and nothing of it commits; the kernel goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import inspect
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from shared.logs import get_logger
+from shared.plugin_sdk import CancellationSignal, json_copy
+
+log = get_logger(component="function_runtime")
+DEFAULT_TIMEOUT_MS = 30_000
+LoadCommitted = Callable[[str, str], Awaitable[dict[str, Any]]]
+
+
+class SeededRandom:
+    """ctx.random: `int(min, max)` inclusive; seeded by COVEL_RANDOM_SEED so a run repeats."""
+
+    def __init__(self, seed_material: str) -> None:
+        self._rng = random.Random(hashlib.sha256(seed_material.encode()).digest())
+
+    def int(self, minimum: int, maximum: int) -> int:
+        if minimum > maximum:
+            raise ValueError(f"random.int({minimum}, {maximum}): min is above max")
+        return self._rng.randint(minimum, maximum)
+
+    def float(self) -> float:
+        return self._rng.random()
+
+
+def seeded_random(logical_turn: int, runtime_id: str, session_id: str) -> SeededRandom:
+    seed = os.environ.get("COVEL_RANDOM_SEED")
+    material = f"{seed}:{logical_turn}:{runtime_id}" if seed else f"{os.urandom(16).hex()}:{session_id}:{runtime_id}"
+    return SeededRandom(material)
+
+
+@dataclass
+class PluginDataView:
+    """ctx.plugin_data: committed values plus this runtime's own writes; writes become proposals."""
+
+    plugin_id: str
+    load_committed: LoadCommitted
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    _buffer: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    async def get(self, namespace: str, key: str, default: Any = None) -> Any:
+        if (namespace, key) in self._buffer:
+            return json_copy(self._buffer[(namespace, key)])
+        committed = await self.load_committed(namespace, key)
+        return json_copy(committed.get(key, default))
+
+    async def set(self, namespace: str, key: str, value: Any) -> None:
+        if not isinstance(namespace, str) or not namespace or not isinstance(key, str) or not key:
+            raise ValueError("plugin_data.set(namespace, key, value): namespace and key are non-empty strings")
+        self._buffer[(namespace, key)] = json_copy(value)
+        self.writes.append({"namespace": namespace, "key": key, "value": json_copy(value)})
+
+
+@dataclass
+class FunctionContext:
+    runtime_id: str
+    plugin_id: str
+    inputs: MappingProxyType
+    player_message: str
+    player_actions: tuple
+    logical_turn: int
+    execution: MappingProxyType
+    recursion_depth: int
+    random: SeededRandom
+    plugin_data: PluginDataView
+    signal: CancellationSignal
+    user_settings: MappingProxyType
+
+
+@dataclass
+class FunctionOutcome:
+    status: str
+    reason: str = ""
+    output: dict[str, Any] = field(default_factory=dict)
+    canonical_value: Any = None
+    has_value: bool = False
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    duration_ms: int = 0
+
+
+_modules: dict[tuple[str, float], ModuleType] = {}
+
+
+def load_handler(path: Path) -> Callable[..., Any]:
+    """The module's `handler`, imported once per file version."""
+    key = (str(path), path.stat().st_mtime)
+    module = _modules.get(key)
+    if module is None:
+        name = "covel_handler_" + re.sub(r"\W", "_", str(path)) + f"_{int(key[1])}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _modules[key] = module
+    handler = getattr(module, "handler", None)
+    if not callable(handler):
+        raise ImportError(f"{path.name} defines no handler(ctx) function")
+    return handler
+
+
+def project_value(value: Any) -> dict[str, Any]:
+    """An object is the output; a scalar, array or null is {value}."""
+    if isinstance(value, dict):
+        return json_copy(value)
+    return {"value": json_copy(value)}
+
+
+async def run_function(context: FunctionContext, handler_path: Path, timeout_ms: int | None) -> FunctionOutcome:
+    started = time.monotonic()
+    limit_ms = timeout_ms or DEFAULT_TIMEOUT_MS
+
+    def finished(outcome: FunctionOutcome) -> FunctionOutcome:
+        outcome.duration_ms = int((time.monotonic() - started) * 1000)
+        return outcome
+
+    try:
+        handler = load_handler(handler_path)
+        result = handler(context)
+        if inspect.isawaitable(result):
+            result = await asyncio.wait_for(result, limit_ms / 1000)
+    except asyncio.TimeoutError:
+        context.signal.abort("timeout")
+        return finished(FunctionOutcome("failed", f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
+    except Exception as error:
+        log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
+        return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
+    if result is None:
+        return finished(FunctionOutcome("success", output={}, writes=list(context.plugin_data.writes)))
+    return finished(
+        FunctionOutcome(
+            "success", output=project_value(result), canonical_value=json_copy(result), has_value=True,
+            writes=list(context.plugin_data.writes),
+        )
+    )

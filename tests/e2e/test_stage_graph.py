@@ -1,0 +1,50 @@
+"""Function runtimes in a stage's dependency graph, through all five services."""
+
+from __future__ import annotations
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
+from shared.grpc_client import open_channel
+from shared.structs import from_struct
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def test_layers_cycle_gates_timeouts_and_triggers(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["graph-probe"]))).session
+
+        async def turn(text: str) -> tuple[store_pb2.Turn, list[str]]:
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])
+            events = [event async for event in stub.SubmitActions(request)]
+            started = [e.runtime_started.runtime_id for e in events if e.WhichOneof("event") == "runtime_started"]
+            return events[-1].turn_completed, started
+
+        first, started = await turn("I wait by the fire.")
+        results = {r.runtime_id: r for r in first.runtime_results}
+        assert first.status == store_pb2.TURN_STATUS_COMMITTED, "side branches failing never stop the story"
+        assert results["narrator"].status == "success"
+        # Layers: a (with fails, slow) → b, c, gated → d; the cycle never starts.
+        order = [r for r in started if r.startswith("graph-probe/")]
+        assert order.index("graph-probe/a") < order.index("graph-probe/b") < order.index("graph-probe/d")
+        assert order.index("graph-probe/c") < order.index("graph-probe/d")
+        assert "graph-probe/x" not in order and "graph-probe/y" not in order
+        assert results["graph-probe/x"].reason == "dependency-cycle: graph-probe/x → graph-probe/y → graph-probe/x"
+        assert results["graph-probe/y"].status == "skipped"
+        assert from_struct(results["graph-probe/d"].output) == {"sum": 3, "note": "c-done", "previousRoll": "none"}
+        assert from_struct(results["graph-probe/c"].output) == {"value": "c-done"}
+        assert results["graph-probe/fails"].status == "failed" and "fails on purpose" in results["graph-probe/fails"].reason
+        assert results["graph-probe/gated"].status == "skipped"
+        assert "graph-probe/fails did not succeed" in results["graph-probe/gated"].reason
+        assert results["graph-probe/slow"].status == "failed" and "100 ms" in results["graph-probe/slow"].reason
+        assert "graph-probe/every-other" not in results, "every: 2 skips turn 1"
+        roll = from_struct(results["graph-probe/a"].output)["roll"]
+
+        second, _ = await turn("I keep waiting.")
+        results = {r.runtime_id: r for r in second.runtime_results}
+        assert from_struct(results["graph-probe/every-other"].output) == {"value": 2}
+        assert from_struct(results["graph-probe/d"].output)["previousRoll"] == roll, "turn one's write was committed"

@@ -1,0 +1,85 @@
+"""Layers, cycles and success gates of a stage's dependency graph."""
+
+from services.scheduler.dependency_graph import Dependency, Node, dependencies_of, gate_reason, plan_stage
+
+
+def needs(ref: str, **kwargs) -> Dependency:
+    return Dependency("contract" if "@" in ref else "runtime", ref, **kwargs)
+
+
+def after(ref: str) -> Dependency:
+    return Dependency("contract" if "@" in ref else "runtime", ref, gate=False)
+
+
+def test_four_layers_with_one_parallel_layer() -> None:
+    nodes = [
+        Node("p/d", dependencies=(needs("p/b"), needs("p/c"))),
+        Node("p/b", dependencies=(needs("p/a"),)),
+        Node("p/c", dependencies=(after("p/a"),)),
+        Node("p/a"),
+        Node("p/e", dependencies=(needs("p/d"),)),
+    ]
+    plan = plan_stage(nodes)
+    assert plan.layers == [["p/a"], ["p/b", "p/c"], ["p/d"], ["p/e"]]
+    assert plan.skipped == {}
+
+
+def test_a_cycle_is_skipped_with_its_path_while_another_branch_runs() -> None:
+    nodes = [
+        Node("p/x", dependencies=(needs("p/y"),)),
+        Node("p/y", dependencies=(needs("p/x"),)),
+        Node("p/after-cycle", dependencies=(needs("p/x"),)),
+        Node("p/free"),
+    ]
+    plan = plan_stage(nodes)
+    assert plan.layers == [["p/free"]]
+    assert plan.skipped["p/x"] == "dependency-cycle: p/x → p/y → p/x"
+    assert plan.skipped["p/y"] == plan.skipped["p/x"]
+    assert plan.skipped["p/after-cycle"] == plan.skipped["p/x"]
+
+
+def test_contract_edges_and_an_earlier_provider_satisfying_needs() -> None:
+    nodes = [
+        Node("a/reader", dependencies=(needs("facts@1"),)),
+        Node("b/writer", provides=("facts@1",), dependencies=(after("a/reader"),)),
+    ]
+    assert plan_stage(nodes).skipped["a/reader"].startswith("dependency-cycle")
+    plan = plan_stage(nodes, satisfied_contracts=frozenset({"facts@1"}))
+    assert plan.skipped == {} and plan.layers == [["a/reader"], ["b/writer"]]
+
+
+def test_success_gates() -> None:
+    nodes = [Node("p/a"), Node("p/b", dependencies=(needs("p/a"),)), Node("p/c", dependencies=(after("p/a"),))]
+    plan = plan_stage(nodes)
+    assert gate_reason(plan, "p/b", {"p/a": "failed"}, frozenset()) == "needs: p/a did not succeed (failed)"
+    assert gate_reason(plan, "p/c", {"p/a": "failed"}, frozenset()) is None
+    assert gate_reason(plan, "p/b", {"p/a": "success"}, frozenset()) is None
+
+
+def test_required_input_without_a_provider_gates_and_all_needs_every_provider() -> None:
+    nodes = [
+        Node("p/reader", dependencies=(Dependency("contract", "missing@1", binding="facts"),)),
+        Node("p/all", dependencies=(Dependency("contract", "x@1", cardinality="all"),)),
+        Node("q/one", provides=("x@1",)),
+        Node("r/two", provides=("x@1",)),
+    ]
+    plan = plan_stage(nodes)
+    assert gate_reason(plan, "p/reader", {}, frozenset()) == "input facts: no provider of missing@1 in this session"
+    assert gate_reason(plan, "p/all", {"q/one": "success", "r/two": "failed"}, frozenset()).startswith("needs: not every provider")
+    assert gate_reason(plan, "p/all", {"q/one": "success", "r/two": "success"}, frozenset()) is None
+
+
+def test_dependencies_from_a_compiled_manifest() -> None:
+    manifest = {
+        "schedule": {"needs": [{"runtime": "p/a", "cardinality": "one"}], "after": [{"contract": "x@1", "cardinality": "one"}]},
+        "io": {"inputs": {
+            "story": {"from": {"contract": "narrative-engine@2", "cardinality": "one"}, "required": False, "scope": "turn"},
+            "old": {"from": {"runtime": "p/b"}, "scope": "committed", "recordAs": "r"},
+            "digest": {"from": {"kernel": "turn-digest@1"}},
+        }},
+    }
+    assert dependencies_of(manifest) == (
+        Dependency("runtime", "p/a"),
+        Dependency("contract", "x@1", gate=False),
+        Dependency("contract", "narrative-engine@2", gate=False, binding="story"),
+    )
