@@ -202,19 +202,22 @@ def check_agent_datasets(
                     file=runtime.file,
                     field_path=f"{path}.tools[{tool_index}]",
                 )
+        too_long = [dataset_tool_name(name, tool) for tool in chosen if tool in provided and len(dataset_tool_name(name, tool)) > MAX_TOOL_NAME]
+        if too_long:
+            bag.error(
+                "tool-name-too-long",
+                f"generated tool names longer than {MAX_TOOL_NAME} characters: {', '.join(f'`{item}`' for item in too_long)}",
+                file=runtime.file,
+                field_path=path,
+                hint="use a shorter dataset name",
+            )
         for tool in chosen:
             if tool not in provided:
                 continue
             generated = dataset_tool_name(name, tool)
             if len(generated) > MAX_TOOL_NAME:
-                bag.error(
-                    "tool-name-too-long",
-                    f"the generated tool name `{generated}` is longer than {MAX_TOOL_NAME} characters",
-                    file=runtime.file,
-                    field_path=path,
-                    hint="use a shorter dataset name",
-                )
-            elif generated in taken:
+                continue
+            if generated in taken:
                 bag.error(
                     "tool-name-collision",
                     f"the generated tool `{generated}` has the same name as {taken[generated]}",
