@@ -335,7 +335,8 @@ class OpenAICompatibleProvider:
             while True:
                 wait = limits.silence_limit_s() if reply.has_output else max(0.0, first_deadline - time.monotonic())
                 try:
-                    kind, item = await asyncio.wait_for(queue.get(), wait)
+                    # Fast path: chunks already read need no timer.
+                    kind, item = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), wait)
                 except TimeoutError:
                     if not reply.has_output:
                         raise AttemptFailed(
