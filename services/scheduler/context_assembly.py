@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
+from shared.model_view import model_facing
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 
@@ -44,6 +46,14 @@ def history_messages(messages: list[common_pb2.Message], max_turns: int) -> list
     return chat
 
 
+def runtime_inputs_block(inputs: dict[str, Any]) -> str:
+    """The bound inputs as the model reads them: runtime-inputs.<binding>.value, bookkeeping fields removed."""
+    if not inputs:
+        return ""
+    body = json.dumps(model_facing(inputs), ensure_ascii=False, indent=1)
+    return f"<runtime-inputs>\n{body}\n</runtime-inputs>"
+
+
 def assemble(
     runtime: registry_pb2.RuntimeManifest,
     locale: str,
@@ -51,9 +61,12 @@ def assemble(
     history: list[common_pb2.Message],
     player_message: str,
     max_turns: int,
+    inputs: dict[str, Any] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     system_prompt = "\n\n".join(
-        part for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale)) if part
+        part
+        for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale), runtime_inputs_block(inputs or {}))
+        if part
     )
     messages = history_messages(history, max_turns)
     if player_message:

@@ -355,6 +355,7 @@ class TurnRunner:
                     hooks=self._hooks,
                     on_narrative=on_narrative,
                     history_max_turns=self._settings.scheduler_history_max_turns,
+                    inputs=bind_inputs(manifest, run.outputs, run.providers),
                 )
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
