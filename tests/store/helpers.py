@@ -87,3 +87,39 @@ async def play_turn(stub, session_id: str, story: str, idempotency_key: str = ""
     lease = (await acquire(stub, session_id, idempotency_key=idempotency_key)).lease
     turn = turn_for(lease, player_message=player_message, idempotency_key=idempotency_key, runtime_results=[story_result()])
     return await commit(stub, lease, turn, [story_proposal(story)])
+
+
+def proposal(type_: str, payload: dict[str, Any], plugin_id: str = "memory", runtime_id: str = "recorder", unit: str = "") -> store_pb2.Proposal:
+    return store_pb2.Proposal(
+        id=str(uuid.uuid4()),
+        type=type_,
+        plugin_id=plugin_id,
+        runtime_id=runtime_id,
+        unit_runtime_id=unit or runtime_id,
+        payload=to_struct(payload),
+    )
+
+
+async def commit_turn(stub, session_id: str, proposals=(), story: str = "The tide turns.", **request_fields: Any) -> store_pb2.CommitTurnResponse:
+    """A committed player turn with a story plus `proposals`; extra CommitTurnRequest fields as given."""
+    lease = (await acquire(stub, session_id)).lease
+    results = request_fields.pop("runtime_results", [story_result()])
+    trace = request_fields.pop("trace", [])
+    turn = turn_for(lease, runtime_results=results, trace=[to_struct(entry) for entry in trace])
+    items = ([story_proposal(story)] if story else []) + list(proposals)
+    return await stub.CommitTurn(
+        store_pb2.CommitTurnRequest(
+            session_id=session_id, lease_id=lease.lease_id, turn=turn, proposals=items, release_lease=True, **request_fields
+        )
+    )
+
+
+def outcomes_by_id(turn: store_pb2.Turn) -> dict[str, store_pb2.ProposalOutcome]:
+    return {outcome.proposal_id: outcome for outcome in turn.proposal_outcomes}
+
+
+async def plugin_data(stub, session_id: str, plugin_id: str = "", namespace: str = "") -> dict[tuple[str, str], Any]:
+    from shared.structs import from_value
+
+    entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace))).entries
+    return {(entry.namespace, entry.key): from_value(entry.value) for entry in entries}
