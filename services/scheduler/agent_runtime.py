@@ -37,6 +37,9 @@ class RuntimeOutcome:
     run_id: str = ""
     # plugin.data writes ({namespace, key, value}) a function runtime proposes.
     writes: list[dict[str, Any]] = field(default_factory=list)
+    # A function's business value as returned (output is its projection).
+    canonical_value: Any = None
+    has_value: bool = False
 
 
 def _manifest_get(manifest: dict[str, Any], *path: str, default: Any = None) -> Any:

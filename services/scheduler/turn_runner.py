@@ -27,6 +27,7 @@ from services.scheduler.dependency_graph import Node, dependencies_of, gate_reas
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
 from services.scheduler.hook_rules import filter_schedule
 from services.scheduler.inputs import bind_inputs
+from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.selection import STAGES, scheduled_this_turn
 from shared.plugin_sdk import CancellationSignal
 from services.scheduler.peers import Peers
@@ -160,7 +161,7 @@ class TurnRunner:
 
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
         run = _TurnRun(
-            history=list(history_reply.messages), roots={p.id: p.root_dir for p in packages}, actions=list(request.actions)
+            history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions)
         )
         for stage in STAGES:
             in_stage = [runtime for runtime in selected if runtime.stage == stage]
@@ -273,7 +274,9 @@ class TurnRunner:
         )
         if outcome.status != "success":
             return
-        run.outputs[runtime.runtime_id] = outcome.output
+        if runtime.type != "function" or outcome.has_value:
+            # Downstream inputs bind the business value: a function's canonicalValue, projected.
+            run.outputs[runtime.runtime_id] = outcome.output
         for contract in _output_contracts(manifest):
             run.satisfied.add(contract)
             run.providers.setdefault(contract, []).append(runtime.runtime_id)
@@ -294,7 +297,7 @@ class TurnRunner:
         session = scope.session
         function = manifest.get("function") or {}
         handler = function.get("handler") or "handler.py"
-        handler_path = Path(run.roots.get(runtime.plugin_id, "")) / handler
+        handler_path = Path(run.packages[runtime.plugin_id].root_dir) / handler
 
         async def load_committed(namespace: str, key: str) -> dict:
             reply = await self._peers.store.ListPluginData(
@@ -319,7 +322,10 @@ class TurnRunner:
                                            if runtime.plugin_id in session.plugin_settings else {}),
         )
         done = await run_function(context, handler_path, function.get("timeoutMs"))
-        return RuntimeOutcome(done.status, done.reason, output=done.output, writes=done.writes)
+        return RuntimeOutcome(
+            done.status, done.reason, output=done.output, writes=done.writes,
+            canonical_value=done.canonical_value, has_value=done.has_value,
+        )
 
     async def _run_runtime(self, runtime, scope, run: "_TurnRun", player_message, emit, record, manifest) -> RuntimeOutcome:
         started = time.monotonic()
@@ -362,6 +368,10 @@ class TurnRunner:
             await record(outcome.trace)
         outcome.run_id = new_id()
         outcome = await self._post_runtime(runtime, scope, outcome, record)
+        if outcome.status == "success" and not is_story_runtime(runtime):
+            outcome = self._check_output(runtime, manifest, run, outcome)
+        if outcome.status != "success":
+            outcome.writes = []
         duration_ms = int((time.monotonic() - started) * 1000)
         await emit(
             scheduler_pb2.TurnEvent(
@@ -370,6 +380,26 @@ class TurnRunner:
                 )
             )
         )
+        return outcome
+
+    def _check_output(self, runtime, manifest: dict, run: "_TurnRun", outcome: RuntimeOutcome) -> RuntimeOutcome:
+        """The published contract at the output boundary: a failing result commits nothing."""
+        package = run.packages[runtime.plugin_id]
+        try:
+            schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
+        except SchemaUnavailable as error:
+            return RuntimeOutcome("failed", f"output-schema-invalid: {error}", run_id=outcome.run_id, trace=outcome.trace)
+        if not schemas:
+            return outcome
+        if runtime.type == "function" and not outcome.has_value:
+            return RuntimeOutcome(
+                "failed", "output-schema-invalid: no business value for the output contract (a PostRuntime hook replaced "
+                "output without canonicalValue, or the handler returned nothing)", run_id=outcome.run_id, trace=outcome.trace,
+            )
+        value = outcome.canonical_value if runtime.type == "function" else outcome.output
+        problem = check_output(value, schemas)
+        if problem:
+            return RuntimeOutcome("failed", problem, run_id=outcome.run_id, trace=outcome.trace)
         return outcome
 
     async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, record) -> RuntimeOutcome:
@@ -384,6 +414,8 @@ class TurnRunner:
             "output": outcome.output,
             "pendingProposals": [{"type": "narrative.append"}] if outcome.story is not None else [],
         }
+        if outcome.has_value:
+            original["canonicalValue"] = outcome.canonical_value
         post = await self._hooks.dispatch(
             "PostRuntime", scope, {"result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id
         )
@@ -392,6 +424,11 @@ class TurnRunner:
         if replaced == original:
             return outcome
         result = apply_replaced_result(original, replaced)
+        if runtime.type == "function":
+            outcome.has_value = "canonicalValue" in result
+            outcome.canonical_value = result.get("canonicalValue")
+            if isinstance(result.get("output"), dict):
+                outcome.output = result["output"]
         outcome.status = str(result.get("status") or outcome.status)
         outcome.reason = str(result.get("reason") or "")
         if result.get("writesDiscarded"):
@@ -430,7 +467,7 @@ class _TurnRun:
     """What the stages of one turn share as they run."""
 
     history: list[common_pb2.Message]
-    roots: dict[str, str]
+    packages: dict[str, registry_pb2.PluginPackage]
     proposals: list[store_pb2.Proposal] = field(default_factory=list)
     outcomes: dict[str, RuntimeOutcome] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)

@@ -48,3 +48,19 @@ async def test_layers_cycle_gates_timeouts_and_triggers(services) -> None:
         results = {r.runtime_id: r for r in second.runtime_results}
         assert from_struct(results["graph-probe/every-other"].output) == {"value": 2}
         assert from_struct(results["graph-probe/d"].output)["previousRoll"] == roll, "turn one's write was committed"
+
+
+async def test_outputs_are_checked_against_published_schemas_and_failures_commit_nothing(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["contract-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I count.")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+        results = {r.runtime_id: r for r in turn.runtime_results}
+        assert results["contract-probe/good"].status == "success"
+        assert from_struct(results["contract-probe/scalar"].output) == {"value": 7}
+        bad = results["contract-probe/bad"]
+        assert bad.status == "failed" and bad.reason.startswith("output-schema-invalid")
+        assert "/count" in bad.reason and "extra" in bad.reason
+        committed = [o for o in turn.proposal_outcomes if o.status == store_pb2.PROPOSAL_STATUS_COMMITTED]
+        assert len(committed) == 2, "the story and good's write; bad's write never reached the store"

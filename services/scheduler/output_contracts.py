@@ -1,0 +1,84 @@
+"""Check a runtime's output at its boundary against its schema and its contract's published schema.
+
+Sources: `io.output.schema` (a path next to the manifest, or `contract:<id>`), and the schema
+the package publishes for its output contract (`contracts.<id>.schema`). Kernel contracts
+(narrative-engine@2) are the kernel's own files. Story runtimes are shaped by the story
+rules instead (story_output.py).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from shared.contracts import kernel_contract_schema
+
+MAX_REPORTED_ERRORS = 3
+
+
+class SchemaUnavailable(ValueError):
+    pass
+
+
+@lru_cache(maxsize=256)
+def _load(path: str, mtime: float) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _file_schema(root: Path, manifest_file: str, reference: str) -> dict[str, Any]:
+    base = (root / manifest_file).parent
+    path = (base / reference).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise SchemaUnavailable(f"{reference} points outside the package")
+    try:
+        return _load(str(path), path.stat().st_mtime)
+    except (OSError, json.JSONDecodeError) as error:
+        raise SchemaUnavailable(f"{reference}: {error}") from error
+
+
+def _contract_schema(contract: str, definition: dict[str, Any], root: Path) -> dict[str, Any] | None:
+    kernel = kernel_contract_schema(contract)
+    if kernel is not None:
+        return kernel
+    published = ((definition.get("contracts") or {}).get(contract) or {}).get("schema")
+    if isinstance(published, str):
+        return _file_schema(root, "PLUGIN.md", published)
+    return None
+
+
+def output_schemas(manifest: dict[str, Any], definition: dict[str, Any], root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(label, schema) pairs the output must satisfy."""
+    output = (manifest.get("io") or {}).get("output") or {}
+    schemas: list[tuple[str, dict[str, Any]]] = []
+    reference = output.get("schema")
+    if isinstance(reference, str) and reference:
+        if reference.startswith("contract:"):
+            found = _contract_schema(reference.removeprefix("contract:"), definition, root)
+            if found is None:
+                raise SchemaUnavailable(f"io.output.schema: {reference} has no published schema")
+            schemas.append((reference, found))
+        else:
+            schemas.append((reference, _file_schema(root, manifest.get("file") or "PLUGIN.md", reference)))
+    contract = output.get("contract")
+    if isinstance(contract, str) and contract:
+        published = _contract_schema(contract, definition, root)
+        if published is not None and all(schema is not published for _, schema in schemas):
+            schemas.append((f"contract {contract}", published))
+    return schemas
+
+
+def check_output(value: Any, schemas: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """None when `value` fits every schema; else an output-schema-invalid reason naming the first errors."""
+    for label, schema in schemas:
+        errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        if errors:
+            listed = "; ".join(
+                f"{'/' + '/'.join(str(p) for p in error.absolute_path) if error.absolute_path else '(root)'}: {error.message}"
+                for error in errors[:MAX_REPORTED_ERRORS]
+            )
+            return f"output-schema-invalid ({label}): {listed}"
+    return None
