@@ -1,13 +1,46 @@
-"""Which runtimes a turn schedules: stage, trigger type, every N, startTurn."""
+"""Which runtimes a turn schedules: stage, trigger type, every N, startTurn, cooldown, max count."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
+
+from covel.store.v1.store_pb2 import TURN_STATUS_COMMITTED as COMMITTED
 
 STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
 
 
-def scheduled_this_turn(manifest: dict[str, Any], stage: str, logical_turn: int) -> bool:
+@dataclass
+class TriggerHistory:
+    """How often, and when last, each runtime ran in committed turns (a rolled-back turn never counts)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    last_turn: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_turns(cls, turns: Iterable[Any]) -> "TriggerHistory":
+        history = cls()
+        for turn in turns:
+            if turn.status != COMMITTED:
+                continue
+            for result in turn.runtime_results:
+                if result.status in ("success", "failed"):
+                    history.counts[result.runtime_id] = history.counts.get(result.runtime_id, 0) + 1
+                    history.last_turn[result.runtime_id] = max(history.last_turn.get(result.runtime_id, 0), turn.logical_turn)
+        return history
+
+
+
+
+def needs_history(manifest: dict[str, Any]) -> bool:
+    trigger = (manifest.get("schedule") or {}).get("trigger") or {}
+    return "cooldownTurns" in trigger or "maxTriggerCount" in trigger
+
+
+def scheduled_this_turn(
+    manifest: dict[str, Any], stage: str, logical_turn: int, history: TriggerHistory | None = None
+) -> bool:
     schedule = manifest.get("schedule") or {}
     if schedule.get("subagentOnly") or stage not in STAGES:
         return False
@@ -20,4 +53,13 @@ def scheduled_this_turn(manifest: dict[str, Any], stage: str, logical_turn: int)
     start = trigger.get("startTurn")
     if isinstance(start, int) and logical_turn < start:
         return False
+    runtime_id = manifest.get("id", "")
+    if history is not None:
+        limit = trigger.get("maxTriggerCount")
+        if isinstance(limit, int) and history.counts.get(runtime_id, 0) >= limit:
+            return False
+        cooldown = trigger.get("cooldownTurns")
+        last = history.last_turn.get(runtime_id)
+        if isinstance(cooldown, int) and last is not None and logical_turn - last <= cooldown:
+            return False
     return True

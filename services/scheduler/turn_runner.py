@@ -28,7 +28,7 @@ from services.scheduler.function_runtime import FunctionContext, PluginDataView,
 from services.scheduler.hook_rules import filter_schedule
 from services.scheduler.inputs import bind_inputs
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
-from services.scheduler.selection import STAGES, scheduled_this_turn
+from services.scheduler.selection import STAGES, TriggerHistory, needs_history, scheduled_this_turn
 from shared.plugin_sdk import CancellationSignal
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
@@ -148,9 +148,14 @@ class TurnRunner:
             turn.abort_reason = turn_start.reason
             return await self._commit(turn, lease, [], emit)
 
+        manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in runtimes}
+        history = None
+        if any(needs_history(manifest) for manifest in manifests.values()):
+            turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id), timeout=10)
+            history = TriggerHistory.from_turns(turns.turns)
         selected = [
             runtime for runtime in runtimes
-            if scheduled_this_turn(from_struct(runtime.manifest), runtime.stage, lease.logical_turn)
+            if scheduled_this_turn(manifests[runtime.runtime_id], runtime.stage, lease.logical_turn, history)
         ]
         schedule = await self._hooks.dispatch(
             "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}

@@ -1,0 +1,57 @@
+"""Trigger rules over a run of turns."""
+
+from dataclasses import dataclass, field
+
+from services.scheduler.selection import TriggerHistory, scheduled_this_turn
+
+
+@dataclass
+class Result:
+    runtime_id: str
+    status: str
+
+
+@dataclass
+class Turn:
+    logical_turn: int
+    status: int
+    runtime_results: list = field(default_factory=list)
+
+
+MANIFEST = {"id": "p/r", "schedule": {"stage": "post-turn", "every": 2,
+                                       "trigger": {"startTurn": 3, "maxTriggerCount": 2, "cooldownTurns": 1}}}
+
+
+def play(turns: int, rolled_back: set[int] = frozenset()) -> list[int]:
+    history_turns, ran = [], []
+    for logical in range(1, turns + 1):
+        history = TriggerHistory.from_turns(history_turns)
+        runs = scheduled_this_turn(MANIFEST, "post-turn", logical, history)
+        status = 3 if logical in rolled_back else 1
+        if runs:
+            ran.append(logical)
+        history_turns.append(Turn(logical, status, [Result("p/r", "success")] if runs else []))
+    return ran
+
+
+def test_every_2_start_3_max_2_cooldown_1_over_8_turns() -> None:
+    assert play(8) == [4, 6]
+
+
+def test_a_rolled_back_turn_does_not_count() -> None:
+    assert play(8, rolled_back={4}) == [4, 6, 8]
+
+
+def test_cooldown_spaces_runs() -> None:
+    manifest = {"id": "p/c", "schedule": {"stage": "pre-turn", "trigger": {"cooldownTurns": 2}}}
+    turns, ran = [], []
+    for logical in range(1, 8):
+        runs = scheduled_this_turn(manifest, "pre-turn", logical, TriggerHistory.from_turns(turns))
+        ran += [logical] if runs else []
+        turns.append(Turn(logical, 1, [Result("p/c", "success")] if runs else []))
+    assert ran == [1, 4, 7]
+
+
+def test_manual_event_and_subagent_only_are_never_scheduled() -> None:
+    for schedule in ({"trigger": {"type": "manual"}}, {"trigger": {"type": "event"}}, {"subagentOnly": True, "stage": "narrative"}):
+        assert not scheduled_this_turn({"id": "x", "schedule": schedule}, "narrative", 1)
