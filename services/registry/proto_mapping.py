@@ -5,7 +5,7 @@ from __future__ import annotations
 from covel.registry.v1 import registry_pb2
 from services.registry.package_loader import LoadedPackage
 from services.registry.runtime_compiler import CompiledRuntime
-from services.registry.session_resolution import Resolution
+from services.registry.session_resolution import ConfirmedResolution, Rejection, Resolution
 from shared.structs import to_struct
 
 
@@ -42,6 +42,22 @@ def package_to_proto(package: LoadedPackage) -> registry_pb2.PluginPackage:
         source=package.source,
         default_provides=package.default_provides,
         conflicts=package.conflicts,
+        tools=package.tools,
+        actions=package.actions,
+        services=package.services,
+        extensions=package.extensions,
+        forms=package.forms,
+        event_topics=package.event_topics,
+    )
+
+
+def rejection_to_proto(rejection: Rejection) -> registry_pb2.RejectedPlugin:
+    return registry_pb2.RejectedPlugin(
+        plugin_id=rejection.plugin_id,
+        code=rejection.code,
+        reason=rejection.reason,
+        contract=rejection.contract,
+        topic=rejection.topic,
     )
 
 
@@ -49,11 +65,19 @@ def resolution_to_proto(resolution: Resolution, generation: int) -> registry_pb2
     return registry_pb2.ResolveSessionPluginsResponse(
         active=resolution.active,
         auto_added=resolution.auto_added,
-        rejected=[
-            registry_pb2.RejectedPlugin(
-                plugin_id=rejection.plugin_id, code=rejection.code, reason=rejection.reason, contract=rejection.contract
-            )
-            for rejection in resolution.rejected
+        rejected=[rejection_to_proto(rejection) for rejection in resolution.rejected],
+        generation=generation,
+        unavailable=[rejection_to_proto(rejection) for rejection in resolution.unavailable],
+        unmet=[
+            registry_pb2.UnmetRequirement(contract=item.contract, code=item.code, reason=item.reason, providers=item.providers)
+            for item in resolution.unmet
         ],
+    )
+
+
+def confirmed_to_proto(resolution: ConfirmedResolution, generation: int) -> registry_pb2.ResolveConfirmedSessionPluginsResponse:
+    return registry_pb2.ResolveConfirmedSessionPluginsResponse(
+        runnable=resolution.runnable,
+        unavailable=[rejection_to_proto(rejection) for rejection in resolution.unavailable],
         generation=generation,
     )

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.registry.catalogue import Catalogue, Snapshot
 from services.registry.manifest_models import PLUGIN_ID
-from services.registry.proto_mapping import package_to_proto, resolution_to_proto
-from services.registry.session_resolution import resolve_session_plugins
-from services.registry.settings import RegistrySettings
-from shared.errors import ServiceError, invalid_argument, not_found, require, rpc
+from services.registry.diagnostics import has_errors
+from services.registry.package_installer import InstallRefused, install_zip, validate_zip
+from services.registry.package_validator import NotAPackage, validate_paths
+from services.registry.proto_mapping import confirmed_to_proto, package_to_proto, resolution_to_proto
+from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
+from services.registry.settings import BUILTIN, RegistrySettings
+from services.registry.zip_install import MAX_ZIP_BYTES
+from shared.errors import ServiceError, failed_precondition, invalid_argument, not_found, require, rpc
 from shared.grpc_server import RunningServer, start_server
 
 SERVICE_NAME = registry_pb2.DESCRIPTOR.services_by_name["PluginRegistry"].full_name
@@ -27,6 +33,13 @@ def _check_ids(ids: Sequence[str], field: str) -> None:
             )
 
 
+def _check_zip(data: bytes, plugin_id: str) -> None:
+    if len(data) > MAX_ZIP_BYTES:
+        raise invalid_argument("zip", f"the zip is {len(data)} bytes; the limit is {MAX_ZIP_BYTES}")
+    if plugin_id and not PLUGIN_ID.match(plugin_id):
+        raise invalid_argument("plugin_id", f"`{plugin_id}` is not a plugin id")
+
+
 def _missing(snapshot: Snapshot, plugin_id: str) -> ServiceError:
     dirs = ", ".join(str(path) for path in snapshot.plugin_dirs) or "(none)"
     return not_found(f"no plugin `{plugin_id}` in the catalogue (generation {snapshot.generation}); searched: {dirs}")
@@ -35,6 +48,7 @@ def _missing(snapshot: Snapshot, plugin_id: str) -> ServiceError:
 class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
     def __init__(self, catalogue: Catalogue) -> None:
         self._catalogue = catalogue
+        self._install_lock = asyncio.Lock()
 
     @rpc
     async def ListPlugins(
@@ -76,8 +90,74 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         _check_ids(request.requested, "requested")
         _check_ids(request.excluded, "excluded")
         snapshot = self._catalogue.current
-        resolution = resolve_session_plugins(snapshot.packages, list(request.requested), list(request.excluded))
+        resolution = resolve_session_plugins(
+            snapshot.packages,
+            list(request.requested),
+            list(request.excluded),
+            approved=list(request.approved) if request.approvals_known else None,
+            required_contracts=list(request.required_contracts),
+        )
         return resolution_to_proto(resolution, snapshot.generation)
+
+    @rpc
+    async def ResolveConfirmedSessionPlugins(
+        self, request: registry_pb2.ResolveConfirmedSessionPluginsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ResolveConfirmedSessionPluginsResponse:
+        _check_ids(request.active_plugins, "active_plugins")
+        snapshot = self._catalogue.current
+        resolution = resolve_confirmed_session_plugins(snapshot.packages, list(request.active_plugins))
+        return confirmed_to_proto(resolution, snapshot.generation)
+
+    @rpc
+    async def ValidatePackage(
+        self, request: registry_pb2.ValidatePackageRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ValidatePackageResponse:
+        which = request.WhichOneof("package")
+        if which is None:
+            raise invalid_argument("package", "give `path` (a package on the registry host) or `zip` (the package's bytes)")
+        if which == "zip":
+            _check_zip(request.zip, request.plugin_id)
+            plugin_id, diagnostics = await asyncio.to_thread(validate_zip, request.zip, plugin_id=request.plugin_id)
+        else:
+            try:
+                [report] = await asyncio.to_thread(validate_paths, [Path(request.path)])
+            except NotAPackage as error:
+                raise invalid_argument("path", str(error)) from None
+            plugin_id, diagnostics = report.plugin_id, report.diagnostics
+        return registry_pb2.ValidatePackageResponse(
+            ok=not has_errors(diagnostics), plugin_id=plugin_id, diagnostics=[d.to_proto() for d in diagnostics]
+        )
+
+    @rpc
+    async def InstallPackage(
+        self, request: registry_pb2.InstallPackageRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.InstallPackageResponse:
+        require(request.zip, "zip", "the package as zip bytes")
+        _check_zip(request.zip, request.plugin_id)
+        snapshot = self._catalogue.current
+        builtin_ids = frozenset(package.id for package in snapshot.packages if package.source == BUILTIN)
+        async with self._install_lock:
+            try:
+                outcome = await asyncio.to_thread(
+                    install_zip,
+                    request.zip,
+                    self._catalogue.plugin_dirs,
+                    plugin_id=request.plugin_id,
+                    replace=request.replace,
+                    builtin_ids=builtin_ids,
+                )
+            except InstallRefused as error:
+                raise failed_precondition(str(error)) from None
+            generation = snapshot.generation
+            if outcome.ok:
+                generation = (await self._catalogue.reload()).generation
+        return registry_pb2.InstallPackageResponse(
+            ok=outcome.ok,
+            plugin_id=outcome.plugin_id,
+            diagnostics=[d.to_proto() for d in outcome.diagnostics],
+            generation=generation,
+            installed_dir=str(outcome.installed_dir or ""),
+        )
 
     @rpc
     async def Reload(self, request: registry_pb2.ReloadRequest, context: grpc.aio.ServicerContext) -> registry_pb2.ReloadResponse:

@@ -1,11 +1,18 @@
-"""Which plugins run in a new session (first version of the spec's resolveSessionPlugins).
+"""Which plugins run in a session: the spec's resolveSessionPlugins and resolveConfirmedSessionPlugins.
 
-active = core plugins + requested, minus excluded (excluded wins, also over core); a core
-plugin that is a default provider steps back when a requested plugin provides the same
+New session: active = core plugins + requested, minus excluded (excluded wins, also over core);
+a core plugin that is a default provider steps back when a requested plugin provides the same
 contract; every `requires` contract that no active plugin provides pulls in one loaded
-provider (the one marked default, else the only one). A plugin whose requirement cannot
-be met is rejected, and the providers it alone pulled in go with it. Active plugins are
-listed in catalogue order.
+provider (the one marked default, else the only one). The world's requiredContracts are met
+the same way, and what cannot be met is listed in `unmet` without blocking the session. A
+community provider with server code the player has not approved is never pulled in
+(`approval-required`). A plugin whose requirement cannot be met is rejected, and the
+providers it alone pulled in go with it; requested and core plugins rejected for a missing
+provider are also listed as `unavailable` (they stay in activePlugins). Conflicting
+contracts and a shared contributes.events topic reject the plugin accepted later (explicit
+before core before auto-added). Active plugins are listed in catalogue order.
+
+Saved session: the confirmed set is checked against the current catalogue, nothing is added.
 """
 
 from __future__ import annotations
@@ -21,6 +28,12 @@ MISSING_PROVIDER = "missing-provider"
 AMBIGUOUS_PROVIDER = "ambiguous-provider"
 CONFLICT = "conflict"
 SUPERSEDED = "superseded"
+EVENT_TOPIC_CONFLICT = "event-topic-conflict"
+APPROVAL_REQUIRED = "approval-required"
+EXCLUDED = "excluded"
+# Rejections that switch a requested or core plugin off until its provider is back.
+UNAVAILABLE_CODES = frozenset({MISSING_PROVIDER, AMBIGUOUS_PROVIDER, APPROVAL_REQUIRED})
+WORLD = "<world>"
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,15 @@ class Rejection:
     code: str
     reason: str
     contract: str = ""
+    topic: str = ""
+
+
+@dataclass(frozen=True)
+class Unmet:
+    contract: str
+    code: str
+    reason: str
+    providers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -36,6 +58,14 @@ class Resolution:
     active: list[str] = field(default_factory=list)
     auto_added: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    unavailable: list[Rejection] = field(default_factory=list)
+    unmet: list[Unmet] = field(default_factory=list)
+
+
+@dataclass
+class ConfirmedResolution:
+    runnable: list[str] = field(default_factory=list)
+    unavailable: list[Rejection] = field(default_factory=list)
 
 
 def _unique(ids: Sequence[str]) -> list[str]:
@@ -43,12 +73,61 @@ def _unique(ids: Sequence[str]) -> list[str]:
     return [item for item in ids if not (item in seen or seen.add(item))]
 
 
+def needs_approval(package: LoadedPackage, approved: set[str] | None) -> bool:
+    """A community package with server code runs only once the player approved it."""
+    return approved is not None and package.source == "community" and bool(package.entry) and package.id not in approved
+
+
+@dataclass(frozen=True)
+class _Choice:
+    pick: LoadedPackage | None
+    code: str = ""
+    reason: str = ""
+    providers: tuple[str, ...] = ()
+
+
+def _choose_provider(
+    contract: str,
+    packages: Sequence[LoadedPackage],
+    excluded_ids: set[str],
+    rejected: dict[str, Rejection],
+    approved: set[str] | None,
+) -> _Choice:
+    providers = tuple(package.id for package in packages if package.loaded and contract in package.provides)
+    candidates = [
+        package
+        for package in packages
+        if package.loaded and contract in package.provides and package.id not in excluded_ids and package.id not in rejected
+    ]
+    unapproved = [package for package in candidates if needs_approval(package, approved)]
+    eligible = [package for package in candidates if package not in unapproved]
+    defaults = [package for package in eligible if contract in package.default_provides]
+    pick = defaults if defaults else eligible
+    if len(pick) == 1:
+        return _Choice(pick[0])
+    if pick:
+        names = ", ".join(package.id for package in pick)
+        return _Choice(None, AMBIGUOUS_PROVIDER, f"{contract} is required and several plugins provide it ({names}); request one of them", providers)
+    if unapproved:
+        names = ", ".join(package.id for package in unapproved)
+        return _Choice(None, APPROVAL_REQUIRED, f"{contract} is required; its provider {names} runs server code the player has not approved", providers)
+    if any(provider in excluded_ids for provider in providers):
+        return _Choice(None, EXCLUDED, f"{contract} is required and its providers are excluded", providers)
+    return _Choice(None, MISSING_PROVIDER, f"{contract} is required and no loaded plugin provides it", providers)
+
+
 def resolve_session_plugins(
-    packages: Sequence[LoadedPackage], requested: Sequence[str], excluded: Sequence[str]
+    packages: Sequence[LoadedPackage],
+    requested: Sequence[str],
+    excluded: Sequence[str],
+    *,
+    approved: Sequence[str] | None = None,
+    required_contracts: Sequence[str] = (),
 ) -> Resolution:
     by_id = {package.id: package for package in packages}
     order = {package.id: index for index, package in enumerate(packages)}
     excluded_ids = set(excluded)
+    approved_ids = set(approved) if approved is not None else None
     rejected: dict[str, Rejection] = {}
 
     explicit: list[str] = []
@@ -83,48 +162,33 @@ def resolve_session_plugins(
             continue
         core.append(package.id)
 
+    world_requires = list(dict.fromkeys(required_contracts))
     base = explicit + core
     while True:
         accepted = [plugin_id for plugin_id in base if plugin_id not in rejected]
         active = set(accepted)
         auto: list[str] = []
         new: dict[str, Rejection] = {}
-        queue = list(accepted)
+        unmet: list[Unmet] = []
+        queue = [WORLD, *accepted]
         while queue:
             plugin_id = queue.pop(0)
-            for contract in by_id[plugin_id].requires:
+            contracts = world_requires if plugin_id == WORLD else by_id[plugin_id].requires
+            for contract in contracts:
                 if any(contract in by_id[other].provides for other in active):
                     continue
-                candidates = [
-                    package
-                    for package in packages
-                    if package.loaded
-                    and contract in package.provides
-                    and package.id not in excluded_ids
-                    and package.id not in rejected
-                ]
-                defaults = [package for package in candidates if contract in package.default_provides]
-                pick = defaults if defaults else candidates
-                if len(pick) == 1:
-                    active.add(pick[0].id)
-                    auto.append(pick[0].id)
-                    queue.append(pick[0].id)
+                choice = _choose_provider(contract, packages, excluded_ids, rejected, approved_ids)
+                if choice.pick is not None:
+                    active.add(choice.pick.id)
+                    auto.append(choice.pick.id)
+                    queue.append(choice.pick.id)
                     continue
-                if pick:
-                    names = ", ".join(package.id for package in pick)
-                    new[plugin_id] = Rejection(
-                        plugin_id,
-                        AMBIGUOUS_PROVIDER,
-                        f"{contract} is required and several plugins provide it ({names}); request one of them",
-                        contract,
-                    )
-                else:
-                    why = " (its providers are excluded)" if any(
-                        contract in by_id[pid].provides for pid in excluded_ids if pid in by_id
-                    ) else ""
-                    new[plugin_id] = Rejection(
-                        plugin_id, MISSING_PROVIDER, f"{contract} is required and no loaded plugin provides it{why}", contract
-                    )
+                if plugin_id == WORLD:
+                    unmet.append(Unmet(contract, choice.code, choice.reason, choice.providers))
+                    continue
+                code = MISSING_PROVIDER if choice.code == EXCLUDED else choice.code
+                reason = choice.reason.replace("its providers are excluded", "no loaded plugin provides it (its providers are excluded)")
+                new[plugin_id] = Rejection(plugin_id, code, reason, contract)
                 break
         if not new:
             conflict = _first_conflict([*accepted, *auto], by_id)
@@ -133,10 +197,49 @@ def resolve_session_plugins(
             new[conflict.plugin_id] = conflict
         rejected.update(new)
 
+    kept = set(explicit) | {package.id for package in packages if package.kind == "core"}
     return Resolution(
         active=sorted(active, key=order.__getitem__),
         auto_added=sorted(auto, key=order.__getitem__),
         rejected=list(rejected.values()),
+        unavailable=[item for item in rejected.values() if item.code in UNAVAILABLE_CODES and item.plugin_id in kept],
+        unmet=unmet,
+    )
+
+
+def resolve_confirmed_session_plugins(packages: Sequence[LoadedPackage], active_plugins: Sequence[str]) -> ConfirmedResolution:
+    """A saved session's activePlugins against the current catalogue: nothing is added; members
+    that are not installed, failed to load, lack a required provider within the set, or conflict
+    with an earlier member do not run now (they stay in activePlugins)."""
+    by_id = {package.id: package for package in packages}
+    members = _unique(active_plugins)
+    unavailable: dict[str, Rejection] = {}
+    for plugin_id in members:
+        package = by_id.get(plugin_id)
+        if package is None:
+            unavailable[plugin_id] = Rejection(plugin_id, NOT_FOUND, f"no plugin `{plugin_id}` is installed")
+        elif not package.loaded:
+            unavailable[plugin_id] = Rejection(plugin_id, FAILED_TO_LOAD, _failure_reason(package))
+    while True:
+        running = [plugin_id for plugin_id in members if plugin_id not in unavailable]
+        new: Rejection | None = None
+        for plugin_id in running:
+            for contract in by_id[plugin_id].requires:
+                if not any(contract in by_id[other].provides for other in running if other != plugin_id) and contract not in by_id[plugin_id].provides:
+                    new = Rejection(
+                        plugin_id, MISSING_PROVIDER, f"{contract} is required and no plugin of this session provides it now", contract
+                    )
+                    break
+            if new:
+                break
+        if new is None:
+            new = _first_conflict(running, by_id)
+        if new is None:
+            break
+        unavailable[new.plugin_id] = new
+    return ConfirmedResolution(
+        runnable=[plugin_id for plugin_id in members if plugin_id not in unavailable],
+        unavailable=[unavailable[plugin_id] for plugin_id in members if plugin_id in unavailable],
     )
 
 
@@ -144,6 +247,14 @@ def _first_conflict(accepted: Sequence[str], by_id: dict[str, LoadedPackage]) ->
     """Conflicting plugins: the one accepted later (explicit before core before auto) is rejected."""
     for index, later in enumerate(accepted):
         for earlier in accepted[:index]:
+            topic = next((t for t in by_id[later].event_topics if t in by_id[earlier].event_topics), None)
+            if topic:
+                return Rejection(
+                    later,
+                    EVENT_TOPIC_CONFLICT,
+                    f"event topic `{topic}` is declared by both `{earlier}` and `{later}`; a topic has one declarer per session",
+                    topic=topic,
+                )
             for first, second in ((earlier, later), (later, earlier)):
                 clash = next((c for c in by_id[first].conflicts if c in by_id[second].provides), None)
                 if clash:

@@ -1,0 +1,85 @@
+"""Install a validated package from a zip into the first community plugin folder.
+
+The zip is unpacked into a private temporary folder (zip_install), validated there in strict
+mode (package_validator), and only then moved into place: a package with any error, or an
+unsafe archive, leaves the plugin folders untouched.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.registry.diagnostics import Diagnostic, has_errors
+from services.registry.package_validator import validate_package
+from services.registry.settings import COMMUNITY, source_of
+from services.registry.zip_install import unpack
+
+
+class InstallRefused(Exception):
+    """The install cannot happen for a reason outside the package (no folder, id taken)."""
+
+
+@dataclass
+class InstallOutcome:
+    plugin_id: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    installed_dir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.installed_dir is not None and not has_errors(self.diagnostics)
+
+
+def validate_zip(data: bytes, *, plugin_id: str = "") -> tuple[str, list[Diagnostic]]:
+    with unpack(data, plugin_id=plugin_id) as unpacked:
+        if unpacked.root is None:
+            return unpacked.plugin_id, unpacked.diagnostics
+        report = validate_package(unpacked.root)
+        return report.plugin_id, report.diagnostics
+
+
+def community_dir(plugin_dirs: tuple[Path, ...]) -> Path:
+    for plugin_dir in plugin_dirs:
+        if source_of(plugin_dir) == COMMUNITY:
+            return plugin_dir
+    raise InstallRefused("no community plugin folder is configured (COVEL_PLUGIN_DIRS lists only the builtin plugins/)")
+
+
+def install_zip(
+    data: bytes,
+    plugin_dirs: tuple[Path, ...],
+    *,
+    plugin_id: str = "",
+    replace: bool = False,
+    builtin_ids: frozenset[str] = frozenset(),
+) -> InstallOutcome:
+    target_dir = community_dir(plugin_dirs)
+    with unpack(data, plugin_id=plugin_id) as unpacked:
+        outcome = InstallOutcome(plugin_id=unpacked.plugin_id, diagnostics=list(unpacked.diagnostics))
+        if unpacked.root is None:
+            return outcome
+        if unpacked.plugin_id in builtin_ids:
+            raise InstallRefused(f"`{unpacked.plugin_id}` is a builtin plugin; a community package cannot replace it")
+        report = validate_package(unpacked.root)
+        outcome.diagnostics = report.diagnostics
+        if not report.ok:
+            return outcome
+        destination = target_dir / unpacked.plugin_id
+        if destination.exists() and not replace:
+            raise InstallRefused(f"`{unpacked.plugin_id}` is already installed at {destination}; set replace to overwrite it")
+        target_dir.mkdir(parents=True, exist_ok=True)
+        staging = target_dir / f".installing-{unpacked.plugin_id}"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(unpacked.root, staging, symlinks=False)
+        if destination.exists():
+            retired = target_dir / f".replaced-{unpacked.plugin_id}"
+            shutil.rmtree(retired, ignore_errors=True)
+            destination.rename(retired)
+            staging.rename(destination)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            staging.rename(destination)
+        outcome.installed_dir = destination
+        return outcome
