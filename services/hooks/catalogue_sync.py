@@ -36,6 +36,11 @@ def _entries(reply: registry_pb2.ListPluginsResponse) -> list[PluginEntry]:
                 entry=plugin.entry,
                 declared_hooks=tuple((hook.event, hook.enforce or "normal") for hook in plugin.hooks),
                 source=plugin.source or "builtin",
+                declared_tools=tuple(plugin.tools),
+                declared_actions=tuple(plugin.actions),
+                declared_services=tuple(plugin.services),
+                declared_extensions=tuple(plugin.extensions),
+                declared_forms=tuple(plugin.forms),
             )
         )
     return entries

@@ -27,6 +27,23 @@ class PluginEntry:
     # (event, enforce) pairs from contributes.hooks.
     declared_hooks: tuple[tuple[str, str], ...]
     source: str
+    # The other registrations contributes declares: tool names, RPC actions, service contracts,
+    # `<point>/<id>` extensions and form ids.
+    declared_tools: tuple[str, ...] = ()
+    declared_actions: tuple[str, ...] = ()
+    declared_services: tuple[str, ...] = ()
+    declared_extensions: tuple[str, ...] = ()
+    declared_forms: tuple[str, ...] = ()
+
+    def declared_registrations(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(contributes field, declared names) for the registrations other than hooks."""
+        return [
+            ("tools", self.declared_tools),
+            ("actions", self.declared_actions),
+            ("services", self.declared_services),
+            ("extensions", self.declared_extensions),
+            ("forms", self.declared_forms),
+        ]
 
 
 @dataclass
@@ -62,8 +79,29 @@ def _import_entry(plugin: PluginEntry, generation: int):
     return importlib.import_module(module_name)
 
 
+# contributes field -> (registrar call, what a registration is called)
+REGISTRATION_CALLS = {
+    "tools": ("covel.register_tool", "tool"),
+    "actions": ("covel.register_rpc", "action"),
+    "services": ("covel.register_service", "service"),
+    "extensions": ("covel.provide_extension", "extension"),
+    "forms": ("covel.register_form_validator", "form validator"),
+}
+
+
+def _registered(registrar: PluginRegistrar) -> dict[str, list[str]]:
+    return {
+        "tools": [tool.name for tool in registrar.tools],
+        "actions": [rpc.action for rpc in registrar.rpcs],
+        "services": [service.contract for service in registrar.services],
+        "extensions": [extension.key for extension in registrar.extensions],
+        "forms": [form.form_id for form in registrar.forms],
+    }
+
+
 def check_declarations(plugin: PluginEntry, registrar: PluginRegistrar) -> str | None:
-    """contributes.hooks and covel.on() must agree both ways, enforce group included."""
+    """contributes and the entry's registrations must agree both ways: hooks (enforce group
+    included), tools, actions, services, extensions and forms."""
     declared = {event: enforce for event, enforce in plugin.declared_hooks}
     registered: dict[str, set[str]] = {}
     for hook in registrar.hooks:
@@ -78,6 +116,27 @@ def check_declarations(plugin: PluginEntry, registrar: PluginRegistrar) -> str |
     for event in registered:
         if event not in declared:
             problems.append(f"covel.on({event!r}) is registered but {event} is missing from contributes.hooks")
+    registrations = _registered(registrar)
+    for field_name, names in plugin.declared_registrations():
+        call, what = REGISTRATION_CALLS[field_name]
+        done = registrations[field_name]
+        for name in names:
+            if name not in done:
+                problems.append(f"contributes.{field_name} declares {name} but server code registers no {what} for it ({call})")
+        for name in done:
+            if name not in names:
+                problems.append(f"{call}({name!r}) is registered but {name} is missing from contributes.{field_name}")
+    return "; ".join(problems) or None
+
+
+def _declared_without_entry(plugin: PluginEntry) -> str | None:
+    problems = []
+    if plugin.declared_hooks:
+        events = ", ".join(event for event, _ in plugin.declared_hooks)
+        problems.append(f"contributes.hooks declares {events} but the plugin has no entry module")
+    for field_name, names in plugin.declared_registrations():
+        if names:
+            problems.append(f"contributes.{field_name} declares {', '.join(names)} but the plugin has no entry module")
     return "; ".join(problems) or None
 
 
@@ -85,9 +144,9 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
     result = LoadResult()
     for plugin in plugins:
         if not plugin.entry:
-            if plugin.declared_hooks:
-                events = ", ".join(event for event, _ in plugin.declared_hooks)
-                result.errors[plugin.plugin_id] = f"contributes.hooks declares {events} but the plugin has no entry module"
+            missing = _declared_without_entry(plugin)
+            if missing:
+                result.errors[plugin.plugin_id] = missing
             continue
         registrar = PluginRegistrar(plugin.plugin_id)
         try:

@@ -13,6 +13,11 @@ class RegistrationError(ValueError):
     """A call to the registrar that can never work (unknown event, bad option)."""
 
 
+# Action names with these prefixes are the framework's own (approvals, runtime and event requests).
+RESERVED_ACTION_PREFIXES = ("covel:", "runtime:", "event:")
+SERVICE_ACCESS = ("read", "write")
+
+
 @dataclass(frozen=True)
 class HookRegistration:
     plugin_id: str
@@ -35,11 +40,55 @@ class ToolRegistration:
     read_only: bool
 
 
+@dataclass(frozen=True)
+class RpcRegistration:
+    plugin_id: str
+    action: str
+    handler: Callable[..., Any]
+    description: str
+
+
+@dataclass(frozen=True)
+class ServiceRegistration:
+    plugin_id: str
+    contract: str
+    # A callable, or an object whose methods are the service's operations.
+    implementation: Any
+    model_facing: bool
+    access: str
+
+
+@dataclass(frozen=True)
+class ExtensionRegistration:
+    plugin_id: str
+    point: str
+    id: str
+    provider: Callable[..., Any]
+    order: int
+    slot: str | None
+
+    @property
+    def key(self) -> str:
+        """`<point>/<id>`, as contributes.extensions writes it."""
+        return f"{self.point}/{self.id}"
+
+
+@dataclass(frozen=True)
+class FormValidatorRegistration:
+    plugin_id: str
+    form_id: str
+    validator: Callable[..., Any]
+
+
 @dataclass
 class PluginRegistrar:
     plugin_id: str
     hooks: list[HookRegistration] = field(default_factory=list)
     tools: list[ToolRegistration] = field(default_factory=list)
+    rpcs: list[RpcRegistration] = field(default_factory=list)
+    services: list[ServiceRegistration] = field(default_factory=list)
+    extensions: list[ExtensionRegistration] = field(default_factory=list)
+    forms: list[FormValidatorRegistration] = field(default_factory=list)
 
     def on(
         self,
@@ -76,3 +125,53 @@ class PluginRegistrar:
         self.tools.append(
             ToolRegistration(self.plugin_id, name, description, parameters or {"type": "object"}, handler, read_only)
         )
+
+    def register_rpc(self, action: str, handler: Callable[..., Any], *, description: str = "") -> None:
+        """An action the plugin answers (`contributes.actions`); commands call actions."""
+        if not isinstance(action, str) or not action:
+            raise RegistrationError("covel.register_rpc(): the action name must be a non-empty string")
+        if action.startswith(RESERVED_ACTION_PREFIXES):
+            raise RegistrationError(
+                f"covel.register_rpc({action!r}): the prefixes {', '.join(RESERVED_ACTION_PREFIXES)} are reserved for the framework"
+            )
+        if not callable(handler):
+            raise RegistrationError(f"covel.register_rpc({action!r}): the handler is not callable")
+        if any(rpc.action == action for rpc in self.rpcs):
+            raise RegistrationError(f"covel.register_rpc({action!r}): registered twice")
+        self.rpcs.append(RpcRegistration(self.plugin_id, action, handler, description))
+
+    def register_service(self, contract: str, implementation: Any, *, model_facing: bool = False, access: str = "read") -> None:
+        """The provider side of a service contract (`contributes.services`)."""
+        if not isinstance(contract, str) or "@" not in contract:
+            raise RegistrationError(f"covel.register_service({contract!r}): write a versioned contract id such as notes.search@1")
+        if access not in SERVICE_ACCESS:
+            raise RegistrationError(f"covel.register_service({contract!r}, access={access!r}): access is read or write")
+        if implementation is None:
+            raise RegistrationError(f"covel.register_service({contract!r}): give the implementation")
+        if any(service.contract == contract for service in self.services):
+            raise RegistrationError(f"covel.register_service({contract!r}): registered twice")
+        self.services.append(ServiceRegistration(self.plugin_id, contract, implementation, model_facing, access))
+
+    def provide_extension(
+        self, point: str, id: str, provider: Callable[..., Any], *, order: int = 0, slot: str | None = None
+    ) -> None:
+        """A provider for a kernel extension point (`contributes.extensions` as `<point>/<id>`)."""
+        if not point or not id or "/" in id:
+            raise RegistrationError(f"covel.provide_extension({point!r}, {id!r}): give the point and an id without `/`")
+        if not callable(provider):
+            raise RegistrationError(f"covel.provide_extension({point!r}, {id!r}): the provider is not callable")
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise RegistrationError(f"covel.provide_extension({point!r}, {id!r}, order={order!r}): order is an integer")
+        if any(extension.point == point and extension.id == id for extension in self.extensions):
+            raise RegistrationError(f"covel.provide_extension({point!r}, {id!r}): registered twice")
+        self.extensions.append(ExtensionRegistration(self.plugin_id, point, id, provider, order, slot))
+
+    def register_form_validator(self, form_id: str, validator: Callable[..., Any]) -> None:
+        """Checks a player's answers to a form (`contributes.forms`)."""
+        if not isinstance(form_id, str) or not form_id:
+            raise RegistrationError("covel.register_form_validator(): the form id must be a non-empty string")
+        if not callable(validator):
+            raise RegistrationError(f"covel.register_form_validator({form_id!r}): the validator is not callable")
+        if any(form.form_id == form_id for form in self.forms):
+            raise RegistrationError(f"covel.register_form_validator({form_id!r}): registered twice")
+        self.forms.append(FormValidatorRegistration(self.plugin_id, form_id, validator))

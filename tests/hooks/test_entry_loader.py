@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from services.hooks.entry_loader import PluginEntry, load_entries
 
 
@@ -55,3 +57,124 @@ def test_a_broken_plugin_fails_alone(tmp_path: Path) -> None:
     assert "bad import" in result.errors["broken"]
     assert "TurnBegin" in result.errors["unknown-event"]
     assert [loaded.entry.plugin_id for loaded in result.loaded] == ["good"]
+
+
+# ----- tools, actions, services, extensions, forms: contributes versus registrations ------------
+
+FULL = """
+def register(covel):
+    covel.register_tool("save-facts", lambda ctx, args: {"ok": True})
+    covel.register_rpc("recompute", lambda ctx, request: {"done": True})
+    covel.register_service("facts.lookup@1", lambda ctx, request: [])
+    covel.provide_extension("prompt.segment@1", "facts", lambda ctx: "facts")
+    covel.register_form_validator("fact-form", lambda ctx, values: None)
+"""
+
+
+def declared(package: Path, **lists: tuple[str, ...]) -> PluginEntry:
+    fields = {f"declared_{name}": value for name, value in lists.items()}
+    return PluginEntry(package.name, package, "server/index.py", (), "community", **fields)
+
+
+ALL_DECLARED = {
+    "tools": ("save-facts",),
+    "actions": ("recompute",),
+    "services": ("facts.lookup@1",),
+    "extensions": ("prompt.segment@1/facts",),
+    "forms": ("fact-form",),
+}
+
+
+def test_every_kind_of_registration_agrees_with_contributes(tmp_path: Path) -> None:
+    package = write_plugin(tmp_path, "full", FULL)
+    result = load_entries([declared(package, **ALL_DECLARED)], generation=1)
+    assert result.errors == {}
+    registrar = result.loaded[0].registrar
+    assert [extension.key for extension in registrar.extensions] == ["prompt.segment@1/facts"]
+    assert [rpc.action for rpc in registrar.rpcs] == ["recompute"]
+
+
+@pytest.mark.parametrize(
+    ("field", "name", "call"),
+    [
+        ("tools", "save-facts", "covel.register_tool"),
+        ("actions", "recompute", "covel.register_rpc"),
+        ("services", "facts.lookup@1", "covel.register_service"),
+        ("extensions", "prompt.segment@1/facts", "covel.provide_extension"),
+        ("forms", "fact-form", "covel.register_form_validator"),
+    ],
+)
+def test_registered_but_not_declared_names_the_missing_declaration(tmp_path: Path, field: str, name: str, call: str) -> None:
+    package = write_plugin(tmp_path, "over", FULL)
+    lists = {key: value for key, value in ALL_DECLARED.items() if key != field}
+    result = load_entries([declared(package, **lists)], generation=1)
+    assert result.errors["over"] == f"{call}({name!r}) is registered but {name} is missing from contributes.{field}"
+    assert result.loaded == []
+
+
+@pytest.mark.parametrize("field", sorted(ALL_DECLARED))
+def test_declared_but_not_registered_names_the_missing_registration(tmp_path: Path, field: str) -> None:
+    package = write_plugin(tmp_path, "under", FULL)
+    lists = dict(ALL_DECLARED)
+    lists[field] = (*lists[field], "extra-one")
+    result = load_entries([declared(package, **lists)], generation=1)
+    error = result.errors["under"]
+    assert error.startswith(f"contributes.{field} declares extra-one but server code registers no ")
+
+
+def test_declarations_without_an_entry_module_fail(tmp_path: Path) -> None:
+    plugin = PluginEntry("no-code", tmp_path, "", (), "community", declared_tools=("save",), declared_forms=("f",))
+    result = load_entries([plugin], generation=1)
+    assert result.errors["no-code"] == (
+        "contributes.tools declares save but the plugin has no entry module; "
+        "contributes.forms declares f but the plugin has no entry module"
+    )
+
+
+def test_a_mismatch_fails_that_plugin_only(tmp_path: Path) -> None:
+    bad = write_plugin(tmp_path, "bad", FULL)
+    good = write_plugin(tmp_path, "fine", FULL)
+    result = load_entries([declared(bad, tools=("save-facts",)), declared(good, **ALL_DECLARED)], generation=1)
+    assert set(result.errors) == {"bad"} and [loaded.entry.plugin_id for loaded in result.loaded] == ["fine"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "covel.register_rpc('covel:approve', lambda c, r: None)",
+        "covel.register_rpc('', lambda c, r: None)",
+        "covel.register_service('no-version', object())",
+        "covel.register_service('x@1', object(), access='admin')",
+        "covel.provide_extension('prompt.segment@1', 'a/b', lambda c: None)",
+        "covel.register_form_validator('f', 'not callable')",
+        "covel.register_tool('t', lambda c, a: None); covel.register_tool('t', lambda c, a: None)",
+    ],
+)
+def test_registrar_rejects_calls_that_can_never_work(tmp_path: Path, code: str) -> None:
+    package = write_plugin(tmp_path, "wrong", f"def register(covel):\n    {code}\n")
+    result = load_entries([declared(package)], generation=1)
+    assert "RegistrationError" in result.errors["wrong"]
+
+
+def test_catalogue_sync_carries_the_declared_lists_from_the_registry_reply() -> None:
+    from covel.registry.v1 import registry_pb2
+    from services.hooks.catalogue_sync import _entries
+
+    reply = registry_pb2.ListPluginsResponse(
+        plugins=[
+            registry_pb2.PluginPackage(
+                id="facts",
+                root_dir="/x/facts",
+                entry="server/index.py",
+                state=registry_pb2.PLUGIN_STATE_LOADED,
+                source="community",
+                tools=["save-facts"],
+                actions=["recompute"],
+                services=["facts.lookup@1"],
+                extensions=["prompt.segment@1/facts"],
+                forms=["fact-form"],
+            )
+        ]
+    )
+    [entry_] = _entries(reply)
+    assert entry_.declared_registrations() == [(field, ALL_DECLARED[field]) for field in ("tools", "actions", "services", "extensions", "forms")]
