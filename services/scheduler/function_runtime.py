@@ -141,6 +141,9 @@ async def run_function(context: FunctionContext, handler_path: Path, timeout_ms:
         result = handler(context)
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, limit_ms / 1000)
+    except asyncio.CancelledError:
+        context.signal.abort("cancelled")
+        raise
     except asyncio.TimeoutError:
         context.signal.abort("timeout")
         return finished(FunctionOutcome("failed", f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))

@@ -17,7 +17,7 @@ from services.scheduler.player_input import validate_actions
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn_runner import TurnRequest, TurnRunner
-from shared.errors import invalid_argument, require, rpc
+from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 
@@ -176,6 +176,17 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             timeout=10,
         )
         return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
+
+    @rpc
+    async def Cancel(self, request: scheduler_pb2.CancelRequest, context) -> scheduler_pb2.CancelResponse:
+        require(request.session_id, "session_id", "the session whose turn to cancel")
+        reason = f"cancelled: {request.reason}" if request.reason else "cancelled by request"
+        if not self._runner.cancel(request.session_id, request.turn_id, reason):
+            raise failed_precondition(
+                f"no turn of session {request.session_id} is running on this scheduler"
+                + (f" with id {request.turn_id}" if request.turn_id else "")
+            )
+        return scheduler_pb2.CancelResponse()
 
 
 async def start(settings: SchedulerSettings) -> RunningServer:

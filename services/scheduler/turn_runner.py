@@ -65,6 +65,8 @@ class TurnRunner:
         self._plugins = plugins
         self._hooks = hooks
         self._settings = settings
+        # session id -> the turn running on this scheduler, for Cancel.
+        self._running: dict[str, _RunningTurn] = {}
 
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         lease_reply = await self._peers.store.AcquireTurnLease(
@@ -81,19 +83,59 @@ class TurnRunner:
             # A retried submit: answer with the first turn's result, run nothing.
             return lease_reply.existing_turn
         lease = lease_reply.lease
+        session = lease_reply.session
+        turn = store_pb2.Turn(
+            id=lease.turn_id,
+            session_id=session.id,
+            logical_turn=lease.logical_turn,
+            idempotency_key=request.idempotency_key,
+            actions=request.actions,
+            player_message=render_player_message(request.actions),
+            origin=request.origin,
+            started_at=_now(),
+        )
         renewer = asyncio.create_task(self._keep_lease(lease))
+        work = asyncio.create_task(self._run_leased(request, lease, session, turn, emit))
+        running = _RunningTurn(turn.id, work)
+        self._running[session.id] = running
         try:
-            return await asyncio.wait_for(
-                self._run_leased(request, lease, lease_reply.session, emit), self._settings.scheduler_turn_timeout_s
-            )
+            return await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
+        except (asyncio.CancelledError, asyncio.TimeoutError) as error:
+            current = asyncio.current_task()
+            if isinstance(error, asyncio.CancelledError) and (not running.cancel_reason or (current and current.cancelling())):
+                await self._release(lease)
+                raise
+            # Cancelled on request, or past the turn's time limit: record it, commit nothing of it.
+            reason = running.cancel_reason or f"the turn passed its time limit ({self._settings.scheduler_turn_timeout_s:.0f} s)"
+            turn.status = store_pb2.TURN_STATUS_FAILED
+            turn.abort_reason = reason
+            del turn.proposal_outcomes[:]
+            return await self._commit(turn, lease, [], emit)
         except BaseException:
-            with contextlib.suppress(Exception):
-                await self._peers.store.ReleaseTurnLease(
-                    store_pb2.ReleaseTurnLeaseRequest(session_id=request.session_id, lease_id=lease.lease_id), timeout=5
-                )
+            await self._release(lease)
             raise
         finally:
             renewer.cancel()
+            if self._running.get(session.id) is running:
+                del self._running[session.id]
+
+    def cancel(self, session_id: str, turn_id: str, reason: str) -> bool:
+        """Cancel the session's running turn on this scheduler; its signals reach handlers and model calls."""
+        running = self._running.get(session_id)
+        if running is None or (turn_id and running.turn_id != turn_id) or running.task.done():
+            return False
+        running.cancel_reason = reason
+        # Signals first, so handlers that catch the cancellation already see why.
+        for signal in running.signals:
+            signal.abort("cancelled")
+        running.task.cancel()
+        return True
+
+    async def _release(self, lease: store_pb2.TurnLease) -> None:
+        with contextlib.suppress(Exception):
+            await self._peers.store.ReleaseTurnLease(
+                store_pb2.ReleaseTurnLeaseRequest(session_id=lease.session_id, lease_id=lease.lease_id), timeout=5
+            )
 
     async def _keep_lease(self, lease: store_pb2.TurnLease) -> None:
         interval = self._settings.scheduler_lease_ttl_ms / 3000
@@ -110,19 +152,9 @@ class TurnRunner:
                 log.warning("lease.renew_failed", session_id=lease.session_id, code=error.code().name)
 
     async def _run_leased(
-        self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, emit: Emit
+        self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, turn: store_pb2.Turn, emit: Emit
     ) -> store_pb2.Turn:
         started = time.monotonic()
-        turn = store_pb2.Turn(
-            id=lease.turn_id,
-            session_id=session.id,
-            logical_turn=lease.logical_turn,
-            idempotency_key=request.idempotency_key,
-            actions=request.actions,
-            player_message=render_player_message(request.actions),
-            origin=request.origin,
-            started_at=_now(),
-        )
         await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
         scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
         packages = await self._plugins.packages(list(session.active_plugins), timeout_s=10)
@@ -326,6 +358,9 @@ class TurnRunner:
             user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
                                            if runtime.plugin_id in session.plugin_settings else {}),
         )
+        running = self._running.get(session.id)
+        if running is not None:
+            running.signals.append(context.signal)
         done = await run_function(context, handler_path, function.get("timeoutMs"))
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=done.writes,
@@ -465,6 +500,15 @@ class TurnRunner:
             if outcome.proposal_id not in known:
                 committed.proposal_outcomes.append(outcome)
         return committed
+
+
+@dataclass
+class _RunningTurn:
+    turn_id: str
+    task: asyncio.Task
+    cancel_reason: str = ""
+    # The cancellation signals of the handlers running in this turn.
+    signals: list[CancellationSignal] = field(default_factory=list)
 
 
 @dataclass
