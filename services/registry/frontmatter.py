@@ -13,6 +13,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's loader when built in (about 10x faster), with the same safe tag set.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 from services.registry.diagnostics import DiagnosticBag
 
 FENCE = "---"
@@ -74,7 +77,7 @@ def parse_document(text: str, bag: DiagnosticBag, file: str) -> Document | None:
         return None
     source = "\n".join(lines[1:closing])
     try:
-        data = yaml.safe_load(source) if source.strip() else {}
+        data = yaml.load(source, Loader=SAFE_LOADER) if source.strip() else {}
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark is not None else ""

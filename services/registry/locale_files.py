@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from services.registry.diagnostics import DiagnosticBag, Severity, format_path
+from services.registry.frontmatter import SAFE_LOADER
 
 LOCALES_DIR = "locales"
 LABEL_FIELDS = frozenset({"displayName", "description", "label", "title", "summary", "about", "placeholder"})
@@ -112,7 +113,7 @@ def compile_locales(
             bag.add(ignored, "locale-file-name", f"`{path.name}` is not named after a locale (e.g. zh.yaml)", file=file)
             continue
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
         except (yaml.YAMLError, UnicodeDecodeError) as error:
             bag.error("locale-yaml", f"the locale file is not valid YAML: {str(error).splitlines()[0]}", file=file)
             continue
