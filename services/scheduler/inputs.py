@@ -19,17 +19,27 @@ def _select(value: Any, pointer: str | None) -> tuple[bool, Any]:
 
 
 def bind_inputs(
-    manifest: Mapping[str, Any], outputs: Mapping[str, dict], providers: Mapping[str, list[str]]
+    manifest: Mapping[str, Any],
+    outputs: Mapping[str, dict],
+    providers: Mapping[str, list[str]],
+    kernel: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """binding -> {"value": ...}; an input with no value is omitted (gating already ran for required ones).
 
-    `cardinality: all` gives the providers' values sorted by runtime id.
+    `cardinality: all` gives the providers' values sorted by runtime id. Kernel inputs
+    (`from: {kernel: turn-digest@1}`) always have a value, frozen when the runtime starts.
     """
     bound: dict[str, dict[str, Any]] = {}
     for binding, spec in ((manifest.get("io") or {}).get("inputs") or {}).items():
-        if not isinstance(spec, Mapping) or (spec.get("scope") or "turn") != "turn":
+        if not isinstance(spec, Mapping):
             continue
         source = spec.get("from") or {}
+        if source.get("kernel"):
+            if kernel is not None and source["kernel"] in kernel:
+                bound[binding] = {"value": json_copy(kernel[source["kernel"]])}
+            continue
+        if (spec.get("scope") or "turn") != "turn":
+            continue
         if source.get("runtime"):
             producers = [source["runtime"]] if source["runtime"] in outputs else []
         elif source.get("contract"):

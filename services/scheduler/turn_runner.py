@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 from types import MappingProxyType
 
@@ -198,7 +199,8 @@ class TurnRunner:
 
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
         run = _TurnRun(
-            history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions)
+            history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions),
+            player_message=turn.player_message,
         )
         for stage in STAGES:
             in_stage = [runtime for runtime in selected if runtime.stage == stage]
@@ -346,7 +348,7 @@ class TurnRunner:
         context = FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
-            inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers)),
+            inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))),
             player_message=player_message,
             player_actions=tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
@@ -401,7 +403,7 @@ class TurnRunner:
                     hooks=self._hooks,
                     on_narrative=on_narrative,
                     history_max_turns=self._settings.scheduler_history_max_turns,
-                    inputs=bind_inputs(manifest, run.outputs, run.providers),
+                    inputs=bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope)),
                 )
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
@@ -527,6 +529,29 @@ class _TurnRun:
     # contract -> runtimes that produced it successfully this turn, in completion order.
     providers: dict[str, list[str]] = field(default_factory=dict)
     actions: list[common_pb2.PlayerAction] = field(default_factory=list)
+    player_message: str = ""
+
+    def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
+        """turn-digest@1 and operations@1 as they stand when a runtime starts."""
+        narrative = "\n\n".join(
+            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None
+        )
+        last_input = next((m for m in reversed(self.history) if m.role == "player"), None)
+        digest = {
+            "turnId": scope.turn_id,
+            "playerMessage": self.player_message,
+            "actions": [action_dict(action) for action in self.actions],
+            "lastPlayerInput": (
+                {"id": last_input.id, "sessionId": last_input.session_id, "turnId": last_input.turn_id, "values": {"text": last_input.text}}
+                if last_input is not None else None
+            ),
+            "narrativeText": narrative,
+            "toolCallSummaries": [],
+            "runtimeResults": [{"runtimeId": runtime_id, "status": status} for runtime_id, status in self.statuses.items()],
+            "locale": scope.session.locale,
+        }
+        # Write-service operations arrive with the agent loop's service tools; none are staged yet.
+        return {"turn-digest@1": digest, "operations@1": {"operations": []}}
 
 
 def _output_contracts(manifest: dict) -> tuple[str, ...]:

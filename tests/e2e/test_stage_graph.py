@@ -43,6 +43,10 @@ async def test_layers_cycle_gates_timeouts_and_triggers(services) -> None:
         assert results["graph-probe/slow"].status == "failed" and "100 ms" in results["graph-probe/slow"].reason
         assert "graph-probe/every-other" not in results, "every: 2 skips turn 1"
         roll = from_struct(results["graph-probe/a"].output)["roll"]
+        digest = from_struct(results["graph-probe/digest"].output)
+        assert digest["player"] == "I wait by the fire."
+        assert digest["story"] and first.narrative.startswith(digest["story"])
+        assert digest["narrator"] == [{"runtimeId": "narrator", "status": "success"}] and digest["ops"] == {"operations": []}
 
         second, _ = await turn("I keep waiting.")
         results = {r.runtime_id: r for r in second.runtime_results}
