@@ -501,6 +501,8 @@ class TurnRunner:
         for outcome in turn.proposal_outcomes:
             if outcome.proposal_id not in known:
                 committed.proposal_outcomes.append(outcome)
+        for outcome in committed.proposal_outcomes:
+            await emit(scheduler_pb2.TurnEvent(proposal=outcome))
         return committed
 
 

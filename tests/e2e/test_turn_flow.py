@@ -49,6 +49,8 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
         assert streamed == turn.narrative
         assert "{" not in streamed and "segments" not in streamed
         assert "light the lantern" in turn.narrative
+        [outcome] = of_kind(first, "proposal")
+        assert outcome.status == store_pb2.PROPOSAL_STATUS_COMMITTED
         hooks_ran = {(entry.event, entry.handler_plugin_id, entry.status) for entry in of_kind(first, "hook")}
         assert ("TurnStart", "hook-probe", "ok") in hooks_ran
         assert ("TurnStop", "hook-probe", "ok") in hooks_ran
