@@ -11,6 +11,9 @@ from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl
 from services.registry.runtime_compiler import CompiledRuntime
 
 
+RESERVED_PROMPT_ID = "static-prompt"
+
+
 def event_topics(manifest: PluginManifest) -> list[str]:
     events = manifest.contributes.events if manifest.contributes else None
     return [item.topic if isinstance(item, EventDecl) else item for item in events or []]
@@ -56,6 +59,25 @@ def check_contributes(manifest: PluginManifest, bag: DiagnosticBag, *, file: str
     _no_duplicates(actions, "contributes.actions", "action", bag, file)
     _no_duplicates(list(contributes.forms or []), "contributes.forms", "form", bag, file)
     _no_duplicates(event_topics(manifest), "contributes.events", "event-topic", bag, file)
+    prompt_ids = [segment.id for segment in contributes.prompt or []]
+    _no_duplicates(prompt_ids, "contributes.prompt", "prompt-id", bag, file)
+    for index, segment_id in enumerate(prompt_ids):
+        if segment_id == RESERVED_PROMPT_ID:
+            bag.error(
+                "reserved-prompt-id",
+                f"`{RESERVED_PROMPT_ID}` is the id the host registers static segments under; pick another id",
+                file=file,
+                field_path=f"contributes.prompt[{index}].id",
+            )
+    for namespace, decl in (contributes.data or {}).items():
+        if decl.authoring is not None and not decl.accepts:
+            bag.error(
+                "authoring-without-accepts",
+                "only a namespace that accepts a contract (lists `accepts`) can declare authoring",
+                file=file,
+                field_path=f"contributes.data.{namespace}.authoring",
+                hint="add `accepts: [<contract>]`, or remove authoring",
+            )
     for index, command in enumerate(contributes.commands or []):
         action = command.get("action")
         if isinstance(action, str) and action not in actions:

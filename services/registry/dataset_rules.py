@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.manifest_models import DATASET_OPS, DatasetDecl
+from services.registry.manifest_models import DATASET_OPS, DataDecl, DatasetDecl
 from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
 
@@ -43,7 +43,7 @@ def _duplicates(items: Iterable[str]) -> list[str]:
 
 def compile_datasets(
     datasets: dict[str, DatasetDecl] | None,
-    data: dict[str, Any] | None,
+    data: dict[str, DataDecl] | None,
     files: PackageFiles,
     bag: DiagnosticBag,
     *,
@@ -129,8 +129,8 @@ def compile_datasets(
                     hint="add an operation such as merge to ops, or remove `update` from tools",
                 )
         data_decl = (data or {}).get(name)
-        if isinstance(data_decl, dict) and isinstance(data_decl.get("schema"), str) and relative is not None:
-            other = files.relative(file, data_decl["schema"])
+        if data_decl is not None and data_decl.schema_ is not None and relative is not None:
+            other = files.relative(file, data_decl.schema_)
             if other != relative:
                 bag.error(
                     "dataset-schema-mismatch",

@@ -413,6 +413,33 @@ class EventDecl(Strict):
     advertise: bool | None = None
 
 
+class DataSearch(Strict):
+    text: NonEmpty
+
+
+class DataDecl(Strict):
+    """`contributes.data.<namespace>`: schema, version, accepted contracts, search, authoring."""
+
+    schema_: NonEmpty | None = Field(default=None, alias="schema")
+    version: PositiveInt | None = None
+    accepts: list[ContractId] | None = None
+    search: DataSearch | None = None
+    authoring: dict[str, Any] | None = None
+
+
+class PromptDepth(Strict):
+    depth: NonNegativeInt
+
+
+class PromptSegment(Strict):
+    """`contributes.prompt[]`: a static prompt segment the host registers itself."""
+
+    id: NonEmpty
+    content: NonEmpty
+    position: either(Literal["system", "pre-history", "post-history"], str, PromptDepth)  # type: ignore[valid-type]
+    role: Literal["system", "user", "assistant"] | None = None
+
+
 class Contributes(Strict):
     tools: list[NonEmpty] | None = None
     actions: list[ActionName] | None = None
@@ -423,12 +450,12 @@ class Contributes(Strict):
     forms: list[NonEmpty] | None = None
     events: list[either(NonEmpty, str, EventDecl)] | None = None  # type: ignore[valid-type]
     settings: list[SettingDecl] | None = None
-    data: dict[str, Any] | None = None
+    data: dict[str, DataDecl] | None = None
     datasets: dict[str, DatasetDecl] | None = None
     actionKinds: list[ActionKindDecl] | None = None
     ui: dict[str, Any] | None = None
     worldProjections: list[Any] | dict[str, Any] | None = None
-    prompt: list[Any] | None = None
+    prompt: list[PromptSegment] | None = None
     wires: list[Any] | None = None
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from services.registry.diagnostics import Diagnostic, DiagnosticBag, Severity, add_validation_errors, has_errors
 from services.registry.frontmatter import Document, parse_document
+from services.registry.host_compatibility import host_version, parse_range, satisfies
 from services.registry.manifest_models import (
     CONTRIBUTES_FIELDS,
     GUARDED_ROOT_FIELDS,
@@ -385,6 +386,15 @@ def _compile_contributes(contributes: Contributes | None) -> dict[str, Any]:
             else {"contract": item, "modelFacing": False, "access": "read"}
             for item in contributes.services
         ]
+    if contributes.data is not None:
+        compiled["data"] = {
+            namespace: {"version": 1, **decl.model_dump(by_alias=True, exclude_none=True)}
+            for namespace, decl in contributes.data.items()
+        }
+    if contributes.prompt is not None:
+        compiled["prompt"] = [
+            {"role": "system", **segment.model_dump(by_alias=True, exclude_none=True)} for segment in contributes.prompt
+        ]
     if contributes.extensions is not None:
         extensions = []
         for item in contributes.extensions:
@@ -505,6 +515,22 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
             field_path="id",
             hint=f"remove `id`, or rename the folder to `{manifest.id}`",
         )
+    if manifest.covel is not None:
+        comparators = parse_range(manifest.covel)
+        if comparators is None:
+            bag.error(
+                "invalid-host-range",
+                f"`{manifest.covel}` is not a host version range",
+                field_path="covel",
+                hint='write comparators such as ">=0.1.0" or ">=0.1.0 <0.3"',
+            )
+        elif not satisfies(host_version(), comparators):
+            bag.error(
+                "host-version-unsupported",
+                f"the package is for Covel {manifest.covel}; this host is {host_version()}",
+                field_path="covel",
+                hint="install a version of the package written for this host",
+            )
     package.kind = manifest.kind or "plugin"
     package.version = manifest.version or DEFAULT_VERSION
     package.display_name = manifest.displayName or plugin_id

@@ -52,8 +52,8 @@ def check_root_schemas(manifest: PluginManifest, files: PackageFiles, bag: Diagn
     if contributes is None:
         return
     for namespace, decl in (contributes.data or {}).items():
-        if isinstance(decl, dict) and "schema" in decl:
-            check_schema(decl["schema"], files, bag, file=file, field_path=f"contributes.data.{namespace}.schema", what="data schema")
+        if decl.schema_ is not None:
+            check_schema(decl.schema_, files, bag, file=file, field_path=f"contributes.data.{namespace}.schema", what="data schema")
     _check_ui(contributes, files, bag, file=file)
 
 

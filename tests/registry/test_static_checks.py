@@ -69,6 +69,12 @@ LOAD_BROKEN = [
     ('subagent-guard', 'subagent-guard', 'subagent-field', 'runtimes/actor/RUNTIME.md', 'guard'),
     ('inline-locale-map', 'inline-locale-map', 'inline-locale-map', 'PLUGIN.md', 'displayName'),
     ('locale-bad-yaml', 'locale-bad-yaml', 'locale-yaml', 'locales/zh.yaml', ''),
+    ('host-version-unsupported', 'host-version-unsupported', 'host-version-unsupported', 'PLUGIN.md', 'covel'),
+    ('invalid-host-range', 'invalid-host-range', 'invalid-host-range', 'PLUGIN.md', 'covel'),
+    ('reserved-prompt-id', 'reserved-prompt-id', 'reserved-prompt-id', 'PLUGIN.md', 'contributes.prompt[0].id'),
+    ('prompt-bad-position', 'prompt-bad-position', 'invalid-value', 'PLUGIN.md', 'contributes.prompt[0].position'),
+    ('authoring-without-accepts', 'authoring-without-accepts', 'authoring-without-accepts', 'PLUGIN.md', 'contributes.data.facts.authoring'),
+    ('data-unknown-key', 'data-unknown-key', 'unknown-key', 'PLUGIN.md', 'contributes.data.facts.serach'),
     ('service-bad-contract', 'service-bad-contract', 'invalid-contract-id', 'PLUGIN.md', 'contributes.services[0]'),
 ]
 
@@ -113,3 +119,11 @@ def test_the_corpus_has_at_least_forty_distinct_cases() -> None:
 
     distinct = {(row[0], row[2], row[4]) for row in [*LOAD_BROKEN, *VALIDATION_BROKEN, *BROKEN, *WARNED]}
     assert len(distinct) >= 40
+
+
+def test_host_range_that_includes_this_host_loads(tmp_path) -> None:
+    from services.registry.host_compatibility import host_version
+    from tests.registry.conftest import write_plugin
+
+    root = write_plugin(tmp_path, "ranged", f'covel: ">={host_version()}, <999"')
+    assert load_package(root, source="community").state is PackageState.LOADED
