@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.registry.contract_schemas import check_contract_schemas
 from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.package_loader import LoadedPackage, load_package
 from services.registry.settings import source_of
@@ -63,9 +64,11 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False) -> list[LoadedPac
                 continue
             by_id[package.id] = package
             packages.append(package)
-            for diagnostic in package.diagnostics:
-                if diagnostic.severity is not Severity.INFO:
-                    log.warning("plugin.diagnostic", plugin_id=package.id, diagnostic=str(diagnostic))
+    check_contract_schemas(packages)
+    for package in packages:
+        for diagnostic in package.diagnostics:
+            if diagnostic.severity is not Severity.INFO:
+                log.warning("plugin.diagnostic", plugin_id=package.id, diagnostic=str(diagnostic))
     return packages
 
 

@@ -125,3 +125,16 @@ def test_confirmed_set_adds_nothing_and_lists_unavailable_members(tmp_path: Path
     result = resolve_confirmed_session_plugins(packages, ["consumer"])
     assert result.runnable == [] and codes(result.unavailable) == {"consumer": ("missing-provider", "lore@1")}
     assert confirmed == ["consumer", "ghost", "broken", "lore", "rival"]
+
+
+def test_providers_of_a_contract_publish_one_schema(tmp_path: Path) -> None:
+    contract = "contracts:\n  lore@1:\n    schema: ./lore.json\nprovides: [lore@1]"
+    write_plugin(tmp_path, "a-lore", contract, files={"lore.json": '{"type": "object"}'})
+    write_plugin(tmp_path, "b-lore", contract, files={"lore.json": '{"type": "object"}'})
+    write_plugin(tmp_path, "c-lore", contract, files={"lore.json": '{"type": "array"}'})
+    packages = {package.id: package for package in scan([tmp_path])}
+    assert packages["a-lore"].loaded and packages["b-lore"].loaded
+    [diagnostic] = packages["c-lore"].diagnostics
+    assert not packages["c-lore"].loaded
+    assert (diagnostic.code, diagnostic.field_path) == ("contract-schema-divergent", "contracts.lore@1.schema")
+    assert "a-lore" in diagnostic.message
