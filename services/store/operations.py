@@ -15,7 +15,7 @@ entry. Each operation is an object `{"op": <kind>, "path": <JSON Pointer>, ...}`
 | inc | path, by (number, default 1) | add `by` to the number at path (missing: 0); int + int stays an int |
 | append | path, value | add `value` at the end of the array at path (missing: []) |
 | insert | path, index, value | insert `value` before position index, 0 <= index <= length (missing: []) |
-| remove | path, exactly one of index / value / match | remove from the array at path: the item at index, every item equal to value, or every object item whose members include all of match; a missing array or no match removes nothing |
+| remove | path, exactly one of index / value / match | remove from the array at path: the item at index, every item equal to value, or every object item whose members include all of match; a missing or empty array, or no match, removes nothing |
 | upsertItem | path, value (object), key (member name, default "id") | in the array of objects at path (missing: []), replace the first item whose `key` member equals value[key], else append value |
 | delete | path | remove the member / array item at path (missing: nothing happens); path "" deletes the entry |
 

@@ -349,7 +349,11 @@ def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) 
     kind = "dimension.update"
     _trusted(context, proposal, kind)
     items = _batch(kind, from_struct(proposal.payload), "updates")
-    current = world.dimensions_for_update(context.db, context.session_id, [item.get("id") for item in items])
+    ids = [item.get("id") for item in items]
+    for index, dimension_id in enumerate(ids):
+        if dimension_id in ids[:index]:
+            raise Rejected(f"{kind}: updates[{index}]: dimension {dimension_id!r} is updated twice in one batch")
+    current = world.dimensions_for_update(context.db, context.session_id, ids)
     for index, item in enumerate(items):
         where = f"updates[{index}]"
         dimension_id, expected = item.get("id"), item.get("expectedVersion")

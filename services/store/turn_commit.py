@@ -5,13 +5,22 @@ Order inside the transaction (the session row locked, see database.lock_session)
    as it is (a retried commit); nothing is written again.
 2. The caller's lease must still be held, else ABORTED and nothing is written.
 3. The turn row is written. COMMITTED turns then append the player message and apply
-   the proposals unit by unit (a unit = the proposals of one top-level runtime, in order
-   of first appearance), each unit in its own savepoint:
+   the proposals unit by unit (a unit = the proposals of one top-level runtime with its
+   nested calls; producers before the units that need or read them, else in order of first
+   appearance), each unit in its own savepoint:
+   - a unit that hard-depends on (`needs`) or read data of (`read_from`) a discarded unit is
+     discarded (`read data of <runtime> that did not commit` / `needs <runtime> that did not
+     commit`), and so on transitively; a story or setup unit is kept instead and a
+     `read-dependency.kept` entry goes into the turn's trace;
+   - a non-story unit whose runtime failed (RuntimeResult.status "failed") is discarded;
    - a rejected proposal in a non-story unit rolls back that unit only (its other
      proposals DISCARDED); the story and the other units are kept;
-   - a rejected proposal in a story unit (a runtime whose RuntimeResult.story is true)
-     rolls back every write of the turn: the turn is recorded as FAILED with the reason.
+   - a rejected proposal in a story or setup unit rolls back every write of the turn: the
+     turn is recorded as FAILED with the reason.
    ABORTED and FAILED turns write only the turn row; their proposals are DISCARDED.
+   Every proposal gets an outcome (status, reason, code); every unit that did not commit is
+   listed in Turn.discarded_units. The trace and discarded units are kept in turn_traces.
+   Detached jobs are enqueued only when the turn ends COMMITTED (detached_jobs.enqueue).
 4. Counters: message seq stays 1..n per session; a COMMITTED "player" turn adds one to
    completed_player_turns. The lease is released when asked.
 """
