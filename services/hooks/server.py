@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import grpc
 
@@ -12,8 +13,10 @@ from covel.registry.v1 import registry_pb2_grpc
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.fault_breaker import FaultBreaker
+from services.hooks.tool_host import call_tool
+from shared.plugin_sdk.tools import ToolContext, tool_error
 from services.hooks.settings import HooksSettings
-from shared.errors import invalid_argument, require, rpc
+from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
@@ -99,6 +102,51 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.session_id, "session_id", "the session the plugin is paused in")
         require(request.plugin_id, "plugin_id", "the paused plugin")
         return hooks_pb2.ResetPluginFaultsResponse(was_paused=self._breaker.reset(request.session_id, request.plugin_id))
+
+    @rpc
+    async def ListTools(self, request: hooks_pb2.ListToolsRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.ListToolsResponse:
+        wanted = set(request.plugin_ids)
+        loaded = self._sync.current
+        tools = [
+            hooks_pb2.ToolInfo(
+                plugin_id=tool.plugin_id, name=tool.name, description=tool.description,
+                parameters=to_struct(tool.parameters), read_only=tool.read_only,
+            )
+            for plugin in loaded.load_result.loaded
+            if not wanted or plugin.entry.plugin_id in wanted
+            for tool in plugin.registrar.tools
+        ]
+        return hooks_pb2.ListToolsResponse(tools=tools, generation=loaded.generation)
+
+    @rpc
+    async def CallTool(self, request: hooks_pb2.CallToolRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.CallToolResponse:
+        require(request.context.session_id, "context.session_id", "the execution's session")
+        require(request.plugin_id, "plugin_id", "the plugin that registered the tool")
+        require(request.name, "name", "the tool's name")
+        found = self._tool(request.plugin_id, request.name)
+        if found is None:
+            raise not_found(f"plugin {request.plugin_id!r} registers no tool {request.name!r}")
+        tool, source = found
+        ctx = request.context
+        if source == "community" and request.plugin_id not in ctx.approved_plugin_ids:
+            refused = tool_error("unavailable", f"plugin {request.plugin_id} is not approved to run server code in this session",
+                                 "the player approves it with SetPluginApprovals")
+            return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
+        tool_context = ToolContext(
+            session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
+            logical_turn=ctx.logical_turn,
+            _own_settings=from_struct(ctx.plugin_settings[request.plugin_id]) if request.plugin_id in ctx.plugin_settings else {},
+        )
+        result = await call_tool(tool, tool_context, request.arguments)
+        return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=bool(result.get("ok")))
+
+    def _tool(self, plugin_id: str, name: str):
+        """(registration, package source) of a plugin's tool, or None."""
+        for plugin in self._sync.current.load_result.loaded:
+            if plugin.entry.plugin_id == plugin_id:
+                tool = next((tool for tool in plugin.registrar.tools if tool.name == name), None)
+                return (tool, plugin.entry.source) if tool is not None else None
+        return None
 
     def _subscriptions(self) -> hooks_pb2.GetSubscriptionsResponse:
         loaded = self._sync.current

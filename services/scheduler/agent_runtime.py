@@ -6,6 +6,7 @@ This first version runs story agents without tools (one model call); the full ag
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,13 @@ from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.registry.v1 import registry_pb2
 from services.scheduler.context_assembly import assemble, framework_preamble
 from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.hook_rules import (
+    apply_post_tool_use,
+    apply_pre_step,
+    apply_pre_tool_use,
+    refused_tool_result,
+    stopped_by_pre_step_error,
+)
 from services.scheduler.story_output import EmptyStory, Story, normalize_story
 from services.scheduler.story_stream import SegmentTextStream, StreamedPiece
 from shared.contracts import NARRATIVE_ENGINE, kernel_contract_schema
@@ -24,6 +32,8 @@ from shared.structs import from_struct, to_struct
 OnNarrative = Callable[[StreamedPiece], Awaitable[None]]
 # agent.loop.corrections.review: how often PostLLMResponse may send a draft back (spec default).
 DEFAULT_REVIEW_CORRECTIONS = 2
+# agent.loop.maxSteps when the manifest sets none.
+DEFAULT_MAX_STEPS = 8
 
 
 @dataclass
@@ -103,27 +113,64 @@ async def run_agent(
     loop = _manifest_get(manifest, "agent", "loop", default={}) or {}
     review_budget = int(_manifest_get(loop, "corrections", "review", default=DEFAULT_REVIEW_CORRECTIONS))
     timeout_s = int(loop.get("timeoutMs", 240_000 if story else 120_000)) / 1000
+    max_steps = int(loop.get("maxSteps") or DEFAULT_MAX_STEPS)
     response_format = _response_format(manifest, story)
     model = session.runtime_model_overrides.get(runtime.runtime_id, "") or slot
+    finish_with = _manifest_get(manifest, "agent", "finishWith")
+    completion = _manifest_get(manifest, "agent", "completion", default={}) or {}
+    finish_tools = set(completion.get("afterTools") or ([finish_with] if finish_with else []))
+    needs_tool_use = completion.get("require") in ("tool-use", "explicit") or bool(finish_with)
+    base_choice = _manifest_get(manifest, "agent", "toolChoice", default="required" if finish_with else "auto")
+    available = await hooks.tools(runtime.plugin_id) if tools_wanted(manifest) else {}
+    tool_names = [name for name in tools_wanted(manifest) if name in available]
+
     conversation = list(messages)
     corrections_used = 0
+    completion_corrected = False
+    successful_business_call = False
+    steps_remaining = max_steps
+    step = 0
     started = time.monotonic()
     usage = {"promptTokens": 0, "completionTokens": 0}
+    content = ""
+    finish_output: dict[str, Any] | None = None
+    force_required = False
+
+    def failed(reason: str) -> RuntimeOutcome:
+        return RuntimeOutcome("failed", reason, usage=usage, trace=trace)
+
     while True:
+        if steps_remaining <= 0:
+            return failed(f"max-steps: the agent used its {max_steps} steps without finishing")
+        step += 1
+        step_choice = "required" if force_required else base_choice
+        step_payload = {"step": step, "stepsRemaining": steps_remaining, "maxSteps": max_steps,
+                        "toolNames": list(tool_names), "toolChoice": step_choice}
+        pre_step = await hooks.dispatch("PreStep", scope, step_payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+        trace.extend(pre_step.trace)
+        plan = apply_pre_step(tool_names, step_choice, steps_remaining, _replaced(step_payload, pre_step.payload), correcting=force_required)
+        steps_remaining = plan.steps_remaining
+        if plan.stop is not None:
+            if plan.stop["reason"] == "cancelled":
+                return failed(stopped_by_pre_step_error(runtime.runtime_id, plan.stop))
+            break
         call_messages = [{"role": "system", "content": system_prompt}, *conversation]
         pre = await hooks.dispatch(
-            "PreLLMCall", scope, {"messages": call_messages, "model": model, "tools": [], "stream": True},
+            "PreLLMCall", scope, {"messages": call_messages, "model": model, "tools": list(plan.tools), "stream": True},
             plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         trace.extend(pre.trace)
         # A PreLLMCall replace changes this one call; the runtime's own conversation stays as it is.
         sent_messages = pre.payload.get("messages") if isinstance(pre.payload.get("messages"), list) else call_messages
         call_model = pre.payload.get("model") if isinstance(pre.payload.get("model"), str) and pre.payload.get("model") else model
+        call_tools = [name for name in pre.payload.get("tools", plan.tools) if name in available] if isinstance(pre.payload.get("tools"), list) else plan.tools
         stream = pre.payload.get("stream") is not False
         request = gateway_pb2.GenerateRequest(
             slot=slot,
             model_override="" if call_model == slot else call_model,
             messages=[_chat_message(m) for m in sent_messages],
+            tools=[available[name] for name in call_tools],
+            tool_choice=_wire_choice(plan.tool_choice) if call_tools else "",
             call_timeout_ms=int(loop.get("callTimeoutMs", 0) or 0),
             first_token_timeout_ms=int(loop.get("firstTokenTimeoutMs", 0) or 0),
             idle_timeout_ms=int(loop.get("idleTimeoutMs", 0) or 0),
@@ -136,22 +183,22 @@ async def run_agent(
             usage["promptTokens"] += final.usage.prompt_tokens
             usage["completionTokens"] += final.usage.completion_tokens
         if final is None:
-            return RuntimeOutcome("failed", "the model stream ended without a final message", usage=usage, trace=trace)
+            return failed("the model stream ended without a final message")
         if final.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
-            return RuntimeOutcome("failed", f"model call failed: {final.error_message or 'no reason given'}", usage=usage, trace=trace)
+            return failed(f"model call failed: {final.error_message or 'no reason given'}")
         finish = gateway_pb2.FinishReason.Name(final.finish_reason).removeprefix("FINISH_REASON_").lower()
+        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in final.message.tool_calls]
         reviewed = await hooks.dispatch(
-            "PostLLMResponse", scope, {"response": {"content": content, "finishReason": finish}, "messages": sent_messages},
+            "PostLLMResponse", scope,
+            {"response": {"content": content, "finishReason": finish, "toolCalls": calls}, "messages": sent_messages},
             plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         trace.extend(reviewed.trace)
         correction = reviewed.payload.get("correction")
         if isinstance(correction, str) and correction.strip():
             if corrections_used >= review_budget:
-                return RuntimeOutcome(
-                    "failed",
-                    f"invalid-output: a PostLLMResponse hook asked for another correction after the review budget ({review_budget}) was used",
-                    usage=usage, trace=trace,
+                return failed(
+                    f"invalid-output: a PostLLMResponse hook asked for another correction after the review budget ({review_budget}) was used"
                 )
             corrections_used += 1
             if story:
@@ -162,8 +209,46 @@ async def run_agent(
         response = reviewed.payload.get("response")
         if isinstance(response, dict) and isinstance(response.get("content"), str) and response["content"] != content:
             content = response["content"]
-        break
+        steps_remaining -= 1
+        if not calls:
+            if needs_tool_use and not (successful_business_call and not finish_tools):
+                if completion_corrected:
+                    wanted = ", ".join(sorted(finish_tools)) or "a tool"
+                    return failed(f"completion: the agent finished without a successful call of {wanted}")
+                # One correction, and the corrected request must call a tool.
+                completion_corrected = True
+                force_required = True
+                wanted = " or ".join(sorted(finish_tools)) or "one of your tools"
+                conversation += [{"role": "assistant", "content": content},
+                                 {"role": "user", "content": f"You must finish by calling {wanted}."}]
+                continue
+            break
+        force_required = False
+        conversation.append({"role": "assistant", "content": content, "tool_calls": calls})
+        terminated = False
+        for index, call in enumerate(calls):
+            if terminated:
+                # A terminating hook skips the rest of the batch: closed as cancelled.
+                conversation.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(
+                    {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})})
+                continue
+            result_text, ok, terminate = await _run_tool(call, runtime, scope, hooks, tool_names, trace)
+            conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result_text})
+            if ok:
+                successful_business_call = True
+                if call["name"] in finish_tools or (not finish_tools and completion.get("require") == "tool-use"):
+                    data = json.loads(result_text).get("data") if result_text.startswith("{") else None
+                    finish_output = data if isinstance(data, dict) else {"value": data}
+            terminated = terminated or terminate
+        if finish_output is not None and (finish_with or completion.get("afterTools")):
+            break
+        if terminated:
+            break
     usage["durationMs"] = int((time.monotonic() - started) * 1000)
+    if finish_output is not None:
+        return RuntimeOutcome("success", output=finish_output, usage=usage, trace=trace)
+    if needs_tool_use and finish_tools:
+        return failed(f"completion: the agent finished without a successful call of {', '.join(sorted(finish_tools))}")
     if not story:
         return RuntimeOutcome("success", output={"content": content}, usage=usage, trace=trace)
     try:
@@ -173,10 +258,61 @@ async def run_agent(
     return RuntimeOutcome("success", story=shaped, output=shaped.to_output(), usage=usage, trace=trace)
 
 
+def tools_wanted(manifest: dict[str, Any]) -> list[str]:
+    """agent.tools.plugin: the plugin tools this runtime may call (the registry fills the inline default)."""
+    wanted = _manifest_get(manifest, "agent", "tools", "plugin", default=[]) or []
+    return [name for name in wanted if isinstance(name, str)]
+
+
+def _replaced(original: dict[str, Any], merged: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in merged.items() if key not in original or original[key] != value}
+
+
+def _wire_choice(choice: Any) -> str:
+    if isinstance(choice, dict):
+        return str(choice.get("name", "auto"))
+    return str(choice)
+
+
+async def _run_tool(call, runtime, scope, hooks: HookBus, tool_names: list[str], trace) -> tuple[str, bool, bool]:
+    """PreToolUse → the tool → PostToolUse; (text the model reads, succeeded, terminate the loop)."""
+    pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+    trace.extend(pre.trace)
+    if pre.aborted:
+        # Refused: the model reads why; not counted as an executed or failed call.
+        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), False, False
+    call = apply_pre_tool_use(call, _replaced({"toolCall": call}, pre.payload))
+    if call["name"] not in tool_names:
+        result = {"ok": False, "error": {"code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
+                                         "hint": f"use one of: {', '.join(tool_names) or 'none'}"}}
+        result_text = json.dumps(result)
+    else:
+        result_text = await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call)
+    ok = json.loads(result_text).get("ok") is True
+    post = await hooks.dispatch(
+        "PostToolUse", scope, {"toolCall": call, "result": {"result": result_text, "success": ok}},
+        plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+    )
+    trace.extend(post.trace)
+    original = {"result": result_text, "success": ok}
+    replace = _replaced({"toolCall": call, "result": original}, post.payload)
+    outcome = apply_post_tool_use(original, replace)
+    text = outcome.result.get("result")
+    return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)), ok, outcome.terminate
+
+
 def _chat_message(message: Any) -> gateway_pb2.ChatMessage:
     if not isinstance(message, dict):
         return gateway_pb2.ChatMessage(role="user", content=str(message))
-    return gateway_pb2.ChatMessage(role=str(message.get("role", "user")), content=str(message.get("content", "")))
+    return gateway_pb2.ChatMessage(
+        role=str(message.get("role", "user")),
+        content=str(message.get("content") or ""),
+        tool_calls=[
+            gateway_pb2.ToolCall(id=str(c.get("id", "")), name=str(c.get("name", "")), arguments=str(c.get("arguments", "")))
+            for c in message.get("tool_calls") or [] if isinstance(c, dict)
+        ],
+        tool_call_id=str(message.get("tool_call_id") or ""),
+    )
 
 
 async def _call_model(

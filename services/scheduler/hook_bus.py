@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.common.v1 import common_pb2
+from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.structs import from_struct, to_struct
@@ -52,6 +53,7 @@ class HookBus:
         self._subscribers: dict[str, set[str]] = {}
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
+        self._tools: dict[str, tuple[float, dict]] = {}
 
     async def _subscriptions(self) -> dict[str, set[str]]:
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
@@ -64,6 +66,31 @@ class HookBus:
 
     def refresh(self) -> None:
         self._fetched_at = 0.0
+        self._tools = {}
+
+    async def tools(self, plugin_id: str) -> dict[str, gateway_pb2.ToolDefinition]:
+        """The tools a plugin's entry module registered, as the model is offered them (cached)."""
+        cached = self._tools.get(plugin_id)
+        if cached is not None and time.monotonic() - cached[0] < SUBSCRIPTIONS_TTL_S:
+            return cached[1]
+        reply = await self._hooks.ListTools(hooks_pb2.ListToolsRequest(plugin_ids=[plugin_id]), timeout=5)
+        tools = {
+            tool.name: gateway_pb2.ToolDefinition(name=tool.name, description=tool.description, parameters=tool.parameters)
+            for tool in reply.tools
+        }
+        self._tools[plugin_id] = (time.monotonic(), tools)
+        return tools
+
+    async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any]) -> str:
+        """Run one plugin tool in the hooks service; the unified result as JSON text."""
+        reply = await self._hooks.CallTool(
+            hooks_pb2.CallToolRequest(
+                context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
+                arguments=call.get("arguments") or "{}", call_id=call.get("id", ""),
+            ),
+            timeout=60,
+        )
+        return reply.result
 
     async def dispatch(
         self,

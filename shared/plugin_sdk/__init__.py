@@ -13,6 +13,7 @@ An entry module defines `register(covel)`; `covel` is a `PluginRegistrar`:
 from shared.plugin_sdk.context import CancellationSignal, ExecutionView, HookContext
 from shared.plugin_sdk.private_payload import PrivatePayload, json_copy
 from shared.plugin_sdk.registrar import HookRegistration, PluginRegistrar, ToolRegistration
+from shared.plugin_sdk.tools import ToolContext, ToolError
 
 __all__ = [
     "CancellationSignal",
@@ -21,6 +22,8 @@ __all__ = [
     "HookRegistration",
     "PluginRegistrar",
     "PrivatePayload",
+    "ToolContext",
+    "ToolError",
     "ToolRegistration",
     "json_copy",
 ]

@@ -1,0 +1,50 @@
+"""Run plugin tools registered by entry modules (`covel.register_tool`), with the unified result.
+
+Every call answers `{ok: true, data}` or `{ok: false, error: {code, message, hint?}}`:
+arguments that do not fit the tool's JSON Schema, a tool that raises, returns something
+that is not JSON, or passes its time limit, all become an error result for the model,
+never a crash of the kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from shared.plugin_sdk import ToolRegistration
+from shared.plugin_sdk.tools import ToolContext, ToolError, tool_error, tool_ok
+
+TOOL_TIMEOUT_S = 30.0
+
+
+async def call_tool(tool: ToolRegistration, context: ToolContext, arguments: str, timeout_s: float = TOOL_TIMEOUT_S) -> dict[str, Any]:
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError as error:
+        return tool_error("invalid-input", f"arguments are not JSON: {error}", "send the arguments as one JSON object")
+    problems = sorted(Draft202012Validator(tool.parameters).iter_errors(args), key=lambda e: list(e.absolute_path))
+    if problems:
+        listed = "; ".join(
+            f"{'/'.join(str(p) for p in problem.absolute_path) or '(arguments)'}: {problem.message}" for problem in problems[:3]
+        )
+        return tool_error("invalid-input", listed, "call the tool again with arguments that fit its parameters")
+    try:
+        outcome = tool.handler(context, args)
+        if inspect.isawaitable(outcome):
+            outcome = await asyncio.wait_for(outcome, timeout_s)
+    except ToolError as error:
+        return tool_error(error.code, error.message, error.hint)
+    except asyncio.TimeoutError:
+        context.signal.abort("timeout")
+        return tool_error("timeout", f"the tool {tool.name} did not answer within {timeout_s:.0f} s")
+    except Exception as error:  # plugin code
+        return tool_error("internal", f"the tool {tool.name} failed: {type(error).__name__}: {error}")
+    try:
+        json.dumps(outcome)
+    except (TypeError, ValueError):
+        return tool_error("internal", f"the tool {tool.name} returned a value that is not JSON ({type(outcome).__name__})")
+    return tool_ok(outcome)
