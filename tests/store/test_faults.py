@@ -191,6 +191,7 @@ async def test_postgres_restart_during_a_run_the_store_reconnects(tmp_path):
                     pass
         _, errors = await restart.communicate()
         assert restart.returncode == 0, errors.decode()
+        print(f"PostgreSQL restart: {unavailable} retryable answers, recovered after {time.monotonic() - started:.1f} s")
         assert await check_whole_or_absent(stub, session_id) >= 6
     finally:
         await store.stop()
