@@ -216,3 +216,42 @@ def test_mutated_plugin_md_gives_diagnostics_never_a_crash(mutation_root: Path, 
         assert any(d.is_error and d.code and d.message for d in package.diagnostics)
     for diagnostic in package.diagnostics:
         assert isinstance(diagnostic.field_path, str) and isinstance(diagnostic.file, str)
+
+
+def test_every_diagnostic_code_is_in_the_table_and_every_entry_is_used() -> None:
+    import ast
+    import re
+
+    from services.registry.diagnostic_codes import CODES
+
+    code_like = re.compile(r"[a-z]+(-[a-z0-9]+)+")
+    emitted: set[str] = set()
+    sources = sorted((Path(__file__).parents[2] / "services" / "registry").glob("*.py"))
+    for path in sources:
+        if path.name == "diagnostic_codes.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if name in {"error", "warning", "info", "drop", "add", "PydanticCustomError"}:
+                    emitted.update(
+                        arg.value for arg in node.args[:2] if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and code_like.fullmatch(arg.value)
+                    )
+                emitted.update(kw.value.value for kw in node.keywords if kw.arg == "code" and isinstance(kw.value, ast.Constant))
+            if isinstance(node, ast.Tuple) and len(node.elts) in (2, 3) and isinstance(node.elts[0], ast.Constant):
+                value = node.elts[0].value
+                # (code, message[, hint]) and (code, path, message) tuples: a message is text with spaces.
+                is_message = any(
+                    isinstance(item, (ast.JoinedStr, ast.BinOp)) or (isinstance(item, ast.Constant) and " " in str(item.value))
+                    for item in node.elts[1:]
+                )
+                if isinstance(value, str) and code_like.fullmatch(value) and is_message:
+                    emitted.add(value)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                if any(isinstance(target, ast.Name) and target.id.endswith("_CODE") for target in node.targets):
+                    emitted.add(node.value.value)
+    emitted |= {"unknown-key", "missing-field", "invalid-type", "invalid-value"}  # mapped from pydantic errors
+    emitted |= {f"duplicate-{what}" for what in ("tool", "action", "form", "event-topic", "prompt-id")}
+    assert emitted - set(CODES) == set(), "codes given but not documented"
+    assert set(CODES) - emitted == set(), "documented codes nothing gives"
