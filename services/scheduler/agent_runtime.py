@@ -6,6 +6,7 @@ This first version runs story agents without tools (one model call); the full ag
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -226,20 +227,21 @@ async def run_agent(
         force_required = False
         conversation.append({"role": "assistant", "content": content, "tool_calls": calls})
         terminated = False
-        for index, call in enumerate(calls):
+        for batch in tool_batches(calls, lambda name: hooks.read_only(runtime.plugin_id, name)):
             if terminated:
-                # A terminating hook skips the rest of the batch: closed as cancelled.
-                conversation.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(
-                    {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})})
+                # A terminating hook skips the rest of the calls: each is closed as cancelled.
+                for call in batch:
+                    conversation.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(
+                        {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})})
                 continue
-            result_text, ok, terminate = await _run_tool(call, runtime, scope, hooks, tool_names, trace)
-            conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result_text})
-            if ok:
-                successful_business_call = True
-                if call["name"] in finish_tools or (not finish_tools and completion.get("require") == "tool-use"):
-                    data = json.loads(result_text).get("data") if result_text.startswith("{") else None
-                    finish_output = data if isinstance(data, dict) else {"value": data}
-            terminated = terminated or terminate
+            for call, (result_text, ok, terminate) in zip(batch, await _run_batch(batch, runtime, scope, hooks, tool_names, trace)):
+                conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result_text})
+                if ok:
+                    successful_business_call = True
+                    if call["name"] in finish_tools or (not finish_tools and completion.get("require") == "tool-use"):
+                        data = json.loads(result_text).get("data") if result_text.startswith("{") else None
+                        finish_output = data if isinstance(data, dict) else {"value": data}
+                terminated = terminated or terminate
         if finish_output is not None and (finish_with or completion.get("afterTools")):
             break
         if terminated:
@@ -274,29 +276,63 @@ def _wire_choice(choice: Any) -> str:
     return str(choice)
 
 
-async def _run_tool(call, runtime, scope, hooks: HookBus, tool_names: list[str], trace) -> tuple[str, bool, bool]:
-    """PreToolUse → the tool → PostToolUse; (text the model reads, succeeded, terminate the loop)."""
+def tool_batches(calls: list[dict[str, Any]], is_read_only) -> list[list[dict[str, Any]]]:
+    """Consecutive read-only calls form one concurrent pool; any other call is a barrier run alone."""
+    batches: list[list[dict[str, Any]]] = []
+    for call in calls:
+        if is_read_only(call["name"]) and batches and len(batches[-1]) and is_read_only(batches[-1][-1]["name"]):
+            batches[-1].append(call)
+        else:
+            batches.append([call])
+    return batches
+
+
+async def _run_batch(batch, runtime, scope, hooks: HookBus, tool_names: list[str], trace) -> list[tuple[str, bool, bool]]:
+    """A pool: every member's PreToolUse first, in model order; then the tools together; then
+    every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
+    runs alone after the pool, keeping the hook result it already has."""
+    prepared = [await _pre_tool(call, runtime, scope, hooks, trace) for call in batch]
+    in_pool = [p for p in prepared if p[0] is None and (len(batch) == 1 or hooks.read_only(runtime.plugin_id, p[1]["name"]))]
+    pooled = await asyncio.gather(*(_execute(p[1], runtime, scope, hooks, tool_names) for p in in_pool))
+    executed = {id(p): text for p, text in zip(in_pool, pooled)}
+    for p in prepared:
+        if p[0] is None and id(p) not in executed:
+            executed[id(p)] = await _execute(p[1], runtime, scope, hooks, tool_names)
+    results = []
+    for p in prepared:
+        refused, call = p
+        if refused is not None:
+            # Refused: the model reads why; not an executed call, so no PostToolUse.
+            results.append((refused, False, False))
+            continue
+        results.append(await _post_tool(call, executed[id(p)], runtime, scope, hooks, trace))
+    return results
+
+
+async def _pre_tool(call, runtime, scope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any]]:
     pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
     trace.extend(pre.trace)
     if pre.aborted:
-        # Refused: the model reads why; not counted as an executed or failed call.
-        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), False, False
-    call = apply_pre_tool_use(call, _replaced({"toolCall": call}, pre.payload))
+        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call
+    return None, apply_pre_tool_use(call, _replaced({"toolCall": call}, pre.payload))
+
+
+async def _execute(call, runtime, scope, hooks: HookBus, tool_names: list[str]) -> str:
     if call["name"] not in tool_names:
-        result = {"ok": False, "error": {"code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
-                                         "hint": f"use one of: {', '.join(tool_names) or 'none'}"}}
-        result_text = json.dumps(result)
-    else:
-        result_text = await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call)
+        return json.dumps({"ok": False, "error": {
+            "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
+            "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
+    return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call)
+
+
+async def _post_tool(call, result_text: str, runtime, scope, hooks: HookBus, trace) -> tuple[str, bool, bool]:
     ok = json.loads(result_text).get("ok") is True
+    original = {"result": result_text, "success": ok}
     post = await hooks.dispatch(
-        "PostToolUse", scope, {"toolCall": call, "result": {"result": result_text, "success": ok}},
-        plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+        "PostToolUse", scope, {"toolCall": call, "result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
     )
     trace.extend(post.trace)
-    original = {"result": result_text, "success": ok}
-    replace = _replaced({"toolCall": call, "result": original}, post.payload)
-    outcome = apply_post_tool_use(original, replace)
+    outcome = apply_post_tool_use(original, _replaced({"toolCall": call, "result": original}, post.payload))
     text = outcome.result.get("result")
     return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)), ok, outcome.terminate
 

@@ -54,6 +54,7 @@ class HookBus:
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
         self._tools: dict[str, tuple[float, dict]] = {}
+        self._read_only: dict[str, set[str]] = {}
 
     async def _subscriptions(self) -> dict[str, set[str]]:
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
@@ -79,7 +80,12 @@ class HookBus:
             for tool in reply.tools
         }
         self._tools[plugin_id] = (time.monotonic(), tools)
+        self._read_only[plugin_id] = {tool.name for tool in reply.tools if tool.read_only}
         return tools
+
+    def read_only(self, plugin_id: str, name: str) -> bool:
+        """Whether the tool is annotated readOnly (known once tools() was asked for the plugin)."""
+        return name in self._read_only.get(plugin_id, set())
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any]) -> str:
         """Run one plugin tool in the hooks service; the unified result as JSON text."""
@@ -111,9 +117,13 @@ class HookBus:
             ),
             timeout=timeout_s,
         )
+        trace = list(reply.trace)
+        if runtime_id:
+            for entry in trace:
+                entry.runtime_id = runtime_id
         return HookOutcome(
             aborted=reply.outcome == hooks_pb2.OUTCOME_ABORT,
             reason=reply.reason,
             payload=from_struct(reply.payload),
-            trace=list(reply.trace),
+            trace=trace,
         )

@@ -64,3 +64,12 @@ def test_post_tool_use_rewrites_what_the_model_reads_only() -> None:
     assert outcome.result == {"result": "softened", "error": {"code": "x", "message": "m"}, "success": False}
     assert outcome.terminate
     assert apply_post_tool_use(result, {"terminate": "yes"}).terminate is False
+
+
+def test_read_only_calls_pool_and_others_are_barriers() -> None:
+    from services.scheduler.agent_runtime import tool_batches
+
+    calls = [{"name": n} for n in ["look", "look", "save", "look", "find", "look", "save"]]
+    read_only = {"look", "find"}.__contains__
+    assert [[c["name"] for c in batch] for batch in tool_batches(calls, read_only)] == [
+        ["look", "look"], ["save"], ["look", "find", "look"], ["save"]]
