@@ -35,6 +35,7 @@ OnNarrative = Callable[[StreamedPiece], Awaitable[None]]
 DEFAULT_REVIEW_CORRECTIONS = 2
 # agent.loop.maxSteps when the manifest sets none.
 DEFAULT_MAX_STEPS = 8
+TRUNCATION_HINT = "Your last reply was cut off at the output limit. Write only what the task needs."
 
 
 @dataclass
@@ -136,6 +137,8 @@ async def run_agent(
     content = ""
     finish_output: dict[str, Any] | None = None
     force_required = False
+    truncation_retried = False
+    notice = ""
 
     def failed(reason: str) -> RuntimeOutcome:
         return RuntimeOutcome("failed", reason, usage=usage, trace=trace)
@@ -189,6 +192,20 @@ async def run_agent(
             return failed(f"model call failed: {final.error_message or 'no reason given'}")
         finish = gateway_pb2.FinishReason.Name(final.finish_reason).removeprefix("FINISH_REASON_").lower()
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in final.message.tool_calls]
+        if finish in ("length", "other"):
+            if story and not calls and content.strip():
+                # The story profile accepts a cut-off story: the player keeps it, with a notice.
+                notice = ("the story may stop mid-sentence (the model hit its output limit)" if finish == "length"
+                          else "the provider stopped without saying why; this part may be unfinished: retry the turn")
+            elif finish == "length" and not truncation_retried:
+                # Truncated tool calls and JSON are unusable: one new attempt, asking for less.
+                truncation_retried = True
+                conversation.append({"role": "user", "content": TRUNCATION_HINT})
+                continue
+            elif finish == "length":
+                return failed("truncated: the reply hit the model's output limit twice; raise the output limit of this slot")
+            else:
+                return failed("finish-other: the provider stopped the reply without saying why")
         reviewed = await hooks.dispatch(
             "PostLLMResponse", scope,
             {"response": {"content": content, "finishReason": finish, "toolCalls": calls}, "messages": sent_messages},
@@ -257,7 +274,7 @@ async def run_agent(
         shaped = normalize_story(content)
     except EmptyStory:
         return RuntimeOutcome("failed", "the story has no text", usage=usage, trace=trace)
-    return RuntimeOutcome("success", story=shaped, output=shaped.to_output(), usage=usage, trace=trace)
+    return RuntimeOutcome("success", notice, story=shaped, output=shaped.to_output(), usage=usage, trace=trace)
 
 
 def tools_wanted(manifest: dict[str, Any]) -> list[str]:
