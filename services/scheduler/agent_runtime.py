@@ -35,6 +35,8 @@ OnNarrative = Callable[[StreamedPiece], Awaitable[None]]
 DEFAULT_REVIEW_CORRECTIONS = 2
 # agent.loop.maxSteps when the manifest sets none.
 DEFAULT_MAX_STEPS = 8
+# Added to a call's gRPC deadline: a long steady stream may outlive timeoutMs (spec).
+STREAM_DEADLINE_SLACK_S = 600.0
 TRUNCATION_HINT = "Your last reply was cut off at the output limit. Write only what the task needs."
 
 
@@ -115,6 +117,9 @@ async def run_agent(
     loop = _manifest_get(manifest, "agent", "loop", default={}) or {}
     review_budget = int(_manifest_get(loop, "corrections", "review", default=DEFAULT_REVIEW_CORRECTIONS))
     timeout_s = int(loop.get("timeoutMs", 240_000 if story else 120_000)) / 1000
+    max_retries = int(loop.get("maxRetries", 1 if story else 3))
+    # Time spent streaming output does not count against timeoutMs: each call's streamed_ms moves the deadline.
+    deadline = time.monotonic() + timeout_s
     max_steps = int(loop.get("maxSteps") or DEFAULT_MAX_STEPS)
     response_format = _response_format(manifest, story)
     model = session.runtime_model_overrides.get(runtime.runtime_id, "") or slot
@@ -158,6 +163,9 @@ async def run_agent(
             if plan.stop["reason"] == "cancelled":
                 return failed(stopped_by_pre_step_error(runtime.runtime_id, plan.stop))
             break
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            return failed(f"timeout: the runtime used its agent.loop.timeoutMs ({timeout_s * 1000:.0f} ms)")
         call_messages = [{"role": "system", "content": system_prompt}, *conversation]
         pre = await hooks.dispatch(
             "PreLLMCall", scope, {"messages": call_messages, "model": model, "tools": list(plan.tools), "stream": True},
@@ -178,11 +186,16 @@ async def run_agent(
             call_timeout_ms=int(loop.get("callTimeoutMs", 0) or 0),
             first_token_timeout_ms=int(loop.get("firstTokenTimeoutMs", 0) or 0),
             idle_timeout_ms=int(loop.get("idleTimeoutMs", 0) or 0),
+            timeout_ms=int(remaining_s * 1000),
+            max_retries=max_retries,
             origin=gateway_pb2.CallOrigin(session_id=session.id, turn_id=scope.turn_id, runtime_id=runtime.runtime_id),
         )
         if response_format is not None:
             request.response_format.CopyFrom(response_format)
-        final, content = await _call_model(gateway, request, stream and story, on_narrative, timeout_s)
+        # The gateway enforces the runtime's time; the gRPC deadline only guards against a lost peer.
+        final, content = await _call_model(gateway, request, stream and story, on_narrative, remaining_s + STREAM_DEADLINE_SLACK_S)
+        if final is not None:
+            deadline += final.streamed_ms / 1000
         if final is not None:
             usage["promptTokens"] += final.usage.prompt_tokens
             usage["completionTokens"] += final.usage.completion_tokens
