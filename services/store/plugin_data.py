@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, tuple_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -35,46 +35,83 @@ def _upsert_statement(dialect: str) -> Any:
     return _UPSERTS[dialect]
 
 
-def upsert(
-    db: Session, *, session_id: str, plugin_id: str, namespace: str, key: str, value: Any, turn_id: str, now: datetime
-) -> None:
-    """One conditional statement (INSERT ... ON CONFLICT DO UPDATE) on either backend."""
-    connection = db.connection()
-    connection.execute(
-        _upsert_statement(connection.dialect.name),
-        {
-            "session_id": session_id,
-            "plugin_id": plugin_id,
-            "namespace": namespace,
-            "key": key,
-            "value": value,
-            "turn_id": turn_id,
-            "created_at": now,
-            "updated_at": now,
-        },
-    )
+Address = tuple[str, str, str]  # (plugin_id, namespace, key)
 
 
-def current_value(db: Session, *, session_id: str, plugin_id: str, namespace: str, key: str) -> Any:
-    """The stored value (this transaction's earlier writes included), or operations.MISSING."""
-    row = db.execute(
-        select(PluginDataRow).where(
-            PluginDataRow.session_id == session_id,
-            PluginDataRow.plugin_id == plugin_id,
-            PluginDataRow.namespace == namespace,
-            PluginDataRow.key == key,
-        )
-    ).scalar_one_or_none()
-    return MISSING if row is None else row.value
+class UnitWrites:
+    """Plugin-data writes of a turn, buffered per unit and written when the unit ends.
+
+    `get` answers as the transaction will see it (committed, earlier units, this unit's
+    writes so far); `flush` writes the unit's final value per entry in two statements (one
+    multi-row upsert, one delete), so a unit of many writes costs a few round trips, not one
+    per write. `discard` forgets the unit's writes (its savepoint rolled back).
+    """
+
+    def __init__(self, db: Session, session_id: str, turn_id: str, now: datetime) -> None:
+        self.db, self.session_id, self.turn_id, self.now = db, session_id, turn_id, now
+        self._known: dict[Address, Any] = {}
+        self._pending: dict[Address, Any] = {}
+
+    def prefetch(self, addresses: set[Address]) -> None:
+        wanted = [address for address in addresses if address not in self._known and address not in self._pending]
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for address in chunk:
+                self._known[address] = MISSING
+            rows = self.db.execute(
+                select(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key, PluginDataRow.value).where(
+                    PluginDataRow.session_id == self.session_id,
+                    tuple_(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key).in_(chunk),
+                )
+            )
+            for plugin_id, namespace, key, value in rows:
+                self._known[(plugin_id, namespace, key)] = value
+
+    def get(self, address: Address) -> Any:
+        if address in self._pending:
+            value = self._pending[address]
+            return MISSING if value is _DELETE else value
+        if address not in self._known:
+            self.prefetch({address})
+        return self._known[address]
+
+    def set(self, address: Address, value: Any) -> None:
+        self._pending[address] = value
+
+    def delete(self, address: Address) -> None:
+        self._pending[address] = _DELETE
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        connection = self.db.connection()
+        values = [
+            {"session_id": self.session_id, "plugin_id": plugin_id, "namespace": namespace, "key": key, "value": value,
+             "turn_id": self.turn_id, "created_at": self.now, "updated_at": self.now}
+            for (plugin_id, namespace, key), value in self._pending.items()
+            if value is not _DELETE
+        ]
+        gone = [
+            {"session_id": self.session_id, "plugin_id": plugin_id, "namespace": namespace, "key": key}
+            for (plugin_id, namespace, key), value in self._pending.items()
+            if value is _DELETE
+        ]
+        if values:
+            connection.execute(_upsert_statement(connection.dialect.name), values)
+        if gone:
+            connection.execute(_DELETE_STATEMENT, gone)
+        for address, value in self._pending.items():
+            self._known[address] = MISSING if value is _DELETE else value
+        self._pending.clear()
+
+    def discard(self) -> None:
+        self._pending.clear()
 
 
-def delete(db: Session, *, session_id: str, plugin_id: str, namespace: str, key: str) -> bool:
-    result = db.execute(
-        sql_delete(PluginDataRow).where(
-            PluginDataRow.session_id == session_id,
-            PluginDataRow.plugin_id == plugin_id,
-            PluginDataRow.namespace == namespace,
-            PluginDataRow.key == key,
-        )
-    )
-    return bool(result.rowcount)
+_DELETE: Any = object()
+_DELETE_STATEMENT = sql_delete(PluginDataRow.__table__).where(
+    PluginDataRow.__table__.c.session_id == bindparam("session_id"),
+    PluginDataRow.__table__.c.plugin_id == bindparam("plugin_id"),
+    PluginDataRow.__table__.c.namespace == bindparam("namespace"),
+    PluginDataRow.__table__.c.key == bindparam("key"),
+)

@@ -74,6 +74,23 @@ class ApplyContext:
     dimension_owners: frozenset[str] = frozenset()
     appended: list[MessageRow] = field(default_factory=list)
     next_event_seq: int = 1
+    # Plugin-data writes, buffered per unit (flushed at the end of each unit).
+    data: plugin_data.UnitWrites = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = plugin_data.UnitWrites(self.db, self.session_id, self.turn_id, self.now)
+
+    def prefetch(self, proposals: list[store_pb2.Proposal]) -> None:
+        """Read in one query the current values the unit's plugin.data.update proposals need."""
+        addresses = set()
+        for proposal in proposals:
+            if proposal.type == "plugin.data.update":
+                fields = proposal.payload.fields
+                namespace, key = fields.get("namespace"), fields.get("key")
+                if namespace is not None and key is not None and namespace.string_value and key.string_value:
+                    addresses.add((proposal.plugin_id, namespace.string_value, key.string_value))
+        if addresses:
+            self.data.prefetch(addresses)
 
     def mark(self) -> tuple[int, int, int]:
         return self.next_seq, len(self.appended), self.next_event_seq
@@ -172,8 +189,8 @@ class _DataWriter:
     def _dataset(self, namespace: str) -> Dataset | None:
         return self.context.datasets.get((self.proposal.plugin_id, namespace))
 
-    def _address(self, namespace: str, key: str) -> dict[str, str]:
-        return {"session_id": self.context.session_id, "plugin_id": self.proposal.plugin_id, "namespace": namespace, "key": key}
+    def _address(self, namespace: str, key: str) -> plugin_data.Address:
+        return (self.proposal.plugin_id, namespace, key)
 
     def _checked(self, kind: str, namespace: str, key: str, kinds: list[str], value: Any) -> None:
         policy = self._dataset(namespace)
@@ -190,12 +207,12 @@ class _DataWriter:
         check_namespace(kind, namespace)
         _sized(f"{kind}: the value of {namespace}/{key}", value)
         self._checked(kind, namespace, key, ["set"], value)
-        plugin_data.upsert(self.context.db, **self._address(namespace, key), value=value, turn_id=self.context.turn_id, now=self.context.now)
+        self.context.data.set(self._address(namespace, key), value)
 
     def delete(self, kind: str, namespace: str, key: str) -> None:
         check_namespace(kind, namespace)
         self._checked(kind, namespace, key, ["delete"], DELETED)
-        plugin_data.delete(self.context.db, **self._address(namespace, key))
+        self.context.data.delete(self._address(namespace, key))
 
     def update(self, kind: str, namespace: str, key: str, operations: list[Any]) -> None:
         check_namespace(kind, namespace)
@@ -205,13 +222,13 @@ class _DataWriter:
                 policy.check_kinds(operation_kinds(operations))
             except DatasetViolation as error:
                 raise Rejected(f"{kind}: {error}", "dataset-violation") from None
-        current = plugin_data.current_value(self.context.db, **self._address(namespace, key))
+        current = self.context.data.get(self._address(namespace, key))
         try:
             value = apply_operations(current, operations)
         except OperationError as error:
             raise Rejected(f"{kind}: {namespace}/{key}: {error}", "operation-failed") from None
         if value is DELETED or value is MISSING:
-            plugin_data.delete(self.context.db, **self._address(namespace, key))
+            self.context.data.delete(self._address(namespace, key))
             return
         _sized(f"{kind}: the value of {namespace}/{key} after the operations", value)
         if policy is not None:
@@ -219,7 +236,7 @@ class _DataWriter:
                 policy.check_record(key, value)
             except DatasetViolation as error:
                 raise Rejected(f"{kind}: {error}", "dataset-violation") from None
-        plugin_data.upsert(self.context.db, **self._address(namespace, key), value=value, turn_id=self.context.turn_id, now=self.context.now)
+        self.context.data.set(self._address(namespace, key), value)
 
 
 def apply_plugin_data(context: ApplyContext, proposal: store_pb2.Proposal) -> None:

@@ -242,6 +242,7 @@ def _apply_committed(
         mark = context.mark()
         savepoint = db.begin_nested()
         rejected: tuple[store_pb2.Proposal, str, str] | None = None
+        context.prefetch(unit.proposals)
         for proposal in unit.proposals:
             try:
                 proposals.apply(context, proposal)
@@ -251,12 +252,19 @@ def _apply_committed(
                 rejected = (proposal, f"the database refused the write: {error.orig}", "database-refused")
             if rejected:
                 break
+        if rejected is None and unit.proposals:
+            try:
+                context.data.flush()
+            except DBAPIError as error:
+                # Buffered plugin-data writes are written together: the unit's last proposal answers for them.
+                rejected = (unit.proposals[-1], f"the database refused the unit's plugin data writes: {error.orig}", "database-refused")
         if rejected is None:
             savepoint.commit()
             outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
             continue
         savepoint.rollback()
         context.rollback_to(mark)
+        context.data.discard()
         bad, reason, code = rejected
         if unit.story:
             whole_turn.rollback()
