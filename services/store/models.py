@@ -66,6 +66,8 @@ class SessionRow(Base):
     approved_plugins: Mapped[list[Any]] = mapped_column(default=list)
     runtime_model_overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
     plugin_settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # runtime id -> {state, resolution?, warning?, reason?, lastError?} (migration 0003).
+    setup_runtimes: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
     completed_player_turns: Mapped[int] = mapped_column(BigInteger, default=0)
     # The seq of the newest message (messages are numbered 1..n per session, no gaps).
     last_message_seq: Mapped[int] = mapped_column(BigInteger, default=0)

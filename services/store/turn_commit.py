@@ -180,8 +180,15 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     row.proposal_outcomes = messages_to_json(
         [*earlier_outcomes, *(outcomes[proposal.id] for proposal in request.proposals)]
     )
-    if row.status == "committed" and row.origin == "player":
+    if request.setup_progress:
+        progress = dict(session.setup_runtimes or {})
+        progress.update({runtime: from_struct(value) for runtime, value in request.setup_progress.items()})
+        session.setup_runtimes = progress
+    # Setup turns and the opening do not count as completed player turns.
+    if row.status == "committed" and row.origin == "player" and session.phase == "playing":
         session.completed_player_turns += 1
+    if row.status == "committed" and request.phase == "playing" and session.phase != "playing":
+        session.phase = "playing"
     session.updated_at = now
     if request.release_lease:
         leases.release(db, session.id, lease.lease_id)

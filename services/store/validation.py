@@ -7,6 +7,7 @@ import re
 from covel.store.v1 import store_pb2
 from services.store.operations import OPERATION_KINDS
 from shared.errors import invalid_argument, require
+from shared.structs import from_struct
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 PHASES = ("setup", "playing")
@@ -67,6 +68,7 @@ def new_session(request: store_pb2.CreateSessionRequest) -> store_pb2.Session:
     for plugin_id in session.plugin_settings:
         if not plugin_id.strip():
             raise invalid_argument("session.plugin_settings", "keys are plugin ids and must be non-empty")
+    setup_progress(session.setup_runtimes, "session.setup_runtimes")
     return session
 
 
@@ -130,8 +132,35 @@ JOB_STATUSES = ("succeeded", "failed")
 JOB_TIMEOUT_MAX_MS = 24 * 60 * 60 * 1000
 
 
+SETUP_STATES = {"pending": (), "done": ("resolution",), "blocked": ("reason",)}
+SETUP_FIELDS = {"state", "lastError", "resolution", "warning", "reason"}
+
+
+def setup_progress(progress, field: str) -> None:
+    """{state: pending, lastError?} | {state: done, resolution: completed|waived, warning?} | {state: blocked, reason, lastError?}."""
+    for runtime_id, struct in progress.items():
+        where = f"{field}[{runtime_id}]"
+        if not runtime_id.strip():
+            raise invalid_argument(field, "keys are setup runtime ids and must be non-empty")
+        value = from_struct(struct)
+        state = value.get("state")
+        if state not in SETUP_STATES:
+            raise invalid_argument(f"{where}.state", f"is {state!r}; use pending, done or blocked")
+        for name in SETUP_STATES[state]:
+            if not isinstance(value.get(name), str) or not value[name]:
+                raise invalid_argument(f"{where}.{name}", f"is required when state is {state}")
+        if state == "done" and value["resolution"] not in ("completed", "waived"):
+            raise invalid_argument(f"{where}.resolution", "use completed or waived")
+        unknown = set(value) - SETUP_FIELDS
+        if unknown:
+            raise invalid_argument(f"{where}", f"unknown fields {', '.join(sorted(unknown))}")
+
+
 def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
-    """Datasets, dependencies, dimension owners and detached jobs of a commit."""
+    """Datasets, dependencies, dimension owners, detached jobs and setup progress of a commit."""
+    setup_progress(request.setup_progress, "setup_progress")
+    if request.phase and request.phase != "playing":
+        raise invalid_argument("phase", f"is {request.phase!r}; a turn can only end the setup phase (playing) or leave it empty")
     governed: set[tuple[str, str]] = set()
     for index, policy in enumerate(request.datasets):
         where = f"datasets[{index}]"

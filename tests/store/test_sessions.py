@@ -125,3 +125,45 @@ async def test_update_approvals_rejects_inactive_plugins_and_missing_sessions(st
         stub.UpdateSessionApprovals(store_pb2.UpdateSessionApprovalsRequest(session_id=missing, approve=["narrator"])),
     )
     assert missing in error.details()
+
+
+async def test_setup_progress_and_the_end_of_the_setup_phase(stub):
+    from tests.store.helpers import commit_turn
+
+    pending = {"intro": to_struct({"state": "pending"})}
+    session = await new_session(stub, phase="setup", setup_runtimes=pending)
+    assert from_struct(session.setup_runtimes["intro"]) == {"state": "pending"}
+    reply = await commit_turn(stub, session.id, setup_progress={"intro": to_struct({"state": "pending", "lastError": "no name yet"})})
+    assert reply.session.phase == "setup" and reply.session.completed_player_turns == 0  # setup turns do not count
+    assert from_struct(reply.session.setup_runtimes["intro"]) == {"state": "pending", "lastError": "no name yet"}
+    reply = await commit_turn(
+        stub, session.id, phase="playing",
+        setup_progress={"intro": to_struct({"state": "done", "resolution": "completed"}), "map": to_struct({"state": "done", "resolution": "waived"})},
+    )
+    assert reply.session.phase == "playing"
+    assert {key: from_struct(value)["state"] for key, value in reply.session.setup_runtimes.items()} == {"intro": "done", "map": "done"}
+    reply = await commit_turn(stub, session.id)
+    assert reply.session.completed_player_turns == 1
+    fetched = (await stub.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session
+    assert fetched.phase == "playing" and len(fetched.setup_runtimes) == 2
+
+
+async def test_malformed_setup_progress_names_the_field(stub):
+    from tests.store.helpers import commit_turn
+
+    for progress, field in (
+        ({"intro": {"state": "finished"}}, "setup_progress[intro].state"),
+        ({"intro": {"state": "done"}}, "setup_progress[intro].resolution"),
+        ({"intro": {"state": "blocked"}}, "setup_progress[intro].reason"),
+    ):
+        session = await new_session(stub, phase="setup")
+        error = await expect_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            commit_turn(stub, session.id, setup_progress={key: to_struct(value) for key, value in progress.items()}),
+        )
+        assert violated_fields(error) == [field]
+    error = await expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(setup_runtimes={"x": to_struct({"state": "?"})}))),
+    )
+    assert violated_fields(error) == ["session.setup_runtimes[x].state"]
