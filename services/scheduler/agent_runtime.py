@@ -19,6 +19,7 @@ from covel.registry.v1 import registry_pb2
 from services.scheduler.context_assembly import assemble, framework_preamble
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import (
+    StepPlan,
     apply_post_tool_use,
     apply_pre_step,
     apply_pre_tool_use,
@@ -37,6 +38,10 @@ DEFAULT_REVIEW_CORRECTIONS = 2
 DEFAULT_MAX_STEPS = 8
 # Added to a call's gRPC deadline: a long steady stream may outlive timeoutMs (spec).
 STREAM_DEADLINE_SLACK_S = 600.0
+LOOP_PERTURBATION = (
+    "You have made the same tool call several times in a row with the same arguments. "
+    "It will not give a different result: change your approach, or answer now."
+)
 TRUNCATION_HINT = "Your last reply was cut off at the output limit. Write only what the task needs."
 
 
@@ -133,7 +138,18 @@ async def run_agent(
 
     conversation = list(messages)
     corrections_used = 0
-    completion_corrected = False
+    tool_use_corrections = 0
+    corrections = loop.get("corrections") or {}
+    tool_use_budget = int(corrections.get("toolUse", 1))
+    perturbations_left = int(corrections.get("loopPerturbation", 1))
+    loop_detection = int(loop.get("loopDetection", 3))
+    loop_fallback = loop.get("fallback") or ("answer-without-tools" if story else "fail")
+    finalizer_max_steps = (loop.get("finalizer") or {}).get("maxSteps", True) is not False
+    finalizing = False
+    tools_off = False
+    tool_steps = 0
+    repeats = 0
+    last_signature = ""
     successful_business_call = False
     steps_remaining = max_steps
     step = 0
@@ -149,20 +165,28 @@ async def run_agent(
         return RuntimeOutcome("failed", reason, usage=usage, trace=trace)
 
     while True:
-        if steps_remaining <= 0:
-            return failed(f"max-steps: the agent used its {max_steps} steps without finishing")
-        step += 1
-        step_choice = "required" if force_required else base_choice
-        step_payload = {"step": step, "stepsRemaining": steps_remaining, "maxSteps": max_steps,
-                        "toolNames": list(tool_names), "toolChoice": step_choice}
-        pre_step = await hooks.dispatch("PreStep", scope, step_payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
-        trace.extend(pre_step.trace)
-        plan = apply_pre_step(tool_names, step_choice, steps_remaining, _replaced(step_payload, pre_step.payload), correcting=force_required)
-        steps_remaining = plan.steps_remaining
-        if plan.stop is not None:
-            if plan.stop["reason"] == "cancelled":
-                return failed(stopped_by_pre_step_error(runtime.runtime_id, plan.stop))
-            break
+        if steps_remaining <= 0 and not finalizing:
+            completion_pending = needs_tool_use and finish_output is None and bool(finish_tools)
+            if finalizer_max_steps and tool_steps and not completion_pending:
+                # The finalizer: tools off, one more request for the final answer (no PreStep for it).
+                finalizing = True
+            else:
+                return failed(f"max-steps: the agent used its {max_steps} steps without finishing")
+        if finalizing or tools_off:
+            plan = StepPlan([], "auto", max(steps_remaining, 1))
+        else:
+            step += 1
+            step_choice = "required" if force_required else base_choice
+            step_payload = {"step": step, "stepsRemaining": steps_remaining, "maxSteps": max_steps,
+                            "toolNames": list(tool_names), "toolChoice": step_choice}
+            pre_step = await hooks.dispatch("PreStep", scope, step_payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+            trace.extend(pre_step.trace)
+            plan = apply_pre_step(tool_names, step_choice, steps_remaining, _replaced(step_payload, pre_step.payload), correcting=force_required)
+            steps_remaining = plan.steps_remaining
+            if plan.stop is not None:
+                if plan.stop["reason"] == "cancelled":
+                    return failed(stopped_by_pre_step_error(runtime.runtime_id, plan.stop))
+                break
         remaining_s = deadline - time.monotonic()
         if remaining_s <= 0:
             return failed(f"timeout: the runtime used its agent.loop.timeoutMs ({timeout_s * 1000:.0f} ms)")
@@ -176,6 +200,8 @@ async def run_agent(
         sent_messages = pre.payload.get("messages") if isinstance(pre.payload.get("messages"), list) else call_messages
         call_model = pre.payload.get("model") if isinstance(pre.payload.get("model"), str) and pre.payload.get("model") else model
         call_tools = [name for name in pre.payload.get("tools", plan.tools) if name in available] if isinstance(pre.payload.get("tools"), list) else plan.tools
+        if finalizing or tools_off:
+            call_tools = []
         stream = pre.payload.get("stream") is not False
         request = gateway_pb2.GenerateRequest(
             slot=slot,
@@ -241,13 +267,15 @@ async def run_agent(
         if isinstance(response, dict) and isinstance(response.get("content"), str) and response["content"] != content:
             content = response["content"]
         steps_remaining -= 1
+        if finalizing or tools_off:
+            calls = []
         if not calls:
-            if needs_tool_use and not (successful_business_call and not finish_tools):
-                if completion_corrected:
+            if needs_tool_use and not (successful_business_call and not finish_tools) and not finalizing:
+                if tool_use_corrections >= tool_use_budget:
                     wanted = ", ".join(sorted(finish_tools)) or "a tool"
                     return failed(f"completion: the agent finished without a successful call of {wanted}")
-                # One correction, and the corrected request must call a tool.
-                completion_corrected = True
+                # A correction, and the corrected request must call a tool.
+                tool_use_corrections += 1
                 force_required = True
                 wanted = " or ".join(sorted(finish_tools)) or "one of your tools"
                 conversation += [{"role": "assistant", "content": content},
@@ -272,10 +300,24 @@ async def run_agent(
                         data = json.loads(result_text).get("data") if result_text.startswith("{") else None
                         finish_output = data if isinstance(data, dict) else {"value": data}
                 terminated = terminated or terminate
+        tool_steps += 1
         if finish_output is not None and (finish_with or completion.get("afterTools")):
             break
         if terminated:
             break
+        signature = json.dumps([[c["name"], c["arguments"]] for c in calls], sort_keys=True)
+        repeats = repeats + 1 if signature == last_signature else 1
+        last_signature = signature
+        if loop_detection and repeats >= loop_detection:
+            if perturbations_left > 0:
+                # Perturbation: tell the model it is going round in circles, then let it try again.
+                perturbations_left -= 1
+                repeats = 0
+                conversation.append({"role": "user", "content": LOOP_PERTURBATION})
+            elif loop_fallback == "answer-without-tools":
+                tools_off = True
+            else:
+                return failed(f"loop-detected: the same tool call was repeated {repeats} times")
     usage["durationMs"] = int((time.monotonic() - started) * 1000)
     if finish_output is not None:
         return RuntimeOutcome("success", output=finish_output, usage=usage, trace=trace)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -24,7 +25,13 @@ BATCH = [SLOW, SLOW, SLOW, {"name": "save-note", "arguments": {"note": "after th
 async def scripted_services(tmp_path_factory):
     data = tmp_path_factory.mktemp("pool")
     script = data / "script.yaml"
-    script.write_text(yaml.safe_dump({"rules": [{"match": "pool test", "slots": ["plugin"], "reply": {"tool_calls": BATCH}}]}))
+    script.write_text(yaml.safe_dump({"rules": [
+        {"match": "pool test", "slots": ["plugin"], "reply": {"tool_calls": BATCH}},
+        {"match": "loop test", "slots": ["plugin"], "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
+        # A model that ignores the perturbation and repeats itself anyway.
+        {"match": "same tool call several times", "slots": ["plugin"],
+         "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
+    ]}))
     group = ServiceGroup(free_port_addrs(), data, extra_env={
         "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT / "tests" / "fixtures" / "plugins")]),
         "COVEL_GATEWAY_SCRIPT": str(script),
@@ -41,17 +48,30 @@ async def test_pool_then_barrier(scripted_services) -> None:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=["tool-probe"], approved_plugins=["tool-probe"],
-            plugin_settings={"tool-probe": to_struct({"runtime": "tool-probe/looper", "terminate": True})}))).session
+            plugin_settings={"tool-probe": to_struct({"runtime": "tool-probe/finisher", "report": True})}))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="pool test")])
         events = [event async for event in stub.SubmitActions(request)]
         turn = events[-1].turn_completed
-    looper = next(r for r in turn.runtime_results if r.runtime_id == "tool-probe/looper")
-    assert looper.status == "success", looper.reason
-    probe = [e.event for e in turn.hook_trace
-             if e.event in ("PreToolUse", "PostToolUse") and e.runtime_id == "tool-probe/looper"]
-    # Pool of three: three PreToolUse, then three PostToolUse; terminate skips the barrier and the rest.
-    assert probe[:6] == ["PreToolUse"] * 3 + ["PostToolUse"] * 3
-    assert len(probe) == 6
-    [looper_ms] = [e.runtime_finished.duration_ms for e in events
-                   if e.WhichOneof("event") == "runtime_finished" and e.runtime_finished.runtime_id == "tool-probe/looper"]
-    assert 300 <= looper_ms < 600, f"three 0.3 s lookups ran together ({looper_ms} ms), not one after another"
+    finisher = next(r for r in turn.runtime_results if r.runtime_id == "tool-probe/finisher")
+    assert finisher.status == "success", finisher.reason
+    mine = [e for e in turn.hook_trace if e.event in ("PreToolUse", "PostToolUse") and e.runtime_id == "tool-probe/finisher"]
+    # The pool's hooks: three PreToolUse, then three PostToolUse; then save-note alone (a barrier); then the last lookup.
+    assert [e.event for e in mine] == ["PreToolUse"] * 3 + ["PostToolUse"] * 3 + ["PreToolUse", "PostToolUse"] * 2
+    pooled = [json.loads(e.message)["result"]["data"] for e in mine[3:6]]
+    assert max(p["started"] for p in pooled) < min(p["ended"] for p in pooled), "the three lookups overlapped in time"
+    barrier_after = json.loads(mine[9].message)["result"]["data"]
+    assert barrier_after["started"] >= max(p["ended"] for p in pooled)
+
+
+async def test_a_repeated_call_is_perturbed_then_fails_or_falls_back(scripted_services) -> None:
+    async with open_channel(scripted_services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["tool-probe"], approved_plugins=["tool-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="loop test")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    # The system profile: 3 repeats, one perturbation, 3 more repeats, then loop-detected.
+    assert results["tool-probe/finisher"].status == "failed"
+    assert results["tool-probe/finisher"].reason == "loop-detected: the same tool call was repeated 3 times"
+    assert results["tool-probe/looper"].status == "success"
