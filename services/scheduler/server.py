@@ -41,7 +41,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             raise invalid_argument("locale", f"is {request.locale!r}; use one of {', '.join(LOCALES)}")
         resolved = await self._peers.registry.ResolveSessionPlugins(
             registry_pb2.ResolveSessionPluginsRequest(
-                requested=list(request.requested_plugins), excluded=list(request.excluded_plugins)
+                requested=list(request.requested_plugins), excluded=list(request.excluded_plugins),
+                approved=list(request.approved_plugins), approvals_known=True,
             ),
             timeout=10,
         )

@@ -158,7 +158,20 @@ class TurnRunner:
         started = time.monotonic()
         await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
         scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
-        packages = await self._plugins.packages(list(session.active_plugins), timeout_s=10)
+        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(
+            registry_pb2.ResolveConfirmedSessionPluginsRequest(active_plugins=list(session.active_plugins)), timeout=10
+        )
+        for missing in confirmed.unavailable:
+            # The session keeps its set; a plugin that cannot run now (removed, broken) sits this turn out.
+            log.warning("plugin.unavailable", session_id=session.id, plugin_id=missing.plugin_id, code=missing.code, reason=missing.reason)
+        packages = await self._plugins.packages(list(confirmed.runnable), timeout_s=10)
+        if list(confirmed.runnable) != list(session.active_plugins):
+            # This execution's frozen set: hooks of plugins that cannot run stay silent too.
+            frozen = store_pb2.Session()
+            frozen.CopyFrom(session)
+            del frozen.active_plugins[:]
+            frozen.active_plugins.extend(confirmed.runnable)
+            scope = ExecutionScope(session=frozen, turn_id=turn.id, logical_turn=lease.logical_turn)
         runtimes = [runtime for package in packages if package.state == registry_pb2.PLUGIN_STATE_LOADED for runtime in package.runtimes]
 
         async def record(trace: list[common_pb2.HookTraceEntry]) -> None:
