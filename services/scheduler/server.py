@@ -89,6 +89,26 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.GetSessionResponse(session=reply.session)
 
     @rpc
+    async def EndSession(self, request: scheduler_pb2.EndSessionRequest, context) -> scheduler_pb2.EndSessionResponse:
+        require(request.session_id, "session_id", "the session to end")
+        reason = request.reason or "ended"
+        if reason not in ("ended", "deleted"):
+            raise invalid_argument("reason", f"is {request.reason!r}; use ended or deleted")
+        before = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)).session
+        reply = await self._peers.store.EndSession(
+            store_pb2.EndSessionRequest(session_id=request.session_id, reason=reason), timeout=10
+        )
+        if reply.changed:
+            ended = await self._hooks.dispatch(
+                "SessionEnd", ExecutionScope(session=before, turn_id="", logical_turn=0),
+                {"sessionId": before.id, "reason": reason},
+            )
+            for entry in ended.trace:
+                if entry.status != "ok":
+                    log.warning("hook.failed", event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
+        return scheduler_pb2.EndSessionResponse(session=reply.session)
+
+    @rpc
     async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context):
         require(request.session_id, "session_id", "the id CreateSession returned")
         if request.idempotency_key and not IDEMPOTENCY_KEY.match(request.idempotency_key):

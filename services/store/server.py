@@ -37,6 +37,15 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id))
 
     @rpc
+    async def EndSession(self, request: store_pb2.EndSessionRequest, context) -> store_pb2.EndSessionResponse:
+        validation.session_id(request.session_id)
+        reason = request.reason or "ended"
+        if reason not in ("ended", "deleted"):
+            raise invalid_argument("reason", f"is {request.reason!r}; use ended or deleted")
+        session, changed = await self._db.write(sessions.end_session, request.session_id, reason)
+        return store_pb2.EndSessionResponse(session=session, changed=changed)
+
+    @rpc
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)

@@ -9,9 +9,9 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import lock_session
-from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnRow, TurnTraceRow, utcnow
+from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow, utcnow
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
-from shared.errors import invalid_argument, not_found
+from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.ids import new_id
 from shared.structs import from_struct
 
@@ -129,3 +129,22 @@ def update_approvals(db: Session, request: store_pb2.UpdateSessionApprovalsReque
         row.updated_at = utcnow()
         db.flush()
     return session_to_proto(row)
+
+
+def end_session(db: Session, session_id: str, reason: str) -> tuple[store_pb2.Session | None, bool]:
+    """Mark the session ended, or delete it (its rows cascade); a running turn must finish first."""
+    row = lock_session(db, session_id)
+    lease = db.get(TurnLeaseRow, session_id)
+    if lease is not None and lease.deadline > utcnow():
+        raise failed_precondition(
+            f"session {session_id} has a turn running (lease {lease.lease_id}); cancel it or let it finish, then end the session"
+        )
+    if reason == "deleted":
+        db.delete(row)
+        db.flush()
+        return None, True
+    changed = row.status != "ended"
+    row.status = "ended"
+    row.updated_at = utcnow()
+    db.flush()
+    return session_to_proto(row), changed

@@ -170,3 +170,27 @@ async def test_a_faulty_plugin_is_paused_visible_and_can_be_reset(services) -> N
         reset = await stub.ResetPluginFaults(scheduler_pb2.ResetPluginFaultsRequest(session_id=session.id, plugin_id=PROBE))
         assert reset.was_paused
         assert await turn() == ["error"]
+
+
+@pytest.mark.parametrize("reason", ["ended", "deleted"])
+async def test_session_start_and_end_hooks_and_what_ending_means(services, tmp_path, reason) -> None:
+    import grpc
+
+    marker = tmp_path / "sessions.log"
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"marker": str(marker)})}))).session
+        ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id, reason=reason))
+        lines = marker.read_text().splitlines()
+        assert lines == [f"SessionStart:{session.id}::''", f"SessionEnd:{session.id}:{reason}:''"]
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="hello?")])
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            _ = [event async for event in stub.SubmitActions(request)]
+        if reason == "ended":
+            assert ended.session.status == store_pb2.SESSION_STATUS_ENDED
+            assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id))
+            assert len(marker.read_text().splitlines()) == 2, "ending twice runs SessionEnd once"
+        else:
+            assert raised.value.code() == grpc.StatusCode.NOT_FOUND
