@@ -22,11 +22,12 @@ from types import MappingProxyType, ModuleType
 from typing import Any
 
 from shared.logs import get_logger
+from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
+from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import CancellationSignal, json_copy
 
 log = get_logger(component="function_runtime")
 DEFAULT_TIMEOUT_MS = 30_000
-LoadCommitted = Callable[[str, str], Awaitable[dict[str, Any]]]
 
 
 class SeededRandom:
@@ -50,26 +51,67 @@ def seeded_random(logical_turn: int, runtime_id: str, session_id: str) -> Seeded
     return SeededRandom(material)
 
 
+LoadNamespace = Callable[[str | None], Awaitable[dict[tuple[str, str], Any]]]
+
+
 @dataclass
 class PluginDataView:
-    """ctx.plugin_data: committed values plus this runtime's own writes; writes become proposals."""
+    """ctx.plugin_data, with the spec's in-execution visibility.
+
+    Reads see the committed value, then the buffered writes of this plugin's completed upstream
+    runtimes in commit order, then this runtime's own writes (shared/plugin_data). Each read
+    records which upstream runtimes it now depends on; writes become proposals of this runtime.
+    """
 
     plugin_id: str
-    load_committed: LoadCommitted
-    writes: list[dict[str, Any]] = field(default_factory=list)
-    _buffer: dict[tuple[str, str], Any] = field(default_factory=dict)
+    load_committed: LoadNamespace
+    upstream: list[BufferedWrite] = field(default_factory=list)
+    own: list[BufferedWrite] = field(default_factory=list)
+    read_from: set[str] = field(default_factory=set)
+    _committed: dict[tuple[str, str], Any] = field(default_factory=dict)
+    _loaded: set[str | None] = field(default_factory=set)
+
+    async def _view(self, namespace: str | None) -> ExecutionView:
+        if namespace not in self._loaded and None not in self._loaded:
+            self._committed.update(await self.load_committed(namespace))
+            self._loaded.add(namespace)
+        return ExecutionView(self._committed, self.upstream, self.own)
 
     async def get(self, namespace: str, key: str, default: Any = None) -> Any:
-        if (namespace, key) in self._buffer:
-            return json_copy(self._buffer[(namespace, key)])
-        committed = await self.load_committed(namespace, key)
-        return json_copy(committed.get(key, default))
+        value, depends = (await self._view(namespace)).get(namespace, key)
+        self.read_from |= depends
+        return default if value is MISSING else json_copy(value)
+
+    async def list(self, namespace: str | None = None) -> dict[str, Any]:
+        """{key: value} of one namespace, or {"namespace/key": value} of all this plugin's data."""
+        entries, depends = (await self._view(namespace)).list(namespace)
+        self.read_from |= depends
+        if namespace is not None:
+            return {key: json_copy(value) for (_, key), value in entries.items()}
+        return {f"{ns}/{key}": json_copy(value) for (ns, key), value in entries.items()}
+
+    def _write(self, kind: str, payload: dict[str, Any]) -> None:
+        namespace, key = payload.get("namespace"), payload.get("key")
+        if not isinstance(namespace, str) or not namespace or not isinstance(key, str) or not key:
+            raise ValueError("plugin_data: namespace and key are non-empty strings")
+        self.own.append(BufferedWrite(self.plugin_id, kind, json_copy(payload)))
 
     async def set(self, namespace: str, key: str, value: Any) -> None:
-        if not isinstance(namespace, str) or not namespace or not isinstance(key, str) or not key:
-            raise ValueError("plugin_data.set(namespace, key, value): namespace and key are non-empty strings")
-        self._buffer[(namespace, key)] = json_copy(value)
-        self.writes.append({"namespace": namespace, "key": key, "value": json_copy(value)})
+        self._write("plugin.data", {"namespace": namespace, "key": key, "value": value})
+
+    async def delete(self, namespace: str, key: str) -> None:
+        self._write("plugin.data.delete", {"namespace": namespace, "key": key})
+
+    async def update(self, namespace: str, key: str, operations: list[dict[str, Any]]) -> Any:
+        """Apply operations (set, merge, inc, append, insert, remove, upsertItem, delete); returns the new value."""
+        current = await self.get(namespace, key, MISSING)
+        value = apply_operations(current, list(operations))  # raises OperationError early, like the commit would
+        self._write("plugin.data.update", {"namespace": namespace, "key": key, "operations": list(operations)})
+        return None if value in (MISSING, DELETED) else json_copy(value)
+
+    @property
+    def writes(self) -> list[dict[str, Any]]:
+        return [{"type": write.type, "payload": dict(write.payload)} for write in self.own]
 
 
 @dataclass
@@ -96,6 +138,7 @@ class FunctionOutcome:
     canonical_value: Any = None
     has_value: bool = False
     writes: list[dict[str, Any]] = field(default_factory=list)
+    read_from: set[str] = field(default_factory=set)
     duration_ms: int = 0
 
 
@@ -151,10 +194,10 @@ async def run_function(context: FunctionContext, handler_path: Path, timeout_ms:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
         return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
     if result is None:
-        return finished(FunctionOutcome("success", output={}, writes=list(context.plugin_data.writes)))
+        return finished(FunctionOutcome("success", output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from)))
     return finished(
         FunctionOutcome(
             "success", output=project_value(result), canonical_value=json_copy(result), has_value=True,
-            writes=list(context.plugin_data.writes),
+            writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
         )
     )

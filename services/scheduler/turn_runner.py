@@ -26,6 +26,7 @@ from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, r
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
+from shared.plugin_data.execution_view import BufferedWrite
 from services.scheduler.hook_rules import filter_schedule
 from services.scheduler.inputs import bind_inputs
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
@@ -270,7 +271,7 @@ class TurnRunner:
             str(_payload(proposal).get("text", "")) for proposal in kept if proposal.type == "narrative.append"
         )
         turn.status = store_pb2.TURN_STATUS_COMMITTED
-        committed = await self._commit(turn, lease, kept, emit)
+        committed = await self._commit(turn, lease, kept, emit, run)
         for proposal in kept:
             post = await self._hooks.dispatch(
                 "PostStateCommit",
@@ -302,6 +303,11 @@ class TurnRunner:
                     await self._skip(by_id[runtime_id], reason, run, turn, emit)
                 else:
                     ready.append(by_id[runtime_id])
+            for runtime in ready:
+                run.needs[runtime.runtime_id] = {
+                    upstream_id for dependency, upstream in plan.upstream.get(runtime.runtime_id, []) if dependency.gate
+                    for upstream_id in upstream if run.statuses.get(upstream_id) == "success"
+                }
             results = await asyncio.gather(
                 *(self._run_runtime(runtime, scope, run, turn.player_message, emit, record, manifests[runtime.runtime_id])
                   for runtime in ready)
@@ -336,7 +342,8 @@ class TurnRunner:
             run.proposals.append(self._proposal(runtime, "narrative.append",
                                                 {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
         for write in outcome.writes:
-            run.proposals.append(self._proposal(runtime, "plugin.data", write))
+            run.proposals.append(self._proposal(runtime, write["type"], write["payload"]))
+        run.read_from[runtime.runtime_id] = set(outcome.read_from)
 
     @staticmethod
     def _proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
@@ -351,12 +358,19 @@ class TurnRunner:
         handler = function.get("handler") or "handler.py"
         handler_path = Path(run.packages[runtime.plugin_id].root_dir) / handler
 
-        async def load_committed(namespace: str, key: str) -> dict:
+        async def load_committed(namespace: str | None) -> dict:
             reply = await self._peers.store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=runtime.plugin_id, namespace=namespace, key=key),
+                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
                 timeout=10,
             )
-            return {entry.key: from_value(entry.value) for entry in reply.entries}
+            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+
+        # This plugin's writes from runtimes that finished before this one's layer, in commit order.
+        upstream = [
+            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+            for proposal in run.proposals
+            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
+        ]
 
         context = FunctionContext(
             runtime_id=runtime.runtime_id,
@@ -368,7 +382,7 @@ class TurnRunner:
             execution=MappingProxyType({"origin": "player"}),
             recursion_depth=0,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
-            plugin_data=PluginDataView(runtime.plugin_id, load_committed),
+            plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
             signal=CancellationSignal(),
             user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
                                            if runtime.plugin_id in session.plugin_settings else {}),
@@ -379,7 +393,7 @@ class TurnRunner:
         done = await run_function(context, handler_path, function.get("timeoutMs"))
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=done.writes,
-            canonical_value=done.canonical_value, has_value=done.has_value,
+            canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from,
         )
 
     async def _run_runtime(self, runtime, scope, run: "_TurnRun", player_message, emit, record, manifest) -> RuntimeOutcome:
@@ -499,12 +513,21 @@ class TurnRunner:
         return outcome
 
     async def _commit(
-        self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit
+        self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit,
+        run: "_TurnRun | None" = None,
     ) -> store_pb2.Turn:
         turn.finished_at.CopyFrom(_now())
+        dependencies = []
+        if run is not None:
+            # A unit discarded at commit takes down what needed it or read its data (store: read dependencies).
+            for runtime_id in run.outcomes:
+                needs, read_from = sorted(run.needs.get(runtime_id, ())), sorted(run.read_from.get(runtime_id, ()))
+                if needs or read_from:
+                    dependencies.append(store_pb2.UnitDependencies(unit_runtime_id=runtime_id, needs=needs, read_from=read_from))
         reply = await self._peers.store.CommitTurn(
             store_pb2.CommitTurnRequest(
-                session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals, release_lease=True
+                session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals, release_lease=True,
+                dependencies=dependencies,
             ),
             timeout=30,
         )
@@ -540,6 +563,9 @@ class _TurnRun:
     outputs: dict[str, dict] = field(default_factory=dict)
     # Contracts a runtime of this turn has produced successfully.
     satisfied: set[str] = field(default_factory=set)
+    # runtime id -> upstream runtimes whose buffered plugin data it read / whose success it needed.
+    read_from: dict[str, set[str]] = field(default_factory=dict)
+    needs: dict[str, set[str]] = field(default_factory=dict)
 
     # contract -> runtimes that produced it successfully this turn, in completion order.
     providers: dict[str, list[str]] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 
-from services.store.operations import OPERATION_KINDS
+from shared.plugin_data.operations import OPERATION_KINDS
 
 MAX_RECORD_ERRORS = 3
 

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from services.store.models import PluginDataRow
-from services.store.operations import MISSING
+from shared.plugin_data.operations import MISSING
 
 NAMESPACE_MAX = 200
 KEY_MAX = 500

@@ -8,7 +8,7 @@ New proposal types register in `APPLIERS`. Payload shapes (JSON in Proposal.payl
 - plugin.data          {namespace, key, value}                      (a set)
 - plugin.data.batch    {entries: [{namespace, key, value}, ...]}    (each a set; all or nothing)
 - plugin.data.delete   {namespace, key}                             (a delete; a missing key is fine)
-- plugin.data.update   {namespace, key, operations: [{op, path, ...}]}  (services/store/operations.py)
+- plugin.data.update   {namespace, key, operations: [{op, path, ...}]}  (shared/plugin_data/operations.py)
 - character.schema.set {types: [string], attributes: {...}}         (the store bumps the version)
 - character.upsert     {characterId, expectedVersion, character: {...}}  (0 = must not exist yet)
 - dimension.initialize {dimensions: [{id, name, description?, schema, value}]}   (trusted owners only)
@@ -38,7 +38,7 @@ from covel.store.v1 import store_pb2
 from services.store import plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
-from services.store.operations import DELETED, MISSING, OperationError, apply_operations, json_size, operation_kinds
+from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, json_size, operation_kinds
 from shared.ids import new_id
 from shared.structs import from_struct
 

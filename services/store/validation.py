@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from covel.store.v1 import store_pb2
-from services.store.operations import OPERATION_KINDS
+from shared.plugin_data.operations import OPERATION_KINDS
 from shared.errors import invalid_argument, require
 from shared.structs import from_struct
 

@@ -68,3 +68,20 @@ async def test_outputs_are_checked_against_published_schemas_and_failures_commit
         assert "/count" in bad.reason and "extra" in bad.reason
         committed = [o for o in turn.proposal_outcomes if o.status == store_pb2.PROPOSAL_STATUS_COMMITTED]
         assert len(committed) == 2, "the story and good's write; bad's write never reached the store"
+
+
+async def test_in_execution_plugin_data_visibility_and_read_dependencies(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I take notes.")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+    results = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results}
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+    assert results["data-probe/sibling"] == {"a": "unseen"}, "a sibling of the same layer does not see the write"
+    assert results["data-probe/reader"] == {"a": 1, "all": {"a": 1, "count": 2}}, "upstream buffered writes are visible"
+    assert results["data-probe/dependent"] == {"seen": "from bad-writer"}
+    discarded = {unit.unit_runtime_id: unit.reason for unit in turn.discarded_units}
+    assert "data-probe/bad-writer" in discarded
+    assert discarded["data-probe/dependent"] == "read data of data-probe/bad-writer that did not commit"
+    assert "narrator" not in discarded and turn.narrative

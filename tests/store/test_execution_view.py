@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.store.execution_view import BufferedWrite, ExecutionView
-from services.store.operations import MISSING, OperationError
+from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
+from shared.plugin_data.operations import MISSING, OperationError
 from tests.store.helpers import commit_turn, new_session, plugin_data, proposal
 
 

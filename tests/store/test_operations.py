@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.store.operations import DELETED, MISSING, OperationError, apply_operations, json_size
+from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, json_size
 
 
 def apply(current, *operations):

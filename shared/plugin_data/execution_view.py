@@ -3,7 +3,7 @@
 Before a turn commits, a runtime reading its plugin's data sees: the committed value, then the
 buffered writes of the same plugin's completed upstream runtimes in commit order, then its own
 buffered writes. `plugin.data.update` operations are computed with the same code the commit
-uses (services/store/operations.py), so the view and the committed value agree.
+uses (shared/plugin_data/operations.py), so the view and the committed value agree.
 
 Reads also give their read dependencies (the upstream runtimes the reader now depends on; the
 scheduler sends them as CommitTurnRequest.dependencies[].read_from):
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.store.operations import DELETED, MISSING, apply_operations
+from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 
 Address = tuple[str, str]
 
