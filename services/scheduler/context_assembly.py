@@ -9,6 +9,7 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from shared.model_view import model_facing
 
+CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 
 
@@ -71,4 +72,7 @@ def assemble(
     messages = history_messages(history, max_turns)
     if player_message:
         messages.append({"role": "user", "content": player_message})
+    elif messages and messages[-1]["role"] == "assistant":
+        # A continuation: no new player input, the story goes on from where it stopped.
+        messages.append({"role": "user", "content": CONTINUE_PROMPT})
     return system_prompt, messages

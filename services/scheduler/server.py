@@ -7,6 +7,7 @@ import re
 
 import grpc
 
+from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -16,10 +17,11 @@ from services.scheduler.peers import Peers
 from services.scheduler.player_input import validate_actions
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.turn_runner import TurnRequest, TurnRunner
+from services.scheduler.turn_runner import TurnRequest, TurnRunner, requests_advance
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.structs import from_struct
 
 LOCALES = ("en", "zh")
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -29,6 +31,7 @@ log = get_logger(component="scheduler")
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     def __init__(self, peers: Peers, settings: SchedulerSettings) -> None:
         self._peers = peers
+        self._settings = settings
         self._hooks = HookBus(peers.hooks)
         self._runner = TurnRunner(peers, PluginCache(peers.registry), self._hooks, settings)
         # Turns keep running when their client goes away; shutdown waits for them.
@@ -122,10 +125,16 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
         async def run() -> store_pb2.Turn:
             try:
-                turn = await self._runner.run(
-                    TurnRequest(request.session_id, actions, request.idempotency_key), emit
-                )
+                turn = await self._runner.run(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
                 await events.put(scheduler_pb2.TurnEvent(turn_completed=turn))
+                # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
+                advances = 0
+                while requests_advance(turn) and advances < await self._max_auto_advance(request.session_id):
+                    advances += 1
+                    key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
+                    advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
+                    turn = await self._runner.run(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
+                    await events.put(scheduler_pb2.TurnEvent(turn_completed=turn))
                 return turn
             finally:
                 await events.put(done)
@@ -140,6 +149,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             yield event
         # Raises the turn's error, if any, as this RPC's status.
         await task
+
+    async def _max_auto_advance(self, session_id: str) -> int:
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=session_id), timeout=10)).session
+        framework = from_struct(session.plugin_settings["framework"]) if "framework" in session.plugin_settings else {}
+        value = framework.get("maxAutoAdvance", self._settings.scheduler_max_auto_advance)
+        return value if isinstance(value, int) and value >= 0 else self._settings.scheduler_max_auto_advance
 
     @rpc
     async def ListMessages(self, request: scheduler_pb2.ListMessagesRequest, context) -> scheduler_pb2.ListMessagesResponse:

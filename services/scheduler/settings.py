@@ -23,3 +23,6 @@ class SchedulerSettings(ServiceSettings):
     scheduler_turn_timeout_s: float = 600.0
     # History window for story runtimes when the manifest sets none (player turns).
     scheduler_history_max_turns: int = 20
+    # Auto-advance: how many turns a story yielding `continue` may start in a row (a session's
+    # plugin_settings["framework"].maxAutoAdvance overrides it; 0 turns it off).
+    scheduler_max_auto_advance: int = 3

@@ -78,6 +78,7 @@ class TurnRunner:
                 ttl_ms=self._settings.scheduler_lease_ttl_ms,
                 idempotency_key=request.idempotency_key,
                 wait_ms=self._settings.scheduler_lease_wait_ms,
+                origin=request.origin,
             ),
             timeout=self._settings.scheduler_lease_wait_ms / 1000 + 10,
         )
@@ -92,7 +93,7 @@ class TurnRunner:
             logical_turn=lease.logical_turn,
             idempotency_key=request.idempotency_key,
             actions=request.actions,
-            player_message=render_player_message(request.actions),
+            player_message=render_player_message([a for a in request.actions if a.source != "system"]),
             origin=request.origin,
             started_at=_now(),
         )
@@ -593,6 +594,14 @@ class _TurnRun:
         }
         # Write-service operations arrive with the agent loop's service tools; none are staged yet.
         return {"turn-digest@1": digest, "operations@1": {"operations": []}}
+
+
+def requests_advance(turn: store_pb2.Turn) -> bool:
+    """Exactly one committed top-level story, and it yields `continue`."""
+    if turn.status != store_pb2.TURN_STATUS_COMMITTED:
+        return False
+    stories = [message for message in turn.messages if message.role == "story"]
+    return len(stories) == 1 and from_struct(stories[0].metadata).get("yield") == "continue"
 
 
 def _output_contracts(manifest: dict) -> tuple[str, ...]:

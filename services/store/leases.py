@@ -52,7 +52,7 @@ def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
 
 
 def try_acquire(
-    db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str
+    db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str, origin: str = "player"
 ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
     session = lock_session(db, session_id)
     if idempotency_key:
@@ -72,7 +72,8 @@ def try_acquire(
         "turn_id": new_id(),
         "holder": holder,
         "idempotency_key": idempotency_key or None,
-        "logical_turn": session.completed_player_turns + 1,
+        # A player's input opens a logical turn; what follows it (continuations, manual runs) shares it.
+        "logical_turn": session.completed_player_turns + 1 if origin in ("", "player") else max(session.completed_player_turns, 1),
         "acquired_at": now,
         "deadline": now + timedelta(milliseconds=ttl_ms),
     }
@@ -116,7 +117,7 @@ async def acquire(
     while True:
         try:
             result = await database.write(
-                try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key
+                try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin
             )
         except IntegrityError:
             result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")

@@ -18,6 +18,7 @@ from shared.structs import to_struct
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SLOW = {"name": "lookup", "arguments": {"word": "slow"}}
+CONTINUING = {"segments": [{"kind": "narration", "text": "The road unrolls ahead."}], "yield": "continue"}
 BATCH = [SLOW, SLOW, SLOW, {"name": "save-note", "arguments": {"note": "after the pool"}}, SLOW]
 
 
@@ -28,6 +29,8 @@ async def scripted_services(tmp_path_factory):
     script.write_text(yaml.safe_dump({"rules": [
         {"match": "pool test", "slots": ["plugin"], "reply": {"tool_calls": BATCH}},
         {"match": "loop test", "slots": ["plugin"], "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
+        {"match": "keep going", "slots": ["story"], "reply": {"json": CONTINUING}},
+        {"match": "The player waits", "slots": ["story"], "reply": {"json": CONTINUING}},
         # A model that ignores the perturbation and repeats itself anyway.
         {"match": "same tool call several times", "slots": ["plugin"],
          "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
@@ -75,3 +78,21 @@ async def test_a_repeated_call_is_perturbed_then_fails_or_falls_back(scripted_se
     assert results["tool-probe/finisher"].status == "failed"
     assert results["tool-probe/finisher"].reason == "loop-detected: the same tool call was repeated 3 times"
     assert results["tool-probe/looper"].status == "success"
+
+
+async def test_a_story_that_yields_continue_advances_up_to_the_session_bound(scripted_services) -> None:
+    async with open_channel(scripted_services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            plugin_settings={"framework": to_struct({"maxAutoAdvance": 2})}))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I keep going.")])
+        events = [event async for event in stub.SubmitActions(request)]
+        turns = [e.turn_completed for e in events if e.WhichOneof("event") == "turn_completed"]
+        assert [t.origin for t in turns] == ["player", "continuation", "continuation"]
+        assert [t.logical_turn for t in turns] == [1, 1, 1], "an advance shares the logical turn of the input"
+        assert turns[1].actions[0].kind == "advance" and turns[1].actions[0].source == "system"
+        messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
+        assert [m.role for m in messages] == ["player", "story", "story", "story"]
+        player_again = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+            session_id=session.id, actions=[common_pb2.PlayerAction(text="I stop.")]))][-1].turn_completed
+        assert player_again.logical_turn == 2

@@ -170,3 +170,18 @@ async def test_an_expired_lease_nobody_took_still_works_for_its_holder(stub):
     await asyncio.sleep(0.1)
     reply = await commit(stub, lease, turn_for(lease))
     assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED
+
+
+async def test_a_continuation_shares_the_logical_turn_of_the_input_it_follows(stub):
+    from tests.store.helpers import new_session, play_turn
+
+    session = await new_session(stub)
+    first = await stub.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(session_id=session.id, holder="t", ttl_ms=1000, origin="continuation"))
+    assert first.lease.logical_turn == 1, "before any player turn, logical turn 1"
+    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=first.lease.lease_id))
+    await play_turn(stub, session.id, "The bell rings.")
+    after = await stub.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(session_id=session.id, holder="t", ttl_ms=1000, origin="continuation"))
+    assert after.lease.logical_turn == 1
+    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=after.lease.lease_id))
+    player = await stub.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(session_id=session.id, holder="t", ttl_ms=1000))
+    assert player.lease.logical_turn == 2
