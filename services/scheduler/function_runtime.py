@@ -128,6 +128,8 @@ class FunctionContext:
     plugin_data: PluginDataView
     signal: CancellationSignal
     user_settings: MappingProxyType
+    # What a manual run's caller (or an event) handed this execution.
+    activation: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass

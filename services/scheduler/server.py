@@ -117,36 +117,63 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if request.idempotency_key and not IDEMPOTENCY_KEY.match(request.idempotency_key):
             raise invalid_argument("idempotency_key", "use 1-128 characters of letters, digits and . _ : -")
         actions = validate_actions(list(request.actions))
+
+        async def work(emit) -> None:
+            turn = await self._runner.run(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
+            await emit(scheduler_pb2.TurnEvent(turn_completed=turn))
+            # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
+            advances = 0
+            while requests_advance(turn) and advances < await self._max_auto_advance(request.session_id):
+                advances += 1
+                key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
+                advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
+                turn = await self._runner.run(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
+                await emit(scheduler_pb2.TurnEvent(turn_completed=turn))
+
+        async for event in self._stream(work):
+            yield event
+
+    @rpc
+    async def RunManual(self, request: scheduler_pb2.RunManualRequest, context):
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.runtime_id, "runtime_id", "a runtime with schedule.trigger.type: manual")
+        if request.idempotency_key and not IDEMPOTENCY_KEY.match(request.idempotency_key):
+            raise invalid_argument("idempotency_key", "use 1-128 characters of letters, digits and . _ : -")
+        turn_request = TurnRequest(
+            request.session_id, [], request.idempotency_key, origin="background" if request.background else "manual",
+            manual_runtime_id=request.runtime_id, activation=from_struct(request.payload),
+        )
+
+        async def work(emit) -> None:
+            turn = await self._runner.run(turn_request, emit)
+            await emit(scheduler_pb2.TurnEvent(turn_completed=turn))
+
+        async for event in self._stream(work, background=request.background):
+            yield event
+
+    async def _stream(self, work, *, background: bool = False):
+        """Run `work(emit)` as its own task and stream what it emits. The task outlives a client that
+        goes away, so a turn always commits whole; `background` ends the stream after turn_started."""
         events: asyncio.Queue = asyncio.Queue()
         done = object()
 
-        async def emit(event: scheduler_pb2.TurnEvent) -> None:
-            await events.put(event)
-
-        async def run() -> store_pb2.Turn:
+        async def run() -> None:
             try:
-                turn = await self._runner.run(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
-                await events.put(scheduler_pb2.TurnEvent(turn_completed=turn))
-                # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
-                advances = 0
-                while requests_advance(turn) and advances < await self._max_auto_advance(request.session_id):
-                    advances += 1
-                    key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
-                    advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
-                    turn = await self._runner.run(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
-                    await events.put(scheduler_pb2.TurnEvent(turn_completed=turn))
-                return turn
+                await work(events.put)
             finally:
                 await events.put(done)
 
         task = asyncio.create_task(run())
         self.turns_in_flight.add(task)
         task.add_done_callback(self.turns_in_flight.discard)
+        task.add_done_callback(_log_failure)
         while True:
             event = await events.get()
             if event is done:
                 break
             yield event
+            if background and event.WhichOneof("event") == "turn_started":
+                return
         # Raises the turn's error, if any, as this RPC's status.
         await task
 
@@ -223,6 +250,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 + (f" with id {request.turn_id}" if request.turn_id else "")
             )
         return scheduler_pb2.CancelResponse()
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("turn.failed", error=repr(task.exception()))
 
 
 async def start(settings: SchedulerSettings) -> RunningServer:

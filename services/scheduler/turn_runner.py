@@ -39,6 +39,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.runtime_result import apply_replaced_result
 from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
+from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.structs import from_struct, from_value, to_struct
@@ -59,6 +60,9 @@ class TurnRequest:
     actions: list[common_pb2.PlayerAction]
     idempotency_key: str
     origin: str = "player"
+    # RunManual: the one runtime this execution runs, and what the caller hands it.
+    manual_runtime_id: str = ""
+    activation: dict | None = None
 
 
 class TurnRunner:
@@ -158,7 +162,6 @@ class TurnRunner:
         self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, turn: store_pb2.Turn, emit: Emit
     ) -> store_pb2.Turn:
         started = time.monotonic()
-        await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
         scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
         confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(
             registry_pb2.ResolveConfirmedSessionPluginsRequest(active_plugins=list(session.active_plugins)), timeout=10
@@ -175,6 +178,9 @@ class TurnRunner:
             frozen.active_plugins.extend(confirmed.runnable)
             scope = ExecutionScope(session=frozen, turn_id=turn.id, logical_turn=lease.logical_turn)
         runtimes = [runtime for package in packages if package.state == registry_pb2.PLUGIN_STATE_LOADED for runtime in package.runtimes]
+        manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in runtimes}
+        manual = _manual_runtime(runtimes, manifests, request.manual_runtime_id) if request.manual_runtime_id else None
+        await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
 
         async def record(trace: list[common_pb2.HookTraceEntry]) -> None:
             for entry in trace:
@@ -196,15 +202,17 @@ class TurnRunner:
             turn.abort_reason = turn_start.reason
             return await self._commit(turn, lease, [], emit)
 
-        manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in runtimes}
         history = None
         if any(needs_history(manifest) for manifest in manifests.values()):
             turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id), timeout=10)
             history = TriggerHistory.from_turns(turns.turns)
-        selected = [
-            runtime for runtime in runtimes
-            if scheduled_this_turn(manifests[runtime.runtime_id], runtime.stage, lease.logical_turn, history)
-        ]
+        if manual is not None:
+            selected = [manual]
+        else:
+            selected = [
+                runtime for runtime in runtimes
+                if scheduled_this_turn(manifests[runtime.runtime_id], runtime.stage, lease.logical_turn, history)
+            ]
         schedule = await self._hooks.dispatch(
             "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}
         )
@@ -215,12 +223,16 @@ class TurnRunner:
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
         run = _TurnRun(
             history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions),
-            player_message=turn.player_message,
+            player_message=turn.player_message, origin=request.origin, activation=request.activation,
         )
-        for stage in STAGES:
-            in_stage = [runtime for runtime in selected if runtime.stage == stage]
-            if in_stage:
-                await self._run_stage(in_stage, run, scope, turn, emit, record)
+        if request.manual_runtime_id:
+            if selected:
+                await self._run_stage(selected, run, scope, turn, emit, record)
+        else:
+            for stage in STAGES:
+                in_stage = [runtime for runtime in selected if runtime.stage == stage]
+                if in_stage:
+                    await self._run_stage(in_stage, run, scope, turn, emit, record)
         proposals = run.proposals
         outcomes = run.outcomes
 
@@ -380,7 +392,8 @@ class TurnRunner:
             player_message=player_message,
             player_actions=tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
-            execution=MappingProxyType({"origin": "player"}),
+            execution=MappingProxyType({"origin": run.origin}),
+            activation=MappingProxyType(run.activation or {}),
             recursion_depth=0,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
             plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
@@ -572,6 +585,8 @@ class _TurnRun:
     providers: dict[str, list[str]] = field(default_factory=dict)
     actions: list[common_pb2.PlayerAction] = field(default_factory=list)
     player_message: str = ""
+    origin: str = "player"
+    activation: dict | None = None
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
         """turn-digest@1 and operations@1 as they stand when a runtime starts."""
@@ -594,6 +609,19 @@ class _TurnRun:
         }
         # Write-service operations arrive with the agent loop's service tools; none are staged yet.
         return {"turn-digest@1": digest, "operations@1": {"operations": []}}
+
+
+def _manual_runtime(runtimes, manifests: dict, runtime_id: str):
+    """The runtime RunManual names: in the session's plugins, and triggered manually."""
+    runtime = next((r for r in runtimes if r.runtime_id == runtime_id), None)
+    if runtime is None:
+        raise not_found(f"runtime {runtime_id} is not in this session's plugins")
+    trigger = ((manifests[runtime_id].get("schedule") or {}).get("trigger") or {}).get("type") or "auto"
+    if trigger != "manual" or (manifests[runtime_id].get("schedule") or {}).get("subagentOnly"):
+        raise failed_precondition(
+            f"runtime {runtime_id} is triggered by {trigger}; only schedule.trigger.type: manual runtimes run on request"
+        )
+    return runtime
 
 
 def requests_advance(turn: store_pb2.Turn) -> bool:

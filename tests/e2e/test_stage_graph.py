@@ -85,3 +85,42 @@ async def test_in_execution_plugin_data_visibility_and_read_dependencies(service
     assert "data-probe/bad-writer" in discarded
     assert discarded["data-probe/dependent"] == "read data of data-probe/bad-writer that did not commit"
     assert "narrator" not in discarded and turn.narrative
+
+
+async def test_run_manual_in_the_foreground_and_in_the_background(services) -> None:
+    import asyncio
+
+    import grpc
+
+    from shared.structs import to_struct
+
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["graph-probe"]))).session
+        request = scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id="graph-probe/on-demand", payload=to_struct({"note": "hi"}))
+        events = [event async for event in stub.RunManual(request)]
+        turn = events[-1].turn_completed
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED and turn.origin == "manual"
+        [result] = turn.runtime_results
+        assert from_struct(result.output) == {"got": {"note": "hi"}, "origin": "manual"}
+
+        background = scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id="graph-probe/on-demand", background=True)
+        events = [event async for event in stub.RunManual(background)]
+        assert [e.WhichOneof("event") for e in events] == ["turn_started"], "background answers at once"
+        job = events[0].turn_started.turn_id
+        for _ in range(100):
+            try:
+                recorded = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=job))).turn
+                break
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.NOT_FOUND
+                await asyncio.sleep(0.05)
+        assert recorded.origin == "background" and recorded.status == store_pb2.TURN_STATUS_COMMITTED
+
+        for runtime_id, code in (("graph-probe/nope", grpc.StatusCode.NOT_FOUND), ("graph-probe/a", grpc.StatusCode.FAILED_PRECONDITION)):
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                _ = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id=runtime_id))]
+            assert raised.value.code() == code
+        after = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+            session_id=session.id, actions=[common_pb2.PlayerAction(text="I carry on.")]))][-1].turn_completed
+        assert after.status == store_pb2.TURN_STATUS_COMMITTED and after.logical_turn == 1, "the failed requests released the lease"
