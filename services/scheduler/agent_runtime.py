@@ -56,6 +56,8 @@ class RuntimeOutcome:
     run_id: str = ""
     # plugin.data writes ({namespace, key, value}) a function runtime proposes.
     writes: list[dict[str, Any]] = field(default_factory=list)
+    # Events ({topic, payload}) the runtime emitted; they count only if it succeeds.
+    events: list[dict[str, Any]] = field(default_factory=list)
     # Upstream runtimes whose buffered plugin data this runtime read.
     read_from: set[str] = field(default_factory=set)
     # A function's business value as returned (output is its projection).

@@ -128,8 +128,15 @@ class FunctionContext:
     plugin_data: PluginDataView
     signal: CancellationSignal
     user_settings: MappingProxyType
-    # What a manual run's caller (or an event) handed this execution.
+    # What a manual run's caller (or the events that triggered it) handed this execution.
     activation: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    # Events this runtime emits; they take effect (and trigger followers) only if it succeeds.
+    emitted: list = field(default_factory=list)
+
+    def emit_event(self, topic: str, payload: Any = None) -> None:
+        if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):
+            raise ValueError(f"emit_event({topic!r}): a topic is letters, digits and . _ : / -")
+        self.emitted.append({"topic": topic, "payload": json_copy(payload)})
 
 
 @dataclass
@@ -141,6 +148,7 @@ class FunctionOutcome:
     has_value: bool = False
     writes: list[dict[str, Any]] = field(default_factory=list)
     read_from: set[str] = field(default_factory=set)
+    events: list = field(default_factory=list)
     duration_ms: int = 0
 
 
@@ -196,10 +204,11 @@ async def run_function(context: FunctionContext, handler_path: Path, timeout_ms:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
         return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
     if result is None:
-        return finished(FunctionOutcome("success", output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from)))
+        return finished(FunctionOutcome("success", output={}, writes=context.plugin_data.writes,
+                                        read_from=set(context.plugin_data.read_from), events=list(context.emitted)))
     return finished(
         FunctionOutcome(
             "success", output=project_value(result), canonical_value=json_copy(result), has_value=True,
-            writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
+            writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from), events=list(context.emitted),
         )
     )

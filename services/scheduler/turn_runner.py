@@ -233,6 +233,7 @@ class TurnRunner:
                 in_stage = [runtime for runtime in selected if runtime.stage == stage]
                 if in_stage:
                     await self._run_stage(in_stage, run, scope, turn, emit, record)
+            await self._run_event_chain(runtimes, manifests, run, scope, turn, emit, record)
         proposals = run.proposals
         outcomes = run.outcomes
 
@@ -328,6 +329,25 @@ class TurnRunner:
             for runtime, outcome in zip(ready, results):
                 self._record(runtime, outcome, run, turn, manifests[runtime.runtime_id])
 
+    async def _run_event_chain(self, runtimes, manifests, run: "_TurnRun", scope, turn, emit, record) -> None:
+        """Event runtimes follow topics that successful producers emitted this turn, one layer after another."""
+        followers = {r.runtime_id: r for r in runtimes if _event_topics(manifests[r.runtime_id])}
+        seen = 0
+        for _ in range(MAX_EVENT_LAYERS):
+            fresh = run.emitted[seen:]
+            seen = len(run.emitted)
+            layer = []
+            for runtime_id, runtime in followers.items():
+                if runtime_id in run.outcomes:
+                    continue
+                matched = [event for event in fresh if event["topic"] in _event_topics(manifests[runtime_id])]
+                if matched:
+                    run.activations[runtime_id] = {"events": matched}
+                    layer.append(runtime)
+            if not layer:
+                return
+            await self._run_stage(layer, run, scope, turn, emit, record)
+
     async def _skip(self, runtime, reason: str, run: "_TurnRun", turn: store_pb2.Turn, emit: Emit) -> None:
         outcome = RuntimeOutcome("skipped", reason, run_id=new_id())
         await emit(scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(
@@ -357,6 +377,9 @@ class TurnRunner:
         for write in outcome.writes:
             run.proposals.append(self._proposal(runtime, write["type"], write["payload"]))
         run.read_from[runtime.runtime_id] = set(outcome.read_from)
+        for event in outcome.events:
+            run.emitted.append({**event, "source": runtime.runtime_id})
+            run.proposals.append(self._proposal(runtime, "event.emit", {"name": event["topic"], "payload": event.get("payload")}))
 
     @staticmethod
     def _proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
@@ -393,7 +416,7 @@ class TurnRunner:
             player_actions=tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
             execution=MappingProxyType({"origin": run.origin}),
-            activation=MappingProxyType(run.activation or {}),
+            activation=MappingProxyType(run.activations.get(runtime.runtime_id) or run.activation or {}),
             recursion_depth=0,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
             plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
@@ -407,7 +430,7 @@ class TurnRunner:
         done = await run_function(context, handler_path, function.get("timeoutMs"))
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=done.writes,
-            canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from,
+            canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
         )
 
     async def _run_runtime(self, runtime, scope, run: "_TurnRun", player_message, emit, record, manifest) -> RuntimeOutcome:
@@ -587,6 +610,10 @@ class _TurnRun:
     player_message: str = ""
     origin: str = "player"
     activation: dict | None = None
+    # Event followers: runtime id -> {"events": [...]} that triggered it.
+    activations: dict[str, dict] = field(default_factory=dict)
+    # Events of successful runtimes this turn, in order: {topic, payload, source}.
+    emitted: list[dict] = field(default_factory=list)
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
         """turn-digest@1 and operations@1 as they stand when a runtime starts."""
@@ -630,6 +657,16 @@ def requests_advance(turn: store_pb2.Turn) -> bool:
         return False
     stories = [message for message in turn.messages if message.role == "story"]
     return len(stories) == 1 and from_struct(stories[0].metadata).get("yield") == "continue"
+
+
+MAX_EVENT_LAYERS = 8
+
+
+def _event_topics(manifest: dict) -> set[str]:
+    trigger = (manifest.get("schedule") or {}).get("trigger") or {}
+    if trigger.get("type") != "event":
+        return set()
+    return {topic for topic in [trigger.get("event"), *(trigger.get("events") or [])] if topic}
 
 
 def _output_contracts(manifest: dict) -> tuple[str, ...]:

@@ -124,3 +124,19 @@ async def test_run_manual_in_the_foreground_and_in_the_background(services) -> N
         after = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I carry on.")]))][-1].turn_completed
         assert after.status == store_pb2.TURN_STATUS_COMMITTED and after.logical_turn == 1, "the failed requests released the lease"
+
+
+async def test_event_runtimes_follow_topics_of_successful_producers_layer_by_layer(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I ring the bell.")])
+        events = [event async for event in stub.SubmitActions(request)]
+    turn = events[-1].turn_completed
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    started = [e.runtime_started.runtime_id for e in events if e.WhichOneof("event") == "runtime_started"]
+    assert started.index("event-probe/follower") < started.index("event-probe/second")
+    assert from_struct(results["event-probe/follower"].output) == {"from": "event-probe/source"}
+    assert from_struct(results["event-probe/second"].output) == {"echo": {"heard": 1}}
+    assert "event-probe/never" not in results, "a failed producer's events trigger nothing"
+    assert [event.name for event in turn.events] == ["probe.rang", "probe.echo"]
