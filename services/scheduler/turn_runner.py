@@ -37,6 +37,7 @@ from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.runtime_result import apply_replaced_result
+from services.scheduler.speakers import resolve_speakers
 from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
 from shared.errors import failed_precondition, not_found
@@ -255,6 +256,7 @@ class TurnRunner:
             turn.abort_reason = f"story runtime {failed.runtime_id} {failed.status}: {failed.reason}"
             return await self._commit(turn, lease, [], emit)
 
+        await self._resolve_speakers(session.id, proposals, turn)
         kept: list[store_pb2.Proposal] = []
         story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story}
         for proposal in proposals:
@@ -347,6 +349,29 @@ class TurnRunner:
             if not layer:
                 return
             await self._run_stage(layer, run, scope, turn, emit, record)
+
+    async def _resolve_speakers(self, session_id: str, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
+        """Story speakers and cues.present become the session's characters where a name matches exactly."""
+        stories = [p for p in proposals if p.type == "narrative.append"]
+        if not stories:
+            return
+        world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id), timeout=10)
+        characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
+        if not characters:
+            return
+        for proposal in stories:
+            payload = from_struct(proposal.payload)
+            present = (payload.get("cues") or {}).get("present") or []
+            resolution = resolve_speakers(payload.get("segments") or [], present, characters)
+            payload["segments"] = resolution.segments
+            payload["presentCharacterIds"] = resolution.present_character_ids
+            proposal.payload.CopyFrom(to_struct(payload))
+            for result in turn.runtime_results:
+                if result.runtime_id == proposal.runtime_id:
+                    output = from_struct(result.output)
+                    output["segments"] = resolution.segments
+                    output["unresolvedSpeakers"] = resolution.unresolved
+                    result.output.CopyFrom(to_struct(output))
 
     async def _skip(self, runtime, reason: str, run: "_TurnRun", turn: store_pb2.Turn, emit: Emit) -> None:
         outcome = RuntimeOutcome("skipped", reason, run_id=new_id())

@@ -148,3 +148,34 @@ async def test_community_plugin_hooks_run_only_after_approval(services) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=["narrator", "nope"]))
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_story_speakers_resolve_to_the_sessions_characters(services) -> None:
+    from covel.store.v1 import store_pb2_grpc
+    from shared.structs import from_struct, to_struct
+
+    names = ["Mira", "Old Tobin", "Sela", "Captain Rhee", "Brother Anselm", "Kestrel"]
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session
+        # A world with characters, written through the store's own commit (as a setup runtime would).
+        lease = (await store.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(
+            session_id=session.id, holder="test", ttl_ms=10000, origin="manual"))).lease
+        proposals = [store_pb2.Proposal(id="schema", type="character.schema.set", plugin_id="world", runtime_id="world/setup",
+                                        payload=to_struct({"types": ["npc"], "attributes": {}}))]
+        for index, name in enumerate(names):
+            proposals.append(store_pb2.Proposal(
+                id=f"c{index}", type="character.upsert", plugin_id="world", runtime_id="world/setup",
+                payload=to_struct({"characterId": f"npc-{index}", "expectedVersion": 0, "character": {"name": name, "type": "npc"}})))
+        await store.CommitTurn(store_pb2.CommitTurnRequest(
+            session_id=session.id, lease_id=lease.lease_id, release_lease=True, proposals=proposals,
+            turn=store_pb2.Turn(id=lease.turn_id, status=store_pb2.TURN_STATUS_COMMITTED, origin="manual")))
+
+        events = await submit(stub, session.id, "I greet whoever is here.")
+        turn = of_kind(events, "turn_completed")[0]
+        story = next(m for m in turn.messages if m.role == "story")
+        metadata = from_struct(story.metadata)
+        speakers = [s for s in metadata["segments"] if s.get("speaker")]
+        assert speakers and all(s["speakerId"].startswith("npc-") for s in speakers)
+        assert metadata["presentCharacterIds"] and metadata["presentCharacterIds"][0].startswith("npc-")
