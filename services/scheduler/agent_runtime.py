@@ -60,6 +60,8 @@ class RuntimeOutcome:
     events: list[dict[str, Any]] = field(default_factory=list)
     # Upstream runtimes whose buffered plugin data this runtime read.
     read_from: set[str] = field(default_factory=set)
+    # A guard returned {skip: true, ...}: skipped, yet its output binds and its writes commit.
+    guard_skipped: bool = False
     # A function's business value as returned (output is its projection).
     canonical_value: Any = None
     has_value: bool = False

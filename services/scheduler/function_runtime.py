@@ -155,8 +155,8 @@ class FunctionOutcome:
 _modules: dict[tuple[str, float], ModuleType] = {}
 
 
-def load_handler(path: Path) -> Callable[..., Any]:
-    """The module's `handler`, imported once per file version."""
+def load_handler(path: Path, entry: str = "handler") -> Callable[..., Any]:
+    """The module's `handler` (or `guard`), imported once per file version."""
     key = (str(path), path.stat().st_mtime)
     module = _modules.get(key)
     if module is None:
@@ -168,9 +168,9 @@ def load_handler(path: Path) -> Callable[..., Any]:
         sys.modules[name] = module
         spec.loader.exec_module(module)
         _modules[key] = module
-    handler = getattr(module, "handler", None)
+    handler = getattr(module, entry, None)
     if not callable(handler):
-        raise ImportError(f"{path.name} defines no handler(ctx) function")
+        raise ImportError(f"{path.name} defines no {entry}(ctx) function")
     return handler
 
 
@@ -181,7 +181,9 @@ def project_value(value: Any) -> dict[str, Any]:
     return {"value": json_copy(value)}
 
 
-async def run_function(context: FunctionContext, handler_path: Path, timeout_ms: int | None) -> FunctionOutcome:
+async def run_function(
+    context: FunctionContext, handler_path: Path, timeout_ms: int | None, entry: str = "handler"
+) -> FunctionOutcome:
     started = time.monotonic()
     limit_ms = timeout_ms or DEFAULT_TIMEOUT_MS
 
@@ -190,7 +192,7 @@ async def run_function(context: FunctionContext, handler_path: Path, timeout_ms:
         return outcome
 
     try:
-        handler = load_handler(handler_path)
+        handler = load_handler(handler_path, entry)
         result = handler(context)
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, limit_ms / 1000)

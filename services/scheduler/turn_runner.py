@@ -388,14 +388,15 @@ class TurnRunner:
                 output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime),
             )
         )
-        if outcome.status != "success":
+        if outcome.status != "success" and not outcome.guard_skipped:
             return
         if runtime.type != "function" or outcome.has_value:
             # Downstream inputs bind the business value: a function's canonicalValue, projected.
             run.outputs[runtime.runtime_id] = outcome.output
         for contract in _output_contracts(manifest):
-            run.satisfied.add(contract)
             run.providers.setdefault(contract, []).append(runtime.runtime_id)
+            if outcome.status == "success":
+                run.satisfied.add(contract)
         if outcome.story is not None:
             run.proposals.append(self._proposal(runtime, "narrative.append",
                                                 {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
@@ -413,11 +414,9 @@ class TurnRunner:
             unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
         )
 
-    async def _run_function(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome:
+    def _function_context(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> FunctionContext:
+        """The ctx of a function handler, and of any runtime's guard."""
         session = scope.session
-        function = manifest.get("function") or {}
-        handler = function.get("handler") or "handler.py"
-        handler_path = Path(run.packages[runtime.plugin_id].root_dir) / handler
 
         async def load_committed(namespace: str | None) -> dict:
             reply = await self._peers.store.ListPluginData(
@@ -433,7 +432,7 @@ class TurnRunner:
             if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
         ]
 
-        context = FunctionContext(
+        return FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
             inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))),
@@ -449,6 +448,31 @@ class TurnRunner:
             user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
                                            if runtime.plugin_id in session.plugin_settings else {}),
         )
+
+    async def _run_guard(self, runtime, scope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome | None:
+        """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
+
+        `{skip: true, ...fields}` skips the runtime with those fields as its output (checked and
+        bound like any output); the guard's writes commit only when it skips."""
+        package = run.packages[runtime.plugin_id]
+        # The registry compiles the guard to a package-relative path, like function.handler.
+        guard_path = Path(package.root_dir) / manifest["guard"]
+        context = self._function_context(runtime, scope, run, player_message, manifest)
+        done = await run_function(context, guard_path, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
+        if done.status != "success":
+            return RuntimeOutcome("failed", f"guard: {done.reason}")
+        verdict = done.canonical_value if done.has_value else None
+        if not isinstance(verdict, dict) or verdict.get("skip") is not True:
+            return None
+        output = {key: value for key, value in verdict.items() if key != "skip"}
+        return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
+                              events=done.events, canonical_value=output, has_value=True, guard_skipped=True)
+
+    async def _run_function(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome:
+        session = scope.session
+        function = manifest.get("function") or {}
+        handler_path = Path(run.packages[runtime.plugin_id].root_dir) / (function.get("handler") or "handler.py")
+        context = self._function_context(runtime, scope, run, player_message, manifest)
         running = self._running.get(session.id)
         if running is not None:
             running.signals.append(context.signal)
@@ -466,8 +490,13 @@ class TurnRunner:
             plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         await record(pre.trace)
+        guarded = None
+        if not pre.aborted and manifest.get("guard"):
+            guarded = await self._run_guard(runtime, scope, run, player_message, manifest)
         if pre.aborted:
             outcome = RuntimeOutcome("skipped", pre.reason)
+        elif guarded is not None:
+            outcome = guarded
         elif runtime.type == "function":
             outcome = await self._run_function(runtime, scope, run, player_message, manifest)
         else:
@@ -499,9 +528,9 @@ class TurnRunner:
             await record(outcome.trace)
         outcome.run_id = new_id()
         outcome = await self._post_runtime(runtime, scope, outcome, record)
-        if outcome.status == "success" and not is_story_runtime(runtime):
+        if (outcome.status == "success" or outcome.guard_skipped) and not is_story_runtime(runtime):
             outcome = self._check_output(runtime, manifest, run, outcome)
-        if outcome.status != "success":
+        if outcome.status != "success" and not outcome.guard_skipped:
             outcome.writes = []
         duration_ms = int((time.monotonic() - started) * 1000)
         await emit(

@@ -140,3 +140,29 @@ async def test_event_runtimes_follow_topics_of_successful_producers_layer_by_lay
     assert from_struct(results["event-probe/second"].output) == {"echo": {"heard": 1}}
     assert "event-probe/never" not in results, "a failed producer's events trigger nothing"
     assert [event.name for event in turn.events] == ["probe.rang", "probe.echo"]
+
+
+@pytest.mark.parametrize("skip", [True, False])
+async def test_a_guard_skips_with_an_output_or_lets_the_runtime_run(services, skip) -> None:
+    from covel.store.v1 import store_pb2_grpc
+    from shared.structs import from_value, to_struct
+
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["guard-probe"], plugin_settings={"guard-probe": to_struct({"skip": skip})}))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I count.")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+        data = (await store_pb2_grpc.TransactionalStoreStub(store_channel).ListPluginData(
+            store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="guard-probe"))).entries
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    guarded, consumer = results["guard-probe/guarded"], results["guard-probe/consumer"]
+    stored = {entry.key: from_value(entry.value) for entry in data}
+    if skip:
+        assert (guarded.status, from_struct(guarded.output)) == ("skipped", {"count": 5}), guarded.reason
+        assert from_struct(consumer.output) == {"got": 5}, "a guard's skip output binds like any output"
+        assert stored == {"kept": "the guard skipped"}
+    else:
+        assert (guarded.status, from_struct(guarded.output)) == ("success", {"count": 1})
+        assert from_struct(consumer.output) == {"got": 1}
+        assert stored == {}, "a guard that does not skip commits none of its writes"
