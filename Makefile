@@ -39,8 +39,11 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 lint: $(VENV)/.installed
 	$(PY) -m compileall -q shared services covel_cli plugins tests
 
+# Each benchmark prints a table and writes bench/results/<name>.json.
+BENCHMARKS := turn_latency scheduler_overhead hook_dispatch gateway_overhead store_commit validate_plugins
+
 bench: $(VENV)/.installed
-	$(PY) -m bench.turn_latency
+	@for name in $(BENCHMARKS); do echo "== $$name"; $(PY) -m bench.$$name || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(GEN) .covel
