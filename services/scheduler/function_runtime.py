@@ -132,6 +132,8 @@ class FunctionContext:
     activation: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     # Events this runtime emits; they take effect (and trigger followers) only if it succeeds.
     emitted: list = field(default_factory=list)
+    # await ctx.recursive_call(runtime_id, input): a nested run of a same-package function runtime.
+    recursive_call: Any = None
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):

@@ -414,7 +414,10 @@ class TurnRunner:
             unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
         )
 
-    def _function_context(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> FunctionContext:
+    def _function_context(
+        self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict, depth: int = 0,
+        activation: dict | None = None,
+    ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
         session = scope.session
 
@@ -432,7 +435,7 @@ class TurnRunner:
             if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
         ]
 
-        return FunctionContext(
+        context = FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
             inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))),
@@ -440,14 +443,21 @@ class TurnRunner:
             player_actions=tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
             execution=MappingProxyType({"origin": run.origin}),
-            activation=MappingProxyType(run.activations.get(runtime.runtime_id) or run.activation or {}),
-            recursion_depth=0,
+            activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
+            recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
             plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
             signal=CancellationSignal(),
             user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
                                            if runtime.plugin_id in session.plugin_settings else {}),
         )
+
+        async def recursive_call(runtime_id: str, input: dict | None = None) -> dict:
+            """A nested execution of a runtime of the same package; its writes follow this one."""
+            return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
+
+        context.recursive_call = recursive_call
+        return context
 
     async def _run_guard(self, runtime, scope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome | None:
         """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
@@ -467,6 +477,29 @@ class TurnRunner:
         output = {key: value for key, value in verdict.items() if key != "skip"}
         return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
                               events=done.events, canonical_value=output, has_value=True, guard_skipped=True)
+
+    async def _recursive_call(self, parent, runtime_id: str, scope, run: "_TurnRun", player_message: str, parent_manifest: dict,
+                              depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
+        limit = int(((parent_manifest.get("agent") or {}).get("loop") or {}).get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH))
+        if depth + 1 > limit:
+            raise RecursionError(f"recursive_call({runtime_id!r}): past the recursion depth limit ({limit})")
+        package = run.packages[parent.plugin_id]
+        target = next((r for r in package.runtimes if r.runtime_id == runtime_id), None)
+        if target is None:
+            raise LookupError(f"recursive_call({runtime_id!r}): only runtimes of {parent.plugin_id} can be called")
+        manifest = from_struct(target.manifest)
+        if target.type != "function":
+            raise LookupError(f"recursive_call({runtime_id!r}): nested agent runtimes are not supported yet; call a function runtime")
+        context = self._function_context(target, scope, run, player_message, manifest, depth + 1, activation or {})
+        # The nested run reads what its parent wrote so far, as the parent does.
+        context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
+        handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
+        done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
+        if done.status == "success":
+            # Writes follow the parent: they commit with its unit, or not at all if it fails.
+            parent_context.plugin_data.own.extend(context.plugin_data.own)
+            parent_context.emitted.extend(context.emitted)
+        return {"status": done.status, "reason": done.reason, "output": done.output}
 
     async def _run_function(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome:
         session = scope.session
@@ -714,6 +747,8 @@ def requests_advance(turn: store_pb2.Turn) -> bool:
 
 
 MAX_EVENT_LAYERS = 8
+# agent.loop.maxRecursionDepth when the manifest sets none.
+DEFAULT_MAX_RECURSION_DEPTH = 10
 
 
 def _event_topics(manifest: dict) -> set[str]:

@@ -166,3 +166,26 @@ async def test_a_guard_skips_with_an_output_or_lets_the_runtime_run(services, sk
         assert (guarded.status, from_struct(guarded.output)) == ("success", {"count": 1})
         assert from_struct(consumer.output) == {"got": 1}
         assert stored == {}, "a guard that does not skip commits none of its writes"
+
+
+async def test_recursive_call_nests_same_package_runtimes_with_a_depth_limit(services) -> None:
+    from covel.store.v1 import store_pb2_grpc
+    from shared.structs import from_value
+
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I nest.")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+        deep = [event async for event in stub.RunManual(scheduler_pb2.RunManualRequest(
+            session_id=session.id, runtime_id="data-probe/deep"))][-1].turn_completed
+        data = (await store_pb2_grpc.TransactionalStoreStub(store_channel).ListPluginData(
+            store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="data-probe", namespace="nested"))).entries
+    results = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results}
+    assert results["data-probe/parent"] == {
+        "child": {"status": "success", "reason": "", "output": {"doubled": 4, "depth": 1}}, "seen": 2}
+    assert "data-probe/child" not in results, "a nested run is part of its parent, not a runtime result of its own"
+    assert [(e.key, from_value(e.value)) for e in data] == [("k", 2)], "the nested write committed with its parent"
+    assert "graph-probe/a" in results["data-probe/outsider"]["refused"]
+    deepest = from_struct(deep.runtime_results[0].output)
+    assert deepest["deepest"] == 10 and "depth limit (10)" in deepest["error"]
