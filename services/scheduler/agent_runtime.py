@@ -99,12 +99,13 @@ async def run_agent(
     on_narrative: OnNarrative,
     history_max_turns: int,
     inputs: dict[str, Any] | None = None,
+    self_data: list[str] | None = None,
 ) -> RuntimeOutcome:
     manifest = from_struct(runtime.manifest)
     story = is_story_runtime(runtime)
     session = scope.session
     max_turns = _manifest_get(manifest, "agent", "history", "maxTurns", default=history_max_turns)
-    system_prompt, messages = assemble(runtime, session.locale, story, history, player_message, max_turns, inputs)
+    system_prompt, messages = assemble(runtime, session.locale, story, history, player_message, max_turns, inputs, self_data)
     trace: list[common_pb2.HookTraceEntry] = []
 
     assembled = await hooks.dispatch(

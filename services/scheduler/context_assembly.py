@@ -47,6 +47,28 @@ def history_messages(messages: list[common_pb2.Message], max_turns: int) -> list
     return chat
 
 
+SUMMARY_CHARS = 200
+
+
+def self_data_block(declaration: dict[str, Any], entries: dict[str, Any]) -> str:
+    """io.selfData: one row per key, `- <key> | <value JSON>` (summary: cut to 200 characters),
+    newest keys last, bookkeeping fields removed, an `id` equal to the key not repeated."""
+    namespace = declaration.get("namespace", "")
+    tag = str(declaration.get("as") or f"<{namespace}>").strip("<>") or namespace
+    limit = int(declaration.get("maxEntries") or 50)
+    rows = []
+    for key, value in list(entries.items())[-limit:]:
+        shown = model_facing(value)
+        if isinstance(shown, dict) and shown.get("id") == key:
+            shown = {field: item for field, item in shown.items() if field != "id"}
+        text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+        if (declaration.get("format") or "summary") == "summary" and len(text) > SUMMARY_CHARS:
+            text = text[: SUMMARY_CHARS - 1] + "…"
+        rows.append(f"- {key} | {text}")
+    body = "\n".join(rows) if rows else "(none yet)"
+    return f"<{tag}>\n{body}\n</{tag}>"
+
+
 def runtime_inputs_block(inputs: dict[str, Any]) -> str:
     """The bound inputs as the model reads them: runtime-inputs.<binding>.value, bookkeeping fields removed."""
     if not inputs:
@@ -63,10 +85,12 @@ def assemble(
     player_message: str,
     max_turns: int,
     inputs: dict[str, Any] | None = None,
+    self_data: list[str] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     system_prompt = "\n\n".join(
         part
-        for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale), runtime_inputs_block(inputs or {}))
+        for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale),
+                     runtime_inputs_block(inputs or {}), *(self_data or []))
         if part
     )
     messages = history_messages(history, max_turns)

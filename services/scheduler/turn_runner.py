@@ -24,6 +24,7 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
 from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.context_assembly import self_data_block
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
 from shared.plugin_data.execution_view import BufferedWrite
@@ -459,6 +460,19 @@ class TurnRunner:
         context.recursive_call = recursive_call
         return context
 
+    async def _self_data_blocks(self, runtime, scope: ExecutionScope, run: "_TurnRun", manifest: dict) -> list[str]:
+        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it."""
+        declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
+        if not declarations:
+            return []
+        view = self._function_context(runtime, scope, run, "", manifest).plugin_data
+        blocks = []
+        for declaration in declarations:
+            if str(declaration["namespace"]).startswith("_hidden"):
+                continue  # hidden data never reaches a prompt
+            blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
+        return blocks
+
     async def _run_guard(self, runtime, scope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome | None:
         """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
 
@@ -555,6 +569,7 @@ class TurnRunner:
                     on_narrative=on_narrative,
                     history_max_turns=self._settings.scheduler_history_max_turns,
                     inputs=bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope)),
+                    self_data=await self._self_data_blocks(runtime, scope, run, manifest),
                 )
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")

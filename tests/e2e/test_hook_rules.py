@@ -194,3 +194,16 @@ async def test_session_start_and_end_hooks_and_what_ending_means(services, tmp_p
             assert len(marker.read_text().splitlines()) == 2, "ending twice runs SessionEnd once"
         else:
             assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=[PROBE, "data-probe"], approved_plugins=[PROBE],
+            plugin_settings={PROBE: to_struct({"reportSystemPrompt": True})}))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I read my notes.")])
+        events = [event async for event in stub.SubmitActions(request)]
+    [report] = [e for e in hook_entries(events, "PreLLMCall") if e.runtime_id == "data-probe/recall"]
+    system = json.loads(report.message)["system"]
+    assert "<notes>\n- a | 1\n- count | 2\n</notes>" in system, "this turn's upstream writes, as rows"

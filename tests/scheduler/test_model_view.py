@@ -41,3 +41,15 @@ def test_runtime_inputs_block_projects_values() -> None:
     assert block.startswith("<runtime-inputs>") and "the door is red" in block
     assert A not in block and "updatedAt" not in block
     assert runtime_inputs_block({}) == ""
+
+
+def test_self_data_rows() -> None:
+    from services.scheduler.context_assembly import self_data_block
+
+    entries = {"lantern": {"id": "lantern", "lit": True, "updatedAt": "2026-01-01T00:00:00Z"}, "note": {"text": "x" * 300}}
+    block = self_data_block({"namespace": "facts", "as": "<known-facts>", "format": "summary", "maxEntries": 50}, entries)
+    lines = block.splitlines()
+    assert lines[0] == "<known-facts>" and lines[-1] == "</known-facts>"
+    assert lines[1] == '- lantern | {"lit":true}'
+    assert lines[2].startswith("- note | ") and len(lines[2]) == len("- note | ") + 200 and lines[2].endswith("…")
+    assert self_data_block({"namespace": "facts", "maxEntries": 1}, entries).count("\n- ") == 1
