@@ -75,9 +75,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             "SessionStart", ExecutionScope(session=session, turn_id="", logical_turn=0),
             {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})},
         )
-        for entry in started.trace:
-            if entry.status != "ok":
-                log.warning("hook.failed", event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
+        _log_hook_failures(started.trace)
         return scheduler_pb2.CreateSessionResponse(
             session=session,
             rejected=[
@@ -106,9 +104,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 "SessionEnd", ExecutionScope(session=before, turn_id="", logical_turn=0),
                 {"sessionId": before.id, "reason": reason},
             )
-            for entry in ended.trace:
-                if entry.status != "ok":
-                    log.warning("hook.failed", event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
+            _log_hook_failures(ended.trace)
         return scheduler_pb2.EndSessionResponse(session=reply.session)
 
     @rpc
@@ -250,6 +246,13 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 + (f" with id {request.turn_id}" if request.turn_id else "")
             )
         return scheduler_pb2.CancelResponse()
+
+
+def _log_hook_failures(trace) -> None:
+    """Session events have no turn to carry their trace: failed handlers go to the log."""
+    for entry in trace:
+        if entry.status not in ("ok", "abort"):
+            log.warning("hook.failed", event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
 
 
 def _log_failure(task: asyncio.Task) -> None:

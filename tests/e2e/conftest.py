@@ -1,10 +1,14 @@
-"""The five services as real processes on free loopback ports, shared by the end-to-end tests."""
+"""The five services as real processes on free loopback ports, for the end-to-end tests."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest_asyncio
+import yaml
 
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.settings import REPO_ROOT
@@ -12,18 +16,28 @@ from shared.settings import REPO_ROOT
 TEST_PLUGIN_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def services(tmp_path_factory):
-    group = ServiceGroup(
-        free_port_addrs(),
-        tmp_path_factory.mktemp("covel-data"),
-        extra_env={
-            "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(TEST_PLUGIN_DIR)]),
-            "COVEL_LOG_LEVEL": "info",
-        },
-    )
+@contextlib.asynccontextmanager
+async def running_services(
+    data_dir: Path, *, plugin_dirs: tuple[Path, ...] = (TEST_PLUGIN_DIR,), script: dict | None = None
+) -> AsyncIterator[ServiceGroup]:
+    """Start the five services (builtin plugins plus `plugin_dirs`; a gateway script if given); stop them after."""
+    env = {
+        "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), *map(str, plugin_dirs)]),
+        "COVEL_LOG_LEVEL": "info",
+    }
+    if script is not None:
+        script_file = data_dir / "gateway-script.yaml"
+        script_file.write_text(yaml.safe_dump(script))
+        env["COVEL_GATEWAY_SCRIPT"] = str(script_file)
+    group = ServiceGroup(free_port_addrs(), data_dir, extra_env=env)
     try:
         await group.start()
         yield group
     finally:
         await group.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def services(tmp_path_factory):
+    async with running_services(tmp_path_factory.mktemp("covel-data")) as group:
+        yield group

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
@@ -12,9 +11,9 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
+from tests.e2e.conftest import running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -25,14 +24,8 @@ async def changing_services(tmp_path_factory):
     community = data / "community"
     community.mkdir()
     shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "plugins" / "graph-probe", community / "graph-probe")
-    group = ServiceGroup(free_port_addrs(), data, extra_env={
-        "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(community)]),
-    })
-    try:
-        await group.start()
+    async with running_services(data, plugin_dirs=(community,)) as group:
         yield group, community
-    finally:
-        await group.stop()
 
 
 async def test_removed_plugin_sits_out_and_the_story_goes_on(changing_services) -> None:

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import pytest_asyncio
-import yaml
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
-from shared.settings import REPO_ROOT
 from shared.structs import to_struct
+from tests.e2e.conftest import running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SLOW = {"name": "lookup", "arguments": {"word": "slow"}}
@@ -22,28 +19,21 @@ CONTINUING = {"segments": [{"kind": "narration", "text": "The road unrolls ahead
 BATCH = [SLOW, SLOW, SLOW, {"name": "save-note", "arguments": {"note": "after the pool"}}, SLOW]
 
 
+SCRIPT = {"rules": [
+    {"match": "pool test", "slots": ["plugin"], "reply": {"tool_calls": BATCH}},
+    {"match": "loop test", "slots": ["plugin"], "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
+    {"match": "keep going", "slots": ["story"], "reply": {"json": CONTINUING}},
+    {"match": "The player waits", "slots": ["story"], "reply": {"json": CONTINUING}},
+    # A model that ignores the perturbation and repeats itself anyway.
+    {"match": "same tool call several times", "slots": ["plugin"],
+     "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
+]}
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def scripted_services(tmp_path_factory):
-    data = tmp_path_factory.mktemp("pool")
-    script = data / "script.yaml"
-    script.write_text(yaml.safe_dump({"rules": [
-        {"match": "pool test", "slots": ["plugin"], "reply": {"tool_calls": BATCH}},
-        {"match": "loop test", "slots": ["plugin"], "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
-        {"match": "keep going", "slots": ["story"], "reply": {"json": CONTINUING}},
-        {"match": "The player waits", "slots": ["story"], "reply": {"json": CONTINUING}},
-        # A model that ignores the perturbation and repeats itself anyway.
-        {"match": "same tool call several times", "slots": ["plugin"],
-         "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
-    ]}))
-    group = ServiceGroup(free_port_addrs(), data, extra_env={
-        "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT / "tests" / "fixtures" / "plugins")]),
-        "COVEL_GATEWAY_SCRIPT": str(script),
-    })
-    try:
-        await group.start()
+    async with running_services(tmp_path_factory.mktemp("pool"), script=SCRIPT) as group:
         yield group
-    finally:
-        await group.stop()
 
 
 async def test_pool_then_barrier(scripted_services) -> None:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import pytest_asyncio
-import yaml
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
-from shared.settings import REPO_ROOT
 from shared.structs import from_struct
+from tests.e2e.conftest import running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SCRIPT = {
@@ -30,18 +27,8 @@ SCRIPT = {
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def scripted_services(tmp_path_factory):
-    data = tmp_path_factory.mktemp("truncation")
-    script = data / "script.yaml"
-    script.write_text(yaml.safe_dump(SCRIPT))
-    group = ServiceGroup(free_port_addrs(), data, extra_env={
-        "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT / "tests" / "fixtures" / "plugins")]),
-        "COVEL_GATEWAY_SCRIPT": str(script),
-    })
-    try:
-        await group.start()
+    async with running_services(tmp_path_factory.mktemp("truncation"), script=SCRIPT) as group:
         yield group
-    finally:
-        await group.stop()
 
 
 async def test_truncated_story_is_kept_and_other_runtimes_retry_once(scripted_services) -> None:
