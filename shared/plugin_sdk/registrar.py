@@ -18,7 +18,7 @@ RESERVED_ACTION_PREFIXES = ("covel:", "runtime:", "event:")
 SERVICE_ACCESS = ("read", "write")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HookRegistration:
     plugin_id: str
     event: str
