@@ -100,6 +100,7 @@ async def run_agent(
     history_max_turns: int,
     inputs: dict[str, Any] | None = None,
     self_data: list[str] | None = None,
+    event_topics: list[str] | None = None,
 ) -> RuntimeOutcome:
     manifest = from_struct(runtime.manifest)
     story = is_story_runtime(runtime)
@@ -140,8 +141,18 @@ async def run_agent(
     finish_tools = set(completion.get("afterTools") or ([finish_with] if finish_with else []))
     needs_tool_use = completion.get("require") in ("tool-use", "explicit") or bool(finish_with)
     base_choice = _manifest_get(manifest, "agent", "toolChoice", default="required" if finish_with else "auto")
-    available = await hooks.tools(runtime.plugin_id) if tools_wanted(manifest) else {}
+    available = dict(await hooks.tools(runtime.plugin_id)) if tools_wanted(manifest) else {}
     tool_names = [name for name in tools_wanted(manifest) if name in available]
+    # Builtin tools the kernel answers itself: runtime-done where explicit completion is asked for,
+    # emit-event where the package declares event topics.
+    if completion.get("require") == "explicit":
+        available[RUNTIME_DONE] = builtin_tool(RUNTIME_DONE)
+        tool_names.append(RUNTIME_DONE)
+    if event_topics:
+        available[EMIT_EVENT] = builtin_tool(EMIT_EVENT, event_topics)
+        tool_names.append(EMIT_EVENT)
+    emitted: list[dict[str, Any]] = []
+    done_called = False
 
     conversation = list(messages)
     corrections_used = 0
@@ -299,9 +310,15 @@ async def run_agent(
                     conversation.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(
                         {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})})
                 continue
-            for call, (result_text, ok, terminate) in zip(batch, await _run_batch(batch, runtime, scope, hooks, tool_names, trace)):
+            for call, (result_text, ok, terminate) in zip(batch, await _run_batch(
+                    batch, runtime, scope, hooks, tool_names, trace, builtins={RUNTIME_DONE: None, EMIT_EVENT: emitted})):
                 conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result_text})
-                if ok:
+                if ok and call["name"] == RUNTIME_DONE:
+                    done_called = True
+                    terminate = True
+                elif ok and call["name"] == EMIT_EVENT:
+                    pass
+                elif ok:
                     successful_business_call = True
                     if call["name"] in finish_tools or (not finish_tools and completion.get("require") == "tool-use"):
                         data = json.loads(result_text).get("data") if result_text.startswith("{") else None
@@ -326,17 +343,21 @@ async def run_agent(
             else:
                 return failed(f"loop-detected: the same tool call was repeated {repeats} times")
     usage["durationMs"] = int((time.monotonic() - started) * 1000)
+    if completion.get("require") == "explicit" and not done_called and finish_output is None:
+        return failed("completion: the agent finished without runtime-done or a completion tool")
     if finish_output is not None:
-        return RuntimeOutcome("success", output=finish_output, usage=usage, trace=trace)
+        return RuntimeOutcome("success", output=finish_output, usage=usage, trace=trace, events=emitted)
+    if done_called and not story:
+        return RuntimeOutcome("success", output={"content": content}, usage=usage, trace=trace, events=emitted)
     if needs_tool_use and finish_tools:
         return failed(f"completion: the agent finished without a successful call of {', '.join(sorted(finish_tools))}")
     if not story:
-        return RuntimeOutcome("success", output={"content": content}, usage=usage, trace=trace)
+        return RuntimeOutcome("success", output={"content": content}, usage=usage, trace=trace, events=emitted)
     try:
         shaped = normalize_story(content)
     except EmptyStory:
         return RuntimeOutcome("failed", "the story has no text", usage=usage, trace=trace)
-    return RuntimeOutcome("success", notice, story=shaped, output=shaped.to_output(), usage=usage, trace=trace)
+    return RuntimeOutcome("success", notice, story=shaped, output=shaped.to_output(), usage=usage, trace=trace, events=emitted)
 
 
 def tools_wanted(manifest: dict[str, Any]) -> list[str]:
@@ -366,17 +387,17 @@ def tool_batches(calls: list[dict[str, Any]], is_read_only) -> list[list[dict[st
     return batches
 
 
-async def _run_batch(batch, runtime, scope, hooks: HookBus, tool_names: list[str], trace) -> list[tuple[str, bool, bool]]:
+async def _run_batch(batch, runtime, scope, hooks: HookBus, tool_names: list[str], trace, builtins=None) -> list[tuple[str, bool, bool]]:
     """A pool: every member's PreToolUse first, in model order; then the tools together; then
     every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
     runs alone after the pool, keeping the hook result it already has."""
     prepared = [await _pre_tool(call, runtime, scope, hooks, trace) for call in batch]
     in_pool = [p for p in prepared if p[0] is None and (len(batch) == 1 or hooks.read_only(runtime.plugin_id, p[1]["name"]))]
-    pooled = await asyncio.gather(*(_execute(p[1], runtime, scope, hooks, tool_names) for p in in_pool))
+    pooled = await asyncio.gather(*(_execute(p[1], runtime, scope, hooks, tool_names, builtins) for p in in_pool))
     executed = {id(p): text for p, text in zip(in_pool, pooled)}
     for p in prepared:
         if p[0] is None and id(p) not in executed:
-            executed[id(p)] = await _execute(p[1], runtime, scope, hooks, tool_names)
+            executed[id(p)] = await _execute(p[1], runtime, scope, hooks, tool_names, builtins)
     results = []
     for p in prepared:
         refused, call = p
@@ -396,12 +417,46 @@ async def _pre_tool(call, runtime, scope, hooks: HookBus, trace) -> tuple[str | 
     return None, apply_pre_tool_use(call, _replaced({"toolCall": call}, pre.payload))
 
 
-async def _execute(call, runtime, scope, hooks: HookBus, tool_names: list[str]) -> str:
+async def _execute(call, runtime, scope, hooks: HookBus, tool_names: list[str], builtins=None) -> str:
     if call["name"] not in tool_names:
         return json.dumps({"ok": False, "error": {
             "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
             "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
+    if builtins is not None and call["name"] in builtins:
+        return json.dumps(builtin_result(call, builtins), ensure_ascii=False)
     return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call)
+
+
+RUNTIME_DONE = "runtime-done"
+EMIT_EVENT = "emit-event"
+
+
+def builtin_tool(name: str, topics: list[str] | None = None) -> gateway_pb2.ToolDefinition:
+    if name == RUNTIME_DONE:
+        return gateway_pb2.ToolDefinition(
+            name=name, description="Finish this runtime: the work is done (or there was nothing to do).",
+            parameters=to_struct({"type": "object", "properties": {"summary": {"type": "string"}}}),
+        )
+    return gateway_pb2.ToolDefinition(
+        name=name, description="Emit a plugin event; runtimes that follow its topic run after this turn's stages.",
+        parameters=to_struct({"type": "object", "required": ["topic"], "properties": {
+            "topic": {"type": "string", "enum": list(topics or [])}, "payload": {"type": "object"}}}),
+    )
+
+
+def builtin_result(call: dict[str, Any], builtins: dict[str, Any]) -> dict[str, Any]:
+    """The kernel's answer to a builtin tool call, in the unified result shape."""
+    try:
+        args = json.loads(call.get("arguments") or "{}")
+    except json.JSONDecodeError as error:
+        return {"ok": False, "error": {"code": "invalid-input", "message": f"arguments are not JSON: {error}"}}
+    if call["name"] == RUNTIME_DONE:
+        return {"ok": True, "data": {"done": True}}
+    topic = args.get("topic") if isinstance(args, dict) else None
+    if not isinstance(topic, str) or not topic:
+        return {"ok": False, "error": {"code": "invalid-input", "message": "topic is required", "hint": "use a declared topic"}}
+    builtins[EMIT_EVENT].append({"topic": topic, "payload": args.get("payload")})
+    return {"ok": True, "data": {"emitted": topic}}
 
 
 async def _post_tool(call, result_text: str, runtime, scope, hooks: HookBus, trace) -> tuple[str, bool, bool]:

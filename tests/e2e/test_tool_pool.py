@@ -22,6 +22,8 @@ BATCH = [SLOW, SLOW, SLOW, {"name": "save-note", "arguments": {"note": "after th
 SCRIPT = {"rules": [
     {"match": "pool test", "slots": ["plugin"], "reply": {"tool_calls": BATCH}},
     {"match": "loop test", "slots": ["plugin"], "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
+    {"match": "emit test", "slots": ["plugin"], "reply": {"tool_calls": [
+        {"name": "emit-event", "arguments": {"topic": "probe.rang", "payload": {"n": 7}}}, {"name": "runtime-done", "arguments": {}}]}},
     {"match": "keep going", "slots": ["story"], "reply": {"json": CONTINUING}},
     {"match": "The player waits", "slots": ["story"], "reply": {"json": CONTINUING}},
     # A model that ignores the perturbation and repeats itself anyway.
@@ -86,3 +88,15 @@ async def test_a_story_that_yields_continue_advances_up_to_the_session_bound(scr
         player_again = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I stop.")]))][-1].turn_completed
         assert player_again.logical_turn == 2
+
+
+async def test_builtin_emit_event_and_runtime_done(scripted_services) -> None:
+    async with open_channel(scripted_services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="emit test")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    assert results["event-probe/announcer"].status == "success", results["event-probe/announcer"].reason
+    assert [e.name for e in turn.events].count("probe.rang") == 2, "the function's and the agent's"
+    assert results["event-probe/follower"].status == "success"
