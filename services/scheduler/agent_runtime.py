@@ -26,7 +26,7 @@ from services.scheduler.hook_rules import (
     refused_tool_result,
     stopped_by_pre_step_error,
 )
-from services.scheduler.story_output import EmptyStory, Story, normalize_story
+from services.scheduler.story_output import EmptyStory, Story, normalize_story, story_problems
 from services.scheduler.story_stream import SegmentTextStream, StreamedPiece
 from shared.contracts import NARRATIVE_ENGINE, kernel_contract_schema
 from shared.structs import from_struct, to_struct
@@ -42,6 +42,7 @@ LOOP_PERTURBATION = (
     "You have made the same tool call several times in a row with the same arguments. "
     "It will not give a different result: change your approach, or answer now."
 )
+REPAIR_PROMPT = "Your reply was not a valid story. Answer again with the complete story as one JSON object. Problems:"
 TRUNCATION_HINT = "Your last reply was cut off at the output limit. Write only what the task needs."
 
 
@@ -159,6 +160,7 @@ async def run_agent(
     tool_use_corrections = 0
     corrections = loop.get("corrections") or {}
     tool_use_budget = int(corrections.get("toolUse", 1))
+    repairs_left = int(corrections.get("outputRepair", 1))
     perturbations_left = int(corrections.get("loopPerturbation", 1))
     loop_detection = int(loop.get("loopDetection", 3))
     loop_fallback = loop.get("fallback") or ("answer-without-tools" if story else "fail")
@@ -298,6 +300,17 @@ async def run_agent(
                 wanted = " or ".join(sorted(finish_tools)) or "one of your tools"
                 conversation += [{"role": "assistant", "content": content},
                                  {"role": "user", "content": f"You must finish by calling {wanted}."}]
+                continue
+            problems = story_problems(content) if story and response_format is not None else []
+            # Only an answer that ended normally is repaired (an accepted cut-off story is kept as it is).
+            if problems and not notice and repairs_left > 0 and deadline - time.monotonic() >= 3:
+                # Output repair: one tool-less request listing what was wrong (at most 5 problems).
+                repairs_left -= 1
+                tools_off = True
+                await on_narrative(StreamedPiece("", reset=True))
+                listed = "\n".join(f"- {problem}" for problem in problems[:5])
+                conversation += [{"role": "assistant", "content": content},
+                                 {"role": "user", "content": f"{REPAIR_PROMPT}\n{listed}"}]
                 continue
             break
         force_required = False

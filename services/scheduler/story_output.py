@@ -134,3 +134,31 @@ def normalize_story(reply: str | dict[str, Any]) -> Story:
     if not segments:
         raise EmptyStory("the story has no text")
     return Story(segments=segments, cues=cues, yield_to="continue" if yield_to == "continue" else "user")
+
+
+def story_problems(reply: str) -> list[str]:
+    """What a segmented story reply got wrong, for the output-repair request (empty: fine)."""
+    stripped = reply.strip()
+    if not stripped:
+        return ["the reply is empty"]
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        return ["the reply is plain text, not the JSON object with segments"]
+    if not isinstance(data, dict):
+        return ["the reply is not a JSON object"]
+    segments = data.get("segments")
+    if not isinstance(segments, list) or not segments:
+        return ["segments is missing or empty"]
+    problems = []
+    for index, segment in enumerate(segments):
+        if not isinstance(segment, dict):
+            problems.append(f"segments[{index}] is not an object")
+            continue
+        if segment.get("kind") not in KINDS:
+            problems.append(f"segments[{index}].kind {segment.get('kind')!r} is not narration, dialogue or action")
+        if segment.get("kind") == "dialogue" and not segment.get("speaker"):
+            problems.append(f"segments[{index}] is dialogue without a speaker")
+        if not isinstance(segment.get("text"), str) or not segment.get("text", "").strip():
+            problems.append(f"segments[{index}].text is empty")
+    return problems

@@ -9,6 +9,7 @@ import pytest_asyncio
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
 from tests.e2e.conftest import running_services
@@ -24,6 +25,7 @@ SCRIPT = {"rules": [
     {"match": "loop test", "slots": ["plugin"], "reply": {"tool_calls": [{"name": "lookup", "arguments": {"word": "same"}}]}},
     {"match": "emit test", "slots": ["plugin"], "reply": {"tool_calls": [
         {"name": "emit-event", "arguments": {"topic": "probe.rang", "payload": {"n": 7}}}, {"name": "runtime-done", "arguments": {}}]}},
+    {"match": "repair test", "slots": ["story"], "reply": {"text": "Just prose, no JSON."}},
     {"match": "keep going", "slots": ["story"], "reply": {"json": CONTINUING}},
     {"match": "The player waits", "slots": ["story"], "reply": {"json": CONTINUING}},
     # A model that ignores the perturbation and repeats itself anyway.
@@ -100,3 +102,15 @@ async def test_builtin_emit_event_and_runtime_done(scripted_services) -> None:
     assert results["event-probe/announcer"].status == "success", results["event-probe/announcer"].reason
     assert [e.name for e in turn.events].count("probe.rang") == 2, "the function's and the agent's"
     assert results["event-probe/follower"].status == "success"
+
+
+async def test_an_invalid_story_gets_one_repair_request(scripted_services) -> None:
+    async with open_channel(scripted_services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="repair test")])
+        events = [event async for event in stub.SubmitActions(request)]
+    turn = events[-1].turn_completed
+    resets = [e for e in events if e.WhichOneof("event") == "narrative_delta" and e.narrative_delta.reset]
+    assert len(resets) == 1, "the invalid draft is withdrawn once"
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED and "Just prose" not in turn.narrative

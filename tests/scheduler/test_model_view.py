@@ -53,3 +53,13 @@ def test_self_data_rows() -> None:
     assert lines[1] == '- lantern | {"lit":true}'
     assert lines[2].startswith("- note | ") and len(lines[2]) == len("- note | ") + 200 and lines[2].endswith("…")
     assert self_data_block({"namespace": "facts", "maxEntries": 1}, entries).count("\n- ") == 1
+
+
+def test_story_problems_for_the_repair_request() -> None:
+    from services.scheduler.story_output import story_problems
+
+    assert story_problems('{"segments": [{"kind": "narration", "text": "Rain."}]}') == []
+    assert story_problems("Just prose.") == ["the reply is plain text, not the JSON object with segments"]
+    assert story_problems('{"segments": []}') == ["segments is missing or empty"]
+    assert story_problems('{"segments": [{"kind": "song", "text": "la"}, {"kind": "dialogue", "text": "hi"}]}') == [
+        "segments[0].kind 'song' is not narration, dialogue or action", "segments[1] is dialogue without a speaker"]
