@@ -14,6 +14,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/covel demo
 
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 proto: $(GEN)/.stamp
@@ -37,7 +38,7 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 	touch $@
 
 lint: $(VENV)/.installed
-	$(PY) -m compileall -q shared services covel_cli plugins tests
+	$(VENV)/bin/ruff check .
 
 # Each benchmark prints a table and writes bench/results/<name>.json.
 BENCHMARKS := turn_latency scheduler_overhead hook_dispatch gateway_overhead store_commit validate_plugins

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import grpc
-from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 
+from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.calls import CallRunner
 from services.gateway.events import Final
 from services.gateway.providers.base import Provider

@@ -29,7 +29,6 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-
 import yaml
 
 from services.gateway.settings import GatewaySettings

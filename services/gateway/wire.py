@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from covel.gateway.v1 import gateway_pb2
-
 from services.gateway import events
 from services.gateway.chat import ROLES, Call, Message, ResponseFormat, Tool, ToolCall
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta

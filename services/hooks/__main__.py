@@ -4,8 +4,8 @@ import asyncio
 
 from services.hooks.server import start
 from services.hooks.settings import HooksSettings
-from shared.logs import configure_logging
 from shared.grpc_server import serve_until_signalled
+from shared.logs import configure_logging
 
 
 async def main() -> None:

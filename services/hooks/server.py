@@ -13,13 +13,13 @@ from covel.registry.v1 import registry_pb2_grpc
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.fault_breaker import FaultBreaker
-from services.hooks.tool_host import call_tool
-from shared.plugin_sdk.tools import ToolContext, tool_error
 from services.hooks.settings import HooksSettings
+from services.hooks.tool_host import call_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
+from shared.plugin_sdk.tools import ToolContext, tool_error
 from shared.structs import from_struct, to_struct
 
 

@@ -10,7 +10,6 @@ from services.registry.diagnostics import DiagnosticBag
 from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl, PluginManifest
 from services.registry.runtime_compiler import CompiledRuntime
 
-
 RESERVED_PROMPT_ID = "static-prompt"
 
 

@@ -17,9 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from services.registry.action_kinds import compile_action_kinds
+from services.registry.authoring_warnings import root_warnings, runtime_warnings
+from services.registry.contributes_rules import check_contributes, check_runtime_tools, check_story_requires, event_topics
+from services.registry.dataset_rules import check_agent_datasets, compile_datasets
 from services.registry.diagnostics import Diagnostic, DiagnosticBag, Severity, add_validation_errors, has_errors
 from services.registry.frontmatter import Document, parse_document
 from services.registry.host_compatibility import host_version, parse_range, satisfies
+from services.registry.locale_files import compile_locales, inline_locale_maps
 from services.registry.manifest_models import (
     CONTRIBUTES_FIELDS,
     GUARDED_ROOT_FIELDS,
@@ -38,11 +43,6 @@ from services.registry.manifest_models import (
     ServiceDecl,
     Strict,
 )
-from services.registry.action_kinds import compile_action_kinds
-from services.registry.authoring_warnings import root_warnings, runtime_warnings
-from services.registry.contributes_rules import check_contributes, check_runtime_tools, check_story_requires, event_topics
-from services.registry.dataset_rules import check_agent_datasets, compile_datasets
-from services.registry.locale_files import compile_locales, inline_locale_maps
 from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
 from services.registry.schema_references import check_root_schemas, check_runtime_schemas

@@ -11,9 +11,9 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -23,27 +23,27 @@ from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
-from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.context_assembly import self_data_block
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
-from shared.plugin_data.execution_view import BufferedWrite
+from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import filter_schedule
 from services.scheduler.inputs import bind_inputs
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
-from services.scheduler.selection import STAGES, TriggerHistory, needs_history, scheduled_this_turn
-from shared.plugin_sdk import CancellationSignal
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
-from services.scheduler.settings import SchedulerSettings
 from services.scheduler.runtime_result import apply_replaced_result
+from services.scheduler.selection import STAGES, TriggerHistory, needs_history, scheduled_this_turn
+from services.scheduler.settings import SchedulerSettings
 from services.scheduler.speakers import resolve_speakers
 from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
 from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
+from shared.plugin_data.execution_view import BufferedWrite
+from shared.plugin_sdk import CancellationSignal
 from shared.structs import from_struct, from_value, to_struct
 
 Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
@@ -237,7 +237,6 @@ class TurnRunner:
                     await self._run_stage(in_stage, run, scope, turn, emit, record)
             await self._run_event_chain(runtimes, manifests, run, scope, turn, emit, record)
         proposals = run.proposals
-        outcomes = run.outcomes
 
         duration_ms = int((time.monotonic() - started) * 1000)
         stop = await self._hooks.dispatch(

@@ -38,8 +38,8 @@ from covel.store.v1 import store_pb2
 from services.store import plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
-from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, json_size, operation_kinds
 from shared.ids import new_id
+from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, json_size, operation_kinds
 from shared.structs import from_struct
 
 STORY_METADATA_KEYS = ("segments", "cues", "yield", "presentCharacterIds")

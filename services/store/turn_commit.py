@@ -37,8 +37,8 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import detached_jobs, leases, proposals
-from services.store.datasets import dataset
 from services.store.database import lock_session
+from services.store.datasets import dataset
 from services.store.models import DetachedJobRow, SessionRow, TurnRow, TurnTraceRow, utcnow
 from services.store.proto_mapping import (
     TURN_STATUS_NAME,

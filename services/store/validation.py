@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from covel.store.v1 import store_pb2
-from shared.plugin_data.operations import OPERATION_KINDS
 from shared.errors import invalid_argument, require
+from shared.plugin_data.operations import OPERATION_KINDS
 from shared.structs import from_struct
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")

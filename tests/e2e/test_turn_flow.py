@@ -8,9 +8,9 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
+from covel_cli.launcher import SERVICES
 from shared.errors import field_violations
 from shared.grpc_client import check_health, open_channel
-from covel_cli.launcher import SERVICES
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 import pytest
-from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 
+from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.server import start
 from services.gateway.settings import GatewaySettings
 from tests.conftest import free_addr

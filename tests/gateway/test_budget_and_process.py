@@ -8,8 +8,8 @@ import signal
 import sys
 
 import grpc
-from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 
+from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.budget import backoff_delay, first_token_wait, parse_retry_after
 from shared.settings import REPO_ROOT
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 import structlog
-from covel.gateway.v1 import gateway_pb2
 
+from covel.gateway.v1 import gateway_pb2
 from shared.errors import field_violations
 from shared.structs import to_struct
 from tests.gateway.conftest import collect, running_gateway, user

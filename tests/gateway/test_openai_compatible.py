@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 import time
 
 import grpc
 import pytest
-from covel.gateway.v1 import gateway_pb2
 
+from covel.gateway.v1 import gateway_pb2
 from shared.structs import to_struct
 from tests.gateway.conftest import collect, running_gateway, user
 from tests.gateway.fake_openai import FakeOpenAI, JsonReply, SseReply, completion, delta, usage_chunk

@@ -8,8 +8,8 @@ import textwrap
 import grpc
 import jsonschema
 import pytest
-from covel.gateway.v1 import gateway_pb2
 
+from covel.gateway.v1 import gateway_pb2
 from shared.contracts import kernel_contract_schema
 from shared.errors import field_violations
 from shared.structs import to_struct

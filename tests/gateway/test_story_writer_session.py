@@ -3,7 +3,6 @@
 from services.gateway.story_writer import write_story
 
 
-
 def test_scene_stays_and_previous_action_is_recalled() -> None:
     first = write_story("I light the lantern.", "seed-1")
     second = write_story("I open the chest.", "seed-2", ("I light the lantern.",))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from covel.gateway.v1 import gateway_pb2
 
+from covel.gateway.v1 import gateway_pb2
 from services.gateway.budget import first_token_waits
 from tests.conftest import free_addr
 from tests.gateway.conftest import collect, running_gateway, user

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
-from shared.plugin_data.operations import apply_operations
 from services.store.proposals import VALUE_MAX_BYTES
+from shared.plugin_data.operations import apply_operations
 from shared.structs import from_struct, from_value, to_struct
 from tests.store.helpers import commit_turn, new_session, outcomes_by_id, plugin_data, proposal, story_proposal, story_result
 

@@ -6,7 +6,17 @@ import grpc
 
 from covel.store.v1 import store_pb2
 from shared.structs import from_struct
-from tests.store.helpers import commit_turn, expect_error, new_session, outcomes_by_id, plugin_data, proposal, story_proposal, story_result, violated_fields
+from tests.store.helpers import (
+    commit_turn,
+    expect_error,
+    new_session,
+    outcomes_by_id,
+    plugin_data,
+    proposal,
+    story_proposal,
+    story_result,
+    violated_fields,
+)
 
 COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
 REJECTED = store_pb2.PROPOSAL_STATUS_REJECTED
