@@ -12,6 +12,7 @@ from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
+from services.scheduler.concealment import conceal_turn
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import validate_actions
@@ -116,7 +117,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
         async def work(emit) -> None:
             turn = await self._runner.run(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
-            await emit(scheduler_pb2.TurnEvent(turn_completed=turn))
+            await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
             # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
             advances = 0
             while requests_advance(turn) and advances < await self._max_auto_advance(request.session_id):
@@ -124,7 +125,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
                 advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
                 turn = await self._runner.run(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
-                await emit(scheduler_pb2.TurnEvent(turn_completed=turn))
+                await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
 
         async for event in self._stream(work):
             yield event
@@ -142,7 +143,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
         async def work(emit) -> None:
             turn = await self._runner.run(turn_request, emit)
-            await emit(scheduler_pb2.TurnEvent(turn_completed=turn))
+            await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
 
         async for event in self._stream(work, background=request.background):
             yield event
@@ -196,13 +197,13 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reply = await self._peers.store.GetTurn(
             store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=request.turn_id), timeout=10
         )
-        return scheduler_pb2.GetTurnResponse(turn=reply.turn)
+        return scheduler_pb2.GetTurnResponse(turn=conceal_turn(reply.turn))
 
     @rpc
     async def ListTurns(self, request: scheduler_pb2.ListTurnsRequest, context) -> scheduler_pb2.ListTurnsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=request.session_id), timeout=10)
-        return scheduler_pb2.ListTurnsResponse(turns=reply.turns)
+        return scheduler_pb2.ListTurnsResponse(turns=[conceal_turn(turn) for turn in reply.turns])
 
     @rpc
     async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:

@@ -23,6 +23,7 @@ from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
+from services.scheduler.concealment import conceal_event
 from services.scheduler.context_assembly import self_data_block
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
@@ -181,6 +182,9 @@ class TurnRunner:
             scope = ExecutionScope(session=frozen, turn_id=turn.id, logical_turn=lease.logical_turn)
         runtimes = [runtime for package in packages if package.state == registry_pb2.PLUGIN_STATE_LOADED for runtime in package.runtimes]
         manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in runtimes}
+        concealed = {rid for rid, manifest in manifests.items() if (manifest.get("io") or {}).get("concealed")}
+        if concealed:
+            emit = _concealing(emit, concealed)
         manual = _manual_runtime(runtimes, manifests, request.manual_runtime_id) if request.manual_runtime_id else None
         await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
 
@@ -386,8 +390,12 @@ class TurnRunner:
             store_pb2.RuntimeResult(
                 runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
                 output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime),
+                concealed=bool((manifest.get("io") or {}).get("concealed")),
             )
         )
+        if outcome.status == "failed" and (manifest.get("io") or {}).get("concealed"):
+            # A concealed runtime's real failure goes to the server log only.
+            log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
         if outcome.status != "success" and not outcome.guard_skipped:
             return
         if runtime.type != "function" or outcome.has_value:
@@ -738,6 +746,15 @@ class _TurnRun:
         }
         # Write-service operations arrive with the agent loop's service tools; none are staged yet.
         return {"turn-digest@1": digest, "operations@1": {"operations": []}}
+
+
+def _concealing(emit: Emit, concealed: set[str]) -> Emit:
+    async def emit_shown(event: scheduler_pb2.TurnEvent) -> None:
+        shown = conceal_event(event, concealed)
+        if shown is not None:
+            await emit(shown)
+
+    return emit_shown
 
 
 def _manual_runtime(runtimes, manifests: dict, runtime_id: str):

@@ -189,3 +189,21 @@ async def test_recursive_call_nests_same_package_runtimes_with_a_depth_limit(ser
     assert "graph-probe/a" in results["data-probe/outsider"]["refused"]
     deepest = from_struct(deep.runtime_results[0].output)
     assert deepest["deepest"] == 10 and "depth limit (10)" in deepest["error"]
+
+
+async def test_concealed_runtimes_show_clients_only_name_status_and_time(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["concealed-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I look for clues.")])
+        events = [event async for event in stub.SubmitActions(request)]
+        turn = events[-1].turn_completed
+        fetched = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
+        listed = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
+    seen = "".join(str(event) for event in events) + str(fetched) + str(listed)
+    assert "butler" not in seen and "under the mat" not in seen
+    results = {r.runtime_id: r for r in fetched.runtime_results}
+    assert results["concealed-probe/plotter"].status == "success" and not results["concealed-probe/plotter"].HasField("output")
+    assert results["concealed-probe/failing"].reason == "this part of the story could not be prepared; the details are hidden"
+    assert from_struct(results["concealed-probe/reader"].output) == {"knows": True}, "code still reads the full value"
+    assert "under the mat" in (services.log_dir / "scheduler.log").read_text(), "the real reason is in the server log"

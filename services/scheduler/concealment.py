@@ -1,0 +1,52 @@
+"""io.concealed runtimes: what clients see of them (spec: 隐藏内容的 runtime).
+
+The turn is stored in full (for retries); everything a client receives (the turn stream,
+GetTurn, ListTurns) keeps only the runtime's name, status and timing: no output, no tool or
+hook content, and a fixed text instead of its real failure reason.
+"""
+
+from __future__ import annotations
+
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2
+
+HIDDEN_FAILURE = "this part of the story could not be prepared; the details are hidden"
+
+
+def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
+    concealed = {result.runtime_id for result in turn.runtime_results if result.concealed}
+    if not concealed:
+        return turn
+    shown = store_pb2.Turn()
+    shown.CopyFrom(turn)
+    for result in shown.runtime_results:
+        if result.concealed:
+            result.ClearField("output")
+            if result.status == "failed":
+                result.reason = HIDDEN_FAILURE
+            elif result.reason:
+                result.reason = ""
+    for entry in shown.hook_trace:
+        if entry.runtime_id in concealed:
+            entry.message = ""
+    return shown
+
+
+def conceal_event(event: scheduler_pb2.TurnEvent, concealed: set[str]) -> scheduler_pb2.TurnEvent | None:
+    """The stream's view of an event; None when it must not reach the client at all."""
+    kind = event.WhichOneof("event")
+    if kind == "turn_completed":
+        return scheduler_pb2.TurnEvent(turn_completed=conceal_turn(event.turn_completed))
+    if kind == "narrative_delta" and event.narrative_delta.runtime_id in concealed:
+        return None
+    if kind == "runtime_finished" and event.runtime_finished.runtime_id in concealed and event.runtime_finished.reason:
+        finished = scheduler_pb2.RuntimeFinished()
+        finished.CopyFrom(event.runtime_finished)
+        finished.reason = HIDDEN_FAILURE if finished.status == "failed" else ""
+        return scheduler_pb2.TurnEvent(runtime_finished=finished)
+    if kind == "hook" and event.hook.runtime_id in concealed and event.hook.message:
+        hook = type(event.hook)()
+        hook.CopyFrom(event.hook)
+        hook.message = ""
+        return scheduler_pb2.TurnEvent(hook=hook)
+    return event
