@@ -16,7 +16,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.registry.v1 import registry_pb2
-from services.scheduler.context_assembly import assemble, framework_preamble
+from services.scheduler.context_assembly import assemble, framework_preamble, static_segments
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import (
     StepPlan,
@@ -102,19 +102,22 @@ async def run_agent(
     inputs: dict[str, Any] | None = None,
     self_data: list[str] | None = None,
     event_topics: list[str] | None = None,
+    packages: list | None = None,
 ) -> RuntimeOutcome:
     manifest = from_struct(runtime.manifest)
     story = is_story_runtime(runtime)
     session = scope.session
     max_turns = _manifest_get(manifest, "agent", "history", "maxTurns", default=history_max_turns)
-    system_prompt, messages = assemble(runtime, session.locale, story, history, player_message, max_turns, inputs, self_data)
+    segments = static_segments(runtime, story, packages or [])
+    prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
+    system_prompt, messages = assemble(runtime, session.locale, story, history, player_message, max_turns, inputs, self_data, segments)
     trace: list[common_pb2.HookTraceEntry] = []
 
     assembled = await hooks.dispatch(
         "PostContextAssembly",
         scope,
         {"systemPrompt": system_prompt, "messages": messages, "outputKind": "story" if story else "system",
-         "promptTemplate": runtime.prompt},
+         "promptTemplate": runtime.prompt, "promptSegments": prompt_segments},
         plugin_id=runtime.plugin_id,
         runtime_id=runtime.runtime_id,
     )
@@ -212,7 +215,8 @@ async def run_agent(
             return failed(f"timeout: the runtime used its agent.loop.timeoutMs ({timeout_s * 1000:.0f} ms)")
         call_messages = [{"role": "system", "content": system_prompt}, *conversation]
         pre = await hooks.dispatch(
-            "PreLLMCall", scope, {"messages": call_messages, "model": model, "tools": list(plan.tools), "stream": True},
+            "PreLLMCall", scope,
+            {"messages": call_messages, "model": model, "tools": list(plan.tools), "stream": True, "promptSegments": prompt_segments},
             plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         trace.extend(pre.trace)

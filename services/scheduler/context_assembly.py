@@ -8,6 +8,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from shared.model_view import model_facing
+from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
@@ -69,6 +70,19 @@ def self_data_block(declaration: dict[str, Any], entries: dict[str, Any]) -> str
     return f"<{tag}>\n{body}\n</{tag}>"
 
 
+def static_segments(runtime: registry_pb2.RuntimeManifest, story: bool, packages) -> list[dict[str, Any]]:
+    """contributes.prompt segments this runtime reads: its own package's, and every active package's
+    when it writes the story. Each carries its pluginId for promptSegments."""
+    found = []
+    for package in packages:
+        if package.id != runtime.plugin_id and not story:
+            continue
+        for segment in ((from_struct(package.definition).get("contributes") or {}).get("prompt") or []):
+            if isinstance(segment, dict) and segment.get("content"):
+                found.append({**segment, "pluginId": package.id})
+    return found
+
+
 def runtime_inputs_block(inputs: dict[str, Any]) -> str:
     """The bound inputs as the model reads them: runtime-inputs.<binding>.value, bookkeeping fields removed."""
     if not inputs:
@@ -86,17 +100,32 @@ def assemble(
     max_turns: int,
     inputs: dict[str, Any] | None = None,
     self_data: list[str] | None = None,
+    segments: list[dict[str, Any]] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
+    segments = segments or []
+    system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
     system_prompt = "\n\n".join(
         part
-        for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale),
+        for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale), *system_segments,
                      runtime_inputs_block(inputs or {}), *(self_data or []))
         if part
     )
-    messages = history_messages(history, max_turns)
+
+    def as_message(segment: dict[str, Any]) -> dict[str, Any]:
+        return {"role": segment.get("role") or "system", "content": segment["content"]}
+
+    messages = [as_message(seg) for seg in segments if seg.get("position") == "pre-history"]
+    past = history_messages(history, max_turns)
+    messages += past
+    messages += [as_message(seg) for seg in segments if seg.get("position") == "post-history"]
     if player_message:
         messages.append({"role": "user", "content": player_message})
-    elif messages and messages[-1]["role"] == "assistant":
+    elif past and past[-1]["role"] == "assistant":
         # A continuation: no new player input, the story goes on from where it stopped.
         messages.append({"role": "user", "content": CONTINUE_PROMPT})
+    for segment in segments:
+        position = segment.get("position")
+        if isinstance(position, dict) and isinstance(position.get("depth"), int):
+            # {depth: N}: N messages from the end of the conversation.
+            messages.insert(max(0, len(messages) - position["depth"]), as_message(segment))
     return system_prompt, messages

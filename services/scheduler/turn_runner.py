@@ -578,6 +578,7 @@ class TurnRunner:
                     inputs=bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope)),
                     self_data=await self._self_data_blocks(runtime, scope, run, manifest),
                     event_topics=list(run.packages[runtime.plugin_id].event_topics),
+                    packages=list(run.packages.values()),
                 )
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")

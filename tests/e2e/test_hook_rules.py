@@ -207,3 +207,19 @@ async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
     [report] = [e for e in hook_entries(events, "PreLLMCall") if e.runtime_id == "data-probe/recall"]
     system = json.loads(report.message)["system"]
     assert "<notes>\n- a | 1\n- count | 2\n</notes>" in system, "this turn's upstream writes, as rows"
+
+
+async def test_static_prompt_segments_reach_story_runtimes_in_place(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=[PROBE, "segment-probe"], approved_plugins=[PROBE],
+            plugin_settings={PROBE: to_struct({"reportMessages": True})}))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I climb.")])
+        events = [event async for event in stub.SubmitActions(request)]
+    [report] = [e for e in hook_entries(events, "PreLLMCall") if e.runtime_id == "narrator"]
+    seen = json.loads(report.message)
+    assert "House rule: the moon is always full." in seen["messages"][0]["content"]
+    assert [m["content"] for m in seen["messages"][1:]] == [
+        "Earlier chapters are summarised elsewhere.", "Remember the lighthouse.", "Depth note.", "I climb."]
+    assert {"pluginId": "segment-probe", "id": "rules"} in seen["promptSegments"]
