@@ -10,10 +10,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -24,9 +22,8 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
 from services.scheduler.concealment import conceal_event
-from services.scheduler.context_assembly import self_data_block
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
-from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
+from services.scheduler.function_execution import FunctionExecution
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import filter_schedule
 from services.scheduler.inputs import bind_inputs
@@ -40,12 +37,11 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.speakers import resolve_speakers
 from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
+from services.scheduler.turn_state import RunningTurn, TurnState
 from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
-from shared.plugin_data.execution_view import BufferedWrite
-from shared.plugin_sdk import CancellationSignal
-from shared.structs import from_struct, from_value, to_struct
+from shared.structs import from_struct, to_struct
 
 Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
 log = get_logger(component="turn_runner")
@@ -75,7 +71,8 @@ class TurnRunner:
         self._hooks = hooks
         self._settings = settings
         # session id -> the turn running on this scheduler, for Cancel.
-        self._running: dict[str, _RunningTurn] = {}
+        self._running: dict[str, RunningTurn] = {}
+        self._functions = FunctionExecution(peers.store, self._running.get)
 
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         lease_reply = await self._peers.store.AcquireTurnLease(
@@ -106,7 +103,7 @@ class TurnRunner:
         )
         renewer = asyncio.create_task(self._keep_lease(lease))
         work = asyncio.create_task(self._run_leased(request, lease, session, turn, emit))
-        running = _RunningTurn(turn.id, work)
+        running = RunningTurn(turn.id, work)
         self._running[session.id] = running
         try:
             return await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
@@ -227,7 +224,7 @@ class TurnRunner:
         selected = [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
 
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
-        run = _TurnRun(
+        run = TurnState(
             history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions),
             player_message=turn.player_message, origin=request.origin, activation=request.activation,
         )
@@ -303,7 +300,7 @@ class TurnRunner:
             committed.hook_trace.extend(post.trace)
         return committed
 
-    async def _run_stage(self, in_stage, run: "_TurnRun", scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit, record) -> None:
+    async def _run_stage(self, in_stage, run: TurnState, scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit, record) -> None:
         """One stage: its dependency graph layer by layer; a layer's runtimes run concurrently."""
         manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in in_stage}
         by_id = {runtime.runtime_id: runtime for runtime in in_stage}
@@ -335,7 +332,7 @@ class TurnRunner:
             for runtime, outcome in zip(ready, results):
                 self._record(runtime, outcome, run, turn, manifests[runtime.runtime_id])
 
-    async def _run_event_chain(self, runtimes, manifests, run: "_TurnRun", scope, turn, emit, record) -> None:
+    async def _run_event_chain(self, runtimes, manifests, run: TurnState, scope, turn, emit, record) -> None:
         """Event runtimes follow topics that successful producers emitted this turn, one layer after another."""
         followers = {r.runtime_id: r for r in runtimes if _event_topics(manifests[r.runtime_id])}
         seen = 0
@@ -377,13 +374,13 @@ class TurnRunner:
                     output["unresolvedSpeakers"] = resolution.unresolved
                     result.output.CopyFrom(to_struct(output))
 
-    async def _skip(self, runtime, reason: str, run: "_TurnRun", turn: store_pb2.Turn, emit: Emit) -> None:
+    async def _skip(self, runtime, reason: str, run: TurnState, turn: store_pb2.Turn, emit: Emit) -> None:
         outcome = RuntimeOutcome("skipped", reason, run_id=new_id())
         await emit(scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(
             runtime_id=runtime.runtime_id, status="skipped", reason=reason)))
         self._record(runtime, outcome, run, turn, from_struct(runtime.manifest))
 
-    def _record(self, runtime, outcome: RuntimeOutcome, run: "_TurnRun", turn: store_pb2.Turn, manifest: dict) -> None:
+    def _record(self, runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: dict) -> None:
         run.outcomes[runtime.runtime_id] = outcome
         run.statuses[runtime.runtime_id] = outcome.status
         turn.runtime_results.append(
@@ -422,121 +419,7 @@ class TurnRunner:
             unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
         )
 
-    def _function_context(
-        self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict, depth: int = 0,
-        activation: dict | None = None,
-    ) -> FunctionContext:
-        """The ctx of a function handler, and of any runtime's guard."""
-        session = scope.session
-
-        async def load_committed(namespace: str | None) -> dict:
-            reply = await self._peers.store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-                timeout=10,
-            )
-            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
-
-        # This plugin's writes from runtimes that finished before this one's layer, in commit order.
-        upstream = [
-            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
-            for proposal in run.proposals
-            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
-        ]
-
-        context = FunctionContext(
-            runtime_id=runtime.runtime_id,
-            plugin_id=runtime.plugin_id,
-            inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))),
-            player_message=player_message,
-            player_actions=tuple(action_dict(action) for action in run.actions),
-            logical_turn=scope.logical_turn,
-            execution=MappingProxyType({"origin": run.origin}),
-            activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
-            recursion_depth=depth,
-            random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
-            plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
-            signal=CancellationSignal(),
-            user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
-                                           if runtime.plugin_id in session.plugin_settings else {}),
-        )
-
-        async def recursive_call(runtime_id: str, input: dict | None = None) -> dict:
-            """A nested execution of a runtime of the same package; its writes follow this one."""
-            return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
-
-        context.recursive_call = recursive_call
-        return context
-
-    async def _self_data_blocks(self, runtime, scope: ExecutionScope, run: "_TurnRun", manifest: dict) -> list[str]:
-        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it."""
-        declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
-        if not declarations:
-            return []
-        view = self._function_context(runtime, scope, run, "", manifest).plugin_data
-        blocks = []
-        for declaration in declarations:
-            if str(declaration["namespace"]).startswith("_hidden"):
-                continue  # hidden data never reaches a prompt
-            blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
-        return blocks
-
-    async def _run_guard(self, runtime, scope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome | None:
-        """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
-
-        `{skip: true, ...fields}` skips the runtime with those fields as its output (checked and
-        bound like any output); the guard's writes commit only when it skips."""
-        package = run.packages[runtime.plugin_id]
-        # The registry compiles the guard to a package-relative path, like function.handler.
-        guard_path = Path(package.root_dir) / manifest["guard"]
-        context = self._function_context(runtime, scope, run, player_message, manifest)
-        done = await run_function(context, guard_path, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
-        if done.status != "success":
-            return RuntimeOutcome("failed", f"guard: {done.reason}")
-        verdict = done.canonical_value if done.has_value else None
-        if not isinstance(verdict, dict) or verdict.get("skip") is not True:
-            return None
-        output = {key: value for key, value in verdict.items() if key != "skip"}
-        return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
-                              events=done.events, canonical_value=output, has_value=True, guard_skipped=True)
-
-    async def _recursive_call(self, parent, runtime_id: str, scope, run: "_TurnRun", player_message: str, parent_manifest: dict,
-                              depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
-        limit = int(((parent_manifest.get("agent") or {}).get("loop") or {}).get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH))
-        if depth + 1 > limit:
-            raise RecursionError(f"recursive_call({runtime_id!r}): past the recursion depth limit ({limit})")
-        package = run.packages[parent.plugin_id]
-        target = next((r for r in package.runtimes if r.runtime_id == runtime_id), None)
-        if target is None:
-            raise LookupError(f"recursive_call({runtime_id!r}): only runtimes of {parent.plugin_id} can be called")
-        manifest = from_struct(target.manifest)
-        if target.type != "function":
-            raise LookupError(f"recursive_call({runtime_id!r}): nested agent runtimes are not supported yet; call a function runtime")
-        context = self._function_context(target, scope, run, player_message, manifest, depth + 1, activation or {})
-        # The nested run reads what its parent wrote so far, as the parent does.
-        context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
-        handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
-        done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
-        if done.status == "success":
-            # Writes follow the parent: they commit with its unit, or not at all if it fails.
-            parent_context.plugin_data.own.extend(context.plugin_data.own)
-            parent_context.emitted.extend(context.emitted)
-        return {"status": done.status, "reason": done.reason, "output": done.output}
-
-    async def _run_function(self, runtime, scope: ExecutionScope, run: "_TurnRun", player_message: str, manifest: dict) -> RuntimeOutcome:
-        session = scope.session
-        function = manifest.get("function") or {}
-        handler_path = Path(run.packages[runtime.plugin_id].root_dir) / (function.get("handler") or "handler.py")
-        context = self._function_context(runtime, scope, run, player_message, manifest)
-        running = self._running.get(session.id)
-        if running is not None:
-            running.signals.append(context.signal)
-        done = await run_function(context, handler_path, function.get("timeoutMs"))
-        return RuntimeOutcome(
-            done.status, done.reason, output=done.output, writes=done.writes,
-            canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
-        )
-
-    async def _run_runtime(self, runtime, scope, run: "_TurnRun", player_message, emit, record, manifest) -> RuntimeOutcome:
+    async def _run_runtime(self, runtime, scope, run: TurnState, player_message, emit, record, manifest) -> RuntimeOutcome:
         started = time.monotonic()
         await emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime.runtime_id, stage=runtime.stage)))
         pre = await self._hooks.dispatch(
@@ -546,13 +429,13 @@ class TurnRunner:
         await record(pre.trace)
         guarded = None
         if not pre.aborted and manifest.get("guard"):
-            guarded = await self._run_guard(runtime, scope, run, player_message, manifest)
+            guarded = await self._functions.run_guard(runtime, scope, run, player_message, manifest)
         if pre.aborted:
             outcome = RuntimeOutcome("skipped", pre.reason)
         elif guarded is not None:
             outcome = guarded
         elif runtime.type == "function":
-            outcome = await self._run_function(runtime, scope, run, player_message, manifest)
+            outcome = await self._functions.run_function(runtime, scope, run, player_message, manifest)
         else:
 
             async def on_narrative(piece: StreamedPiece) -> None:
@@ -576,7 +459,7 @@ class TurnRunner:
                     on_narrative=on_narrative,
                     history_max_turns=self._settings.scheduler_history_max_turns,
                     inputs=bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope)),
-                    self_data=await self._self_data_blocks(runtime, scope, run, manifest),
+                    self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
                     event_topics=list(run.packages[runtime.plugin_id].event_topics),
                     packages=list(run.packages.values()),
                 )
@@ -599,7 +482,7 @@ class TurnRunner:
         )
         return outcome
 
-    def _check_output(self, runtime, manifest: dict, run: "_TurnRun", outcome: RuntimeOutcome) -> RuntimeOutcome:
+    def _check_output(self, runtime, manifest: dict, run: TurnState, outcome: RuntimeOutcome) -> RuntimeOutcome:
         """The published contract at the output boundary: a failing result commits nothing."""
         package = run.packages[runtime.plugin_id]
         try:
@@ -662,7 +545,7 @@ class TurnRunner:
 
     async def _commit(
         self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit,
-        run: "_TurnRun | None" = None,
+        run: TurnState | None = None,
     ) -> store_pb2.Turn:
         turn.finished_at.CopyFrom(_now())
         dependencies = []
@@ -688,65 +571,6 @@ class TurnRunner:
         for outcome in committed.proposal_outcomes:
             await emit(scheduler_pb2.TurnEvent(proposal=outcome))
         return committed
-
-
-@dataclass
-class _RunningTurn:
-    turn_id: str
-    task: asyncio.Task
-    cancel_reason: str = ""
-    # The cancellation signals of the handlers running in this turn.
-    signals: list[CancellationSignal] = field(default_factory=list)
-
-
-@dataclass
-class _TurnRun:
-    """What the stages of one turn share as they run."""
-
-    history: list[common_pb2.Message]
-    packages: dict[str, registry_pb2.PluginPackage]
-    proposals: list[store_pb2.Proposal] = field(default_factory=list)
-    outcomes: dict[str, RuntimeOutcome] = field(default_factory=dict)
-    statuses: dict[str, str] = field(default_factory=dict)
-    outputs: dict[str, dict] = field(default_factory=dict)
-    # Contracts a runtime of this turn has produced successfully.
-    satisfied: set[str] = field(default_factory=set)
-    # runtime id -> upstream runtimes whose buffered plugin data it read / whose success it needed.
-    read_from: dict[str, set[str]] = field(default_factory=dict)
-    needs: dict[str, set[str]] = field(default_factory=dict)
-
-    # contract -> runtimes that produced it successfully this turn, in completion order.
-    providers: dict[str, list[str]] = field(default_factory=dict)
-    actions: list[common_pb2.PlayerAction] = field(default_factory=list)
-    player_message: str = ""
-    origin: str = "player"
-    activation: dict | None = None
-    # Event followers: runtime id -> {"events": [...]} that triggered it.
-    activations: dict[str, dict] = field(default_factory=dict)
-    # Events of successful runtimes this turn, in order: {topic, payload, source}.
-    emitted: list[dict] = field(default_factory=list)
-
-    def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
-        """turn-digest@1 and operations@1 as they stand when a runtime starts."""
-        narrative = "\n\n".join(
-            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None
-        )
-        last_input = next((m for m in reversed(self.history) if m.role == "player"), None)
-        digest = {
-            "turnId": scope.turn_id,
-            "playerMessage": self.player_message,
-            "actions": [action_dict(action) for action in self.actions],
-            "lastPlayerInput": (
-                {"id": last_input.id, "sessionId": last_input.session_id, "turnId": last_input.turn_id, "values": {"text": last_input.text}}
-                if last_input is not None else None
-            ),
-            "narrativeText": narrative,
-            "toolCallSummaries": [],
-            "runtimeResults": [{"runtimeId": runtime_id, "status": status} for runtime_id, status in self.statuses.items()],
-            "locale": scope.session.locale,
-        }
-        # Write-service operations arrive with the agent loop's service tools; none are staged yet.
-        return {"turn-digest@1": digest, "operations@1": {"operations": []}}
 
 
 def _concealing(emit: Emit, concealed: set[str]) -> Emit:
@@ -780,8 +604,6 @@ def requests_advance(turn: store_pb2.Turn) -> bool:
 
 
 MAX_EVENT_LAYERS = 8
-# agent.loop.maxRecursionDepth when the manifest sets none.
-DEFAULT_MAX_RECURSION_DEPTH = 10
 
 
 def _event_topics(manifest: dict) -> set[str]:

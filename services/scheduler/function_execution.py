@@ -1,0 +1,143 @@
+"""Function handlers, guards, nested calls and selfData of one turn: the code paths that build a
+function ctx (ctx.inputs, ctx.plugin_data with in-execution visibility, ctx.random, …)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import MappingProxyType
+
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.agent_runtime import RuntimeOutcome
+from services.scheduler.context_assembly import self_data_block
+from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
+from services.scheduler.hook_bus import ExecutionScope
+from services.scheduler.inputs import bind_inputs
+from services.scheduler.player_input import action_dict
+from services.scheduler.turn_state import RunningTurn, TurnState
+from shared.plugin_data.execution_view import BufferedWrite
+from shared.plugin_sdk import CancellationSignal
+from shared.structs import from_struct, from_value
+
+# agent.loop.maxRecursionDepth when the manifest sets none.
+DEFAULT_MAX_RECURSION_DEPTH = 10
+
+
+class FunctionExecution:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None]) -> None:
+        self._store = store
+        self._running = running
+
+    def context(
+        self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict, depth: int = 0,
+        activation: dict | None = None,
+    ) -> FunctionContext:
+        """The ctx of a function handler, and of any runtime's guard."""
+        session = scope.session
+
+        async def load_committed(namespace: str | None) -> dict:
+            reply = await self._store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
+                timeout=10,
+            )
+            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+
+        # This plugin's writes from runtimes that finished before this one's layer, in commit order.
+        upstream = [
+            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+            for proposal in run.proposals
+            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
+        ]
+
+        context = FunctionContext(
+            runtime_id=runtime.runtime_id,
+            plugin_id=runtime.plugin_id,
+            inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))),
+            player_message=player_message,
+            player_actions=tuple(action_dict(action) for action in run.actions),
+            logical_turn=scope.logical_turn,
+            execution=MappingProxyType({"origin": run.origin}),
+            activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
+            recursion_depth=depth,
+            random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
+            plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
+            signal=CancellationSignal(),
+            user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
+                                           if runtime.plugin_id in session.plugin_settings else {}),
+        )
+
+        async def recursive_call(runtime_id: str, input: dict | None = None) -> dict:
+            """A nested execution of a runtime of the same package; its writes follow this one."""
+            return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
+
+        context.recursive_call = recursive_call
+        return context
+
+    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict) -> list[str]:
+        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it."""
+        declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
+        if not declarations:
+            return []
+        view = self.context(runtime, scope, run, "", manifest).plugin_data
+        blocks = []
+        for declaration in declarations:
+            if str(declaration["namespace"]).startswith("_hidden"):
+                continue  # hidden data never reaches a prompt
+            blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
+        return blocks
+
+    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: dict) -> RuntimeOutcome | None:
+        """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
+
+        `{skip: true, ...fields}` skips the runtime with those fields as its output (checked and
+        bound like any output); the guard's writes commit only when it skips."""
+        package = run.packages[runtime.plugin_id]
+        # The registry compiles the guard to a package-relative path, like function.handler.
+        guard_path = Path(package.root_dir) / manifest["guard"]
+        context = self.context(runtime, scope, run, player_message, manifest)
+        done = await run_function(context, guard_path, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
+        if done.status != "success":
+            return RuntimeOutcome("failed", f"guard: {done.reason}")
+        verdict = done.canonical_value if done.has_value else None
+        if not isinstance(verdict, dict) or verdict.get("skip") is not True:
+            return None
+        output = {key: value for key, value in verdict.items() if key != "skip"}
+        return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
+                              events=done.events, canonical_value=output, has_value=True, guard_skipped=True)
+
+    async def _recursive_call(self, parent, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: dict,
+                              depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
+        limit = int(((parent_manifest.get("agent") or {}).get("loop") or {}).get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH))
+        if depth + 1 > limit:
+            raise RecursionError(f"recursive_call({runtime_id!r}): past the recursion depth limit ({limit})")
+        package = run.packages[parent.plugin_id]
+        target = next((r for r in package.runtimes if r.runtime_id == runtime_id), None)
+        if target is None:
+            raise LookupError(f"recursive_call({runtime_id!r}): only runtimes of {parent.plugin_id} can be called")
+        manifest = from_struct(target.manifest)
+        if target.type != "function":
+            raise LookupError(f"recursive_call({runtime_id!r}): nested agent runtimes are not supported yet; call a function runtime")
+        context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {})
+        # The nested run reads what its parent wrote so far, as the parent does.
+        context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
+        handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
+        done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
+        if done.status == "success":
+            # Writes follow the parent: they commit with its unit, or not at all if it fails.
+            parent_context.plugin_data.own.extend(context.plugin_data.own)
+            parent_context.emitted.extend(context.emitted)
+        return {"status": done.status, "reason": done.reason, "output": done.output}
+
+    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict) -> RuntimeOutcome:
+        session = scope.session
+        function = manifest.get("function") or {}
+        handler_path = Path(run.packages[runtime.plugin_id].root_dir) / (function.get("handler") or "handler.py")
+        context = self.context(runtime, scope, run, player_message, manifest)
+        running = self._running(session.id)
+        if running is not None:
+            running.signals.append(context.signal)
+        done = await run_function(context, handler_path, function.get("timeoutMs"))
+        return RuntimeOutcome(
+            done.status, done.reason, output=done.output, writes=done.writes,
+            canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
+        )
