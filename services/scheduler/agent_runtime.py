@@ -103,8 +103,9 @@ async def run_agent(
     self_data: list[str] | None = None,
     event_topics: list[str] | None = None,
     packages: list | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> RuntimeOutcome:
-    manifest = from_struct(runtime.manifest)
+    manifest = manifest if manifest is not None else from_struct(runtime.manifest)
     story = is_story_runtime(runtime)
     session = scope.session
     max_turns = _manifest_get(manifest, "agent", "history", "maxTurns", default=history_max_turns)

@@ -28,27 +28,30 @@ class FunctionExecution:
         self._store = store
         self._running = running
 
+    def plugin_data_view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
+        """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
+        before this one's layer (in commit order), then the runtime's own."""
+
+        async def load_committed(namespace: str | None) -> dict:
+            reply = await self._store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
+                timeout=10,
+            )
+            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+
+        upstream = [
+            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+            for proposal in run.proposals
+            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
+        ]
+        return PluginDataView(runtime.plugin_id, load_committed, upstream=upstream)
+
     def context(
         self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict, depth: int = 0,
         activation: dict | None = None,
     ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
         session = scope.session
-
-        async def load_committed(namespace: str | None) -> dict:
-            reply = await self._store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-                timeout=10,
-            )
-            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
-
-        # This plugin's writes from runtimes that finished before this one's layer, in commit order.
-        upstream = [
-            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
-            for proposal in run.proposals
-            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
-        ]
-
         context = FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
@@ -60,7 +63,7 @@ class FunctionExecution:
             activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
-            plugin_data=PluginDataView(runtime.plugin_id, load_committed, upstream=upstream),
+            plugin_data=self.plugin_data_view(runtime, session.id, run),
             signal=CancellationSignal(),
             user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
                                            if runtime.plugin_id in session.plugin_settings else {}),
@@ -78,7 +81,7 @@ class FunctionExecution:
         declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
         if not declarations:
             return []
-        view = self.context(runtime, scope, run, "", manifest).plugin_data
+        view = self.plugin_data_view(runtime, scope.session.id, run)
         blocks = []
         for declaration in declarations:
             if str(declaration["namespace"]).startswith("_hidden"):

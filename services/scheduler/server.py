@@ -111,8 +111,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context):
         require(request.session_id, "session_id", "the id CreateSession returned")
-        if request.idempotency_key and not IDEMPOTENCY_KEY.match(request.idempotency_key):
-            raise invalid_argument("idempotency_key", "use 1-128 characters of letters, digits and . _ : -")
+        _check_idempotency_key(request.idempotency_key)
         actions = validate_actions(list(request.actions))
 
         async def work(emit) -> None:
@@ -134,8 +133,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def RunManual(self, request: scheduler_pb2.RunManualRequest, context):
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.runtime_id, "runtime_id", "a runtime with schedule.trigger.type: manual")
-        if request.idempotency_key and not IDEMPOTENCY_KEY.match(request.idempotency_key):
-            raise invalid_argument("idempotency_key", "use 1-128 characters of letters, digits and . _ : -")
+        _check_idempotency_key(request.idempotency_key)
         turn_request = TurnRequest(
             request.session_id, [], request.idempotency_key, origin="background" if request.background else "manual",
             manual_runtime_id=request.runtime_id, activation=from_struct(request.payload),
@@ -247,6 +245,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 + (f" with id {request.turn_id}" if request.turn_id else "")
             )
         return scheduler_pb2.CancelResponse()
+
+
+def _check_idempotency_key(key: str) -> None:
+    if key and not IDEMPOTENCY_KEY.match(key):
+        raise invalid_argument("idempotency_key", "use 1-128 characters of letters, digits and . _ : -")
 
 
 def _log_hook_failures(trace) -> None:

@@ -226,7 +226,7 @@ class TurnRunner:
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
         run = TurnState(
             history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions),
-            player_message=turn.player_message, origin=request.origin, activation=request.activation,
+            player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=manifests,
         )
         if request.manual_runtime_id:
             if selected:
@@ -302,7 +302,7 @@ class TurnRunner:
 
     async def _run_stage(self, in_stage, run: TurnState, scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit, record) -> None:
         """One stage: its dependency graph layer by layer; a layer's runtimes run concurrently."""
-        manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in in_stage}
+        manifests = run.manifests
         by_id = {runtime.runtime_id: runtime for runtime in in_stage}
         nodes = [
             Node(runtime.runtime_id, provides=_output_contracts(manifests[runtime.runtime_id]),
@@ -378,7 +378,7 @@ class TurnRunner:
         outcome = RuntimeOutcome("skipped", reason, run_id=new_id())
         await emit(scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(
             runtime_id=runtime.runtime_id, status="skipped", reason=reason)))
-        self._record(runtime, outcome, run, turn, from_struct(runtime.manifest))
+        self._record(runtime, outcome, run, turn, run.manifests[runtime.runtime_id])
 
     def _record(self, runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: dict) -> None:
         run.outcomes[runtime.runtime_id] = outcome
@@ -462,6 +462,7 @@ class TurnRunner:
                     self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
                     event_topics=list(run.packages[runtime.plugin_id].event_topics),
                     packages=list(run.packages.values()),
+                    manifest=manifest,
                 )
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")

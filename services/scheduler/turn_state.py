@@ -30,6 +30,8 @@ class TurnState:
 
     history: list[common_pb2.Message]
     packages: dict[str, registry_pb2.PluginPackage]
+    # runtime id -> its compiled manifest as a dict, converted once per turn.
+    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     proposals: list[store_pb2.Proposal] = field(default_factory=list)
     outcomes: dict[str, RuntimeOutcome] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
