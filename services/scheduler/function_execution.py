@@ -12,7 +12,7 @@ from services.scheduler.agent_runtime import RuntimeOutcome
 from services.scheduler.context_assembly import self_data_block
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
 from services.scheduler.hook_bus import ExecutionScope
-from services.scheduler.inputs import bind_inputs
+from services.scheduler.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.player_input import action_dict
 from services.scheduler.turn_state import RunningTurn, TurnState
 from shared.plugin_data.execution_view import BufferedWrite
@@ -46,16 +46,54 @@ class FunctionExecution:
         ]
         return PluginDataView(runtime.plugin_id, load_committed, upstream=upstream)
 
+    async def committed_exports(self, session_id: str, run: TurnState) -> CommittedExports:
+        """The session's exports as this turn found them: read once per turn (only commits change them)."""
+        if run.exports is None:
+            reply = await self._store.ListExports(store_pb2.ListExportsRequest(session_id=session_id), timeout=10)
+            providers: dict[str, set[str]] = {}
+            for runtime_id, contract in run.output_contracts().items():
+                providers.setdefault(contract, set()).add(runtime_id)
+            run.exports = CommittedExports(
+                [Export(e.plugin_id, e.record_as, e.runtime_id, from_value(e.value), e.logical_turn, e.updated_at.ToMicroseconds() / 1e6)
+                 for e in reply.exports],
+                providers,
+            )
+        return run.exports
+
+    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict) -> tuple[dict, str]:
+        """The runtime's inputs, and why it must not run ("" when it may): a required input whose
+        value failed its checks, or a required committed input with no export yet."""
+        specs = {b: s for b, s in ((manifest.get("io") or {}).get("inputs") or {}).items() if isinstance(s, dict)}
+        committed_specs = {b: s for b, s in specs.items() if s.get("scope") == "committed"}
+        committed = await self.committed_exports(scope.session.id, run) if committed_specs else None
+        checker = None
+        if committed_specs or any(s.get("accepts") for s in specs.values()):
+            package = run.packages[runtime.plugin_id]
+            checker = InputChecker(Path(package.root_dir), manifest.get("file") or "PLUGIN.md", run.packages.values(), run.output_contracts())
+        rejected: dict[str, str] = {}
+        bound = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope), committed=committed, check=checker,
+                            rejected=rejected)
+        for binding, spec in specs.items():
+            if spec.get("required", True) is False or binding in bound:
+                continue
+            if binding in rejected:
+                return bound, rejected[binding]
+            if binding in committed_specs:
+                return bound, f"input {binding}: nothing recorded under {spec.get('recordAs') or 'its recordAs'} yet"
+        return bound, ""
+
     def context(
         self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict, depth: int = 0,
-        activation: dict | None = None,
+        activation: dict | None = None, inputs: dict | None = None,
     ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
         session = scope.session
+        if inputs is None:
+            inputs = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))
         context = FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
-            inputs=MappingProxyType(bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))),
+            inputs=MappingProxyType(inputs),
             player_message=player_message,
             player_actions=tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
@@ -89,7 +127,8 @@ class FunctionExecution:
             blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
         return blocks
 
-    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: dict) -> RuntimeOutcome | None:
+    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: dict,
+                        inputs: dict | None = None) -> RuntimeOutcome | None:
         """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
 
         `{skip: true, ...fields}` skips the runtime with those fields as its output (checked and
@@ -97,7 +136,7 @@ class FunctionExecution:
         package = run.packages[runtime.plugin_id]
         # The registry compiles the guard to a package-relative path, like function.handler.
         guard_path = Path(package.root_dir) / manifest["guard"]
-        context = self.context(runtime, scope, run, player_message, manifest)
+        context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs)
         done = await run_function(context, guard_path, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
         if done.status != "success":
             return RuntimeOutcome("failed", f"guard: {done.reason}")
@@ -120,7 +159,8 @@ class FunctionExecution:
         manifest = from_struct(target.manifest)
         if target.type != "function":
             raise LookupError(f"recursive_call({runtime_id!r}): nested agent runtimes are not supported yet; call a function runtime")
-        context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {})
+        inputs, _ = await self.bind(target, scope, run, manifest)
+        context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs)
         # The nested run reads what its parent wrote so far, as the parent does.
         context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
         handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
@@ -131,11 +171,12 @@ class FunctionExecution:
             parent_context.emitted.extend(context.emitted)
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
-    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict) -> RuntimeOutcome:
+    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+                           inputs: dict | None = None) -> RuntimeOutcome:
         session = scope.session
         function = manifest.get("function") or {}
         handler_path = Path(run.packages[runtime.plugin_id].root_dir) / (function.get("handler") or "handler.py")
-        context = self.context(runtime, scope, run, player_message, manifest)
+        context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs)
         running = self._running(session.id)
         if running is not None:
             running.signals.append(context.signal)

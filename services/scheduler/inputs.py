@@ -1,12 +1,63 @@
-"""Bind a runtime's `io.inputs` from this turn's finished upstream results (scope: turn)."""
+"""Bind a runtime's `io.inputs`: this turn's finished upstream results (scope: turn), the frozen
+exports earlier turns recorded (scope: committed + recordAs), and kernel inputs.
+
+Values are checked before they bind: a committed export against the public contract of its
+producer, and every value against the consumer's `accepts`. An optional input whose value
+fails is omitted (the consumer runs without it); a required one is reported so the caller
+gates the runtime.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
+from services.scheduler.output_contracts import SchemaUnavailable, check_output
+from services.scheduler.output_contracts import _contract_schema as contract_schema
+from services.scheduler.output_contracts import _file_schema as file_schema
 from shared.json_pointer import PointerError, resolve
 from shared.plugin_sdk import json_copy
+from shared.structs import from_struct
+
+
+class Check(Protocol):
+    """None, or what is wrong: `provider` sees each producer's whole value, `value` what binds."""
+
+    def provider(self, binding: str, spec: Mapping[str, Any], full: Any) -> str | None: ...
+
+    def value(self, binding: str, spec: Mapping[str, Any], value: Any) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Export:
+    """One value a producer recorded under io.output.recordAs (the store's latest per name)."""
+
+    plugin_id: str
+    record_as: str
+    runtime_id: str
+    value: Any
+    logical_turn: int = 0
+    updated_at: float = 0.0
+
+
+@dataclass
+class CommittedExports:
+    """The session's exports as the turn started, and which runtimes provide which contract."""
+
+    exports: list[Export] = field(default_factory=list)
+    # contract -> runtime ids of the session whose io.output.contract it is.
+    contract_providers: Mapping[str, set[str]] = field(default_factory=dict)
+
+    def matching(self, source: Mapping[str, Any], record_as: str | None) -> list[Export]:
+        if source.get("runtime"):
+            producers = {source["runtime"]}
+        elif source.get("contract"):
+            producers = set(self.contract_providers.get(source["contract"], ()))
+        else:
+            return []
+        return [e for e in self.exports if e.runtime_id in producers and (not record_as or e.record_as == record_as)]
 
 
 def _select(value: Any, pointer: str | None) -> tuple[bool, Any]:
@@ -23,11 +74,16 @@ def bind_inputs(
     outputs: Mapping[str, dict],
     providers: Mapping[str, list[str]],
     kernel: Mapping[str, Any] | None = None,
+    *,
+    committed: CommittedExports | None = None,
+    check: Check | None = None,
+    rejected: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """binding -> {"value": ...}; an input with no value is omitted (gating already ran for required ones).
 
     `cardinality: all` gives the providers' values sorted by runtime id. Kernel inputs
     (`from: {kernel: turn-digest@1}`) always have a value, frozen when the runtime starts.
+    A value that fails `check` is left out and its problem put in `rejected`.
     """
     bound: dict[str, dict[str, Any]] = {}
     for binding, spec in ((manifest.get("io") or {}).get("inputs") or {}).items():
@@ -38,26 +94,92 @@ def bind_inputs(
             if kernel is not None and source["kernel"] in kernel:
                 bound[binding] = {"value": json_copy(kernel[source["kernel"]])}
             continue
-        if (spec.get("scope") or "turn") != "turn":
-            continue
-        if source.get("runtime"):
-            producers = [source["runtime"]] if source["runtime"] in outputs else []
-        elif source.get("contract"):
-            producers = [p for p in providers.get(source["contract"], []) if p in outputs]
+        every = source.get("cardinality") == "all"
+        # (producer runtime id, full value, selected value) per provider with a value.
+        found: list[tuple[str, Any, Any]] = []
+        if (spec.get("scope") or "turn") == "committed":
+            if committed is None:
+                continue
+            exports = committed.matching(source, spec.get("recordAs"))
+            if not every:
+                exports = sorted(exports, key=lambda e: (e.logical_turn, e.updated_at))[-1:]
+            found = [(e.runtime_id, e.value, e.value) for e in sorted(exports, key=lambda e: e.runtime_id)]
         else:
+            if source.get("runtime"):
+                producers = [source["runtime"]] if source["runtime"] in outputs else []
+            elif source.get("contract"):
+                producers = [p for p in providers.get(source["contract"], []) if p in outputs]
+            else:
+                continue
+            if not every:
+                producers = producers[:1]
+            for producer in sorted(producers) if every else producers:
+                ok, value = _select(outputs[producer], spec.get("select"))
+                if ok:
+                    found.append((producer, outputs[producer], value))
+        if not found:
             continue
-        if not producers:
-            continue
-        pointer = spec.get("select")
-        if source.get("cardinality") == "all":
-            values = []
-            for producer in sorted(producers):
-                found, value = _select(outputs[producer], pointer)
-                if found:
-                    values.append(json_copy(value))
-            bound[binding] = {"value": values}
-            continue
-        found, value = _select(outputs[producers[0]], pointer)
-        if found:
-            bound[binding] = {"value": json_copy(value)}
+        if check is not None:
+            problem = next((p for _, full, _ in found if (p := check.provider(binding, spec, full))), None)
+            if problem is None:
+                problem = check.value(binding, spec, [value for _, _, value in found] if every else found[0][2])
+            if problem is not None:
+                if rejected is not None:
+                    rejected[binding] = problem
+                continue
+        if every:
+            bound[binding] = {"value": [json_copy(value) for _, _, value in found]}
+        else:
+            bound[binding] = {"value": json_copy(found[0][2])}
     return bound
+
+
+class InputChecker:
+    """Checks input values against the consumer's `accepts` and, for committed exports, the public
+    contract of the producer (a turn-scope value was checked at its producer's boundary)."""
+
+    def __init__(self, consumer_root: Path, manifest_file: str, packages: Iterable[Any], producer_contracts: Mapping[str, str]) -> None:
+        self._root = consumer_root
+        self._manifest_file = manifest_file
+        self._packages = list(packages)
+        # runtime id -> its io.output.contract
+        self._producer_contracts = producer_contracts
+
+    def _published(self, contract: str) -> dict[str, Any] | None:
+        """The contract's schema as some package of the session publishes it (or the kernel's)."""
+        for package in self._packages:
+            found = contract_schema(contract, from_struct(package.definition), Path(package.root_dir))
+            if found is not None:
+                return found
+        return None
+
+    def _accepts(self, reference: str) -> dict[str, Any]:
+        if reference.startswith("contract:"):
+            found = self._published(reference.removeprefix("contract:"))
+            if found is None:
+                raise SchemaUnavailable(f"accepts-contract-unresolved: no package in this session publishes {reference}")
+            return found
+        return file_schema(self._root, self._manifest_file, reference)
+
+    def provider(self, binding: str, spec: Mapping[str, Any], full: Any) -> str | None:
+        """A committed export is checked against its producer's public contract, `accepts` or not."""
+        if (spec.get("scope") or "turn") != "committed":
+            return None
+        source = spec.get("from") or {}
+        contract = source.get("contract") or self._producer_contracts.get(source.get("runtime") or "")
+        try:
+            published = self._published(contract) if contract else None
+        except SchemaUnavailable as error:
+            return f"input {binding}: {error}"
+        problem = check_output(full, [(f"contract {contract}", published)]) if published is not None else None
+        return f"input {binding}: the export fails {problem.removeprefix('output-schema-invalid ')}" if problem else None
+
+    def value(self, binding: str, spec: Mapping[str, Any], value: Any) -> str | None:
+        accepts = spec.get("accepts")
+        if not isinstance(accepts, str) or not accepts:
+            return None
+        try:
+            problem = check_output(value, [(accepts, self._accepts(accepts))])
+        except SchemaUnavailable as error:
+            return f"input {binding}: {error}"
+        return f"input {binding}: {problem.replace('output-schema-invalid', 'input-schema-invalid', 1)}" if problem else None

@@ -26,7 +26,6 @@ from services.scheduler.dependency_graph import Node, dependencies_of, gate_reas
 from services.scheduler.function_execution import FunctionExecution
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import filter_schedule
-from services.scheduler.inputs import bind_inputs
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
@@ -407,6 +406,12 @@ class TurnRunner:
                                                 {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
         for write in outcome.writes:
             run.proposals.append(self._proposal(runtime, write["type"], write["payload"]))
+        # -- recordAs: the business value, frozen as an export at commit (a function without a value records none).
+        record_as = ((manifest.get("io") or {}).get("output") or {}).get("recordAs")
+        if record_as and (runtime.type != "function" or outcome.has_value):
+            value = outcome.canonical_value if runtime.type == "function" else outcome.output
+            run.proposals.append(self._proposal(runtime, "export.record", {"recordAs": record_as, "value": value}))
+        # -- end recordAs
         run.read_from[runtime.runtime_id] = set(outcome.read_from)
         for event in outcome.events:
             run.emitted.append({**event, "source": runtime.runtime_id})
@@ -428,14 +433,18 @@ class TurnRunner:
         )
         await record(pre.trace)
         guarded = None
-        if not pre.aborted and manifest.get("guard"):
-            guarded = await self._functions.run_guard(runtime, scope, run, player_message, manifest)
+        # Inputs bind once, for the guard and the runtime: a required one that failed its checks gates it.
+        inputs, input_gate = await self._functions.bind(runtime, scope, run, manifest)
+        if not pre.aborted and not input_gate and manifest.get("guard"):
+            guarded = await self._functions.run_guard(runtime, scope, run, player_message, manifest, inputs)
         if pre.aborted:
             outcome = RuntimeOutcome("skipped", pre.reason)
+        elif input_gate:
+            outcome = RuntimeOutcome("skipped", input_gate)
         elif guarded is not None:
             outcome = guarded
         elif runtime.type == "function":
-            outcome = await self._functions.run_function(runtime, scope, run, player_message, manifest)
+            outcome = await self._functions.run_function(runtime, scope, run, player_message, manifest, inputs)
         else:
 
             async def on_narrative(piece: StreamedPiece) -> None:
@@ -458,7 +467,7 @@ class TurnRunner:
                     hooks=self._hooks,
                     on_narrative=on_narrative,
                     history_max_turns=self._settings.scheduler_history_max_turns,
-                    inputs=bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope)),
+                    inputs=inputs,
                     self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
                     event_topics=list(run.packages[runtime.plugin_id].event_topics),
                     packages=list(run.packages.values()),

@@ -11,6 +11,7 @@ from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import RuntimeOutcome
 from services.scheduler.hook_bus import ExecutionScope
+from services.scheduler.inputs import CommittedExports
 from services.scheduler.player_input import action_dict
 from shared.plugin_sdk import CancellationSignal
 
@@ -52,6 +53,15 @@ class TurnState:
     activations: dict[str, dict] = field(default_factory=dict)
     # Events of successful runtimes this turn, in order: {topic, payload, source}.
     emitted: list[dict] = field(default_factory=list)
+    # The session's committed exports (recordAs), read once when a committed-scope input needs them.
+    exports: CommittedExports | None = None
+
+    def output_contracts(self) -> dict[str, str]:
+        """runtime id -> its io.output.contract, for every runtime of the session's packages."""
+        return {
+            runtime_id: contract for runtime_id, manifest in self.manifests.items()
+            if (contract := ((manifest.get("io") or {}).get("output") or {}).get("contract"))
+        }
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
         """turn-digest@1 and operations@1 as they stand when a runtime starts."""

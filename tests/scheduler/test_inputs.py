@@ -1,0 +1,59 @@
+"""Input binding: committed exports (latest, all providers), and values that fail their checks."""
+
+from __future__ import annotations
+
+from services.scheduler.inputs import CommittedExports, Export, bind_inputs
+
+
+class SchemaCheck:
+    """Exports must be objects with an integer `turn`; bound values must not be "bad"."""
+
+    def provider(self, binding, spec, full):
+        ok = isinstance(full, dict) and isinstance(full.get("turn"), int)
+        return None if ok or spec.get("scope") != "committed" else f"input {binding}: the export fails its contract"
+
+    def value(self, binding, spec, value):
+        return f"input {binding}: input-schema-invalid" if value == "bad" else None
+
+
+def inputs(**bindings) -> dict:
+    return {"io": {"inputs": bindings}}
+
+
+EXPORTS = CommittedExports(
+    [
+        Export("p", "latest", "p/b", {"turn": 3}, logical_turn=3),
+        Export("p", "latest", "p/a", {"turn": 5}, logical_turn=5),
+        Export("p", "other", "p/a", {"turn": 9}, logical_turn=9),
+        Export("q", "latest", "q/c", {"turn": "not a number"}, logical_turn=7),
+    ],
+    {"note@1": {"p/a", "p/b"}, "broken@1": {"q/c"}},
+)
+
+
+def test_committed_inputs_read_the_latest_matching_export_or_all_sorted_by_runtime() -> None:
+    manifest = inputs(
+        one={"from": {"contract": "note@1"}, "scope": "committed", "recordAs": "latest"},
+        every={"from": {"contract": "note@1", "cardinality": "all"}, "scope": "committed", "recordAs": "latest"},
+        by_runtime={"from": {"runtime": "p/a"}, "scope": "committed", "recordAs": "other"},
+        none={"from": {"runtime": "p/zzz"}, "scope": "committed", "recordAs": "latest"},
+    )
+    bound = bind_inputs(manifest, {}, {}, committed=EXPORTS)
+    assert bound == {"one": {"value": {"turn": 5}}, "every": {"value": [{"turn": 5}, {"turn": 3}]}, "by_runtime": {"value": {"turn": 9}}}
+
+
+def test_a_committed_input_without_exports_is_not_bound() -> None:
+    manifest = inputs(previous={"from": {"runtime": "p/a"}, "scope": "committed", "recordAs": "latest"})
+    assert bind_inputs(manifest, {}, {}) == {}, "no exports were read"
+
+
+def test_values_that_fail_their_checks_are_left_out_and_reported() -> None:
+    manifest = inputs(
+        broken={"from": {"contract": "broken@1"}, "scope": "committed", "recordAs": "latest", "required": False},
+        picky={"from": {"runtime": "p/up"}, "select": "/word", "required": False},
+        fine={"from": {"runtime": "p/up"}, "select": "/other"},
+    )
+    rejected: dict[str, str] = {}
+    bound = bind_inputs(manifest, {"p/up": {"word": "bad", "other": "good"}}, {}, committed=EXPORTS, check=SchemaCheck(), rejected=rejected)
+    assert bound == {"fine": {"value": "good"}}
+    assert rejected == {"broken": "input broken: the export fails its contract", "picky": "input picky: input-schema-invalid"}
