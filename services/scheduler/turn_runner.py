@@ -20,7 +20,8 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime, run_agent
+from services.scheduler.agent_execution import AgentExecution
+from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime
 from services.scheduler.concealment import conceal_event
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_execution import FunctionExecution
@@ -71,7 +72,22 @@ class TurnRunner:
         self._settings = settings
         # session id -> the turn running on this scheduler, for Cancel.
         self._running: dict[str, RunningTurn] = {}
-        self._functions = FunctionExecution(peers.store, self._running.get)
+        self._functions = FunctionExecution(peers.store, self._running.get, hooks, peers.gateway)
+        # session id -> what the player said while its turn runs; story agents with steering read it.
+        self._interjections: dict[str, list[str]] = {}
+        self._agents = AgentExecution(peers, hooks, self._functions, settings.scheduler_history_max_turns, self._take_interjections)
+        self._functions.subagents_for = self._agents.subagents_for
+
+    def interject(self, session_id: str, text: str) -> str:
+        """Queue a player interjection for the turn running here; its turn id, or "" when none runs here."""
+        running = self._running.get(session_id)
+        if running is None:
+            return ""
+        self._interjections.setdefault(session_id, []).append(text)
+        return running.turn_id
+
+    def _take_interjections(self, session_id: str) -> list[str]:
+        return self._interjections.pop(session_id, [])
 
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         lease_reply = await self._peers.store.AcquireTurnLease(
@@ -124,6 +140,8 @@ class TurnRunner:
             renewer.cancel()
             if self._running.get(session.id) is running:
                 del self._running[session.id]
+                # Interjections nobody read before the turn ended do not leak into the next one.
+                self._interjections.pop(session.id, None)
 
     def cancel(self, session_id: str, turn_id: str, reason: str) -> bool:
         """Cancel the session's running turn on this scheduler; its signals reach handlers and model calls."""
@@ -443,8 +461,10 @@ class TurnRunner:
             outcome = RuntimeOutcome("skipped", input_gate)
         elif guarded is not None:
             outcome = guarded
+            await record(outcome.trace)
         elif runtime.type == "function":
             outcome = await self._functions.run_function(runtime, scope, run, player_message, manifest, inputs)
+            await record(outcome.trace)  # its ctx.tools calls' PreToolUse/PostToolUse
         else:
 
             async def on_narrative(piece: StreamedPiece) -> None:
@@ -458,21 +478,7 @@ class TurnRunner:
                 )
 
             try:
-                outcome = await run_agent(
-                    runtime=runtime,
-                    scope=scope,
-                    history=run.history,
-                    player_message=player_message,
-                    gateway=self._peers.gateway,
-                    hooks=self._hooks,
-                    on_narrative=on_narrative,
-                    history_max_turns=self._settings.scheduler_history_max_turns,
-                    inputs=inputs,
-                    self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
-                    event_topics=list(run.packages[runtime.plugin_id].event_topics),
-                    packages=list(run.packages.values()),
-                    manifest=manifest,
-                )
+                outcome = await self._agents.run(runtime, scope, run, player_message, manifest, on_narrative, inputs)
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
             await record(outcome.trace)

@@ -1,0 +1,202 @@
+"""Run one agent runtime of a turn: give it the kernel's tools (datasets, characters, memory,
+delegate), its output schemas and the player's interjections, then run the agent loop.
+
+Subagents (delegate here, ctx.agents.run in functions) run the provider through the same loop
+with the subagent rules: read-only tools, actor profile, no history, no PreRuntime /
+PostRuntime / PostContextAssembly, and only output handed back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from covel.store.v1 import store_pb2
+from services.scheduler.agent_runtime import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
+from services.scheduler.agent_tools import (
+    DELEGATE,
+    KernelTools,
+    add_character_tools,
+    add_dataset_tools,
+    add_emit_event,
+    add_memory_search,
+    wanted_datasets,
+)
+from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.peers import Peers
+from services.scheduler.subagents import INTERNAL_FAILURE, Subagents, subagent_error
+from services.scheduler.turn_state import TurnState
+from shared.logs import get_logger
+from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
+from shared.structs import from_struct, from_value
+
+log = get_logger(component="agent_execution")
+MEMORY_RESULTS_MAX = 20
+
+
+class AgentExecution:
+    def __init__(self, peers: Peers, hooks: HookBus, functions, history_max_turns: int,
+                 interjections: Callable[[str], list[str]] | None = None) -> None:
+        self._peers = peers
+        self._hooks = hooks
+        self._functions = functions
+        self._history_max_turns = history_max_turns
+        self._interjections = interjections
+
+    async def run(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+                  on_narrative: OnNarrative, inputs: dict | None) -> RuntimeOutcome:
+        package = run.packages[runtime.plugin_id]
+        story = is_story_runtime(runtime)
+        schemas: list = []
+        if not story:
+            try:
+                schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
+            except SchemaUnavailable as error:
+                return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
+        plugin_data = self._functions.plugin_data_view(runtime, scope.session.id, run)
+        tools = KernelTools()
+        if package.event_topics:
+            add_emit_event(tools, list(package.event_topics))
+        declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
+        add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
+        characters = _CharacterCache(self._peers, scope.session.id)
+        if story:
+            if await characters.load():
+                add_character_tools(tools, characters.load)
+            searchable = _searchable_namespaces(run)
+            if searchable:
+                add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit))
+        started = time.monotonic()
+        loop_timeout_s = int(((manifest.get("agent") or {}).get("loop") or {}).get("timeoutMs") or 240_000) / 1000
+        subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started))
+        if subagents.available:
+            _add_delegate(tools, subagents)
+        interjections = (lambda: self._interjections(scope.session.id)) if self._interjections else None
+        outcome = await run_agent(
+            runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,
+            hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
+            self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
+            packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
+            interjections=interjections,
+        )
+        await subagents.close()
+        if outcome.status == "success":
+            outcome.writes = plugin_data.writes
+            outcome.read_from = set(plugin_data.read_from)
+        return outcome
+
+    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None) -> Subagents:
+        """ctx.agents / delegate for one root execution of `caller`."""
+        characters = characters or _CharacterCache(self._peers, scope.session.id)
+        providers = [(runtime, from_struct(runtime.manifest)) for package in run.packages.values() for runtime in package.runtimes]
+
+        async def run_provider(plan) -> dict[str, Any]:
+            return await self._run_subagent(plan, caller, scope, run, characters)
+
+        return Subagents(
+            caller_plugin_id=caller.plugin_id, caller_runtime_id=caller.runtime_id, providers=providers,
+            run_provider=run_provider, characters=characters.load,
+            remaining_s=remaining_s or (lambda: 120.0),
+        )
+
+    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters) -> dict[str, Any]:
+        provider, manifest = plan.provider, plan.manifest
+        package = run.packages[provider.plugin_id]
+        try:
+            schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
+        except SchemaUnavailable as error:
+            log.warning("subagent output schema unavailable", provider=provider.runtime_id, reason=str(error))
+            return subagent_error("internal", INTERNAL_FAILURE, "error")
+        tools = KernelTools()
+        declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
+        # A subagent reads the committed world (recursive upstream is not inherited): a fresh view.
+        plugin_data = self._functions.plugin_data_view(provider, scope.session.id, TurnState(history=[], packages=run.packages))
+        add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
+
+        async def no_stream(_piece) -> None:
+            return None
+
+        outcome = await run_agent(
+            runtime=provider, scope=scope, history=[], player_message="", gateway=self._peers.gateway, hooks=self._hooks,
+            on_narrative=no_stream, history_max_turns=0, manifest=manifest, kernel_tools=tools, output_schemas=schemas,
+            subagent=SubagentCall(plan.brief, plan.budget, plan.call_id, caller.runtime_id),
+        )
+        usage = {key: value for key, value in outcome.usage.items() if isinstance(value, int)}
+        if outcome.status != "success":
+            # The caller reads a fixed text; the real reason is for the operator.
+            log.warning("subagent failed", provider=provider.runtime_id, caller=caller.runtime_id, call_id=plan.call_id,
+                        reason=outcome.reason)
+            code = "timeout" if outcome.stop_reason == "timeout" else ("cancelled" if outcome.stop_reason == "cancelled" else "internal")
+            message = {"timeout": f"the subagent {provider.runtime_id} used its time",
+                       "cancelled": "the subagent was cancelled"}.get(code, INTERNAL_FAILURE)
+            return {**subagent_error(code, message, outcome.stop_reason or "error"), "usage": usage}
+        problem = check_output(outcome.output, schemas) if schemas else None
+        if problem:
+            log.warning("subagent output invalid", provider=provider.runtime_id, call_id=plan.call_id, reason=problem)
+            return {**subagent_error("internal", INTERNAL_FAILURE, "invalid-output"), "usage": usage}
+        return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or "completed", "usage": usage}
+
+    async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int) -> list[dict]:
+        """The archival scope: records of searchable plugin-data namespaces of this session's plugins."""
+        records = []
+        for plugin_id, namespace, text_field in searchable:
+            reply = await self._peers.store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace), timeout=10)
+            for entry in reply.entries:
+                value = from_value(entry.value)
+                text = value.get(text_field) if isinstance(value, dict) else None
+                if isinstance(text, str) and text.strip():
+                    records.append((plugin_id, namespace, entry.key, text))
+        hits = rank_texts(query, [record[3] for record in records], limit=min(limit, MEMORY_RESULTS_MAX))
+        return [{"source": "archival:plugin_data", "pluginId": records[hit.index][0], "namespace": records[hit.index][1],
+                 "key": records[hit.index][2], "text": search_excerpt(records[hit.index][3], query),
+                 "score": round(hit.score, 3), "coverage": round(hit.coverage, 3)} for hit in hits]
+
+
+class _CharacterCache:
+    """The session's characters, read from the store once per execution."""
+
+    def __init__(self, peers: Peers, session_id: str) -> None:
+        self._peers = peers
+        self._session_id = session_id
+        self._characters: list[dict[str, Any]] | None = None
+
+    async def load(self) -> list[dict[str, Any]]:
+        if self._characters is None:
+            world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id), timeout=10)
+            self._characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
+        return self._characters
+
+
+def _searchable_namespaces(run: TurnState) -> list[tuple[str, str, str]]:
+    """(pluginId, namespace, text field) of every contributes.data namespace that declares search.text."""
+    found = []
+    for plugin_id, package in sorted(run.packages.items()):
+        data = ((from_struct(package.definition).get("contributes") or {}).get("data")) or {}
+        for namespace, declaration in sorted(data.items()) if isinstance(data, dict) else []:
+            text_field = ((declaration or {}).get("search") or {}).get("text") if isinstance(declaration, dict) else None
+            if isinstance(text_field, str) and text_field:
+                found.append((plugin_id, namespace, text_field))
+    return found
+
+
+def _add_delegate(tools: KernelTools, subagents: Subagents) -> None:
+    async def delegate(args: dict[str, Any]) -> dict[str, Any]:
+        result = await subagents.run(args)
+        if result.get("ok"):
+            return {"ok": True, "data": {"output": result["output"], "stopReason": result["stopReason"]}}
+        return {"ok": False, "error": result["error"]}
+
+    targets = subagents.targets()
+    tools.add(DELEGATE, "Hand a task to a subagent and get its answer. Targets: " + ", ".join(targets),
+              {"type": "object", "required": ["target", "brief"], "properties": {
+                  "target": {"type": "object", "properties": {"contract": {"type": "string"}, "runtimeId": {"type": "string"}}},
+                  "brief": {"type": "string", "minLength": 1, "maxLength": 20000},
+                  "data": {"type": "object"},
+                  "characterId": {"type": "string"}, "instruction": {"type": "string"},
+                  "budget": {"type": "object", "properties": {
+                      "maxSteps": {"type": "integer", "minimum": 1}, "timeoutMs": {"type": "integer", "minimum": 1}}}}},
+              delegate, read_only=True)

@@ -1,0 +1,307 @@
+"""The tools the kernel answers itself for one agent execution.
+
+runtime-done (explicit completion), emit-event (declared topics), the dataset tools
+`<dataset>-get/-list/-upsert/-update` generated from contributes.datasets, the story's
+character look-ups (list-characters, get-character) and memory-search, and delegate
+(subagents). Every answer has the unified tool result shape `{ok, data | error}`; data
+passes the model-view projection (bookkeeping ids and timestamps removed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from covel.gateway.v1 import gateway_pb2
+from shared.model_view import model_facing
+from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
+from shared.plugin_sdk.tools import tool_error, tool_ok
+from shared.structs import from_struct, to_struct
+
+RUNTIME_DONE = "runtime-done"
+EMIT_EVENT = "emit-event"
+LIST_CHARACTERS = "list-characters"
+GET_CHARACTER = "get-character"
+MEMORY_SEARCH = "memory-search"
+DELEGATE = "delegate"
+DATASET_TOOL_KINDS = ("get", "list", "upsert", "update")
+DATASET_LIST_LIMIT = 50
+
+ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class KernelTool:
+    definition: gateway_pb2.ToolDefinition
+    read_only: bool
+    handler: ToolHandler
+
+
+@dataclass
+class KernelTools:
+    """The kernel's tools of one execution, and what calling them produced."""
+
+    tools: dict[str, KernelTool] = field(default_factory=dict)
+    emitted: list[dict[str, Any]] = field(default_factory=list)
+    done_called: bool = False
+
+    def add(self, name: str, description: str, parameters: dict[str, Any], handler: ToolHandler, *, read_only: bool) -> None:
+        self.tools[name] = KernelTool(
+            gateway_pb2.ToolDefinition(name=name, description=description, parameters=to_struct(parameters)), read_only, handler,
+        )
+
+    def definitions(self) -> dict[str, gateway_pb2.ToolDefinition]:
+        return {name: tool.definition for name, tool in self.tools.items()}
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tools
+
+    def is_read_only(self, name: str) -> bool:
+        return name in self.tools and self.tools[name].read_only
+
+    def restrict_to_read_only(self) -> None:
+        self.tools = {name: tool for name, tool in self.tools.items() if tool.read_only}
+
+    async def call(self, call: dict[str, Any]) -> str:
+        tool = self.tools[call["name"]]
+        try:
+            args = json.loads(call.get("arguments") or "{}")
+        except json.JSONDecodeError as error:
+            return _text(tool_error("invalid-input", f"arguments are not JSON: {error}", "send the arguments as one JSON object"))
+        if not isinstance(args, dict):
+            return _text(tool_error("invalid-input", "arguments must be a JSON object"))
+        problems = sorted(Draft202012Validator(_parameters(tool)).iter_errors(args), key=lambda e: list(e.absolute_path))
+        if problems:
+            listed = "; ".join(f"{'/'.join(map(str, p.absolute_path)) or '(arguments)'}: {p.message}" for p in problems[:3])
+            return _text(tool_error("invalid-input", listed, "call the tool again with arguments that fit its parameters"))
+        result = await tool.handler(args)
+        if result.get("ok") and "data" in result:
+            result = {"ok": True, "data": model_facing(result["data"])}
+        return _text(result)
+
+
+def _parameters(tool: KernelTool) -> dict[str, Any]:
+    return from_struct(tool.definition.parameters)
+
+
+def _text(result: dict[str, Any]) -> str:
+    return json.dumps(result, ensure_ascii=False)
+
+
+def add_runtime_done(tools: KernelTools) -> None:
+    async def done(_: dict[str, Any]) -> dict[str, Any]:
+        tools.done_called = True
+        return tool_ok({"done": True})
+
+    tools.add(RUNTIME_DONE, "Finish this runtime: the work is done (or there was nothing to do).",
+              {"type": "object", "properties": {"summary": {"type": "string"}}}, done, read_only=False)
+
+
+def add_emit_event(tools: KernelTools, topics: list[str]) -> None:
+    async def emit(args: dict[str, Any]) -> dict[str, Any]:
+        tools.emitted.append({"topic": args["topic"], "payload": args.get("payload")})
+        return tool_ok({"emitted": args["topic"]})
+
+    tools.add(EMIT_EVENT, "Emit a plugin event; runtimes that follow its topic run after this turn's stages.",
+              {"type": "object", "required": ["topic"], "properties": {
+                  "topic": {"type": "string", "enum": list(topics)}, "payload": {"type": "object"}}},
+              emit, read_only=False)
+
+
+def dataset_key(key: str) -> str:
+    """The SDK's dataset key rule: trimmed, lower case, runs of spaces and underscores as one '-'."""
+    return re.sub(r"[\s_]+", "-", key.strip().lower())
+
+
+def wanted_datasets(manifest: dict[str, Any], declared: dict[str, Any]) -> dict[str, list[str]]:
+    """agent.tools.datasets → {dataset: tool kinds}; a bare name takes every tool the dataset provides."""
+    tools = (manifest.get("agent") or {}).get("tools") or {}
+    wanted: dict[str, list[str]] = {}
+    for item in tools.get("datasets") or []:
+        name = item.get("dataset") if isinstance(item, dict) else item
+        if not isinstance(name, str) or name not in declared:
+            continue
+        provided = provided_dataset_tools(declared[name])
+        chosen = item.get("tools") if isinstance(item, dict) and item.get("tools") else provided
+        wanted[name] = [kind for kind in chosen if kind in provided]
+    return wanted
+
+
+def provided_dataset_tools(declaration: dict[str, Any]) -> list[str]:
+    if declaration.get("tools"):
+        return [kind for kind in declaration["tools"] if kind in DATASET_TOOL_KINDS]
+    ops = declaration.get("ops") or ["set", "merge", "inc", "append", "insert", "remove", "upsertItem", "delete"]
+    kinds = ["get", "list"]
+    if "set" in ops:
+        kinds.append("upsert")
+    if any(op != "set" for op in ops):
+        kinds.append("update")
+    return kinds
+
+
+def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared: dict[str, Any], package_root: str,
+                      plugin_data) -> None:
+    """The generated tools read through the execution's plugin-data view and write as this runtime's proposals."""
+    for name, kinds in wanted.items():
+        declaration = declared[name]
+        schema = _dataset_schema(package_root, declaration)
+        key_field = declaration.get("key")
+        about = f" {declaration['description']}" if declaration.get("description") else ""
+        for kind in kinds:
+            _add_dataset_tool(tools, name, kind, declaration, schema, key_field, about, plugin_data)
+
+
+def _dataset_schema(package_root: str, declaration: dict[str, Any]) -> dict[str, Any] | None:
+    path = declaration.get("schema")
+    if not isinstance(path, str) or not package_root:
+        return None
+    try:
+        return json.loads((Path(package_root) / path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _add_dataset_tool(tools: KernelTools, name: str, kind: str, declaration: dict[str, Any], schema: dict[str, Any] | None,
+                      key_field: str | None, about: str, plugin_data) -> None:
+    ops = declaration.get("ops") or []
+
+    async def find(key: str) -> tuple[str, Any]:
+        value = await plugin_data.get(name, key)
+        if value is None and dataset_key(key) != key:
+            normalized = dataset_key(key)
+            value = await plugin_data.get(name, normalized)
+            if value is not None:
+                return normalized, value
+        return key, value
+
+    def invalid(value: Any) -> dict[str, Any] | None:
+        if schema is None:
+            return tool_error("unavailable", f"the dataset {name} has no readable schema; nothing can be written")
+        problems = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        if not problems:
+            return None
+        listed = "; ".join(f"{'/'.join(map(str, p.absolute_path)) or '(value)'}: {p.message}" for p in problems[:3])
+        return tool_error("invalid-input", f"the record does not fit the {name} schema: {listed}", "fix the record and call again")
+
+    if kind == "get":
+        async def get(args: dict[str, Any]) -> dict[str, Any]:
+            key, value = await find(args["key"])
+            if value is None:
+                return tool_error("not-found", f"no {name} record with key {args['key']!r}", f"call {name}-list to see the keys")
+            return tool_ok({"key": key, "value": value})
+
+        tools.add(f"{name}-get", f"Read one record of {name} by key.{about}",
+                  {"type": "object", "required": ["key"], "properties": {"key": {"type": "string", "minLength": 1}}},
+                  get, read_only=True)
+    elif kind == "list":
+        async def list_records(args: dict[str, Any]) -> dict[str, Any]:
+            records = await plugin_data.list(name)
+            keys = sorted(records)
+            offset, limit = int(args.get("offset", 0)), int(args.get("limit", DATASET_LIST_LIMIT))
+            page = keys[offset:offset + limit]
+            return tool_ok({"items": [{"key": key, "value": records[key]} for key in page], "total": len(keys)})
+
+        tools.add(f"{name}-list", f"List the records of {name} (sorted by key).{about}",
+                  {"type": "object", "properties": {
+                      "limit": {"type": "integer", "minimum": 1, "maximum": 200}, "offset": {"type": "integer", "minimum": 0}}},
+                  list_records, read_only=True)
+    elif kind == "upsert":
+        async def upsert(args: dict[str, Any]) -> dict[str, Any]:
+            value = args["value"]
+            key = args.get("key") or (value.get(key_field) if key_field and isinstance(value, dict) else None)
+            if not isinstance(key, str) or not key:
+                return tool_error("invalid-input", f"key is required (or the record's {key_field or 'key'} field)")
+            problem = invalid(value)
+            if problem:
+                return problem
+            await plugin_data.set(name, key, value)
+            return tool_ok({"key": key, "value": value})
+
+        required = ["value"] if key_field else ["key", "value"]
+        tools.add(f"{name}-upsert", f"Create or replace one record of {name}.{about}",
+                  {"type": "object", "required": required, "properties": {
+                      "key": {"type": "string", "minLength": 1}, "value": {"type": "object"}}},
+                  upsert, read_only=False)
+    else:
+        async def update(args: dict[str, Any]) -> dict[str, Any]:
+            operations = args["operations"]
+            refused = [op.get("op") for op in operations if isinstance(op, dict) and ops and op.get("op") not in ops]
+            if refused:
+                return tool_error("invalid-input", f"the {name} dataset does not allow {', '.join(map(str, refused))}",
+                                  f"use one of: {', '.join(ops)}")
+            key, current = await find(args["key"])
+            try:
+                value = apply_operations(MISSING if current is None else current, operations)
+            except OperationError as error:
+                return tool_error("invalid-input", str(error), "fix the operations and call again")
+            if value not in (MISSING, DELETED):
+                problem = invalid(value)
+                if problem:
+                    return problem
+            await plugin_data.update(name, key, operations)
+            return tool_ok({"key": key, "value": None if value in (MISSING, DELETED) else value})
+
+        tools.add(f"{name}-update", f"Change one record of {name} with operations (set, merge, inc, append, …).{about}",
+                  {"type": "object", "required": ["key", "operations"], "properties": {
+                      "key": {"type": "string", "minLength": 1},
+                      "operations": {"type": "array", "minItems": 1, "items": {
+                          "type": "object", "required": ["op"], "properties": {"op": {"type": "string"}, "path": {"type": "string"}}}}}},
+                  update, read_only=False)
+
+
+LoadCharacters = Callable[[], Awaitable[list[dict[str, Any]]]]
+
+
+def add_character_tools(tools: KernelTools, load_characters: LoadCharacters) -> None:
+    """list-characters / get-character: the session's characters, resolved by id, name or alias."""
+
+    async def list_characters(_: dict[str, Any]) -> dict[str, Any]:
+        characters = await load_characters()
+        return tool_ok({"characters": [
+            {"id": c["id"], "name": c.get("name", c["id"]), **({"aliases": c["aliases"]} if c.get("aliases") else {})}
+            for c in characters]})
+
+    async def get_character(args: dict[str, Any]) -> dict[str, Any]:
+        wanted = args["name"].strip().casefold()
+        characters = await load_characters()
+        for field_name in ("id", "name"):
+            hits = [c for c in characters if str(c.get(field_name, "")).casefold() == wanted]
+            if len(hits) == 1:
+                return tool_ok(hits[0])
+            if len(hits) > 1:
+                return tool_error("ambiguous", f"{len(hits)} characters are called {args['name']!r}", "ask by id")
+        hits = [c for c in characters if wanted in (str(a).casefold() for a in c.get("aliases") or [])]
+        if len(hits) == 1:
+            return tool_ok(hits[0])
+        if hits:
+            return tool_error("ambiguous", f"{len(hits)} characters have the alias {args['name']!r}", "ask by id")
+        return tool_error("not-found", f"no character {args['name']!r}", f"call {LIST_CHARACTERS} to see who there is")
+
+    tools.add(LIST_CHARACTERS, "List the characters of this story (id, name, aliases).", {"type": "object", "properties": {}},
+              list_characters, read_only=True)
+    tools.add(GET_CHARACTER, "Read one character's full record, by id, name or alias.",
+              {"type": "object", "required": ["name"], "properties": {"name": {"type": "string", "minLength": 1}}},
+              get_character, read_only=True)
+
+
+Search = Callable[[str, int], Awaitable[list[dict[str, Any]]]]
+
+
+def add_memory_search(tools: KernelTools, search: Search) -> None:
+    async def memory_search(args: dict[str, Any]) -> dict[str, Any]:
+        return tool_ok({"results": await search(args["query"], int(args.get("limit", 5)))})
+
+    tools.add(MEMORY_SEARCH, "Search what the story remembers (facts and memories kept by plugins) for a query.",
+              {"type": "object", "required": ["query"], "properties": {
+                  "query": {"type": "string", "minLength": 1, "maxLength": 500},
+                  "limit": {"type": "integer", "minimum": 1, "maximum": 20}}},
+              memory_search, read_only=True)
