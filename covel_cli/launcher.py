@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.grpc_client import check_health
-from shared.settings import PeerAddresses
+from shared.settings import PeerAddresses, SecuritySettings
 
 # Start order: hooks loads entry modules from the registry's catalogue; the scheduler comes last.
 SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
@@ -55,6 +55,12 @@ class ServiceGroup:
         env.update(self.extra_env)
         return env
 
+    def security(self) -> SecuritySettings:
+        """The group's TLS and token settings, so this process reaches the services the way they serve."""
+        env = self.env()
+        given = {name: env[f"COVEL_{name.upper()}"] for name in SecuritySettings.model_fields if f"COVEL_{name.upper()}" in env}
+        return SecuritySettings(**given)
+
     async def start(self, ready_timeout_s: float = 60.0) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = self.env()
@@ -71,12 +77,13 @@ class ServiceGroup:
     async def wait_serving(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         pending = set(SERVICES)
+        security = self.security()
         while pending:
             for name in list(pending):
                 process = self.processes[name]
                 if process.returncode is not None:
                     raise ServiceFailed(f"service {name} exited with code {process.returncode} while starting:\n{self.log_tail(name)}")
-                if await check_health(self.addrs[name], timeout_s=1.0) == "SERVING":
+                if await check_health(self.addrs[name], timeout_s=1.0, security=security) == "SERVING":
                     pending.discard(name)
             if not pending:
                 return

@@ -15,7 +15,7 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from shared.grpc_client import open_channel
+from shared.grpc_client import open_client_api_channel
 
 ReadLine = Callable[[], Awaitable[str | None]]
 
@@ -112,12 +112,17 @@ async def play(
     echo_input: bool = False,
 ) -> int:
     """Play turn by turn until read_line gives None or /quit. Returns an exit code."""
-    async with open_channel(scheduler_addr) as channel:
+    async with open_client_api_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         if not session_id:
-            created = await stub.CreateSession(
-                scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins or [], title="covel play")
-            )
+            try:
+                created = await stub.CreateSession(
+                    scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins or [], title="covel play")
+                )
+            except grpc.aio.AioRpcError as error:
+                # UNAUTHENTICATED says which token to set; UNAVAILABLE that the scheduler is not reachable.
+                out.write(f"(error {error.code().name}: {error.details()})\n")
+                return 1
             session_id = created.session.id
             out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
             for rejected in created.rejected:

@@ -1,9 +1,14 @@
-"""Channels to peer services, and deadline propagation."""
+"""Channels to peer services (TLS, trace context, bearer token as configured), and deadline propagation."""
 
 from __future__ import annotations
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from shared.security.auth import bearer_token_interceptors, load_api_token
+from shared.security.tls import channel_credentials, channel_options, load_tls
+from shared.settings import SecuritySettings
+from shared.telemetry import tracing
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 32 * 1024 * 1024),
@@ -13,8 +18,23 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def open_channel(addr: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+def open_channel(addr: str, *, security: SecuritySettings | None = None, bearer_token: str | None = None) -> grpc.aio.Channel:
+    """A channel to `addr`: TLS when `security` (default: COVEL_TLS_* from the environment) configures
+    a certificate or CA, the trace context on every call while tracing is on, and `bearer_token`
+    as `authorization` metadata when given."""
+    tls = load_tls(security if security is not None else SecuritySettings())
+    interceptors = [*tracing.client_interceptors(), *(bearer_token_interceptors(bearer_token) if bearer_token else ())]
+    if tls is None:
+        return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS, interceptors=interceptors or None)
+    return grpc.aio.secure_channel(
+        addr, channel_credentials(tls), options=CHANNEL_OPTIONS + channel_options(tls), interceptors=interceptors or None
+    )
+
+
+def open_client_api_channel(addr: str, *, security: SecuritySettings | None = None) -> grpc.aio.Channel:
+    """A channel to the scheduler's client API that sends COVEL_API_TOKEN (or _FILE) when one is set."""
+    security = security if security is not None else SecuritySettings()
+    return open_channel(addr, security=security, bearer_token=load_api_token(security))
 
 
 def remaining_timeout(context: grpc.aio.ServicerContext | None, default_s: float) -> float:
@@ -27,9 +47,9 @@ def remaining_timeout(context: grpc.aio.ServicerContext | None, default_s: float
     return max(0.001, min(default_s, remaining))
 
 
-async def check_health(addr: str, service: str = "", timeout_s: float = 2.0) -> str:
+async def check_health(addr: str, service: str = "", timeout_s: float = 2.0, *, security: SecuritySettings | None = None) -> str:
     """The health status name of `service` at `addr` ("SERVING", "NOT_SERVING", "UNREACHABLE")."""
-    async with open_channel(addr) as channel:
+    async with open_channel(addr, security=security) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)

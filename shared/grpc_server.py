@@ -1,4 +1,5 @@
-"""One way to run a service: grpc.aio server, health, reflection, graceful SIGTERM."""
+"""One way to run a service: grpc.aio server, health, reflection, graceful SIGTERM, and the
+cross-cutting parts every service shares: TLS, tracing and metrics interceptors, /metrics."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from shared.logs import get_logger
+from shared.security.tls import load_tls, server_credentials
+from shared.settings import ServiceSettings
+from shared.telemetry import metrics, tracing
 
 ShutdownHook = Callable[[], Awaitable[None]]
 
@@ -35,6 +39,14 @@ class RunningServer:
         for hook in self.on_shutdown:
             await hook()
         await self.server.stop(grace_s)
+        # Spans still buffered are exported before the process exits.
+        tracing.shutdown_tracing()
+        metrics.stop_metrics_server()
+
+
+def _host_of(addr: str) -> str:
+    host = addr.rpartition(":")[0].strip("[]")
+    return host or "0.0.0.0"
 
 
 async def start_server(
@@ -42,10 +54,26 @@ async def start_server(
     add_servicers: Callable[[grpc.aio.Server], Sequence[str]],
     *,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    settings: ServiceSettings | None = None,
+    service: str = "",
 ) -> RunningServer:
-    """Bind `addr` (port 0 picks a free one), add the services, health and reflection."""
+    """Bind `addr` (port 0 picks a free one), add the services, health and reflection.
+
+    `settings` (default: read from the environment) say whether to serve TLS; with `service`
+    named, they also turn on tracing and the /metrics endpoint for this process.
+    """
+    settings = settings if settings is not None else ServiceSettings()
+    tls = load_tls(settings)
+    credentials = server_credentials(tls) if tls is not None else None
+    observers: list[grpc.aio.ServerInterceptor] = []
+    if service:
+        tracing.configure_tracing(service, settings)
+        observers.extend(tracing.server_interceptors())
+        if metrics.start_metrics_server(service, settings, _host_of(addr)) is not None:
+            observers.append(metrics.RpcMetricsInterceptor())
     server = grpc.aio.server(
-        interceptors=list(interceptors),
+        # Tracing outermost, so a refused call (bearer token) is still traced and counted.
+        interceptors=[*observers, *interceptors] or None,
         options=[
             ("grpc.max_receive_message_length", 32 * 1024 * 1024),
             ("grpc.max_send_message_length", 32 * 1024 * 1024),
@@ -58,12 +86,18 @@ async def start_server(
         [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
         server,
     )
-    port = server.add_insecure_port(addr)
+    port = server.add_secure_port(addr, credentials) if credentials is not None else server.add_insecure_port(addr)
     if port == 0:
         raise OSError(f"could not bind {addr}: the address is in use or not local")
     await server.start()
     running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
     await running.set_serving(True)
+    if service:
+        get_logger().info(
+            "service.security", tls=credentials is not None,
+            client_certificates=bool(tls and tls.root_ca and tls.require_client_cert),
+            tracing=tracing.enabled(), metrics_port=metrics.serving_port(),
+        )
     return running
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +37,52 @@ class PeerAddresses(BaseSettings):
         return getattr(self, f"{service}_addr")
 
 
-class ServiceSettings(PeerAddresses):
+class SecuritySettings(BaseSettings):
+    """Bearer token of the client API and TLS between services (shared/security)."""
+
+    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
+
+    # The scheduler's client API requires `authorization: Bearer <token>` when a token is set,
+    # given as the value or as a file (a mounted Kubernetes Secret); the covel CLI sends it.
+    api_token: SecretStr | None = None
+    api_token_file: Path | None = None
+    # This process's certificate chain and key (PEM): servers serve TLS with them, clients
+    # present them. With a CA, servers require client certificates signed by it (mTLS) and
+    # clients verify servers against it.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
+    # With a CA: whether this server refuses clients without a certificate. `false` suits a
+    # scheduler whose public clients authenticate with the bearer token instead.
+    tls_require_client_cert: bool = True
+    # The name checked against servers' certificates when the address' host is not in them.
+    tls_server_name: str = ""
+
+
+class TelemetrySettings(BaseSettings):
+    """Tracing and metrics (shared/telemetry); everything off by default."""
+
+    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
+
+    # `none`, `otlp` (OTEL_EXPORTER_OTLP_* say where and how: http/protobuf or grpc), `console`;
+    # several separated by commas. OTEL_TRACES_EXPORTER is read too.
+    traces_exporter: str = Field("none", validation_alias=AliasChoices("COVEL_TRACES_EXPORTER", "OTEL_TRACES_EXPORTER"))
+    # Prometheus /metrics: a port for every service, or one per service (which wins). Unset: off.
+    metrics_port: int | None = None
+    registry_metrics_port: int | None = None
+    hooks_metrics_port: int | None = None
+    gateway_metrics_port: int | None = None
+    store_metrics_port: int | None = None
+    scheduler_metrics_port: int | None = None
+    # Where /metrics listens; empty: the host of the service's own gRPC address.
+    metrics_host: str = ""
+
+    def metrics_port_of(self, service: str) -> int | None:
+        own = getattr(self, f"{service}_metrics_port", None)
+        return own if own is not None else self.metrics_port
+
+
+class ServiceSettings(PeerAddresses, SecuritySettings, TelemetrySettings):
     """Settings every service has."""
 
     log_level: str = "info"

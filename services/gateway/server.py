@@ -75,7 +75,7 @@ async def start(settings: GatewaySettings) -> RunningServer:
         gateway_pb2_grpc.add_LlmGatewayServicer_to_server(servicer, server)
         return [SERVICE_NAME]
 
-    running = await start_server(settings.gateway_addr, add)
+    running = await start_server(settings.gateway_addr, add, settings=settings, service="gateway")
 
     async def close_providers() -> None:
         for provider in runner.providers.values():

@@ -21,6 +21,7 @@ from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk.tools import ToolContext, tool_error
 from shared.structs import from_struct, to_struct
+from shared.telemetry.tracing import configure_tracing
 
 
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
@@ -170,7 +171,9 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
 
 
 async def start(settings: HooksSettings) -> RunningServer:
-    registry_channel = open_channel(settings.registry_addr)
+    # Before the registry channel opens, so it carries the trace context.
+    configure_tracing("hooks", settings)
+    registry_channel = open_channel(settings.registry_addr, security=settings)
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel))
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
     service = HookDispatcherService(sync, FaultBreaker(settings.hooks_fault_threshold, settings.hooks_fault_window_s))
@@ -179,6 +182,6 @@ async def start(settings: HooksSettings) -> RunningServer:
         hooks_pb2_grpc.add_HookDispatcherServicer_to_server(service, server)
         return [hooks_pb2.DESCRIPTOR.services_by_name["HookDispatcher"].full_name]
 
-    running = await start_server(settings.hooks_addr, add)
+    running = await start_server(settings.hooks_addr, add, settings=settings, service="hooks")
     running.on_shutdown.append(registry_channel.close)
     return running

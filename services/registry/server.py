@@ -175,4 +175,4 @@ async def start(settings: RegistrySettings) -> RunningServer:
         registry_pb2_grpc.add_PluginRegistryServicer_to_server(service, server)
         return [SERVICE_NAME]
 
-    return await start_server(settings.registry_addr, add)
+    return await start_server(settings.registry_addr, add, settings=settings, service="registry")

@@ -11,7 +11,7 @@ from covel.hooks.v1 import hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2_grpc
 from shared.grpc_client import open_channel
-from shared.settings import PeerAddresses
+from shared.settings import PeerAddresses, SecuritySettings
 
 
 @dataclass
@@ -24,7 +24,9 @@ class Peers:
 
     @classmethod
     def connect(cls, addresses: PeerAddresses) -> "Peers":
-        channels = {name: open_channel(addresses.addr_of(name)) for name in ("registry", "hooks", "gateway", "store")}
+        # TLS as the service's own settings say (they may be given in code, not only by the environment).
+        security = addresses if isinstance(addresses, SecuritySettings) else None
+        channels = {name: open_channel(addresses.addr_of(name), security=security) for name in ("registry", "hooks", "gateway", "store")}
         return cls(
             registry=registry_pb2_grpc.PluginRegistryStub(channels["registry"]),
             hooks=hooks_pb2_grpc.HookDispatcherStub(channels["hooks"]),

@@ -22,7 +22,9 @@ from services.scheduler.turn_runner import TurnRequest, TurnRunner, requests_adv
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.security.auth import client_api_interceptors
 from shared.structs import from_struct
+from shared.telemetry.tracing import configure_tracing
 
 LOCALES = ("en", "zh")
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -265,6 +267,8 @@ def _log_failure(task: asyncio.Task) -> None:
 
 
 async def start(settings: SchedulerSettings) -> RunningServer:
+    # Before the peer channels open, so they carry the trace context.
+    configure_tracing("scheduler", settings)
     peers = Peers.connect(settings)
     service = SchedulerService(peers, settings)
 
@@ -272,7 +276,9 @@ async def start(settings: SchedulerSettings) -> RunningServer:
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(service, server)
         return [scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"].full_name]
 
-    running = await start_server(settings.scheduler_addr, add)
+    running = await start_server(
+        settings.scheduler_addr, add, settings=settings, service="scheduler", interceptors=client_api_interceptors(settings)
+    )
 
     async def drain_turns() -> None:
         # SIGTERM: in-flight turns finish and commit before the process exits.

@@ -181,7 +181,7 @@ async def start(settings: StoreSettings) -> RunningServer:
         return [store_pb2.DESCRIPTOR.services_by_name["TransactionalStore"].full_name]
 
     try:
-        running = await start_server(settings.store_addr, add)
+        running = await start_server(settings.store_addr, add, settings=settings, service="store")
     except BaseException:
         await database.close()
         raise

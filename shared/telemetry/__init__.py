@@ -1,0 +1,1 @@
+"""Tracing (OpenTelemetry) and metrics (Prometheus) of the services; both off by default."""

@@ -1,0 +1,173 @@
+"""OpenTelemetry tracing: one trace per turn across the five services.
+
+Off by default (`COVEL_TRACES_EXPORTER` / `OTEL_TRACES_EXPORTER` = none): then no SDK is
+loaded, no gRPC interceptor is installed and `traced`/`span` cost one flag test. On, every
+service's gRPC server and client carry the W3C trace context in metadata (the
+opentelemetry-instrumentation-grpc aio interceptors), so the scheduler's turn span is the
+parent of the hooks', gateway's and store's spans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+
+from shared.settings import TelemetrySettings
+
+EXPORTERS = ("none", "otlp", "console")
+_state: dict[str, Any] = {"enabled": False, "provider": None}
+_tracer = trace.get_tracer("covel")
+_NO_SPAN = contextlib.nullcontext(trace.INVALID_SPAN)
+
+Attributes = Mapping[str, str | int | float | bool]
+
+
+class TracingConfigError(ValueError):
+    pass
+
+
+def enabled() -> bool:
+    return _state["enabled"]
+
+
+def exporter_names(settings: TelemetrySettings) -> list[str]:
+    names = [name.strip().lower() for name in settings.traces_exporter.split(",") if name.strip()]
+    for name in names:
+        if name not in EXPORTERS:
+            raise TracingConfigError(f"COVEL_TRACES_EXPORTER / OTEL_TRACES_EXPORTER: unknown exporter {name!r}; use {', '.join(EXPORTERS)}")
+    return [name for name in names if name != "none"]
+
+
+def _otlp_exporter():
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+    # Endpoints, headers, timeouts and compression come from the OTEL_EXPORTER_OTLP_* variables.
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    elif protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    else:
+        raise TracingConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use http/protobuf or grpc")
+    return OTLPSpanExporter()
+
+
+def configure_tracing(service: str, settings: TelemetrySettings) -> bool:
+    """Install the SDK's tracer provider with the configured exporters; False when tracing is off."""
+    names = exporter_names(settings)
+    if not names or _state["enabled"]:
+        return _state["enabled"]
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the default name.
+    resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or f"covel-{service}", "covel.service": service})
+    provider = TracerProvider(resource=resource)
+    for name in names:
+        exporter = _otlp_exporter() if name == "otlp" else ConsoleSpanExporter()
+        # Batching keeps export off the request path (OTEL_BSP_* tune it).
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    _state.update(enabled=True, provider=provider)
+    return True
+
+
+def shutdown_tracing() -> None:
+    """Export what is still buffered (at SIGTERM)."""
+    provider = _state["provider"]
+    if provider is not None:
+        provider.shutdown()
+        _state.update(enabled=False, provider=None)
+
+
+def _not_health(details) -> bool:
+    method = getattr(details, "method", "")
+    if isinstance(method, bytes):
+        method = method.decode()
+    return not method.startswith("/grpc.health.v1.Health/")
+
+
+def server_interceptors() -> list:
+    if not _state["enabled"]:
+        return []
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+
+    return [aio_server_interceptor(filter_=_not_health)]
+
+
+def client_interceptors() -> list:
+    if not _state["enabled"]:
+        return []
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+    return aio_client_interceptors(filter_=_not_health)
+
+
+def span(name: str, attributes: Attributes | None = None):
+    """A child span of the current one as a context manager (a no-op span when tracing is off)."""
+    if not _state["enabled"]:
+        return _NO_SPAN
+    return _tracer.start_as_current_span(name, attributes=attributes)
+
+
+def current_span() -> trace.Span:
+    return trace.get_current_span()
+
+
+def ids_of_current_span() -> tuple[str, str] | None:
+    """(trace id, span id) in hex of the current span, for log lines; None without one."""
+    if not _state["enabled"]:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return format(context.trace_id, "032x"), format(context.span_id, "016x")
+
+
+def traced(
+    name: str,
+    attributes: Callable[..., Attributes] | None = None,
+    result_attributes: Callable[[Any], Attributes] | None = None,
+):
+    """Decorate an async function or async generator to run in a span named `name`.
+
+    `attributes(*args, **kwargs)` and `result_attributes(result)` add attributes; both are
+    only called while tracing is on. An exception marks the span as an error.
+    """
+
+    def decorate(function):
+        if inspect.isasyncgenfunction(function):
+
+            @functools.wraps(function)
+            async def generator(*args, **kwargs):
+                if not _state["enabled"]:
+                    async for item in function(*args, **kwargs):
+                        yield item
+                    return
+                # Not made current: a generator resumes in its consumer's context, where an attached
+                # span could not be detached cleanly.
+                with _tracer.start_span(name, attributes=attributes(*args, **kwargs) if attributes else None) as started:
+                    async for item in function(*args, **kwargs):
+                        yield item
+                    started.set_attribute("covel.completed", True)
+
+            return generator
+
+        @functools.wraps(function)
+        async def coroutine(*args, **kwargs):
+            if not _state["enabled"]:
+                return await function(*args, **kwargs)
+            with _tracer.start_as_current_span(name, attributes=attributes(*args, **kwargs) if attributes else None) as started:
+                result = await function(*args, **kwargs)
+                if result_attributes is not None:
+                    started.set_attributes(result_attributes(result))
+                return result
+
+        return coroutine
+
+    return decorate

@@ -1,0 +1,114 @@
+"""The five services with mTLS between them and a bearer token on the client API, as real processes."""
+
+from __future__ import annotations
+
+import io
+
+import grpc
+import pytest
+import pytest_asyncio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from covel_cli.launcher import ServiceGroup, free_port_addrs
+from covel_cli.play import play, scripted_reader
+from shared.grpc_client import open_channel
+from shared.security.auth import INVALID_TOKEN, MISSING_TOKEN
+from shared.settings import REPO_ROOT, SecuritySettings
+from tests.security.certs import CertificateAuthority
+
+TOKEN = "s3cret-token-for-tests"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def secured(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("secured")
+    ca = CertificateAuthority(folder / "pki")
+    services_cert, client_cert = ca.issue("services"), ca.issue("client")
+    token_file = folder / "api-token"
+    token_file.write_text(TOKEN + "\n")  # as a mounted Secret often ends: the newline is dropped
+    env = {
+        "COVEL_PLUGIN_DIRS": str(REPO_ROOT / "plugins"),
+        "COVEL_TLS_CERT_FILE": str(services_cert.cert),
+        "COVEL_TLS_KEY_FILE": str(services_cert.key),
+        "COVEL_TLS_CA_FILE": str(ca.cert),
+        "COVEL_API_TOKEN_FILE": str(token_file),
+    }
+    group = ServiceGroup(free_port_addrs(), folder / "data", extra_env=env)
+    client = SecuritySettings(tls_cert_file=client_cert.cert, tls_key_file=client_cert.key, tls_ca_file=ca.cert)
+    try:
+        await group.start()
+        yield group, client, ca
+    finally:
+        await group.stop()
+
+
+async def test_the_client_api_requires_the_bearer_token(secured):
+    group, client, _ = secured
+    addr = group.addrs["scheduler"]
+    async with open_channel(addr, security=client) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=5)
+    assert missing.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert missing.value.details() == MISSING_TOKEN
+    async with open_channel(addr, security=client, bearer_token="not-" + TOKEN) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as wrong:
+            await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=5)
+        stream = scheduler_pb2_grpc.SchedulerStub(channel).SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id="x"), timeout=5)
+        with pytest.raises(grpc.aio.AioRpcError) as wrong_stream:
+            async for _ in stream:
+                pass
+    assert (wrong.value.code(), wrong.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, INVALID_TOKEN)
+    assert (wrong_stream.value.code(), wrong_stream.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, INVALID_TOKEN)
+    async with open_channel(addr, security=client, bearer_token=TOKEN) as channel:
+        created = await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=10)
+    assert created.session.id
+
+
+async def test_health_and_reflection_answer_without_a_token(secured):
+    group, client, _ = secured
+    async with open_channel(group.addrs["scheduler"], security=client) as channel:
+        health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+        replies = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+        names = [service.name async for reply in replies for service in reply.list_services_response.service]
+    assert "covel.scheduler.v1.Scheduler" in names
+
+
+async def test_services_refuse_plaintext_and_clients_without_a_certificate(secured):
+    group, client, ca = secured
+    for name in ("store", "scheduler"):
+        async with open_channel(group.addrs[name], security=SecuritySettings()) as plaintext:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await health_pb2_grpc.HealthStub(plaintext).Check(health_pb2.HealthCheckRequest(), timeout=3)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    async with open_channel(group.addrs["store"], security=SecuritySettings(tls_ca_file=ca.cert)) as no_cert:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await store_pb2_grpc.TransactionalStoreStub(no_cert).GetSession(store_pb2.GetSessionRequest(session_id="x"), timeout=3)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_the_cli_plays_a_turn_over_mtls_with_the_token(secured, monkeypatch):
+    """The turn crosses all five services, each hop over mutual TLS; the CLI sends the token from the environment."""
+    group, client, _ = secured
+    monkeypatch.setenv("COVEL_TLS_CERT_FILE", str(client.tls_cert_file))
+    monkeypatch.setenv("COVEL_TLS_KEY_FILE", str(client.tls_key_file))
+    monkeypatch.setenv("COVEL_TLS_CA_FILE", str(client.tls_ca_file))
+    monkeypatch.setenv("COVEL_API_TOKEN", TOKEN)
+    out = io.StringIO()
+    code = await play(group.addrs["scheduler"], scripted_reader(["I knock on the door."]), out)
+    assert code == 0, out.getvalue()
+    assert "[turn 1 committed" in out.getvalue(), out.getvalue()
+
+
+async def test_the_cli_without_the_token_says_what_to_send(secured, monkeypatch):
+    group, client, _ = secured
+    for variable in ("tls_cert_file", "tls_key_file", "tls_ca_file"):
+        monkeypatch.setenv(f"COVEL_{variable.upper()}", str(getattr(client, variable)))
+    monkeypatch.delenv("COVEL_API_TOKEN", raising=False)
+    out = io.StringIO()
+    assert await play(group.addrs["scheduler"], scripted_reader(["hello"]), out) == 1
+    assert f"(error UNAUTHENTICATED: {MISSING_TOKEN})" in out.getvalue()
