@@ -7,11 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 
+from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.agent_runtime import RuntimeOutcome
 from services.scheduler.context_assembly import self_data_block
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
-from services.scheduler.hook_bus import ExecutionScope
+from services.scheduler.function_services import WORLD_PROPOSALS, GatewayView, StoreView, ToolsView, WorldView
+from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.player_input import action_dict
 from services.scheduler.turn_state import RunningTurn, TurnState
@@ -24,9 +26,15 @@ DEFAULT_MAX_RECURSION_DEPTH = 10
 
 
 class FunctionExecution:
-    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None]) -> None:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
+                 hooks: HookBus | None = None, gateway: gateway_pb2_grpc.LlmGatewayStub | None = None) -> None:
         self._store = store
         self._running = running
+        # ctx.tools goes through the hooks service, ctx.gateway through the LLM gateway.
+        self._hooks = hooks
+        self._gateway = gateway
+        # (runtime, scope, run) -> the Subagents behind ctx.agents; set by the turn runner.
+        self.subagents_for: Callable | None = None
 
     def plugin_data_view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
@@ -82,9 +90,15 @@ class FunctionExecution:
                 return bound, f"input {binding}: nothing recorded under {spec.get('recordAs') or 'its recordAs'} yet"
         return bound, ""
 
+    async def world_view(self, scope: ExecutionScope, run: TurnState) -> WorldView:
+        """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
+        if run.world is None:
+            run.world = await self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id), timeout=10)
+        return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS])
+
     def context(
         self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict, depth: int = 0,
-        activation: dict | None = None, inputs: dict | None = None,
+        activation: dict | None = None, inputs: dict | None = None, world: WorldView | None = None,
     ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
         session = scope.session
@@ -112,6 +126,12 @@ class FunctionExecution:
             return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
 
         context.recursive_call = recursive_call
+        context.world = world
+        context.store = StoreView(self._store, session.id, context.plugin_data)
+        if self._hooks is not None:
+            context.tools = ToolsView(runtime, scope, self._hooks, (manifest.get("function") or {}).get("tools") or [], context.trace)
+        if self._gateway is not None:
+            context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline)
         return context
 
     async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict) -> list[str]:
@@ -136,16 +156,16 @@ class FunctionExecution:
         package = run.packages[runtime.plugin_id]
         # The registry compiles the guard to a package-relative path, like function.handler.
         guard_path = Path(package.root_dir) / manifest["guard"]
-        context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs)
+        context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
         done = await run_function(context, guard_path, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
         if done.status != "success":
-            return RuntimeOutcome("failed", f"guard: {done.reason}")
+            return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
         if not isinstance(verdict, dict) or verdict.get("skip") is not True:
             return None
         output = {key: value for key, value in verdict.items() if key != "skip"}
         return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
-                              events=done.events, canonical_value=output, has_value=True, guard_skipped=True)
+                              events=done.events, canonical_value=output, has_value=True, guard_skipped=True, trace=context.trace)
 
     async def _recursive_call(self, parent, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: dict,
                               depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
@@ -160,7 +180,10 @@ class FunctionExecution:
         if target.type != "function":
             raise LookupError(f"recursive_call({runtime_id!r}): nested agent runtimes are not supported yet; call a function runtime")
         inputs, _ = await self.bind(target, scope, run, manifest)
-        context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs)
+        # A nested run does not inherit its parent's upstream: it reads the committed world.
+        await self.world_view(scope, run)
+        context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs,
+                               world=WorldView(run.world))
         # The nested run reads what its parent wrote so far, as the parent does.
         context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
         handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
@@ -169,6 +192,7 @@ class FunctionExecution:
             # Writes follow the parent: they commit with its unit, or not at all if it fails.
             parent_context.plugin_data.own.extend(context.plugin_data.own)
             parent_context.emitted.extend(context.emitted)
+        parent_context.trace.extend(context.trace)
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
     async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
@@ -176,12 +200,19 @@ class FunctionExecution:
         session = scope.session
         function = manifest.get("function") or {}
         handler_path = Path(run.packages[runtime.plugin_id].root_dir) / (function.get("handler") or "handler.py")
-        context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs)
+        context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
         running = self._running(session.id)
         if running is not None:
             running.signals.append(context.signal)
+        agents = self.subagents_for(runtime, scope, run) if self.subagents_for is not None else None
+        if agents is not None:
+            context.agents = agents
         done = await run_function(context, handler_path, function.get("timeoutMs"))
+        if agents is not None:
+            # Subagents the handler did not wait for finish before the runtime does.
+            await agents.close()
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=done.writes,
             canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
+            trace=context.trace,
         )

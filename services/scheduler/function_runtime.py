@@ -134,6 +134,18 @@ class FunctionContext:
     emitted: list = field(default_factory=list)
     # await ctx.recursive_call(runtime_id, input): a nested run of a same-package function runtime.
     recursive_call: Any = None
+    # ctx.world (frozen world views), ctx.store (get_session(), plugin data), ctx.tools.call(name, args),
+    # ctx.gateway (generate_text / generate_object): function_services.py.
+    world: Any = None
+    store: Any = None
+    tools: Any = None
+    gateway: Any = None
+    # Hook trace entries of its tool calls, recorded with the turn.
+    trace: list = field(default_factory=list)
+    # The monotonic time the handler must finish by (function.timeoutMs), set when it starts.
+    deadline: float = 0.0
+    # await ctx.agents.run({target, brief, data?, budget?}): a subagent (function runtimes only).
+    agents: Any = None
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):
@@ -193,6 +205,7 @@ async def run_function(
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         return outcome
 
+    context.deadline = started + limit_ms / 1000
     try:
         handler = load_handler(handler_path, entry)
         result = handler(context)

@@ -55,6 +55,8 @@ class TurnState:
     emitted: list[dict] = field(default_factory=list)
     # The session's committed exports (recordAs), read once when a committed-scope input needs them.
     exports: CommittedExports | None = None
+    # The committed world model (GetWorldResponse), read once when a function ctx needs it.
+    world: Any = None
 
     def output_contracts(self) -> dict[str, str]:
         """runtime id -> its io.output.contract, for every runtime of the session's packages."""

@@ -11,6 +11,7 @@ An entry module defines `register(covel)`; `covel` is a `PluginRegistrar`:
 """
 
 from shared.plugin_sdk.context import CancellationSignal, ExecutionView, HookContext
+from shared.plugin_sdk.frozen import freeze, thaw
 from shared.plugin_sdk.private_payload import PrivatePayload, json_copy
 from shared.plugin_sdk.registrar import HookRegistration, PluginRegistrar, ToolRegistration
 from shared.plugin_sdk.tools import ToolContext, ToolError
@@ -25,5 +26,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistration",
+    "freeze",
     "json_copy",
+    "thaw",
 ]

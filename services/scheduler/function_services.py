@@ -1,0 +1,204 @@
+"""What a function handler's ctx reaches beyond its own values: ctx.world (frozen views of the
+world model), ctx.store (the session view, the plugin's data), ctx.tools (plugin tools through
+PreToolUse/PostToolUse, like an agent's calls) and ctx.gateway (model calls in the runtime's slot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import grpc
+
+from covel.common.v1 import common_pb2
+from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.agent_runtime import _post_tool, _pre_tool
+from services.scheduler.hook_bus import ExecutionScope, HookBus
+from shared.ids import new_id
+from shared.plugin_sdk import freeze, thaw
+from shared.plugin_sdk.tools import tool_error
+from shared.structs import from_struct, from_value, to_struct
+
+# Spec (Function 的工具和超时): a silent model call is given up at half the time left, at least 60 s,
+# and sent once more with the rest; with 120 s or less left it is sent once.
+STALL_RESEND_MIN_S = 60.0
+
+
+class WorldView:
+    """ctx.world: the committed world model as the turn found it, plus the valid world proposals of
+    upstream runtimes that finished before this one (an in-execution preview, not committed values).
+    Everything is frozen: copy before changing (`shared.plugin_sdk.thaw`)."""
+
+    __slots__ = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
+
+    def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = ()) -> None:
+        schema = from_struct(world.character_schema) if world.HasField("character_schema") else None
+        characters = {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters}
+        dimensions = {
+            d.id: {"name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value),
+                   "version": d.version}
+            for d in world.dimensions
+        }
+        for proposal in upstream:
+            payload = from_struct(proposal.payload)
+            if proposal.type == "character.schema.set":
+                schema = {"types": payload.get("types") or [], "attributes": payload.get("attributes") or {}}
+            elif proposal.type == "character.upsert" and isinstance(payload.get("character"), dict):
+                character_id = str(payload.get("characterId") or "")
+                version = characters.get(character_id, {}).get("version", 0) + 1
+                characters[character_id] = {**payload["character"], "id": character_id, "version": version}
+            elif proposal.type == "dimension.initialize":
+                for item in payload.get("dimensions") or []:
+                    if isinstance(item, dict) and item.get("id") and item["id"] not in dimensions:
+                        dimensions[item["id"]] = {"name": item.get("name", ""), "description": item.get("description", ""),
+                                                  "schema": item.get("schema"), "value": item.get("value"), "version": 1}
+            elif proposal.type == "dimension.update":
+                for item in payload.get("updates") or []:
+                    if isinstance(item, dict) and item.get("id") in dimensions:
+                        current = dimensions[item["id"]]
+                        dimensions[item["id"]] = {**current, "value": item.get("value"), "version": current["version"] + 1}
+        self.characterSchema = freeze(schema)
+        self.characters = freeze(sorted(characters.values(), key=lambda c: c["id"]))
+        self.dimensions = freeze(dimensions)
+        # Seats and the world record (world packages) are not part of this kernel's store yet.
+        self.seats = ()
+        self.worldRecord = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, name):
+            raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
+        object.__setattr__(self, name, value)
+
+
+WORLD_PROPOSALS = ("character.schema.set", "character.upsert", "dimension.initialize", "dimension.update")
+
+
+class StoreView:
+    """ctx.store: get_session() (PluginSessionView), and the plugin's own data (same as ctx.plugin_data)."""
+
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, session_id: str, plugin_data: Any) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._plugin_data = plugin_data
+
+    async def get_session(self) -> Mapping[str, Any]:
+        """{phase, completedPlayerTurns, locale, setupRuntimes}, read now; raises when the session is gone."""
+        try:
+            session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=self._session_id), timeout=10)).session
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                raise LookupError(f"store.get_session(): session {self._session_id} no longer exists") from error
+            raise
+        return freeze({
+            "phase": session.phase,
+            "completedPlayerTurns": session.completed_player_turns,
+            "locale": session.locale,
+            "setupRuntimes": {runtime_id: from_struct(progress) for runtime_id, progress in session.setup_runtimes.items()},
+        })
+
+    async def get_plugin_data(self, namespace: str, key: str, default: Any = None) -> Any:
+        return await self._plugin_data.get(namespace, key, default)
+
+    async def list_plugin_data(self, namespace: str | None = None) -> dict[str, Any]:
+        return await self._plugin_data.list(namespace)
+
+
+class ToolsView:
+    """ctx.tools.call(name, args): a plugin tool of function.tools, with PreToolUse before and
+    PostToolUse after, as an agent's call has. Answers the unified result {ok, data | error}."""
+
+    def __init__(self, runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry]) -> None:
+        self._runtime = runtime
+        self._scope = scope
+        self._hooks = hooks
+        self._allowed = [name for name in allowed if isinstance(name, str)]
+        self._trace = trace
+
+    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        call = {"id": new_id(), "name": name, "arguments": json.dumps(thaw(args or {}), ensure_ascii=False)}
+        refused, call = await _pre_tool(call, self._runtime, self._scope, self._hooks, self._trace)
+        if refused is not None:
+            return json.loads(refused)
+        if call["name"] not in self._allowed:
+            # After PreToolUse: a hook may rename the call, but only to a tool the manifest allows.
+            return tool_error("unauthorized", f"the tool {call['name']} is not in function.tools of {self._runtime.runtime_id}",
+                              f"add it to function.tools, or use one of: {', '.join(self._allowed) or 'none'}")
+        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call)
+        text, _, _ = await _post_tool(call, result, self._runtime, self._scope, self._hooks, self._trace)
+        return json.loads(text)
+
+
+class ModelCallFailed(RuntimeError):
+    pass
+
+
+class GatewayView:
+    """ctx.gateway: text and JSON model calls through the LLM gateway, in the runtime's
+    function.model slot (default `plugin`; a session override for the runtime wins)."""
+
+    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime, scope: ExecutionScope, manifest: dict, deadline: Any) -> None:
+        self._gateway = gateway
+        self._runtime = runtime
+        self._scope = scope
+        self.slot = str((manifest.get("function") or {}).get("model") or "plugin")
+        self._override = scope.session.runtime_model_overrides.get(runtime.runtime_id, "")
+        # A callable: the monotonic time the handler must finish by.
+        self._deadline = deadline
+
+    async def generate_text(self, prompt: str | None = None, *, messages: list[dict[str, str]] | None = None,
+                            system: str | None = None, temperature: float | None = None, max_tokens: int | None = None) -> str:
+        reply = await self._generate(prompt, messages, system, None, temperature, max_tokens)
+        return reply.message.content
+
+    async def generate_object(self, prompt: str | None = None, *, schema: dict[str, Any], messages: list[dict[str, str]] | None = None,
+                              system: str | None = None, name: str = "result", temperature: float | None = None) -> Any:
+        """The reply parsed as JSON, asked for with `schema` as the response format."""
+        response_format = gateway_pb2.ResponseFormat(name=name, schema=to_struct(schema))
+        reply = await self._generate(prompt, messages, system, response_format, temperature, None)
+        try:
+            return json.loads(reply.message.content)
+        except json.JSONDecodeError as error:
+            raise ModelCallFailed(f"gateway.generate_object(): the reply is not JSON: {error}") from error
+
+    async def _generate(self, prompt, messages, system, response_format, temperature, max_tokens) -> gateway_pb2.GenerateResponse:
+        chat = [{"role": "system", "content": system}] if system else []
+        chat += [dict(m) for m in messages or []]
+        if prompt is not None:
+            chat.append({"role": "user", "content": prompt})
+        if not chat:
+            raise ValueError("gateway: give a prompt or messages")
+        request = gateway_pb2.GenerateRequest(
+            slot=self.slot, model_override=self._override,
+            messages=[gateway_pb2.ChatMessage(role=str(m.get("role", "user")), content=str(m.get("content") or "")) for m in chat],
+            origin=gateway_pb2.CallOrigin(session_id=self._scope.session.id, turn_id=self._scope.turn_id, runtime_id=self._runtime.runtime_id),
+        )
+        if response_format is not None:
+            request.response_format.CopyFrom(response_format)
+        if temperature is not None:
+            request.temperature = temperature
+        if max_tokens is not None:
+            request.max_tokens = max_tokens
+        remaining = self._deadline() - time.monotonic()
+        if remaining <= 0:
+            raise asyncio.TimeoutError("gateway: no time left in function.timeoutMs")
+        first = remaining / 2 if remaining > 2 * STALL_RESEND_MIN_S else remaining
+        request.timeout_ms = int(first * 1000)
+        try:
+            reply = await self._gateway.GenerateOnce(request, timeout=first)
+        except grpc.aio.AioRpcError as error:
+            left = self._deadline() - time.monotonic()
+            if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED or first == remaining or left <= 0:
+                raise ModelCallFailed(f"gateway: {error.code().name}: {error.details()}") from error
+            # The model took the request and went silent: one more attempt with the time left.
+            request.timeout_ms = int(left * 1000)
+            try:
+                reply = await self._gateway.GenerateOnce(request, timeout=left)
+            except grpc.aio.AioRpcError as again:
+                raise ModelCallFailed(f"gateway: {again.code().name}: {again.details()}") from again
+        if reply.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
+            raise ModelCallFailed(f"gateway: the model call failed: {reply.error_message or 'no reason given'}")
+        return reply

@@ -1,0 +1,63 @@
+"""A function handler's ctx.world, ctx.store, ctx.tools and ctx.gateway, through all five services."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import pytest_asyncio
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.grpc_client import open_channel
+from shared.structs import from_struct, to_struct
+from tests.e2e.conftest import running_services
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+# Only the memory slot (function.model of ctx-probe/worker) answers this prompt with this text.
+SCRIPT = {"rules": [{"match": "ctx-probe-ask", "slots": ["memory"], "reply": {"text": "the memory slot answers"}}]}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def scripted(tmp_path_factory):
+    async with running_services(tmp_path_factory.mktemp("covel-ctx"), script=SCRIPT) as group:
+        yield group
+
+
+async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) -> None:
+    async with open_channel(scripted.addrs["scheduler"]) as channel, open_channel(scripted.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["ctx-probe"], approved_plugins=["ctx-probe"]))).session
+        # A world with a character, committed through the store (as a setup runtime would).
+        lease = (await store.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(
+            session_id=session.id, holder="test", ttl_ms=10000, origin="manual"))).lease
+        await store.CommitTurn(store_pb2.CommitTurnRequest(
+            session_id=session.id, lease_id=lease.lease_id, release_lease=True,
+            turn=store_pb2.Turn(id=lease.turn_id, status=store_pb2.TURN_STATUS_COMMITTED, origin="manual"),
+            proposals=[
+                store_pb2.Proposal(id="s", type="character.schema.set", plugin_id="world", runtime_id="world/setup",
+                                   payload=to_struct({"types": ["npc"], "attributes": {}})),
+                store_pb2.Proposal(id="c", type="character.upsert", plugin_id="world", runtime_id="world/setup",
+                                   payload=to_struct({"characterId": "npc-mira", "expectedVersion": 0, "character": {"name": "Mira", "type": "npc"}})),
+            ]))
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I ask around.")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+    result = next(r for r in turn.runtime_results if r.runtime_id == "ctx-probe/worker")
+    assert result.status == "success", result.reason
+    output = from_struct(result.output)
+    assert output["characters"] == ["Mira"] and output["schemaTypes"] == ["npc"]
+    assert output["frozen"], "ctx.world and what it holds are read-only"
+    assert output["session"] == {"phase": "playing", "completed": 0, "locale": "en"}
+    calls = output["calls"]
+    assert calls["plain"] == {"ok": True, "data": {"word": "plain", "by": "ctx-probe/worker"}}
+    assert calls["rewrite"]["data"]["word"] == "rewritten", "PreToolUse rewrote the arguments"
+    assert calls["blocked"]["ok"] is False and "ctx-probe refuses" in json.dumps(calls["blocked"])
+    assert calls["annotate"] == {"ok": True, "data": {"annotated": True}}, "PostToolUse rewrote the result"
+    assert output["unauthorized"] == "unauthorized", "only function.tools may be called"
+    assert output["text"] == "the memory slot answers", "ctx.gateway used function.model's slot"
+    assert output["answer"] == {"mood": "calm"}
+    traced = [(e.event, e.runtime_id) for e in turn.hook_trace]
+    assert ("PreToolUse", "ctx-probe/worker") in traced and ("PostToolUse", "ctx-probe/worker") in traced

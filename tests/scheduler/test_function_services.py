@@ -1,0 +1,49 @@
+"""ctx.world: the committed world plus finished upstream world proposals, frozen all the way down."""
+
+from __future__ import annotations
+
+import pytest
+
+from covel.store.v1 import store_pb2
+from services.scheduler.function_services import WorldView
+from shared.plugin_sdk import thaw
+from shared.structs import to_struct, to_value
+
+
+def proposal(kind: str, payload: dict) -> store_pb2.Proposal:
+    return store_pb2.Proposal(id=kind, type=kind, plugin_id="p", runtime_id="p/r", payload=to_struct(payload))
+
+
+WORLD = store_pb2.GetWorldResponse(
+    character_schema_version=1,
+    character_schema=to_struct({"types": ["npc"], "attributes": {}}),
+    characters=[store_pb2.Character(id="npc-a", version=2, data=to_struct({"name": "Ada", "tags": ["x"]}))],
+    dimensions=[store_pb2.Dimension(id="weather", name="Weather", schema=to_struct({"type": "string"}), value=to_value("rain"), version=1)],
+)
+
+
+def test_upstream_world_proposals_show_on_top_of_the_committed_world() -> None:
+    world = WorldView(WORLD, [
+        proposal("character.upsert", {"characterId": "npc-b", "expectedVersion": 0, "character": {"name": "Bo"}}),
+        proposal("character.upsert", {"characterId": "npc-a", "expectedVersion": 2, "character": {"name": "Ada the Bold"}}),
+        proposal("dimension.update", {"updates": [{"id": "weather", "value": "sun", "expectedVersion": 1}]}),
+        proposal("character.schema.set", {"types": ["npc", "player"], "attributes": {}}),
+    ])
+    assert [(c["id"], c["name"], c["version"]) for c in world.characters] == [("npc-a", "Ada the Bold", 3), ("npc-b", "Bo", 1)]
+    assert (world.dimensions["weather"]["value"], world.dimensions["weather"]["version"]) == ("sun", 2)
+    assert list(world.characterSchema["types"]) == ["npc", "player"]
+
+
+def test_the_world_view_is_frozen_and_thaw_gives_a_copy() -> None:
+    world = WorldView(WORLD)
+    with pytest.raises(TypeError):
+        world.characters[0]["name"] = "Eve"
+    with pytest.raises(TypeError):
+        world.dimensions["weather"] = {}
+    with pytest.raises(AttributeError):
+        world.characters[0]["tags"].append("y")
+    with pytest.raises(TypeError):
+        world.characters = ()
+    copy = thaw(world.characters)
+    copy[0]["name"] = "Eve"
+    assert world.characters[0]["name"] == "Ada"
