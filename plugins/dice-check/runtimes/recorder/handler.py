@@ -1,0 +1,43 @@
+"""Record the turn's checks (dataset `checks`) and count them (dataset `tally`, inc operations)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+
+def _lib(name):
+    module_name = f"covel_plugin_dice_check_{name}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).resolve().parents[2] / "lib" / f"{name}.py")
+        sys.modules[module_name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
+
+
+dice = _lib("dice")
+
+
+async def handler(ctx):
+    recorded = []
+    for event in ctx.activation.get("events", []):
+        payload = event.get("payload") or {}
+        checks = payload.get("checks") or []
+        problems = dice.mismatches(checks)
+        if problems:
+            raise ValueError(f"dice-check.rolled from {event.get('source')}: {'; '.join(problems)}")
+        turn = int(payload.get("turn") or ctx.logical_turn)
+        for index, check in enumerate(checks, start=1):
+            record = {"id": f"t{turn}-{index}", "turn": turn, **check}
+            await ctx.plugin_data.set("checks", record["id"], record)
+            recorded.append(record["id"])
+        successes = sum(1 for check in checks if dice.is_success(check["outcome"]))
+        await add_to_tally(ctx, checks=len(checks), successes=successes, failures=len(checks) - successes)
+    return {"recorded": recorded}
+
+
+async def add_to_tally(ctx, **counts):
+    current = await ctx.plugin_data.get("tally", "all")
+    if current is None:
+        await ctx.plugin_data.set("tally", "all", {"id": "all", "checks": 0, "successes": 0, "failures": 0, "rolls": 0, **counts})
+        return
+    await ctx.plugin_data.update("tally", "all", [{"op": "inc", "path": f"/{name}", "by": by} for name, by in counts.items() if by])
