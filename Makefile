@@ -13,8 +13,8 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/covel demo
 
-test: $(VENV)/.installed
-	$(VENV)/bin/ruff check .
+# Lint first (ruff and buf), then the suite (which includes the deploy-check and Node client tests).
+test: lint
 	$(PY) -m pytest -q
 
 proto: $(GEN)/.stamp
@@ -37,8 +37,10 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+# ruff for Python, buf (buf.yaml: STANDARD rules) for protos/.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/buf lint
 
 # Each benchmark prints a table and writes bench/results/<name>.json.
 BENCHMARKS := turn_latency scheduler_overhead hook_dispatch gateway_overhead store_commit validate_plugins
