@@ -15,6 +15,11 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 32 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.enable_retries", 1),
+    # Peers start in any order (a launcher, a cluster): a refused first connect is retried within
+    # 100 ms-2 s instead of gRPC's default 1-120 s backoff, during which every call fails at once.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 
 
