@@ -113,16 +113,18 @@ class ServiceGroup:
         return name, code
 
     async def stop(self, grace_s: float = 15.0) -> None:
-        for name in reversed(SERVICES):
-            process = self.processes.get(name)
-            if process is not None and process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-        for name in reversed(SERVICES):
-            process = self.processes.get(name)
-            if process is None:
-                continue
-            try:
-                await asyncio.wait_for(process.wait(), grace_s)
-            except asyncio.TimeoutError:
-                process.kill()
-                await process.wait()
+        # The scheduler first, while the others still serve: its gateway:shutdown hooks run in hooks.
+        for group in (("scheduler",), tuple(name for name in reversed(SERVICES) if name != "scheduler")):
+            for name in group:
+                process = self.processes.get(name)
+                if process is not None and process.returncode is None:
+                    process.send_signal(signal.SIGTERM)
+            for name in group:
+                process = self.processes.get(name)
+                if process is None:
+                    continue
+                try:
+                    await asyncio.wait_for(process.wait(), grace_s)
+                except asyncio.TimeoutError:
+                    process.kill()
+                    await process.wait()

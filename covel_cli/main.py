@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from covel_cli.hooks_info import add_parser as add_hooks_info
 from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, configured_addrs, free_port_addrs
 from covel_cli.play import DEMO_ACTIONS, play, read_terminal_line, scripted_reader
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     health = commands.add_parser("health", help="gRPC health of the five services at their configured addresses")
     health.set_defaults(run=_health)
     add_validate_plugin(commands)
+    add_hooks_info(commands)
     return parser
 
 

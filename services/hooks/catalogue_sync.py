@@ -12,6 +12,7 @@ import grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.hooks.dispatcher import HandlerTable
 from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
+from services.hooks.event_keys import EventKeyTable
 from shared.logs import get_logger
 
 log = get_logger(component="catalogue_sync")
@@ -22,6 +23,7 @@ class LoadedHandlers:
     generation: int = 0
     table: HandlerTable = field(default_factory=lambda: HandlerTable([], {}))
     load_result: LoadResult = field(default_factory=LoadResult)
+    event_keys: EventKeyTable = field(default_factory=lambda: EventKeyTable([], {}))
 
 
 def _entries(reply: registry_pb2.ListPluginsResponse) -> list[PluginEntry]:
@@ -60,9 +62,15 @@ class CatalogueSync:
             result = await asyncio.to_thread(load_entries, entries, reply.generation)
             registrations = [hook for loaded in result.loaded for hook in loaded.registrar.hooks]
             sources = {entry.plugin_id: entry.source for entry in entries}
-            self.current = LoadedHandlers(reply.generation, HandlerTable(registrations, sources), result)
+            event_handlers = [handler for loaded in result.loaded for handler in loaded.registrar.event_handlers]
+            self.current = LoadedHandlers(
+                reply.generation, HandlerTable(registrations, sources), result, EventKeyTable(event_handlers, sources)
+            )
             for plugin_id, error in result.errors.items():
                 log.warning("plugin.entry_failed", plugin_id=plugin_id, error=error)
+            for handler in event_handlers:
+                if handler.warning:
+                    log.warning("event_key.unknown", plugin_id=handler.plugin_id, key=handler.key, warning=handler.warning)
             log.info("handlers.loaded", generation=reply.generation, plugins=len(result.loaded), handlers=len(registrations))
             return self.current
 

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.registrar import RegistrationError
 
@@ -50,6 +51,8 @@ class PluginEntry:
 class LoadedPlugin:
     entry: PluginEntry
     registrar: PluginRegistrar
+    # The plugin's @hookimpl objects (covel.register_hookimpls), already turned into registrations.
+    hookspecs: HookspecAdapter | None = None
 
 
 @dataclass
@@ -157,6 +160,7 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
             outcome = register(registrar)
             if inspect.isawaitable(outcome):
                 raise RegistrationError(f"{plugin.entry}: register(covel) must be a plain function, not async")
+            hookspecs = register_hookimpls(registrar)
         except Exception as error:  # plugin code: any failure fails that plugin only
             result.errors[plugin.plugin_id] = f"{plugin.entry} failed to load: {type(error).__name__}: {error}"
             continue
@@ -164,5 +168,5 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
         if mismatch:
             result.errors[plugin.plugin_id] = mismatch
             continue
-        result.loaded.append(LoadedPlugin(plugin, registrar))
+        result.loaded.append(LoadedPlugin(plugin, registrar, hookspecs))
     return result

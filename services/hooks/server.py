@@ -12,13 +12,16 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
+from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.fault_breaker import FaultBreaker
+from services.hooks.hookspec_adapter import events_for
 from services.hooks.settings import HooksSettings
 from services.hooks.tool_host import call_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
+from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.tools import ToolContext, tool_error
 from shared.structs import from_struct, to_struct
 from shared.telemetry.tracing import configure_tracing
@@ -28,6 +31,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     def __init__(self, sync: CatalogueSync, breaker: FaultBreaker) -> None:
         self._sync = sync
         self._breaker = breaker
+        self.event_bus = EventKeyBus()
 
     @rpc
     async def Dispatch(self, request: hooks_pb2.DispatchRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchResponse:
@@ -141,6 +145,54 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         result = await call_tool(tool, tool_context, request.arguments)
         return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=bool(result.get("ok")))
 
+    @rpc
+    async def EmitEvent(self, request: hooks_pb2.EmitEventRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.EmitEventResponse:
+        if not KEY_PATTERN.match(request.key):
+            raise invalid_argument("key", f"{request.key!r} is not an event key; write lowercase words joined by `:`, e.g. command:new")
+        if request.wait_budget_ms < 0:
+            raise invalid_argument("wait_budget_ms", "0 (wait for every handler) or a positive number of milliseconds")
+        audience = Audience()
+        if request.HasField("session"):
+            require(request.session.session_id, "session.session_id", "the session the event is about, or leave session unset")
+            audience = Audience(request.session.session_id, frozenset(request.session.active_plugin_ids),
+                                frozenset(request.session.approved_plugin_ids))
+        emission = await self.event_bus.emit(
+            self._sync.current.event_keys, request.key, audience, from_struct(request.context),
+            budget_s=request.wait_budget_ms / 1000 if request.wait_budget_ms else None,
+        )
+        return hooks_pb2.EmitEventResponse(
+            completed=emission.completed,
+            context=to_struct(emission.context),
+            handler_count=emission.handler_count,
+            trace=[
+                common_pb2.HookTraceEntry(event=entry.key, handler_plugin_id=entry.handler_plugin_id, status=entry.status,
+                                          message=entry.message, duration_us=entry.duration_us)
+                for entry in list(emission.trace)
+            ],
+        )
+
+    @rpc
+    async def ListEventKeys(self, request: hooks_pb2.ListEventKeysRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.ListEventKeysResponse:
+        loaded = self._sync.current
+        return hooks_pb2.ListEventKeysResponse(
+            keys=[
+                hooks_pb2.EventKeyInfo(key=key.key, family=key.family, delivery=key.delivery.value, budget_ms=key.budget_ms,
+                                       fired_at=key.fired_at, required_context=key.required, optional_context=key.optional)
+                for key in EVENT_KEYS
+            ],
+            subscriptions=[
+                hooks_pb2.EventKeySubscription(plugin_id=r.plugin_id, key=r.key, kind=subscription_kind(r.key),
+                                               warning=r.warning or "", timeout_ms=r.timeout_ms)
+                for r in loaded.event_keys.registrations
+            ],
+            hookspec_plugins=[
+                hooks_pb2.HookspecPlugin(plugin_id=plugin.entry.plugin_id, hooks=sorted(plugin.hookspecs.implemented()),
+                                         events=events_for(plugin.hookspecs.implemented()))
+                for plugin in loaded.load_result.loaded if plugin.hookspecs is not None
+            ],
+            generation=loaded.generation,
+        )
+
     def _tool(self, plugin_id: str, name: str):
         """(registration, package source) of a plugin's tool, or None."""
         for plugin in self._sync.current.load_result.loaded:
@@ -183,5 +235,7 @@ async def start(settings: HooksSettings) -> RunningServer:
         return [hooks_pb2.DESCRIPTOR.services_by_name["HookDispatcher"].full_name]
 
     running = await start_server(settings.hooks_addr, add, settings=settings, service="hooks")
+    # Event-key handlers still running (past a budget or their timeout) finish before the process exits.
+    running.on_shutdown.append(service.event_bus.join)
     running.on_shutdown.append(registry_channel.close)
     return running

@@ -2,6 +2,7 @@
 
 import asyncio
 
+from services.scheduler.event_keys import restart
 from services.scheduler.server import start
 from services.scheduler.settings import SchedulerSettings
 from shared.grpc_server import serve_until_signalled
@@ -15,5 +16,11 @@ async def main() -> None:
     await serve_until_signalled(running, "scheduler", settings.shutdown_grace_s)
 
 
-if __name__ == "__main__":
+def run() -> None:
     asyncio.run(main())
+    # SIGHUP: stopped like SIGTERM, then the process starts again in place.
+    restart.exec_if_requested()
+
+
+if __name__ == "__main__":
+    run()

@@ -21,7 +21,7 @@ from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.registry.v1 import registry_pb2
 from services.scheduler.agent_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
-from services.scheduler.context_assembly import assemble, framework_preamble, static_segments
+from services.scheduler.context_assembly import assemble, framework_preamble, resolve_bootstrap, static_segments
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import (
     StepPlan,
@@ -222,8 +222,9 @@ class AgentLoop:
             max_turns = _manifest_get(self.manifest, "agent", "history", "maxTurns", default=history_max_turns)
             segments = static_segments(runtime, self.story, packages)
             self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
+            bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
             self.system_prompt, self.messages = assemble(
-                runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments)
+                runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap)
             await self._post_context_assembly()
         self.available: dict[str, gateway_pb2.ToolDefinition] = {}
         wanted = tools_wanted(self.manifest)

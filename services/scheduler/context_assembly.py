@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
 from typing import Any
 
 from covel.common.v1 import common_pb2
@@ -33,6 +34,57 @@ def framework_preamble(runtime: registry_pb2.RuntimeManifest, locale: str, story
 
 def runtime_prompt(runtime: registry_pb2.RuntimeManifest, locale: str) -> str:
     return runtime.prompt_variants.get(locale) or runtime.prompt
+
+
+# agent:bootstrap: what one injected file and all of them may add to the system prompt.
+BOOTSTRAP_FILE_MAX_CHARS = 20_000
+BOOTSTRAP_TOTAL_MAX_CHARS = 60_000
+
+
+def prompt_file(runtime: registry_pb2.RuntimeManifest, locale: str, workspace_dir: str) -> dict[str, Any]:
+    """The runtime's own prompt as the first bootstrap record: PLUGIN.md of an inline runtime,
+    runtimes/<id>/RUNTIME.md otherwise (the locale's variant when there is one)."""
+    inline = runtime.runtime_id == runtime.plugin_id
+    base = "PLUGIN" if inline else "RUNTIME"
+    name = f"{base}.{locale}.md" if locale in runtime.prompt_variants else f"{base}.md"
+    relative = PurePosixPath(name) if inline else PurePosixPath("runtimes", runtime.runtime_id.split("/", 1)[-1], name)
+    path = str(PurePosixPath(workspace_dir) / relative) if workspace_dir else str(relative)
+    return {"name": name, "path": path, "missing": False, "content": runtime_prompt(runtime, locale)}
+
+
+async def resolve_bootstrap(hooks, scope, runtime: registry_pb2.RuntimeManifest, packages) -> list[dict[str, Any]] | None:
+    """agent:bootstrap (awaited): handlers may replace or extend the bootstrap files; None when
+    they left them as they were (or nobody listens), so the prompt is assembled as usual."""
+    events = getattr(hooks, "events", None)
+    if events is None:
+        return None
+    package = next((p for p in packages or [] if p.id == runtime.plugin_id), None)
+    workspace = package.root_dir if package is not None else ""
+    files = [prompt_file(runtime, scope.session.locale, workspace)]
+    resolved = await events.agent_bootstrap(scope.session, runtime, workspace, files)
+    return None if resolved == files else resolved
+
+
+def bootstrap_text(files: list[dict[str, Any]], own_prompt: str) -> list[str]:
+    """What the bootstrap files add to the system prompt, in order: paths deduplicated, missing or
+    content-less records skipped, each file and the total cut to the context budget. The runtime's
+    own prompt goes in as it is, any other file under a `## <name>` heading."""
+    seen: set[str] = set()
+    parts: list[str] = []
+    total = 0
+    for record in files:
+        path, content = record.get("path"), record.get("content")
+        if path in seen or record.get("missing") is True or not isinstance(content, str) or not content.strip():
+            continue
+        seen.add(path)
+        text = content.strip()[:BOOTSTRAP_FILE_MAX_CHARS]
+        text = text if content == own_prompt else f"## {record.get('name') or path}\n\n{text}"
+        text = text[: max(0, BOOTSTRAP_TOTAL_MAX_CHARS - total)]
+        if not text:
+            break
+        total += len(text)
+        parts.append(text)
+    return parts
 
 
 def history_messages(messages: list[common_pb2.Message], max_turns: int) -> list[dict[str, Any]]:
@@ -101,12 +153,16 @@ def assemble(
     inputs: dict[str, Any] | None = None,
     self_data: list[str] | None = None,
     segments: list[dict[str, Any]] | None = None,
+    bootstrap: list[dict[str, Any]] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
+    # agent:bootstrap handlers changed the files: they stand where the runtime's prompt stands.
+    own_prompt = runtime_prompt(runtime, locale)
+    prompt_parts = [own_prompt] if bootstrap is None else bootstrap_text(bootstrap, own_prompt)
     system_prompt = "\n\n".join(
         part
-        for part in (framework_preamble(runtime, locale, story), runtime_prompt(runtime, locale), *system_segments,
+        for part in (framework_preamble(runtime, locale, story), *prompt_parts, *system_segments,
                      runtime_inputs_block(inputs or {}), *(self_data or []))
         if part
     )

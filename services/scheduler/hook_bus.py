@@ -48,6 +48,9 @@ class ExecutionScope:
 
 
 class HookBus:
+    # The gateway event keys (services/scheduler/event_keys.SchedulerEventKeys), set by the server.
+    events = None
+
     def __init__(self, hooks: hooks_pb2_grpc.HookDispatcherStub) -> None:
         self._hooks = hooks
         self._subscribers: dict[str, set[str]] = {}

@@ -13,6 +13,7 @@ from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler.concealment import conceal_turn
+from services.scheduler.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import validate_actions
@@ -36,6 +37,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self._peers = peers
         self._settings = settings
         self._hooks = HookBus(peers.hooks)
+        # Gateway event keys (services/scheduler/event_keys.py); the bus carries them to context assembly.
+        self.events = self._hooks.events = SchedulerEventKeys(peers.hooks, peers.store, public_cfg(settings))
         self._runner = TurnRunner(peers, PluginCache(peers.registry), self._hooks, settings)
         # Turns keep running when their client goes away; shutdown waits for them.
         self.turns_in_flight: set[asyncio.Task] = set()
@@ -79,6 +82,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})},
         )
         _log_hook_failures(started.trace)
+        await self.events.command_new(session)
         return scheduler_pb2.CreateSessionResponse(
             session=session,
             rejected=[
@@ -115,6 +119,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         _check_idempotency_key(request.idempotency_key)
         actions = validate_actions(list(request.actions))
+        self.events.player_message(request.session_id, actions, request.idempotency_key)
 
         async def work(emit) -> None:
             turn = await self._runner.run(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
@@ -168,7 +173,14 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             event = await events.get()
             if event is done:
                 break
-            yield event
+            try:
+                yield event
+            except BaseException:
+                if event.WhichOneof("event") == "turn_completed":
+                    self.events.message_sent(event.turn_completed, False, "the client went away before the story was delivered")
+                raise
+            if event.WhichOneof("event") == "turn_completed":
+                self.events.message_sent(event.turn_completed, True)
             if background and event.WhichOneof("event") == "turn_started":
                 return
         # Raises the turn's error, if any, as this RPC's status.
@@ -235,6 +247,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             ),
             timeout=10,
         )
+        await self.events.session_patch(reply.session, {"approve": list(request.approve), "revoke": list(request.revoke)})
         return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
 
     @rpc
@@ -246,6 +259,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 f"no turn of session {request.session_id} is running on this scheduler"
                 + (f" with id {request.turn_id}" if request.turn_id else "")
             )
+        await self.events.command_stop(request.session_id)
         return scheduler_pb2.CancelResponse()
 
 
@@ -285,6 +299,10 @@ async def start(settings: SchedulerSettings) -> RunningServer:
         if service.turns_in_flight:
             await asyncio.wait(set(service.turns_in_flight), timeout=settings.shutdown_grace_s)
 
+    # gateway:startup once serving (not delaying the bind); gateway:shutdown (and pre-restart on SIGHUP) before turns drain.
+    service.events.startup(settings)
+    restart.listen()
+    running.on_shutdown.append(service.events.shutting_down)
     running.on_shutdown.append(drain_turns)
     running.on_shutdown.append(peers.close)
     return running

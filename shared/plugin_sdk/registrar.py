@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.hook_events import DEFAULT_HOOK_TIMEOUT_MS, ENFORCE_GROUPS, EVENTS_BY_NAME
+from shared.plugin_sdk.event_keys import DEFAULT_EVENT_HANDLER_TIMEOUT_MS, KEY_PATTERN, subscription_warning
 
 
 class RegistrationError(ValueError):
@@ -28,6 +29,18 @@ class HookRegistration:
     enforce: str
     # Position among all of this plugin's registrations, for the "registration order" rule.
     order: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventKeyRegistration:
+    """covel.on_event: a handler of a gateway event key or family (shared/plugin_sdk/event_keys.py)."""
+
+    plugin_id: str
+    key: str
+    handler: Callable[..., Any]
+    timeout_ms: int
+    # Why the kernel never emits this key (unknown or custom); None for known keys and families.
+    warning: str | None
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,9 @@ class PluginRegistrar:
     services: list[ServiceRegistration] = field(default_factory=list)
     extensions: list[ExtensionRegistration] = field(default_factory=list)
     forms: list[FormValidatorRegistration] = field(default_factory=list)
+    event_handlers: list[EventKeyRegistration] = field(default_factory=list)
+    # Objects with @hookimpl methods (Python hookspecs); the hooks service maps them onto events.
+    hookimpl_objects: list[Any] = field(default_factory=list)
 
     def on(
         self,
@@ -110,6 +126,28 @@ class PluginRegistrar:
         self.hooks.append(
             HookRegistration(self.plugin_id, event, handler, match, timeout_ms, enforce, len(self.hooks))
         )
+
+    def on_event(
+        self, key: str, handler: Callable[..., Any], *, timeout_ms: int = DEFAULT_EVENT_HANDLER_TIMEOUT_MS
+    ) -> None:
+        """Subscribe to a gateway event key (`command:new`) or a whole family (`command`).
+        An unknown key still registers, with a warning (see `covel hooks info`)."""
+        if not isinstance(key, str) or not KEY_PATTERN.match(key):
+            raise RegistrationError(f"covel.on_event({key!r}): an event key is lowercase words joined by `:`, e.g. command:new")
+        if not callable(handler):
+            raise RegistrationError(f"covel.on_event({key!r}): the handler is not callable")
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
+            raise RegistrationError(f"covel.on_event({key!r}, timeout_ms={timeout_ms!r}): a positive number of milliseconds")
+        self.event_handlers.append(EventKeyRegistration(self.plugin_id, key, handler, timeout_ms, subscription_warning(key)))
+
+    def register_hookimpls(self, plugin: Any) -> None:
+        """An object (or module) with `@hookimpl` methods in the Python hookspec style
+        (before_llm_call, before_tool_call, …); see shared/plugin_sdk/hookspecs.py."""
+        if plugin is None or isinstance(plugin, (str, bytes, int, float, bool, dict, list, tuple)):
+            raise RegistrationError("covel.register_hookimpls(): give an object whose methods are marked with @hookimpl")
+        if any(existing is plugin for existing in self.hookimpl_objects):
+            raise RegistrationError(f"covel.register_hookimpls({plugin!r}): registered twice")
+        self.hookimpl_objects.append(plugin)
 
     def register_tool(
         self,
