@@ -1,0 +1,66 @@
+"""cost-gate: count a session's model tokens, trim to the story at a soft cap, stop at a hard cap.
+
+Hooks have no storage of their own, so the count lives in this process, per session: it
+starts again from zero when the hooks service restarts.
+"""
+
+import re
+
+DEFAULTS = {"softCapTokens": 200_000, "hardCapTokens": 400_000}
+STORY_STAGE = "narrative"
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+used: dict[str, int] = {}
+
+
+def register(covel):
+    covel.on("TurnStart", stop_at_hard_cap, timeout_ms=1000)
+    covel.on("PreSchedule", story_only_at_soft_cap, timeout_ms=1000)
+    covel.on("PostLLMResponse", count_usage, timeout_ms=1000)
+    covel.on("SessionEnd", forget_session, timeout_ms=1000)
+
+
+def caps(ctx) -> tuple[int, int]:
+    settings = ctx.get_own_settings() or {}
+    return int(settings.get("softCapTokens", DEFAULTS["softCapTokens"])), int(settings.get("hardCapTokens", DEFAULTS["hardCapTokens"]))
+
+
+def approx_tokens(text: str) -> int:
+    return len(_TOKEN.findall(text or ""))
+
+
+def call_tokens(payload) -> int:
+    """The provider's usage when the payload has it, else words and punctuation of prompt and reply."""
+    response = payload.get("response") or {}
+    usage = response.get("usage") or payload.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("totalTokens"), (int, float)):
+        return int(usage["totalTokens"])
+    prompt = sum(approx_tokens(str(message.get("content") or "")) for message in payload.get("messages") or [] if isinstance(message, dict))
+    reply = approx_tokens(str(response.get("content") or ""))
+    reply += sum(approx_tokens(str(call.get("arguments") or "")) for call in response.get("toolCalls") or [] if isinstance(call, dict))
+    return prompt + reply
+
+
+def count_usage(ctx, payload):
+    used[ctx.session_id] = used.get(ctx.session_id, 0) + call_tokens(payload)
+
+
+def stop_at_hard_cap(ctx, payload):
+    _, hard = caps(ctx)
+    spent = used.get(ctx.session_id, 0)
+    if spent >= hard:
+        return {"action": "abort", "reason": f"cost-gate: this session used {spent} tokens, past its hard cap of {hard}; "
+                                             "raise hardCapTokens to go on"}
+    return {"action": "continue"}
+
+
+def story_only_at_soft_cap(ctx, payload):
+    soft, _ = caps(ctx)
+    if used.get(ctx.session_id, 0) < soft:
+        return {"action": "continue"}
+    story = [entry for entry in payload.get("triggered") or [] if entry.get("stage") == STORY_STAGE]
+    return {"action": "continue", "replace": {"triggered": story}}
+
+
+def forget_session(ctx, payload):
+    used.pop(payload.get("sessionId") or ctx.session_id, None)

@@ -1,0 +1,47 @@
+"""Story time as minutes since midnight of day 1, and how a turn's words move it (no I/O here)."""
+
+import re
+
+DAY = 24 * 60
+DEFAULT_START = "Day 1, 08:00"
+DEFAULT_STEP = 20
+_START = re.compile(r"^\s*(?:day\s*(\d{1,4})\s*,?\s*)?([0-2]?\d):([0-5]\d)\s*$", re.IGNORECASE)
+PERIODS = ((300, "night"), (420, "dawn"), (690, "morning"), (810, "noon"), (1050, "afternoon"), (1200, "dusk"), (1320, "evening"), (DAY, "night"))
+
+# (words, what they do): a jump to the next given hour, or a number of minutes.
+RULES = (
+    (("sleep", "go to bed", "until morning", "next morning", "睡", "天亮"), ("next", 7 * 60, "a night's sleep")),
+    (("at dawn", "until dawn", "黎明"), ("next", 6 * 60, "waiting for dawn")),
+    (("at dusk", "until dusk", "until evening", "nightfall", "黄昏", "傍晚"), ("next", 18 * 60, "waiting for dusk")),
+    (("at noon", "until noon", "中午"), ("next", 12 * 60, "waiting for noon")),
+    (("rest", "wait", "休息", "等"), ("add", 60, "resting")),
+    (("travel", "journey", "walk to", "ride to", "climb", "赶路", "走到", "爬"), ("add", 45, "travel")),
+)
+
+
+def parse_start(text: str) -> int:
+    match = _START.match(text or DEFAULT_START)
+    if not match or int(match.group(2)) > 23:
+        raise ValueError(f"start: {text!r} is not a time such as \"Day 1, 08:00\"")
+    day = int(match.group(1) or 1)
+    if day < 1:
+        raise ValueError(f"start: {text!r}: days count from 1")
+    return (day - 1) * DAY + int(match.group(2)) * 60 + int(match.group(3))
+
+
+def moment(minutes: int) -> dict:
+    of_day = minutes % DAY
+    period = next(name for limit, name in PERIODS if of_day < limit)
+    return {"day": minutes // DAY + 1, "time": f"{of_day // 60:02d}:{of_day % 60:02d}", "period": period}
+
+
+def elapsed(now: int, text: str, step: int) -> tuple[int, str]:
+    """Minutes this turn takes, and why: the first rule whose words the text has, else `step`."""
+    lowered = (text or "").lower()
+    for words, (kind, amount, reason) in RULES:
+        if any(word in lowered for word in words):
+            if kind == "add":
+                return amount, reason
+            wait = (amount - now % DAY) % DAY
+            return wait or DAY, reason
+    return step, "the turn's events"
