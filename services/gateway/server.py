@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -14,9 +16,11 @@ from services.gateway.providers.scripted import ScriptedProvider
 from services.gateway.settings import GatewaySettings
 from services.gateway.slots import OPENAI_COMPATIBLE, SCRIPTED, SlotTable
 from services.gateway.wire import call_from_request, event_to_proto, final_to_proto, slot_to_proto
-from shared.errors import rpc
+from shared.errors import ServiceError, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.telemetry import metrics, tracing
+from shared.telemetry.tracing import traced
 
 SERVICE_NAME = gateway_pb2.DESCRIPTOR.services_by_name["LlmGateway"].full_name
 
@@ -25,19 +29,31 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
     def __init__(self, runner: CallRunner) -> None:
         self.runner = runner
 
+    @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": True})
     @rpc
     async def Generate(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext):  # type: ignore[override]
         call = call_from_request(request)
-        async for event in self.runner.run(call, stream=True, caller_remaining_s=context.time_remaining()):
-            if isinstance(event, Final):
-                _log_final(call.slot, event)
-            yield event_to_proto(event)
+        started = time.perf_counter()
+        try:
+            async for event in self.runner.run(call, stream=True, caller_remaining_s=context.time_remaining()):
+                if isinstance(event, Final):
+                    _log_final(call.slot, event, started)
+                yield event_to_proto(event)
+        except ServiceError as error:
+            metrics.record_model_call(call.slot, "", error.code.name.lower(), time.perf_counter() - started, 0, 0, 0)
+            raise
 
+    @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": False})
     @rpc
     async def GenerateOnce(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.GenerateResponse:
         call = call_from_request(request)
-        final = await self.runner.run_to_final(call, caller_remaining_s=context.time_remaining())
-        _log_final(call.slot, final)
+        started = time.perf_counter()
+        try:
+            final = await self.runner.run_to_final(call, caller_remaining_s=context.time_remaining())
+        except ServiceError as error:
+            metrics.record_model_call(call.slot, "", error.code.name.lower(), time.perf_counter() - started, 0, 0, 0)
+            raise
+        _log_final(call.slot, final, started)
         return final_to_proto(final)
 
     @rpc
@@ -45,7 +61,11 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
         return gateway_pb2.ListSlotsResponse(slots=[slot_to_proto(s) for s in self.runner.slots.describe()])
 
 
-def _log_final(slot: str, final: Final) -> None:
+def _log_final(slot: str, final: Final, started: float) -> None:
+    metrics.record_model_call(slot, final.provider, final.finish_reason or "stop", time.perf_counter() - started, final.attempts,
+                              final.usage.prompt_tokens, final.usage.completion_tokens)
+    tracing.current_span().set_attributes({"covel.model.provider": final.provider, "covel.model.name": final.model,
+                                           "covel.model.attempts": final.attempts})
     get_logger().info(
         "gateway.call_finished",
         slot=slot,

@@ -24,7 +24,8 @@ from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.tools import ToolContext, tool_error
 from shared.structs import from_struct, to_struct
-from shared.telemetry.tracing import configure_tracing
+from shared.telemetry import metrics
+from shared.telemetry.tracing import configure_tracing, traced
 
 
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
@@ -33,6 +34,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         self._breaker = breaker
         self.event_bus = EventKeyBus()
 
+    @traced("covel.hooks.dispatch", lambda self, request, context: {"covel.hook.event": request.event, "covel.turn_id": request.context.turn_id})
     @rpc
     async def Dispatch(self, request: hooks_pb2.DispatchRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchResponse:
         if request.event not in EVENTS_BY_NAME:
@@ -59,6 +61,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             # These events' handlers are not cancelled with the execution (their signal fires on timeout only).
             result = await asyncio.shield(running)
         trace = result.trace
+        metrics.record_hook_trace(trace)
         for entry in trace:
             self._breaker.record(ctx.session_id, ctx.turn_id, entry.handler_plugin_id, entry.status, entry.message)
         return hooks_pb2.DispatchResponse(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 import grpc
+import structlog
 
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
@@ -25,6 +27,7 @@ from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.security.auth import client_api_interceptors
 from shared.structs import from_struct
+from shared.telemetry import metrics, tracing
 from shared.telemetry.tracing import configure_tracing
 
 LOCALES = ("en", "zh")
@@ -122,7 +125,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self.events.player_message(request.session_id, actions, request.idempotency_key)
 
         async def work(emit) -> None:
-            turn = await self._runner.run(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
+            turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
             await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
             # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
             advances = 0
@@ -130,7 +133,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 advances += 1
                 key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
                 advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
-                turn = await self._runner.run(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
+                turn = await self._run_turn(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
                 await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
 
         async for event in self._stream(work):
@@ -147,11 +150,29 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         )
 
         async def work(emit) -> None:
-            turn = await self._runner.run(turn_request, emit)
+            turn = await self._run_turn(turn_request, emit)
             await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
 
         async for event in self._stream(work, background=request.background):
             yield event
+
+    async def _run_turn(self, turn_request: TurnRequest, emit) -> store_pb2.Turn:
+        """One turn in its trace span (the parent of every hop it makes), with its latency metric and the
+        session id on every log line of the turn's task (the runner adds the turn id)."""
+        structlog.contextvars.bind_contextvars(session_id=turn_request.session_id)
+        started = time.perf_counter()
+        status = "error"
+        attributes = {"covel.session_id": turn_request.session_id, "covel.turn.origin": turn_request.origin}
+        with tracing.span("covel.turn", attributes) as span:
+            try:
+                turn = await self._runner.run(turn_request, emit)
+                status = store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower()
+                span.set_attributes({"covel.turn_id": turn.id, "covel.turn.status": status, "covel.logical_turn": turn.logical_turn})
+            finally:
+                elapsed = time.perf_counter() - started
+                metrics.record_turn(turn_request.origin, status, elapsed)
+        log.info("turn.finished", turn_id=turn.id, logical_turn=turn.logical_turn, status=status, duration_ms=round(elapsed * 1000, 1))
+        return turn
 
     async def _stream(self, work, *, background: bool = False):
         """Run `work(emit)` as its own task and stream what it emits. The task outlives a client that

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 from google.protobuf import timestamp_pb2
+from structlog.contextvars import bind_contextvars as bind_turn_to_logs
 
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
@@ -42,6 +43,7 @@ from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.structs import from_struct, to_struct
+from shared.telemetry.tracing import traced
 
 Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
 log = get_logger(component="turn_runner")
@@ -179,6 +181,7 @@ class TurnRunner:
         self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, turn: store_pb2.Turn, emit: Emit
     ) -> store_pb2.Turn:
         started = time.monotonic()
+        bind_turn_to_logs(turn_id=turn.id, logical_turn=lease.logical_turn)  # this task's log lines (telemetry)
         scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
         confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(
             registry_pb2.ResolveConfirmedSessionPluginsRequest(active_plugins=list(session.active_plugins)), timeout=10
@@ -442,6 +445,8 @@ class TurnRunner:
             unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
         )
 
+    @traced("covel.runtime", lambda self, runtime, *_: {"covel.runtime_id": runtime.runtime_id, "covel.runtime.type": runtime.type},
+            lambda outcome: {"covel.runtime.status": outcome.status})
     async def _run_runtime(self, runtime, scope, run: TurnState, player_message, emit, record, manifest) -> RuntimeOutcome:
         started = time.monotonic()
         await emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime.runtime_id, stage=runtime.stage)))

@@ -14,6 +14,8 @@ from services.store.turn_commit import commit_turn
 from shared.errors import aborted, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.telemetry import metrics
+from shared.telemetry.tracing import traced
 
 log = get_logger(component="store")
 _closing: set[asyncio.Task[None]] = set()
@@ -69,10 +71,12 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         await self._db.write(leases.release, request.session_id, request.lease_id)
         return store_pb2.ReleaseTurnLeaseResponse()
 
+    @traced("covel.store.commit", lambda self, request, context: {"covel.session_id": request.session_id, "covel.turn_id": request.turn.id})
     @rpc
     async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context) -> store_pb2.CommitTurnResponse:
         validation.commit(request)
         reply = await self._db.write(commit_turn, request)
+        record_commit(reply.turn)
         log.info(
             "turn.recorded",
             session_id=request.session_id,
@@ -199,6 +203,14 @@ async def start(settings: StoreSettings) -> RunningServer:
     running.on_shutdown.append(close_when_stopped)
     return running
 
+
+
+def record_commit(turn: store_pb2.Turn) -> None:
+    """covel_store_commits_total by turn status, covel_store_proposals_total by proposal outcome."""
+    metrics.record_commit(
+        store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower(),
+        [store_pb2.ProposalStatus.Name(outcome.status).removeprefix("PROPOSAL_STATUS_").lower() for outcome in turn.proposal_outcomes],
+    )
 
 async def wait_closed() -> None:
     """Wait until every stopped store's database is closed (after RunningServer.stop)."""
