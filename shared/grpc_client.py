@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -20,6 +22,10 @@ CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    # A call that finds its peer not (yet) reachable is retried a few times instead of failing at once.
+    ("grpc.service_config", json.dumps({"methodConfig": [{"name": [{}], "retryPolicy": {
+        "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"]}}]})),
 ]
 
 
