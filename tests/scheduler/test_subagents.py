@@ -1,0 +1,109 @@
+"""Subagent admission: validation, target resolution, limits and error codes (spec: 子 agent)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.scheduler.subagents import MAX_CONCURRENT, SubagentBudget, Subagents
+from tests.scheduler.agent_harness import runtime
+
+
+def provider(runtime_id: str, contract: str = "", subagent_only: bool = True, timeout_ms: int | None = None):
+    manifest = {"schedule": {"subagentOnly": subagent_only}, "io": {"output": {"contract": contract}} if contract else {}}
+    if timeout_ms:
+        manifest["agent"] = {"loop": {"timeoutMs": timeout_ms}}
+    return runtime(runtime_id, manifest=manifest), manifest
+
+
+def subagents(providers, run_provider=None, **kwargs):
+    async def answer(plan):
+        return {"ok": True, "output": {"brief": plan.brief}, "stopReason": "completed"}
+
+    async def characters():
+        return [{"id": "npc-mara", "name": "Mara", "description": "A guard."}]
+
+    return Subagents(caller_plugin_id="gate", caller_runtime_id="gate/plan", providers=providers,
+                     run_provider=run_provider or answer, characters=characters, remaining_s=lambda: 30.0, **kwargs)
+
+
+async def test_targets_by_contract_and_same_package_runtime_id():
+    agents = subagents([provider("gate/guard", "gate-actor@1"), provider("other/helper", "helper@1"),
+                        provider("gate/scheduled", "x@1", subagent_only=False)])
+    assert (await agents.run({"target": {"contract": "helper@1"}, "brief": "Help."}))["ok"] is True
+    assert (await agents.run({"target": {"runtimeId": "gate/guard"}, "brief": "Guard."}))["output"] == {"brief": "Guard."}
+    other = await agents.run({"target": {"runtimeId": "other/helper"}, "brief": "Help."})
+    assert other["error"]["code"] == "not-found" and "by its contract" in other["error"]["message"]
+    # A runtime that is not subagentOnly is no provider.
+    assert (await agents.run({"target": {"contract": "x@1"}, "brief": "x"}))["error"]["code"] == "not-found"
+    ambiguous = subagents([provider("a/one", "c@1"), provider("b/two", "c@1")])
+    assert (await ambiguous.run({"target": {"contract": "c@1"}, "brief": "x"}))["error"]["code"] == "ambiguous"
+
+
+@pytest.mark.parametrize("request_, fragment", [
+    ({"brief": "x"}, "target"),
+    ({"target": {"contract": "helper@1", "runtimeId": "gate/guard"}, "brief": "x"}, "exactly one"),
+    ({"target": {"contract": "helper@1"}, "brief": ""}, "brief"),
+    ({"target": {"contract": "helper@1"}, "brief": "x" * 20_001}, "20000"),
+    ({"target": {"contract": "helper@1"}, "brief": "x", "data": "text"}, "JSON object"),
+    ({"target": {"contract": "helper@1"}, "brief": "x", "data": {"blob": "y" * 33_000}}, "bytes"),
+    ({"target": {"contract": "helper@1"}, "brief": "x", "budget": {"maxSteps": 0}}, "budget"),
+    ({"target": {"contract": "helper@1"}, "brief": "x", "characterId": "npc-mara"}, "character-actor@1"),
+])
+async def test_invalid_requests_are_refused_without_using_the_budget(request_, fragment):
+    agents = subagents([provider("other/helper", "helper@1")])
+    result = await agents.run(request_)
+    assert result["ok"] is False and result["error"]["code"] == "invalid-input" and fragment in result["error"]["message"]
+    assert agents.budget.calls == 0
+
+
+async def test_call_and_actor_limits():
+    agents = subagents([provider("other/helper", "helper@1"), provider("cast/actor", "character-actor@1")],
+                       budget=SubagentBudget(max_calls=3, max_actors=1))
+    actor = await agents.run({"target": {"contract": "character-actor@1"}, "characterId": "npc-mara", "brief": "Answer the visitor.",
+                              "instruction": "Be short."})
+    assert actor["ok"] and "Mara" in actor["output"]["brief"] and "Be short." in actor["output"]["brief"]
+    # The same character again takes no second actor slot; a missing one is refused before admission.
+    assert (await agents.run({"target": {"contract": "character-actor@1"}, "characterId": "npc-mara", "brief": "Again."}))["ok"]
+    missing = await agents.run({"target": {"contract": "character-actor@1"}, "characterId": "npc-nobody", "brief": "x"})
+    assert missing["error"]["code"] == "invalid-input" and agents.budget.calls == 2
+    assert (await agents.run({"target": {"contract": "helper@1"}, "brief": "third"}))["ok"]
+    over = await agents.run({"target": {"contract": "helper@1"}, "brief": "fourth"})
+    assert over["error"]["code"] == "unavailable" and "maxSubagentCalls" in over["error"]["message"]
+
+
+async def test_at_most_eight_run_at_once_and_the_rest_are_unavailable_at_once():
+    release = asyncio.Event()
+    running = []
+
+    async def slow(plan):
+        running.append(plan.call_id)
+        await release.wait()
+        return {"ok": True, "output": {}, "stopReason": "completed"}
+
+    agents = subagents([provider("other/helper", "helper@1")], run_provider=slow)
+    calls = [asyncio.ensure_future(agents.run({"target": {"contract": "helper@1"}, "brief": str(i)})) for i in range(MAX_CONCURRENT)]
+    await asyncio.sleep(0.01)
+    assert len(running) == MAX_CONCURRENT
+    ninth = await agents.run({"target": {"contract": "helper@1"}, "brief": "ninth"})
+    assert ninth["error"]["code"] == "unavailable" and "already running" in ninth["error"]["message"]
+    release.set()
+    assert all(result["ok"] for result in await asyncio.gather(*calls))
+
+
+async def test_timeout_is_the_tighter_of_budget_provider_and_caller():
+    async def never(plan):
+        await asyncio.sleep(10)
+
+    agents = subagents([provider("other/helper", "helper@1", timeout_ms=60_000)], run_provider=never)
+    result = await agents.run({"target": {"contract": "helper@1"}, "brief": "x", "budget": {"timeoutMs": 50}})
+    assert result["error"]["code"] == "timeout" and result["stopReason"] == "timeout"
+
+
+async def test_a_paused_provider_is_unavailable_and_calls_after_close_raise():
+    agents = subagents([provider("other/helper", "helper@1")], is_paused=lambda plugin_id: plugin_id == "other")
+    assert (await agents.run({"target": {"contract": "helper@1"}, "brief": "x"}))["error"]["code"] == "unavailable"
+    await agents.close()
+    with pytest.raises(RuntimeError):
+        await agents.run({"target": {"contract": "helper@1"}, "brief": "x"})
