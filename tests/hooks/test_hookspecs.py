@@ -1,0 +1,281 @@
+"""Python hookspecs: @hookimpl objects loaded from a real entry module, run by the real
+dispatcher on the contract events they map onto; every decision, the error rule and pluggy order."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
+from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.hookspec_adapter import REPLACED_PREFIX, events_for
+from shared.hook_events import EVENTS_BY_NAME
+from shared.plugin_sdk.hookspecs import HOOK_NAMES
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+ALL_EVENTS = ("PreLLMCall", "PostLLMResponse", "PreToolUse", "PostToolUse", "PostContextAssembly", "PostRuntime")
+
+POLICY = '''
+import dataclasses
+import json
+
+from shared.plugin_sdk.hookspecs import LLMCallDecision, LLMCallRequest, Tool, ToolCallDecision, hookimpl
+
+SEEN = []
+
+
+class First:
+    """Registered first: pluggy runs it last (LIFO), unless tryfirst moves it."""
+
+    @hookimpl
+    def before_tool_call(self, call, state):
+        SEEN.append(("first", call.tool, dict(call.arguments)))
+        if call.tool == "chained":
+            return ToolCallDecision.deny("first saw " + json.dumps(call.arguments, sort_keys=True))
+
+    @hookimpl(tryfirst=True)
+    def system_prompt(self, prompt, state):
+        return "Rule one (tryfirst)."
+
+    @hookimpl
+    def after_tool_call(self, call, result, state):
+        SEEN.append(("after_tool", call.tool, result.result, type(result.error).__name__ if result.error else None))
+
+    @hookimpl
+    def after_llm_call(self, request, result, state):
+        SEEN.append(("after_llm", request.model, result.text, result.run_id))
+
+    @hookimpl
+    def on_error(self, stage, error, message):
+        SEEN.append(("on_error", stage, str(error)))
+
+    @hookimpl
+    def provide_tools(self):
+        return [Tool("roll", lambda ctx, args: {"rolled": 4}, description="Roll a die.", read_only=True)]
+
+
+class Second:
+    @hookimpl
+    def before_tool_call(self, call, state):
+        SEEN.append(("second", call.tool, dict(call.arguments)))
+        if call.tool == "forbidden":
+            return ToolCallDecision.deny("not at this table")
+        if call.tool == "cached":
+            return ToolCallDecision.replace({"from": "cache", "q": call.arguments.get("q")})
+        if call.tool == "clamped":
+            return ToolCallDecision.proceed({"sides": min(call.arguments["sides"], 20)})
+        if call.tool == "chained":
+            return ToolCallDecision.proceed({**call.arguments, "second": True})
+        if call.tool == "explodes":
+            raise RuntimeError("policy bug")
+        if call.tool == "garbage":
+            return "deny it please"
+
+    @hookimpl(trylast=True)
+    def system_prompt(self, prompt, state):
+        return f"Rule two (trylast), for {prompt!r}."
+
+    @hookimpl
+    def before_llm_call(self, request, state):
+        last = request.messages[-1]["content"]
+        if last == "finish":
+            return LLMCallDecision.finish("Finished by a hook.")
+        if last == "rewrite":
+            return LLMCallRequest(run_id=request.run_id, model="fast", messages=[*request.messages[:-1],
+                                  {"role": "user", "content": "rewritten"}], tool_names=("roll",))
+        if last == "max-tokens":
+            return dataclasses.replace(request, max_tokens=5)
+        if last == "wrong":
+            return 42
+        if last == "raise":
+            raise ValueError("llm hook bug")
+
+
+class Third:
+    """Registered last: runs first among plain impls."""
+
+    @hookimpl
+    def system_prompt(self, prompt, state):
+        return 7
+
+
+def register(covel):
+    covel.register_hookimpls(First())
+    covel.register_hookimpls(Second())
+    covel.register_hookimpls(Third())
+'''
+
+
+def write_plugin(root: Path, plugin_id: str, code: str) -> Path:
+    package = root / plugin_id
+    (package / "server").mkdir(parents=True)
+    (package / "server" / "index.py").write_text(code)
+    return package
+
+
+def load(tmp_path: Path, plugin_id: str, code: str, hooks=ALL_EVENTS, tools=("roll",)):
+    package = write_plugin(tmp_path, plugin_id, code)
+    entry = PluginEntry(plugin_id, package, "server/index.py", tuple((event, "normal") for event in hooks), "builtin",
+                        declared_tools=tuple(tools))
+    return load_entries([entry], generation=1)
+
+
+@pytest.fixture
+def policy(tmp_path: Path):
+    result = load(tmp_path, "policy", POLICY)
+    assert result.errors == {}
+    [loaded] = result.loaded
+    module = __import__("sys").modules["covel_plugin_policy_g1.server.index"]
+    module.SEEN.clear()
+    table = HandlerTable(loaded.registrar.hooks, {"policy": "builtin"})
+    return table, module.SEEN, loaded
+
+
+EXECUTION = ExecutionContext(session_id="s", turn_id="t1", locale="en", active_plugin_ids=("policy",),
+                             plugin_id="policy", runtime_id="policy/agent")
+
+
+async def pre_tool(table, name: str, arguments: dict, call_id: str = "c1"):
+    return await dispatch(table, "PreToolUse", EXECUTION, {"toolCall": {"id": call_id, "name": name, "arguments": json.dumps(arguments)}})
+
+
+async def post_tool(table, call: dict, result: dict):
+    return await dispatch(table, "PostToolUse", EXECUTION, {"toolCall": call, "result": {"result": json.dumps(result), "success": result["ok"]}})
+
+
+async def test_hooks_map_onto_their_events_and_tools_register(policy) -> None:
+    table, _, loaded = policy
+    assert {hook.event for hook in loaded.registrar.hooks} == set(ALL_EVENTS)
+    assert [tool.name for tool in loaded.registrar.tools] == ["roll"] and loaded.registrar.tools[0].read_only
+    assert loaded.hookspecs.implemented() == set(HOOK_NAMES)
+    assert events_for({"before_tool_call"}) == ["PreToolUse", "PostToolUse"]
+
+
+async def test_deny_refuses_the_call_with_the_message_and_after_tool_call_sees_it(policy) -> None:
+    table, seen, _ = policy
+    result = await pre_tool(table, "forbidden", {})
+    assert result.aborted and result.reason == "not at this table"
+    assert ("after_tool", "forbidden", None, "ToolCallFailed") in seen
+
+
+async def test_proceed_with_arguments_rewrites_them_and_the_chain_goes_on(policy) -> None:
+    table, seen, _ = policy
+    result = await pre_tool(table, "clamped", {"sides": 1000})
+    assert not result.aborted
+    assert json.loads(json.dumps(result.payload["toolCall"]["arguments"])) == {"sides": 20}
+    # pluggy order: Second (registered later) first, then First sees Second's arguments.
+    chained = await pre_tool(table, "chained", {"a": 1}, call_id="c2")
+    assert chained.aborted and chained.reason == 'first saw {"a": 1, "second": true}'
+    assert [entry[0] for entry in seen if entry[1] == "chained"] == ["second", "first", "after_tool"]
+
+
+async def test_replace_answers_for_the_tool_without_running_it(policy) -> None:
+    table, seen, _ = policy
+    pre = await pre_tool(table, "cached", {"q": "moon"}, call_id="c3")
+    renamed = pre.payload["toolCall"]
+    assert not pre.aborted and renamed["name"] == REPLACED_PREFIX + "cached"
+    # The agent loop finds no tool of that name (nothing runs) and PostToolUse gets its unauthorized result.
+    call = {"id": "c3", "name": renamed["name"], "arguments": json.dumps({"q": "moon"})}
+    post = await post_tool(table, call, {"ok": False, "error": {"code": "unauthorized", "message": "no such tool"}})
+    assert json.loads(post.payload["result"]["result"]) == {"ok": True, "data": {"from": "cache", "q": "moon"}}
+    assert ("after_tool", "cached", {"from": "cache", "q": "moon"}, None) in seen
+
+
+async def test_after_tool_call_gets_results_and_failures(policy) -> None:
+    table, seen, _ = policy
+    await pre_tool(table, "roll", {}, call_id="c4")
+    await post_tool(table, {"id": "c4", "name": "roll", "arguments": "{}"}, {"ok": True, "data": {"rolled": 4}})
+    await pre_tool(table, "roll", {}, call_id="c5")
+    await post_tool(table, {"id": "c5", "name": "roll", "arguments": "{}"}, {"ok": False, "error": {"code": "not-found", "message": "x"}})
+    assert ("after_tool", "roll", {"rolled": 4}, None) in seen and ("after_tool", "roll", None, "ToolCallFailed") in seen
+
+
+async def test_a_raising_impl_is_logged_skipped_and_reported_to_on_error(policy) -> None:
+    table, seen, _ = policy
+    result = await pre_tool(table, "explodes", {}, call_id="c6")
+    assert not result.aborted, "an exception never blocks: a policy must return deny"
+    assert ("first", "explodes", {}) in seen, "the next impl still ran"
+    assert ("on_error", "before_tool_call", "policy bug") in seen
+    assert [entry.status for entry in result.trace] == ["ok"]
+
+
+async def test_a_wrong_return_type_is_logged_and_skipped(policy) -> None:
+    table, seen, _ = policy
+    result = await pre_tool(table, "garbage", {}, call_id="c7")
+    assert not result.aborted and "toolCall" in result.payload and result.payload["toolCall"]["name"] == "garbage"
+    assert ("first", "garbage", {}) in seen
+
+
+def llm_payload(last: str) -> dict:
+    return {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": last}], "model": "story",
+            "tools": ["roll"], "stream": True}
+
+
+async def test_before_llm_call_returns_a_changed_request(policy) -> None:
+    table, seen, _ = policy
+    result = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("rewrite"))
+    assert result.payload["model"] == "fast" and result.payload["messages"][-1]["content"] == "rewritten"
+    assert result.payload["tools"] == ["roll"] and result.payload["stream"] is True
+    answer = {"content": "model text", "finishReason": "stop", "toolCalls": []}
+    post = await dispatch(table, "PostLLMResponse", EXECUTION, {"response": answer, "messages": result.payload["messages"]})
+    assert post.payload["response"] == answer, "no finish decision: the answer stays the model's"
+    assert ("after_llm", "fast", "model text", "t1:policy/agent") in seen
+
+
+async def test_finish_decision_sends_the_call_toolless_unstreamed_and_replaces_the_answer(policy) -> None:
+    table, seen, _ = policy
+    pre = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("finish"))
+    assert pre.payload["tools"] == [] and pre.payload["stream"] is False
+    answer = {"content": "what the model said", "finishReason": "stop", "toolCalls": [{"id": "x", "name": "roll", "arguments": "{}"}]}
+    post = await dispatch(table, "PostLLMResponse", EXECUTION, {"response": answer, "messages": pre.payload["messages"]})
+    assert post.payload["response"]["content"] == "Finished by a hook." and post.payload["response"]["toolCalls"] == []
+    assert ("after_llm", "story", "Finished by a hook.", "t1:policy/agent") in seen
+
+
+async def test_llm_hooks_that_raise_return_garbage_or_change_max_tokens_change_nothing(policy) -> None:
+    table, seen, _ = policy
+    for last in ("wrong", "raise", "max-tokens"):
+        result = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload(last))
+        assert result.payload == llm_payload(last) and not result.aborted
+    assert ("on_error", "before_llm_call", "llm hook bug") in seen
+
+
+async def test_system_prompt_parts_join_in_pluggy_order_and_wrong_types_are_skipped(policy) -> None:
+    table, _, _ = policy
+    payload = {"systemPrompt": "Preamble.", "messages": [{"role": "user", "content": "I wave."}]}
+    result = await dispatch(table, "PostContextAssembly", EXECUTION, payload)
+    assert result.payload["systemPrompt"] == "Preamble.\n\nRule one (tryfirst).\n\nRule two (trylast), for 'I wave.'."
+
+
+async def test_on_error_hears_of_failed_runtimes_only(policy) -> None:
+    table, seen, _ = policy
+    await dispatch(table, "PostRuntime", EXECUTION, {"result": {"status": "success", "reason": ""}})
+    await dispatch(table, "PostRuntime", EXECUTION, {"result": {"status": "failed", "reason": "model call failed: boom"}})
+    assert [entry for entry in seen if entry[0] == "on_error"] == [("on_error", "runtime", "model call failed: boom")]
+
+
+async def test_loading_fails_clearly_for_undeclared_events_unknown_hooks_and_bad_arguments(tmp_path: Path) -> None:
+    undeclared = load(tmp_path, "undeclared", POLICY, hooks=("PreToolUse",))
+    assert "PostToolUse" in undeclared.errors["undeclared"] and "missing from contributes.hooks" in undeclared.errors["undeclared"]
+    unknown = load(tmp_path, "unknown", "from shared.plugin_sdk.hookspecs import hookimpl\n"
+                   "class P:\n    @hookimpl\n    def render_outbound(self, message):\n        pass\n"
+                   "def register(covel):\n    covel.register_hookimpls(P())\n", hooks=(), tools=())
+    assert "render_outbound" in unknown.errors["unknown"] and "before_llm_call" in unknown.errors["unknown"]
+    bad_args = load(tmp_path, "bad-args", "from shared.plugin_sdk.hookspecs import hookimpl\n"
+                    "class P:\n    @hookimpl\n    def before_tool_call(self, tool_call, state):\n        pass\n"
+                    "def register(covel):\n    covel.register_hookimpls(P())\n", hooks=("PreToolUse", "PostToolUse"), tools=())
+    assert "tool_call" in bad_args.errors["bad-args"]
+    assert set(ALL_EVENTS) <= set(EVENTS_BY_NAME)
+
+
+async def test_provide_tools_with_a_wrong_type_is_skipped(tmp_path: Path, caplog) -> None:
+    code = ("from shared.plugin_sdk.hookspecs import hookimpl\n"
+            "class P:\n    @hookimpl\n    def provide_tools(self):\n        return ['roll']\n"
+            "def register(covel):\n    covel.register_hookimpls(P())\n")
+    with caplog.at_level(logging.WARNING):
+        result = load(tmp_path, "no-tools", code, hooks=(), tools=())
+    assert result.errors == {} and result.loaded[0].registrar.tools == []
