@@ -29,16 +29,19 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def open_channel(addr: str, *, security: SecuritySettings | None = None, bearer_token: str | None = None) -> grpc.aio.Channel:
+def open_channel(addr: str, *, security: SecuritySettings | None = None, bearer_token: str | None = None,
+                 own_connection: bool = False) -> grpc.aio.Channel:
     """A channel to `addr`: TLS when `security` (default: COVEL_TLS_* from the environment) configures
     a certificate or CA, the trace context on every call while tracing is on, and `bearer_token`
-    as `authorization` metadata when given."""
+    as `authorization` metadata when given. `own_connection`: do not share the connection (and its
+    reconnect backoff) with other channels to the same address, e.g. for a poller that starts early."""
     tls = load_tls(security if security is not None else SecuritySettings())
     interceptors = [*tracing.client_interceptors(), *(bearer_token_interceptors(bearer_token) if bearer_token else ())]
+    options = CHANNEL_OPTIONS + ([("grpc.use_local_subchannel_pool", 1)] if own_connection else [])
     if tls is None:
-        return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS, interceptors=interceptors or None)
+        return grpc.aio.insecure_channel(addr, options=options, interceptors=interceptors or None)
     return grpc.aio.secure_channel(
-        addr, channel_credentials(tls), options=CHANNEL_OPTIONS + channel_options(tls), interceptors=interceptors or None
+        addr, channel_credentials(tls), options=options + channel_options(tls), interceptors=interceptors or None
     )
 
 

@@ -79,8 +79,13 @@ class FunctionExecution:
             package = run.packages[runtime.plugin_id]
             checker = InputChecker(Path(package.root_dir), manifest.get("file") or "PLUGIN.md", run.packages.values(), run.output_contracts())
         rejected: dict[str, str] = {}
-        bound = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope), committed=committed, check=checker,
-                            rejected=rejected)
+        if run.source_inputs is not None:
+            # A detached job: turn-scope and kernel inputs are the source turn's snapshot.
+            bound = bind_inputs(manifest, {}, {}, None, committed=committed, check=checker, rejected=rejected)
+            bound.update({b: v for b, v in run.source_inputs.items() if b in specs and b not in committed_specs})
+        else:
+            bound = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope), committed=committed, check=checker,
+                                rejected=rejected)
         for binding, spec in specs.items():
             if spec.get("required", True) is False or binding in bound:
                 continue

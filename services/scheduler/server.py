@@ -13,8 +13,9 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.concealment import conceal_turn
+from services.scheduler.detached_worker import DetachedWorker
 from services.scheduler.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
@@ -23,6 +24,7 @@ from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn_runner import TurnRequest, TurnRunner, requests_advance
 from shared.errors import failed_precondition, invalid_argument, require, rpc
+from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.security.auth import client_api_interceptors
@@ -324,6 +326,18 @@ async def start(settings: SchedulerSettings) -> RunningServer:
     service.events.startup(settings)
     restart.listen()
     running.on_shutdown.append(service.events.shutting_down)
+    # -- detached jobs: this replica's workers claim from the store's queue (detached_worker.py)
+    # Its own channel to the store: polling before the store is up must not put the turns' channel in reconnect backoff.
+    queue_channel = open_channel(settings.store_addr, security=settings, own_connection=True)
+    detached = DetachedWorker(store_pb2_grpc.TransactionalStoreStub(queue_channel), service._runner, settings)
+    detached.start()
+
+    async def stop_detached() -> None:
+        await detached.stop(settings.shutdown_grace_s)
+        await queue_channel.close()
+
+    running.on_shutdown.append(stop_detached)
+    # -- end detached jobs
     running.on_shutdown.append(drain_turns)
     running.on_shutdown.append(peers.close)
     return running

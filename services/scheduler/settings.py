@@ -26,3 +26,8 @@ class SchedulerSettings(ServiceSettings):
     # Auto-advance: how many turns a story yielding `continue` may start in a row (a session's
     # plugin_settings["framework"].maxAutoAdvance overrides it; 0 turns it off).
     scheduler_max_auto_advance: int = 3
+    # Detached post-turn jobs (schedule.detached): how many this replica runs at once (0: it runs
+    # none; other replicas may), how often an idle worker asks the store's queue, the job lease.
+    scheduler_detached_workers: int = Field(default=2, ge=0, le=64)
+    scheduler_detached_poll_ms: int = Field(default=500, ge=10)
+    scheduler_detached_lease_ttl_ms: int = Field(default=30_000, ge=1000)

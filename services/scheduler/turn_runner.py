@@ -64,6 +64,8 @@ class TurnRequest:
     # RunManual: the one runtime this execution runs, and what the caller hands it.
     manual_runtime_id: str = ""
     activation: dict | None = None
+    # A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot.
+    detached_job: store_pb2.DetachedJob | None = None
 
 
 class TurnRunner:
@@ -202,7 +204,10 @@ class TurnRunner:
         concealed = {rid for rid, manifest in manifests.items() if (manifest.get("io") or {}).get("concealed")}
         if concealed:
             emit = _concealing(emit, concealed)
-        manual = _manual_runtime(runtimes, manifests, request.manual_runtime_id) if request.manual_runtime_id else None
+        if request.detached_job is not None:
+            manual = _detached_runtime(runtimes, request.detached_job.runtime_id)
+        else:
+            manual = _manual_runtime(runtimes, manifests, request.manual_runtime_id) if request.manual_runtime_id else None
         await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
 
         async def record(trace: list[common_pb2.HookTraceEntry]) -> None:
@@ -248,15 +253,19 @@ class TurnRunner:
             history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions),
             player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=manifests,
         )
-        if request.manual_runtime_id:
+        if request.detached_job is not None:
+            run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
+        if request.manual_runtime_id or request.detached_job is not None:
             if selected:
                 await self._run_stage(selected, run, scope, turn, emit, record)
         else:
+            detached = [runtime for runtime in selected if is_detached(manifests[runtime.runtime_id])]
             for stage in STAGES:
-                in_stage = [runtime for runtime in selected if runtime.stage == stage]
+                in_stage = [runtime for runtime in selected if runtime.stage == stage and runtime not in detached]
                 if in_stage:
                     await self._run_stage(in_stage, run, scope, turn, emit, record)
             await self._run_event_chain(runtimes, manifests, run, scope, turn, emit, record)
+            await self._queue_detached(detached, run, scope, turn, emit)
         proposals = run.proposals
 
         duration_ms = int((time.monotonic() - started) * 1000)
@@ -370,6 +379,29 @@ class TurnRunner:
             if not layer:
                 return
             await self._run_stage(layer, run, scope, turn, emit, record)
+
+    # -- detached runtimes: queued at commit, run by detached_worker.py --
+    async def _queue_detached(self, detached, run: TurnState, scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit) -> None:
+        """Detached runtimes do not run in the turn: each becomes a job the commit enqueues (only if the
+        turn commits), with its inputs bound now, from the finished turn (the source snapshot)."""
+        for runtime in detached:
+            manifest = run.manifests[runtime.runtime_id]
+            inputs, gate = await self._functions.bind(runtime, scope, run, manifest)
+            if gate:
+                await self._skip(runtime, gate, run, turn, emit)
+                continue
+            committed = {b for b, spec in ((manifest.get("io") or {}).get("inputs") or {}).items() if spec.get("scope") == "committed"}
+            options = (manifest.get("schedule") or {}).get("detached")
+            options = options if isinstance(options, dict) else {}
+            snapshot = {"inputs": {b: v for b, v in inputs.items() if b not in committed}, "sourceTurnId": turn.id,
+                        "maxSettleWaitMs": int(options.get("maxSettleWaitMs") or DEFAULT_SETTLE_WAIT_MS)}
+            run.detached_jobs.append(store_pb2.DetachedJobSpec(
+                plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id, input=to_struct(snapshot),
+                settle=bool(options.get("settle")), max_queue_ms=int(options.get("maxQueueMs") or 0),
+                max_execution_ms=int(options.get("maxExecutionMs") or 0),
+            ))
+            await self._skip(runtime, "detached: queued to run after the turn commits", run, turn, emit)
+    # -- end detached runtimes
 
     async def _resolve_speakers(self, session_id: str, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
         """Story speakers and cues.present become the session's characters where a name matches exactly."""
@@ -579,7 +611,7 @@ class TurnRunner:
         reply = await self._peers.store.CommitTurn(
             store_pb2.CommitTurnRequest(
                 session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals, release_lease=True,
-                dependencies=dependencies,
+                dependencies=dependencies, detached_jobs=run.detached_jobs if run is not None else [],
             ),
             timeout=30,
         )
@@ -613,6 +645,22 @@ def _manual_runtime(runtimes, manifests: dict, runtime_id: str):
         raise failed_precondition(
             f"runtime {runtime_id} is triggered by {trigger}; only schedule.trigger.type: manual runtimes run on request"
         )
+    return runtime
+
+
+def is_detached(manifest: dict) -> bool:
+    return bool((manifest.get("schedule") or {}).get("detached"))
+
+
+# schedule.detached.maxSettleWaitMs when a settle job's manifest sets none (the spec's upper bound).
+DEFAULT_SETTLE_WAIT_MS = 120_000
+
+
+def _detached_runtime(runtimes, runtime_id: str):
+    """The runtime a detached job names, if its plugin still runs in the session."""
+    runtime = next((r for r in runtimes if r.runtime_id == runtime_id), None)
+    if runtime is None:
+        raise failed_precondition(f"runtime {runtime_id} of this detached job is no longer in the session's runnable plugins")
     return runtime
 
 

@@ -207,3 +207,21 @@ async def test_concealed_runtimes_show_clients_only_name_status_and_time(service
     assert results["concealed-probe/failing"].reason == "this part of the story could not be prepared; the details are hidden"
     assert from_struct(results["concealed-probe/reader"].output) == {"knows": True}, "code still reads the full value"
     assert "under the mat" in (services.log_dir / "scheduler.log").read_text(), "the real reason is in the server log"
+
+
+async def test_a_rolled_back_turn_does_not_count_towards_max_trigger_count_or_cooldown(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["trigger-probe"], approved_plugins=["trigger-probe"]))).session
+        ran, statuses = [], []
+        for text in ("I start.", "I start again.", "I go on.", "I go on again."):
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])
+            turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+            statuses.append((turn.status, turn.logical_turn))
+            ran.append(sorted(r.runtime_id.removeprefix("trigger-probe/") for r in turn.runtime_results
+                              if r.runtime_id.startswith("trigger-probe/") and r.status == "success"))
+    assert statuses == [(store_pb2.TURN_STATUS_FAILED, 1), (store_pb2.TURN_STATUS_COMMITTED, 1),
+                        (store_pb2.TURN_STATUS_COMMITTED, 2), (store_pb2.TURN_STATUS_COMMITTED, 3)]
+    # The rolled-back first turn ran both; neither run counts: maxTriggerCount 1 and cooldown 1 start over.
+    assert ran == [["cool", "once"], ["cool", "once"], [], ["cool"]]

@@ -1,0 +1,145 @@
+"""Detached post-turn jobs: workers inside the scheduler process that claim jobs from the store's
+queue and run each job's runtime as its own execution (origin `background`), committed in its
+own transaction.
+
+The store owns the queue: a claim hands one queued job to one worker with a lease (PostgreSQL
+`FOR UPDATE SKIP LOCKED`), so any number of scheduler replicas can run workers side by side.
+A worker renews the lease while the job runs; when the lease is lost (expired, timed out) the
+execution is cancelled and commits nothing. The execution's idempotency key is the job id, so
+a job retried after its turn committed answers with that turn instead of running again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.settings import SchedulerSettings
+from services.scheduler.turn_runner import TurnRequest, TurnRunner
+from shared.logs import get_logger
+from shared.structs import to_struct
+
+log = get_logger(component="detached_worker")
+
+
+async def _ignore(_: scheduler_pb2.TurnEvent) -> None:
+    """A job has no client to stream to."""
+
+
+class DetachedWorker:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, runner: TurnRunner, settings: SchedulerSettings,
+                 *, holder: str = "") -> None:
+        self._store = store
+        self._runner = runner
+        self._settings = settings
+        self.holder = holder or f"{settings.scheduler_instance_id}/detached"
+        self._loops: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+        # Jobs this worker finished, by id -> final status (for tests and logs).
+        self.finished: dict[str, str] = {}
+        self._unreachable = False
+
+    def start(self) -> None:
+        for index in range(self._settings.scheduler_detached_workers):
+            self._loops.append(asyncio.create_task(self._loop(index), name=f"detached-worker-{index}"))
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop claiming; jobs already running get `grace_s` to finish, then are cancelled (their lease lapses)."""
+        self._stopping.set()
+        if self._loops:
+            _, pending = await asyncio.wait(self._loops, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._loops, return_exceptions=True)
+
+    async def _loop(self, index: int) -> None:
+        poll_s = self._settings.scheduler_detached_poll_ms / 1000
+        while not self._stopping.is_set():
+            try:
+                job = await self.claim()
+                self._unreachable = False
+            except grpc.aio.AioRpcError as error:
+                if not self._unreachable:  # once per outage, not once per poll
+                    log.warning("detached.claim_failed", code=error.code().name, details=error.details())
+                self._unreachable = error.code() == grpc.StatusCode.UNAVAILABLE
+                job = None
+            if job is None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), poll_s)
+                continue
+            await self.run(job)
+
+    async def claim(self) -> store_pb2.DetachedJob | None:
+        reply = await self._store.ClaimDetachedJob(
+            store_pb2.ClaimDetachedJobRequest(holder=self.holder, lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms), timeout=10
+        )
+        return reply.job if reply.HasField("job") else None
+
+    async def run(self, job: store_pb2.DetachedJob) -> str:
+        """Run one claimed job to its end; its final status (succeeded, failed, or lost)."""
+        execution = asyncio.create_task(self._execute(job))
+        renewer = asyncio.create_task(self._keep_lease(job, execution))
+        try:
+            status, result, error = await execution
+        except asyncio.CancelledError:
+            if not renewer.done() or renewer.cancelled() or renewer.result() is not True:
+                raise
+            log.warning("detached.lease_lost", job_id=job.id, runtime_id=job.runtime_id)
+            self.finished[job.id] = "lost"
+            return "lost"
+        finally:
+            renewer.cancel()
+        try:
+            await self._store.CompleteDetachedJob(
+                store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=status, result=to_struct(result), error=error),
+                timeout=10,
+            )
+        except grpc.aio.AioRpcError as failure:
+            # ABORTED: the lease lapsed meanwhile; the store recorded the job as orphaned or timed out.
+            log.warning("detached.complete_failed", job_id=job.id, code=failure.code().name, details=failure.details())
+            status = "lost"
+        log.info("detached.finished", job_id=job.id, runtime_id=job.runtime_id, status=status, error=error)
+        self.finished[job.id] = status
+        return status
+
+    async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str]:
+        request = TurnRequest(job.session_id, [], f"detached:{job.id}", origin="background", detached_job=job)
+        while True:
+            try:
+                turn = await self._runner.run(request, _ignore)
+                break
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.ABORTED:
+                    continue  # the session's turn lease is busy (a player turn): wait for it again
+                return "failed", {}, f"{error.code().name}: {error.details()}"
+            except Exception as error:  # a bad job must not take the worker down
+                log.warning("detached.execution_failed", job_id=job.id, error=repr(error), exc_info=True)
+                return "failed", {}, f"{type(error).__name__}: {error}"
+        result = next((r for r in turn.runtime_results if r.runtime_id == job.runtime_id), None)
+        summary = {"turnId": turn.id, "turnStatus": store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower(),
+                   "runtimeStatus": result.status if result is not None else "not run"}
+        if turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status == "success":
+            return "succeeded", summary, ""
+        reason = (result.reason if result is not None and result.reason else turn.abort_reason) or "the runtime did not succeed"
+        return "failed", summary, reason
+
+    async def _keep_lease(self, job: store_pb2.DetachedJob, execution: asyncio.Task) -> bool:
+        """Renew the job's lease every third of its life; True (and the execution cancelled) once it is lost."""
+        interval = self._settings.scheduler_detached_lease_ttl_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._store.RenewDetachedJob(
+                    store_pb2.RenewDetachedJobRequest(job_id=job.id, lease_id=job.lease_id,
+                                                      lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms),
+                    timeout=interval,
+                )
+            except grpc.aio.AioRpcError as error:
+                if error.code() in (grpc.StatusCode.ABORTED, grpc.StatusCode.NOT_FOUND):
+                    execution.cancel()
+                    return True
+                log.warning("detached.renew_failed", job_id=job.id, code=error.code().name)

@@ -1,0 +1,103 @@
+"""Detached post-turn runtimes: queued at commit, run by the schedulers' workers after the turn returns."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.detached_worker import DetachedWorker
+from services.scheduler.hook_bus import HookBus
+from services.scheduler.peers import Peers
+from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.settings import SchedulerSettings
+from services.scheduler.turn_runner import TurnRunner
+from shared.grpc_client import open_channel
+from shared.structs import from_struct, from_value
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    return [event async for event in stub.SubmitActions(request)][-1].turn_completed
+
+
+async def count(store, session_id: str):
+    entries = (await store.ListPluginData(store_pb2.ListPluginDataRequest(
+        session_id=session_id, plugin_id="detached-probe", namespace="runs"))).entries
+    return from_value(entries[0].value) if entries else None
+
+
+async def finished_jobs(store, session_ids: list[str], timeout_s: float = 20.0) -> dict[str, list[store_pb2.DetachedJob]]:
+    for _ in range(int(timeout_s / 0.1)):
+        jobs = {sid: list((await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=sid))).jobs) for sid in session_ids}
+        if all(jobs[sid] and all(job.status not in ("queued", "running") for job in jobs[sid]) for sid in session_ids):
+            return jobs
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"jobs did not finish: {jobs}")
+
+
+async def test_a_detached_runtime_commits_after_its_turn_returned(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["detached-probe"]))).session
+        turn = await submit(stub, session.id, "I light the lamp.")
+        queued = next(r for r in turn.runtime_results if r.runtime_id == "detached-probe/later")
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED and queued.status == "skipped" and queued.reason.startswith("detached")
+        assert await count(store, session.id) is None, "the turn returned before its detached runtime ran"
+
+        [job] = (await finished_jobs(store, [session.id]))[session.id]
+        assert (job.status, job.turn_id, job.attempts) == ("succeeded", turn.id, 1), job.error
+        assert await count(store, session.id) == 1
+        turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
+        background = next(t for t in turns if t.origin == "background")
+        assert from_struct(job.result) == {"turnId": background.id, "turnStatus": "committed", "runtimeStatus": "success"}
+        [result] = background.runtime_results
+        assert from_struct(result.output) == {
+            "origin": "background", "player": "I light the lamp.", "sourceTurn": turn.id, "hasStory": True,
+        }, "the job reads the source turn's snapshot"
+        assert not background.player_message and background.logical_turn == turn.logical_turn, "a job is not a player turn"
+
+        # The player goes on; a new job is queued by the next turn.
+        second = await submit(stub, session.id, "I read by its light.")
+        assert second.status == store_pb2.TURN_STATUS_COMMITTED and second.logical_turn == 2
+        jobs = (await finished_jobs(store, [session.id]))[session.id]
+        assert [j.status for j in jobs] == ["succeeded", "succeeded"] and await count(store, session.id) == 2
+
+
+async def test_competing_workers_never_run_one_job_twice(services) -> None:
+    settings = SchedulerSettings(**{f"{name}_addr": addr for name, addr in services.addrs.items()},
+                                 scheduler_detached_workers=2, scheduler_detached_poll_ms=20)
+    replicas = []
+    for index in range(2):
+        peers = Peers.connect(settings)
+        hooks = HookBus(peers.hooks)
+        runner = TurnRunner(peers, PluginCache(peers.registry), hooks, settings)
+        replicas.append((peers, DetachedWorker(peers.store, runner, settings, holder=f"replica-{index}")))
+    try:
+        async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+            for _, worker in replicas:
+                worker.start()
+            sessions = [(await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["detached-probe"]))).session.id
+                        for _ in range(6)]
+            await asyncio.gather(*(submit(stub, sid, "I wait.") for sid in sessions))
+            jobs = await finished_jobs(store, sessions)
+            for sid in sessions:
+                [job] = jobs[sid]
+                assert (job.status, job.attempts) == ("succeeded", 1), job.error
+                assert await count(store, sid) == 1, "the job's runtime ran exactly once"
+                turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=sid))).turns
+                assert sum(t.origin == "background" for t in turns) == 1
+            ran_here = [job_id for _, worker in replicas for job_id in worker.finished]
+            assert len(ran_here) == len(set(ran_here)), "no job was finished by two workers"
+    finally:
+        for peers, worker in replicas:
+            await worker.stop()
+            await peers.close()
