@@ -10,7 +10,7 @@ from pathlib import Path
 
 from covel_cli.hooks_info import add_parser as add_hooks_info
 from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, configured_addrs, free_port_addrs
-from covel_cli.play import DEMO_ACTIONS, play, read_terminal_line, scripted_reader
+from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, World, load_world, play, read_terminal_line, scripted_reader
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from shared.grpc_client import check_health
 from shared.settings import DataDirSetting
@@ -36,7 +36,7 @@ async def _up(args: argparse.Namespace) -> int:
         "stop": asyncio.create_task(stop_requested.wait()),
     }
     if args.play:
-        waiters["play"] = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line))
+        waiters["play"] = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line, world=load_world(DEFAULT_WORLD)))
     else:
         print("Press Ctrl-C to stop. Play with `covel play` in another terminal.", flush=True)
     try:
@@ -56,9 +56,17 @@ async def _up(args: argparse.Namespace) -> int:
         print("covel up: stopped.", flush=True)
 
 
+def _world(args: argparse.Namespace) -> World | None:
+    """--world <folder> (default: the demo world), or `none` for a session without a world."""
+    if args.world == "none":
+        return None
+    return load_world(Path(args.world) if args.world else DEFAULT_WORLD)
+
+
 async def _play(args: argparse.Namespace) -> int:
     addr = args.addr or configured_addrs()["scheduler"]
-    return await play(addr, read_terminal_line, session_id=args.session or "", requested_plugins=args.plugin)
+    return await play(addr, read_terminal_line, session_id=args.session or "", requested_plugins=args.plugin,
+                      world=None if args.session else _world(args))
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -66,7 +74,8 @@ async def _demo(args: argparse.Namespace) -> int:
     try:
         await group.start()
         return await play(
-            group.addrs["scheduler"], scripted_reader(DEMO_ACTIONS), requested_plugins=args.plugin, echo_input=True
+            group.addrs["scheduler"], scripted_reader(DEMO_ACTIONS), requested_plugins=args.plugin, echo_input=True,
+            world=_world(args),
         )
     except ServiceFailed as error:
         print(f"covel demo: {error}", file=sys.stderr)
@@ -95,10 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     play_cmd.add_argument("--addr", help="scheduler address (default: COVEL_SCHEDULER_ADDR)")
     play_cmd.add_argument("--session", help="continue this session id")
     play_cmd.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
+    play_cmd.add_argument("--world", help="a world folder with a world.yaml (default: plugins/demo-world; none: no world)")
     play_cmd.set_defaults(run=_play)
     demo = commands.add_parser("demo", help="start the services, play a short scripted session, stop")
     demo.add_argument("--data-dir", help="where the demo keeps its database and logs")
     demo.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
+    demo.add_argument("--world", help="a world folder with a world.yaml (default: plugins/demo-world; none: no world)")
     demo.set_defaults(run=_demo)
     health = commands.add_parser("health", help="gRPC health of the five services at their configured addresses")
     health.set_defaults(run=_health)

@@ -1,30 +1,72 @@
-"""A terminal client of the scheduler: `covel play` and `covel demo`."""
+"""A terminal client of the scheduler: `covel play` and `covel demo`.
+
+It streams the story as it is written, then shows what the builtin plugins did this turn (dice,
+inventory, time, affinity), the guide's suggestions (type a number to take one) and one compact
+line of every runtime with its status and time. `/roll 2d6+1` rolls dice (dice-check/roll).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TextIO
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
 
 import grpc
+import yaml
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_client_api_channel
+from shared.settings import REPO_ROOT
+from shared.structs import from_struct, to_struct
 
 ReadLine = Callable[[], Awaitable[str | None]]
 
+DEFAULT_WORLD = REPO_ROOT / "plugins" / "demo-world"
 DEMO_ACTIONS = (
-    "I push open the door of the inn and look around.",
-    "I ask the innkeeper about the old tower on the hill.",
-    "At dusk I climb the path to the tower.",
+    "I push open the door of the Drowned Lantern and look around.",
+    "I ask Old Tobin about the dark lighthouse and thank him for the warm fire.",
+    "I pick up the rusty key from the table and light the lantern.",
+    "At dusk I climb the cliff path to the lighthouse.",
+    "/roll 2d6+1",
 )
 STATUS_MARK = {"success": "✓", "failed": "✗", "skipped": "–"}
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+@dataclass
+class World:
+    """A world folder's world.yaml: what a session in it starts with."""
+
+    id: str
+    title: str = ""
+    opening: str = ""
+    plugins: list[str] = field(default_factory=list)
+    plugin_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def load_world(folder: Path) -> World:
+    path = Path(folder) / "world.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"world {folder}: cannot read world.yaml: {error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"world {folder}: world.yaml is not a mapping")
+    policy = data.get("pluginPolicy") or {}
+    settings = data.get("pluginSettings") or {}
+    if not isinstance(settings, dict) or not all(isinstance(value, dict) for value in settings.values()):
+        raise ValueError(f"world {folder}: pluginSettings maps plugin ids to their settings")
+    return World(id=str(data.get("id") or Path(folder).name), title=str(data.get("title") or ""), opening=str(data.get("opening") or ""),
+                 plugins=[str(p) for p in policy.get("plus") or []], plugin_settings=settings)
 
 
 async def read_terminal_line() -> str | None:
@@ -51,54 +93,148 @@ async def read_terminal_line() -> str | None:
 
 
 def turn_summary(turn: store_pb2.Turn, elapsed_s: float) -> str:
+    """One line: the turn's status and time, then each runtime with its status mark and time."""
     parts = [
-        f"{STATUS_MARK.get(r.status, '?')} {r.runtime_id}" + (f" ({r.reason})" if r.reason else "")
+        f"{STATUS_MARK.get(r.status, '?')} {r.runtime_id} {r.duration_ms / 1000:.1f}s" + (f" ({r.reason})" if r.reason else "")
         for r in turn.runtime_results
     ]
     status = store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower()
     return f"[turn {turn.logical_turn} {status} in {elapsed_s:.2f}s: {', '.join(parts) or 'no runtimes'}]"
 
 
+def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
+    """What the builtin plugins did this turn, and the guide's suggestions."""
+    outputs = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results if r.status == "success"}
+    lines: list[str] = []
+    for check in (outputs.get("dice-check/roller") or {}).get("checks") or []:
+        lines.append(f"🎲 {check['skill']}: rolled {check['roll']}{check['modifier']:+d} vs DC {check['dc']} → {check['outcome']}")
+    roll = outputs.get("dice-check/roll")
+    if roll:
+        lines.append(f"🎲 {roll['expression']}: {' + '.join(map(str, roll['dice']))}{roll['modifier']:+d} = {roll['total']}")
+    for change in (outputs.get("inventory/apply") or {}).get("applied") or []:
+        lines.append(f"🎒 {change['item']} {change['delta']:+d} (now {change['quantity']})" if change["delta"] else f"🎒 {change['item']} in hand")
+    for change in (outputs.get("affinity/apply") or {}).get("applied") or []:
+        lines.append(f"♥ {change.get('name', change['character'])} {change['delta']:+d} (now {change['score']})")
+    advance = outputs.get("world-time/advance")
+    if advance:
+        after = advance["after"]
+        lines.append(f"🕰 day {after['day']}, {after['time']} ({after['period']}): +{advance['elapsedMinutes']} min, {advance['reason']}")
+    suggestions = [str(s) for s in (outputs.get("guide") or {}).get("suggestions") or []]
+    return lines, suggestions
+
+
+class Progress:
+    """A spinner with the running runtimes while nothing is streamed (terminals only)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.enabled = bool(getattr(out, "isatty", lambda: False)())
+        self.running: list[str] = []
+        self._task: asyncio.Task | None = None
+        self._shown = False
+
+    def start(self) -> None:
+        if self.enabled:
+            self._task = asyncio.create_task(self._spin())
+
+    async def _spin(self) -> None:
+        for tick in range(10**9):
+            label = ", ".join(self.running[-3:]) or "starting"
+            self.out.write(f"\r\033[K{SPINNER[tick % len(SPINNER)]} {label}…")
+            self.out.flush()
+            self._shown = True
+            await asyncio.sleep(0.1)
+
+    def pause(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self._shown:
+            self.out.write("\r\033[K")
+            self._shown = False
+
+
+async def _stream_turn(events, out: TextIO, progress: Progress) -> store_pb2.Turn | None:
+    completed = None
+    streaming = False
+    segment_start = True
+    progress.start()
+    try:
+        async for event in events:
+            kind = event.WhichOneof("event")
+            if kind == "runtime_started":
+                progress.running.append(event.runtime_started.runtime_id)
+            elif kind == "runtime_finished":
+                with contextlib.suppress(ValueError):
+                    progress.running.remove(event.runtime_finished.runtime_id)
+            elif kind == "narrative_delta":
+                delta = event.narrative_delta
+                if not streaming:
+                    progress.pause()
+                    out.write("\n")
+                    streaming = True
+                if delta.reset:
+                    out.write("\n(the narrator revises this…)\n")
+                    segment_start = True
+                    continue
+                if delta.text == "\n\n":
+                    segment_start = True
+                    out.write(delta.text)
+                    continue
+                if segment_start and delta.segment.kind == "dialogue" and delta.segment.speaker:
+                    out.write(f"{delta.segment.speaker}: ")
+                segment_start = False
+                out.write(delta.text)
+                out.flush()
+            elif kind == "turn_completed":
+                completed = event.turn_completed
+    finally:
+        progress.pause()
+    return completed
+
+
+def _show_turn(completed: store_pb2.Turn, started: float, out: TextIO) -> list[str]:
+    if completed.status == store_pb2.TURN_STATUS_ABORTED:
+        out.write(f"\n(turn stopped: {completed.abort_reason})")
+    elif completed.status == store_pb2.TURN_STATUS_FAILED:
+        out.write(f"\n(turn failed, nothing was saved: {completed.abort_reason})")
+    lines, suggestions = plugin_lines(completed)
+    out.write("\n")
+    for line in lines:
+        out.write(f"\n  {line}")
+    if suggestions:
+        out.write("\n\n  What next?")
+        for number, suggestion in enumerate(suggestions, start=1):
+            out.write(f"\n   {number}. {suggestion}")
+    out.write(f"\n{turn_summary(completed, time.monotonic() - started)}\n")
+    out.flush()
+    return suggestions
+
+
 async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str, out: TextIO) -> store_pb2.Turn | None:
+    turn, _ = await _play_turn(stub, session_id, text, out)
+    return turn
+
+
+async def _play_turn(stub, session_id: str, text: str, out: TextIO) -> tuple[store_pb2.Turn | None, list[str]]:
     started = time.monotonic()
     request = scheduler_pb2.SubmitActionsRequest(
         session_id=session_id,
         actions=[common_pb2.PlayerAction(kind="do", text=text)],
         idempotency_key=uuid.uuid4().hex,
     )
-    completed = None
-    streamed = False
-    segment_start = True
-    async for event in stub.SubmitActions(request):
-        kind = event.WhichOneof("event")
-        if kind == "narrative_delta":
-            delta = event.narrative_delta
-            if not streamed:
-                out.write("\n")
-                streamed = True
-            if delta.reset:
-                out.write("\n(the narrator revises this…)\n")
-                segment_start = True
-                continue
-            if delta.text == "\n\n":
-                segment_start = True
-                out.write(delta.text)
-                continue
-            if segment_start and delta.segment.kind == "dialogue" and delta.segment.speaker:
-                out.write(f"{delta.segment.speaker}: ")
-            segment_start = False
-            out.write(delta.text)
-            out.flush()
-        elif kind == "turn_completed":
-            completed = event.turn_completed
-    if completed is None:
-        return None
-    if completed.status == store_pb2.TURN_STATUS_ABORTED:
-        out.write(f"\n(turn stopped: {completed.abort_reason})")
-    elif completed.status == store_pb2.TURN_STATUS_FAILED:
-        out.write(f"\n(turn failed, nothing was saved: {completed.abort_reason})")
-    out.write(f"\n{turn_summary(completed, time.monotonic() - started)}\n")
-    out.flush()
+    completed = await _stream_turn(stub.SubmitActions(request), out, Progress(out))
+    return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])
+
+
+async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> store_pb2.Turn | None:
+    """/roll: the dice-check plugin's manual runtime."""
+    started = time.monotonic()
+    request = scheduler_pb2.RunManualRequest(session_id=session_id, runtime_id="dice-check/roll",
+                                             payload=to_struct({"expression": expression or "d20"}), idempotency_key=uuid.uuid4().hex)
+    completed = await _stream_turn(stub.RunManual(request), out, Progress(out))
+    if completed is not None:
+        _show_turn(completed, started, out)
     return completed
 
 
@@ -110,36 +246,44 @@ async def play(
     requested_plugins: list[str] | None = None,
     session_id: str = "",
     echo_input: bool = False,
+    world: World | None = None,
 ) -> int:
     """Play turn by turn until read_line gives None or /quit. Returns an exit code."""
     async with open_client_api_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         if not session_id:
-            try:
-                created = await stub.CreateSession(
-                    scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins or [], title="covel play")
-                )
-            except grpc.aio.AioRpcError as error:
-                # UNAUTHENTICATED says which token to set; UNAVAILABLE that the scheduler is not reachable.
-                out.write(f"(error {error.code().name}: {error.details()})\n")
-                return 1
+            plugins = list(dict.fromkeys([*(world.plugins if world else []), *(requested_plugins or [])]))
+            request = scheduler_pb2.CreateSessionRequest(requested_plugins=plugins, title=world.title if world and world.title else "covel play",
+                                                         world_id=world.id if world else "")
+            for plugin_id, settings in (world.plugin_settings if world else {}).items():
+                request.plugin_settings[plugin_id].CopyFrom(to_struct(settings))
+            created = await stub.CreateSession(request)
             session_id = created.session.id
             out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
             for rejected in created.rejected:
                 out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
-        out.write("Type what you do; /quit to leave.\n")
+            if world and world.opening:
+                out.write(f"\n{world.title}\n\n{world.opening}\n")
+        out.write("Type what you do (a number takes a suggestion); /roll 2d6 rolls dice; /quit to leave.\n")
         out.flush()
+        suggestions: list[str] = []
         while True:
             line = await read_line()
             if line is None or line.strip() in ("/quit", "/exit"):
                 out.write("\nGoodbye.\n")
                 return 0
-            if not line.strip():
+            line = line.strip()
+            if not line:
                 continue
+            if line.isdigit() and 1 <= int(line) <= len(suggestions):
+                line = suggestions[int(line) - 1]
             if echo_input:
                 out.write(f"\n> {line}\n")
             try:
-                await play_turn(stub, session_id, line.strip(), out)
+                if line.startswith("/roll"):
+                    await roll_dice(stub, session_id, line.removeprefix("/roll").strip(), out)
+                    continue
+                _, suggestions = await _play_turn(stub, session_id, line, out)
             except grpc.aio.AioRpcError as error:
                 out.write(f"\n(error {error.code().name}: {error.details()})\n")
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):

@@ -110,7 +110,7 @@ def _second_person_sentence(player_text: str) -> str | None:
     return text[0].upper() + text[1:] + "."
 
 
-def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = ()) -> dict[str, Any]:
+def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = (), system: str = "") -> dict[str, Any]:
     """A narrative-engine@2 reply of 2-5 segments that answers `player_text`.
 
     The scene and its character stay the same for a whole session (chosen from the session's
@@ -120,7 +120,10 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     rng = random.Random(seed)
     setting = random.Random(earlier_player_texts[0] if earlier_player_texts else player_text)
     scene, detail = setting.choice(SCENES)
-    name, _role = setting.choice(CHARACTERS)
+    name, _role = setting.choice(world_cast(system) or CHARACTERS)
+    if world_scene(system):
+        scene = world_scene(system)
+        scene = scene[0].lower() + scene[1:] if scene[:4] in ("The ", "A ", "An ") else scene
     action = _action(player_text)
     segments: list[dict[str, str]] = []
     sentence = _second_person_sentence(player_text)
@@ -137,6 +140,9 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     else:
         segments.append({"kind": "narration", "text": rng.choice(OPENING_SCENES).format(scene=scene, detail=detail)})
         segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(OPENING_LINES)})
+    verdict = check_line(runtime_inputs(system))
+    if verdict and segments:
+        segments.insert(1, {"kind": "narration", "text": verdict})
     earlier = _action(earlier_player_texts[-1]) if earlier_player_texts else ""
     if earlier and earlier.isascii():
         segments.insert(1, {"kind": "narration", "text": rng.choice(RECALLS).format(earlier=earlier)})
@@ -150,3 +156,203 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
         "cues": {"scene": scene[0].upper() + scene[1:], "present": [name], "mood": rng.choice(MOODS)},
         "yield": "user",
     }
+
+
+# ---- the builtin plugins' structured replies and tool calls (automatic mode) -------------------
+#
+# The scripted model reads what a real one would: the system prompt (the world's characters,
+# <runtime-inputs>, selfData rows), the player's message and the tools offered. These writers
+# give every builtin plugin valid, on-topic data, so an offline session exercises all of them.
+
+_INPUTS = re.compile(r"<runtime-inputs>\s*(\{.*?\})\s*</runtime-inputs>", re.DOTALL)
+_ROWS = re.compile(r"^- ([^|\n]+?) \| (\{.*\})\s*$", re.MULTILINE)
+_CAST_LINE = re.compile(r"^- ([A-Z][\w' .-]{0,40}?), ([^:\n]{2,60})(?::|$)", re.MULTILINE)
+_SCENE_LINE = re.compile(r"^Scene: (.{3,120})$", re.MULTILINE)
+_ARTICLE = r"(?:the |a |an |some |my |one |two |three |\d+ )?"
+_GAIN = re.compile(r"\b(?:pick up|picks up|take|takes|grab|grabs|buy|buys|pocket|collect|find)\s+" + _ARTICLE + r"([a-z][a-z -]{1,30}?)(?=[.,!?;]| from | and | off | on | in |$)", re.IGNORECASE)
+_LOSE = re.compile(r"\b(?:drop|drops|give|gives|hand over|sell|sells|throw|throws|leave|spend|pay)\s+" + _ARTICLE + r"([a-z][a-z -]{1,30}?)(?=[.,!?;]| to | at | for | on | and |$)", re.IGNORECASE)
+_EQUIP = re.compile(r"\b(?:light|lights|raise|hold up|wield|wear|put on|unfold|draw)\s+(?:the |my |a )?([a-z][a-z -]{1,30}?)(?=[.,!?;]| and | to | at |$)", re.IGNORECASE)
+_FRIENDLY = ("thank", "help", "smile", "kind", "gently", "buy a drink", "comfort", "promise", "谢", "帮")
+_HOSTILE = ("threaten", "insult", "shove", "attack", "lie to", "steal", "mock", "shout at", "威胁", "骂")
+
+
+def system_text(messages) -> str:
+    return next((m.content for m in messages if m.role == "system"), "")
+
+
+def runtime_inputs(system: str) -> dict[str, Any]:
+    match = _INPUTS.search(system)
+    if not match:
+        return {}
+    try:
+        value = __import__("json").loads(match.group(1))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def self_data_rows(system: str, tag: str) -> dict[str, Any]:
+    """`- key | {json}` rows of one io.selfData block."""
+    match = re.search(rf"<{re.escape(tag)}>\n(.*?)\n</{re.escape(tag)}>", system, re.DOTALL)
+    rows: dict[str, Any] = {}
+    for key, text in _ROWS.findall(match.group(1) if match else ""):
+        try:
+            rows[key.strip()] = __import__("json").loads(text)
+        except ValueError:
+            continue
+    return rows
+
+
+def world_cast(system: str) -> tuple[tuple[str, str], ...]:
+    """(name, role) of the characters a world's prompt segment lists under "Characters:"."""
+    at = system.find("Characters:")
+    return tuple((name.strip(), role.strip()) for name, role in _CAST_LINE.findall(system[at:])) if at >= 0 else ()
+
+
+def world_scene(system: str) -> str:
+    match = _SCENE_LINE.search(system)
+    return match.group(1).strip() if match else ""
+
+
+def _input_value(inputs: dict[str, Any], binding: str) -> Any:
+    slot = inputs.get(binding)
+    return slot.get("value") if isinstance(slot, dict) else None
+
+
+def check_line(inputs: dict[str, Any]) -> str:
+    """A sentence that tells the dice's verdict (runtime-inputs.check of the narrator)."""
+    checks = (_input_value(inputs, "check") or {}).get("checks") if isinstance(_input_value(inputs, "check"), dict) else None
+    if not checks:
+        return ""
+    outcome = checks[0].get("outcome", "")
+    return {
+        "critical-success": "It goes better than you dared to hope.",
+        "success": "It works, though not without effort.",
+        "failure": "It does not go the way you hoped.",
+        "critical-failure": "It goes badly wrong.",
+    }.get(outcome, "")
+
+
+def _names_in(value: Any) -> list[str]:
+    """Speakers of story segments in a bound input (runtime-inputs.story.value)."""
+    names: list[str] = []
+    if isinstance(value, list):
+        for segment in value:
+            if isinstance(segment, dict) and segment.get("speaker") and segment["speaker"] not in names:
+                names.append(str(segment["speaker"]))
+    return names
+
+
+def _story_names(inputs: dict[str, Any]) -> list[str]:
+    names = _names_in(_input_value(inputs, "story"))
+    text = _input_value(inputs, "narrative")
+    if isinstance(text, str):
+        for name in re.findall(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)?):", text):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def write_suggestions(player_text: str, inputs: dict[str, Any], seed: str) -> dict[str, Any]:
+    rng = random.Random(seed)
+    names = _story_names(inputs) or ["the nearest stranger"]
+    who = rng.choice(names)
+    options = [
+        f"I ask {who} what happened here.",
+        f"I ask {who} about the lighthouse.",
+        "I look around carefully for anything out of place.",
+        "I sit by the window and listen to the talk in the room.",
+        "I step outside and look towards Gull Point.",
+        "I check what I am carrying.",
+    ]
+    rng.shuffle(options)
+    last = " ".join(player_text.split()).lower()
+    chosen = [option for option in options if option.lower() != last][:4]
+    return {"suggestions": chosen}
+
+
+def _item_names(rows: dict[str, Any]) -> dict[str, str]:
+    return {key: str(row.get("name", key)) for key, row in rows.items() if isinstance(row, dict)}
+
+
+def write_inventory_changes(player_text: str, system: str) -> dict[str, Any]:
+    carried = _item_names(self_data_rows(system, "inventory"))
+    changes: list[dict[str, Any]] = []
+
+    def owned(phrase: str) -> str | None:
+        phrase = phrase.strip().lower().rstrip("s")
+        return next((name for name in carried.values() if phrase and (phrase in name.lower() or name.lower().rstrip("s") in phrase)), None)
+
+    for phrase in _GAIN.findall(player_text):
+        name = phrase.strip()
+        if len(changes) < 4 and name.lower() not in ("it", "them", "a look", "look", "a breath", "breath", "a seat", "seat"):
+            changes.append({"item": owned(name) or name, "delta": 1, "reason": f"the player took the {name}"})
+    for phrase in _LOSE.findall(player_text):
+        name = owned(phrase)
+        if name and len(changes) < 6:
+            changes.append({"item": name, "delta": -1, "reason": f"the player parted with the {name}"})
+    for phrase in _EQUIP.findall(player_text):
+        name = owned(phrase)
+        if name and not any(change["item"] == name for change in changes):
+            changes.append({"item": name, "delta": 0, "equip": True, "reason": f"the player took the {name} in hand"})
+    return {"changes": changes}
+
+
+def write_affinity_changes(player_text: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    lowered = player_text.lower()
+    delta = -3 if any(word in lowered for word in _HOSTILE) else 2 if any(word in lowered for word in _FRIENDLY) else 1
+    names = [name for name in _story_names(inputs) if name.lower() not in ("you", "the player")]
+    return {"changes": [{"character": name, "delta": delta, "reason": "how the player treated them this turn"} for name in names[:3]]}
+
+
+def memory_record(call_messages, system: str) -> dict[str, Any] | None:
+    """A memories-upsert value from the turn digest: the player's action as one sentence."""
+    digest = _input_value(runtime_inputs(system), "digest")
+    if not isinstance(digest, dict):
+        return None
+    action = _action(str(digest.get("playerMessage") or ""))
+    if not action or not action.isascii():
+        return None
+    text = f"The player chose to {action}."
+    slug = re.sub(r"[^a-z0-9]+", "-", action.lower()).strip("-")[:48] or "memory"
+    return {"id": slug, "kind": "event", "text": text}
+
+
+STRUCTURED_WRITERS = ("scene-prompts@1", "inventory.changes@1", "affinity.changes@1")
+
+
+def structured_reply(name: str, schema: dict[str, Any] | None, messages, player_text: str, seed: str) -> dict[str, Any] | None:
+    """The builtin plugins' JSON answers, by output contract; None for other schemas."""
+    title = (schema or {}).get("title") if isinstance(schema, dict) else None
+    contract = title if title in STRUCTURED_WRITERS else next((c for c in STRUCTURED_WRITERS if name == c.replace("@", "-")), None)
+    if contract is None:
+        return None
+    system = system_text(messages)
+    inputs = runtime_inputs(system)
+    if contract == "scene-prompts@1":
+        return write_suggestions(player_text, inputs, seed)
+    if contract == "inventory.changes@1":
+        return write_inventory_changes(player_text, system)
+    return write_affinity_changes(player_text, inputs)
+
+
+def planned_tool_call(messages, tools, tool_choice: str, player_text: str) -> tuple[str, dict[str, Any]] | None:
+    """A tool call the builtin plugins' agents expect, or None to answer (or fall back to schema filling).
+
+    - memory-search, once per turn, when the story has history: the player's words as the query;
+    - memories-upsert, once: a memory of the turn's action (memory/extract);
+    - runtime-done when it is offered and a business tool already ran.
+    """
+    offered = {tool.name: tool for tool in tools}
+    called = [call.name for message in messages for call in message.tool_calls]
+    earlier = [m for m in messages if m.role == "assistant" and not m.tool_calls and m.content.strip()]
+    if "memory-search" in offered and "memory-search" not in called and earlier and player_text:
+        return "memory-search", {"query": player_text[:200], "limit": 3}
+    if "memories-upsert" in offered and "memories-upsert" not in called:
+        record = memory_record(messages, system_text(messages))
+        if record is not None:
+            return "memories-upsert", {"key": record["id"], "value": record}
+    business = [name for name in called if name not in ("runtime-done", "emit-event", "memory-search")]
+    if "runtime-done" in offered and business:
+        return "runtime-done", {"summary": "done"}
+    return None

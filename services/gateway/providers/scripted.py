@@ -23,7 +23,7 @@ from services.gateway.providers.base import STALL, AttemptFailed, AttemptLimits,
 from services.gateway.providers.script_file import Reply, Script
 from services.gateway.schema_instances import SchemaInstanceError, generate_instance
 from services.gateway.slots import Target
-from services.gateway.story_writer import is_story_schema, write_story
+from services.gateway.story_writer import is_story_schema, planned_tool_call, structured_reply, system_text, write_story
 from shared.errors import invalid_argument
 
 CHUNK_MIN, CHUNK_MAX = 8, 16
@@ -59,6 +59,11 @@ def _earlier_player_texts(call: Call) -> tuple[str, ...]:
 
 def automatic_reply(call: Call) -> Reply:
     seed = conversation_seed(call)
+    planned = planned_tool_call(call.messages, call.tools, call.tool_choice, call.last_user_text()) if call.tools and call.tool_choice != "none" else None
+    if planned is not None:
+        name, arguments = planned
+        return Reply(tool_calls=(ToolCall(id=f"call_{seed[:16]}", name=name, arguments=json.dumps(arguments, ensure_ascii=False)),),
+                     finish_reason=events.TOOL_CALLS)
     tool = call.forced_tool()
     try:
         if tool is not None:
@@ -69,15 +74,18 @@ def automatic_reply(call: Call) -> Reply:
             )
         response_format = call.response_format
         if response_format is not None and (response_format.schema or is_story_schema(response_format.name, None)):
+            structured = structured_reply(response_format.name, response_format.schema, call.messages, call.last_user_text(), seed)
             if is_story_schema(response_format.name, response_format.schema):
-                value = write_story(call.last_user_text(), seed, _earlier_player_texts(call))
+                value = write_story(call.last_user_text(), seed, _earlier_player_texts(call), system_text(call.messages))
+            elif structured is not None:
+                value = structured
             else:
                 value = generate_instance(response_format.schema, seed)
             return Reply(content=json.dumps(value, ensure_ascii=False))
     except SchemaInstanceError as error:
         field = f"tools[{call.tools.index(tool)}].parameters" if tool is not None else "response_format.schema"
         raise invalid_argument(field, f"the scripted model cannot build a value for this schema: {error}") from None
-    return Reply(content=_story_prose(write_story(call.last_user_text(), seed, _earlier_player_texts(call))))
+    return Reply(content=_story_prose(write_story(call.last_user_text(), seed, _earlier_player_texts(call), system_text(call.messages))))
 
 
 def _chunks(text: str, rng: random.Random) -> list[str]:

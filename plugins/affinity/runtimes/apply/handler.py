@@ -27,5 +27,5 @@ async def handler(ctx):
                 {"op": "inc", "path": "/score", "by": after - before},
                 {"op": "merge", "path": "", "value": {"lastChange": delta, "reason": change["reason"][:200]}},
             ])
-        applied.append({"character": key, "delta": delta, "score": after})
+        applied.append({"character": key, "name": name, "delta": delta, "score": after})
     return {"applied": applied}
