@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""`covel-service`: the container's entry point (deploy/Dockerfile installs it on PATH).
+
+    covel-service <registry|scheduler|hooks|gateway|store>   run that service
+    covel-service probe [<service>]                          exit 0 when it answers SERVING
+
+A service binds its own `COVEL_<SERVICE>_ADDR` and dials its peers at theirs, so one
+ConfigMap can name every peer by its cluster address (`covel-store:50154`): in the
+container the service listens on all interfaces (`COVEL_LISTEN_HOST`, default 0.0.0.0) at
+the port of its own address. The probe asks the standard gRPC health service at that port
+on loopback, with the container's TLS settings; with no service named it probes the one
+PID 1 runs, which is what Docker's HEALTHCHECK needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from covel_cli.launcher import SERVICES
+from shared.settings import PeerAddresses
+
+USAGE = f"usage: covel-service <{'|'.join(SERVICES)}> | covel-service probe [<service>]"
+
+
+def listen_addr(configured: str, host: str) -> str:
+    """`host` with the port of `configured` ("covel-store:50154" -> "0.0.0.0:50154")."""
+    port = configured.rpartition(":")[2]
+    if not port.isdigit():
+        raise ValueError(f"{configured!r} has no port; set it as host:port")
+    return f"{host}:{port}"
+
+
+def service_of_pid1(cmdline: Path = Path("/proc/1/cmdline")) -> str | None:
+    """The service PID 1 runs (`python -m services.<name>`, after covel-service exec'd it)."""
+    try:
+        argv = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for arg in argv:
+        name = arg.decode(errors="replace").removeprefix("services.")
+        if arg.startswith(b"services.") and name in SERVICES:
+            return name
+    return None
+
+
+def check_name(name: str) -> str:
+    if name not in SERVICES:
+        raise SystemExit(f"covel-service: unknown service {name!r}; one of {', '.join(SERVICES)}\n{USAGE}")
+    return name
+
+
+def run(service: str) -> None:
+    own_var = f"COVEL_{service.upper()}_ADDR"
+    try:
+        os.environ[own_var] = listen_addr(PeerAddresses().addr_of(service), os.environ.get("COVEL_LISTEN_HOST", "0.0.0.0"))
+    except ValueError as error:
+        raise SystemExit(f"covel-service: {own_var}: {error}") from None
+    # exec: the service becomes this process, so it receives SIGTERM itself and drains.
+    os.execvp(sys.executable, [sys.executable, "-m", f"services.{service}"])
+
+
+def probe(service: str) -> int:
+    from shared.grpc_client import check_health
+    from shared.settings import SecuritySettings
+
+    addr = listen_addr(PeerAddresses().addr_of(service), "127.0.0.1")
+    status = asyncio.run(check_health(addr, timeout_s=float(os.environ.get("COVEL_PROBE_TIMEOUT_S", "3")), security=SecuritySettings()))
+    print(f"{service} {addr} {status}")
+    return 0 if status == "SERVING" else 1
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    if argv[0] == "probe":
+        name = argv[1] if len(argv) > 1 else service_of_pid1()
+        if name is None:
+            print("covel-service probe: name the service; PID 1 runs none", file=sys.stderr)
+            return 2
+        return probe(check_name(name))
+    run(check_name(argv[0]))
+    return 0  # not reached: run() replaces the process
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
