@@ -188,10 +188,32 @@ class SchedulerEventKeys:
         rendered = render_player_message(actions)
         now = int(time.time() * 1000)
         ids = {"messageId": message_id} if message_id else {}
-        self.emit_nowait("message:received", {"from": sender, "content": rendered, "channelId": CHANNEL_ID, "timestamp": now, **ids},
-                         session_id)
-        self.emit_nowait("message:preprocessed", {"channelId": CHANNEL_ID, "cfg": self._cfg, "from": sender, "senderId": sender,
-                                                  "body": body, "bodyForAgent": rendered, "timestamp": now, **ids}, session_id)
+
+        async def both() -> None:
+            session = await self._session_if_heard(("message:received", "message:preprocessed"), session_id)
+            if session is None:
+                return
+            await self.emit("message:received", {"from": sender, "content": rendered, "channelId": CHANNEL_ID, "timestamp": now,
+                                                 **ids}, session)
+            await self.emit("message:preprocessed", {"channelId": CHANNEL_ID, "cfg": self._cfg, "from": sender, "senderId": sender,
+                                                     "body": body, "bodyForAgent": rendered, "timestamp": now, **ids}, session)
+
+        task = asyncio.create_task(both())
+        self._observed.add(task)
+        task.add_done_callback(self._observed.discard)
+
+    async def _session_if_heard(self, keys: tuple[str, ...], session_id: str) -> store_pb2.Session | None:
+        """The session, fetched once, when any plugin subscribes to one of the keys; else None."""
+        try:
+            heard = set()
+            for key in keys:
+                heard |= await self._subscribers(key)
+            if not heard:
+                return None
+            return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id), timeout=10)).session
+        except grpc.aio.AioRpcError as error:
+            log.warning("event_key.emit_failed", keys=list(keys), code=error.code().name, details=error.details())
+            return None
 
     def message_sent(self, turn: store_pb2.Turn, success: bool, error: str = "") -> None:
         """A turn's story, handed to the client's stream (success) or not (the client went away)."""

@@ -1,0 +1,224 @@
+"""Gateway event keys emitted by the real scheduler at their points, with their context fields,
+received by family subscriptions of a real plugin (tests/fixtures/plugins/event-key-probe);
+gateway:shutdown and gateway:pre-restart waits measured on real processes; and a hookspec
+plugin (plugins/example-hookspecs) deciding a real turn."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.hooks.v1 import hooks_pb2_grpc
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from covel_cli.hooks_info import info
+from covel_cli.launcher import ServiceGroup, free_port_addrs
+from services.scheduler.event_keys import SchedulerEventKeys
+from shared.grpc_client import check_health, open_channel
+from shared.settings import REPO_ROOT
+from shared.structs import to_struct
+from tests.e2e.conftest import TEST_PLUGIN_DIR
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+PROBE = "event-key-probe"
+
+
+def records(data_dir: Path) -> list[dict]:
+    path = data_dir / "event-keys.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def wait_for(data_dir: Path, predicate, timeout_s: float = 10.0) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [record for record in records(data_dir) if predicate(record)]
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.05)
+
+
+def of(key: str, session_id: str | None = None, by: str | None = None):
+    return lambda r: r["key"] == key and (session_id is None or r.get("session_key") == session_id) and (by is None or r["by"] == by)
+
+
+async def new_session(stub, *plugins: str, settings: dict | None = None) -> store_pb2.Session:
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=list(plugins), approved_plugins=list(plugins),
+                                                 plugin_settings={k: to_struct(v) for k, v in (settings or {}).items()})
+    return (await stub.CreateSession(request)).session
+
+
+async def test_gateway_startup_is_emitted_once_the_scheduler_serves(services) -> None:
+    [startup] = await wait_for(services.data_dir, of("gateway:startup"))
+    assert startup["by"] == "gateway" and startup["session_key"] is None and startup["action"] == "startup"
+    assert set(startup["context"]["deps"]) == {"registry", "hooks", "gateway", "store"}
+    assert startup["context"]["deps"]["hooks"] == services.addrs["hooks"]
+    assert startup["context"]["workspaceDir"] == str(services.data_dir.resolve()) and startup["has_cfg"]
+
+
+async def test_a_session_and_a_turn_emit_their_keys_with_their_fields(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, PROBE)
+        [new] = await wait_for(services.data_dir, of("command:new", session.id))
+        assert new["by"] == "command" and new["has_cfg"]
+        assert new["context"]["sessionEntry"]["id"] == session.id and new["context"]["commandSource"] == "gateway:sessions.create"
+        for absent in ("previousSessionEntry", "senderId", "agentId", "workspaceDir", "storePath"):
+            assert absent not in new["context"], absent
+
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, idempotency_key="turn-1",
+                                                     actions=[common_pb2.PlayerAction(kind="do", text="I look around.")])
+        events = [event async for event in stub.SubmitActions(request)]
+        turn = events[-1].turn_completed
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+
+    [received] = await wait_for(services.data_dir, of("message:received", session.id))
+    assert received["by"] == "message"
+    assert {k: received["context"][k] for k in ("from", "content", "channelId", "messageId")} == {
+        "from": "main", "content": "I look around.", "channelId": "grpc", "messageId": "turn-1"}
+    assert isinstance(received["context"]["timestamp"], int) and "metadata" not in received["context"]
+    [preprocessed] = await wait_for(services.data_dir, of("message:preprocessed", session.id))
+    assert preprocessed["has_cfg"] and preprocessed["context"]["bodyForAgent"] == "I look around."
+    assert preprocessed["context"]["body"] == "I look around." and "transcript" not in preprocessed["context"]
+
+    [bootstrap] = await wait_for(services.data_dir, of("agent:bootstrap", session.id, by="agent"))
+    context = bootstrap["context"]
+    assert context["agentId"] == "narrator" and context["sessionId"] == context["sessionKey"] == session.id
+    assert context["workspaceDir"] == str(REPO_ROOT / "plugins" / "narrator")
+    first = context["bootstrapFiles"][0]
+    assert first["name"] == "PLUGIN.md" and first["path"] == str(REPO_ROOT / "plugins" / "narrator" / "PLUGIN.md")
+    assert first["missing"] is False and first["content"].startswith("You are the narrator")
+    # The probe's own bootstrap handler added a file: it reached the narrator's system prompt.
+    [report] = [e.hook for e in events if e.WhichOneof("event") == "hook" and e.hook.event == "PreLLMCall"]
+    system = json.loads(report.message)["system"]
+    assert "You are the narrator" in system and "## PROBE-NOTES.md\n\nProbe notes: the lamp is blue." in system
+
+    [sent] = await wait_for(services.data_dir, of("message:sent", session.id))
+    assert sent["context"]["success"] is True and sent["context"]["content"] == turn.narrative
+    assert sent["context"]["to"] == session.id and sent["context"]["channelId"] == "grpc" and "error" not in sent["context"]
+    story = [message for message in turn.messages if message.role == "story"]
+    assert sent["context"]["messageId"] == story[0].id
+
+
+async def test_session_patch_and_command_stop(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, PROBE, "slow-probe", settings={"slow-probe": {"marker": str(services.data_dir / "x")}})
+        await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=[PROBE]))
+        [patch] = await wait_for(services.data_dir, of("session:patch", session.id))
+        assert patch["by"] == "session" and patch["has_cfg"]
+        assert patch["context"]["patch"] == {"approve": [PROBE], "revoke": []}
+        assert patch["context"]["sessionEntry"]["approvedPlugins"] == [PROBE, "slow-probe"]
+
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])
+        started = asyncio.Event()
+
+        async def read() -> None:
+            async for event in stub.SubmitActions(request):
+                if event.WhichOneof("event") == "runtime_started":
+                    started.set()
+
+        reader = asyncio.create_task(read())
+        await asyncio.wait_for(started.wait(), 10)
+        await stub.Cancel(scheduler_pb2.CancelRequest(session_id=session.id))
+        # Awaited: the probe's handler has run by the time Cancel answers.
+        [stop] = [r for r in records(services.data_dir) if of("command:stop", session.id)(r)]
+        assert stop["by"] == "command"
+        assert stop["context"] == {"sessionId": session.id, "commandSource": "gateway:sessions.cancel"}
+        await asyncio.wait_for(reader, 10)
+
+
+async def test_compaction_keys_carry_only_what_is_known(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as scheduler, open_channel(services.addrs["hooks"]) as hooks, \
+            open_channel(services.addrs["store"]) as store:
+        session = await new_session(scheduler_pb2_grpc.SchedulerStub(scheduler), PROBE)
+        events = SchedulerEventKeys(hooks_pb2_grpc.HookDispatcherStub(hooks), store_pb2_grpc.TransactionalStoreStub(store), {})
+        await events.compact_before(session, message_count=40, message_count_original=40)
+        await events.compact_after(session, message_count=12, compacted_count=28, summary_length=512, first_kept_entry_id="m-29")
+    [before] = [r for r in records(services.data_dir) if of("session:compact:before", session.id)(r)]
+    assert before["by"] == "session" and before["context"] == {
+        "sessionId": session.id, "missingSessionKey": False, "messageCount": 40, "messageCountOriginal": 40}
+    [after] = [r for r in records(services.data_dir) if of("session:compact:after", session.id)(r)]
+    assert after["context"] == {"sessionId": session.id, "missingSessionKey": False, "messageCount": 12, "compactedCount": 28,
+                                "summaryLength": 512, "firstKeptEntryId": "m-29"}
+
+
+async def test_hooks_info_lists_keys_families_and_hookspec_plugins(services) -> None:
+    printed = io.StringIO()
+    assert await info(services.addrs["hooks"], out=printed) == 0
+    out = printed.getvalue()
+    assert "gateway:shutdown         bounded 5 s" in out and "gateway:pre-restart      bounded 10 s" in out
+    assert f"message                  {PROBE}" in out
+    assert "example-hookspecs: after_llm_call, after_tool_call, before_llm_call, before_tool_call, on_error, system_prompt" in out
+
+
+async def test_a_hookspec_plugin_finishes_a_model_call_with_its_own_text(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, "example-hookspecs")
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="(pause)")])
+        events = [event async for event in stub.SubmitActions(request)]
+    turn = events[-1].turn_completed
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+    assert turn.narrative == "The story holds its breath and waits for you."
+    assert not [e for e in events if e.WhichOneof("event") == "narrative_delta" and e.narrative_delta.text], "nothing streamed"
+
+
+async def test_shutdown_and_restart_waits_are_bounded_and_handlers_run_to_their_end(tmp_path) -> None:
+    """Budgets 1 s (shutdown) and 2 s (pre-restart) instead of 5 s and 10 s; handlers take 3 s."""
+    env = {"COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(TEST_PLUGIN_DIR)]),
+           "COVEL_SCHEDULER_SHUTDOWN_HOOK_BUDGET_MS": "1000", "COVEL_SCHEDULER_PRE_RESTART_HOOK_BUDGET_MS": "2000",
+           "EVENT_KEY_PROBE_SLEEP_S": "3"}
+    group = ServiceGroup(free_port_addrs(), tmp_path, extra_env=env)
+    try:
+        await group.start()
+        await wait_for(tmp_path, of("gateway:startup"))
+        scheduler = group.processes["scheduler"]
+        # SIGHUP: the scheduler restarts in place (same pid): pre-restart, then shutdown, each bounded.
+        hup = time.time()
+        scheduler.send_signal(signal.SIGHUP)
+        [shutdown] = await wait_for(tmp_path, of("gateway:shutdown", by="gateway"), timeout_s=15)
+        [pre_restart] = await wait_for(tmp_path, of("gateway:pre-restart", by="gateway"))
+        assert pre_restart["context"]["reason"] == "restart" and pre_restart["context"]["restartExpectedMs"] > 0
+        assert shutdown["context"] == pre_restart["context"]
+        waited_pre_restart = shutdown["t"] - pre_restart["t"]
+        assert 2.0 <= waited_pre_restart < 2.8, waited_pre_restart
+        # Serving again once the restarted process is up.
+        while await check_health(group.addrs["scheduler"], timeout_s=0.5) != "SERVING" or len(records_of(tmp_path, "gateway:startup")) < 2:
+            assert time.time() - hup < 30
+            await asyncio.sleep(0.1)
+        assert scheduler.returncode is None, "restarted in place"
+        done = records_of(tmp_path, "gateway:pre-restart", by="done")
+        assert done and done[0]["t"] - pre_restart["t"] >= 3.0, "the pre-restart handler was not cancelled by the budget"
+        restarted_at = records_of(tmp_path, "gateway:startup")[1]["t"]
+        print(f"\nSIGHUP -> pre-restart handler: {pre_restart['t'] - hup:.2f} s; pre-restart wait {waited_pre_restart:.2f} s "
+              f"(budget 2 s); serving again after {restarted_at - hup:.2f} s")
+        # SIGTERM: gateway:shutdown only, bounded by its budget; the scheduler exits without waiting for the handler.
+        stopping = time.time()
+        scheduler.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(scheduler.wait(), 15)
+        scheduler_exit = time.time() - stopping
+        assert 1.0 <= scheduler_exit < 2.5, scheduler_exit
+    finally:
+        await group.stop()
+        stopped = time.time()
+    final = [r for r in records_of(tmp_path, "gateway:shutdown", by="gateway") if r["context"]["reason"] == "shutdown"]
+    assert final and final[0]["context"]["restartExpectedMs"] is None
+    handler_done = [r for r in records_of(tmp_path, "gateway:shutdown", by="done") if r["t"] > final[0]["t"]]
+    assert handler_done and handler_done[-1]["t"] - final[0]["t"] >= 3.0, "the shutdown handler ran to its end"
+    assert handler_done[-1]["t"] <= stopped, "the hooks service joined the handler before exiting"
+    print(f"SIGTERM -> scheduler exited after {scheduler_exit:.2f} s (shutdown budget 1 s); the handler finished "
+          f"{handler_done[-1]['t'] - final[0]['t']:.2f} s after it started; the group stopped {stopped - stopping:.2f} s after SIGTERM")
+
+
+def records_of(data_dir: Path, key: str, by: str | None = None) -> list[dict]:
+    return [r for r in records(data_dir) if of(key, by=by)(r)]
