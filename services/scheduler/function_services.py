@@ -97,7 +97,9 @@ class StoreView:
             "phase": session.phase,
             "completedPlayerTurns": session.completed_player_turns,
             "locale": session.locale,
-            "setupRuntimes": {runtime_id: from_struct(progress) for runtime_id, progress in session.setup_runtimes.items()},
+            # The spec's view: the kernel's bookkeeping (version, attempts) stays out.
+            "setupRuntimes": {runtime_id: {k: v for k, v in from_struct(progress).items() if k not in ("version", "attempts")}
+                              for runtime_id, progress in session.setup_runtimes.items()},
         })
 
     async def get_plugin_data(self, namespace: str, key: str, default: Any = None) -> Any:

@@ -63,3 +63,30 @@ def scheduled_this_turn(
         if isinstance(cooldown, int) and last is not None and logical_turn - last <= cooldown:
             return False
     return True
+
+
+# -- setup runtimes ------------------------------------------------------------------------------
+# A setup runtime's completion is recorded per plugin version (Session.setup_runtimes): done or
+# blocked runtimes do not run again until the plugin's version changes; then they run once more,
+# in the setup stage of a session still in setup, or as late setup (before pre-turn) of a session
+# already playing, with a fresh retry budget.
+SETUP_MAX_ATTEMPTS = 3
+
+
+def setup_due(progress: dict[str, Any] | None, version: str) -> bool:
+    if not progress or progress.get("version") != version:
+        return True
+    return progress.get("state") not in ("done", "blocked")
+
+
+def setup_progress(previous: dict[str, Any] | None, version: str, status: str, reason: str, *, completed: bool) -> dict[str, Any] | None:
+    """The progress a setup runtime's result records: None when it did not really run (gated, vetoed)."""
+    if completed:
+        return {"state": "done", "resolution": "completed", "version": version}
+    if status != "failed":
+        return None
+    same_version = bool(previous) and previous.get("version") == version
+    attempts = (int(previous.get("attempts", 0)) if same_version else 0) + 1
+    if attempts >= SETUP_MAX_ATTEMPTS:
+        return {"state": "blocked", "reason": f"failed {attempts} times", "lastError": reason, "attempts": attempts, "version": version}
+    return {"state": "pending", "lastError": reason, "attempts": attempts, "version": version}

@@ -28,7 +28,7 @@ from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.security.auth import client_api_interceptors
-from shared.structs import from_struct
+from shared.structs import from_struct, to_struct
 from shared.telemetry import metrics, tracing
 from shared.telemetry.tracing import configure_tracing
 
@@ -77,6 +77,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     requested_plugins=list(request.requested_plugins),
                     excluded_plugins=list(request.excluded_plugins),
                     plugin_settings=dict(request.plugin_settings),
+                    # -- setup: plugins with setup runtimes start the session in its setup phase
+                    **await self._setup_fields(active),
                 )
             ),
             timeout=10,
@@ -94,6 +96,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 scheduler_pb2.RejectedPlugin(plugin_id=r.plugin_id, code=r.code, reason=r.reason) for r in resolved.rejected
             ],
         )
+
+    async def _setup_fields(self, active: list[str]) -> dict:
+        packages = await self._runner._plugins.packages(active, timeout_s=10)
+        pending = {r.runtime_id: to_struct({"state": "pending"}) for p in packages for r in p.runtimes if r.stage == "setup"}
+        return {"phase": "setup", "setup_runtimes": pending} if pending else {}
+    # -- end setup
 
     @rpc
     async def GetSession(self, request: scheduler_pb2.GetSessionRequest, context) -> scheduler_pb2.GetSessionResponse:

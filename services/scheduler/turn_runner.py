@@ -23,6 +23,7 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_execution import AgentExecution
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime
+from services.scheduler.compaction import compact_history
 from services.scheduler.concealment import conceal_event
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_execution import FunctionExecution
@@ -33,7 +34,7 @@ from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.runtime_result import apply_replaced_result
-from services.scheduler.selection import STAGES, TriggerHistory, needs_history, scheduled_this_turn
+from services.scheduler.selection import STAGES, TriggerHistory, needs_history, scheduled_this_turn, setup_due, setup_progress
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.speakers import resolve_speakers
 from services.scheduler.story_output import EmptyStory, normalize_story
@@ -241,6 +242,14 @@ class TurnRunner:
                 runtime for runtime in runtimes
                 if scheduled_this_turn(manifests[runtime.runtime_id], runtime.stage, lease.logical_turn, history)
             ]
+            # -- setup: only setup runtimes not yet done for their plugin's version; a session in setup runs only them.
+            versions = {package.id: package.version for package in packages}
+            selected = [r for r in selected if r.stage != "setup"
+                        or setup_due(from_struct(session.setup_runtimes[r.runtime_id]) if r.runtime_id in session.setup_runtimes else None,
+                                     versions.get(r.plugin_id, ""))]
+            if session.phase == "setup" and any(r.stage == "setup" for r in selected):
+                selected = [r for r in selected if r.stage == "setup"]
+            # -- end setup
         schedule = await self._hooks.dispatch(
             "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}
         )
@@ -249,10 +258,21 @@ class TurnRunner:
         selected = [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
 
         history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
+        messages = list(history_reply.messages)
+        compacted = None
+        if not request.manual_runtime_id and request.detached_job is None:
+            compacted = await compact_history(
+                hooks=self._hooks, scope=scope, packages={p.id: p for p in packages}, history=messages,
+                budget_chars=self._settings.scheduler_history_budget_chars, keep_turns=self._settings.scheduler_history_keep_turns)
+            await record(compacted.trace)
+            messages = compacted.history
         run = TurnState(
-            history=list(history_reply.messages), packages={p.id: p for p in packages}, actions=list(request.actions),
+            history=messages, packages={p.id: p for p in packages}, actions=list(request.actions),
             player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=manifests,
         )
+        run.session = session
+        if compacted is not None and compacted.proposal is not None:
+            run.proposals.append(compacted.proposal)
         if request.detached_job is not None:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
         if request.manual_runtime_id or request.detached_job is not None:
@@ -380,6 +400,32 @@ class TurnRunner:
                 return
             await self._run_stage(layer, run, scope, turn, emit, record)
 
+    def _setup_commit(self, turn: store_pb2.Turn, run: TurnState) -> dict:
+        """setup_progress of the setup runtimes that ran, and phase "playing" once none is left to do."""
+        session = self._session_of(turn, run)
+        progress: dict[str, dict] = {}
+        for result in turn.runtime_results:
+            if not result.setup:
+                continue
+            outcome = run.outcomes.get(result.runtime_id)
+            version = run.packages[result.plugin_id].version
+            previous = from_struct(session.setup_runtimes[result.runtime_id]) if result.runtime_id in session.setup_runtimes else None
+            completed = outcome is not None and (result.status == "success" or outcome.guard_skipped) and result.runtime_id not in run.rewritten
+            recorded = setup_progress(previous, version, result.status, result.reason, completed=completed)
+            if recorded is not None:
+                progress[result.runtime_id] = recorded
+        fields: dict = {"setup_progress": {rid: to_struct(value) for rid, value in progress.items()}} if progress else {}
+        if session.phase == "setup":
+            setup_ids = [rid for rid, manifest in run.manifests.items() if (manifest.get("schedule") or {}).get("stage") == "setup"]
+            merged = {rid: from_struct(value) for rid, value in session.setup_runtimes.items()} | progress
+            if all((merged.get(rid) or {}).get("state") in ("done", "blocked") for rid in setup_ids):
+                fields["phase"] = "playing"
+        return fields
+
+    @staticmethod
+    def _session_of(turn: store_pb2.Turn, run: TurnState) -> store_pb2.Session:
+        return run.session if run.session is not None else store_pb2.Session(id=turn.session_id, phase="playing")
+
     # -- detached runtimes: queued at commit, run by detached_worker.py --
     async def _queue_detached(self, detached, run: TurnState, scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit) -> None:
         """Detached runtimes do not run in the turn: each becomes a job the commit enqueues (only if the
@@ -438,7 +484,7 @@ class TurnRunner:
         turn.runtime_results.append(
             store_pb2.RuntimeResult(
                 runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
-                output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime),
+                output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
                 concealed=bool((manifest.get("io") or {}).get("concealed")),
             )
         )
@@ -520,7 +566,10 @@ class TurnRunner:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
             await record(outcome.trace)
         outcome.run_id = new_id()
+        status_before_hooks = outcome.status
         outcome = await self._post_runtime(runtime, scope, outcome, record)
+        if outcome.status != status_before_hooks:
+            run.rewritten.add(runtime.runtime_id)  # a setup runtime a hook turned into a success is not complete
         if (outcome.status == "success" or outcome.guard_skipped) and not is_story_runtime(runtime):
             outcome = self._check_output(runtime, manifest, run, outcome)
         if outcome.status != "success" and not outcome.guard_skipped:
@@ -612,6 +661,7 @@ class TurnRunner:
             store_pb2.CommitTurnRequest(
                 session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals, release_lease=True,
                 dependencies=dependencies, detached_jobs=run.detached_jobs if run is not None else [],
+                **(self._setup_commit(turn, run) if run is not None else {}),
             ),
             timeout=30,
         )

@@ -61,6 +61,10 @@ class TurnState:
     detached_jobs: list[store_pb2.DetachedJobSpec] = field(default_factory=list)
     # A detached job's run: its inputs as the source turn bound them (committed ones are read anew).
     source_inputs: dict[str, Any] | None = None
+    # The session as the turn found it (phase, setup progress).
+    session: store_pb2.Session | None = None
+    # Runtimes whose status a PostRuntime hook changed.
+    rewritten: set[str] = field(default_factory=set)
 
     def output_contracts(self) -> dict[str, str]:
         """runtime id -> its io.output.contract, for every runtime of the session's packages."""

@@ -133,7 +133,8 @@ JOB_TIMEOUT_MAX_MS = 24 * 60 * 60 * 1000
 
 
 SETUP_STATES = {"pending": (), "done": ("resolution",), "blocked": ("reason",)}
-SETUP_FIELDS = {"state", "lastError", "resolution", "warning", "reason"}
+# version / attempts: the scheduler's bookkeeping (completion per plugin version, retry budget).
+SETUP_FIELDS = {"state", "lastError", "resolution", "warning", "reason", "version", "attempts"}
 
 
 def setup_progress(progress, field: str) -> None:

@@ -55,3 +55,19 @@ def test_cooldown_spaces_runs() -> None:
 def test_manual_event_and_subagent_only_are_never_scheduled() -> None:
     for schedule in ({"trigger": {"type": "manual"}}, {"trigger": {"type": "event"}}, {"subagentOnly": True, "stage": "narrative"}):
         assert not scheduled_this_turn({"id": "x", "schedule": schedule}, "narrative", 1)
+
+
+def test_setup_progress_per_version_with_a_retry_budget() -> None:
+    from services.scheduler.selection import setup_due, setup_progress
+
+    progress = None
+    for _ in range(2):
+        progress = setup_progress(progress, "1.0.0", "failed", "boom", completed=False)
+        assert progress["state"] == "pending" and setup_due(progress, "1.0.0")
+    progress = setup_progress(progress, "1.0.0", "failed", "boom", completed=False)
+    assert progress["state"] == "blocked" and progress["attempts"] == 3 and not setup_due(progress, "1.0.0")
+    assert setup_due(progress, "1.1.0"), "a new version runs it again"
+    assert setup_progress(progress, "1.1.0", "failed", "boom", completed=False)["attempts"] == 1, "with a fresh budget"
+    done = setup_progress(None, "1.1.0", "success", "", completed=True)
+    assert done == {"state": "done", "resolution": "completed", "version": "1.1.0"} and not setup_due(done, "1.1.0")
+    assert setup_progress(done, "1.1.0", "skipped", "PreRuntime said no", completed=False) is None, "a gated run records nothing"

@@ -1,0 +1,63 @@
+"""Setup runtimes: the setup phase until they complete, completion per plugin version, late setup."""
+
+from __future__ import annotations
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.grpc_client import open_channel
+from shared.structs import from_struct, to_struct
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+INTRO = "setup-probe/intro"
+
+
+async def submit(stub, session_id: str, text: str) -> tuple[store_pb2.Turn, dict]:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+    return turn, {r.runtime_id: r for r in turn.runtime_results}
+
+
+async def test_a_session_stays_in_setup_until_its_setup_runtimes_complete(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["setup-probe"]))).session
+        assert session.phase == "setup" and from_struct(session.setup_runtimes[INTRO]) == {"state": "pending"}
+
+        turn, results = await submit(stub, session.id, "fail, please")
+        assert set(results) == {INTRO} and results[INTRO].status == "failed" and results[INTRO].setup
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert after.phase == "setup" and after.completed_player_turns == 0
+        assert from_struct(after.setup_runtimes[INTRO]) == {
+            "state": "pending", "lastError": "handler raised RuntimeError: not ready yet", "attempts": 1, "version": "0.2.0"}
+
+        turn, results = await submit(stub, session.id, "Hello")
+        assert set(results) == {INTRO} and results[INTRO].status == "success", "a setup turn runs only the setup stage"
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert after.phase == "playing" and after.completed_player_turns == 0, "setup turns are not player turns"
+        assert from_struct(after.setup_runtimes[INTRO]) == {"state": "done", "resolution": "completed", "version": "0.2.0"}
+
+        turn, results = await submit(stub, session.id, "I look around.")
+        assert INTRO not in results, "a completed setup runtime does not run again"
+        assert from_struct(results["setup-probe/pre"].output) == {"phase": "playing"} and results["narrator"].status == "success"
+
+
+async def test_late_setup_reruns_a_setup_runtime_of_a_new_version_before_pre_turn(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        # A session already playing, whose setup ran with an older version of the plugin.
+        session = (await store.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(
+            locale="en", active_plugins=["narrator", "setup-probe"], phase="playing",
+            setup_runtimes={INTRO: to_struct({"state": "done", "resolution": "completed", "version": "0.1.0"})})))).session
+        events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+            session_id=session.id, actions=[common_pb2.PlayerAction(text="I carry on.")]))]
+        started = [e.runtime_started.runtime_id for e in events if e.WhichOneof("event") == "runtime_started"]
+        turn = events[-1].turn_completed
+        results = {r.runtime_id: r for r in turn.runtime_results}
+        assert results[INTRO].status == "success" and results["narrator"].status == "success"
+        assert started.index(INTRO) < started.index("setup-probe/pre") < started.index("narrator"), "late setup runs before pre-turn"
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert from_struct(after.setup_runtimes[INTRO])["version"] == "0.2.0" and after.completed_player_turns == 1
