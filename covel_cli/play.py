@@ -257,7 +257,12 @@ async def play(
                                                          world_id=world.id if world else "")
             for plugin_id, settings in (world.plugin_settings if world else {}).items():
                 request.plugin_settings[plugin_id].CopyFrom(to_struct(settings))
-            created = await stub.CreateSession(request)
+            try:
+                created = await stub.CreateSession(request)
+            except grpc.aio.AioRpcError as error:
+                # UNAUTHENTICATED says which token to send; UNAVAILABLE that the scheduler is not reachable.
+                out.write(f"(error {error.code().name}: {error.details()})\n")
+                return 1
             session_id = created.session.id
             out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
             for rejected in created.rejected:

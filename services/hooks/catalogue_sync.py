@@ -14,6 +14,8 @@ from services.hooks.dispatcher import HandlerTable
 from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
 from services.hooks.event_keys import EventKeyTable
 from shared.logs import get_logger
+from shared.plugin_sdk.http_client import declared_http_permissions
+from shared.structs import from_struct
 
 log = get_logger(component="catalogue_sync")
 
@@ -43,6 +45,7 @@ def _entries(reply: registry_pb2.ListPluginsResponse) -> list[PluginEntry]:
                 declared_services=tuple(plugin.services),
                 declared_extensions=tuple(plugin.extensions),
                 declared_forms=tuple(plugin.forms),
+                http_permissions=declared_http_permissions(from_struct(plugin.definition), [from_struct(r.manifest) for r in plugin.runtimes]),
             )
         )
     return entries

@@ -13,9 +13,11 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
 from shared.plugin_sdk import PluginRegistrar
+from shared.plugin_sdk.http_client import invalid_http_permissions
 from shared.plugin_sdk.registrar import RegistrationError
 
 
@@ -35,6 +37,8 @@ class PluginEntry:
     declared_services: tuple[str, ...] = ()
     declared_extensions: tuple[str, ...] = ()
     declared_forms: tuple[str, ...] = ()
+    # (where, entry) of permissions.http, root and runtimes (covel.http).
+    http_permissions: tuple[tuple[str, Any], ...] = ()
 
     def declared_registrations(self) -> list[tuple[str, tuple[str, ...]]]:
         """(contributes field, declared names) for the registrations other than hooks."""
@@ -151,7 +155,11 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
             if missing:
                 result.errors[plugin.plugin_id] = missing
             continue
-        registrar = PluginRegistrar(plugin.plugin_id)
+        invalid_http = invalid_http_permissions(plugin.http_permissions)
+        if invalid_http:
+            result.errors[plugin.plugin_id] = invalid_http
+            continue
+        registrar = PluginRegistrar(plugin.plugin_id, http_permissions=plugin.http_permissions)
         try:
             module = _import_entry(plugin, generation)
             register = getattr(module, "register", None)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.hook_events import DEFAULT_HOOK_TIMEOUT_MS, ENFORCE_GROUPS, EVENTS_BY_NAME
 from shared.plugin_sdk.event_keys import DEFAULT_EVENT_HANDLER_TIMEOUT_MS, KEY_PATTERN, subscription_warning
+from shared.plugin_sdk.http_client import PluginHttpClient
 
 
 class RegistrationError(ValueError):
@@ -105,6 +107,13 @@ class PluginRegistrar:
     event_handlers: list[EventKeyRegistration] = field(default_factory=list)
     # Objects with @hookimpl methods (Python hookspecs); the hooks service maps them onto events.
     hookimpl_objects: list[Any] = field(default_factory=list)
+    # (where, entry) of the package's permissions.http, root and runtimes: what covel.http may reach.
+    http_permissions: tuple[tuple[str, Any], ...] = ()
+
+    @functools.cached_property
+    def http(self) -> PluginHttpClient:
+        """covel.http: an httpx client limited to the origins and methods of permissions.http."""
+        return PluginHttpClient(self.plugin_id, self.http_permissions)
 
     def on(
         self,
