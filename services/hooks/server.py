@@ -13,6 +13,7 @@ from covel.registry.v1 import registry_pb2_grpc
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
+from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.hookspec_adapter import events_for
 from services.hooks.settings import HooksSettings
@@ -23,7 +24,7 @@ from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.tools import ToolContext, tool_error
-from shared.structs import from_struct, to_struct
+from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.tracing import configure_tracing, traced
 
@@ -195,6 +196,36 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             ],
             generation=loaded.generation,
         )
+
+    @rpc
+    async def CallExtension(
+        self, request: hooks_pb2.CallExtensionRequest, context: grpc.aio.ServicerContext
+    ) -> hooks_pb2.CallExtensionResponse:
+        require(request.context.session_id, "context.session_id", "the execution's session")
+        require(request.point, "point", "the extension point, e.g. history.compact@2")
+        ctx = request.context
+        active = set(ctx.active_plugin_ids)
+        providers = ordered_providers([
+            extension
+            for plugin in self._sync.current.load_result.loaded
+            if plugin.entry.plugin_id in active and (not request.plugin_id or plugin.entry.plugin_id == request.plugin_id)
+            # Community server code runs only once the player approved it.
+            and (plugin.entry.source != "community" or plugin.entry.plugin_id in ctx.approved_plugin_ids)
+            for extension in plugin.registrar.extensions if extension.point == request.point
+        ])
+        payload = from_struct(request.input)
+        answers = []
+        for extension in providers:
+            provider_context = ToolContext(
+                session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
+                logical_turn=ctx.logical_turn,
+                _own_settings=from_struct(ctx.plugin_settings[extension.plugin_id]) if extension.plugin_id in ctx.plugin_settings else {},
+            )
+            answer = await call_extension(extension, provider_context, payload, (request.timeout_ms or 30_000) / 1000)
+            answers.append(hooks_pb2.ExtensionAnswer(
+                plugin_id=answer.plugin_id, id=answer.id, ok=answer.ok, output=to_value(answer.output) if answer.ok else None,
+                error=answer.error, duration_us=answer.duration_us))
+        return hooks_pb2.CallExtensionResponse(answers=answers)
 
     def _tool(self, plugin_id: str, name: str):
         """(registration, package source) of a plugin's tool, or None."""

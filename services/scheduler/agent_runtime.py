@@ -223,8 +223,10 @@ class AgentLoop:
             segments = static_segments(runtime, self.story, packages)
             self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
             bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
+            include_summaries = _manifest_get(self.manifest, "agent", "history", "includeSummaries", default=True) is not False
             self.system_prompt, self.messages = assemble(
-                runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap)
+                runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
+                include_summaries)
             await self._post_context_assembly()
         self.available: dict[str, gateway_pb2.ToolDefinition] = {}
         wanted = tools_wanted(self.manifest)

@@ -87,11 +87,19 @@ def bootstrap_text(files: list[dict[str, Any]], own_prompt: str) -> list[str]:
     return parts
 
 
-def history_messages(messages: list[common_pb2.Message], max_turns: int) -> list[dict[str, Any]]:
-    """The conversation log as chat messages: the last `max_turns` player turns and what followed them."""
+def history_messages(messages: list[common_pb2.Message], max_turns: int, include_summaries: bool = True) -> list[dict[str, Any]]:
+    """The conversation log as chat messages: the last `max_turns` player turns and what followed them.
+
+    After a history compaction the log up to the latest summary's throughSeq is read as that
+    summary (first, as a system message) instead of the messages it folded."""
+    summary = next((m for m in reversed(messages) if m.role == "summary"), None)
+    through = int(from_struct(summary.metadata).get("throughSeq", 0)) if summary is not None else 0
+    messages = [m for m in messages if m.role != "summary" and m.seq > through]
     player_positions = [index for index, message in enumerate(messages) if message.role == "player"]
     start = player_positions[-max_turns] if len(player_positions) > max_turns else 0
     chat: list[dict[str, Any]] = []
+    if summary is not None and include_summaries:
+        chat.append({"role": "system", "content": f"{SUMMARY_HEADING}\n{summary.text}"})
     for message in messages[start:]:
         if message.role == "player":
             chat.append({"role": "user", "content": message.text})
@@ -100,6 +108,7 @@ def history_messages(messages: list[common_pb2.Message], max_turns: int) -> list
     return chat
 
 
+SUMMARY_HEADING = "Summary of the story so far (earlier turns, compacted):"
 SUMMARY_CHARS = 200
 
 
@@ -154,6 +163,7 @@ def assemble(
     self_data: list[str] | None = None,
     segments: list[dict[str, Any]] | None = None,
     bootstrap: list[dict[str, Any]] | None = None,
+    include_summaries: bool = True,
 ) -> tuple[str, list[dict[str, Any]]]:
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
@@ -171,7 +181,7 @@ def assemble(
         return {"role": segment.get("role") or "system", "content": segment["content"]}
 
     messages = [as_message(seg) for seg in segments if seg.get("position") == "pre-history"]
-    past = history_messages(history, max_turns)
+    past = history_messages(history, max_turns, include_summaries)
     messages += past
     messages += [as_message(seg) for seg in segments if seg.get("position") == "post-history"]
     if player_message:

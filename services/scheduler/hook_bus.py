@@ -101,6 +101,16 @@ class HookBus:
         )
         return reply.result
 
+    async def call_extension(self, scope: ExecutionScope, point: str, payload: dict[str, Any], *, plugin_id: str = "",
+                             timeout_ms: int = 30_000) -> list[hooks_pb2.ExtensionAnswer]:
+        """The answers of a kernel extension point's providers among the session's active plugins."""
+        reply = await self._hooks.CallExtension(
+            hooks_pb2.CallExtensionRequest(context=scope.context(plugin_id), point=point, plugin_id=plugin_id,
+                                           input=to_struct(payload), timeout_ms=timeout_ms),
+            timeout=timeout_ms / 1000 + 10,
+        )
+        return list(reply.answers)
+
     async def dispatch(
         self,
         event: str,

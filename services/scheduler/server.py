@@ -34,6 +34,7 @@ from shared.telemetry.tracing import configure_tracing
 
 LOCALES = ("en", "zh")
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+MAX_INTERJECTION = 4000
 log = get_logger(component="scheduler")
 
 
@@ -292,6 +293,19 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             )
         await self.events.command_stop(request.session_id)
         return scheduler_pb2.CancelResponse()
+
+
+    @rpc
+    async def Interject(self, request: scheduler_pb2.InterjectRequest, context) -> scheduler_pb2.InterjectResponse:
+        require(request.session_id, "session_id", "the session whose running turn should hear it")
+        text = request.text.strip()
+        if not text or len(text) > MAX_INTERJECTION:
+            raise invalid_argument("text", f"say 1-{MAX_INTERJECTION} characters")
+        turn_id = self._runner.interject(request.session_id, text)
+        if not turn_id:
+            raise failed_precondition(f"no turn of session {request.session_id} is running on this scheduler; "
+                                      "submit it as the next action instead")
+        return scheduler_pb2.InterjectResponse(turn_id=turn_id)
 
 
 def _check_idempotency_key(key: str) -> None:

@@ -23,6 +23,10 @@ class SchedulerSettings(ServiceSettings):
     scheduler_turn_timeout_s: float = 600.0
     # History window for story runtimes when the manifest sets none (player turns).
     scheduler_history_max_turns: int = 20
+    # History compaction (a history.compact@2 provider is active): past this many characters of
+    # story log since the latest summary, the turns before the last keep-turns are summarised.
+    scheduler_history_budget_chars: int = Field(24_000, ge=0)
+    scheduler_history_keep_turns: int = Field(4, ge=0)
     # Auto-advance: how many turns a story yielding `continue` may start in a row (a session's
     # plugin_settings["framework"].maxAutoAdvance overrides it; 0 turns it off).
     scheduler_max_auto_advance: int = 3

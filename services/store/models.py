@@ -115,7 +115,7 @@ class MessageRow(Base):
     session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
     turn_id: Mapped[str | None] = mapped_column(ID, ForeignKey("turns.id", ondelete="CASCADE"), index=True)
     seq: Mapped[int] = mapped_column(BigInteger)
-    # "player", "story" or "system".
+    # "player", "story", "system" or "summary" (history compaction).
     role: Mapped[str] = mapped_column(String(16))
     plugin_id: Mapped[str] = mapped_column(String(200), default="")
     runtime_id: Mapped[str] = mapped_column(String(200), default="")

@@ -15,6 +15,8 @@ New proposal types register in `APPLIERS`. Payload shapes (JSON in Proposal.payl
 - dimension.update     {updates: [{id, value, expectedVersion}]}   (whole batch CAS; owner only)
 - event.emit           {name, payload?}
 - export.record        {recordAs, value}                            (io.output.recordAs)
+- history.summary      {text, throughSeq, messageCount}             (history compaction: the log up to
+                       throughSeq is read as this summary from now on; the messages stay stored)
 
 Limits (documented numbers, see LIMITS below): a stored value (plugin data after the operations,
 a character, a dimension value, an export, an event payload) is at most 256 KiB of compact
@@ -43,6 +45,7 @@ from shared.plugin_data.operations import DELETED, MISSING, OperationError, appl
 from shared.structs import from_struct
 
 STORY_METADATA_KEYS = ("segments", "cues", "yield", "presentCharacterIds")
+SUMMARY_MAX_CHARS = 20_000
 VALUE_MAX_BYTES = 256 * 1024
 OPERATIONS_MAX = 100
 BATCH_MAX = 200
@@ -444,6 +447,19 @@ def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> 
     )
 
 
+def apply_history_summary(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
+    payload = from_struct(proposal.payload)
+    text, through, count = payload.get("text"), payload.get("throughSeq"), payload.get("messageCount")
+    if not isinstance(text, str) or not text.strip():
+        raise Rejected("history.summary: payload.text must be a non-empty string")
+    if len(text) > SUMMARY_MAX_CHARS:
+        raise Rejected(f"history.summary: payload.text has {len(text)} characters; at most {SUMMARY_MAX_CHARS}", "size-limit")
+    if not isinstance(through, int) or isinstance(through, bool) or not 1 <= through < context.next_seq:
+        raise Rejected(f"history.summary: payload.throughSeq must be the seq of a stored message (1-{context.next_seq - 1})")
+    meta = {"throughSeq": through, "messageCount": count if isinstance(count, int) else 0}
+    context.append_message(role="summary", text=text, plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id, meta=meta)
+
+
 APPLIERS: dict[str, Callable[[ApplyContext, store_pb2.Proposal], None]] = {
     "narrative.append": apply_narrative_append,
     "plugin.data": apply_plugin_data,
@@ -456,6 +472,7 @@ APPLIERS: dict[str, Callable[[ApplyContext, store_pb2.Proposal], None]] = {
     "dimension.update": apply_dimension_update,
     "event.emit": apply_event_emit,
     "export.record": apply_export_record,
+    "history.summary": apply_history_summary,
 }
 
 
