@@ -21,6 +21,7 @@ from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.plugin_sdk.event_keys import EVENT_KEYS, FAMILIES, Delivery, matches, subscription_warning
 from shared.plugin_sdk.registrar import PluginRegistrar, RegistrationError
+from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
 from tests.conftest import free_addr
 
@@ -289,3 +290,12 @@ def test_the_table_follows_the_spec() -> None:
     assert {key for key, delivery in deliveries.items() if delivery is Delivery.BOUNDED} == {"gateway:shutdown", "gateway:pre-restart"}
     assert matches("session", "session:compact:before") and not matches("session:compact", "session:compact:before")
     assert subscription_warning("gateway") is None and subscription_warning("gateway:startup") is None
+
+
+def test_the_docs_page_lists_every_key_with_its_delivery() -> None:
+    page = (REPO_ROOT / "docs" / "event-hooks.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): line.split("|")[2].strip() for line in page.splitlines()
+            if line.startswith("| `") and ":" in line.split("|")[1]}
+    assert rows == {key.key: key.delivery.value for key in EVENT_KEYS}
+    produced = {key.key for key in EVENT_KEYS if key.fired_at}
+    assert {key for key in rows if "not produced" not in page.split(f"| `{key}` |")[1].split("\n")[0]} == produced
