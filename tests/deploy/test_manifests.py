@@ -1,0 +1,100 @@
+"""`make deploy-check` (deploy/check.py): the manifests render and pass, offline; and each of its
+checks catches the mistake it is there for."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from shared.settings import REPO_ROOT
+
+spec = importlib.util.spec_from_file_location("deploy_check", REPO_ROOT / "deploy" / "check.py")
+deploy_check = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = deploy_check  # its dataclasses look their module up
+spec.loader.exec_module(deploy_check)
+
+
+def offline_prefix() -> list[str]:
+    """`unshare -n`: run in a network namespace with no interfaces, where one can be made."""
+    unshare = shutil.which("unshare")
+    if unshare and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0:
+        return [unshare, "-n"]
+    return []
+
+
+def test_deploy_check_passes_without_network():
+    result = subprocess.run(
+        [*offline_prefix(), sys.executable, str(REPO_ROOT / "deploy" / "check.py")],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "base " in result.stdout and "overlays/local " in result.stdout
+    assert "✗" not in result.stdout
+
+
+@pytest.fixture(scope="module")
+def base_resources():
+    return deploy_check.render(deploy_check.K8S_DIR / "base")
+
+
+@pytest.fixture(scope="module")
+def known():
+    return deploy_check.known_variables()
+
+
+def problems_of(resources, known, *, self_contained=False):
+    rendered = deploy_check.Rendered("test", resources, self_contained)
+    return deploy_check.consistency_problems(rendered, known, deploy_check.image_uid())
+
+
+def deployment(resources, service):
+    return next(r for r in resources if r["kind"] == "Deployment" and r["metadata"]["name"] == f"covel-{service}")
+
+
+def container(resources, service):
+    return deployment(resources, service)["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_base_is_consistent(base_resources, known):
+    assert problems_of(base_resources, known) == []
+    assert deployment(base_resources, "scheduler")["spec"]["replicas"] == 2
+
+
+def test_unknown_field_fails_the_schema(base_resources):
+    resources = copy.deepcopy(base_resources)
+    container(resources, "gateway")["livenessProbe"]["grpcPort"] = 50153
+    problems = deploy_check.schema_problems([deployment(resources, "gateway")], ("1.30.0",))
+    assert any("grpcPort" in problem for problem in problems), problems
+
+
+def test_grace_period_must_outlast_the_shutdown_grace(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    deployment(resources, "scheduler")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 60
+    problems = problems_of(resources, known)
+    assert any("terminationGracePeriodSeconds 60 must exceed preStop 5 s + shutdown grace 60 s" in p for p in problems), problems
+
+
+def test_a_misspelt_setting_and_a_probe_on_the_wrong_port_are_caught(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    container(resources, "store")["env"].append({"name": "COVEL_STORE_DATABASE_URI", "value": "x"})
+    container(resources, "hooks")["readinessProbe"] = {"grpc": {"port": 50151}}
+    problems = problems_of(resources, known)
+    assert any("COVEL_STORE_DATABASE_URI is no setting of the store service" in p for p in problems), problems
+    assert any("covel-hooks: readinessProbe should be a gRPC health probe on port 50152" in p for p in problems), problems
+
+
+def test_an_overlay_must_bring_the_secrets_it_needs(base_resources, known):
+    problems = problems_of(base_resources, known, self_contained=True)
+    # The store's database URL is required; the provider keys and the API token are optional.
+    assert problems == ["Deployment/covel-store: needs Secret 'covel-database', which this overlay does not create"]
+
+
+def test_scheduler_and_store_need_a_disruption_budget(base_resources, known):
+    resources = [r for r in base_resources if r["kind"] != "PodDisruptionBudget"]
+    problems = problems_of(resources, known)
+    assert "no PodDisruptionBudget for the scheduler pods" in problems and "no PodDisruptionBudget for the store pods" in problems
