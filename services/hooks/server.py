@@ -17,7 +17,7 @@ from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.hookspec_adapter import events_for
 from services.hooks.settings import HooksSettings
-from services.hooks.tool_host import call_tool
+from services.hooks.tool_host import call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -147,7 +147,41 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             _own_settings=from_struct(ctx.plugin_settings[request.plugin_id]) if request.plugin_id in ctx.plugin_settings else {},
         )
         result = await call_tool(tool, tool_context, request.arguments)
-        return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=bool(result.get("ok")))
+        return _tool_response(result, tool_context)
+
+    @rpc
+    async def CallService(self, request: hooks_pb2.CallServiceRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.CallToolResponse:
+        require(request.context.session_id, "context.session_id", "the execution's session")
+        require(request.contract, "contract", "the service contract, e.g. notes.search@1")
+        ctx = request.context
+        active = set(ctx.active_plugin_ids)
+        providers = [
+            (service, plugin.entry.source)
+            for plugin in self._sync.current.load_result.loaded if plugin.entry.plugin_id in active
+            for service in plugin.registrar.services if service.contract == request.contract
+        ]
+        if not providers:
+            refused = tool_error("not-found", f"no active plugin of this session provides the service {request.contract}")
+            return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
+        if len(providers) > 1:
+            names = ", ".join(sorted(service.plugin_id for service, _ in providers))
+            refused = tool_error("ambiguous", f"several active plugins provide {request.contract}: {names}")
+            return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
+        service, source = providers[0]
+        if source == "community" and service.plugin_id not in ctx.approved_plugin_ids:
+            refused = tool_error("unavailable", f"plugin {service.plugin_id} is not approved to run server code in this session",
+                                 "the player approves it with SetPluginApprovals")
+            return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
+        service_context = ToolContext(
+            session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
+            logical_turn=ctx.logical_turn,
+            _own_settings=from_struct(ctx.plugin_settings[service.plugin_id]) if service.plugin_id in ctx.plugin_settings else {},
+        )
+        result = await call_tool(service_tool(service), service_context, request.arguments or "{}")
+        if service.access == "read":
+            # A read service changes nothing: whatever it proposed is dropped.
+            service_context.proposals.clear()
+        return _tool_response(result, service_context)
 
     @rpc
     async def EmitEvent(self, request: hooks_pb2.EmitEventRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.EmitEventResponse:
@@ -273,3 +307,10 @@ async def start(settings: HooksSettings) -> RunningServer:
     running.on_shutdown.append(service.event_bus.join)
     running.on_shutdown.append(registry_channel.close)
     return running
+
+
+def _tool_response(result: dict, context: ToolContext) -> hooks_pb2.CallToolResponse:
+    """The unified result; the proposals only of a call that succeeded."""
+    ok = bool(result.get("ok"))
+    proposals = [hooks_pb2.ToolProposal(type=p["type"], payload=to_struct(p["payload"])) for p in context.proposals] if ok else []
+    return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=ok, proposals=proposals)

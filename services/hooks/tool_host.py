@@ -16,6 +16,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from shared.plugin_sdk import ToolRegistration
+from shared.plugin_sdk.registrar import ServiceRegistration
 from shared.plugin_sdk.tools import ToolContext, ToolError, tool_error, tool_ok
 
 TOOL_TIMEOUT_S = 30.0
@@ -48,3 +49,18 @@ async def call_tool(tool: ToolRegistration, context: ToolContext, arguments: str
     except (TypeError, ValueError):
         return tool_error("internal", f"the tool {tool.name} returned a value that is not JSON ({type(outcome).__name__})")
     return tool_ok(outcome)
+
+
+def service_tool(service: ServiceRegistration) -> ToolRegistration:
+    """A registered service as a callable tool: `implementation(ctx, args)` (or its `.call`), with
+    its `parameters` JSON Schema and `description` attributes when it has them."""
+    implementation = service.implementation
+    handler = implementation if callable(implementation) else getattr(implementation, "call", None)
+    if handler is None:
+        raise TypeError(f"the service {service.contract} of {service.plugin_id} is neither callable nor has a call method")
+    return ToolRegistration(
+        plugin_id=service.plugin_id, name=service.contract,
+        description=str(getattr(implementation, "description", "") or f"The {service.contract} service of {service.plugin_id}."),
+        parameters=dict(getattr(implementation, "parameters", None) or {"type": "object"}),
+        handler=handler, read_only=service.access == "read",
+    )

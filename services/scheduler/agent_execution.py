@@ -27,6 +27,7 @@ from services.scheduler.agent_tools import (
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.peers import Peers
+from services.scheduler.plugin_services import add_service_tools
 from services.scheduler.subagents import INTERNAL_FAILURE, Subagents, subagent_error
 from services.scheduler.turn_state import TurnState
 from shared.logs import get_logger
@@ -62,6 +63,7 @@ class AgentExecution:
             add_emit_event(tools, list(package.event_topics))
         declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
+        add_service_tools(tools, manifest, run.packages, self._hooks, scope, runtime)
         characters = _CharacterCache(self._peers, scope.session.id)
         if story:
             if await characters.load():
@@ -84,7 +86,8 @@ class AgentExecution:
         )
         await subagents.close()
         if outcome.status == "success":
-            outcome.writes = plugin_data.writes
+            outcome.writes = plugin_data.writes + tools.tool_writes
+            outcome.foreign_writes = list(tools.foreign_writes) + subagents.writes
             outcome.read_from = set(plugin_data.read_from)
         return outcome
 
@@ -94,15 +97,16 @@ class AgentExecution:
         providers = [(runtime, from_struct(runtime.manifest)) for package in run.packages.values() for runtime in package.runtimes]
 
         async def run_provider(plan) -> dict[str, Any]:
-            return await self._run_subagent(plan, caller, scope, run, characters)
+            return await self._run_subagent(plan, caller, scope, run, characters, subagents.writes)
 
-        return Subagents(
+        subagents = Subagents(
             caller_plugin_id=caller.plugin_id, caller_runtime_id=caller.runtime_id, providers=providers,
             run_provider=run_provider, characters=characters.load,
             remaining_s=remaining_s or (lambda: 120.0),
         )
+        return subagents
 
-    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters) -> dict[str, Any]:
+    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list) -> dict[str, Any]:
         provider, manifest = plan.provider, plan.manifest
         package = run.packages[provider.plugin_id]
         try:
@@ -115,6 +119,7 @@ class AgentExecution:
         # A subagent reads the committed world (recursive upstream is not inherited): a fresh view.
         plugin_data = self._functions.plugin_data_view(provider, scope.session.id, TurnState(history=[], packages=run.packages))
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
+        add_service_tools(tools, manifest, run.packages, self._hooks, scope, provider)
 
         async def no_stream(_piece) -> None:
             return None
@@ -137,6 +142,7 @@ class AgentExecution:
         if problem:
             log.warning("subagent output invalid", provider=provider.runtime_id, call_id=plan.call_id, reason=problem)
             return {**subagent_error("internal", INTERNAL_FAILURE, "invalid-output"), "usage": usage}
+        sink.extend(tools.foreign_writes)
         return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or "completed", "usage": usage}
 
     async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int) -> list[dict]:

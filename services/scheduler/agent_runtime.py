@@ -74,6 +74,8 @@ class RuntimeOutcome:
     # the finaliser (tools off, one last request) gave the answer.
     stop_reason: str = ""
     finalizer: bool = False
+    # Writes of other plugins' write services this runtime called ({pluginId, type, payload}).
+    foreign_writes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _manifest_get(manifest: dict[str, Any], *path: str, default: Any = None) -> Any:
@@ -602,7 +604,7 @@ async def _execute(call, runtime, scope, hooks: HookBus, tool_names: list[str], 
             "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
     if call["name"] in kernel_tools:
         return await kernel_tools.call(call)
-    return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call)
+    return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
 
 
 async def _post_tool(call, result_text: str, runtime, scope, hooks: HookBus, trace) -> tuple[str, bool, bool]:

@@ -50,6 +50,10 @@ class KernelTools:
     tools: dict[str, KernelTool] = field(default_factory=dict)
     emitted: list[dict[str, Any]] = field(default_factory=list)
     done_called: bool = False
+    # Proposals of the runtime's plugin tools ({type, payload}), and of imported write services
+    # ({pluginId, type, payload}, attributed to the service's plugin); they commit only on success.
+    tool_writes: list[dict[str, Any]] = field(default_factory=list)
+    foreign_writes: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, name: str, description: str, parameters: dict[str, Any], handler: ToolHandler, *, read_only: bool) -> None:
         self.tools[name] = KernelTool(

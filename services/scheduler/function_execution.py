@@ -16,6 +16,7 @@ from services.scheduler.function_services import WORLD_PROPOSALS, GatewayView, S
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.player_input import action_dict
+from services.scheduler.plugin_services import ServicesView
 from services.scheduler.turn_state import RunningTurn, TurnState
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
@@ -134,6 +135,7 @@ class FunctionExecution:
         context.world = world
         context.store = StoreView(self._store, session.id, context.plugin_data)
         if self._hooks is not None:
+            context.services = ServicesView(self._hooks, scope, runtime, run.packages)
             context.tools = ToolsView(runtime, scope, self._hooks, (manifest.get("function") or {}).get("tools") or [], context.trace)
         if self._gateway is not None:
             context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline)
@@ -216,8 +218,10 @@ class FunctionExecution:
         if agents is not None:
             # Subagents the handler did not wait for finish before the runtime does.
             await agents.close()
+        # Write services' staged changes (the handler's own calls and its subagents'), for a success only.
+        foreign = [*(context.services.writes if context.services is not None else []), *(agents.writes if agents else [])]
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=done.writes,
             canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
-            trace=context.trace,
+            trace=context.trace, foreign_writes=foreign if done.status == "success" else [],
         )

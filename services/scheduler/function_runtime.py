@@ -146,6 +146,8 @@ class FunctionContext:
     deadline: float = 0.0
     # await ctx.agents.run({target, brief, data?, budget?}): a subagent (function runtimes only).
     agents: Any = None
+    # await ctx.services.call(contract, args): another plugin's service (covel.register_service).
+    services: Any = None
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):

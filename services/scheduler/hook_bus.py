@@ -90,8 +90,10 @@ class HookBus:
         """Whether the tool is annotated readOnly (known once tools() was asked for the plugin)."""
         return name in self._read_only.get(plugin_id, set())
 
-    async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any]) -> str:
-        """Run one plugin tool in the hooks service; the unified result as JSON text."""
+    async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
+                        writes: list[dict[str, Any]] | None = None) -> str:
+        """Run one plugin tool in the hooks service; the unified result as JSON text. The proposals a
+        successful call made are added to `writes` ({type, payload})."""
         reply = await self._hooks.CallTool(
             hooks_pb2.CallToolRequest(
                 context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
@@ -99,7 +101,18 @@ class HookBus:
             ),
             timeout=60,
         )
+        if writes is not None:
+            writes.extend({"type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)
         return reply.result
+
+    async def call_service(self, scope: ExecutionScope, caller_plugin_id: str, runtime_id: str, contract: str,
+                           arguments: str) -> hooks_pb2.CallToolResponse:
+        """Call another plugin's service (covel.register_service) in the hooks service."""
+        return await self._hooks.CallService(
+            hooks_pb2.CallServiceRequest(context=scope.context(caller_plugin_id, runtime_id), contract=contract,
+                                         arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
+            timeout=60,
+        )
 
     async def call_extension(self, scope: ExecutionScope, point: str, payload: dict[str, Any], *, plugin_id: str = "",
                              timeout_ms: int = 30_000) -> list[hooks_pb2.ExtensionAnswer]:

@@ -88,6 +88,8 @@ class Subagents:
         self.budget = budget or SubagentBudget()
         self._tasks: set[asyncio.Task] = set()
         self.closed = False
+        # Write-service changes of successful subagents: they commit with the delegating run.
+        self.writes: list[dict[str, Any]] = []
 
     @property
     def available(self) -> bool:

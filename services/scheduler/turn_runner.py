@@ -505,6 +505,11 @@ class TurnRunner:
                                                 {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
         for write in outcome.writes:
             run.proposals.append(self._proposal(runtime, write["type"], write["payload"]))
+        for write in outcome.foreign_writes:
+            # A write service's staged change: the service's plugin owns it, it commits with this unit.
+            proposal = self._proposal(runtime, write["type"], write["payload"])
+            proposal.plugin_id = write["pluginId"]
+            run.proposals.append(proposal)
         # -- recordAs: the business value, frozen as an export at commit (a function without a value records none).
         record_as = ((manifest.get("io") or {}).get("output") or {}).get("recordAs")
         if record_as and (runtime.type != "function" or outcome.has_value):

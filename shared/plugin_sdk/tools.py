@@ -31,9 +31,31 @@ class ToolContext:
     logical_turn: int
     signal: CancellationSignal = field(default_factory=CancellationSignal)
     _own_settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # Proposals the tool made; they commit with the calling runtime, only if the call succeeded.
+    proposals: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def get_own_settings(self) -> Mapping[str, Any]:
         return MappingProxyType(json_copy(dict(self._own_settings)))
+
+    def propose(self, type: str, payload: Mapping[str, Any]) -> None:
+        """A tool-born proposal (plugin.data, plugin.data.update, plugin.data.delete, plugin.data.batch,
+        character.upsert, dimension.update), attributed to the tool's plugin, checked at commit."""
+        if type not in TOOL_PROPOSAL_TYPES:
+            raise ToolError("internal", f"propose({type!r}): a tool may propose {', '.join(TOOL_PROPOSAL_TYPES)}")
+        self.proposals.append({"type": type, "payload": json_copy(dict(payload))})
+
+    def set_plugin_data(self, namespace: str, key: str, value: Any) -> None:
+        self.propose("plugin.data", {"namespace": namespace, "key": key, "value": value})
+
+    def update_plugin_data(self, namespace: str, key: str, operations: list[dict[str, Any]]) -> None:
+        self.propose("plugin.data.update", {"namespace": namespace, "key": key, "operations": list(operations)})
+
+    def delete_plugin_data(self, namespace: str, key: str) -> None:
+        self.propose("plugin.data.delete", {"namespace": namespace, "key": key})
+
+
+TOOL_PROPOSAL_TYPES = ("plugin.data", "plugin.data.update", "plugin.data.delete", "plugin.data.batch",
+                       "character.upsert", "dimension.update")
 
 
 def tool_ok(data: Any) -> dict[str, Any]:
