@@ -35,11 +35,18 @@ def moment(minutes: int) -> dict:
     return {"day": minutes // DAY + 1, "time": f"{of_day // 60:02d}:{of_day % 60:02d}", "period": period}
 
 
+def _says(text: str, word: str) -> bool:
+    """English words match whole words ("sleep" is not in "sleeping"); Chinese ones anywhere."""
+    if word.isascii():
+        return re.search(rf"\b{re.escape(word)}\b", text) is not None
+    return word in text
+
+
 def elapsed(now: int, text: str, step: int) -> tuple[int, str]:
     """Minutes this turn takes, and why: the first rule whose words the text has, else `step`."""
     lowered = (text or "").lower()
     for words, (kind, amount, reason) in RULES:
-        if any(word in lowered for word in words):
+        if any(_says(lowered, word) for word in words):
             if kind == "add":
                 return amount, reason
             wait = (amount - now % DAY) % DAY

@@ -1,0 +1,228 @@
+"""The builtin plugins in process: their rules, their handlers through the kernel's function
+runner (real plugin-data views), their hooks through the hooks service's entry loader, and the
+scripted model's replies for them. Fast: no services start here (tests/e2e plays them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import MappingProxyType
+
+import yaml
+
+from services.gateway.chat import Message, Tool
+from services.gateway.story_writer import planned_tool_call, structured_reply
+from services.hooks.entry_loader import PluginEntry, load_entries
+from services.scheduler.function_runtime import FunctionContext, PluginDataView, SeededRandom, run_function
+from shared.plugin_sdk import CancellationSignal, ExecutionView, HookContext
+from shared.settings import REPO_ROOT
+
+PLUGINS = REPO_ROOT / "plugins"
+
+
+def ctx(plugin_id: str, runtime_id: str, *, message: str = "", inputs: dict | None = None, data: dict | None = None,
+        settings: dict | None = None, activation: dict | None = None, turn: int = 1) -> FunctionContext:
+    committed = {(ns, key): value for (ns, key), value in (data or {}).items()}
+
+    async def load(namespace):
+        return {k: v for k, v in committed.items() if namespace is None or k[0] == namespace}
+
+    return FunctionContext(
+        runtime_id=runtime_id, plugin_id=plugin_id, inputs=MappingProxyType(inputs or {}), player_message=message, player_actions=(),
+        logical_turn=turn, execution=MappingProxyType({"origin": "player"}), recursion_depth=0, random=SeededRandom("test"),
+        plugin_data=PluginDataView(plugin_id, load), signal=CancellationSignal(), user_settings=MappingProxyType(settings or {}),
+        activation=MappingProxyType(activation or {}),
+    )
+
+
+async def run(plugin: str, runtime: str, context: FunctionContext):
+    return await run_function(context, PLUGINS / plugin / "runtimes" / runtime / "handler.py", None)
+
+
+def hooks_of(plugin_id: str):
+    """The plugin's registrar, loaded by the hooks service's own entry loader (declarations checked)."""
+    manifest = yaml.safe_load((PLUGINS / plugin_id / "PLUGIN.md").read_text().split("---")[1])
+    contributes = manifest.get("contributes") or {}
+    hooks = tuple((h, "normal") if isinstance(h, str) else (h["event"], h.get("enforce", "normal")) for h in contributes.get("hooks") or [])
+    entry = PluginEntry(plugin_id, PLUGINS / plugin_id, "server/index.py", hooks, "builtin",
+                        declared_extensions=tuple(contributes.get("extensions") or ()))
+    result = load_entries([entry], generation=1)
+    assert not result.errors, result.errors
+    return result.loaded[0].registrar
+
+
+def hook_ctx(event: str, plugin_id: str, runtime_id: str = "", settings: dict | None = None, locale: str = "en", handler: str = "") -> HookContext:
+    view = ExecutionView(event, "s1", "t1", locale, (plugin_id,), plugin_id=plugin_id, runtime_id=runtime_id,
+                         plugin_settings={handler or plugin_id: settings or {}})
+    return HookContext(view, handler or plugin_id)
+
+
+def test_every_builtin_package_validates_without_warnings() -> None:
+    packages = sorted(str(p) for p in PLUGINS.iterdir() if (p / "PLUGIN.md").is_file() and not p.name.startswith("example-"))
+    done = subprocess.run([sys.executable, "-m", "covel_cli.main", "validate-plugin", *packages], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stdout.lower(), done.stdout
+
+
+# ---- dice-check ---------------------------------------------------------------------------------
+
+async def test_roller_rolls_risky_actions_and_emits_the_receipt() -> None:
+    done = await run("dice-check", "roller", ctx("dice-check", "dice-check/roller", message="I climb the wall. I smile.", settings={"dc": 11}))
+    assert done.status == "success"
+    [check] = done.canonical_value["checks"]
+    assert check["skill"] == "athletics" and 1 <= check["roll"] <= 20 and check["dc"] == 11
+    assert done.events == [{"topic": "dice-check.rolled", "payload": {"checks": [check], "turn": 1}}]
+    calm = await run("dice-check", "roller", ctx("dice-check", "dice-check/roller", message="I look around."))
+    assert calm.canonical_value == {"checks": []} and calm.events == []
+
+
+async def test_recorder_refuses_a_receipt_that_does_not_follow_its_dice_and_writes_nothing() -> None:
+    lie = {"action": "climb", "skill": "athletics", "roll": 3, "modifier": 0, "dc": 12, "total": 3, "outcome": "success"}
+    events = [{"topic": "dice-check.rolled", "source": "x", "payload": {"checks": [lie], "turn": 2}}]
+    done = await run("dice-check", "recorder", ctx("dice-check", "dice-check/recorder", activation={"events": events}))
+    assert done.status == "failed" and "a failure, not success" in done.reason and done.writes == []
+    honest = {**lie, "outcome": "failure"}
+    ok = await run("dice-check", "recorder", ctx("dice-check", "dice-check/recorder",
+                                                  activation={"events": [{**events[0], "payload": {"checks": [honest], "turn": 2}}]}))
+    assert ok.status == "success" and [w["payload"]["key"] for w in ok.writes] == ["t2-1", "all"]
+
+
+async def test_manual_roll_parses_the_expression_and_rejects_a_bad_one() -> None:
+    done = await run("dice-check", "roll", ctx("dice-check", "dice-check/roll", activation={"expression": "3d6+2"}))
+    assert done.status == "success" and len(done.canonical_value["dice"]) == 3
+    assert done.canonical_value["total"] == sum(done.canonical_value["dice"]) + 2
+    bad = await run("dice-check", "roll", ctx("dice-check", "dice-check/roll", activation={"expression": "three dice"}))
+    assert bad.status == "failed" and "not a dice expression" in bad.reason and bad.writes == []
+
+
+def test_pre_tool_use_refuses_an_emitted_check_with_the_wrong_outcome() -> None:
+    hook = _hook("dice-check", "PreToolUse")
+    check = {"action": "climb", "skill": "athletics", "roll": 3, "modifier": 0, "dc": 12, "total": 3, "outcome": "success"}
+    call = {"toolCall": {"id": "1", "name": "emit-event", "arguments": json.dumps({"topic": "dice-check.rolled", "payload": {"checks": [check]}})}}
+    verdict = hook.handler(hook_ctx("PreToolUse", "dice-check"), call)
+    assert verdict["action"] == "abort" and "is a failure, not success" in verdict["reason"]
+    call["toolCall"]["arguments"] = json.dumps({"topic": "dice-check.rolled", "payload": {"checks": [{**check, "outcome": "failure"}]}})
+    assert hook.handler(hook_ctx("PreToolUse", "dice-check"), call) == {"action": "continue"}
+
+
+# ---- inventory ----------------------------------------------------------------------------------
+
+LANTERN = {"id": "brass-lantern", "name": "brass lantern", "quantity": 1, "equipped": False}
+
+
+async def test_inventory_apply_uses_operation_writes() -> None:
+    changes = [{"item": "brass lantern", "delta": 0, "equip": True, "reason": "lit"}, {"item": "Rusty Key", "delta": 1, "reason": "found"}]
+    done = await run("inventory", "apply", ctx("inventory", "inventory/apply", inputs={"changes": {"value": changes}},
+                                              data={("items", "brass-lantern"): LANTERN}))
+    assert done.status == "success"
+    assert [(w["type"], w["payload"]["key"]) for w in done.writes] == [("plugin.data.update", "brass-lantern"), ("plugin.data", "rusty-key")]
+
+
+async def test_inventory_apply_takes_nothing_when_one_change_is_impossible() -> None:
+    changes = [{"item": "rusty key", "delta": 1, "reason": "found"}, {"item": "brass lantern", "delta": -2, "reason": "lost two"}]
+    done = await run("inventory", "apply", ctx("inventory", "inventory/apply", inputs={"changes": {"value": changes}},
+                                              data={("items", "brass-lantern"): LANTERN}))
+    assert done.status == "failed" and "carries 1" in done.reason and done.writes == [], "a failed run proposes no partial writes"
+
+
+async def test_inventory_stock_reads_the_starting_items_once() -> None:
+    done = await run("inventory", "stock", ctx("inventory", "inventory/stock", settings={"startingItems": "brass lantern\n3 x copper coin"}))
+    assert [w["payload"]["value"]["quantity"] for w in done.writes] == [1, 3]
+    again = await run("inventory", "stock", ctx("inventory", "inventory/stock", settings={"startingItems": "map"},
+                                                data={("items", "brass-lantern"): LANTERN}))
+    assert again.writes == [], "an inventory that holds something is not restocked"
+    bad = await run("inventory", "stock", ctx("inventory", "inventory/stock", settings={"startingItems": "0 x coin"}))
+    assert bad.status == "failed" and "outside 1..999" in bad.reason
+
+
+# ---- affinity, world-time -----------------------------------------------------------------------
+
+async def test_affinity_scores_stay_within_bounds() -> None:
+    record = {"id": "mira", "name": "Mira", "score": 97, "lastChange": 1, "reason": "x"}
+    done = await run("affinity", "apply", ctx("affinity", "affinity/apply", data={("scores", "mira"): record},
+                                             inputs={"changes": {"value": [{"character": "Mira", "delta": 10, "reason": "saved her"}]}}))
+    assert done.canonical_value["applied"] == [{"character": "mira", "name": "Mira", "delta": 10, "score": 100}]
+    assert done.writes[0]["payload"]["operations"][0] == {"op": "inc", "path": "/score", "by": 3}
+
+
+def test_affinity_projection_is_read_only_and_tiered() -> None:
+    [extension] = hooks_of("affinity").extensions
+    segment = extension.provider(hook_ctx("PostContextAssembly", "affinity"), {"mira": {"name": "Mira", "score": 70}})
+    assert segment["content"].endswith("Mira: 70 (devoted)") and segment["position"] == "post-history"
+
+
+async def test_world_time_moves_by_the_turn_and_sleeping_dogs_are_not_sleep() -> None:
+    start = await run("world-time", "context", ctx("world-time", "world-time/context", settings={"start": "Day 1, 19:30"}))
+    assert start.canonical_value == {"day": 1, "time": "19:30", "period": "dusk", "minutes": 1170}
+    sneak = await run("world-time", "advance", ctx("world-time", "world-time/advance", message="I sneak past the sleeping dog.",
+                                                   inputs={"now": {"value": 1170}}))
+    assert sneak.canonical_value["elapsedMinutes"] == 20
+    sleep = await run("world-time", "advance", ctx("world-time", "world-time/advance", message="I go to bed.", inputs={"now": {"value": 1170}}))
+    assert sleep.canonical_value["after"] == {"day": 2, "time": "07:00", "period": "dawn"}
+    bad = await run("world-time", "context", ctx("world-time", "world-time/context", settings={"start": "noonish"}))
+    assert bad.status == "failed" and "not a time" in bad.reason
+
+
+# ---- narrator, cost-gate, history-compaction ----------------------------------------------------
+
+def _hook(plugin_id: str, event: str):
+    return next(h for h in hooks_of(plugin_id).hooks if h.event == event)
+
+
+def test_narrator_person_setting_reaches_only_its_own_prompt() -> None:
+    hook = _hook("narrator", "PostContextAssembly")
+    third = hook.handler(hook_ctx("PostContextAssembly", "narrator", "narrator", {"person": "third"}), {"systemPrompt": "P"})
+    assert third["replace"]["systemPrompt"].startswith("P\n\nNarrative person: third.")
+    zh = hook.handler(hook_ctx("PostContextAssembly", "narrator", "narrator", locale="zh"), {"systemPrompt": "P"})
+    assert "第二人称" in zh["replace"]["systemPrompt"]
+    assert hook.handler(hook_ctx("PostContextAssembly", "guide", "guide", handler="narrator"), {"systemPrompt": "P"}) is None
+
+
+def test_cost_gate_caps() -> None:
+    count, schedule, start = _hook("cost-gate", "PostLLMResponse"), _hook("cost-gate", "PreSchedule"), _hook("cost-gate", "TurnStart")
+    settings = {"softCapTokens": 5, "hardCapTokens": 12}
+    context = hook_ctx("PostLLMResponse", "cost-gate", settings=settings)
+    count.handler(context, {"response": {"content": "one two three", "toolCalls": []}, "messages": [{"content": "four five"}]})
+    triggered = {"triggered": [{"name": "guide", "stage": "post-turn"}, {"name": "narrator", "stage": "narrative"}]}
+    assert schedule.handler(hook_ctx("PreSchedule", "cost-gate", settings=settings), triggered)["replace"] == {"triggered": [triggered["triggered"][1]]}
+    assert start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {}) == {"action": "continue"}
+    count.handler(context, {"response": {"content": "a b c d e f g h"}, "messages": []})
+    stopped = start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {})
+    assert stopped["action"] == "abort" and "hard cap of 12" in stopped["reason"]
+
+
+def test_history_compaction_folds_older_turns_only_past_the_budget() -> None:
+    [extension] = hooks_of("history-compaction").extensions
+    turns = [{"turnId": f"t{n}", "logicalTurn": n, "playerMessage": f"I do thing {n}.", "narrative": f"Thing {n} happens. More text."}
+             for n in range(1, 11)]
+    small = extension.provider(hook_ctx("PreCompaction", "history-compaction"), {"turns": turns})
+    assert small["compacted"] is False
+    tight = hook_ctx("PreCompaction", "history-compaction", settings={"budgetTokens": 50, "keepTurns": 4, "turnsPerSummary": 3})
+    folded = extension.provider(tight, {"turns": turns})
+    assert folded["compacted"] is True and folded["keepFromTurnId"] == "t7"
+    assert [(s["fromTurn"], s["toTurn"]) for s in folded["summaries"]] == [(1, 3), (4, 6)]
+    assert folded["summaries"][0]["text"].startswith("The player: I do thing 1. Thing 1 happens.")
+
+
+# ---- the scripted model's replies for them ------------------------------------------------------
+
+def test_scripted_model_fills_the_plugins_schemas_with_valid_on_topic_data() -> None:
+    import jsonschema
+
+    system = 'x\n<inventory>\n- brass-lantern | {"name":"brass lantern","quantity":1,"equipped":false}\n</inventory>'
+    changes = structured_reply("inventory.changes-1", None, [Message("system", system)], "I pick up the old rope and light the lantern.", "s")
+    assert changes == {"changes": [{"item": "old rope", "delta": 1, "reason": "the player took the old rope"},
+                                   {"item": "brass lantern", "delta": 0, "equip": True, "reason": "the player took the brass lantern in hand"}]}
+    schema = json.loads((PLUGINS / "inventory/schemas/changes.schema.json").read_text())
+    jsonschema.validate(changes, schema)
+    guide_schema = json.loads((PLUGINS / "guide/schemas/scene-prompts.schema.json").read_text())
+    jsonschema.validate(structured_reply("scene-prompts-1", guide_schema, [Message("system", "")], "I wait.", "s"), guide_schema)
+    digest = {"digest": {"value": {"playerMessage": "I hide the key under the stone.", "narrativeText": "..."}}}
+    system = f"<runtime-inputs>\n{json.dumps(digest)}\n</runtime-inputs>"
+    name, args = planned_tool_call([Message("system", system)], [Tool("memories-upsert", "", {})], "auto", "")
+    record_schema = json.loads((PLUGINS / "memory/schemas/memory.schema.json").read_text())
+    jsonschema.validate(args["value"], record_schema)
+    assert name == "memories-upsert" and args["value"]["text"] == "The player chose to hide the key under the stone."
+
+
