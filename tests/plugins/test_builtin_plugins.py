@@ -159,7 +159,7 @@ async def test_world_time_moves_by_the_turn_and_sleeping_dogs_are_not_sleep() ->
                                                    inputs={"now": {"value": 1170}}))
     assert sneak.canonical_value["elapsedMinutes"] == 20
     sleep = await run("world-time", "advance", ctx("world-time", "world-time/advance", message="I go to bed.", inputs={"now": {"value": 1170}}))
-    assert sleep.canonical_value["after"] == {"day": 2, "time": "07:00", "period": "dawn"}
+    assert sleep.canonical_value["after"] == {"day": 2, "time": "07:00", "period": "morning"}
     bad = await run("world-time", "context", ctx("world-time", "world-time/context", settings={"start": "noonish"}))
     assert bad.status == "failed" and "not a time" in bad.reason
 
