@@ -62,7 +62,8 @@ class SecuritySettings(BaseSettings):
 class TelemetrySettings(BaseSettings):
     """Tracing and metrics (shared/telemetry); everything off by default."""
 
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
+    # populate_by_name: settings given in code name the field (traces_exporter=…), not its env alias.
+    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore", populate_by_name=True)
 
     # `none`, `otlp` (OTEL_EXPORTER_OTLP_* say where and how: http/protobuf or grpc), `console`;
     # several separated by commas. OTEL_TRACES_EXPORTER is read too.

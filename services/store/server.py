@@ -207,6 +207,8 @@ async def start(settings: StoreSettings) -> RunningServer:
 
 def record_commit(turn: store_pb2.Turn) -> None:
     """covel_store_commits_total by turn status, covel_store_proposals_total by proposal outcome."""
+    if not metrics.enabled():
+        return
     metrics.record_commit(
         store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower(),
         [store_pb2.ProposalStatus.Name(outcome.status).removeprefix("PROPOSAL_STATUS_").lower() for outcome in turn.proposal_outcomes],

@@ -1,8 +1,8 @@
 """Prometheus metrics of the services and the /metrics endpoint.
 
-The domain metrics are plain prometheus_client objects (a counter increment is about a
-microsecond); the per-RPC interceptor and the HTTP endpoint exist only when a metrics port
-is configured (`COVEL_METRICS_PORT` or `COVEL_<SERVICE>_METRICS_PORT`).
+Nothing is recorded, served or intercepted unless a metrics port is configured
+(`COVEL_METRICS_PORT` or `COVEL_<SERVICE>_METRICS_PORT`): then the process serves /metrics,
+records the domain metrics below and counts every RPC with a server interceptor.
 """
 
 from __future__ import annotations
@@ -93,12 +93,19 @@ def stop_metrics_server() -> None:
 HOOK_FAILURE_STATUSES = frozenset({"error", "timeout", "invalid-result"})
 
 
+# Each records only while this process serves /metrics: off, a turn pays one test per call.
+
+
 def record_turn(origin: str, status: str, seconds: float) -> None:
+    if _state["server"] is None:
+        return
     TURN_DURATION.labels(origin, status).observe(seconds)
 
 
 def record_hook_trace(trace: Iterable) -> None:
     """Each handler's time and failure from a dispatch's trace entries (event, handler_plugin_id, status, duration_us)."""
+    if _state["server"] is None:
+        return
     for entry in trace:
         HOOK_DURATION.labels(entry.handler_plugin_id, entry.event).observe(entry.duration_us / 1e6)
         if entry.status in HOOK_FAILURE_STATUSES:
@@ -107,6 +114,8 @@ def record_hook_trace(trace: Iterable) -> None:
 
 def record_model_call(slot: str, provider: str, outcome: str, seconds: float, attempts: int, prompt_tokens: int,
                       completion_tokens: int) -> None:
+    if _state["server"] is None:
+        return
     MODEL_CALL_DURATION.labels(slot, provider, outcome).observe(seconds)
     if attempts > 1:
         MODEL_CALL_RETRIES.labels(slot, provider).inc(attempts - 1)
@@ -117,6 +126,8 @@ def record_model_call(slot: str, provider: str, outcome: str, seconds: float, at
 
 
 def record_commit(status: str, proposal_outcomes: Iterable[str]) -> None:
+    if _state["server"] is None:
+        return
     COMMITS.labels(status).inc()
     for outcome in proposal_outcomes:
         PROPOSALS.labels(outcome).inc()
