@@ -91,6 +91,15 @@ class AgentExecution:
             outcome.read_from = set(plugin_data.read_from)
         return outcome
 
+    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+                         inputs: dict | None) -> RuntimeOutcome:
+        """ctx.recursive_call of an agent runtime: a full agent run whose writes the caller keeps or drops."""
+
+        async def no_stream(_piece) -> None:
+            return None
+
+        return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs)
+
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None) -> Subagents:
         """ctx.agents / delegate for one root execution of `caller`."""
         characters = characters or _CharacterCache(self._peers, scope.session.id)

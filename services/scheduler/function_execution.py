@@ -36,6 +36,8 @@ class FunctionExecution:
         self._gateway = gateway
         # (runtime, scope, run) -> the Subagents behind ctx.agents; set by the turn runner.
         self.subagents_for: Callable | None = None
+        # Runs an agent runtime nested in a handler (ctx.recursive_call); set by the turn runner.
+        self.run_nested_agent: Callable | None = None
 
     def plugin_data_view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
@@ -184,9 +186,11 @@ class FunctionExecution:
         if target is None:
             raise LookupError(f"recursive_call({runtime_id!r}): only runtimes of {parent.plugin_id} can be called")
         manifest = from_struct(target.manifest)
-        if target.type != "function":
-            raise LookupError(f"recursive_call({runtime_id!r}): nested agent runtimes are not supported yet; call a function runtime")
+        if (manifest.get("schedule") or {}).get("subagentOnly"):
+            raise LookupError(f"recursive_call({runtime_id!r}): a subagentOnly runtime runs through ctx.agents.run")
         inputs, _ = await self.bind(target, scope, run, manifest)
+        if target.type != "function":
+            return await self._recursive_agent(target, scope, run, player_message, manifest, inputs, parent_context)
         # A nested run does not inherit its parent's upstream: it reads the committed world.
         await self.world_view(scope, run)
         context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs,
@@ -201,6 +205,19 @@ class FunctionExecution:
             parent_context.emitted.extend(context.emitted)
         parent_context.trace.extend(context.trace)
         return {"status": done.status, "reason": done.reason, "output": done.output}
+
+    async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: dict, inputs,
+                               parent_context: FunctionContext) -> dict:
+        """A nested agent run (non-story): its tool writes and events follow the parent like a nested function's."""
+        if self.run_nested_agent is None or target.visibility == "story":
+            raise LookupError(f"recursive_call({target.runtime_id!r}): a story runtime cannot run nested; call a system runtime")
+        outcome = await self.run_nested_agent(target, scope, run, player_message, manifest, inputs)
+        if outcome.status == "success":
+            parent_context.plugin_data.own.extend(
+                BufferedWrite(target.runtime_id, write["type"], write["payload"]) for write in outcome.writes)
+            parent_context.emitted.extend(outcome.events)
+        parent_context.trace.extend(outcome.trace)
+        return {"status": outcome.status, "reason": outcome.reason, "output": outcome.output}
 
     async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
                            inputs: dict | None = None) -> RuntimeOutcome:

@@ -82,6 +82,7 @@ class TurnRunner:
         self._interjections: dict[str, list[str]] = {}
         self._agents = AgentExecution(peers, hooks, self._functions, settings.scheduler_history_max_turns, self._take_interjections)
         self._functions.subagents_for = self._agents.subagents_for
+        self._functions.run_nested_agent = self._agents.run_nested
 
     def interject(self, session_id: str, text: str) -> str:
         """Queue a player interjection for the turn running here; its turn id, or "" when none runs here."""

@@ -54,3 +54,17 @@ async def test_an_agent_writes_its_dataset_through_the_generated_tools(tmp_path)
                 store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="notes"))).entries
     # The first call broke the schema (empty text) and was refused before any write; the second committed.
     assert {entry.key: from_value(entry.value) for entry in entries} == {"turn-1": {"id": "turn-1", "text": "The gate stayed shut."}}
+
+
+async def test_a_nested_agent_run_writes_with_its_parent(tmp_path) -> None:
+    async with running_services(tmp_path, script=KEEPER_SCRIPT) as services:
+        session, results, _ = await play(services, "nest")
+        nester = results[f"{PROBE}/nester"]
+        assert nester.status == "success", nester.reason
+        output = from_struct(nester.output)
+        assert output["nested"] == "success" and output["output"] == {"content": "Noted."}
+        assert "ctx.agents.run" in output["refused"]
+        async with open_channel(services.addrs["store"]) as channel:
+            entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="notes"))).entries
+    assert [entry.key for entry in entries] == ["turn-1"]
