@@ -55,11 +55,11 @@ class FakeHooks:
     handlers: dict[str, Any] = field(default_factory=dict)
     plugin_tools: dict[str, tuple[dict, bool]] = field(default_factory=dict)
     tool_results: dict[str, Any] = field(default_factory=dict)
-    events: list[tuple[str, str]] = field(default_factory=list)
+    dispatched: list[tuple[str, str]] = field(default_factory=list)
     tool_calls: list[dict] = field(default_factory=list)
 
     async def dispatch(self, event, scope, payload, *, plugin_id="", runtime_id="", timeout_s=60.0) -> HookOutcome:
-        self.events.append((event, runtime_id))
+        self.dispatched.append((event, runtime_id))
         handler = self.handlers.get(event)
         replace = handler(payload) if handler else None
         return HookOutcome(False, "", {**payload, **(replace or {})})
@@ -71,7 +71,7 @@ class FakeHooks:
     def read_only(self, plugin_id, name):
         return name in self.plugin_tools and self.plugin_tools[name][1]
 
-    async def call_tool(self, scope, plugin_id, runtime_id, call):
+    async def call_tool(self, scope, plugin_id, runtime_id, call, writes=None):
         self.tool_calls.append(call)
         result = self.tool_results.get(call["name"], {"ok": True, "data": {"done": call["name"]}})
         return json.dumps(result)

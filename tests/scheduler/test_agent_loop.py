@@ -86,7 +86,7 @@ async def test_deadline_reserve_turns_tools_off_and_asks_for_the_answer(monkeypa
     assert outcome.stop_reason == "deadline" and outcome.finalizer
     assert not gateway.requests[1].tools
     # The finaliser request has no PreStep of its own.
-    assert [e for e, _ in hooks.events].count("PreStep") == 1
+    assert [e for e, _ in hooks.dispatched].count("PreStep") == 1
 
 
 async def test_deadline_reserve_waits_while_a_completion_tool_is_still_required(monkeypatch):
@@ -130,8 +130,8 @@ async def test_a_subagent_gets_its_brief_only_read_only_tools_and_no_context_hoo
     request = gateway.requests[0]
     assert [t.name for t in request.tools] == ["peek"]
     assert [m.role for m in request.messages] == ["system", "user"] and request.messages[1].content == "A stranger asks to pass."
-    assert "PostContextAssembly" not in [e for e, _ in hooks.events]
-    assert ("PreStep", "probe/gate") in hooks.events
+    assert "PostContextAssembly" not in [e for e, _ in hooks.dispatched]
+    assert ("PreStep", "probe/gate") in hooks.dispatched
 
 
 @pytest.mark.parametrize("truncation, expected", [("accept", "success"), ("reject", "failed")])
