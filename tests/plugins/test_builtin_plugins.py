@@ -192,17 +192,18 @@ def test_cost_gate_caps() -> None:
     assert stopped["action"] == "abort" and "hard cap of 12" in stopped["reason"]
 
 
-def test_history_compaction_folds_older_turns_only_past_the_budget() -> None:
+def test_history_compaction_summarises_the_folded_turns_within_the_target() -> None:
     [extension] = hooks_of("history-compaction").extensions
-    turns = [{"turnId": f"t{n}", "logicalTurn": n, "playerMessage": f"I do thing {n}.", "narrative": f"Thing {n} happens. More text."}
-             for n in range(1, 11)]
-    small = extension.provider(hook_ctx("PreCompaction", "history-compaction"), {"turns": turns})
-    assert small["compacted"] is False
-    tight = hook_ctx("PreCompaction", "history-compaction", settings={"budgetTokens": 50, "keepTurns": 4, "turnsPerSummary": 3})
-    folded = extension.provider(tight, {"turns": turns})
-    assert folded["compacted"] is True and folded["keepFromTurnId"] == "t7"
-    assert [(s["fromTurn"], s["toTurn"]) for s in folded["summaries"]] == [(1, 3), (4, 6)]
-    assert folded["summaries"][0]["text"].startswith("The player: I do thing 1. Thing 1 happens.")
+    messages = []
+    for n in range(1, 6):
+        messages += [{"seq": 2 * n, "role": "player", "text": f"I do thing {n}."},
+                     {"seq": 2 * n + 1, "role": "story", "text": f"Thing {n} happens. More text follows."}]
+    answer = extension.provider(hook_ctx("PreCompaction", "history-compaction"), {"messages": messages, "targetChars": 4000, "locale": "en"})
+    assert answer["summary"].splitlines()[0] == "The player: I do thing 1. → Thing 1 happens."
+    assert len(answer["summary"].splitlines()) == 5
+    short = extension.provider(hook_ctx("PreCompaction", "history-compaction"),
+                               {"messages": messages, "previousSummary": "Long ago.", "targetChars": 100, "locale": "en"})
+    assert len(short["summary"]) <= 100 and short["summary"].endswith("Thing 5 happens."), "the oldest lines go first"
 
 
 # ---- the scripted model's replies for them ------------------------------------------------------
