@@ -18,6 +18,7 @@ from shared.settings import REPO_ROOT
 from tests.telemetry.otlp_receiver import OtlpReceiver
 
 PROBE_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
+CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 def _free_port() -> int:
@@ -51,6 +52,9 @@ async def observed(tmp_path_factory):
                 for text in ("I look at the stars.", "I walk to the well."):
                     request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
                     turns.extend([event.turn_completed async for event in stub.SubmitActions(request) if event.WhichOneof("event") == "turn_completed"])
+                # A caller with a trace of its own: the scheduler's work joins it.
+                await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id),
+                                      metadata=(("traceparent", f"00-{CALLER_TRACE_ID}-00f067aa0ba902b7-01"),))
             yield group, receiver, metrics_ports, session, turns
         finally:
             await group.stop()
@@ -98,6 +102,14 @@ async def test_one_trace_covers_the_turn_across_the_services(observed):
     # The second turn is a trace of its own.
     second = next(span for span in spans if span.name == "covel.turn" and span.attributes.get("covel.turn_id") == turns[1].id)
     assert second.trace_id != turn_span.trace_id
+
+
+async def test_a_caller_s_trace_context_is_continued(observed):
+    _, receiver, _, _, _ = observed
+    spans = await receiver.wait_for(lambda spans: any(s.trace_id == CALLER_TRACE_ID and s.service == "covel-store" for s in spans))
+    joined = {(span.service, span.name) for span in spans if span.trace_id == CALLER_TRACE_ID}
+    assert ("covel-scheduler", "/covel.scheduler.v1.Scheduler/GetSession") in joined
+    assert ("covel-store", "/covel.store.v1.TransactionalStore/GetSession") in joined
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float]:
