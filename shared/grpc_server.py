@@ -27,6 +27,9 @@ class RunningServer:
     service_names: Sequence[str]
     port: int
     on_shutdown: list[ShutdownHook] = field(default_factory=list)
+    # The plaintext health-only server (COVEL_HEALTH_PORT), and its port.
+    health_server: grpc.aio.Server | None = None
+    health_port: int | None = None
 
     async def set_serving(self, serving: bool) -> None:
         state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -39,6 +42,8 @@ class RunningServer:
         for hook in self.on_shutdown:
             await hook()
         await self.server.stop(grace_s)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
         # Spans still buffered are exported before the process exits.
         tracing.shutdown_tracing()
         metrics.stop_metrics_server()
@@ -47,6 +52,21 @@ class RunningServer:
 def _host_of(addr: str) -> str:
     host = addr.rpartition(":")[0].strip("[]")
     return host or "0.0.0.0"
+
+
+def _with_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def _start_health_server(addr: str, health_servicer: health.aio.HealthServicer) -> tuple[grpc.aio.Server, int]:
+    """Only the health service, without TLS: what a probe that cannot present a certificate calls."""
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    port = server.add_insecure_port(addr)
+    if port == 0:
+        raise OSError(f"could not bind the health port {addr}: the address is in use or not local")
+    await server.start()
+    return server, port
 
 
 async def start_server(
@@ -91,12 +111,16 @@ async def start_server(
         raise OSError(f"could not bind {addr}: the address is in use or not local")
     await server.start()
     running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
+    if service and settings.health_port_of(service) is not None:
+        running.health_server, running.health_port = await _start_health_server(
+            _with_port(_host_of(addr), settings.health_port_of(service)), health_servicer
+        )
     await running.set_serving(True)
     if service:
         get_logger().info(
             "service.security", tls=credentials is not None,
             client_certificates=bool(tls and tls.root_ca and tls.require_client_cert),
-            tracing=tracing.enabled(), metrics_port=metrics.serving_port(),
+            tracing=tracing.enabled(), metrics_port=metrics.serving_port(), health_port=running.health_port,
         )
     return running
 

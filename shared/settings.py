@@ -57,6 +57,18 @@ class SecuritySettings(BaseSettings):
     tls_require_client_cert: bool = True
     # The name checked against servers' certificates when the address' host is not in them.
     tls_server_name: str = ""
+    # A plaintext port that serves only the gRPC health service, for probes that cannot speak
+    # TLS (the kubelet's gRPC probe): one for every service, or one per service (which wins).
+    health_port: int | None = None
+    registry_health_port: int | None = None
+    hooks_health_port: int | None = None
+    gateway_health_port: int | None = None
+    store_health_port: int | None = None
+    scheduler_health_port: int | None = None
+
+    def health_port_of(self, service: str) -> int | None:
+        own = getattr(self, f"{service}_health_port", None)
+        return own if own is not None else self.health_port
 
 
 class TelemetrySettings(BaseSettings):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from shared.grpc_client import check_health, open_channel
 from shared.grpc_server import start_server
 from shared.security.tls import TlsConfigError, load_tls
 from shared.settings import SecuritySettings, ServiceSettings
+from tests.conftest import free_addr
 from tests.security.certs import CertificateAuthority
 
 
@@ -114,3 +116,25 @@ def test_bad_tls_settings_say_what_to_fix(tmp_path, server_cert):
 async def test_a_server_with_only_a_ca_does_not_start(addr, ca):
     with pytest.raises(TlsConfigError, match="a server needs its own certificate"):
         await _health_server(addr, ServiceSettings(tls_ca_file=ca.cert))
+
+
+async def test_a_plaintext_health_port_serves_probes_while_tls_is_on(addr, ca, server_cert):
+    """COVEL_<SERVICE>_HEALTH_PORT: health only, no TLS; the service itself stays behind mTLS."""
+    health_port = int(free_addr().rsplit(":", 1)[1])
+    settings = _server_settings(ca, server_cert, store_health_port=health_port)
+    running = await start_server(addr, lambda server: [], settings=settings, service="store")
+    try:
+        assert running.health_port == health_port
+        assert (await _check(f"127.0.0.1:{health_port}", SecuritySettings())).status == health_pb2.HealthCheckResponse.SERVING
+        async with open_channel(f"127.0.0.1:{health_port}", security=SecuritySettings()) as channel:
+            reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                async for _ in reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=3):
+                    pass
+            assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        with pytest.raises(grpc.aio.AioRpcError):
+            await _check(addr, SecuritySettings())
+        await running.set_serving(False)
+        assert (await _check(f"127.0.0.1:{health_port}", SecuritySettings())).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        await running.stop(0)
