@@ -237,8 +237,9 @@ class FunctionExecution:
             await agents.close()
         # Write services' staged changes (the handler's own calls and its subagents'), for a success only.
         foreign = [*(context.services.writes if context.services is not None else []), *(agents.writes if agents else [])]
+        tool_writes = context.tools.writes if context.tools is not None and done.status == "success" else []
         return RuntimeOutcome(
-            done.status, done.reason, output=done.output, writes=done.writes,
+            done.status, done.reason, output=done.output, writes=[*tool_writes, *done.writes],
             canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
             trace=context.trace, foreign_writes=foreign if done.status == "success" else [],
         )

@@ -119,6 +119,8 @@ class ToolsView:
         self._hooks = hooks
         self._allowed = [name for name in allowed if isinstance(name, str)]
         self._trace = trace
+        # Proposals the tools made ({type, payload}); they commit with the runtime's unit if it succeeds.
+        self.writes: list[dict[str, Any]] = []
 
     async def call(self, name: str, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
         call = {"id": new_id(), "name": name, "arguments": json.dumps(thaw(args or {}), ensure_ascii=False)}
@@ -129,7 +131,7 @@ class ToolsView:
             # After PreToolUse: a hook may rename the call, but only to a tool the manifest allows.
             return tool_error("unauthorized", f"the tool {call['name']} is not in function.tools of {self._runtime.runtime_id}",
                               f"add it to function.tools, or use one of: {', '.join(self._allowed) or 'none'}")
-        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call)
+        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call, self.writes)
         text, _, _ = await _post_tool(call, result, self._runtime, self._scope, self._hooks, self._trace)
         return json.loads(text)
 

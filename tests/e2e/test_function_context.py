@@ -45,6 +45,9 @@ async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) ->
             ]))
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I ask around.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+        looked_up = (await store.ListPluginData(store_pb2.ListPluginDataRequest(
+            session_id=session.id, plugin_id="ctx-probe", namespace="looked-up"))).entries
+    assert sorted(entry.key for entry in looked_up) == ["annotate", "plain", "rewritten"], "tool writes commit with the function"
     result = next(r for r in turn.runtime_results if r.runtime_id == "ctx-probe/worker")
     assert result.status == "success", result.reason
     output = from_struct(result.output)
