@@ -267,7 +267,7 @@ async def test_bad_keys_and_budgets_are_invalid_arguments(stub) -> None:
     assert [v.field for v in field_violations(raised.value)] == ["session.session_id"]
 
 
-def test_registrar_on_event_checks_its_arguments_and_keeps_warnings() -> None:
+async def test_registrar_on_event_checks_its_arguments_and_keeps_warnings() -> None:
     covel = PluginRegistrar("p")
     covel.on_event("command:nwe", lambda event: None)
     covel.on_event("message", lambda event: None)
@@ -282,7 +282,7 @@ def test_registrar_on_event_checks_its_arguments_and_keeps_warnings() -> None:
         covel.on_event("command:new", lambda event: None, timeout_ms=0)
 
 
-def test_the_table_follows_the_spec() -> None:
+async def test_the_table_follows_the_spec() -> None:
     assert FAMILIES == ("command", "session", "agent", "gateway", "message")
     deliveries = {key.key: key.delivery for key in EVENT_KEYS}
     awaited = {"command:new", "command:reset", "command:stop", "session:compact:before", "session:compact:after", "agent:bootstrap"}
@@ -292,7 +292,7 @@ def test_the_table_follows_the_spec() -> None:
     assert subscription_warning("gateway") is None and subscription_warning("gateway:startup") is None
 
 
-def test_the_docs_page_lists_every_key_with_its_delivery() -> None:
+async def test_the_docs_page_lists_every_key_with_its_delivery() -> None:
     page = (REPO_ROOT / "docs" / "event-hooks.md").read_text()
     rows = {line.split("|")[1].strip().strip("`"): line.split("|")[2].strip() for line in page.splitlines()
             if line.startswith("| `") and ":" in line.split("|")[1]}
