@@ -20,6 +20,7 @@ from services.scheduler.plugin_services import ServicesView
 from services.scheduler.turn_state import RunningTurn, TurnState
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
+from shared.plugin_sdk.http_client import function_http_client
 from shared.structs import from_struct, from_value
 
 # agent.loop.maxRecursionDepth when the manifest sets none.
@@ -134,6 +135,7 @@ class FunctionExecution:
             return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
 
         context.recursive_call = recursive_call
+        context.http = function_http_client(runtime.plugin_id, lambda: from_struct(run.packages[runtime.plugin_id].definition), manifest)
         context.world = world
         context.store = StoreView(self._store, session.id, context.plugin_data)
         if self._hooks is not None:

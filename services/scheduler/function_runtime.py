@@ -146,6 +146,8 @@ class FunctionContext:
     deadline: float = 0.0
     # await ctx.agents.run({target, brief, data?, budget?}): a subagent (function runtimes only).
     agents: Any = None
+    # await ctx.http.get(url): HTTP limited to permissions.http (shared/plugin_sdk/http_client.py).
+    http: Any = None
     # await ctx.services.call(contract, args): another plugin's service (covel.register_service).
     services: Any = None
 

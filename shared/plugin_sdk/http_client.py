@@ -18,7 +18,7 @@ declared origins: every hop passes the same check. The client is httpx's `AsyncC
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,16 +122,55 @@ class _PermissionCheck(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-class PluginHttpClient:
-    """The `covel.http` of one plugin. The underlying httpx client opens on first use."""
+Declarations = Iterable[tuple[str, Mapping]]
 
-    def __init__(self, plugin_id: str, declared: Iterable[tuple[str, Mapping]] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+
+class _SharedPool(httpx.AsyncBaseTransport):
+    """One connection pool for the many short-lived clients of function runtimes; never closed by them."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        pass
+
+
+_shared: dict[str, _SharedPool] = {}
+
+
+def shared_pool() -> httpx.AsyncBaseTransport:
+    if "pool" not in _shared:
+        _shared["pool"] = _SharedPool()
+    return _shared["pool"]
+
+
+class PluginHttpClient:
+    """The `covel.http` of one plugin. The underlying httpx client opens on first use.
+
+    `declared` may be a callable: then it is read (and checked) only when the client is first
+    used, so a context that never makes a request pays nothing for it."""
+
+    def __init__(self, plugin_id: str, declared: Declarations | Callable[[], Declarations] = (), *,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.plugin_id = plugin_id
-        self.rules = tuple(parse_rule(entry, where) for where, entry in declared)
+        self._declared = declared
+        self._rules: tuple[HttpRule, ...] | None = None if callable(declared) else self._parse(declared)
         self._timeout_s = timeout_s
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+
+    @staticmethod
+    def _parse(declared: Declarations) -> tuple[HttpRule, ...]:
+        return tuple(parse_rule(entry, where) for where, entry in declared)
+
+    @property
+    def rules(self) -> tuple[HttpRule, ...]:
+        if self._rules is None:
+            self._rules = self._parse(self._declared())
+        return self._rules
 
     def allows(self, method: str, url: str) -> bool:
         parts = _origin_parts(httpx.URL(url))
@@ -178,3 +217,9 @@ class PluginHttpClient:
 
     def __repr__(self) -> str:
         return f"PluginHttpClient({self.plugin_id!r}, origins={[rule.origin for rule in self.rules]})"
+
+
+def function_http_client(plugin_id: str, package_definition: Callable[[], Mapping[str, Any]], manifest: Mapping[str, Any]) -> PluginHttpClient:
+    """`ctx.http` of a function runtime (and its guard): the package's root permissions.http and the
+    runtime's own, over the process's shared connection pool."""
+    return PluginHttpClient(plugin_id, lambda: declared_http_permissions(package_definition(), [manifest]), transport=shared_pool())

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,43 +21,7 @@ from shared.plugin_sdk.http_client import (
     invalid_http_permissions,
 )
 from tests.conftest import free_addr
-
-
-class Site:
-    """A real HTTP server on 127.0.0.1 that records what reached it."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                site.seen.append((self.command, self.path))
-                if self.path.startswith("/redirect?to="):
-                    self.send_response(302)
-                    self.send_header("Location", self.path.removeprefix("/redirect?to="))
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = json.dumps({"method": self.command, "path": self.path}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_DELETE = _answer  # noqa: N815 (http.server's names)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.origin = f"http://127.0.0.1:{self._server.server_port}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+from tests.security.http_site import Site
 
 
 @pytest.fixture(scope="module")

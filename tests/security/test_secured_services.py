@@ -10,6 +10,7 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
@@ -17,9 +18,33 @@ from covel_cli.play import play, scripted_reader
 from shared.grpc_client import open_channel
 from shared.security.auth import INVALID_TOKEN, MISSING_TOKEN
 from shared.settings import REPO_ROOT, SecuritySettings
+from shared.structs import from_struct
 from tests.security.certs import CertificateAuthority
+from tests.security.http_site import Site
 
 TOKEN = "s3cret-token-for-tests"
+HANDLER = """
+async def handler(ctx):
+    reply = await ctx.http.get("{declared}/from-a-function")
+    try:
+        await ctx.http.get("{undeclared}/leak")
+        denied = ""
+    except PermissionError as error:
+        denied = str(error)
+    return {{"status": reply.status_code, "path": reply.json()["path"], "denied": denied}}
+"""
+
+
+def _write_http_probe(root, declared: Site, undeclared: Site) -> None:
+    """A function runtime that uses ctx.http: one declared origin, one not."""
+    runtime = root / "http-probe" / "runtimes" / "fetch"
+    runtime.mkdir(parents=True)
+    (root / "http-probe" / "PLUGIN.md").write_text(
+        f"---\nversion: 0.1.0\ndescription: Test plugin whose function runtime fetches over ctx.http.\n"
+        f"permissions:\n  http:\n    - origin: {declared.origin}\n      methods: [GET]\n---\n"
+    )
+    (runtime / "RUNTIME.md").write_text("---\nschedule:\n  stage: post-turn\nfunction: {}\n---\nFetches over ctx.http.\n")
+    (runtime / "handler.py").write_text(HANDLER.format(declared=declared.origin, undeclared=undeclared.origin))
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -29,8 +54,10 @@ async def secured(tmp_path_factory):
     services_cert, client_cert = ca.issue("services"), ca.issue("client")
     token_file = folder / "api-token"
     token_file.write_text(TOKEN + "\n")  # as a mounted Secret often ends: the newline is dropped
+    sites = Site(), Site()
+    _write_http_probe(folder / "plugins", *sites)
     env = {
-        "COVEL_PLUGIN_DIRS": str(REPO_ROOT / "plugins"),
+        "COVEL_PLUGIN_DIRS": f"{REPO_ROOT / 'plugins'}:{folder / 'plugins'}",
         "COVEL_TLS_CERT_FILE": str(services_cert.cert),
         "COVEL_TLS_KEY_FILE": str(services_cert.key),
         "COVEL_TLS_CA_FILE": str(ca.cert),
@@ -40,13 +67,15 @@ async def secured(tmp_path_factory):
     client = SecuritySettings(tls_cert_file=client_cert.cert, tls_key_file=client_cert.key, tls_ca_file=ca.cert)
     try:
         await group.start()
-        yield group, client, ca
+        yield group, client, ca, sites
     finally:
         await group.stop()
+        for site in sites:
+            site.close()
 
 
 async def test_the_client_api_requires_the_bearer_token(secured):
-    group, client, _ = secured
+    group, client, *_ = secured
     addr = group.addrs["scheduler"]
     async with open_channel(addr, security=client) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as missing:
@@ -68,7 +97,7 @@ async def test_the_client_api_requires_the_bearer_token(secured):
 
 
 async def test_health_and_reflection_answer_without_a_token(secured):
-    group, client, _ = secured
+    group, client, *_ = secured
     async with open_channel(group.addrs["scheduler"], security=client) as channel:
         health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert health.status == health_pb2.HealthCheckResponse.SERVING
@@ -79,7 +108,7 @@ async def test_health_and_reflection_answer_without_a_token(secured):
 
 
 async def test_services_refuse_plaintext_and_clients_without_a_certificate(secured):
-    group, client, ca = secured
+    group, client, ca, _ = secured
     for name in ("store", "scheduler"):
         async with open_channel(group.addrs[name], security=SecuritySettings()) as plaintext:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -93,7 +122,7 @@ async def test_services_refuse_plaintext_and_clients_without_a_certificate(secur
 
 async def test_the_cli_plays_a_turn_over_mtls_with_the_token(secured, monkeypatch):
     """The turn crosses all five services, each hop over mutual TLS; the CLI sends the token from the environment."""
-    group, client, _ = secured
+    group, client, *_ = secured
     monkeypatch.setenv("COVEL_TLS_CERT_FILE", str(client.tls_cert_file))
     monkeypatch.setenv("COVEL_TLS_KEY_FILE", str(client.tls_key_file))
     monkeypatch.setenv("COVEL_TLS_CA_FILE", str(client.tls_ca_file))
@@ -105,10 +134,29 @@ async def test_the_cli_plays_a_turn_over_mtls_with_the_token(secured, monkeypatc
 
 
 async def test_the_cli_without_the_token_says_what_to_send(secured, monkeypatch):
-    group, client, _ = secured
+    group, client, *_ = secured
     for variable in ("tls_cert_file", "tls_key_file", "tls_ca_file"):
         monkeypatch.setenv(f"COVEL_{variable.upper()}", str(getattr(client, variable)))
     monkeypatch.delenv("COVEL_API_TOKEN", raising=False)
     out = io.StringIO()
     assert await play(group.addrs["scheduler"], scripted_reader(["hello"]), out) == 1
     assert f"(error UNAUTHENTICATED: {MISSING_TOKEN})" in out.getvalue()
+
+
+async def test_a_function_runtime_reaches_declared_origins_only(secured):
+    group, client, _, (declared, undeclared) = secured
+    async with open_channel(group.addrs["scheduler"], security=client, bearer_token=TOKEN) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["http-probe"], approved_plugins=["http-probe"]), timeout=10)).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I listen.")])
+        turn = [event.turn_completed async for event in stub.SubmitActions(request, timeout=30)
+                if event.WhichOneof("event") == "turn_completed"][0]
+    result = next(r for r in turn.runtime_results if r.runtime_id == "http-probe/fetch")
+    assert result.status == "success", result.reason
+    assert from_struct(result.output) == {
+        "status": 200, "path": "/from-a-function",
+        "denied": f"http permission denied: GET {undeclared.origin} is not declared in permissions.http of http-probe",
+    }
+    assert ("GET", "/from-a-function") in declared.seen
+    assert undeclared.seen == []
