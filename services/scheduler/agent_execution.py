@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
 from services.scheduler.agent_tools import (
@@ -85,6 +86,7 @@ class AgentExecution:
             interjections=interjections,
         )
         await subagents.close()
+        outcome.trace.extend(subagents.trace)
         if outcome.status == "success":
             outcome.writes = plugin_data.writes + tools.tool_writes
             outcome.foreign_writes = list(tools.foreign_writes) + subagents.writes
@@ -106,7 +108,7 @@ class AgentExecution:
         providers = [(runtime, from_struct(runtime.manifest)) for package in run.packages.values() for runtime in package.runtimes]
 
         async def run_provider(plan) -> dict[str, Any]:
-            return await self._run_subagent(plan, caller, scope, run, characters, subagents.writes)
+            return await self._run_subagent(plan, caller, scope, run, characters, subagents.writes, subagents.trace)
 
         subagents = Subagents(
             caller_plugin_id=caller.plugin_id, caller_runtime_id=caller.runtime_id, providers=providers,
@@ -115,7 +117,8 @@ class AgentExecution:
         )
         return subagents
 
-    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list) -> dict[str, Any]:
+    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list,
+                            trace: list) -> dict[str, Any]:
         provider, manifest = plan.provider, plan.manifest
         package = run.packages[provider.plugin_id]
         try:
@@ -133,11 +136,20 @@ class AgentExecution:
         async def no_stream(_piece) -> None:
             return None
 
+        started = time.monotonic()
+        trace.append(_subagent_entry("subagent.started", "ok", provider, caller, plan.call_id))
         outcome = await run_agent(
             runtime=provider, scope=scope, history=[], player_message="", gateway=self._peers.gateway, hooks=self._hooks,
             on_narrative=no_stream, history_max_turns=0, manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             subagent=SubagentCall(plan.brief, plan.budget, plan.call_id, caller.runtime_id),
         )
+        for entry in outcome.trace:
+            entry.subagent_call_id, entry.parent_runtime_id = plan.call_id, caller.runtime_id
+        trace.extend(outcome.trace)
+        problem = check_output(outcome.output, schemas) if schemas and outcome.status == "success" else None
+        failed = outcome.status != "success" or problem
+        trace.append(_subagent_entry("subagent.failed" if failed else "subagent.completed", "error" if failed else "ok",
+                                     provider, caller, plan.call_id, int((time.monotonic() - started) * 1e6)))
         usage = {key: value for key, value in outcome.usage.items() if isinstance(value, int)}
         if outcome.status != "success":
             # The caller reads a fixed text; the real reason is for the operator.
@@ -147,7 +159,6 @@ class AgentExecution:
             message = {"timeout": f"the subagent {provider.runtime_id} used its time",
                        "cancelled": "the subagent was cancelled"}.get(code, INTERNAL_FAILURE)
             return {**subagent_error(code, message, outcome.stop_reason or "error"), "usage": usage}
-        problem = check_output(outcome.output, schemas) if schemas else None
         if problem:
             log.warning("subagent output invalid", provider=provider.runtime_id, call_id=plan.call_id, reason=problem)
             return {**subagent_error("internal", INTERNAL_FAILURE, "invalid-output"), "usage": usage}
@@ -169,6 +180,11 @@ class AgentExecution:
         return [{"source": "archival:plugin_data", "pluginId": records[hit.index][0], "namespace": records[hit.index][1],
                  "key": records[hit.index][2], "text": search_excerpt(records[hit.index][3], query),
                  "score": round(hit.score, 3), "coverage": round(hit.coverage, 3)} for hit in hits]
+
+
+def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0) -> common_pb2.HookTraceEntry:
+    return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=provider.runtime_id,
+                                     subagent_call_id=call_id, parent_runtime_id=caller.runtime_id, duration_us=duration_us)
 
 
 class _CharacterCache:

@@ -237,6 +237,7 @@ class FunctionExecution:
         if agents is not None:
             # Subagents the handler did not wait for finish before the runtime does.
             await agents.close()
+            context.trace.extend(agents.trace)
         # Write services' staged changes (the handler's own calls and its subagents'), for a success only.
         foreign = [*(context.services.writes if context.services is not None else []), *(agents.writes if agents else [])]
         tool_writes = context.tools.writes if context.tools is not None and done.status == "success" else []

@@ -90,6 +90,8 @@ class Subagents:
         self.closed = False
         # Write-service changes of successful subagents: they commit with the delegating run.
         self.writes: list[dict[str, Any]] = []
+        # Trace entries of the subagent runs, recorded with the delegating run's.
+        self.trace: list[Any] = []
 
     @property
     def available(self) -> bool:

@@ -42,6 +42,11 @@ async def test_a_function_runs_subagents_by_contract_and_by_runtime_id(services)
     assert (output["tooLong"], output["missing"]) == ("invalid-input", "not-found")
     # A subagent is no top-level runtime: no result, no PreRuntime/PostRuntime of its own.
     assert f"{PROBE}/verdict" not in results
+    # Its trace is the caller's: started / completed per call, tied to the call and the caller.
+    marks = [(e.event, e.status) for e in turn.hook_trace if e.event.startswith("subagent.")]
+    assert marks == [("subagent.started", "ok"), ("subagent.completed", "ok")] * 2
+    calls = {e.subagent_call_id for e in turn.hook_trace if e.event.startswith("subagent.")}
+    assert len(calls) == 2 and all(e.parent_runtime_id == f"{PROBE}/ask" for e in turn.hook_trace if e.subagent_call_id)
 
 
 async def test_an_agent_writes_its_dataset_through_the_generated_tools(tmp_path) -> None:
