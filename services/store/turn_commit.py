@@ -182,7 +182,13 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     )
     if request.setup_progress:
         progress = dict(session.setup_runtimes or {})
-        progress.update({runtime: from_struct(value) for runtime, value in request.setup_progress.items()})
+        for runtime, value in request.setup_progress.items():
+            entry = from_struct(value)
+            if row.status != "committed" and entry.get("state") == "done":
+                # The turn did not commit (rolled back here): its setup work did not happen.
+                entry = {**{k: v for k, v in entry.items() if k == "version"}, "state": "pending",
+                         "lastError": f"the turn did not commit: {row.abort_reason or 'it failed'}"}
+            progress[runtime] = entry
         session.setup_runtimes = progress
     # Setup turns and the opening do not count as completed player turns.
     if row.status == "committed" and row.origin == "player" and session.phase == "playing":

@@ -167,3 +167,16 @@ async def test_malformed_setup_progress_names_the_field(stub):
         stub.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(setup_runtimes={"x": to_struct({"state": "?"})}))),
     )
     assert violated_fields(error) == ["session.setup_runtimes[x].state"]
+
+
+async def test_setup_done_is_not_recorded_when_the_store_rolls_the_turn_back(stub):
+    from tests.store.helpers import commit_turn
+
+    session = await new_session(stub, phase="setup", setup_runtimes={"intro": to_struct({"state": "pending"})})
+    # The story is empty, so its unit is rejected and the whole turn rolls back.
+    reply = await commit_turn(stub, session.id, story="   ", phase="playing",
+                              setup_progress={"intro": to_struct({"state": "done", "resolution": "completed", "version": "1.0.0"})})
+    assert reply.turn.status == store_pb2.TURN_STATUS_FAILED
+    progress = from_struct(reply.session.setup_runtimes["intro"])
+    assert progress["state"] == "pending" and progress["version"] == "1.0.0" and "did not commit" in progress["lastError"]
+    assert reply.session.phase == "setup"
