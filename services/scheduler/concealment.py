@@ -44,6 +44,11 @@ def conceal_event(event: scheduler_pb2.TurnEvent, concealed: set[str]) -> schedu
         finished.CopyFrom(event.runtime_finished)
         finished.reason = HIDDEN_FAILURE if finished.status == "failed" else ""
         return scheduler_pb2.TurnEvent(runtime_finished=finished)
+    if kind == "progress" and event.progress.runtime_id in concealed and event.progress.label:
+        progress = scheduler_pb2.RuntimeProgress()
+        progress.CopyFrom(event.progress)
+        progress.label = ""
+        return scheduler_pb2.TurnEvent(progress=progress)
     if kind == "hook" and event.hook.runtime_id in concealed and event.hook.message:
         hook = type(event.hook)()
         hook.CopyFrom(event.hook)

@@ -17,6 +17,7 @@ from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.player_input import action_dict
 from services.scheduler.plugin_services import ServicesView
+from services.scheduler.progress import ProgressRange
 from services.scheduler.turn_state import RunningTurn, TurnState
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
@@ -199,6 +200,9 @@ class FunctionExecution:
                                world=WorldView(run.world))
         # The nested run reads what its parent wrote so far, as the parent does.
         context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
+        if parent_context.progress is not None:
+            # Nested calls report in the root execution's range, under their own runtime id.
+            context.progress = parent_context.progress._range.reporter(target.runtime_id)
         handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
         done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
         if done.status == "success":
@@ -233,7 +237,11 @@ class FunctionExecution:
         agents = self.subagents_for(runtime, scope, run) if self.subagents_for is not None else None
         if agents is not None:
             context.agents = agents
+        progress = ProgressRange(run.send_progress)
+        context.progress = progress.reporter(runtime.runtime_id)
         done = await run_function(context, handler_path, function.get("timeoutMs"))
+        # Jobs the handler left open end with it.
+        await progress.close(done.status == "success")
         if agents is not None:
             # Subagents the handler did not wait for finish before the runtime does.
             await agents.close()

@@ -150,6 +150,8 @@ class FunctionContext:
     http: Any = None
     # await ctx.services.call(contract, args): another plugin's service (covel.register_service).
     services: Any = None
+    # await ctx.progress.report(job_id, label, done=, total=) / finish(job_id, status): progress.py.
+    progress: Any = None
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):

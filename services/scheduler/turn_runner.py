@@ -272,6 +272,11 @@ class TurnRunner:
             player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=manifests,
         )
         run.session = session
+
+        async def send_progress(report: scheduler_pb2.RuntimeProgress) -> None:
+            await emit(scheduler_pb2.TurnEvent(progress=report))
+
+        run.send_progress = send_progress
         if compacted is not None and compacted.proposal is not None:
             run.proposals.append(compacted.proposal)
         if request.detached_job is not None:

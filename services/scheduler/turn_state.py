@@ -57,6 +57,8 @@ class TurnState:
     exports: CommittedExports | None = None
     # The committed world model (GetWorldResponse), read once when a function ctx needs it.
     world: Any = None
+    # Sends a ctx.progress report to the client's stream (set by the turn runner).
+    send_progress: Any = None
     # Detached runtimes this turn queues (enqueued by the commit, only if the turn commits).
     detached_jobs: list[store_pb2.DetachedJobSpec] = field(default_factory=list)
     # A detached job's run: its inputs as the source turn bound them (committed ones are read anew).
