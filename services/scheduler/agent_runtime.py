@@ -36,6 +36,7 @@ from services.scheduler.story_output import EmptyStory, Story, normalize_story, 
 from services.scheduler.story_stream import SegmentTextStream, StreamedPiece
 from shared.contracts import NARRATIVE_ENGINE, kernel_contract_schema
 from shared.logs import get_logger
+from shared.model_view import model_facing
 from shared.structs import from_struct, to_struct
 
 OnNarrative = Callable[[StreamedPiece], Awaitable[None]]
@@ -474,7 +475,7 @@ class AgentLoop:
                     continue
                 for call, (result_text, ok, terminate) in zip(batch, await _run_batch(
                         batch, runtime, scope, hooks, tool_names, self.trace, self.kernel_tools, is_read_only)):
-                    conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result_text})
+                    conversation.append({"role": "tool", "tool_call_id": call["id"], "content": model_result_text(result_text)})
                     if ok and call["name"] == RUNTIME_DONE:
                         terminate = True
                     elif ok and call["name"] != EMIT_EVENT:
@@ -537,6 +538,17 @@ class AgentLoop:
         except EmptyStory:
             return self.failed("the story has no text")
         return RuntimeOutcome("success", notice, story=shaped, output=shaped.to_output(), **done)
+
+
+def model_result_text(result_text: str) -> str:
+    """A tool result as the model reads it: `data` without bookkeeping ids and timestamps."""
+    try:
+        result = json.loads(result_text)
+    except json.JSONDecodeError:
+        return result_text
+    if not isinstance(result, dict) or result.get("ok") is not True or "data" not in result:
+        return result_text
+    return json.dumps({**result, "data": model_facing(result["data"])}, ensure_ascii=False)
 
 
 def tools_wanted(manifest: dict[str, Any]) -> list[str]:

@@ -3,8 +3,7 @@
 runtime-done (explicit completion), emit-event (declared topics), the dataset tools
 `<dataset>-get/-list/-upsert/-update` generated from contributes.datasets, the story's
 character look-ups (list-characters, get-character) and memory-search, and delegate
-(subagents). Every answer has the unified tool result shape `{ok, data | error}`; data
-passes the model-view projection (bookkeeping ids and timestamps removed).
+(subagents). Every answer has the unified tool result shape `{ok, data | error}`.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from covel.gateway.v1 import gateway_pb2
-from shared.model_view import model_facing
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
@@ -87,10 +85,7 @@ class KernelTools:
         if problems:
             listed = "; ".join(f"{'/'.join(map(str, p.absolute_path)) or '(arguments)'}: {p.message}" for p in problems[:3])
             return _text(tool_error("invalid-input", listed, "call the tool again with arguments that fit its parameters"))
-        result = await tool.handler(args)
-        if result.get("ok") and "data" in result:
-            result = {"ok": True, "data": model_facing(result["data"])}
-        return _text(result)
+        return _text(await tool.handler(args))
 
 
 def _parameters(tool: KernelTool) -> dict[str, Any]:

@@ -141,3 +141,13 @@ async def test_truncation_follows_the_profile(truncation, expected):
     manifest = {"io": {"output": {"contract": "narrative-engine@2"}}, "agent": {"loop": {"truncation": truncation}}}
     outcome = await run(runtime("narrator", "story", manifest), gateway)
     assert outcome.status == expected
+
+
+async def test_tool_results_reach_the_model_without_bookkeeping_fields():
+    record = {"id": "0b7c2a52-4b5e-4a57-9d1c-8c7d6f1c2a10", "name": "Lamp", "createdAt": "2026-01-02T03:04:05Z"}
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True)}, tool_results={"look": {"ok": True, "data": record}})
+    gateway = FakeGateway([reply("", ("look", {})), reply("A lamp.")])
+    outcome = await run(runtime(manifest={"agent": {"tools": {"plugin": ["look"]}}}), gateway, hooks)
+    assert outcome.status == "success"
+    tool_message = [m for m in gateway.requests[1].messages if m.role == "tool"][0]
+    assert json.loads(tool_message.content) == {"ok": True, "data": {"name": "Lamp"}}
