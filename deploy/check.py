@@ -169,11 +169,19 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
         container_ports = {item.get("name"): item["containerPort"] for item in container.get("ports", [])}
         if container_ports.get("grpc") != port:
             problems.append(f"{where}: container port grpc {container_ports.get('grpc')} is not the port of {addr}")
+        env = {item["name"]: item for item in container.get("env", [])}
+        # With TLS, the kubelet's plaintext gRPC probe needs the health-only port (COVEL_HEALTH_PORT).
+        health_port = next(
+            (int(value) for value in (
+                env.get(f"COVEL_{service.upper()}_HEALTH_PORT", {}).get("value"), settings.get(f"COVEL_{service.upper()}_HEALTH_PORT"),
+                env.get("COVEL_HEALTH_PORT", {}).get("value"), settings.get("COVEL_HEALTH_PORT"),
+            ) if value),
+            port,
+        )
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             grpc_port = (container.get(probe) or {}).get("grpc", {}).get("port")
-            if grpc_port != port:
-                problems.append(f"{where}: {probe} should be a gRPC health probe on port {port} (has {container.get(probe)})")
-        env = {item["name"]: item for item in container.get("env", [])}
+            if grpc_port != health_port:
+                problems.append(f"{where}: {probe} should be a gRPC health probe on port {health_port} (has {container.get(probe)})")
         for variable in env:
             if variable.startswith("COVEL_") and variable not in known[service]:
                 problems.append(f"{where}: {variable} is no setting of the {service} service")

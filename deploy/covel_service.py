@@ -8,8 +8,9 @@ A service binds its own `COVEL_<SERVICE>_ADDR` and dials its peers at theirs, so
 ConfigMap can name every peer by its cluster address (`covel-store:50154`): in the
 container the service listens on all interfaces (`COVEL_LISTEN_HOST`, default 0.0.0.0) at
 the port of its own address. The probe asks the standard gRPC health service at that port
-on loopback, with the container's TLS settings; with no service named it probes the one
-PID 1 runs, which is what Docker's HEALTHCHECK needs.
+on loopback, with the container's TLS settings (or in plaintext at COVEL_HEALTH_PORT when
+set); with no service named it probes the one PID 1 runs, which is what Docker's HEALTHCHECK
+needs.
 """
 
 from __future__ import annotations
@@ -66,8 +67,16 @@ def probe(service: str) -> int:
     from shared.grpc_client import check_health
     from shared.settings import SecuritySettings
 
-    addr = listen_addr(PeerAddresses().addr_of(service), "127.0.0.1")
-    status = asyncio.run(check_health(addr, timeout_s=float(os.environ.get("COVEL_PROBE_TIMEOUT_S", "3")), security=SecuritySettings()))
+    security = SecuritySettings()
+    health_port = security.health_port_of(service)
+    if health_port is not None:
+        # The plaintext health-only port (COVEL_HEALTH_PORT): no certificate needed.
+        addr = f"127.0.0.1:{health_port}"
+        security = SecuritySettings(tls_cert_file=None, tls_key_file=None, tls_ca_file=None)
+    else:
+        addr = listen_addr(PeerAddresses().addr_of(service), "127.0.0.1")
+    timeout_s = float(os.environ.get("COVEL_PROBE_TIMEOUT_S", "3"))
+    status = asyncio.run(check_health(addr, timeout_s=timeout_s, security=security))
     print(f"{service} {addr} {status}")
     return 0 if status == "SERVING" else 1
 

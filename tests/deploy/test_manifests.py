@@ -98,3 +98,16 @@ def test_scheduler_and_store_need_a_disruption_budget(base_resources, known):
     resources = [r for r in base_resources if r["kind"] != "PodDisruptionBudget"]
     problems = problems_of(resources, known)
     assert "no PodDisruptionBudget for the scheduler pods" in problems and "no PodDisruptionBudget for the store pods" in problems
+
+
+def test_with_a_health_port_the_probes_must_use_it(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    container(resources, "gateway")["env"] = [{"name": "COVEL_HEALTH_PORT", "value": "8081"}]
+    problems = [p for p in problems_of(resources, known) if "covel-gateway" in p]
+    assert [p.split(" should ")[0] for p in problems] == [
+        f"Deployment/covel-gateway: {probe}" for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+    ]
+    assert all("a gRPC health probe on port 8081" in p for p in problems), problems
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        container(resources, "gateway")[probe]["grpc"]["port"] = 8081
+    assert [p for p in problems_of(resources, known) if "covel-gateway" in p] == []
