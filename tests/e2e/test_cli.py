@@ -51,9 +51,9 @@ def test_demo_prints_a_story_and_exits_zero(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "> I push open the door of the inn" in out
+    assert "> I push open the door of the Drowned Lantern" in out
     assert "[turn 3 committed" in out and "✓ narrator" in out
-    assert "push open the door" in out.split("> I push open the door of the inn", 1)[1]
+    assert "push open the door" in out.split("> I push open the door of the Drowned Lantern", 1)[1]
 
 
 def wait_until(predicate, timeout_s: float) -> bool:

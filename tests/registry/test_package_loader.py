@@ -26,7 +26,7 @@ def test_narrator_loads_with_derived_defaults() -> None:
     assert package.diagnostics == []
     assert package.kind == "core" and package.version == "0.1.0"
     assert package.provides == ["narrative-engine@2"]
-    assert package.entry == ""
+    assert package.entry == "server/index.py"  # the narrative-person setting reaches the prompt through a hook
     assert package.tags == ["cost:llm"]
     [runtime] = package.runtimes
     assert runtime.runtime_id == "narrator" and runtime.plugin_id == "narrator"

@@ -124,7 +124,7 @@ def test_cli_passes_on_builtin_plugins() -> None:
     code, out, _ = _run(*[str(path) for path in sorted(BUILTIN_DIR.iterdir()) if path.is_dir()])
     assert code == 0
     assert "✓ narrator" in out and "warning" not in out
-    assert "languages: text en; instructions en, zh" in out
+    assert "languages: text en, zh; instructions en, zh" in out
 
 
 def test_cli_reports_errors_per_package_and_exits_1() -> None:
