@@ -141,11 +141,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             refused = tool_error("unavailable", f"plugin {request.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        tool_context = ToolContext(
-            session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
-            logical_turn=ctx.logical_turn,
-            _own_settings=from_struct(ctx.plugin_settings[request.plugin_id]) if request.plugin_id in ctx.plugin_settings else {},
-        )
+        tool_context = plugin_context(ctx, request.plugin_id)
         result = await call_tool(tool, tool_context, request.arguments)
         return _tool_response(result, tool_context)
 
@@ -172,11 +168,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             refused = tool_error("unavailable", f"plugin {service.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        service_context = ToolContext(
-            session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
-            logical_turn=ctx.logical_turn,
-            _own_settings=from_struct(ctx.plugin_settings[service.plugin_id]) if service.plugin_id in ctx.plugin_settings else {},
-        )
+        service_context = plugin_context(ctx, service.plugin_id)
         result = await call_tool(service_tool(service), service_context, request.arguments or "{}")
         if service.access == "read":
             # A read service changes nothing: whatever it proposed is dropped.
@@ -250,11 +242,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         payload = from_struct(request.input)
         answers = []
         for extension in providers:
-            provider_context = ToolContext(
-                session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
-                logical_turn=ctx.logical_turn,
-                _own_settings=from_struct(ctx.plugin_settings[extension.plugin_id]) if extension.plugin_id in ctx.plugin_settings else {},
-            )
+            provider_context = plugin_context(ctx, extension.plugin_id)
             answer = await call_extension(extension, provider_context, payload, (request.timeout_ms or 30_000) / 1000)
             answers.append(hooks_pb2.ExtensionAnswer(
                 plugin_id=answer.plugin_id, id=answer.id, ok=answer.ok, output=to_value(answer.output) if answer.ok else None,
@@ -314,3 +302,12 @@ def _tool_response(result: dict, context: ToolContext) -> hooks_pb2.CallToolResp
     ok = bool(result.get("ok"))
     proposals = [hooks_pb2.ToolProposal(type=p["type"], payload=to_struct(p["payload"])) for p in context.proposals] if ok else []
     return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=ok, proposals=proposals)
+
+
+def plugin_context(ctx: hooks_pb2.HookContext, plugin_id: str) -> ToolContext:
+    """What a plugin's tool, service or extension provider sees of the execution, with its own settings."""
+    return ToolContext(
+        session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
+        logical_turn=ctx.logical_turn,
+        _own_settings=from_struct(ctx.plugin_settings[plugin_id]) if plugin_id in ctx.plugin_settings else {},
+    )
