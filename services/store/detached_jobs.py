@@ -2,12 +2,13 @@
 
 - Enqueue happens inside the turn's commit transaction (CommitTurnRequest.detached_jobs), so
   a turn that does not commit enqueues nothing.
-- At most one active (queued or running) job per (session, plugin, runtime), enforced by a
-  partial unique index. Enqueuing while one is queued supersedes the queued one (status
-  `superseded`: the newer snapshot runs instead); while one is running, the new job is not
-  enqueued and the commit's trace says so (`detached.skipped`).
-- Claim: the oldest queued job (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent workers
-  never wait on each other or take the same job). Every claim first sweeps: queued jobs
+- Every committed turn's job runs, with that turn's snapshot (a memory extractor must see each
+  turn), and the jobs of one (session, plugin, runtime) run one at a time, oldest first: at most
+  one running, enforced by a partial unique index.
+- Claim: the oldest queued job whose runtime has no job running (PostgreSQL: `FOR UPDATE SKIP
+  LOCKED`, so concurrent workers never wait on each other or take the same job; two workers
+  racing for one runtime's next jobs meet the index, and the loser claims nothing this time).
+  Every claim first sweeps: queued jobs
   older than max_queue_ms and running jobs past max_execution_ms become `timed-out`; running
   jobs whose lease lapsed become `orphaned`.
 - Renew extends the lease (never past the execution deadline); complete ends the job as
@@ -19,8 +20,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, aliased
 
 from covel.store.v1 import store_pb2
 from services.store.models import DetachedJobRow, utcnow
@@ -61,25 +63,10 @@ def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
 
 
 def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.DetachedJobSpec], now: datetime) -> tuple[list[DetachedJobRow], list[dict[str, Any]]]:
-    """Jobs enqueued, and trace entries for the ones superseded or skipped."""
+    """The jobs enqueued (one per spec), and trace entries (none today; kept for the commit's trace)."""
     enqueued: list[DetachedJobRow] = []
     trace: list[dict[str, Any]] = []
     for spec in specs:
-        active = db.execute(
-            select(DetachedJobRow).where(
-                DetachedJobRow.session_id == session_id,
-                DetachedJobRow.plugin_id == spec.plugin_id,
-                DetachedJobRow.runtime_id == spec.runtime_id,
-                DetachedJobRow.status.in_(("queued", "running")),
-            )
-        ).scalar_one_or_none()
-        if active is not None and active.status == "running":
-            trace.append({"code": "detached.skipped", "pluginId": spec.plugin_id, "runtimeId": spec.runtime_id, "runningJobId": active.id})
-            continue
-        if active is not None:
-            active.status, active.finished_at, active.error = "superseded", now, f"superseded by a job of turn {turn_id}"
-            db.flush()
-            trace.append({"code": "detached.superseded", "pluginId": spec.plugin_id, "runtimeId": spec.runtime_id, "jobId": active.id})
         row = DetachedJobRow(
             id=new_id(),
             session_id=session_id,
@@ -118,7 +105,12 @@ def _sweep(db: Session, now: datetime) -> None:
 def claim(db: Session, holder: str, ttl_ms: int, session_id: str) -> store_pb2.DetachedJob | None:
     now = utcnow()
     _sweep(db, now)
-    statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued")
+    busy = aliased(DetachedJobRow)
+    runtime_busy = exists().where(
+        busy.status == "running", busy.session_id == DetachedJobRow.session_id, busy.plugin_id == DetachedJobRow.plugin_id,
+        busy.runtime_id == DetachedJobRow.runtime_id,
+    )
+    statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued", ~runtime_busy)
     if session_id:
         statement = statement.where(DetachedJobRow.session_id == session_id)
     statement = statement.order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id).limit(1)
@@ -127,10 +119,15 @@ def claim(db: Session, holder: str, ttl_ms: int, session_id: str) -> store_pb2.D
     row = db.execute(statement).scalar_one_or_none()
     if row is None:
         return None
-    row.status, row.lease_id, row.holder, row.claimed_at = "running", new_id(), holder, now
-    row.lease_deadline = _lease_deadline(row, now, ttl_ms)
-    row.attempts += 1
-    db.flush()
+    try:
+        with db.begin_nested():
+            row.status, row.lease_id, row.holder, row.claimed_at = "running", new_id(), holder, now
+            row.lease_deadline = _lease_deadline(row, now, ttl_ms)
+            row.attempts += 1
+            db.flush()
+    except IntegrityError:
+        # Another worker just started this runtime's previous job: this one waits for the next poll.
+        return None
     return job_to_proto(row)
 
 

@@ -257,15 +257,15 @@ ACTIVE_JOB_STATUSES = ("queued", "running")
 class DetachedJobRow(Base):
     __tablename__ = "detached_jobs"
     __table_args__ = (
-        # At most one queued-or-running job per (session, plugin, runtime).
+        # At most one running job per (session, plugin, runtime); queued ones wait their turn (0004).
         Index(
-            "uq_detached_jobs_active",
+            "uq_detached_jobs_running",
             "session_id",
             "plugin_id",
             "runtime_id",
             unique=True,
-            sqlite_where=text("status IN ('queued', 'running')"),
-            postgresql_where=text("status IN ('queued', 'running')"),
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
         ),
         Index("ix_detached_jobs_status_enqueued", "status", "enqueued_at"),
     )

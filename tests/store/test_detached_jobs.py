@@ -64,17 +64,20 @@ async def test_a_turn_that_does_not_commit_enqueues_nothing(stub):
     assert not aborted_turn.enqueued_jobs and await jobs_of(stub, session.id) == []
 
 
-async def test_one_active_job_per_runtime_supersede_or_skip(stub):
+async def test_every_turns_job_runs_one_at_a_time_per_runtime(stub):
     session = await new_session(stub)
     first = (await commit_turn(stub, session.id, detached_jobs=[spec(), spec("audit")])).enqueued_jobs
     second = (await commit_turn(stub, session.id, detached_jobs=[spec()])).enqueued_jobs
     statuses = {(job.runtime_id, job.id): job.status for job in await jobs_of(stub, session.id)}
-    assert statuses[("summarize", first[0].id)] == "superseded" and statuses[("summarize", second[0].id)] == "queued"
+    assert statuses[("summarize", first[0].id)] == "queued" and statuses[("summarize", second[0].id)] == "queued"
+    # The first claims take the oldest summarize job and the audit job; the second summarize job
+    # waits while the first runs.
     claimed = [await claim(stub, session.id), await claim(stub, session.id)]
-    assert {job.runtime_id for job in claimed} == {"summarize", "audit"}
-    third = await commit_turn(stub, session.id, detached_jobs=[spec()])
-    assert not third.enqueued_jobs
-    assert [from_struct(entry)["code"] for entry in third.turn.trace] == ["detached.skipped"]
+    assert {(job.runtime_id, job.id) for job in claimed} == {("summarize", first[0].id), ("audit", first[1].id)}
+    assert await claim(stub, session.id) is None
+    running = next(job for job in claimed if job.runtime_id == "summarize")
+    await stub.CompleteDetachedJob(store_pb2.CompleteDetachedJobRequest(job_id=running.id, lease_id=running.lease_id, status="succeeded"))
+    assert (await claim(stub, session.id)).id == second[0].id
 
 
 async def test_queue_and_execution_timeouts_and_orphans(stub):
