@@ -110,12 +110,14 @@ def _second_person_sentence(player_text: str) -> str | None:
     return text[0].upper() + text[1:] + "."
 
 
-def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = (), system: str = "") -> dict[str, Any]:
+def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = (), system: str = "",
+                remembered: str = "") -> dict[str, Any]:
     """A narrative-engine@2 reply of 2-5 segments that answers `player_text`.
 
     The scene and its character stay the same for a whole session (chosen from the session's
     first player message), and a later turn recalls the previous action, so the story reads
-    as one story and shows that the history reached the model.
+    as one story and shows that the history reached the model. A memory-search hit
+    (`remembered`) is recalled instead, so a found memory shows in the story.
     """
     rng = random.Random(seed)
     setting = random.Random(earlier_player_texts[0] if earlier_player_texts else player_text)
@@ -144,7 +146,9 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     if verdict and segments:
         segments.insert(1, {"kind": "narration", "text": verdict})
     earlier = _action(earlier_player_texts[-1]) if earlier_player_texts else ""
-    if earlier and earlier.isascii():
+    if remembered.strip():
+        segments.insert(1, {"kind": "narration", "text": f"You remember: {remembered.strip()}"})
+    elif earlier and earlier.isascii():
         segments.insert(1, {"kind": "narration", "text": rng.choice(RECALLS).format(earlier=earlier)})
     if rng.random() < 0.5:
         segments.append({"kind": "action", "speaker": name, "text": rng.choice(ACTIONS).format(name=name)})

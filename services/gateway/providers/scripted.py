@@ -57,6 +57,21 @@ def _earlier_player_texts(call: Call) -> tuple[str, ...]:
     return tuple(texts[:-1])
 
 
+def _remembered(call: Call) -> str:
+    """The best memory-search hit this call's conversation got back, if any (the story recalls it)."""
+    for message in reversed(call.messages):
+        if message.role != "tool":
+            continue
+        try:
+            result = json.loads(message.content)
+        except json.JSONDecodeError:
+            continue
+        hits = (result.get("data") or {}).get("results") if isinstance(result, dict) and result.get("ok") else None
+        if isinstance(hits, list) and hits and isinstance(hits[0], dict) and isinstance(hits[0].get("text"), str):
+            return hits[0]["text"]
+    return ""
+
+
 def automatic_reply(call: Call) -> Reply:
     seed = conversation_seed(call)
     planned = planned_tool_call(call.messages, call.tools, call.tool_choice, call.last_user_text()) if call.tools and call.tool_choice != "none" else None
@@ -76,7 +91,8 @@ def automatic_reply(call: Call) -> Reply:
         if response_format is not None and (response_format.schema or is_story_schema(response_format.name, None)):
             structured = structured_reply(response_format.name, response_format.schema, call.messages, call.last_user_text(), seed)
             if is_story_schema(response_format.name, response_format.schema):
-                value = write_story(call.last_user_text(), seed, _earlier_player_texts(call), system_text(call.messages))
+                value = write_story(call.last_user_text(), seed, _earlier_player_texts(call), system_text(call.messages),
+                                    remembered=_remembered(call))
             elif structured is not None:
                 value = structured
             else:
