@@ -60,8 +60,9 @@ class AgentExecution:
                 return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
         plugin_data = self._functions.plugin_data_view(runtime, scope.session.id, run)
         tools = KernelTools()
-        if package.event_topics:
-            add_emit_event(tools, list(package.event_topics))
+        topics = _story_topics(run) if story else list(package.event_topics)
+        if topics:
+            add_emit_event(tools, topics)
         declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
         add_service_tools(tools, manifest, run.packages, self._hooks, scope, runtime)
@@ -200,6 +201,16 @@ class _CharacterCache:
             world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id), timeout=10)
             self._characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
         return self._characters
+
+
+def _story_topics(run: TurnState) -> list[str]:
+    """What a story may emit: every active plugin's event topics except those declared `advertise: false`."""
+    topics: list[str] = []
+    for _, package in sorted(run.packages.items()):
+        events = (from_struct(package.definition).get("contributes") or {}).get("events") or []
+        hidden = {e.get("topic") for e in events if isinstance(e, dict) and e.get("advertise") is False}
+        topics += [topic for topic in package.event_topics if topic not in hidden and topic not in topics]
+    return topics
 
 
 def _searchable_namespaces(run: TurnState) -> list[tuple[str, str, str]]:

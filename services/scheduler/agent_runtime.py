@@ -411,7 +411,9 @@ class AgentLoop:
                     return self.failed("finish-other: the provider stopped the reply without saying why")
             reviewed = await hooks.dispatch(
                 "PostLLMResponse", scope,
-                {"response": {"content": content, "finishReason": finish, "toolCalls": calls}, "messages": sent_messages},
+                {"response": {"content": content, "finishReason": finish, "toolCalls": calls, "usage": {
+                    "promptTokens": final.usage.prompt_tokens, "completionTokens": final.usage.completion_tokens,
+                    "totalTokens": final.usage.prompt_tokens + final.usage.completion_tokens}}, "messages": sent_messages},
                 plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
             )
             self.trace.extend(reviewed.trace)

@@ -226,9 +226,13 @@ def _add_dataset_tool(tools: KernelTools, name: str, kind: str, declaration: dic
             return tool_ok({"key": key, "value": value})
 
         required = ["value"] if key_field else ["key", "value"]
+        # The model sees the record's shape; the record is checked against the full schema either way.
+        value_shape = {key: item for key, item in (schema or {}).items() if key in ("type", "properties", "required", "description")}
+        if '"$ref"' in json.dumps(value_shape):
+            value_shape = {}  # references would not resolve inside the tool's parameters
         tools.add(f"{name}-upsert", f"Create or replace one record of {name}.{about}",
                   {"type": "object", "required": required, "properties": {
-                      "key": {"type": "string", "minLength": 1}, "value": {"type": "object"}}},
+                      "key": {"type": "string", "minLength": 1}, "value": value_shape or {"type": "object"}}},
                   upsert, read_only=False)
     else:
         async def update(args: dict[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,26 @@ Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
 log = get_logger(component="turn_runner")
 
 
+def settings_with_defaults(session: store_pb2.Session, packages) -> store_pb2.Session | None:
+    """A copy of the session whose plugin_settings carry each package's contributes.settings
+    defaults under the values the session set; None when no package declares a default it lacks."""
+    filled: dict[str, dict] = {}
+    for package in packages:
+        declared = (from_struct(package.definition).get("contributes") or {}).get("settings") or []
+        defaults = {item["key"]: item["default"] for item in declared
+                    if isinstance(item, dict) and isinstance(item.get("key"), str) and item.get("default") is not None}
+        given = from_struct(session.plugin_settings[package.id]) if package.id in session.plugin_settings else {}
+        if any(key not in given for key in defaults):
+            filled[package.id] = {**defaults, **given}
+    if not filled:
+        return None
+    copy = store_pb2.Session()
+    copy.CopyFrom(session)
+    for plugin_id, values in filled.items():
+        copy.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    return copy
+
+
 def _now() -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
     stamp.GetCurrentTime()
@@ -201,6 +221,10 @@ class TurnRunner:
             del frozen.active_plugins[:]
             frozen.active_plugins.extend(confirmed.runnable)
             scope = ExecutionScope(session=frozen, turn_id=turn.id, logical_turn=lease.logical_turn)
+        with_defaults = settings_with_defaults(scope.session, packages)
+        if with_defaults is not None:
+            # Plugins read their settings' manifest defaults where the session set no value.
+            scope = ExecutionScope(session=with_defaults, turn_id=turn.id, logical_turn=lease.logical_turn)
         runtimes = [runtime for package in packages if package.state == registry_pb2.PLUGIN_STATE_LOADED for runtime in package.runtimes]
         manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in runtimes}
         concealed = {rid for rid, manifest in manifests.items() if (manifest.get("io") or {}).get("concealed")}
@@ -252,7 +276,8 @@ class TurnRunner:
                 selected = [r for r in selected if r.stage == "setup"]
             # -- end setup
         schedule = await self._hooks.dispatch(
-            "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage} for runtime in selected]}
+            "PreSchedule", scope, {"triggered": [{"name": runtime.runtime_id, "stage": runtime.stage, "visibility": runtime.visibility,
+                                                  "pluginId": runtime.plugin_id} for runtime in selected]}
         )
         await record(schedule.trace)
         by_name = {runtime.runtime_id: runtime for runtime in selected}
