@@ -58,8 +58,13 @@ def story_only_at_soft_cap(ctx, payload):
     soft, _ = caps(ctx)
     if used.get(ctx.session_id, 0) < soft:
         return {"action": "continue"}
-    story = [entry for entry in payload.get("triggered") or [] if entry.get("stage") == STORY_STAGE]
+    story = [entry for entry in payload.get("triggered") or [] if is_story(entry)]
     return {"action": "continue", "replace": {"triggered": story}}
+
+
+def is_story(entry) -> bool:
+    """A story runtime: its visibility when the kernel says it, else the narrative stage."""
+    return entry.get("visibility") == "story" if "visibility" in entry else entry.get("stage") == STORY_STAGE
 
 
 def forget_session(ctx, payload):
