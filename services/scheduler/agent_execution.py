@@ -29,6 +29,7 @@ from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_services import add_service_tools
+from services.scheduler.prompt_segments import dynamic_segments
 from services.scheduler.subagents import INTERNAL_FAILURE, Subagents, subagent_error
 from services.scheduler.turn_state import TurnState
 from shared.logs import get_logger
@@ -79,12 +80,14 @@ class AgentExecution:
         if subagents.available:
             _add_delegate(tools, subagents)
         interjections = (lambda: self._interjections(scope.session.id)) if self._interjections else None
+        segments = await dynamic_segments(hooks=self._hooks, store=self._peers.store, scope=scope, runtime=runtime, story=story,
+                                          packages=list(run.packages.values()), player_message=player_message)
         outcome = await run_agent(
             runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
             self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
-            interjections=interjections,
+            interjections=interjections, extra_segments=segments,
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)

@@ -178,6 +178,7 @@ async def run_agent(
     output_schemas: list[tuple[str, dict[str, Any]]] | None = None,
     subagent: SubagentCall | None = None,
     interjections: Callable[[], list[str]] | None = None,
+    extra_segments: list[dict[str, Any]] | None = None,
 ) -> RuntimeOutcome:
     """One agent execution: context assembly, then steps until an answer, a completion or a failure."""
     loop = AgentLoop(
@@ -186,6 +187,7 @@ async def run_agent(
         kernel_tools=kernel_tools if kernel_tools is not None else KernelTools(),
         output_schemas=output_schemas or [], subagent=subagent, interjections=interjections,
     )
+    loop.extra_segments = list(extra_segments or [])
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
     await loop.prepare(history, player_message, history_max_turns, inputs, self_data, packages or [])
@@ -213,6 +215,8 @@ class AgentLoop:
         self.usage = {"promptTokens": 0, "completionTokens": 0}
         self.stop_reason = ""
         self.finalizer_used = False
+        # prompt.segment@1 segments computed for this execution (prompt_segments.py).
+        self.extra_segments: list[dict[str, Any]] = []
 
     # -- context ------------------------------------------------------------------------------------
     async def prepare(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
@@ -223,7 +227,7 @@ class AgentLoop:
             self.prompt_segments = []
         else:
             max_turns = _manifest_get(self.manifest, "agent", "history", "maxTurns", default=history_max_turns)
-            segments = static_segments(runtime, self.story, packages)
+            segments = static_segments(runtime, self.story, packages) + list(self.extra_segments)
             self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
             bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
             include_summaries = _manifest_get(self.manifest, "agent", "history", "includeSummaries", default=True) is not False

@@ -148,7 +148,7 @@ async def test_affinity_scores_stay_within_bounds() -> None:
 
 def test_affinity_projection_is_read_only_and_tiered() -> None:
     [extension] = hooks_of("affinity").extensions
-    segment = extension.provider(hook_ctx("PostContextAssembly", "affinity"), {"mira": {"name": "Mira", "score": 70}})
+    segment = extension.provider(hook_ctx("PostContextAssembly", "affinity"), {"data": {"scores": {"mira": {"name": "Mira", "score": 70}}}})
     assert segment["content"].endswith("Mira: 70 (devoted)") and segment["position"] == "post-history"
 
 

@@ -1,6 +1,6 @@
 """affinity's prompt.segment@1 provider: a read-only projection of the current scores.
 
-The provider is a pure function of the scores records it is handed, so it gives the same
+The provider is a pure function of the scores records the kernel hands it, so it gives the same
 segment for the same data, and it never writes.
 """
 
@@ -20,9 +20,12 @@ def tier(score: int) -> str:
     return TIERS[-1][1]
 
 
-def standing_segment(ctx, scores: dict | None = None):
-    """{id, content, position} of the segment, or None when no one has a score yet."""
-    records = sorted((scores or {}).values(), key=lambda record: -abs(record.get("score", 0)))[:MAX_ROWS]
+def standing_segment(ctx, request: dict | None = None):
+    """{id, content, position} of the segment, or None when no one has a score yet.
+
+    `request` is the kernel's prompt.segment@1 request; its `data` holds this plugin's records."""
+    scores = ((request or {}).get("data") or {}).get("scores") or {}
+    records = sorted(scores.values(), key=lambda record: -abs(record.get("score", 0)))[:MAX_ROWS]
     if not records:
         return None
     chinese = str(getattr(ctx, "locale", "en")).startswith("zh")

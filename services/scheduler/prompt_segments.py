@@ -1,0 +1,67 @@
+"""prompt.segment@1: dynamic prompt segments that plugins compute per agent execution.
+
+A story runtime reads every active provider's segments, another runtime its own package's
+(as with static `contributes.prompt` segments). A provider is `segment(ctx, request)` with
+request `{runtimeId, visibility, locale, playerMessage, data: {namespace: {key: value}}}` (the
+provider plugin's own committed data, `_` namespaces left out) and answers a segment
+`{id, content, position?, role?}`, a list of them, or None. Position is system, pre-history,
+post-history (default) or {depth: N}. A provider that fails is skipped with a log line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from covel.store.v1 import store_pb2
+from services.scheduler.hook_bus import ExecutionScope, HookBus
+from shared.logs import get_logger
+from shared.structs import from_value
+
+POINT = "prompt.segment@1"
+POSITIONS = ("system", "pre-history", "post-history")
+MAX_SEGMENT_CHARS = 8000
+log = get_logger(component="prompt_segments")
+
+
+def providers(runtime, story: bool, packages) -> list[str]:
+    return sorted(p.id for p in packages if (story or p.id == runtime.plugin_id)
+                  and any(e.startswith(f"{POINT}/") for e in p.extensions))
+
+
+async def dynamic_segments(*, hooks: HookBus, store, scope: ExecutionScope, runtime, story: bool, packages,
+                           player_message: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for plugin_id in providers(runtime, story, packages):
+        reply = await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=scope.session.id, plugin_id=plugin_id), timeout=10)
+        data: dict[str, dict[str, Any]] = {}
+        for entry in reply.entries:
+            if not entry.namespace.startswith("_"):
+                data.setdefault(entry.namespace, {})[entry.key] = from_value(entry.value)
+        request = {"runtimeId": runtime.runtime_id, "visibility": runtime.visibility, "locale": scope.session.locale,
+                   "playerMessage": player_message, "data": data}
+        for answer in await hooks.call_extension(scope, POINT, request, plugin_id=plugin_id, timeout_ms=5000):
+            if not answer.ok:
+                log.warning("prompt_segment.failed", provider=f"{answer.plugin_id}/{answer.id}", reason=answer.error)
+                continue
+            found += [segment for segment in (_segment(item, answer) for item in _items(from_value(answer.output))) if segment]
+    return found
+
+
+def _items(output: Any) -> list[Any]:
+    if output is None:
+        return []
+    return output if isinstance(output, list) else [output]
+
+
+def _segment(item: Any, answer) -> dict[str, Any] | None:
+    if not isinstance(item, dict) or not isinstance(item.get("content"), str) or not item["content"].strip():
+        log.warning("prompt_segment.ignored", provider=f"{answer.plugin_id}/{answer.id}", why="no content")
+        return None
+    position = item.get("position", "post-history")
+    if not (position in POSITIONS or (isinstance(position, dict) and isinstance(position.get("depth"), int))):
+        position = "post-history"
+    segment = {"id": str(item.get("id") or answer.id), "content": item["content"][:MAX_SEGMENT_CHARS], "position": position,
+               "pluginId": answer.plugin_id}
+    if item.get("role") in ("system", "user", "assistant"):
+        segment["role"] = item["role"]
+    return segment
