@@ -153,10 +153,23 @@ class FunctionContext:
     # await ctx.progress.report(job_id, label, done=, total=) / finish(job_id, status): progress.py.
     progress: Any = None
 
+    def propose(self, type: str, payload: Any) -> None:
+        """A world or data proposal of this runtime (character.upsert, character.schema.set,
+        dimension.initialize/update, plugin.data*), committed with the runtime's unit and checked there."""
+        if type not in FUNCTION_PROPOSAL_TYPES:
+            raise ValueError(f"propose({type!r}): a function may propose {', '.join(FUNCTION_PROPOSAL_TYPES)}")
+        if not isinstance(payload, dict):
+            raise ValueError(f"propose({type!r}): the payload is an object")
+        self.plugin_data.own.append(BufferedWrite(self.runtime_id, type, json_copy(payload)))
+
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):
             raise ValueError(f"emit_event({topic!r}): a topic is letters, digits and . _ : / -")
         self.emitted.append({"topic": topic, "payload": json_copy(payload)})
+
+
+FUNCTION_PROPOSAL_TYPES = ("plugin.data", "plugin.data.batch", "plugin.data.delete", "plugin.data.update", "character.schema.set",
+                           "character.upsert", "dimension.initialize", "dimension.update")
 
 
 @dataclass

@@ -98,6 +98,14 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
         scores = await _data(store, session_id, "affinity", "scores")
         assert scores["old-tobin"]["score"] > 0 and all(-100 <= s["score"] <= 100 for s in scores.values())
 
+        # demo-world: its cast is in the world model from the first turn, and stories name them.
+        world_model = await store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))
+        assert {c.id for c in world_model.characters} == {"mira", "tobin", "sela"}
+        assert outputs[0]["demo-world/cast"] == {"added": ["mira", "tobin", "sela"]} and "demo-world/cast" not in outputs[1]
+        story_messages = [m for m in (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
+                          if m.role == "story"]
+        assert any(from_struct(m.metadata).get("presentCharacterIds") for m in story_messages)
+
         # guide: 3 to 6 suggestions every turn.
         assert all(3 <= len(output["guide"]["suggestions"]) <= 6 for output in outputs)
 
