@@ -31,18 +31,32 @@ DEFAULT_TIMEOUT_MS = 30_000
 
 
 class SeededRandom:
-    """ctx.random: `int(min, max)` inclusive; seeded by COVEL_RANDOM_SEED so a run repeats."""
+    """ctx.random: `int(min, max)` gives min <= n < max (like node's randomInt, as the spec says);
+    seeded by COVEL_RANDOM_SEED so a run repeats. A d6 is `int(1, 7)`."""
 
     def __init__(self, seed_material: str) -> None:
         self._rng = random.Random(hashlib.sha256(seed_material.encode()).digest())
 
     def int(self, minimum: int, maximum: int) -> int:
-        if minimum > maximum:
-            raise ValueError(f"random.int({minimum}, {maximum}): min is above max")
-        return self._rng.randint(minimum, maximum)
+        check_random_range(minimum, maximum)
+        return self._rng.randrange(minimum, maximum)
 
     def float(self) -> float:
         return self._rng.random()
+
+
+SAFE_INTEGER = 2**53 - 1
+
+
+def check_random_range(minimum: Any, maximum: Any) -> None:
+    """The SDK's validateRandomIntRange: safe integers, min < max, a width below 2**48."""
+    for name, value in (("min", minimum), ("max", maximum)):
+        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > SAFE_INTEGER:
+            raise ValueError(f"random.int({minimum!r}, {maximum!r}): {name} must be a safe integer")
+    if minimum >= maximum:
+        raise ValueError(f"random.int({minimum}, {maximum}): min must be below max (max is not included)")
+    if maximum - minimum >= 2**48:
+        raise ValueError(f"random.int({minimum}, {maximum}): the range must be narrower than 2**48")
 
 
 def seeded_random(logical_turn: int, runtime_id: str, session_id: str) -> SeededRandom:

@@ -21,7 +21,7 @@ async def handler(ctx):
     dc = int(ctx.user_settings.get("dc", dice.DEFAULT_DC))
     checks = []
     for action, skill in dice.risky_actions(ctx.player_message):
-        roll = ctx.random.int(1, dice.CHECK_DIE)
+        roll = ctx.random.int(1, dice.CHECK_DIE + 1)
         modifier = 0
         checks.append({"action": action, "skill": skill, "roll": roll, "modifier": modifier, "dc": dc,
                        "total": roll + modifier, "outcome": dice.outcome_of(roll, modifier, dc)})
