@@ -173,6 +173,11 @@ class SchedulerEventKeys:
         await self.emit("command:new", {"sessionEntry": session_entry(session), "commandSource": "gateway:sessions.create",
                                         "cfg": self._cfg}, session)
 
+    async def command_reset(self, session: store_pb2.Session, previous: store_pb2.Session) -> None:
+        """ResetSession: the successor session exists; the replaced one is previousSessionEntry."""
+        await self.emit("command:reset", {"sessionEntry": session_entry(session), "previousSessionEntry": session_entry(previous),
+                                          "commandSource": "gateway:sessions.reset", "cfg": self._cfg}, session)
+
     async def command_stop(self, session_id: str) -> None:
         """After Cancel told the running turn to stop (no hook reply is delivered)."""
         await self.emit("command:stop", {"sessionId": session_id, "commandSource": "gateway:sessions.cancel"}, session_id)

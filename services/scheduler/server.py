@@ -51,6 +51,27 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
     @rpc
     async def CreateSession(self, request: scheduler_pb2.CreateSessionRequest, context) -> scheduler_pb2.CreateSessionResponse:
+        return await self._create_session(request)
+
+    @rpc
+    async def ResetSession(self, request: scheduler_pb2.ResetSessionRequest, context) -> scheduler_pb2.ResetSessionResponse:
+        require(request.session_id, "session_id", "the session to start over")
+        previous = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)).session
+        if previous.status != store_pb2.SESSION_STATUS_ACTIVE:
+            raise failed_precondition(f"session {previous.id} has ended; create a new session instead")
+        if self._runner.running_turn(previous.id):
+            raise failed_precondition(f"session {previous.id} has a turn running; Cancel it first, then reset")
+        # The successor keeps what the player chose: plugins, approvals, settings, language, world.
+        created = await self._create_session(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=list(previous.requested_plugins), excluded_plugins=list(previous.excluded_plugins),
+            locale=previous.locale, world_id=previous.world_id, title=previous.title,
+            plugin_settings=dict(previous.plugin_settings), approved_plugins=list(previous.approved_plugins),
+        ), command="reset", previous=previous)
+        ended = await self.EndSession(scheduler_pb2.EndSessionRequest(session_id=previous.id, reason="ended"), context)
+        return scheduler_pb2.ResetSessionResponse(session=created.session, previous_session=ended.session, rejected=created.rejected)
+
+    async def _create_session(self, request: scheduler_pb2.CreateSessionRequest, *, command: str = "new",
+                              previous: store_pb2.Session | None = None) -> scheduler_pb2.CreateSessionResponse:
         locale = request.locale or "en"
         if locale not in LOCALES:
             raise invalid_argument("locale", f"is {request.locale!r}; use one of {', '.join(LOCALES)}")
@@ -90,7 +111,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})},
         )
         _log_hook_failures(started.trace)
-        await self.events.command_new(session)
+        if command == "reset" and previous is not None:
+            await self.events.command_reset(session, previous)
+        else:
+            await self.events.command_new(session)
         return scheduler_pb2.CreateSessionResponse(
             session=session,
             rejected=[

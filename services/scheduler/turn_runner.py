@@ -104,6 +104,11 @@ class TurnRunner:
         self._functions.subagents_for = self._agents.subagents_for
         self._functions.run_nested_agent = self._agents.run_nested
 
+    def running_turn(self, session_id: str) -> str:
+        """The id of the session's turn running on this scheduler, or ""."""
+        running = self._running.get(session_id)
+        return running.turn_id if running is not None else ""
+
     def interject(self, session_id: str, text: str) -> str:
         """Queue a player interjection for the turn running here; its turn id, or "" when none runs here."""
         running = self._running.get(session_id)

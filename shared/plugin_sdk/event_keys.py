@@ -54,7 +54,7 @@ _MESSAGE_MEDIA = ("from", "to", "body", "bodyForAgent", "timestamp", "conversati
 EVENT_KEYS: tuple[EventKey, ...] = (
     EventKey("command:new", Delivery.AWAITED, "Scheduler.CreateSession, after the session is stored",
              ("sessionEntry", "commandSource", "cfg"), ("agentId", "previousSessionEntry", "senderId", "workspaceDir", "storePath")),
-    EventKey("command:reset", Delivery.AWAITED, "",
+    EventKey("command:reset", Delivery.AWAITED, "Scheduler.ResetSession, after the successor session is stored",
              ("sessionEntry", "commandSource", "cfg"), ("agentId", "previousSessionEntry", "senderId", "workspaceDir", "storePath")),
     EventKey("command:stop", Delivery.AWAITED, "Scheduler.Cancel, after the running turn was told to stop",
              (), ("sessionEntry", "sessionId", "commandSource", "senderId")),

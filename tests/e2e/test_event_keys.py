@@ -222,3 +222,24 @@ async def test_shutdown_and_restart_waits_are_bounded_and_handlers_run_to_their_
 
 def records_of(data_dir: Path, key: str, by: str | None = None) -> list[dict]:
     return [r for r in records(data_dir) if of(key, by=by)(r)]
+
+
+async def test_reset_session_starts_over_and_emits_command_reset(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        old = await new_session(stub, PROBE, settings={PROBE: {"note": "kept"}})
+        reply = await stub.ResetSession(scheduler_pb2.ResetSessionRequest(session_id=old.id))
+        assert reply.previous_session.id == old.id and reply.previous_session.status == store_pb2.SESSION_STATUS_ENDED
+        new = reply.session
+        assert new.id != old.id and new.status == store_pb2.SESSION_STATUS_ACTIVE
+        assert list(new.active_plugins) == list(old.active_plugins) and list(new.approved_plugins) == [PROBE]
+        assert dict(new.plugin_settings[PROBE]) == dict(old.plugin_settings[PROBE])
+        with pytest.raises(Exception) as ended:
+            await stub.ResetSession(scheduler_pb2.ResetSessionRequest(session_id=old.id))
+        assert "has ended" in str(ended.value)
+    [reset] = await wait_for(services.data_dir, of("command:reset", new.id))
+    assert reset["by"] == "command" and reset["has_cfg"]
+    assert reset["context"]["commandSource"] == "gateway:sessions.reset"
+    assert reset["context"]["sessionEntry"]["id"] == new.id and reset["context"]["previousSessionEntry"]["id"] == old.id
+    # A reset is no new command.
+    assert not [r for r in records(services.data_dir) if r["key"] == "command:new" and r.get("session_key") == new.id]
