@@ -290,3 +290,24 @@ class DetachedJobRow(Base):
     result: Mapped[Any] = mapped_column(Json, nullable=True)
     error: Mapped[str] = mapped_column(Text, default="")
     finished_at: Mapped[datetime | None]
+
+
+# --- 0005: signals to a running turn, across scheduler replicas ---
+
+
+class TurnSignalRow(Base):
+    """A cancel or interjection left for the session's running turn; its lease holder takes it once."""
+
+    __tablename__ = "turn_signals"
+    __table_args__ = (Index("ix_turn_signals_session_turn", "session_id", "turn_id"),)
+
+    # Autoincrement: the order the store received them in.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(ID)
+    # "cancel" or "interject".
+    kind: Mapped[str] = mapped_column(String(16))
+    # cancel: {"reason"}; interject: {"text"}.
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime]
+    taken_at: Mapped[datetime | None]

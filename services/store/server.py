@@ -7,7 +7,7 @@ import asyncio
 import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.store import detached_jobs, leases, sessions, validation, world
+from services.store import detached_jobs, leases, sessions, turn_signals, validation, world
 from services.store.database import Database, create_store_engine
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
@@ -70,6 +70,22 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
         await self._db.write(leases.release, request.session_id, request.lease_id)
         return store_pb2.ReleaseTurnLeaseResponse()
+
+    @rpc
+    async def SignalTurn(self, request: store_pb2.SignalTurnRequest, context) -> store_pb2.SignalTurnResponse:
+        validation.signal_turn(request)
+        reply = await self._db.write(turn_signals.signal, request)
+        log.info("turn.signalled", session_id=request.session_id, turn_id=reply.signal.turn_id, kind=request.kind, holder=reply.holder)
+        return reply
+
+    @rpc
+    async def TakeTurnSignals(self, request: store_pb2.TakeTurnSignalsRequest, context) -> store_pb2.TakeTurnSignalsResponse:
+        validation.take_signals(request)
+        # Polled while every turn runs: a read answers the usual "nothing pending" without the write lock.
+        if not await self._db.read(turn_signals.any_pending, request.session_id, request.lease_id):
+            return store_pb2.TakeTurnSignalsResponse()
+        signals = await self._db.write(turn_signals.take, request.session_id, request.lease_id)
+        return store_pb2.TakeTurnSignalsResponse(signals=signals)
 
     @traced("covel.store.commit", lambda self, request, context: {"covel.session_id": request.session_id, "covel.turn_id": request.turn.id})
     @rpc

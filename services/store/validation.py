@@ -237,3 +237,29 @@ def complete_job(request: store_pb2.CompleteDetachedJobRequest) -> None:
     job_lease(request.job_id, request.lease_id)
     if request.status not in JOB_STATUSES:
         raise invalid_argument("status", f"is {request.status!r}; use succeeded or failed")
+
+
+SIGNAL_KINDS = ("cancel", "interject")
+SIGNAL_REASON_MAX = 2000
+SIGNAL_TEXT_MAX = 4000
+
+
+def signal_turn(request: store_pb2.SignalTurnRequest) -> None:
+    session_id(request.session_id)
+    if request.kind not in SIGNAL_KINDS:
+        raise invalid_argument("kind", f"is {request.kind!r}; use one of {', '.join(SIGNAL_KINDS)}")
+    if request.kind == "cancel":
+        if request.text:
+            raise invalid_argument("text", "is for interject signals; a cancel carries a reason")
+        if len(request.reason) > SIGNAL_REASON_MAX:
+            raise invalid_argument("reason", f"is longer than {SIGNAL_REASON_MAX} characters")
+    else:
+        if request.reason:
+            raise invalid_argument("reason", "is for cancel signals; an interjection carries text")
+        if not request.text.strip() or len(request.text) > SIGNAL_TEXT_MAX:
+            raise invalid_argument("text", f"say 1-{SIGNAL_TEXT_MAX} characters (what the player interjects)")
+
+
+def take_signals(request: store_pb2.TakeTurnSignalsRequest) -> None:
+    session_id(request.session_id)
+    require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned (only its holder takes the turn's signals)")

@@ -1,0 +1,83 @@
+"""Signals to a running turn (cancel, interject) that reach it on whichever scheduler replica runs it.
+
+A client's Cancel or Interject may land on a replica that does not run the session's turn;
+that replica leaves a signal here, and the replica holding the turn's lease takes it (it
+polls while the turn runs, and story agents with steering take before each step).
+- SignalTurn answers FAILED_PRECONDITION unless a turn of the session holds a live lease,
+  so a signal always names a turn that was running when it was sent.
+- TakeTurnSignals hands each signal out once (taken_at set in the same write transaction,
+  under the session lock) and only to the lease's holder (ABORTED for any other lease).
+- Signals of earlier turns are useless once those turns end: SignalTurn deletes the
+  session's signals of other turns, so the table holds at most one turn's worth per session.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, exists, select
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store.database import lock_session
+from services.store.leases import describe, held_lease
+from services.store.models import TurnLeaseRow, TurnSignalRow, utcnow
+from services.store.proto_mapping import timestamp
+from services.store.sessions import find_session
+from shared.errors import failed_precondition
+
+
+def signal_to_proto(row: TurnSignalRow) -> store_pb2.TurnSignal:
+    return store_pb2.TurnSignal(
+        id=row.id,
+        session_id=row.session_id,
+        turn_id=row.turn_id,
+        kind=row.kind,
+        reason=str(row.payload.get("reason", "")),
+        text=str(row.payload.get("text", "")),
+        created_at=timestamp(row.created_at),
+        taken_at=timestamp(row.taken_at),
+    )
+
+
+def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.SignalTurnResponse:
+    lock_session(db, request.session_id)
+    now = utcnow()
+    lease = db.get(TurnLeaseRow, request.session_id)
+    if lease is None or lease.deadline <= now:
+        lapsed = f" (the last lease lapsed: {describe(lease)})" if lease is not None else ""
+        raise failed_precondition(f"no turn of session {request.session_id} is running{lapsed}")
+    if request.turn_id and request.turn_id != lease.turn_id:
+        raise failed_precondition(
+            f"turn {request.turn_id} of session {request.session_id} is not running; the running turn is {lease.turn_id}"
+        )
+    db.execute(
+        delete(TurnSignalRow)
+        .where(TurnSignalRow.session_id == request.session_id, TurnSignalRow.turn_id != lease.turn_id)
+        .execution_options(synchronize_session=False)
+    )
+    payload = {"reason": request.reason or "cancelled by request"} if request.kind == "cancel" else {"text": request.text}
+    row = TurnSignalRow(session_id=request.session_id, turn_id=lease.turn_id, kind=request.kind, payload=payload, created_at=now)
+    db.add(row)
+    db.flush()
+    return store_pb2.SignalTurnResponse(signal=signal_to_proto(row), holder=lease.holder)
+
+
+def _pending(session_id: str, turn_id: str):
+    return (TurnSignalRow.session_id == session_id, TurnSignalRow.turn_id == turn_id, TurnSignalRow.taken_at.is_(None))
+
+
+def any_pending(db: Session, session_id: str, lease_id: str) -> bool:
+    """A read, for the usual case of nothing pending: the lease must be held (ABORTED otherwise)."""
+    find_session(db, session_id)
+    lease = held_lease(db, session_id, lease_id, "; take its turn's signals with the lease you hold")
+    return bool(db.execute(select(exists().where(*_pending(session_id, lease.turn_id)))).scalar())
+
+
+def take(db: Session, session_id: str, lease_id: str) -> list[store_pb2.TurnSignal]:
+    lock_session(db, session_id)
+    lease = held_lease(db, session_id, lease_id, "; take its turn's signals with the lease you hold")
+    rows = db.execute(select(TurnSignalRow).where(*_pending(session_id, lease.turn_id)).order_by(TurnSignalRow.id)).scalars().all()
+    now = utcnow()
+    for row in rows:
+        row.taken_at = now
+    db.flush()
+    return [signal_to_proto(row) for row in rows]
