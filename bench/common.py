@@ -1,0 +1,136 @@
+"""What the benchmarks share: starting the services (five processes or one), playing a turn,
+percentiles, and writing bench/results/<name>.json."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
+from covel_cli.in_process import InProcessGroup, unix_socket_addrs
+from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
+from shared.grpc_client import open_channel
+from shared.settings import REPO_ROOT
+
+RESULTS = Path(__file__).parent / "results"
+# Quiet services: logging every RPC would be part of what is measured.
+BENCH_ENV = {"COVEL_LOG_LEVEL": "warning"}
+PROCESSES, IN_PROCESS = "processes", "in-process"
+TCP, UNIX = "tcp", "unix"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    return {"p50": percentile(values, 0.5), "p95": percentile(values, 0.95), "mean": statistics.fmean(values), "n": len(values)}
+
+
+def write_result(name: str, data: object) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def plugin_dirs_env(*extra: Path) -> dict[str, str]:
+    return {"COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), *map(str, extra)])}
+
+
+@contextlib.asynccontextmanager
+async def running_services(
+    mode: str = PROCESSES, transport: str = TCP, extra_env: dict[str, str] | None = None
+) -> AsyncIterator[ServiceGroup | InProcessGroup]:
+    """The five services on fresh addresses with a fresh SQLite database; stopped after."""
+    # Short folder name: unix socket paths are limited to ~100 bytes.
+    with tempfile.TemporaryDirectory(prefix="cvb") as folder:
+        root = Path(folder)
+        addrs = unix_socket_addrs(root) if transport == UNIX else free_port_addrs()
+        env = {**BENCH_ENV, **(extra_env or {})}
+        group: ServiceGroup | InProcessGroup
+        group = InProcessGroup(addrs, root / "data", env) if mode == IN_PROCESS else ServiceGroup(addrs, root / "data", env)
+        await group.start()
+        try:
+            await wait_turns_work(group.addrs["scheduler"])
+            yield group
+        finally:
+            await group.stop()
+
+
+async def wait_turns_work(scheduler_addr: str, timeout_s: float = 15.0) -> None:
+    """Play one turn, retrying while a peer is UNAVAILABLE.
+
+    The launcher starts the five processes together, so the scheduler's channels may first
+    dial a peer that is not listening yet and sit in gRPC's reconnect backoff (about 1 s)
+    although every service reports SERVING.
+    """
+    deadline = time.monotonic() + timeout_s
+    async with open_channel(scheduler_addr) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        while True:
+            try:
+                session = await create_session(stub)
+                await play_turn(stub, session.id, "I look around.")
+                return
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+
+async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, **fields) -> store_pb2.Session:
+    return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(**fields))).session
+
+
+async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, store_pb2.Turn]:
+    """One turn end to end: (wall ms, ms to the first story text, the turn as recorded); a turn that did not commit raises."""
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+    started = time.perf_counter()
+    first_text = None
+    last = None
+    async for event in stub.SubmitActions(request):
+        if first_text is None and event.WhichOneof("event") == "narrative_delta":
+            first_text = time.perf_counter() - started
+        last = event
+    elapsed = time.perf_counter() - started
+    if last is None or last.WhichOneof("event") != "turn_completed":
+        raise RuntimeError("the turn stream ended without turn_completed")
+    turn = last.turn_completed
+    if turn.status != store_pb2.TURN_STATUS_COMMITTED:
+        failures = [f"{r.runtime_id}: {r.reason}" for r in turn.runtime_results if r.status != "success"]
+        raise RuntimeError(f"turn did not commit ({store_pb2.TurnStatus.Name(turn.status)}): {failures}")
+    return elapsed * 1000, (first_text if first_text is not None else elapsed) * 1000, turn
+
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    """A GitHub-flavoured markdown table (also readable as plain text)."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(headers[i]), *(len(row[i]) for row in cells)) for i in range(len(headers))]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += ["| " + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) + " |"
+              for row in cells]
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+__all__ = ["SERVICES", "PROCESSES", "IN_PROCESS", "TCP", "UNIX", "running_services", "play_turn", "create_session",
+           "summarize", "percentile", "write_result", "table", "plugin_dirs_env", "RESULTS"]
