@@ -1,0 +1,85 @@
+"""Aggregate turns per second with 1, 8 and 32 concurrent sessions (scripted model, zero latency).
+
+`python -m bench.concurrency --seconds 15`: five service processes on loopback TCP; for each
+concurrency level, that many sessions each play turns back to back (one client channel each,
+as separate clients would) for the given time; turns/s counts the turns that completed in the
+window. Writes bench/results/concurrency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+
+from bench.common import create_session, play_turn, running_services, summarize, table, write_result
+from covel.scheduler.v1 import scheduler_pb2_grpc
+from shared.grpc_client import open_channel
+
+LEVELS = (1, 8, 32)
+
+
+async def sessions_play(scheduler_addr: str, sessions: int, seconds: float) -> dict:
+    latencies: list[float] = []
+    failures: list[str] = []
+    channels = [open_channel(scheduler_addr) for _ in range(sessions)]
+    try:
+        stubs = [scheduler_pb2_grpc.SchedulerStub(channel) for channel in channels]
+        ids = [(await create_session(stub)).id for stub in stubs]
+        # One warm-up turn each (connections up, caches filled), then everyone starts at once.
+        await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids)))
+        end = time.perf_counter() + seconds
+
+        async def player(index: int) -> None:
+            turn = 0
+            while time.perf_counter() < end:
+                try:
+                    elapsed, _, _ = await play_turn(stubs[index], ids[index], f"Player {index} walks on, step {turn}.")
+                except Exception as error:  # a failing turn must show in the result, not vanish
+                    failures.append(str(error)[:200])
+                    continue
+                finally:
+                    turn += 1
+                if time.perf_counter() <= end:
+                    latencies.append(elapsed)
+
+        await asyncio.gather(*(player(index) for index in range(sessions)))
+    finally:
+        for channel in channels:
+            await channel.close()
+    return {
+        "sessions": sessions, "seconds": seconds, "turns": len(latencies),
+        "turns_per_s": len(latencies) / seconds, "turn_ms": summarize(latencies) if latencies else {},
+        "failed_turns": len(failures), "failures": failures[:5],
+    }
+
+
+async def measure(levels: tuple[int, ...], seconds: float) -> dict:
+    async with running_services() as group:
+        rows = [await sessions_play(group.addrs["scheduler"], level, seconds) for level in levels]
+    return {"cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0], "levels": rows}
+
+
+def render(result: dict) -> str:
+    return table(
+        ["concurrent sessions", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed"],
+        [[r["sessions"], r["turns_per_s"], r["turn_ms"].get("p50", 0.0), r["turn_ms"].get("p95", 0.0), r["turns"],
+          r["failed_turns"]] for r in result["levels"]],
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    args = parser.parse_args(argv)
+    result = asyncio.run(measure(tuple(args.levels), args.seconds))
+    write_result("concurrency", result)
+    print(f"sessions playing turns back to back for {args.seconds:.0f} s each, five processes, {result['cores']} cores:")
+    print(render(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
