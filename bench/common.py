@@ -121,8 +121,10 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     widths = [max(len(headers[i]), *(len(row[i]) for row in cells)) for i in range(len(headers))]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    lines += ["| " + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) + " |"
-              for row in cells]
+    # Numbers line up on the right, words on the left.
+    lines += ["| " + " | ".join(c.rjust(w) if isinstance(v, (int, float)) else c.ljust(w)
+                                for c, w, v in zip(cells_row, widths, row)) + " |"
+              for cells_row, row in zip(cells, rows)]
     return "\n".join(lines)
 
 
