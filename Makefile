@@ -1,4 +1,5 @@
 # The commands in the README. `make run` and `make test` set everything up themselves.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -48,11 +49,28 @@ lint: $(VENV)/.installed
 deploy-check: $(VENV)/.installed
 	$(PY) deploy/check.py
 
-# Each benchmark prints a table and writes bench/results/<name>.json.
-BENCHMARKS := turn_latency scheduler_overhead hook_dispatch gateway_overhead store_commit validate_plugins
+# Bub (the side-by-side in bench/bub_compare.py) needs Python >= 3.12: its own venv, from the
+# first such interpreter on PATH or in pyenv; without one the comparison says it was skipped.
+BUB_VENV := $(VENV)/bub
+BUB_PYTHON ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3) python3.13 python3.12; do \
+  $$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && { echo $$p; break; }; done)
 
-bench: $(VENV)/.installed
-	@for name in $(BENCHMARKS); do echo "== $$name"; $(PY) -m bench.$$name || exit 1; done
+# Each benchmark prints a table and writes bench/results/<name>.json (and its printout to
+# <name>.txt); bench.summary then prints one table of the headline figures (summary.md).
+BENCHMARKS := turn_latency concurrency split_cost agent_step bub_compare scheduler_overhead \
+              hook_dispatch gateway_overhead store_commit validate_plugins
+
+bench: $(VENV)/.installed $(BUB_VENV)/.installed
+	@mkdir -p bench/results
+	@for name in $(BENCHMARKS); do echo "== $$name"; \
+	  $(PY) -m bench.$$name | tee bench/results/$$name.txt; \
+	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; done
+	@$(PY) -m bench.summary
+
+$(BUB_VENV)/.installed: pyproject.toml | $(VENV)/.installed
+	@if [ -z "$(BUB_PYTHON)" ]; then echo "no Python >= 3.12 found: bench.bub_compare will skip Bub"; \
+	else $(BUB_PYTHON) -m venv $(BUB_VENV) && $(BUB_VENV)/bin/python -m pip install -q \
+	  $$($(PY) -m bench.bub_compare --requirements) && touch $@; fi
 
 clean:
 	rm -rf $(VENV) $(GEN) .covel

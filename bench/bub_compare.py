@@ -1,0 +1,154 @@
+"""Side by side with Bub (PyPI `bub`, a hook-first agent runtime on pluggy): a comparable turn.
+
+`python -m bench.bub_compare --turns 40`. The turn: one player message in, one story out, a
+fake model that answers at once, and the same number of plugin hook implementations:
+
+- Covel: the default session's turn (the narrator's story runtime, one streamed model call
+  to the offline scripted model, the turn committed to SQLite), with 1 plugin hook (the
+  narrator's PostContextAssembly adds the narrative-person line) and with 6 (plus a
+  generated plugin observing TurnStart, PreLLMCall, PostLLMResponse, TurnStop,
+  PostStateCommit); as five processes and as one process (covel_cli/in_process.py).
+- Bub: `BubFramework.process_inbound` with its builtin hooks and its agent loop over the
+  session tape (JSONL files), the provider call replaced by a fixed story text; with 1 extra
+  hookimpl (system_prompt adds the same line) and 6 (plus load_state, before_llm_call,
+  after_llm_call, save_state, dispatch_outbound). See bench/bub_turn.py.
+
+Not the same work: Covel's scripted model writes a story JSON (segments, speakers) that
+the scheduler checks and normalises; it keeps a lease, a trace and one database
+transaction per turn, and crosses gRPC for every service call. Bub's fake returns a fixed
+text in process. Bub needs Python >= 3.12 and runs in its own venv (`make bench` makes
+.venv/bub from the `bench` extra of pyproject.toml); Covel runs on this venv's Python.
+Writes bench/results/bub_compare.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from bench.common import (
+    IN_PROCESS,
+    PROCESSES,
+    create_session,
+    play_turn,
+    plugin_dirs_env,
+    running_services,
+    summarize,
+    table,
+    write_result,
+)
+from covel.scheduler.v1 import scheduler_pb2_grpc
+from shared.grpc_client import open_channel
+from shared.settings import REPO_ROOT
+
+OBSERVERS = "bench-observers"
+OBSERVED_EVENTS = ("TurnStart", "PreLLMCall", "PostLLMResponse", "TurnStop", "PostStateCommit")
+BUB_SCRIPT = Path(__file__).with_name("bub_turn.py")
+BUB_VENV_PYTHON = REPO_ROOT / ".venv" / "bub" / "bin" / "python"
+HOOK_COUNTS = (1, 1 + len(OBSERVED_EVENTS))
+
+
+def bench_requirements() -> list[str]:
+    """The `bench` extra of pyproject.toml without environment markers (for the Bub venv)."""
+    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bench"]
+    return [re.split(r"\s*;", requirement)[0] for requirement in extra]
+
+
+def bub_python() -> str | None:
+    """An interpreter that can import bub: this one, COVEL_BENCH_BUB_PYTHON, or .venv/bub."""
+    candidates = [sys.executable, os.environ.get("COVEL_BENCH_BUB_PYTHON", ""), str(BUB_VENV_PYTHON)]
+    for candidate in filter(None, candidates):
+        if Path(candidate).exists() and subprocess.run([candidate, "-c", "import bub.framework"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def write_observers(root: Path) -> None:
+    package = root / OBSERVERS
+    (package / "server").mkdir(parents=True)
+    (package / "PLUGIN.md").write_text(
+        f"---\nversion: 0.1.0\ndescription: no-op turn observers\ncontributes:\n  hooks: [{', '.join(OBSERVED_EVENTS)}]\n---\n")
+    (package / "server" / "index.py").write_text(
+        "def register(covel):\n" + "".join(f"    covel.on({event!r}, observe)\n" for event in OBSERVED_EVENTS)
+        + "\n\ndef observe(ctx, payload):\n    return None\n")
+
+
+async def covel_side(mode: str, turns: int, warmup: int) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        write_observers(Path(folder))
+        async with running_services(mode, extra_env=plugin_dirs_env(Path(folder))) as group:
+            async with open_channel(group.addrs["scheduler"]) as channel:
+                stub = scheduler_pb2_grpc.SchedulerStub(channel)
+                for hooks in HOOK_COUNTS:
+                    extra = [OBSERVERS] if hooks > 1 else []
+                    session = await create_session(stub, requested_plugins=extra, approved_plugins=extra)
+                    timings = []
+                    for index in range(warmup + turns):
+                        elapsed, _, turn = await play_turn(stub, session.id, f"I walk on, step {index}.")
+                        if len(turn.hook_trace) != hooks:
+                            raise RuntimeError(f"expected {hooks} hook calls in the turn, the trace has {len(turn.hook_trace)}")
+                        if index >= warmup:
+                            timings.append(elapsed)
+                    rows.append({"framework": f"covel, {mode}", "python": sys.version.split()[0], "plugin_hooks": hooks,
+                                 "turn_ms": summarize(timings)})
+    return rows
+
+
+def bub_side(python: str, turns: int, warmup: int) -> list[dict]:
+    rows = []
+    for hooks in HOOK_COUNTS:
+        done = subprocess.run([python, str(BUB_SCRIPT), "--turns", str(turns), "--warmup", str(warmup), "--hooks", str(hooks)],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"Bub's turn failed:\n{done.stderr[-2000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        if result["extra_hook_calls_per_turn"] != hooks:
+            raise RuntimeError(f"Bub ran {result['extra_hook_calls_per_turn']} extra hook calls a turn, expected {hooks}")
+        rows.append({"framework": result["framework"], "python": result["python"], "plugin_hooks": hooks,
+                     "turn_ms": result["turn_ms"]})
+    return rows
+
+
+def render(rows: list[dict]) -> str:
+    return table(["framework", "python", "plugin hooks", "turn p50 ms", "turn p95 ms"],
+                 [[r["framework"], r["python"], r["plugin_hooks"], r["turn_ms"]["p50"], r["turn_ms"]["p95"]] for r in rows])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--requirements", action="store_true", help="print the Bub venv's requirements and exit (Makefile)")
+    args = parser.parse_args(argv)
+    if args.requirements:
+        print(" ".join(bench_requirements()))
+        return {}
+    rows = asyncio.run(covel_side(PROCESSES, args.turns, args.warmup))
+    python = bub_python()
+    skipped = ""
+    if python is None:
+        skipped = "Bub is not installed: it needs Python >= 3.12 (make bench builds .venv/bub when one is on PATH or in pyenv)"
+    else:
+        rows += bub_side(python, args.turns, args.warmup)
+    # Last: the in-process services set this process' environment.
+    rows += asyncio.run(covel_side(IN_PROCESS, args.turns, args.warmup))
+    result = {"rows": rows, "bub_skipped": skipped}
+    write_result("bub_compare", result)
+    print(f"a comparable turn: one message in, one story out, instant fake model ({args.turns} turns in one session):")
+    print(render(rows))
+    if skipped:
+        print(f"Bub: skipped, {skipped}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""One table of the headline figures of every benchmark that ran, from bench/results/*.json.
+
+`python -m bench.summary` (the last step of `make bench`): prints the table and writes
+bench/results/summary.md with it, followed by each benchmark's own output
+(bench/results/<name>.txt, written by `make bench`) when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+from bench.common import RESULTS, table
+
+Row = list[object]
+
+
+def _turn_latency(data: dict) -> Iterator[Row]:
+    turn, first = data["turn_ms"], data["first_story_text_ms"]
+    yield ["turn latency, 5 processes", "turn p50 / p95 ms", f"{turn['p50']:.1f} / {turn['p95']:.1f}"]
+    yield ["turn latency, 5 processes", "first story text p50 / p95 ms", f"{first['p50']:.1f} / {first['p95']:.1f}"]
+
+
+def _concurrency(data: dict) -> Iterator[Row]:
+    for level in data["levels"]:
+        ms = level["turn_ms"]
+        failed = f", {level['failed_turns']} failed" if level["failed_turns"] else ""
+        yield [f"concurrency, {level['sessions']} sessions", "turns/s; turn p50 / p95 ms",
+               f"{level['turns_per_s']:.1f}; {ms.get('p50', 0):.0f} / {ms.get('p95', 0):.0f}{failed}"]
+
+
+def _split_cost(data: list) -> Iterator[Row]:
+    for row in data:
+        yield [f"split cost, {row['mode']} over {row['transport']}", "turn p50 / p95 ms",
+               f"{row['turn_ms']['p50']:.1f} / {row['turn_ms']['p95']:.1f}"]
+
+
+def _agent_step(data: list) -> Iterator[Row]:
+    for row in data:
+        yield [f"agent step, {row['where']}, loop hooks: {row['loop_hooks']}", "per step µs",
+               f"{row['per_step_ms'] * 1000:.0f}"]
+
+
+def _bub_compare(data: dict) -> Iterator[Row]:
+    for row in data["rows"]:
+        yield [f"vs Bub: {row['framework']} (py {row['python']}), {row['plugin_hooks']} plugin hooks", "turn p50 / p95 ms",
+               f"{row['turn_ms']['p50']:.2f} / {row['turn_ms']['p95']:.2f}"]
+    if data.get("bub_skipped"):
+        yield ["vs Bub", "skipped", data["bub_skipped"]]
+
+
+def _scheduler_overhead(data: list) -> Iterator[Row]:
+    for row in data:
+        yield [f"scheduler overhead, {row['runtimes']} function runtimes", "turn p50 ms; per runtime ms",
+               f"{row['p50_ms']:.1f}; {row['per_runtime_ms']:.2f}"]
+
+
+def _hook_dispatch(data: dict) -> Iterator[Row]:
+    yield ["hook dispatch, 5 handlers", "in process per event µs (pluggy)",
+           f"{data['sequential_event_us']:.2f} ({data['pluggy_call_us']:.2f})"]
+    yield ["hook dispatch, 5 handlers", "gRPC Dispatch round trip µs", f"{data['grpc_dispatch_round_trip_us']:.0f}"]
+
+
+def _gateway_overhead(data: dict) -> Iterator[Row]:
+    for case in ("non_streamed", "streamed_20_deltas"):
+        if case in data:
+            yield [f"gateway overhead, {case.replace('_', ' ')}", "added p50 / p95 ms",
+                   f"{data[case]['overhead_p50_ms']:.2f} / {data[case]['overhead_p95_ms']:.2f}"]
+
+
+def _store_commit(data: dict) -> Iterator[Row]:
+    for row in data["results"]:
+        yield [f"store commit, {row['backend']}, {row['proposals']} proposals", "commits/s; p50 ms",
+               f"{row['commits_per_s']:.1f}; {row['commit_p50_ms']:.1f}"]
+
+
+def _validate_plugins(data: dict) -> Iterator[Row]:
+    yield ["plugin validation", "ms per package", f"{data['all_ms_per_package']:.2f}"]
+
+
+# In `make bench` order; a benchmark whose JSON is missing or of another shape is listed as such.
+HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
+    "turn_latency": _turn_latency, "concurrency": _concurrency, "split_cost": _split_cost, "agent_step": _agent_step,
+    "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
+    "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
+}
+
+
+def summary_rows() -> list[Row]:
+    rows: list[Row] = []
+    for name, headline in HEADLINES.items():
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            rows.append([name, "not run", f"no {path.name}"])
+            continue
+        try:
+            rows.extend(headline(json.loads(path.read_text())))
+        except (KeyError, TypeError, ValueError) as error:
+            rows.append([name, "unreadable", f"{path.name}: {type(error).__name__} {error}"])
+    return rows
+
+
+def main() -> str:
+    header = (f"Covel benchmarks, {time.strftime('%Y-%m-%d %H:%M')}, Python {sys.version.split()[0]}, "
+              f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+              "scripted model with zero latency throughout.")
+    summary = table(["benchmark", "measure", "figure"], summary_rows())
+    print(header)
+    print(summary)
+    details = [f"## {name}\n\n```\n{(RESULTS / f'{name}.txt').read_text().strip()}\n```"
+               for name in HEADLINES if (RESULTS / f"{name}.txt").exists()]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "summary.md").write_text("\n\n".join([f"# Benchmarks\n\n{header}", summary, *details]) + "\n")
+    print(f"\nwrote {RESULTS / 'summary.md'}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
