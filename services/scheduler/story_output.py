@@ -9,13 +9,21 @@ from typing import Any
 
 MAX_SEGMENTS = 60
 MAX_SEGMENT_CHARS = 4000
+MAX_SPEAKER_CHARS = 80
+# cues: a scene name of at most 200 characters, at most 32 present names, a mood of at most 80.
+MAX_SCENE_CHARS = 200
+MAX_PRESENT = 32
+MAX_MOOD_CHARS = 80
 KINDS = ("narration", "dialogue", "action")
 # A trailing paragraph that asks the player what to do, maybe listing options, is dropped.
+_OPTION_ITEM = r"([-*•]|\d+[.)、])\s*\S.*"
 _OPTION_PROMPT = re.compile(
     r"^(so,?\s*)?(what (will|do|would) you do( now| next)?|what do you want to do( now| next)?"
-    r"|你(会|要|想)怎么做|你接下来(会|要)怎么做)\s*[?？]?(\s*\n\s*([-*•]|\d+[.)、]).*)*$",
+    r"|你(会|要|想)怎么做|你接下来(会|要)怎么做)\s*[?？]?(\s*\n\s*" + _OPTION_ITEM + r")*$",
     re.IGNORECASE,
 )
+# A paragraph that is nothing but a list of options ("1. Fight\n2. Flee").
+_OPTION_LIST = re.compile(r"^" + _OPTION_ITEM + r"(\n\s*" + _OPTION_ITEM + r")*$")
 
 
 class EmptyStory(ValueError):
@@ -78,7 +86,7 @@ def _clean_segment(raw: Any) -> dict[str, str] | None:
     segment = {"kind": kind, "text": text}
     speaker = raw.get("speaker")
     if kind != "narration" and isinstance(speaker, str) and speaker.strip():
-        segment["speaker"] = speaker.strip()[:80]
+        segment["speaker"] = speaker.strip()[:MAX_SPEAKER_CHARS]
     return segment
 
 
@@ -128,12 +136,45 @@ def normalize_story(reply: str | dict[str, Any]) -> Story:
             continue
         for text in _split_long(segment["text"]):
             segments.append({**segment, "text": text})
-    while segments and segments[-1]["kind"] == "narration" and _OPTION_PROMPT.match(segments[-1]["text"]):
-        segments.pop()
-    segments = _merge_to_limit(segments)
+    segments = _merge_to_limit(_drop_trailing_options(segments))
     if not segments:
         raise EmptyStory("the story has no text")
-    return Story(segments=segments, cues=cues, yield_to="continue" if yield_to == "continue" else "user")
+    return Story(segments=segments, cues=_clean_cues(cues), yield_to="continue" if yield_to == "continue" else "user")
+
+
+def _drop_trailing_options(segments: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Without the trailing narration that asks the player what to do: the question, and the option
+    lists around it, which a blank line may have put in paragraphs of their own."""
+    end = len(segments)
+    cut = end
+    index = end - 1
+    while index >= 0 and segments[index]["kind"] == "narration":
+        text = segments[index]["text"]
+        if _OPTION_PROMPT.match(text):
+            cut = index
+        elif not _OPTION_LIST.match(text):
+            break
+        index -= 1
+    if cut < end and index >= 0 and cut > index + 1:
+        # Option lists written before the question belong to it too.
+        cut = index + 1
+    return segments[:cut]
+
+
+def _clean_cues(raw: dict[str, Any]) -> dict[str, Any]:
+    """cues within the contract's limits: long scene and mood are cut, names past 32 dropped,
+    values of the wrong type and unknown keys left out."""
+    cues: dict[str, Any] = {}
+    scene, mood, present = raw.get("scene"), raw.get("mood"), raw.get("present")
+    if isinstance(scene, str) and scene.strip():
+        cues["scene"] = scene.strip()[:MAX_SCENE_CHARS]
+    if isinstance(present, list):
+        names = [name.strip()[:MAX_SPEAKER_CHARS] for name in present if isinstance(name, str) and name.strip()]
+        if names:
+            cues["present"] = list(dict.fromkeys(names))[:MAX_PRESENT]
+    if isinstance(mood, str) and mood.strip():
+        cues["mood"] = mood.strip()[:MAX_MOOD_CHARS]
+    return cues
 
 
 def story_problems(reply: str) -> list[str]:
