@@ -18,8 +18,15 @@ from shared.settings import PeerAddresses, SecuritySettings
 SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
 
 
-def free_port_addrs() -> dict[str, str]:
-    addrs = {}
+class FreePorts(dict[str, str]):
+    """Loopback addresses picked by `free_port_addrs`: a group may pick them anew when one turns out taken."""
+
+
+def free_port_addrs() -> FreePorts:
+    """A free loopback port per service. Free when probed only: another process may take one before the
+    service binds it. Servers bind without SO_REUSEPORT (shared/grpc_server.py), so that fails the
+    service's start loudly, and `ServiceGroup.start` retries with new ports instead of sharing one."""
+    addrs = FreePorts()
     for name in SERVICES:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("127.0.0.1", 0))
@@ -36,12 +43,24 @@ class ServiceFailed(RuntimeError):
     pass
 
 
+class PortTaken(ServiceFailed):
+    """A service exited because its address was in use (shared.grpc_server.AddressInUse)."""
+
+
+# What a service prints once it serves (shared.grpc_server.serve_until_signalled), and what it logs
+# when its port is taken.
+READY_LINE = "COVEL_READY {name} "
+BIND_FAILED = "could not bind"
+
+
 @dataclass
 class ServiceGroup:
     addrs: dict[str, str]
     data_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    # Where each service's log stood when it was started: its READY line comes after.
+    _log_offsets: dict[str, int] = field(default_factory=dict)
 
     @property
     def log_dir(self) -> Path:
@@ -61,12 +80,28 @@ class ServiceGroup:
         given = {name: env[f"COVEL_{name.upper()}"] for name in SecuritySettings.model_fields if f"COVEL_{name.upper()}" in env}
         return SecuritySettings(**given)
 
-    async def start(self, ready_timeout_s: float = 60.0) -> None:
+    async def start(self, ready_timeout_s: float = 60.0, *, bind_attempts: int = 3) -> None:
+        """Start every service and wait until all serve. With ports from `free_port_addrs`, a port
+        another process took meanwhile stops the group and starts it again on new ports."""
+        for attempt in range(1, bind_attempts + 1):
+            try:
+                await self._start_once(ready_timeout_s)
+                return
+            except PortTaken:
+                if not isinstance(self.addrs, FreePorts) or attempt == bind_attempts:
+                    raise
+                await self.stop(grace_s=5.0)
+                self.processes.clear()
+                self.addrs = free_port_addrs()
+
+    async def _start_once(self, ready_timeout_s: float) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = self.env()
         repo_root = Path(__file__).resolve().parent.parent
         for name in SERVICES:
-            log_file = open(self.log_dir / f"{name}.log", "ab")
+            log_path = self.log_dir / f"{name}.log"
+            self._log_offsets[name] = log_path.stat().st_size if log_path.exists() else 0
+            log_file = open(log_path, "ab")
             self.processes[name] = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", f"services.{name}",
                 env=env, cwd=repo_root, stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL,
@@ -82,7 +117,13 @@ class ServiceGroup:
             for name in list(pending):
                 process = self.processes[name]
                 if process.returncode is not None:
-                    raise ServiceFailed(f"service {name} exited with code {process.returncode} while starting:\n{self.log_tail(name)}")
+                    tail = self.log_tail(name)
+                    failure = PortTaken if BIND_FAILED in self._log_since_start(name) else ServiceFailed
+                    raise failure(f"service {name} exited with code {process.returncode} while starting:\n{tail}")
+                # Its own READY line, not just a healthy port: a server of another process on a
+                # port this group picked must not pass for this group's service.
+                if READY_LINE.format(name=name) not in self._log_since_start(name):
+                    continue
                 if await check_health(self.addrs[name], timeout_s=1.0, security=security) == "SERVING":
                     pending.discard(name)
             if not pending:
@@ -90,6 +131,14 @@ class ServiceGroup:
             if time.monotonic() > deadline:
                 raise ServiceFailed(f"not serving after {timeout_s:.0f} s: {', '.join(sorted(pending))} (logs in {self.log_dir})")
             await asyncio.sleep(0.1)
+
+    def _log_since_start(self, name: str) -> str:
+        path = self.log_dir / f"{name}.log"
+        if not path.exists():
+            return ""
+        with path.open("rb") as log:
+            log.seek(self._log_offsets.get(name, 0))
+            return log.read().decode(errors="replace")
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         path = self.log_dir / f"{name}.log"

@@ -4,6 +4,7 @@ cross-cutting parts every service shares: TLS, tracing and metrics interceptors,
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,11 @@ from shared.settings import ServiceSettings
 from shared.telemetry import metrics, tracing
 
 ShutdownHook = Callable[[], Awaitable[None]]
+
+# gRPC sets SO_REUSEPORT on listening sockets by default: a second server (another process, another
+# test run) could then bind a port already in use and silently take half its connections. Off, a
+# taken port fails the bind loudly (OSError below) and the caller picks another.
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
 
 
 @dataclass
@@ -58,13 +64,25 @@ def _with_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+class AddressInUse(OSError):
+    """The server could not bind its address: taken by another process, or not a local address."""
+
+
+def _bind(server: grpc.aio.Server, addr: str, credentials: grpc.ServerCredentials | None, *, what: str = "") -> int:
+    try:
+        port = server.add_secure_port(addr, credentials) if credentials is not None else server.add_insecure_port(addr)
+    except RuntimeError as error:  # grpcio raises "Failed to bind to address ..." (older versions returned 0)
+        raise AddressInUse(errno.EADDRINUSE, f"could not bind {what}{addr}: the address is in use or not local ({error})") from None
+    if port == 0:
+        raise AddressInUse(errno.EADDRINUSE, f"could not bind {what}{addr}: the address is in use or not local")
+    return port
+
+
 async def _start_health_server(addr: str, health_servicer: health.aio.HealthServicer) -> tuple[grpc.aio.Server, int]:
     """Only the health service, without TLS: what a probe that cannot present a certificate calls."""
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=[EXCLUSIVE_PORT])
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(addr)
-    if port == 0:
-        raise OSError(f"could not bind the health port {addr}: the address is in use or not local")
+    port = _bind(server, addr, None, what="the health port ")
     await server.start()
     return server, port
 
@@ -97,6 +115,7 @@ async def start_server(
         options=[
             ("grpc.max_receive_message_length", 32 * 1024 * 1024),
             ("grpc.max_send_message_length", 32 * 1024 * 1024),
+            EXCLUSIVE_PORT,
         ],
     )
     service_names = list(add_servicers(server))
@@ -106,15 +125,17 @@ async def start_server(
         [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
         server,
     )
-    port = server.add_secure_port(addr, credentials) if credentials is not None else server.add_insecure_port(addr)
-    if port == 0:
-        raise OSError(f"could not bind {addr}: the address is in use or not local")
+    port = _bind(server, addr, credentials)
     await server.start()
     running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
     if service and settings.health_port_of(service) is not None:
-        running.health_server, running.health_port = await _start_health_server(
-            _with_port(_host_of(addr), settings.health_port_of(service)), health_servicer
-        )
+        try:
+            running.health_server, running.health_port = await _start_health_server(
+                _with_port(_host_of(addr), settings.health_port_of(service)), health_servicer
+            )
+        except AddressInUse:
+            await server.stop(0)
+            raise
     await running.set_serving(True)
     if service:
         get_logger().info(
