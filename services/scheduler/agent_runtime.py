@@ -133,6 +133,30 @@ def split_effects(value: dict[str, Any], runtime_id: str) -> dict[str, Any]:
     return kept
 
 
+def log_model_effects(content: str, runtime_id: str) -> None:
+    """A final answer that is JSON: any effect field in it is dropped with the usual warning."""
+    value, _ = parse_json_answer(content) if content.lstrip().startswith(("{", "`")) else (None, "")
+    if value is not None:
+        split_effects(value, runtime_id)
+
+
+def _interjection_message(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": f"(The player interjects) {text}"}
+
+
+def _framework_entry(event: str, status: str, runtime_id: str, detail: dict[str, Any]) -> common_pb2.HookTraceEntry:
+    """A trace record of the loop itself (not of a hook handler); its details as JSON in `message`."""
+    return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=runtime_id,
+                                     message=json.dumps(detail, ensure_ascii=False))
+
+
+def skipped_tool_entries(call: dict[str, Any], runtime_id: str, skip_reason: str) -> list[common_pb2.HookTraceEntry]:
+    """tool.calling / tool.failed of a call that never ran: a PreToolUse abort ("hook-aborted") or a
+    terminated loop ("terminated"). Not an executed call, not a failure (spec: hooks-reference)."""
+    detail = {"toolCallId": call.get("id", ""), "name": call.get("name", ""), "skipped": True, "skipReason": skip_reason}
+    return [_framework_entry(event, "skipped", runtime_id, detail) for event in ("tool.calling", "tool.failed")]
+
+
 def parse_json_answer(content: str) -> tuple[dict[str, Any] | None, str]:
     """A system agent's final answer as a JSON object (a ```json fence is allowed); or the problem."""
     text = content.strip()
@@ -215,6 +239,7 @@ class AgentLoop:
         self.usage = {"promptTokens": 0, "completionTokens": 0}
         self.stop_reason = ""
         self.finalizer_used = False
+        self.unregistered_tools: list[str] = []
         # prompt.segment@1 segments computed for this execution (prompt_segments.py).
         self.extra_segments: list[dict[str, Any]] = []
 
@@ -239,6 +264,9 @@ class AgentLoop:
         wanted = tools_wanted(self.manifest)
         if wanted:
             self.available.update(await self.hooks.tools(runtime.plugin_id))
+        # A declared plugin tool the entry module never registered fails the run (spec: Agent 能用哪些工具).
+        self.unregistered_tools = [name for name in wanted
+                                   if name not in self.available and name not in self.kernel_tools and name != RUNTIME_DONE]
         self.tool_names = [name for name in wanted if name in self.available]
         if self.subagent is not None:
             # A subagent only gets read-only tools.
@@ -270,8 +298,7 @@ class AgentLoop:
 
     def _merge_interjections(self, conversation: list[dict[str, Any]]) -> None:
         if self.settings.steering:
-            for text in self.interjections():
-                conversation.append({"role": "user", "content": f"(The player interjects) {text}"})
+            conversation.extend(_interjection_message(text) for text in self.interjections())
 
     # -- the loop -----------------------------------------------------------------------------------
     async def run(self) -> RuntimeOutcome:  # noqa: C901 - the spec's loop reads best as one sequence of rules
@@ -286,12 +313,17 @@ class AgentLoop:
         max_steps = settings.max_steps
         response_format = _response_format(manifest, story, self.output_schemas)
         model = scope.session.runtime_model_overrides.get(runtime.runtime_id, "") or slot
+        if self.unregistered_tools:
+            return self.failed(
+                f"tool-not-registered: agent.tools.plugin lists {', '.join(self.unregistered_tools)}, but the entry module of "
+                f"{runtime.plugin_id} registered no such tool (covel.register_tool)")
         finish_with = _manifest_get(manifest, "agent", "finishWith")
         completion = _manifest_get(manifest, "agent", "completion", default={}) or {}
         finish_tools = set(completion.get("afterTools") or ([finish_with] if finish_with else []))
-        needs_tool_use = completion.get("require") in ("tool-use", "explicit") or bool(finish_with)
+        # finishWith is completion {require: tool-use, afterTools: [it]} (spec: 完成条件).
+        require = completion.get("require") or ("tool-use" if finish_with else "")
         base_choice = _manifest_get(manifest, "agent", "toolChoice", default="required" if finish_with else "auto")
-        if completion.get("require") == "explicit" and RUNTIME_DONE not in self.available and self.subagent is None:
+        if require == "explicit" and RUNTIME_DONE not in self.available and self.subagent is None:
             add_runtime_done(self.kernel_tools)
             self.available[RUNTIME_DONE] = self.kernel_tools.definitions()[RUNTIME_DONE]
             self.tool_names.append(RUNTIME_DONE)
@@ -315,11 +347,22 @@ class AgentLoop:
         truncation_retried = False
         notice = ""
         answer: dict[str, Any] | None = None
+        # Story drafts answered before a late interjection: an output repair leaves them out.
+        drafts: list[dict[str, Any]] = []
+
+        def completion_problem() -> str:
+            """Why the completion condition is not met yet ("" when it is, or when there is none)."""
+            if require == "explicit" and not (self.kernel_tools.done_called or finish_output is not None):
+                return "completion: the agent finished without runtime-done or a completion tool"
+            if require == "tool-use" and finish_tools and finish_output is None:
+                return f"completion: the agent finished without a successful call of {', '.join(sorted(finish_tools))}"
+            if require == "tool-use" and not finish_tools and not successful_business_call:
+                return "completion: the agent finished without a successful call of one of its tools"
+            return ""
 
         while True:
             if steps_remaining <= 0 and not finalizing:
-                completion_pending = needs_tool_use and finish_output is None and bool(finish_tools)
-                if settings.finalizer_max_steps and tool_steps and not completion_pending:
+                if settings.finalizer_max_steps and tool_steps and not completion_problem():
                     # The finalizer: tools off, one more request for the final answer (no PreStep for it).
                     finalizing = True
                     self.finalizer_used = True
@@ -329,7 +372,7 @@ class AgentLoop:
                     return self.failed(f"max-steps: the agent used its {max_steps} steps without finishing")
             remaining_s = deadline - time.monotonic()
             if (not finalizing and step and settings.deadline_reserve_s and remaining_s < settings.deadline_reserve_s
-                    and remaining_s >= MIN_ANSWER_TIME_S and not needs_tool_use and finish_output is None):
+                    and remaining_s >= MIN_ANSWER_TIME_S and not completion_problem() and finish_output is None):
                 # Close to the time limit, text alone can finish this runtime: tools off, ask for the answer.
                 finalizing = True
                 self.finalizer_used = True
@@ -346,6 +389,10 @@ class AgentLoop:
                 self.trace.extend(pre_step.trace)
                 plan = apply_pre_step(tool_names, step_choice, steps_remaining, _replaced(step_payload, pre_step.payload),
                                       correcting=force_required)
+                if plan.ignored:
+                    # What the hook asked for that this step could not honour (spec: PreStep, step.completed).
+                    self.trace.append(_framework_entry("step.completed", "ok", runtime.runtime_id,
+                                                       {"step": step, "ignored": plan.ignored}))
                 steps_remaining = plan.steps_remaining
                 if plan.stop is not None:
                     if plan.stop["reason"] == "cancelled":
@@ -441,28 +488,44 @@ class AgentLoop:
             if finalizing or tools_off:
                 calls = []
             if not calls:
-                if needs_tool_use and not (successful_business_call and not finish_tools) and not finalizing:
+                unmet = completion_problem()
+                if unmet and not finalizing:
+                    # A plain-text answer before the completion condition holds: one correction, then failure.
                     if tool_use_corrections >= corrections["toolUse"]:
-                        wanted = ", ".join(sorted(finish_tools)) or "a tool"
-                        return self.failed(f"completion: the agent finished without a successful call of {wanted}")
-                    # A correction, and the corrected request must call a tool.
+                        return self.failed(unmet)
+                    # The corrected request must call a tool.
                     tool_use_corrections += 1
                     force_required = True
-                    wanted = " or ".join(sorted(finish_tools)) or "one of your tools"
+                    choices = sorted(finish_tools | ({RUNTIME_DONE} if require == "explicit" else set()))
+                    wanted = " or ".join(choices) or "one of your tools"
                     conversation += [{"role": "assistant", "content": content},
                                      {"role": "user", "content": f"You must finish by calling {wanted}."}]
                     continue
+                if (settings.steering and not finalizing and steps_remaining > 0
+                        and deadline - time.monotonic() >= MIN_ANSWER_TIME_S):
+                    # Steering after the text is written: what the player said meanwhile is merged and the
+                    # model answers again with it in view (spec: agent.loop.steering).
+                    late = self.interjections()
+                    if late:
+                        draft = {"role": "assistant", "content": content}
+                        drafts.append(draft)
+                        conversation += [draft, *(_interjection_message(text) for text in late)]
+                        notice = ""
+                        if stream:
+                            await self.on_narrative(StreamedPiece("", reset=True))
+                        continue
                 problems, answer = self._answer_problems(content, response_format, finish_output)
                 # Only an answer that ended normally is repaired (an accepted cut-off story is kept as it is).
                 if problems and not notice and repairs_left > 0 and deadline - time.monotonic() >= MIN_ANSWER_TIME_S:
-                    # Output repair: one tool-less request listing what was wrong (at most 5 problems).
+                    # Output repair: one tool-less request listing what was wrong (at most 5 problems). It does
+                    # not re-send the old draft, nor drafts written before an interjection (spec: 输出修复).
                     repairs_left -= 1
                     tools_off = True
                     if stream:
                         await self.on_narrative(StreamedPiece("", reset=True))
                     listed = "\n".join(f"- {problem}" for problem in problems[:5])
-                    conversation += [{"role": "assistant", "content": content},
-                                     {"role": "user", "content": f"{REPAIR_PROMPT if story else REPAIR_PROMPT_JSON}\n{listed}"}]
+                    conversation = [m for m in conversation if not any(m is d for d in drafts)]
+                    conversation.append({"role": "user", "content": f"{REPAIR_PROMPT if story else REPAIR_PROMPT_JSON}\n{listed}"})
                     continue
                 if problems and not story and self.output_schemas and finish_output is None:
                     return self.failed(f"invalid-output: {problems[0]}")
@@ -476,6 +539,7 @@ class AgentLoop:
                 if terminated:
                     # A terminating hook skips the rest of the calls: each is closed as cancelled.
                     for call in batch:
+                        self.trace.extend(skipped_tool_entries(call, runtime.runtime_id, "terminated"))
                         conversation.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(
                             {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})})
                     continue
@@ -486,12 +550,15 @@ class AgentLoop:
                         terminate = True
                     elif ok and call["name"] != EMIT_EVENT:
                         successful_business_call = True
-                        if call["name"] in finish_tools or (not finish_tools and completion.get("require") == "tool-use"):
+                        # Only a completion tool's data is the output; after any other call the model reviews
+                        # the result and its final answer is the output (spec: require tool-use without afterTools).
+                        if call["name"] in finish_tools:
                             data = json.loads(result_text).get("data") if result_text.startswith("{") else None
                             finish_output = data if isinstance(data, dict) else {"value": data}
                     terminated = terminated or terminate
             tool_steps += 1
-            if finish_output is not None and (finish_with or completion.get("afterTools")):
+            if finish_output is not None:
+                # afterTools / finishWith: a listed tool succeeded, so the runtime ends without asking again.
                 self.stop_reason = "tool-finished"
                 break
             if terminated:
@@ -511,12 +578,15 @@ class AgentLoop:
                 else:
                     self.stop_reason = "loop-detected"
                     return self.failed(f"loop-detected: the same tool call was repeated {repeats} times")
-        return self._finish(content, notice, answer, finish_output, needs_tool_use, finish_tools, completion, started)
+        return self._finish(content, notice, answer, finish_output, completion_problem(), started)
 
     def _answer_problems(self, content: str, response_format, finish_output) -> tuple[list[str], dict[str, Any] | None]:
         """What is wrong with a final answer (story shape, or a system agent's JSON against its schemas)."""
         if self.story:
-            return (story_problems(content) if response_format is not None else []), None
+            if response_format is not None:
+                return story_problems(content), None
+            # A plain-text story is repaired only when it is empty (spec: 故事正文为空).
+            return ([] if content.strip() else ["the story is empty"]), None
         if not self.output_schemas or finish_output is not None:
             return [], None
         value, problem = parse_json_answer(content)
@@ -525,17 +595,19 @@ class AgentLoop:
         value = split_effects(value, self.runtime.runtime_id)
         return schema_problems(value, self.output_schemas), value
 
-    def _finish(self, content, notice, answer, finish_output, needs_tool_use, finish_tools, completion, started) -> RuntimeOutcome:
+    def _finish(self, content, notice, answer, finish_output, completion_unmet: str, started) -> RuntimeOutcome:
+        """The one completion check at the loop's return, whichever way it ended (spec: 完成条件)."""
         self.usage["durationMs"] = int((time.monotonic() - started) * 1000)
         self.stop_reason = self.stop_reason or "completed"
         done = dict(usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted, stop_reason=self.stop_reason,
                     finalizer=self.finalizer_used)
-        if completion.get("require") == "explicit" and not self.kernel_tools.done_called and finish_output is None:
-            return self.failed("completion: the agent finished without runtime-done or a completion tool")
+        if completion_unmet:
+            return self.failed(completion_unmet)
         if finish_output is not None:
             return RuntimeOutcome("success", output=finish_output, **done)
-        if needs_tool_use and finish_tools and not self.kernel_tools.done_called:
-            return self.failed(f"completion: the agent finished without a successful call of {', '.join(sorted(finish_tools))}")
+        if answer is None:
+            # Effect fields in a story's or a schema-less agent's JSON do nothing either: logged the same way.
+            log_model_effects(content, self.runtime.runtime_id)
         if not self.story:
             output = answer if answer is not None else {"content": content}
             return RuntimeOutcome("success", output=output, **done)
@@ -611,6 +683,7 @@ async def _pre_tool(call, runtime, scope, hooks: HookBus, trace) -> tuple[str | 
     pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
     trace.extend(pre.trace)
     if pre.aborted:
+        trace.extend(skipped_tool_entries(call, runtime.runtime_id, "hook-aborted"))
         return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call
     return None, apply_pre_tool_use(call, _replaced({"toolCall": call}, pre.payload))
 

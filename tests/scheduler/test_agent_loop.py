@@ -9,6 +9,7 @@ import pytest
 from services.scheduler import agent_runtime
 from services.scheduler.agent_runtime import SubagentCall, run_agent, split_effects
 from services.scheduler.agent_tools import KernelTools, add_runtime_done
+from services.scheduler.hook_bus import HookOutcome
 from services.scheduler.loop_profile import loop_settings
 from tests.scheduler.agent_harness import FakeGateway, FakeHooks, no_stream, reply, runtime, scope
 
@@ -151,3 +152,237 @@ async def test_tool_results_reach_the_model_without_bookkeeping_fields():
     assert outcome.status == "success"
     tool_message = [m for m in gateway.requests[1].messages if m.role == "tool"][0]
     assert json.loads(tool_message.content) == {"ok": True, "data": {"name": "Lamp"}}
+
+
+# -- completion conditions (spec: 完成条件) -------------------------------------------------------------
+
+def _tool_choices(gateway):
+    return [request.tool_choice for request in gateway.requests]
+
+
+async def test_explicit_completion_gets_one_forced_correction_after_a_business_call_then_prose():
+    hooks = FakeHooks(plugin_tools={"note": ({"type": "object"}, False)})
+    manifest = {"agent": {"tools": {"plugin": ["note"]}, "completion": {"require": "explicit"}}}
+    gateway = FakeGateway([reply("", ("note", {})), reply("All noted."), reply("", ("runtime-done", {}))])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "success", outcome.reason
+    correction = gateway.requests[2]
+    assert correction.messages[-1].content == "You must finish by calling runtime-done."
+    assert correction.tool_choice == "required" and _tool_choices(gateway)[:2] == ["auto", "auto"]
+
+    # Prose again after the correction: the run fails.
+    gateway = FakeGateway([reply("", ("note", {})), reply("All noted."), reply("Still noted.")])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "failed" and "runtime-done" in outcome.reason and len(gateway.requests) == 3
+
+
+async def test_finish_with_answering_prose_twice_fails_after_one_correction():
+    hooks = FakeHooks(plugin_tools={"save": ({"type": "object"}, False)})
+    manifest = {"agent": {"tools": {"plugin": ["save"]}, "finishWith": "save"}}
+    gateway = FakeGateway([reply("I would save it."), reply("Saved, I promise.")])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "failed" and outcome.reason == "completion: the agent finished without a successful call of save"
+    assert _tool_choices(gateway) == ["required", "required"] and hooks.tool_calls == []
+    assert gateway.requests[1].messages[-1].content == "You must finish by calling save."
+
+
+async def test_tool_use_without_after_tools_ends_with_the_models_reviewed_answer():
+    hooks = FakeHooks(plugin_tools={"draft": ({"type": "object"}, False)},
+                      tool_results={"draft": {"ok": True, "data": {"mood": "tense", "draft": True}}})
+    manifest = {"agent": {"tools": {"plugin": ["draft"]}, "completion": {"require": "tool-use"}}}
+    gateway = FakeGateway([reply("", ("draft", {})), reply('{"mood": "calm"}')])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks, output_schemas=SCHEMA)
+    # The model read the tool's draft and answered: its answer, not the tool's data, is the output.
+    assert outcome.status == "success" and outcome.output == {"mood": "calm"} and outcome.stop_reason == "completed"
+    assert len(gateway.requests) == 2
+
+    # No business call before the prose answer: a forced correction, then failure.
+    gateway = FakeGateway([reply('{"mood": "calm"}'), reply('{"mood": "calm"}')])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks, output_schemas=SCHEMA)
+    assert outcome.status == "failed" and outcome.reason.startswith("completion:") and _tool_choices(gateway)[1] == "required"
+
+
+async def test_after_tools_end_the_loop_on_a_listed_tool_with_its_data():
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True), "commit": ({"type": "object"}, False)},
+                      tool_results={"commit": {"ok": True, "data": {"mood": "tense"}}})
+    manifest = {"agent": {"tools": {"plugin": ["look", "commit"]},
+                          "completion": {"require": "tool-use", "afterTools": ["commit"]}}}
+    gateway = FakeGateway([reply("", ("look", {})), reply("", ("commit", {}))])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks, output_schemas=SCHEMA)
+    # Ended on commit without asking the model again; look alone did not complete it.
+    assert outcome.status == "success" and outcome.output == {"mood": "tense"} and outcome.stop_reason == "tool-finished"
+    assert len(gateway.requests) == 2 and _tool_choices(gateway) == ["auto", "auto"]
+
+
+async def test_tool_choice_name_reaches_every_step():
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True), "other": ({"type": "object"}, True)})
+    manifest = {"agent": {"tools": {"plugin": ["look", "other"]}, "toolChoice": {"name": "look"}}}
+    gateway = FakeGateway([reply("", ("look", {})), reply("Seen.")])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "success" and _tool_choices(gateway) == ["look", "look"]
+
+
+async def test_a_declared_tool_nobody_registered_fails_the_run():
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True)})
+    manifest = {"agent": {"tools": {"plugin": ["look", "ghost"]}}}
+    gateway = FakeGateway([])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "failed" and outcome.reason.startswith("tool-not-registered") and "ghost" in outcome.reason
+    assert gateway.requests == []
+
+
+# -- output repair, loop detection, steering ------------------------------------------------------------
+
+async def test_output_repair_does_not_resend_the_old_draft():
+    gateway = FakeGateway([reply('{"mood": "furious"}'), reply('{"mood": "calm"}')])
+    outcome = await run(runtime(), gateway, output_schemas=SCHEMA)
+    assert outcome.status == "success"
+    repair = gateway.requests[1]
+    assert [m.role for m in repair.messages] == ["system", "user", "user"]
+    assert all("furious" not in m.content or m.role == "user" and "does not fit" in m.content for m in repair.messages)
+    assert not any(m.role == "assistant" for m in repair.messages)
+
+
+async def test_loop_detection_falls_back_to_an_answer_without_tools():
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True)})
+    manifest = {"agent": {"tools": {"plugin": ["look"]}, "loop": {"maxSteps": 12, "fallback": "answer-without-tools"}}}
+    same = reply("", ("look", {"at": "door"}))
+    gateway = FakeGateway([same] * 6 + [reply("The door stays shut.")])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "success" and outcome.output == {"content": "The door stays shut."}
+    # Three repeats: the perturbation; three more: tools off (not the max-steps finalizer).
+    assert not outcome.finalizer and len(gateway.requests) == 7
+    assert "same tool call several times" in gateway.requests[3].messages[-1].content
+    assert [bool(r.tools) for r in gateway.requests] == [True] * 6 + [False]
+    assert len(hooks.tool_calls) == 6
+
+
+STORY_MANIFEST = {"io": {"output": {"contract": "narrative-engine@2"}}}
+
+
+def _story(text: str) -> str:
+    return json.dumps({"segments": [{"kind": "narration", "text": text}]})
+
+
+async def test_steering_merges_interjections_that_arrive_while_the_story_is_written():
+    queued = [[], ["Wait, I draw my sword!"]]
+    pieces = []
+
+    async def record(piece):
+        pieces.append(piece)
+
+    gateway = FakeGateway([reply(_story("The guard nods.")), reply(_story("You draw; the guard steps back."))])
+    outcome = await run_agent(
+        runtime=runtime("narrator", "story", STORY_MANIFEST), scope=scope(), history=[], player_message="I wait.",
+        gateway=gateway, hooks=FakeHooks(), on_narrative=record, history_max_turns=5,
+        interjections=lambda: queued.pop(0) if queued else [])
+    assert outcome.status == "success" and outcome.story.narrative_output == "You draw; the guard steps back."
+    second = [(m.role, m.content) for m in gateway.requests[1].messages]
+    assert second[-2:] == [("assistant", _story("The guard nods.")), ("user", "(The player interjects) Wait, I draw my sword!")]
+    assert any(piece.reset for piece in pieces), "the streamed first draft is withdrawn"
+
+
+async def test_a_repair_after_a_late_interjection_leaves_out_the_earlier_draft():
+    queued = [[], ["Look behind you!"]]
+    gateway = FakeGateway([reply(_story("The hall is empty.")), reply("prose, not JSON"), reply(_story("A shadow moves."))])
+    outcome = await run(runtime("narrator", "story", STORY_MANIFEST), gateway,
+                        interjections=lambda: queued.pop(0) if queued else [])
+    assert outcome.status == "success" and outcome.story.narrative_output == "A shadow moves."
+    repair = [(m.role, m.content) for m in gateway.requests[2].messages]
+    assert not any(role == "assistant" for role, _ in repair)
+    assert ("user", "(The player interjects) Look behind you!") in repair and "not a valid story" in repair[-1][1]
+
+
+# -- trace records and logs -----------------------------------------------------------------------------
+
+class AbortingHooks(FakeHooks):
+    """PreToolUse aborts calls of `refuse`; PostToolUse of `stop` terminates the loop."""
+
+    async def dispatch(self, event, scope, payload, *, plugin_id="", runtime_id="", timeout_s=60.0):
+        if event == "PreToolUse" and payload["toolCall"]["name"] == "refuse":
+            self.dispatched.append((event, runtime_id))
+            return HookOutcome(True, "not now", payload)
+        return await super().dispatch(event, scope, payload, plugin_id=plugin_id, runtime_id=runtime_id, timeout_s=timeout_s)
+
+
+def _skips(outcome):
+    return [(e.event, e.status, json.loads(e.message)["name"], json.loads(e.message)["skipReason"])
+            for e in outcome.trace if e.event.startswith("tool.")]
+
+
+async def test_skipped_tool_calls_are_traced_with_their_skip_reason():
+    hooks = AbortingHooks(plugin_tools={"refuse": ({"type": "object"}, False), "stop": ({"type": "object"}, False),
+                                        "later": ({"type": "object"}, False)},
+                          handlers={"PostToolUse": lambda p: {"terminate": True} if p["toolCall"]["name"] == "stop" else None})
+    manifest = {"agent": {"tools": {"plugin": ["refuse", "stop", "later"]}}}
+    gateway = FakeGateway([reply("", ("refuse", {}), ("stop", {}), ("later", {}))])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "success" and outcome.stop_reason == "tool-finished"
+    assert _skips(outcome) == [("tool.calling", "skipped", "refuse", "hook-aborted"), ("tool.failed", "skipped", "refuse", "hook-aborted"),
+                               ("tool.calling", "skipped", "later", "terminated"), ("tool.failed", "skipped", "later", "terminated")]
+    assert [c["name"] for c in hooks.tool_calls] == ["stop"]
+
+
+async def test_what_pre_step_could_not_honour_is_recorded_in_step_completed():
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True)},
+                      handlers={"PreStep": lambda p: {"tools": ["look", "fly"], "stepsRemaining": 99}})
+    gateway = FakeGateway([reply("Done.")])
+    outcome = await run(runtime(manifest={"agent": {"tools": {"plugin": ["look"]}}}), gateway, hooks)
+    assert outcome.status == "success"
+    step = [json.loads(e.message) for e in outcome.trace if e.event == "step.completed"]
+    assert step[0]["step"] == 1 and "tools: fly" in step[0]["ignored"]
+    assert any(item.startswith("stepsRemaining") for item in step[0]["ignored"])
+
+
+async def test_effect_fields_a_story_or_schemaless_agent_writes_are_logged(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(agent_runtime.log, "warning", lambda event, **fields: warnings.append((event, fields)))
+    story = json.dumps({"segments": [{"kind": "narration", "text": "Rain."}], "pluginData": [{"key": "x"}]})
+    outcome = await run(runtime("narrator", "story", STORY_MANIFEST), FakeGateway([reply(story)]))
+    assert outcome.status == "success" and warnings == [
+        ("model-written effect fields ignored", {"runtime_id": "narrator", "fields": ["pluginData"]})]
+    warnings.clear()
+    outcome = await run(runtime(), FakeGateway([reply('{"ui": [], "note": "hi"}')]))
+    assert outcome.status == "success" and warnings[0][1]["fields"] == ["ui"]
+
+
+# -- context assembly -------------------------------------------------------------------------------------
+
+def _history(turns: int):
+    from covel.common.v1 import common_pb2
+
+    messages, seq = [], 0
+    for turn in range(1, turns + 1):
+        for role, text in (("player", f"player {turn}"), ("story", f"story {turn}")):
+            seq += 1
+            messages.append(common_pb2.Message(role=role, text=text, seq=seq))
+    return messages
+
+
+async def test_history_max_turns_windows_the_conversation():
+    gateway = FakeGateway([reply("ok")])
+    manifest = {"agent": {"history": {"maxTurns": 2}}}
+    await run_agent(runtime=runtime(manifest=manifest), scope=scope(), history=_history(5), player_message="now",
+                    gateway=gateway, hooks=FakeHooks(), on_narrative=no_stream, history_max_turns=20)
+    sent = [m.content for m in gateway.requests[0].messages[1:]]
+    assert sent == ["player 4", "story 4", "player 5", "story 5", "now"]
+    # Without a manifest value the service default applies.
+    gateway = FakeGateway([reply("ok")])
+    await run_agent(runtime=runtime(), scope=scope(), history=_history(5), player_message="now",
+                    gateway=gateway, hooks=FakeHooks(), on_narrative=no_stream, history_max_turns=1)
+    assert [m.content for m in gateway.requests[0].messages[1:]] == ["player 5", "story 5", "now"]
+
+
+async def test_the_session_locales_prompt_variant_is_assembled():
+    rt = runtime(prompt="Describe the room.")
+    rt.prompt_variants["zh"] = "描述房间。"
+    zh_scope = scope()
+    zh_scope.session.locale = "zh"
+    gateway = FakeGateway([reply("好的")])
+    await run_agent(runtime=rt, scope=zh_scope, history=[], player_message="看", gateway=gateway, hooks=FakeHooks(),
+                    on_narrative=no_stream, history_max_turns=5)
+    system = gateway.requests[0].messages[0].content
+    assert "描述房间。" in system and "Describe the room." not in system and "Simplified Chinese" in system
+    gateway = FakeGateway([reply("ok")])
+    await run(rt, gateway)
+    assert "Describe the room." in gateway.requests[0].messages[0].content
