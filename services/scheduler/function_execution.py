@@ -136,6 +136,7 @@ class FunctionExecution:
             return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
 
         context.recursive_call = recursive_call
+        context.session = MappingProxyType({"lastPlayerInput": run.last_player_input(scope)})
         context.http = function_http_client(runtime.plugin_id, lambda: from_struct(run.packages[runtime.plugin_id].definition), manifest)
         context.world = world
         context.store = StoreView(self._store, session.id, context.plugin_data)

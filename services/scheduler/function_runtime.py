@@ -166,6 +166,8 @@ class FunctionContext:
     services: Any = None
     # await ctx.progress.report(job_id, label, done=, total=) / finish(job_id, status): progress.py.
     progress: Any = None
+    # ctx.session: {lastPlayerInput} (a PlayerInputSubmission or None), frozen when the execution started.
+    session: Any = None
 
     def propose(self, type: str, payload: Any) -> None:
         """A world or data proposal of this runtime (character.upsert, character.schema.set,

@@ -39,7 +39,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.speakers import resolve_speakers
 from services.scheduler.story_output import EmptyStory, normalize_story
 from services.scheduler.story_stream import StreamedPiece
-from services.scheduler.turn_state import RunningTurn, TurnState
+from services.scheduler.turn_state import RUNNING_UNIT, RecordingHooks, RunningTurn, TurnState
 from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
@@ -91,6 +91,8 @@ class TurnRequest:
 
 class TurnRunner:
     def __init__(self, peers: Peers, plugins: PluginCache, hooks: HookBus, settings: SchedulerSettings) -> None:
+        # Tool and service calls are noted per turn for turn-digest@1 and operations@1.
+        hooks = RecordingHooks(hooks)
         self._peers = peers
         self._plugins = plugins
         self._hooks = hooks
@@ -300,6 +302,7 @@ class TurnRunner:
         run = TurnState(
             history=messages, packages={p.id: p for p in packages}, actions=list(request.actions),
             player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=manifests,
+            player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
         )
         run.session = session
 
@@ -552,7 +555,8 @@ class TurnRunner:
             value = outcome.canonical_value if runtime.type == "function" else outcome.output
             run.proposals.append(self._proposal(runtime, "export.record", {"recordAs": record_as, "value": value}))
         # -- end recordAs
-        run.read_from[runtime.runtime_id] = set(outcome.read_from)
+        # Upstream units it read buffered plugin data or staged operations (operations@1) of.
+        run.read_from[runtime.runtime_id] = set(outcome.read_from) | run.operation_reads.get(runtime.runtime_id, set())
         for event in outcome.events:
             run.emitted.append({**event, "source": runtime.runtime_id})
             run.proposals.append(self._proposal(runtime, "event.emit", {"name": event["topic"], "payload": event.get("payload")}))
@@ -567,6 +571,14 @@ class TurnRunner:
     @traced("covel.runtime", lambda self, runtime, *_: {"covel.runtime_id": runtime.runtime_id, "covel.runtime.type": runtime.type},
             lambda outcome: {"covel.runtime.status": outcome.status})
     async def _run_runtime(self, runtime, scope, run: TurnState, player_message, emit, record, manifest) -> RuntimeOutcome:
+        # Its tool and service calls, nested calls' and subagents' included, are noted against it.
+        unit = RUNNING_UNIT.set((run.activity, runtime.runtime_id))
+        try:
+            return await self._run_unit(runtime, scope, run, player_message, emit, record, manifest)
+        finally:
+            RUNNING_UNIT.reset(unit)
+
+    async def _run_unit(self, runtime, scope, run: TurnState, player_message, emit, record, manifest) -> RuntimeOutcome:
         started = time.monotonic()
         await emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime.runtime_id, stage=runtime.stage)))
         pre = await self._hooks.dispatch(
@@ -577,6 +589,9 @@ class TurnRunner:
         guarded = None
         # Inputs bind once, for the guard and the runtime: a required one that failed its checks gates it.
         inputs, input_gate = await self._functions.bind(runtime, scope, run, manifest)
+        if any((spec.get("from") or {}).get("kernel") == "operations@1" for spec in ((manifest.get("io") or {}).get("inputs") or {}).values()
+               if isinstance(spec, dict)):
+            run.operation_reads[runtime.runtime_id] = run.operation_units()
         if not pre.aborted and not input_gate and manifest.get("guard"):
             guarded = await self._functions.run_guard(runtime, scope, run, player_message, manifest, inputs)
         if pre.aborted:

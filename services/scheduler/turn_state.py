@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +15,14 @@ from services.scheduler.agent_runtime import RuntimeOutcome
 from services.scheduler.hook_bus import ExecutionScope
 from services.scheduler.inputs import CommittedExports
 from services.scheduler.player_input import action_dict
+from shared.model_view import model_facing
 from shared.plugin_sdk import CancellationSignal
+from shared.structs import from_struct
+
+# operations@1: a request or result whose model view is longer than this (as JSON) is left out.
+MAX_OPERATION_PART_CHARS = 4000
+# turn-digest@1: one tool call's summary line.
+MAX_TOOL_SUMMARY_CHARS = 200
 
 
 @dataclass
@@ -67,6 +76,14 @@ class TurnState:
     session: store_pb2.Session | None = None
     # Runtimes whose status a PostRuntime hook changed.
     rewritten: set[str] = field(default_factory=set)
+    # The tool and service calls of the turn's runtimes (turn-digest@1, operations@1).
+    activity: TurnActivity = field(default_factory=lambda: TurnActivity())
+    # This turn's player input as a PlayerInputSubmission: its id and when it was submitted (ISO).
+    player_input_id: str = ""
+    started_at: str = ""
+    # runtime id -> the units whose staged operations its operations@1 input read.
+    operation_reads: dict[str, set[str]] = field(default_factory=dict)
+    _last_player_input: dict[str, Any] | None = None
 
     def output_contracts(self) -> dict[str, str]:
         """runtime id -> its io.output.contract, for every runtime of the session's packages."""
@@ -76,23 +93,157 @@ class TurnState:
         }
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
-        """turn-digest@1 and operations@1 as they stand when a runtime starts."""
+        """turn-digest@1 and operations@1 as they stand when a runtime starts: what the runtimes
+        that already finished did (a runtime still running is not predicted to succeed)."""
+        committable = self._committable_units()
+        concealed = {runtime_id for runtime_id, manifest in self.manifests.items() if (manifest.get("io") or {}).get("concealed")}
         narrative = "\n\n".join(
-            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None
+            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == "success"
         )
-        last_input = next((m for m in reversed(self.history) if m.role == "player"), None)
         digest = {
             "turnId": scope.turn_id,
             "playerMessage": self.player_message,
             "actions": [action_dict(action) for action in self.actions],
-            "lastPlayerInput": (
-                {"id": last_input.id, "sessionId": last_input.session_id, "turnId": last_input.turn_id, "values": {"text": last_input.text}}
-                if last_input is not None else None
-            ),
+            "lastPlayerInput": self.last_player_input(scope),
             "narrativeText": narrative,
-            "toolCallSummaries": [],
+            "toolCallSummaries": [note.summary for note in self.activity.tool_calls
+                                  if note.ok and note.unit in committable and note.unit not in concealed],
             "runtimeResults": [{"runtimeId": runtime_id, "status": status} for runtime_id, status in self.statuses.items()],
-            "locale": scope.session.locale,
         }
-        # Write-service operations arrive with the agent loop's service tools; none are staged yet.
-        return {"turn-digest@1": digest, "operations@1": {"operations": []}}
+        if scope.session.locale:
+            digest["locale"] = scope.session.locale
+        operations = [note.value() for note in self.activity.operations if note.unit in committable]
+        return {"turn-digest@1": digest, "operations@1": {"operations": operations}}
+
+    def operation_units(self) -> set[str]:
+        """The units whose staged operations operations@1 hands a runtime starting now: a reader
+        commits only if they do (a commit dependency, not a scheduling one)."""
+        committable = self._committable_units()
+        return {note.unit for note in self.activity.operations if note.unit in committable}
+
+    def _committable_units(self) -> set[str]:
+        return {runtime_id for runtime_id, outcome in self.outcomes.items() if outcome.status == "success" or outcome.guard_skipped}
+
+    def last_player_input(self, scope: ExecutionScope) -> dict[str, Any] | None:
+        """The latest PlayerInputSubmission when the execution started: this turn's own player input,
+        else the latest player message of the history; frozen once per turn."""
+        if self._last_player_input is not None:
+            return self._last_player_input or None
+        submission: dict[str, Any] = {}
+        player_actions = [action for action in self.actions if action.source != "system"]
+        if player_actions:
+            values: dict[str, Any] = {"text": self.player_message}
+            for action in player_actions:
+                values.update(from_struct(action.fields) if action.HasField("fields") else {})
+            submission = {"id": self.player_input_id or scope.turn_id, "sessionId": scope.session.id, "turnId": scope.turn_id,
+                          "formId": None, "values": values, "createdAt": self.started_at or None}
+        else:
+            message = next((m for m in reversed(self.history) if m.role == "player"), None)
+            if message is not None:
+                submission = {"id": message.id, "sessionId": message.session_id, "turnId": message.turn_id, "formId": None,
+                              "values": {"text": message.text},
+                              "createdAt": message.created_at.ToJsonString() if message.HasField("created_at") else None}
+        self._last_player_input = submission
+        return submission or None
+
+
+@dataclass
+class ToolCallNote:
+    """One plugin tool or service call of the turn, for turn-digest@1's toolCallSummaries."""
+
+    unit: str
+    ok: bool
+    summary: str
+
+
+@dataclass
+class OperationNote:
+    """One write-service call that staged changes (operations@1), in call order."""
+
+    unit: str
+    contract: str
+    summary: str
+    request: Any
+    result: Any
+
+    def value(self) -> dict[str, Any]:
+        operation: dict[str, Any] = {"contract": self.contract, "summary": self.summary}
+        truncated = False
+        for name, part in (("request", self.request), ("result", self.result)):
+            if part is None:
+                continue
+            shown = model_facing(part)
+            if len(json.dumps(shown, ensure_ascii=False)) > MAX_OPERATION_PART_CHARS:
+                truncated = True
+            else:
+                operation[name] = shown
+        if truncated:
+            operation["truncated"] = True
+        return operation
+
+
+@dataclass
+class TurnActivity:
+    """The tool and service calls of one turn, each noted against its unit (the top-level runtime)."""
+
+    tool_calls: list[ToolCallNote] = field(default_factory=list)
+    operations: list[OperationNote] = field(default_factory=list)
+
+
+# The turn's activity and the unit (top-level runtime) an await chain runs for: calls made anywhere
+# below a runtime (its tools, nested calls, subagents) are noted against it.
+RUNNING_UNIT: ContextVar[tuple[TurnActivity, str] | None] = ContextVar("covel_running_unit", default=None)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(model_facing(value), ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class RecordingHooks:
+    """The hook bus, noting each plugin tool and service call of a running unit for turn-digest@1
+    (toolCallSummaries) and operations@1 (write services' staged changes)."""
+
+    def __init__(self, hooks: Any) -> None:
+        self._bus = hooks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bus, name)
+
+    async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
+                        writes: list[dict[str, Any]] | None = None) -> str:
+        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes)
+        running = RUNNING_UNIT.get()
+        if running is not None:
+            try:
+                result = json.loads(text)
+                arguments = json.loads(call.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                result, arguments = {}, call.get("arguments")
+            ok = isinstance(result, dict) and result.get("ok") is True
+            summary = f"{runtime_id} called {call.get('name')}({_short(arguments)})"
+            if ok and result.get("data") is not None:
+                summary += f" -> {_short(result['data'])}"
+            running[0].tool_calls.append(ToolCallNote(running[1], ok, summary[:MAX_TOOL_SUMMARY_CHARS]))
+        return text
+
+    async def call_service(self, scope: ExecutionScope, caller_plugin_id: str, runtime_id: str, contract: str, arguments: str) -> Any:
+        reply = await self._bus.call_service(scope, caller_plugin_id, runtime_id, contract, arguments)
+        running = RUNNING_UNIT.get()
+        if running is not None:
+            try:
+                request = json.loads(arguments or "{}")
+            except ValueError:
+                request = arguments
+            try:
+                result = json.loads(reply.result)
+            except (TypeError, ValueError):
+                result = None
+            data = result.get("data") if isinstance(result, dict) else None
+            running[0].tool_calls.append(ToolCallNote(
+                running[1], bool(reply.ok), f"{runtime_id} called the service {contract}({_short(request)})"[:MAX_TOOL_SUMMARY_CHARS]))
+            if reply.ok and reply.proposals:
+                summary = data.get("summary") if isinstance(data, dict) and isinstance(data.get("summary"), str) else (
+                    f"{contract} staged {', '.join(p.type for p in reply.proposals)}")
+                running[0].operations.append(OperationNote(running[1], contract, summary[:MAX_TOOL_SUMMARY_CHARS], request, data))
+        return reply
