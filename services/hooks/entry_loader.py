@@ -177,4 +177,9 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
             result.errors[plugin.plugin_id] = mismatch
             continue
         result.loaded.append(LoadedPlugin(plugin, registrar, hookspecs))
+    # Hookspec replace(result) answers through CallTool for these (services/hooks/hookspec_adapter.py).
+    plugin_tools = frozenset((loaded.entry.plugin_id, tool.name) for loaded in result.loaded for tool in loaded.registrar.tools)
+    for loaded in result.loaded:
+        if loaded.hookspecs is not None:
+            loaded.hookspecs.plugin_tools = plugin_tools
     return result

@@ -17,15 +17,32 @@ logged and skipped (and reported to on_error); it never blocks. Impls run in plu
 (LIFO registration, tryfirst/trylast).
 
 What the kernel's results cannot say, and how it is met:
-- LLMCallDecision.finish(text): PreLLMCall cannot skip the model call. The call is sent
+- LLMCallDecision.finish(text): PreLLMCall's result can only rewrite messages, model, tools
+  and stream (its abort changes nothing), so it cannot answer for the model. The call is sent
   without tools and without streaming, and PostLLMResponse replaces its answer with `text`.
-- ToolCallDecision.replace(result): PreToolUse cannot answer for a tool. The call is renamed
-  to `covel:replaced:<tool>` (a name no runtime may call, so nothing runs), and PostToolUse
-  gives the model `{"ok": true, "data": result}`. The kernel still counts the call as failed
-  (no completion by a finishWith/afterTools tool).
-- after_tool_call sees calls refused by this plugin's own deny, not those another plugin refused.
-- LLMCallRequest.max_tokens and LLMCallResult.usage are unknown to hooks: None; a changed
-  max_tokens is ignored (logged).
+- ToolCallDecision.replace(result): PreToolUse can only refuse a call or rewrite its name and
+  arguments. For a tool registered by a plugin's entry module (it runs here, through
+  CallTool), the call goes on unchanged and CallTool answers `{"ok": true, "data": result}`
+  without running the tool (`take_replacement`): a successful call. Any other tool (the
+  kernel's own, run by the scheduler) is renamed `covel:replaced:<tool>` so nothing runs, and
+  PostToolUse gives the model the result; the kernel counts that call as failed.
+- after_tool_call also hears of calls another plugin's PreToolUse refused: the hooks service
+  tells every hookspec plugin of the session once a PreToolUse dispatch ends in abort
+  (`tool_refused`).
+- after_llm_call hears of a call that never reached PostLLMResponse (the model call failed,
+  or a cut-off answer was asked again) at the runtime's PostRuntime, with `error` set; so
+  implementing it also registers PostRuntime. Subagent runs have no PostRuntime: their failed
+  calls go unheard.
+- Several executions of one runtime can run at once (subagents in a read-only pool), and the
+  hook context names the runtime, not the execution: pending calls are kept per
+  `turn:runtime` (and tool call id) as a list, and a Post… event takes the entry whose
+  request matches what it carries (the messages sent; the tool's name and arguments), else
+  the oldest.
+- LLMCallRequest.max_tokens is unknown to hooks (None); a changed max_tokens is ignored
+  (logged). LLMCallResult.usage is the response's usage.
+- pluggy wrappers (`hookimpl(wrapper=True)`, `hookimpl(hookwrapper=True)`) are refused at load:
+  every hook here is called impl by impl, with the contract's rules between them, so there is
+  no call for a wrapper to wrap.
 """
 
 from __future__ import annotations
@@ -34,12 +51,16 @@ import inspect
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from typing import Any
 
 import pluggy
 
+from shared.hook_events import EVENTS_BY_NAME
 from shared.logs import get_logger
+from shared.plugin_sdk import HookContext
 from shared.plugin_sdk.hookspecs import (
     HOOK_NAMES,
     PROJECT,
@@ -63,7 +84,8 @@ _PENDING_LIMIT = 4096
 
 EVENTS_OF_HOOK: dict[str, tuple[str, ...]] = {
     "before_llm_call": ("PreLLMCall", "PostLLMResponse"),
-    "after_llm_call": ("PreLLMCall", "PostLLMResponse"),
+    # PostRuntime: a call that never reached PostLLMResponse (failed) is reported when its runtime ends.
+    "after_llm_call": ("PreLLMCall", "PostLLMResponse", "PostRuntime"),
     "before_tool_call": ("PreToolUse", "PostToolUse"),
     "after_tool_call": ("PreToolUse", "PostToolUse"),
     "system_prompt": ("PostContextAssembly",),
@@ -79,11 +101,65 @@ def events_for(hook_names: set[str]) -> list[str]:
     return list(dict.fromkeys(event for name in HOOK_NAMES if name in hook_names for event in EVENTS_OF_HOOK[name]))
 
 
-class _Pending(OrderedDict):
+class LLMCallFailed(Exception):
+    """after_llm_call's error for a call that got no answer to PostLLMResponse."""
+
+
+@dataclass
+class _LLMCall:
+    request: LLMCallRequest
+    started_ns: int
+    # What this plugin left the messages as: PostLLMResponse carries the messages sent.
+    sent: str
+    finish: str | None = None
+
+
+@dataclass
+class _ToolCall:
+    call: ToolCall
+    started_ns: int
+    replacement: Any = _MISSING
+    # CallTool answered with the replacement (the call then counts as a successful one).
+    answered: bool = False
+
+
+class _Pending:
+    """Calls a Pre* event saw and its Post* has not: a list per key (several executions of one
+    runtime may be in flight at once), oldest keys dropped past _PENDING_LIMIT entries."""
+
+    def __init__(self) -> None:
+        self._by_key: OrderedDict[Any, list[Any]] = OrderedDict()
+        self._count = 0
+
     def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        while len(self) > _PENDING_LIMIT:
-            self.popitem(last=False)
+        self._by_key.setdefault(key, []).append(value)
+        self._count += 1
+        while self._count > _PENDING_LIMIT:
+            _, dropped = self._by_key.popitem(last=False)
+            self._count -= len(dropped)
+
+    def take(self, key: Any, prefer: Callable[[Any], bool] = lambda entry: True) -> Any:
+        """The first entry `prefer` accepts, else the oldest; None when there is none."""
+        entries = self._by_key.get(key)
+        if not entries:
+            return None
+        index = next((i for i, entry in enumerate(entries) if prefer(entry)), 0)
+        entry = entries.pop(index)
+        self._count -= 1
+        if not entries:
+            del self._by_key[key]
+        return entry
+
+    def find(self, key: Any, prefer: Callable[[Any], bool]) -> Any:
+        return next((entry for entry in self._by_key.get(key, ()) if prefer(entry)), None)
+
+    def take_all(self, key: Any) -> list[Any]:
+        entries = self._by_key.pop(key, [])
+        self._count -= len(entries)
+        return entries
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def _run_key(ctx) -> str:
@@ -107,6 +183,14 @@ def _arguments(text: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _digest(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _elapsed_ms(started_ns: int | None) -> int:
+    return (time.perf_counter_ns() - started_ns) // 1_000_000 if started_ns else 0
+
+
 class HookspecAdapter:
     """One plugin's hookimpl objects in one pluggy manager, exposed as contract handlers."""
 
@@ -122,10 +206,21 @@ class HookspecAdapter:
             raise RegistrationError(
                 f"covel.register_hookimpls: {error}; the hooks are {', '.join(HOOK_NAMES)}"
             ) from error
+        wrappers = [f"{impl.plugin_name}.{name}" for name in HOOK_NAMES for impl in self._impls(name)
+                    if impl.hookwrapper or impl.wrapper]
+        if wrappers:
+            raise RegistrationError(
+                f"covel.register_hookimpls: {', '.join(wrappers)} is a pluggy wrapper (wrapper=True or hookwrapper=True); "
+                "wrappers are not supported: each impl is called on its own, with the contract's rules between impls. "
+                "Use a plain @hookimpl (tryfirst/trylast to order it)"
+            )
         self._llm_calls = _Pending()
-        self._finishes = _Pending()
         self._tool_calls = _Pending()
-        self._replacements = _Pending()
+        # Calls this plugin's own deny refused (it has told after_tool_call already).
+        self._denied = _Pending()
+        # (plugin id, tool name) of every tool an entry module registered: those run here, through CallTool
+        # (set by the loader once every plugin is loaded).
+        self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
 
     def implemented(self) -> set[str]:
         return {name for name in HOOK_NAMES if self._impls(name)}
@@ -201,28 +296,27 @@ class HookspecAdapter:
         if decision is not None:
             # The model is still asked (PreLLMCall cannot skip it), with no tools and no stream; its answer is replaced.
             replace.update(tools=[], stream=False)
-            self._finishes.put(run_key, decision.text)
-        else:
-            self._finishes.pop(run_key, None)
-        self._llm_calls.put(run_key, (request, time.perf_counter_ns()))
+        self._llm_calls.put(run_key, _LLMCall(request, time.perf_counter_ns(), _digest(request.messages),
+                                              decision.text if decision is not None else None))
         return {"action": "continue", "replace": replace} if replace else None
 
     async def post_llm_response(self, ctx, payload) -> dict[str, Any] | None:
         run_key = _run_key(ctx)
-        request, started = self._llm_calls.pop(run_key, (None, None))
-        if request is None:
-            request = LLMCallRequest(run_id=run_key, model="", messages=list(payload.get("messages") or []))
-        finish = self._finishes.pop(run_key, None)
+        sent = _digest(list(payload.get("messages") or []))
+        pending: _LLMCall | None = self._llm_calls.take(run_key, lambda entry: entry.sent == sent)
+        if pending is None:
+            pending = _LLMCall(LLMCallRequest(run_id=run_key, model="", messages=list(payload.get("messages") or [])), 0, sent)
         response = payload.get("response") or {}
         replace = None
-        if finish is not None:
-            response = {**response, "content": finish, "toolCalls": []}
+        if pending.finish is not None:
+            response = {**response, "content": pending.finish, "toolCalls": []}
             replace = {"action": "continue", "replace": {"response": response}}
+        usage = response.get("usage")
         result = LLMCallResult(
             run_id=run_key, text=response.get("content"), tool_calls=list(response.get("toolCalls") or []),
-            duration_ms=(time.perf_counter_ns() - started) // 1_000_000 if started else 0,
+            usage=dict(usage) if isinstance(usage, dict) else None, duration_ms=_elapsed_ms(pending.started_ns),
         )
-        await self._notify_all("after_llm_call", request=request, result=result, state=_state(ctx))
+        await self._notify_all("after_llm_call", request=pending.request, result=result, state=_state(ctx))
         return replace
 
     # PreToolUse / PostToolUse
@@ -253,31 +347,55 @@ class HookspecAdapter:
         key = (run_key, original.call_id)
         if decision is not None and decision.action == "deny":
             message = decision.message or f"denied by a before_tool_call hook of plugin {self.plugin_id}"
+            self._denied.put(key, call.tool)
             await self._notify_all("after_tool_call", call=call, state=state, result=ToolCallResult(
                 run_id=run_key, tool=call.tool, arguments=call.arguments, error=ToolCallFailed("refused", message)))
             return {"action": "abort", "reason": message}
-        self._tool_calls.put(key, (call, time.perf_counter_ns()))
+        pending = _ToolCall(call, time.perf_counter_ns())
+        self._tool_calls.put(key, pending)
+        changed = {"arguments": call.arguments} if call.arguments != original.arguments else {}
         if decision is not None:
-            self._replacements.put(key, decision.result)
-            return {"action": "continue", "replace": {"toolCall": {"name": REPLACED_PREFIX + call.tool, "arguments": call.arguments}}}
-        if call.arguments != original.arguments:
-            return {"action": "continue", "replace": {"toolCall": {"arguments": call.arguments}}}
-        return None
+            pending.replacement = decision.result
+            if (ctx.plugin_id, call.tool) not in self.plugin_tools:
+                # Not a plugin tool run by CallTool here: renamed so nothing runs (PostToolUse gives the result).
+                return {"action": "continue", "replace": {"toolCall": {"name": REPLACED_PREFIX + call.tool, **changed}}}
+        return {"action": "continue", "replace": {"toolCall": changed}} if changed else None
+
+    def take_replacement(self, turn_id: str, runtime_id: str, call_id: str, name: str, arguments: str) -> Any:
+        """CallTool: the result a replace decision gave this call (and it is answered), or _MISSING."""
+        key = (f"{turn_id}:{runtime_id}", call_id)
+        wanted = _arguments(arguments)
+
+        def replaced(entry: _ToolCall) -> bool:
+            return entry.replacement is not _MISSING and not entry.answered
+
+        pending: _ToolCall | None = self._tool_calls.find(
+            key, lambda entry: replaced(entry) and entry.call.tool == name and entry.call.arguments == wanted
+        ) or self._tool_calls.find(key, replaced)
+        if pending is None:
+            return _MISSING
+        pending.answered = True
+        return pending.replacement
 
     async def post_tool_use(self, ctx, payload) -> dict[str, Any] | None:
         raw = payload.get("toolCall") or {}
         run_key = _run_key(ctx)
         key = (run_key, str(raw.get("id") or ""))
         name = str(raw.get("name") or "").removeprefix(REPLACED_PREFIX)
-        call, started = self._tool_calls.pop(key, (None, None))
-        if call is None:
-            call = ToolCall(run_id=run_key, tool=name, arguments=_arguments(raw.get("arguments")), call_id=key[1], context=ctx)
-        duration_ms = (time.perf_counter_ns() - started) // 1_000_000 if started else 0
-        replaced = self._replacements.pop(key, _MISSING)
-        if replaced is not _MISSING:
-            result = ToolCallResult(run_id=run_key, tool=call.tool, arguments=call.arguments, result=replaced, duration_ms=duration_ms)
+        arguments = _arguments(raw.get("arguments"))
+        pending: _ToolCall | None = self._tool_calls.take(
+            key, lambda entry: entry.call.tool == name and entry.call.arguments == arguments)
+        if pending is None:
+            pending = _ToolCall(ToolCall(run_id=run_key, tool=name, arguments=arguments, call_id=key[1], context=ctx), 0)
+        call, duration_ms = pending.call, _elapsed_ms(pending.started_ns)
+        if pending.replacement is not _MISSING:
+            result = ToolCallResult(run_id=run_key, tool=call.tool, arguments=call.arguments, result=pending.replacement,
+                                    duration_ms=duration_ms)
             await self._notify_all("after_tool_call", call=call, result=result, state=_state(ctx))
-            text = json.dumps({"ok": True, "data": replaced}, ensure_ascii=False, default=str)
+            if pending.answered:
+                # CallTool already answered with it: a successful call as it stands.
+                return None
+            text = json.dumps({"ok": True, "data": pending.replacement}, ensure_ascii=False, default=str)
             return {"action": "continue", "replace": {"result": {"result": text}}}
         outcome = payload.get("result") or {}
         try:
@@ -294,6 +412,24 @@ class HookspecAdapter:
                                                          str(error.get("hint") or "")))
         await self._notify_all("after_tool_call", call=call, result=result, state=_state(ctx))
         return None
+
+    async def tool_refused(self, ctx, payload, reason: str) -> None:
+        """A PreToolUse dispatch ended in abort (another plugin refused, or a guard failed closed):
+        after_tool_call hears of it, unless this plugin's own deny already told it."""
+        raw = payload.get("toolCall") or {}
+        run_key = _run_key(ctx)
+        key = (run_key, str(raw.get("id") or ""))
+        name = str(raw.get("name") or "").removeprefix(REPLACED_PREFIX)
+        if self._denied.take(key, lambda tool: tool == name) is not None:
+            return
+        pending: _ToolCall | None = self._tool_calls.take(key, lambda entry: entry.call.tool == name)
+        if not self._impls("after_tool_call"):
+            return
+        call = pending.call if pending is not None else ToolCall(
+            run_id=run_key, tool=name, arguments=_arguments(raw.get("arguments")), call_id=key[1], context=ctx)
+        await self._notify_all("after_tool_call", call=call, state=_state(ctx), result=ToolCallResult(
+            run_id=run_key, tool=call.tool, arguments=call.arguments, error=ToolCallFailed("refused", reason),
+            duration_ms=_elapsed_ms(pending.started_ns if pending is not None else None)))
 
     # PostContextAssembly / PostRuntime
 
@@ -318,8 +454,17 @@ class HookspecAdapter:
 
     async def post_runtime(self, ctx, payload) -> None:
         result = payload.get("result") or {}
+        reason = str(result.get("reason") or "")
+        # Model calls of this execution that never reached PostLLMResponse: failed (or a cut-off answer asked again).
+        unanswered = self._llm_calls.take_all(_run_key(ctx))
+        if unanswered and self._impls("after_llm_call"):
+            state = _state(ctx)
+            for pending in unanswered:
+                error = LLMCallFailed(reason or "the model's answer never reached PostLLMResponse (a cut-off answer was asked again)")
+                await self._notify_all("after_llm_call", request=pending.request, state=state, result=LLMCallResult(
+                    run_id=pending.request.run_id, error=error, duration_ms=_elapsed_ms(pending.started_ns)))
         if result.get("status") == "failed":
-            await self._notify_error("runtime", RuntimeFailed(str(result.get("reason") or "the runtime failed")))
+            await self._notify_error("runtime", RuntimeFailed(reason or "the runtime failed"))
 
     def tools(self) -> list[Tool]:
         """provide_tools, called once at load; a raising or wrong-typed impl is logged and skipped."""
@@ -357,3 +502,26 @@ def register_hookimpls(registrar: PluginRegistrar) -> HookspecAdapter | None:
         registrar.register_tool(tool.name, tool.handler, description=tool.description, parameters=tool.parameters,
                                 read_only=tool.read_only)
     return adapter
+
+
+def _loaded_adapters(loaded: list, table, execution) -> list[HookspecAdapter]:
+    """The hookspec adapters whose PreToolUse handlers this execution runs (active, approved)."""
+    running = {handler.plugin_id for handler in table.handlers_for("PreToolUse", execution)}
+    return [plugin.hookspecs for plugin in loaded if plugin.hookspecs is not None and plugin.entry.plugin_id in running]
+
+
+async def tell_tool_refused(loaded: list, table, execution, payload: dict[str, Any], reason: str) -> None:
+    """After a PreToolUse dispatch that ended in abort: each hookspec plugin's after_tool_call hears of it."""
+    view = execution.view(EVENTS_BY_NAME["PreToolUse"])
+    for adapter in _loaded_adapters(loaded, table, execution):
+        await adapter.tool_refused(HookContext(view, adapter.plugin_id), payload, reason)
+
+
+def take_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
+    """CallTool: (result,) when a hookspec plugin's replace decision answers this call; else None."""
+    for plugin in loaded:
+        if plugin.hookspecs is not None:
+            found = plugin.hookspecs.take_replacement(context.turn_id, context.runtime_id, call_id, name, arguments)
+            if found is not _MISSING:
+                return (found,)
+    return None

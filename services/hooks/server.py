@@ -15,7 +15,7 @@ from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
-from services.hooks.hookspec_adapter import events_for
+from services.hooks.hookspec_adapter import events_for, take_replacement, tell_tool_refused
 from services.hooks.settings import HooksSettings
 from services.hooks.tool_host import call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
@@ -23,7 +23,7 @@ from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
-from shared.plugin_sdk.tools import ToolContext, tool_error
+from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
 from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.tracing import configure_tracing, traced
@@ -61,6 +61,10 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         else:
             # These events' handlers are not cancelled with the execution (their signal fires on timeout only).
             result = await asyncio.shield(running)
+        if result.aborted and request.event == "PreToolUse":
+            # Hookspec plugins' after_tool_call hears of refused calls too (spec: python-hookspecs).
+            await tell_tool_refused(self._sync.current.load_result.loaded, self._sync.current.table, execution,
+                                    result.payload, result.reason)
         trace = result.trace
         metrics.record_hook_trace(trace)
         for entry in trace:
@@ -142,7 +146,9 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
         tool_context = plugin_context(ctx, request.plugin_id)
-        result = await call_tool(tool, tool_context, request.arguments)
+        replaced = take_replacement(self._sync.current.load_result.loaded, ctx, request.call_id, request.name, request.arguments)
+        # A hookspec's ToolCallDecision.replace(result) answers for the tool: it does not run.
+        result = await call_tool(tool, tool_context, request.arguments) if replaced is None else tool_ok(replaced[0])
         return _tool_response(result, tool_context)
 
     @rpc

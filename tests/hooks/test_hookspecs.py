@@ -11,7 +11,7 @@ import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.hookspec_adapter import REPLACED_PREFIX, events_for
+from services.hooks.hookspec_adapter import REPLACED_PREFIX, events_for, take_replacement, tell_tool_refused
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk.hookspecs import HOOK_NAMES
 
@@ -26,6 +26,8 @@ import json
 from shared.plugin_sdk.hookspecs import LLMCallDecision, LLMCallRequest, Tool, ToolCallDecision, hookimpl
 
 SEEN = []
+RESULTS = []
+TOOL_RESULTS = []
 
 
 class First:
@@ -44,10 +46,12 @@ class First:
     @hookimpl
     def after_tool_call(self, call, result, state):
         SEEN.append(("after_tool", call.tool, result.result, type(result.error).__name__ if result.error else None))
+        TOOL_RESULTS.append((call, result))
 
     @hookimpl
     def after_llm_call(self, request, result, state):
         SEEN.append(("after_llm", request.model, result.text, result.run_id))
+        RESULTS.append(result)
 
     @hookimpl
     def on_error(self, stage, error, message):
@@ -131,6 +135,8 @@ def policy(tmp_path: Path):
     [loaded] = result.loaded
     module = __import__("sys").modules["covel_plugin_policy_g1.server.index"]
     module.SEEN.clear()
+    module.RESULTS.clear()
+    module.TOOL_RESULTS.clear()
     table = HandlerTable(loaded.registrar.hooks, {"policy": "builtin"})
     return table, module.SEEN, loaded
 
@@ -279,3 +285,98 @@ async def test_provide_tools_with_a_wrong_type_is_skipped(tmp_path: Path, caplog
     with caplog.at_level(logging.WARNING):
         result = load(tmp_path, "no-tools", code, hooks=(), tools=())
     assert result.errors == {} and result.loaded[0].registrar.tools == []
+
+
+async def test_pluggy_wrappers_are_refused_at_load_with_a_diagnostic(tmp_path: Path) -> None:
+    for flag in ("wrapper=True", "hookwrapper=True"):
+        code = ("from shared.plugin_sdk.hookspecs import hookimpl\n"
+                f"class Timing:\n    @hookimpl({flag})\n    def before_tool_call(self, call, state):\n        yield\n"
+                "def register(covel):\n    covel.register_hookimpls(Timing())\n")
+        plugin_id = "wrap-" + flag.split("=")[0]
+        result = load(tmp_path, plugin_id, code, hooks=("PreToolUse", "PostToolUse"), tools=())
+        message = result.errors[plugin_id]
+        assert "Timing.before_tool_call is a pluggy wrapper" in message and "not supported" in message, message
+
+
+async def test_after_llm_call_gets_usage_and_hears_of_a_failed_call_at_post_runtime(policy) -> None:
+    table, seen, _ = policy
+    pre = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("hello"))
+    usage = {"promptTokens": 12, "completionTokens": 3, "totalTokens": 15}
+    await dispatch(table, "PostLLMResponse", EXECUTION, {"response": {"content": "hi", "toolCalls": [], "usage": usage},
+                                                         "messages": pre.payload["messages"]})
+    module = __import__("sys").modules["covel_plugin_policy_g1.server.index"]
+    # A second call whose model call failed: no PostLLMResponse, the runtime fails.
+    await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("again"))
+    assert ("after_llm", "story", "hi", "t1:policy/agent") in seen
+    assert not [entry for entry in seen if entry[0] == "after_llm" and entry[2] is None]
+    await dispatch(table, "PostRuntime", EXECUTION, {"result": {"status": "failed", "reason": "model call failed: 503"}})
+    failed = [entry for entry in seen if entry[0] == "after_llm" and entry[2] is None]
+    assert failed == [("after_llm", "story", None, "t1:policy/agent")]
+    assert module.RESULTS[0].usage == usage and module.RESULTS[0].error is None
+    assert type(module.RESULTS[1].error).__name__ == "LLMCallFailed" and str(module.RESULTS[1].error) == "model call failed: 503"
+    assert ("on_error", "runtime", "model call failed: 503") in seen
+    # Reported once: a later PostRuntime has nothing pending.
+    await dispatch(table, "PostRuntime", EXECUTION, {"result": {"status": "success"}})
+    assert len(module.RESULTS) == 2
+
+
+GUARD = '''
+def register(covel):
+    covel.on("PreToolUse", lambda ctx, payload: {"action": "abort", "reason": "the guard says no"}
+             if payload["toolCall"]["name"] == "roll" else None)
+'''
+
+
+async def test_after_tool_call_hears_of_a_call_another_plugin_refused(tmp_path: Path) -> None:
+    policy_pkg, guard_pkg = write_plugin(tmp_path, "policy2", POLICY), write_plugin(tmp_path, "refuser", GUARD)
+    result = load_entries([
+        PluginEntry("policy2", policy_pkg, "server/index.py", tuple((e, "normal") for e in ALL_EVENTS), "builtin",
+                    declared_tools=("roll",)),
+        PluginEntry("refuser", guard_pkg, "server/index.py", (("PreToolUse", "normal"),), "builtin"),
+    ], generation=1)
+    assert result.errors == {}
+    seen = __import__("sys").modules["covel_plugin_policy2_g1.server.index"].SEEN
+    table = HandlerTable([h for plugin in result.loaded for h in plugin.registrar.hooks], {"policy2": "builtin", "refuser": "builtin"})
+    execution = ExecutionContext(session_id="s", turn_id="t9", locale="en", active_plugin_ids=("policy2", "refuser"),
+                                 plugin_id="policy2", runtime_id="policy2/agent")
+    refused = await dispatch(table, "PreToolUse", execution, {"toolCall": {"id": "c1", "name": "roll", "arguments": "{\"n\": 1}"}})
+    assert refused.aborted and refused.reason == "the guard says no"
+    await tell_tool_refused(result.loaded, table, execution, refused.payload, refused.reason)
+    assert ("after_tool", "roll", None, "ToolCallFailed") in seen
+    # The policy's own deny is told once, not twice.
+    denied = await dispatch(table, "PreToolUse", execution, {"toolCall": {"id": "c2", "name": "forbidden", "arguments": "{}"}})
+    await tell_tool_refused(result.loaded, table, execution, denied.payload, denied.reason)
+    assert [entry for entry in seen if entry[:2] == ("after_tool", "forbidden")] == [("after_tool", "forbidden", None, "ToolCallFailed")]
+
+
+async def test_replace_of_a_plugin_tool_is_answered_by_call_tool_as_a_successful_call(policy) -> None:
+    table, seen, loaded = policy
+    loaded.hookspecs.plugin_tools = frozenset({("policy", "cached")})
+    pre = await pre_tool(table, "cached", {"q": "sun"}, call_id="r1")
+    assert not pre.aborted and pre.payload["toolCall"]["name"] == "cached", "not renamed: CallTool answers for it"
+    context = type("Ctx", (), {"turn_id": "t1", "runtime_id": "policy/agent"})()
+    assert take_replacement([loaded], context, "r1", "cached", json.dumps({"q": "sun"})) == ({"from": "cache", "q": "sun"},)
+    assert take_replacement([loaded], context, "r1", "cached", json.dumps({"q": "sun"})) is None, "answered once"
+    ok = {"ok": True, "data": {"from": "cache", "q": "sun"}}
+    post = await post_tool(table, {"id": "r1", "name": "cached", "arguments": json.dumps({"q": "sun"})}, ok)
+    assert post.payload["result"] == {"result": json.dumps(ok), "success": True}, "the result stays the (successful) one"
+    assert ("after_tool", "cached", {"from": "cache", "q": "sun"}, None) in seen
+
+
+async def test_concurrent_executions_of_one_runtime_keep_their_own_calls(policy) -> None:
+    """Two subagent runs of one runtime in one turn share turn:runtime; each Post… finds its own Pre…."""
+    table, seen, _ = policy
+    finishing = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("finish"))
+    plain = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("brief two"))
+    answer = {"content": "model text", "finishReason": "stop", "toolCalls": []}
+    second = await dispatch(table, "PostLLMResponse", EXECUTION, {"response": answer, "messages": plain.payload["messages"]})
+    first = await dispatch(table, "PostLLMResponse", EXECUTION, {"response": answer, "messages": finishing.payload["messages"]})
+    assert second.payload["response"]["content"] == "model text"
+    assert first.payload["response"]["content"] == "Finished by a hook."
+    # The same model call id in both runs: told apart by the call.
+    await pre_tool(table, "roll", {"run": 1}, call_id="call-1")
+    await pre_tool(table, "roll", {"run": 2}, call_id="call-1")
+    await post_tool(table, {"id": "call-1", "name": "roll", "arguments": json.dumps({"run": 2})}, {"ok": True, "data": 2})
+    await post_tool(table, {"id": "call-1", "name": "roll", "arguments": json.dumps({"run": 1})}, {"ok": True, "data": 1})
+    module = __import__("sys").modules["covel_plugin_policy_g1.server.index"]
+    assert [(call.arguments, result.result) for call, result in module.TOOL_RESULTS[-2:]] == [({"run": 2}, 2), ({"run": 1}, 1)]
