@@ -114,14 +114,17 @@ class FunctionExecution:
         session = scope.session
         if inputs is None:
             inputs = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))
+        # Nested runs (ctx.recursive_call) and event followers have no player actions of their own (spec).
+        nested = depth > 0
+        triggered_by_event = runtime.runtime_id in run.activations
         context = FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
             inputs=MappingProxyType(inputs),
             player_message=player_message,
-            player_actions=tuple(action_dict(action) for action in run.actions),
+            player_actions=() if nested or triggered_by_event else tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
-            execution=MappingProxyType({"origin": run.origin}),
+            execution=MappingProxyType({"origin": "recursive" if nested else run.origin}),
             activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
@@ -207,9 +210,14 @@ class FunctionExecution:
         handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
         done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
         if done.status == "success":
-            # Writes follow the parent: they commit with its unit, or not at all if it fails.
+            # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
+            # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
             parent_context.plugin_data.own.extend(context.plugin_data.own)
             parent_context.emitted.extend(context.emitted)
+            if context.tools is not None and parent_context.tools is not None:
+                parent_context.tools.writes.extend(context.tools.writes)
+            if context.services is not None and parent_context.services is not None:
+                parent_context.services.writes.extend(context.services.writes)
         parent_context.trace.extend(context.trace)
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
@@ -223,6 +231,8 @@ class FunctionExecution:
             parent_context.plugin_data.own.extend(
                 BufferedWrite(target.runtime_id, write["type"], write["payload"]) for write in outcome.writes)
             parent_context.emitted.extend(outcome.events)
+            if parent_context.services is not None:
+                parent_context.services.writes.extend(outcome.foreign_writes)
         parent_context.trace.extend(outcome.trace)
         return {"status": outcome.status, "reason": outcome.reason, "output": outcome.output}
 

@@ -1,0 +1,42 @@
+"""ctx.recursive_call: the nested run's context, and its writes (plugin data, tool proposals, write
+services' staged changes) following the parent's fate, through all five services."""
+
+from __future__ import annotations
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.grpc_client import open_channel
+from shared.structs import from_struct
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+PLUGINS = ["nest-probe", "service-probe"]
+
+
+async def test_nested_writes_commit_with_a_successful_parent_only(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=PLUGINS, approved_plugins=PLUGINS))).session
+        events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+            session_id=session.id, actions=[common_pb2.PlayerAction(text="I nest.")]))]
+        own = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="nest-probe"))).entries
+        ledger = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="service-probe"))).entries
+    turn = events[-1].turn_completed
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    keeper = results["nest-probe/keeper"]
+    assert keeper.status == "success", keeper.reason
+    assert from_struct(keeper.output) == {
+        "child": {"origin": "recursive", "actions": [], "depth": 1}, "origin": "player", "actions": 1,
+    }, "a nested run's origin is recursive and it has no player actions; its parent keeps the turn's"
+    follower = results["nest-probe/follower"]
+    assert from_struct(follower.output) == {"actions": [], "origin": "player"}, "an event run has no player actions"
+    assert results["nest-probe/failer"].status == "failed"
+    assert (results["nest-probe/flipped"].status, results["nest-probe/flipped"].reason) == ("failed", "nest-probe turned it failed")
+    assert results["nest-probe/revived"].status == "success", "a PostRuntime hook turned the failure into a success"
+
+    # Only the keeper's nested run committed: its plugin data, its tool's proposal and its write service's change.
+    assert sorted((e.namespace, e.key) for e in own) == [("nested", "keeper"), ("tool-marks", "keeper")]
+    assert [(e.namespace, e.key) for e in ledger] == [("ledger", "keeper")]
