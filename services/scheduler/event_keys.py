@@ -36,6 +36,7 @@ from shared.structs import from_struct, to_struct
 log = get_logger(component="event_keys")
 SUBSCRIPTIONS_TTL_S = 5.0
 # Awaited emissions: a guard against a lost hooks service, not a budget (each handler has its own timeout).
+# The producer stops waiting after it even when handlers with longer timeouts still run (docs/event-hooks.md).
 AWAITED_DEADLINE_S = 60.0
 # The channel the scheduler's clients reach it on: its gRPC API.
 CHANNEL_ID = "grpc"
@@ -87,10 +88,11 @@ class SchedulerEventKeys:
 
     # Subscriptions and the three deliveries
 
-    async def _subscribers(self, key: str, *, wait_for_ready: bool = False) -> set[str]:
-        """Plugins with a handler for the key or its family (the table is cached for a few seconds)."""
+    async def _subscribers(self, key: str, *, wait_for_ready: bool = False, deadline: float | None = None) -> set[str]:
+        """Plugins with a handler for the key or its family (the table is cached for a few seconds). A
+        refresh ends by `deadline` (loop time) when given: TimeoutError."""
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
-            async with self._lock:
+            async with asyncio.timeout_at(deadline), self._lock:
                 if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
                     reply = await self._hooks.ListEventKeys(
                         hooks_pb2.ListEventKeysRequest(), timeout=30 if wait_for_ready else 5, wait_for_ready=wait_for_ready
@@ -132,8 +134,15 @@ class SchedulerEventKeys:
         task.add_done_callback(self._observed.discard)
 
     async def _send(self, key, context, session: Session, budget_ms: int | None, wait_for_ready: bool) -> hooks_pb2.EmitEventResponse | None:
+        loop = asyncio.get_running_loop()
+        # A bounded key: one deadline for the whole wait, a subscription refresh and session read included.
+        deadline = loop.time() + budget_ms / 1000 if budget_ms else None
         try:
-            subscribers = await self._subscribers(key, wait_for_ready=wait_for_ready)
+            try:
+                subscribers = await self._subscribers(key, wait_for_ready=wait_for_ready, deadline=deadline)
+            except TimeoutError:
+                log.warning("event_key.budget_passed", key=key, budget_ms=budget_ms, why="the subscription refresh used it all")
+                return None
             if not subscribers:
                 return None
             if isinstance(session, str):
@@ -141,15 +150,18 @@ class SchedulerEventKeys:
                 session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session), timeout=10)).session
             if session is not None and not subscribers.intersection(session.active_plugins):
                 return None
-            request = hooks_pb2.EmitEventRequest(key=key, context=to_struct(context), wait_budget_ms=budget_ms or 0)
+            # What is left of the budget (at least 1 ms: the handlers still start, nobody waits for them).
+            left_ms = max(1, int((deadline - loop.time()) * 1000)) if deadline is not None else 0
+            request = hooks_pb2.EmitEventRequest(key=key, context=to_struct(context), wait_budget_ms=left_ms)
             if session is not None:
                 request.session.CopyFrom(hooks_pb2.HookContext(
                     session_id=session.id, locale=session.locale, active_plugin_ids=list(session.active_plugins),
                     approved_plugin_ids=list(session.approved_plugins),
                 ))
-            # A bounded wait is bounded here too: the deadline cuts the call, never the handlers.
-            deadline = budget_ms / 1000 + 0.5 if budget_ms else AWAITED_DEADLINE_S
-            reply = await self._hooks.EmitEvent(request, timeout=deadline, wait_for_ready=wait_for_ready)
+            # A bounded wait is bounded here too: the call's deadline cuts the call, never the handlers.
+            # Awaited keys: at most AWAITED_DEADLINE_S, a guard against a lost hooks service.
+            timeout = left_ms / 1000 + 0.5 if deadline is not None else AWAITED_DEADLINE_S
+            reply = await self._hooks.EmitEvent(request, timeout=timeout, wait_for_ready=wait_for_ready)
         except grpc.aio.AioRpcError as error:
             log.warning("event_key.emit_failed", key=key, code=error.code().name, details=error.details())
             return None

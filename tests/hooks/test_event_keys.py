@@ -5,6 +5,7 @@ the shutdown join. A real registry and hooks server; the plugin's handlers are r
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from pathlib import Path
 
@@ -13,10 +14,12 @@ import pytest
 import pytest_asyncio
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
+from covel_cli.hooks_info import render
 from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
+from services.scheduler.event_keys import SchedulerEventKeys
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.plugin_sdk.event_keys import EVENT_KEYS, FAMILIES, Delivery, matches, subscription_warning
@@ -299,3 +302,53 @@ async def test_the_docs_page_lists_every_key_with_its_delivery() -> None:
     assert rows == {key.key: key.delivery.value for key in EVENT_KEYS}
     produced = {key.key for key in EVENT_KEYS if key.fired_at}
     assert {key for key in rows if "not produced" not in page.split(f"| `{key}` |")[1].split("\n")[0]} == produced
+
+
+class SlowRefresh:
+    """The hooks stub, with a subscription refresh (ListEventKeys) that takes `delay` seconds."""
+
+    def __init__(self, stub, delay: float) -> None:
+        self._stub = stub
+        self._delay = delay
+
+    async def ListEventKeys(self, request, **kwargs):
+        await asyncio.sleep(self._delay)
+        return await self._stub.ListEventKeys(request, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._stub, name)
+
+
+async def test_a_bounded_wait_includes_the_subscription_refresh(stub, tmp_path) -> None:
+    """One deadline for the whole wait: a 0.6 s refresh leaves 0.4 s of a 1 s budget to the handlers."""
+    events = SchedulerEventKeys(SlowRefresh(stub, 0.6), None, {})
+    started = time.monotonic()
+    reply = await events.emit("gateway:shutdown", {"reason": "shutdown", "restartExpectedMs": None, "sleep": 2.0,
+                                                   "marker": str(tmp_path / "late")}, budget_ms=1000)
+    waited = time.monotonic() - started
+    assert reply is not None and not reply.completed and reply.handler_count == 1
+    assert 1.0 <= waited < 1.2, waited
+    # A refresh slower than the whole budget: the producer stops waiting at the budget all the same.
+    slower = SchedulerEventKeys(SlowRefresh(stub, 3.0), None, {})
+    started = time.monotonic()
+    assert await slower.emit("gateway:shutdown", {"reason": "shutdown", "restartExpectedMs": None, "sleep": 0,
+                                                  "marker": str(tmp_path / "never")}, budget_ms=500) is None
+    waited = time.monotonic() - started
+    assert 0.5 <= waited < 0.65, waited
+
+
+async def test_hooks_info_reports_unknown_keys_with_their_warnings(stub) -> None:
+    out = io.StringIO()
+    render(await stub.ListEventKeys(hooks_pb2.ListEventKeysRequest(), timeout=5),
+           await stub.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest(), timeout=5), out)
+    text = out.getvalue()
+    section = text.split("Unknown keys (registered, never emitted by the kernel):\n")[1].split("Contract events:")[0]
+    lines = [line.strip() for line in section.splitlines() if line.strip()]
+    assert [line.split()[0] for line in lines] == ["session:compact", "command:nwe", "acme:thing"]
+    assert all(line.split()[1] == "keys:" and "warning:" in line for line in lines)
+    assert "session:compact is not a family or wildcard; subscribe to session:compact:before" in section
+    assert "command:nwe is not an event key the kernel emits (command has command:new, command:reset, command:stop)" in section
+    assert "acme:thing is a custom key: the kernel never emits it" in section
+    # Known keys and families are not in it.
+    assert "command:new " not in section and "message " not in section
+    assert "  command                  keys" in text.split("Family subscriptions")[1]
