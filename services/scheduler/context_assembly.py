@@ -181,7 +181,12 @@ def assemble(
         return {"role": segment.get("role") or "system", "content": segment["content"]}
 
     messages = [as_message(seg) for seg in segments if seg.get("position") == "pre-history"]
-    past = history_messages(history, max_turns, include_summaries)
+    if max_turns > 0:
+        past = history_messages(history, max_turns, include_summaries)
+    else:
+        # maxTurns 0: no earlier turns and no summary; only the current turn, which is already in the
+        # log when there is no new player input (a detached job after its turn commits).
+        past = [] if player_message else history_messages(history, 1, False)
     messages += past
     messages += [as_message(seg) for seg in segments if seg.get("position") == "post-history"]
     if player_message:
