@@ -96,7 +96,7 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
 
         # affinity: Old Tobin was thanked; every score within bounds.
         scores = await _data(store, session_id, "affinity", "scores")
-        assert scores["old-tobin"]["score"] > 0 and all(-100 <= s["score"] <= 100 for s in scores.values())
+        assert scores["tobin"]["score"] > 0 and all(-100 <= s["score"] <= 100 for s in scores.values())
 
         # demo-world: its cast is in the world model from the first turn, and stories name them.
         world_model = await store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))

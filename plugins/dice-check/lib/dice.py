@@ -10,14 +10,15 @@ CHECK_DIE = 20
 MAX_CHECKS = 4
 OUTCOMES = ("critical-success", "success", "failure", "critical-failure")
 
-# Words that make an action risky, and the skill that answers them (English and Chinese).
+# Words that make an action risky, and the skill that answers them (English and Chinese; Chinese words
+# are two characters where one would hide in common words: 打听 is asking, 游学者 a scholar).
 SKILL_WORDS: dict[str, tuple[str, ...]] = {
-    "athletics": ("climb", "jump", "leap", "swim", "scale", "vault", "force the", "break down", "爬", "跳", "游", "撞开"),
+    "athletics": ("climb", "jump", "leap", "swim", "scale", "vault", "force the", "break down", "爬", "跳过", "跳上", "跳下", "游泳", "游过", "撞开"),
     "stealth": ("sneak", "hide", "creep", "slip past", "tiptoe", "潜行", "躲", "溜"),
     "persuasion": ("persuade", "convince", "bargain", "haggle", "lie to", "bluff", "charm", "说服", "讨价", "撒谎", "劝"),
     "sleight": ("pick the lock", "pick a lock", "pickpocket", "steal", "lift the", "撬", "偷"),
-    "combat": ("attack", "fight", "strike", "duel", "shoot", "punch", "攻击", "打", "砍"),
-    "endurance": ("resist", "endure", "hold my breath", "push through", "忍", "坚持"),
+    "combat": ("attack", "fight", "strike", "duel", "shoot", "punch", "攻击", "打斗", "打架", "殴打", "搏斗", "砍"),
+    "endurance": ("resist", "endure", "hold my breath", "push through", "忍住", "忍受", "坚持"),
 }
 _SENTENCES = re.compile(r"[^.!?。！？]+[.!?。！？]?")
 _EXPRESSION = re.compile(r"^\s*(\d{0,2})[dD](\d{1,3})\s*(?:([+-])\s*(\d{1,3}))?\s*$")

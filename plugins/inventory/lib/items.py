@@ -1,14 +1,20 @@
 """Item keys and the starting-items setting (no I/O here)."""
 
+import hashlib
 import re
 
 _COUNTED = re.compile(r"^\s*(\d{1,3})\s*[x×]\s*(.+?)\s*$", re.IGNORECASE)
 
 
 def item_key(name: str) -> str:
-    """The dataset key of an item: its name in lower case, words joined by '-' (datasetKey's rule)."""
-    key = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")
-    return key[:64] or "item"
+    """The dataset key of an item: its name in lower case, words joined by '-' (datasetKey's rule);
+    a name with other than ASCII letters gets a stable hash instead, so "铜钥匙" and "提灯" differ."""
+    key = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:64]
+    if key and key.isascii() and name.strip().isascii():
+        return key
+    # A name in another script ("铜钥匙") has no ASCII slug: a stable short hash keeps items apart.
+    digest = hashlib.sha1(" ".join(name.split()).casefold().encode("utf-8")).hexdigest()[:10]
+    return f"{key[:50]}-{digest}" if key else f"item-{digest}"
 
 
 def parse_starting_items(text: str) -> list[tuple[str, int]]:

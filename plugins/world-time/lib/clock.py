@@ -8,13 +8,21 @@ DEFAULT_STEP = 20
 _START = re.compile(r"^\s*(?:day\s*(\d{1,4})\s*,?\s*)?([0-2]?\d):([0-5]\d)\s*$", re.IGNORECASE)
 PERIODS = ((300, "night"), (420, "dawn"), (690, "morning"), (810, "noon"), (1050, "afternoon"), (1200, "dusk"), (1320, "evening"), (DAY, "night"))
 
-# (words, what they do): a jump to the next given hour, or a number of minutes.
+# (words, what they do): "next" jumps to the next given hour however far; "at" jumps only when that
+# hour is still ahead today (within AT_HORIZON minutes): "At dusk I climb…" said at 20:30 is this
+# evening, not tomorrow's dusk; otherwise a number of minutes ("add").
+AT_HORIZON = 12 * 60
 RULES = (
-    (("sleep", "go to bed", "until morning", "next morning", "睡", "天亮"), ("next", 7 * 60, "a night's sleep")),
-    (("at dawn", "until dawn", "黎明"), ("next", 6 * 60, "waiting for dawn")),
-    (("at dusk", "until dusk", "until evening", "nightfall", "黄昏", "傍晚"), ("next", 18 * 60, "waiting for dusk")),
-    (("at noon", "until noon", "中午"), ("next", 12 * 60, "waiting for noon")),
-    (("rest", "wait", "休息", "等"), ("add", 60, "resting")),
+    (("sleep", "go to bed", "until morning", "next morning", "睡觉", "去睡", "入睡", "睡一觉", "等到天亮", "第二天早上"),
+     ("next", 7 * 60, "a night's sleep")),
+    (("until dawn", "wait for dawn", "wait for the dawn", "等到黎明"), ("next", 6 * 60, "waiting for dawn")),
+    (("at dawn", "at first light", "黎明时", "天亮时"), ("at", 6 * 60, "waiting for dawn")),
+    (("until dusk", "wait for dusk", "until evening", "until nightfall", "等到黄昏", "等到傍晚", "等到天黑"),
+     ("next", 18 * 60, "waiting for dusk")),
+    (("at dusk", "at nightfall", "黄昏时", "傍晚时"), ("at", 18 * 60, "waiting for dusk")),
+    (("until noon", "wait for noon", "等到中午"), ("next", 12 * 60, "waiting for noon")),
+    (("at noon", "中午时"), ("at", 12 * 60, "waiting for noon")),
+    (("rest", "wait", "休息", "等待", "等一会", "等候"), ("add", 60, "resting")),
     (("travel", "journey", "walk to", "ride to", "climb", "赶路", "走到", "爬"), ("add", 45, "travel")),
 )
 
@@ -50,5 +58,7 @@ def elapsed(now: int, text: str, step: int) -> tuple[int, str]:
             if kind == "add":
                 return amount, reason
             wait = (amount - now % DAY) % DAY
+            if kind == "at" and (wait == 0 or wait > AT_HORIZON):
+                continue  # already that time (or just past it): the words say when, not how long
             return wait or DAY, reason
     return step, "the turn's events"

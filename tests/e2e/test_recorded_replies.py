@@ -1,0 +1,334 @@
+"""The builtin model-driven runtimes against recorded real-model replies, through the five services.
+
+The gateway is pointed at a local OpenAI-compatible server (tests/e2e/recorded_model.py) that
+answers with replies recorded as a real model gives them (tests/fixtures/recorded/*.json: chat
+completions with JSON content or tool calls). For narrator, guide, inventory/ledger, affinity/judge
+and memory/extract this checks the request the kernel really sends (preamble, the runtime's own
+prompt and its zh variant, the runtime inputs and self data, the tools and response format the
+plugin declares, the history window, the player's input) and that the recorded answers are
+accepted and commit valid data; and that answers that break the plugin's schema fail their
+runtime with the reason and commit nothing of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import jsonschema
+import pytest
+import pytest_asyncio
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from covel_cli.launcher import ServiceGroup, free_port_addrs
+from covel_cli.play import DEFAULT_WORLD, load_world
+from shared.contracts import kernel_contract_schema
+from shared.grpc_client import open_channel
+from shared.settings import REPO_ROOT
+from shared.structs import from_struct, from_value, to_struct
+from tests.e2e.recorded_model import RecordedModel, Request, env_for, recorded
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+PLUGINS = REPO_ROOT / "plugins"
+WORLD = load_world(DEFAULT_WORLD)
+TURN_1 = "I pick up the rusty key from the table, light my lantern and thank Old Tobin for the warm fire."
+TURN_2 = "I ask Tobin where the rusty key came from."
+TURN_ZH = "我从桌上拿起生锈的钥匙，感谢老托宾的炉火。"
+
+
+def schema(path: str) -> dict:
+    return json.loads((PLUGINS / path).read_text(encoding="utf-8"))
+
+
+def prompt_body(path: str) -> str:
+    """A RUNTIME.md / PLUGIN.md body (the text after the front matter)."""
+    return (PLUGINS / path).read_text(encoding="utf-8").split("---", 2)[2].strip()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def stack(tmp_path_factory):
+    with RecordedModel() as model:
+        group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("covel-recorded"),
+                             extra_env={"COVEL_PLUGIN_DIRS": str(PLUGINS), "COVEL_LOG_LEVEL": "info", **env_for(model)})
+        await group.start()
+        try:
+            async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
+                yield model, scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
+        finally:
+            await group.stop()
+
+
+async def new_session(stub, locale: str = "en") -> str:
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id, title=WORLD.title, locale=locale)
+    for plugin_id, values in WORLD.plugin_settings.items():
+        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    return (await stub.CreateSession(request)).session.id
+
+
+async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)],
+                                                 idempotency_key=uuid.uuid4().hex)
+    return [event async for event in stub.SubmitActions(request)][-1].turn_completed
+
+
+async def data(store, session_id: str, plugin_id: str, namespace: str) -> dict:
+    reply = await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace))
+    return {entry.key: from_value(entry.value) for entry in reply.entries}
+
+
+async def wait_for_memories(store, session_id: str, count: int) -> dict:
+    memories: dict = {}
+    for _ in range(150):
+        memories = await data(store, session_id, "memory", "memories")
+        if len(memories) >= count:
+            break
+        await asyncio.sleep(0.1)
+    return memories
+
+
+def results(turn: store_pb2.Turn) -> dict[str, store_pb2.RuntimeResult]:
+    return {r.runtime_id: r for r in turn.runtime_results}
+
+
+def one(requests: list[Request], step: int = 0) -> Request:
+    found = [r for r in requests if r.step == step]
+    assert len(found) == 1, [(r.runtime_id, r.step) for r in requests]
+    return found[0]
+
+
+def chat(request: Request) -> list[tuple[str, str]]:
+    """The conversation after the system prompt, as (role, content)."""
+    return [(m["role"], m.get("content") or "") for m in request.body["messages"][1:]]
+
+
+def preamble(runtime_id: str, plugin_id: str, language: str = "English") -> str:
+    return f'You are the runtime "{runtime_id}" of the plugin "{plugin_id}" in an interactive story.\nWrite everything the player reads in {language}.'
+
+
+def inputs_of(request: Request) -> dict:
+    system = request.system
+    return json.loads(system.split("<runtime-inputs>\n", 1)[1].split("\n</runtime-inputs>", 1)[0])
+
+
+def reply_format(request: Request) -> tuple[str, dict]:
+    wanted = request.body["response_format"]
+    assert wanted["type"] == "json_schema"
+    return wanted["json_schema"]["name"], wanted["json_schema"]["schema"]
+
+
+ENGLISH = {
+    "narrator": [recorded("narrator-en-1")],
+    "guide": [recorded("guide-en-1")],
+    "inventory/ledger": [recorded("inventory-ledger-en-1a"), recorded("inventory-ledger-en-1b")],
+    "affinity/judge": [recorded("affinity-judge-en-1")],
+    "memory/extract": [recorded("memory-extract-en-1a"), recorded("memory-extract-en-1b")],
+}
+ENGLISH_2 = {
+    "narrator": [recorded("narrator-en-2a"), recorded("narrator-en-2b")],
+    "guide": [recorded("guide-en-2")],
+    "inventory/ledger": [recorded("inventory-ledger-en-2")],
+    "affinity/judge": [recorded("affinity-judge-en-2")],
+    "memory/extract": [recorded("memory-extract-en-2a"), recorded("memory-extract-en-2b")],
+}
+
+
+async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> None:
+    model, stub, store = stack
+    session_id = await new_session(stub)
+    model.requests.clear()
+    model.replies = ENGLISH
+    first = await play(stub, session_id, TURN_1)
+    assert first.status == store_pb2.TURN_STATUS_COMMITTED, first.abort_reason
+    ran = results(first)
+    for runtime_id in ("narrator", "guide", "inventory/ledger", "inventory/apply", "affinity/judge", "affinity/apply"):
+        assert ran[runtime_id].status == "success", (runtime_id, ran[runtime_id].reason)
+    memories = await wait_for_memories(store, session_id, 2)
+
+    # narrator: preamble with the story contract, its prompt, the world, the bound inputs, the person rule,
+    # the story schema as response format, memory-search (memory is on), the player's words last; streamed.
+    narrator = one(model.of("narrator"))
+    system = narrator.system
+    assert system.startswith(preamble("narrator", "narrator") + "\nReply with one JSON object that matches the response format narrative-engine@2")
+    assert prompt_body("narrator/PLUGIN.md") in system
+    assert system.index(prompt_body("narrator/PLUGIN.md")) < system.index("World: Saltmere") < system.index("<runtime-inputs>")
+    assert inputs_of(narrator) == {"time": {"value": {"day": 1, "time": "19:30", "period": "dusk", "minutes": 1170}},
+                                   "check": {"value": {"checks": []}}}
+    assert system.endswith('Narrative person: second. Address the player\'s character as "you".')
+    assert reply_format(narrator) == ("narrative-engine_2", kernel_contract_schema("narrative-engine@2"))
+    assert "memory-search" in narrator.tool_names and narrator.body["stream"] is True
+    assert chat(narrator) == [("user", TURN_1)]
+
+    # guide: its prompt, the story it follows as runtime-inputs.narrative, its schema, no tools.
+    guide = one(model.of("guide"))
+    assert guide.system.startswith(preamble("guide", "guide") + "\n\n" + prompt_body("guide/PLUGIN.md"))
+    story_text = inputs_of(guide)["narrative"]["value"]
+    assert story_text.startswith("The key is cold and crusted with salt") and "That key was left here" in story_text
+    assert reply_format(guide) == ("scene-prompts-1", schema("guide/schemas/scene-prompts.schema.json"))
+    assert "tools" not in guide.body and chat(guide) == [("user", TURN_1)]
+
+    # inventory/ledger: the stocked inventory as <inventory>, the items tools, its schema; it looked an item up first.
+    ledger = one(model.of("inventory/ledger"))
+    assert ledger.system.startswith(preamble("inventory/ledger", "inventory") + "\n\n" + prompt_body("inventory/runtimes/ledger/RUNTIME.md"))
+    assert inputs_of(ledger) == {"narrative": {"value": story_text}}
+    shown = ledger.system.split("<inventory>\n", 1)[1].split("\n</inventory>", 1)[0].splitlines()
+    assert {row.split(" | ")[0]: json.loads(row.split(" | ")[1]) for row in shown} == {
+        "- brass-lantern": {"name": "brass lantern", "quantity": 1, "equipped": False},
+        "- copper-coin": {"name": "copper coin", "quantity": 3, "equipped": False},
+        "- worn-map": {"name": "worn map", "quantity": 1, "equipped": False}}
+    assert ledger.tool_names == ["items-get", "items-list"]
+    assert reply_format(ledger) == ("inventory_changes-1", schema("inventory/schemas/changes.schema.json"))
+    assert chat(ledger) == [("user", TURN_1)]
+    looked_up = one(model.of("inventory/ledger"), step=1)
+    tool_answer = json.loads(looked_up.body["messages"][-1]["content"])
+    assert looked_up.body["messages"][-1]["tool_call_id"] == "call_Ledg1"
+    assert tool_answer["ok"] is True and tool_answer["data"]["value"]["name"] == "brass lantern"
+
+    # affinity/judge: the story's segments as runtime-inputs.story, <affinity> (empty yet), its schema, no tools.
+    judge = one(model.of("affinity/judge"))
+    assert judge.system.startswith(preamble("affinity/judge", "affinity") + "\n\n" + prompt_body("affinity/runtimes/judge/RUNTIME.md"))
+    segments = inputs_of(judge)["story"]["value"]
+    assert [s["kind"] for s in segments] == ["narration", "action", "dialogue"] and segments[2]["speaker"] == "Old Tobin"
+    assert judge.system.endswith("<affinity>\n(none yet)\n</affinity>")
+    assert reply_format(judge) == ("affinity_changes-1", schema("affinity/schemas/changes.schema.json"))
+    assert "tools" not in judge.body and chat(judge) == [("user", TURN_1)]
+
+    # memory/extract (detached): the turn digest, only memories-upsert with the record's shape, no response format.
+    extract = one(model.of("memory/extract"))
+    assert extract.system.startswith(preamble("memory/extract", "memory") + "\n\n" + prompt_body("memory/runtimes/extract/RUNTIME.md"))
+    digest = inputs_of(extract)["digest"]["value"]
+    assert digest["playerMessage"] == TURN_1 and digest["narrativeText"].startswith("The key is cold")
+    assert extract.tool_names == ["memories-upsert"] and "response_format" not in extract.body
+    upsert = extract.body["tools"][0]["function"]["parameters"]
+    record = schema("memory/schemas/memory.schema.json")
+    assert upsert["properties"]["value"]["properties"] == record["properties"] and upsert["required"] == ["value"]
+    assert chat(extract)[0] == ("user", TURN_1)
+    second_step = one(model.of("memory/extract"), step=1)
+    assert [m["tool_call_id"] for m in second_step.body["messages"] if m["role"] == "tool"] == ["call_Mem1", "call_Mem2"]
+
+    # What committed: the recorded answers, valid against each dataset's schema.
+    items = await data(store, session_id, "inventory", "items")
+    assert items["rusty-key"] == {"id": "rusty-key", "name": "rusty key", "quantity": 1, "equipped": False}
+    assert items["brass-lantern"]["equipped"] is True
+    scores = await data(store, session_id, "affinity", "scores")
+    assert scores == {"tobin": {"id": "tobin", "name": "Old Tobin", "score": 2, "lastChange": 2,
+                                "reason": "The player thanked him for the warm fire."}}
+    assert set(memories) == {"rusty-key-from-boatman", "tobin-welcomes-player"}
+    for namespace, plugin, path in (("items", "inventory", "inventory/schemas/item.schema.json"),
+                                    ("scores", "affinity", "affinity/schemas/score.schema.json"),
+                                    ("memories", "memory", "memory/schemas/memory.schema.json")):
+        for value in (await data(store, session_id, plugin, namespace)).values():
+            jsonschema.validate(value, schema(path))
+    assert from_struct(ran["guide"].output)["suggestions"][0] == "I ask Old Tobin which boatman left the key."
+    assert "You're welcome to the fire, traveller." in first.narrative
+
+    # Turn 2: history windows, a memory-search round trip, the judge's "Tobin" is the same character.
+    model.requests.clear()
+    model.replies = ENGLISH_2
+    second = await play(stub, session_id, TURN_2)
+    assert second.status == store_pb2.TURN_STATUS_COMMITTED, second.abort_reason
+    assert all(r.status == "success" for r in second.runtime_results if r.runtime_id != "memory/extract"), \
+        [(r.runtime_id, r.reason) for r in second.runtime_results]
+    searched = one(model.of("narrator"), step=1)
+    found = json.loads(searched.body["messages"][-1]["content"])
+    assert searched.body["messages"][-1]["tool_call_id"] == "call_Srch1"
+    assert any("rusty key" in json.dumps(hit) for hit in found["data"]["results"]), found
+    narrator_2 = one(model.of("narrator"))
+    # The history, affinity's prompt.segment@1 projection after it, then the player's words.
+    assert [role for role, _ in chat(narrator_2)] == ["user", "assistant", "system", "user"]
+    assert chat(narrator_2)[0] == ("user", TURN_1) and "That key was left here" in chat(narrator_2)[1][1]
+    assert chat(narrator_2)[2] == ("system", "How the characters feel about the player:\n- Old Tobin: 2 (neutral)")
+    assert chat(narrator_2)[3] == ("user", TURN_2)
+    guide_2 = one(model.of("guide"))
+    assert [role for role, _ in chat(guide_2)] == ["user", "assistant", "user"], "guide reads the last two turns"
+    assert chat(one(model.of("inventory/ledger"))) == [("user", TURN_2)], "maxTurns 0: no earlier turns"
+    # maxTurns 1: the last turn; then its own plugin's standing segment.
+    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["user", "assistant", "system", "user"]
+    shown = one(model.of("affinity/judge")).system.split("<affinity>\n", 1)[1].split("\n</affinity>", 1)[0]
+    assert shown.startswith("- tobin | ") and json.loads(shown.removeprefix("- tobin | "))["name"] == "Old Tobin"
+    scores = await data(store, session_id, "affinity", "scores")
+    assert list(scores) == ["tobin"] and scores["tobin"]["score"] == 3 and scores["tobin"]["lastChange"] == 1
+    memories = await wait_for_memories(store, session_id, 3)
+    assert "key-belonged-to-hal-brennan" in memories
+    extract_2 = one(model.of("memory/extract"))
+    assert TURN_1 not in json.dumps(chat(extract_2)), "the detached extraction reads this turn only"
+    assert chat(extract_2)[0] == ("user", TURN_2)
+
+
+async def test_chinese_session_sends_the_zh_prompts_and_keeps_chinese_answers(stack) -> None:
+    model, stub, store = stack
+    session_id = await new_session(stub, "zh")
+    model.requests.clear()
+    model.replies = {
+        "narrator": [recorded("narrator-zh-1")],
+        "guide": [recorded("guide-zh-1")],
+        "inventory/ledger": [recorded("inventory-ledger-zh-1")],
+        "affinity/judge": [recorded("affinity-judge-zh-1")],
+        "memory/extract": [recorded("memory-extract-zh-1a"), recorded("memory-extract-zh-1b")],
+    }
+    turn = await play(stub, session_id, TURN_ZH)
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
+    assert all(r.status == "success" for r in turn.runtime_results if r.runtime_id != "memory/extract"), \
+        [(r.runtime_id, r.reason) for r in turn.runtime_results]
+
+    narrator = one(model.of("narrator"))
+    assert narrator.system.startswith(preamble("narrator", "narrator", "Simplified Chinese"))
+    assert prompt_body("narrator/PLUGIN.zh.md") in narrator.system
+    assert narrator.system.endswith("叙事人称：第二人称。用“你”称呼玩家的角色。")
+    for runtime_id, plugin_id, path in (("guide", "guide", "guide/PLUGIN.zh.md"),
+                                        ("inventory/ledger", "inventory", "inventory/runtimes/ledger/RUNTIME.zh.md"),
+                                        ("affinity/judge", "affinity", "affinity/runtimes/judge/RUNTIME.zh.md")):
+        request = one(model.of(runtime_id))
+        assert request.system.startswith(preamble(runtime_id, plugin_id, "Simplified Chinese") + "\n\n" + prompt_body(path)), runtime_id
+        assert chat(request) == [("user", TURN_ZH)]
+    await wait_for_memories(store, session_id, 1)
+    extract = one(model.of("memory/extract"))
+    assert prompt_body("memory/runtimes/extract/RUNTIME.zh.md") in extract.system
+
+    # Chinese names keep apart and map to the world's characters (the cast has Chinese aliases).
+    items = await data(store, session_id, "inventory", "items")
+    key = next(k for k, v in items.items() if v["name"] == "生锈的钥匙")
+    assert key.startswith("item-") and items[key]["quantity"] == 1 and len(items) == 4
+    scores = await data(store, session_id, "affinity", "scores")
+    assert scores["tobin"]["name"] == "Old Tobin" and scores["tobin"]["score"] == 2
+    assert results(turn)["dice-check/roller"].output == to_struct({"checks": []}), "拿起 / 感谢 risk nothing"
+
+
+async def test_answers_that_break_the_schema_fail_their_runtime_and_commit_nothing(stack) -> None:
+    model, stub, store = stack
+    session_id = await new_session(stub)
+    model.requests.clear()
+    model.replies = {**ENGLISH, "affinity/judge": [recorded("affinity-judge-bad-delta")], "guide": [recorded("guide-bad-prose")],
+                     "memory/extract": [recorded("memory-extract-bad-record"), recorded("memory-extract-en-1b")]}
+    turn = await play(stub, session_id, TURN_1)
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, "a helper's bad answer does not stop the story"
+    ran = results(turn)
+    assert ran["affinity/judge"].status == "failed" and "/changes/0/delta" in ran["affinity/judge"].reason, ran["affinity/judge"].reason
+    assert ran["affinity/apply"].status == "skipped"
+    assert ran["guide"].status == "failed" and "not JSON" in ran["guide"].reason, ran["guide"].reason
+    assert len(model.of("affinity/judge")) >= 2, "the kernel asked the model to repair its answer first"
+    assert await data(store, session_id, "affinity", "scores") == {}
+    assert ran["inventory/apply"].status == "success", "the other plugins' data still commits"
+    # memory: the tool refused the bad record (invalid-input back to the model); nothing was saved.
+    for _ in range(100):
+        if len(model.of("memory/extract")) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    refused = json.loads(one(model.of("memory/extract"), step=1).body["messages"][-1]["content"])
+    assert refused["ok"] is False and refused["error"]["code"] == "invalid-input" and "value/kind" in refused["error"]["message"]
+    await asyncio.sleep(0.5)
+    assert await data(store, session_id, "memory", "memories") == {}
+
+
+async def test_an_empty_story_answer_fails_the_turn_and_nothing_commits(stack) -> None:
+    model, stub, store = stack
+    session_id = await new_session(stub)
+    model.requests.clear()
+    model.replies = {**ENGLISH, "narrator": [recorded("narrator-bad-empty")]}
+    turn = await play(stub, session_id, TURN_1)
+    assert turn.status == store_pb2.TURN_STATUS_FAILED, (turn.status, turn.abort_reason)
+    assert "narrator" in turn.abort_reason
+    for plugin, namespace in (("inventory", "items"), ("world-time", "clock"), ("affinity", "scores"), ("dice-check", "tally")):
+        assert await data(store, session_id, plugin, namespace) == {}, (plugin, namespace)
