@@ -6,7 +6,9 @@
    bundles (strict: unknown fields fail), for the oldest and newest versions we support;
 3. checks the schemas cannot know: each Deployment's ports, probes and Service agree with its
    `COVEL_<SERVICE>_ADDR`, every COVEL_* variable is a real setting of that service, the grace
-   period outlasts preStop plus COVEL_SHUTDOWN_GRACE_S, pods run as the image's non-root user,
+   period outlasts preStop plus the shutdown budget (COVEL_SCHEDULER_DRAIN_S for the scheduler,
+   COVEL_SHUTDOWN_GRACE_S for the others; from the Deployment's env, else the ConfigMap, else
+   the setting's default), pods run as the image's non-root user,
    every container has requests and limits, scheduler and store have a PodDisruptionBudget,
    and an overlay brings every Secret it needs;
 4. hadolint lints deploy/Dockerfile.
@@ -17,6 +19,7 @@ Exit 1 with every problem listed. `--out DIR` also writes the rendered manifests
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import shutil
@@ -108,6 +111,23 @@ def known_variables() -> dict[str, set[str]]:
     return known
 
 
+def _default_of(model_path: str, field_name: str):
+    def default() -> float:
+        module, _, name = model_path.rpartition(".")
+        return float(getattr(importlib.import_module(module), name).model_fields[field_name].default)
+
+    return default
+
+
+# The setting bounding each service's whole SIGTERM shutdown (shared/grpc_server.py RunningServer.stop),
+# and its default when neither the Deployment nor the ConfigMap sets it. The scheduler's also
+# drains turns in flight and detached jobs (services/scheduler/server.py).
+SHUTDOWN_BUDGETS = {
+    "scheduler": ("COVEL_SCHEDULER_DRAIN_S", _default_of("services.scheduler.settings.SchedulerSettings", "scheduler_drain_s")),
+    None: ("COVEL_SHUTDOWN_GRACE_S", _default_of("shared.settings.ServiceSettings", "shutdown_grace_s")),
+}
+
+
 def image_uid() -> int:
     users = re.findall(r"^USER\s+(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
     return int(users[-1].split(":")[0])
@@ -185,12 +205,14 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
         for variable in env:
             if variable.startswith("COVEL_") and variable not in known[service]:
                 problems.append(f"{where}: {variable} is no setting of the {service} service")
-        grace = float(env.get("COVEL_SHUTDOWN_GRACE_S", {}).get("value") or settings.get("COVEL_SHUTDOWN_GRACE_S") or 10)
+        budget_variable, default_budget = SHUTDOWN_BUDGETS.get(service, SHUTDOWN_BUDGETS[None])
+        budget = float(env.get(budget_variable, {}).get("value") or settings.get(budget_variable) or default_budget())
         pre_stop = container.get("lifecycle", {}).get("preStop", {})
         sleep_s = float(pre_stop["exec"]["command"][-1]) if "exec" in pre_stop else float(pre_stop.get("sleep", {}).get("seconds", 0))
         termination = pod.get("terminationGracePeriodSeconds", 30)
-        if termination <= sleep_s + grace:
-            problems.append(f"{where}: terminationGracePeriodSeconds {termination} must exceed preStop {sleep_s:g} s + shutdown grace {grace:g} s")
+        if termination <= sleep_s + budget:
+            problems.append(f"{where}: terminationGracePeriodSeconds {termination} must exceed preStop {sleep_s:g} s"
+                            f" + shutdown budget {budget:g} s ({budget_variable})")
         security = pod.get("securityContext", {})
         if security.get("runAsNonRoot") is not True or security.get("runAsUser") != uid:
             problems.append(f"{where}: pods should run as the image's user (runAsNonRoot: true, runAsUser: {uid})")

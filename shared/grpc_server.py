@@ -19,6 +19,8 @@ from shared.settings import ServiceSettings
 from shared.telemetry import metrics, tracing
 
 ShutdownHook = Callable[[], Awaitable[None]]
+# Given the seconds left of the shutdown budget; runs alongside the in-flight RPCs' grace.
+DrainHook = Callable[[float], Awaitable[None]]
 
 # gRPC sets SO_REUSEPORT on listening sockets by default: a second server (another process, another
 # test run) could then bind a port already in use and silently take half its connections. Off, a
@@ -32,7 +34,13 @@ class RunningServer:
     health: health.aio.HealthServicer
     service_names: Sequence[str]
     port: int
+    # At SIGTERM, in order, after health turns NOT_SERVING: quick announcements (bounded by the budget).
     on_shutdown: list[ShutdownHook] = field(default_factory=list)
+    # Then, concurrently with the in-flight RPCs' grace, each given the seconds left: work that is
+    # not an RPC (turns that outlive their stream, background jobs).
+    on_drain: list[DrainHook] = field(default_factory=list)
+    # Once no RPC runs any more: close what they used (peer channels, providers).
+    on_stopped: list[ShutdownHook] = field(default_factory=list)
     # The plaintext health-only server (COVEL_HEALTH_PORT), and its port.
     health_server: grpc.aio.Server | None = None
     health_port: int | None = None
@@ -43,11 +51,28 @@ class RunningServer:
             await self.health.set(name, state)
 
     async def stop(self, grace_s: float) -> None:
+        """Shut down within `grace_s` overall: every step shares one deadline, so the whole stop fits
+        the budget the pod's terminationGracePeriodSeconds was sized for (deploy/check.py)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+
+        def left() -> float:
+            return max(0.0, deadline - loop.time())
+
         # Report NOT_SERVING first so load balancers stop sending, then let in-flight RPCs finish.
         await self.health.enter_graceful_shutdown()
         for hook in self.on_shutdown:
+            try:
+                await asyncio.wait_for(hook(), left())
+            except asyncio.TimeoutError:
+                get_logger().warning("service.shutdown_hook_timeout", hook=getattr(hook, "__qualname__", repr(hook)))
+        outcomes = await asyncio.gather(self.server.stop(left()), *(drain(left()) for drain in self.on_drain),
+                                        return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                get_logger().warning("service.drain_failed", error=repr(outcome))
+        for hook in self.on_stopped:
             await hook()
-        await self.server.stop(grace_s)
         if self.health_server is not None:
             await self.health_server.stop(0)
         # Spans still buffered are exported before the process exits.

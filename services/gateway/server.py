@@ -101,7 +101,8 @@ async def start(settings: GatewaySettings) -> RunningServer:
         for provider in runner.providers.values():
             await provider.aclose()
 
-    running.on_shutdown.append(close_providers)
+    # After the last call: in-flight calls still use them.
+    running.on_stopped.append(close_providers)
     for slot in runner.slots.describe():
         get_logger().info("gateway.slot", slot=slot.slot, provider=slot.provider, model=slot.model, source=slot.source)
     return running

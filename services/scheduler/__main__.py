@@ -13,7 +13,8 @@ async def main() -> None:
     settings = SchedulerSettings()
     configure_logging("scheduler", settings.log_level, settings.log_format)
     running = await start(settings)
-    await serve_until_signalled(running, "scheduler", settings.shutdown_grace_s)
+    # The scheduler's whole shutdown, turns and detached jobs draining included (COVEL_SCHEDULER_DRAIN_S).
+    await serve_until_signalled(running, "scheduler", settings.scheduler_drain_s)
 
 
 def run() -> None:

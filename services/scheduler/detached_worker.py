@@ -24,6 +24,10 @@ from shared.logs import get_logger
 from shared.structs import to_struct
 
 log = get_logger(component="detached_worker")
+# CompleteDetachedJob with this status hands a claimed job back to the queue (shutdown).
+RELEASED = "queued"
+# Of a stop's budget, what releasing the jobs cut short may take.
+RELEASE_S = 2.0
 
 
 async def _ignore(_: scheduler_pb2.TurnEvent) -> None:
@@ -42,19 +46,38 @@ class DetachedWorker:
         # Jobs this worker finished, by id -> final status (for tests and logs).
         self.finished: dict[str, str] = {}
         self._unreachable = False
+        # Jobs a stop cut short: handed back to the queue rather than left to lapse as orphaned.
+        self._interrupted: list[store_pb2.DetachedJob] = []
 
     def start(self) -> None:
         for index in range(self._settings.scheduler_detached_workers):
             self._loops.append(asyncio.create_task(self._loop(index), name=f"detached-worker-{index}"))
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop claiming; jobs already running get `grace_s` to finish, then are cancelled (their lease lapses)."""
+        """Stop claiming; jobs already running may finish within `grace_s`. One still running then is
+        cancelled and released to the queue (status queued again), where another replica claims it:
+        its execution's idempotency key is the job id, so a turn it had already committed is not run twice."""
         self._stopping.set()
+        release_s = min(RELEASE_S, grace_s / 2)
         if self._loops:
-            _, pending = await asyncio.wait(self._loops, timeout=grace_s)
+            _, pending = await asyncio.wait(self._loops, timeout=max(0.0, grace_s - release_s))
             for task in pending:
                 task.cancel()
             await asyncio.gather(*self._loops, return_exceptions=True)
+        interrupted, self._interrupted = self._interrupted, []
+        if interrupted:
+            await asyncio.gather(*(self._release(job, max(release_s, 0.1)) for job in interrupted))
+
+    async def _release(self, job: store_pb2.DetachedJob, timeout_s: float) -> None:
+        try:
+            await self._store.CompleteDetachedJob(
+                store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=RELEASED), timeout=timeout_s
+            )
+            self.finished[job.id] = "released"
+            log.info("detached.released", job_id=job.id, runtime_id=job.runtime_id)
+        except grpc.aio.AioRpcError as error:
+            # Its lease lapses instead, and the store records the job as orphaned.
+            log.warning("detached.release_failed", job_id=job.id, code=error.code().name, details=error.details())
 
     async def _loop(self, index: int) -> None:
         poll_s = self._settings.scheduler_detached_poll_ms / 1000
@@ -87,6 +110,9 @@ class DetachedWorker:
             status, result, error = await execution
         except asyncio.CancelledError:
             if not renewer.done() or renewer.cancelled() or renewer.result() is not True:
+                if self._stopping.is_set():
+                    execution.cancel()
+                    self._interrupted.append(job)
                 raise
             log.warning("detached.lease_lost", job_id=job.id, runtime_id=job.runtime_id)
             self.finished[job.id] = "lost"

@@ -363,12 +363,17 @@ async def start(settings: SchedulerSettings) -> RunningServer:
         settings.scheduler_addr, add, settings=settings, service="scheduler", interceptors=client_api_interceptors(settings)
     )
 
-    async def drain_turns() -> None:
-        # SIGTERM: in-flight turns finish and commit before the process exits.
+    # SIGTERM (RunningServer.stop, one budget: COVEL_SCHEDULER_DRAIN_S, passed by __main__): health
+    # NOT_SERVING; gateway:shutdown (and pre-restart on SIGHUP) hooks; then together, sharing the
+    # time left: in-flight RPCs, turns in flight (they outlive a client that went away) and the
+    # detached jobs running; last, the channels close.
+    async def drain_turns(left_s: float) -> None:
         if service.turns_in_flight:
-            await asyncio.wait(set(service.turns_in_flight), timeout=settings.shutdown_grace_s)
+            _, unfinished = await asyncio.wait(set(service.turns_in_flight), timeout=left_s)
+            if unfinished:
+                log.warning("scheduler.drain_incomplete", turns_in_flight=len(unfinished), drain_s=settings.scheduler_drain_s)
 
-    # gateway:startup once serving (not delaying the bind); gateway:shutdown (and pre-restart on SIGHUP) before turns drain.
+    # gateway:startup once serving (not delaying the bind).
     service.events.startup(settings)
     restart.listen()
     running.on_shutdown.append(service.events.shutting_down)
@@ -377,13 +382,10 @@ async def start(settings: SchedulerSettings) -> RunningServer:
     queue_channel = open_channel(settings.store_addr, security=settings, own_connection=True)
     detached = DetachedWorker(store_pb2_grpc.TransactionalStoreStub(queue_channel), service._runner, settings)
     detached.start()
-
-    async def stop_detached() -> None:
-        await detached.stop(settings.shutdown_grace_s)
-        await queue_channel.close()
-
-    running.on_shutdown.append(stop_detached)
+    # Finished within the time left, or released back to the queue for another replica.
+    running.on_drain.append(detached.stop)
+    running.on_stopped.append(queue_channel.close)
     # -- end detached jobs
-    running.on_shutdown.append(drain_turns)
-    running.on_shutdown.append(peers.close)
+    running.on_drain.append(drain_turns)
+    running.on_stopped.append(peers.close)
     return running

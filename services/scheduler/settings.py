@@ -35,3 +35,7 @@ class SchedulerSettings(ServiceSettings):
     scheduler_detached_workers: int = Field(default=2, ge=0, le=64)
     scheduler_detached_poll_ms: int = Field(default=500, ge=10)
     scheduler_detached_lease_ttl_ms: int = Field(default=30_000, ge=1000)
+    # SIGTERM: the whole shutdown (gateway:shutdown hooks, turns in flight and detached jobs
+    # draining together, then the last RPCs) fits in this many seconds; a detached job still
+    # running then goes back to the queue. Kubernetes: preStop + this < terminationGracePeriodSeconds.
+    scheduler_drain_s: float = Field(default=60.0, ge=0)

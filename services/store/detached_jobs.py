@@ -12,7 +12,8 @@
   older than max_queue_ms and running jobs past max_execution_ms become `timed-out`; running
   jobs whose lease lapsed become `orphaned`.
 - Renew extends the lease (never past the execution deadline); complete ends the job as
-  succeeded or failed. A lost lease answers ABORTED.
+  succeeded or failed, or releases it back to the queue (status queued: its worker is shutting
+  down). A lost lease answers ABORTED.
 """
 
 from __future__ import annotations
@@ -172,7 +173,11 @@ def renew(db: Session, job_id: str, lease_id: str, ttl_ms: int) -> tuple[store_p
 def complete(db: Session, request: store_pb2.CompleteDetachedJobRequest) -> tuple[store_pb2.DetachedJob, str]:
     now = utcnow()
     row, lost = _held(db, request.job_id, request.lease_id, now)
-    if not lost:
+    if not lost and request.status == "queued":
+        # Released by a worker that stops: claimable again (attempts keeps counting this claim).
+        row.status, row.lease_id, row.holder, row.claimed_at, row.lease_deadline = "queued", None, "", None, None
+        db.flush()
+    elif not lost:
         row.status, row.finished_at = request.status, now
         row.result = from_struct(request.result) if request.HasField("result") else None
         row.error = request.error

@@ -128,7 +128,8 @@ def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
             raise invalid_argument(f"revoke[{index}]", f"{plugin_id!r} is also in approve; name it in one list")
 
 
-JOB_STATUSES = ("succeeded", "failed")
+# "queued": released unfinished (its worker is shutting down), back in the queue for another.
+JOB_STATUSES = ("succeeded", "failed", "queued")
 JOB_TIMEOUT_MAX_MS = 24 * 60 * 60 * 1000
 
 
@@ -236,7 +237,7 @@ def job_lease(job_id: str, lease_id: str) -> None:
 def complete_job(request: store_pb2.CompleteDetachedJobRequest) -> None:
     job_lease(request.job_id, request.lease_id)
     if request.status not in JOB_STATUSES:
-        raise invalid_argument("status", f"is {request.status!r}; use succeeded or failed")
+        raise invalid_argument("status", f"is {request.status!r}; use succeeded, failed or queued (release)")
 
 
 SIGNAL_KINDS = ("cancel", "interject")

@@ -24,7 +24,7 @@ async def test_sigterm_mid_turn_drains_the_turn_then_exits(tmp_path):
     env = {
         "COVEL_PLUGIN_DIRS": str(REPO_ROOT / "plugins"),
         "COVEL_GATEWAY_SCRIPTED_CHUNK_DELAY_MS": str(CHUNK_DELAY_MS),
-        "COVEL_SHUTDOWN_GRACE_S": "20",
+        "COVEL_SCHEDULER_DRAIN_S": "20",
     }
     group = ServiceGroup(free_port_addrs(), tmp_path, extra_env=env)
     try:

@@ -76,7 +76,26 @@ def test_grace_period_must_outlast_the_shutdown_grace(base_resources, known):
     resources = copy.deepcopy(base_resources)
     deployment(resources, "scheduler")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 60
     problems = problems_of(resources, known)
-    assert any("terminationGracePeriodSeconds 60 must exceed preStop 5 s + shutdown grace 60 s" in p for p in problems), problems
+    assert any("terminationGracePeriodSeconds 60 must exceed preStop 5 s + shutdown budget 60 s (COVEL_SCHEDULER_DRAIN_S)" in p
+               for p in problems), problems
+
+
+def test_the_scheduler_drain_budget_comes_from_its_env_else_the_configmap_else_the_default(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    env = container(resources, "scheduler")["env"]
+    env[:] = [item for item in env if item["name"] != "COVEL_SCHEDULER_DRAIN_S"]
+    # No value anywhere: the setting's default (60 s) still fits 75 s.
+    assert [p for p in problems_of(resources, known) if "covel-scheduler" in p] == []
+    settings = next(r for r in resources if r["kind"] == "ConfigMap")["data"]
+    settings["COVEL_SCHEDULER_DRAIN_S"] = "120"
+    assert any("covel-scheduler: terminationGracePeriodSeconds 75 must exceed preStop 5 s + shutdown budget 120 s" in p
+               for p in problems_of(resources, known))
+    env.append({"name": "COVEL_SCHEDULER_DRAIN_S", "value": "30"})
+    assert [p for p in problems_of(resources, known) if "covel-scheduler" in p] == []
+    # The others' budget is COVEL_SHUTDOWN_GRACE_S: 45 s does not outlast 5 s + 40 s.
+    settings["COVEL_SHUTDOWN_GRACE_S"] = "40"
+    problems = problems_of(resources, known)
+    assert sum("must exceed preStop 5 s + shutdown budget 40 s (COVEL_SHUTDOWN_GRACE_S)" in p for p in problems) == 4, problems
 
 
 def test_a_misspelt_setting_and_a_probe_on_the_wrong_port_are_caught(base_resources, known):
