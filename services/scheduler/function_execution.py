@@ -28,6 +28,20 @@ from shared.structs import from_struct, from_value
 DEFAULT_MAX_RECURSION_DEPTH = 10
 
 
+def _missing_turn_value(source: dict, select: str | None, run: TurnState) -> str:
+    """Why a required turn-scope input has no value, for the consumer's skip reason."""
+    if source.get("runtime"):
+        producers = [source["runtime"]]
+    else:
+        producers = list(run.providers.get(source.get("contract") or "", []))
+    with_value = [p for p in producers if p in run.outputs]
+    if with_value and select:
+        return f"select {select} matched nothing in the output of {', '.join(with_value)}"
+    if producers:
+        return f"{', '.join(producers)} gave no value (a function that returns nothing publishes none)"
+    return f"no value from {source.get('runtime') or source.get('contract')} in this execution"
+
+
 class FunctionExecution:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
                  hooks: HookBus | None = None, gateway: gateway_pb2_grpc.LlmGatewayStub | None = None) -> None:
@@ -75,7 +89,9 @@ class FunctionExecution:
 
     async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict) -> tuple[dict, str]:
         """The runtime's inputs, and why it must not run ("" when it may): a required input whose
-        value failed its checks, or a required committed input with no export yet."""
+        value failed its checks, a required committed input with no export yet, or a required
+        turn input whose producer succeeded without a value there (no value returned, or `select`
+        matched nothing): a consumer never runs without a required input."""
         specs = {b: s for b, s in ((manifest.get("io") or {}).get("inputs") or {}).items() if isinstance(s, dict)}
         committed_specs = {b: s for b, s in specs.items() if s.get("scope") == "committed"}
         committed = await self.committed_exports(scope.session.id, run) if committed_specs else None
@@ -98,6 +114,10 @@ class FunctionExecution:
                 return bound, rejected[binding]
             if binding in committed_specs:
                 return bound, f"input {binding}: nothing recorded under {spec.get('recordAs') or 'its recordAs'} yet"
+            source = spec.get("from") or {}
+            if source.get("kernel"):
+                continue
+            return bound, f"input {binding}: {_missing_turn_value(source, spec.get('select'), run)}"
         return bound, ""
 
     async def world_view(self, scope: ExecutionScope, run: TurnState) -> WorldView:

@@ -225,3 +225,22 @@ async def test_a_rolled_back_turn_does_not_count_towards_max_trigger_count_or_co
                         (store_pb2.TURN_STATUS_COMMITTED, 2), (store_pb2.TURN_STATUS_COMMITTED, 3)]
     # The rolled-back first turn ran both; neither run counts: maxTriggerCount 1 and cooldown 1 start over.
     assert ran == [["cool", "once"], ["cool", "once"], [], ["cool"]]
+
+
+async def test_a_required_turn_input_without_a_value_gates_its_consumer(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["gate-probe"]))).session
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I test the gates.")])
+        turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    assert results["gate-probe/empty"].status == "success" and results["gate-probe/partial"].status == "success"
+    # The producer succeeded, but returned no value / has nothing at the selected pointer: a required input gates.
+    no_value = results["gate-probe/needs-value"]
+    assert no_value.status == "skipped" and no_value.reason.startswith("input nothing: gate-probe/empty gave no value"), no_value.reason
+    missed = results["gate-probe/needs-select"]
+    assert (missed.status, missed.reason) == ("skipped", "input missing: select /missing matched nothing in the output of gate-probe/partial")
+    # An optional one is left out and the consumer runs; a matching select binds.
+    assert results["gate-probe/optional-select"].status == "success"
+    assert from_struct(results["gate-probe/optional-select"].output) == {"inputs": {}}
+    assert from_struct(results["gate-probe/fine"].output) == {"inputs": {"a": 1}}
