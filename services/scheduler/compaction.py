@@ -77,10 +77,14 @@ async def compact_history(
     done.trace.extend(pre.trace)
     if pre.aborted:
         return done
-    live_count = len([m for m in history if m.role in ("player", "story")])
+    # messageCount: the entries the prompt reads in full (since the latest summary); messageCountOriginal:
+    # every stored player and story entry. No token counts: this kernel measures characters.
+    through = int(from_struct(summary.metadata).get("throughSeq", 0)) if summary is not None else 0
+    logged = [m for m in history if m.role in ("player", "story")]
+    live_count = len([m for m in logged if m.seq > through])
     events = hooks.events
     if events is not None:
-        await events.compact_before(scope.session, message_count=live_count, message_count_original=live_count)
+        await events.compact_before(scope.session, message_count=live_count, message_count_original=len(logged))
     text, error = await _summarise(hooks, scope, plugin_id, folded, summary, budget)
     proposal = None
     if text:
@@ -100,8 +104,10 @@ async def compact_history(
                                                           **({"summaryId": proposal.id} if proposal is not None else {})})
     done.trace.extend(post.trace)
     if proposal is not None and events is not None:
-        kept = len([m for m in done.history if m.role in ("player", "story") and m.seq > folded[-1].seq])
-        await events.compact_after(scope.session, message_count=kept, compacted_count=len(folded), summary_length=len(text))
+        # messageCount: what the prompt reads in full after the fold (before's messageCount less compactedCount).
+        kept = len([m for m in logged if m.seq > folded[-1].seq])
+        await events.compact_after(scope.session, message_count=kept, compacted_count=len(folded), summary_length=len(text),
+                                   first_kept_entry_id=next((m.id for m in logged if m.seq > folded[-1].seq), None) or None)
     return done
 
 

@@ -157,10 +157,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         _check_idempotency_key(request.idempotency_key)
         actions = validate_actions(list(request.actions))
-        self.events.player_message(request.session_id, actions, request.idempotency_key)
+        # message:received / message:preprocessed once the turn is accepted (its lease taken): not for a
+        # retried submit answered with the first turn, nor for one refused (busy session, ended session).
+        accepted = _on_turn_started(lambda: self.events.player_message(request.session_id, actions, request.idempotency_key))
 
         async def work(emit) -> None:
-            turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key), emit)
+            turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key), accepted(emit))
             await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
             # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
             advances = 0
@@ -214,10 +216,22 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         goes away, so a turn always commits whole; `background` ends the stream after turn_started."""
         events: asyncio.Queue = asyncio.Queue()
         done = object()
+        # Set once the client went away: every story completed from then on is reported undelivered.
+        gone = ""
+
+        def undelivered(event) -> None:
+            if event is not done and event.WhichOneof("event") == "turn_completed":
+                self.events.message_sent(event.turn_completed, False, gone)
+
+        async def put(event) -> None:
+            if gone:
+                undelivered(event)
+            else:
+                await events.put(event)
 
         async def run() -> None:
             try:
-                await work(events.put)
+                await work(put)
             finally:
                 await events.put(done)
 
@@ -225,20 +239,26 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self.turns_in_flight.add(task)
         task.add_done_callback(self.turns_in_flight.discard)
         task.add_done_callback(_log_failure)
-        while True:
-            event = await events.get()
-            if event is done:
-                break
-            try:
+        delivering = None
+        try:
+            while True:
+                event = await events.get()
+                if event is done:
+                    break
+                delivering = event
                 yield event
-            except BaseException:
+                delivering = None
                 if event.WhichOneof("event") == "turn_completed":
-                    self.events.message_sent(event.turn_completed, False, "the client went away before the story was delivered")
-                raise
-            if event.WhichOneof("event") == "turn_completed":
-                self.events.message_sent(event.turn_completed, True)
-            if background and event.WhichOneof("event") == "turn_started":
-                return
+                    self.events.message_sent(event.turn_completed, True)
+                if background and event.WhichOneof("event") == "turn_started":
+                    return
+        except BaseException:
+            # The client went away (while waiting or while being sent an event); the turn goes on.
+            gone = "the client went away before the story was delivered"
+            for event in [delivering, *(events.get_nowait() for _ in range(events.qsize()))]:
+                if event is not None:
+                    undelivered(event)
+            raise
         # Raises the turn's error, if any, as this RPC's status.
         await task
 
@@ -330,6 +350,23 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             raise failed_precondition(f"no turn of session {request.session_id} is running on this scheduler; "
                                       "submit it as the next action instead")
         return scheduler_pb2.InterjectResponse(turn_id=turn_id)
+
+
+def _on_turn_started(announce):
+    """Wrap a turn's emit so `announce()` runs once, when the turn reports turn_started."""
+    def wrap(emit):
+        announced = False
+
+        async def emitting(event: scheduler_pb2.TurnEvent) -> None:
+            nonlocal announced
+            if not announced and event.WhichOneof("event") == "turn_started":
+                announced = True
+                announce()
+            await emit(event)
+
+        return emitting
+
+    return wrap
 
 
 def _check_idempotency_key(key: str) -> None:

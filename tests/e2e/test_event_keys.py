@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from covel.common.v1 import common_pb2
@@ -24,7 +25,7 @@ from covel_cli.launcher import ServiceGroup, free_port_addrs
 from services.scheduler.event_keys import SchedulerEventKeys
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
-from shared.structs import to_struct
+from shared.structs import from_struct, to_struct
 from tests.e2e.conftest import TEST_PLUGIN_DIR
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -243,3 +244,158 @@ async def test_reset_session_starts_over_and_emits_command_reset(services) -> No
     assert reset["context"]["sessionEntry"]["id"] == new.id and reset["context"]["previousSessionEntry"]["id"] == old.id
     # A reset is no new command.
     assert not [r for r in records(services.data_dir) if r["key"] == "command:new" and r.get("session_key") == new.id]
+
+
+def jsonl(data_dir: Path, name: str) -> list[dict]:
+    path = data_dir / name
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+async def submit(stub, session_id: str, text: str, key: str = "") -> list[scheduler_pb2.TurnEvent]:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, idempotency_key=key,
+                                                 actions=[common_pb2.PlayerAction(text=text)])
+    return [event async for event in stub.SubmitActions(request)]
+
+
+async def test_a_compacting_session_emits_both_compaction_keys_with_their_fields(services) -> None:
+    """Where they fire: history compaction in a real turn (compact-probe's history.compact@2 provider)."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, "compact-probe", PROBE, settings={"compact-probe": {"budgetChars": 400, "keepTurns": 1}})
+        turns = []
+        for number in range(4):
+            turns.append((await submit(stub, session.id, f"I walk to milestone {number}. Then I rest."))[-1].turn_completed)
+        messages = list((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages)
+        vetoed = await new_session(stub, "compact-probe", PROBE, settings={"compact-probe": {"budgetChars": 100, "keepTurns": 1,
+                                                                                            "veto": True}})
+        for number in range(3):
+            await submit(stub, vetoed.id, f"I walk to milestone {number}. Then I rest.")
+    compacting = [turn for turn in turns if any(entry.event == "PostCompaction" for entry in turn.hook_trace)]
+    assert compacting
+    # Awaited: recorded by the time the turn answered.
+    befores = [r for r in records(services.data_dir) if of("session:compact:before", session.id)(r)]
+    afters = [r for r in records(services.data_dir) if of("session:compact:after", session.id)(r)]
+    assert len(befores) == len(afters) == len(compacting)
+    summaries = [m for m in messages if m.role == "summary"]
+    for before, after, summary in zip(befores, afters, summaries):
+        assert before["by"] == after["by"] == "session" and before["t"] <= after["t"]
+        assert set(before["context"]) == {"sessionId", "missingSessionKey", "messageCount", "messageCountOriginal"}
+        assert before["context"]["sessionId"] == session.id and before["context"]["missingSessionKey"] is False
+        # In full in the prompt (since the latest summary), and the whole stored log.
+        assert 2 <= before["context"]["messageCount"] <= before["context"]["messageCountOriginal"]
+        # No token counts are known: absent, never zero.
+        assert set(after["context"]) == {"sessionId", "missingSessionKey", "messageCount", "compactedCount", "summaryLength",
+                                         "firstKeptEntryId"}
+        assert after["context"]["summaryLength"] == len(summary.text)
+        through = from_struct(summary.metadata)["throughSeq"]
+        first_kept = next(m for m in messages if m.role in ("player", "story") and m.seq > through)
+        assert after["context"]["firstKeptEntryId"] == first_kept.id
+        assert 0 < after["context"]["compactedCount"] < before["context"]["messageCount"]
+        # What is left live after the fold: the log before it, less what it folded.
+        assert after["context"]["messageCount"] == before["context"]["messageCount"] - after["context"]["compactedCount"]
+    # A PreCompaction abort: no compaction job, so neither key.
+    assert not [r for r in records(services.data_dir) if r.get("session_key") == vetoed.id and r["key"].startswith("session:compact")]
+
+
+async def test_message_keys_fire_for_an_accepted_turn_only(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, PROBE)
+        first = await submit(stub, session.id, "I knock.", key="knock-1")
+        # A retried submit: answered with the first turn, nothing runs and nothing is received again.
+        again = await submit(stub, session.id, "I knock.", key="knock-1")
+        assert again[-1].turn_completed.id == first[-1].turn_completed.id
+        assert not [e for e in again if e.WhichOneof("event") == "turn_started"]
+        # A refused submit: the session has ended.
+        await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id))
+        with pytest.raises(grpc.aio.AioRpcError):
+            await submit(stub, session.id, "I knock again.", key="knock-2")
+    await wait_for(services.data_dir, of("message:sent", session.id))
+    await asyncio.sleep(1.0)
+    for key in ("message:received", "message:preprocessed"):
+        seen = [r for r in records(services.data_dir) if of(key, session.id)(r)]
+        assert [r["context"]["messageId"] for r in seen] == ["knock-1"], (key, seen)
+
+
+async def test_message_sent_reports_a_story_the_client_never_got(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, PROBE)
+        call = stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+            session_id=session.id, actions=[common_pb2.PlayerAction(text="I shout and run away.")]))
+        async for event in call:
+            if event.WhichOneof("event") == "turn_started":
+                # The client goes away while the turn runs; the turn goes on and commits.
+                call.cancel()
+                break
+    [sent] = await wait_for(services.data_dir, of("message:sent", session.id), timeout_s=20)
+    assert sent["context"]["success"] is False
+    assert sent["context"]["error"] == "the client went away before the story was delivered"
+    assert sent["context"]["content"] and sent["context"]["to"] == session.id and sent["context"]["messageId"]
+
+
+async def test_an_observed_key_does_not_delay_the_turn(services) -> None:
+    """event-key-sleeper takes 2 s per message key; the turn does not wait for it."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, "event-key-sleeper")
+        await submit(stub, session.id, "I warm up.")  # the first turn of a session pays for caches
+        started = time.monotonic()
+        events = await submit(stub, session.id, "I sit down.")
+        took = time.monotonic() - started
+    assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
+    assert took < 1.5, f"the turn took {took:.2f} s with 2 s observed handlers"
+    deadline = time.monotonic() + 15
+    while True:
+        ended = [r for r in jsonl(services.data_dir, "event-key-sleeper.jsonl")
+                 if r["session_key"] == session.id and r["key"] == "message:received" and r["phase"] == "end"]
+        if len(ended) == 2 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert len(ended) == 2, "the handlers ran to their end after the turn answered"
+    print(f"\nturn with 2 s observed message handlers: {took * 1000:.0f} ms")
+
+
+async def play_hookspec_probe(services, decision: str, *extra: str, settings: dict | None = None):
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, "hookspec-probe", *extra, settings={"hookspec-probe": {"decision": decision},
+                                                                              **(settings or {})})
+        events = await submit(stub, session.id, "I read the sign.")
+    turn = events[-1].turn_completed
+    # Its hooks hear every runtime's calls: those of its own runtime.
+    heard = [r for r in jsonl(services.data_dir, "hookspec-probe.jsonl")
+             if r["session_id"] == session.id and r["runtime_id"] == "hookspec-probe"]
+    return {r.runtime_id: r for r in turn.runtime_results}["hookspec-probe"], heard
+
+
+async def test_replace_gives_the_agent_loop_a_successful_tool_result_without_running_the_tool(services) -> None:
+    result, heard = await play_hookspec_probe(services, "replace")
+    # finishWith: save-note needs a successful call: the replacement is that call's data and the runtime's output.
+    assert result.status == "success", result.reason
+    assert from_struct(result.output) == {"saved": "from the hook", "by": "hookspec-probe"}
+    assert not [r for r in heard if r["hook"] == "tool-ran"], "the tool never ran"
+    tools = [r for r in heard if r["hook"] == "after_tool_call"]
+    assert tools and tools[0]["tool"] == "save-note" and tools[0]["error"] is None
+    assert tools[0]["result"] == {"saved": "from the hook", "by": "hookspec-probe"}
+    llm = [r for r in heard if r["hook"] == "after_llm_call"]
+    assert llm and all(r["error"] is None and set(r["usage"]) >= {"promptTokens", "completionTokens"} for r in llm)
+
+
+async def test_deny_refuses_the_call_in_the_agent_loop(services) -> None:
+    result, heard = await play_hookspec_probe(services, "deny")
+    assert result.status == "failed", "every save-note call was refused, so finishWith never succeeded"
+    assert not [r for r in heard if r["hook"] == "tool-ran"]
+    refused = [r for r in heard if r["hook"] == "after_tool_call"]
+    assert refused and all(r["error"] == "refused" and r["message"] == "hookspec-probe says no" for r in refused)
+    without = await play_hookspec_probe(services, "")
+    assert without[0].status == "success" and [r for r in without[1] if r["hook"] == "tool-ran"]
+
+
+async def test_after_tool_call_hears_of_a_call_another_plugin_refused(services) -> None:
+    """tool-probe's PreToolUse aborts the hookspec plugin's runtime's calls (a plain covel.on handler)."""
+    result, heard = await play_hookspec_probe(services, "", "tool-probe",
+                                              settings={"tool-probe": {"runtime": "hookspec-probe", "veto": True}})
+    assert result.status == "failed" and not [r for r in heard if r["hook"] == "tool-ran"]
+    refused = [r for r in heard if r["hook"] == "after_tool_call"]
+    assert refused and all(r["error"] == "refused" and r["message"] == "tool-probe refuses this call" for r in refused)
