@@ -8,12 +8,14 @@ PostRuntime / PostContextAssembly, and only output handed back.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from covel.common.v1 import common_pb2
+from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent_runtime import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
 from services.scheduler.agent_tools import (
@@ -30,7 +32,7 @@ from services.scheduler.output_contracts import SchemaUnavailable, check_output,
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_services import add_service_tools
 from services.scheduler.prompt_segments import dynamic_segments
-from services.scheduler.subagents import INTERNAL_FAILURE, Subagents, subagent_error
+from services.scheduler.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.turn_state import TurnState
 from shared.logs import get_logger
 from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
@@ -50,7 +52,8 @@ class AgentExecution:
         self._interjections = interjections
 
     async def run(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
-                  on_narrative: OnNarrative, inputs: dict | None) -> RuntimeOutcome:
+                  on_narrative: OnNarrative, inputs: dict | None, root_budget: SubagentBudget | None = None) -> RuntimeOutcome:
+        """One agent execution; `root_budget` is the subagent budget of the root execution a nested run belongs to."""
         package = run.packages[runtime.plugin_id]
         story = is_story_runtime(runtime)
         schemas: list = []
@@ -76,7 +79,8 @@ class AgentExecution:
                 add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit))
         started = time.monotonic()
         loop_timeout_s = int(((manifest.get("agent") or {}).get("loop") or {}).get("timeoutMs") or 240_000) / 1000
-        subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started))
+        subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started),
+                                       budget=root_budget)
         if subagents.available:
             _add_delegate(tools, subagents)
         interjections = (lambda: self._interjections(scope.session.id)) if self._interjections else None
@@ -98,17 +102,25 @@ class AgentExecution:
         return outcome
 
     async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
-                         inputs: dict | None) -> RuntimeOutcome:
-        """ctx.recursive_call of an agent runtime: a full agent run whose writes the caller keeps or drops."""
+                         inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome:
+        """ctx.recursive_call of an agent runtime: a full agent run whose writes the caller keeps or drops.
+        Its delegate calls use the root execution's budget (`root_agents`, the root's ctx.agents)."""
 
         async def no_stream(_piece) -> None:
             return None
 
-        return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs)
+        root_budget = root_agents.budget if root_agents is not None else None
+        return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget)
 
-    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None) -> Subagents:
-        """ctx.agents / delegate for one root execution of `caller`."""
+    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
+                      budget: SubagentBudget | None = None) -> Subagents:
+        """ctx.agents / delegate for `caller`: a root execution gets a new budget from the session's
+        settings; a nested run passes its root's `budget` (calls, actors and the 8 running are shared)."""
         characters = characters or _CharacterCache(self._peers, scope.session.id)
+        if budget is None:
+            settings = {plugin_id: from_struct(value) for plugin_id, value in scope.session.plugin_settings.items()}
+            max_calls, max_actors = subagent_limits(settings, caller.plugin_id)
+            budget = SubagentBudget(max_calls=max_calls, max_actors=max_actors)
         providers = [(runtime, from_struct(runtime.manifest)) for package in run.packages.values() for runtime in package.runtimes]
 
         async def run_provider(plan) -> dict[str, Any]:
@@ -117,9 +129,15 @@ class AgentExecution:
         subagents = Subagents(
             caller_plugin_id=caller.plugin_id, caller_runtime_id=caller.runtime_id, providers=providers,
             run_provider=run_provider, characters=characters.load,
-            remaining_s=remaining_s or (lambda: 120.0),
+            remaining_s=remaining_s or (lambda: 120.0), is_paused=lambda plugin_id: self._paused(scope.session.id, plugin_id),
+            budget=budget,
         )
         return subagents
+
+    async def _paused(self, session_id: str, plugin_id: str) -> bool:
+        """Whether the fault breaker paused the plugin in this session (its providers answer unavailable)."""
+        reply = await self._peers.hooks.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session_id), timeout=10)
+        return any(paused.plugin_id == plugin_id for paused in reply.plugins)
 
     async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list,
                             trace: list) -> dict[str, Any]:
@@ -141,7 +159,10 @@ class AgentExecution:
             return None
 
         started = time.monotonic()
-        trace.append(_subagent_entry("subagent.started", "ok", provider, caller, plan.call_id))
+        concealed = bool((manifest.get("io") or {}).get("concealed"))
+        # A concealed provider's entries are hidden from clients like a concealed runtime's (concealment.py).
+        trace.append(_subagent_entry("subagent.started", "ok", provider, caller, plan.call_id,
+                                     message=json.dumps({"concealed": True}) if concealed else ""))
         outcome = await run_agent(
             runtime=provider, scope=scope, history=[], player_message="", gateway=self._peers.gateway, hooks=self._hooks,
             on_narrative=no_stream, history_max_turns=0, manifest=manifest, kernel_tools=tools, output_schemas=schemas,
@@ -162,7 +183,9 @@ class AgentExecution:
             code = "timeout" if outcome.stop_reason == "timeout" else ("cancelled" if outcome.stop_reason == "cancelled" else "internal")
             message = {"timeout": f"the subagent {provider.runtime_id} used its time",
                        "cancelled": "the subagent was cancelled"}.get(code, INTERNAL_FAILURE)
-            return {**subagent_error(code, message, outcome.stop_reason or "error"), "usage": usage}
+            # Output still invalid after its repair: internal / invalid-output (spec: 角色委托).
+            stop_reason = "invalid-output" if outcome.reason.startswith("invalid-output") else (outcome.stop_reason or "error")
+            return {**subagent_error(code, message, stop_reason), "usage": usage}
         if problem:
             log.warning("subagent output invalid", provider=provider.runtime_id, call_id=plan.call_id, reason=problem)
             return {**subagent_error("internal", INTERNAL_FAILURE, "invalid-output"), "usage": usage}
@@ -186,9 +209,11 @@ class AgentExecution:
                  "score": round(hit.score, 3), "coverage": round(hit.coverage, 3)} for hit in hits]
 
 
-def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0) -> common_pb2.HookTraceEntry:
+def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0,
+                    message: str = "") -> common_pb2.HookTraceEntry:
     return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=provider.runtime_id,
-                                     subagent_call_id=call_id, parent_runtime_id=caller.runtime_id, duration_us=duration_us)
+                                     subagent_call_id=call_id, parent_runtime_id=caller.runtime_id, duration_us=duration_us,
+                                     message=message)
 
 
 class _CharacterCache:
@@ -233,7 +258,7 @@ def _add_delegate(tools: KernelTools, subagents: Subagents) -> None:
         result = await subagents.run(args)
         if result.get("ok"):
             return {"ok": True, "data": {"output": result["output"], "stopReason": result["stopReason"]}}
-        return {"ok": False, "error": result["error"]}
+        return {"ok": False, "error": result["error"], **({"stopReason": result["stopReason"]} if result.get("stopReason") else {})}
 
     targets = subagents.targets()
     tools.add(DELEGATE, "Hand a task to a subagent and get its answer. Targets: " + ", ".join(targets),

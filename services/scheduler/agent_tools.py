@@ -39,6 +39,8 @@ class KernelTool:
     definition: gateway_pb2.ToolDefinition
     read_only: bool
     handler: ToolHandler
+    # Kept for a subagent although not read-only (imported write services, spec: 子 agent 只读工具).
+    subagent_keeps: bool = False
 
 
 @dataclass
@@ -53,9 +55,11 @@ class KernelTools:
     tool_writes: list[dict[str, Any]] = field(default_factory=list)
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, name: str, description: str, parameters: dict[str, Any], handler: ToolHandler, *, read_only: bool) -> None:
+    def add(self, name: str, description: str, parameters: dict[str, Any], handler: ToolHandler, *, read_only: bool,
+            subagent_keeps: bool = False) -> None:
         self.tools[name] = KernelTool(
             gateway_pb2.ToolDefinition(name=name, description=description, parameters=to_struct(parameters)), read_only, handler,
+            subagent_keeps,
         )
 
     def definitions(self) -> dict[str, gateway_pb2.ToolDefinition]:
@@ -71,7 +75,8 @@ class KernelTools:
         return name in self.tools and self.tools[name].read_only
 
     def restrict_to_read_only(self) -> None:
-        self.tools = {name: tool for name, tool in self.tools.items() if tool.read_only}
+        """A subagent's tools: the read-only ones, and imported services (read and write alike)."""
+        self.tools = {name: tool for name, tool in self.tools.items() if tool.read_only or tool.subagent_keeps}
 
     async def call(self, call: dict[str, Any]) -> str:
         tool = self.tools[call["name"]]

@@ -7,15 +7,38 @@ hook content, and a fixed text instead of its real failure reason.
 
 from __future__ import annotations
 
+import json
+
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 
 HIDDEN_FAILURE = "this part of the story could not be prepared; the details are hidden"
 
 
+def concealed_subagent_calls(turn: store_pb2.Turn) -> set[str]:
+    """Subagent calls of a concealed provider: its subagent.started entry says so (agent_execution.py)."""
+    calls = set()
+    for entry in turn.hook_trace:
+        if entry.event == "subagent.started" and entry.message:
+            try:
+                marked = json.loads(entry.message)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(marked, dict) and marked.get("concealed") is True:
+                calls.add(entry.subagent_call_id)
+    return calls
+
+
+def is_hidden_entry(entry, concealed_runtimes: set[str], concealed_calls: set[str] = frozenset()) -> bool:
+    """A trace entry of a concealed runtime, of a subagent it delegated to, or of a concealed subagent provider."""
+    return (entry.runtime_id in concealed_runtimes or (entry.parent_runtime_id and entry.parent_runtime_id in concealed_runtimes)
+            or (entry.subagent_call_id and entry.subagent_call_id in concealed_calls))
+
+
 def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
     concealed = {result.runtime_id for result in turn.runtime_results if result.concealed}
-    if not concealed:
+    concealed_calls = concealed_subagent_calls(turn)
+    if not concealed and not concealed_calls:
         return turn
     shown = store_pb2.Turn()
     shown.CopyFrom(turn)
@@ -27,7 +50,7 @@ def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
             elif result.reason:
                 result.reason = ""
     for entry in shown.hook_trace:
-        if entry.runtime_id in concealed:
+        if is_hidden_entry(entry, concealed, concealed_calls):
             entry.message = ""
     return shown
 
@@ -49,7 +72,7 @@ def conceal_event(event: scheduler_pb2.TurnEvent, concealed: set[str]) -> schedu
         progress.CopyFrom(event.progress)
         progress.label = ""
         return scheduler_pb2.TurnEvent(progress=progress)
-    if kind == "hook" and event.hook.runtime_id in concealed and event.hook.message:
+    if kind == "hook" and event.hook.message and is_hidden_entry(event.hook, concealed):
         hook = type(event.hook)()
         hook.CopyFrom(event.hook)
         hook.message = ""

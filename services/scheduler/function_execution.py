@@ -227,6 +227,8 @@ class FunctionExecution:
         if parent_context.progress is not None:
             # Nested calls report in the root execution's range, under their own runtime id.
             context.progress = parent_context.progress._range.reporter(target.runtime_id)
+        # ctx.agents of a nested run is its root's: one subagent budget per root execution (spec: 执行名额).
+        context.agents = parent_context.agents
         handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
         done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
         if done.status == "success":
@@ -246,7 +248,8 @@ class FunctionExecution:
         """A nested agent run (non-story): its tool writes and events follow the parent like a nested function's."""
         if self.run_nested_agent is None or target.visibility == "story":
             raise LookupError(f"recursive_call({target.runtime_id!r}): a story runtime cannot run nested; call a system runtime")
-        outcome = await self.run_nested_agent(target, scope, run, player_message, manifest, inputs)
+        # The nested agent's delegate calls share the root execution's subagent budget.
+        outcome = await self.run_nested_agent(target, scope, run, player_message, manifest, inputs, parent_context.agents)
         if outcome.status == "success":
             parent_context.plugin_data.own.extend(
                 BufferedWrite(target.runtime_id, write["type"], write["payload"]) for write in outcome.writes)

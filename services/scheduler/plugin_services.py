@@ -60,7 +60,9 @@ def add_service_tools(tools: KernelTools, manifest: dict[str, Any], packages: Ma
             return json.loads(reply.result)
 
         description = str(declaration.get("description") or f"The {contract} service of {provider}.")
-        tools.add(name, description, {"type": "object"}, call, read_only=not writes)
+        # A subagent keeps imported write services too: it calls them as itself and the staged
+        # operations go with the delegating run (spec: 子 agent).
+        tools.add(name, description, {"type": "object"}, call, read_only=not writes, subagent_keeps=True)
 
 
 class ServicesView:

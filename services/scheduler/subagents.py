@@ -2,16 +2,18 @@
 
 A subagent is another agent runtime (a `schedule.subagentOnly` provider) run inside the
 caller's execution with its own conversation and budget; it only hands back output. The
-limits are per root execution: at most 8 running at once, depth 1 (a subagent gets neither
-delegate nor ctx.agents), maxSubagentCalls admitted calls and maxActors distinct characters.
+limits are per root execution, shared by its nested runs (ctx.recursive_call): at most 8 running
+at once, depth 1 (a subagent gets neither delegate nor ctx.agents), and the session's
+maxSubagentCalls admitted calls and maxActors distinct characters (subagent_limits).
 Failures never raise: the caller gets `{ok: false, error: {code, message}, stopReason?}`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,10 @@ MAX_DATA_BYTES = 32 * 1024
 MAX_CONCURRENT = 8
 DEFAULT_MAX_SUBAGENT_CALLS = 16
 DEFAULT_MAX_ACTORS = 4
+# The ranges of the two session settings (spec: 执行名额); 0 turns the capability off.
+MAX_SUBAGENT_CALLS_RANGE = (0, 64)
+MAX_ACTORS_RANGE = (0, 16)
+FRAMEWORK_SETTINGS = "framework"
 CHARACTER_ACTOR = "character-actor@1"
 # The text a caller reads for an internal failure; the real reason goes to the server log.
 INTERNAL_FAILURE = "the subagent did not produce a valid answer"
@@ -51,6 +57,25 @@ class SubagentPlan:
     timeout_s: float
 
 
+def subagent_limits(plugin_settings: Mapping[str, Mapping[str, Any]], caller_plugin_id: str) -> tuple[int, int]:
+    """(maxSubagentCalls, maxActors) of a root execution: the session's settings, read when it starts.
+
+    The caller plugin's panel value wins over the session-wide `framework` one; a value that is
+    not an integer in range is ignored (the default applies)."""
+
+    def setting(key: str, default: int, bounds: tuple[int, int]) -> int:
+        for owner in (caller_plugin_id, FRAMEWORK_SETTINGS):
+            value = (plugin_settings.get(owner) or {}).get(key)
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # a protobuf Struct holds numbers as floats
+            if isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]:
+                return value
+        return default
+
+    return (setting("maxSubagentCalls", DEFAULT_MAX_SUBAGENT_CALLS, MAX_SUBAGENT_CALLS_RANGE),
+            setting("maxActors", DEFAULT_MAX_ACTORS, MAX_ACTORS_RANGE))
+
+
 @dataclass
 class SubagentBudget:
     """The limits of one root execution (shared by its nested calls)."""
@@ -74,7 +99,7 @@ class Subagents:
         run_provider: RunProvider,
         characters: Callable[[], Awaitable[list[dict[str, Any]]]],
         remaining_s: Callable[[], float],
-        is_paused: Callable[[str], bool] = lambda plugin_id: False,
+        is_paused: Callable[[str], bool | Awaitable[bool]] = lambda plugin_id: False,
         budget: SubagentBudget | None = None,
     ) -> None:
         self._caller_plugin_id = caller_plugin_id
@@ -184,7 +209,10 @@ class Subagents:
                 if len(encoded.encode()) > MAX_DATA_BYTES:
                     return subagent_error("invalid-input", f"data is {len(encoded.encode())} bytes as JSON; at most {MAX_DATA_BYTES}")
                 text = f"{brief}\n\n<data>\n{encoded}\n</data>"
-        if self._is_paused(provider.plugin_id):
+        paused = self._is_paused(provider.plugin_id)
+        if inspect.isawaitable(paused):
+            paused = await paused
+        if paused:
             return subagent_error("unavailable", f"{provider.runtime_id} is paused in this session after repeated faults")
         # Admission: the limits are taken synchronously, after everything above passed.
         if self.budget.running >= MAX_CONCURRENT:

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from services.scheduler.subagents import MAX_CONCURRENT, SubagentBudget, Subagents
+from services.scheduler.agent_tools import KernelTools
+from services.scheduler.subagents import MAX_CONCURRENT, SubagentBudget, Subagents, subagent_limits
 from tests.scheduler.agent_harness import runtime
 
 
@@ -107,3 +108,47 @@ async def test_a_paused_provider_is_unavailable_and_calls_after_close_raise():
     await agents.close()
     with pytest.raises(RuntimeError):
         await agents.run({"target": {"contract": "helper@1"}, "brief": "x"})
+
+
+def test_limits_come_from_the_session_settings():
+    assert subagent_limits({}, "gate") == (16, 4)
+    assert subagent_limits({"framework": {"maxSubagentCalls": 5, "maxActors": 0}}, "gate") == (5, 0)
+    # The caller plugin's own panel value wins; a Struct number arrives as a float.
+    assert subagent_limits({"framework": {"maxSubagentCalls": 5}, "gate": {"maxSubagentCalls": 2.0}}, "gate") == (2, 4)
+    # Out of range (calls 0-64, actors 0-16) or not an integer: the default.
+    assert subagent_limits({"gate": {"maxSubagentCalls": 65, "maxActors": 17}}, "gate") == (16, 4)
+    assert subagent_limits({"gate": {"maxSubagentCalls": True, "maxActors": "3"}}, "gate") == (16, 4)
+
+
+async def test_zero_calls_turns_subagents_off_and_a_shared_budget_counts_for_every_run():
+    off = subagents([provider("other/helper", "helper@1")], budget=SubagentBudget(max_calls=0))
+    result = await off.run({"target": {"contract": "helper@1"}, "brief": "x"})
+    assert result["error"]["code"] == "unavailable" and "maxSubagentCalls" in result["error"]["message"]
+    # A nested run's Subagents share the root's budget: calls made by either count for both.
+    root_budget = SubagentBudget(max_calls=2)
+    root = subagents([provider("other/helper", "helper@1")], budget=root_budget)
+    nested = subagents([provider("other/helper", "helper@1")], budget=root_budget)
+    assert (await root.run({"target": {"contract": "helper@1"}, "brief": "x"}))["ok"] is True
+    assert (await nested.run({"target": {"contract": "helper@1"}, "brief": "x"}))["ok"] is True
+    assert (await root.run({"target": {"contract": "helper@1"}, "brief": "x"}))["error"]["code"] == "unavailable"
+
+
+async def test_an_asynchronous_pause_check_is_awaited():
+    async def paused(plugin_id):
+        return plugin_id == "other"
+
+    agents = subagents([provider("other/helper", "helper@1")], is_paused=paused)
+    result = await agents.run({"target": {"contract": "helper@1"}, "brief": "x"})
+    assert result["error"]["code"] == "unavailable" and "paused" in result["error"]["message"] and agents.budget.calls == 0
+
+
+def test_a_subagent_keeps_imported_services_write_or_read():
+    async def answer(args):
+        return {"ok": True, "data": {}}
+
+    tools = KernelTools()
+    tools.add("notes-upsert", "", {"type": "object"}, answer, read_only=False)
+    tools.add("notes-get", "", {"type": "object"}, answer, read_only=True)
+    tools.add("write-ledger", "", {"type": "object"}, answer, read_only=False, subagent_keeps=True)
+    tools.restrict_to_read_only()
+    assert sorted(tools.names()) == ["notes-get", "write-ledger"]
