@@ -25,6 +25,7 @@ from shared.logs import get_logger
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import CancellationSignal, json_copy
+from shared.plugin_sdk.values import NULL
 
 log = get_logger(component="function_runtime")
 DEFAULT_TIMEOUT_MS = 30_000
@@ -224,7 +225,7 @@ def load_handler(path: Path, entry: str = "handler") -> Callable[..., Any]:
 
 
 def project_value(value: Any) -> dict[str, Any]:
-    """An object is the output; a scalar, array or null is {value}."""
+    """An object is the output; a scalar, array or null is {value} (spec: Function 的输出)."""
     if isinstance(value, dict):
         return json_copy(value)
     return {"value": json_copy(value)}
@@ -243,9 +244,15 @@ async def run_function(
     context.deadline = started + limit_ms / 1000
     try:
         handler = load_handler(handler_path, entry)
-        result = handler(context)
-        if inspect.isawaitable(result):
-            result = await asyncio.wait_for(result, limit_ms / 1000)
+        if inspect.iscoroutinefunction(handler):
+            result = await asyncio.wait_for(handler(context), limit_ms / 1000)
+        else:
+            # A plain `def handler(ctx)` runs in a worker thread under the same time limit, so a slow
+            # one fails its runtime instead of blocking every turn on this scheduler. (A thread cannot
+            # be killed: one that overruns is abandoned, ctx.signal aborted, and nothing of it commits.)
+            result = await asyncio.wait_for(asyncio.to_thread(handler, context), limit_ms / 1000)
+            if inspect.isawaitable(result):
+                result = await asyncio.wait_for(result, max(context.deadline - time.monotonic(), 0.001))
     except asyncio.CancelledError:
         context.signal.abort("cancelled")
         raise
@@ -256,8 +263,11 @@ async def run_function(
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
         return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
     if result is None:
+        # No value (spec: 没有值时投影为空对象); a handler gives JSON null by returning NULL.
         return finished(FunctionOutcome("success", output={}, writes=context.plugin_data.writes,
                                         read_from=set(context.plugin_data.read_from), events=list(context.emitted)))
+    if result is NULL:
+        result = None
     return finished(
         FunctionOutcome(
             "success", output=project_value(result), canonical_value=json_copy(result), has_value=True,
