@@ -41,6 +41,14 @@ log = get_logger(component="gateway.calls")
 
 
 @dataclass
+class CallFailed(ServiceError):
+    """No model answered: the status for the caller, and what the call used (for metrics and logs)."""
+
+    attempts: int = 0
+    provider: str = ""
+
+
+@dataclass
 class _Rounds:
     """Attempts that got no reply (stalls, generation errors): maxRetries + 1 of them."""
 
@@ -132,7 +140,8 @@ class CallRunner:
                     reason=failure.reason,
                 )
                 if not failure.retryable:
-                    raise ServiceError(failure.code, f"{target.label}: {failure.reason}") from None
+                    raise CallFailed(failure.code, f"{target.label}: {failure.reason}", attempts=budget.used,
+                                     provider=target.provider.name) from None
                 last_failure = failure
             if last_failure.kind in (STALL, GENERATION):
                 # No reply: retried at once (spec: 重试之间没有等待), within maxRetries.
@@ -155,7 +164,7 @@ class CallRunner:
             # The provider kept failing to generate: surfaced as such, not as an outage.
             yield self._finished(Final(message=Message(role="assistant"), finish_reason=events.ERROR, error_message=str(last_failure)), chain[position], budget)
             return
-        raise self._gave_up(resolution.slot, budget, rounds, tried, last_failure)
+        raise self._gave_up(resolution.slot, budget, rounds, tried, last_failure, chain[position].provider.name)
 
     def _finished(self, final: Final, target: Target, budget: Budget) -> Final:
         return replace(
@@ -167,7 +176,8 @@ class CallRunner:
         )
 
     @staticmethod
-    def _gave_up(slot: str, budget: Budget, rounds: _Rounds, tried: list[str], failure: AttemptFailed | None) -> ServiceError:
+    def _gave_up(slot: str, budget: Budget, rounds: _Rounds, tried: list[str], failure: AttemptFailed | None,
+                 provider: str) -> CallFailed:
         why = str(failure) if failure else "the call budget was used up"
         if rounds.left == 0:
             limit = f"maxRetries allowed {rounds.allowed} attempt(s) without a reply"
@@ -176,9 +186,11 @@ class CallRunner:
         else:
             limit = "the call's time is used up"
         code = grpc.StatusCode.DEADLINE_EXCEEDED if failure is not None and failure.kind == STALL else grpc.StatusCode.UNAVAILABLE
-        return ServiceError(
+        return CallFailed(
             code,
             f"no model answered slot {slot!r} after {budget.used} attempt(s) (tried {', '.join(tried)}; {limit}): {why}",
+            attempts=budget.used,
+            provider=provider,
         )
 
     async def run_to_final(self, call: Call, *, caller_remaining_s: float | None = None) -> Final:

@@ -7,7 +7,7 @@ import time
 import grpc
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from services.gateway.calls import CallRunner
+from services.gateway.calls import CallFailed, CallRunner
 from services.gateway.events import Final
 from services.gateway.providers.base import Provider
 from services.gateway.providers.openai_compatible import OpenAICompatibleProvider
@@ -40,7 +40,7 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
                     _log_final(call.slot, event, started)
                 yield event_to_proto(event)
         except ServiceError as error:
-            metrics.record_model_call(call.slot, "", error.code.name.lower(), time.perf_counter() - started, 0, 0, 0)
+            _log_failed(call.slot, error, started)
             raise
 
     @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": False})
@@ -51,7 +51,7 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
         try:
             final = await self.runner.run_to_final(call, caller_remaining_s=context.time_remaining())
         except ServiceError as error:
-            metrics.record_model_call(call.slot, "", error.code.name.lower(), time.perf_counter() - started, 0, 0, 0)
+            _log_failed(call.slot, error, started)
             raise
         _log_final(call.slot, final, started)
         return final_to_proto(final)
@@ -75,6 +75,15 @@ def _log_final(slot: str, final: Final, started: float) -> None:
         attempts=final.attempts,
         completion_tokens=final.usage.completion_tokens,
     )
+
+
+def _log_failed(slot: str, error: ServiceError, started: float) -> None:
+    """A call no model answered: its HTTP attempts count as retries too (covel_model_call_retries_total)."""
+    attempts = error.attempts if isinstance(error, CallFailed) else 0
+    provider = error.provider if isinstance(error, CallFailed) else ""
+    metrics.record_model_call(slot, provider, error.code.name.lower(), time.perf_counter() - started, attempts, 0, 0)
+    get_logger().warning("gateway.call_failed", slot=slot, provider=provider, code=error.code.name, attempts=attempts,
+                         error=error.message)
 
 
 def build_runner(settings: GatewaySettings) -> CallRunner:
