@@ -13,7 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
-from shared.structs import to_struct
+from shared.structs import from_struct, to_struct
 from tests.e2e.conftest import running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -34,8 +34,10 @@ SCRIPT = {"queues": {
         delegate(HELPER, "Anything?"), delegate(f"{PROBE}/strict", "Answer strictly."), {"text": "Both failed."},
         # test_a_concealed_providers_trace_is_hidden_from_clients
         delegate(WHISPERER, "Tell me the secret."), {"text": "I was told something."},
+        # test_a_nested_run_shares_the_root_executions_subagent_budget
+        delegate(HELPER, "Second."), {"text": "No more calls."},
     ],
-    "helper": [delegate(HELPER, "Go deeper."), {"text": "Under the mat."}],
+    "helper": [delegate(HELPER, "Go deeper."), {"text": "Under the mat."}, {"text": "First answer."}],
     "strict": [{"text": "not json"}, {"text": "still not json"}],
     "schemer": [{"tool_calls": [{"name": "plant-clue", "arguments": {"clue": "SECRET-CLUE-ARG"}}]}, {"text": "SECRET-SCHEMER-REPLY"}],
     "whisperer": [{"tool_calls": [{"name": "peek", "arguments": {}}]}, {"text": "SECRET-WHISPER-REPLY"}],
@@ -126,3 +128,16 @@ async def test_a_concealed_providers_trace_is_hidden_from_clients(delegating_ser
     assert "SECRET-WHISPER-PROMPT" not in client and "a secret door" not in client
     # The store keeps the provider's entries in full.
     assert tool_reports(stored, WHISPERER)[0]["result"]["data"] == {"behind": "a secret door"}
+
+
+async def test_a_nested_run_shares_the_root_executions_subagent_budget(delegating_services) -> None:
+    # maxSubagentCalls 1 (a session setting): the root function's own call uses it up, so the
+    # delegator it runs nested (ctx.recursive_call) finds none left.
+    _, turn, _ = await play(delegating_services, {"run": "rooted", "maxSubagentCalls": 1})
+    rooted = next(r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/rooted")
+    assert rooted.status == "success", rooted.reason
+    output = from_struct(rooted.output)
+    assert output["first"]["ok"] is True and output["first"]["output"] == {"content": "First answer."}
+    assert output["nested"] == "success"
+    [refused] = tool_reports(turn, DELEGATOR)
+    assert refused["result"]["error"]["code"] == "unavailable" and "maxSubagentCalls" in refused["result"]["error"]["message"]
