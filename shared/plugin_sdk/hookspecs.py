@@ -12,12 +12,14 @@
         covel.register_hookimpls(Policy())
 
 The hooks service maps the hooks onto the contract's events (services/hooks/hookspec_adapter.py):
-before_llm_call / after_llm_call onto PreLLMCall and PostLLMResponse, before_tool_call /
+before_llm_call / after_llm_call onto PreLLMCall and PostLLMResponse (after_llm_call also onto
+PostRuntime, where it hears of calls that failed), before_tool_call /
 after_tool_call onto PreToolUse and PostToolUse, system_prompt onto PostContextAssembly,
 on_error onto PostRuntime, provide_tools onto registered tools. Unlike `covel.on` handlers,
 a hookimpl that raises or returns the wrong type is logged and skipped: a security policy
 must return `ToolCallDecision.deny(...)`, never rely on raising. Order is pluggy's: the
-last registered first, `@hookimpl(tryfirst=True)` / `(trylast=True)` move an impl.
+last registered first, `@hookimpl(tryfirst=True)` / `(trylast=True)` move an impl. Wrappers
+(`@hookimpl(wrapper=True)`, `hookwrapper=True`) are refused when the plugin loads.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class LLMCallDecision:
 
     @classmethod
     def finish(cls, text: str) -> LLMCallDecision:
-        """Answer this call with `text` instead of the model's reply."""
+        """Answer this call with `text` instead of the model's reply (the model is still asked, without
+        tools or streaming: PreLLMCall cannot skip the call; see docs/event-hooks.md)."""
         return cls("finish", text)
 
 
@@ -65,8 +68,9 @@ class LLMCallResult:
     run_id: str
     text: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    # Not known to hooks in this kernel: stays None.
+    # The response's usage ({promptTokens, completionTokens, totalTokens}); None for a failed call.
     usage: dict[str, Any] | None = None
+    # A call that got no answer (LLMCallFailed with the runtime's reason); then text is None.
     error: Exception | None = None
     # Between the call leaving this plugin's PreLLMCall and the answer reaching its PostLLMResponse.
     duration_ms: int = 0
@@ -96,7 +100,8 @@ class ToolCallDecision:
 
     @classmethod
     def replace(cls, result: Any) -> ToolCallDecision:
-        """Do not run the tool: the model reads `result` as its data."""
+        """Do not run the tool: the model reads `result` as its data (a successful call for a plugin's
+        tool; a kernel tool's call is counted as failed, see docs/event-hooks.md)."""
         return cls("replace", result=result)
 
     @classmethod
@@ -149,7 +154,7 @@ class CovelHookSpecs:
 
     @hookspec
     def after_llm_call(self, request: LLMCallRequest, result: LLMCallResult, state: TurnState) -> None:
-        """After each model answer."""
+        """After each model call: its answer, or (error set) its failure."""
 
     @hookspec
     def before_tool_call(self, call: ToolCall, state: TurnState) -> ToolCallDecision | None:
@@ -157,7 +162,7 @@ class CovelHookSpecs:
 
     @hookspec
     def after_tool_call(self, call: ToolCall, result: ToolCallResult, state: TurnState) -> None:
-        """After each tool call: success, failure, refusal by this plugin, or replacement."""
+        """After each tool call: success, failure, refusal (by any plugin), or replacement."""
 
     @hookspec
     def system_prompt(self, prompt: str | list[dict], state: TurnState) -> str:
