@@ -14,10 +14,10 @@ from shared.grpc_client import open_channel
 from tests.e2e.conftest import running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-# The first draft is plain text (slow, so the interjection arrives while it is written); the
-# repair request then carries the interjection, which the rule answers.
+# The first draft is slow, so the interjection arrives while it is written; once the text is
+# written the interjection is merged (steering after the text) and the rule answers it.
 SCRIPT = {
-    "queues": {"story": [{"text": "Not a story object.", "delay_ms": 1500}]},
+    "queues": {"story": [{"json": {"segments": [{"kind": "narration", "text": "The guard ignores you."}]}, "delay_ms": 1500}]},
     "rules": [{"match": "the player interjects", "slots": ["story"],
                "reply": {"json": {"segments": [{"kind": "narration", "text": "You shout, and the guard turns round."}]}}}],
 }
@@ -46,4 +46,7 @@ async def test_an_interjection_is_merged_before_the_next_step(tmp_path) -> None:
                     assert reply.turn_id
         turn = events[-1].turn_completed
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn
-        assert "the guard turns round" in turn.narrative
+        assert "the guard turns round" in turn.narrative and "ignores you" not in turn.narrative
+        # The draft streamed before the interjection was withdrawn before the answer to it streamed.
+        deltas = [e.narrative_delta for e in events if e.WhichOneof("event") == "narrative_delta"]
+        assert any(delta.reset for delta in deltas)
