@@ -298,8 +298,9 @@ async def start(settings: HooksSettings) -> RunningServer:
 
     running = await start_server(settings.hooks_addr, add, settings=settings, service="hooks")
     # Event-key handlers still running (past a budget or their timeout) finish before the process exits.
-    running.on_shutdown.append(service.event_bus.join)
-    running.on_shutdown.append(registry_channel.close)
+    # Not bounded by the stop's budget: the spec joins the hook work before shared state closes.
+    running.on_stopped.append(service.event_bus.join)
+    running.on_stopped.append(registry_channel.close)
     return running
 
 
