@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
+from covel.hooks.v1 import hooks_pb2
+from services.scheduler.agent_execution import AgentExecution
 from services.scheduler.agent_tools import KernelTools
 from services.scheduler.subagents import MAX_CONCURRENT, SubagentBudget, Subagents, subagent_limits
-from tests.scheduler.agent_harness import runtime
+from services.scheduler.turn_state import TurnState
+from shared.structs import to_struct
+from tests.scheduler.agent_harness import runtime, scope
 
 
 def provider(runtime_id: str, contract: str = "", subagent_only: bool = True, timeout_ms: int | None = None):
@@ -152,3 +157,23 @@ def test_a_subagent_keeps_imported_services_write_or_read():
     tools.add("write-ledger", "", {"type": "object"}, answer, read_only=False, subagent_keeps=True)
     tools.restrict_to_read_only()
     assert sorted(tools.names()) == ["notes-get", "write-ledger"]
+
+
+async def test_production_subagents_read_the_session_limits_and_refuse_a_paused_provider():
+    paused = {"other"}
+
+    class PausedPlugins:
+        async def ListPausedPlugins(self, request, timeout=None):
+            return hooks_pb2.ListPausedPluginsResponse(plugins=[hooks_pb2.PausedPlugin(plugin_id=p) for p in sorted(paused)])
+
+    helper, _ = provider("other/helper", "helper@1")
+    run = TurnState(history=[], packages={"other": SimpleNamespace(runtimes=[helper])})
+    execution = AgentExecution(SimpleNamespace(hooks=PausedPlugins()), hooks=None, functions=None, history_max_turns=5)
+    session_scope = scope()
+    session_scope.session.plugin_settings["gate"].CopyFrom(to_struct({"maxSubagentCalls": 3, "maxActors": 1}))
+    agents = execution.subagents_for(runtime("gate/plan"), session_scope, run)
+    assert (agents.budget.max_calls, agents.budget.max_actors) == (3, 1)
+    result = await agents.run({"target": {"contract": "helper@1"}, "brief": "x"})
+    assert result["error"]["code"] == "unavailable" and "paused" in result["error"]["message"]
+    # A nested run passes its root's budget on.
+    assert execution.subagents_for(runtime("gate/plan"), session_scope, run, budget=agents.budget).budget is agents.budget
