@@ -13,7 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
-from shared.structs import from_struct, to_struct
+from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.conftest import running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -36,7 +36,10 @@ SCRIPT = {"queues": {
         delegate(WHISPERER, "Tell me the secret."), {"text": "I was told something."},
         # test_a_nested_run_shares_the_root_executions_subagent_budget
         delegate(HELPER, "Second."), {"text": "No more calls."},
+        # test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_with_the_caller
+        delegate(f"{PROBE}/scribe", "Record the key."), {"text": "Recorded."},
     ],
+    "scribe": [{"tool_calls": [{"name": "write-ledger", "arguments": {"entry": "from-subagent"}}]}, {"text": "Done."}],
     "helper": [delegate(HELPER, "Go deeper."), {"text": "Under the mat."}, {"text": "First answer."}],
     "strict": [{"text": "not json"}, {"text": "still not json"}],
     "schemer": [{"tool_calls": [{"name": "plant-clue", "arguments": {"clue": "SECRET-CLUE-ARG"}}]}, {"text": "SECRET-SCHEMER-REPLY"}],
@@ -50,11 +53,13 @@ async def delegating_services(tmp_path_factory):
         yield group
 
 
-async def play(services, settings: dict):
+async def play(services, settings: dict, plugins: tuple[str, ...] = (PROBE,), session_out: list | None = None):
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-            requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct(settings)}))).session
+            requested_plugins=list(plugins), approved_plugins=list(plugins), plugin_settings={PROBE: to_struct(settings)}))).session
+        if session_out is not None:
+            session_out.append(session)
         events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I look for the key.")]))]
         turn = events[-1].turn_completed
@@ -141,3 +146,17 @@ async def test_a_nested_run_shares_the_root_executions_subagent_budget(delegatin
     assert output["nested"] == "success"
     [refused] = tool_reports(turn, DELEGATOR)
     assert refused["result"]["error"]["code"] == "unavailable" and "maxSubagentCalls" in refused["result"]["error"]["message"]
+
+
+async def test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_with_the_caller(delegating_services) -> None:
+    sessions: list = []
+    _, turn, _ = await play(delegating_services, {"run": "delegator"}, plugins=(PROBE, "service-probe"), session_out=sessions)
+    result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
+    assert result.status == "success", result.reason
+    [recorded] = tool_reports(turn, f"{PROBE}/scribe")
+    assert recorded["name"] == "write-ledger" and recorded["result"] == {"ok": True, "data": {"recorded": "from-subagent"}}
+    async with open_channel(delegating_services.addrs["store"]) as channel:
+        entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(store_pb2.ListPluginDataRequest(
+            session_id=sessions[0].id, plugin_id="service-probe", namespace="ledger"))).entries
+    # The staged operation belongs to the service's plugin, called as the subagent, committed with the delegator.
+    assert {e.key: from_value(e.value) for e in entries} == {"from-subagent": {"by": f"{PROBE}/scribe"}}
