@@ -26,7 +26,7 @@ from services.scheduler.event_keys import SchedulerEventKeys
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
-from tests.e2e.conftest import TEST_PLUGIN_DIR
+from tests.e2e.conftest import TEST_PLUGIN_DIR, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "event-key-probe"
@@ -399,3 +399,20 @@ async def test_after_tool_call_hears_of_a_call_another_plugin_refused(services) 
     assert result.status == "failed" and not [r for r in heard if r["hook"] == "tool-ran"]
     refused = [r for r in heard if r["hook"] == "after_tool_call"]
     assert refused and all(r["error"] == "refused" and r["message"] == "tool-probe refuses this call" for r in refused)
+
+
+async def test_after_llm_call_hears_of_a_failed_model_call(tmp_path) -> None:
+    """The model refuses the hookspec probe's call (a 400 is not retried): after_llm_call gets it with error set."""
+    script = {"rules": [{"match": "I break the model", "slots": ["plugin"],
+                         "reply": {"error": {"status": 400, "message": "the request was refused"}}}]}
+    async with running_services(tmp_path, script=script) as group:
+        async with open_channel(group.addrs["scheduler"]) as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            session = await new_session(stub, "hookspec-probe")
+            events = await submit(stub, session.id, "I break the model.")
+    [result] = [r for r in events[-1].turn_completed.runtime_results if r.runtime_id == "hookspec-probe"]
+    assert result.status == "failed" and "refused" in result.reason, result.reason
+    heard = [r for r in jsonl(tmp_path, "hookspec-probe.jsonl")
+             if r["session_id"] == session.id and r["runtime_id"] == "hookspec-probe" and r["hook"] == "after_llm_call"]
+    assert len(heard) == 1 and heard[0]["usage"] is None
+    assert heard[0]["error"] == result.reason
