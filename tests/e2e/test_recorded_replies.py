@@ -52,7 +52,8 @@ def prompt_body(path: str) -> str:
 async def stack(tmp_path_factory):
     with RecordedModel() as model:
         group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("covel-recorded"),
-                             extra_env={"COVEL_PLUGIN_DIRS": str(PLUGINS), "COVEL_LOG_LEVEL": "info", **env_for(model)})
+                             extra_env={"COVEL_PLUGIN_DIRS": str(PLUGINS), "COVEL_LOG_LEVEL": "info",
+                                        "COVEL_RANDOM_SEED": "recorded", **env_for(model)})
         await group.start()
         try:
             async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
@@ -332,3 +333,35 @@ async def test_an_empty_story_answer_fails_the_turn_and_nothing_commits(stack) -
     assert "narrator" in turn.abort_reason
     for plugin, namespace in (("inventory", "items"), ("world-time", "clock"), ("affinity", "scores"), ("dice-check", "tally")):
         assert await data(store, session_id, plugin, namespace) == {}, (plugin, namespace)
+
+
+async def test_a_model_cannot_emit_dice_the_roller_did_not_roll(stack) -> None:
+    """With COVEL_RANDOM_SEED=recorded the roller's d20 on turn 1 is a 17 (DC 11: a success). The
+    narrator first claims a 4 (consistent in itself, but invented): dice-check's PreToolUse hook
+    refuses it and tells the model the turn's real roll; the model then repeats the real roll,
+    which passes, and the recorder counts the roll once."""
+    model, stub, store = stack
+    session_id = await new_session(stub)
+    model.requests.clear()
+    model.replies = {**ENGLISH, "narrator": [recorded("narrator-en-dice-a"), recorded("narrator-en-dice-b"), recorded("narrator-en-dice-c")]}
+    turn = await play(stub, session_id, "I climb the wall of the inn.")
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
+    [rolled] = from_struct(results(turn)["dice-check/roller"].output)["checks"]
+    assert (rolled["roll"], rolled["outcome"]) == (17, "success")
+    assert inputs_of(one(model.of("narrator")))["check"] == {"value": {"checks": [rolled]}}
+
+    refused = one(model.of("narrator"), step=1).body["messages"][-1]
+    assert refused["tool_call_id"] == "call_Emit1"
+    answer = json.loads(refused["content"])
+    assert answer["ok"] is False and answer["error"]["code"] == "refused"
+    assert "rolled no athletics check of 4+0 against DC 11" in answer["error"]["message"]
+    assert "This turn's rolls: athletics 17+0 vs DC 11 → success" in answer["error"]["message"]
+    accepted = json.loads(one(model.of("narrator"), step=2).body["messages"][-1]["content"])
+    assert accepted == {"ok": True, "data": {"emitted": "dice-check.rolled"}}
+
+    recorder = from_struct(results(turn)["dice-check/recorder"].output)
+    assert recorder["recorded"] == ["t1-1"] and recorder.get("ignored") == ["narrator"]
+    checks = await data(store, session_id, "dice-check", "checks")
+    assert list(checks) == ["t1-1"] and checks["t1-1"]["roll"] == 17
+    assert (await data(store, session_id, "dice-check", "tally"))["all"]["checks"] == 1
+    await wait_for_memories(store, session_id, 2)

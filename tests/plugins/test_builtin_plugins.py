@@ -79,7 +79,7 @@ async def test_roller_rolls_risky_actions_and_emits_the_receipt() -> None:
 
 async def test_recorder_refuses_a_receipt_that_does_not_follow_its_dice_and_writes_nothing() -> None:
     lie = {"action": "climb", "skill": "athletics", "roll": 3, "modifier": 0, "dc": 12, "total": 3, "outcome": "success"}
-    events = [{"topic": "dice-check.rolled", "source": "x", "payload": {"checks": [lie], "turn": 2}}]
+    events = [{"topic": "dice-check.rolled", "source": "dice-check/roller", "payload": {"checks": [lie], "turn": 2}}]
     done = await run("dice-check", "recorder", ctx("dice-check", "dice-check/recorder", activation={"events": events}))
     assert done.status == "failed" and "a failure, not success" in done.reason and done.writes == []
     honest = {**lie, "outcome": "failure"}
@@ -96,14 +96,49 @@ async def test_manual_roll_parses_the_expression_and_rejects_a_bad_one() -> None
     assert bad.status == "failed" and "not a dice expression" in bad.reason and bad.writes == []
 
 
-def test_pre_tool_use_refuses_an_emitted_check_with_the_wrong_outcome() -> None:
-    hook = _hook("dice-check", "PreToolUse")
-    check = {"action": "climb", "skill": "athletics", "roll": 3, "modifier": 0, "dc": 12, "total": 3, "outcome": "success"}
-    call = {"toolCall": {"id": "1", "name": "emit-event", "arguments": json.dumps({"topic": "dice-check.rolled", "payload": {"checks": [check]}})}}
-    verdict = hook.handler(hook_ctx("PreToolUse", "dice-check"), call)
-    assert verdict["action"] == "abort" and "is a failure, not success" in verdict["reason"]
-    call["toolCall"]["arguments"] = json.dumps({"topic": "dice-check.rolled", "payload": {"checks": [{**check, "outcome": "failure"}]}})
-    assert hook.handler(hook_ctx("PreToolUse", "dice-check"), call) == {"action": "continue"}
+async def test_recorder_counts_only_the_rollers_events() -> None:
+    check = {"action": "climb", "skill": "athletics", "roll": 14, "modifier": 0, "dc": 12, "total": 14, "outcome": "success"}
+    events = [{"topic": "dice-check.rolled", "source": "dice-check/roller", "payload": {"checks": [check], "turn": 3}},
+              {"topic": "dice-check.rolled", "source": "narrator", "payload": {"checks": [check], "turn": 3}}]
+    done = await run("dice-check", "recorder", ctx("dice-check", "dice-check/recorder", activation={"events": events}))
+    assert done.status == "success" and done.canonical_value == {"recorded": ["t3-1"], "ignored": ["narrator"]}
+    assert done.writes[-1]["payload"]["value"]["checks"] == 1, "a model's repeat of the roll is not counted twice"
+
+
+def _emit(check: dict) -> dict:
+    return {"toolCall": {"id": "1", "name": "emit-event", "arguments": json.dumps({"topic": "dice-check.rolled", "payload": {"checks": [check]}})}}
+
+
+def _in_turn(event: str, turn_id: str = "t1", session_id: str = "s1") -> HookContext:
+    return HookContext(ExecutionView(event, session_id, turn_id, "en", ("dice-check",), plugin_id="narrator", runtime_id="narrator"),
+                       "dice-check")
+
+
+def test_pre_tool_use_refuses_a_check_the_roller_did_not_roll_this_turn() -> None:
+    registrar = hooks_of("dice-check")
+    [remember] = [h for h in registrar.hooks if h.event == "PostRuntime"]
+    refuse, forget = _hook("dice-check", "PreToolUse"), _hook("dice-check", "SessionEnd")
+    rolled = {"action": "I climb the wall.", "skill": "athletics", "roll": 3, "modifier": 0, "dc": 12, "total": 3, "outcome": "failure"}
+    result = {"result": {"runtimeId": "dice-check/roller", "status": "success", "canonicalValue": {"checks": [rolled]}}}
+    assert remember.match(result) and not remember.match({"result": {"runtimeId": "narrator"}})
+
+    # Before the roller ran this turn, no emitted check is a rolled one.
+    assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled))["action"] == "abort"
+    remember.handler(_in_turn("PostRuntime"), result)
+    assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled)) == {"action": "continue"}, "the roller's own dice pass"
+    lie = refuse.handler(_in_turn("PreToolUse"), _emit({**rolled, "outcome": "success"}))
+    assert lie["action"] == "abort" and "is a failure, not success" in lie["reason"]
+    invented = refuse.handler(_in_turn("PreToolUse"), _emit({**rolled, "roll": 17, "total": 17, "outcome": "success"}))
+    assert invented["action"] == "abort" and "rolled no athletics check of 17+0 against DC 12" in invented["reason"]
+    assert "This turn's rolls: athletics 3+0 vs DC 12 → failure" in invented["reason"]
+    later = refuse.handler(_in_turn("PreToolUse", turn_id="t2"), _emit(rolled))
+    assert later["action"] == "abort" and "no dice were rolled" in later["reason"], "last turn's roll is not this turn's"
+    other = refuse.handler(_in_turn("PreToolUse", session_id="s2"), _emit(rolled))
+    assert other["action"] == "abort", "another session's roll does not count"
+    assert refuse.handler(_in_turn("PreToolUse"), {"toolCall": {"id": "2", "name": "emit-event", "arguments": json.dumps(
+        {"topic": "weather.changed", "payload": {}})}}) is None, "other topics are not dice-check's business"
+    forget.handler(_in_turn("SessionEnd"), {"sessionId": "s1"})
+    assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled))["action"] == "abort"
 
 
 # ---- inventory ----------------------------------------------------------------------------------

@@ -1,8 +1,18 @@
-"""dice-check's PreToolUse hook: an emitted check must follow its own dice.
+"""dice-check's hooks: a check a model emits must be a check the roller rolled this turn.
 
-A model that calls emit-event with topic dice-check.rolled (the kernel's builtin tool) and
-claims an outcome its roll does not give (a 3 against DC 12 as a success) is refused, and the
-reason tells it what the dice say.
+The roller (a function runtime) rolls with ctx.random and publishes its receipt. PostRuntime of
+dice-check/roller shows this module that receipt (its canonicalValue), which it keeps for the
+session's current turn, in this process's memory. A model that calls emit-event (the kernel's
+builtin tool) with topic dice-check.rolled is then refused, with the reason for the model, when:
+
+- a check does not follow its own dice (a 3 against DC 12 told as a success), or
+- a check is not one the roller rolled this turn (same skill, roll, modifier and DC; each rolled
+  check answers one emitted check), including any check at all in a turn the roller rolled none.
+
+Hooks never write state: the receipt lives only in memory, one turn per session, and SessionEnd
+forgets it. A hooks service that restarted mid-turn, or another replica, does not know the turn's
+dice, so a model's emitted check is refused then (fail closed); the roller's own event is not a
+tool call and is never checked here.
 """
 
 import json
@@ -10,13 +20,54 @@ import json
 from ..lib import dice
 
 TOPIC = "dice-check.rolled"
+ROLLER = "dice-check/roller"
+SAME_DICE = ("skill", "roll", "modifier", "dc")
+
+# session id -> (turn id, the checks the roller rolled in that turn)
+rolled: dict[str, tuple[str, list[dict]]] = {}
 
 
 def register(covel):
-    covel.on("PreToolUse", refuse_mismatched_check, timeout_ms=1000)
+    covel.on("PostRuntime", remember_rolls, match=is_roller_result, timeout_ms=1000)
+    covel.on("PreToolUse", refuse_invented_check, timeout_ms=1000)
+    covel.on("SessionEnd", forget_session, timeout_ms=1000)
 
 
-def refuse_mismatched_check(ctx, payload):
+def is_roller_result(payload) -> bool:
+    return (payload.get("result") or {}).get("runtimeId") == ROLLER
+
+
+def remember_rolls(ctx, payload):
+    result = payload.get("result") or {}
+    value = result.get("canonicalValue") if result.get("status") == "success" else None
+    checks = value.get("checks") if isinstance(value, dict) else None
+    rolled[ctx.session_id] = (ctx.turn_id, [dict(check) for check in checks or [] if isinstance(check, dict)])
+    return None
+
+
+def turn_rolls(ctx) -> list[dict] | None:
+    """The checks the roller rolled in this turn; None when this process has not seen them."""
+    turn_id, checks = rolled.get(ctx.session_id, ("", []))
+    return checks if turn_id and turn_id == ctx.turn_id else None
+
+
+def unrolled(emitted: list, rolls: list[dict] | None) -> list[str]:
+    """Why emitted checks are not dice the roller rolled this turn ([] when each one is)."""
+    if rolls is None:
+        return ["no dice were rolled by dice-check/roller in this turn"]
+    left = list(rolls)
+    problems = []
+    for index, check in enumerate(emitted):
+        match = next((roll for roll in left if all(roll.get(field) == check.get(field) for field in SAME_DICE)), None)
+        if match is None:
+            problems.append(f"checks[{index}]: dice-check/roller rolled no {check.get('skill')} check of {check.get('roll')}"
+                            f"{check.get('modifier', 0):+d} against DC {check.get('dc')} this turn")
+        else:
+            left.remove(match)
+    return problems
+
+
+def refuse_invented_check(ctx, payload):
     call = payload.get("toolCall") or {}
     if call.get("name") != "emit-event":
         return None
@@ -26,7 +77,17 @@ def refuse_mismatched_check(ctx, payload):
         return None  # the tool itself answers invalid-input
     if not isinstance(arguments, dict) or arguments.get("topic") != TOPIC:
         return None
-    problems = dice.mismatches((arguments.get("payload") or {}).get("checks"))
+    checks = (arguments.get("payload") or {}).get("checks") if isinstance(arguments.get("payload"), dict) else None
+    problems = dice.mismatches(checks)
     if problems:
         return {"action": "abort", "reason": "the check does not match its dice: " + "; ".join(problems)}
+    problems = unrolled(checks, turn_rolls(ctx))
+    if problems:
+        rolls = turn_rolls(ctx) or []
+        told = "; ".join(f"{r['skill']} {r['roll']}{r['modifier']:+d} vs DC {r['dc']} → {r['outcome']}" for r in rolls) or "none"
+        return {"action": "abort", "reason": "only dice-check/roller rolls dice: " + "; ".join(problems) + f". This turn's rolls: {told}"}
     return {"action": "continue"}
+
+
+def forget_session(ctx, payload):
+    rolled.pop(payload.get("sessionId") or ctx.session_id, None)

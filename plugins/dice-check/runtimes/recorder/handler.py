@@ -1,4 +1,4 @@
-"""Record the turn's checks (dataset `checks`) and count them (dataset `tally`, inc operations)."""
+"""Record the roller's checks (dataset `checks`) and count them (dataset `tally`, inc operations)."""
 
 import importlib.util
 import sys
@@ -17,9 +17,17 @@ def _lib(name):
 dice = _lib("dice")
 
 
+ROLLER = "dice-check/roller"
+
+
 async def handler(ctx):
-    recorded = []
+    recorded, ignored = [], []
     for event in ctx.activation.get("events", []):
+        if event.get("source") != ROLLER:
+            # Only the roller rolls: a model's emit-event of a roll repeats the roller's receipt at
+            # best (the PreToolUse hook refuses any other), so it is not counted twice.
+            ignored.append(str(event.get("source")))
+            continue
         payload = event.get("payload") or {}
         checks = payload.get("checks") or []
         problems = dice.mismatches(checks)
@@ -32,7 +40,7 @@ async def handler(ctx):
             recorded.append(record["id"])
         successes = sum(1 for check in checks if dice.is_success(check["outcome"]))
         await add_to_tally(ctx, checks=len(checks), successes=successes, failures=len(checks) - successes)
-    return {"recorded": recorded}
+    return {"recorded": recorded, **({"ignored": ignored} if ignored else {})}
 
 
 async def add_to_tally(ctx, **counts):
