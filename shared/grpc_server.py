@@ -17,6 +17,7 @@ from shared.logs import get_logger
 from shared.security.tls import load_tls, server_credentials
 from shared.settings import ServiceSettings
 from shared.telemetry import metrics, tracing
+from shared.telemetry.log_context import LogContextInterceptor
 
 ShutdownHook = Callable[[], Awaitable[None]]
 # Given the seconds left of the shutdown budget; runs alongside the in-flight RPCs' grace.
@@ -34,7 +35,7 @@ class RunningServer:
     health: health.aio.HealthServicer
     service_names: Sequence[str]
     port: int
-    # At SIGTERM, in order, after health turns NOT_SERVING: quick announcements (bounded by the budget).
+    # At SIGTERM, in order, after health turns NOT_SERVING: quick announcements, each bounded by itself.
     on_shutdown: list[ShutdownHook] = field(default_factory=list)
     # Then, concurrently with the in-flight RPCs' grace, each given the seconds left: work that is
     # not an RPC (turns that outlive their stream, background jobs).
@@ -61,11 +62,9 @@ class RunningServer:
 
         # Report NOT_SERVING first so load balancers stop sending, then let in-flight RPCs finish.
         await self.health.enter_graceful_shutdown()
+        # Not cut short (each has a budget of its own, e.g. gateway:shutdown's 5 s); their time counts against the deadline.
         for hook in self.on_shutdown:
-            try:
-                await asyncio.wait_for(hook(), left())
-            except asyncio.TimeoutError:
-                get_logger().warning("service.shutdown_hook_timeout", hook=getattr(hook, "__qualname__", repr(hook)))
+            await hook()
         outcomes = await asyncio.gather(self.server.stop(left()), *(drain(left()) for drain in self.on_drain),
                                         return_exceptions=True)
         for outcome in outcomes:
@@ -135,8 +134,9 @@ async def start_server(
         if metrics.start_metrics_server(service, settings, _host_of(addr)) is not None:
             observers.append(metrics.RpcMetricsInterceptor())
     server = grpc.aio.server(
-        # Tracing outermost, so a refused call (bearer token) is still traced and counted.
-        interceptors=[*observers, *interceptors] or None,
+        # Tracing outermost, so a refused call (bearer token) is still traced and counted; then the
+        # request's session and turn ids bound to every log line of the call.
+        interceptors=[*observers, LogContextInterceptor(), *interceptors],
         options=[
             ("grpc.max_receive_message_length", 32 * 1024 * 1024),
             ("grpc.max_send_message_length", 32 * 1024 * 1024),

@@ -22,11 +22,14 @@ from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
+from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
 from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.tracing import configure_tracing, traced
+
+log = get_logger(component="hooks")
 
 
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
@@ -69,6 +72,10 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         metrics.record_hook_trace(trace)
         for entry in trace:
             self._breaker.record(ctx.session_id, ctx.turn_id, entry.handler_plugin_id, entry.status, entry.message)
+            if entry.status in metrics.HOOK_FAILURE_STATUSES:
+                # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
+                log.warning("hook.handler_failed", hook_event=entry.event, plugin_id=entry.handler_plugin_id,
+                            status=entry.status, message=entry.message)
         return hooks_pb2.DispatchResponse(
             outcome=hooks_pb2.OUTCOME_ABORT if result.aborted else hooks_pb2.OUTCOME_CONTINUE,
             reason=result.reason,

@@ -93,10 +93,9 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         validation.commit(request)
         reply = await self._db.write(commit_turn, request)
         record_commit(reply.turn)
+        # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
         log.info(
             "turn.recorded",
-            session_id=request.session_id,
-            turn_id=reply.turn.id,
             status=store_pb2.TurnStatus.Name(reply.turn.status),
             messages=len(reply.turn.messages),
         )

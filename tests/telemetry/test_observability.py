@@ -166,3 +166,31 @@ async def test_log_lines_of_a_turn_carry_the_session_and_turn_ids(observed):
     finished = [line for line in lines if line.get("event") == "turn.finished"]
     assert [(line["session_id"], line["turn_id"], line["status"]) for line in finished] == \
         [(session.id, turn.id, "committed") for turn in turns]
+
+
+def _json_lines(group, service: str) -> list[dict]:
+    return [json.loads(line) for line in (group.log_dir / f"{service}.log").read_text().splitlines() if line.startswith("{")]
+
+
+async def test_the_other_services_log_lines_of_a_turn_carry_its_ids(observed):
+    group, _, _, session, turns = observed
+    expected = {(session.id, turn.id) for turn in turns}
+    # None of these lines names the ids itself: each service binds them from the request it answers.
+    for service, event, per_turn in (("hooks", "hook.handler_failed", 1), ("gateway", "gateway.call_finished", 1),
+                                     ("store", "turn.recorded", 1)):
+        lines = [line for line in _json_lines(group, service) if line.get("event") == event]
+        assert len(lines) == per_turn * len(turns), (service, lines)
+        assert {(line.get("session_id"), line.get("turn_id")) for line in lines} == expected, (service, lines)
+        assert all(line["service"] == service for line in lines)
+    failed = next(line for line in _json_lines(group, "hooks") if line.get("event") == "hook.handler_failed")
+    assert (failed["hook_event"], failed["plugin_id"], failed["status"]) == ("TurnStop", "telemetry-probe", "error")
+    # And every line any of them wrote within a turn's trace carries that turn's ids.
+    by_trace = {}
+    for line in _json_lines(group, "scheduler"):
+        if line.get("event") == "turn.finished":
+            by_trace[line["trace_id"]] = (line["session_id"], line["turn_id"])
+    assert len(by_trace) == len(turns)
+    for service in ("hooks", "gateway", "store"):
+        in_turns = [line for line in _json_lines(group, service) if line.get("trace_id") in by_trace]
+        assert in_turns, service
+        assert all((line.get("session_id"), line.get("turn_id")) == by_trace[line["trace_id"]] for line in in_turns), in_turns
