@@ -55,6 +55,10 @@ async def test_pre_tool_use_abort_refuses_the_call(services) -> None:
     assert len(aborts) == 8 and aborts[0].message == "tool-probe refuses this call"
     assert [e for e in entries(turn, "PostToolUse") if e.handler_plugin_id == PROBE and e.status == "abort"] == [], \
         "a refused call never ran, so PostToolUse does not fire"
+    # The loop records each refused call as skipped: tool.calling / tool.failed with skipReason hook-aborted.
+    skipped = [(e.event, e.status, json.loads(e.message)["skipReason"]) for e in turn.hook_trace
+               if e.event in ("tool.calling", "tool.failed") and e.runtime_id == FINISHER]
+    assert skipped == [("tool.calling", "skipped", "hook-aborted"), ("tool.failed", "skipped", "hook-aborted")] * 8
 
 
 async def test_pre_tool_use_rename_keeps_the_id_and_an_unlisted_tool_is_unauthorized(services) -> None:
@@ -72,6 +76,9 @@ async def test_pre_step_narrows_tools_and_lowers_steps(services) -> None:
     assert len(reports) == 2, "stepsRemaining 2 allowed two steps"
     assert all("saved" in r["result"]["data"] for r in reports), "the narrowed step offered only save-note"
     assert len(looper_steps) >= 2
+    # What the hook asked for that a step cannot honour is recorded in that step's step.completed.
+    ignored = [json.loads(e.message)["ignored"] for e in entries(turn, "step.completed") if e.runtime_id == LOOPER]
+    assert ignored and all("tools: not-a-tool" in step for step in ignored)
 
 
 async def test_pre_step_stop_cancelled_fails_and_tool_finished_still_checks_completion(services) -> None:
