@@ -496,6 +496,9 @@ class AgentLoop:
                     # The corrected request must call a tool.
                     tool_use_corrections += 1
                     force_required = True
+                    if stream:
+                        # The streamed prose is not the answer: withdrawn before the corrected reply streams.
+                        await self.on_narrative(StreamedPiece("", reset=True))
                     choices = sorted(finish_tools | ({RUNTIME_DONE} if require == "explicit" else set()))
                     wanted = " or ".join(choices) or "one of your tools"
                     conversation += [{"role": "assistant", "content": content},

@@ -386,3 +386,18 @@ async def test_the_session_locales_prompt_variant_is_assembled():
     gateway = FakeGateway([reply("ok")])
     await run(rt, gateway)
     assert "Describe the room." in gateway.requests[0].messages[0].content
+
+
+async def test_a_story_corrected_for_missing_tool_work_withdraws_its_streamed_prose():
+    pieces = []
+
+    async def record(piece):
+        pieces.append(piece)
+
+    hooks = FakeHooks(plugin_tools={"roll": ({"type": "object"}, False)})
+    manifest = {**STORY_MANIFEST, "agent": {"tools": {"plugin": ["roll"]}, "completion": {"require": "tool-use"}}}
+    gateway = FakeGateway([reply(_story("You win.")), reply("", ("roll", {})), reply(_story("The dice say you win."))])
+    outcome = await run_agent(runtime=runtime("narrator", "story", manifest), scope=scope(), history=[], player_message="Roll.",
+                              gateway=gateway, hooks=hooks, on_narrative=record, history_max_turns=5)
+    assert outcome.status == "success" and outcome.story.narrative_output == "The dice say you win."
+    assert [piece.reset for piece in pieces].count(True) == 1 and gateway.requests[1].tool_choice == "required"
