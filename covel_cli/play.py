@@ -102,6 +102,13 @@ def turn_summary(turn: store_pb2.Turn, elapsed_s: float) -> str:
     return f"[turn {turn.logical_turn} {status} in {elapsed_s:.2f}s: {', '.join(parts) or 'no runtimes'}]"
 
 
+def roll_line(roll: dict[str, Any]) -> str:
+    """`2d6+1: [3, 1] + 1 = 5` (no modifier: `d20: [14] = 14`)."""
+    modifier = int(roll.get("modifier") or 0)
+    shown = f" {'+' if modifier > 0 else '-'} {abs(modifier)}" if modifier else ""
+    return f"{roll['expression']}: [{', '.join(map(str, roll['dice']))}]{shown} = {roll['total']}"
+
+
 def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
     """What the builtin plugins did this turn, and the guide's suggestions."""
     outputs = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results if r.status == "success"}
@@ -110,9 +117,10 @@ def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
         lines.append(f"🎲 {check['skill']}: rolled {check['roll']}{check['modifier']:+d} vs DC {check['dc']} → {check['outcome']}")
     roll = outputs.get("dice-check/roll")
     if roll:
-        lines.append(f"🎲 {roll['expression']}: {' + '.join(map(str, roll['dice']))}{roll['modifier']:+d} = {roll['total']}")
+        lines.append(f"🎲 {roll_line(roll)}")
     for change in (outputs.get("inventory/apply") or {}).get("applied") or []:
-        lines.append(f"🎒 {change['item']} {change['delta']:+d} (now {change['quantity']})" if change["delta"] else f"🎒 {change['item']} in hand")
+        name = change.get("name") or change["item"]
+        lines.append(f"🎒 {name} {change['delta']:+d} (now {change['quantity']})" if change["delta"] else f"🎒 {name} in hand")
     for change in (outputs.get("affinity/apply") or {}).get("applied") or []:
         lines.append(f"♥ {change.get('name', change['character'])} {change['delta']:+d} (now {change['score']})")
     advance = outputs.get("world-time/advance")

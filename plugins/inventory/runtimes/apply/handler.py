@@ -38,5 +38,5 @@ async def handler(ctx):
                 await ctx.plugin_data.update("items", key, operations)
         else:
             continue  # nothing carried and nothing gained: a no-op change
-        applied.append({"item": key, "delta": delta, "quantity": have + delta})
+        applied.append({"item": key, "name": current["name"] if current else name, "delta": delta, "quantity": have + delta})
     return {"applied": applied}
