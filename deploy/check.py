@@ -10,7 +10,8 @@
    COVEL_SHUTDOWN_GRACE_S for the others; from the Deployment's env, else the ConfigMap, else
    the setting's default), pods run as the image's non-root user,
    every container has requests and limits, scheduler and store have a PodDisruptionBudget,
-   and an overlay brings every Secret it needs;
+   mounts name the pod's volumes, and an overlay brings every Secret it needs (env and volumes);
+   each component (deploy/k8s/components/<name>, e.g. tls) is checked applied to the base;
 4. hadolint lints deploy/Dockerfile.
 
 Exit 1 with every problem listed. `--out DIR` also writes the rendered manifests there.
@@ -25,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,16 @@ def render(directory: Path) -> list[dict[str, Any]]:
 
 class RenderError(Exception):
     pass
+
+
+def render_with_component(component: Path) -> list[dict[str, Any]]:
+    """A component (deploy/k8s/components/<name>) is no kustomization of its own: the base with it."""
+    with tempfile.TemporaryDirectory(dir=K8S_DIR, prefix=".check-") as folder:
+        (Path(folder) / "kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": ["../base"], "components": [f"../components/{component.name}"],
+        }))
+        return render(Path(folder))
 
 
 def schema_problems(resources: list[dict[str, Any]], versions: tuple[str, ...] = KUBERNETES_VERSIONS) -> list[str]:
@@ -225,6 +237,14 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
                 reference = item.get("valueFrom", {}).get("secretKeyRef") or item.get("secretRef")
                 if reference and not reference.get("optional") and reference["name"] not in secrets:
                     problems.append(f"{where}: needs Secret {reference['name']!r}, which this overlay does not create")
+            for volume in pod.get("volumes", []):
+                secret = volume.get("secret")
+                if secret and not secret.get("optional") and secret.get("secretName") not in secrets:
+                    problems.append(f"{where}: volume {volume['name']} needs Secret {secret.get('secretName')!r}, which this overlay does not create")
+        mounted = {volume["name"] for volume in pod.get("volumes", [])}
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] not in mounted:
+                problems.append(f"{where}: mounts volume {mount['name']!r}, which the pod does not have")
     for service in ("scheduler", "store"):
         budgets = [
             pdb for pdb in rendered.of_kind("PodDisruptionBudget")
@@ -238,7 +258,8 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
 def check(directory: Path, *, self_contained: bool, known: dict[str, set[str]], uid: int) -> Rendered:
     name = str(directory.relative_to(K8S_DIR))
     try:
-        rendered = Rendered(name, render(directory), self_contained)
+        rendered = Rendered(name, render_with_component(directory) if directory.parent.name == "components" else render(directory),
+                            self_contained)
     except RenderError as error:
         return Rendered(name, [], self_contained, [str(error)])
     rendered.problems = schema_problems(rendered.resources) + consistency_problems(rendered, known, uid)
@@ -259,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     known, uid = known_variables(), image_uid()
     targets = [(K8S_DIR / "base", False)] + [(overlay, True) for overlay in sorted((K8S_DIR / "overlays").iterdir()) if overlay.is_dir()]
+    components = K8S_DIR / "components"
+    targets += [(component, False) for component in sorted(components.iterdir()) if component.is_dir()] if components.is_dir() else []
     failed = False
     for directory, self_contained in targets:
         rendered = check(directory, self_contained=self_contained, known=known, uid=uid)

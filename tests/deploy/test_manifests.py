@@ -130,3 +130,26 @@ def test_with_a_health_port_the_probes_must_use_it(base_resources, known):
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         container(resources, "gateway")[probe]["grpc"]["port"] = 8081
     assert [p for p in problems_of(resources, known) if "covel-gateway" in p] == []
+
+
+def test_the_tls_component_moves_the_probes_and_mounts_the_certificates(known):
+    resources = deploy_check.render_with_component(deploy_check.K8S_DIR / "components" / "tls")
+    assert deploy_check.schema_problems(resources, ("1.30.0",)) == []
+    assert problems_of(resources, known) == []
+    settings = next(r for r in resources if r["kind"] == "ConfigMap")["data"]
+    assert settings["COVEL_HEALTH_PORT"] == "8081" and settings["COVEL_TLS_CA_FILE"] == "/etc/covel/tls/ca.crt"
+    for service in deploy_check.SERVICES:
+        pod = deployment(resources, service)["spec"]["template"]["spec"]
+        assert {"name": "tls", "secret": {"secretName": "covel-tls", "defaultMode": 0o440}} in pod["volumes"]
+        assert container(resources, service)["readinessProbe"]["grpc"]["port"] == 8081
+    scheduler_env = {item["name"]: item.get("value") for item in container(resources, "scheduler")["env"]}
+    assert scheduler_env["COVEL_TLS_REQUIRE_CLIENT_CERT"] == "false"
+    # An overlay applying it must bring the Secret (or cert-manager's) like any other.
+    secret_problems = [p for p in problems_of(resources, known, self_contained=True) if "covel-tls" in p]
+    assert len(secret_problems) == len(deploy_check.SERVICES), secret_problems
+
+
+def test_a_mount_of_a_volume_the_pod_lacks_is_caught(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    container(resources, "hooks")["volumeMounts"].append({"name": "tls", "mountPath": "/etc/covel/tls"})
+    assert "Deployment/covel-hooks: mounts volume 'tls', which the pod does not have" in problems_of(resources, known)
