@@ -22,7 +22,7 @@ from services.scheduler.peers import Peers
 from services.scheduler.player_input import validate_actions
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.turn_runner import TurnRequest, TurnRunner, requests_advance
+from services.scheduler.turn_runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -48,6 +48,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self._runner = TurnRunner(peers, PluginCache(peers.registry), self._hooks, settings)
         # Turns keep running when their client goes away; shutdown waits for them.
         self.turns_in_flight: set[asyncio.Task] = set()
+        # session id -> the stop flags of its auto-advance chains: Cancel sets them (the player stops advancing).
+        self._advance_chains: dict[str, set[AdvanceStop]] = {}
 
     @rpc
     async def CreateSession(self, request: scheduler_pb2.CreateSessionRequest, context) -> scheduler_pb2.CreateSessionResponse:
@@ -162,16 +164,27 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         accepted = _on_turn_started(lambda: self.events.player_message(request.session_id, actions, request.idempotency_key))
 
         async def work(emit) -> None:
-            turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key), accepted(emit))
-            await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
-            # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
-            advances = 0
-            while requests_advance(turn) and advances < await self._max_auto_advance(request.session_id):
-                advances += 1
-                key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
-                advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
-                turn = await self._run_turn(TurnRequest(request.session_id, [advance], key, origin="continuation"), emit)
+            # Cancel stops this submit's turn and its auto-advance chain, at any point (stop is checked
+            # when a turn takes its lease, and between turns).
+            stopped = AdvanceStop()
+            chains = self._advance_chains.setdefault(request.session_id, set())
+            chains.add(stopped)
+            try:
+                turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key, stop=stopped), accepted(emit))
                 await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+                # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
+                advances = 0
+                while (requests_advance(turn) and not stopped.is_set()
+                       and advances < await self._max_auto_advance(request.session_id) and not stopped.is_set()):
+                    advances += 1
+                    key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
+                    advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
+                    turn = await self._run_turn(TurnRequest(request.session_id, [advance], key, origin="continuation", stop=stopped), emit)
+                    await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+            finally:
+                chains.discard(stopped)
+                if not chains:
+                    self._advance_chains.pop(request.session_id, None)
 
         async for event in self._stream(work):
             yield event
@@ -330,7 +343,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context) -> scheduler_pb2.CancelResponse:
         require(request.session_id, "session_id", "the session whose turn to cancel")
         reason = f"cancelled: {request.reason}" if request.reason else "cancelled by request"
-        if not self._runner.cancel(request.session_id, request.turn_id, reason):
+        # Cancel also stops the session's auto-advance: no continuation turn starts after it.
+        chains = self._advance_chains.get(request.session_id, set()) if not request.turn_id else set()
+        for stopped in chains:
+            stopped.set(reason)
+        if not self._runner.cancel(request.session_id, request.turn_id, reason) and not chains:
             raise failed_precondition(
                 f"no turn of session {request.session_id} is running on this scheduler"
                 + (f" with id {request.turn_id}" if request.turn_id else "")

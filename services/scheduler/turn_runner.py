@@ -87,6 +87,21 @@ class TurnRequest:
     activation: dict | None = None
     # A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot.
     detached_job: store_pb2.DetachedJob | None = None
+    # A submit's turns (its own and its continuations): Cancel stops them, even one still taking its lease.
+    stop: AdvanceStop | None = None
+
+
+@dataclass(eq=False)
+class AdvanceStop:
+    """Set by Cancel while a submit runs: its turn is cancelled and its auto-advance chain starts no more turns."""
+
+    reason: str = ""
+
+    def set(self, reason: str) -> None:
+        self.reason = self.reason or reason
+
+    def is_set(self) -> bool:
+        return bool(self.reason)
 
 
 class TurnRunner:
@@ -153,6 +168,9 @@ class TurnRunner:
         work = asyncio.create_task(self._run_leased(request, lease, session, turn, emit))
         running = RunningTurn(turn.id, work)
         self._running[session.id] = running
+        if request.stop is not None and request.stop.is_set():
+            # Cancelled while this turn took its lease: it ends as cancelled, like one cancelled running.
+            self.cancel(session.id, turn.id, request.stop.reason)
         try:
             return await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
         except (asyncio.CancelledError, asyncio.TimeoutError) as error:
