@@ -365,3 +365,46 @@ async def test_a_model_cannot_emit_dice_the_roller_did_not_roll(stack) -> None:
     assert list(checks) == ["t1-1"] and checks["t1-1"]["roll"] == 17
     assert (await data(store, session_id, "dice-check", "tally"))["all"]["checks"] == 1
     await wait_for_memories(store, session_id, 2)
+
+
+def usage_of(name: str) -> int:
+    return recorded(name)["usage"]["total_tokens"]
+
+
+async def test_cost_gate_counts_the_providers_usage_of_every_call(stack) -> None:
+    """The recorded replies carry the provider's usage; cost-gate adds exactly those totals."""
+    model, stub, store = stack
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
+    for plugin_id, values in {**WORLD.plugin_settings, "cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 5000}}.items():
+        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    session_id = (await stub.CreateSession(request)).session.id
+    model.requests.clear()
+    model.replies = ENGLISH
+    assert (await play(stub, session_id, TURN_1)).status == store_pb2.TURN_STATUS_COMMITTED
+    await wait_for_memories(store, session_id, 2)
+    for _ in range(50):  # the detached extraction's last call is counted when its hook returns
+        if len(model.of("memory/extract")) == 2:
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.3)
+    spent = sum(usage_of(name) for name in ("narrator-en-1", "guide-en-1", "inventory-ledger-en-1a", "inventory-ledger-en-1b",
+                                            "affinity-judge-en-1", "memory-extract-en-1a", "memory-extract-en-1b"))
+    stopped = await play(stub, session_id, TURN_2)
+    assert stopped.status == store_pb2.TURN_STATUS_ABORTED
+    assert f"this session used {spent} tokens, past its hard cap of 5000" in stopped.abort_reason, (spent, stopped.abort_reason)
+
+
+async def test_cost_gate_with_a_cap_that_is_not_a_number_stops_the_turn_with_the_reason(stack) -> None:
+    model, stub, store = stack
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
+    for plugin_id, values in {**WORLD.plugin_settings, "cost-gate": {"hardCapTokens": "lots"}}.items():
+        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    model.requests.clear()
+    model.replies = ENGLISH
+    # The kernel does not check setting types at CreateSession; the hook refuses to run uncapped.
+    session_id = (await stub.CreateSession(request)).session.id
+    turn = await play(stub, session_id, TURN_1)
+    assert turn.status == store_pb2.TURN_STATUS_ABORTED, turn.status
+    assert "hardCapTokens must be a whole number of tokens >= 0, not 'lots'" in turn.abort_reason, turn.abort_reason
+    assert model.requests == [], "no model was called"
+    assert await data(store, session_id, "inventory", "items") == {}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from types import MappingProxyType
 
+import pytest
 import yaml
 
 from services.gateway.chat import Message, Tool
@@ -225,6 +226,39 @@ def test_cost_gate_caps() -> None:
     count.handler(context, {"response": {"content": "a b c d e f g h"}, "messages": []})
     stopped = start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {})
     assert stopped["action"] == "abort" and "hard cap of 12" in stopped["reason"]
+
+
+def test_cost_gate_counts_the_providers_usage_and_keeps_story_runtimes_by_visibility() -> None:
+    count, schedule, start = _hook("cost-gate", "PostLLMResponse"), _hook("cost-gate", "PreSchedule"), _hook("cost-gate", "TurnStart")
+    settings = {"softCapTokens": 1000, "hardCapTokens": 1500}
+    context = HookContext(ExecutionView("PostLLMResponse", "usage-session", "t1", "en", ("cost-gate",),
+                                        plugin_settings={"cost-gate": settings}), "cost-gate")
+    # The kernel's payload carries the provider's usage: that, not the words, is what counts.
+    payload = {"response": {"content": "a b c", "toolCalls": [], "usage": {"promptTokens": 700, "completionTokens": 300,
+                                                                               "totalTokens": 1000}},
+               "messages": [{"role": "user", "content": "many words " * 50}]}
+    count.handler(context, payload)
+    in_session = HookContext(ExecutionView("PreSchedule", "usage-session", "t2", "en", ("cost-gate",),
+                                           plugin_settings={"cost-gate": settings}), "cost-gate")
+    triggered = {"triggered": [{"name": "world-time/context", "stage": "pre-turn", "visibility": "internal"},
+                               {"name": "narrator", "stage": "narrative", "visibility": "story"},
+                               {"name": "chat-mode/narrate", "stage": "narrative-late", "visibility": "story"},
+                               {"name": "helper", "stage": "narrative", "visibility": "internal"}]}
+    kept = schedule.handler(in_session, triggered)["replace"]["triggered"]
+    assert [entry["name"] for entry in kept] == ["narrator", "chat-mode/narrate"], "visibility decides, not the stage name"
+    assert start.handler(in_session, {}) == {"action": "continue"}, "1000 tokens: past the soft cap, under the hard one"
+    count.handler(context, {"response": {"usage": {"totalTokens": 500}}, "messages": []})
+    stopped = start.handler(in_session, {})
+    assert stopped["action"] == "abort" and "used 1500 tokens, past its hard cap of 1500" in stopped["reason"]
+    _hook("cost-gate", "SessionEnd").handler(in_session, {"sessionId": "usage-session"})
+    assert start.handler(in_session, {}) == {"action": "continue"}, "SessionEnd forgets the count"
+
+
+def test_cost_gate_refuses_caps_that_are_not_token_counts() -> None:
+    start = _hook("cost-gate", "TurnStart")
+    for bad in ({"hardCapTokens": "lots"}, {"softCapTokens": -1}, {"hardCapTokens": 2.5}, {"softCapTokens": True}):
+        with pytest.raises(ValueError, match="must be a whole number of tokens >= 0"):
+            start.handler(hook_ctx("TurnStart", "cost-gate", settings=bad), {})
 
 
 def test_history_compaction_summarises_the_folded_turns_within_the_target() -> None:

@@ -1,7 +1,7 @@
 """cost-gate: count a session's model tokens, trim to the story at a soft cap, stop at a hard cap.
 
-Hooks have no storage of their own, so the count lives in this process, per session: it
-starts again from zero when the hooks service restarts.
+Hooks never write state, so the count lives in this process, per session: it starts again from
+zero when the hooks service restarts, and each hooks replica counts the calls it saw (README).
 """
 
 import re
@@ -21,8 +21,16 @@ def register(covel):
 
 
 def caps(ctx) -> tuple[int, int]:
+    """(soft, hard) from the settings; a cap that is not a whole number >= 0 fails the hook with the
+    reason (TurnStart and PreSchedule treat a failed handler as a stop, so nothing runs uncapped)."""
     settings = ctx.get_own_settings() or {}
-    return int(settings.get("softCapTokens", DEFAULTS["softCapTokens"])), int(settings.get("hardCapTokens", DEFAULTS["hardCapTokens"]))
+    found = []
+    for key in ("softCapTokens", "hardCapTokens"):
+        value = settings.get(key, DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+            raise ValueError(f"cost-gate: the setting {key} must be a whole number of tokens >= 0, not {value!r}")
+        found.append(int(value))
+    return found[0], found[1]
 
 
 def approx_tokens(text: str) -> int:
@@ -63,7 +71,7 @@ def story_only_at_soft_cap(ctx, payload):
 
 
 def is_story(entry) -> bool:
-    """A story runtime: its visibility when the kernel says it, else the narrative stage."""
+    """A story runtime: `visibility: story` (the kernel sends it); an entry without one, by its stage."""
     return entry.get("visibility") == "story" if "visibility" in entry else entry.get("stage") == STORY_STAGE
 
 
