@@ -55,19 +55,28 @@ async def test_layers_cycle_gates_timeouts_and_triggers(services) -> None:
 
 
 async def test_outputs_are_checked_against_published_schemas_and_failures_commit_nothing(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel:
+    from covel.store.v1 import store_pb2_grpc
+
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["contract-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I count.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
-        results = {r.runtime_id: r for r in turn.runtime_results}
-        assert results["contract-probe/good"].status == "success"
-        assert from_struct(results["contract-probe/scalar"].output) == {"value": 7}
-        bad = results["contract-probe/bad"]
-        assert bad.status == "failed" and bad.reason.startswith("output-schema-invalid")
-        assert "/count" in bad.reason and "extra" in bad.reason
-        committed = [o for o in turn.proposal_outcomes if o.status == store_pb2.PROPOSAL_STATUS_COMMITTED]
-        assert len(committed) == 2, "the story and good's write; bad's write never reached the store"
+        counts = (await store_pb2_grpc.TransactionalStoreStub(store_channel).ListPluginData(
+            store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="contract-probe", namespace="counts"))).entries
+    results = {r.runtime_id: r for r in turn.runtime_results}
+    assert results["contract-probe/good"].status == "success"
+    assert from_struct(results["contract-probe/scalar"].output) == {"value": 7}
+    # The published contract probe.count@1 (root contracts) rejects bad's value at the output boundary.
+    bad = results["contract-probe/bad"]
+    assert bad.status == "failed" and bad.reason.startswith("output-schema-invalid")
+    assert "/count" in bad.reason and "extra" in bad.reason
+    assert [entry.key for entry in counts] == ["good"], "bad's write never reached the store"
+    # JSON null is a value: it is checked like any other and projected as {value: null}.
+    null_value = results["contract-probe/null-value"]
+    assert null_value.status == "success" and from_struct(null_value.output) == {"value": None}
+    null_bad = results["contract-probe/null-bad"]
+    assert null_bad.status == "failed" and null_bad.reason.startswith("output-schema-invalid"), null_bad.reason
 
 
 async def test_in_execution_plugin_data_visibility_and_read_dependencies(services) -> None:

@@ -57,3 +57,32 @@ def test_values_that_fail_their_checks_are_left_out_and_reported() -> None:
     bound = bind_inputs(manifest, {"p/up": {"word": "bad", "other": "good"}}, {}, committed=EXPORTS, check=SchemaCheck(), rejected=rejected)
     assert bound == {"fine": {"value": "good"}}
     assert rejected == {"broken": "input broken: the export fails its contract", "picky": "input picky: input-schema-invalid"}
+
+
+def test_turn_inputs_of_cardinality_all_bind_every_provider_with_a_value_sorted_by_runtime_id() -> None:
+    manifest = inputs(
+        every={"from": {"contract": "note@1", "cardinality": "all"}},
+        selected={"from": {"contract": "note@1", "cardinality": "all"}, "select": "/word"},
+        one={"from": {"contract": "note@1"}},
+    )
+    # Completion order z, a, m; m has no /word, so it is left out of the selected array.
+    outputs = {"p/z": {"word": "zed"}, "p/a": {"word": "ay"}, "p/m": {"other": 1}}
+    providers = {"note@1": ["p/z", "p/a", "p/m", "p/failed"]}
+    bound = bind_inputs(manifest, outputs, providers)
+    assert bound["every"] == {"value": [{"word": "ay"}, {"other": 1}, {"word": "zed"}]}
+    assert bound["selected"] == {"value": ["ay", "zed"]}
+    assert bound["one"] == {"value": {"word": "zed"}}, "cardinality one: the first provider to finish"
+
+
+def test_accepts_of_cardinality_all_checks_the_whole_array() -> None:
+    class ArrayCheck:
+        def provider(self, binding, spec, full):
+            return None
+
+        def value(self, binding, spec, value):
+            return f"input {binding}: input-schema-invalid (maxItems 1)" if isinstance(value, list) and len(value) > 1 else None
+
+    manifest = inputs(every={"from": {"contract": "note@1", "cardinality": "all"}, "required": False})
+    rejected: dict[str, str] = {}
+    bound = bind_inputs(manifest, {"p/a": {"n": 1}, "p/b": {"n": 2}}, {"note@1": ["p/a", "p/b"]}, check=ArrayCheck(), rejected=rejected)
+    assert bound == {} and rejected == {"every": "input every: input-schema-invalid (maxItems 1)"}
