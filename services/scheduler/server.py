@@ -348,10 +348,9 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         for stopped in chains:
             stopped.set(reason)
         if not self._runner.cancel(request.session_id, request.turn_id, reason) and not chains:
-            raise failed_precondition(
-                f"no turn of session {request.session_id} is running on this scheduler"
-                + (f" with id {request.turn_id}" if request.turn_id else "")
-            )
+            # Not running here: the store hands the cancel to the replica holding the turn's lease.
+            await self._signal_turn(store_pb2.SignalTurnRequest(
+                session_id=request.session_id, turn_id=request.turn_id, kind="cancel", reason=reason))
         await self.events.command_stop(request.session_id)
         return scheduler_pb2.CancelResponse()
 
@@ -364,9 +363,24 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             raise invalid_argument("text", f"say 1-{MAX_INTERJECTION} characters")
         turn_id = self._runner.interject(request.session_id, text)
         if not turn_id:
-            raise failed_precondition(f"no turn of session {request.session_id} is running on this scheduler; "
-                                      "submit it as the next action instead")
+            # Not running here: the store hands it to the replica holding the turn's lease.
+            signalled = await self._signal_turn(
+                store_pb2.SignalTurnRequest(session_id=request.session_id, kind="interject", text=text),
+                instead="submit it as the next action instead")
+            turn_id = signalled.signal.turn_id
         return scheduler_pb2.InterjectResponse(turn_id=turn_id)
+
+    async def _signal_turn(self, signal: store_pb2.SignalTurnRequest, instead: str = "") -> store_pb2.SignalTurnResponse:
+        """Leave a cancel or interjection for the session's running turn on whichever replica runs it."""
+        try:
+            return await self._peers.store.SignalTurn(signal, timeout=10)
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise failed_precondition(
+                    f"no turn of session {signal.session_id} is running" + (f" with id {signal.turn_id}" if signal.turn_id else "")
+                    + (f"; {instead}" if instead else "")
+                ) from error
+            raise
 
 
 def _on_turn_started(announce):

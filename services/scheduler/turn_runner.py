@@ -165,6 +165,7 @@ class TurnRunner:
             started_at=_now(),
         )
         renewer = asyncio.create_task(self._keep_lease(lease))
+        signals = asyncio.create_task(self._take_signals(lease))
         work = asyncio.create_task(self._run_leased(request, lease, session, turn, emit))
         running = RunningTurn(turn.id, work)
         self._running[session.id] = running
@@ -189,6 +190,7 @@ class TurnRunner:
             raise
         finally:
             renewer.cancel()
+            signals.cancel()
             if self._running.get(session.id) is running:
                 del self._running[session.id]
                 # Interjections nobody read before the turn ended do not leak into the next one.
@@ -211,6 +213,25 @@ class TurnRunner:
             await self._peers.store.ReleaseTurnLease(
                 store_pb2.ReleaseTurnLeaseRequest(session_id=lease.session_id, lease_id=lease.lease_id), timeout=5
             )
+
+    async def _take_signals(self, lease: store_pb2.TurnLease) -> None:
+        """Cancel and Interject that reached another scheduler replica: the store keeps them for this
+        lease's holder (SignalTurn), which takes them here and applies them as if asked directly."""
+        while True:
+            await asyncio.sleep(SIGNAL_POLL_S)
+            try:
+                reply = await self._peers.store.TakeTurnSignals(
+                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id), timeout=5)
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.ABORTED:
+                    return  # the lease is gone: so is the turn's chance to be signalled here
+                log.warning("signals.take_failed", session_id=lease.session_id, code=error.code().name)
+                continue
+            for signal in reply.signals:
+                if signal.kind == "cancel":
+                    self.cancel(lease.session_id, signal.turn_id, signal.reason or "cancelled by request")
+                elif signal.kind == "interject":
+                    self.interject(lease.session_id, signal.text)
 
     async def _keep_lease(self, lease: store_pb2.TurnLease) -> None:
         interval = self._settings.scheduler_lease_ttl_ms / 3000
@@ -797,6 +818,8 @@ def requests_advance(turn: store_pb2.Turn) -> bool:
 
 
 MAX_EVENT_LAYERS = 8
+# How often the lease holder asks the store for Cancel / Interject sent to another replica.
+SIGNAL_POLL_S = 0.25
 
 
 def _event_topics(manifest: dict) -> set[str]:
