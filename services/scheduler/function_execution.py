@@ -154,9 +154,12 @@ class FunctionExecution:
                                            if runtime.plugin_id in session.plugin_settings else {}),
         )
 
-        async def recursive_call(runtime_id: str, input: dict | None = None) -> dict:
-            """A nested execution of a runtime of the same package; its writes follow this one."""
-            return await self._recursive_call(runtime, runtime_id, scope, run, player_message, manifest, depth, context, input)
+        async def recursive_call(runtime_id: str, input: dict | None = None, *, player_message: str | None = None) -> dict:
+            """A nested execution of a runtime of the same package (spec: recursiveCall({playerMessage,
+            manualTrigger: {runtimeId, payload}})); its writes follow this one. The nested run reads
+            `player_message` if given, else this run's."""
+            message = player_message if isinstance(player_message, str) else context.player_message
+            return await self._recursive_call(runtime, runtime_id, scope, run, message, manifest, depth, context, input)
 
         context.recursive_call = recursive_call
         context.session = MappingProxyType({"lastPlayerInput": run.last_player_input(scope)})

@@ -29,7 +29,7 @@ async def test_nested_writes_commit_with_a_successful_parent_only(services) -> N
     keeper = results["nest-probe/keeper"]
     assert keeper.status == "success", keeper.reason
     assert from_struct(keeper.output) == {
-        "child": {"origin": "recursive", "actions": [], "depth": 1}, "origin": "player", "actions": 1,
+        "child": {"origin": "recursive", "actions": [], "depth": 1, "message": "A message for the child."}, "origin": "player", "actions": 1,
     }, "a nested run's origin is recursive and it has no player actions; its parent keeps the turn's"
     follower = results["nest-probe/follower"]
     assert from_struct(follower.output) == {"actions": [], "origin": "player"}, "an event run has no player actions"

@@ -1,0 +1,63 @@
+"""turn-digest@1 and operations@1 as TurnState builds them from what the turn's runtimes did."""
+
+from __future__ import annotations
+
+from covel.common.v1 import common_pb2
+from covel.store.v1 import store_pb2
+from services.scheduler.agent_runtime import RuntimeOutcome
+from services.scheduler.hook_bus import ExecutionScope
+from services.scheduler.story_output import normalize_story
+from services.scheduler.turn_state import MAX_OPERATION_PART_CHARS, OperationNote, ToolCallNote, TurnState
+
+
+def _scope(locale: str = "zh") -> ExecutionScope:
+    return ExecutionScope(session=store_pb2.Session(id="s1", locale=locale), turn_id="t2", logical_turn=2)
+
+
+def _state(**fields) -> TurnState:
+    return TurnState(**{"history": [], "packages": {}, **fields})
+
+
+def test_only_finished_committable_visible_runtimes_count() -> None:
+    run = _state(manifests={"p/hidden": {"io": {"concealed": True}}}, player_message="I look.",
+                 actions=[common_pb2.PlayerAction(seat_id="main", kind="do", text="I look.", source="player")])
+    run.outcomes = {"p/story": RuntimeOutcome("success", story=normalize_story("Rain.")), "p/ok": RuntimeOutcome("success"),
+                    "p/failed": RuntimeOutcome("failed"), "p/hidden": RuntimeOutcome("success"),
+                    "p/failed-story": RuntimeOutcome("failed", story=normalize_story("Never told."))}
+    run.statuses = {runtime_id: outcome.status for runtime_id, outcome in run.outcomes.items()}
+    run.activity.tool_calls += [ToolCallNote("p/ok", True, "p/ok called look({})"), ToolCallNote("p/ok", False, "p/ok called broken({})"),
+                                ToolCallNote("p/failed", True, "p/failed called look({})"),
+                                ToolCallNote("p/hidden", True, "p/hidden called secret({})"),
+                                ToolCallNote("p/running", True, "p/running called look({})")]
+    run.activity.operations += [OperationNote("p/ok", "notes.add@1", "added", {"text": "hi"}, {"id": "n1"}),
+                                OperationNote("p/failed", "notes.add@1", "lost", {}, None),
+                                OperationNote("p/running", "notes.add@1", "not yet", {}, None)]
+    inputs = run.kernel_inputs(_scope())
+    digest = inputs["turn-digest@1"]
+    assert digest["narrativeText"] == "Rain.", "only successful stories"
+    assert digest["toolCallSummaries"] == ["p/ok called look({})"]
+    assert digest["locale"] == "zh" and digest["turnId"] == "t2"
+    assert digest["actions"] == [{"seatId": "main", "kind": "do", "text": "I look.", "source": "player"}]
+    assert inputs["operations@1"] == {"operations": [
+        {"contract": "notes.add@1", "summary": "added", "request": {"text": "hi"}, "result": {"id": "n1"}}]}
+    assert run.operation_units() == {"p/ok"}
+    assert "locale" not in run.kernel_inputs(_scope(locale=""))["turn-digest@1"]
+
+
+def test_an_oversized_request_or_result_is_left_out_and_marked_truncated() -> None:
+    note = OperationNote("p/ok", "notes.add@1", "added", {"text": "x" * (MAX_OPERATION_PART_CHARS + 1)}, {"ok": True})
+    assert note.value() == {"contract": "notes.add@1", "summary": "added", "result": {"ok": True}, "truncated": True}
+
+
+def test_last_player_input_is_this_turns_submission_or_the_latest_player_message() -> None:
+    run = _state(player_message="I look.", player_input_id="in-1", started_at="2026-12-03T08:00:00Z",
+                 actions=[common_pb2.PlayerAction(kind="do", text="I look.", source="player")])
+    assert run.last_player_input(_scope()) == {"id": "in-1", "sessionId": "s1", "turnId": "t2", "formId": None,
+                                               "values": {"text": "I look."}, "createdAt": "2026-12-03T08:00:00Z"}
+    earlier = common_pb2.Message(id="m1", session_id="s1", turn_id="t1", role="player", text="Hello.")
+    earlier.created_at.FromJsonString("2026-12-03T07:00:00Z")
+    continuation = _state(history=[earlier, common_pb2.Message(role="story", text="Hi.")],
+                          actions=[common_pb2.PlayerAction(kind="advance", source="system")])
+    assert continuation.last_player_input(_scope()) == {"id": "m1", "sessionId": "s1", "turnId": "t1", "formId": None,
+                                                        "values": {"text": "Hello."}, "createdAt": "2026-12-03T07:00:00Z"}
+    assert TurnState(history=[], packages={}).last_player_input(_scope()) is None
