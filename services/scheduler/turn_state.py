@@ -112,17 +112,28 @@ class TurnState:
         }
         if scope.session.locale:
             digest["locale"] = scope.session.locale
-        operations = [note.value() for note in self.activity.operations if note.unit in committable]
+        operations = [note.value() for note in self._committable_operations(committable)]
         return {"turn-digest@1": digest, "operations@1": {"operations": operations}}
 
     def operation_units(self) -> set[str]:
         """The units whose staged operations operations@1 hands a runtime starting now: a reader
         commits only if they do (a commit dependency, not a scheduling one)."""
-        committable = self._committable_units()
-        return {note.unit for note in self.activity.operations if note.unit in committable}
+        return {note.unit for note in self._committable_operations(self._committable_units())}
 
     def _committable_units(self) -> set[str]:
         return {runtime_id for runtime_id, outcome in self.outcomes.items() if outcome.status == "success" or outcome.guard_skipped}
+
+    def _committable_operations(self, committable: set[str]) -> list[OperationNote]:
+        """Operations of finished committable units still staged with them: not those of a nested
+        run or subagent that failed (their writes were withdrawn from the unit)."""
+        kept = []
+        for note in self.activity.operations:
+            if note.unit not in committable:
+                continue
+            staged = self.outcomes[note.unit].foreign_writes
+            if all(any(w.get("type") == kind and w.get("payload") == payload for w in staged) for kind, payload in note.staged):
+                kept.append(note)
+        return kept
 
     def last_player_input(self, scope: ExecutionScope) -> dict[str, Any] | None:
         """The latest PlayerInputSubmission when the execution started: this turn's own player input,
@@ -165,6 +176,8 @@ class OperationNote:
     summary: str
     request: Any
     result: Any
+    # (type, payload) of each change it staged: it counts while they stay with its unit.
+    staged: list[tuple[str, Any]] = field(default_factory=list)
 
     def value(self) -> dict[str, Any]:
         operation: dict[str, Any] = {"contract": self.contract, "summary": self.summary}
@@ -245,5 +258,6 @@ class RecordingHooks:
             if reply.ok and reply.proposals:
                 summary = data.get("summary") if isinstance(data, dict) and isinstance(data.get("summary"), str) else (
                     f"{contract} staged {', '.join(p.type for p in reply.proposals)}")
-                running[0].operations.append(OperationNote(running[1], contract, summary[:MAX_TOOL_SUMMARY_CHARS], request, data))
+                staged = [(p.type, from_struct(p.payload)) for p in reply.proposals]
+                running[0].operations.append(OperationNote(running[1], contract, summary[:MAX_TOOL_SUMMARY_CHARS], request, data, staged))
         return reply

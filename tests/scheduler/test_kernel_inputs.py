@@ -61,3 +61,15 @@ def test_last_player_input_is_this_turns_submission_or_the_latest_player_message
     assert continuation.last_player_input(_scope()) == {"id": "m1", "sessionId": "s1", "turnId": "t1", "formId": None,
                                                         "values": {"text": "Hello."}, "createdAt": "2026-12-03T07:00:00Z"}
     assert TurnState(history=[], packages={}).last_player_input(_scope()) is None
+
+
+def test_an_operation_withdrawn_from_its_unit_is_left_out() -> None:
+    run = _state()
+    kept = {"namespace": "ledger", "key": "kept", "value": 1}
+    run.outcomes = {"p/ok": RuntimeOutcome("success", foreign_writes=[{"pluginId": "svc", "type": "plugin.data", "payload": kept}])}
+    run.activity.operations += [
+        OperationNote("p/ok", "ledger@1", "kept", {}, None, staged=[("plugin.data", kept)]),
+        # A failed nested run or subagent of p/ok staged this; its writes never reached p/ok's unit.
+        OperationNote("p/ok", "ledger@1", "withdrawn", {}, None, staged=[("plugin.data", {"namespace": "ledger", "key": "lost"})]),
+    ]
+    assert [op["summary"] for op in run.kernel_inputs(_scope())["operations@1"]["operations"]] == ["kept"]
