@@ -25,6 +25,7 @@ from services.scheduler.agent_execution import AgentExecution
 from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime
 from services.scheduler.compaction import compact_history
 from services.scheduler.concealment import conceal_event
+from services.scheduler.dataset_policies import dataset_policies
 from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.function_execution import FunctionExecution
 from services.scheduler.hook_bus import ExecutionScope, HookBus
@@ -756,6 +757,7 @@ class TurnRunner:
             store_pb2.CommitTurnRequest(
                 session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals, release_lease=True,
                 dependencies=dependencies, detached_jobs=run.detached_jobs if run is not None else [],
+                datasets=dataset_policies(run.packages, proposals) if run is not None else [],
                 **(self._setup_commit(turn, run) if run is not None else {}),
             ),
             timeout=30,
