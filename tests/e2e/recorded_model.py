@@ -5,7 +5,8 @@ exactly what they would send a real provider. Replies are recorded chat completi
 under tests/fixtures/recorded/, in OpenAI's chat-completions format, tool calls included), chosen
 by the runtime the request is for (the kernel's preamble names it) and by the step of that
 runtime's loop (assistant messages after the last user message). A streamed request gets the same
-completion as SSE chunks, the way a provider streams it. Every request is recorded.
+completion as SSE chunks, the way a provider streams it; a recorded error (`{"status", "error"}`)
+is answered with that HTTP status. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ class RecordedModel:
                     steps = model.replies.get(request.runtime_id) or []
                     reply = steps[min(request.step, len(steps) - 1)] if steps else None
                 if reply is None:
-                    data = json.dumps({"error": {"message": f"no recorded reply for runtime {request.runtime_id!r}"}}).encode()
-                    self.send_response(400)
+                    reply = {"status": 400, "error": {"message": f"no recorded reply for runtime {request.runtime_id!r}"}}
+                if "error" in reply and "choices" not in reply:
+                    # A recorded provider error: {"status": 400, "error": {...}}.
+                    data = json.dumps({"error": reply["error"]}).encode()
+                    self.send_response(int(reply.get("status") or 500))
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()

@@ -408,3 +408,20 @@ async def test_cost_gate_with_a_cap_that_is_not_a_number_stops_the_turn_with_the
     assert "hardCapTokens must be a whole number of tokens >= 0, not 'lots'" in turn.abort_reason, turn.abort_reason
     assert model.requests == [], "no model was called"
     assert await data(store, session_id, "inventory", "items") == {}
+
+
+async def test_a_narrator_person_that_is_not_an_option_shows_as_a_hook_error(stack) -> None:
+    model, stub, store = stack
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
+    for plugin_id, values in {**WORLD.plugin_settings, "narrator": {"person": "first"}}.items():
+        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    session_id = (await stub.CreateSession(request)).session.id
+    model.requests.clear()
+    model.replies = ENGLISH
+    turn = await play(stub, session_id, TURN_1)
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
+    [failed] = [entry for entry in turn.hook_trace
+                if entry.event == "PostContextAssembly" and entry.handler_plugin_id == "narrator" and entry.runtime_id == "narrator"]
+    assert failed.status == "error" and "person must be one of second, third, not 'first'" in failed.message, failed
+    assert "Narrative person" not in one(model.of("narrator")).system, "no rule for a person nobody offered"
+    await wait_for_memories(store, session_id, 2)

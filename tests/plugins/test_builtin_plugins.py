@@ -213,6 +213,8 @@ def test_narrator_person_setting_reaches_only_its_own_prompt() -> None:
     zh = hook.handler(hook_ctx("PostContextAssembly", "narrator", "narrator", locale="zh"), {"systemPrompt": "P"})
     assert "第二人称" in zh["replace"]["systemPrompt"]
     assert hook.handler(hook_ctx("PostContextAssembly", "guide", "guide", handler="narrator"), {"systemPrompt": "P"}) is None
+    with pytest.raises(ValueError, match="person must be one of second, third, not 'first'"):
+        hook.handler(hook_ctx("PostContextAssembly", "narrator", "narrator", {"person": "first"}), {"systemPrompt": "P"})
 
 
 def test_cost_gate_caps() -> None:
@@ -273,6 +275,21 @@ def test_history_compaction_summarises_the_folded_turns_within_the_target() -> N
     short = extension.provider(hook_ctx("PreCompaction", "history-compaction"),
                                {"messages": messages, "previousSummary": "Long ago.", "targetChars": 100, "locale": "en"})
     assert len(short["summary"]) <= 100 and short["summary"].endswith("Thing 5 happens."), "the oldest lines go first"
+
+
+def test_history_compaction_refuses_a_request_that_is_not_its_input() -> None:
+    [extension] = hooks_of("history-compaction").extensions
+    context = hook_ctx("PreCompaction", "history-compaction")
+    for bad, why in (({"messages": "I do a thing.", "targetChars": 100}, "messages must be a list"),
+                     ({"messages": [{"seq": 1, "role": "player", "text": 5}]}, "messages must be a list"),
+                     ({"messages": [], "targetChars": 0}, "targetChars must be a positive whole number, not 0"),
+                     ({"messages": [], "targetChars": "short"}, "targetChars must be a positive whole number"),
+                     ({"messages": [], "previousSummary": {"text": "x"}}, "previousSummary must be text")):
+        with pytest.raises(ValueError, match=why):
+            extension.provider(context, bad)
+    zh = extension.provider(context, {"messages": [{"seq": 1, "role": "player", "text": "我推开门。"},
+                                                   {"seq": 2, "role": "story", "text": "门吱呀一声开了。屋里很暗。"}], "locale": "zh"})
+    assert zh == {"summary": "玩家：我推开门。 → 门吱呀一声开了。"}
 
 
 # ---- the scripted model's replies for them ------------------------------------------------------

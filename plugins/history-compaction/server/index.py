@@ -10,9 +10,10 @@ dropping its oldest lines first.
 
 import re
 
-_SENTENCE = re.compile(r"^(.+?[.!?。！？])(\s|$)", re.DOTALL)
+# English sentences end at . ! ? before a space; Chinese ones at 。！？ with no space after.
+_SENTENCE = re.compile(r"^(.+?(?:[.!?](?=\s|$)|[。！？]))", re.DOTALL)
 MAX_SENTENCE = 200
-LABELS = {"en": ("The player", "Earlier"), "zh": ("玩家", "此前")}
+LABELS = {"en": ("The player", ": "), "zh": ("玩家", "：")}
 
 
 def register(covel):
@@ -26,15 +27,31 @@ def first_sentence(text: str) -> str:
     return sentence if len(sentence) <= MAX_SENTENCE else sentence[: MAX_SENTENCE - 1] + "…"
 
 
+def check_request(request) -> None:
+    """A request that is not history.compact@2's input fails the call with the reason (nothing is
+    summarised, so the kernel keeps the history as it is)."""
+    if not isinstance(request, dict):
+        raise ValueError("history.compact@2: the request is not an object")
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and isinstance(m.get("text", ""), str) for m in messages):
+        raise ValueError("history.compact@2: messages must be a list of {seq, role, text}")
+    target = request.get("targetChars", 4000)
+    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+        raise ValueError(f"history.compact@2: targetChars must be a positive whole number, not {target!r}")
+    if request.get("previousSummary") is not None and not isinstance(request["previousSummary"], str):
+        raise ValueError("history.compact@2: previousSummary must be text")
+
+
 def compact(ctx, request: dict) -> dict:
-    player, _ = LABELS["zh" if str(request.get("locale", "")).startswith("zh") else "en"]
+    check_request(request)
+    player, colon = LABELS["zh" if str(request.get("locale", "")).startswith("zh") else "en"]
     lines: list[str] = []
     for message in request.get("messages") or []:
         if not isinstance(message, dict) or not str(message.get("text") or "").strip():
             continue
         sentence = first_sentence(str(message["text"]))
         if message.get("role") == "player":
-            lines.append(f"{player}: {sentence}")
+            lines.append(f"{player}{colon}{sentence}")
         elif lines and not lines[-1].endswith("»"):
             lines[-1] += f" → {sentence} »"
         else:
@@ -42,7 +59,7 @@ def compact(ctx, request: dict) -> dict:
     lines = [line.removesuffix(" »").removesuffix("»").rstrip() for line in lines]
     previous = str(request.get("previousSummary") or "").strip()
     summary_lines = ([previous] if previous else []) + lines
-    target = int(request.get("targetChars") or 4000)
+    target = int(request.get("targetChars", 4000))
     while len(summary_lines) > 1 and len("\n".join(summary_lines)) > target:
         summary_lines.pop(0)
     return {"summary": "\n".join(summary_lines)[:target] or "(nothing happened yet)"}

@@ -25,8 +25,12 @@ def register(covel):
 
 
 def person_rule(locale: str, person: str) -> str:
+    """The rule for the setting; a value that is not second or third fails the hook with the reason
+    (the hook trace shows it) instead of telling the story in a person nobody chose."""
     rules = PERSON_RULES["zh" if locale.startswith("zh") else "en"]
-    return rules.get(person, rules[DEFAULT_PERSON])
+    if person not in rules:
+        raise ValueError(f"narrator: the setting person must be one of {', '.join(rules)}, not {person!r}")
+    return rules[person]
 
 
 def add_person_rule(ctx, payload):
