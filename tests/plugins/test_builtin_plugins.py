@@ -5,9 +5,10 @@ scripted model's replies for them. Fast: no services start here (tests/e2e plays
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 
 import pytest
 import yaml
@@ -198,6 +199,58 @@ async def test_world_time_moves_by_the_turn_and_sleeping_dogs_are_not_sleep() ->
     assert sleep.canonical_value["after"] == {"day": 2, "time": "07:00", "period": "morning"}
     bad = await run("world-time", "context", ctx("world-time", "world-time/context", settings={"start": "noonish"}))
     assert bad.status == "failed" and "not a time" in bad.reason
+
+
+async def test_world_time_at_dusk_is_this_evening_and_chinese_words_do_not_fire_inside_others() -> None:
+    def advance(message: str, now: int):
+        return run("world-time", "advance", ctx("world-time", "world-time/advance", message=message, inputs={"now": {"value": now}}))
+
+    late = await advance("At dusk I climb the cliff path to the lighthouse.", 20 * 60 + 30)
+    assert late.canonical_value["after"] == {"day": 1, "time": "21:15", "period": "evening"}, "no jump to tomorrow's dusk"
+    early = await advance("At dusk I climb the cliff path.", 14 * 60)
+    assert early.canonical_value["after"]["time"] == "18:00" and early.canonical_value["reason"] == "waiting for dusk"
+    waited = await advance("I wait until dusk.", 20 * 60)
+    assert waited.canonical_value["after"] == {"day": 2, "time": "18:00", "period": "dusk"}, "until dusk means the next one"
+    dog = await advance("我悄悄绕过睡着的狗。", 20 * 60)
+    assert dog.canonical_value["elapsedMinutes"] == 20, "睡着的狗 is a sleeping dog, not sleep"
+    bed = await advance("我去睡觉。", 20 * 60)
+    assert bed.canonical_value["after"] == {"day": 2, "time": "07:00", "period": "morning"}
+    bad = await run("world-time", "advance", ctx("world-time", "world-time/advance", inputs={"now": {"value": 0}}, settings={"minutesPerTurn": 0}))
+    assert bad.status == "failed" and "outside 1..720" in bad.reason and bad.writes == []
+
+
+async def test_dice_chinese_words_are_whole_words() -> None:
+    for calm in ("我向米拉打听灯塔的事。", "我问游学者塞拉透镜的事。", "我忍不住笑了。"):
+        done = await run("dice-check", "roller", ctx("dice-check", "dice-check/roller", message=calm))
+        assert done.canonical_value == {"checks": []}, calm
+    fight = await run("dice-check", "roller", ctx("dice-check", "dice-check/roller", message="我和强盗搏斗。"))
+    assert [c["skill"] for c in fight.canonical_value["checks"]] == ["combat"]
+
+
+async def test_chinese_item_names_get_distinct_stable_keys() -> None:
+    done = await run("inventory", "apply", ctx("inventory", "inventory/apply", inputs={"changes": {"value": [
+        {"item": "铜钥匙", "delta": 1, "reason": "捡到"}, {"item": "提灯", "delta": 1, "reason": "买了"}]}}))
+    keys = [w["payload"]["key"] for w in done.writes]
+    assert len(set(keys)) == 2 and all(re.fullmatch(r"item-[0-9a-f]{10}", key) for key in keys), keys
+    assert [a["name"] for a in done.canonical_value["applied"]] == ["铜钥匙", "提灯"]
+    again = await run("inventory", "apply", ctx("inventory", "inventory/apply", inputs={"changes": {"value": [
+        {"item": "铜钥匙", "delta": -1, "reason": "用掉了"}]}}, data={("items", keys[0]): {"id": keys[0], "name": "铜钥匙", "quantity": 1,
+                                                                                     "equipped": False}}))
+    assert [w["type"] for w in again.writes] == ["plugin.data.delete"], "the same name finds the same record"
+
+
+async def test_affinity_keys_characters_by_their_world_model_id() -> None:
+    world = SimpleNamespace(characters=(
+        {"id": "tobin", "name": "Old Tobin", "aliases": ["Tobin", "老托宾"]}, {"id": "mira", "name": "Mira", "aliases": ["米拉"]}))
+    changes = [{"character": "Old Tobin", "delta": 2, "reason": "thanked"}, {"character": "老托宾", "delta": 1, "reason": "谢谢"},
+               {"character": "MIRA", "delta": -1, "reason": "ignored"}, {"character": "the dog", "delta": 3, "reason": "fed"},
+               {"character": "渔夫", "delta": 1, "reason": "帮忙"}]
+    context = ctx("affinity", "affinity/apply", inputs={"changes": {"value": changes}})
+    context.world = world
+    done = await run("affinity", "apply", context)
+    applied = [(a["character"], a["name"], a["score"]) for a in done.canonical_value["applied"]]
+    assert applied[:4] == [("tobin", "Old Tobin", 2), ("tobin", "Old Tobin", 3), ("mira", "Mira", -1), ("the-dog", "the dog", 3)]
+    assert re.fullmatch(r"character-[0-9a-f]{10}", applied[4][0]) and applied[4][1] == "渔夫"
 
 
 # ---- narrator, cost-gate, history-compaction ----------------------------------------------------
