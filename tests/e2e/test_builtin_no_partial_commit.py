@@ -55,7 +55,7 @@ async def session(stub, extra: tuple[str, ...] = ()) -> str:
 
 async def settled(model: RecordedModel, calls: int) -> None:
     """Wait for the detached memory/extract job to make `calls` model calls and commit (or not)."""
-    for _ in range(100):
+    for _ in range(300):
         if len(model.of("memory/extract")) >= calls:
             break
         await asyncio.sleep(0.1)

@@ -83,7 +83,7 @@ async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(ser
         assert all(value["forged"] is True for value in reach["seen"].values()), reach["seen"]
         assert reach["listed"] == ["checks/t1-1", "clock/now", "items/brass-lantern", "memories/rusty-key", "scores/tobin", "tally/all"]
 
-        for _ in range(100):  # the detached memory extractions of both turns
+        for _ in range(300):  # the detached memory extractions of both turns
             if len(await data(store, session_id, "memory", "memories")) >= 2:
                 break
             await asyncio.sleep(0.1)

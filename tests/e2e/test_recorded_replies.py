@@ -82,7 +82,7 @@ async def data(store, session_id: str, plugin_id: str, namespace: str) -> dict:
 
 async def wait_for_memories(store, session_id: str, count: int) -> dict:
     memories: dict = {}
-    for _ in range(150):
+    for _ in range(300):
         memories = await data(store, session_id, "memory", "memories")
         if len(memories) >= count:
             break
@@ -313,7 +313,7 @@ async def test_answers_that_break_the_schema_fail_their_runtime_and_commit_nothi
     assert await data(store, session_id, "affinity", "scores") == {}
     assert ran["inventory/apply"].status == "success", "the other plugins' data still commits"
     # memory: the tool refused the bad record (invalid-input back to the model); nothing was saved.
-    for _ in range(100):
+    for _ in range(300):
         if len(model.of("memory/extract")) >= 2:
             break
         await asyncio.sleep(0.1)
@@ -382,7 +382,7 @@ async def test_cost_gate_counts_the_providers_usage_of_every_call(stack) -> None
     model.replies = ENGLISH
     assert (await play(stub, session_id, TURN_1)).status == store_pb2.TURN_STATUS_COMMITTED
     await wait_for_memories(store, session_id, 2)
-    for _ in range(50):  # the detached extraction's last call is counted when its hook returns
+    for _ in range(300):  # the detached extraction's last call is counted when its hook returns
         if len(model.of("memory/extract")) == 2:
             break
         await asyncio.sleep(0.1)
