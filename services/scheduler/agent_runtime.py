@@ -255,7 +255,10 @@ class AgentLoop:
             segments = static_segments(runtime, self.story, packages) + list(self.extra_segments)
             self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
             bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
-            include_summaries = _manifest_get(self.manifest, "agent", "history", "includeSummaries", default=True) is not False
+            # A limited window (agent.history.maxTurns) reads the summary only when it asks (includeSummaries: true);
+            # without a window the prompt reads the shared history, summary included (spec: 历史窗口里的摘要).
+            windowed = _manifest_get(self.manifest, "agent", "history", "maxTurns") is not None
+            include_summaries = _manifest_get(self.manifest, "agent", "history", "includeSummaries", default=not windowed) is True
             self.system_prompt, self.messages = assemble(
                 runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
                 include_summaries)
