@@ -425,3 +425,30 @@ async def test_a_narrator_person_that_is_not_an_option_shows_as_a_hook_error(sta
     assert failed.status == "error" and "person must be one of second, third, not 'first'" in failed.message, failed
     assert "Narrative person" not in one(model.of("narrator")).system, "no rule for a person nobody offered"
     await wait_for_memories(store, session_id, 2)
+
+
+async def test_summaries_reach_the_story_and_the_guide_but_not_windowed_bookkeepers(stack) -> None:
+    """After a compaction the story reads the summary; the guide's window (maxTurns 2,
+    includeSummaries) reads it too; the ledger (maxTurns 0) and the judge (maxTurns 1, no
+    includeSummaries) do not (spec: a limited window carries no summary unless it asks)."""
+    model, stub, store = stack
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
+    for plugin_id, values in {**WORLD.plugin_settings, "history-compaction": {"budgetChars": 200, "keepTurns": 1}}.items():
+        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    session_id = (await stub.CreateSession(request)).session.id
+    for replies, text in ((ENGLISH, TURN_1), (ENGLISH_2, TURN_2), (ENGLISH_2, "I ask Tobin about Hal Brennan's boat.")):
+        model.requests.clear()
+        model.replies = replies
+        turn = await play(stub, session_id, text)
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
+        for _ in range(300):  # this turn's detached extraction is done before the replies change
+            if len(model.of("memory/extract")) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)
+    heading = "Summary of the story so far (earlier turns, compacted):\nThe player: " + TURN_1
+    assert chat(one(model.of("narrator")))[0] == ("system", heading + " → The key is cold and crusted with salt when you lift it from the table.")
+    assert chat(one(model.of("guide")))[0][1].startswith(heading), chat(one(model.of("guide")))
+    assert not any(content.startswith("Summary of the story") for _, content in chat(one(model.of("inventory/ledger"))))
+    assert not any(content.startswith("Summary of the story") for _, content in chat(one(model.of("affinity/judge")))), \
+        chat(one(model.of("affinity/judge")))
