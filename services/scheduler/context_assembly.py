@@ -12,6 +12,7 @@ from shared.model_view import model_facing
 from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
+TASK_PROMPT = "(The turn above is over. Do your task for it now.)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 
 
@@ -192,8 +193,9 @@ def assemble(
     if player_message:
         messages.append({"role": "user", "content": player_message})
     elif past and past[-1]["role"] == "assistant":
-        # A continuation: no new player input, the story goes on from where it stopped.
-        messages.append({"role": "user", "content": CONTINUE_PROMPT})
+        # No new player input: the story goes on from where it stopped; any other runtime (a detached
+        # job after its turn) is told to do its task, not to continue a story it does not write.
+        messages.append({"role": "user", "content": CONTINUE_PROMPT if story else TASK_PROMPT})
     for segment in segments:
         position = segment.get("position")
         if isinstance(position, dict) and isinstance(position.get("depth"), int):
