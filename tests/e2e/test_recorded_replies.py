@@ -205,7 +205,9 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     upsert = extract.body["tools"][0]["function"]["parameters"]
     record = schema("memory/schemas/memory.schema.json")
     assert upsert["properties"]["value"]["properties"] == record["properties"] and upsert["required"] == ["value"]
-    assert chat(extract)[0] == ("user", TURN_1)
+    # Detached after its turn: that turn only (maxTurns 0), then the task, not a story continuation.
+    assert [role for role, _ in chat(extract)] == ["user", "assistant", "user"]
+    assert chat(extract)[0] == ("user", TURN_1) and chat(extract)[2] == ("user", "(The turn above is over. Do your task for it now.)")
     second_step = one(model.of("memory/extract"), step=1)
     assert [m["tool_call_id"] for m in second_step.body["messages"] if m["role"] == "tool"] == ["call_Mem1", "call_Mem2"]
 
