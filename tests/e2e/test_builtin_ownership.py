@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import uuid
 
 import jsonschema
@@ -29,7 +31,6 @@ from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.conftest import running_services
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
 OWNERSHIP = REPO_ROOT / "tests" / "fixtures" / "ownership"
 PLUGINS = REPO_ROOT / "plugins"
 OWNED = {  # plugin -> {namespace: schema}
@@ -58,6 +59,7 @@ async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
 
+@pytest.mark.asyncio(loop_scope="session")
 async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(services) -> None:
     world = load_world(DEFAULT_WORLD)
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
@@ -99,3 +101,14 @@ async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(ser
         assert (await data(store, session_id, "dice-check", "checks")).keys() == {("checks", "t2-1")}
         own = await data(store, session_id, "trespasser")
         assert len(own) == 6 and all(value["forged"] for value in own.values())
+
+
+def test_an_agent_cannot_ask_for_the_dataset_tools_of_another_plugins_datasets() -> None:
+    """The generated dataset tools come only from the runtime's own package's contributes.datasets:
+    asking for `items` or `scores` from another package is a load error (the package does not load)."""
+    poacher = REPO_ROOT / "tests" / "fixtures" / "invalid-plugins" / "poacher"
+    done = subprocess.run([sys.executable, "-m", "covel_cli.main", "validate-plugin", str(poacher)], capture_output=True, text=True,
+                          cwd=REPO_ROOT)
+    assert done.returncode == 1, done.stdout
+    assert "unknown-dataset `items` is not declared in contributes.datasets" in done.stdout
+    assert "unknown-dataset `scores` is not declared in contributes.datasets" in done.stdout
