@@ -387,8 +387,17 @@ class TurnRunner:
 
         await self._resolve_speakers(session.id, proposals, turn)
         kept: list[store_pb2.Proposal] = []
-        story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story}
+        # A rejected write takes its whole commit unit (the top-level runtime with its nested calls)
+        # down; in a story or setup unit, the whole execution (spec: 提交单元). The store applies
+        # the rule: a vetoed proposal goes to it with its REJECTED outcome, like a write it refused.
+        story_units = {result.runtime_id for result in turn.runtime_results if result.story or result.setup}
+        vetoed_units: set[str] = set()
         for proposal in proposals:
+            unit = proposal.unit_runtime_id or proposal.runtime_id or proposal.plugin_id
+            if unit in vetoed_units or story_units & vetoed_units:
+                # Its unit (or the whole turn) will not commit: nothing to ask the hooks about.
+                kept.append(proposal)
+                continue
             verdict = await self._hooks.dispatch(
                 "PreStateCommit",
                 scope,
@@ -398,14 +407,13 @@ class TurnRunner:
             )
             await record(verdict.trace)
             if verdict.aborted:
-                turn.proposal_outcomes.append(
-                    store_pb2.ProposalOutcome(proposal_id=proposal.id, status=store_pb2.PROPOSAL_STATUS_REJECTED, reason=verdict.reason)
-                )
-                if proposal.unit_runtime_id in story_runtimes:
-                    # A rejected write of the story's unit rolls back the whole execution.
-                    turn.status = store_pb2.TURN_STATUS_FAILED
-                    turn.abort_reason = f"the story of {proposal.runtime_id} was rejected: {verdict.reason}"
-                    return await self._commit(turn, lease, [], emit)
+                by = next((entry.handler_plugin_id for entry in verdict.trace if entry.status == "abort"), "")
+                turn.proposal_outcomes.append(store_pb2.ProposalOutcome(
+                    proposal_id=proposal.id, status=store_pb2.PROPOSAL_STATUS_REJECTED, code="hook-aborted",
+                    reason=f"PreStateCommit hook{' of ' + by if by else ''} aborted it: {verdict.reason}",
+                ))
+                vetoed_units.add(unit)
+                kept.append(proposal)
                 continue
             replaced = verdict.payload.get("proposal", {})
             if isinstance(replaced, dict) and isinstance(replaced.get("payload"), dict):
@@ -413,11 +421,15 @@ class TurnRunner:
                 proposal.payload.CopyFrom(to_struct(replaced["payload"]))
             kept.append(proposal)
         turn.narrative = "\n\n".join(
-            str(_payload(proposal).get("text", "")) for proposal in kept if proposal.type == "narrative.append"
+            str(_payload(proposal).get("text", "")) for proposal in kept
+            if proposal.type == "narrative.append" and (proposal.unit_runtime_id or proposal.runtime_id or proposal.plugin_id) not in vetoed_units
         )
         turn.status = store_pb2.TURN_STATUS_COMMITTED
         committed = await self._commit(turn, lease, kept, emit, run)
+        landed = {outcome.proposal_id for outcome in committed.proposal_outcomes if outcome.status == store_pb2.PROPOSAL_STATUS_COMMITTED}
         for proposal in kept:
+            if proposal.id not in landed:
+                continue
             post = await self._hooks.dispatch(
                 "PostStateCommit",
                 scope,

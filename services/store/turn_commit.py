@@ -15,6 +15,9 @@ Order inside the transaction (the session row locked, see database.lock_session)
    - a non-story unit whose runtime failed (RuntimeResult.status "failed") is discarded;
    - a rejected proposal in a non-story unit rolls back that unit only (its other
      proposals DISCARDED); the story and the other units are kept;
+   - a proposal the scheduler sent with a REJECTED outcome in Turn.proposal_outcomes (a
+     PreStateCommit abort) is rejected here like a write the store refused: with the reason
+     and code the scheduler gave, by the same unit rules (spec: 提交单元, any rejected write);
    - a rejected proposal in a story or setup unit rolls back every write of the turn: the
      turn is recorded as FAILED with the reason.
    ABORTED and FAILED turns write only the turn row; their proposals are DISCARDED.
@@ -215,6 +218,10 @@ def _apply_committed(
     read_from = {entry.unit_runtime_id: list(entry.read_from) for entry in request.dependencies}
     outcomes: dict[str, store_pb2.ProposalOutcome] = {}
     discarded: dict[str, str] = {}
+    # Rejections decided before the store (PreStateCommit aborts) count as rejected writes of their unit.
+    sent = {proposal.id for proposal in request.proposals}
+    vetoes = {outcome.proposal_id: outcome for outcome in turn.proposal_outcomes
+              if outcome.status == REJECTED and outcome.proposal_id in sent}
     context = proposals.ApplyContext(
         db=db,
         session_id=session.id,
@@ -255,8 +262,12 @@ def _apply_committed(
         mark = context.mark()
         savepoint = db.begin_nested()
         rejected: tuple[store_pb2.Proposal, str, str] | None = None
-        context.prefetch(unit.proposals)
-        for proposal in unit.proposals:
+        vetoed = next((proposal for proposal in unit.proposals if proposal.id in vetoes), None)
+        if vetoed is not None:
+            rejected = (vetoed, vetoes[vetoed.id].reason, vetoes[vetoed.id].code or "hook-aborted")
+        else:
+            context.prefetch(unit.proposals)
+        for proposal in unit.proposals if vetoed is None else ():
             try:
                 proposals.apply(context, proposal)
             except proposals.Rejected as error:

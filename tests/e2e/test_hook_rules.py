@@ -133,8 +133,14 @@ async def test_post_runtime_keeps_identity_and_revalidates_a_new_story(services)
 async def test_pre_state_commit_veto_rejects_the_story_and_fails_the_turn(services) -> None:
     turn, _, messages = await play(services, {"preStateCommit": "veto"})
     assert turn.status == store_pb2.TURN_STATUS_FAILED and "rules-probe vetoes the story" in turn.abort_reason
-    assert [o.status for o in turn.proposal_outcomes] == [store_pb2.PROPOSAL_STATUS_REJECTED]
-    assert messages == []
+    assert turn.abort_reason.startswith("story runtime narrator: proposal "), turn.abort_reason
+    # The story's unit rolls the whole execution back: every other write is discarded with the reason.
+    outcomes = list(turn.proposal_outcomes)
+    rejected = [o for o in outcomes if o.status == store_pb2.PROPOSAL_STATUS_REJECTED]
+    assert rejected and all(o.code == "hook-aborted" and o.reason.endswith("aborted it: rules-probe vetoes the story") for o in rejected)
+    others = [o for o in outcomes if o not in rejected]
+    assert all(o.status == store_pb2.PROPOSAL_STATUS_DISCARDED and o.code == "turn-rolled-back" for o in others), others
+    assert turn.narrative == "" and messages == []
 
 
 async def test_pre_state_commit_replaces_only_the_payload(services) -> None:
