@@ -42,6 +42,15 @@ def _missing_turn_value(source: dict, select: str | None, run: TurnState) -> str
     return f"no value from {source.get('runtime') or source.get('contract')} in this execution"
 
 
+def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
+    """turn-digest@1 and operations@1 of a nested execution (ctx.recursive_call): it has no upstream
+    of its own yet and sees none of its parent's (spec: 嵌套执行里看不到父执行的上游), so no runtime
+    results, story text, tool calls or staged operations; no player actions; its own player message."""
+    digest = {**kernel["turn-digest@1"], "playerMessage": player_message, "actions": [], "narrativeText": "",
+              "toolCallSummaries": [], "runtimeResults": []}
+    return {"turn-digest@1": digest, "operations@1": {"operations": []}}
+
+
 class FunctionExecution:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
                  hooks: HookBus | None = None, gateway: gateway_pb2_grpc.LlmGatewayStub | None = None) -> None:
@@ -87,11 +96,17 @@ class FunctionExecution:
             )
         return run.exports
 
-    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict) -> tuple[dict, str]:
+    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,
+                   nested_message: str | None = None) -> tuple[dict, str]:
         """The runtime's inputs, and why it must not run ("" when it may): a required input whose
         value failed its checks, a required committed input with no export yet, or a required
         turn input whose producer succeeded without a value there (no value returned, or `select`
-        matched nothing): a consumer never runs without a required input."""
+        matched nothing): a consumer never runs without a required input.
+
+        `nested_message` (a str) binds for a nested execution (ctx.recursive_call) with that player
+        message: it sees only its own upstream, never its parent's (nor a detached job's source
+        snapshot), so turn-scope inputs from runtimes and contracts have no value; committed
+        inputs read the recorded exports as usual."""
         specs = {b: s for b, s in ((manifest.get("io") or {}).get("inputs") or {}).items() if isinstance(s, dict)}
         committed_specs = {b: s for b, s in specs.items() if s.get("scope") == "committed"}
         committed = await self.committed_exports(scope.session.id, run) if committed_specs else None
@@ -100,7 +115,11 @@ class FunctionExecution:
             package = run.packages[runtime.plugin_id]
             checker = InputChecker(Path(package.root_dir), manifest.get("file") or "PLUGIN.md", run.packages.values(), run.output_contracts())
         rejected: dict[str, str] = {}
-        if run.source_inputs is not None:
+        nested = nested_message is not None
+        if nested:
+            bound = bind_inputs(manifest, {}, {}, nested_kernel_inputs(run.kernel_inputs(scope), nested_message),
+                                committed=committed, check=checker, rejected=rejected)
+        elif run.source_inputs is not None:
             # A detached job: turn-scope and kernel inputs are the source turn's snapshot.
             bound = bind_inputs(manifest, {}, {}, None, committed=committed, check=checker, rejected=rejected)
             bound.update({b: v for b, v in run.source_inputs.items() if b in specs and b not in committed_specs})
@@ -117,6 +136,9 @@ class FunctionExecution:
             source = spec.get("from") or {}
             if source.get("kernel"):
                 continue
+            if nested:
+                return bound, (f"input {binding}: no value from {source.get('runtime') or source.get('contract')} in this nested "
+                               "execution (a nested run sees only its own upstream, not its parent's)")
             return bound, f"input {binding}: {_missing_turn_value(source, spec.get('select'), run)}"
         return bound, ""
 
@@ -218,15 +240,20 @@ class FunctionExecution:
         manifest = from_struct(target.manifest)
         if (manifest.get("schedule") or {}).get("subagentOnly"):
             raise LookupError(f"recursive_call({runtime_id!r}): a subagentOnly runtime runs through ctx.agents.run")
-        inputs, _ = await self.bind(target, scope, run, manifest)
+        # The nested execution binds from its own upstream only (none): not the parent turn's results.
+        inputs, gate = await self.bind(target, scope, run, manifest, nested_message=player_message)
+        if gate:
+            # A runtime never runs without a required input, nested or not.
+            return {"status": "skipped", "reason": gate, "output": None}
         if target.type != "function":
             return await self._recursive_agent(target, scope, run, player_message, manifest, inputs, parent_context)
         # A nested run does not inherit its parent's upstream: it reads the committed world.
         await self.world_view(scope, run)
         context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs,
                                world=WorldView(run.world))
-        # The nested run reads what its parent wrote so far, as the parent does.
-        context.plugin_data.upstream = list(parent_context.plugin_data.upstream) + list(parent_context.plugin_data.own)
+        # Plugin data: committed values and its own writes. A nested execution sees only the upstream
+        # of its own execution (none): not its parent's upstream runtimes (spec: 执行内的插件数据可见性).
+        context.plugin_data.upstream = []
         if parent_context.progress is not None:
             # Nested calls report in the root execution's range, under their own runtime id.
             context.progress = parent_context.progress._range.reporter(target.runtime_id)
