@@ -62,6 +62,11 @@ class ExecutionContext:
     runtime_id: str | None = None
     logical_turn: int | None = None
     plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Which execution of the runtime (runtime-scoped events; see hooks.proto HookContext).
+    execution_id: str = ""
+    root_execution_id: str = ""
+    subagent_call_id: str = ""
+    parent_runtime_id: str = ""
 
     def view(self, event: HookEvent) -> ExecutionView:
         runtime_scoped = event.scope is Scope.RUNTIME
@@ -75,6 +80,10 @@ class ExecutionContext:
             runtime_id=self.runtime_id if runtime_scoped else None,
             logical_turn=self.logical_turn,
             plugin_settings=self.plugin_settings,
+            execution_id=self.execution_id if runtime_scoped else None,
+            root_execution_id=self.root_execution_id if runtime_scoped else None,
+            subagent_call_id=self.subagent_call_id if runtime_scoped else None,
+            parent_runtime_id=self.parent_runtime_id if runtime_scoped else None,
         )
 
 

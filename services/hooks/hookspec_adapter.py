@@ -31,13 +31,17 @@ What the kernel's results cannot say, and how it is met:
   (`tool_refused`).
 - after_llm_call hears of a call that never reached PostLLMResponse (the model call failed,
   or a cut-off answer was asked again) at the runtime's PostRuntime, with `error` set; so
-  implementing it also registers PostRuntime. Subagent runs have no PostRuntime: their failed
-  calls go unheard.
-- Several executions of one runtime can run at once (subagents in a read-only pool), and the
-  hook context names the runtime, not the execution: pending calls are kept per
-  `turn:runtime` (and tool call id) as a list, and a Post… event takes the entry whose
-  request matches what it carries (the messages sent; the tool's name and arguments), else
-  the oldest.
+  implementing it also registers PostRuntime. Subagent and nested runs have no PostRuntime of
+  their own: their unanswered calls are reported at the PostRuntime of the run they belong to
+  (the context's root_execution_id), with an error naming the subagent call.
+- Several executions of one runtime can run at once (subagents of one provider in a read-only
+  pool, nested runs): pending calls are kept per execution (the context's execution_id, set by
+  the scheduler on every runtime-scoped event), so a Post… event finds its own call even when
+  another plugin rewrote the messages or arguments. Within one execution model calls follow one
+  another: PostLLMResponse answers the newest pending call. Tool calls are keyed by call id, then
+  matched by what the Post… event carries (name and arguments), else the oldest. A context with no
+  execution_id (an older scheduler) falls back to `turn:runtime` and that matching (for model
+  calls, the messages sent).
 - LLMCallRequest.max_tokens is unknown to hooks (None); a changed max_tokens is ignored
   (logged). LLMCallResult.usage is the response's usage.
 - pluggy wrappers (`hookimpl(wrapper=True)`, `hookimpl(hookwrapper=True)`) are refused at load:
@@ -138,12 +142,12 @@ class _Pending:
             _, dropped = self._by_key.popitem(last=False)
             self._count -= len(dropped)
 
-    def take(self, key: Any, prefer: Callable[[Any], bool] = lambda entry: True) -> Any:
-        """The first entry `prefer` accepts, else the oldest; None when there is none."""
+    def take(self, key: Any, prefer: Callable[[Any], bool] = lambda entry: True, *, newest: bool = False) -> Any:
+        """The first entry `prefer` accepts, else the oldest; with `newest`, the newest; None when there is none."""
         entries = self._by_key.get(key)
         if not entries:
             return None
-        index = next((i for i, entry in enumerate(entries) if prefer(entry)), 0)
+        index = len(entries) - 1 if newest else next((i for i, entry in enumerate(entries) if prefer(entry)), 0)
         entry = entries.pop(index)
         self._count -= 1
         if not entries:
@@ -158,18 +162,36 @@ class _Pending:
         self._count -= len(entries)
         return entries
 
+    def take_where(self, wanted: Callable[[Any], bool]) -> list[tuple[Any, list[Any]]]:
+        """(key, entries) of every key `wanted` accepts, removed."""
+        found = [(key, self._by_key.pop(key)) for key in [key for key in self._by_key if wanted(key)]]
+        self._count -= sum(len(entries) for _, entries in found)
+        return found
+
     def __len__(self) -> int:
         return self._count
 
 
 def _run_key(ctx) -> str:
+    """LLMCallRequest.run_id and friends: "<turn id>:<runtime id>"."""
     return f"{ctx.turn_id}:{ctx.runtime_id}"
+
+
+def _exec_key(ctx) -> tuple[str, str, str, str]:
+    """Where an execution's pending calls are kept: (turn, root execution, runtime, execution).
+    Without an execution id in the context, one key per runtime in the turn (matched by content)."""
+    execution_id = getattr(ctx, "execution_id", None) or ""
+    root = (getattr(ctx, "root_execution_id", None) or execution_id) if execution_id else ""
+    return (ctx.turn_id, root, ctx.runtime_id or "", execution_id)
 
 
 def _state(ctx) -> dict[str, Any]:
     return {
         "session_id": ctx.session_id, "turn_id": ctx.turn_id, "locale": ctx.locale,
-        "plugin_id": ctx.plugin_id, "runtime_id": ctx.runtime_id, "ctx": ctx,
+        "plugin_id": ctx.plugin_id, "runtime_id": ctx.runtime_id,
+        "execution_id": getattr(ctx, "execution_id", None) or "",
+        "subagent_call_id": getattr(ctx, "subagent_call_id", None) or "",
+        "parent_runtime_id": getattr(ctx, "parent_runtime_id", None) or "", "ctx": ctx,
     }
 
 
@@ -296,14 +318,16 @@ class HookspecAdapter:
         if decision is not None:
             # The model is still asked (PreLLMCall cannot skip it), with no tools and no stream; its answer is replaced.
             replace.update(tools=[], stream=False)
-        self._llm_calls.put(run_key, _LLMCall(request, time.perf_counter_ns(), _digest(request.messages),
+        self._llm_calls.put(_exec_key(ctx), _LLMCall(request, time.perf_counter_ns(), _digest(request.messages),
                                               decision.text if decision is not None else None))
         return {"action": "continue", "replace": replace} if replace else None
 
     async def post_llm_response(self, ctx, payload) -> dict[str, Any] | None:
         run_key = _run_key(ctx)
         sent = _digest(list(payload.get("messages") or []))
-        pending: _LLMCall | None = self._llm_calls.take(run_key, lambda entry: entry.sent == sent)
+        key = _exec_key(ctx)
+        # One execution's model calls follow one another: the newest pending one is answered (older ones got no answer).
+        pending: _LLMCall | None = self._llm_calls.take(key, lambda entry: entry.sent == sent, newest=bool(key[3]))
         if pending is None:
             pending = _LLMCall(LLMCallRequest(run_id=run_key, model="", messages=list(payload.get("messages") or [])), 0, sent)
         response = payload.get("response") or {}
@@ -344,7 +368,7 @@ class HookspecAdapter:
                 continue
             decision = outcome
             break
-        key = (run_key, original.call_id)
+        key = (_exec_key(ctx), original.call_id)
         if decision is not None and decision.action == "deny":
             message = decision.message or f"denied by a before_tool_call hook of plugin {self.plugin_id}"
             self._denied.put(key, call.tool)
@@ -361,9 +385,10 @@ class HookspecAdapter:
                 return {"action": "continue", "replace": {"toolCall": {"name": REPLACED_PREFIX + call.tool, **changed}}}
         return {"action": "continue", "replace": {"toolCall": changed}} if changed else None
 
-    def take_replacement(self, turn_id: str, runtime_id: str, call_id: str, name: str, arguments: str) -> Any:
-        """CallTool: the result a replace decision gave this call (and it is answered), or _MISSING."""
-        key = (f"{turn_id}:{runtime_id}", call_id)
+    def take_replacement(self, context, call_id: str, name: str, arguments: str) -> Any:
+        """CallTool: the result a replace decision gave this call (and it is answered), or _MISSING.
+        `context`: the CallTool request's HookContext (turn, runtime and execution of the call)."""
+        key = (_exec_key(context), call_id)
         wanted = _arguments(arguments)
 
         def replaced(entry: _ToolCall) -> bool:
@@ -380,7 +405,7 @@ class HookspecAdapter:
     async def post_tool_use(self, ctx, payload) -> dict[str, Any] | None:
         raw = payload.get("toolCall") or {}
         run_key = _run_key(ctx)
-        key = (run_key, str(raw.get("id") or ""))
+        key = (_exec_key(ctx), str(raw.get("id") or ""))
         name = str(raw.get("name") or "").removeprefix(REPLACED_PREFIX)
         arguments = _arguments(raw.get("arguments"))
         pending: _ToolCall | None = self._tool_calls.take(
@@ -418,7 +443,7 @@ class HookspecAdapter:
         after_tool_call hears of it, unless this plugin's own deny already told it."""
         raw = payload.get("toolCall") or {}
         run_key = _run_key(ctx)
-        key = (run_key, str(raw.get("id") or ""))
+        key = (_exec_key(ctx), str(raw.get("id") or ""))
         name = str(raw.get("name") or "").removeprefix(REPLACED_PREFIX)
         if self._denied.take(key, lambda tool: tool == name) is not None:
             return
@@ -455,14 +480,24 @@ class HookspecAdapter:
     async def post_runtime(self, ctx, payload) -> None:
         result = payload.get("result") or {}
         reason = str(result.get("reason") or "")
-        # Model calls of this execution that never reached PostLLMResponse: failed (or a cut-off answer asked again).
-        unanswered = self._llm_calls.take_all(_run_key(ctx))
-        if unanswered and self._impls("after_llm_call"):
+        # Model calls of this execution that never reached PostLLMResponse: failed (or a cut-off answer asked again);
+        # and those of the subagent and nested runs it started, which have no PostRuntime of their own.
+        key = _exec_key(ctx)
+        if key[3]:
+            unanswered = self._llm_calls.take_where(lambda other: other[0] == key[0] and other[1] == key[1])
+        else:
+            unanswered = [(key, self._llm_calls.take_all(key))]
+        if any(entries for _, entries in unanswered) and self._impls("after_llm_call"):
             state = _state(ctx)
-            for pending in unanswered:
-                error = LLMCallFailed(reason or "the model's answer never reached PostLLMResponse (a cut-off answer was asked again)")
-                await self._notify_all("after_llm_call", request=pending.request, state=state, result=LLMCallResult(
-                    run_id=pending.request.run_id, error=error, duration_ms=_elapsed_ms(pending.started_ns)))
+            for other, entries in sorted(unanswered, key=lambda found: found[0] != key):
+                for pending in entries:
+                    error = LLMCallFailed(
+                        (reason or "the model's answer never reached PostLLMResponse (a cut-off answer was asked again)")
+                        if other == key else
+                        f"the model call of {other[2]} (execution {other[3]}, run by {ctx.runtime_id}) got no answer: "
+                        "that run ended before PostLLMResponse (its model call failed, or a cut-off answer was asked again)")
+                    await self._notify_all("after_llm_call", request=pending.request, state=state, result=LLMCallResult(
+                        run_id=pending.request.run_id, error=error, duration_ms=_elapsed_ms(pending.started_ns)))
         if result.get("status") == "failed":
             await self._notify_error("runtime", RuntimeFailed(reason or "the runtime failed"))
 
@@ -521,7 +556,7 @@ def take_replacement(loaded: list, context, call_id: str, name: str, arguments: 
     """CallTool: (result,) when a hookspec plugin's replace decision answers this call; else None."""
     for plugin in loaded:
         if plugin.hookspecs is not None:
-            found = plugin.hookspecs.take_replacement(context.turn_id, context.runtime_id, call_id, name, arguments)
+            found = plugin.hookspecs.take_replacement(context, call_id, name, arguments)
             if found is not _MISSING:
                 return (found,)
     return None

@@ -57,6 +57,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             runtime_id=ctx.runtime_id or None,
             logical_turn=ctx.logical_turn or None,
             plugin_settings={key: from_struct(value) for key, value in ctx.plugin_settings.items()},
+            execution_id=ctx.execution_id, root_execution_id=ctx.root_execution_id,
+            subagent_call_id=ctx.subagent_call_id, parent_runtime_id=ctx.parent_runtime_id,
         )
         running = dispatch(self._sync.current.table, request.event, execution, from_struct(request.payload))
         if EVENTS_BY_NAME[request.event].cancelled_with_execution:

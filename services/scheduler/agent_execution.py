@@ -34,6 +34,7 @@ from services.scheduler.plugin_services import add_service_tools
 from services.scheduler.prompt_segments import dynamic_segments
 from services.scheduler.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.turn_state import TurnState
+from shared.ids import new_id
 from shared.logs import get_logger
 from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
 from shared.structs import from_struct, from_value
@@ -110,6 +111,8 @@ class AgentExecution:
             return None
 
         root_budget = root_agents.budget if root_agents is not None else None
+        # An execution of its own: its hooks tell it from its caller's and from other nested runs of the runtime.
+        scope = scope.execution(new_id())
         return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget)
 
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
@@ -163,8 +166,10 @@ class AgentExecution:
         # A concealed provider's entries are hidden from clients like a concealed runtime's (concealment.py).
         trace.append(_subagent_entry("subagent.started", "ok", provider, caller, plan.call_id,
                                      message=json.dumps({"concealed": True}) if concealed else ""))
+        # Its loop hooks are told which run they belong to (several subagents of one provider may run at once).
+        subagent_scope = scope.execution(plan.call_id, subagent_call_id=plan.call_id, parent_runtime_id=caller.runtime_id)
         outcome = await run_agent(
-            runtime=provider, scope=scope, history=[], player_message="", gateway=self._peers.gateway, hooks=self._hooks,
+            runtime=provider, scope=subagent_scope, history=[], player_message="", gateway=self._peers.gateway, hooks=self._hooks,
             on_narrative=no_stream, history_max_turns=0, manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             subagent=SubagentCall(plan.brief, plan.budget, plan.call_id, caller.runtime_id),
         )

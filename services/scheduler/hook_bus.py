@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,17 @@ class ExecutionScope:
     session: store_pb2.Session
     turn_id: str
     logical_turn: int
+    # Which execution of a runtime the hooks are told of (hooks.proto HookContext): set by execution().
+    execution_id: str = ""
+    root_execution_id: str = ""
+    subagent_call_id: str = ""
+    parent_runtime_id: str = ""
+
+    def execution(self, execution_id: str, *, subagent_call_id: str = "", parent_runtime_id: str = "") -> ExecutionScope:
+        """This scope for one execution of a runtime: a run the turn scheduled (from the turn's scope,
+        it becomes the root), or a nested or subagent run started within one (the root is kept)."""
+        return dataclasses.replace(self, execution_id=execution_id, root_execution_id=self.root_execution_id or execution_id,
+                                   subagent_call_id=subagent_call_id, parent_runtime_id=parent_runtime_id)
 
     def context(self, plugin_id: str = "", runtime_id: str = "") -> hooks_pb2.HookContext:
         return hooks_pb2.HookContext(
@@ -44,6 +56,10 @@ class ExecutionScope:
             approved_plugin_ids=list(self.session.approved_plugins),
             plugin_settings=dict(self.session.plugin_settings),
             logical_turn=self.logical_turn,
+            execution_id=self.execution_id,
+            root_execution_id=self.root_execution_id,
+            subagent_call_id=self.subagent_call_id,
+            parent_runtime_id=self.parent_runtime_id,
         )
 
 

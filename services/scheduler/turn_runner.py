@@ -632,6 +632,9 @@ class TurnRunner:
 
     async def _run_unit(self, runtime, scope, run: TurnState, player_message, emit, record, manifest) -> RuntimeOutcome:
         started = time.monotonic()
+        # Its run id is the execution id every hook of this run (nested and subagent runs' too) is told of.
+        run_id = new_id()
+        scope = scope.execution(run_id)
         await emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime.runtime_id, stage=runtime.stage)))
         pre = await self._hooks.dispatch(
             "PreRuntime", scope, {"manifest": {"runtimeId": runtime.runtime_id, "stage": runtime.stage}, "input": {"playerMessage": player_message}},
@@ -673,7 +676,7 @@ class TurnRunner:
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
             await record(outcome.trace)
-        outcome.run_id = new_id()
+        outcome.run_id = run_id
         status_before_hooks = outcome.status
         outcome = await self._post_runtime(runtime, scope, outcome, record)
         if outcome.status != status_before_hooks:

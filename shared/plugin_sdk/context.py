@@ -55,11 +55,18 @@ class ExecutionView:
     runtime_id: str | None = None
     logical_turn: int | None = None
     plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Runtime-scoped events only (None otherwise): which execution of the runtime (hooks.proto HookContext).
+    execution_id: str | None = None
+    root_execution_id: str | None = None
+    # Subagent runs only ("" for any other execution of a runtime-scoped event).
+    subagent_call_id: str | None = None
+    parent_runtime_id: str | None = None
 
 
 class HookContext:
     """ctx: event, session_id, turn_id, locale, plugin_id, runtime_id, active_plugin_ids,
-    logical_turn, get_own_settings(), signal."""
+    logical_turn, execution_id, root_execution_id, subagent_call_id, parent_runtime_id,
+    get_own_settings(), signal."""
 
     # `_signal` stays unset until a handler or the kernel needs it: most handlers never do.
     __slots__ = ("_view", "_handler_plugin_id", "_signal")
@@ -78,6 +85,15 @@ class HookContext:
     plugin_id = property(lambda self: self._view.plugin_id)
     runtime_id = property(lambda self: self._view.runtime_id)
     logical_turn = property(lambda self: self._view.logical_turn)
+    # Runtime-scoped events: the execution the event belongs to. Several executions of one runtime can
+    # run at once (subagents of one provider, nested runs); turn_id + runtime_id do not tell them apart.
+    # A scheduled runtime's run: its run id (root_execution_id is the same); a subagent run: its call id;
+    # a nested run (ctx.recursive_call): its own id. root_execution_id: the scheduled run it belongs to.
+    execution_id = property(lambda self: self._view.execution_id)
+    root_execution_id = property(lambda self: self._view.root_execution_id)
+    # Subagent runs only: the delegate / ctx.agents.run call's id and the runtime that delegated it.
+    subagent_call_id = property(lambda self: self._view.subagent_call_id)
+    parent_runtime_id = property(lambda self: self._view.parent_runtime_id)
 
     @property
     def signal(self) -> CancellationSignal:
