@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from covel.common.v1 import common_pb2
@@ -73,3 +75,48 @@ async def test_a_nested_agent_run_writes_with_its_parent(tmp_path) -> None:
             entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="notes"))).entries
     assert [entry.key for entry in entries] == ["turn-1"]
+
+
+EXECUTION_SCRIPT = {"rules": [
+    # Both answers wait, so the three subagents' PreLLMCall hooks all run before any PostLLMResponse.
+    {"match": "[A]", "reply": {"text": "A, as the model wrote it.", "delay_ms": 400}},
+    {"match": "[B]", "reply": {"text": "B, as the model wrote it.", "delay_ms": 400}},
+    {"match": "[F]", "reply": {"error": {"status": 400, "message": "bad request"}, "delay_ms": 200}},
+]}
+
+
+async def test_concurrent_subagents_of_one_runtime_are_told_apart_by_the_hook_context(tmp_path) -> None:
+    """execution-probe/fan runs three helper subagents at once; its hookspec policy answers [A] itself while its
+    plain PreLLMCall handler rewrites every call's messages. Each PostLLMResponse finds its own call by the
+    context's execution id, and the [F] call that failed reaches after_llm_call at fan's PostRuntime."""
+    async with running_services(tmp_path, script=EXECUTION_SCRIPT) as services:
+        async with open_channel(services.addrs["scheduler"]) as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+                requested_plugins=["execution-probe"], approved_plugins=["execution-probe"]))).session
+            events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+                session_id=session.id, actions=[common_pb2.PlayerAction(text="Three strangers at the gate.")]))]
+        turn = events[-1].turn_completed
+        fan = {r.runtime_id: r for r in turn.runtime_results}["execution-probe/fan"]
+        path = tmp_path / "execution-probe.jsonl"
+        heard = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    assert fan.status == "success", fan.reason
+    output = from_struct(fan.output)
+    assert output["[A]"]["ok"] and output["[A]"]["output"] == {"content": "A, answered by the hook."}
+    assert output["[B]"]["ok"] and output["[B]"]["output"] == {"content": "B, as the model wrote it."}
+    assert output["[F]"]["ok"] is False
+    heard = [r for r in heard if r["session_id"] == session.id]
+    before = {r["brief"]: r for r in heard if r["hook"] == "before_llm_call"}
+    assert set(before) == {"[A]", "[B]", "[F]"}
+    # Every subagent run is an execution of its own, named by its call id and its caller.
+    assert len({r["execution_id"] for r in before.values()}) == 3
+    assert all(r["execution_id"] == r["subagent_call_id"] and r["parent_runtime_id"] == "execution-probe/fan"
+               for r in before.values())
+    calls = {e.subagent_call_id for e in turn.hook_trace if e.event == "subagent.started"}
+    assert calls == {r["execution_id"] for r in before.values()}, "the ids the trace records"
+    after = {r["brief"]: r for r in heard if r["hook"] == "after_llm_call"}
+    assert after["[A]"]["text"] == "A, answered by the hook." and after["[A]"]["execution_id"] == before["[A]"]["execution_id"]
+    assert after["[B]"]["text"] == "B, as the model wrote it." and after["[B]"]["execution_id"] == before["[B]"]["execution_id"]
+    # The failed call: heard when the run it belongs to ended (fan's PostRuntime), naming the subagent call.
+    assert after["[F]"]["text"] is None and before["[F]"]["execution_id"] in after["[F]"]["error"]
+    assert after["[F]"]["runtime_id"] == "execution-probe/fan" and after["[F]"]["execution_id"] == fan.run_id
