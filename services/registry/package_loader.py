@@ -93,6 +93,8 @@ class LoadedPackage:
     runtimes: list[CompiledRuntime] = field(default_factory=list)
     prompt: str = ""
     prompt_variants: dict[str, str] = field(default_factory=dict)
+    # contributes.prompt content by locale, then segment id (PLUGIN.<locale>.md frontmatter).
+    prompt_segment_variants: dict[str, dict[str, str]] = field(default_factory=dict)
     definition: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -200,10 +202,24 @@ def _clean_root(data: dict[str, Any], bag: DiagnosticBag, *, strict: bool = Fals
     return cleaned
 
 
-def _variants(folder: Path, main_file: str, main: Document, bag: DiagnosticBag, package_root: Path) -> dict[str, str]:
-    """Prompt variants (`PLUGIN.zh.md`): only the body counts; the frontmatter is empty or the main file's."""
+@dataclass
+class _Variant:
+    """One locale variant file: its body (the prompt's translation) and its translated segments."""
+
+    file: str
+    body: str
+    segments: dict[str, str]
+
+
+def _variants(folder: Path, main_file: str, main: Document, bag: DiagnosticBag, package_root: Path) -> dict[str, _Variant]:
+    """Prompt variants (`PLUGIN.zh.md`, `RUNTIME.zh.md`): the body and the fixed segments' content.
+
+    The variant's frontmatter may be empty. Besides `contributes.prompt[].content` (matched to
+    the main file's segment by `id`), whatever it writes must be what the main file says:
+    structure (contracts, tools, stage, timeouts, segment ids and positions) comes from the
+    main file only."""
     stem = main_file[: -len(".md")]
-    variants: dict[str, str] = {}
+    variants: dict[str, _Variant] = {}
     for locale in VARIANT_LOCALES:
         name = f"{stem}.{locale}.md"
         present, _ = _exact_child(folder, name)
@@ -216,18 +232,107 @@ def _variants(folder: Path, main_file: str, main: Document, bag: DiagnosticBag, 
         document = parse_document(text, bag, file)
         if document is None:
             continue
-        if document.data and document.data != main.data:
-            differing = _first_difference(main.data, document.data)
-            bag.error(
-                "variant-frontmatter-mismatch",
-                f"the {locale} variant's frontmatter differs from {main_file} at `{differing}`",
-                file=file,
-                field_path=differing,
-                hint=f"structure comes from {main_file}: leave the variant's frontmatter empty or identical",
-            )
-        if document.body:
-            variants[locale] = document.body
+        segments = _variant_frontmatter(main.data, document.data, bag, file=file, main_file=main_file, locale=locale)
+        if document.body or segments:
+            variants[locale] = _Variant(file, document.body, segments)
     return variants
+
+
+def _variant_mismatch(bag: DiagnosticBag, *, file: str, main_file: str, locale: str, path: str) -> None:
+    bag.error(
+        "variant-frontmatter-mismatch",
+        f"the {locale} variant's frontmatter differs from {main_file} at `{path}`",
+        file=file,
+        field_path=path,
+        hint=f"structure comes from {main_file}: in the variant write only the body and contributes.prompt[] "
+        "{id, content}; labels are translated in locales/<locale>.yaml",
+    )
+
+
+def _variant_frontmatter(
+    main: dict[str, Any], variant: dict[str, Any], bag: DiagnosticBag, *, file: str, main_file: str, locale: str
+) -> dict[str, str]:
+    """Check a variant's frontmatter against the main file's; the translated segments by id."""
+    where = {"file": file, "main_file": main_file, "locale": locale}
+    rest = dict(variant)
+    contributes = rest.get("contributes")
+    translated: dict[str, str] = {}
+    if isinstance(contributes, dict) and "prompt" in contributes:
+        main_contributes = main["contributes"] if isinstance(main.get("contributes"), dict) else {}
+        others = {key: value for key, value in contributes.items() if key != "prompt"}
+        for key, value in others.items():
+            if key not in main_contributes or main_contributes[key] != value:
+                differing = _first_difference(main_contributes.get(key), value, f"contributes.{key}") if key in main_contributes else f"contributes.{key}"
+                _variant_mismatch(bag, path=differing, **where)
+        translated = _variant_segments(main_contributes.get("prompt"), contributes["prompt"], bag, **where)
+        rest.pop("contributes")
+    for key, value in rest.items():
+        if key not in main or main[key] != value:
+            _variant_mismatch(bag, path=_first_difference(main[key], value, key) if key in main else key, **where)
+    return translated
+
+
+def _variant_segments(main_prompt: Any, variant_prompt: Any, bag: DiagnosticBag, *, file: str, main_file: str, locale: str) -> dict[str, str]:
+    """contributes.prompt of a variant: items {id, content}; any other key the main segment's own."""
+    if not isinstance(variant_prompt, list):
+        bag.error(
+            "variant-segment-invalid",
+            "`contributes.prompt` of a variant is a list of {id, content}",
+            file=file,
+            field_path="contributes.prompt",
+        )
+        return {}
+    main_segments = {
+        item["id"]: item for item in main_prompt or [] if isinstance(item, dict) and isinstance(item.get("id"), str)
+    } if isinstance(main_prompt, list) else {}
+    translated: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for index, item in enumerate(variant_prompt):
+        path = f"contributes.prompt[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
+            bag.error(
+                "variant-segment-invalid",
+                "a translated segment names the segment it translates: {id, content}",
+                file=file,
+                field_path=f"{path}.id" if isinstance(item, dict) else path,
+            )
+            continue
+        segment_id = item["id"]
+        if segment_id in seen:
+            bag.error(
+                "duplicate-prompt-id",
+                f"`{segment_id}` is translated twice (also at contributes.prompt[{seen[segment_id]}])",
+                file=file,
+                field_path=f"{path}.id",
+            )
+            continue
+        seen[segment_id] = index
+        main_segment = main_segments.get(segment_id)
+        if main_segment is None:
+            bag.error(
+                "variant-unknown-segment",
+                f"{main_file} has no contributes.prompt segment `{segment_id}`",
+                file=file,
+                field_path=f"{path}.id",
+                hint="segment ids come from the main file: one of " + (", ".join(main_segments) or "(none)"),
+            )
+            continue
+        for key, value in item.items():
+            if key not in ("id", "content") and (key not in main_segment or main_segment[key] != value):
+                _variant_mismatch(bag, file=file, main_file=main_file, locale=locale, path=f"{path}.{key}")
+        content = item.get("content")
+        if content is None:
+            continue
+        if not isinstance(content, str) or not content.strip():
+            bag.error(
+                "variant-segment-invalid",
+                f"the translation of segment `{segment_id}` must be non-empty text",
+                file=file,
+                field_path=f"{path}.content",
+            )
+            continue
+        translated[segment_id] = content
+    return translated
 
 
 def _first_difference(main: Any, variant: Any, path: str = "") -> str:
@@ -495,7 +600,9 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     if document is None:
         return package
     package.prompt = document.body
-    package.prompt_variants = _variants(root, PLUGIN_FILE, document, bag, root)
+    root_variants = _variants(root, PLUGIN_FILE, document, bag, root)
+    package.prompt_variants = {locale: variant.body for locale, variant in root_variants.items() if variant.body}
+    package.prompt_segment_variants = {locale: variant.segments for locale, variant in root_variants.items() if variant.segments}
 
     data = _clean_root(inline_locale_maps(dict(document.data), bag, file=PLUGIN_FILE), bag, strict=strict)
     try:
@@ -588,13 +695,28 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         if compiled:
             package.runtimes.append(compiled)
     if manifest.runtime is None:
+        for locale, variant in root_variants.items():
+            if variant.body:
+                # The body of PLUGIN.<locale>.md translates the inline runtime's prompt; without one nothing reads it.
+                bag.warning(
+                    "variant-body-unused",
+                    f"the body of {variant.file} is never read: it translates the inline runtime's prompt and "
+                    "this package has no inline runtime",
+                    file=variant.file,
+                    hint="translate a fixed segment in the variant's frontmatter: contributes.prompt: "
+                    "[{id: <segment id>, content: <translation>}]",
+                )
         for runtime_file in runtime_files:
             declared_ids.add(runtime_file.runtime_id)
             raw_runtimes[runtime_file.runtime_id] = runtime_file.document.data
             manifest_frontmatters[runtime_file.file] = runtime_file.document.data
             if runtime_file.decl is None:
                 continue
-            variants = _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root)
+            variants = {
+                locale: variant.body
+                for locale, variant in _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root).items()
+                if variant.body
+            }
             compiled = compile_runtime(
                 runtime_file.decl,
                 RuntimeSource(
@@ -702,6 +824,9 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         definition["entry"] = package.entry
     if locales:
         definition["locales"] = locales
+    if package.prompt_segment_variants:
+        # Captured with the definition: the scheduler picks the session's locale from this snapshot.
+        definition["promptSegmentVariants"] = package.prompt_segment_variants
     for optional in ("license", "homepage", "covel"):
         value = getattr(manifest, optional)
         if value is not None:

@@ -41,7 +41,7 @@ class ValidationReport:
         if package is None:
             return ["en"], ["en"]
         text = ["en", *sorted(package.definition.get("locales", {}))]
-        variants = set(package.prompt_variants)
+        variants = set(package.prompt_variants) | set(package.prompt_segment_variants)
         for runtime in package.runtimes:
             variants.update(runtime.prompt_variants)
         return list(dict.fromkeys(text)), ["en", *sorted(variants)]

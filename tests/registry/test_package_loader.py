@@ -70,6 +70,9 @@ BROKEN = [
     ("entry-missing", "entry-missing", "entry-missing", "PLUGIN.md", "entry"),
     ("entry-outside", "entry-outside", "entry-outside-package", "PLUGIN.md", "entry"),
     ("zh-mismatch", "zh-mismatch", "variant-frontmatter-mismatch", "PLUGIN.zh.md", "runtime.schedule.stage"),
+    ("zh-unknown-segment", "zh-unknown-segment", "variant-unknown-segment", "PLUGIN.zh.md", "contributes.prompt[0].id"),
+    ("zh-segment-position", "zh-segment-position", "variant-frontmatter-mismatch", "PLUGIN.zh.md", "contributes.prompt[0].position"),
+    ("zh-segment-invalid", "zh-segment-invalid", "variant-segment-invalid", "PLUGIN.zh.md", "contributes.prompt[0].content"),
     ("misspelled-field", "misspelled-field", "misspelled-field", "PLUGIN.md", "permision"),
     ("concealed-story", "concealed-story", "concealed-story", "PLUGIN.md", "runtime.io.concealed"),
     ("runtime-package-field", "package-field", "runtime-package-field", "runtimes/extract/RUNTIME.md", "requires"),
@@ -249,6 +252,93 @@ def test_variant_with_empty_frontmatter_is_fine(tmp_path: Path) -> None:
     package = load_package(root, source="community")
     assert package.diagnostics == []
     assert package.runtimes[0].prompt_variants == {"zh": "检查。"}
+
+
+WORLD = """
+displayName: World
+contributes:
+  prompt:
+    - id: world
+      position: system
+      content: The harbor town of Saltmere.
+    - id: rules
+      position: {depth: 1}
+      role: user
+      content: Keep it short.
+"""
+
+
+def test_variant_translates_fixed_segments_by_id(tmp_path: Path) -> None:
+    zh = "---\ncontributes:\n  prompt:\n    - id: world\n      content: 港口小镇盐沼镇。\n---\n"
+    package = load_package(write_plugin(tmp_path, "w", WORLD, files={"PLUGIN.zh.md": zh}), source="community")
+    assert package.diagnostics == []
+    # Only the content is translated; the untranslated segment stays English; ids and positions are the main file's.
+    assert package.prompt_segment_variants == {"zh": {"world": "港口小镇盐沼镇。"}}
+    assert package.definition["promptSegmentVariants"] == {"zh": {"world": "港口小镇盐沼镇。"}}
+    assert [segment["content"] for segment in package.definition["contributes"]["prompt"]] == [
+        "The harbor town of Saltmere.", "Keep it short."]
+    assert package.prompt_variants == {}
+
+
+def test_variant_may_repeat_the_main_files_fields(tmp_path: Path) -> None:
+    zh = """---
+displayName: World
+contributes:
+  prompt:
+    - id: rules
+      position: {depth: 1}
+      role: user
+      content: 简短些。
+    - id: world
+      position: system
+      content: 港口小镇盐沼镇。
+---
+"""
+    package = load_package(write_plugin(tmp_path, "w", WORLD, files={"PLUGIN.zh.md": zh}), source="community", strict=True)
+    assert package.loaded and package.diagnostics == []
+    assert package.prompt_segment_variants == {"zh": {"rules": "简短些。", "world": "港口小镇盐沼镇。"}}
+
+
+@pytest.mark.parametrize(
+    ("zh", "code", "field_path"),
+    [
+        # A label is translated in locales/zh.yaml, not in the variant.
+        ("displayName: 世界", "variant-frontmatter-mismatch", "displayName"),
+        ("contributes:\n  prompt:\n    - id: world\n      role: user\n      content: 盐沼镇。", "variant-frontmatter-mismatch", "contributes.prompt[0].role"),
+        ("contributes:\n  tools: [note]\n  prompt:\n    - id: world\n      content: 盐沼镇。", "variant-frontmatter-mismatch", "contributes.tools"),
+        ("contributes:\n  prompt:\n    - content: 盐沼镇。", "variant-segment-invalid", "contributes.prompt[0].id"),
+        ("contributes:\n  prompt:\n    world: 盐沼镇。", "variant-segment-invalid", "contributes.prompt"),
+        ("contributes:\n  prompt:\n    - {id: world, content: 盐沼镇。}\n    - {id: world, content: 盐沼。}", "duplicate-prompt-id", "contributes.prompt[1].id"),
+    ],
+)
+def test_variant_cannot_change_structure(tmp_path: Path, zh: str, code: str, field_path: str) -> None:
+    package = load_package(write_plugin(tmp_path, "w", WORLD, files={"PLUGIN.zh.md": f"---\n{zh}\n---\n"}), source="community")
+    assert package.state is PackageState.FAILED
+    assert [(d.code, d.file, d.field_path) for d in package.diagnostics] == [(code, "PLUGIN.zh.md", field_path)]
+
+
+def test_runtime_variant_has_no_segments_to_translate(tmp_path: Path) -> None:
+    zh = "---\ncontributes:\n  prompt:\n    - {id: world, content: 盐沼镇。}\n---\n提取。\n"
+    root = write_plugin(tmp_path, "r", WORLD, files={"runtimes/x/RUNTIME.md": "---\nschedule:\n  stage: audit\n---\nExtract.\n",
+                                                    "runtimes/x/RUNTIME.zh.md": zh})
+    package = load_package(root, source="community")
+    assert [(d.code, d.file) for d in package.diagnostics] == [("variant-unknown-segment", "runtimes/x/RUNTIME.zh.md")]
+
+
+def test_variant_body_without_an_inline_runtime_is_reported(tmp_path: Path) -> None:
+    package = load_package(write_plugin(tmp_path, "w", WORLD, files={"PLUGIN.zh.md": "---\n---\n港口小镇盐沼镇。\n"}), source="community")
+    assert package.loaded
+    [diagnostic] = package.diagnostics
+    assert (diagnostic.code, diagnostic.severity, diagnostic.file) == ("variant-body-unused", Severity.WARNING, "PLUGIN.zh.md")
+    assert "contributes.prompt" in (diagnostic.hint or "")
+
+
+def test_demo_world_has_its_world_text_in_chinese() -> None:
+    package = load_package(default_plugin_dirs()[0] / "demo-world", source="builtin", strict=True)
+    assert package.loaded and package.diagnostics == [], [str(d) for d in package.diagnostics]
+    [world] = package.definition["contributes"]["prompt"]
+    assert world["id"] == "world" and world["content"].startswith("World: Saltmere")
+    assert package.definition["promptSegmentVariants"]["zh"]["world"].startswith("世界：盐沼镇")
 
 
 @pytest.mark.parametrize(
