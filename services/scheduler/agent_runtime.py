@@ -21,7 +21,7 @@ from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.registry.v1 import registry_pb2
 from services.scheduler.agent_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
-from services.scheduler.context_assembly import assemble, framework_preamble, resolve_bootstrap, static_segments
+from services.scheduler.context_assembly import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import (
     StepPlan,
@@ -252,7 +252,7 @@ class AgentLoop:
             self.prompt_segments = []
         else:
             max_turns = _manifest_get(self.manifest, "agent", "history", "maxTurns", default=history_max_turns)
-            segments = static_segments(runtime, self.story, packages) + list(self.extra_segments)
+            segments = static_segments(runtime, self.story, packages, session.locale) + list(self.extra_segments)
             self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
             bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
             # A limited window (agent.history.maxTurns) reads the summary only when it asks (includeSummaries: true);
@@ -284,7 +284,7 @@ class AgentLoop:
         assembled = await self.hooks.dispatch(
             "PostContextAssembly", self.scope,
             {"systemPrompt": self.system_prompt, "messages": self.messages, "outputKind": "story" if self.story else "system",
-             "promptTemplate": self.runtime.prompt, "promptSegments": self.prompt_segments},
+             "promptTemplate": runtime_prompt(self.runtime, self.scope.session.locale), "promptSegments": self.prompt_segments},
             plugin_id=self.runtime.plugin_id, runtime_id=self.runtime.runtime_id,
         )
         self.trace.extend(assembled.trace)

@@ -33,8 +33,23 @@ def framework_preamble(runtime: registry_pb2.RuntimeManifest, locale: str, story
     return "\n".join(lines)
 
 
+# Only Simplified Chinese has prompt variants (PLUGIN.zh.md / RUNTIME.zh.md).
+VARIANT_LOCALE = "zh"
+TRADITIONAL_CHINESE = ("zh-hant", "zh-tw", "zh-hk", "zh-mo")
+
+
+def variant_locale(locale: str) -> str:
+    """The prompt variant a session reads: `zh` for Simplified Chinese; "" (the main file) for every
+    other language, Traditional Chinese included."""
+    tag = (locale or "").lower().replace("_", "-")
+    if tag != VARIANT_LOCALE and not tag.startswith(VARIANT_LOCALE + "-"):
+        return ""
+    return "" if tag.startswith(TRADITIONAL_CHINESE) else VARIANT_LOCALE
+
+
 def runtime_prompt(runtime: registry_pb2.RuntimeManifest, locale: str) -> str:
-    return runtime.prompt_variants.get(locale) or runtime.prompt
+    variant = variant_locale(locale)
+    return (runtime.prompt_variants.get(variant) if variant else "") or runtime.prompt
 
 
 # agent:bootstrap: what one injected file and all of them may add to the system prompt.
@@ -47,7 +62,8 @@ def prompt_file(runtime: registry_pb2.RuntimeManifest, locale: str, workspace_di
     runtimes/<id>/RUNTIME.md otherwise (the locale's variant when there is one)."""
     inline = runtime.runtime_id == runtime.plugin_id
     base = "PLUGIN" if inline else "RUNTIME"
-    name = f"{base}.{locale}.md" if locale in runtime.prompt_variants else f"{base}.md"
+    variant = variant_locale(locale)
+    name = f"{base}.{variant}.md" if variant and runtime.prompt_variants.get(variant) else f"{base}.md"
     relative = PurePosixPath(name) if inline else PurePosixPath("runtimes", runtime.runtime_id.split("/", 1)[-1], name)
     path = str(PurePosixPath(workspace_dir) / relative) if workspace_dir else str(relative)
     return {"name": name, "path": path, "missing": False, "content": runtime_prompt(runtime, locale)}
@@ -132,16 +148,23 @@ def self_data_block(declaration: dict[str, Any], entries: dict[str, Any]) -> str
     return f"<{tag}>\n{body}\n</{tag}>"
 
 
-def static_segments(runtime: registry_pb2.RuntimeManifest, story: bool, packages) -> list[dict[str, Any]]:
+def static_segments(runtime: registry_pb2.RuntimeManifest, story: bool, packages, locale: str = "") -> list[dict[str, Any]]:
     """contributes.prompt segments this runtime reads: its own package's, and every active package's
-    when it writes the story. Each carries its pluginId for promptSegments."""
+    when it writes the story. Each carries its pluginId for promptSegments. A Simplified Chinese
+    session reads a segment's translation from PLUGIN.zh.md (the definition's promptSegmentVariants,
+    captured at load) where there is one; id, position and role are always the main file's."""
+    variant = variant_locale(locale)
     found = []
     for package in packages:
         if package.id != runtime.plugin_id and not story:
             continue
-        for segment in ((from_struct(package.definition).get("contributes") or {}).get("prompt") or []):
+        definition = from_struct(package.definition)
+        translated = (definition.get("promptSegmentVariants") or {}).get(variant) or {} if variant else {}
+        for segment in ((definition.get("contributes") or {}).get("prompt") or []):
             if isinstance(segment, dict) and segment.get("content"):
-                found.append({**segment, "pluginId": package.id})
+                content = translated.get(segment.get("id"))
+                found.append({**segment, **({"content": content} if isinstance(content, str) and content else {}),
+                              "pluginId": package.id})
     return found
 
 
