@@ -10,10 +10,34 @@ from pathlib import Path
 import pytest_asyncio
 import yaml
 
+from covel.scheduler.v1 import scheduler_pb2
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.settings import REPO_ROOT
 
 TEST_PLUGIN_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
+STORY_ENGINE = "narrator"
+
+
+def _core_plugins() -> tuple[str, ...]:
+    """The builtin plugins whose PLUGIN.md says `kind: core` (every new session gets them unless excluded)."""
+    found = []
+    for manifest in sorted((REPO_ROOT / "plugins").glob("*/PLUGIN.md")):
+        front = manifest.read_text(encoding="utf-8").split("---")[1]
+        if (yaml.safe_load(front) or {}).get("kind") == "core":
+            found.append(manifest.parent.name)
+    return tuple(found)
+
+
+CORE_PLUGINS = _core_plugins()
+# The core plugins a minimal session leaves out: all but the story engine.
+NON_STORY_CORE_PLUGINS = tuple(plugin for plugin in CORE_PLUGINS if plugin != STORY_ENGINE)
+
+
+def minimal_session(*, excluded_plugins=(), **fields) -> scheduler_pb2.CreateSessionRequest:
+    """A CreateSessionRequest for a minimal session: the narrator and the requested plugins only (the
+    other core plugins, such as world-time, memory and history-compaction, are excluded)."""
+    excluded = [*NON_STORY_CORE_PLUGINS, *(p for p in excluded_plugins if p not in NON_STORY_CORE_PLUGINS)]
+    return scheduler_pb2.CreateSessionRequest(excluded_plugins=excluded, **fields)
 
 
 @contextlib.asynccontextmanager

@@ -13,7 +13,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
-from tests.e2e.conftest import running_services
+from tests.e2e.conftest import minimal_session, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 CONTINUING = {"segments": [{"kind": "narration", "text": "The road unrolls ahead."}], "yield": "continue"}
@@ -43,7 +43,7 @@ async def _chain(stub, session_id: str, stop_after_turns: int) -> tuple[list[sto
 async def test_the_player_stops_the_chain_with_cancel(advancing) -> None:
     async with open_channel(advancing.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 20})}))).session
         turns, cancelled = await _chain(stub, session.id, stop_after_turns=2)
         assert cancelled is not None, "Cancel between or during continuation turns is not refused"
@@ -63,7 +63,7 @@ async def test_the_player_stops_the_chain_with_cancel(advancing) -> None:
 async def test_without_cancel_the_chain_runs_to_the_bound(advancing) -> None:
     async with open_channel(advancing.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 2}),
                                                                "pace-probe": to_struct({"delayMs": 10})}))).session
         turns, _ = await _chain(stub, session.id, stop_after_turns=99)

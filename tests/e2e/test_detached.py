@@ -17,6 +17,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn_runner import TurnRunner
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
+from tests.e2e.conftest import minimal_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -45,7 +46,7 @@ async def test_a_detached_runtime_commits_after_its_turn_returned(services) -> N
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["detached-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"]))).session
         turn = await submit(stub, session.id, "I light the lamp.")
         queued = next(r for r in turn.runtime_results if r.runtime_id == "detached-probe/later")
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED and queued.status == "skipped" and queued.reason.startswith("detached")
@@ -85,7 +86,7 @@ async def test_competing_workers_never_run_one_job_twice(services) -> None:
             store = store_pb2_grpc.TransactionalStoreStub(store_channel)
             for _, worker in replicas:
                 worker.start()
-            sessions = [(await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["detached-probe"]))).session.id
+            sessions = [(await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"]))).session.id
                         for _ in range(6)]
             await asyncio.gather(*(submit(stub, sid, "I wait.") for sid in sessions))
             jobs = await finished_jobs(store, sessions)

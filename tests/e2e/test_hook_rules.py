@@ -11,6 +11,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
+from tests.e2e.conftest import minimal_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "rules-probe"
@@ -22,7 +23,7 @@ async def play(services, settings: dict, text: str = "I open the gate.") -> tupl
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (
             await stub.CreateSession(
-                scheduler_pb2.CreateSessionRequest(
+                minimal_session(
                     requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct(settings)}
                 )
             )
@@ -157,7 +158,7 @@ async def test_a_faulty_plugin_is_paused_visible_and_can_be_reset(services) -> N
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (
             await stub.CreateSession(
-                scheduler_pb2.CreateSessionRequest(
+                minimal_session(
                     requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"raise": True})}
                 )
             )
@@ -185,7 +186,7 @@ async def test_session_start_and_end_hooks_and_what_ending_means(services, tmp_p
     marker = tmp_path / "sessions.log"
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"marker": str(marker)})}))).session
         ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id, reason=reason))
         lines = marker.read_text().splitlines()
@@ -205,7 +206,7 @@ async def test_session_start_and_end_hooks_and_what_ending_means(services, tmp_p
 async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE, "data-probe"], approved_plugins=[PROBE],
             plugin_settings={PROBE: to_struct({"reportSystemPrompt": True})}))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I read my notes.")])
@@ -218,7 +219,7 @@ async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
 async def test_static_prompt_segments_reach_story_runtimes_in_place(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE, "segment-probe"], approved_plugins=[PROBE],
             plugin_settings={PROBE: to_struct({"reportMessages": True})}))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I climb.")])

@@ -6,11 +6,13 @@ import grpc
 import pytest
 
 from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import SERVICES
 from shared.errors import field_violations
 from shared.grpc_client import check_health, open_channel
+from tests.e2e.conftest import CORE_PLUGINS, minimal_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -34,7 +36,7 @@ async def test_all_five_report_serving(services) -> None:
 async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        created = await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["hook-probe"], approved_plugins=["hook-probe"]))
+        created = await stub.CreateSession(minimal_session(requested_plugins=["hook-probe"], approved_plugins=["hook-probe"]))
         session = created.session
         assert set(session.active_plugins) == {"narrator", "hook-probe"}
 
@@ -72,6 +74,43 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
         assert [event.WhichOneof("event") for event in retried] == ["turn_completed"]
         assert retried[0].turn_completed.id == turn.id
         assert len((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages) == 4
+
+
+async def test_core_plugins_join_every_session_unless_excluded(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["registry"]) as registry_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        registry = registry_pb2_grpc.PluginRegistryStub(registry_channel)
+        # The spec's builtin list: narrator, history-compaction, memory and world-time are kind: core.
+        assert set(CORE_PLUGINS) == {"narrator", "history-compaction", "memory", "world-time"}
+        bare = await stub.CreateSession(scheduler_pb2.CreateSessionRequest())
+        assert set(bare.session.active_plugins) == set(CORE_PLUGINS) and not bare.rejected
+        turn = of_kind(await submit(stub, bare.session.id, "I look at the harbor clock."), "turn_completed")[0]
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+        ran = {r.runtime_id: r for r in turn.runtime_results}
+        assert [ran[r].status for r in ("world-time/context", "narrator", "world-time/advance")] == ["success"] * 3
+        assert ran["memory/extract"].reason.startswith("detached"), "memory's extraction is queued after the turn"
+
+        # An explicit exclusion wins over the core default, and over a request of the same plugin.
+        created = await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["world-time"], excluded_plugins=["world-time", "memory"]))
+        session = created.session
+        assert set(session.active_plugins) == {"narrator", "history-compaction"} and not created.rejected
+        assert list(session.excluded_plugins) == ["world-time", "memory"]
+        turn = of_kind(await submit(stub, session.id, "I look at the harbor clock."), "turn_completed")[0]
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+        assert [r.runtime_id for r in turn.runtime_results] == ["narrator"], "no runtime of an excluded core plugin runs"
+        # Starting over keeps the player's exclusions.
+        again = (await stub.ResetSession(scheduler_pb2.ResetSessionRequest(session_id=session.id))).session
+        assert set(again.active_plugins) == {"narrator", "history-compaction"}
+
+        # An excluded core plugin is not brought back either as the provider of a required contract.
+        required = ["world-time-context@1"]
+        kept_out = await registry.ResolveSessionPlugins(registry_pb2.ResolveSessionPluginsRequest(
+            excluded=["world-time"], required_contracts=required))
+        assert "world-time" not in kept_out.active and "world-time" not in kept_out.auto_added
+        assert [(u.contract, u.code) for u in kept_out.unmet] == [("world-time-context@1", "excluded")]
+        met = await registry.ResolveSessionPlugins(registry_pb2.ResolveSessionPluginsRequest(required_contracts=required))
+        assert "world-time" in met.active and not met.unmet
 
 
 async def test_a_turnstart_hook_can_abort_the_turn(services) -> None:
