@@ -21,6 +21,7 @@ from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import validate_actions
 from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn_runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
 from shared.errors import failed_precondition, invalid_argument, require, rpc
@@ -90,6 +91,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 raise invalid_argument(
                     f"approved_plugins[{index}]", f"plugin {plugin_id!r} is not enabled in this session; request it too"
                 )
+        await self._check_plugin_settings(request.plugin_settings, active)
         created = await self._peers.store.CreateSession(
             store_pb2.CreateSessionRequest(
                 session=store_pb2.Session(
@@ -123,6 +125,22 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 scheduler_pb2.RejectedPlugin(plugin_id=r.plugin_id, code=r.code, reason=r.reason) for r in resolved.rejected
             ],
         )
+
+    async def _check_plugin_settings(self, settings, active: list[str]) -> None:
+        """INVALID_ARGUMENT (nothing created) for a setting value its package's contributes.settings refuses."""
+        if not settings:
+            return
+        named = [plugin_id for plugin_id in settings if plugin_id != FRAMEWORK]
+        packages = {p.id: p for p in await self._runner._plugins.packages([p for p in named if p in active], timeout_s=10)}
+        for plugin_id in named:
+            if plugin_id in packages:
+                continue
+            try:  # installed but not enabled in this session: its values are still checked
+                packages.update({p.id: p for p in await self._runner._plugins.packages([plugin_id], timeout_s=10)})
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+        check_plugin_settings(settings, packages)
 
     async def _setup_fields(self, active: list[str]) -> dict:
         packages = await self._runner._plugins.packages(active, timeout_s=10)

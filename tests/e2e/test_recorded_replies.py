@@ -396,37 +396,27 @@ async def test_cost_gate_counts_the_providers_usage_of_every_call(stack) -> None
     assert f"this session used {spent} tokens, past its hard cap of 5000" in stopped.abort_reason, (spent, stopped.abort_reason)
 
 
-async def test_cost_gate_with_a_cap_that_is_not_a_number_stops_the_turn_with_the_reason(stack) -> None:
+@pytest.mark.parametrize(("plugin_id", "values", "field", "description"), [
+    ("cost-gate", {"hardCapTokens": "lots"}, "plugin_settings.cost-gate.hardCapTokens",
+     "must be a whole number, not 'lots'; send a whole number or leave it out to use the default (400000)"),
+    ("narrator", {"person": "first"}, "plugin_settings.narrator.person",
+     "must be one of second, third, not 'first'; pick one of them or leave it out to use the default ('second')"),
+])
+async def test_a_setting_value_its_plugin_does_not_declare_is_refused_at_create_session(
+        stack, plugin_id, values, field, description) -> None:
+    """CreateSession checks setting values against contributes.settings: nothing is created, no model is called."""
+    import grpc
+
     model, stub, store = stack
     request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
-    for plugin_id, values in {**WORLD.plugin_settings, "cost-gate": {"hardCapTokens": "lots"}}.items():
-        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    for each, settings in {**WORLD.plugin_settings, plugin_id: values}.items():
+        request.plugin_settings[each].CopyFrom(to_struct(settings))
     model.requests.clear()
-    model.replies = ENGLISH
-    # The kernel does not check setting types at CreateSession; the hook refuses to run uncapped.
-    session_id = (await stub.CreateSession(request)).session.id
-    turn = await play(stub, session_id, TURN_1)
-    assert turn.status == store_pb2.TURN_STATUS_ABORTED, turn.status
-    assert "hardCapTokens must be a whole number of tokens >= 0, not 'lots'" in turn.abort_reason, turn.abort_reason
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.CreateSession(request)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == f"{field}: {description}"
     assert model.requests == [], "no model was called"
-    assert await data(store, session_id, "inventory", "items") == {}
-
-
-async def test_a_narrator_person_that_is_not_an_option_shows_as_a_hook_error(stack) -> None:
-    model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
-    for plugin_id, values in {**WORLD.plugin_settings, "narrator": {"person": "first"}}.items():
-        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
-    session_id = (await stub.CreateSession(request)).session.id
-    model.requests.clear()
-    model.replies = ENGLISH
-    turn = await play(stub, session_id, TURN_1)
-    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
-    [failed] = [entry for entry in turn.hook_trace
-                if entry.event == "PostContextAssembly" and entry.handler_plugin_id == "narrator" and entry.runtime_id == "narrator"]
-    assert failed.status == "error" and "person must be one of second, third, not 'first'" in failed.message, failed
-    assert "Narrative person" not in one(model.of("narrator")).system, "no rule for a person nobody offered"
-    await wait_for_memories(store, session_id, 2)
 
 
 async def test_summaries_reach_the_story_and_the_guide_but_not_windowed_bookkeepers(stack) -> None:
