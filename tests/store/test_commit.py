@@ -162,6 +162,52 @@ async def test_rejected_non_story_proposal_discards_only_its_unit(stub):
     assert [(e.plugin_id, e.key, from_value(e.value)) for e in entries] == [("memory", "mood", "calm")]
 
 
+async def test_a_veto_decided_before_the_store_rejects_its_whole_unit(stub):
+    """A proposal sent with a REJECTED outcome (a PreStateCommit abort) is rejected like a write the
+    store refused: its unit rolls back, whatever read it is discarded, the other units commit."""
+    session = await new_session(stub)
+    lease = (await acquire(stub, session.id)).lease
+    first = data_proposal("notes", "a", 1, plugin_id="tracker", runtime_id="tracker")
+    vetoed = data_proposal("notes", "b", 2, plugin_id="tracker", runtime_id="tracker")
+    reader = data_proposal("seen", "a", 1, plugin_id="tracker", runtime_id="reader")
+    kept = data_proposal("notes", "mood", "calm", plugin_id="memory", runtime_id="recorder")
+    story = story_proposal("All is calm.")
+    turn = turn_for(lease, runtime_results=[story_result()], proposal_outcomes=[store_pb2.ProposalOutcome(
+        proposal_id=vetoed.id, status=REJECTED, reason="PreStateCommit hook of judge aborted it: no", code="hook-aborted")])
+    reply = await stub.CommitTurn(store_pb2.CommitTurnRequest(
+        session_id=lease.session_id, lease_id=lease.lease_id, turn=turn, proposals=[first, vetoed, reader, kept, story],
+        release_lease=True, dependencies=[store_pb2.UnitDependencies(unit_runtime_id="reader", read_from=["tracker"])]))
+
+    assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED
+    outcomes = {o.proposal_id: o for o in reply.turn.proposal_outcomes}
+    assert len(reply.turn.proposal_outcomes) == 5, "one outcome per proposal: the veto is not listed twice"
+    assert (outcomes[vetoed.id].status, outcomes[vetoed.id].code) == (REJECTED, "hook-aborted")
+    assert outcomes[vetoed.id].reason == "PreStateCommit hook of judge aborted it: no"
+    assert (outcomes[first.id].status, outcomes[first.id].code) == (DISCARDED, "unit-rolled-back")
+    assert (outcomes[reader.id].status, outcomes[reader.id].reason) == (DISCARDED, "read data of tracker that did not commit")
+    assert outcomes[kept.id].status == COMMITTED and outcomes[story.id].status == COMMITTED
+    entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries
+    assert [(e.plugin_id, e.key) for e in entries] == [("memory", "mood")]
+
+
+async def test_a_veto_of_a_story_write_rolls_the_turn_back(stub):
+    session = await new_session(stub)
+    lease = (await acquire(stub, session.id)).lease
+    memory = data_proposal("notes", "seen", True)
+    story = story_proposal("All is calm.")
+    turn = turn_for(lease, runtime_results=[story_result()], proposal_outcomes=[store_pb2.ProposalOutcome(
+        proposal_id=story.id, status=REJECTED, reason="PreStateCommit hook of judge aborted it: no", code="hook-aborted")])
+    reply = await commit(stub, lease, turn, [memory, story])
+
+    assert reply.turn.status == store_pb2.TURN_STATUS_FAILED
+    assert reply.turn.abort_reason == (
+        f"story runtime narrator: proposal {story.id} (narrative.append) was rejected: PreStateCommit hook of judge aborted it: no")
+    outcomes = {o.proposal_id: o for o in reply.turn.proposal_outcomes}
+    assert outcomes[story.id].status == REJECTED and outcomes[memory.id].code == "turn-rolled-back"
+    assert await messages_of(stub, session.id) == []
+    assert list((await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries) == []
+
+
 async def test_plugin_data_upserts_per_plugin_namespace_and_key(stub):
     session = await new_session(stub)
     first = (await acquire(stub, session.id)).lease
