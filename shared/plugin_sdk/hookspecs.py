@@ -13,7 +13,8 @@
 
 The hooks service maps the hooks onto the contract's events (services/hooks/hookspec_adapter.py):
 before_llm_call / after_llm_call onto PreLLMCall and PostLLMResponse (after_llm_call also onto
-PostRuntime, where it hears of calls that failed), before_tool_call /
+PostRuntime, where it hears of calls that failed, a subagent's at its caller's PostRuntime;
+a Post… event is matched to its Pre… by the context's execution_id), before_tool_call /
 after_tool_call onto PreToolUse and PostToolUse, system_prompt onto PostContextAssembly,
 on_error onto PostRuntime, provide_tools onto registered tools. Unlike `covel.on` handlers,
 a hookimpl that raises or returns the wrong type is logged and skipped: a security policy
@@ -35,13 +36,15 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 # What `state` holds in every hook: a plain dict, new for each call.
-# session_id, turn_id, locale, plugin_id and runtime_id of the runtime, and `ctx` (the HookContext).
+# session_id, turn_id, locale, plugin_id and runtime_id of the runtime; execution_id (which run of the
+# runtime: concurrent subagents of one provider differ), subagent_call_id and parent_runtime_id ("" unless a
+# subagent run); and `ctx` (the HookContext).
 TurnState = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class LLMCallRequest:
-    # "<turn id>:<runtime id>": one runtime's execution in one turn.
+    # "<turn id>:<runtime id>" (concurrent runs of one runtime share it: state["execution_id"] tells them apart).
     run_id: str
     model: str
     # Chat messages as the model receives them: {"role", "content", "tool_calls"?, "tool_call_id"?}.
