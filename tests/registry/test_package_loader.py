@@ -280,6 +280,14 @@ def test_variant_translates_fixed_segments_by_id(tmp_path: Path) -> None:
     assert package.prompt_variants == {}
 
 
+def test_translated_segments_count_as_a_zh_instruction_language(tmp_path: Path) -> None:
+    from services.registry.package_validator import validate_package
+
+    zh = "---\ncontributes:\n  prompt:\n    - id: world\n      content: 港口小镇盐沼镇。\n---\n"
+    report = validate_package(write_plugin(tmp_path, "w", WORLD, files={"PLUGIN.zh.md": zh}))
+    assert report.ok and report.languages() == (["en"], ["en", "zh"])
+
+
 def test_variant_may_repeat_the_main_files_fields(tmp_path: Path) -> None:
     zh = """---
 displayName: World
