@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,7 +15,8 @@ import pytest_asyncio
 import yaml
 
 from covel.scheduler.v1 import scheduler_pb2
-from covel_cli.launcher import ServiceGroup, free_port_addrs
+from covel_cli.launcher import READY_LINE, ServiceGroup, free_port_addrs
+from shared.grpc_client import check_health
 from shared.settings import REPO_ROOT
 
 TEST_PLUGIN_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
@@ -59,6 +64,40 @@ async def running_services(
         yield group
     finally:
         await group.stop()
+
+
+async def restart_gateway(group: ServiceGroup, script: dict, timeout_s: float = 30.0) -> None:
+    """Give a running group's gateway a fresh `script`: stop it, write the script, start it again on
+    the same address (the scheduler's channel reconnects). A test that consumes scripted reply
+    queues starts with its own queues this way, whichever tests ran before it."""
+    script_file = group.data_dir / "gateway-script.yaml"
+    if group.extra_env.get("COVEL_GATEWAY_SCRIPT") != str(script_file):
+        raise ValueError("restart_gateway needs a group started by running_services with a script")
+    old = group.processes["gateway"]
+    if old.returncode is None:
+        old.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(old.wait(), timeout_s)
+    script_file.write_text(yaml.safe_dump(script))
+    log_path = group.log_dir / "gateway.log"
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as log_file:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.gateway", env=group.env(), cwd=REPO_ROOT,
+            stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL,
+        )
+    group.processes["gateway"] = process
+    ready, deadline, security = READY_LINE.format(name="gateway"), time.monotonic() + timeout_s, group.security()
+    while True:
+        if process.returncode is not None:
+            raise RuntimeError(f"the gateway exited with code {process.returncode} on restart:\n{group.log_tail('gateway')}")
+        with log_path.open("rb") as log:
+            log.seek(offset)
+            started = ready in log.read().decode(errors="replace")
+        if started and await check_health(group.addrs["gateway"], timeout_s=1.0, security=security) == "SERVING":
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the gateway did not serve again within {timeout_s:.0f} s:\n{group.log_tail('gateway')}")
+        await asyncio.sleep(0.05)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

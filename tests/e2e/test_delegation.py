@@ -14,7 +14,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
-from tests.e2e.conftest import running_services
+from tests.e2e.conftest import minimal_session, restart_gateway, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "delegate-probe"
@@ -25,38 +25,22 @@ def delegate(runtime_id: str, brief: str) -> dict:
     return {"tool_calls": [{"name": "delegate", "arguments": {"target": {"runtimeId": runtime_id}, "brief": brief}}]}
 
 
-# Each runtime answers on its own slot, so every queue is consumed in the order the tests run.
-SCRIPT = {"queues": {
-    "delegator": [
-        # test_delegate_hands_back_the_subagents_output_and_a_subagent_cannot_delegate
-        delegate(HELPER, "Where is the key?"), {"text": "The helper found it."},
-        # test_a_cancelled_and_an_invalid_subagent_answer_cancelled_and_internal
-        delegate(HELPER, "Anything?"), delegate(f"{PROBE}/strict", "Answer strictly."), {"text": "Both failed."},
-        # test_a_concealed_providers_trace_is_hidden_from_clients
-        delegate(WHISPERER, "Tell me the secret."), {"text": "I was told something."},
-        # test_a_nested_run_shares_the_root_executions_subagent_budget
-        delegate(HELPER, "Second."), {"text": "No more calls."},
-        # test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_with_the_caller
-        delegate(f"{PROBE}/scribe", "Record the key."), {"text": "Recorded."},
-    ],
-    "scribe": [{"tool_calls": [{"name": "write-ledger", "arguments": {"entry": "from-subagent"}}]}, {"text": "Done."}],
-    "helper": [delegate(HELPER, "Go deeper."), {"text": "Under the mat."}, {"text": "First answer."}],
-    "strict": [{"text": "not json"}, {"text": "still not json"}],
-    "schemer": [{"tool_calls": [{"name": "plant-clue", "arguments": {"clue": "SECRET-CLUE-ARG"}}]}, {"text": "SECRET-SCHEMER-REPLY"}],
-    "whisperer": [{"tool_calls": [{"name": "peek", "arguments": {}}]}, {"text": "SECRET-WHISPER-REPLY"}],
-}}
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def delegating_services(tmp_path_factory):
-    async with running_services(tmp_path_factory.mktemp("delegation"), script=SCRIPT) as group:
+    async with running_services(tmp_path_factory.mktemp("delegation"), script={}) as group:
         yield group
+
+
+async def scripted(services, **queues: list) -> None:
+    """This test's replies, one queue per slot (each runtime answers on its own slot): the gateway
+    restarts with them, so a test never reads replies another test left or took."""
+    await restart_gateway(services, {"queues": queues})
 
 
 async def play(services, settings: dict, plugins: tuple[str, ...] = (PROBE,), session_out: list | None = None):
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=list(plugins), approved_plugins=list(plugins), plugin_settings={PROBE: to_struct(settings)}))).session
         if session_out is not None:
             session_out.append(session)
@@ -77,6 +61,9 @@ def tool_reports(turn, runtime_id: str) -> list[dict]:
 
 
 async def test_delegate_hands_back_the_subagents_output_and_a_subagent_cannot_delegate(delegating_services) -> None:
+    await scripted(delegating_services,
+                   delegator=[delegate(HELPER, "Where is the key?"), {"text": "The helper found it."}],
+                   helper=[delegate(HELPER, "Go deeper."), {"text": "Under the mat."}])
     _, turn, _ = await play(delegating_services, {"run": "delegator"})
     result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
     assert result.status == "success", result.reason
@@ -91,6 +78,9 @@ async def test_delegate_hands_back_the_subagents_output_and_a_subagent_cannot_de
 
 
 async def test_a_cancelled_and_an_invalid_subagent_answer_cancelled_and_internal(delegating_services) -> None:
+    await scripted(delegating_services,
+                   delegator=[delegate(HELPER, "Anything?"), delegate(f"{PROBE}/strict", "Answer strictly."), {"text": "Both failed."}],
+                   strict=[{"text": "not json"}, {"text": "still not json"}])
     _, turn, _ = await play(delegating_services, {"run": "delegator", "helper": "cancel"})
     result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
     assert result.status == "success", result.reason
@@ -109,6 +99,8 @@ def _client_text(events, shown) -> str:
 
 
 async def test_a_concealed_agent_runtimes_content_reaches_no_client(delegating_services) -> None:
+    await scripted(delegating_services, schemer=[
+        {"tool_calls": [{"name": "plant-clue", "arguments": {"clue": "SECRET-CLUE-ARG"}}]}, {"text": "SECRET-SCHEMER-REPLY"}])
     events, shown, stored = await play(delegating_services, {"run": "schemer"})
     result = next(r for r in shown.runtime_results if r.runtime_id == SCHEMER)
     assert result.status == "success" and result.concealed and not result.HasField("output")
@@ -124,6 +116,9 @@ async def test_a_concealed_agent_runtimes_content_reaches_no_client(delegating_s
 
 
 async def test_a_concealed_providers_trace_is_hidden_from_clients(delegating_services) -> None:
+    await scripted(delegating_services,
+                   delegator=[delegate(WHISPERER, "Tell me the secret."), {"text": "I was told something."}],
+                   whisperer=[{"tool_calls": [{"name": "peek", "arguments": {}}]}, {"text": "SECRET-WHISPER-REPLY"}])
     events, shown, stored = await play(delegating_services, {"run": "delegator"})
     result = next(r for r in shown.runtime_results if r.runtime_id == DELEGATOR)
     assert result.status == "success", result.reason
@@ -136,6 +131,8 @@ async def test_a_concealed_providers_trace_is_hidden_from_clients(delegating_ser
 
 
 async def test_a_nested_run_shares_the_root_executions_subagent_budget(delegating_services) -> None:
+    await scripted(delegating_services,
+                   helper=[{"text": "First answer."}], delegator=[delegate(HELPER, "Second."), {"text": "No more calls."}])
     # maxSubagentCalls 1 (a session setting): the root function's own call uses it up, so the
     # delegator it runs nested (ctx.recursive_call) finds none left.
     _, turn, _ = await play(delegating_services, {"run": "rooted", "maxSubagentCalls": 1})
@@ -149,6 +146,9 @@ async def test_a_nested_run_shares_the_root_executions_subagent_budget(delegatin
 
 
 async def test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_with_the_caller(delegating_services) -> None:
+    await scripted(delegating_services,
+                   delegator=[delegate(f"{PROBE}/scribe", "Record the key."), {"text": "Recorded."}],
+                   scribe=[{"tool_calls": [{"name": "write-ledger", "arguments": {"entry": "from-subagent"}}]}, {"text": "Done."}])
     sessions: list = []
     _, turn, _ = await play(delegating_services, {"run": "delegator"}, plugins=(PROBE, "service-probe"), session_out=sessions)
     result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
