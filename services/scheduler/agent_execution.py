@@ -34,7 +34,6 @@ from services.scheduler.plugin_services import add_service_tools
 from services.scheduler.prompt_segments import dynamic_segments
 from services.scheduler.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.turn_state import TurnState
-from shared.ids import new_id
 from shared.logs import get_logger
 from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
 from shared.structs import from_struct, from_value
@@ -111,8 +110,6 @@ class AgentExecution:
             return None
 
         root_budget = root_agents.budget if root_agents is not None else None
-        # An execution of its own: its hooks tell it from its caller's and from other nested runs of the runtime.
-        scope = scope.execution(new_id())
         return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget)
 
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,

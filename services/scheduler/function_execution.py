@@ -19,6 +19,7 @@ from services.scheduler.player_input import action_dict
 from services.scheduler.plugin_services import ServicesView
 from services.scheduler.progress import ProgressRange
 from services.scheduler.turn_state import RunningTurn, TurnState
+from shared.ids import new_id
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
 from shared.plugin_sdk.http_client import function_http_client
@@ -240,6 +241,8 @@ class FunctionExecution:
         manifest = from_struct(target.manifest)
         if (manifest.get("schedule") or {}).get("subagentOnly"):
             raise LookupError(f"recursive_call({runtime_id!r}): a subagentOnly runtime runs through ctx.agents.run")
+        # An execution of its own: hooks tell it from its parent's and from other nested runs (HookContext.execution_id).
+        scope = scope.execution(new_id())
         # The nested execution binds from its own upstream only (none): not the parent turn's results.
         inputs, gate = await self.bind(target, scope, run, manifest, nested_message=player_message)
         if gate:
