@@ -7,8 +7,10 @@ from collections.abc import Sequence
 
 from services.registry.dataset_rules import FRAMEWORK_TOOLS
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl, PluginManifest
+from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl, PluginManifest, SettingDecl
 from services.registry.runtime_compiler import CompiledRuntime
+from shared.plugin_settings import KNOWN_TYPES as KNOWN_SETTING_TYPES
+from shared.plugin_settings import value_problem as setting_value_problem
 
 RESERVED_PROMPT_ID = "static-prompt"
 
@@ -77,6 +79,7 @@ def check_contributes(manifest: PluginManifest, bag: DiagnosticBag, *, file: str
                 field_path=f"contributes.data.{namespace}.authoring",
                 hint="add `accepts: [<contract>]`, or remove authoring",
             )
+    _check_settings(contributes.settings or [], bag, file)
     for index, command in enumerate(contributes.commands or []):
         action = command.get("action")
         if isinstance(action, str) and action not in actions:
@@ -87,6 +90,38 @@ def check_contributes(manifest: PluginManifest, bag: DiagnosticBag, *, file: str
                 field_path=f"contributes.commands[{index}].action",
                 hint=f"add `{action}` to contributes.actions",
             )
+
+
+def _check_settings(settings: Sequence[SettingDecl], bag: DiagnosticBag, file: str) -> None:
+    """contributes.settings: each key once, a known type, options for a select, min <= max, and a
+    default that passes the declaration's own rules (the player's values are checked by them)."""
+    first: dict[str, int] = {}
+    for index, setting in enumerate(settings):
+        path = f"contributes.settings[{index}]"
+        if setting.key in first:
+            bag.error("duplicate-setting", f"`{setting.key}` is declared twice (also at contributes.settings[{first[setting.key]}])",
+                      file=file, field_path=path)
+            continue
+        first[setting.key] = index
+        if setting.type not in KNOWN_SETTING_TYPES:
+            bag.warning(
+                "unknown-setting-type", f"setting `{setting.key}` has type `{setting.type}`; the host does not check its values",
+                file=file, field_path=f"{path}.type", hint=f"use one of {', '.join(sorted(KNOWN_SETTING_TYPES))}",
+            )
+            continue
+        if setting.type == "select" and not setting.options:
+            bag.error("invalid-setting", f"select setting `{setting.key}` lists no options", file=file,
+                      field_path=f"{path}.options", hint="list the values the player can pick")
+            continue
+        if setting.min is not None and setting.max is not None and setting.min > setting.max:
+            bag.error("invalid-setting", f"setting `{setting.key}` has min {setting.min:g} above max {setting.max:g}", file=file,
+                      field_path=f"{path}.min", hint="swap them")
+            continue
+        if setting.default is not None:
+            problem = setting_value_problem(setting.model_dump(), setting.default).split(";")[0]
+            if problem:
+                bag.error("invalid-setting", f"the default of setting `{setting.key}` {problem}", file=file,
+                          field_path=f"{path}.default", hint="make the default a value a player could choose, or remove it")
 
 
 def check_runtime_tools(runtime: CompiledRuntime, contributed_tools: Sequence[str], bag: DiagnosticBag) -> None:

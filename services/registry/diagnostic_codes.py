@@ -105,6 +105,9 @@ CODES: dict[str, str] = {
     "duplicate-form": "a form declared twice",
     "duplicate-event-topic": "an event topic declared twice",
     "duplicate-prompt-id": "a prompt segment id used twice",
+    "duplicate-setting": "a setting key declared twice",
+    "invalid-setting": "a setting declaration the host cannot check values against: a select without options, min above max, a default its own rules refuse",
+    "unknown-setting-type": "a setting type the host does not know; its values are not checked",
     "ui-spec-shape": "a UI spec with neither or both of view and webview",
     "contract-schema-divergent": "two providers publish different schemas for one contract",
     # Datasets
