@@ -52,8 +52,10 @@ class AgentExecution:
         self._interjections = interjections
 
     async def run(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
-                  on_narrative: OnNarrative, inputs: dict | None, root_budget: SubagentBudget | None = None) -> RuntimeOutcome:
-        """One agent execution; `root_budget` is the subagent budget of the root execution a nested run belongs to."""
+                  on_narrative: OnNarrative, inputs: dict | None, root_budget: SubagentBudget | None = None,
+                  nested: bool = False) -> RuntimeOutcome:
+        """One agent execution; `root_budget` is the subagent budget of the root execution a nested run belongs to.
+        A `nested` run (ctx.recursive_call) reads no upstream plugin data: it sees none of its parent's upstream."""
         package = run.packages[runtime.plugin_id]
         story = is_story_runtime(runtime)
         schemas: list = []
@@ -63,6 +65,8 @@ class AgentExecution:
             except SchemaUnavailable as error:
                 return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
         plugin_data = self._functions.plugin_data_view(runtime, scope.session.id, run)
+        if nested:
+            plugin_data.upstream = []
         tools = KernelTools()
         topics = _story_topics(run) if story else list(package.event_topics)
         if topics:
@@ -89,7 +93,7 @@ class AgentExecution:
         outcome = await run_agent(
             runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
-            self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest),
+            self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments,
         )
@@ -110,7 +114,7 @@ class AgentExecution:
             return None
 
         root_budget = root_agents.budget if root_agents is not None else None
-        return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget)
+        return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget, nested=True)
 
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
                       budget: SubagentBudget | None = None) -> Subagents:

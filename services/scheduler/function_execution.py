@@ -196,12 +196,16 @@ class FunctionExecution:
             context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline)
         return context
 
-    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict) -> list[str]:
-        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it."""
+    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,
+                               upstream: bool = True) -> list[str]:
+        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it
+        (`upstream=False` for a nested run: committed values only)."""
         declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
         if not declarations:
             return []
         view = self.plugin_data_view(runtime, scope.session.id, run)
+        if not upstream:
+            view.upstream = []
         blocks = []
         for declaration in declarations:
             if str(declaration["namespace"]).startswith("_hidden"):
