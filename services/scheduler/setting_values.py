@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from google.protobuf import struct_pb2
+
 from shared.errors import invalid_argument
 from shared.plugin_settings import declared_settings, value_problem
 from shared.structs import from_struct
@@ -34,7 +36,7 @@ def check_plugin_settings(settings: Mapping[str, Any], packages: Mapping[str, An
     `settings`: plugin id -> Struct (or dict) of values; `packages`: plugin id -> PluginPackage
     (its `definition` Struct) of every installed plugin named in `settings`."""
     for plugin_id, values in settings.items():
-        given = values if isinstance(values, Mapping) else from_struct(values)
+        given = from_struct(values) if isinstance(values, struct_pb2.Struct) else dict(values)
         if plugin_id == FRAMEWORK:
             declared: dict[str, dict[str, Any]] | None = FRAMEWORK_SETTINGS
             whose = "the kernel's session settings"
