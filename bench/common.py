@@ -20,6 +20,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.in_process import InProcessGroup, unix_socket_addrs
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
+from shared.builtin_plugins import non_story_core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 
@@ -91,8 +92,11 @@ async def wait_turns_work(scheduler_addr: str, timeout_s: float = 15.0) -> None:
                 await asyncio.sleep(0.2)
 
 
-async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, **fields) -> store_pb2.Session:
-    return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(**fields))).session
+async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, *, excluded_plugins=(), **fields) -> store_pb2.Session:
+    """A session of the narrator and the requested plugins: the other core plugins (world-time, memory,
+    history-compaction) are left out so that figures measure the same turn as the kernel grows."""
+    excluded = [*non_story_core_plugin_ids(), *excluded_plugins]
+    return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(excluded_plugins=excluded, **fields))).session
 
 
 async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, store_pb2.Turn]:

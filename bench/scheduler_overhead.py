@@ -2,7 +2,7 @@
 
 `python -m bench.scheduler_overhead`: generates a plugin with N trivial function runtimes in
 three stages (pre-turn, post-turn, audit; each depending on one of the stage before), starts the
-five services with only that plugin in the session (narrator excluded), and times turns end to
+five services with only that plugin in the session (every core plugin excluded), and times turns end to
 end for N = 10, 50, 200. Writes bench/results/scheduler_overhead.json.
 """
 
@@ -21,6 +21,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import ServiceGroup, free_port_addrs
+from shared.builtin_plugins import core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 
@@ -55,7 +56,7 @@ async def measure(count: int, turns: int) -> dict:
             async with open_channel(group.addrs["scheduler"]) as channel:
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)
                 session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-                    requested_plugins=["bench-functions"], excluded_plugins=["narrator"]))).session
+                    requested_plugins=["bench-functions"], excluded_plugins=list(core_plugin_ids())))).session
                 timings = []
                 for index in range(turns + 2):
                     request = scheduler_pb2.SubmitActionsRequest(

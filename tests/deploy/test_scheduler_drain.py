@@ -13,6 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
+from shared.builtin_plugins import non_story_core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_value
@@ -34,7 +35,8 @@ async def _job_running(group: ServiceGroup, seconds: float) -> tuple[str, store_
     async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["slow-detached"]), timeout=20)).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["slow-detached"], excluded_plugins=non_story_core_plugin_ids()), timeout=20)).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=f"wait {seconds}")])
         [*_, last] = [event async for event in stub.SubmitActions(request, timeout=30)]
         assert last.turn_completed.status == store_pb2.TURN_STATUS_COMMITTED

@@ -16,26 +16,16 @@ import yaml
 
 from covel.scheduler.v1 import scheduler_pb2
 from covel_cli.launcher import READY_LINE, ServiceGroup, free_port_addrs
+from shared.builtin_plugins import core_plugin_ids, non_story_core_plugin_ids
 from shared.grpc_client import check_health
 from shared.settings import REPO_ROOT
 
 TEST_PLUGIN_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
-STORY_ENGINE = "narrator"
 
 
-def _core_plugins() -> tuple[str, ...]:
-    """The builtin plugins whose PLUGIN.md says `kind: core` (every new session gets them unless excluded)."""
-    found = []
-    for manifest in sorted((REPO_ROOT / "plugins").glob("*/PLUGIN.md")):
-        front = manifest.read_text(encoding="utf-8").split("---")[1]
-        if (yaml.safe_load(front) or {}).get("kind") == "core":
-            found.append(manifest.parent.name)
-    return tuple(found)
-
-
-CORE_PLUGINS = _core_plugins()
+CORE_PLUGINS = core_plugin_ids()
 # The core plugins a minimal session leaves out: all but the story engine.
-NON_STORY_CORE_PLUGINS = tuple(plugin for plugin in CORE_PLUGINS if plugin != STORY_ENGINE)
+NON_STORY_CORE_PLUGINS = non_story_core_plugin_ids()
 
 
 def minimal_session(*, excluded_plugins=(), **fields) -> scheduler_pb2.CreateSessionRequest:

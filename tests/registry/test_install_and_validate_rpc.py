@@ -13,6 +13,7 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from services.registry.zip_install import MAX_MEMBER_BYTES, unpack
+from shared.builtin_plugins import core_plugin_ids
 from shared.settings import default_plugin_dirs
 from tests.registry.conftest import FIXTURES
 
@@ -146,7 +147,8 @@ async def test_resolve_rpcs_carry_approvals_world_requirements_and_confirmed_set
         registry_pb2.ResolveSessionPluginsRequest(required_contracts=["narrative-engine@2", "memory@1"], approvals_known=True),
         timeout=5,
     )
-    assert list(reply.active) == ["narrator"]
+    # Every kind: core builtin joins (world-time, memory, history-compaction besides the narrator).
+    assert sorted(reply.active) == sorted(core_plugin_ids())
     [unmet] = reply.unmet
     assert (unmet.contract, unmet.code) == ("memory@1", "missing-provider")
     confirmed = await client.stub.ResolveConfirmedSessionPlugins(

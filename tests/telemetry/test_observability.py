@@ -13,6 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
+from shared.builtin_plugins import non_story_core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from tests.telemetry.otlp_receiver import OtlpReceiver
@@ -47,7 +48,8 @@ async def observed(tmp_path_factory):
             async with open_channel(group.addrs["scheduler"]) as channel:
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)
                 session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-                    requested_plugins=["telemetry-probe"], approved_plugins=["telemetry-probe"]))).session
+                    requested_plugins=["telemetry-probe"], approved_plugins=["telemetry-probe"],
+                    excluded_plugins=non_story_core_plugin_ids()))).session
                 turns = []
                 for text in ("I look at the stars.", "I walk to the well."):
                     request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
@@ -106,7 +108,9 @@ async def test_one_trace_covers_the_turn_across_the_services(observed):
 
 async def test_a_caller_s_trace_context_is_continued(observed):
     _, receiver, _, _, _ = observed
-    spans = await receiver.wait_for(lambda spans: any(s.trace_id == CALLER_TRACE_ID and s.service == "covel-store" for s in spans))
+    # The services export on their own schedules: wait until both sides' spans have arrived.
+    spans = await receiver.wait_for(lambda spans: {"covel-scheduler", "covel-store"}
+                                    <= {s.service for s in spans if s.trace_id == CALLER_TRACE_ID})
     joined = {(span.service, span.name) for span in spans if span.trace_id == CALLER_TRACE_ID}
     assert ("covel-scheduler", "/covel.scheduler.v1.Scheduler/GetSession") in joined
     assert ("covel-store", "/covel.store.v1.TransactionalStore/GetSession") in joined

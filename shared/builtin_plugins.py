@@ -1,0 +1,27 @@
+"""The builtin plugin packages in the repo's plugins/ folder: which of them every new session gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from shared.settings import REPO_ROOT
+
+BUILTIN_PLUGIN_DIR = REPO_ROOT / "plugins"
+STORY_ENGINE = "narrator"
+
+
+def core_plugin_ids(folder: Path = BUILTIN_PLUGIN_DIR) -> tuple[str, ...]:
+    """The packages whose PLUGIN.md says `kind: core` (in every new session unless excluded), sorted."""
+    found = []
+    for manifest in sorted(folder.glob("*/PLUGIN.md")):
+        front = manifest.read_text(encoding="utf-8").split("---")[1]
+        if (yaml.safe_load(front) or {}).get("kind") == "core":
+            found.append(manifest.parent.name)
+    return tuple(found)
+
+
+def non_story_core_plugin_ids(folder: Path = BUILTIN_PLUGIN_DIR) -> tuple[str, ...]:
+    """What a minimal session (the story engine and what it asks for) excludes."""
+    return tuple(plugin for plugin in core_plugin_ids(folder) if plugin != STORY_ENGINE)
