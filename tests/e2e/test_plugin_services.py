@@ -10,7 +10,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
-from tests.e2e.conftest import running_services
+from tests.e2e.conftest import minimal_session, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROVIDER, CLIENT = "service-probe", "service-client-probe"
@@ -20,7 +20,8 @@ async def play(services, run: str):
     settings = {PROVIDER: to_struct({"run": run}), CLIENT: to_struct({"run": run})}
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        # Minimal: memory's detached job would draw on the scripted plugin-slot queue the agents use.
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROVIDER, CLIENT], approved_plugins=[PROVIDER, CLIENT], plugin_settings=settings))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I ask about the gate.")]))]
