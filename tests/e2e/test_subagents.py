@@ -11,7 +11,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
-from tests.e2e.conftest import running_services
+from tests.e2e.conftest import minimal_session, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "subagent-probe"
@@ -25,7 +25,7 @@ KEEPER_SCRIPT = {"queues": {"plugin": [
 async def play(services, run: str):
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"run": run})}))).session
         events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I knock at the gate.")]))]
@@ -92,7 +92,7 @@ async def test_concurrent_subagents_of_one_runtime_are_told_apart_by_the_hook_co
     async with running_services(tmp_path, script=EXECUTION_SCRIPT) as services:
         async with open_channel(services.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
-            session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            session = (await stub.CreateSession(minimal_session(
                 requested_plugins=["execution-probe"], approved_plugins=["execution-probe"]))).session
             events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
                 session_id=session.id, actions=[common_pb2.PlayerAction(text="Three strangers at the gate.")]))]

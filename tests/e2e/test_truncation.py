@@ -10,7 +10,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import from_struct
-from tests.e2e.conftest import running_services
+from tests.e2e.conftest import minimal_session, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SCRIPT = {
@@ -33,7 +33,7 @@ async def scripted_services(tmp_path_factory):
 async def test_truncated_story_is_kept_and_other_runtimes_retry_once(scripted_services) -> None:
     async with open_channel(scripted_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["summary-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["summary-probe"]))).session
 
         async def turn(text: str) -> store_pb2.Turn:
             request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])
