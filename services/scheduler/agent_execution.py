@@ -125,7 +125,7 @@ class AgentExecution:
             settings = {plugin_id: from_struct(value) for plugin_id, value in scope.session.plugin_settings.items()}
             max_calls, max_actors = subagent_limits(settings, caller.plugin_id)
             budget = SubagentBudget(max_calls=max_calls, max_actors=max_actors)
-        providers = [(runtime, from_struct(runtime.manifest)) for package in run.packages.values() for runtime in package.runtimes]
+        providers = run.subagent_providers()
 
         async def run_provider(plan) -> dict[str, Any]:
             return await self._run_subagent(plan, caller, scope, run, characters, subagents.writes, subagents.trace)

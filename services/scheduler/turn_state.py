@@ -78,6 +78,24 @@ class TurnState:
     rewritten: set[str] = field(default_factory=set)
     # The tool and service calls of the turn's runtimes (turn-digest@1, operations@1).
     activity: TurnActivity = field(default_factory=lambda: TurnActivity())
+    # The subagent providers of the session's packages, found once per turn (subagent_providers()).
+    _subagent_providers: list[tuple[Any, dict[str, Any]]] | None = field(default=None, init=False, repr=False)
+
+    def subagent_providers(self) -> list[tuple[Any, dict[str, Any]]]:
+        """(runtime, manifest dict) of every subagentOnly agent runtime in the turn's packages. Computed
+        once: every function runtime's ctx.agents needs it, and converting each manifest per runtime
+        made a turn of N runtimes quadratic."""
+        if self._subagent_providers is None:
+            found = []
+            for package in self.packages.values():
+                for runtime in package.runtimes:
+                    if runtime.type != "agent":
+                        continue
+                    manifest = self.manifests.get(runtime.runtime_id) or from_struct(runtime.manifest)
+                    if (manifest.get("schedule") or {}).get("subagentOnly"):
+                        found.append((runtime, manifest))
+            self._subagent_providers = found
+        return self._subagent_providers
     # This turn's player input as a PlayerInputSubmission: its id and when it was submitted (ISO).
     player_input_id: str = ""
     started_at: str = ""
