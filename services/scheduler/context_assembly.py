@@ -38,10 +38,20 @@ VARIANT_LOCALE = "zh"
 TRADITIONAL_CHINESE = ("zh-hant", "zh-tw", "zh-hk", "zh-mo")
 
 
+# COVEL_INSTRUCTION_LOCALE ("en" or "zh"): one instruction language for every session, set once
+# when the scheduler starts (configure_instruction_locale); "" follows each session's locale.
+_instruction_locale = ""
+
+
+def configure_instruction_locale(locale: str) -> None:
+    global _instruction_locale
+    _instruction_locale = locale
+
+
 def variant_locale(locale: str) -> str:
     """The prompt variant a session reads: `zh` for Simplified Chinese; "" (the main file) for every
-    other language, Traditional Chinese included."""
-    tag = (locale or "").lower().replace("_", "-")
+    other language, Traditional Chinese included. A fixed instruction locale decides for every session."""
+    tag = (_instruction_locale or locale or "").lower().replace("_", "-")
     if tag != VARIANT_LOCALE and not tag.startswith(VARIANT_LOCALE + "-"):
         return ""
     return "" if tag.startswith(TRADITIONAL_CHINESE) else VARIANT_LOCALE

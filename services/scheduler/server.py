@@ -15,6 +15,7 @@ from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.concealment import conceal_turn
+from services.scheduler.context_assembly import configure_instruction_locale
 from services.scheduler.detached_worker import DetachedWorker
 from services.scheduler.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.hook_bus import ExecutionScope, HookBus
@@ -438,6 +439,7 @@ def _log_failure(task: asyncio.Task) -> None:
 async def start(settings: SchedulerSettings) -> RunningServer:
     # Before the peer channels open, so they carry the trace context.
     configure_tracing("scheduler", settings)
+    configure_instruction_locale(settings.instruction_locale)
     peers = Peers.connect(settings)
     service = SchedulerService(peers, settings)
 

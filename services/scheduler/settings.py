@@ -2,6 +2,7 @@
 
 import socket
 import uuid
+from typing import Literal
 
 from pydantic import Field
 
@@ -30,6 +31,10 @@ class SchedulerSettings(ServiceSettings):
     # Auto-advance: how many turns a story yielding `continue` may start in a row (a session's
     # plugin_settings["framework"].maxAutoAdvance overrides it; 0 turns it off).
     scheduler_max_auto_advance: int = 3
+    # COVEL_INSTRUCTION_LOCALE: the language of every session's instructions (prompt variants: "zh"
+    # reads PLUGIN.zh.md / RUNTIME.zh.md, "en" the main files), whatever the session's content
+    # language; "" (default) follows each session's locale. The player still reads the content language.
+    instruction_locale: Literal["", "en", "zh"] = ""
     # Detached post-turn jobs (schedule.detached): how many this replica runs at once (0: it runs
     # none; other replicas may), how often an idle worker asks the store's queue, the job lease.
     scheduler_detached_workers: int = Field(default=2, ge=0, le=64)

@@ -8,7 +8,15 @@ import pytest
 from covel.registry.v1 import registry_pb2
 from services.registry.package_loader import load_package
 from services.registry.proto_mapping import package_to_proto
-from services.scheduler.context_assembly import assemble, prompt_file, runtime_prompt, static_segments, variant_locale
+from services.scheduler.context_assembly import (
+    assemble,
+    configure_instruction_locale,
+    prompt_file,
+    runtime_prompt,
+    static_segments,
+    variant_locale,
+)
+from services.scheduler.settings import SchedulerSettings
 from shared.settings import default_plugin_dirs
 from shared.structs import to_struct
 from tests.scheduler.agent_harness import runtime
@@ -82,3 +90,32 @@ def test_demo_worlds_chinese_world_text_reaches_a_zh_session() -> None:
     assert zh["id"] == en["id"] == "world" and zh["position"] == en["position"] == "system"
     assert zh["content"].startswith("世界：盐沼镇") and "米拉，港务长" in zh["content"]
     assert en["content"].startswith("World: Saltmere")
+
+
+@pytest.fixture
+def instruction_locale():
+    """Sets COVEL_INSTRUCTION_LOCALE's effect for one test, then follows sessions again."""
+    yield configure_instruction_locale
+    configure_instruction_locale("")
+
+
+def test_a_fixed_instruction_locale_decides_the_variant_but_not_the_content_language(instruction_locale, monkeypatch) -> None:
+    monkeypatch.setenv("COVEL_INSTRUCTION_LOCALE", "en")
+    assert SchedulerSettings().instruction_locale == "en"
+    narrator = runtime("narrator", "story", prompt="Tell the story.")
+    narrator.prompt_variants["zh"] = "讲故事。"
+    instruction_locale("en")
+    system, _ = assemble(narrator, "zh", True, [], "你好", 5, segments=static_segments(narrator, True, [world_package()], "zh"))
+    # English instructions and world text, but the player still reads Simplified Chinese.
+    assert "Tell the story." in system and WORLD_EN in system and "讲故事。" not in system
+    assert "Write everything the player reads in Simplified Chinese." in system
+    instruction_locale("zh")
+    assert runtime_prompt(narrator, "en") == "讲故事。" and variant_locale("ja") == "zh"
+    system, _ = assemble(narrator, "en", True, [], "Hello", 5, segments=static_segments(narrator, True, [world_package()], "en"))
+    assert WORLD_ZH in system and "Write everything the player reads in English." in system
+
+
+def test_the_instruction_locale_setting_takes_only_en_zh_or_nothing(monkeypatch) -> None:
+    monkeypatch.setenv("COVEL_INSTRUCTION_LOCALE", "fr")
+    with pytest.raises(ValueError, match="instruction_locale"):
+        SchedulerSettings()
