@@ -17,16 +17,18 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
+from services.scheduler.subagents import FRAMEWORK, MAX_ACTORS_RANGE, MAX_SUBAGENT_CALLS_RANGE
 from shared.errors import invalid_argument
 from shared.plugin_settings import declared_settings, value_problem
 from shared.structs import from_struct
 
-FRAMEWORK = "framework"
-# The kernel's session settings under plugin_settings["framework"], declared like a plugin's.
+# The kernel's session settings under plugin_settings["framework"], declared like a plugin's
+# (the execution quotas' bounds are the ones subagent_limits applies).
 FRAMEWORK_SETTINGS: dict[str, dict[str, Any]] = {
     "maxAutoAdvance": {"key": "maxAutoAdvance", "type": "integer", "min": 0},
-    "maxSubagentCalls": {"key": "maxSubagentCalls", "type": "integer", "min": 0, "max": 64},
-    "maxActors": {"key": "maxActors", "type": "integer", "min": 0, "max": 16},
+    "maxSubagentCalls": {"key": "maxSubagentCalls", "type": "integer",
+                         "min": MAX_SUBAGENT_CALLS_RANGE[0], "max": MAX_SUBAGENT_CALLS_RANGE[1]},
+    "maxActors": {"key": "maxActors", "type": "integer", "min": MAX_ACTORS_RANGE[0], "max": MAX_ACTORS_RANGE[1]},
 }
 
 

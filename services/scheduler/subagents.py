@@ -30,7 +30,8 @@ DEFAULT_MAX_ACTORS = 4
 # The ranges of the two session settings (spec: 执行名额); 0 turns the capability off.
 MAX_SUBAGENT_CALLS_RANGE = (0, 64)
 MAX_ACTORS_RANGE = (0, 16)
-FRAMEWORK_SETTINGS = "framework"
+# The session-wide settings entry (plugin_settings["framework"]).
+FRAMEWORK = "framework"
 CHARACTER_ACTOR = "character-actor@1"
 # The text a caller reads for an internal failure; the real reason goes to the server log.
 INTERNAL_FAILURE = "the subagent did not produce a valid answer"
@@ -64,7 +65,7 @@ def subagent_limits(plugin_settings: Mapping[str, Mapping[str, Any]], caller_plu
     not an integer in range is ignored (the default applies)."""
 
     def setting(key: str, default: int, bounds: tuple[int, int]) -> int:
-        for owner in (caller_plugin_id, FRAMEWORK_SETTINGS):
+        for owner in (caller_plugin_id, FRAMEWORK):
             value = (plugin_settings.get(owner) or {}).get(key)
             if isinstance(value, float) and value.is_integer():
                 value = int(value)  # a protobuf Struct holds numbers as floats

@@ -44,6 +44,7 @@ from services.scheduler.turn_state import RUNNING_UNIT, RecordingHooks, RunningT
 from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
+from shared.plugin_settings import declared_settings
 from shared.structs import from_struct, to_struct
 from shared.telemetry.tracing import traced
 
@@ -56,9 +57,8 @@ def settings_with_defaults(session: store_pb2.Session, packages) -> store_pb2.Se
     defaults under the values the session set; None when no package declares a default it lacks."""
     filled: dict[str, dict] = {}
     for package in packages:
-        declared = (from_struct(package.definition).get("contributes") or {}).get("settings") or []
-        defaults = {item["key"]: item["default"] for item in declared
-                    if isinstance(item, dict) and isinstance(item.get("key"), str) and item.get("default") is not None}
+        declared = declared_settings(from_struct(package.definition)) or {}
+        defaults = {key: item["default"] for key, item in declared.items() if item.get("default") is not None}
         given = from_struct(session.plugin_settings[package.id]) if package.id in session.plugin_settings else {}
         if any(key not in given for key in defaults):
             filled[package.id] = {**defaults, **given}
