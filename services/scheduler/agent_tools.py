@@ -12,12 +12,12 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from covel.gateway.v1 import gateway_pb2
+from services.scheduler.dataset_policies import dataset_schema
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
@@ -157,21 +157,11 @@ def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared
     """The generated tools read through the execution's plugin-data view and write as this runtime's proposals."""
     for name, kinds in wanted.items():
         declaration = declared[name]
-        schema = _dataset_schema(package_root, declaration)
+        schema = dataset_schema(package_root, declaration)
         key_field = declaration.get("key")
         about = f" {declaration['description']}" if declaration.get("description") else ""
         for kind in kinds:
             _add_dataset_tool(tools, name, kind, declaration, schema, key_field, about, plugin_data)
-
-
-def _dataset_schema(package_root: str, declaration: dict[str, Any]) -> dict[str, Any] | None:
-    path = declaration.get("schema")
-    if not isinstance(path, str) or not package_root:
-        return None
-    try:
-        return json.loads((Path(package_root) / path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def _add_dataset_tool(tools: KernelTools, name: str, kind: str, declaration: dict[str, Any], schema: dict[str, Any] | None,

@@ -11,27 +11,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from covel.store.v1 import store_pb2
 from shared.structs import from_struct, to_struct
 
-_schemas: dict[tuple[str, int], dict[str, Any] | None] = {}
 
-
-def _schema(path: Path) -> dict[str, Any] | None:
+@lru_cache(maxsize=256)
+def _load(path: str, mtime_ns: int) -> dict[str, Any] | None:
     try:
-        key = (str(path), path.stat().st_mtime_ns)
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def dataset_schema(package_root: str, declaration: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record schema a dataset declaration names (`schema`, relative to the package), read once
+    per file version; None when it names none or the file is missing or not a JSON object."""
+    reference = declaration.get("schema")
+    if not isinstance(reference, str) or not reference or not package_root:
+        return None
+    path = Path(package_root) / reference
+    try:
+        return _load(str(path), path.stat().st_mtime_ns)
     except OSError:
         return None
-    if key not in _schemas:
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            _schemas[key] = loaded if isinstance(loaded, dict) else None
-        except (OSError, ValueError):
-            _schemas[key] = None
-    return _schemas[key]
 
 
 def dataset_policies(packages: Mapping[str, Any], proposals: Iterable[store_pb2.Proposal]) -> list[store_pb2.DatasetPolicy]:
@@ -47,7 +54,7 @@ def dataset_policies(packages: Mapping[str, Any], proposals: Iterable[store_pb2.
                 continue
             policy = store_pb2.DatasetPolicy(plugin_id=plugin_id, namespace=namespace,
                                              ops=[str(op) for op in declaration.get("ops") or []])
-            schema = _schema(Path(package.root_dir) / str(declaration.get("schema") or "")) if declaration.get("schema") else None
+            schema = dataset_schema(package.root_dir, declaration)
             if schema is not None:
                 policy.schema.CopyFrom(to_struct(schema))
             policies.append(policy)
