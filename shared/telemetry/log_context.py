@@ -86,11 +86,15 @@ class LogContextInterceptor(grpc.aio.ServerInterceptor):
 # a streaming handler may be finalised outside the context it was bound in).
 
 
+def _bind_ids(request: object) -> None:
+    ids = ids_of(request)
+    if ids:
+        structlog.contextvars.bind_contextvars(**ids)
+
+
 def _unary(behavior: Callable):
     async def bound(request, context):
-        ids = ids_of(request)
-        if ids:
-            structlog.contextvars.bind_contextvars(**ids)
+        _bind_ids(request)
         return await behavior(request, context)
 
     return bound
@@ -98,9 +102,7 @@ def _unary(behavior: Callable):
 
 def _streaming(behavior: Callable):
     async def bound(request, context):
-        ids = ids_of(request)
-        if ids:
-            structlog.contextvars.bind_contextvars(**ids)
+        _bind_ids(request)
         async for item in behavior(request, context):
             yield item
 
