@@ -11,13 +11,20 @@ is answered with that HTTP status. Every request is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel.store.v1 import store_pb2_grpc
+from covel_cli.launcher import ServiceGroup, free_port_addrs
+from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 
 RECORDED = REPO_ROOT / "tests" / "fixtures" / "recorded"
@@ -156,4 +163,21 @@ def env_for(model: RecordedModel) -> dict[str, str]:
             "COVEL_GATEWAY_MAX_RETRIES": "0", "COVEL_GATEWAY_RETRY_BASE_MS": "10"}
 
 
-__all__ = ["RECORDED", "RecordedModel", "Request", "env_for", "recorded"]
+@contextlib.asynccontextmanager
+async def recorded_services(
+    data_dir: Path, plugin_dirs: list[Path], extra_env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[RecordedModel, scheduler_pb2_grpc.SchedulerStub, store_pb2_grpc.TransactionalStoreStub]]:
+    """The five services with `plugin_dirs` and every model slot sent to a fresh RecordedModel:
+    (the model, a scheduler stub, a store stub); stopped after."""
+    with RecordedModel() as model:
+        env = {"COVEL_PLUGIN_DIRS": ":".join(map(str, plugin_dirs)), "COVEL_LOG_LEVEL": "info", **env_for(model), **(extra_env or {})}
+        group = ServiceGroup(free_port_addrs(), data_dir, extra_env=env)
+        await group.start()
+        try:
+            async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
+                yield model, scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
+        finally:
+            await group.stop()
+
+
+__all__ = ["RECORDED", "RecordedModel", "Request", "env_for", "recorded", "recorded_services"]

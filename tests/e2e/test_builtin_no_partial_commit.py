@@ -18,13 +18,11 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2, store_pb2_grpc
-from covel_cli.launcher import ServiceGroup, free_port_addrs
-from shared.grpc_client import open_channel
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
 from shared.structs import to_struct
-from tests.e2e.recorded_model import RecordedModel, env_for, recorded
+from tests.e2e.recorded_model import RecordedModel, recorded, recorded_services
 from tests.e2e.test_recorded_replies import ENGLISH, PLUGINS, TURN_1, WORLD, data, play, results, wait_for_memories
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -34,16 +32,8 @@ STOCKED = {"brass-lantern", "copper-coin", "worn-map"}
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(tmp_path_factory):
-    with RecordedModel() as model:
-        group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("covel-partial"),
-                             extra_env={"COVEL_PLUGIN_DIRS": f"{PLUGINS}:{FIXTURES}", "COVEL_LOG_LEVEL": "info",
-                                        "COVEL_RANDOM_SEED": "recorded", **env_for(model)})
-        await group.start()
-        try:
-            async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
-                yield model, scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        finally:
-            await group.stop()
+    async with recorded_services(tmp_path_factory.mktemp("covel-partial"), [PLUGINS, FIXTURES], {"COVEL_RANDOM_SEED": "recorded"}) as (model, stub, store):
+        yield model, stub, store
 
 
 async def session(stub, extra: tuple[str, ...] = ()) -> str:

@@ -11,12 +11,10 @@ import pytest
 import pytest_asyncio
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
-from covel_cli.launcher import ServiceGroup, free_port_addrs
-from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
-from tests.e2e.recorded_model import RecordedModel, env_for, recorded
+from tests.e2e.recorded_model import RecordedModel, recorded, recorded_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGINS = REPO_ROOT / "plugins"
@@ -31,15 +29,8 @@ def body(path: str) -> str:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(tmp_path_factory):
-    with RecordedModel() as model:
-        group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("covel-variants"),
-                             extra_env={"COVEL_PLUGIN_DIRS": str(PLUGINS), "COVEL_LOG_LEVEL": "info", **env_for(model)})
-        await group.start()
-        try:
-            async with open_channel(group.addrs["scheduler"]) as channel:
-                yield model, scheduler_pb2_grpc.SchedulerStub(channel)
-        finally:
-            await group.stop()
+    async with recorded_services(tmp_path_factory.mktemp("covel-variants"), [PLUGINS]) as (model, stub, _store):
+        yield model, stub
 
 
 async def narrator_system_prompt(model: RecordedModel, stub, locale: str, reply: str) -> str:

@@ -21,15 +21,13 @@ import pytest
 import pytest_asyncio
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2, store_pb2_grpc
-from covel_cli.launcher import ServiceGroup, free_port_addrs
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2
 from covel_cli.play import DEFAULT_WORLD, load_world
 from shared.contracts import kernel_contract_schema
-from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
-from tests.e2e.recorded_model import RecordedModel, Request, env_for, recorded
+from tests.e2e.recorded_model import Request, recorded, recorded_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGINS = REPO_ROOT / "plugins"
@@ -50,16 +48,8 @@ def prompt_body(path: str) -> str:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(tmp_path_factory):
-    with RecordedModel() as model:
-        group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("covel-recorded"),
-                             extra_env={"COVEL_PLUGIN_DIRS": str(PLUGINS), "COVEL_LOG_LEVEL": "info",
-                                        "COVEL_RANDOM_SEED": "recorded", **env_for(model)})
-        await group.start()
-        try:
-            async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
-                yield model, scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        finally:
-            await group.stop()
+    async with recorded_services(tmp_path_factory.mktemp("covel-recorded"), [PLUGINS], {"COVEL_RANDOM_SEED": "recorded"}) as (model, stub, store):
+        yield model, stub, store
 
 
 async def new_session(stub, locale: str = "en") -> str:
