@@ -5,9 +5,7 @@ the store's commit and proposal counters for turns that did not commit."""
 from __future__ import annotations
 
 import grpc
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.store.server import start as start_store
@@ -19,25 +17,11 @@ from tests.gateway.conftest import running_gateway
 from tests.gateway.fake_openai import FakeOpenAI, JsonReply, completion
 from tests.gateway.test_openai_compatible import openai_settings, request
 from tests.store.helpers import acquire, commit, data_proposal, new_session, story_proposal, story_result, turn_for
+from tests.telemetry.scrape import metric_value, scrape
 
 
 def _port() -> int:
     return int(free_addr().rpartition(":")[2])
-
-
-def _scrape() -> dict[tuple[str, tuple], float]:
-    reply = httpx.get(f"http://127.0.0.1:{metrics.serving_port()}/metrics", timeout=5)
-    assert reply.status_code == 200
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(reply.text)
-        for sample in family.samples
-    }
-
-
-def _value(samples, name: str, **labels) -> float:
-    return sum(value for (sample, sample_labels), value in samples.items()
-               if sample == name and labels.items() <= dict(sample_labels).items())
 
 
 @pytest.fixture
@@ -54,18 +38,18 @@ async def test_model_call_retries_are_counted_for_answered_and_failed_calls(fake
     ]
     settings = openai_settings(fake_openai, monkeypatch, gateway_max_attempts=3, metrics_port=_port())
     async with running_gateway(**settings) as gateway:
-        before = _scrape()
+        before = scrape(metrics.serving_port())
         reply = await gateway.GenerateOnce(request())
         assert reply.attempts == 2
-        answered = _scrape()
+        answered = scrape(metrics.serving_port())
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
-        failed = _scrape()
+        failed = scrape(metrics.serving_port())
     assert not metrics.enabled(), "the gateway's stop stops /metrics"
 
     def delta(after, name, **labels) -> float:
-        return _value(after, name, **labels) - _value(before, name, **labels)
+        return metric_value(after, name, **labels) - metric_value(before, name, **labels)
 
     provider = reply.provider
     assert provider
@@ -83,7 +67,7 @@ async def test_store_counts_turns_that_did_not_commit_and_rejected_proposals(tmp
     try:
         async with grpc.aio.insecure_channel(settings.store_addr) as channel:
             stub = store_pb2_grpc.TransactionalStoreStub(channel)
-            before = _scrape()
+            before = scrape(metrics.serving_port())
             session = await new_session(stub)
             # Aborted by a TurnStart guard: its proposal is discarded.
             lease = (await acquire(stub, session.id)).lease
@@ -101,13 +85,13 @@ async def test_store_counts_turns_that_did_not_commit_and_rejected_proposals(tmp
             reply = await commit(stub, lease, turn_for(lease, runtime_results=[story_result()]),
                                  [data_proposal("_kernel", "x", 1, plugin_id="tracker", runtime_id="tracker"), story_proposal("calm")])
             assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED
-            after = _scrape()
+            after = scrape(metrics.serving_port())
     finally:
         await running.stop(0)
         await wait_closed()
 
     def delta(name, **labels) -> float:
-        return _value(after, name, **labels) - _value(before, name, **labels)
+        return metric_value(after, name, **labels) - metric_value(before, name, **labels)
 
     assert {status: delta("covel_store_commits_total", status=status) for status in ("committed", "aborted", "failed")} == \
         {"committed": 1, "aborted": 1, "failed": 1}

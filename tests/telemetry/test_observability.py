@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import socket
 
-import httpx
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -17,6 +15,7 @@ from shared.builtin_plugins import non_story_core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from tests.telemetry.otlp_receiver import OtlpReceiver
+from tests.telemetry.scrape import metric_value, scrape
 
 PROBE_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
 CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -116,48 +115,32 @@ async def test_a_caller_s_trace_context_is_continued(observed):
     assert ("covel-store", "/covel.store.v1.TransactionalStore/GetSession") in joined
 
 
-def _scrape(port: int) -> dict[tuple[str, tuple], float]:
-    reply = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
-    assert reply.status_code == 200
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(reply.text)
-        for sample in family.samples
-    }
-
-
-def _value(samples, name: str, **labels) -> float:
-    """The sum over the samples of `name` whose labels include `labels`."""
-    return sum(value for (sample, sample_labels), value in samples.items()
-               if sample == name and labels.items() <= dict(sample_labels).items())
-
-
 async def test_each_service_exposes_its_metrics(observed):
     _, _, ports, _, turns = observed
-    scheduler = _scrape(ports["scheduler"])
-    assert _value(scheduler, "covel_turn_duration_seconds_count", origin="player", status="committed") == 2
-    assert _value(scheduler, "covel_turn_duration_seconds_sum") > 0
-    assert _value(scheduler, "grpc_server_handled_total", grpc_method="SubmitActions", grpc_code="OK") == 2
-    assert _value(scheduler, "grpc_server_handled_total", grpc_method="CreateSession", grpc_code="OK") == 1
+    scheduler = scrape(ports["scheduler"])
+    assert metric_value(scheduler, "covel_turn_duration_seconds_count", origin="player", status="committed") == 2
+    assert metric_value(scheduler, "covel_turn_duration_seconds_sum") > 0
+    assert metric_value(scheduler, "grpc_server_handled_total", grpc_method="SubmitActions", grpc_code="OK") == 2
+    assert metric_value(scheduler, "grpc_server_handled_total", grpc_method="CreateSession", grpc_code="OK") == 1
 
-    hooks = _scrape(ports["hooks"])
-    assert _value(hooks, "covel_hook_handler_duration_seconds_count", plugin="telemetry-probe", event="TurnStart") == 2
-    assert _value(hooks, "covel_hook_handler_failures_total", plugin="telemetry-probe", event="TurnStop", status="error") == 2
-    assert _value(hooks, "covel_hook_handler_failures_total", event="TurnStart") == 0
-    assert _value(hooks, "grpc_server_handled_total", grpc_method="Dispatch", grpc_code="OK") >= 4
+    hooks = scrape(ports["hooks"])
+    assert metric_value(hooks, "covel_hook_handler_duration_seconds_count", plugin="telemetry-probe", event="TurnStart") == 2
+    assert metric_value(hooks, "covel_hook_handler_failures_total", plugin="telemetry-probe", event="TurnStop", status="error") == 2
+    assert metric_value(hooks, "covel_hook_handler_failures_total", event="TurnStart") == 0
+    assert metric_value(hooks, "grpc_server_handled_total", grpc_method="Dispatch", grpc_code="OK") >= 4
 
-    gateway = _scrape(ports["gateway"])
-    assert _value(gateway, "covel_model_call_duration_seconds_count", slot="story", provider="scripted") == 2
-    assert _value(gateway, "covel_model_tokens_total", slot="story", kind="completion") > 0
+    gateway = scrape(ports["gateway"])
+    assert metric_value(gateway, "covel_model_call_duration_seconds_count", slot="story", provider="scripted") == 2
+    assert metric_value(gateway, "covel_model_tokens_total", slot="story", kind="completion") > 0
 
-    store = _scrape(ports["store"])
-    assert _value(store, "covel_store_commits_total", status="committed") == 2
-    assert _value(store, "covel_store_proposals_total", outcome="committed") >= 2
-    assert _value(store, "grpc_server_handled_total", grpc_method="CommitTurn", grpc_code="OK") == 2
-    assert _value(store, "grpc_server_handling_seconds_count", grpc_method="AcquireTurnLease") == 2
+    store = scrape(ports["store"])
+    assert metric_value(store, "covel_store_commits_total", status="committed") == 2
+    assert metric_value(store, "covel_store_proposals_total", outcome="committed") >= 2
+    assert metric_value(store, "grpc_server_handled_total", grpc_method="CommitTurn", grpc_code="OK") == 2
+    assert metric_value(store, "grpc_server_handling_seconds_count", grpc_method="AcquireTurnLease") == 2
 
-    registry = _scrape(ports["registry"])
-    assert _value(registry, "grpc_server_handled_total", grpc_service="covel.registry.v1.PluginRegistry", grpc_code="OK") >= 1
+    registry = scrape(ports["registry"])
+    assert metric_value(registry, "grpc_server_handled_total", grpc_service="covel.registry.v1.PluginRegistry", grpc_code="OK") >= 1
 
 
 async def test_log_lines_of_a_turn_carry_the_session_and_turn_ids(observed):
