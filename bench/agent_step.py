@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import create_session, play_turn, plugin_dirs_env, running_services, table, write_result
+from bench.common import create_session, play_turn, plugin_dirs_env, running_services, table, write_observer_plugin, write_result
 from covel.gateway.v1 import gateway_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2_grpc
@@ -145,13 +145,7 @@ def write_plugins(root: Path, step_counts: tuple[int, ...]) -> None:
         (package / "runtimes" / "stepper" / "RUNTIME.md").write_text(
             "---\nschedule:\n  stage: post-turn\nagent:\n  toolChoice: required\n  tools:\n"
             f"    plugin: [{TOOL}]\n  loop:\n    maxSteps: {steps}\n---\nLook things up until you know enough.\n")
-    hooks = root / f"{PLUGIN}-hooks"
-    (hooks / "server").mkdir(parents=True)
-    (hooks / "PLUGIN.md").write_text(
-        f"---\nversion: 0.1.0\ndescription: no-op loop hooks\ncontributes:\n  hooks: [{', '.join(LOOP_EVENTS)}]\n---\n")
-    (hooks / "server" / "index.py").write_text(
-        "def register(covel):\n" + "".join(f"    covel.on({event!r}, observe)\n" for event in LOOP_EVENTS)
-        + "\n\ndef observe(ctx, payload):\n    return None\n")
+    write_observer_plugin(root / f"{PLUGIN}-hooks", "no-op loop hooks", LOOP_EVENTS)
 
 
 async def _turns(stub, steps: int, with_hooks: bool, turns: int) -> float:

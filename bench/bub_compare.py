@@ -43,6 +43,7 @@ from bench.common import (
     running_services,
     summarize,
     table,
+    write_observer_plugin,
     write_result,
 )
 from covel.scheduler.v1 import scheduler_pb2_grpc
@@ -71,20 +72,10 @@ def bub_python() -> str | None:
     return None
 
 
-def write_observers(root: Path) -> None:
-    package = root / OBSERVERS
-    (package / "server").mkdir(parents=True)
-    (package / "PLUGIN.md").write_text(
-        f"---\nversion: 0.1.0\ndescription: no-op turn observers\ncontributes:\n  hooks: [{', '.join(OBSERVED_EVENTS)}]\n---\n")
-    (package / "server" / "index.py").write_text(
-        "def register(covel):\n" + "".join(f"    covel.on({event!r}, observe)\n" for event in OBSERVED_EVENTS)
-        + "\n\ndef observe(ctx, payload):\n    return None\n")
-
-
 async def covel_side(mode: str, turns: int, warmup: int) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        write_observers(Path(folder))
+        write_observer_plugin(Path(folder) / OBSERVERS, "no-op turn observers", OBSERVED_EVENTS)
         async with running_services(mode, extra_env=plugin_dirs_env(Path(folder))) as group:
             async with open_channel(group.addrs["scheduler"]) as channel:
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)

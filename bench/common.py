@@ -140,3 +140,13 @@ def _cell(value: object) -> str:
 
 __all__ = ["SERVICES", "PROCESSES", "IN_PROCESS", "TCP", "UNIX", "running_services", "play_turn", "create_session",
            "summarize", "percentile", "write_result", "table", "plugin_dirs_env", "RESULTS"]
+
+
+def write_observer_plugin(folder: Path, description: str, events: tuple[str, ...] | list[str]) -> None:
+    """A plugin package at `folder` with one no-op handler (returns None) for each of `events`."""
+    (folder / "server").mkdir(parents=True)
+    (folder / "PLUGIN.md").write_text(
+        f"---\nversion: 0.1.0\ndescription: {description}\ncontributes:\n  hooks: [{', '.join(events)}]\n---\n")
+    (folder / "server" / "index.py").write_text(
+        "def register(covel):\n" + "".join(f"    covel.on({event!r}, observe)\n" for event in events)
+        + "\n\ndef observe(ctx, payload):\n    return None\n")
