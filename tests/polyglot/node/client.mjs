@@ -26,12 +26,13 @@ const { values: options, positionals: actions } = parseArgs({
   options: {
     addr: { type: "string", default: process.env.COVEL_SCHEDULER_ADDR ?? "127.0.0.1:50150" },
     plugin: { type: "string", multiple: true, default: [] },
+    exclude: { type: "string", multiple: true, default: [] }, // leave these (core) plugins out
     session: { type: "string" }, // continue this session instead of creating one
     "deadline-s": { type: "string", default: "60" },
   },
 });
 if (actions.length === 0) {
-  console.error('usage: node client.mjs [--addr HOST:PORT] [--plugin ID]... [--session ID] "action" ["action"...]');
+  console.error('usage: node client.mjs [--addr HOST:PORT] [--plugin ID]... [--exclude ID]... [--session ID] "action" ["action"...]');
   process.exit(2);
 }
 
@@ -113,7 +114,7 @@ function summary(turn) {
 async function main() {
   const session = options.session
     ? (await unary("GetSession", { session_id: options.session })).session
-    : (await unary("CreateSession", { requested_plugins: options.plugin })).session;
+    : (await unary("CreateSession", { requested_plugins: options.plugin, excluded_plugins: options.exclude })).session;
   const turns = [];
   for (const [index, text] of actions.entries()) {
     const { kinds, streamed, turn } = await submit(session.id, text, `node-${session.id}-${index}`);
