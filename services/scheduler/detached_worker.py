@@ -20,6 +20,7 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn_runner import TurnRequest, TurnRunner
+from shared.ids import detached_job_key
 from shared.logs import get_logger
 from shared.structs import to_struct
 
@@ -133,7 +134,7 @@ class DetachedWorker:
         return status
 
     async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str]:
-        request = TurnRequest(job.session_id, [], f"detached:{job.id}", origin="background", detached_job=job)
+        request = TurnRequest(job.session_id, [], detached_job_key(job.id), origin="background", detached_job=job)
         while True:
             try:
                 turn = await self._runner.run(request, _ignore)

@@ -165,6 +165,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reply = await self._peers.store.EndSession(
             store_pb2.EndSessionRequest(session_id=request.session_id, reason=reason), timeout=10
         )
+        running = self._runner.running_turn(request.session_id)
+        if running:
+            # Only a detached job's execution can still run here (the store refuses to end a player's turn):
+            # stop it now rather than at its next lease renewal.
+            self._runner.cancel(request.session_id, running, "the session ended")
         if reply.changed:
             ended = await self._hooks.dispatch(
                 "SessionEnd", ExecutionScope(session=before, turn_id="", logical_turn=0),

@@ -30,6 +30,7 @@ from services.scheduler.dependency_graph import Node, dependencies_of, gate_reas
 from services.scheduler.function_execution import FunctionExecution
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.hook_rules import filter_schedule
+from services.scheduler.idempotent_retry import check_retry
 from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
@@ -151,7 +152,8 @@ class TurnRunner:
             timeout=self._settings.scheduler_lease_wait_ms / 1000 + 10,
         )
         if lease_reply.WhichOneof("result") == "existing_turn":
-            # A retried submit: answer with the first turn's result, run nothing.
+            # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
+            check_retry(lease_reply.existing_turn, request)
             return lease_reply.existing_turn
         lease = lease_reply.lease
         session = lease_reply.session

@@ -275,7 +275,7 @@ class DetachedJobRow(Base):
     turn_id: Mapped[str] = mapped_column(ID)
     plugin_id: Mapped[str] = mapped_column(String(200))
     runtime_id: Mapped[str] = mapped_column(String(200))
-    # queued, running, succeeded, failed, timed-out, orphaned, superseded.
+    # queued, running, succeeded, failed, timed-out, orphaned, superseded, cancelled (its session ended).
     status: Mapped[str] = mapped_column(String(16))
     input: Mapped[Any] = mapped_column(Json, nullable=True)
     settle: Mapped[bool] = mapped_column(default=False)

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import lock_session
-from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow, utcnow
+from services.store.models import (
+    DetachedJobRow,
+    MessageRow,
+    PluginDataRow,
+    SessionRow,
+    TurnEventRow,
+    TurnLeaseRow,
+    TurnRow,
+    TurnTraceRow,
+    utcnow,
+)
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
 from shared.errors import failed_precondition, invalid_argument, not_found
-from shared.ids import new_id
+from shared.ids import DETACHED_JOB_KEY_PREFIX, new_id
 from shared.structs import from_struct
 
 
@@ -132,13 +143,19 @@ def update_approvals(db: Session, request: store_pb2.UpdateSessionApprovalsReque
 
 
 def end_session(db: Session, session_id: str, reason: str) -> tuple[store_pb2.Session | None, bool]:
-    """Mark the session ended, or delete it (its rows cascade); a running turn must finish first."""
+    """Mark the session ended, or delete it (its rows cascade). A player's running turn must finish
+    first; a detached job does not hold the session open: it is cancelled (its lease goes, so it
+    commits nothing), and so are the session's queued jobs."""
     row = lock_session(db, session_id)
     lease = db.get(TurnLeaseRow, session_id)
-    if lease is not None and lease.deadline > utcnow():
+    now = utcnow()
+    if lease is not None and lease.deadline > now and not _held_by_detached_job(db, lease):
         raise failed_precondition(
             f"session {session_id} has a turn running (lease {lease.lease_id}); cancel it or let it finish, then end the session"
         )
+    if lease is not None:
+        db.delete(lease)
+    _cancel_detached_jobs(db, session_id, now)
     if reason == "deleted":
         db.delete(row)
         db.flush()
@@ -148,3 +165,22 @@ def end_session(db: Session, session_id: str, reason: str) -> tuple[store_pb2.Se
     row.updated_at = utcnow()
     db.flush()
     return session_to_proto(row), changed
+
+
+def _held_by_detached_job(db: Session, lease: TurnLeaseRow) -> bool:
+    """Whether a running detached job of the lease's session holds it (not a client's look-alike key)."""
+    key = lease.idempotency_key or ""
+    if not key.startswith(DETACHED_JOB_KEY_PREFIX):
+        return False
+    job = db.get(DetachedJobRow, key.removeprefix(DETACHED_JOB_KEY_PREFIX))
+    return job is not None and job.session_id == lease.session_id and job.status == "running"
+
+
+def _cancel_detached_jobs(db: Session, session_id: str, now: datetime) -> None:
+    pending = select(DetachedJobRow).where(
+        DetachedJobRow.session_id == session_id, DetachedJobRow.status.in_(("queued", "running"))
+    )
+    for job in db.execute(pending).scalars():
+        job.status, job.error, job.finished_at = "cancelled", "the session ended", now
+    db.flush()
+

@@ -102,3 +102,27 @@ async def test_competing_workers_never_run_one_job_twice(services) -> None:
         for peers, worker in replicas:
             await worker.stop()
             await peers.close()
+
+
+async def test_ending_a_session_cancels_the_detached_job_that_holds_its_lease(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"]))).session
+        await submit(stub, session.id, "I wait by the fire.")
+        for _ in range(100):
+            jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
+            if jobs and jobs[0].status == "running":
+                break
+            await asyncio.sleep(0.05)
+        assert jobs[0].status == "running"
+        ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id))
+        assert ended.session.status == store_pb2.SESSION_STATUS_ENDED
+        [job] = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
+        assert (job.status, job.error) == ("cancelled", "the session ended")
+        await asyncio.sleep(1.0)
+        entries = (await store.ListPluginData(store_pb2.ListPluginDataRequest(
+            session_id=session.id, plugin_id="detached-slow-probe", namespace="runs"))).entries
+        assert not entries, "the cancelled job committed nothing"
+        turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
+        assert [t.origin for t in turns] == ["player"]

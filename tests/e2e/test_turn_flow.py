@@ -75,6 +75,13 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
         assert retried[0].turn_completed.id == turn.id
         assert len((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages) == 4
 
+        # The same key for other actions is the caller's mistake, not a replay of the old turn.
+        with pytest.raises(grpc.aio.AioRpcError) as reused:
+            await submit(stub, session.id, "I burn the chest instead.", key="turn-one")
+        assert reused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "idempotency_key" in reused.value.details() and turn.id in reused.value.details()
+        assert len((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages) == 4
+
 
 async def test_core_plugins_join_every_session_unless_excluded(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["registry"]) as registry_channel:
