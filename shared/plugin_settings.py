@@ -2,7 +2,7 @@
 default), shared by the registry (a declaration's own default must pass them) and the scheduler
 (the player's values at CreateSession must pass them).
 
-- `select`: one of `options`;
+- `select`: one of `options` (plain values, or `{value, label}` objects);
 - `text`, `textarea`, `slot`: a string;
 - `integer`: a whole number (protobuf Struct numbers arrive as floats: 3.0 counts), in `min`..`max`;
 - `slider`, `number`: a number in `min`..`max`;
@@ -42,6 +42,13 @@ def _same(option: Any, value: Any) -> bool:
     return type(option) is type(value) and option == value
 
 
+def option_value(option: Any) -> Any:
+    """A select option is a plain value or `{value, label}` (the label is only shown)."""
+    if isinstance(option, Mapping) and "value" in option:
+        return option["value"]
+    return option
+
+
 def declared_settings(definition: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
     """key -> declaration of a package's contributes.settings; None when it declares none."""
     declared = (definition.get("contributes") or {}).get("settings")
@@ -56,7 +63,7 @@ def value_problem(declaration: Mapping[str, Any], value: Any) -> str:
     default = declaration.get("default")
     fallback = f"leave it out to use the default ({_shown(default)})" if default is not None else "leave it out"
     if kind == "select":
-        options = list(declaration.get("options") or [])
+        options = [option_value(option) for option in declaration.get("options") or []]
         if not any(_same(option, value) for option in options):
             listed = ", ".join(str(option) for option in options)
             return f"must be one of {listed}, not {_shown(value)}; pick one of them or {fallback}"

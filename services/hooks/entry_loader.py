@@ -1,21 +1,18 @@
 """Load plugin entry modules (`server/index.py`) and collect what `register(covel)` registers.
 
-Each plugin gets its own package namespace (`covel_plugin_<id>`), rooted at the package
-folder, so an entry module can import its `lib/` with relative imports and two plugins'
-modules never collide.
+Plugin code is imported by shared/plugin_code (a package namespace per plugin, so an entry
+module imports its `lib/` package-relatively, as function handlers and guards do).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
+from shared.plugin_code import PluginFile, load_module
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.http_client import invalid_http_permissions
 from shared.plugin_sdk.registrar import RegistrationError
@@ -64,26 +61,6 @@ class LoadResult:
     loaded: list[LoadedPlugin] = field(default_factory=list)
     # plugin id -> why it failed to load.
     errors: dict[str, str] = field(default_factory=dict)
-
-
-def _package_name(plugin_id: str, generation: int) -> str:
-    return f"covel_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', plugin_id)}_g{generation}"
-
-
-def _import_entry(plugin: PluginEntry, generation: int):
-    package = _package_name(plugin.plugin_id, generation)
-    root_spec = importlib.util.spec_from_file_location(
-        package, plugin.root_dir / "__init__.py", submodule_search_locations=[str(plugin.root_dir)]
-    )
-    assert root_spec is not None and root_spec.loader is not None
-    root_module = importlib.util.module_from_spec(root_spec)
-    sys.modules[package] = root_module
-    if (plugin.root_dir / "__init__.py").is_file():
-        root_spec.loader.exec_module(root_module)
-    relative = Path(plugin.entry).with_suffix("")
-    module_name = ".".join([package, *relative.parts])
-    # Intermediate folders (server/) become namespace packages of the plugin's package.
-    return importlib.import_module(module_name)
 
 
 # contributes field -> (registrar call, what a registration is called)
@@ -161,7 +138,8 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
             continue
         registrar = PluginRegistrar(plugin.plugin_id, http_permissions=plugin.http_permissions)
         try:
-            module = _import_entry(plugin, generation)
+            # A new catalogue generation imports the plugin afresh (its module state starts over).
+            module = load_module(PluginFile(plugin.plugin_id, plugin.root_dir, plugin.entry), token=("hooks", generation))
             register = getattr(module, "register", None)
             if not callable(register):
                 raise RegistrationError(f"{plugin.entry} defines no register(covel) function")

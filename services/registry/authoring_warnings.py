@@ -24,6 +24,9 @@ from services.registry.runtime_compiler import (
 DEFAULT_CODE = "default-value"
 DERIVED_CODE = "derived-value"
 SHORTER_CODE = "shorter-form"
+# The default written out, in Python or as Covel's JavaScript path (which loads the .py here).
+DEFAULT_HANDLER_SPELLINGS = (DEFAULT_HANDLER, "handler.py", "./handler.js", "handler.js")
+DEFAULT_ENTRY_SPELLINGS = ("server/index.py", "./server/index.py", "server/index.js", "./server/index.js")
 
 
 def _same(written: Any, default: Any) -> bool:
@@ -97,11 +100,11 @@ def runtime_warnings(raw: Any, runtime: CompiledRuntime, bag: DiagnosticBag, *, 
     for index, item in enumerate(io.get("selfData") or []):
         advisor.default(item, "format", DEFAULT_SELF_DATA_FORMAT, f"io.selfData[{index}].format")
         advisor.default(item, "maxEntries", DEFAULT_SELF_DATA_MAX_ENTRIES, f"io.selfData[{index}].maxEntries")
+    advisor.derived(raw, "type", runtime.type, "the `function` block being there or not", "type")
     function = raw.get("function")
     if isinstance(function, dict):
-        advisor.derived(function, "handler", DEFAULT_HANDLER, "the manifest's folder (./handler.py)", "function.handler")
-        if function.get("handler") == "handler.py":
-            advisor.derived(function, "handler", "handler.py", "the manifest's folder (./handler.py)", "function.handler")
+        for written in DEFAULT_HANDLER_SPELLINGS:
+            advisor.derived(function, "handler", written, "the manifest's folder (./handler.py)", "function.handler")
     agent = raw.get("agent")
     if isinstance(agent, dict):
         _agent_warnings(advisor, agent, runtime, visibility)
@@ -170,7 +173,7 @@ def root_warnings(
     advisor.derived(raw, "id", folder_name, "the package folder's name", "id")
     advisor.default(raw, "kind", "plugin", "kind")
     if default_entry_exists:
-        for written in ("server/index.py", "./server/index.py"):
+        for written in DEFAULT_ENTRY_SPELLINGS:
             advisor.derived(raw, "entry", written, "server/index.py being present", "entry")
     for index, item in enumerate(raw.get("provides") or [] if isinstance(raw.get("provides"), list) else []):
         if isinstance(item, str) and item in output_contracts:

@@ -4,10 +4,13 @@ may refer to (declared tools, story packages without hard plugin requirements)."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from services.registry.code_paths import resolve_code_file
 from services.registry.dataset_rules import FRAMEWORK_TOOLS
 from services.registry.diagnostics import DiagnosticBag
 from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl, PluginManifest, SettingDecl
+from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
 from shared.plugin_settings import KNOWN_TYPES as KNOWN_SETTING_TYPES
 from shared.plugin_settings import value_problem as setting_value_problem
@@ -178,3 +181,23 @@ def check_story_requires(manifest: PluginManifest, runtimes: Sequence[CompiledRu
             field_path=f"requires[{index}]",
             hint="remove it and read the contract through an optional input (required: false)",
         )
+
+
+def check_projection_handlers(projections: Any, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> None:
+    """Each contributes.worldProjections item's `handler` is a module in the package (spec: referenced
+    entry, handler and guard files must be in the package)."""
+    items = projections.items() if isinstance(projections, dict) else enumerate(projections or [])
+    for key, item in items:
+        written = item.get("handler") if isinstance(item, dict) else None
+        if not isinstance(written, str):
+            continue
+        path = f"contributes.worldProjections.{key}.handler" if isinstance(key, str) else f"contributes.worldProjections[{key}].handler"
+        relative = files.relative(file, written)
+        if relative is None:
+            bag.error("file-outside-package", f"the projection handler `{written}` points outside the package",
+                      file=file, field_path=path, hint="write a path inside the package, e.g. ./projections/x.py")
+            continue
+        relative = resolve_code_file(relative, files.is_file, bag, written=written, file=file, field_path=path)
+        if not files.is_file(relative):
+            bag.error("file-missing", f"the projection handler `{written}` does not exist (looked for {relative})",
+                      file=file, field_path=path, hint=f"add {relative} to the package, or fix the path")

@@ -175,6 +175,20 @@ def _code_for(error_type: str) -> str:
     return "invalid-value"
 
 
+def unknown_field_hint(key: str, known: Iterable[str]) -> str:
+    """A near-miss suggestion for an unknown key; never the refused key itself (a field of
+    another level, such as `description` inside a runtime, is not its own correction)."""
+    import difflib
+
+    candidates = sorted(name for name in known if name != key)
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
+    if close:
+        return f"did you mean `{close[0]}`?"
+    if key in known:
+        return f"`{key}` is a field of another part of the manifest, not of this one; move it or remove it"
+    return "remove it, or use a field the plugin contract reference documents"
+
+
 def add_validation_errors(
     bag: DiagnosticBag,
     errors: Sequence[Any],
@@ -185,8 +199,6 @@ def add_validation_errors(
     known_fields: Iterable[str] = (),
 ) -> None:
     """One diagnostic per pydantic error, with the author's field path and a hint where we have one."""
-    import difflib
-
     known = sorted(set(known_fields))
     seen: set[tuple[str, str]] = set()
     for error in errors:
@@ -204,8 +216,7 @@ def add_validation_errors(
         if code == "unknown-key":
             key = str(parts[-1]) if parts else ""
             message = f"unknown key `{key}`"
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-            hint = f"did you mean `{close[0]}`?" if close else "remove it, or use a field the plugin contract reference documents"
+            hint = unknown_field_hint(key, known)
         elif code == "missing-field":
             message = "this field is required"
         elif code == "invalid-type" and isinstance(error.get("input"), (int, float)) and not isinstance(error.get("input"), bool):

@@ -328,6 +328,8 @@ class Permissions(Strict):
 class RuntimeDecl(Strict):
     """A runtime as the author writes it: the inline `runtime:` block or a RUNTIME.md frontmatter."""
 
+    # Derived from the `function` block; written, it must agree (validation warns that it is derived).
+    type: Literal["function", "agent"] | None = None
     schedule: Schedule | None = None
     io: IO | None = None
     agent: Agent | None = None

@@ -19,9 +19,23 @@ from pydantic import ValidationError
 
 from services.registry.action_kinds import compile_action_kinds
 from services.registry.authoring_warnings import root_warnings, runtime_warnings
-from services.registry.contributes_rules import check_contributes, check_runtime_tools, check_story_requires, event_topics
+from services.registry.code_paths import resolve_code_file
+from services.registry.contributes_rules import (
+    check_contributes,
+    check_projection_handlers,
+    check_runtime_tools,
+    check_story_requires,
+    event_topics,
+)
 from services.registry.dataset_rules import check_agent_datasets, compile_datasets
-from services.registry.diagnostics import Diagnostic, DiagnosticBag, Severity, add_validation_errors, has_errors
+from services.registry.diagnostics import (
+    Diagnostic,
+    DiagnosticBag,
+    Severity,
+    add_validation_errors,
+    has_errors,
+    unknown_field_hint,
+)
 from services.registry.frontmatter import Document, parse_document
 from services.registry.host_compatibility import host_version, parse_range, satisfies
 from services.registry.locale_files import compile_locales, inline_locale_maps
@@ -165,14 +179,13 @@ def _drop_unknown(
                 hint=f"rename it to `{close[0]}`",
             )
             continue
-        close_any = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
         bag.add(
             Severity.ERROR if strict else Severity.WARNING,
             "unknown-field",
             f"unknown field `{key}`" + (" is not part of the plugin contract" if strict else " is ignored"),
             file=file,
             field_path=path,
-            hint=f"did you mean `{close_any[0]}`?" if close_any else "remove it, or use a field the plugin contract reference documents",
+            hint=unknown_field_hint(key, known),
         )
     return kept
 
@@ -273,7 +286,8 @@ def _variant_frontmatter(
 
 
 def _variant_segments(main_prompt: Any, variant_prompt: Any, bag: DiagnosticBag, *, file: str, main_file: str, locale: str) -> dict[str, str]:
-    """contributes.prompt of a variant: items {id, content}; any other key the main segment's own."""
+    """contributes.prompt of a variant: items {content} (the main file's segment at the same position)
+    or {id, content}; any other key the main segment's own."""
     if not isinstance(variant_prompt, list):
         bag.error(
             "variant-segment-invalid",
@@ -282,19 +296,24 @@ def _variant_segments(main_prompt: Any, variant_prompt: Any, bag: DiagnosticBag,
             field_path="contributes.prompt",
         )
         return {}
-    main_segments = {
-        item["id"]: item for item in main_prompt or [] if isinstance(item, dict) and isinstance(item.get("id"), str)
-    } if isinstance(main_prompt, list) else {}
+    main_list = [item for item in main_prompt if isinstance(item, dict)] if isinstance(main_prompt, list) else []
+    main_segments = {item["id"]: item for item in main_list if isinstance(item.get("id"), str)}
     translated: dict[str, str] = {}
     seen: dict[str, int] = {}
     for index, item in enumerate(variant_prompt):
         path = f"contributes.prompt[{index}]"
+        if isinstance(item, dict) and "id" not in item and index < len(main_list) and isinstance(main_list[index].get("id"), str):
+            # Content only: the segment at the same position (a variant cannot move segments).
+            item = {"id": main_list[index]["id"], **item}
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
             bag.error(
                 "variant-segment-invalid",
-                "a translated segment names the segment it translates: {id, content}",
+                f"{main_file} has no contributes.prompt segment at position {index} for this translation to follow"
+                if isinstance(item, dict) and "id" not in item
+                else "a translated segment is {content} (the segment at the same position) or {id, content}",
                 file=file,
                 field_path=f"{path}.id" if isinstance(item, dict) else path,
+                hint=f"{main_file} has {len(main_list)} segment(s); translate them in order, or name one by id",
             )
             continue
         segment_id = item["id"]
@@ -653,10 +672,14 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
                 field_path="entry",
                 hint="write a path relative to the package root, e.g. server/index.py",
             )
-        elif not _is_inside_file(root, entry):
-            bag.error("entry-missing", f"entry `{manifest.entry}` does not exist in the package", field_path="entry")
         else:
-            package.entry = entry
+            entry = resolve_code_file(
+                entry, lambda relative: _is_inside_file(root, relative), bag, written=manifest.entry, file=PLUGIN_FILE, field_path="entry"
+            )
+            if _is_inside_file(root, entry):
+                package.entry = entry
+            else:
+                bag.error("entry-missing", f"entry `{manifest.entry}` does not exist in the package", field_path="entry")
     elif _is_inside_file(root, DEFAULT_ENTRY):
         package.entry = DEFAULT_ENTRY
 
@@ -703,8 +726,8 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
                     f"the body of {variant.file} is never read: it translates the inline runtime's prompt and "
                     "this package has no inline runtime",
                     file=variant.file,
-                    hint="translate a fixed segment in the variant's frontmatter: contributes.prompt: "
-                    "[{id: <segment id>, content: <translation>}]",
+                    hint="translate the fixed segments in the variant's frontmatter, in order: contributes.prompt: "
+                    "[{content: <translation>}]",
                 )
         for runtime_file in runtime_files:
             declared_ids.add(runtime_file.runtime_id)
@@ -743,6 +766,7 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     declared = manifest.contributes
     check_root_schemas(manifest, files, bag, file=PLUGIN_FILE)
     check_contributes(manifest, bag, file=PLUGIN_FILE)
+    check_projection_handlers(declared.worldProjections if declared else None, files, bag, file=PLUGIN_FILE)
     datasets = compile_datasets(
         declared.datasets if declared else None, declared.data if declared else None, files, bag, file=PLUGIN_FILE
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.registry.code_paths import resolve_code_file
 from services.registry.diagnostics import DiagnosticBag, Severity
 from services.registry.manifest_models import (
     DatasetImport,
@@ -130,6 +131,15 @@ class _Compiler:
             return None, joined
         return joined, joined
 
+    def code_file(self, written: str, relative_field: str) -> str | None:
+        """A written handler or guard path as the package-relative module it loads (None: outside)."""
+        relative, _ = self.package_file(written)
+        if relative is None:
+            return None
+        return resolve_code_file(
+            relative, self.existing_file, self.bag, written=written, file=self.source.file, field_path=self.path(relative_field)
+        )
+
     def existing_file(self, relative: str) -> bool:
         target = self.source.package_root / relative
         try:
@@ -151,6 +161,13 @@ class _Compiler:
                 "agent",
                 hint="remove the `agent` block, or the `function` block",
             )
+        if decl.type is not None and decl.type != ("function" if is_function else "agent"):
+            self.error(
+                "runtime-type-mismatch",
+                f"`type: {decl.type}` contradicts the runtime: a runtime with a `function` block is a function, one without is an agent",
+                "type",
+                hint="remove `type` (it is worked out from the `function` block)",
+            )
         io = self.compile_io()
         visibility = io["visibility"]
         schedule = self.compile_schedule(visibility)
@@ -168,7 +185,7 @@ class _Compiler:
         else:
             manifest["agent"] = self.compile_agent(visibility, subagent_only=schedule["subagentOnly"])
         if decl.guard is not None:
-            guard, _ = self.package_file(decl.guard)
+            guard = self.code_file(decl.guard, "guard")
             if guard is None:
                 self.error("guard-outside-package", f"the guard `{decl.guard}` is outside the package", "guard")
             elif not self.existing_file(guard):
@@ -456,7 +473,8 @@ class _Compiler:
         function = self.decl.function
         assert function is not None
         written_handler = function.handler or DEFAULT_HANDLER
-        handler, shown = self.package_file(written_handler)
+        handler = self.code_file(written_handler, "function.handler")
+        shown = handler or self.package_file(written_handler)[1]
         compiled: dict[str, Any] = {"tools": list(function.tools or [])}
         if handler is None:
             self.error("handler-outside-package", f"the handler `{written_handler}` is outside the package", "function.handler")
@@ -472,7 +490,7 @@ class _Compiler:
                 "function.handler" if function.handler else "function",
                 hint="add handler.py with `async def handler(ctx)`, or point function.handler at the module",
             )
-        compiled["handler"] = handler or shown
+        compiled["handler"] = shown
         if function.model is not None:
             compiled["model"] = function.model
         if function.timeoutMs is not None:

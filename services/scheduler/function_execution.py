@@ -20,6 +20,7 @@ from services.scheduler.plugin_services import ServicesView
 from services.scheduler.progress import ProgressRange
 from services.scheduler.turn_state import RunningTurn, TurnState
 from shared.ids import new_id
+from shared.plugin_code import PluginFile
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
 from shared.plugin_sdk.http_client import function_http_client
@@ -221,9 +222,9 @@ class FunctionExecution:
         bound like any output); the guard's writes commit only when it skips."""
         package = run.packages[runtime.plugin_id]
         # The registry compiles the guard to a package-relative path, like function.handler.
-        guard_path = Path(package.root_dir) / manifest["guard"]
+        guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest["guard"])
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
-        done = await run_function(context, guard_path, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
+        done = await run_function(context, guard, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
         if done.status != "success":
             return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
@@ -266,8 +267,8 @@ class FunctionExecution:
             context.progress = parent_context.progress._range.reporter(target.runtime_id)
         # ctx.agents of a nested run is its root's: one subagent budget per root execution (spec: 执行名额).
         context.agents = parent_context.agents
-        handler_path = Path(package.root_dir) / ((manifest.get("function") or {}).get("handler") or "handler.py")
-        done = await run_function(context, handler_path, (manifest.get("function") or {}).get("timeoutMs"))
+        handler = PluginFile(parent.plugin_id, Path(package.root_dir), (manifest.get("function") or {})["handler"])
+        done = await run_function(context, handler, (manifest.get("function") or {}).get("timeoutMs"))
         if done.status == "success":
             # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
             # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
@@ -300,7 +301,7 @@ class FunctionExecution:
                            inputs: dict | None = None) -> RuntimeOutcome:
         session = scope.session
         function = manifest.get("function") or {}
-        handler_path = Path(run.packages[runtime.plugin_id].root_dir) / (function.get("handler") or "handler.py")
+        handler = PluginFile(runtime.plugin_id, Path(run.packages[runtime.plugin_id].root_dir), function["handler"])
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
         running = self._running(session.id)
         if running is not None:
@@ -310,7 +311,7 @@ class FunctionExecution:
             context.agents = agents
         progress = ProgressRange(run.send_progress)
         context.progress = progress.reporter(runtime.runtime_id)
-        done = await run_function(context, handler_path, function.get("timeoutMs"))
+        done = await run_function(context, handler, function.get("timeoutMs"))
         # Jobs the handler left open end with it.
         await progress.close(done.status == "success")
         if agents is not None:

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import inspect
 import os
 import random
 import re
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import MappingProxyType
 from typing import Any
 
 from shared.logs import get_logger
+from shared.plugin_code import PluginFile, load_callable
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import CancellationSignal, json_copy
@@ -202,28 +200,6 @@ class FunctionOutcome:
     duration_ms: int = 0
 
 
-_modules: dict[tuple[str, float], ModuleType] = {}
-
-
-def load_handler(path: Path, entry: str = "handler") -> Callable[..., Any]:
-    """The module's `handler` (or `guard`), imported once per file version."""
-    key = (str(path), path.stat().st_mtime)
-    module = _modules.get(key)
-    if module is None:
-        name = "covel_handler_" + re.sub(r"\W", "_", str(path)) + f"_{int(key[1])}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _modules[key] = module
-    handler = getattr(module, entry, None)
-    if not callable(handler):
-        raise ImportError(f"{path.name} defines no {entry}(ctx) function")
-    return handler
-
-
 def project_value(value: Any) -> dict[str, Any]:
     """An object is the output; a scalar, array or null is {value} (spec: Function 的输出)."""
     if isinstance(value, dict):
@@ -232,7 +208,7 @@ def project_value(value: Any) -> dict[str, Any]:
 
 
 async def run_function(
-    context: FunctionContext, handler_path: Path, timeout_ms: int | None, entry: str = "handler"
+    context: FunctionContext, code: PluginFile, timeout_ms: int | None, entry: str = "handler"
 ) -> FunctionOutcome:
     started = time.monotonic()
     limit_ms = timeout_ms or DEFAULT_TIMEOUT_MS
@@ -243,7 +219,7 @@ async def run_function(
 
     context.deadline = started + limit_ms / 1000
     try:
-        handler = load_handler(handler_path, entry)
+        handler = load_callable(code, entry)
         if inspect.iscoroutinefunction(handler):
             result = await asyncio.wait_for(handler(context), limit_ms / 1000)
         else:

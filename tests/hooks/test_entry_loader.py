@@ -178,3 +178,51 @@ def test_catalogue_sync_carries_the_declared_lists_from_the_registry_reply() -> 
     )
     [entry_] = _entries(reply)
     assert entry_.declared_registrations() == [(field, ALL_DECLARED[field]) for field in ("tools", "actions", "services", "extensions", "forms")]
+
+
+# -- shared/plugin_code: one loader for entry modules, function handlers and guards --
+
+
+def _lib_package(root: Path, plugin_id: str, word: str) -> Path:
+    package = root / plugin_id
+    for folder in ("lib", "runtimes/speak", "server"):
+        (package / folder).mkdir(parents=True)
+    (package / "lib" / "voice.py").write_text(f"WORD = {word!r}\n")
+    (package / "runtimes" / "speak" / "handler.py").write_text("from ...lib.voice import WORD\n\nasync def handler(ctx):\n    return WORD\n")
+    (package / "runtimes" / "speak" / "guard.py").write_text("from ...lib import voice\n\nasync def guard(ctx):\n    return voice.WORD\n")
+    (package / "server" / "index.py").write_text("from ..lib.voice import WORD\n\ndef register(covel):\n    return WORD\n")
+    return package
+
+
+def test_handler_guard_and_entry_import_their_own_packages_lib(tmp_path: Path) -> None:
+    from shared.plugin_code import PluginFile, load_callable
+
+    first, second = _lib_package(tmp_path, "first", "one"), _lib_package(tmp_path, "second", "two")
+    for package, word in ((first, "one"), (second, "two")):
+        handler = load_callable(PluginFile(package.name, package, "runtimes/speak/handler.py"), "handler")
+        guard = load_callable(PluginFile(package.name, package, "runtimes/speak/guard.py"), "guard")
+        register = load_callable(PluginFile(package.name, package, "server/index.py"), "register")
+        assert handler.__globals__["WORD"] == guard.__globals__["voice"].WORD == register(None) == word, "no lib/ collides"
+
+
+def test_an_edited_lib_file_is_imported_afresh(tmp_path: Path) -> None:
+    import os
+
+    from shared.plugin_code import PluginFile, load_callable
+
+    package = _lib_package(tmp_path, "edited", "before")
+    file = PluginFile("edited", package, "runtimes/speak/handler.py")
+    assert load_callable(file, "handler").__globals__["WORD"] == "before"
+    assert load_callable(file, "handler") is load_callable(file, "handler"), "unchanged files are imported once"
+    lib = package / "lib" / "voice.py"
+    lib.write_text("WORD = 'after!'\n")
+    os.utime(lib, ns=(lib.stat().st_atime_ns, lib.stat().st_mtime_ns + 1_000_000))
+    assert load_callable(file, "handler").__globals__["WORD"] == "after!"
+
+
+def test_a_module_without_the_function_is_an_import_error(tmp_path: Path) -> None:
+    from shared.plugin_code import PluginFile, load_callable
+
+    package = _lib_package(tmp_path, "no-guard", "x")
+    with pytest.raises(ImportError, match=r"handler.py defines no guard"):
+        load_callable(PluginFile("no-guard", package, "runtimes/speak/handler.py"), "guard")

@@ -17,6 +17,7 @@ from services.gateway.chat import Message, Tool
 from services.gateway.story_writer import planned_tool_call, structured_reply
 from services.hooks.entry_loader import PluginEntry, load_entries
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, SeededRandom, run_function
+from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal, ExecutionView, HookContext
 from shared.settings import REPO_ROOT
 
@@ -39,7 +40,7 @@ def ctx(plugin_id: str, runtime_id: str, *, message: str = "", inputs: dict | No
 
 
 async def run(plugin: str, runtime: str, context: FunctionContext):
-    return await run_function(context, PLUGINS / plugin / "runtimes" / runtime / "handler.py", None)
+    return await run_function(context, PluginFile(plugin, PLUGINS / plugin, f"runtimes/{runtime}/handler.py"), None)
 
 
 def hooks_of(plugin_id: str):

@@ -20,7 +20,7 @@ def test_exported_schemas_are_valid_json_schema() -> None:
         jsonschema.Draft202012Validator.check_schema(schema)
     properties = plugin_manifest_schema()["properties"]
     assert {"id", "kind", "provides", "requires", "contributes", "runtime", "entry"} <= set(properties)
-    assert set(runtime_manifest_schema()["properties"]) == {"schedule", "io", "agent", "function", "guard", "effects", "permissions"}
+    assert set(runtime_manifest_schema()["properties"]) == {"type", "schedule", "io", "agent", "function", "guard", "effects", "permissions"}
 
 
 def test_good_manifests_match_and_unknown_keys_do_not() -> None:

@@ -314,7 +314,8 @@ contributes:
         ("displayName: 世界", "variant-frontmatter-mismatch", "displayName"),
         ("contributes:\n  prompt:\n    - id: world\n      role: user\n      content: 盐沼镇。", "variant-frontmatter-mismatch", "contributes.prompt[0].role"),
         ("contributes:\n  tools: [note]\n  prompt:\n    - id: world\n      content: 盐沼镇。", "variant-frontmatter-mismatch", "contributes.tools"),
-        ("contributes:\n  prompt:\n    - content: 盐沼镇。", "variant-segment-invalid", "contributes.prompt[0].id"),
+        # Content only follows the segment at its position; the main file has two segments.
+        ("contributes:\n  prompt:\n    - content: 盐沼镇。\n    - content: 盐沼。\n    - content: 镇。", "variant-segment-invalid", "contributes.prompt[2].id"),
         ("contributes:\n  prompt:\n    world: 盐沼镇。", "variant-segment-invalid", "contributes.prompt"),
         ("contributes:\n  prompt:\n    - {id: world, content: 盐沼镇。}\n    - {id: world, content: 盐沼。}", "duplicate-prompt-id", "contributes.prompt[1].id"),
     ],

@@ -35,9 +35,10 @@ def _context():
 
 
 def _handler(tmp_path, name, source):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    return path
+    from shared.plugin_code import PluginFile
+
+    (tmp_path / f"{name}.py").write_text(source)
+    return PluginFile("probe", tmp_path, f"{name}.py")
 
 
 async def test_a_slow_sync_handler_times_out_in_a_thread_without_blocking_the_loop(tmp_path):

@@ -1,21 +1,6 @@
 """Record the roller's checks (dataset `checks`) and count them (dataset `tally`, inc operations)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
-
-def _lib(name):
-    module_name = f"covel_plugin_dice_check_{name}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).resolve().parents[2] / "lib" / f"{name}.py")
-        sys.modules[module_name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-dice = _lib("dice")
-
+from ...lib import dice
 
 ROLLER = "dice-check/roller"
 

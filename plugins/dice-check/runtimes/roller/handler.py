@@ -1,20 +1,6 @@
 """Roll the turn's checks with ctx.random, publish them as action-check@1 and emit dice-check.rolled."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
-
-def _lib(name):
-    module_name = f"covel_plugin_dice_check_{name}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).resolve().parents[2] / "lib" / f"{name}.py")
-        sys.modules[module_name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-dice = _lib("dice")
+from ...lib import dice
 
 
 async def handler(ctx):

@@ -1,20 +1,6 @@
 """Apply inventory.changes@1 to the items dataset: all of them, or (on a bad change) none."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
-
-def _lib(name):
-    module_name = f"covel_plugin_inventory_{name}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).resolve().parents[2] / "lib" / f"{name}.py")
-        sys.modules[module_name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-items = _lib("items")
+from ...lib import items
 
 
 async def handler(ctx):

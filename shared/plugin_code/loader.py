@@ -1,0 +1,152 @@
+"""Import plugin code inside a package namespace per plugin.
+
+A plugin's folder is imported as the package `covel_plugin_<id>_<n>`, so its modules import
+each other package-relatively: `from ..lib.dice import roll` in `server/index.py`,
+`from ...lib.dice import roll` in `runtimes/<id>/handler.py` or `guard.py` (the spec keeps shared
+code in `lib/`). Two plugins' modules never collide, and nothing is added to sys.path.
+
+A namespace remembers the version (mtime_ns, size) of every file imported into it. When one of
+them changes, the next load starts a new namespace (`_<n+1>`), so an edited handler or lib file
+is imported afresh (as is the whole plugin for a new `token`) while modules of the old namespace stay valid for code already holding them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+PACKAGE_PREFIX = "covel_plugin_"
+
+
+@dataclass(frozen=True)
+class PluginFile:
+    """A module of a plugin package: the package folder and the module's package-relative path."""
+
+    plugin_id: str
+    root: Path
+    relative: str
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.relative
+
+
+@dataclass
+class _Namespace:
+    name: str
+    root: Path
+    # What the caller loads for (the hooks service: the catalogue generation); another starts afresh.
+    token: object = None
+    # file -> (mtime_ns, size) of each module imported into this namespace, as imported.
+    versions: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def is_current(self) -> bool:
+        return all(_version(Path(file)) == version for file, version in self.versions.items())
+
+    def record_imported(self) -> None:
+        prefix = self.name + "."
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file and (name == self.name or name.startswith(prefix)) and file not in self.versions:
+                self.versions[file] = _version(Path(file))
+
+
+_namespaces: dict[Path, _Namespace] = {}
+_counter = 0
+_lock = threading.RLock()
+
+
+def _version(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+def _new_namespace(plugin_id: str, root: Path, token: object) -> _Namespace:
+    global _counter
+    _counter += 1
+    name = f"{PACKAGE_PREFIX}{re.sub(r'[^0-9a-zA-Z_]', '_', plugin_id)}_{_counter}"
+    init = root / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(root)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    if init.is_file():
+        spec.loader.exec_module(package)
+    return _Namespace(name, root, token)
+
+
+def _namespace(plugin_id: str, root: Path, token: object) -> _Namespace:
+    resolved = root.resolve()
+    namespace = _namespaces.get(resolved)
+    if namespace is None or namespace.token != token or not namespace.is_current():
+        namespace = _namespaces[resolved] = _new_namespace(plugin_id, resolved, token)
+    return namespace
+
+
+def _identifier(part: str) -> str:
+    return re.sub(r"\W", "_", part)
+
+
+def _ensure_package(name: str, folder: Path) -> None:
+    """A folder of the plugin as a package of its namespace, so siblings import relatively."""
+    if name not in sys.modules:
+        package = ModuleType(name)
+        package.__path__ = [str(folder)]
+        package.__package__ = name
+        sys.modules[name] = package
+
+
+def _import_file(namespace: _Namespace, relative: str) -> ModuleType:
+    *folders, file_name = Path(relative).with_suffix("").parts
+    package = namespace.name
+    folder = namespace.root
+    for part in folders:
+        package, folder = f"{package}.{_identifier(part)}", folder / part
+        _ensure_package(package, folder)
+    name = f"{package}.{_identifier(file_name)}"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(name, namespace.root / relative)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{relative} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_module(file: PluginFile, *, token: object = None) -> ModuleType:
+    """The module at `file`, imported once per version of the files its namespace imported.
+    A `token` other than the last one starts a new namespace (a reload of the whole plugin)."""
+    if not file.path.is_file():
+        raise ImportError(f"{file.relative} does not exist in plugin {file.plugin_id}")
+    with _lock:
+        namespace = _namespace(file.plugin_id, file.root, token)
+        try:
+            return _import_file(namespace, file.relative)
+        finally:
+            namespace.record_imported()
+
+
+def load_callable(file: PluginFile, name: str) -> Callable[..., Any]:
+    """The module's `name` function (`handler`, `guard`, `register`)."""
+    module = load_module(file)
+    found = getattr(module, name, None)
+    if not callable(found):
+        raise ImportError(f"{file.relative} defines no {name}(…) function")
+    return found

@@ -1,0 +1,85 @@
+"""Covel packages ported with only their code rewritten: .js code paths, content-only zh segments,
+{value, label} select options and explicit derived values pass validation (issue 16, item 6)."""
+
+from __future__ import annotations
+
+import io
+
+from covel_cli.validate_plugin import run
+from services.registry.diagnostics import Severity
+from services.registry.package_loader import PackageState, load_package
+from services.registry.package_validator import validate_package
+from shared.plugin_settings import value_problem
+from tests.registry.conftest import FIXTURES
+
+PORTED = FIXTURES / "ported"
+
+
+def _where(report, severity: Severity) -> list[tuple[str, str, str]]:
+    return [(d.code, d.file, d.field_path) for d in report.diagnostics if d.severity is severity]
+
+
+def test_a_ported_package_validates_with_warnings_and_notes_only() -> None:
+    report = validate_package(PORTED / "ported-story")
+    assert report.ok, [str(d) for d in report.diagnostics]
+    assert _where(report, Severity.WARNING) == [
+        ("derived-value", "PLUGIN.md", "id"),
+        ("default-value", "PLUGIN.md", "kind"),
+        ("derived-value", "PLUGIN.md", "entry"),
+        ("derived-value", "runtimes/tally/RUNTIME.md", "type"),
+        ("derived-value", "runtimes/tally/RUNTIME.md", "function.handler"),
+    ]
+    assert _where(report, Severity.INFO) == [
+        ("code-path-python", "PLUGIN.md", "entry"),
+        ("code-path-python", "runtimes/tally/RUNTIME.md", "function.handler"),
+        ("code-path-python", "runtimes/tally/RUNTIME.md", "guard"),
+        ("code-path-python", "PLUGIN.md", "contributes.worldProjections[0].handler"),
+    ]
+
+
+def test_js_code_paths_load_the_python_module_of_the_same_stem() -> None:
+    package = load_package(PORTED / "ported-story", source="community")
+    assert package.state is PackageState.LOADED, [str(d) for d in package.diagnostics]
+    assert package.entry == "server/index.py"
+    tally = next(runtime for runtime in package.runtimes if runtime.runtime_id == "ported-story/tally")
+    assert tally.type == "function"
+    assert tally.manifest["function"]["handler"] == "runtimes/tally/handler.py"
+    assert tally.manifest["guard"] == "runtimes/tally/guard.py"
+
+
+def test_a_zh_variant_may_translate_segments_by_position_with_empty_frontmatter() -> None:
+    package = load_package(PORTED / "ported-story", source="community")
+    assert package.prompt_segment_variants == {"zh": {"rules": "故事要短。"}}
+    teller = next(runtime for runtime in package.runtimes if runtime.runtime_id == "ported-story/teller")
+    assert teller.prompt_variants == {"zh": "用一句话告诉玩家天气的感觉。"}
+
+
+def test_select_options_may_be_value_label_objects() -> None:
+    declaration = {"key": "tone", "type": "select", "options": [{"value": "calm", "label": "Calm"}, {"value": "grim", "label": "Grim"}]}
+    assert value_problem(declaration, "grim") == ""
+    assert value_problem(declaration, "loud").startswith("must be one of calm, grim, not 'loud'")
+    assert value_problem(declaration, {"value": "calm", "label": "Calm"}) != "", "the player picks a value, not the option object"
+
+
+def test_a_written_type_that_contradicts_the_runtime_is_an_error() -> None:
+    report = validate_package(PORTED / "type-mismatch")
+    assert _where(report, Severity.ERROR) == [("runtime-type-mismatch", "runtimes/count/RUNTIME.md", "type")]
+
+
+def test_every_projection_handler_must_be_in_the_package() -> None:
+    report = validate_package(PORTED / "projection-missing")
+    assert _where(report, Severity.ERROR) == [("file-missing", "PLUGIN.md", "contributes.worldProjections[1].handler")]
+    assert _where(report, Severity.INFO) == [("code-path-python", "PLUGIN.md", "contributes.worldProjections[0].handler")]
+
+
+def test_a_suggestion_never_names_the_refused_key() -> None:
+    report = validate_package(PORTED / "segment-description")
+    [refused] = report.diagnostics
+    assert (refused.code, refused.field_path) == ("unknown-key", "contributes.prompt[0].description")
+    assert "did you mean" not in refused.hint and "another part of the manifest" in refused.hint
+
+
+def test_covel_validate_plugin_passes_the_ported_package() -> None:
+    out = io.StringIO()
+    assert run([str(PORTED / "ported-story")], out=out, err=io.StringIO()) == 0
+    assert "✓ ported-story" in out.getvalue() and "`./handler.js` loads runtimes/tally/handler.py" in out.getvalue()
