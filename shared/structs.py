@@ -11,13 +11,13 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 
 
-def _ints_back(value: Any) -> Any:
+def ints_back(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     if isinstance(value, dict):
-        return {key: _ints_back(item) for key, item in value.items()}
+        return {key: ints_back(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_ints_back(item) for item in value]
+        return [ints_back(item) for item in value]
     return value
 
 
@@ -31,7 +31,7 @@ def to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
 def from_struct(message: struct_pb2.Struct | None) -> dict[str, Any]:
     if message is None:
         return {}
-    return _ints_back(json_format.MessageToDict(message))
+    return ints_back(json_format.MessageToDict(message))
 
 
 def to_value(value: Any) -> struct_pb2.Value:
@@ -41,4 +41,4 @@ def to_value(value: Any) -> struct_pb2.Value:
 
 
 def from_value(message: struct_pb2.Value) -> Any:
-    return _ints_back(json_format.MessageToDict(message))
+    return ints_back(json_format.MessageToDict(message))

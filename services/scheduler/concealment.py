@@ -45,6 +45,7 @@ def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
     for result in shown.runtime_results:
         if result.concealed:
             result.ClearField("output")
+            result.ClearField("output_json")
             if result.status == "failed":
                 result.reason = HIDDEN_FAILURE
             elif result.reason:

@@ -7,6 +7,7 @@ round-trip without a migration.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from google.protobuf.message import Message as ProtoMessage
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow
-from shared.structs import to_struct, to_value
+from shared.structs import ints_back, to_struct, to_value
 
 M = TypeVar("M", bound=ProtoMessage)
 
@@ -49,6 +50,19 @@ def messages_to_json(items: Iterable[ProtoMessage]) -> list[dict[str, Any]]:
 
 def messages_from_json(kind: type[M], items: list[dict[str, Any]] | None) -> list[M]:
     return [json_format.ParseDict(item, kind(), ignore_unknown_fields=True) for item in items or []]
+
+
+def exact_json(value: Any) -> str:
+    """JSON text of a plugin's value with integral numbers as integers (what a Struct cannot say), keys sorted."""
+    return json.dumps(ints_back(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def runtime_results_from_json(items: list[dict[str, Any]] | None) -> list[store_pb2.RuntimeResult]:
+    results = messages_from_json(store_pb2.RuntimeResult, items)
+    for result, item in zip(results, items or [], strict=True):
+        if "output" in item:
+            result.output_json = exact_json(item["output"])
+    return results
 
 
 def session_to_proto(row: SessionRow) -> store_pb2.Session:
@@ -97,7 +111,8 @@ def turn_to_proto(
         trace=[to_struct(entry) for entry in trace.entries] if trace else [],
         discarded_units=messages_from_json(store_pb2.DiscardedUnit, trace.discarded_units) if trace else [],
         events=[
-            store_pb2.EmittedEvent(name=event.name, plugin_id=event.plugin_id, runtime_id=event.runtime_id, payload=to_value(event.payload), seq=event.seq)
+            store_pb2.EmittedEvent(name=event.name, plugin_id=event.plugin_id, runtime_id=event.runtime_id, payload=to_value(event.payload),
+                                   seq=event.seq, payload_json=exact_json(event.payload))
             for event in events
         ],
         id=row.id,
@@ -109,7 +124,7 @@ def turn_to_proto(
         player_message=row.player_message,
         narrative=row.narrative,
         abort_reason=row.abort_reason,
-        runtime_results=messages_from_json(store_pb2.RuntimeResult, row.runtime_results),
+        runtime_results=runtime_results_from_json(row.runtime_results),
         proposal_outcomes=messages_from_json(store_pb2.ProposalOutcome, row.proposal_outcomes),
         hook_trace=messages_from_json(common_pb2.HookTraceEntry, row.hook_trace),
         started_at=timestamp(row.started_at),

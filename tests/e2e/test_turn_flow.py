@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 
@@ -225,3 +227,18 @@ async def test_story_speakers_resolve_to_the_sessions_characters(services) -> No
         speakers = [s for s in metadata["segments"] if s.get("speaker")]
         assert speakers and all(s["speakerId"].startswith("npc-") for s in speakers)
         assert metadata["presentCharacterIds"] and metadata["presentCharacterIds"][0].startswith("npc-")
+
+
+async def test_integers_a_handler_returns_reach_clients_as_integers(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["integer-probe"]))).session
+        events = await submit(stub, session.id, "I count my coins.")
+        turn = of_kind(events, "turn_completed")[0]
+        [result] = [r for r in turn.runtime_results if r.runtime_id == "integer-probe/counter"]
+        assert json.loads(result.output_json) == {"count": 1, "ratio": 0.5, "rolls": [6, 2]}
+        assert '"count":1,' in result.output_json and "1.0" not in result.output_json
+        [event] = [e for e in turn.events if e.name == "probe.counted"]
+        assert event.payload_json == '{"count":1}'
+        again = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
+        assert [r.output_json for r in again.runtime_results if r.runtime_id == "integer-probe/counter"] == [result.output_json]
