@@ -14,6 +14,7 @@ from services.hooks.dispatcher import HandlerTable
 from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
 from services.hooks.event_keys import EventKeyTable
 from shared.logs import get_logger
+from shared.plugin_code.declarations import ENTRY_CODES
 from shared.plugin_sdk.http_client import declared_http_permissions
 from shared.structs import from_struct
 
@@ -51,6 +52,15 @@ def _entries(reply: registry_pb2.ListPluginsResponse) -> list[PluginEntry]:
     return entries
 
 
+def _failed_by_registry(reply: registry_pb2.ListPluginsResponse) -> dict[str, str]:
+    """Packages whose entry module the registry's probe failed: load errors here too (covel hooks info)."""
+    return {
+        plugin.id: "; ".join(d.message for d in plugin.diagnostics if d.code in ENTRY_CODES)
+        for plugin in reply.plugins
+        if plugin.state == registry_pb2.PLUGIN_STATE_FAILED and any(d.code in ENTRY_CODES for d in plugin.diagnostics)
+    }
+
+
 class CatalogueSync:
     def __init__(self, registry: registry_pb2_grpc.PluginRegistryStub) -> None:
         self._registry = registry
@@ -63,6 +73,7 @@ class CatalogueSync:
             entries = _entries(reply)
             # Importing plugin modules is blocking work: keep it off the event loop.
             result = await asyncio.to_thread(load_entries, entries, reply.generation)
+            result.errors.update(_failed_by_registry(reply))
             registrations = [hook for loaded in result.loaded for hook in loaded.registrar.hooks]
             sources = {entry.plugin_id: entry.source for entry in entries}
             event_handlers = [handler for loaded in result.loaded for handler in loaded.registrar.event_handlers]

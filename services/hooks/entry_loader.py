@@ -13,6 +13,7 @@ from typing import Any
 
 from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
 from shared.plugin_code import PluginFile, load_module
+from shared.plugin_code.declarations import Registrations, declaration_problems
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.http_client import invalid_http_permissions
 from shared.plugin_sdk.registrar import RegistrationError
@@ -36,6 +37,10 @@ class PluginEntry:
     declared_forms: tuple[str, ...] = ()
     # (where, entry) of permissions.http, root and runtimes (covel.http).
     http_permissions: tuple[tuple[str, Any], ...] = ()
+
+    def declared(self) -> Registrations:
+        return Registrations(self.declared_hooks, self.declared_tools, self.declared_actions, self.declared_services,
+                             self.declared_extensions, self.declared_forms)
 
     def declared_registrations(self) -> list[tuple[str, tuple[str, ...]]]:
         """(contributes field, declared names) for the registrations other than hooks."""
@@ -63,54 +68,10 @@ class LoadResult:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-# contributes field -> (registrar call, what a registration is called)
-REGISTRATION_CALLS = {
-    "tools": ("covel.register_tool", "tool"),
-    "actions": ("covel.register_rpc", "action"),
-    "services": ("covel.register_service", "service"),
-    "extensions": ("covel.provide_extension", "extension"),
-    "forms": ("covel.register_form_validator", "form validator"),
-}
-
-
-def _registered(registrar: PluginRegistrar) -> dict[str, list[str]]:
-    return {
-        "tools": [tool.name for tool in registrar.tools],
-        "actions": [rpc.action for rpc in registrar.rpcs],
-        "services": [service.contract for service in registrar.services],
-        "extensions": [extension.key for extension in registrar.extensions],
-        "forms": [form.form_id for form in registrar.forms],
-    }
-
-
 def check_declarations(plugin: PluginEntry, registrar: PluginRegistrar) -> str | None:
     """contributes and the entry's registrations must agree both ways: hooks (enforce group
     included), tools, actions, services, extensions and forms."""
-    declared = {event: enforce for event, enforce in plugin.declared_hooks}
-    registered: dict[str, set[str]] = {}
-    for hook in registrar.hooks:
-        registered.setdefault(hook.event, set()).add(hook.enforce)
-    problems = []
-    for event, enforce in declared.items():
-        if event not in registered:
-            problems.append(f"contributes.hooks declares {event} but server code registers no handler for it")
-        elif registered[event] != {enforce}:
-            groups = ", ".join(sorted(registered[event]))
-            problems.append(f"{event} is declared with enforce {enforce} but registered with enforce {groups}")
-    for event in registered:
-        if event not in declared:
-            problems.append(f"covel.on({event!r}) is registered but {event} is missing from contributes.hooks")
-    registrations = _registered(registrar)
-    for field_name, names in plugin.declared_registrations():
-        call, what = REGISTRATION_CALLS[field_name]
-        done = registrations[field_name]
-        for name in names:
-            if name not in done:
-                problems.append(f"contributes.{field_name} declares {name} but server code registers no {what} for it ({call})")
-        for name in done:
-            if name not in names:
-                problems.append(f"{call}({name!r}) is registered but {name} is missing from contributes.{field_name}")
-    return "; ".join(problems) or None
+    return declaration_problems(plugin.declared(), Registrations.of(registrar))
 
 
 def _declared_without_entry(plugin: PluginEntry) -> str | None:

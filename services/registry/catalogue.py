@@ -13,6 +13,7 @@ from pathlib import Path
 
 from services.registry.contract_schemas import check_contract_schemas
 from services.registry.diagnostics import Diagnostic, Severity
+from services.registry.entry_registrations import check_entry_registrations
 from services.registry.package_loader import LoadedPackage, load_package
 from services.registry.settings import source_of
 from shared.logs import get_logger
@@ -65,6 +66,7 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False) -> list[LoadedPac
             by_id[package.id] = package
             packages.append(package)
     check_contract_schemas(packages)
+    check_entry_registrations(packages)
     for package in packages:
         for diagnostic in package.diagnostics:
             if diagnostic.severity is not Severity.INFO:

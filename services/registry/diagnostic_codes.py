@@ -142,10 +142,14 @@ CODES: dict[str, str] = {
     "locale-unknown-field": "a translation of a field the manifest does not have (ignored at load)",
     "locale-untranslatable-field": "a translation of a field that is not a label (ignored at load)",
     "locale-invalid-text": "a translation that is not text",
+    # Entry modules (a probe process runs register(covel); services/registry/entry_registrations.py)
+    "entry-load-failed": "the entry module fails to import, has no plain register(covel), or overruns the probe's time",
+    "entry-registrations": "what register(covel) registers differs from contributes (either way)",
     # Validation advice (warnings)
     "default-value": "a field written with its default: is the default value; remove it",
     "derived-value": "a field written with the value Covel works out: is worked out from …; remove it",
     "shorter-form": "a longer form with a shorter one: it means the same",
+    "dependency-cycle": "runtimes of the package that wait on each other (schedule.needs / after): none of them would run",
     "version-missing": "a package with an entry or setup runtime without version",
     # Zip archives
     "zip-invalid": "not a readable zip",

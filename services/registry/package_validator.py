@@ -1,7 +1,8 @@
 """Static validation of a plugin package, as `covel validate-plugin`, ValidatePackage and
 InstallPackage run it: the loader in strict mode. Problems that only drop a runtime at load
 (a missing stage or handler, a missing RUNTIME.md) and unknown fields are errors here, and
-validation adds the advice warnings (defaults written out, longer forms). No plugin code runs.
+validation adds the advice warnings (defaults written out, longer forms). Plugin code runs only
+in the registration probe (entry_registrations.py), never in this process.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.registry.diagnostics import Diagnostic, Severity, has_errors
+from services.registry.entry_registrations import check_entry_registrations
 from services.registry.package_loader import PLUGIN_FILE, RUNTIME_FILE, RUNTIMES_DIR, LoadedPackage, load_package
 
 
@@ -68,6 +70,7 @@ def package_root_of(path: Path) -> Path:
 
 def validate_package(root: Path, *, source: str = "community") -> ValidationReport:
     package = load_package(root, source=source, strict=True)
+    check_entry_registrations([package])
     return ValidationReport(root=root, plugin_id=package.id, diagnostics=list(package.diagnostics), package=package)
 
 

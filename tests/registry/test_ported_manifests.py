@@ -83,3 +83,45 @@ def test_covel_validate_plugin_passes_the_ported_package() -> None:
     out = io.StringIO()
     assert run([str(PORTED / "ported-story")], out=out, err=io.StringIO()) == 0
     assert "✓ ported-story" in out.getvalue() and "`./handler.js` loads runtimes/tally/handler.py" in out.getvalue()
+
+
+# -- what the entry registers, against contributes (a probe process runs register(covel)) --
+
+
+def test_an_entry_that_registers_other_than_it_declares_fails_validation() -> None:
+    report = validate_package(PORTED / "shout-declared")
+    [mismatch] = report.diagnostics
+    assert (mismatch.code, mismatch.file, mismatch.field_path) == ("entry-registrations", "server/index.py", "contributes")
+    assert "contributes.tools declares shout but server code registers no tool" in mismatch.message
+    assert "covel.register_tool('yell') is registered but yell is missing from contributes.tools" in mismatch.message
+    out = io.StringIO()
+    assert run([str(PORTED / "shout-declared")], out=out, err=io.StringIO()) == 1
+    assert "✗ shout-declared" in out.getvalue()
+
+
+def test_a_register_that_never_returns_fails_only_its_package() -> None:
+    from services.registry.entry_registrations import check_entry_registrations
+
+    hangs = load_package(PORTED / "register-hangs", source="community")
+    story = load_package(PORTED / "ported-story", source="community")
+    check_entry_registrations([hangs, story], timeout_s=2)
+    assert hangs.state is PackageState.FAILED and story.state is PackageState.LOADED
+    [overrun] = [d for d in hangs.diagnostics if d.is_error]
+    assert overrun.code == "entry-load-failed" and "did not return within 2 s" in overrun.message
+
+
+async def test_the_registry_lists_a_mismatched_entry_as_a_load_failure(registry_for, tmp_path) -> None:
+    import shutil
+
+    from covel.common.v1 import common_pb2
+    from covel.registry.v1 import registry_pb2
+
+    for name in ("shout-declared", "ported-story"):
+        shutil.copytree(PORTED / name, tmp_path / name)
+    client = await registry_for([tmp_path])
+    reply = await client.stub.GetPlugins(registry_pb2.GetPluginsRequest(plugin_ids=["shout-declared", "ported-story"]), timeout=5)
+    shout, story = reply.plugins
+    assert shout.state == registry_pb2.PLUGIN_STATE_FAILED
+    errors = [(d.code, d.file) for d in shout.diagnostics if d.severity == common_pb2.SEVERITY_ERROR]
+    assert errors == [("entry-registrations", "server/index.py")]
+    assert story.state == registry_pb2.PLUGIN_STATE_LOADED and story.entry == "server/index.py"

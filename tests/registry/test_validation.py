@@ -65,6 +65,24 @@ def test_validation_advises_on_defaults_and_shorter_forms_but_passes() -> None:
     assert load_package(FIXTURES / "advice" / "advice", source="community").diagnostics == []
 
 
+def test_a_needs_cycle_inside_a_package_is_a_warning_naming_its_path(tmp_path: Path) -> None:
+    root = tmp_path / "loop-probe"
+    for name, waits in (("a", "needs: [loop-probe/b]"), ("b", "after: [loop-probe/c]"), ("c", "needs: [loop-probe/a]"),
+                        ("d", "needs: [loop-probe/a]"), ("e", "")):
+        folder = root / "runtimes" / name
+        folder.mkdir(parents=True)
+        (folder / "RUNTIME.md").write_text(f"---\nschedule:\n  stage: post-turn\n  {waits}\nfunction: {{}}\n---\nA step.\n")
+        (folder / "handler.py").write_text("def handler(ctx):\n    return {}\n")
+    (root / "PLUGIN.md").write_text("---\nversion: 0.1.0\ndescription: Runtimes that wait on each other.\n---\n")
+    report = validate_package(root)
+    assert report.ok, report.diagnostics
+    [cycle] = [d for d in report.warnings if d.code == "dependency-cycle"]
+    path = cycle.message.split("): ", 1)[1].split("; ")[0].split(" → ")
+    assert path[0] == path[-1] and sorted(path[1:]) == ["loop-probe/a", "loop-probe/b", "loop-probe/c"], cycle.message
+    out = io.StringIO()
+    assert run([str(root)], out=out) == 0 and "dependency-cycle" in out.getvalue()
+
+
 def test_journal_compiles_datasets_action_kinds_and_locales() -> None:
     package = load_package(FIXTURES / "good" / "journal", source="community")
     assert package.state is PackageState.LOADED, [str(d) for d in package.diagnostics]
@@ -226,7 +244,9 @@ def test_every_diagnostic_code_is_in_the_table_and_every_entry_is_used() -> None
 
     code_like = re.compile(r"[a-z]+(-[a-z0-9]+)+")
     emitted: set[str] = set()
-    sources = sorted((Path(__file__).parents[2] / "services" / "registry").glob("*.py"))
+    repo = Path(__file__).parents[2]
+    # The entry probe's codes are defined in shared/, where the hooks service reads them too.
+    sources = [*sorted((repo / "services" / "registry").glob("*.py")), repo / "shared" / "plugin_code" / "declarations.py"]
     for path in sources:
         if path.name == "diagnostic_codes.py":
             continue

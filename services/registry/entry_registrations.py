@@ -1,0 +1,129 @@
+"""What entry modules register, checked against contributes (spec: entry 里的注册和清单里的声明
+双向核对). The registry never imports plugin code: a short-lived probe process
+(shared/plugin_code/registration_probe.py) runs each register(covel) against a recording
+registrar, with no environment of ours but the import path, a memory limit, and a time limit per
+plugin; one that overruns is killed and the rest are probed afresh. A package whose entry fails
+or disagrees is FAILED with the reason, as the hooks service would find it at load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from services.registry.diagnostics import Diagnostic, Severity
+from services.registry.package_loader import LoadedPackage, PackageState
+from shared.plugin_code.declarations import (
+    ENTRY_LOAD_FAILED_CODE,
+    ENTRY_REGISTRATIONS_CODE,
+    Registrations,
+    declaration_problems,
+)
+
+# Time for one register(covel), the probe's start included.
+PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class _Answer:
+    error: str = ""
+    registrations: Registrations | None = None
+    hookimpls: bool = False
+
+
+def _declared(package: LoadedPackage) -> Registrations:
+    return Registrations(tuple(package.hooks), tuple(package.tools), tuple(package.actions), tuple(package.services),
+                         tuple(package.extensions), tuple(package.forms))
+
+
+def _probe_env() -> dict[str, str]:
+    # Only what finding Python modules needs: plugin code sees no settings or secrets of the registry.
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+            "PYTHONDONTWRITEBYTECODE": "1", "COVEL_PROBE": "1"}
+
+
+def _run_probe(packages: list[LoadedPackage], answers: dict[str, _Answer], timeout_s: float) -> list[LoadedPackage]:
+    """Probe in order until done or one overruns; the packages not yet answered."""
+    requests = [{"pluginId": p.id, "root": str(p.root_dir), "entry": p.entry} for p in packages]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shared.plugin_code.registration_probe"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=_probe_env(), cwd="/",
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(json.dumps(requests).encode())
+    process.stdin.close()
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    buffer = b""
+    pending = list(packages)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pending:
+            if not selector.select(max(deadline - time.monotonic(), 0)):
+                stuck = pending.pop(0)
+                answers[stuck.id] = _Answer(error=f"{stuck.entry}: register(covel) did not return within {timeout_s:g} s")
+                return pending
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                stuck = pending.pop(0)
+                answers[stuck.id] = _Answer(error=f"{stuck.entry} ended the process that loaded it (exit status {process.wait()})")
+                return pending
+            buffer += chunk
+            while b"\n" in buffer and pending:
+                line, buffer = buffer.split(b"\n", 1)
+                answer = json.loads(line)
+                done = pending.pop(0)
+                answers[done.id] = _parse(answer)
+                deadline = time.monotonic() + timeout_s
+        return []
+    finally:
+        selector.close()
+        process.kill()
+        process.wait()
+        process.stdout.close()
+
+
+def _parse(answer: dict[str, Any]) -> _Answer:
+    if "error" in answer:
+        return _Answer(error=str(answer["error"]))
+    return _Answer(registrations=Registrations.from_json(answer["registrations"]), hookimpls=bool(answer.get("hookimpls")))
+
+
+def probe_entries(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, _Answer]:
+    answers: dict[str, _Answer] = {}
+    pending = list(packages)
+    while pending:
+        pending = _run_probe(pending, answers, timeout_s)
+    return answers
+
+
+def check_entry_registrations(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail each package (whose manifest compiled) with an entry that fails to load or disagrees with contributes."""
+    targets = [package for package in packages if package.entry and package.definition]
+    if not targets:
+        return
+    answers = probe_entries(targets, timeout_s)
+    for package in targets:
+        answer = answers[package.id]
+        if answer.error:
+            _fail(package, ENTRY_LOAD_FAILED_CODE, answer.error, "entry", "fix the entry module: the hooks service would not load it either")
+            continue
+        assert answer.registrations is not None
+        # What @hookimpl objects add (hooks, tools) only the hooks service works out; it checks those at load.
+        skip = frozenset({"hooks", "tools"}) if answer.hookimpls else frozenset()
+        problem = declaration_problems(_declared(package), answer.registrations, skip=skip)
+        if problem:
+            _fail(package, ENTRY_REGISTRATIONS_CODE, problem, "contributes", "declare in contributes exactly what register(covel) registers")
+
+
+def _fail(package: LoadedPackage, code: str, message: str, field_path: str, hint: str) -> None:
+    package.diagnostics.append(Diagnostic(Severity.ERROR, code, message, file=package.entry, field_path=field_path,
+                                          hint=hint, plugin_id=package.id))
+    package.state = PackageState.FAILED
+    package.runtimes = []
