@@ -28,6 +28,7 @@ from services.registry.contributes_rules import (
     event_topics,
 )
 from services.registry.dataset_rules import check_agent_datasets, compile_datasets
+from services.registry.dependency_warnings import warn_dependency_cycles
 from services.registry.diagnostics import (
     Diagnostic,
     DiagnosticBag,
@@ -584,6 +585,7 @@ def _validation_advice(
     )
     for runtime in package.runtimes:
         runtime_warnings(raw_runtimes.get(runtime.runtime_id), runtime, bag, prefix="runtime" if runtime.file == PLUGIN_FILE else "")
+    warn_dependency_cycles(package.runtimes, bag)
     for name in IGNORED_FILES:
         if _exact_child(root, name)[0]:
             bag.info("ignored-file", f"{name} is not read: models are chosen by the player's model settings", file=name)
