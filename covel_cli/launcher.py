@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -117,9 +119,10 @@ class ServiceGroup:
             for name in list(pending):
                 process = self.processes[name]
                 if process.returncode is not None:
-                    tail = self.log_tail(name)
                     failure = PortTaken if BIND_FAILED in self._log_since_start(name) else ServiceFailed
-                    raise failure(f"service {name} exited with code {process.returncode} while starting:\n{tail}")
+                    why = self.last_problem(name)
+                    raise failure(f"service {name} exited with code {process.returncode} while starting"
+                                  f"{f' ({why})' if why else ''}; its log: {self.log_dir / (name + '.log')}")
                 # Its own READY line, not just a healthy port: a server of another process on a
                 # port this group picked must not pass for this group's service.
                 if READY_LINE.format(name=name) not in self._log_since_start(name):
@@ -145,6 +148,11 @@ class ServiceGroup:
         if not path.exists():
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def last_problem(self, name: str) -> str:
+        """One line on why `name` stopped, from the end of its log: the last error entry's event and
+        message, or a traceback's last line; "" when the log says nothing useful."""
+        return last_problem(self.log_tail(name, lines=200).splitlines())
 
     async def wait_first_exit(self) -> tuple[str, int]:
         """Block until any service exits; returns its name and exit code."""
@@ -177,3 +185,36 @@ class ServiceGroup:
                 except asyncio.TimeoutError:
                     process.kill()
                     await process.wait()
+
+
+PROBLEM_LEVELS = ("error", "critical", "exception", "fatal")
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b(:|$)")
+
+
+def last_problem(lines: list[str], limit: int = 300) -> str:
+    """The last error of a service log (JSON lines, or the raw traceback of a crash) as one short line."""
+    for line in reversed(lines):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if isinstance(entry, dict):
+            if str(entry.get("level", "")).lower() not in PROBLEM_LEVELS:
+                continue
+            detail = entry.get("error") or entry.get("details") or _last_line(entry.get("exception"))
+            text = f"{entry.get('event', 'error')}: {detail}" if detail else str(entry.get("event", "error"))
+        elif EXCEPTION_LINE.match(line):
+            text = line  # the last line of a traceback: "OSError: [Errno 98] Address already in use"
+        else:
+            continue
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    return ""
+
+
+def _last_line(text: object) -> str:
+    lines = [line for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+

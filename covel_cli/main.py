@@ -43,8 +43,9 @@ async def _up(args: argparse.Namespace) -> int:
         done, _ = await asyncio.wait(waiters.values(), return_when=asyncio.FIRST_COMPLETED)
         if waiters["exit"] in done:
             name, code = waiters["exit"].result()
-            print(f"covel up: service {name} exited with code {code}; stopping the others.", file=sys.stderr)
-            print(group.log_tail(name), file=sys.stderr)
+            why = group.last_problem(name)
+            print(f"covel up: service {name} exited with code {code}{f' ({why})' if why else ''}; stopping the others. "
+                  f"Its log: {group.log_dir / (name + '.log')}", file=sys.stderr)
             return 1
         if "play" in waiters and waiters["play"] in done:
             return waiters["play"].result()

@@ -2,7 +2,7 @@
 
 It streams the story as it is written, then shows what the builtin plugins did this turn (dice,
 inventory, time, affinity), the guide's suggestions (type a number to take one) and one compact
-line of every runtime with its status and time. `/roll 2d6+1` rolls dice (dice-check/roll).
+line of every runtime with its status and time. `/roll 2d6+1` rolls dice (dice-check/roll); `/help` lists the commands.
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ DEMO_ACTIONS = (
     "I pick up the rusty key from the table and light the lantern.",
     "At dusk I climb the cliff path to the lighthouse.",
     "/roll 2d6+1",
+)
+COMMANDS = (
+    ("/help", "list these commands"),
+    ("/roll 2d6+1", "roll dice (the dice-check plugin)"),
+    ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
+    ("a number", "take one of the guide's suggestions"),
+    ("anything else", "what your character says or does this turn"),
 )
 STATUS_MARK = {"success": "✓", "failed": "✗", "skipped": "–"}
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -268,8 +275,8 @@ async def play(
             try:
                 created = await stub.CreateSession(request)
             except grpc.aio.AioRpcError as error:
-                # UNAUTHENTICATED says which token to send; UNAVAILABLE that the scheduler is not reachable.
-                out.write(f"(error {error.code().name}: {error.details()})\n")
+                # UNAUTHENTICATED says which token to send.
+                out.write(error_line(error, scheduler_addr) + "\n")
                 return 1
             session_id = created.session.id
             out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
@@ -277,7 +284,7 @@ async def play(
                 out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
             if world and world.opening:
                 out.write(f"\n{world.title}\n\n{world.opening}\n")
-        out.write("Type what you do (a number takes a suggestion); /roll 2d6 rolls dice; /quit to leave.\n")
+        out.write("Type what you do (a number takes a suggestion); /roll 2d6 rolls dice; /help lists commands; /quit to leave.\n")
         out.flush()
         suggestions: list[str] = []
         while True:
@@ -292,15 +299,35 @@ async def play(
                 line = suggestions[int(line) - 1]
             if echo_input:
                 out.write(f"\n> {line}\n")
+            if line in ("/help", "/?"):
+                out.write(help_text())
+                continue
+            if line.startswith("/") and not line.startswith("/roll"):
+                out.write(f"(unknown command {line.split()[0]}; /help lists the commands)\n")
+                continue
             try:
                 if line.startswith("/roll"):
                     await roll_dice(stub, session_id, line.removeprefix("/roll").strip(), out)
                     continue
                 _, suggestions = await _play_turn(stub, session_id, line, out)
             except grpc.aio.AioRpcError as error:
-                out.write(f"\n(error {error.code().name}: {error.details()})\n")
+                out.write("\n" + error_line(error, scheduler_addr) + "\n")
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):
                     return 1
+
+
+def help_text() -> str:
+    width = max(len(command) for command, _ in COMMANDS)
+    return "".join(f"  {command:<{width}}  {what}\n" for command, what in COMMANDS)
+
+
+def error_line(error: grpc.aio.AioRpcError, scheduler_addr: str) -> str:
+    """One line a player can act on: an unreachable scheduler is named with how to start it; other
+    errors keep the service's own message, cut to one line."""
+    if error.code() == grpc.StatusCode.UNAVAILABLE and "connect" in (error.details() or "").lower():
+        return f"(the scheduler at {scheduler_addr} is not reachable: start the services with `covel up`, or set COVEL_SCHEDULER_ADDR)"
+    details = " ".join((error.details() or "").split())
+    return f"(error {error.code().name}: {details[:300]})"
 
 
 def scripted_reader(lines: tuple[str, ...] | list[str]) -> ReadLine:

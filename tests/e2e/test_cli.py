@@ -82,6 +82,7 @@ def test_up_serves_all_five_and_stops_the_rest_when_one_dies(tmp_path: Path) -> 
         _, stderr = up.communicate(timeout=60)
         assert up.returncode == 1
         assert "service gateway exited with code -9; stopping the others" in stderr
+        assert '{"' not in stderr, "one clear line, not the service's raw JSON log"
         for pid in services.values():
             assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     finally:
@@ -107,3 +108,12 @@ def test_up_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     finally:
         if up.poll() is None:
             up.kill()
+
+
+def test_up_names_why_a_service_failed_to_start_in_one_line(tmp_path: Path) -> None:
+    env = cli_env(tmp_path) | {"COVEL_STORE_DATABASE_URL": "nosuchdb://nowhere/covel"}
+    result = subprocess.run(covel("up"), cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("covel up:")]
+    assert "service store exited with code" in line and "nosuchdb" in line and "store.log" in line, result.stderr
+    assert '{"' not in result.stderr and "Traceback" not in result.stderr

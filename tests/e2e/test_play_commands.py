@@ -1,0 +1,48 @@
+"""`covel play`'s own commands and its one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from covel_cli.launcher import free_port_addrs, last_problem
+from covel_cli.play import COMMANDS, play, scripted_reader
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_help_lists_the_commands_and_an_unknown_one_points_to_it(services) -> None:
+    out = io.StringIO()
+    assert await play(services.addrs["scheduler"], scripted_reader(["/help", "/teleport home"]), out) == 0
+    shown = out.getvalue()
+    for command, what in COMMANDS:
+        assert command in shown and what in shown
+    assert "(unknown command /teleport; /help lists the commands)" in shown
+    assert "[turn" not in shown, "neither command played a turn"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_unreachable_scheduler_is_one_clear_line() -> None:
+    addr = free_port_addrs()["scheduler"]
+    out = io.StringIO()
+    assert await play(addr, scripted_reader(["I look around."]), out) == 1
+    assert out.getvalue().splitlines() == [
+        f"(the scheduler at {addr} is not reachable: start the services with `covel up`, or set COVEL_SCHEDULER_ADDR)"]
+
+
+def test_last_problem_reads_a_json_error_or_a_traceback() -> None:
+    json_log = [
+        json.dumps({"event": "server.ready", "level": "info"}),
+        json.dumps({"event": "database.unreachable", "level": "error", "error": "connection refused"}),
+        json.dumps({"event": "server.stopping", "level": "info"}),
+    ]
+    assert last_problem(json_log) == "database.unreachable: connection refused"
+    crash = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "    boom()",
+             "    ^^^^^^", "ValueError: the port is not a number"]
+    assert last_problem(json_log + crash) == "ValueError: the port is not a number"
+    with_exception = [json.dumps({"event": "rpc.failed", "level": "error", "exception": "Traceback …\nKeyError: 'x'"})]
+    assert last_problem(with_exception) == "rpc.failed: KeyError: 'x'"
+    assert last_problem([json.dumps({"event": "fine", "level": "info"})]) == ""
+    assert last_problem(["COVEL_READY gateway 42115"]) == ""
+    assert len(last_problem(["RuntimeError: " + "E" * 1000])) == 300
