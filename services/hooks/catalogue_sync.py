@@ -88,6 +88,22 @@ class CatalogueSync:
             log.info("handlers.loaded", generation=reply.generation, plugins=len(result.loaded), handlers=len(registrations))
             return self.current
 
+    async def follow_registry(self, max_delay_s: float = 5.0) -> None:
+        """Reload whenever the registry's catalogue generation differs from the one loaded (a Reload or
+        an install there reloads here); reconnects when the registry goes away. Runs until cancelled."""
+        delay = 0.1
+        while True:
+            try:
+                async for change in self._registry.WatchCatalogue(registry_pb2.WatchCatalogueRequest()):
+                    delay = 0.1
+                    # `!=`, not `>`: a restarted registry counts from 1 again.
+                    if change.generation != self.current.generation:
+                        await self.reload()
+            except grpc.aio.AioRpcError as error:
+                log.info("registry.watch_lost", code=error.code().name)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_delay_s)
+
     async def reload_when_registry_is_up(self, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s
         delay = 0.1

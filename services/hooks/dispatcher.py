@@ -4,10 +4,11 @@ Sequential events chain payloads through `replace`, and an abort ends the chain;
 events run every handler at once and ignore what they return. On guard events a failing
 handler (raised, timed out, malformed result) blocks the operation: fail closed.
 
-The loop is written for speed (see bench/hook_dispatch.py): a plain-function handler is
-called directly, with no task, timer or deep copy; its payload is a PrivatePayload that
-copies nested values only when the handler reads them. Only a handler that returns an
-awaitable gets a timer, armed for the time it actually waits.
+The loop is written for speed (see bench/hook_dispatch.py): an `async def` handler is called
+directly, with no deep copy; its payload is a PrivatePayload that copies nested values only
+when the handler reads them. Only a handler that returns an awaitable gets a timer, armed for
+the time it actually waits. Any other handler runs in a plugin thread (shared/plugin_threads.py)
+under the same timer, so a slow one fails like a slow async one and never stalls the loop.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 
 from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, Scope
 from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
+from shared.plugin_threads import call_sync
 
 _perf_ns = time.perf_counter_ns
 # The kernel's own hooks register under this id: they always run, first in their group.
@@ -153,12 +155,19 @@ def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, An
     return "continue", "", {key: value for key, value in replace.items() if key in fields}
 
 
+async def _in_thread(handler: HookRegistration, context: HookContext, payload: PrivatePayload) -> Any:
+    # The signal is made here, on the loop, so the handler's thread and the timer share one.
+    context.signal
+    return await call_sync(handler.handler, context, payload)
+
+
 async def _await_handler(awaitable: Any, handler: HookRegistration, context: HookContext) -> Any:
     try:
         return await asyncio.wait_for(awaitable, handler.timeout_ms / 1000)
     except asyncio.TimeoutError as error:
         context.abort("timeout")
-        raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms") from error
+        overrun = "" if handler.is_async else "; its thread runs on until it returns, and its result is discarded"
+        raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms{overrun}") from error
     except asyncio.CancelledError:
         context.abort("cancelled")
         raise
@@ -197,7 +206,7 @@ async def dispatch(
     trace = result.raw_trace
     name = event.name
     parallel = event.mode is Mode.PARALLEL
-    # Parallel: plain functions finish as they are called; awaitables run concurrently, each with its timer.
+    # Parallel: every awaitable (a thread's included) runs concurrently, each with its timer.
     waiting = []
     current = payload
     # Locals: this loop runs per handler and is measured against pluggy (bench/hook_dispatch.py).
@@ -212,7 +221,10 @@ async def dispatch(
                 now = perf()
                 continue
             try:
-                outcome = handler.handler(context, private(current))
+                if handler.is_async:
+                    outcome = handler.handler(context, private(current))
+                else:
+                    outcome = _in_thread(handler, context, private(current))
             except Exception as error:
                 raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
             if outcome is None:

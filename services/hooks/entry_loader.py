@@ -100,7 +100,7 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
         registrar = PluginRegistrar(plugin.plugin_id, http_permissions=plugin.http_permissions)
         try:
             # A new catalogue generation imports the plugin afresh (its module state starts over).
-            module = load_module(PluginFile(plugin.plugin_id, plugin.root_dir, plugin.entry), token=("hooks", generation))
+            module = load_module(PluginFile(plugin.plugin_id, plugin.root_dir, plugin.entry), generation=generation)
             register = getattr(module, "register", None)
             if not callable(register):
                 raise RegistrationError(f"{plugin.entry} defines no register(covel) function")

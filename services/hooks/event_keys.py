@@ -6,12 +6,16 @@ A handler that raises is recorded and skipped. A handler that passes its timeout
 cancelled: the emission stops waiting for it and goes on; the same holds for a wait budget
 (gateway:shutdown, gateway:pre-restart), which bounds the producer's wait, never the work.
 Every handler still running is joined when the hooks service shuts down (`join`), so a
-handler that never finishes holds up the shutdown, as the spec says.
+handler that never finishes holds up the shutdown, as the spec says. A plain `def` handler
+runs in a plugin thread (shared/plugin_threads.py) on its own copy of the event: its changes
+to the context count once it returns within its timeout, so one that overruns cannot change
+the context under the handlers after it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import time
@@ -23,6 +27,7 @@ from shared.logs import get_logger
 from shared.plugin_sdk import json_copy
 from shared.plugin_sdk.event_keys import FAMILIES, KEYS_BY_NAME, InternalEvent, matches
 from shared.plugin_sdk.registrar import EventKeyRegistration
+from shared.plugin_threads import call_plugin_code
 
 log = get_logger(component="event_keys")
 
@@ -124,15 +129,17 @@ class EventKeyBus:
             started = time.perf_counter_ns()
             before = json_copy(event.context)
             status, message = "ok", ""
+            in_thread = not inspect.iscoroutinefunction(registration.handler)
+            handed = dataclasses.replace(event, context=json_copy(before)) if in_thread else event
             try:
-                outcome = registration.handler(event)
-                if inspect.isawaitable(outcome):
-                    task = self._track(asyncio.ensure_future(outcome))
-                    task.add_done_callback(_log_late_failure(event.key, registration.plugin_id))
-                    done, _ = await asyncio.wait({task}, timeout=registration.timeout_ms / 1000)
-                    if not done:
-                        status, message = "timeout", f"still running after {registration.timeout_ms} ms; not cancelled"
-                    elif task.exception() is not None:
+                task = self._track(asyncio.ensure_future(call_plugin_code(registration.handler, handed)))
+                task.add_done_callback(_log_late_failure(event.key, registration.plugin_id))
+                done, _ = await asyncio.wait({task}, timeout=registration.timeout_ms / 1000)
+                if not done:
+                    status, message = "timeout", f"still running after {registration.timeout_ms} ms; not cancelled"
+                else:
+                    event.context = handed.context
+                    if task.exception() is not None:
                         error = task.exception()
                         status, message = "error", f"raised {type(error).__name__}: {error}"
             except Exception as error:  # plugin code: recorded and skipped

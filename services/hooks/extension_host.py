@@ -2,13 +2,13 @@
 
 A provider is `provider(ctx, input)`, sync or async, returning JSON. Like a tool, a provider
 that raises, passes its time or returns something that is not JSON gives a failed answer with
-the reason, never a failure of the hooks service.
+the reason, never a failure of the hooks service. A plain `def` provider runs in a plugin thread
+under the same time limit (shared/plugin_threads.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.plugin_sdk.registrar import ExtensionRegistration
 from shared.plugin_sdk.tools import ToolContext
+from shared.plugin_threads import call_plugin_code
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -38,9 +39,7 @@ async def call_extension(extension: ExtensionRegistration, context: ToolContext,
         return ExtensionAnswer(extension.plugin_id, extension.id, ok, output, error, int((time.perf_counter() - started) * 1e6))
 
     try:
-        outcome = extension.provider(context, payload)
-        if inspect.isawaitable(outcome):
-            outcome = await asyncio.wait_for(outcome, timeout_s)
+        outcome = await asyncio.wait_for(call_plugin_code(extension.provider, context, payload), timeout_s)
     except asyncio.TimeoutError:
         context.signal.abort("timeout")
         return answer(False, error=f"{extension.point}/{extension.id} did not answer within {timeout_s:.0f} s")

@@ -51,7 +51,6 @@ What the kernel's results cannot say, and how it is met:
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections import OrderedDict
@@ -80,6 +79,7 @@ from shared.plugin_sdk.hookspecs import (
     ToolCallResult,
 )
 from shared.plugin_sdk.registrar import PluginRegistrar, RegistrationError
+from shared.plugin_threads import call_plugin_code
 
 log = get_logger(component="hookspecs")
 REPLACED_PREFIX = "covel:replaced:"
@@ -254,10 +254,8 @@ class HookspecAdapter:
     async def _call(self, name: str, impl, **arguments: Any) -> Any:
         """One impl; what it raised is logged, reported to on_error and turned into _MISSING."""
         try:
-            outcome = impl.function(**{arg: arguments[arg] for arg in impl.argnames})
-            if inspect.isawaitable(outcome):
-                outcome = await outcome
-            return outcome
+            # A plain impl runs in a plugin thread; the registration's timeout bounds the whole handler.
+            return await call_plugin_code(impl.function, **{arg: arguments[arg] for arg in impl.argnames})
         except Exception as error:  # plugin code: logged and skipped (spec)
             log.warning("hookimpl.raised", plugin_id=self.plugin_id, hook=name, impl=impl.plugin_name,
                         error=f"{type(error).__name__}: {error}")

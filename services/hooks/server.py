@@ -309,6 +309,13 @@ async def start(settings: HooksSettings) -> RunningServer:
     # Event-key handlers still running (past a budget or their timeout) finish before the process exits.
     # Not bounded by the stop's budget: the spec joins the hook work before shared state closes.
     running.on_stopped.append(service.event_bus.join)
+    following = asyncio.create_task(sync.follow_registry(), name="hooks-follow-registry")
+
+    async def stop_following() -> None:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+
+    running.on_stopped.append(stop_following)
     running.on_stopped.append(registry_channel.close)
     return running
 

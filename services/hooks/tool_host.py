@@ -3,13 +3,13 @@
 Every call answers `{ok: true, data}` or `{ok: false, error: {code, message, hint?}}`:
 arguments that do not fit the tool's JSON Schema, a tool that raises, returns something
 that is not JSON, or passes its time limit, all become an error result for the model,
-never a crash of the kernel.
+never a crash of the kernel. A plain `def` tool runs in a plugin thread under the same time
+limit (shared/plugin_threads.py), so a slow one never blocks the hooks service.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from typing import Any
 
@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 from shared.plugin_sdk import ToolRegistration
 from shared.plugin_sdk.registrar import ServiceRegistration
 from shared.plugin_sdk.tools import ToolContext, ToolError, tool_error, tool_ok
+from shared.plugin_threads import call_plugin_code
 
 TOOL_TIMEOUT_S = 30.0
 
@@ -34,9 +35,7 @@ async def call_tool(tool: ToolRegistration, context: ToolContext, arguments: str
         )
         return tool_error("invalid-input", listed, "call the tool again with arguments that fit its parameters")
     try:
-        outcome = tool.handler(context, args)
-        if inspect.isawaitable(outcome):
-            outcome = await asyncio.wait_for(outcome, timeout_s)
+        outcome = await asyncio.wait_for(call_plugin_code(tool.handler, context, args), timeout_s)
     except ToolError as error:
         return tool_error(error.code, error.message, error.hint)
     except asyncio.TimeoutError:

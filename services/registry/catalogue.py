@@ -80,6 +80,9 @@ class Catalogue:
         self._strict = strict
         self._lock = asyncio.Lock()
         self._snapshot = Snapshot(generation=0, packages=(), plugin_dirs=self._plugin_dirs)
+        # Set and replaced on every publish: watchers of the generation wait on the current one.
+        self._published = asyncio.Event()
+        self._closed = False
 
     @property
     def current(self) -> Snapshot:
@@ -92,6 +95,17 @@ class Catalogue:
     def load_now(self) -> Snapshot:
         """Scan synchronously (at start, before serving)."""
         return self._publish(scan(self._plugin_dirs, strict=self._strict))
+
+    async def next_after(self, generation: int) -> Snapshot | None:
+        """The current snapshot once its generation is past `generation`; None once closed."""
+        while self._snapshot.generation <= generation and not self._closed:
+            await self._published.wait()
+        return None if self._closed else self._snapshot
+
+    def close_watchers(self) -> None:
+        """At shutdown: every next_after returns, so watch streams end instead of holding the grace."""
+        self._closed = True
+        self._published.set()
 
     async def reload(self) -> Snapshot:
         """Rescan off the event loop; concurrent reloads run one after another."""
@@ -107,6 +121,8 @@ class Catalogue:
             by_id={package.id: package for package in packages},
         )
         self._snapshot = snapshot
+        published, self._published = self._published, asyncio.Event()
+        published.set()
         failed = [package.id for package in packages if not package.loaded]
         log.info("catalogue.loaded", generation=snapshot.generation, plugins=len(packages), failed=failed)
         return snapshot

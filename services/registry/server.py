@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -165,6 +165,16 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         return registry_pb2.ReloadResponse(generation=snapshot.generation, plugin_count=len(snapshot.packages))
 
 
+    @rpc
+    async def WatchCatalogue(
+        self, request: registry_pb2.WatchCatalogueRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[registry_pb2.WatchCatalogueResponse]:
+        snapshot: Snapshot | None = self._catalogue.current
+        while snapshot is not None:
+            yield registry_pb2.WatchCatalogueResponse(generation=snapshot.generation)
+            snapshot = await self._catalogue.next_after(snapshot.generation)
+
+
 async def start(settings: RegistrySettings) -> RunningServer:
     """Scan the plugin folders, then serve the registry on settings.registry_addr."""
     catalogue = Catalogue(settings.plugin_dirs)
@@ -175,4 +185,10 @@ async def start(settings: RegistrySettings) -> RunningServer:
         registry_pb2_grpc.add_PluginRegistryServicer_to_server(service, server)
         return [SERVICE_NAME]
 
-    return await start_server(settings.registry_addr, add, settings=settings, service="registry")
+    running = await start_server(settings.registry_addr, add, settings=settings, service="registry")
+
+    async def end_watches() -> None:
+        catalogue.close_watchers()
+
+    running.on_shutdown.append(end_watches)
+    return running

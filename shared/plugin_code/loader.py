@@ -7,7 +7,7 @@ code in `lib/`). Two plugins' modules never collide, and nothing is added to sys
 
 A namespace remembers the version (mtime_ns, size) of every file imported into it. When one of
 them changes, the next load starts a new namespace (`_<n+1>`), so an edited handler or lib file
-is imported afresh (as is the whole plugin for a new `token`) while modules of the old namespace stay valid for code already holding them.
+is imported afresh (as is the whole plugin for a new `generation`) while modules of the old namespace stay valid for code already holding them.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class PluginFile:
 class _Namespace:
     name: str
     root: Path
-    # What the caller loads for (the hooks service: the catalogue generation); another starts afresh.
-    token: object = None
+    # The caller's reload count (the hooks service: the catalogue generation); another starts afresh.
+    generation: int | None = None
     # file -> (mtime_ns, size) of each module imported into this namespace, as imported.
     versions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -71,10 +71,15 @@ def _version(path: Path) -> tuple[int, int]:
     return (stat.st_mtime_ns, stat.st_size)
 
 
-def _new_namespace(plugin_id: str, root: Path, token: object) -> _Namespace:
+def _new_namespace(plugin_id: str, root: Path, generation: int | None) -> _Namespace:
     global _counter
     _counter += 1
-    name = f"{PACKAGE_PREFIX}{re.sub(r'[^0-9a-zA-Z_]', '_', plugin_id)}_{_counter}"
+    suffix = f"g{generation}" if generation is not None else str(_counter)
+    name = f"{PACKAGE_PREFIX}{re.sub(r'[^0-9a-zA-Z_]', '_', plugin_id)}_{suffix}"
+    # A name used before (same plugin and generation, another folder) starts empty: modules of the old
+    # namespace stay with whoever holds them, but are never handed out again.
+    for stale in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
+        del sys.modules[stale]
     init = root / "__init__.py"
     spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(root)])
     assert spec is not None and spec.loader is not None
@@ -82,14 +87,14 @@ def _new_namespace(plugin_id: str, root: Path, token: object) -> _Namespace:
     sys.modules[name] = package
     if init.is_file():
         spec.loader.exec_module(package)
-    return _Namespace(name, root, token)
+    return _Namespace(name, root, generation)
 
 
-def _namespace(plugin_id: str, root: Path, token: object) -> _Namespace:
+def _namespace(plugin_id: str, root: Path, generation: int | None) -> _Namespace:
     resolved = root.resolve()
     namespace = _namespaces.get(resolved)
-    if namespace is None or namespace.token != token or not namespace.is_current():
-        namespace = _namespaces[resolved] = _new_namespace(plugin_id, resolved, token)
+    if namespace is None or namespace.generation != generation or not namespace.is_current():
+        namespace = _namespaces[resolved] = _new_namespace(plugin_id, resolved, generation)
     return namespace
 
 
@@ -130,13 +135,14 @@ def _import_file(namespace: _Namespace, relative: str) -> ModuleType:
     return module
 
 
-def load_module(file: PluginFile, *, token: object = None) -> ModuleType:
+def load_module(file: PluginFile, *, generation: int | None = None) -> ModuleType:
     """The module at `file`, imported once per version of the files its namespace imported.
-    A `token` other than the last one starts a new namespace (a reload of the whole plugin)."""
+    A `generation` other than the last one starts a new namespace, `covel_plugin_<id>_g<generation>`
+    (a reload of the whole plugin)."""
     if not file.path.is_file():
         raise ImportError(f"{file.relative} does not exist in plugin {file.plugin_id}")
     with _lock:
-        namespace = _namespace(file.plugin_id, file.root, token)
+        namespace = _namespace(file.plugin_id, file.root, generation)
         try:
             return _import_file(namespace, file.relative)
         finally:

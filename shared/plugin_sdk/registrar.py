@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ class HookRegistration:
     enforce: str
     # Position among all of this plugin's registrations, for the "registration order" rule.
     order: int
+    # An `async def` handler runs on the event loop; any other in a plugin thread (shared/plugin_threads.py).
+    is_async: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +136,8 @@ class PluginRegistrar:
         if not isinstance(timeout_ms, int) or timeout_ms <= 0:
             raise RegistrationError(f"covel.on({event!r}, timeout_ms={timeout_ms!r}): a positive number of milliseconds")
         self.hooks.append(
-            HookRegistration(self.plugin_id, event, handler, match, timeout_ms, enforce, len(self.hooks))
+            HookRegistration(self.plugin_id, event, handler, match, timeout_ms, enforce, len(self.hooks),
+                             inspect.iscoroutinefunction(handler))
         )
 
     def on_event(
