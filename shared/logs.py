@@ -20,19 +20,44 @@ def add_trace_ids(logger, method: str, event_dict: dict) -> dict:
     return event_dict
 
 
+# Libraries that log through the standard library (grpc, SQLAlchemy, httpx, alembic, asyncio):
+# their records go through the same processors and renderer, so a log file stays one format.
+QUIET_LIBRARIES = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "alembic": logging.WARNING}
+
+
+def _shared_processors() -> list[structlog.types.Processor]:
+    return [
+        # session_id and turn_id come bound from the turn's task (services/scheduler).
+        structlog.contextvars.merge_contextvars,
+        add_trace_ids,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+def _bridge_stdlib_logging(renderer: structlog.types.Processor, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*_shared_processors(), structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.format_exc_info, renderer],
+    ))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.getLevelName(level.upper()))
+    for name, quietest in QUIET_LIBRARIES.items():
+        logging.getLogger(name).setLevel(max(quietest, root.level))
+
+
 def configure_logging(service: str, level: str = "info", fmt: str = "json") -> structlog.stdlib.BoundLogger:
     renderer: structlog.types.Processor
     if fmt == "console":
         renderer = structlog.dev.ConsoleRenderer(colors=False)
     else:
         renderer = structlog.processors.JSONRenderer()
+    _bridge_stdlib_logging(renderer, level)
     structlog.configure(
         processors=[
-            # session_id and turn_id come bound from the turn's task (services/scheduler).
-            structlog.contextvars.merge_contextvars,
-            add_trace_ids,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *_shared_processors(),
             structlog.processors.format_exc_info,
             renderer,
         ],
