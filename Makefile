@@ -38,10 +38,15 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# ruff for Python, buf (buf.yaml: STANDARD rules) for protos/.
+# ruff for Python, buf (buf.yaml: STANDARD rules) for protos/, and buf breaking: protos/ as they
+# are now against the last release tag (v*), or against the last commit where none is tagged yet.
+BREAKING_BASE ?= $(shell git describe --tags --abbrev=0 --match 'v*' 2>/dev/null || echo HEAD)
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/buf lint
+	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
+	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
 
 # Render deploy/k8s (base and overlays) with kustomize, validate every manifest offline against
 # the bundled Kubernetes schemas, cross-check them with the settings, hadolint the Dockerfile.
