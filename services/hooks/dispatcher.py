@@ -163,8 +163,10 @@ async def _in_thread(handler: HookRegistration, context: HookContext, payload: P
 
 async def _await_handler(awaitable: Any, handler: HookRegistration, context: HookContext) -> Any:
     try:
-        return await asyncio.wait_for(awaitable, handler.timeout_ms / 1000)
-    except asyncio.TimeoutError as error:
+        # A timer on this task, not a task per handler as wait_for makes.
+        async with asyncio.timeout(handler.timeout_ms / 1000):
+            return await awaitable
+    except TimeoutError as error:
         context.abort("timeout")
         overrun = "" if handler.is_async else "; its thread runs on until it returns, and its result is discarded"
         raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms{overrun}") from error
