@@ -16,6 +16,7 @@ from services.hooks.tool_host import call_tool
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.hookspecs import hookimpl
 from shared.plugin_sdk.tools import ToolContext
+from shared.plugin_threads import PLUGIN_THREADS, in_plugin_thread
 
 # Generous: a blocked loop stalls for the whole 500 ms sleep; a free one answers in a few ms.
 PROMPT_S = 0.25
@@ -218,3 +219,20 @@ async def test_a_sync_hookimpl_runs_off_the_event_loop() -> None:
     ))
     assert result.payload["systemPrompt"] == "You narrate.\n\nBe brief."
     assert stall < PROMPT_S
+
+
+async def test_with_every_plugin_thread_busy_a_queued_handler_times_out_without_running() -> None:
+    release = threading.Event()
+    busy = [in_plugin_thread(release.wait, 5) for _ in range(PLUGIN_THREADS)]
+    plugin = PluginRegistrar("queued")
+    ran = threading.Event()
+    plugin.on("TurnStart", lambda ctx, payload: ran.set(), timeout_ms=50)
+    try:
+        result = await dispatch(table_of(plugin), "TurnStart", execution("queued"), {"playerMessage": ""})
+    finally:
+        release.set()
+        await asyncio.gather(*busy)
+    assert result.aborted and result.trace[0].status == "timeout"
+    # Once the pool is free again the dropped call still never runs.
+    await asyncio.sleep(0.1)
+    assert not ran.is_set()
