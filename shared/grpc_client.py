@@ -5,12 +5,63 @@ from __future__ import annotations
 import json
 
 import grpc
+from google.protobuf.descriptor import FileDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from covel.gateway.v1 import gateway_pb2
+from covel.hooks.v1 import hooks_pb2
+from covel.registry.v1 import registry_pb2
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2
 from shared.security.auth import bearer_token_interceptors, load_api_token
 from shared.security.tls import channel_credentials, channel_options, load_tls
 from shared.settings import SecuritySettings
 from shared.telemetry import tracing
+
+# Which calls a channel re-sends when it gets UNAVAILABLE (docs/retries.md). Only calls that are
+# safe to run twice: a server that answered UNAVAILABLE may have done part of the work, and a
+# re-sent Generate would start a fresh request budget (issue 16). Reads retry by their name:
+READ_PREFIXES = ("Get", "List", "Watch", "Resolve", "Validate", "Check")
+# and these writes, whose repeat leaves the same state and the same answer:
+IDEMPOTENT_WRITES = {
+    "covel.store.v1.TransactionalStore/RenewTurnLease": "sets the lease's deadline to now + ttl",
+    "covel.store.v1.TransactionalStore/ReleaseTurnLease": "releasing a lease that is gone does nothing",
+    "covel.store.v1.TransactionalStore/UpdateSessionApprovals": "approve and revoke name the plugins, they do not count",
+    "covel.registry.v1.PluginRegistry/Reload": "rescans the plugin folders",
+    "covel.hooks.v1.HookDispatcher/Reload": "loads the registry's current catalogue",
+}
+# Every other call is sent once. gRPC's transparent retry still re-sends a call that never left the
+# client (the server never saw it), so that needs no policy; a call made while its peer is not
+# reachable fails at once with UNAVAILABLE, and the reconnect backoff below keeps that short.
+SERVICE_FILES: tuple[FileDescriptor, ...] = (
+    gateway_pb2.DESCRIPTOR, hooks_pb2.DESCRIPTOR, registry_pb2.DESCRIPTOR, scheduler_pb2.DESCRIPTOR, store_pb2.DESCRIPTOR,
+    health_pb2.DESCRIPTOR,
+)
+RETRY_POLICY = {"maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"]}
+
+
+def retry_safe(service: str, method: str) -> bool:
+    """Whether `service`/`method` (full service name, method name) may be re-sent on UNAVAILABLE."""
+    return method.startswith(READ_PREFIXES) or f"{service}/{method}" in IDEMPOTENT_WRITES
+
+
+def retried_methods() -> list[tuple[str, str]]:
+    """(service, method) of every method in our protos and the health service that channels retry."""
+    return [
+        (service.full_name, method.name)
+        for file in SERVICE_FILES
+        for service in file.services_by_name.values()
+        for method in service.methods
+        if retry_safe(service.full_name, method.name)
+    ]
+
+
+def service_config() -> str:
+    """The channels' gRPC service config: the retry policy for the retry-safe methods only."""
+    names = [{"service": service, "method": method} for service, method in retried_methods()]
+    return json.dumps({"methodConfig": [{"name": names, "retryPolicy": RETRY_POLICY}]})
+
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 32 * 1024 * 1024),
@@ -22,10 +73,7 @@ CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
-    # A call that finds its peer not (yet) reachable is retried a few times instead of failing at once.
-    ("grpc.service_config", json.dumps({"methodConfig": [{"name": [{}], "retryPolicy": {
-        "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2,
-        "retryableStatusCodes": ["UNAVAILABLE"]}}]})),
+    ("grpc.service_config", service_config()),
 ]
 
 

@@ -15,6 +15,8 @@ The rules (spec: agent.loop timeouts and retries, 流式调用的等待时限; i
   when Retry-After would pass the budget), and only before any output reached the caller.
 - Other 4xx: no retry. Output that breaks off ends with a Final "interrupted"; a generation
   error after output with a Final "error"; the caller decides what to do with those.
+- Given up: RESOURCE_EXHAUSTED (DEADLINE_EXCEEDED after stalls) with the attempts used, never
+  UNAVAILABLE, so no channel re-sends the call with a fresh budget (issue 16).
 """
 
 from __future__ import annotations
@@ -185,7 +187,9 @@ class CallRunner:
             limit = f"the request budget of {budget.max_attempts} HTTP attempts is used up"
         else:
             limit = "the call's time is used up"
-        code = grpc.StatusCode.DEADLINE_EXCEEDED if failure is not None and failure.kind == STALL else grpc.StatusCode.UNAVAILABLE
+        # Not UNAVAILABLE, which invites a re-send with a fresh budget: the budget is spent, so this
+        # call must not be repeated as is (a stall: the model took the request and never answered).
+        code = grpc.StatusCode.DEADLINE_EXCEEDED if failure is not None and failure.kind == STALL else grpc.StatusCode.RESOURCE_EXHAUSTED
         return CallFailed(
             code,
             f"no model answered slot {slot!r} after {budget.used} attempt(s) (tried {', '.join(tried)}; {limit}): {why}",

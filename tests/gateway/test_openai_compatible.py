@@ -125,7 +125,7 @@ async def test_retry_after_beyond_the_budget_is_not_waited_for(fake_openai: Fake
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
     assert time.monotonic() - started < 1.5
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE and "429" in caught.value.details()
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "429" in caught.value.details()
     assert len(fake_openai.requests) == 1
 
 
@@ -228,20 +228,20 @@ async def test_fallback_model_after_repeated_500s(fake_openai: FakeOpenAI, monke
     assert final.message.content == "from the fallback"
 
 
-async def test_budget_of_attempts_is_shared_and_then_unavailable(fake_openai: FakeOpenAI, monkeypatch) -> None:
+async def test_budget_of_attempts_is_shared_and_then_resource_exhausted(fake_openai: FakeOpenAI, monkeypatch) -> None:
     fake_openai.responses += [JsonReply(500, {"error": {"message": "down"}}) for _ in range(10)]
     async with running_gateway(**openai_settings(fake_openai, monkeypatch, gateway_max_attempts=4)) as gateway:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "4 attempt" in caught.value.details() and len(fake_openai.requests) == 4
 
 
-async def test_unreachable_provider_is_unavailable(monkeypatch) -> None:
+async def test_unreachable_provider_uses_up_the_budget(monkeypatch) -> None:
     from tests.conftest import free_addr
 
     settings = {"gateway_openai_base_url": f"http://{free_addr()}/v1", "gateway_openai_model": "m", "gateway_max_attempts": 2}
     async with running_gateway(**settings) as gateway:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE and "cannot reach" in caught.value.details()
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "cannot reach" in caught.value.details()

@@ -230,7 +230,7 @@ async def test_connect_errors_are_retried_on_the_same_model_and_never_fall_back(
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
         elapsed = time.monotonic() - started
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "cannot reach" in caught.value.details() and "4 HTTP attempts" in caught.value.details()
     assert fake_openai.requests == [] and elapsed < 1.0
 
@@ -240,7 +240,7 @@ async def test_the_8_attempt_budget_is_shared_by_retries_and_fallbacks(fake_open
     async with running_gateway(gateway_config=chain_config(tmp_path, fake_openai.base_url)) as gateway:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE and "8 HTTP attempts" in caught.value.details()
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "8 HTTP attempts" in caught.value.details()
     assert models(fake_openai) == ["primary"] * 3 + ["secondary"] * 5
 
 
@@ -252,7 +252,7 @@ async def test_the_time_budget_stops_retries_that_would_pass_it(fake_openai: Fak
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request(timeout_ms=500))
         elapsed = time.monotonic() - started
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert 2 <= len(fake_openai.requests) <= 5 and elapsed <= 0.5 + TOL
 
 

@@ -44,7 +44,7 @@ async def test_model_call_retries_are_counted_for_answered_and_failed_calls(fake
         answered = scrape(metrics.serving_port())
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await gateway.GenerateOnce(request())
-        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         failed = scrape(metrics.serving_port())
     assert not metrics.enabled(), "the gateway's stop stops /metrics"
 
@@ -57,7 +57,7 @@ async def test_model_call_retries_are_counted_for_answered_and_failed_calls(fake
     assert delta(answered, "covel_model_call_duration_seconds_count", slot="story", provider=provider, outcome="stop") == 1
     # The failed call's attempts count (it used to record none), under the provider it last tried.
     assert delta(failed, "covel_model_call_retries_total", slot="story", provider=provider) == 1 + 2
-    assert delta(failed, "covel_model_call_duration_seconds_count", slot="story", provider=provider, outcome="unavailable") == 1
+    assert delta(failed, "covel_model_call_duration_seconds_count", slot="story", provider=provider, outcome="resource_exhausted") == 1
     assert len(fake_openai.requests) == 5
 
 
