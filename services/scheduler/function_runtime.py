@@ -24,6 +24,7 @@ from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import CancellationSignal, json_copy
 from shared.plugin_sdk.values import NULL
+from shared.plugin_threads import in_plugin_thread
 
 log = get_logger(component="function_runtime")
 DEFAULT_TIMEOUT_MS = 30_000
@@ -225,8 +226,9 @@ async def run_function(
         else:
             # A plain `def handler(ctx)` runs in a worker thread under the same time limit, so a slow
             # one fails its runtime instead of blocking every turn on this scheduler. (A thread cannot
-            # be killed: one that overruns is abandoned, ctx.signal aborted, and nothing of it commits.)
-            result = await asyncio.wait_for(asyncio.to_thread(handler, context), limit_ms / 1000)
+            # be killed: one that overruns is abandoned, ctx.signal aborted, and nothing of it commits;
+            # it holds a slot of the plugin pool, not of the default executor, until it returns.)
+            result = await asyncio.wait_for(in_plugin_thread(handler, context), limit_ms / 1000)
             if inspect.isawaitable(result):
                 result = await asyncio.wait_for(result, max(context.deadline - time.monotonic(), 0.001))
     except asyncio.CancelledError:

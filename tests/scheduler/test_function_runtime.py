@@ -119,3 +119,18 @@ def test_covel_random_seed_makes_seeded_random_repeat(monkeypatch):
     assert rolls() != first
     monkeypatch.delenv("COVEL_RANDOM_SEED")
     assert rolls() != rolls(), "without a seed every run draws anew"
+
+
+async def test_overrunning_sync_handlers_hold_plugin_threads_not_the_default_executor(tmp_path):
+    import asyncio
+    import os
+
+    from services.scheduler.function_runtime import run_function
+
+    path = _handler(tmp_path, "overrun", "import time\n\ndef handler(ctx):\n    time.sleep(1.0)\n")
+    # More overrunning handlers than the default executor has threads (min(32, cpus + 4)).
+    overrunning = min(32, (os.cpu_count() or 1) + 4) + 1
+    outcomes = await asyncio.gather(*(run_function(_context(), path, 50) for _ in range(overrunning)))
+    assert {outcome.status for outcome in outcomes} == {"failed"}
+    # The service's own thread work (getaddrinfo, file reads) still gets a thread at once.
+    assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 0.5) == "free"
