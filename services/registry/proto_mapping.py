@@ -64,6 +64,7 @@ def rejection_to_proto(rejection: Rejection) -> registry_pb2.RejectedPlugin:
 def resolution_to_proto(resolution: Resolution, generation: int) -> registry_pb2.ResolveSessionPluginsResponse:
     return registry_pb2.ResolveSessionPluginsResponse(
         active=resolution.active,
+        session_plugins=resolution.session_plugins,
         auto_added=resolution.auto_added,
         rejected=[rejection_to_proto(rejection) for rejection in resolution.rejected],
         generation=generation,

@@ -105,7 +105,9 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
     ) -> registry_pb2.ResolveConfirmedSessionPluginsResponse:
         _check_ids(request.active_plugins, "active_plugins")
         snapshot = self._catalogue.current
-        resolution = resolve_confirmed_session_plugins(snapshot.packages, list(request.active_plugins))
+        resolution = resolve_confirmed_session_plugins(
+            snapshot.packages, list(request.active_plugins), approved=list(request.approved) if request.approvals_known else None
+        )
         return confirmed_to_proto(resolution, snapshot.generation)
 
     @rpc

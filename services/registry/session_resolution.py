@@ -8,11 +8,16 @@ the same way, and what cannot be met is listed in `unmet` without blocking the s
 community provider with server code the player has not approved is never pulled in
 (`approval-required`). A plugin whose requirement cannot be met is rejected, and the
 providers it alone pulled in go with it; requested and core plugins rejected for a missing
-provider are also listed as `unavailable` (they stay in activePlugins). Conflicting
+provider are also listed as `unavailable`: they stay in `session_plugins` (what the session records as
+activePlugins), and so does the one installed provider they wait for when it cannot run now (a
+community plugin not approved, a package that failed to load), so that they come back by
+themselves once it can (approved, repaired). Conflicting
 contracts and a shared contributes.events topic reject the plugin accepted later (explicit
 before core before auto-added). Active plugins are listed in catalogue order.
 
 Saved session: the confirmed set is checked against the current catalogue, nothing is added.
+Approval is the trust gate of each execution: a community member the player has not approved runs
+nothing (`approval-required`), and members that need what only it provides wait with it.
 """
 
 from __future__ import annotations
@@ -55,7 +60,9 @@ class Unmet:
 
 @dataclass
 class Resolution:
+    # The plugins that run now; session_plugins adds the unavailable ones the session keeps.
     active: list[str] = field(default_factory=list)
+    session_plugins: list[str] = field(default_factory=list)
     auto_added: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     unavailable: list[Rejection] = field(default_factory=list)
@@ -74,8 +81,13 @@ def _unique(ids: Sequence[str]) -> list[str]:
 
 
 def needs_approval(package: LoadedPackage, approved: set[str] | None) -> bool:
-    """A community package with server code runs only once the player approved it."""
-    return approved is not None and package.source == "community" and bool(package.entry) and package.id not in approved
+    """A community package with code (entry, runtimes) runs none of it until the player approved it."""
+    has_code = bool(package.entry or package.runtimes)
+    return approved is not None and package.source == "community" and has_code and package.id not in approved
+
+
+def approval_reason(plugin_id: str) -> str:
+    return f"plugin `{plugin_id}` is a community plugin; approve it with SetPluginApprovals"
 
 
 @dataclass(frozen=True)
@@ -198,21 +210,43 @@ def resolve_session_plugins(
         rejected.update(new)
 
     kept = set(explicit) | {package.id for package in packages if package.kind == "core"}
+    unavailable = [item for item in rejected.values() if item.code in UNAVAILABLE_CODES and item.plugin_id in kept]
+    waited_for = {
+        provider
+        for item in unavailable
+        if (provider := _installed_provider(item.contract, packages, excluded_ids, approved_ids)) is not None
+    }
+    recorded = active | {item.plugin_id for item in unavailable} | waited_for
     return Resolution(
         active=sorted(active, key=order.__getitem__),
+        session_plugins=sorted(recorded, key=order.__getitem__),
         auto_added=sorted(auto, key=order.__getitem__),
         rejected=list(rejected.values()),
-        unavailable=[item for item in rejected.values() if item.code in UNAVAILABLE_CODES and item.plugin_id in kept],
+        unavailable=unavailable,
         unmet=unmet,
     )
 
 
-def resolve_confirmed_session_plugins(packages: Sequence[LoadedPackage], active_plugins: Sequence[str]) -> ConfirmedResolution:
+def _installed_provider(contract: str, packages: Sequence[LoadedPackage], excluded_ids: set[str], approved: set[str] | None) -> str | None:
+    """The one installed, not excluded provider of a contract that cannot run now (not approved,
+    failed to load): the dependency a stopped plugin waits for."""
+    providers = [package for package in packages if contract and contract in package.provides and package.id not in excluded_ids]
+    if len(providers) != 1:
+        return None
+    provider = providers[0]
+    return provider.id if not provider.loaded or needs_approval(provider, approved) else None
+
+
+def resolve_confirmed_session_plugins(
+    packages: Sequence[LoadedPackage], active_plugins: Sequence[str], *, approved: Sequence[str] | None = None
+) -> ConfirmedResolution:
     """A saved session's activePlugins against the current catalogue: nothing is added; members
-    that are not installed, failed to load, lack a required provider within the set, or conflict
-    with an earlier member do not run now (they stay in activePlugins)."""
+    that are not installed, failed to load, are community plugins not approved (when `approved` is
+    given), lack a required provider within the set, or conflict with an earlier member do not run
+    now (they stay in activePlugins)."""
     by_id = {package.id: package for package in packages}
     members = _unique(active_plugins)
+    approved_ids = set(approved) if approved is not None else None
     unavailable: dict[str, Rejection] = {}
     for plugin_id in members:
         package = by_id.get(plugin_id)
@@ -220,14 +254,18 @@ def resolve_confirmed_session_plugins(packages: Sequence[LoadedPackage], active_
             unavailable[plugin_id] = Rejection(plugin_id, NOT_FOUND, f"no plugin `{plugin_id}` is installed")
         elif not package.loaded:
             unavailable[plugin_id] = Rejection(plugin_id, FAILED_TO_LOAD, _failure_reason(package))
+        elif needs_approval(package, approved_ids):
+            unavailable[plugin_id] = Rejection(plugin_id, APPROVAL_REQUIRED, approval_reason(plugin_id))
     while True:
         running = [plugin_id for plugin_id in members if plugin_id not in unavailable]
         new: Rejection | None = None
         for plugin_id in running:
             for contract in by_id[plugin_id].requires:
                 if not any(contract in by_id[other].provides for other in running if other != plugin_id) and contract not in by_id[plugin_id].provides:
+                    waiting = [other for other in unavailable if other in by_id and contract in by_id[other].provides]
+                    why = f" (its provider `{waiting[0]}` does not run now: {unavailable[waiting[0]].code})" if waiting else ""
                     new = Rejection(
-                        plugin_id, MISSING_PROVIDER, f"{contract} is required and no plugin of this session provides it now", contract
+                        plugin_id, MISSING_PROVIDER, f"{contract} is required and no plugin of this session provides it now{why}", contract
                     )
                     break
             if new:

@@ -109,3 +109,57 @@ def test_conflicts_reject_the_later_plugin(tmp_path: Path) -> None:
     packages = catalogue(tmp_path, {"a": "conflicts: [x@1]", "b": "provides: [x@1]"})
     active, _, rejected = resolve(packages, ["a", "b"])
     assert active == ["a"] and rejected == {"b": ("conflict", "x@1")}
+
+
+# -- issue 16: the trust gate and the session's recorded set ------------------------------------
+from services.registry.session_resolution import resolve_confirmed_session_plugins  # noqa: E402
+
+HANDLER_RUNTIME = {
+    "runtimes/work/RUNTIME.md": "---\nschedule:\n  stage: post-turn\nfunction: {}\n---\nWorks.\n",
+    "runtimes/work/handler.py": "async def handler(ctx):\n    return {}\n",
+}
+
+
+def test_a_community_plugin_with_only_a_function_runtime_needs_approval_in_every_execution(tmp_path: Path) -> None:
+    # No entry module: its handler.py is still code, so the gate applies (it used to run unapproved).
+    write_plugin(tmp_path, "worker", "provides: [work@1]", files=HANDLER_RUNTIME)
+    write_plugin(tmp_path, "user", "requires: [work@1]")
+    packages = scan([tmp_path])
+    gated = resolve_confirmed_session_plugins(packages, ["user", "worker"], approved=[])
+    assert gated.runnable == []
+    reasons = {item.plugin_id: (item.code, item.reason) for item in gated.unavailable}
+    assert reasons["worker"] == ("approval-required", "plugin `worker` is a community plugin; approve it with SetPluginApprovals")
+    assert reasons["user"][0] == "missing-provider" and "its provider `worker` does not run now: approval-required" in reasons["user"][1]
+    assert resolve_confirmed_session_plugins(packages, ["user", "worker"], approved=["worker"]).runnable == ["user", "worker"]
+    # Approvals not given: not consulted.
+    assert resolve_confirmed_session_plugins(packages, ["user", "worker"]).runnable == ["user", "worker"]
+
+
+def test_a_community_plugin_without_code_needs_no_approval(tmp_path: Path) -> None:
+    write_plugin(tmp_path, "prompts-only", "kind: plugin")
+    assert resolve_confirmed_session_plugins(scan([tmp_path]), ["prompts-only"], approved=[]).runnable == ["prompts-only"]
+
+
+def test_stopped_plugins_and_the_provider_they_wait_for_are_recorded(tmp_path: Path) -> None:
+    write_plugin(tmp_path, "consumer", "requires: [lore@1]")
+    write_plugin(tmp_path, "lore", "provides: [lore@1]", files=HANDLER_RUNTIME)
+    write_plugin(tmp_path, "core-needs-x", "kind: core\nrequires: [x@1]")
+    packages = scan([tmp_path])
+    result = resolve_session_plugins(packages, ["consumer"], [], approved=[])
+    assert result.active == []
+    assert {item.plugin_id: item.code for item in result.unavailable} == {"consumer": "approval-required", "core-needs-x": "missing-provider"}
+    # Recorded: the stopped plugins, and the one installed provider each waits for (not approved),
+    # so approving it brings them back without re-resolving the session.
+    assert result.session_plugins == ["consumer", "core-needs-x", "lore"]
+    approved = resolve_session_plugins(packages, ["consumer"], [], approved=["lore"])
+    assert approved.active == ["consumer", "lore"] and approved.session_plugins == ["consumer", "core-needs-x", "lore"]
+
+
+def test_a_choice_of_providers_records_none_of_them(tmp_path: Path) -> None:
+    write_plugin(tmp_path, "consumer", "requires: [lore@1]")
+    write_plugin(tmp_path, "p1", "provides: [lore@1]", files=HANDLER_RUNTIME)
+    write_plugin(tmp_path, "p2", "provides: [lore@1]", files=HANDLER_RUNTIME)
+    result = resolve_session_plugins(scan([tmp_path]), ["consumer"], [], approved=[])
+    # Two unapproved providers: which one to approve is the player's choice, so neither is recorded.
+    assert {item.plugin_id: item.code for item in result.unavailable} == {"consumer": "approval-required"}
+    assert result.session_plugins == ["consumer"] and result.active == []
