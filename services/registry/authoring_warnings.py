@@ -166,10 +166,14 @@ def root_warnings(
     output_contracts: set[str],
     has_setup_runtime: bool,
     has_entry: bool,
+    derived_tags: list[str],
     bag: DiagnosticBag,
     file: str,
 ) -> None:
     advisor = _Advisor(bag, file, "")
+    for index, tag in enumerate(raw.get("tags") or [] if isinstance(raw.get("tags"), list) else []):
+        if tag in derived_tags and isinstance(tag, str) and tag.startswith(("cost:", "ui:")):
+            advisor.derived({"tags": tag}, "tags", tag, "the package's runtimes and contributes", f"tags[{index}]")
     advisor.derived(raw, "id", folder_name, "the package folder's name", "id")
     advisor.default(raw, "kind", "plugin", "kind")
     if default_entry_exists:

@@ -580,6 +580,7 @@ def _validation_advice(
         output_contracts={runtime.output_contract for runtime in package.runtimes if runtime.output_contract},
         has_setup_runtime=any(runtime.stage == "setup" for runtime in package.runtimes),
         has_entry=bool(package.entry),
+        derived_tags=package.tags,
         bag=bag,
         file=PLUGIN_FILE,
     )

@@ -47,7 +47,7 @@ async def test_handler_and_guard_import_the_packages_lib(ported_services) -> Non
     group, _ = ported_services
     async with open_channel(group.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["ported-story"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["ported-story"], approved_plugins=["ported-story"]))).session
         assert "ported-story" in session.active_plugins
         ran = (await _play(stub, session.id, "I wait."))["ported-story/tally"]
         assert (ran.status, json.loads(ran.output_json)) == ("success", {"said": "TALLY!"}), ran.reason
