@@ -1,7 +1,9 @@
 """Hook dispatch cost: in process per event and per handler, one gRPC round trip, and pluggy.
 
 `python -m bench.hook_dispatch`: 5 plain-function handlers on TurnStart (sequential guard
-event) and on TurnStop (parallel), against pluggy calling 5 hookimpls, in the same run.
+event) and on TurnStop (parallel), against pluggy calling 5 hookimpls, in the same run; and
+5 `async def` handlers. A plain function runs in a plugin thread (docs/hooks.md), so its
+figure is mostly the thread hop; an async one runs on the loop.
 Writes bench/results/hook_dispatch.json.
 """
 
@@ -31,15 +33,19 @@ def continue_handler(ctx, payload):
     return None
 
 
-def build_table(count: int, event: str) -> HandlerTable:
+async def async_continue_handler(ctx, payload):
+    return None
+
+
+def build_table(count: int, event: str, handler=continue_handler) -> HandlerTable:
     registrar = PluginRegistrar("bench")
     for _ in range(count):
-        registrar.on(event, continue_handler)
+        registrar.on(event, handler)
     return HandlerTable(registrar.hooks, {"bench": "builtin"})
 
 
-async def per_event_us(event: str, count: int, rounds: int) -> float:
-    table = build_table(count, event)
+async def per_event_us(event: str, count: int, rounds: int, handler=continue_handler) -> float:
+    table = build_table(count, event, handler)
     execution = ExecutionContext("s", "t", "en", ("bench",))
     for _ in range(200):
         await dispatch(table, event, execution, PAYLOAD)
@@ -115,6 +121,8 @@ async def measure() -> dict:
     empty = await per_event_us("TurnStart", 0, rounds)
     sequential = await per_event_us("TurnStart", HANDLERS, rounds)
     parallel = await per_event_us("TurnStop", HANDLERS, rounds)
+    async_sequential = await per_event_us("TurnStart", HANDLERS, rounds, async_continue_handler)
+    async_parallel = await per_event_us("TurnStop", HANDLERS, rounds, async_continue_handler)
     plug = pluggy_us(rounds * 5)
     round_trip = await grpc_round_trip_us(2000)
     return {
@@ -124,6 +132,8 @@ async def measure() -> dict:
         "sequential_per_handler_us": (sequential - empty) / HANDLERS,
         "parallel_event_us": parallel,
         "parallel_per_handler_us": (parallel - empty) / HANDLERS,
+        "async_sequential_event_us": async_sequential,
+        "async_parallel_event_us": async_parallel,
         "pluggy_call_us": plug,
         "pluggy_per_hookimpl_us": plug / HANDLERS,
         "grpc_dispatch_round_trip_us": round_trip,
@@ -139,6 +149,8 @@ def main() -> None:
     print(f"  event with no handlers (in process)        {result['no_handlers_event_us']:8.2f}")
     print(f"  TurnStart, sequential: per event            {result['sequential_event_us']:8.2f}   per handler {result['sequential_per_handler_us']:6.2f}")
     print(f"  TurnStop, parallel:    per event            {result['parallel_event_us']:8.2f}   per handler {result['parallel_per_handler_us']:6.2f}")
+    print(f"  async def, sequential: per event            {result['async_sequential_event_us']:8.2f}")
+    print(f"  async def, parallel:   per event            {result['async_parallel_event_us']:8.2f}")
     print(f"  pluggy, 5 hookimpls:   per call             {result['pluggy_call_us']:8.2f}   per hookimpl {result['pluggy_per_hookimpl_us']:5.2f}")
     print(f"  sequential per handler / pluggy per hookimpl: {ratio:.1f}x")
     print(f"  one gRPC Dispatch round trip, 5 handlers    {result['grpc_dispatch_round_trip_us']:8.1f}")
