@@ -12,7 +12,14 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.agent_runtime import RuntimeOutcome
 from services.scheduler.context_assembly import self_data_block
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
-from services.scheduler.function_services import WORLD_PROPOSALS, GatewayView, StoreView, ToolsView, WorldView
+from services.scheduler.function_services import (
+    STALL_RESEND_MIN_S,
+    WORLD_PROPOSALS,
+    GatewayView,
+    StoreView,
+    ToolsView,
+    WorldView,
+)
 from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.player_input import action_dict
@@ -55,8 +62,10 @@ def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
 
 class FunctionExecution:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
-                 hooks: HookBus | None = None, gateway: gateway_pb2_grpc.LlmGatewayStub | None = None) -> None:
+                 hooks: HookBus | None = None, gateway: gateway_pb2_grpc.LlmGatewayStub | None = None,
+                 stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
         self._store = store
+        self._stall_resend_min_s = stall_resend_min_s
         self._running = running
         # ctx.tools goes through the hooks service, ctx.gateway through the LLM gateway.
         self._hooks = hooks
@@ -194,7 +203,8 @@ class FunctionExecution:
             context.services = ServicesView(self._hooks, scope, runtime, run.packages)
             context.tools = ToolsView(runtime, scope, self._hooks, (manifest.get("function") or {}).get("tools") or [], context.trace)
         if self._gateway is not None:
-            context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline)
+            context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline,
+                                          self._stall_resend_min_s)
         return context
 
     async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,

@@ -23,9 +23,19 @@ from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
 from shared.structs import from_struct, from_value, to_struct
 
-# Spec (Function 的工具和超时): a silent model call is given up at half the time left, at least 60 s,
-# and sent once more with the rest; with 120 s or less left it is sent once.
+# Spec (Function 的工具和超时): a silent model call is given up at half the time left, at least 60 s
+# (COVEL_SCHEDULER_STALL_RESEND_MIN_MS), and sent once more with the rest; with 60 s or less left it is sent once.
 STALL_RESEND_MIN_S = 60.0
+# The gateway ends the call within its budget; this only lets its answer arrive before our deadline.
+GATEWAY_REPLY_SLACK_S = 1.0
+
+
+def stall_resend_wait(remaining_s: float, floor_s: float = STALL_RESEND_MIN_S) -> float:
+    """How long ctx.gateway's first send waits for a reply before its one re-send: half the time
+    left, at least `floor_s`; all of it (no re-send) when `floor_s` or less is left."""
+    if remaining_s <= floor_s:
+        return remaining_s
+    return max(remaining_s / 2, floor_s)
 
 
 class WorldView:
@@ -144,8 +154,10 @@ class GatewayView:
     """ctx.gateway: text and JSON model calls through the LLM gateway, in the runtime's
     function.model slot (default `plugin`; a session override for the runtime wins)."""
 
-    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime, scope: ExecutionScope, manifest: dict, deadline: Any) -> None:
+    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime, scope: ExecutionScope, manifest: dict, deadline: Any,
+                 stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
         self._gateway = gateway
+        self._stall_resend_min_s = stall_resend_min_s
         self._runtime = runtime
         self._scope = scope
         self.slot = str((manifest.get("function") or {}).get("model") or "plugin")
@@ -189,20 +201,16 @@ class GatewayView:
         remaining = self._deadline() - time.monotonic()
         if remaining <= 0:
             raise asyncio.TimeoutError("gateway: no time left in function.timeoutMs")
-        first = remaining / 2 if remaining > 2 * STALL_RESEND_MIN_S else remaining
-        request.timeout_ms = int(first * 1000)
+        # One logical call with one budget (8 HTTP attempts, the time left): the gateway's retries,
+        # fallbacks and the re-send after a silent first send (its call timeout) all come out of it.
+        first_wait = stall_resend_wait(remaining, self._stall_resend_min_s)
+        request.timeout_ms = max(1, int(remaining * 1000))
+        request.call_timeout_ms = max(1, int(first_wait * 1000))
+        request.max_retries = 0 if first_wait >= remaining else 1
         try:
-            reply = await self._gateway.GenerateOnce(request, timeout=first)
+            reply = await self._gateway.GenerateOnce(request, timeout=remaining + GATEWAY_REPLY_SLACK_S)
         except grpc.aio.AioRpcError as error:
-            left = self._deadline() - time.monotonic()
-            if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED or first == remaining or left <= 0:
-                raise ModelCallFailed(f"gateway: {error.code().name}: {error.details()}") from error
-            # The model took the request and went silent: one more attempt with the time left.
-            request.timeout_ms = int(left * 1000)
-            try:
-                reply = await self._gateway.GenerateOnce(request, timeout=left)
-            except grpc.aio.AioRpcError as again:
-                raise ModelCallFailed(f"gateway: {again.code().name}: {again.details()}") from again
+            raise ModelCallFailed(f"gateway: {error.code().name}: {error.details()}") from error
         if reply.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
             raise ModelCallFailed(f"gateway: the model call failed: {reply.error_message or 'no reason given'}")
         return reply

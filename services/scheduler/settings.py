@@ -20,6 +20,9 @@ class SchedulerSettings(ServiceSettings):
     scheduler_lease_ttl_ms: int = 30_000
     # How long a submit waits for the session's running turn before answering ABORTED.
     scheduler_lease_wait_ms: int = 10_000
+    # ctx.gateway: a silent first send is given up at half the time left but never sooner than this
+    # (spec: 60 s), then re-sent once with the rest; with this or less left it is the only send.
+    scheduler_stall_resend_min_ms: int = Field(default=60_000, ge=1)
     # Upper bound of one turn, all runtimes included.
     scheduler_turn_timeout_s: float = 600.0
     # History window for story runtimes when the manifest sets none (player turns).

@@ -116,7 +116,8 @@ class TurnRunner:
         self._settings = settings
         # session id -> the turn running on this scheduler, for Cancel.
         self._running: dict[str, RunningTurn] = {}
-        self._functions = FunctionExecution(peers.store, self._running.get, hooks, peers.gateway)
+        self._functions = FunctionExecution(peers.store, self._running.get, hooks, peers.gateway,
+                                            stall_resend_min_s=settings.scheduler_stall_resend_min_ms / 1000)
         # session id -> what the player said while its turn runs; story agents with steering read it.
         self._interjections: dict[str, list[str]] = {}
         self._agents = AgentExecution(peers, hooks, self._functions, settings.scheduler_history_max_turns, self._take_interjections)

@@ -1,6 +1,6 @@
 """A real local HTTP server that speaks the OpenAI chat completions protocol, for tests.
 
-Each request takes the next scripted behaviour from `responses`; requests are recorded
+Each request takes the next scripted behaviour from `responses` (then `default`); requests are recorded
 (body, headers, arrival time) so tests can check what the gateway sent and when.
 """
 
@@ -70,6 +70,8 @@ def usage_chunk(prompt: int, completion_tokens: int) -> dict:
 class FakeOpenAI:
     def __init__(self) -> None:
         self.responses: list[JsonReply | SseReply] = []
+        # The answer once `responses` is used up.
+        self.default: JsonReply | SseReply = JsonReply(body=completion("default reply"))
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         fake = self
@@ -85,7 +87,7 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
-                    reply = fake.responses.pop(0) if fake.responses else JsonReply(body=completion("default reply"))
+                    reply = fake.responses.pop(0) if fake.responses else fake.default
                 if self.path != "/v1/chat/completions":
                     reply = JsonReply(404, {"error": {"message": f"no route {self.path}"}})
                 try:
