@@ -180,10 +180,11 @@ class SchedulerEventKeys:
 
     # Emission points
 
-    async def command_new(self, session: store_pb2.Session) -> None:
-        # Gateway callers omit senderId; there is no previous session on create.
-        await self.emit("command:new", {"sessionEntry": session_entry(session), "commandSource": "gateway:sessions.create",
-                                        "cfg": self._cfg}, session)
+    async def command_new(self, session: store_pb2.Session, parent: store_pb2.Session) -> None:
+        """A new session asked for from an existing one with emitCommandHooks (a /new command), not
+        every create; the parent is previousSessionEntry. Gateway callers omit senderId."""
+        await self.emit("command:new", {"sessionEntry": session_entry(session), "previousSessionEntry": session_entry(parent),
+                                        "commandSource": "gateway:sessions.create", "cfg": self._cfg}, session)
 
     async def command_reset(self, session: store_pb2.Session, previous: store_pb2.Session) -> None:
         """ResetSession: the successor session exists; the replaced one is previousSessionEntry."""

@@ -18,8 +18,12 @@ class PluginCache:
     def generation(self) -> int:
         return self._generation
 
-    async def packages(self, plugin_ids: list[str], timeout_s: float) -> list[registry_pb2.PluginPackage]:
-        """The packages of `plugin_ids` (in that order), fetched once per generation."""
+    async def packages(self, plugin_ids: list[str], timeout_s: float, *, generation: int = 0) -> list[registry_pb2.PluginPackage]:
+        """The packages of `plugin_ids` (in that order), fetched once per generation. A caller that
+        knows the catalogue's generation (a registry reply) passes it: a newer one drops the cache,
+        so a package repaired or reinstalled since is read again."""
+        if generation > self._generation:
+            self._packages = {}
         missing = [plugin_id for plugin_id in plugin_ids if plugin_id not in self._packages]
         if missing:
             async with self._lock:

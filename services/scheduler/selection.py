@@ -6,7 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from covel.registry.v1 import registry_pb2
+from covel.store.v1 import store_pb2
 from covel.store.v1.store_pb2 import TURN_STATUS_COMMITTED as COMMITTED
+from shared.structs import from_struct
 
 STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
 
@@ -31,6 +34,40 @@ class TriggerHistory:
         return history
 
 
+
+
+# -- plugins that do not run now ------------------------------------------------------------------
+# The registry's ResolveConfirmedSessionPlugins, given the session's approvals, is the one trust
+# gate: a community plugin not approved (and whatever needs what only it provides) is unavailable,
+# so none of its runtimes, guards, hooks, tools, extension providers or detached jobs start. The
+# turn record lists the runtimes it would have scheduled as skipped, with why.
+
+
+def confirmed_plugins_request(session: store_pb2.Session) -> registry_pb2.ResolveConfirmedSessionPluginsRequest:
+    return registry_pb2.ResolveConfirmedSessionPluginsRequest(
+        active_plugins=list(session.active_plugins), approved=list(session.approved_plugins), approvals_known=True
+    )
+
+
+def unavailable_reason(rejection: registry_pb2.RejectedPlugin) -> str:
+    """E.g. "approval-required: plugin `x` is a community plugin; approve it with SetPluginApprovals"."""
+    return f"{rejection.code}: {rejection.reason}"
+
+
+def sitting_out(
+    packages: Iterable[registry_pb2.PluginPackage], unavailable: Iterable[registry_pb2.RejectedPlugin], logical_turn: int
+) -> list[store_pb2.RuntimeResult]:
+    """Skipped results for the runtimes of unavailable plugins that this turn would have scheduled."""
+    reasons = {rejection.plugin_id: unavailable_reason(rejection) for rejection in unavailable}
+    return [
+        store_pb2.RuntimeResult(
+            runtime_id=runtime.runtime_id, plugin_id=package.id, status="skipped", reason=reasons[package.id],
+            setup=runtime.stage == "setup", concealed=bool((manifest.get("io") or {}).get("concealed")),
+        )
+        for package in packages if package.id in reasons
+        for runtime in package.runtimes
+        if scheduled_this_turn(manifest := from_struct(runtime.manifest), runtime.stage, logical_turn)
+    ]
 
 
 def needs_history(manifest: dict[str, Any]) -> bool:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import grpc
-import structlog
 
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
@@ -22,6 +20,7 @@ from services.scheduler.hook_bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.player_input import validate_actions
 from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.selection import confirmed_plugins_request
 from services.scheduler.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn_runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
@@ -31,7 +30,6 @@ from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.security.auth import client_api_interceptors
 from shared.structs import from_struct, to_struct
-from shared.telemetry import metrics, tracing
 from shared.telemetry.tracing import configure_tracing
 
 LOCALES = ("en", "zh")
@@ -72,21 +70,26 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             plugin_settings=dict(previous.plugin_settings), approved_plugins=list(previous.approved_plugins),
         ), command="reset", previous=previous)
         ended = await self.EndSession(scheduler_pb2.EndSessionRequest(session_id=previous.id, reason="ended"), context)
-        return scheduler_pb2.ResetSessionResponse(session=created.session, previous_session=ended.session, rejected=created.rejected)
+        return scheduler_pb2.ResetSessionResponse(session=created.session, previous_session=ended.session, rejected=created.rejected,
+                                                  unavailable=created.unavailable)
 
     async def _create_session(self, request: scheduler_pb2.CreateSessionRequest, *, command: str = "new",
                               previous: store_pb2.Session | None = None) -> scheduler_pb2.CreateSessionResponse:
         locale = request.locale or "en"
         if locale not in LOCALES:
             raise invalid_argument("locale", f"is {request.locale!r}; use one of {', '.join(LOCALES)}")
+        parent = await self._parent_session(request)
         resolved = await self._peers.registry.ResolveSessionPlugins(
             registry_pb2.ResolveSessionPluginsRequest(
                 requested=list(request.requested_plugins), excluded=list(request.excluded_plugins),
                 approved=list(request.approved_plugins), approvals_known=True,
+                required_contracts=list(request.required_contracts),
             ),
             timeout=10,
         )
-        active = list(resolved.active)
+        _refuse_rejected_requests(request.requested_plugins, resolved)
+        # activePlugins keeps the plugins stopped by a missing dependency: they come back with it.
+        active = list(resolved.session_plugins)
         for index, plugin_id in enumerate(request.approved_plugins):
             if plugin_id not in active:
                 raise invalid_argument(
@@ -105,27 +108,49 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     excluded_plugins=list(request.excluded_plugins),
                     plugin_settings=dict(request.plugin_settings),
                     # -- setup: plugins with setup runtimes start the session in its setup phase
-                    **await self._setup_fields(active),
+                    **await self._setup_fields(list(resolved.active)),
                 )
             ),
             timeout=10,
         )
         session = created.session
+        # Hooks of plugins that do not run now (stopped by a missing dependency) stay silent.
+        running = store_pb2.Session()
+        running.CopyFrom(session)
+        del running.active_plugins[:]
+        running.active_plugins.extend(resolved.active)
         started = await self._hooks.dispatch(
-            "SessionStart", ExecutionScope(session=session, turn_id="", logical_turn=0),
+            "SessionStart", ExecutionScope(session=running, turn_id="", logical_turn=0),
             {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})},
         )
         _log_hook_failures(started.trace)
         if command == "reset" and previous is not None:
-            await self.events.command_reset(session, previous)
-        else:
-            await self.events.command_new(session)
+            await self.events.command_reset(running, previous)
+        elif parent is not None:
+            # command:new only for a new-session command from an existing session (spec: emitCommandHooks).
+            await self.events.command_new(running, parent)
         return scheduler_pb2.CreateSessionResponse(
             session=session,
-            rejected=[
-                scheduler_pb2.RejectedPlugin(plugin_id=r.plugin_id, code=r.code, reason=r.reason) for r in resolved.rejected
+            rejected=[_rejected(r) for r in resolved.rejected if r.plugin_id not in active],
+            unavailable=[_rejected(r) for r in resolved.unavailable],
+            unmet_requirements=[
+                scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
+                for u in resolved.unmet
             ],
         )
+
+    async def _parent_session(self, request: scheduler_pb2.CreateSessionRequest) -> store_pb2.Session | None:
+        """The session a /new command came from, when the caller asks for command hooks."""
+        if not request.emit_command_hooks:
+            return None
+        require(request.parent_session_id, "parent_session_id", "the session the new-session command was given in (emit_command_hooks)")
+        try:
+            reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.parent_session_id), timeout=10)
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                raise invalid_argument("parent_session_id", f"no session {request.parent_session_id!r}; name an existing session") from error
+            raise
+        return reply.session
 
     async def _check_plugin_settings(self, settings, active: list[str]) -> None:
         """INVALID_ARGUMENT (nothing created) for a setting value its package's contributes.settings refuses."""
@@ -231,22 +256,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             yield event
 
     async def _run_turn(self, turn_request: TurnRequest, emit) -> store_pb2.Turn:
-        """One turn in its trace span (the parent of every hop it makes), with its latency metric and the
-        session id on every log line of the turn's task (the runner adds the turn id)."""
-        structlog.contextvars.bind_contextvars(session_id=turn_request.session_id)
-        started = time.perf_counter()
-        status = "error"
-        attributes = {"covel.session_id": turn_request.session_id, "covel.turn.origin": turn_request.origin}
-        with tracing.span("covel.turn", attributes) as span:
-            try:
-                turn = await self._runner.run(turn_request, emit)
-                status = store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower()
-                span.set_attributes({"covel.turn_id": turn.id, "covel.turn.status": status, "covel.logical_turn": turn.logical_turn})
-            finally:
-                elapsed = time.perf_counter() - started
-                metrics.record_turn(turn_request.origin, status, elapsed)
-        log.info("turn.finished", turn_id=turn.id, logical_turn=turn.logical_turn, status=status, duration_ms=round(elapsed * 1000, 1))
-        return turn
+        return await self._runner.run_observed(turn_request, emit)
 
     async def _stream(self, work, *, background: bool = False):
         """Run `work(emit)` as its own task and stream what it emits. The task outlives a client that
@@ -364,6 +374,16 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
 
     @rpc
+    async def GetSessionPlugins(self, request: scheduler_pb2.GetSessionPluginsRequest, context) -> scheduler_pb2.GetSessionPluginsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)).session
+        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session), timeout=10)
+        return scheduler_pb2.GetSessionPluginsResponse(
+            active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
+            unavailable=[_rejected(r) for r in confirmed.unavailable],
+        )
+
+    @rpc
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context) -> scheduler_pb2.CancelResponse:
         require(request.session_id, "session_id", "the session whose turn to cancel")
         reason = f"cancelled: {request.reason}" if request.reason else "cancelled by request"
@@ -422,6 +442,28 @@ def _on_turn_started(announce):
         return emitting
 
     return wrap
+
+
+def _rejected(rejection: registry_pb2.RejectedPlugin) -> scheduler_pb2.RejectedPlugin:
+    return scheduler_pb2.RejectedPlugin(
+        plugin_id=rejection.plugin_id, code=rejection.code, reason=rejection.reason, contract=rejection.contract or rejection.topic
+    )
+
+
+def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPluginsResponse) -> None:
+    """A requested plugin rejected for anything but a missing dependency (those stay, unavailable):
+    a conflict, not installed, failed to load, fails the create naming it (spec: plugin_rejected)."""
+    kept = set(resolved.session_plugins)
+    why = {r.plugin_id: r for r in resolved.rejected if r.plugin_id not in kept}
+    for index, plugin_id in enumerate(requested):
+        if plugin_id in why:
+            rejection = why[plugin_id]
+            remedy = "exclude the plugin it conflicts with or drop" if "conflict" in rejection.code else "drop"
+            raise invalid_argument(
+                f"requested_plugins[{index}]",
+                f"plugin_rejected: plugin {plugin_id!r} cannot join this session ({rejection.code}): {rejection.reason};"
+                f" {remedy} it from requested_plugins",
+            )
 
 
 def _check_idempotency_key(key: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 from google.protobuf import timestamp_pb2
+from opentelemetry.trace import Span
 from structlog.contextvars import bind_contextvars as bind_turn_to_logs
 
 from covel.common.v1 import common_pb2
@@ -36,7 +37,17 @@ from services.scheduler.peers import Peers
 from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.runtime_result import apply_replaced_result
-from services.scheduler.selection import STAGES, TriggerHistory, needs_history, scheduled_this_turn, setup_due, setup_progress
+from services.scheduler.selection import (
+    STAGES,
+    TriggerHistory,
+    confirmed_plugins_request,
+    needs_history,
+    scheduled_this_turn,
+    setup_due,
+    setup_progress,
+    sitting_out,
+    unavailable_reason,
+)
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.speakers import resolve_speakers
 from services.scheduler.story_output import EmptyStory, normalize_story
@@ -47,6 +58,7 @@ from shared.ids import new_id
 from shared.logs import get_logger
 from shared.plugin_settings import declared_settings
 from shared.structs import from_struct, to_struct
+from shared.telemetry import metrics, tracing
 from shared.telemetry.tracing import traced
 
 Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
@@ -140,6 +152,25 @@ class TurnRunner:
     def _take_interjections(self, session_id: str) -> list[str]:
         return self._interjections.pop(session_id, [])
 
+    async def run_observed(self, request: TurnRequest, emit: Emit, span: Span | None = None) -> store_pb2.Turn:
+        """`run` in its covel.turn span, the parent of every hop it makes (a detached job's worker passes
+        the span it opened as the root of the job's trace), with its latency metric, its turn.finished
+        line and the session id on every log line of the turn's task (`run` adds the turn id)."""
+        bind_turn_to_logs(session_id=request.session_id)
+        started = time.perf_counter()
+        status = "error"
+        attributes = {"covel.session_id": request.session_id, "covel.turn.origin": request.origin}
+        with contextlib.nullcontext(span) if span is not None else tracing.span("covel.turn", attributes) as span:
+            try:
+                turn = await self.run(request, emit)
+                status = store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower()
+                span.set_attributes({"covel.turn_id": turn.id, "covel.turn.status": status, "covel.logical_turn": turn.logical_turn})
+            finally:
+                elapsed = time.perf_counter() - started
+                metrics.record_turn(request.origin, status, elapsed)
+        log.info("turn.finished", turn_id=turn.id, logical_turn=turn.logical_turn, status=status, duration_ms=round(elapsed * 1000, 1))
+        return turn
+
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         lease_reply = await self._peers.store.AcquireTurnLease(
             store_pb2.AcquireTurnLeaseRequest(
@@ -167,6 +198,8 @@ class TurnRunner:
             player_message=render_player_message([a for a in request.actions if a.source != "system"]),
             origin=request.origin,
             started_at=_now(),
+            trace_id=tracing.current_trace_id(),
+            source_turn_id=request.detached_job.turn_id if request.detached_job is not None else "",
         )
         renewer = asyncio.create_task(self._keep_lease(lease))
         signals = asyncio.create_task(self._take_signals(lease))
@@ -257,13 +290,15 @@ class TurnRunner:
         started = time.monotonic()
         bind_turn_to_logs(turn_id=turn.id, logical_turn=lease.logical_turn)  # this task's log lines (telemetry)
         scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
-        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(
-            registry_pb2.ResolveConfirmedSessionPluginsRequest(active_plugins=list(session.active_plugins)), timeout=10
-        )
+        # The trust gate and the plugins' dependencies, before any plugin code runs (selection.py).
+        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session), timeout=10)
         for missing in confirmed.unavailable:
-            # The session keeps its set; a plugin that cannot run now (removed, broken) sits this turn out.
+            # The session keeps its set; a plugin that cannot run now (removed, broken, not approved) sits this turn out.
             log.warning("plugin.unavailable", session_id=session.id, plugin_id=missing.plugin_id, code=missing.code, reason=missing.reason)
-        packages = await self._plugins.packages(list(confirmed.runnable), timeout_s=10)
+        packages = await self._plugins.packages(list(confirmed.runnable), timeout_s=10, generation=confirmed.generation)
+        unavailable = {missing.plugin_id: missing for missing in confirmed.unavailable}
+        installed = [plugin_id for plugin_id, missing in unavailable.items() if missing.code != "not-found"]
+        sitting = await self._plugins.packages(installed, timeout_s=10) if installed else []
         if list(confirmed.runnable) != list(session.active_plugins):
             # This execution's frozen set: hooks of plugins that cannot run stay silent too.
             frozen = store_pb2.Session()
@@ -280,11 +315,20 @@ class TurnRunner:
         concealed = {rid for rid, manifest in manifests.items() if (manifest.get("io") or {}).get("concealed")}
         if concealed:
             emit = _concealing(emit, concealed)
+        named = request.detached_job.runtime_id if request.detached_job is not None else request.manual_runtime_id
+        gated = next((unavailable[p.id] for p in sitting for r in p.runtimes if r.runtime_id == named), None) if named else None
+        if gated is not None:
+            raise failed_precondition(f"runtime {named} does not run now: {unavailable_reason(gated)}")
         if request.detached_job is not None:
             manual = _detached_runtime(runtimes, request.detached_job.runtime_id)
         else:
             manual = _manual_runtime(runtimes, manifests, request.manual_runtime_id) if request.manual_runtime_id else None
         await emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
+        if manual is None:
+            for skipped in sitting_out(sitting, unavailable.values(), lease.logical_turn):
+                turn.runtime_results.append(skipped)
+                await emit(scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(
+                    runtime_id=skipped.runtime_id, status="skipped", reason=skipped.reason)))
 
         async def record(trace: list[common_pb2.HookTraceEntry]) -> None:
             for entry in trace:
@@ -534,7 +578,9 @@ class TurnRunner:
             options = (manifest.get("schedule") or {}).get("detached")
             options = options if isinstance(options, dict) else {}
             snapshot = {"inputs": {b: v for b, v in inputs.items() if b not in committed}, "sourceTurnId": turn.id,
-                        "maxSettleWaitMs": int(options.get("maxSettleWaitMs") or DEFAULT_SETTLE_WAIT_MS)}
+                        "maxSettleWaitMs": int(options.get("maxSettleWaitMs") or DEFAULT_SETTLE_WAIT_MS),
+                        # The job's trace links to this turn's (detached_worker.py).
+                        SOURCE_TRACE: tracing.trace_context()}
             run.detached_jobs.append(store_pb2.DetachedJobSpec(
                 plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id, input=to_struct(snapshot),
                 settle=bool(options.get("settle")), max_queue_ms=int(options.get("maxQueueMs") or 0),
@@ -817,6 +863,8 @@ def is_detached(manifest: dict) -> bool:
     return bool((manifest.get("schedule") or {}).get("detached"))
 
 
+# The job snapshot's key for the W3C trace context of the turn that queued the job.
+SOURCE_TRACE = "sourceTrace"
 # schedule.detached.maxSettleWaitMs when a settle job's manifest sets none (the spec's upper bound).
 DEFAULT_SETTLE_WAIT_MS = 120_000
 
