@@ -6,9 +6,9 @@ handler (raised, timed out, malformed result) blocks the operation: fail closed.
 
 The loop is written for speed (see bench/hook_dispatch.py): an `async def` handler is called
 directly, with no deep copy; its payload is a PrivatePayload that copies nested values only
-when the handler reads them. Only a handler that returns an awaitable gets a timer, armed for
-the time it actually waits. Any other handler runs in a plugin thread (shared/plugin_threads.py)
-under the same timer, so a slow one fails like a slow async one and never stalls the loop.
+when the handler reads them. Its timer is a deadline on the dispatch's own task, not a task of
+its own. Any other handler runs in a plugin thread (shared/plugin_threads.py) under the same
+timer, so a slow one fails like a slow async one and never stalls the loop.
 """
 
 from __future__ import annotations
