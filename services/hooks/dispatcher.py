@@ -6,8 +6,8 @@ handler (raised, timed out, malformed result) blocks the operation: fail closed.
 
 The loop is written for speed (see bench/hook_dispatch.py): an `async def` handler is called
 directly, with no deep copy; its payload is a PrivatePayload that copies nested values only
-when the handler reads them. Its timer is a deadline on the dispatch's own task, not a task of
-its own. Any other handler runs in a plugin thread (shared/plugin_threads.py) under the same
+when the handler reads them. Its timer is a deadline on the task awaiting it (on sequential
+events, the dispatch's own), not a task of its own. Any other handler runs in a plugin thread (shared/plugin_threads.py) under the same
 timer, so a slow one fails like a slow async one and never stalls the loop.
 """
 
