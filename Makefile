@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test proto lint deploy-check bench clean
+.PHONY: run demo test proto lint typecheck fmt deploy-check bench clean
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -47,6 +47,14 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/buf lint
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
 	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
+
+# mypy (settings in pyproject.toml) over the services, the shared library and the CLI.
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy services shared covel_cli
+
+# Sort imports and apply ruff's safe fixes.
+fmt: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
 
 # Render deploy/k8s (base and overlays) with kustomize, validate every manifest offline against
 # the bundled Kubernetes schemas, cross-check them with the settings, hadolint the Dockerfile.
