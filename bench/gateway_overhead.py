@@ -207,9 +207,9 @@ async def _start_gateway(base_url: str) -> tuple[asyncio.subprocess.Process, str
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.gateway", cwd=REPO, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
-    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()  # type: ignore[union-attr]
+    line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()  # type: ignore[union-attr]
     if not line.startswith("COVEL_READY gateway "):
         raise RuntimeError(f"the gateway did not start: {line!r}")
     return process, f"127.0.0.1:{int(line.split()[2])}"

@@ -53,6 +53,9 @@ class PortTaken(ServiceFailed):
 # when its port is taken.
 READY_LINE = "COVEL_READY {name} "
 BIND_FAILED = "could not bind"
+# A service's two streams, each to a file of its own: stdout is its JSON log, stderr the rest
+# (the READY line, console trace spans, a crash's traceback).
+OUTPUTS = {"stdout": "{name}.log", "stderr": "{name}.stderr"}
 
 
 @dataclass
@@ -61,8 +64,8 @@ class ServiceGroup:
     data_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
-    # Where each service's log stood when it was started: its READY line comes after.
-    _log_offsets: dict[str, int] = field(default_factory=dict)
+    # Where each service's output files stood when it was started: its READY line comes after.
+    _log_offsets: dict[Path, int] = field(default_factory=dict)
 
     @property
     def log_dir(self) -> Path:
@@ -101,15 +104,20 @@ class ServiceGroup:
         env = self.env()
         repo_root = Path(__file__).resolve().parent.parent
         for name in SERVICES:
-            log_path = self.log_dir / f"{name}.log"
-            self._log_offsets[name] = log_path.stat().st_size if log_path.exists() else 0
-            log_file = open(log_path, "ab")
+            files = {}
+            for stream, path in self.output_paths(name).items():
+                self._log_offsets[path] = path.stat().st_size if path.exists() else 0
+                files[stream] = open(path, "ab")
             self.processes[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", f"services.{name}",
-                env=env, cwd=repo_root, stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL,
+                sys.executable, "-m", f"services.{name}", env=env, cwd=repo_root, stdin=asyncio.subprocess.DEVNULL, **files,
             )
-            log_file.close()
+            for file in files.values():
+                file.close()
         await self.wait_serving(ready_timeout_s)
+
+    def output_paths(self, name: str) -> dict[str, Path]:
+        """Where `name`'s stdout (its JSON log) and stderr go."""
+        return {stream: self.log_dir / pattern.format(name=name) for stream, pattern in OUTPUTS.items()}
 
     async def wait_serving(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -136,18 +144,22 @@ class ServiceGroup:
             await asyncio.sleep(0.1)
 
     def _log_since_start(self, name: str) -> str:
-        path = self.log_dir / f"{name}.log"
-        if not path.exists():
-            return ""
-        with path.open("rb") as log:
-            log.seek(self._log_offsets.get(name, 0))
-            return log.read().decode(errors="replace")
+        """Both output files of `name` since it was started."""
+        text = []
+        for path in self.output_paths(name).values():
+            if path.exists():
+                with path.open("rb") as output:
+                    output.seek(self._log_offsets.get(path, 0))
+                    text.append(output.read().decode(errors="replace"))
+        return "\n".join(text)
 
     def log_tail(self, name: str, lines: int = 20) -> str:
-        path = self.log_dir / f"{name}.log"
-        if not path.exists():
-            return ""
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        """The last `lines` of `name`'s log, then of its stderr (where a crash's traceback is)."""
+        tails = []
+        for path in self.output_paths(name).values():
+            if path.exists():
+                tails.extend(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(tails)
 
     def last_problem(self, name: str) -> str:
         """One line on why `name` stopped, from the end of its log: the last error entry's event and

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -179,8 +180,8 @@ async def serve_until_signalled(running: RunningServer, service: str, grace_s: f
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("service.listening", port=running.port)
-    # Machine-readable line for launchers that asked for port 0.
-    print(f"COVEL_READY {service} {running.port}", flush=True)
+    # Machine-readable line for launchers that asked for port 0 (on stderr: stdout is the JSON log).
+    print(f"COVEL_READY {service} {running.port}", file=sys.stderr, flush=True)
     await stop.wait()
     log.info("service.stopping", grace_s=grace_s)
     await running.stop(grace_s)

@@ -1,5 +1,8 @@
 """Structured logs (structlog): JSON lines in clusters, readable lines on a terminal; with the
-session and turn ids bound in a turn's task and the trace id while tracing is on."""
+session and turn ids bound in a turn's task and the trace id while tracing is on.
+
+They go to stdout, which carries nothing else; stderr is for the rest (the READY line, console
+trace spans, a crash's traceback), so a log file stays JSON lines."""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def _shared_processors() -> list[structlog.types.Processor]:
 
 
 def _bridge_stdlib_logging(renderer: structlog.types.Processor, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*_shared_processors(), structlog.stdlib.add_logger_name],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.format_exc_info, renderer],
@@ -62,7 +65,7 @@ def configure_logging(service: str, level: str = "info", fmt: str = "json") -> s
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.bind_contextvars(service=service)

@@ -1,10 +1,11 @@
-"""OpenTelemetry tracing: one trace per turn across the five services.
+"""OpenTelemetry tracing: one trace per execution (turn) across the five services.
 
 Off by default (`COVEL_TRACES_EXPORTER` / `OTEL_TRACES_EXPORTER` = none): then no SDK is
 loaded, no gRPC interceptor is installed and `traced`/`span` cost one flag test. On, every
 service's gRPC server and client carry the W3C trace context in metadata (the
 opentelemetry-instrumentation-grpc aio interceptors), so the scheduler's turn span is the
-parent of the hooks', gateway's and store's spans.
+parent of the hooks', gateway's and store's spans. A detached job's execution starts a trace
+of its own (`root_span`), linked to the turn that queued it (`trace_context`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import contextlib
 import functools
 import inspect
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 
 from shared.settings import TelemetrySettings
 
@@ -24,6 +27,9 @@ EXPORTERS = ("none", "otlp", "console")
 _state: dict[str, Any] = {"enabled": False, "provider": None}
 _tracer = trace.get_tracer("covel")
 _NO_SPAN = contextlib.nullcontext(trace.INVALID_SPAN)
+# RPCs never traced: health checks, and the detached-job queue's poll, which an idle scheduler
+# makes every few hundred milliseconds (a claimed job's execution is traced from the claim on).
+UNTRACED_METHODS = ("/grpc.health.v1.Health/", "/covel.store.v1.TransactionalStore/ClaimDetachedJob")
 
 Attributes = Mapping[str, str | int | float | bool]
 
@@ -69,7 +75,9 @@ def configure_tracing(service: str, settings: TelemetrySettings) -> bool:
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or f"covel-{service}", "covel.service": service})
     provider = TracerProvider(resource=resource)
     for name in names:
-        exporter = _otlp_exporter() if name == "otlp" else ConsoleSpanExporter()
+        # Console spans go to stderr, one JSON object a line: stdout is the service's JSON log.
+        exporter = _otlp_exporter() if name == "otlp" else ConsoleSpanExporter(
+            out=sys.stderr, formatter=lambda finished: finished.to_json(indent=None) + "\n")
         # Batching keeps export off the request path (OTEL_BSP_* tune it).
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
@@ -85,11 +93,11 @@ def shutdown_tracing() -> None:
         _state.update(enabled=False, provider=None)
 
 
-def _not_health(details) -> bool:
+def _is_traced(details) -> bool:
     method = getattr(details, "method", "")
     if isinstance(method, bytes):
         method = method.decode()
-    return not method.startswith("/grpc.health.v1.Health/")
+    return not method.startswith(UNTRACED_METHODS)
 
 
 def server_interceptors() -> list:
@@ -97,7 +105,7 @@ def server_interceptors() -> list:
         return []
     from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-    return [aio_server_interceptor(filter_=_not_health)]
+    return [aio_server_interceptor(filter_=_is_traced)]
 
 
 def client_interceptors() -> list:
@@ -105,7 +113,7 @@ def client_interceptors() -> list:
         return []
     from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
-    return aio_client_interceptors(filter_=_not_health)
+    return aio_client_interceptors(filter_=_is_traced)
 
 
 def span(name: str, attributes: Attributes | None = None):
@@ -115,8 +123,33 @@ def span(name: str, attributes: Attributes | None = None):
     return _tracer.start_as_current_span(name, attributes=attributes)
 
 
+def root_span(name: str, attributes: Attributes | None = None, *, linked: Mapping[str, str] | None = None):
+    """Like `span`, but the first span of a trace of its own whatever span is current, with a span
+    link to the span whose W3C trace context `linked` carries (from `trace_context`), if any."""
+    if not _state["enabled"]:
+        return _NO_SPAN
+    source = trace.get_current_span(propagate.extract(dict(linked or {}))).get_span_context()
+    links = [trace.Link(source)] if source.is_valid else []
+    return _tracer.start_as_current_span(name, context=Context(), attributes=attributes, links=links)
+
+
+def trace_context() -> dict[str, str]:
+    """The current span's W3C trace context (`traceparent`, ...) to keep with work that runs later;
+    empty while tracing is off."""
+    carrier: dict[str, str] = {}
+    if _state["enabled"]:
+        propagate.inject(carrier)
+    return carrier
+
+
 def current_span() -> trace.Span:
     return trace.get_current_span()
+
+
+def current_trace_id() -> str:
+    """The current trace's id in hex, "" without one (or with tracing off)."""
+    ids = ids_of_current_span()
+    return ids[0] if ids else ""
 
 
 def ids_of_current_span() -> tuple[str, str] | None:

@@ -63,7 +63,7 @@ async def test_the_launcher_picks_new_ports_when_one_is_taken(tmp_path):
             assert all(process.returncode is None for process in group.processes.values())
         finally:
             await group.stop()
-        assert "could not bind" in (tmp_path / "logs" / "store.log").read_text()
+        assert "could not bind" in (tmp_path / "logs" / "store.stderr").read_text()
 
 
 async def test_configured_addresses_are_not_changed(tmp_path):

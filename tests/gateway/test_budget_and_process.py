@@ -40,10 +40,10 @@ async def test_runs_as_a_process_and_stops_on_sigterm() -> None:
     env = {**os.environ, "COVEL_GATEWAY_ADDR": "127.0.0.1:0", "COVEL_LOG_FORMAT": "console"}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.gateway", cwd=REPO_ROOT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
     try:
-        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        line = (await asyncio.wait_for(process.stderr.readline(), 20)).decode()
         assert line.startswith("COVEL_READY gateway ")
         port = int(line.split()[2])
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

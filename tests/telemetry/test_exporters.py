@@ -64,10 +64,11 @@ async def test_otlp_over_grpc_reaches_a_real_receiver():
     assert resource["service.name"] == "covel-probe"
 
 
-async def test_the_console_exporter_prints_spans_and_otel_service_name_wins():
+async def test_the_console_exporter_prints_spans_to_stderr_and_otel_service_name_wins():
     code, out, err = await _run_probe({"COVEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "my-covel"})
     assert code == 0, err
-    printed = json.loads(out)
+    assert out == "", "stdout is the service's JSON log"
+    [printed] = [json.loads(line) for line in err.splitlines()]
     assert printed["name"] == "covel.probe"
     assert printed["attributes"] == {"covel.answer": 42}
     assert printed["resource"]["attributes"]["service.name"] == "my-covel"

@@ -24,7 +24,7 @@ def test_stdlib_records_are_json_lines_with_the_service_and_logger() -> None:
         logging.getLogger("httpx").info("HTTP Request: GET http://x")  # below httpx's floor: not written
     """)
     result = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
-    entries = [json.loads(line) for line in result.stderr.splitlines()]
+    entries = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(e["event"], e["level"], e["logger"], e["service"]) for e in entries] == [
         ("pool main exhausted", "warning", "sqlalchemy.engine", "store"),
         ("callback failed", "error", "grpc._cython", "store"),
@@ -41,4 +41,4 @@ def test_the_level_setting_filters_stdlib_records_too() -> None:
         logging.getLogger("sqlalchemy.engine").warning("written")
     """)
     result = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
-    assert [json.loads(line)["event"] for line in result.stderr.splitlines()] == ["written"]
+    assert [json.loads(line)["event"] for line in result.stdout.splitlines()] == ["written"]
