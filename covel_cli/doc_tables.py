@@ -213,7 +213,7 @@ MANIFEST_MEANINGS: dict[str, str] = {
     # agent
     "Agent.model": "The gateway slot (`story`, `plugin`, `memory`, `fast`, …).",
     "Agent.toolChoice": "`auto`, `required`, `none` or `{name}` of one tool.",
-    "Agent.reasoning": "Whether the model may reason before answering.",
+    "Agent.reasoning": "Kept in the compiled manifest; no provider acts on it yet.",
     "Agent.history": "How much conversation history the prompt carries.",
     "Agent.tools": "Which tools the agent gets.",
     "Agent.finishWith": "A tool whose call ends the loop (same as `completion: {require: tool-use, afterTools: [it]}`).",
@@ -248,10 +248,10 @@ MANIFEST_MEANINGS: dict[str, str] = {
     "Loop.corrections": "Budgets of corrective re-prompts.",
     "Finalizer.maxSteps": "Ask for the answer when maxSteps is reached.",
     "Finalizer.deadlineReserveMs": "Ask for the answer this long before timeoutMs (less than it).",
-    "Corrections.toolUse": "Re-prompts after a wrong tool call (0–3).",
-    "Corrections.review": "Re-prompts when the answer fails review (0–5).",
-    "Corrections.loopPerturbation": "Re-prompts to break a repeated call (0–3).",
-    "Corrections.outputRepair": "Repairs of an answer that does not fit its schema (0–3).",
+    "Corrections.toolUse": "Re-prompts when the answer comes before the completion condition holds (a tool must be called).",
+    "Corrections.review": "Corrections a `PostLLMResponse` hook may ask for (it returns `correction`).",
+    "Corrections.loopPerturbation": "Re-prompts to break a repeated call before the fallback.",
+    "Corrections.outputRepair": "Repairs (tools off) of an answer that does not fit its schema.",
     # function
     "Function.handler": "The module whose `handler(ctx)` runs (a `.js` path loads the `.py` of the same stem).",
     "Function.model": "The gateway slot of `ctx.gateway`.",

@@ -38,3 +38,9 @@ def test_the_store_readme_names_every_table() -> None:
     text = readme("store")
     missing = [table for table in Base.metadata.tables if f"| `{table}` |" not in text]
     assert not missing, f"services/store/README.md does not list the tables {', '.join(missing)}"
+
+
+def test_the_docs_never_point_at_the_reference_folder_outside_the_repo() -> None:
+    pages = [*(REPO_ROOT / "docs").glob("*.md"), *(REPO_ROOT / "services").glob("*/README.md")]
+    pointing = [str(page.relative_to(REPO_ROOT)) for page in pages if "shared/spec" in page.read_text(encoding="utf-8")]
+    assert not pointing, f"{', '.join(pointing)} point at shared/spec, which is not part of the repo: explain it in docs/ instead"
