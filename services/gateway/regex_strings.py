@@ -11,12 +11,9 @@ import random
 import re
 import string
 
-try:  # Python 3.11+
-    from re import _constants as sre_constants  # type: ignore[attr-defined]
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    import sre_constants  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+# Python 3.11+ (requires-python); the old sre_* modules are deprecated aliases of these.
+from re import _constants as sre_constants  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
 
 # How far past its minimum an open-ended repeat (*, +, {n,}) may go.
 OPEN_REPEAT_EXTRA = 3
@@ -39,7 +36,7 @@ class _Walker:
     def sequence(self, items: list) -> str:
         return "".join(self.item(op, arg) for op, arg in items)
 
-    def item(self, op, arg) -> str:  # noqa: ANN001 - parse-tree nodes
+    def item(self, op, arg) -> str:  # op, arg: parse-tree nodes (private re module, untyped)
         if op is sre_constants.LITERAL:
             return chr(arg)
         if op is sre_constants.NOT_LITERAL:

@@ -31,7 +31,7 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
 
     @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": True})
     @rpc
-    async def Generate(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext):  # type: ignore[override]
+    async def Generate(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext):
         call = call_from_request(request)
         started = time.perf_counter()
         try:

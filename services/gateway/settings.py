@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
+
 from shared.settings import ServiceSettings
 
 
@@ -11,7 +13,7 @@ class GatewaySettings(ServiceSettings):
     # YAML file with `providers:` and `slots:` (see services/gateway/slots.py).
     gateway_config: Path | None = None
     # Per-slot overrides as JSON, e.g. '{"story": "openai:gpt-4o", "fast": "scripted"}'.
-    gateway_slots: dict[str, str] = {}
+    gateway_slots: dict[str, str] = Field(default_factory=dict)
 
     # Shortcut for one OpenAI-compatible provider named "openai". Setting the model makes it
     # the default slot; the key is read from the env var named here or from a secret file.

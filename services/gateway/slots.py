@@ -264,16 +264,14 @@ class SlotTable:
 
     def _provider_for(self, entry: SlotEntry) -> ProviderConfig:
         provider = self.providers[entry.provider]
-        overrides = {
-            key: value
-            for key, value in (
-                ("base_url", entry.base_url),
-                ("api_key_env", entry.api_key_env),
-                ("api_key_file", entry.api_key_file),
-            )
-            if value
-        }
-        return replace(provider, **overrides) if overrides else provider
+        if not (entry.base_url or entry.api_key_env or entry.api_key_file):
+            return provider
+        return replace(
+            provider,
+            base_url=entry.base_url or provider.base_url,
+            api_key_env=entry.api_key_env or provider.api_key_env,
+            api_key_file=entry.api_key_file or provider.api_key_file,
+        )
 
     def _fallback_target(self, entry: SlotEntry, spec: str) -> Target:
         provider, model = _split(spec)

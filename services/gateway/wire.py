@@ -26,6 +26,39 @@ FINISH_REASONS = {
 
 
 def call_from_request(request: gateway_pb2.GenerateRequest) -> Call:
+    messages = _messages_from_request(request)
+    tools = _tools_from_request(request)
+    choice = _tool_choice(request, tools)
+    _check_timeouts(request)
+    max_retries = request.max_retries if request.HasField("max_retries") else None
+    if max_retries is not None and not 0 <= max_retries <= MAX_RETRIES:
+        raise invalid_argument("max_retries", f"must be between 0 and {MAX_RETRIES} (agent.loop.maxRetries), not {max_retries}")
+    if request.max_tokens < 0:
+        raise invalid_argument("max_tokens", "must not be negative (unset or 0 means the provider's default)")
+    temperature = request.temperature if request.HasField("temperature") else None
+    if temperature is not None and not (math.isfinite(temperature) and 0 <= temperature <= 2):
+        raise invalid_argument("temperature", f"must be between 0 and 2, not {temperature}")
+    origin = request.origin
+    return Call(
+        slot=request.slot.strip(),
+        model_override=request.model_override.strip(),
+        messages=messages,
+        tools=tools,
+        tool_choice=choice,
+        response_format=_response_format(request),
+        call_timeout_ms=request.call_timeout_ms,
+        first_token_timeout_ms=request.first_token_timeout_ms,
+        idle_timeout_ms=request.idle_timeout_ms,
+        timeout_ms=request.timeout_ms,
+        max_retries=max_retries,
+        # Both are proto3 `optional`: unset leaves them to the provider; temperature 0 is sent as 0.
+        temperature=temperature,
+        max_tokens=request.max_tokens or None,
+        origin={"session_id": origin.session_id, "turn_id": origin.turn_id, "runtime_id": origin.runtime_id},
+    )
+
+
+def _messages_from_request(request: gateway_pb2.GenerateRequest) -> tuple[Message, ...]:
     if not request.messages:
         raise invalid_argument("messages", "at least one message is required")
     messages = []
@@ -45,52 +78,40 @@ def call_from_request(request: gateway_pb2.GenerateRequest) -> Call:
                 name=raw.name,
             )
         )
+    return tuple(messages)
+
+
+def _tools_from_request(request: gateway_pb2.GenerateRequest) -> tuple[Tool, ...]:
     tools = []
     for index, raw_tool in enumerate(request.tools):
         if not raw_tool.name:
             raise invalid_argument(f"tools[{index}].name", "a tool needs a name")
         tools.append(Tool(raw_tool.name, raw_tool.description, from_struct(raw_tool.parameters)))
+    return tuple(tools)
+
+
+def _tool_choice(request: gateway_pb2.GenerateRequest, tools: tuple[Tool, ...]) -> str:
     choice = request.tool_choice.strip()
     if choice and choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
         raise invalid_argument("tool_choice", f"{choice!r} is neither auto/none/required nor the name of a tool in tools")
-    if choice in ("required",) and not tools:
+    if choice == "required" and not tools:
         raise invalid_argument("tool_choice", "'required' needs at least one tool in tools")
+    return choice
+
+
+def _check_timeouts(request: gateway_pb2.GenerateRequest) -> None:
     for name in ("call_timeout_ms", "first_token_timeout_ms", "idle_timeout_ms", "timeout_ms"):
         if getattr(request, name) < 0:
             raise invalid_argument(name, "must not be negative (0 means the gateway's default)")
-    max_retries = request.max_retries if request.HasField("max_retries") else None
-    if max_retries is not None and not 0 <= max_retries <= MAX_RETRIES:
-        raise invalid_argument("max_retries", f"must be between 0 and {MAX_RETRIES} (agent.loop.maxRetries), not {max_retries}")
-    if request.max_tokens < 0:
-        raise invalid_argument("max_tokens", "must not be negative (unset or 0 means the provider's default)")
-    temperature = request.temperature if request.HasField("temperature") else None
-    if temperature is not None and not (math.isfinite(temperature) and 0 <= temperature <= 2):
-        raise invalid_argument("temperature", f"must be between 0 and 2, not {temperature}")
-    response_format = None
-    if request.HasField("response_format") and (request.response_format.name or request.response_format.schema.fields):
-        response_format = ResponseFormat(
-            name=request.response_format.name,
-            schema=from_struct(request.response_format.schema),
-            strict=request.response_format.strict,
-        )
-    origin = request.origin
-    return Call(
-        slot=request.slot.strip(),
-        model_override=request.model_override.strip(),
-        messages=tuple(messages),
-        tools=tuple(tools),
-        tool_choice=choice,
-        response_format=response_format,
-        call_timeout_ms=request.call_timeout_ms,
-        first_token_timeout_ms=request.first_token_timeout_ms,
-        idle_timeout_ms=request.idle_timeout_ms,
-        timeout_ms=request.timeout_ms,
-        max_retries=max_retries,
-        # Both are proto3 `optional`: unset leaves them to the provider; temperature 0 is sent as 0.
-        temperature=temperature,
-        max_tokens=request.max_tokens or None,
-        origin={"session_id": origin.session_id, "turn_id": origin.turn_id, "runtime_id": origin.runtime_id},
-    )
+
+
+def _response_format(request: gateway_pb2.GenerateRequest) -> ResponseFormat | None:
+    if not request.HasField("response_format"):
+        return None
+    raw = request.response_format
+    if not (raw.name or raw.schema.fields):
+        return None
+    return ResponseFormat(name=raw.name, schema=from_struct(raw.schema), strict=raw.strict)
 
 
 def message_to_proto(message: Message) -> gateway_pb2.ChatMessage:

@@ -118,10 +118,7 @@ def _provider_message(body: str, key: str | None) -> str:
         data = None
     if isinstance(data, dict):
         error = data.get("error", data)
-        if isinstance(error, dict):
-            text = str(error.get("message") or error.get("detail") or json.dumps(error))
-        else:
-            text = str(error)
+        text = str(error.get("message") or error.get("detail") or json.dumps(error)) if isinstance(error, dict) else str(error)
     text = " ".join(text.split())[:500]
     if key:
         text = text.replace(key, "[redacted]")
@@ -208,7 +205,7 @@ def parse_completion(call: Call, target: Target, text: str, key: str | None) -> 
             kind=GENERATION,
         )
     try:
-        choice = data["choices"][0]  # type: ignore[index]
+        choice = data["choices"][0]
         raw = choice.get("message") or {}
         calls = tuple(
             ToolCall(
