@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -157,7 +157,7 @@ def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, An
 
 async def _in_thread(handler: HookRegistration, context: HookContext, payload: PrivatePayload) -> Any:
     # The signal is made here, on the loop, so the handler's thread and the timer share one.
-    context.signal
+    _ = context.signal
     return await call_sync(handler.handler, context, payload)
 
 
@@ -177,10 +177,10 @@ async def _await_handler(awaitable: Any, handler: HookRegistration, context: Hoo
         raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
 
 
-def _matches(handler: HookRegistration, payload: dict[str, Any]) -> bool:
+def _matches(match: Callable[[Any], bool], payload: dict[str, Any]) -> bool:
     """`match` gets its own copy of the payload; a match that raises fails the handler."""
     try:
-        return bool(handler.match(PrivatePayload(payload)))
+        return bool(match(PrivatePayload(payload)))
     except Exception as error:
         raise HandlerFailed("error", f"match raised {type(error).__name__}: {error}") from error
 
@@ -219,7 +219,7 @@ async def dispatch(
         started = now
         context = make_context(view, handler.plugin_id)
         try:
-            if handler.match is not None and not _matches(handler, current):
+            if handler.match is not None and not _matches(handler.match, current):
                 now = perf()
                 continue
             try:

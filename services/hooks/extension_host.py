@@ -40,7 +40,7 @@ async def call_extension(extension: ExtensionRegistration, context: ToolContext,
 
     try:
         outcome = await asyncio.wait_for(call_plugin_code(extension.provider, context, payload), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         context.signal.abort("timeout")
         return answer(False, error=f"{extension.point}/{extension.id} did not answer within {timeout_s:.0f} s")
     except Exception as error:  # plugin code

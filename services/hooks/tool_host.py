@@ -38,7 +38,7 @@ async def call_tool(tool: ToolRegistration, context: ToolContext, arguments: str
         outcome = await asyncio.wait_for(call_plugin_code(tool.handler, context, args), timeout_s)
     except ToolError as error:
         return tool_error(error.code, error.message, error.hint)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         context.signal.abort("timeout")
         return tool_error("timeout", f"the tool {tool.name} did not answer within {timeout_s:.0f} s")
     except Exception as error:  # plugin code
