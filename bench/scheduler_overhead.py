@@ -56,7 +56,7 @@ async def measure(count: int, turns: int) -> dict:
             async with open_channel(group.addrs["scheduler"]) as channel:
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)
                 session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-                    requested_plugins=["bench-functions"], excluded_plugins=list(core_plugin_ids())))).session
+                    requested_plugins=["bench-functions"], approved_plugins=["bench-functions"], excluded_plugins=list(core_plugin_ids())))).session
                 timings = []
                 for index in range(turns + 2):
                     request = scheduler_pb2.SubmitActionsRequest(

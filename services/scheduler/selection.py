@@ -57,12 +57,14 @@ def unavailable_reason(rejection: registry_pb2.RejectedPlugin) -> str:
 def sitting_out(
     packages: Iterable[registry_pb2.PluginPackage], unavailable: Iterable[registry_pb2.RejectedPlugin], logical_turn: int
 ) -> list[store_pb2.RuntimeResult]:
-    """Skipped results for the runtimes of unavailable plugins that this turn would have scheduled."""
+    """Skipped results for the runtimes of unavailable plugins that this turn would have scheduled.
+    None is marked setup: it never ran, so it records no setup progress (it runs as late setup once
+    its plugin runs)."""
     reasons = {rejection.plugin_id: unavailable_reason(rejection) for rejection in unavailable}
     return [
         store_pb2.RuntimeResult(
             runtime_id=runtime.runtime_id, plugin_id=package.id, status="skipped", reason=reasons[package.id],
-            setup=runtime.stage == "setup", concealed=bool((manifest.get("io") or {}).get("concealed")),
+            concealed=bool((manifest.get("io") or {}).get("concealed")),
         )
         for package in packages if package.id in reasons
         for runtime in package.runtimes

@@ -36,7 +36,7 @@ async def _job_running(group: ServiceGroup, seconds: float) -> tuple[str, store_
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-            requested_plugins=["slow-detached"], excluded_plugins=non_story_core_plugin_ids()), timeout=20)).session
+            requested_plugins=["slow-detached"], approved_plugins=["slow-detached"], excluded_plugins=non_story_core_plugin_ids()), timeout=20)).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=f"wait {seconds}")])
         [*_, last] = [event async for event in stub.SubmitActions(request, timeout=30)]
         assert last.turn_completed.status == store_pb2.TURN_STATUS_COMMITTED

@@ -44,7 +44,7 @@ async def test_the_player_stops_the_chain_with_cancel(advancing) -> None:
     async with open_channel(advancing.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(minimal_session(
-            requested_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 20})}))).session
+            requested_plugins=["pace-probe"], approved_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 20})}))).session
         turns, cancelled = await _chain(stub, session.id, stop_after_turns=2)
         assert cancelled is not None, "Cancel between or during continuation turns is not refused"
         # The chain stopped: either before the next continuation started, or by cancelling it.
@@ -64,7 +64,7 @@ async def test_without_cancel_the_chain_runs_to_the_bound(advancing) -> None:
     async with open_channel(advancing.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(minimal_session(
-            requested_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 2}),
+            requested_plugins=["pace-probe"], approved_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 2}),
                                                                "pace-probe": to_struct({"delayMs": 10})}))).session
         turns, _ = await _chain(stub, session.id, stop_after_turns=99)
     assert [t.origin for t in turns] == ["player", "continuation", "continuation"]

@@ -24,7 +24,7 @@ async def test_cancel_a_running_turn(services, tmp_path) -> None:
         session = (
             await stub.CreateSession(
                 scheduler_pb2.CreateSessionRequest(
-                    requested_plugins=["slow-probe"], plugin_settings={"slow-probe": to_struct({"marker": str(marker)})}
+                    requested_plugins=["slow-probe"], approved_plugins=["slow-probe"], plugin_settings={"slow-probe": to_struct({"marker": str(marker)})}
                 )
             )
         ).session

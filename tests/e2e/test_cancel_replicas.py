@@ -54,7 +54,7 @@ async def test_cancel_and_interject_on_another_replica_reach_the_turn(two_schedu
         running_here = scheduler_pb2_grpc.SchedulerStub(running_channel)
         elsewhere = scheduler_pb2_grpc.SchedulerStub(other_channel)
         session = (await elsewhere.CreateSession(scheduler_pb2.CreateSessionRequest(
-            requested_plugins=["slow-probe"], plugin_settings={"slow-probe": to_struct({"marker": str(marker)})}))).session
+            requested_plugins=["slow-probe"], approved_plugins=["slow-probe"], plugin_settings={"slow-probe": to_struct({"marker": str(marker)})}))).session
         events: list[scheduler_pb2.TurnEvent] = []
 
         async def read() -> None:

@@ -46,7 +46,7 @@ async def test_a_detached_runtime_commits_after_its_turn_returned(services) -> N
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session
         turn = await submit(stub, session.id, "I light the lamp.")
         queued = next(r for r in turn.runtime_results if r.runtime_id == "detached-probe/later")
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED and queued.status == "skipped" and queued.reason.startswith("detached")
@@ -86,7 +86,7 @@ async def test_competing_workers_never_run_one_job_twice(services) -> None:
             store = store_pb2_grpc.TransactionalStoreStub(store_channel)
             for _, worker in replicas:
                 worker.start()
-            sessions = [(await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"]))).session.id
+            sessions = [(await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session.id
                         for _ in range(6)]
             await asyncio.gather(*(submit(stub, sid, "I wait.") for sid in sessions))
             jobs = await finished_jobs(store, sessions)
@@ -108,7 +108,7 @@ async def test_ending_a_session_cancels_the_detached_job_that_holds_its_lease(se
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session
         await submit(stub, session.id, "I wait by the fire.")
         for _ in range(100):
             jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs

@@ -17,7 +17,7 @@ async def test_committed_inputs_read_the_export_an_earlier_turn_recorded(service
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["export-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["export-probe"], approved_plugins=["export-probe"]))).session
 
         async def turn(text: str) -> tuple[store_pb2.Turn, dict]:
             request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])

@@ -207,7 +207,7 @@ async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(minimal_session(
-            requested_plugins=[PROBE, "data-probe"], approved_plugins=[PROBE],
+            requested_plugins=[PROBE, "data-probe"], approved_plugins=[PROBE, "data-probe"],
             plugin_settings={PROBE: to_struct({"reportSystemPrompt": True})}))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I read my notes.")])
         events = [event async for event in stub.SubmitActions(request)]

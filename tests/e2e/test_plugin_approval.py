@@ -122,3 +122,19 @@ async def test_an_unapproved_community_plugin_runs_no_code_until_approved(gated)
         assert plugin_model_calls(metrics_port) > calls_before
         listed = await stub.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=session.id))
         assert PROBE in listed.runnable and not listed.unavailable
+
+
+async def test_an_unapproved_setup_runtime_is_skipped_and_runs_as_late_setup_once_approved(gated) -> None:
+    group, _ = gated
+    intro = "setup-probe/intro"
+    async with open_channel(group.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["setup-probe"]))).session
+        turn = await submit(stub, session.id, "I look around.")
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED
+        results = {result.runtime_id: result for result in turn.runtime_results}
+        assert results[intro].status == "skipped" and results[intro].reason.startswith("approval-required: plugin `setup-probe`")
+        await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=["setup-probe"]))
+        turn = await submit(stub, session.id, "I look again.")
+        results = {result.runtime_id: result for result in turn.runtime_results}
+        assert results[intro].status == "success", results[intro].reason

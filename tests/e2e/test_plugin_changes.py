@@ -32,7 +32,7 @@ async def test_removed_plugin_sits_out_and_the_story_goes_on(changing_services) 
     group, community = changing_services
     async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["registry"]) as registry_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["graph-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["graph-probe"], approved_plugins=["graph-probe"]))).session
         assert "graph-probe" in session.active_plugins
         shutil.rmtree(community / "graph-probe")
         await registry_pb2_grpc.PluginRegistryStub(registry_channel).Reload(registry_pb2.ReloadRequest())

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_progress_reports_stream_dedupe_and_close_with_the_runtime(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["progress-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["progress-probe"], approved_plugins=["progress-probe"]))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")]))]
     reports = [(e.progress.runtime_id.split("/")[-1], e.progress.job_id, e.progress.seq, e.progress.status, e.progress.label)

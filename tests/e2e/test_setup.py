@@ -23,7 +23,7 @@ async def submit(stub, session_id: str, text: str) -> tuple[store_pb2.Turn, dict
 async def test_a_session_stays_in_setup_until_its_setup_runtimes_complete(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["setup-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["setup-probe"], approved_plugins=["setup-probe"]))).session
         assert session.phase == "setup" and from_struct(session.setup_runtimes[INTRO]) == {"state": "pending"}
 
         turn, results = await submit(stub, session.id, "fail, please")
@@ -50,7 +50,7 @@ async def test_late_setup_reruns_a_setup_runtime_of_a_new_version_before_pre_tur
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         # A session already playing, whose setup ran with an older version of the plugin.
         session = (await store.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(
-            locale="en", active_plugins=["narrator", "setup-probe"], phase="playing",
+            locale="en", active_plugins=["narrator", "setup-probe"], approved_plugins=["setup-probe"], phase="playing",
             setup_runtimes={INTRO: to_struct({"state": "done", "resolution": "completed", "version": "0.1.0"})})))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I carry on.")]))]

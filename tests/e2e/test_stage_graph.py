@@ -16,7 +16,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_layers_cycle_gates_timeouts_and_triggers(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["graph-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["graph-probe"], approved_plugins=["graph-probe"]))).session
 
         async def turn(text: str) -> tuple[store_pb2.Turn, list[str]]:
             request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])
@@ -59,7 +59,7 @@ async def test_outputs_are_checked_against_published_schemas_and_failures_commit
 
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["contract-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["contract-probe"], approved_plugins=["contract-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I count.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
         counts = (await store_pb2_grpc.TransactionalStoreStub(store_channel).ListPluginData(
@@ -82,7 +82,7 @@ async def test_outputs_are_checked_against_published_schemas_and_failures_commit
 async def test_in_execution_plugin_data_visibility_and_read_dependencies(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"], approved_plugins=["data-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I take notes.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     results = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results}
@@ -105,7 +105,7 @@ async def test_run_manual_in_the_foreground_and_in_the_background(services) -> N
 
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["graph-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["graph-probe"], approved_plugins=["graph-probe"]))).session
         request = scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id="graph-probe/on-demand", payload=to_struct({"note": "hi"}))
         events = [event async for event in stub.RunManual(request)]
         turn = events[-1].turn_completed
@@ -138,7 +138,7 @@ async def test_run_manual_in_the_foreground_and_in_the_background(services) -> N
 async def test_event_runtimes_follow_topics_of_successful_producers_layer_by_layer(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"], approved_plugins=["event-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I ring the bell.")])
         events = [event async for event in stub.SubmitActions(request)]
     turn = events[-1].turn_completed
@@ -159,7 +159,7 @@ async def test_a_guard_skips_with_an_output_or_lets_the_runtime_run(services, sk
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-            requested_plugins=["guard-probe"], plugin_settings={"guard-probe": to_struct({"skip": skip})}))).session
+            requested_plugins=["guard-probe"], approved_plugins=["guard-probe"], plugin_settings={"guard-probe": to_struct({"skip": skip})}))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I count.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
         data = (await store_pb2_grpc.TransactionalStoreStub(store_channel).ListPluginData(
@@ -183,7 +183,7 @@ async def test_recursive_call_nests_same_package_runtimes_with_a_depth_limit(ser
 
     async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"], approved_plugins=["data-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I nest.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
         deep = [event async for event in stub.RunManual(scheduler_pb2.RunManualRequest(
@@ -203,7 +203,7 @@ async def test_recursive_call_nests_same_package_runtimes_with_a_depth_limit(ser
 async def test_concealed_runtimes_show_clients_only_name_status_and_time(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["concealed-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["concealed-probe"], approved_plugins=["concealed-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I look for clues.")])
         events = [event async for event in stub.SubmitActions(request)]
         turn = events[-1].turn_completed
@@ -239,7 +239,7 @@ async def test_a_rolled_back_turn_does_not_count_towards_max_trigger_count_or_co
 async def test_a_required_turn_input_without_a_value_gates_its_consumer(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["gate-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["gate-probe"], approved_plugins=["gate-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I test the gates.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}

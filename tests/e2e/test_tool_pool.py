@@ -95,7 +95,7 @@ async def test_a_story_that_yields_continue_advances_up_to_the_session_bound(scr
 async def test_builtin_emit_event_and_runtime_done(scripted_services) -> None:
     async with open_channel(scripted_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"], approved_plugins=["event-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="emit test")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}

@@ -33,7 +33,7 @@ async def scripted_services(tmp_path_factory):
 async def test_truncated_story_is_kept_and_other_runtimes_retry_once(scripted_services) -> None:
     async with open_channel(scripted_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["summary-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["summary-probe"], approved_plugins=["summary-probe"]))).session
 
         async def turn(text: str) -> store_pb2.Turn:
             request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])

@@ -232,7 +232,7 @@ async def test_story_speakers_resolve_to_the_sessions_characters(services) -> No
 async def test_integers_a_handler_returns_reach_clients_as_integers(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["integer-probe"]))).session
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["integer-probe"], approved_plugins=["integer-probe"]))).session
         events = await submit(stub, session.id, "I count my coins.")
         turn = of_kind(events, "turn_completed")[0]
         [result] = [r for r in turn.runtime_results if r.runtime_id == "integer-probe/counter"]
