@@ -7,6 +7,10 @@ The store owns the queue: a claim hands one queued job to one worker with a leas
 A worker renews the lease while the job runs; when the lease is lost (expired, timed out) the
 execution is cancelled and commits nothing. The execution's idempotency key is the job id, so
 a job retried after its turn committed answers with that turn instead of running again.
+
+With tracing on, each job is one trace: its root span is the execution's `covel.turn` (origin
+background), linked to the trace of the turn that queued it, and holds every RPC of the job
+(lease renewals and the completion too). Idle polls of the queue are not traced.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ import grpc
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.turn_runner import TurnRequest, TurnRunner
+from services.scheduler.turn_runner import SOURCE_TRACE, TurnRequest, TurnRunner
 from shared.ids import detached_job_key
 from shared.logs import get_logger
-from shared.structs import to_struct
+from shared.structs import from_struct, to_struct
+from shared.telemetry import tracing
 
 log = get_logger(component="detached_worker")
 # CompleteDetachedJob with this status hands a claimed job back to the queue (shutdown).
@@ -104,7 +109,13 @@ class DetachedWorker:
         return reply.job if reply.HasField("job") else None
 
     async def run(self, job: store_pb2.DetachedJob) -> str:
-        """Run one claimed job to its end; its final status (succeeded, failed, or lost)."""
+        """Run one claimed job to its end, as a trace of its own; its final status (succeeded, failed, or lost)."""
+        attributes = {"covel.session_id": job.session_id, "covel.turn.origin": "background", "covel.detached_job_id": job.id,
+                      "covel.runtime_id": job.runtime_id, "covel.source_turn_id": job.turn_id}
+        with tracing.root_span("covel.turn", attributes, linked=from_struct(job.input).get(SOURCE_TRACE)):
+            return await self._run_traced(job)
+
+    async def _run_traced(self, job: store_pb2.DetachedJob) -> str:
         execution = asyncio.create_task(self._execute(job))
         renewer = asyncio.create_task(self._keep_lease(job, execution))
         try:
@@ -137,7 +148,8 @@ class DetachedWorker:
         request = TurnRequest(job.session_id, [], detached_job_key(job.id), origin="background", detached_job=job)
         while True:
             try:
-                turn = await self._runner.run(request, _ignore)
+                # The span this job's trace started with (run) is the execution's turn span.
+                turn = await self._runner.run_observed(request, _ignore, tracing.current_span())
                 break
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:

@@ -105,6 +105,10 @@ class TurnRow(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     recorded_at: Mapped[datetime]
+    # 0006: the OpenTelemetry trace of the execution ("" while tracing is off), and for a detached
+    # job's background turn the turn that queued it.
+    trace_id: Mapped[str] = mapped_column(String(32), default="")
+    source_turn_id: Mapped[str | None] = mapped_column(ID)
 
 
 class MessageRow(Base):

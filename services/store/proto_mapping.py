@@ -131,6 +131,8 @@ def turn_to_proto(
         finished_at=timestamp(row.finished_at),
         messages=[message_to_proto(message) for message in messages],
         origin=row.origin,
+        trace_id=row.trace_id,
+        source_turn_id=row.source_turn_id or "",
     )
 
 

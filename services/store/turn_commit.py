@@ -160,6 +160,8 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
         started_at=from_timestamp(turn.started_at, turn.HasField("started_at")),
         finished_at=from_timestamp(turn.finished_at, turn.HasField("finished_at")) or now,
         recorded_at=now,
+        trace_id=turn.trace_id,
+        source_turn_id=turn.source_turn_id or None,
     )
     db.add(row)
     db.flush()

@@ -20,6 +20,8 @@ class ReceivedSpan:
     span_id: str
     parent_span_id: str
     attributes: dict
+    # (trace id, span id) of each span link.
+    links: tuple[tuple[str, str], ...] = ()
 
 
 def _value(any_value):
@@ -69,6 +71,7 @@ class OtlpReceiver:
                         service=str(resource.get("service.name", "")), name=span.name, trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(), parent_span_id=span.parent_span_id.hex(),
                         attributes={attr.key: _value(attr.value) for attr in span.attributes},
+                        links=tuple((link.trace_id.hex(), link.span_id.hex()) for link in span.links),
                     ))
         with self._lock:
             self.spans.extend(taken)
