@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]  # googleapis-common-protos ships no stubs
 from grpc_status import rpc_status
 
 from shared.logs import get_logger
@@ -78,7 +78,7 @@ def unavailable(message: str) -> ServiceError:
 
 def field_violations(error: grpc.aio.AioRpcError | grpc.RpcError) -> list[FieldViolation]:
     """The BadRequest field violations a peer sent with an error, for tests and clients."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     found: list[FieldViolation] = []
     if status is None:
         return found

@@ -11,13 +11,13 @@ records; only what goes to a model is projected.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
-def _is_uuid(value: Any) -> bool:
+def _is_uuid(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and bool(_UUID.match(value))
 
 

@@ -33,6 +33,13 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+def _bounds(low: Any, high: Any) -> str:
+    """min..max in words; at least one of them is set (declarations are unchecked JSON, hence Any)."""
+    if low is not None and high is not None:
+        return f"between {_number(low)} and {_number(high)}"
+    return f"at least {_number(low)}" if low is not None else f"at most {_number(high)}"
+
+
 def _same(option: Any, value: Any) -> bool:
     """Equal as JSON values: true is not 1, and 2 equals 2.0 (Struct numbers are floats)."""
     if isinstance(option, bool) or isinstance(value, bool):
@@ -49,7 +56,7 @@ def option_value(option: Any) -> Any:
     return option
 
 
-def declared_settings(definition: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+def declared_settings(definition: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
     """key -> declaration of a package's contributes.settings; None when it declares none."""
     declared = (definition.get("contributes") or {}).get("settings")
     if not isinstance(declared, list):
@@ -80,13 +87,7 @@ def value_problem(declaration: Mapping[str, Any], value: Any) -> str:
             return f"must be {what}, not {_shown(value)}; send {what} or {fallback}"
         low, high = declaration.get("min"), declaration.get("max")
         if (low is not None and value < low) or (high is not None and value > high):
-            if low is not None and high is not None:
-                bounds = f"between {_number(low)} and {_number(high)}"
-            elif low is not None:
-                bounds = f"at least {_number(low)}"
-            else:
-                bounds = f"at most {_number(high)}"
-            return f"must be {bounds}, not {_number(value)}; send a value in range or {fallback}"
+            return f"must be {_bounds(low, high)}, not {_number(value)}; send a value in range or {fallback}"
         return ""
     return ""  # a type this kernel does not know: the package's own business
 

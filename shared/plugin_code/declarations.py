@@ -68,12 +68,14 @@ def declaration_problems(declared: Registrations, registered: Registrations, *, 
         if field_name in skip:
             continue
         names, done = getattr(declared, field_name), getattr(registered, field_name)
-        for name in names:
-            if name not in done:
-                problems.append(f"contributes.{field_name} declares {name} but server code registers no {what} for it ({call})")
-        for name in done:
-            if name not in names:
-                problems.append(f"{call}({name!r}) is registered but {name} is missing from contributes.{field_name}")
+        problems.extend(
+            f"contributes.{field_name} declares {name} but server code registers no {what} for it ({call})"
+            for name in names
+            if name not in done
+        )
+        problems.extend(
+            f"{call}({name!r}) is registered but {name} is missing from contributes.{field_name}" for name in done if name not in names
+        )
     return "; ".join(problems) or None
 
 
@@ -89,7 +91,7 @@ def _hook_problems(declared_hooks: tuple[tuple[str, str], ...], registered_hooks
         elif registered[event] != {enforce}:
             groups = ", ".join(sorted(registered[event]))
             problems.append(f"{event} is declared with enforce {enforce} but registered with enforce {groups}")
-    for event in registered:
-        if event not in declared:
-            problems.append(f"covel.on({event!r}) is registered but {event} is missing from contributes.hooks")
+    problems.extend(
+        f"covel.on({event!r}) is registered but {event} is missing from contributes.hooks" for event in registered if event not in declared
+    )
     return problems

@@ -69,7 +69,8 @@ class HookContext:
     get_own_settings(), signal."""
 
     # `_signal` stays unset until a handler or the kernel needs it: most handlers never do.
-    __slots__ = ("_view", "_handler_plugin_id", "_signal")
+    __slots__ = ("_handler_plugin_id", "_signal", "_view")
+    _signal: CancellationSignal
 
     def __init__(self, view: ExecutionView, handler_plugin_id: str) -> None:
         self._view = view

@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Delivery(str, Enum):
+class Delivery(StrEnum):
     AWAITED = "awaited"
     OBSERVED = "observed"
     BOUNDED = "bounded"

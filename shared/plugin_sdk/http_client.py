@@ -81,11 +81,11 @@ def parse_rule(entry: Mapping[str, Any], where: str) -> HttpRule:
 def declared_http_permissions(definition: Mapping[str, Any], runtime_manifests: Iterable[Mapping[str, Any]] = ()) -> tuple[tuple[str, Mapping], ...]:
     """(where, entry) of every permissions.http entry of a package: the root's, then each runtime's."""
     found: list[tuple[str, Mapping]] = []
-    for index, entry in enumerate(((definition.get("permissions") or {}).get("http") or [])):
+    for index, entry in enumerate((definition.get("permissions") or {}).get("http") or []):
         found.append((f"permissions.http[{index}]", entry))
     for manifest in runtime_manifests:
         runtime_id = manifest.get("runtimeId") or manifest.get("id") or "runtime"
-        for index, entry in enumerate(((manifest.get("permissions") or {}).get("http") or [])):
+        for index, entry in enumerate((manifest.get("permissions") or {}).get("http") or []):
             found.append((f"{runtime_id}: permissions.http[{index}]", entry))
     return tuple(found)
 
@@ -156,8 +156,8 @@ class PluginHttpClient:
     def __init__(self, plugin_id: str, declared: Declarations | Callable[[], Declarations] = (), *,
                  timeout_s: float = DEFAULT_TIMEOUT_S, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.plugin_id = plugin_id
-        self._declared = declared
-        self._rules: tuple[HttpRule, ...] | None = None if callable(declared) else self._parse(declared)
+        # The rules, or until first use the callable that reads the declarations.
+        self._rules: tuple[HttpRule, ...] | Callable[[], Declarations] = declared if callable(declared) else self._parse(declared)
         self._timeout_s = timeout_s
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -168,8 +168,8 @@ class PluginHttpClient:
 
     @property
     def rules(self) -> tuple[HttpRule, ...]:
-        if self._rules is None:
-            self._rules = self._parse(self._declared())
+        if callable(self._rules):
+            self._rules = self._parse(self._rules())
         return self._rules
 
     def allows(self, method: str, url: str) -> bool:

@@ -60,10 +60,11 @@ class PrivatePayload(dict):
         key, value = dict.popitem(self)
         return key, json_copy(value)
 
-    def values(self):  # type: ignore[override]
+    # Lists of private copies, not dict's live views: the narrower return type is deliberate.
+    def values(self) -> list[Any]:  # type: ignore[override]
         return [self[key] for key in dict.keys(self)]
 
-    def items(self):  # type: ignore[override]
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]
         return [(key, self[key]) for key in dict.keys(self)]
 
     def __iter__(self):
