@@ -43,8 +43,8 @@ def render(keys: hooks_pb2.ListEventKeysResponse, contract: hooks_pb2.GetSubscri
         for plugin in keys.hookspec_plugins:
             print(f"  {plugin.plugin_id}: {', '.join(plugin.hooks)} -> {', '.join(plugin.events) or 'tools only'}", file=out)
     print("Contract events:", file=out)
-    for sub in contract.subscriptions:
-        print(f"  {sub.event:<24} {', '.join(sub.plugin_ids)}", file=out)
+    for subscription in contract.subscriptions:
+        print(f"  {subscription.event:<24} {', '.join(subscription.plugin_ids)}", file=out)
     for error in contract.load_errors:
         print(f"  error: {error.plugin_id}: {error.message}", file=out)
 
@@ -68,7 +68,7 @@ async def command(args: argparse.Namespace) -> int:
     return await info(args.addr or configured_addrs()["hooks"])
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     hooks = commands.add_parser("hooks", help="inspect the hooks service")
     actions = hooks.add_subparsers(dest="hooks_command", required=True)
     info_cmd = actions.add_parser("info", help="event keys and their subscribers, hookspec plugins, contract events")

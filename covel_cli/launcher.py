@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from shared.grpc_client import check_health
 from shared.settings import PeerAddresses, SecuritySettings
@@ -56,6 +58,8 @@ BIND_FAILED = "could not bind"
 # A service's two streams, each to a file of its own: stdout is its JSON log, stderr the rest
 # (the READY line, console trace spans, a crash's traceback).
 OUTPUTS = {"stdout": "{name}.log", "stderr": "{name}.stderr"}
+# The services run as `python -m services.<name>` from here.
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -83,7 +87,7 @@ class ServiceGroup:
         """The group's TLS and token settings, so this process reaches the services the way they serve."""
         env = self.env()
         given = {name: env[f"COVEL_{name.upper()}"] for name in SecuritySettings.model_fields if f"COVEL_{name.upper()}" in env}
-        return SecuritySettings(**given)
+        return SecuritySettings.model_validate(given)
 
     async def start(self, ready_timeout_s: float = 60.0, *, bind_attempts: int = 3) -> None:
         """Start every service and wait until all serve. With ports from `free_port_addrs`, a port
@@ -102,18 +106,24 @@ class ServiceGroup:
     async def _start_once(self, ready_timeout_s: float) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = self.env()
-        repo_root = Path(__file__).resolve().parent.parent
         for name in SERVICES:
-            files = {}
-            for stream, path in self.output_paths(name).items():
-                self._log_offsets[path] = path.stat().st_size if path.exists() else 0
-                files[stream] = open(path, "ab")
-            self.processes[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", f"services.{name}", env=env, cwd=repo_root, stdin=asyncio.subprocess.DEVNULL, **files,
-            )
-            for file in files.values():
-                file.close()
+            # The child keeps its own copies of the descriptors; ours close once it is started.
+            with contextlib.ExitStack() as outputs:
+                stdout, stderr = self._open_outputs(name, outputs)
+                self.processes[name] = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", f"services.{name}", env=env, cwd=REPO_ROOT,
+                    stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                )
         await self.wait_serving(ready_timeout_s)
+
+    def _open_outputs(self, name: str, outputs: contextlib.ExitStack) -> tuple[BinaryIO, BinaryIO]:
+        """`name`'s stdout and stderr files, opened for appending; where each ends now is where its new output starts.
+        Local files opened once per start: blocking the loop for that is negligible."""
+        files = {}
+        for stream, path in self.output_paths(name).items():
+            self._log_offsets[path] = path.stat().st_size if path.exists() else 0
+            files[stream] = outputs.enter_context(path.open("ab"))
+        return files["stdout"], files["stderr"]
 
     def output_paths(self, name: str) -> dict[str, Path]:
         """Where `name`'s stdout (its JSON log) and stderr go."""
@@ -194,7 +204,7 @@ class ServiceGroup:
                     continue
                 try:
                     await asyncio.wait_for(process.wait(), grace_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     process.kill()
                     await process.wait()
 

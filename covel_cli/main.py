@@ -31,27 +31,27 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     for name in SERVICES:
         print(f"  {name:<10} {group.addrs[name]}  SERVING", flush=True)
-    waiters = {
-        "exit": asyncio.create_task(group.wait_first_exit()),
-        "stop": asyncio.create_task(stop_requested.wait()),
-    }
+    exited = asyncio.create_task(group.wait_first_exit())
+    waiters: list[asyncio.Task[object]] = [exited, asyncio.create_task(stop_requested.wait())]
+    played = None
     if args.play:
-        waiters["play"] = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line, world=load_world(DEFAULT_WORLD)))
+        played = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line, world=load_world(DEFAULT_WORLD)))
+        waiters.append(played)
     else:
         print("Press Ctrl-C to stop. Play with `covel play` in another terminal.", flush=True)
     try:
-        done, _ = await asyncio.wait(waiters.values(), return_when=asyncio.FIRST_COMPLETED)
-        if waiters["exit"] in done:
-            name, code = waiters["exit"].result()
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if exited in done:
+            name, code = exited.result()
             why = group.last_problem(name)
             print(f"covel up: service {name} exited with code {code}{f' ({why})' if why else ''}; stopping the others. "
                   f"Its log: {group.log_dir / (name + '.log')}", file=sys.stderr)
             return 1
-        if "play" in waiters and waiters["play"] in done:
-            return waiters["play"].result()
+        if played is not None and played in done:
+            return played.result()
         return 0
     finally:
-        for task in waiters.values():
+        for task in waiters:
             task.cancel()
         await group.stop()
         print("covel up: stopped.", flush=True)

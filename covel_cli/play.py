@@ -90,10 +90,8 @@ async def read_terminal_line() -> str | None:
             line: str | None = input("\n> ")
         except (EOFError, OSError):
             line = None
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
             loop.call_soon_threadsafe(deliver, line)
-        except RuntimeError:  # the loop is already closed
-            pass
 
     threading.Thread(target=read, daemon=True).start()
     return await future
@@ -119,17 +117,20 @@ def roll_line(roll: dict[str, Any]) -> str:
 def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
     """What the builtin plugins did this turn, and the guide's suggestions."""
     outputs = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results if r.status == "success"}
-    lines: list[str] = []
-    for check in (outputs.get("dice-check/roller") or {}).get("checks") or []:
-        lines.append(f"🎲 {check['skill']}: rolled {check['roll']}{check['modifier']:+d} vs DC {check['dc']} → {check['outcome']}")
+    lines = [
+        f"🎲 {check['skill']}: rolled {check['roll']}{check['modifier']:+d} vs DC {check['dc']} → {check['outcome']}"
+        for check in (outputs.get("dice-check/roller") or {}).get("checks") or []
+    ]
     roll = outputs.get("dice-check/roll")
     if roll:
         lines.append(f"🎲 {roll_line(roll)}")
     for change in (outputs.get("inventory/apply") or {}).get("applied") or []:
         name = change.get("name") or change["item"]
         lines.append(f"🎒 {name} {change['delta']:+d} (now {change['quantity']})" if change["delta"] else f"🎒 {name} in hand")
-    for change in (outputs.get("affinity/apply") or {}).get("applied") or []:
-        lines.append(f"♥ {change.get('name', change['character'])} {change['delta']:+d} (now {change['score']})")
+    lines.extend(
+        f"♥ {change.get('name', change['character'])} {change['delta']:+d} (now {change['score']})"
+        for change in (outputs.get("affinity/apply") or {}).get("applied") or []
+    )
     advance = outputs.get("world-time/advance")
     if advance:
         after = advance["after"]
@@ -267,23 +268,12 @@ async def play(
     async with open_client_api_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         if not session_id:
-            plugins = list(dict.fromkeys([*(world.plugins if world else []), *(requested_plugins or [])]))
-            request = scheduler_pb2.CreateSessionRequest(requested_plugins=plugins, title=world.title if world and world.title else "covel play",
-                                                         world_id=world.id if world else "")
-            for plugin_id, settings in (world.plugin_settings if world else {}).items():
-                request.plugin_settings[plugin_id].CopyFrom(to_struct(settings))
             try:
-                created = await stub.CreateSession(request)
+                session_id = await _create_session(stub, out, requested_plugins or [], world)
             except grpc.aio.AioRpcError as error:
                 # UNAUTHENTICATED says which token to send.
                 out.write(error_line(error, scheduler_addr) + "\n")
                 return 1
-            session_id = created.session.id
-            out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
-            for rejected in created.rejected:
-                out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
-            if world and world.opening:
-                out.write(f"\n{world.title}\n\n{world.opening}\n")
         out.write("Type what you do (a number takes a suggestion); /roll 2d6 rolls dice; /help lists commands; /quit to leave.\n")
         out.flush()
         suggestions: list[str] = []
@@ -314,6 +304,25 @@ async def play(
                 out.write("\n" + error_line(error, scheduler_addr) + "\n")
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):
                     return 1
+
+
+async def _create_session(
+    stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world: World | None
+) -> str:
+    """A new session in `world` with its plugins and the requested ones; prints what it started with."""
+    plugins = list(dict.fromkeys([*(world.plugins if world else []), *requested_plugins]))
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=plugins, title=world.title if world and world.title else "covel play",
+                                                 world_id=world.id if world else "")
+    for plugin_id, settings in (world.plugin_settings if world else {}).items():
+        request.plugin_settings[plugin_id].CopyFrom(to_struct(settings))
+    created = await stub.CreateSession(request)
+    session_id = created.session.id
+    out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
+    for rejected in created.rejected:
+        out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
+    if world and world.opening:
+        out.write(f"\n{world.title}\n\n{world.opening}\n")
+    return session_id
 
 
 def help_text() -> str:

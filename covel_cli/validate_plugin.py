@@ -62,7 +62,7 @@ async def command(args: argparse.Namespace) -> int:
     return run(args.paths)
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "validate-plugin",
         help="statically validate plugin packages (a folder, its PLUGIN.md, or a RUNTIME.md)",
