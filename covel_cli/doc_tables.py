@@ -438,6 +438,8 @@ FACTORY_DEFAULTS: dict[str, str] = {
     default_data_dir.__name__: "`./.covel` (in the working directory)",
     default_plugin_dirs.__name__: "the repository's `plugins/`",
     "_instance_id": "`<host name>-<8 hex digits>`",
+    "dict": "(empty)",
+    "list": "(empty)",
 }
 SETTING_TYPES: dict[Any, str] = {"Path": "path", "SecretStr": "secret string", "dict": "JSON object"}
 
