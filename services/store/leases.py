@@ -16,8 +16,9 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -82,7 +83,8 @@ def try_acquire(
         db.add(TurnLeaseRow(session_id=session_id, **values))
         db.flush()
     else:
-        taken = db.execute(
+        # An UPDATE's result is a CursorResult (it has rowcount); Session.execute is typed as returning any Result.
+        taken = cast(CursorResult[Any], db.execute(
             update(TurnLeaseRow)
             .where(
                 TurnLeaseRow.session_id == session_id,
@@ -91,7 +93,7 @@ def try_acquire(
             )
             .values(**values)
             .execution_options(synchronize_session=False)
-        )
+        ))
         if taken.rowcount != 1:
             db.expire(current)
             return _busy(session_id, db.get(TurnLeaseRow, session_id) or current, idempotency_key)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, select, tuple_
+from sqlalchemy import Table, bindparam, select, tuple_
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -18,16 +18,17 @@ NAMESPACE_MAX = 200
 KEY_MAX = 500
 
 
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_TABLE = cast(Table, PluginDataRow.__table__)
 _UPSERTS: dict[str, Any] = {}
 
 
 def _upsert_statement(dialect: str) -> Any:
     """INSERT ... ON CONFLICT DO UPDATE, built once per dialect (building it costs more than running it)."""
     if dialect not in _UPSERTS:
-        table = PluginDataRow.__table__
         insert = pg_insert if dialect == "postgresql" else sqlite_insert
         columns = ("session_id", "plugin_id", "namespace", "key", "value", "turn_id", "created_at", "updated_at")
-        statement = insert(table).values({name: bindparam(name, type_=table.c[name].type) for name in columns})
+        statement = insert(_TABLE).values({name: bindparam(name, type_=_TABLE.c[name].type) for name in columns})
         _UPSERTS[dialect] = statement.on_conflict_do_update(
             index_elements=["session_id", "plugin_id", "namespace", "key"],
             set_={"value": statement.excluded.value, "turn_id": statement.excluded.turn_id, "updated_at": statement.excluded.updated_at},
@@ -109,9 +110,9 @@ class UnitWrites:
 
 
 _DELETE: Any = object()
-_DELETE_STATEMENT = sql_delete(PluginDataRow.__table__).where(
-    PluginDataRow.__table__.c.session_id == bindparam("session_id"),
-    PluginDataRow.__table__.c.plugin_id == bindparam("plugin_id"),
-    PluginDataRow.__table__.c.namespace == bindparam("namespace"),
-    PluginDataRow.__table__.c.key == bindparam("key"),
+_DELETE_STATEMENT = sql_delete(_TABLE).where(
+    _TABLE.c.session_id == bindparam("session_id"),
+    _TABLE.c.plugin_id == bindparam("plugin_id"),
+    _TABLE.c.namespace == bindparam("namespace"),
+    _TABLE.c.key == bindparam("key"),
 )

@@ -65,6 +65,9 @@ class Unit:
     proposals: list[store_pb2.Proposal]
 
 
+Rejection = tuple[store_pb2.Proposal, str, str]  # (the rejected proposal, reason, code)
+
+
 def unit_of(proposal: store_pb2.Proposal) -> str:
     return proposal.unit_runtime_id or proposal.runtime_id or proposal.plugin_id
 
@@ -107,7 +110,7 @@ def unit_order(units: list[Unit], dependencies: Iterable[store_pb2.UnitDependenc
     return ordered
 
 
-def _outcome(proposal_id: str, status: store_pb2.ProposalStatus, reason: str = "", code: str = "") -> store_pb2.ProposalOutcome:
+def _outcome(proposal_id: str, status: store_pb2.ProposalStatus.ValueType, reason: str = "", code: str = "") -> store_pb2.ProposalOutcome:
     return store_pb2.ProposalOutcome(proposal_id=proposal_id, status=status, reason=reason, code=code)
 
 
@@ -216,15 +219,49 @@ def _apply_committed(
     story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story or result.setup}
     failed_runtimes = {result.runtime_id for result in turn.runtime_results if result.status == "failed"}
     units = unit_order(group_units(request.proposals, story_runtimes, request.dependencies), request.dependencies)
-    needs = {entry.unit_runtime_id: list(entry.needs) for entry in request.dependencies}
-    read_from = {entry.unit_runtime_id: list(entry.read_from) for entry in request.dependencies}
     outcomes: dict[str, store_pb2.ProposalOutcome] = {}
     discarded: dict[str, str] = {}
     # Rejections decided before the store (PreStateCommit aborts) count as rejected writes of their unit.
     sent = {proposal.id for proposal in request.proposals}
     vetoes = {outcome.proposal_id: outcome for outcome in turn.proposal_outcomes
               if outcome.status == REJECTED and outcome.proposal_id in sent}
-    context = proposals.ApplyContext(
+    dependencies = {entry.unit_runtime_id: entry for entry in request.dependencies}
+    context = _apply_context(db, session, row, request)
+
+    whole_turn = db.begin_nested()
+    if turn.player_message:
+        context.append_message(role="player", text=turn.player_message)
+    for unit in units:
+        skipped = _skip_reason(unit, dependencies.get(unit.runtime_id), discarded, failed_runtimes, trace)
+        if skipped is not None:
+            reason, code = skipped
+            discarded[unit.runtime_id] = reason
+            outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, code) for proposal in unit.proposals})
+            continue
+        rejected = _apply_unit(db, context, unit, vetoes)
+        if rejected is None:
+            outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
+            continue
+        if unit.story:
+            whole_turn.rollback()
+            return _rolled_back_turn(row, units, unit, rejected)
+        bad, reason, code = rejected
+        discarded[unit.runtime_id] = f"proposal {bad.id} ({bad.type}) was rejected: {reason}"
+        outcomes[bad.id] = _outcome(bad.id, REJECTED, reason, code)
+        for proposal in unit.proposals:
+            if proposal.id != bad.id:
+                outcomes[proposal.id] = _outcome(
+                    proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected", "unit-rolled-back"
+                )
+    whole_turn.commit()
+    session.last_message_seq = context.next_seq - 1
+    if not row.narrative:
+        row.narrative = "\n\n".join(message.text for message in context.appended if message.role == "story")
+    return outcomes, [store_pb2.DiscardedUnit(unit_runtime_id=name, reason=reason) for name, reason in discarded.items()]
+
+
+def _apply_context(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> proposals.ApplyContext:
+    return proposals.ApplyContext(
         db=db,
         session_id=session.id,
         turn_id=row.id,
@@ -240,83 +277,88 @@ def _apply_committed(
         dimension_owners=frozenset(request.dimension_owners),
     )
 
-    whole_turn = db.begin_nested()
-    if turn.player_message:
-        context.append_message(role="player", text=turn.player_message)
-    for unit in units:
-        blockers = [(producer, "needs") for producer in needs.get(unit.runtime_id, []) if producer in discarded]
-        blockers += [(producer, "read") for producer in read_from.get(unit.runtime_id, []) if producer in discarded]
-        if blockers and unit.story:
-            for producer, how in blockers:
-                trace.append({"code": "read-dependency.kept", "unit": unit.runtime_id, "producer": producer, "dependency": how,
-                              "message": f"{unit.runtime_id} {'read data of' if how == 'read' else 'needs'} {producer}, which did not commit; kept (story/setup)"})
-        elif blockers:
-            producer, how = blockers[0]
-            reason = f"read data of {producer} that did not commit" if how == "read" else f"needs {producer} that did not commit"
-            discarded[unit.runtime_id] = reason
-            outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, "read-dependency") for proposal in unit.proposals})
-            continue
-        if unit.runtime_id in failed_runtimes and not unit.story:
-            reason = f"runtime {unit.runtime_id} failed"
-            discarded[unit.runtime_id] = reason
-            outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, "runtime-failed") for proposal in unit.proposals})
-            continue
-        mark = context.mark()
-        savepoint = db.begin_nested()
-        rejected: tuple[store_pb2.Proposal, str, str] | None = None
-        vetoed = next((proposal for proposal in unit.proposals if proposal.id in vetoes), None)
-        if vetoed is not None:
-            rejected = (vetoed, vetoes[vetoed.id].reason, vetoes[vetoed.id].code or "hook-aborted")
-        else:
-            context.prefetch(unit.proposals)
-        for proposal in unit.proposals if vetoed is None else ():
-            try:
-                proposals.apply(context, proposal)
-            except proposals.Rejected as error:
-                rejected = (proposal, str(error), error.code)
-            except DBAPIError as error:
-                rejected = (proposal, f"the database refused the write: {error.orig}", "database-refused")
-            if rejected:
-                break
-        if rejected is None and unit.proposals:
-            try:
-                context.data.flush()
-            except DBAPIError as error:
-                # Buffered plugin-data writes are written together: the unit's last proposal answers for them.
-                rejected = (unit.proposals[-1], f"the database refused the unit's plugin data writes: {error.orig}", "database-refused")
-        if rejected is None:
-            savepoint.commit()
-            outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
-            continue
-        savepoint.rollback()
-        context.rollback_to(mark)
-        context.data.discard()
-        bad, reason, code = rejected
-        if unit.story:
-            whole_turn.rollback()
-            failure = f"story runtime {unit.runtime_id}: proposal {bad.id} ({bad.type}) was rejected: {reason}"
-            row.status = "failed"
-            row.abort_reason = failure
-            row.narrative = ""
-            every = [proposal for each in units for proposal in each.proposals]
-            return (
-                {
-                    proposal.id: _outcome(proposal.id, REJECTED, reason, code)
-                    if proposal.id == bad.id
-                    else _outcome(proposal.id, DISCARDED, f"the turn rolled back: {failure}", "turn-rolled-back")
-                    for proposal in every
-                },
-                [store_pb2.DiscardedUnit(unit_runtime_id=each.runtime_id, reason=f"the turn rolled back: {failure}") for each in units],
-            )
-        discarded[unit.runtime_id] = f"proposal {bad.id} ({bad.type}) was rejected: {reason}"
-        outcomes[bad.id] = _outcome(bad.id, REJECTED, reason, code)
-        for proposal in unit.proposals:
-            if proposal.id != bad.id:
-                outcomes[proposal.id] = _outcome(
-                    proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected", "unit-rolled-back"
-                )
-    whole_turn.commit()
-    session.last_message_seq = context.next_seq - 1
-    if not row.narrative:
-        row.narrative = "\n\n".join(message.text for message in context.appended if message.role == "story")
-    return outcomes, [store_pb2.DiscardedUnit(unit_runtime_id=name, reason=reason) for name, reason in discarded.items()]
+
+def _skip_reason(
+    unit: Unit,
+    entry: store_pb2.UnitDependencies | None,
+    discarded: dict[str, str],
+    failed_runtimes: set[str],
+    trace: list[dict[str, Any]],
+) -> tuple[str, str] | None:
+    """(reason, code) when the unit is discarded unapplied: a producer it needs or read did not commit, or its runtime failed.
+
+    A story or setup unit is kept despite such producers (each one noted in the trace) and despite a failed runtime."""
+    blockers = [] if entry is None else [
+        *((producer, "needs") for producer in entry.needs if producer in discarded),
+        *((producer, "read") for producer in entry.read_from if producer in discarded),
+    ]
+    if unit.story:
+        trace.extend(
+            {"code": "read-dependency.kept", "unit": unit.runtime_id, "producer": producer, "dependency": how,
+             "message": f"{unit.runtime_id} {'read data of' if how == 'read' else 'needs'} {producer}, which did not commit; kept (story/setup)"}
+            for producer, how in blockers
+        )
+        return None
+    if blockers:
+        producer, how = blockers[0]
+        return (f"read data of {producer} that did not commit" if how == "read" else f"needs {producer} that did not commit"), "read-dependency"
+    if unit.runtime_id in failed_runtimes:
+        return f"runtime {unit.runtime_id} failed", "runtime-failed"
+    return None
+
+
+def _apply_unit(db: Session, context: proposals.ApplyContext, unit: Unit, vetoes: dict[str, store_pb2.ProposalOutcome]) -> Rejection | None:
+    """Applies the unit's proposals in a savepoint; on the first rejection rolls the unit back and returns it."""
+    mark = context.mark()
+    savepoint = db.begin_nested()
+    rejected = _unit_rejection(context, unit, vetoes)
+    if rejected is None:
+        savepoint.commit()
+        return None
+    savepoint.rollback()
+    context.rollback_to(mark)
+    context.data.discard()
+    return rejected
+
+
+def _unit_rejection(context: proposals.ApplyContext, unit: Unit, vetoes: dict[str, store_pb2.ProposalOutcome]) -> Rejection | None:
+    vetoed = next((proposal for proposal in unit.proposals if proposal.id in vetoes), None)
+    if vetoed is not None:
+        return vetoed, vetoes[vetoed.id].reason, vetoes[vetoed.id].code or "hook-aborted"
+    context.prefetch(unit.proposals)
+    for proposal in unit.proposals:
+        try:
+            proposals.apply(context, proposal)
+        except proposals.Rejected as error:
+            return proposal, str(error), error.code
+        except DBAPIError as error:
+            return proposal, f"the database refused the write: {error.orig}", "database-refused"
+    if not unit.proposals:
+        return None
+    try:
+        context.data.flush()
+    except DBAPIError as error:
+        # Buffered plugin-data writes are written together: the unit's last proposal answers for them.
+        return unit.proposals[-1], f"the database refused the unit's plugin data writes: {error.orig}", "database-refused"
+    return None
+
+
+def _rolled_back_turn(
+    row: TurnRow, units: list[Unit], unit: Unit, rejected: Rejection
+) -> tuple[dict[str, store_pb2.ProposalOutcome], list[store_pb2.DiscardedUnit]]:
+    """A story or setup unit's rejection fails the turn: the rejected proposal REJECTED, every other one DISCARDED."""
+    bad, reason, code = rejected
+    failure = f"story runtime {unit.runtime_id}: proposal {bad.id} ({bad.type}) was rejected: {reason}"
+    row.status = "failed"
+    row.abort_reason = failure
+    row.narrative = ""
+    every = [proposal for each in units for proposal in each.proposals]
+    return (
+        {
+            proposal.id: _outcome(proposal.id, REJECTED, reason, code)
+            if proposal.id == bad.id
+            else _outcome(proposal.id, DISCARDED, f"the turn rolled back: {failure}", "turn-rolled-back")
+            for proposal in every
+        },
+        [store_pb2.DiscardedUnit(unit_runtime_id=each.runtime_id, reason=f"the turn rolled back: {failure}") for each in units],
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
 from covel.store.v1 import store_pb2
 from shared.errors import invalid_argument, require
@@ -163,8 +164,16 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
     setup_progress(request.setup_progress, "setup_progress")
     if request.phase and request.phase != "playing":
         raise invalid_argument("phase", f"is {request.phase!r}; a turn can only end the setup phase (playing) or leave it empty")
+    _dataset_policies(request.datasets)
+    _unit_dependencies(request.dependencies)
+    for index, plugin_id in enumerate(request.dimension_owners):
+        require(plugin_id, f"dimension_owners[{index}]", "a plugin id")
+    _detached_jobs(request.detached_jobs)
+
+
+def _dataset_policies(policies: Iterable[store_pb2.DatasetPolicy]) -> None:
     governed: set[tuple[str, str]] = set()
-    for index, policy in enumerate(request.datasets):
+    for index, policy in enumerate(policies):
         where = f"datasets[{index}]"
         require(policy.plugin_id, f"{where}.plugin_id", "the plugin that declared the dataset")
         require(policy.namespace, f"{where}.namespace", "the dataset name")
@@ -178,8 +187,11 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
             if kind not in OPERATION_KINDS or kind in seen:
                 raise invalid_argument(f"{where}.ops[{position}]", f"{kind!r}: use each of {', '.join(OPERATION_KINDS)} at most once")
             seen.add(kind)
+
+
+def _unit_dependencies(dependencies: Sequence[store_pb2.UnitDependencies]) -> None:
     named: set[str] = set()
-    for index, entry in enumerate(request.dependencies):
+    for index, entry in enumerate(dependencies):
         require(entry.unit_runtime_id, f"dependencies[{index}].unit_runtime_id", "the unit's top-level runtime id")
         if entry.unit_runtime_id in named:
             raise invalid_argument(f"dependencies[{index}].unit_runtime_id", f"{entry.unit_runtime_id} is listed twice")
@@ -188,11 +200,12 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
             for position, producer in enumerate(values):
                 if not producer or producer == entry.unit_runtime_id:
                     raise invalid_argument(f"dependencies[{index}].{field}[{position}]", "name another unit's runtime id")
-    _no_cycles(request.dependencies)
-    for index, plugin_id in enumerate(request.dimension_owners):
-        require(plugin_id, f"dimension_owners[{index}]", "a plugin id")
+    _no_cycles(dependencies)
+
+
+def _detached_jobs(specs: Iterable[store_pb2.DetachedJobSpec]) -> None:
     jobs: set[tuple[str, str]] = set()
-    for index, spec in enumerate(request.detached_jobs):
+    for index, spec in enumerate(specs):
         where = f"detached_jobs[{index}]"
         require(spec.plugin_id, f"{where}.plugin_id", "the detached runtime's plugin")
         require(spec.runtime_id, f"{where}.runtime_id", "the detached runtime")
@@ -205,7 +218,7 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
                 raise invalid_argument(f"{where}.{field}", f"is {value}; use 0 (default) up to {JOB_TIMEOUT_MAX_MS}")
 
 
-def _no_cycles(dependencies) -> None:
+def _no_cycles(dependencies: Sequence[store_pb2.UnitDependencies]) -> None:
     edges = {entry.unit_runtime_id: [*entry.needs, *entry.read_from] for entry in dependencies}
     state: dict[str, int] = {}
 
