@@ -154,10 +154,11 @@ async def start_server(
     port = _bind(server, addr, credentials)
     await server.start()
     running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
-    if service and settings.health_port_of(service) is not None:
+    health_port = settings.health_port_of(service) if service else None
+    if health_port is not None:
         try:
             running.health_server, running.health_port = await _start_health_server(
-                _with_port(_host_of(addr), settings.health_port_of(service)), health_servicer
+                _with_port(_host_of(addr), health_port), health_servicer
             )
         except AddressInUse:
             await server.stop(0)

@@ -7,16 +7,16 @@ the document and this table agree, so they cannot drift.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Scope(str, Enum):
+class Scope(StrEnum):
     SESSION = "session"
     TURN = "turn"
     RUNTIME = "runtime"
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     # Handlers run one after another; each gets the previous one's replace; abort ends the chain.
     SEQUENTIAL = "sequential"
     # Handlers run at the same time; what they return changes nothing.

@@ -14,7 +14,7 @@ import structlog
 from shared.telemetry.tracing import ids_of_current_span
 
 
-def add_trace_ids(logger, method: str, event_dict: dict) -> dict:
+def add_trace_ids(logger: structlog.types.WrappedLogger, method: str, event_dict: structlog.types.EventDict) -> structlog.types.EventDict:
     """trace_id and span_id of the current span while tracing is on, to find a log line's trace."""
     ids = ids_of_current_span()
     if ids is not None:
@@ -52,11 +52,9 @@ def _bridge_stdlib_logging(renderer: structlog.types.Processor, level: str) -> N
 
 
 def configure_logging(service: str, level: str = "info", fmt: str = "json") -> structlog.stdlib.BoundLogger:
-    renderer: structlog.types.Processor
-    if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
-    else:
-        renderer = structlog.processors.JSONRenderer()
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer(colors=False) if fmt == "console" else structlog.processors.JSONRenderer()
+    )
     _bridge_stdlib_logging(renderer, level)
     structlog.configure(
         processors=[

@@ -78,7 +78,7 @@ class ExecutionView:
         writes = [write for write in self._writes if (write.namespace, write.key) == address]
         last_whole = max((index for index, write in enumerate(writes) if write.kind in ("set", "delete")), default=-1)
         value = self._committed.get(address, MISSING)
-        for index, write in enumerate(writes):
+        for write in writes:
             if write.kind == "set":
                 value = write.value
             elif write.kind == "delete":

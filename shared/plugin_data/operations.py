@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 OPERATION_KINDS = ("set", "merge", "inc", "append", "insert", "remove", "upsertItem", "delete")
@@ -157,65 +157,93 @@ def _matches(item: Any, match: dict[str, Any]) -> bool:
 
 
 def _update(current: Any, kind: str, operation: dict[str, Any]) -> Any:
-    """The new value at the path, given the current one (MISSING when absent)."""
-    if kind == "set":
-        return copy.deepcopy(operation["value"])
-    if kind == "merge":
-        patch = operation["value"]
-        if not isinstance(patch, dict):
-            raise ValueError("value must be an object")
-        if current is not MISSING and current is not None and not isinstance(current, dict):
-            raise ValueError(f"the target is {_kind(current)}, not an object")
-        return merge_patch({} if current is MISSING else current, patch)
-    if kind == "inc":
-        by = operation.get("by", 1)
-        if not _is_number(by):
-            raise ValueError("by must be a number")
-        base = 0 if current is MISSING or current is None else current
-        if not _is_number(base):
-            raise ValueError(f"the target is {_kind(base)}, not a number")
-        return base + by
+    """The new value at the path, given the current one (MISSING when absent); never called for delete."""
+    if kind in _ARRAY_UPDATES:
+        return _ARRAY_UPDATES[kind](_array_copy(current), operation)
+    return _VALUE_UPDATES[kind](current, operation)
+
+
+def _set(current: Any, operation: dict[str, Any]) -> Any:
+    return copy.deepcopy(operation["value"])
+
+
+def _merge(current: Any, operation: dict[str, Any]) -> Any:
+    patch = operation["value"]
+    if not isinstance(patch, dict):
+        raise ValueError("value must be an object")
+    if current is not MISSING and current is not None and not isinstance(current, dict):
+        raise ValueError(f"the target is {_kind(current)}, not an object")
+    return merge_patch({} if current is MISSING else current, patch)
+
+
+def _inc(current: Any, operation: dict[str, Any]) -> Any:
+    by = operation.get("by", 1)
+    if not _is_number(by):
+        raise ValueError("by must be a number")
+    base = 0 if current is MISSING or current is None else current
+    if not _is_number(base):
+        raise ValueError(f"the target is {_kind(base)}, not a number")
+    return base + by
+
+
+def _array_copy(current: Any) -> list[Any]:
     items = [] if current is MISSING or current is None else current
     if not isinstance(items, list):
         raise ValueError(f"the target is {_kind(items)}, not an array")
-    items = list(items)
-    if kind == "append":
-        items.append(copy.deepcopy(operation["value"]))
-    elif kind == "insert":
-        index = operation.get("index")
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= len(items):
-            raise ValueError(f"index must be an integer from 0 to {len(items)}")
-        items.insert(index, copy.deepcopy(operation["value"]))
-    elif kind == "remove":
-        given = [name for name in ("index", "value", "match") if name in operation]
-        if len(given) != 1:
-            raise ValueError("give exactly one of index, value or match")
-        if given == ["index"]:
-            index = operation["index"]
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < max(len(items), 1):
-                raise ValueError("index must be an integer within the array")
-            if items:
-                del items[index]
-        elif given == ["value"]:
-            items = [item for item in items if item != operation["value"]]
-        else:
-            match = operation["match"]
-            if not isinstance(match, dict) or not match:
-                raise ValueError("match must be a non-empty object")
-            items = [item for item in items if not _matches(item, match)]
-    elif kind == "upsertItem":
-        value, key = operation["value"], operation.get("key", "id")
-        if not isinstance(key, str) or not key:
-            raise ValueError("key must be a member name")
-        if not isinstance(value, dict) or key not in value:
-            raise ValueError(f"value must be an object with a {key!r} member")
-        for position, item in enumerate(items):
-            if isinstance(item, dict) and item.get(key) == value[key]:
-                items[position] = copy.deepcopy(value)
-                break
-        else:
-            items.append(copy.deepcopy(value))
+    return list(items)
+
+
+def _append(items: list[Any], operation: dict[str, Any]) -> list[Any]:
+    items.append(copy.deepcopy(operation["value"]))
     return items
+
+
+def _insert(items: list[Any], operation: dict[str, Any]) -> list[Any]:
+    index = operation.get("index")
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= len(items):
+        raise ValueError(f"index must be an integer from 0 to {len(items)}")
+    items.insert(index, copy.deepcopy(operation["value"]))
+    return items
+
+
+def _remove(items: list[Any], operation: dict[str, Any]) -> list[Any]:
+    given = [name for name in ("index", "value", "match") if name in operation]
+    if len(given) != 1:
+        raise ValueError("give exactly one of index, value or match")
+    if given == ["index"]:
+        index = operation["index"]
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < max(len(items), 1):
+            raise ValueError("index must be an integer within the array")
+        if items:
+            del items[index]
+        return items
+    if given == ["value"]:
+        return [item for item in items if item != operation["value"]]
+    match = operation["match"]
+    if not isinstance(match, dict) or not match:
+        raise ValueError("match must be a non-empty object")
+    return [item for item in items if not _matches(item, match)]
+
+
+def _upsert_item(items: list[Any], operation: dict[str, Any]) -> list[Any]:
+    value, key = operation["value"], operation.get("key", "id")
+    if not isinstance(key, str) or not key:
+        raise ValueError("key must be a member name")
+    if not isinstance(value, dict) or key not in value:
+        raise ValueError(f"value must be an object with a {key!r} member")
+    for position, item in enumerate(items):
+        if isinstance(item, dict) and item.get(key) == value[key]:
+            items[position] = copy.deepcopy(value)
+            return items
+    items.append(copy.deepcopy(value))
+    return items
+
+
+_VALUE_UPDATES: dict[str, Callable[[Any, dict[str, Any]], Any]] = {"set": _set, "merge": _merge, "inc": _inc}
+# Array operations get a copy of the array at the path (missing: []).
+_ARRAY_UPDATES: dict[str, Callable[[list[Any], dict[str, Any]], list[Any]]] = {
+    "append": _append, "insert": _insert, "remove": _remove, "upsertItem": _upsert_item,
+}
 
 
 def validate_operation(index: int, operation: Any) -> tuple[str, list[str]]:

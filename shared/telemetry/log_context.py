@@ -9,7 +9,8 @@ or `origin` (hooks' HookContext, the gateway's CallOrigin), or the id of the `tu
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import cast
 
 import grpc
 import structlog
@@ -26,8 +27,11 @@ def _is_id(field: FieldDescriptor | None) -> bool:
     return field is not None and field.type == FieldDescriptor.TYPE_STRING and not field.is_repeated
 
 
-def _is_message(field: FieldDescriptor | None) -> bool:
-    return field is not None and field.message_type is not None and not field.is_repeated
+def _message_fields(field: FieldDescriptor | None) -> Mapping[str, FieldDescriptor] | None:
+    """The fields of a singular message-typed field, else None."""
+    if field is None or field.message_type is None or field.is_repeated:
+        return None
+    return field.message_type.fields_by_name
 
 
 def _paths_of(descriptor: Descriptor) -> list[_Path]:
@@ -37,10 +41,11 @@ def _paths_of(descriptor: Descriptor) -> list[_Path]:
     fields = descriptor.fields_by_name
     found = [((key,), key) for key in ("session_id", "turn_id") if _is_id(fields.get(key))]
     for holder in _HOLDERS:
-        if _is_message(fields.get(holder)):
-            nested = fields[holder].message_type.fields_by_name
+        nested = _message_fields(fields.get(holder))
+        if nested is not None:
             found += [((holder, key), key) for key in ("session_id", "turn_id") if _is_id(nested.get(key))]
-    if _is_message(fields.get("turn")) and _is_id(fields["turn"].message_type.fields_by_name.get("id")):
+    turn = _message_fields(fields.get("turn"))
+    if turn is not None and _is_id(turn.get("id")):
         found.append((("turn", "id"), "turn_id"))
     _paths[descriptor.full_name] = found
     return found
@@ -51,7 +56,8 @@ def ids_of(request: object) -> dict[str, str]:
     if not isinstance(request, Message):
         return {}
     ids: dict[str, str] = {}
-    for path, key in _paths_of(request.DESCRIPTOR):
+    # The stubs type DESCRIPTOR as the Python or the upb Descriptor; at runtime descriptor.Descriptor is the upb one.
+    for path, key in _paths_of(cast(Descriptor, request.DESCRIPTOR)):
         if key in ids:
             continue
         value: object = request

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
 
 import grpc
 from prometheus_client import Counter, Histogram, start_http_server
@@ -178,8 +179,10 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
 
-def _unary(behavior, service: str, method: str, kind: str):
-    async def observed(request, context):
+def _unary(
+    behavior: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]], service: str, method: str, kind: str
+) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
         RPC_STARTED.labels(service, method, kind).inc()
         started = time.perf_counter()
         error: BaseException | None = None
@@ -195,8 +198,10 @@ def _unary(behavior, service: str, method: str, kind: str):
     return observed
 
 
-def _streaming(behavior, service: str, method: str, kind: str):
-    async def observed(request, context):
+def _streaming(
+    behavior: Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]], service: str, method: str, kind: str
+) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+    async def observed(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         RPC_STARTED.labels(service, method, kind).inc()
         started = time.perf_counter()
         error: BaseException | None = None
