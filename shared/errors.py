@@ -11,7 +11,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AnyStr
 
 import grpc
 from google.protobuf import any_pb2
@@ -135,8 +135,8 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     return unary_wrapper
 
 
-def require(value: str, field_path: str, what: str) -> str:
-    """A required string field: INVALID_ARGUMENT naming the field when empty."""
+def require(value: AnyStr, field_path: str, what: str) -> AnyStr:
+    """A required string (or bytes) field: INVALID_ARGUMENT naming the field when empty."""
     if not value or not value.strip():
         raise invalid_argument(field_path, f"is required: {what}")
     return value

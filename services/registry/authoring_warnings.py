@@ -64,6 +64,16 @@ class _Advisor:
         self.bag.warning(SHORTER_CODE, f"{message}: it means the same", file=self.file, field_path=self.path(relative), hint=hint)
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """`value` if the author wrote a mapping there, else an empty one (raw YAML: anything can be anywhere)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    """`value` if the author wrote a list there, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
 def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -75,8 +85,8 @@ def runtime_warnings(raw: Any, runtime: CompiledRuntime, bag: DiagnosticBag, *, 
         return
     advisor = _Advisor(bag, runtime.file, prefix)
     visibility = runtime.visibility
-    schedule = raw.get("schedule") if isinstance(raw.get("schedule"), dict) else {}
-    trigger = schedule.get("trigger") if isinstance(schedule.get("trigger"), dict) else {}
+    schedule = _mapping(raw.get("schedule"))
+    trigger = _mapping(schedule.get("trigger"))
     if not schedule.get("subagentOnly"):
         advisor.default(trigger, "type", "auto", "schedule.trigger.type")
     advisor.default(schedule, "every", 1, "schedule.every")
@@ -88,10 +98,10 @@ def runtime_warnings(raw: Any, runtime: CompiledRuntime, bag: DiagnosticBag, *, 
     for group in ("needs", "after"):
         for index, item in enumerate(schedule.get(group) or []):
             advisor.default(item, "cardinality", "one", f"schedule.{group}[{index}].cardinality")
-    io = raw.get("io") if isinstance(raw.get("io"), dict) else {}
+    io = _mapping(raw.get("io"))
     advisor.default(io, "visibility", "system", "io.visibility")
     advisor.default(io, "concealed", False, "io.concealed")
-    for binding, spec in (io.get("inputs") or {}).items() if isinstance(io.get("inputs"), dict) else []:
+    for binding, spec in _mapping(io.get("inputs")).items():
         if not isinstance(spec, dict):
             continue
         advisor.default(spec.get("from"), "cardinality", "one", f"io.inputs.{binding}.from.cardinality")
@@ -171,7 +181,7 @@ def root_warnings(
     file: str,
 ) -> None:
     advisor = _Advisor(bag, file, "")
-    for index, tag in enumerate(raw.get("tags") or [] if isinstance(raw.get("tags"), list) else []):
+    for index, tag in enumerate(_items(raw.get("tags"))):
         if tag in derived_tags and isinstance(tag, str) and tag.startswith(("cost:", "ui:")):
             advisor.derived({"tags": tag}, "tags", tag, "the package's runtimes and contributes", f"tags[{index}]")
     advisor.derived(raw, "id", folder_name, "the package folder's name", "id")
@@ -179,7 +189,7 @@ def root_warnings(
     if default_entry_exists:
         for written in DEFAULT_ENTRY_SPELLINGS:
             advisor.derived(raw, "entry", written, "server/index.py being present", "entry")
-    for index, item in enumerate(raw.get("provides") or [] if isinstance(raw.get("provides"), list) else []):
+    for index, item in enumerate(_items(raw.get("provides"))):
         if isinstance(item, str) and item in output_contracts:
             advisor.derived(
                 {"provides": item}, "provides", item, "the io.output.contract of a runtime", f"provides[{index}]"
@@ -192,26 +202,26 @@ def root_warnings(
             field_path="version",
             hint="add e.g. `version: 0.1.0`",
         )
-    contributes = raw.get("contributes") if isinstance(raw.get("contributes"), dict) else {}
-    for index, hook in enumerate(contributes.get("hooks") or [] if isinstance(contributes.get("hooks"), list) else []):
+    contributes = _mapping(raw.get("contributes"))
+    for index, hook in enumerate(_items(contributes.get("hooks"))):
         if not isinstance(hook, dict):
             continue
         advisor.default(hook, "enforce", "normal", f"contributes.hooks[{index}].enforce")
         if set(hook) == {"event"} or (set(hook) == {"event", "enforce"} and hook.get("enforce") == "normal"):
             advisor.shorter(f"contributes.hooks[{index}]", f"{{event: {hook.get('event')}}}", f"write `- {hook.get('event')}`")
-    for index, extension in enumerate(contributes.get("extensions") or [] if isinstance(contributes.get("extensions"), list) else []):
+    for index, extension in enumerate(_items(contributes.get("extensions"))):
         if not isinstance(extension, dict):
             continue
         advisor.default(extension, "order", 0, f"contributes.extensions[{index}].order")
         if set(extension) == {"point", "id"} or (set(extension) == {"point", "id", "order"} and extension.get("order") == 0):
             short = f"{extension.get('point')}/{extension.get('id')}"
             advisor.shorter(f"contributes.extensions[{index}]", f"{{point, id}} of {short}", f"write `- {short}`")
-    for index, service in enumerate(contributes.get("services") or [] if isinstance(contributes.get("services"), list) else []):
+    for index, service in enumerate(_items(contributes.get("services"))):
         if isinstance(service, dict):
             advisor.default(service, "access", "read", f"contributes.services[{index}].access")
             advisor.default(service, "modelFacing", False, f"contributes.services[{index}].modelFacing")
-    data = contributes.get("data") if isinstance(contributes.get("data"), dict) else {}
+    data = _mapping(contributes.get("data"))
     for namespace, decl in data.items():
         advisor.default(decl, "version", 1, f"contributes.data.{namespace}.version")
-    for index, segment in enumerate(contributes.get("prompt") or [] if isinstance(contributes.get("prompt"), list) else []):
+    for index, segment in enumerate(_items(contributes.get("prompt"))):
         advisor.default(segment, "role", "system", f"contributes.prompt[{index}].role")

@@ -37,8 +37,14 @@ def derived_tools(ops: list[str]) -> list[str]:
 
 
 def _duplicates(items: Iterable[str]) -> list[str]:
+    """Each item seen before, once per repeat."""
     seen: set[str] = set()
-    return [item for item in items if item in seen or seen.add(item)]  # type: ignore[func-returns-value]
+    repeated = []
+    for item in items:
+        if item in seen:
+            repeated.append(item)
+        seen.add(item)
+    return repeated
 
 
 def compile_datasets(
@@ -53,92 +59,11 @@ def compile_datasets(
     for name, decl in (datasets or {}).items():
         path = f"contributes.datasets.{name}"
         before = len(bag)
-        if name.startswith("_"):
-            bag.error(
-                "reserved-namespace",
-                f"`{name}`: namespaces that start with `_` are reserved for the kernel",
-                file=file,
-                field_path=path,
-                hint="name the dataset with a leading letter",
-            )
-        elif not DATASET_NAME.match(name):
-            bag.error(
-                "invalid-dataset-name",
-                f"`{name}` is not a dataset name: a letter, then letters, digits, `_` or `-`; at most 64",
-                file=file,
-                field_path=path,
-            )
-        schema_path = f"{path}.schema"
-        document: Any = None
-        relative: str | None = None
-        if not decl.schema_.endswith(".json"):
-            bag.error(
-                "dataset-schema-not-json",
-                f"the dataset schema `{decl.schema_}` must be a .json file in the package",
-                file=file,
-                field_path=schema_path,
-            )
-        else:
-            relative, document = files.json_file(
-                decl.schema_, bag, file=file, field_path=schema_path, what="dataset schema", require_object=True
-            )
-        if isinstance(document, dict) and decl.key is not None and isinstance(document.get("properties"), dict):
-            properties = document["properties"]
-            required = document.get("required") if isinstance(document.get("required"), list) else []
-            if decl.key not in properties:
-                bag.error(
-                    "dataset-key-unknown",
-                    f"key `{decl.key}` is not a top-level property of {relative}",
-                    file=file,
-                    field_path=f"{path}.key",
-                    hint=f"one of: {', '.join(sorted(properties)) or '(none)'}",
-                )
-            elif decl.key not in required:
-                bag.error(
-                    "dataset-key-not-required",
-                    f"key `{decl.key}` must be listed in the schema's top-level `required`",
-                    file=file,
-                    field_path=f"{path}.key",
-                    hint=f'add "{decl.key}" to "required" in {relative}',
-                )
-        ops = list(decl.ops) if decl.ops is not None else list(DATASET_OPS)
-        if decl.ops is not None and not decl.ops:
-            bag.error("dataset-ops-empty", "ops, when written, cannot be empty", file=file, field_path=f"{path}.ops", hint="remove `ops` to allow every operation")
-        for duplicate in dict.fromkeys(_duplicates(ops)):
-            bag.error("dataset-ops-duplicate", f"`{duplicate}` is listed twice in ops", file=file, field_path=f"{path}.ops")
-        tools = list(decl.tools) if decl.tools is not None else derived_tools(ops)
-        if decl.tools is not None:
-            if not decl.tools:
-                bag.error("dataset-tools-empty", "tools, when written, cannot be empty", file=file, field_path=f"{path}.tools", hint="remove `tools` to derive them from ops")
-            for duplicate in dict.fromkeys(_duplicates(tools)):
-                bag.error("dataset-tools-duplicate", f"`{duplicate}` is listed twice in tools", file=file, field_path=f"{path}.tools")
-            if "upsert" in tools and "set" not in ops:
-                bag.error(
-                    "dataset-tool-without-op",
-                    "tool `upsert` writes whole records, but ops has no `set`",
-                    file=file,
-                    field_path=f"{path}.tools",
-                    hint="add `set` to ops, or remove `upsert` from tools",
-                )
-            if "update" in tools and ops and all(op == "set" for op in ops):
-                bag.error(
-                    "dataset-tool-without-op",
-                    "tool `update` applies operations, but ops has only `set`",
-                    file=file,
-                    field_path=f"{path}.tools",
-                    hint="add an operation such as merge to ops, or remove `update` from tools",
-                )
-        data_decl = (data or {}).get(name)
-        if data_decl is not None and data_decl.schema_ is not None and relative is not None:
-            other = files.relative(file, data_decl.schema_)
-            if other != relative:
-                bag.error(
-                    "dataset-schema-mismatch",
-                    f"contributes.data.{name}.schema and the dataset's schema name different files; a namespace has one schema",
-                    file=file,
-                    field_path=schema_path,
-                    hint=f"point both at {relative}",
-                )
+        _check_dataset_name(name, bag, file=file, path=path)
+        relative = _dataset_schema(decl, files, bag, file=file, path=path)
+        ops = _dataset_ops(decl, bag, file=file, path=path)
+        tools = _dataset_tools(decl, ops, bag, file=file, path=path)
+        _check_one_schema_per_namespace(name, (data or {}).get(name), relative, files, bag, file=file, path=path)
         if bag.errors_since(before):
             continue
         entry: dict[str, Any] = {"namespace": name, "schema": relative, "ops": ops, "tools": tools}
@@ -148,6 +73,116 @@ def compile_datasets(
             entry["description"] = decl.description
         compiled[name] = entry
     return compiled
+
+
+def _check_dataset_name(name: str, bag: DiagnosticBag, *, file: str, path: str) -> None:
+    if name.startswith("_"):
+        bag.error(
+            "reserved-namespace",
+            f"`{name}`: namespaces that start with `_` are reserved for the kernel",
+            file=file,
+            field_path=path,
+            hint="name the dataset with a leading letter",
+        )
+    elif not DATASET_NAME.match(name):
+        bag.error(
+            "invalid-dataset-name",
+            f"`{name}` is not a dataset name: a letter, then letters, digits, `_` or `-`; at most 64",
+            file=file,
+            field_path=path,
+        )
+
+
+def _dataset_schema(decl: DatasetDecl, files: PackageFiles, bag: DiagnosticBag, *, file: str, path: str) -> str | None:
+    """The schema file (package-relative) once it is a readable JSON object; its key checked against it."""
+    schema_path = f"{path}.schema"
+    if not decl.schema_.endswith(".json"):
+        bag.error(
+            "dataset-schema-not-json",
+            f"the dataset schema `{decl.schema_}` must be a .json file in the package",
+            file=file,
+            field_path=schema_path,
+        )
+        return None
+    relative, document = files.json_file(
+        decl.schema_, bag, file=file, field_path=schema_path, what="dataset schema", require_object=True
+    )
+    if isinstance(document, dict) and decl.key is not None and isinstance(document.get("properties"), dict):
+        _check_key(decl.key, document, relative, bag, file=file, path=path)
+    return relative
+
+
+def _check_key(key: str, document: dict[str, Any], relative: str | None, bag: DiagnosticBag, *, file: str, path: str) -> None:
+    properties = document["properties"]
+    required = document.get("required")
+    if key not in properties:
+        bag.error(
+            "dataset-key-unknown",
+            f"key `{key}` is not a top-level property of {relative}",
+            file=file,
+            field_path=f"{path}.key",
+            hint=f"one of: {', '.join(sorted(properties)) or '(none)'}",
+        )
+    elif not isinstance(required, list) or key not in required:
+        bag.error(
+            "dataset-key-not-required",
+            f"key `{key}` must be listed in the schema's top-level `required`",
+            file=file,
+            field_path=f"{path}.key",
+            hint=f'add "{key}" to "required" in {relative}',
+        )
+
+
+def _dataset_ops(decl: DatasetDecl, bag: DiagnosticBag, *, file: str, path: str) -> list[str]:
+    ops: list[str] = list(decl.ops) if decl.ops is not None else list(DATASET_OPS)
+    if decl.ops is not None and not decl.ops:
+        bag.error("dataset-ops-empty", "ops, when written, cannot be empty", file=file, field_path=f"{path}.ops", hint="remove `ops` to allow every operation")
+    for duplicate in dict.fromkeys(_duplicates(ops)):
+        bag.error("dataset-ops-duplicate", f"`{duplicate}` is listed twice in ops", file=file, field_path=f"{path}.ops")
+    return ops
+
+
+def _dataset_tools(decl: DatasetDecl, ops: list[str], bag: DiagnosticBag, *, file: str, path: str) -> list[str]:
+    """The written tools, checked against ops; else the tools derived from ops."""
+    if decl.tools is None:
+        return derived_tools(ops)
+    tools: list[str] = list(decl.tools)
+    if not tools:
+        bag.error("dataset-tools-empty", "tools, when written, cannot be empty", file=file, field_path=f"{path}.tools", hint="remove `tools` to derive them from ops")
+    for duplicate in dict.fromkeys(_duplicates(tools)):
+        bag.error("dataset-tools-duplicate", f"`{duplicate}` is listed twice in tools", file=file, field_path=f"{path}.tools")
+    if "upsert" in tools and "set" not in ops:
+        bag.error(
+            "dataset-tool-without-op",
+            "tool `upsert` writes whole records, but ops has no `set`",
+            file=file,
+            field_path=f"{path}.tools",
+            hint="add `set` to ops, or remove `upsert` from tools",
+        )
+    if "update" in tools and ops and all(op == "set" for op in ops):
+        bag.error(
+            "dataset-tool-without-op",
+            "tool `update` applies operations, but ops has only `set`",
+            file=file,
+            field_path=f"{path}.tools",
+            hint="add an operation such as merge to ops, or remove `update` from tools",
+        )
+    return tools
+
+
+def _check_one_schema_per_namespace(
+    name: str, data_decl: DataDecl | None, relative: str | None, files: PackageFiles, bag: DiagnosticBag, *, file: str, path: str
+) -> None:
+    if data_decl is None or data_decl.schema_ is None or relative is None:
+        return
+    if files.relative(file, data_decl.schema_) != relative:
+        bag.error(
+            "dataset-schema-mismatch",
+            f"contributes.data.{name}.schema and the dataset's schema name different files; a namespace has one schema",
+            file=file,
+            field_path=f"{path}.schema",
+            hint=f"point both at {relative}",
+        )
 
 
 def check_agent_datasets(

@@ -12,7 +12,7 @@ shape, so one wrong value gives exactly one error at the author's path.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -149,7 +149,10 @@ class DependencyRef(Strict):
         return self
 
 
-Dependency = either(NonEmpty, str, DependencyRef)
+if TYPE_CHECKING:  # what pydantic's tagged union holds, for the checker
+    Dependency = str | DependencyRef
+else:
+    Dependency = either(NonEmpty, str, DependencyRef)
 
 
 class Trigger(Strict):
@@ -350,7 +353,10 @@ class HookDecl(Strict):
     enforce: Literal["pre", "normal", "post"] | None = None
 
 
-HookItem = either(HookEventName, str, HookDecl)
+if TYPE_CHECKING:  # what pydantic's tagged union holds, for the checker
+    HookItem = str | HookDecl
+else:
+    HookItem = either(HookEventName, str, HookDecl)
 
 
 class SettingDecl(Strict):
@@ -448,7 +454,7 @@ class Contributes(Strict):
     commands: list[dict[str, Any]] | None = None
     services: list[either(ContractId, str, ServiceDecl)] | None = None  # type: ignore[valid-type]
     extensions: list[either(NonEmpty, str, ExtensionDecl)] | None = None  # type: ignore[valid-type]
-    hooks: list[HookItem] | None = None  # type: ignore[valid-type]
+    hooks: list[HookItem] | None = None
     forms: list[NonEmpty] | None = None
     events: list[either(NonEmpty, str, EventDecl)] | None = None  # type: ignore[valid-type]
     settings: list[SettingDecl] | None = None

@@ -489,8 +489,7 @@ def _derived_tags(author_tags: list[str], runtimes: list[CompiledRuntime], entry
     manual = any(rt.trigger_type == "manual" and not rt.manifest["schedule"]["subagentOnly"] for rt in runtimes)
     if manual or (contributes and (contributes.actions or contributes.commands)):
         derived.append("ui:manual-action")
-    seen: set[str] = set()
-    return [tag for tag in [*tags, *derived] if not (tag in seen or seen.add(tag))]
+    return list(dict.fromkeys([*tags, *derived]))
 
 
 def _compile_contributes(contributes: Contributes | None) -> dict[str, Any]:

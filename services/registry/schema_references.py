@@ -51,9 +51,9 @@ def check_root_schemas(manifest: PluginManifest, files: PackageFiles, bag: Diagn
     contributes = manifest.contributes
     if contributes is None:
         return
-    for namespace, decl in (contributes.data or {}).items():
-        if decl.schema_ is not None:
-            check_schema(decl.schema_, files, bag, file=file, field_path=f"contributes.data.{namespace}.schema", what="data schema")
+    for namespace, data_decl in (contributes.data or {}).items():
+        if data_decl.schema_ is not None:
+            check_schema(data_decl.schema_, files, bag, file=file, field_path=f"contributes.data.{namespace}.schema", what="data schema")
     _check_ui(contributes, files, bag, file=file)
 
 

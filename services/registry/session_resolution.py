@@ -76,8 +76,7 @@ class ConfirmedResolution:
 
 
 def _unique(ids: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    return [item for item in ids if not (item in seen or seen.add(item))]
+    return list(dict.fromkeys(ids))
 
 
 def needs_approval(package: LoadedPackage, approved: set[str] | None) -> bool:
