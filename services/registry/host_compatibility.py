@@ -25,7 +25,8 @@ def host_version() -> str:
 
 def _parts(version: str) -> tuple[int, int, int]:
     numbers = [int(part) for part in re.findall(r"\d+", version)[:3]]
-    return tuple((numbers + [0, 0, 0])[:3])  # type: ignore[return-value]
+    major, minor, patch = [*numbers, 0, 0, 0][:3]
+    return major, minor, patch
 
 
 def parse_range(text: str) -> list[tuple[str, tuple[int, int, int]]] | None:

@@ -12,7 +12,7 @@ shape, so one wrong value gives exactly one error at the author's path.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -63,7 +63,7 @@ def _shape(*, scalar: type | tuple[type, ...]) -> Any:
 def either(scalar: Any, scalar_type: type | tuple[type, ...], obj: type[BaseModel]) -> Any:
     """`scalar` when the author wrote a scalar (string/bool), else the object form."""
     return Annotated[
-        Union[Annotated[scalar, Tag("scalar")], Annotated[obj, Tag("object")]],
+        Annotated[scalar, Tag("scalar")] | Annotated[obj, Tag("object")],
         _shape(scalar=scalar_type),
     ]
 

@@ -11,7 +11,7 @@ import difflib
 import os
 import posixpath
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ DERIVED_TAG_PREFIXES = ("cost:", "ui:")
 IGNORED_FILES = ("llm.toml",)
 
 
-class PackageState(str, Enum):
+class PackageState(StrEnum):
     LOADED = "loaded"
     FAILED = "failed"
 
@@ -365,7 +365,7 @@ def _first_difference(main: Any, variant: Any, path: str = "") -> str:
                     return _first_difference(main[key], variant[key], child)
                 return child
     if isinstance(main, list) and isinstance(variant, list) and len(main) == len(variant):
-        for index, (left, right) in enumerate(zip(main, variant)):
+        for index, (left, right) in enumerate(zip(main, variant, strict=True)):
             if left != right:
                 return _first_difference(left, right, f"{path}[{index}]")
     return path
@@ -720,7 +720,7 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         if compiled:
             package.runtimes.append(compiled)
     if manifest.runtime is None:
-        for locale, variant in root_variants.items():
+        for variant in root_variants.values():
             if variant.body:
                 # The body of PLUGIN.<locale>.md translates the inline runtime's prompt; without one nothing reads it.
                 bag.warning(

@@ -413,12 +413,14 @@ class _Compiler:
         if plugin is None:
             # Only the inline runtime of a one-runtime package gets contributes.tools by default.
             plugin = list(self.source.contributed_tools) if self.source.inline else []
-        services = []
-        for item in (tools.services if tools else None) or []:
-            services.append(item.model_dump(by_alias=True, exclude_none=True) if isinstance(item, ServiceImport) else {"contract": item})
-        datasets = []
-        for item in (tools.datasets if tools else None) or []:
-            datasets.append(item.model_dump(exclude_none=True) if isinstance(item, DatasetImport) else {"dataset": item})
+        services = [
+            item.model_dump(by_alias=True, exclude_none=True) if isinstance(item, ServiceImport) else {"contract": item}
+            for item in (tools.services if tools else None) or []
+        ]
+        datasets = [
+            item.model_dump(exclude_none=True) if isinstance(item, DatasetImport) else {"dataset": item}
+            for item in (tools.datasets if tools else None) or []
+        ]
         return {"plugin": list(plugin), "services": services, "datasets": datasets}
 
     def compile_loop(self, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
