@@ -202,7 +202,10 @@ def root_warnings(
             field_path="version",
             hint="add e.g. `version: 0.1.0`",
         )
-    contributes = _mapping(raw.get("contributes"))
+    _contributes_warnings(_mapping(raw.get("contributes")), advisor)
+
+
+def _contributes_warnings(contributes: dict[str, Any], advisor: _Advisor) -> None:
     for index, hook in enumerate(_items(contributes.get("hooks"))):
         if not isinstance(hook, dict):
             continue

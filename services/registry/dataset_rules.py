@@ -198,14 +198,7 @@ def check_agent_datasets(
         return
     prefix = "runtime." if runtime.file == "PLUGIN.md" else ""
     base = f"{prefix}agent.tools.datasets"
-    taken: dict[str, str] = {name: "a framework tool" for name in FRAMEWORK_TOOLS}
-    for name in contributed_tools:
-        taken.setdefault(name, "a tool in contributes.tools")
-    for name in agent["tools"]["plugin"]:
-        taken.setdefault(name, "a tool of agent.tools.plugin")
-    for service in agent["tools"]["services"]:
-        alias = service.get("as") or service["contract"]
-        taken.setdefault(alias, f"the imported service tool of {service['contract']}")
+    taken = _taken_tool_names(agent, contributed_tools)
     seen: set[str] = set()
     expanded: list[dict[str, Any]] = []
     for index, item in enumerate(agent["tools"]["datasets"]):
@@ -229,38 +222,65 @@ def check_agent_datasets(
         chosen = item.get("tools")
         if chosen is None:
             chosen = list(provided)
-        for tool_index, tool in enumerate(chosen):
-            if tool not in provided:
-                bag.error(
-                    "dataset-tool-not-provided",
-                    f"dataset `{name}` does not provide `{tool}` (it provides {', '.join(provided)})",
-                    file=runtime.file,
-                    field_path=f"{path}.tools[{tool_index}]",
-                )
-        too_long = [dataset_tool_name(name, tool) for tool in chosen if tool in provided and len(dataset_tool_name(name, tool)) > MAX_TOOL_NAME]
-        if too_long:
-            bag.error(
-                "tool-name-too-long",
-                f"generated tool names longer than {MAX_TOOL_NAME} characters: {', '.join(f'`{item}`' for item in too_long)}",
-                file=runtime.file,
-                field_path=path,
-                hint="use a shorter dataset name",
-            )
-        for tool in chosen:
-            if tool not in provided:
-                continue
-            generated = dataset_tool_name(name, tool)
-            if len(generated) > MAX_TOOL_NAME:
-                continue
-            if generated in taken:
-                bag.error(
-                    "tool-name-collision",
-                    f"the generated tool `{generated}` has the same name as {taken[generated]}",
-                    file=runtime.file,
-                    field_path=path,
-                    hint="rename the dataset or the other tool",
-                )
-            else:
-                taken[generated] = f"the tool generated for dataset `{name}`"
+        _check_chosen_tools(runtime, name, path, chosen, provided, taken, bag)
         expanded.append({"dataset": name, "tools": [tool for tool in chosen if tool in provided]})
     agent["tools"]["datasets"] = expanded
+
+
+def _taken_tool_names(agent: dict[str, Any], contributed_tools: list[str]) -> dict[str, str]:
+    """Tool name -> what already has it, before any dataset tool is generated."""
+    taken: dict[str, str] = {name: "a framework tool" for name in FRAMEWORK_TOOLS}
+    for name in contributed_tools:
+        taken.setdefault(name, "a tool in contributes.tools")
+    for name in agent["tools"]["plugin"]:
+        taken.setdefault(name, "a tool of agent.tools.plugin")
+    for service in agent["tools"]["services"]:
+        alias = service.get("as") or service["contract"]
+        taken.setdefault(alias, f"the imported service tool of {service['contract']}")
+    return taken
+
+
+def _check_chosen_tools(
+    runtime: CompiledRuntime,
+    name: str,
+    path: str,
+    chosen: list[str],
+    provided: list[str],
+    taken: dict[str, str],
+    bag: DiagnosticBag,
+) -> None:
+    """The tools one agent picks from a dataset: provided by it, and generated names short and unclaimed
+    (`taken` gains the names generated here)."""
+    for tool_index, tool in enumerate(chosen):
+        if tool not in provided:
+            bag.error(
+                "dataset-tool-not-provided",
+                f"dataset `{name}` does not provide `{tool}` (it provides {', '.join(provided)})",
+                file=runtime.file,
+                field_path=f"{path}.tools[{tool_index}]",
+            )
+    too_long = [dataset_tool_name(name, tool) for tool in chosen if tool in provided and len(dataset_tool_name(name, tool)) > MAX_TOOL_NAME]
+    if too_long:
+        bag.error(
+            "tool-name-too-long",
+            f"generated tool names longer than {MAX_TOOL_NAME} characters: {', '.join(f'`{item}`' for item in too_long)}",
+            file=runtime.file,
+            field_path=path,
+            hint="use a shorter dataset name",
+        )
+    for tool in chosen:
+        if tool not in provided:
+            continue
+        generated = dataset_tool_name(name, tool)
+        if len(generated) > MAX_TOOL_NAME:
+            continue
+        if generated in taken:
+            bag.error(
+                "tool-name-collision",
+                f"the generated tool `{generated}` has the same name as {taken[generated]}",
+                file=runtime.file,
+                field_path=path,
+                hint="rename the dataset or the other tool",
+            )
+        else:
+            taken[generated] = f"the tool generated for dataset `{name}`"

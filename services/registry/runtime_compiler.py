@@ -19,6 +19,7 @@ from services.registry.manifest_models import (
     DependencyRef,
     DetachedOptions,
     Finalizer,
+    InputBinding,
     NamedToolChoice,
     RuntimeDecl,
     ServiceImport,
@@ -204,22 +205,43 @@ class _Compiler:
         trigger = dict(schedule.get("trigger") or {})
         subagent_only = bool(schedule.get("subagentOnly", False))
         if subagent_only:
-            if trigger.get("type") not in (None, "manual"):
-                self.error("subagent-trigger", "a subagentOnly runtime is triggered manually; remove `type`", "schedule.trigger.type")
+            self._check_subagent_only(schedule, trigger, visibility)
             trigger["type"] = "manual"
-            if visibility == "story":
-                self.error("subagent-story", "a subagentOnly runtime cannot have io.visibility: story", "schedule.subagentOnly")
-            if self.decl.function is not None:
-                self.error("subagent-function", "a subagentOnly runtime must be an agent", "schedule.subagentOnly")
-            for banned in ("stage", "needs", "after", "background"):
-                if banned in schedule:
-                    self.error("subagent-field", f"a subagentOnly runtime cannot write schedule.{banned}", f"schedule.{banned}")
-            if self.decl.guard is not None:
-                self.error("subagent-field", "a subagentOnly runtime cannot have a guard", "guard")
-            if self.decl.io and self.decl.io.output and self.decl.io.output.recordAs is not None:
-                self.error("subagent-field", "a subagentOnly runtime cannot write io.output.recordAs", "io.output.recordAs")
         trigger.setdefault("type", "auto")
         stage = schedule.get("stage")
+        self._check_stage(schedule, trigger, stage)
+        detached = self._compile_detached(written.detached if written else None, stage, visibility)
+        background = bool(schedule.get("background", False))
+        self._check_background_and_detached(trigger, background=background, detached=bool(detached))
+        return {
+            **({"stage": stage} if stage else {}),
+            "every": schedule.get("every", 1),
+            "trigger": trigger,
+            "needs": self.dependencies("needs"),
+            "after": self.dependencies("after"),
+            "detached": detached,
+            "background": background,
+            "subagentOnly": subagent_only,
+        }
+
+    def _check_subagent_only(self, schedule: dict[str, Any], trigger: dict[str, Any], visibility: str) -> None:
+        """A subagentOnly runtime is a manual agent the kernel never schedules: nothing about its scheduling may be written."""
+        if trigger.get("type") not in (None, "manual"):
+            self.error("subagent-trigger", "a subagentOnly runtime is triggered manually; remove `type`", "schedule.trigger.type")
+        if visibility == "story":
+            self.error("subagent-story", "a subagentOnly runtime cannot have io.visibility: story", "schedule.subagentOnly")
+        if self.decl.function is not None:
+            self.error("subagent-function", "a subagentOnly runtime must be an agent", "schedule.subagentOnly")
+        for banned in ("stage", "needs", "after", "background"):
+            if banned in schedule:
+                self.error("subagent-field", f"a subagentOnly runtime cannot write schedule.{banned}", f"schedule.{banned}")
+        if self.decl.guard is not None:
+            self.error("subagent-field", "a subagentOnly runtime cannot have a guard", "guard")
+        if self.decl.io and self.decl.io.output and self.decl.io.output.recordAs is not None:
+            self.error("subagent-field", "a subagentOnly runtime cannot write io.output.recordAs", "io.output.recordAs")
+
+    def _check_stage(self, schedule: dict[str, Any], trigger: dict[str, Any], stage: str | None) -> None:
+        """An auto runtime has a stage, no other trigger has one (or `every`); a setup runtime repeats nothing."""
         if trigger["type"] == "auto":
             if stage is None:
                 self.drop(
@@ -233,31 +255,35 @@ class _Compiler:
             if "every" in schedule:
                 self.error("every-not-allowed", f"a {trigger['type']} runtime cannot write every", "schedule.every")
         if stage == "setup":
-            for banned, path in (("every", "schedule.every"),):
-                if banned in schedule:
-                    self.error("setup-field", "a setup runtime cannot write every", path)
+            if "every" in schedule:
+                self.error("setup-field", "a setup runtime cannot write every", "schedule.every")
             for banned in ("startTurn", "cooldownTurns"):
                 if banned in trigger:
                     self.error("setup-field", f"a setup runtime cannot write {banned}", f"schedule.trigger.{banned}")
-        detached_written = written.detached if written else None
+
+    def _compile_detached(self, written: bool | DetachedOptions | None, stage: str | None, visibility: str) -> bool | dict[str, Any]:
+        """schedule.detached as its options (settle defaulted), or False; only post-turn and audit, never story."""
         detached: bool | dict[str, Any] = False
-        if isinstance(detached_written, DetachedOptions):
-            detached = {"settle": False, **detached_written.model_dump(exclude_none=True)}
-        elif detached_written is True:
+        if isinstance(written, DetachedOptions):
+            detached = {"settle": False, **written.model_dump(exclude_none=True)}
+        elif written is True:
             detached = {"settle": False}
         if detached:
             if stage not in ("post-turn", "audit"):
                 self.error("detached-stage", "schedule.detached is only for post-turn and audit runtimes", "schedule.detached")
             if visibility == "story":
                 self.error("detached-story", "a story runtime cannot be detached", "schedule.detached")
-        background = bool(schedule.get("background", False))
-        inputs = (self.decl.io.inputs if self.decl.io else None) or {}
+        return detached
+
+    def _check_background_and_detached(self, trigger: dict[str, Any], *, background: bool, detached: bool) -> None:
+        """A background runtime is not auto and has no same-turn upstream; a detached one has no operations to read."""
         if background and trigger["type"] == "auto":
             self.error(
                 "background-auto",
                 "schedule.background is for manual and event runtimes; an auto runtime runs inside the turn",
                 "schedule.background",
             )
+        inputs = (self.decl.io.inputs if self.decl.io else None) or {}
         for binding, spec in inputs.items():
             if spec.from_.kernel is None and background and (spec.scope or "turn") == "turn":
                 self.drop(
@@ -273,16 +299,6 @@ class _Compiler:
                     f"io.inputs.{binding}.from.kernel",
                     hint="read turn-digest@1 instead",
                 )
-        return {
-            **({"stage": stage} if stage else {}),
-            "every": schedule.get("every", 1),
-            "trigger": trigger,
-            "needs": self.dependencies("needs"),
-            "after": self.dependencies("after"),
-            "detached": detached,
-            "background": background,
-            "subagentOnly": subagent_only,
-        }
 
     def dependencies(self, name: str) -> list[dict[str, Any]]:
         written = getattr(self.decl.schedule, name, None) if self.decl.schedule else None
@@ -292,6 +308,54 @@ class _Compiler:
             entry = ref.model_dump(exclude_none=True)
             entry.setdefault("cardinality", "one")
             compiled.append(entry)
+        return compiled
+
+    def _compile_input(self, binding: str, spec: InputBinding, visibility: str) -> dict[str, Any]:
+        """One io.inputs binding with its defaults (cardinality, scope, required); a kernel input is only its `from`."""
+        source = spec.from_.model_dump(exclude_none=True)
+        written = spec.model_dump(by_alias=True, exclude_none=True)
+        if spec.from_.kernel is not None:
+            if spec.from_.kernel not in KERNEL_INPUTS:
+                self.error(
+                    "unknown-kernel-input",
+                    f"`{spec.from_.kernel}` is not a kernel input; one of: {', '.join(KERNEL_INPUTS)}",
+                    f"io.inputs.{binding}.from.kernel",
+                )
+            for option in KERNEL_INPUT_OPTIONS:
+                if option in written:
+                    self.error(
+                        "kernel-input-option",
+                        f"a kernel input takes only `from`; remove `{option}`",
+                        f"io.inputs.{binding}.{option}",
+                    )
+            return {"from": source}
+        source.setdefault("cardinality", "one")
+        scope = spec.scope or "turn"
+        if scope == "committed" and spec.select is not None:
+            self.error(
+                "committed-select",
+                "a scope: committed input reads the whole export; it cannot write select",
+                f"io.inputs.{binding}.select",
+            )
+        elif spec.select is not None and (problem := json_pointer_problem(spec.select)):
+            self.error(
+                "invalid-json-pointer",
+                f"select `{spec.select}` is not a JSON Pointer (RFC 6901): {problem}",
+                f"io.inputs.{binding}.select",
+                hint="write e.g. /narrativeOutput or /segments/0",
+            )
+        required = True if spec.required is None else spec.required
+        if visibility == "story" and spec.from_.contract is not None and required:
+            self.error(
+                "story-required-input",
+                "a story runtime cannot depend hard on another plugin: contract inputs must be required: false",
+                f"io.inputs.{binding}.required",
+                hint="write `required: false` and let the runtime run without the value",
+            )
+        compiled: dict[str, Any] = {"from": source, "scope": scope, "required": required}
+        for option in ("select", "accepts", "recordAs"):
+            if option in written:
+                compiled[option] = written[option]
         return compiled
 
     def compile_io(self) -> dict[str, Any]:
@@ -304,54 +368,9 @@ class _Compiler:
                 "io.concealed cannot be combined with io.visibility: story (story text is what the player reads)",
                 "io.concealed",
             )
-        inputs: dict[str, Any] = {}
-        for binding, spec in ((io.inputs if io else None) or {}).items():
-            source = spec.from_.model_dump(exclude_none=True)
-            written = spec.model_dump(by_alias=True, exclude_none=True)
-            if spec.from_.kernel is not None:
-                if spec.from_.kernel not in KERNEL_INPUTS:
-                    self.error(
-                        "unknown-kernel-input",
-                        f"`{spec.from_.kernel}` is not a kernel input; one of: {', '.join(KERNEL_INPUTS)}",
-                        f"io.inputs.{binding}.from.kernel",
-                    )
-                for option in KERNEL_INPUT_OPTIONS:
-                    if option in written:
-                        self.error(
-                            "kernel-input-option",
-                            f"a kernel input takes only `from`; remove `{option}`",
-                            f"io.inputs.{binding}.{option}",
-                        )
-                inputs[binding] = {"from": source}
-                continue
-            source.setdefault("cardinality", "one")
-            scope = spec.scope or "turn"
-            if scope == "committed" and spec.select is not None:
-                self.error(
-                    "committed-select",
-                    "a scope: committed input reads the whole export; it cannot write select",
-                    f"io.inputs.{binding}.select",
-                )
-            elif spec.select is not None and (problem := json_pointer_problem(spec.select)):
-                self.error(
-                    "invalid-json-pointer",
-                    f"select `{spec.select}` is not a JSON Pointer (RFC 6901): {problem}",
-                    f"io.inputs.{binding}.select",
-                    hint="write e.g. /narrativeOutput or /segments/0",
-                )
-            required = True if spec.required is None else spec.required
-            if visibility == "story" and spec.from_.contract is not None and required:
-                self.error(
-                    "story-required-input",
-                    "a story runtime cannot depend hard on another plugin: contract inputs must be required: false",
-                    f"io.inputs.{binding}.required",
-                    hint="write `required: false` and let the runtime run without the value",
-                )
-            compiled: dict[str, Any] = {"from": source, "scope": scope, "required": required}
-            for option in ("select", "accepts", "recordAs"):
-                if option in written:
-                    compiled[option] = written[option]
-            inputs[binding] = compiled
+        inputs = {
+            binding: self._compile_input(binding, spec, visibility) for binding, spec in ((io.inputs if io else None) or {}).items()
+        }
         self_data = []
         for item in (io.selfData if io else None) or []:
             entry = item.model_dump(by_alias=True, exclude_none=True)

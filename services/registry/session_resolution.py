@@ -140,38 +140,8 @@ def resolve_session_plugins(
     excluded_ids = set(excluded)
     approved_ids = set(approved) if approved is not None else None
     rejected: dict[str, Rejection] = {}
-
-    explicit: list[str] = []
-    for plugin_id in _unique(requested):
-        if plugin_id in excluded_ids:
-            continue
-        package = by_id.get(plugin_id)
-        if package is None:
-            rejected[plugin_id] = Rejection(plugin_id, NOT_FOUND, f"no plugin `{plugin_id}` is installed")
-        elif not package.loaded:
-            rejected[plugin_id] = Rejection(plugin_id, FAILED_TO_LOAD, _failure_reason(package))
-        else:
-            explicit.append(plugin_id)
-
-    explicit_provides = {contract for plugin_id in explicit for contract in by_id[plugin_id].provides}
-    core: list[str] = []
-    for package in packages:
-        if package.kind != "core" or package.id in excluded_ids or package.id in explicit:
-            continue
-        if not package.loaded:
-            rejected[package.id] = Rejection(package.id, FAILED_TO_LOAD, _failure_reason(package))
-            continue
-        replaced = [contract for contract in package.default_provides if contract in explicit_provides]
-        if replaced:
-            by = next(pid for pid in explicit if replaced[0] in by_id[pid].provides)
-            rejected[package.id] = Rejection(
-                package.id,
-                SUPERSEDED,
-                f"the requested plugin `{by}` provides {replaced[0]}, of which `{package.id}` is only the default provider",
-                replaced[0],
-            )
-            continue
-        core.append(package.id)
+    explicit = _explicit_requests(requested, by_id, excluded_ids, rejected)
+    core = _core_plugins(packages, explicit, by_id, excluded_ids, rejected)
 
     world_requires = list(dict.fromkeys(required_contracts))
     base = explicit + core
@@ -224,6 +194,55 @@ def resolve_session_plugins(
         unavailable=unavailable,
         unmet=unmet,
     )
+
+
+def _explicit_requests(
+    requested: Sequence[str], by_id: dict[str, LoadedPackage], excluded_ids: set[str], rejected: dict[str, Rejection]
+) -> list[str]:
+    """The requested plugins that are installed and loaded (not excluded); the others go to `rejected`."""
+    explicit: list[str] = []
+    for plugin_id in _unique(requested):
+        if plugin_id in excluded_ids:
+            continue
+        package = by_id.get(plugin_id)
+        if package is None:
+            rejected[plugin_id] = Rejection(plugin_id, NOT_FOUND, f"no plugin `{plugin_id}` is installed")
+        elif not package.loaded:
+            rejected[plugin_id] = Rejection(plugin_id, FAILED_TO_LOAD, _failure_reason(package))
+        else:
+            explicit.append(plugin_id)
+    return explicit
+
+
+def _core_plugins(
+    packages: Sequence[LoadedPackage],
+    explicit: list[str],
+    by_id: dict[str, LoadedPackage],
+    excluded_ids: set[str],
+    rejected: dict[str, Rejection],
+) -> list[str]:
+    """The core plugins that join without being requested: loaded, not excluded, and not the default
+    provider of a contract a requested plugin provides (those, and failed ones, go to `rejected`)."""
+    explicit_provides = {contract for plugin_id in explicit for contract in by_id[plugin_id].provides}
+    core: list[str] = []
+    for package in packages:
+        if package.kind != "core" or package.id in excluded_ids or package.id in explicit:
+            continue
+        if not package.loaded:
+            rejected[package.id] = Rejection(package.id, FAILED_TO_LOAD, _failure_reason(package))
+            continue
+        replaced = [contract for contract in package.default_provides if contract in explicit_provides]
+        if replaced:
+            by = next(pid for pid in explicit if replaced[0] in by_id[pid].provides)
+            rejected[package.id] = Rejection(
+                package.id,
+                SUPERSEDED,
+                f"the requested plugin `{by}` provides {replaced[0]}, of which `{package.id}` is only the default provider",
+                replaced[0],
+            )
+            continue
+        core.append(package.id)
+    return core
 
 
 def _installed_provider(contract: str, packages: Sequence[LoadedPackage], excluded_ids: set[str], approved: set[str] | None) -> str | None:

@@ -103,16 +103,7 @@ def unpack(data: bytes, *, plugin_id: str = "") -> Unpacked:
     if len(infos) > MAX_MEMBERS:
         bag.error("zip-too-many-members", f"the zip has {len(infos)} members; the limit is {MAX_MEMBERS}")
         return result
-    seen: set[str] = set()
-    for info in infos:
-        problem = _member_problem(info)
-        if problem:
-            bag.error(problem[0], problem[1], field_path=info.filename)
-        elif info.filename.rstrip("/") in seen:
-            bag.error("zip-duplicate-member", f"`{info.filename}` appears twice", field_path=info.filename)
-        seen.add(info.filename.rstrip("/"))
-    if sum(info.file_size for info in infos) > MAX_TOTAL_BYTES:
-        bag.error("zip-too-large", f"the zip unpacks to more than {MAX_TOTAL_BYTES} bytes")
+    _check_members(infos, bag)
     if bag.has_errors:
         return result
     prefix, resolved_id = _layout([info.filename for info in infos], plugin_id)
@@ -127,6 +118,28 @@ def unpack(data: bytes, *, plugin_id: str = "") -> Unpacked:
     result._tmp = tmp
     root = tmp / resolved_id
     root.mkdir()
+    if _extract(archive, infos, prefix, root, bag):
+        result.root = root
+    return result
+
+
+def _check_members(infos: list[zipfile.ZipInfo], bag: DiagnosticBag) -> None:
+    """What the archive's directory says, before anything is written: each member's name and kind, no duplicates, the total size."""
+    seen: set[str] = set()
+    for info in infos:
+        problem = _member_problem(info)
+        if problem:
+            bag.error(problem[0], problem[1], field_path=info.filename)
+        elif info.filename.rstrip("/") in seen:
+            bag.error("zip-duplicate-member", f"`{info.filename}` appears twice", field_path=info.filename)
+        seen.add(info.filename.rstrip("/"))
+    if sum(info.file_size for info in infos) > MAX_TOTAL_BYTES:
+        bag.error("zip-too-large", f"the zip unpacks to more than {MAX_TOTAL_BYTES} bytes")
+
+
+def _extract(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], prefix: str, root: Path, bag: DiagnosticBag) -> bool:
+    """The members under `prefix` written below `root`; False (with the error in `bag`) at the first that cannot be.
+    Sizes are counted as written: the directory's sizes may lie."""
     total = 0
     for info in infos:
         if not info.filename.startswith(prefix) or info.filename.startswith("__MACOSX/"):
@@ -137,7 +150,7 @@ def unpack(data: bytes, *, plugin_id: str = "") -> Unpacked:
         target = root / relative
         if not target.resolve().is_relative_to(root.resolve()):
             bag.error("zip-path-traversal", f"`{info.filename}` leaves the package", field_path=info.filename)
-            return result
+            return False
         if info.is_dir():
             target.mkdir(parents=True, exist_ok=True)
             continue
@@ -150,10 +163,9 @@ def unpack(data: bytes, *, plugin_id: str = "") -> Unpacked:
                     total += len(chunk)
                     if written > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
                         bag.error("zip-too-large", f"`{info.filename}` unpacks beyond the size limits", field_path=info.filename)
-                        return result
+                        return False
                     sink.write(chunk)
         except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as error:
             bag.error("zip-invalid", f"`{info.filename}` cannot be unpacked: {error}", field_path=info.filename)
-            return result
-    result.root = root
-    return result
+            return False
+    return True
