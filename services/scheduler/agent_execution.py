@@ -87,7 +87,8 @@ class AgentExecution:
                                        budget=root_budget)
         if subagents.available:
             _add_delegate(tools, subagents)
-        interjections = (lambda: self._interjections(scope.session.id)) if self._interjections else None
+        pending = self._interjections
+        interjections = (lambda: pending(scope.session.id)) if pending else None
         segments = await dynamic_segments(hooks=self._hooks, store=self._peers.store, scope=scope, runtime=runtime, story=story,
                                           packages=list(run.packages.values()), player_message=player_message)
         outcome = await run_agent(

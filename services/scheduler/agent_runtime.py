@@ -12,7 +12,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -416,8 +416,9 @@ class AgentLoop:
             )
             self.trace.extend(pre.trace)
             # A PreLLMCall replace changes this one call; the runtime's own conversation stays as it is.
-            sent_messages = pre.payload.get("messages") if isinstance(pre.payload.get("messages"), list) else call_messages
-            call_model = pre.payload.get("model") if isinstance(pre.payload.get("model"), str) and pre.payload.get("model") else model
+            replaced_messages, replaced_model = pre.payload.get("messages"), pre.payload.get("model")
+            sent_messages = replaced_messages if isinstance(replaced_messages, list) else call_messages
+            call_model = replaced_model if isinstance(replaced_model, str) and replaced_model else model
             call_tools = ([name for name in pre.payload.get("tools", plan.tools) if name in available]
                           if isinstance(pre.payload.get("tools"), list) else plan.tools)
             if finalizing or tools_off:
@@ -550,7 +551,7 @@ class AgentLoop:
                             {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})})
                     continue
                 for call, (result_text, ok, terminate) in zip(batch, await _run_batch(
-                        batch, runtime, scope, hooks, tool_names, self.trace, self.kernel_tools, is_read_only)):
+                        batch, runtime, scope, hooks, tool_names, self.trace, self.kernel_tools, is_read_only), strict=True):
                     conversation.append({"role": "tool", "tool_call_id": call["id"], "content": model_result_text(result_text)})
                     if ok and call["name"] == RUNTIME_DONE:
                         terminate = True
@@ -605,23 +606,23 @@ class AgentLoop:
         """The one completion check at the loop's return, whichever way it ended (spec: 完成条件)."""
         self.usage["durationMs"] = int((time.monotonic() - started) * 1000)
         self.stop_reason = self.stop_reason or "completed"
-        done = dict(usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted, stop_reason=self.stop_reason,
-                    finalizer=self.finalizer_used)
+        succeeded = RuntimeOutcome("success", usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
+                                   stop_reason=self.stop_reason, finalizer=self.finalizer_used)
         if completion_unmet:
             return self.failed(completion_unmet)
         if finish_output is not None:
-            return RuntimeOutcome("success", output=finish_output, **done)
+            return replace(succeeded, output=finish_output)
         if answer is None:
             # Effect fields in a story's or a schema-less agent's JSON do nothing either: logged the same way.
             log_model_effects(content, self.runtime.runtime_id)
         if not self.story:
             output = answer if answer is not None else {"content": content}
-            return RuntimeOutcome("success", output=output, **done)
+            return replace(succeeded, output=output)
         try:
             shaped = normalize_story(content)
         except EmptyStory:
             return self.failed("the story has no text")
-        return RuntimeOutcome("success", notice, story=shaped, output=shaped.to_output(), **done)
+        return replace(succeeded, reason=notice, story=shaped, output=shaped.to_output())
 
 
 def model_result_text(result_text: str) -> str:
@@ -670,7 +671,7 @@ async def _run_batch(batch, runtime, scope, hooks: HookBus, tool_names: list[str
     prepared = [await _pre_tool(call, runtime, scope, hooks, trace) for call in batch]
     in_pool = [p for p in prepared if p[0] is None and (len(batch) == 1 or is_read_only(p[1]["name"]))]
     pooled = await asyncio.gather(*(_execute(p[1], runtime, scope, hooks, tool_names, kernel_tools) for p in in_pool))
-    executed = {id(p): text for p, text in zip(in_pool, pooled)}
+    executed = {id(p): text for p, text in zip(in_pool, pooled, strict=True)}
     for p in prepared:
         if p[0] is None and id(p) not in executed:
             executed[id(p)] = await _execute(p[1], runtime, scope, hooks, tool_names, kernel_tools)

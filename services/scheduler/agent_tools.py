@@ -135,7 +135,8 @@ def wanted_datasets(manifest: dict[str, Any], declared: dict[str, Any]) -> dict[
         if not isinstance(name, str) or name not in declared:
             continue
         provided = provided_dataset_tools(declared[name])
-        chosen = item.get("tools") if isinstance(item, dict) and item.get("tools") else provided
+        requested = item.get("tools") if isinstance(item, dict) else None
+        chosen = requested or provided
         wanted[name] = [kind for kind in chosen if kind in provided]
     return wanted
 

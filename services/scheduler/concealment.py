@@ -8,6 +8,7 @@ hook content, and a fixed text instead of its real failure reason.
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
@@ -29,7 +30,7 @@ def concealed_subagent_calls(turn: store_pb2.Turn) -> set[str]:
     return calls
 
 
-def is_hidden_entry(entry, concealed_runtimes: set[str], concealed_calls: set[str] = frozenset()) -> bool:
+def is_hidden_entry(entry, concealed_runtimes: AbstractSet[str], concealed_calls: AbstractSet[str] = frozenset()) -> bool:
     """A trace entry of a concealed runtime, of a subagent it delegated to, or of a concealed subagent provider."""
     return (entry.runtime_id in concealed_runtimes or (entry.parent_runtime_id and entry.parent_runtime_id in concealed_runtimes)
             or (entry.subagent_call_id and entry.subagent_call_id in concealed_calls))

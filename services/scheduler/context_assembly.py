@@ -96,7 +96,7 @@ def bootstrap_text(files: list[dict[str, Any]], own_prompt: str) -> list[str]:
     """What the bootstrap files add to the system prompt, in order: paths deduplicated, missing or
     content-less records skipped, each file and the total cut to the context budget. The runtime's
     own prompt goes in as it is, any other file under a `## <name>` heading."""
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     parts: list[str] = []
     total = 0
     for record in files:

@@ -147,7 +147,10 @@ class SchedulerEventKeys:
                 return None
             if isinstance(session, str):
                 # Fetched only now that someone listens: most emissions cost nothing.
-                session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session), timeout=10)).session
+                fetched: store_pb2.GetSessionResponse = await self._store.GetSession(
+                    store_pb2.GetSessionRequest(session_id=session), timeout=10
+                )
+                session = fetched.session
             if session is not None and not subscribers.intersection(session.active_plugins):
                 return None
             # What is left of the budget (at least 1 ms: the handlers still start, nobody waits for them).

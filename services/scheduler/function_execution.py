@@ -39,10 +39,7 @@ DEFAULT_MAX_RECURSION_DEPTH = 10
 
 def _missing_turn_value(source: dict, select: str | None, run: TurnState) -> str:
     """Why a required turn-scope input has no value, for the consumer's skip reason."""
-    if source.get("runtime"):
-        producers = [source["runtime"]]
-    else:
-        producers = list(run.providers.get(source.get("contract") or "", []))
+    producers = [source["runtime"]] if source.get("runtime") else list(run.providers.get(source.get("contract") or "", []))
     with_value = [p for p in producers if p in run.outputs]
     if with_value and select:
         return f"select {select} matched nothing in the output of {', '.join(with_value)}"
@@ -127,7 +124,7 @@ class FunctionExecution:
             checker = InputChecker(Path(package.root_dir), manifest.get("file") or "PLUGIN.md", run.packages.values(), run.output_contracts())
         rejected: dict[str, str] = {}
         nested = nested_message is not None
-        if nested:
+        if nested_message is not None:
             bound = bind_inputs(manifest, {}, {}, nested_kernel_inputs(run.kernel_inputs(scope), nested_message),
                                 committed=committed, check=checker, rejected=rejected)
         elif run.source_inputs is not None:

@@ -7,13 +7,14 @@ A handler is plugin code: whatever it raises or however long it hangs, the runti
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import inspect
 import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -116,7 +117,7 @@ class PluginDataView:
     async def delete(self, namespace: str, key: str) -> None:
         self._write("plugin.data.delete", {"namespace": namespace, "key": key})
 
-    async def update(self, namespace: str, key: str, operations: list[dict[str, Any]]) -> Any:
+    async def update(self, namespace: str, key: str, operations: Sequence[dict[str, Any]]) -> Any:
         """Apply operations (set, merge, inc, append, insert, remove, upsertItem, delete); returns the new value."""
         current = await self.get(namespace, key, MISSING)
         value = apply_operations(current, list(operations))  # raises OperationError early, like the commit would
@@ -124,7 +125,7 @@ class PluginDataView:
         return None if value in (MISSING, DELETED) else json_copy(value)
 
     @property
-    def writes(self) -> list[dict[str, Any]]:
+    def writes(self) -> builtins.list[dict[str, Any]]:  # builtins: `list` here is the method above
         return [{"type": write.type, "payload": dict(write.payload)} for write in self.own]
 
 
@@ -234,7 +235,7 @@ async def run_function(
     except asyncio.CancelledError:
         context.signal.abort("cancelled")
         raise
-    except asyncio.TimeoutError:
+    except TimeoutError:
         context.signal.abort("timeout")
         return finished(FunctionOutcome("failed", f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
     except Exception as error:

@@ -5,7 +5,6 @@ PreToolUse/PostToolUse, like an agent's calls) and ctx.gateway (model calls in t
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -200,7 +199,7 @@ class GatewayView:
             request.max_tokens = max_tokens
         remaining = self._deadline() - time.monotonic()
         if remaining <= 0:
-            raise asyncio.TimeoutError("gateway: no time left in function.timeoutMs")
+            raise TimeoutError("gateway: no time left in function.timeoutMs")
         # One logical call with one budget (8 HTTP attempts, the time left): the gateway's retries,
         # fallbacks and the re-send after a silent first send (its call timeout) all come out of it.
         first_wait = stall_resend_wait(remaining, self._stall_resend_min_s)

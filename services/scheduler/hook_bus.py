@@ -6,13 +6,16 @@ import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.structs import from_struct, to_struct
+
+if TYPE_CHECKING:
+    from services.scheduler.event_keys import SchedulerEventKeys
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
@@ -65,7 +68,7 @@ class ExecutionScope:
 
 class HookBus:
     # The gateway event keys (services/scheduler/event_keys.SchedulerEventKeys), set by the server.
-    events = None
+    events: SchedulerEventKeys | None = None
 
     def __init__(self, hooks: hooks_pb2_grpc.HookDispatcherStub) -> None:
         self._hooks = hooks

@@ -23,7 +23,7 @@ class Peers:
     channels: list[grpc.aio.Channel]
 
     @classmethod
-    def connect(cls, addresses: PeerAddresses) -> "Peers":
+    def connect(cls, addresses: PeerAddresses) -> Peers:
         # TLS as the service's own settings say (they may be given in code, not only by the environment).
         security = addresses if isinstance(addresses, SecuritySettings) else None
         channels = {name: open_channel(addresses.addr_of(name), security=security) for name in ("registry", "hooks", "gateway", "store")}

@@ -40,10 +40,7 @@ def render_player_message(actions: list[common_pb2.PlayerAction]) -> str:
     """One player's plain input stays as written; speech is quoted when mixed with deeds."""
     if len(actions) == 1:
         return actions[0].text
-    lines = []
-    for action in actions:
-        lines.append(f'"{action.text}"' if action.kind == "say" else action.text)
-    return "\n".join(lines)
+    return "\n".join(f'"{action.text}"' if action.kind == "say" else action.text for action in actions)
 
 
 def action_dict(action: common_pb2.PlayerAction) -> dict:

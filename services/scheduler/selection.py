@@ -22,7 +22,7 @@ class TriggerHistory:
     last_turn: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_turns(cls, turns: Iterable[Any]) -> "TriggerHistory":
+    def from_turns(cls, turns: Iterable[Any]) -> TriggerHistory:
         history = cls()
         for turn in turns:
             if turn.status != COMMITTED:
@@ -124,8 +124,9 @@ def setup_progress(previous: dict[str, Any] | None, version: str, status: str, r
         return {"state": "done", "resolution": "completed", "version": version}
     if status != "failed":
         return None
-    same_version = bool(previous) and previous.get("version") == version
-    attempts = (int(previous.get("attempts", 0)) if same_version else 0) + 1
+    # Attempts count per version: a new version of the runtime starts again at 1.
+    earlier = previous.get("attempts", 0) if previous and previous.get("version") == version else 0
+    attempts = int(earlier) + 1
     if attempts >= SETUP_MAX_ATTEMPTS:
         return {"state": "blocked", "reason": f"failed {attempts} times", "lastError": reason, "attempts": attempts, "version": version}
     return {"state": "pending", "lastError": reason, "attempts": attempts, "version": version}

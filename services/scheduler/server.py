@@ -475,7 +475,7 @@ def _log_hook_failures(trace) -> None:
     """Session events have no turn to carry their trace: failed handlers go to the log."""
     for entry in trace:
         if entry.status not in ("ok", "abort"):
-            log.warning("hook.failed", event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
+            log.warning("hook.failed", hook_event=entry.event, plugin_id=entry.handler_plugin_id, message=entry.message)
 
 
 def _log_failure(task: asyncio.Task) -> None:

@@ -40,7 +40,7 @@ def check_plugin_settings(settings: Mapping[str, Any], packages: Mapping[str, An
     for plugin_id, values in settings.items():
         given = from_struct(values) if isinstance(values, struct_pb2.Struct) else dict(values)
         if plugin_id == FRAMEWORK:
-            declared: dict[str, dict[str, Any]] | None = FRAMEWORK_SETTINGS
+            declared: Mapping[str, Mapping[str, Any]] | None = FRAMEWORK_SETTINGS
             whose = "the kernel's session settings"
         else:
             package = packages.get(plugin_id)

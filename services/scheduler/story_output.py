@@ -82,7 +82,7 @@ def _clean_segment(raw: Any) -> dict[str, str] | None:
     text = re.sub(r"\n\s*\n+", "\n", text).strip()
     if not text:
         return None
-    kind = raw.get("kind") if raw.get("kind") in KINDS else "narration"
+    kind: str = raw["kind"] if raw.get("kind") in KINDS else "narration"
     segment = {"kind": kind, "text": text}
     speaker = raw.get("speaker")
     if kind != "narration" and isinstance(speaker, str) and speaker.strip():
@@ -122,7 +122,8 @@ def normalize_story(reply: str | dict[str, Any]) -> Story:
         cues: Any = {}
         yield_to: Any = "user"
     elif isinstance(data, dict):
-        raw_segments = data.get("segments") if isinstance(data.get("segments"), list) else []
+        listed = data.get("segments")
+        raw_segments = listed if isinstance(listed, list) else []
         if not raw_segments and isinstance(data.get("text"), str):
             raw_segments = [data["text"]]
         cues = data.get("cues") if isinstance(data.get("cues"), dict) else {}
@@ -134,8 +135,7 @@ def normalize_story(reply: str | dict[str, Any]) -> Story:
         segment = _clean_segment(raw)
         if segment is None:
             continue
-        for text in _split_long(segment["text"]):
-            segments.append({**segment, "text": text})
+        segments.extend({**segment, "text": text} for text in _split_long(segment["text"]))
     segments = _merge_to_limit(_drop_trailing_options(segments))
     if not segments:
         raise EmptyStory("the story has no text")

@@ -153,9 +153,10 @@ class SegmentTextStream:
 def _merge(pieces: list[StreamedPiece]) -> list[StreamedPiece]:
     merged: list[StreamedPiece] = []
     for piece in pieces:
-        if merged and merged[-1].kind == piece.kind and merged[-1].speaker == piece.speaker and piece.text != "\n\n":
-            if merged[-1].text != "\n\n":
-                merged[-1].text += piece.text
-                continue
+        # A paragraph break ("\n\n") stays a piece of its own.
+        if (merged and merged[-1].kind == piece.kind and merged[-1].speaker == piece.speaker
+                and piece.text != "\n\n" and merged[-1].text != "\n\n"):
+            merged[-1].text += piece.text
+            continue
         merged.append(StreamedPiece(piece.text, piece.kind, piece.speaker))
     return merged

@@ -146,7 +146,7 @@ class Subagents:
         self._tasks.add(task)
         try:
             return await asyncio.wait_for(asyncio.shield(task), plan.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             task.cancel()
             return subagent_error("timeout", f"the subagent {plan.provider.runtime_id} used its time ({plan.timeout_s:.1f} s)", "timeout")
         except asyncio.CancelledError:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -121,7 +122,8 @@ class AdvanceStop:
 class TurnRunner:
     def __init__(self, peers: Peers, plugins: PluginCache, hooks: HookBus, settings: SchedulerSettings) -> None:
         # Tool and service calls are noted per turn for turn-digest@1 and operations@1.
-        hooks = RecordingHooks(hooks)
+        # RecordingHooks forwards everything else to the bus (__getattr__), which the checker cannot see.
+        hooks = cast(HookBus, RecordingHooks(hooks))
         self._peers = peers
         self._plugins = plugins
         self._hooks = hooks
@@ -211,7 +213,7 @@ class TurnRunner:
             self.cancel(session.id, turn.id, request.stop.reason)
         try:
             return await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
-        except (asyncio.CancelledError, asyncio.TimeoutError) as error:
+        except (TimeoutError, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and (not running.cancel_reason or (current and current.cancelling())):
                 await self._release(lease)
@@ -502,9 +504,9 @@ class TurnRunner:
         for layer in plan.layers:
             ready = []
             for runtime_id in layer:
-                reason = gate_reason(plan, runtime_id, run.statuses, frozenset(run.satisfied))
-                if reason:
-                    await self._skip(by_id[runtime_id], reason, run, turn, emit)
+                gated = gate_reason(plan, runtime_id, run.statuses, frozenset(run.satisfied))
+                if gated:
+                    await self._skip(by_id[runtime_id], gated, run, turn, emit)
                 else:
                     ready.append(by_id[runtime_id])
             for runtime in ready:
@@ -516,7 +518,7 @@ class TurnRunner:
                 *(self._run_runtime(runtime, scope, run, turn.player_message, emit, record, manifests[runtime.runtime_id])
                   for runtime in ready)
             )
-            for runtime, outcome in zip(ready, results):
+            for runtime, outcome in zip(ready, results, strict=True):
                 self._record(runtime, outcome, run, turn, manifests[runtime.runtime_id])
 
     async def _run_event_chain(self, runtimes, manifests, run: TurnState, scope, turn, emit, record) -> None:
@@ -795,7 +797,8 @@ class TurnRunner:
         outcome.reason = str(result.get("reason") or "")
         if result.get("writesDiscarded"):
             outcome.story = None
-            outcome.output = result.get("output") if isinstance(result.get("output"), dict) else {}
+            kept = result.get("output")
+            outcome.output = kept if isinstance(kept, dict) else {}
         elif result.get("output") != original["output"] and outcome.story is not None:
             # A rewritten story is shaped and checked again like the runtime's own.
             try:

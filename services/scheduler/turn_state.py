@@ -274,8 +274,8 @@ class RecordingHooks:
             running[0].tool_calls.append(ToolCallNote(
                 running[1], bool(reply.ok), f"{runtime_id} called the service {contract}({_short(request)})"[:MAX_TOOL_SUMMARY_CHARS]))
             if reply.ok and reply.proposals:
-                summary = data.get("summary") if isinstance(data, dict) and isinstance(data.get("summary"), str) else (
-                    f"{contract} staged {', '.join(p.type for p in reply.proposals)}")
+                given = data.get("summary") if isinstance(data, dict) else None
+                summary = given if isinstance(given, str) else f"{contract} staged {', '.join(p.type for p in reply.proposals)}"
                 staged = [(p.type, from_struct(p.payload)) for p in reply.proposals]
                 running[0].operations.append(OperationNote(running[1], contract, summary[:MAX_TOOL_SUMMARY_CHARS], request, data, staged))
         return reply

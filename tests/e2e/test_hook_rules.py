@@ -203,6 +203,29 @@ async def test_session_start_and_end_hooks_and_what_ending_means(services, tmp_p
             assert raised.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_a_failing_session_hook_is_logged_and_the_session_goes_on(services) -> None:
+    """Session events have no turn trace: a handler that raises is a hook.failed log line, never a failed RPC."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session(
+            requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"raiseOnSessionEvents": True})}))).session
+        ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id))
+    assert ended.session.status == store_pb2.SESSION_STATUS_ENDED
+    failures = [line for line in _json_lines(services.log_dir / "scheduler.log") if line.get("event") == "hook.failed"
+                and "rules-probe fails" in line.get("message", "")]
+    assert {(line["hook_event"], line["plugin_id"]) for line in failures} >= {("SessionStart", PROBE), ("SessionEnd", PROBE)}
+
+
+def _json_lines(path) -> list[dict]:
+    lines = []
+    for text in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            continue
+    return lines
+
+
 async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
