@@ -596,28 +596,8 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     plugin_id = root.name
     bag = DiagnosticBag(plugin_id=plugin_id, file=PLUGIN_FILE)
     package = LoadedPackage(id=plugin_id, root_dir=root.resolve(), source=source, state=PackageState.FAILED, diagnostics=bag.items)
-
-    if not PLUGIN_ID.match(plugin_id):
-        bag.error(
-            "invalid-id",
-            f"`{plugin_id}` is not a valid plugin id: lowercase letters, digits, `.`, `_` and `-`, at most 64",
-            file="",
-            hint="rename the package folder",
-        )
-    if plugin_id in RESERVED_PLUGIN_IDS:
-        bag.error("reserved-id", f"`{plugin_id}` is reserved for the framework", file="", hint="rename the package folder")
-
-    present, wrong = _exact_child(root, PLUGIN_FILE)
-    if not present:
-        bag.error(
-            "plugin-manifest-missing",
-            f"the package has no {PLUGIN_FILE}" + (f" (found `{wrong}`)" if wrong else ""),
-            file=wrong or PLUGIN_FILE,
-            hint=f"add {PLUGIN_FILE} at the package root" if not wrong else f"rename `{wrong}` to {PLUGIN_FILE}",
-        )
-        return package
-    text = _read_text(root / PLUGIN_FILE, bag, PLUGIN_FILE)
-    document = parse_document(text, bag, PLUGIN_FILE) if text is not None else None
+    _check_package_id(plugin_id, bag)
+    document = _read_manifest_document(root, bag)
     if document is None:
         return package
     package.prompt = document.body
@@ -636,6 +616,67 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     if manifest is None:
         return package
 
+    _check_manifest_header(manifest, plugin_id, bag)
+    package.kind = manifest.kind or "plugin"
+    package.version = manifest.version or DEFAULT_VERSION
+    package.display_name = manifest.displayName or plugin_id
+    package.description = manifest.description or ""
+    package.entry = _entry_module(root, manifest, bag)
+
+    contributed_tools = list(manifest.contributes.tools or []) if manifest.contributes else []
+    runtimes = _compile_runtimes(
+        package, root, manifest, document, data, root_variants, runtime_files, has_runtime_folders, contributed_tools, bag, strict=strict
+    )
+    _check_runtime_references(package, runtimes.declared_ids, bag)
+    datasets, action_kinds = _static_checks(package, PackageFiles(root), manifest, contributed_tools, bag)
+    locales = compile_locales(root, runtimes.frontmatters, bag, strict=strict)
+
+    package.provides, package.default_provides = _provided_contracts(manifest, package.runtimes, bag)
+    package.requires = list(manifest.requires or [])
+    package.conflicts = list(manifest.conflicts or [])
+    package.tags = _derived_tags(list(manifest.tags or []), package.runtimes, package.entry, manifest.contributes)
+    contributes = _contributes_of(package, manifest, datasets, action_kinds)
+    if strict:
+        _validation_advice(root, data, package, runtimes.raw, bag)
+    package.definition = _definition(package, manifest, contributes, locales)
+    if has_errors(bag.items):
+        # A failed package never runs: its runtimes are listed in the definition only.
+        package.state = PackageState.FAILED
+        package.runtimes = []
+    else:
+        package.state = PackageState.LOADED
+    return package
+
+
+def _check_package_id(plugin_id: str, bag: DiagnosticBag) -> None:
+    if not PLUGIN_ID.match(plugin_id):
+        bag.error(
+            "invalid-id",
+            f"`{plugin_id}` is not a valid plugin id: lowercase letters, digits, `.`, `_` and `-`, at most 64",
+            file="",
+            hint="rename the package folder",
+        )
+    if plugin_id in RESERVED_PLUGIN_IDS:
+        bag.error("reserved-id", f"`{plugin_id}` is reserved for the framework", file="", hint="rename the package folder")
+
+
+def _read_manifest_document(root: Path, bag: DiagnosticBag) -> Document | None:
+    """PLUGIN.md parsed (frontmatter and body); None, with the reason in `bag`, when there is none to read."""
+    present, wrong = _exact_child(root, PLUGIN_FILE)
+    if not present:
+        bag.error(
+            "plugin-manifest-missing",
+            f"the package has no {PLUGIN_FILE}" + (f" (found `{wrong}`)" if wrong else ""),
+            file=wrong or PLUGIN_FILE,
+            hint=f"add {PLUGIN_FILE} at the package root" if not wrong else f"rename `{wrong}` to {PLUGIN_FILE}",
+        )
+        return None
+    text = _read_text(root / PLUGIN_FILE, bag, PLUGIN_FILE)
+    return parse_document(text, bag, PLUGIN_FILE) if text is not None else None
+
+
+def _check_manifest_header(manifest: PluginManifest, plugin_id: str, bag: DiagnosticBag) -> None:
+    """`id` (when written) is the folder's name; `covel` is a range this host satisfies."""
     if manifest.id is not None and manifest.id != plugin_id:
         bag.error(
             "id-mismatch",
@@ -643,50 +684,73 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
             field_path="id",
             hint=f"remove `id`, or rename the folder to `{manifest.id}`",
         )
-    if manifest.covel is not None:
-        comparators = parse_range(manifest.covel)
-        if comparators is None:
-            bag.error(
-                "invalid-host-range",
-                f"`{manifest.covel}` is not a host version range",
-                field_path="covel",
-                hint='write comparators such as ">=0.1.0" or ">=0.1.0 <0.3"',
-            )
-        elif not satisfies(host_version(), comparators):
-            bag.error(
-                "host-version-unsupported",
-                f"the package is for Covel {manifest.covel}; this host is {host_version()}",
-                field_path="covel",
-                hint="install a version of the package written for this host",
-            )
-    package.kind = manifest.kind or "plugin"
-    package.version = manifest.version or DEFAULT_VERSION
-    package.display_name = manifest.displayName or plugin_id
-    package.description = manifest.description or ""
+    if manifest.covel is None:
+        return
+    comparators = parse_range(manifest.covel)
+    if comparators is None:
+        bag.error(
+            "invalid-host-range",
+            f"`{manifest.covel}` is not a host version range",
+            field_path="covel",
+            hint='write comparators such as ">=0.1.0" or ">=0.1.0 <0.3"',
+        )
+    elif not satisfies(host_version(), comparators):
+        bag.error(
+            "host-version-unsupported",
+            f"the package is for Covel {manifest.covel}; this host is {host_version()}",
+            field_path="covel",
+            hint="install a version of the package written for this host",
+        )
 
-    # entry: written -> must be a file inside the package; else server/index.py when present.
-    if manifest.entry is not None:
-        entry = _package_relative(root, manifest.entry)
-        if entry is None:
-            bag.error(
-                "entry-outside-package",
-                f"entry `{manifest.entry}` points outside the package",
-                field_path="entry",
-                hint="write a path relative to the package root, e.g. server/index.py",
-            )
-        else:
-            entry = resolve_code_file(
-                entry, lambda relative: _is_inside_file(root, relative), bag, written=manifest.entry, file=PLUGIN_FILE, field_path="entry"
-            )
-            if _is_inside_file(root, entry):
-                package.entry = entry
-            else:
-                bag.error("entry-missing", f"entry `{manifest.entry}` does not exist in the package", field_path="entry")
-    elif _is_inside_file(root, DEFAULT_ENTRY):
-        package.entry = DEFAULT_ENTRY
 
-    # Runtimes: inline XOR runtimes/<id>/RUNTIME.md.
-    contributed_tools = list(manifest.contributes.tools or []) if manifest.contributes else []
+def _entry_module(root: Path, manifest: PluginManifest, bag: DiagnosticBag) -> str:
+    """entry: written -> must be a file inside the package; else server/index.py when present ("" for none)."""
+    if manifest.entry is None:
+        return DEFAULT_ENTRY if _is_inside_file(root, DEFAULT_ENTRY) else ""
+    entry = _package_relative(root, manifest.entry)
+    if entry is None:
+        bag.error(
+            "entry-outside-package",
+            f"entry `{manifest.entry}` points outside the package",
+            field_path="entry",
+            hint="write a path relative to the package root, e.g. server/index.py",
+        )
+        return ""
+    entry = resolve_code_file(
+        entry, lambda relative: _is_inside_file(root, relative), bag, written=manifest.entry, file=PLUGIN_FILE, field_path="entry"
+    )
+    if _is_inside_file(root, entry):
+        return entry
+    bag.error("entry-missing", f"entry `{manifest.entry}` does not exist in the package", field_path="entry")
+    return ""
+
+
+@dataclass
+class _PackageRuntimes:
+    """What compiling a package's runtimes leaves for the later checks."""
+
+    declared_ids: set[str] = field(default_factory=set)
+    # runtime id -> its frontmatter as written (strict-mode advice).
+    raw: dict[str, Any] = field(default_factory=dict)
+    # file -> its frontmatter (locale checks).
+    frontmatters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _compile_runtimes(
+    package: LoadedPackage,
+    root: Path,
+    manifest: PluginManifest,
+    document: Document,
+    data: dict[str, Any],
+    root_variants: dict[str, _Variant],
+    runtime_files: list[_RuntimeFile],
+    has_runtime_folders: bool,
+    contributed_tools: list[str],
+    bag: DiagnosticBag,
+    *,
+    strict: bool,
+) -> _PackageRuntimes:
+    """Runtimes: inline XOR runtimes/<id>/RUNTIME.md; the compiled ones are appended to package.runtimes."""
     if manifest.runtime is not None and has_runtime_folders:
         bag.error(
             "runtime-layout-mixed",
@@ -694,77 +758,72 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
             field_path="runtime",
             hint=f"move the inline runtime to {RUNTIMES_DIR}/<id>/{RUNTIME_FILE}, or remove {RUNTIMES_DIR}/",
         )
-    declared_ids: set[str] = set()
-    raw_runtimes: dict[str, Any] = {}
-    manifest_frontmatters: dict[str, dict[str, Any]] = {PLUGIN_FILE: document.data}
+    found = _PackageRuntimes(frontmatters={PLUGIN_FILE: document.data})
+
+    def source(runtime_id: str, file: str, *, inline: bool) -> RuntimeSource:
+        return RuntimeSource(
+            plugin_id=package.id,
+            runtime_id=runtime_id,
+            package_root=root,
+            file=file,
+            prefix="runtime" if inline else "",
+            inline=inline,
+            plugin_version=package.version,
+            contributed_tools=contributed_tools,
+            strict=strict,
+        )
+
     if manifest.runtime is not None:
-        raw_runtimes[plugin_id] = data.get("runtime")
-        declared_ids.add(plugin_id)
+        found.raw[package.id] = data.get("runtime")
+        found.declared_ids.add(package.id)
         compiled = compile_runtime(
-            manifest.runtime,
-            RuntimeSource(
-                plugin_id=plugin_id,
-                runtime_id=plugin_id,
-                package_root=root,
-                file=PLUGIN_FILE,
-                prefix="runtime",
-                inline=True,
-                plugin_version=package.version,
-                contributed_tools=contributed_tools,
-                strict=strict,
-            ),
-            bag,
-            prompt=document.body,
-            prompt_variants=package.prompt_variants,
+            manifest.runtime, source(package.id, PLUGIN_FILE, inline=True), bag, prompt=document.body, prompt_variants=package.prompt_variants
         )
         if compiled:
             package.runtimes.append(compiled)
-    if manifest.runtime is None:
-        for variant in root_variants.values():
-            if variant.body:
-                # The body of PLUGIN.<locale>.md translates the inline runtime's prompt; without one nothing reads it.
-                bag.warning(
-                    "variant-body-unused",
-                    f"the body of {variant.file} is never read: it translates the inline runtime's prompt and "
-                    "this package has no inline runtime",
-                    file=variant.file,
-                    hint="translate the fixed segments in the variant's frontmatter, in order: contributes.prompt: "
-                    "[{content: <translation>}]",
-                )
-        for runtime_file in runtime_files:
-            declared_ids.add(runtime_file.runtime_id)
-            raw_runtimes[runtime_file.runtime_id] = runtime_file.document.data
-            manifest_frontmatters[runtime_file.file] = runtime_file.document.data
-            if runtime_file.decl is None:
-                continue
-            variants = {
-                locale: variant.body
-                for locale, variant in _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root).items()
-                if variant.body
-            }
-            compiled = compile_runtime(
-                runtime_file.decl,
-                RuntimeSource(
-                    plugin_id=plugin_id,
-                    runtime_id=runtime_file.runtime_id,
-                    package_root=root,
-                    file=runtime_file.file,
-                    prefix="",
-                    inline=False,
-                    plugin_version=package.version,
-                    contributed_tools=contributed_tools,
-                    strict=strict,
-                ),
-                bag,
-                prompt=runtime_file.document.body,
-                prompt_variants=variants,
-            )
-            if compiled:
-                package.runtimes.append(compiled)
-    _check_runtime_references(package, declared_ids, bag)
+        return found
+    _warn_unused_variant_bodies(root_variants, bag)
+    for runtime_file in runtime_files:
+        found.declared_ids.add(runtime_file.runtime_id)
+        found.raw[runtime_file.runtime_id] = runtime_file.document.data
+        found.frontmatters[runtime_file.file] = runtime_file.document.data
+        if runtime_file.decl is None:
+            continue
+        variants = {
+            locale: variant.body
+            for locale, variant in _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root).items()
+            if variant.body
+        }
+        compiled = compile_runtime(
+            runtime_file.decl,
+            source(runtime_file.runtime_id, runtime_file.file, inline=False),
+            bag,
+            prompt=runtime_file.document.body,
+            prompt_variants=variants,
+        )
+        if compiled:
+            package.runtimes.append(compiled)
+    return found
 
-    # Static checks over files and contributes (nothing is executed).
-    files = PackageFiles(root)
+
+def _warn_unused_variant_bodies(root_variants: dict[str, _Variant], bag: DiagnosticBag) -> None:
+    for variant in root_variants.values():
+        if variant.body:
+            # The body of PLUGIN.<locale>.md translates the inline runtime's prompt; without one nothing reads it.
+            bag.warning(
+                "variant-body-unused",
+                f"the body of {variant.file} is never read: it translates the inline runtime's prompt and "
+                "this package has no inline runtime",
+                file=variant.file,
+                hint="translate the fixed segments in the variant's frontmatter, in order: contributes.prompt: "
+                "[{content: <translation>}]",
+            )
+
+
+def _static_checks(
+    package: LoadedPackage, files: PackageFiles, manifest: PluginManifest, contributed_tools: list[str], bag: DiagnosticBag
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Static checks over files and contributes (nothing is executed); the compiled datasets and action kinds."""
     declared = manifest.contributes
     check_root_schemas(manifest, files, bag, file=PLUGIN_FILE)
     check_contributes(manifest, bag, file=PLUGIN_FILE)
@@ -772,7 +831,7 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     datasets = compile_datasets(
         declared.datasets if declared else None, declared.data if declared else None, files, bag, file=PLUGIN_FILE
     )
-    action_kinds = compile_action_kinds(declared.actionKinds if declared else None, plugin_id, files, bag, file=PLUGIN_FILE)
+    action_kinds = compile_action_kinds(declared.actionKinds if declared else None, package.id, files, bag, file=PLUGIN_FILE)
     declared_datasets = set(declared.datasets or {}) if declared else set()
     for runtime in package.runtimes:
         check_runtime_schemas(runtime, files, bag)
@@ -780,9 +839,12 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         check_runtime_tools(runtime, contributed_tools, bag)
         runtime.manifest["datasets"] = datasets
     check_story_requires(manifest, package.runtimes, bag, file=PLUGIN_FILE)
-    locales = compile_locales(root, manifest_frontmatters, bag, strict=strict)
+    return datasets, action_kinds
 
-    # provides = written provides + each runtime's io.output.contract; two runtimes cannot share one.
+
+def _provided_contracts(manifest: PluginManifest, runtimes: list[CompiledRuntime], bag: DiagnosticBag) -> tuple[list[str], list[str]]:
+    """(provides, the ones it is the default provider of): written provides + each runtime's
+    io.output.contract; two runtimes cannot share one."""
     provides: list[str] = []
     defaults: list[str] = []
     for item in manifest.provides or []:
@@ -792,7 +854,7 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         if isinstance(item, ProvidesDecl) and item.default:
             defaults.append(contract)
     producers: dict[str, str] = {}
-    for runtime in package.runtimes:
+    for runtime in runtimes:
         contract = runtime.output_contract
         if not contract:
             continue
@@ -807,11 +869,13 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         producers[contract] = runtime.runtime_id
         if contract not in provides:
             provides.append(contract)
-    package.provides = provides
-    package.default_provides = defaults
-    package.requires = list(manifest.requires or [])
-    package.conflicts = list(manifest.conflicts or [])
-    package.tags = _derived_tags(list(manifest.tags or []), package.runtimes, package.entry, manifest.contributes)
+    return provides, defaults
+
+
+def _contributes_of(
+    package: LoadedPackage, manifest: PluginManifest, datasets: dict[str, dict[str, Any]], action_kinds: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The compiled contributes; the package's hook, tool, action, service, extension, form and topic lists from it."""
     contributes = _compile_contributes(manifest.contributes)
     if datasets or "datasets" in contributes:
         contributes["datasets"] = datasets
@@ -828,23 +892,27 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     package.services = [item["contract"] for item in contributes.get("services", [])]
     package.extensions = [f"{item['point']}/{item['id']}" for item in contributes.get("extensions", [])]
     package.forms = list(contributes.get("forms", []))
-    if strict:
-        _validation_advice(root, data, package, raw_runtimes, bag)
+    return contributes
 
+
+def _definition(
+    package: LoadedPackage, manifest: PluginManifest, contributes: dict[str, Any], locales: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The package's compiled definition (what the registry serves)."""
     definition: dict[str, Any] = {
-        "id": plugin_id,
+        "id": package.id,
         "kind": package.kind,
         "version": package.version,
         "displayName": package.display_name,
         "description": package.description,
         "tags": package.tags,
-        "provides": [{"contract": contract, "default": contract in defaults} for contract in provides],
+        "provides": [{"contract": contract, "default": contract in package.default_provides} for contract in package.provides],
         "requires": package.requires,
         "conflicts": package.conflicts,
         "contracts": {key: value.model_dump(by_alias=True) for key, value in (manifest.contracts or {}).items()},
         "contributes": contributes,
         "runtimes": [runtime.runtime_id for runtime in package.runtimes],
-        "source": source,
+        "source": package.source,
     }
     if package.entry:
         definition["entry"] = package.entry
@@ -861,11 +929,4 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         definition["author"] = manifest.author if isinstance(manifest.author, str) else manifest.author.model_dump(exclude_none=True)
     if manifest.permissions is not None:
         definition["permissions"] = manifest.permissions.model_dump(exclude_none=True)
-    package.definition = definition
-    if has_errors(bag.items):
-        # A failed package never runs: its runtimes are listed in the definition only.
-        package.state = PackageState.FAILED
-        package.runtimes = []
-    else:
-        package.state = PackageState.LOADED
-    return package
+    return definition
