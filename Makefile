@@ -14,8 +14,8 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/covel demo
 
-# Lint first (ruff and buf), then the suite (which includes the deploy-check and Node client tests).
-test: lint
+# Lint and type-check first (ruff, buf, mypy), then the suite (which includes the deploy-check and Node client tests).
+test: lint typecheck
 	$(PY) -m pytest -q
 
 proto: $(GEN)/.stamp

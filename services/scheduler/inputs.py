@@ -69,7 +69,7 @@ def _select(value: Any, pointer: str | None) -> tuple[bool, Any]:
         return False, None
 
 
-def bind_inputs(
+def bind_inputs(  # noqa: C901 -- the spec's binding rules in their order (scope, cardinality, select, accepts, required); issue 17 splits it
     manifest: Mapping[str, Any],
     outputs: Mapping[str, dict],
     providers: Mapping[str, list[str]],

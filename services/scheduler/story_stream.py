@@ -78,7 +78,7 @@ class SegmentTextStream:
         elif self._target:
             self._buffer.append(char)
 
-    def _step(self, char: str, pieces: list[StreamedPiece]) -> None:
+    def _step(self, char: str, pieces: list[StreamedPiece]) -> None:  # noqa: C901 -- a character-level JSON scanner: one state machine reads best as one function
         if self._in_string:
             if self._unicode is not None:
                 self._unicode += char

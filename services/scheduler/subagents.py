@@ -165,7 +165,7 @@ class Subagents:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _admit(self, request: Any) -> SubagentPlan | dict[str, Any]:
+    async def _admit(self, request: Any) -> SubagentPlan | dict[str, Any]:  # noqa: C901 -- one admission check per spec limit, in the spec's order; issue 17 splits it
         """Validate, resolve the provider and the character, then take the budget (in that order)."""
         if not isinstance(request, dict):
             return subagent_error("invalid-input", "the request is an object {target, brief, data?, budget?}")
