@@ -161,100 +161,123 @@ def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared
         schema = dataset_schema(package_root, declaration)
         key_field = declaration.get("key")
         about = f" {declaration['description']}" if declaration.get("description") else ""
+        dataset_tools = _DatasetTools(tools, name, declaration, schema, key_field, about, plugin_data)
         for kind in kinds:
-            _add_dataset_tool(tools, name, kind, declaration, schema, key_field, about, plugin_data)
+            dataset_tools.add(kind)
 
 
-def _add_dataset_tool(tools: KernelTools, name: str, kind: str, declaration: dict[str, Any], schema: dict[str, Any] | None,
-                      key_field: str | None, about: str, plugin_data) -> None:
-    ops = declaration.get("ops") or []
+class _DatasetTools:
+    """The generated tools of one dataset: <name>-get, -list, -upsert and -update."""
 
-    async def find(key: str) -> tuple[str, Any]:
-        value = await plugin_data.get(name, key)
+    def __init__(self, tools: KernelTools, name: str, declaration: dict[str, Any], schema: dict[str, Any] | None,
+                 key_field: str | None, about: str, plugin_data) -> None:
+        self.tools, self.name, self.schema, self.key_field, self.about = tools, name, schema, key_field, about
+        self.ops = declaration.get("ops") or []
+        self.plugin_data = plugin_data
+
+    def add(self, kind: str) -> None:
+        {"get": self._add_get, "list": self._add_list, "upsert": self._add_upsert}.get(kind, self._add_update)()
+
+    async def _find(self, key: str) -> tuple[str, Any]:
+        value = await self.plugin_data.get(self.name, key)
         if value is None and dataset_key(key) != key:
             normalized = dataset_key(key)
-            value = await plugin_data.get(name, normalized)
+            value = await self.plugin_data.get(self.name, normalized)
             if value is not None:
                 return normalized, value
         return key, value
 
-    def invalid(value: Any) -> dict[str, Any] | None:
-        if schema is None:
-            return tool_error("unavailable", f"the dataset {name} has no readable schema; nothing can be written")
-        problems = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    def _invalid(self, value: Any) -> dict[str, Any] | None:
+        if self.schema is None:
+            return tool_error("unavailable", f"the dataset {self.name} has no readable schema; nothing can be written")
+        problems = sorted(Draft202012Validator(self.schema).iter_errors(value), key=lambda e: list(e.absolute_path))
         if not problems:
             return None
         listed = "; ".join(f"{'/'.join(map(str, p.absolute_path)) or '(value)'}: {p.message}" for p in problems[:3])
-        return tool_error("invalid-input", f"the record does not fit the {name} schema: {listed}", "fix the record and call again")
+        return tool_error("invalid-input", f"the record does not fit the {self.name} schema: {listed}",
+                          "fix the record and call again")
 
-    if kind == "get":
+    def _add_get(self) -> None:
+        name = self.name
+
         async def get(args: dict[str, Any]) -> dict[str, Any]:
-            key, value = await find(args["key"])
+            key, value = await self._find(args["key"])
             if value is None:
                 return tool_error("not-found", f"no {name} record with key {args['key']!r}", f"call {name}-list to see the keys")
             return tool_ok({"key": key, "value": value})
 
-        tools.add(f"{name}-get", f"Read one record of {name} by key.{about}",
-                  {"type": "object", "required": ["key"], "properties": {"key": {"type": "string", "minLength": 1}}},
-                  get, read_only=True)
-    elif kind == "list":
+        self.tools.add(f"{name}-get", f"Read one record of {name} by key.{self.about}",
+                       {"type": "object", "required": ["key"], "properties": {"key": {"type": "string", "minLength": 1}}},
+                       get, read_only=True)
+
+    def _add_list(self) -> None:
+        name = self.name
+
         async def list_records(args: dict[str, Any]) -> dict[str, Any]:
-            records = await plugin_data.list(name)
+            records = await self.plugin_data.list(name)
             keys = sorted(records)
             offset, limit = int(args.get("offset", 0)), int(args.get("limit", DATASET_LIST_LIMIT))
             page = keys[offset:offset + limit]
             return tool_ok({"items": [{"key": key, "value": records[key]} for key in page], "total": len(keys)})
 
-        tools.add(f"{name}-list", f"List the records of {name} (sorted by key).{about}",
-                  {"type": "object", "properties": {
-                      "limit": {"type": "integer", "minimum": 1, "maximum": 200}, "offset": {"type": "integer", "minimum": 0}}},
-                  list_records, read_only=True)
-    elif kind == "upsert":
+        self.tools.add(f"{name}-list", f"List the records of {name} (sorted by key).{self.about}",
+                       {"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                                                         "offset": {"type": "integer", "minimum": 0}}},
+                       list_records, read_only=True)
+
+    def _add_upsert(self) -> None:
+        name, key_field = self.name, self.key_field
+
         async def upsert(args: dict[str, Any]) -> dict[str, Any]:
             value = args["value"]
             key = args.get("key") or (value.get(key_field) if key_field and isinstance(value, dict) else None)
             if not isinstance(key, str) or not key:
                 return tool_error("invalid-input", f"key is required (or the record's {key_field or 'key'} field)")
-            problem = invalid(value)
+            problem = self._invalid(value)
             if problem:
                 return problem
-            await plugin_data.set(name, key, value)
+            await self.plugin_data.set(name, key, value)
             return tool_ok({"key": key, "value": value})
 
         required = ["value"] if key_field else ["key", "value"]
         # The model sees the record's shape; the record is checked against the full schema either way.
-        value_shape = {key: item for key, item in (schema or {}).items() if key in ("type", "properties", "required", "description")}
+        value_shape = {key: item for key, item in (self.schema or {}).items()
+                       if key in ("type", "properties", "required", "description")}
         if '"$ref"' in json.dumps(value_shape):
             value_shape = {}  # references would not resolve inside the tool's parameters
-        tools.add(f"{name}-upsert", f"Create or replace one record of {name}.{about}",
-                  {"type": "object", "required": required, "properties": {
-                      "key": {"type": "string", "minLength": 1}, "value": value_shape or {"type": "object"}}},
-                  upsert, read_only=False)
-    else:
+        self.tools.add(f"{name}-upsert", f"Create or replace one record of {name}.{self.about}",
+                       {"type": "object", "required": required, "properties": {
+                           "key": {"type": "string", "minLength": 1}, "value": value_shape or {"type": "object"}}},
+                       upsert, read_only=False)
+
+    def _add_update(self) -> None:
+        name, ops = self.name, self.ops
+
         async def update(args: dict[str, Any]) -> dict[str, Any]:
             operations = args["operations"]
             refused = [op.get("op") for op in operations if isinstance(op, dict) and ops and op.get("op") not in ops]
             if refused:
                 return tool_error("invalid-input", f"the {name} dataset does not allow {', '.join(map(str, refused))}",
                                   f"use one of: {', '.join(ops)}")
-            key, current = await find(args["key"])
+            key, current = await self._find(args["key"])
             try:
                 value = apply_operations(MISSING if current is None else current, operations)
             except OperationError as error:
                 return tool_error("invalid-input", str(error), "fix the operations and call again")
             if value not in (MISSING, DELETED):
-                problem = invalid(value)
+                problem = self._invalid(value)
                 if problem:
                     return problem
-            await plugin_data.update(name, key, operations)
+            await self.plugin_data.update(name, key, operations)
             return tool_ok({"key": key, "value": None if value in (MISSING, DELETED) else value})
 
-        tools.add(f"{name}-update", f"Change one record of {name} with operations (set, merge, inc, append, …).{about}",
-                  {"type": "object", "required": ["key", "operations"], "properties": {
-                      "key": {"type": "string", "minLength": 1},
-                      "operations": {"type": "array", "minItems": 1, "items": {
-                          "type": "object", "required": ["op"], "properties": {"op": {"type": "string"}, "path": {"type": "string"}}}}}},
-                  update, read_only=False)
+        self.tools.add(f"{name}-update", f"Change one record of {name} with operations (set, merge, inc, append, …).{self.about}",
+                       {"type": "object", "required": ["key", "operations"], "properties": {
+                           "key": {"type": "string", "minLength": 1},
+                           "operations": {"type": "array", "minItems": 1, "items": {
+                               "type": "object", "required": ["op"],
+                               "properties": {"op": {"type": "string"}, "path": {"type": "string"}}}}}},
+                       update, read_only=False)
 
 
 LoadCharacters = Callable[[], Awaitable[list[dict[str, Any]]]]
