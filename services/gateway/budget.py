@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 FIRST_TOKEN_CAP_S = 120.0
 FIRST_TOKEN_FLOOR_S = 60.0
+# Less time than this left in the call's budget: no new attempt starts.
+MIN_ATTEMPT_S = 0.01
 
 
 def first_token_wait(remaining_s: float, attempts_left: int) -> float:
@@ -100,7 +102,8 @@ class Budget:
         return max(0, self.max_attempts - self.used)
 
     def exhausted(self) -> bool:
-        return self.attempts_left == 0 or self.remaining_s <= 0
+        # An attempt with next to no time left could only time out at once (and read as a stall).
+        return self.attempts_left == 0 or self.remaining_s <= MIN_ATTEMPT_S
 
     def take_attempt(self) -> int:
         self.used += 1
