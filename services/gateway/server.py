@@ -11,8 +11,7 @@ from services.gateway.calls import CallFailed, CallRunner
 from services.gateway.events import Final
 from services.gateway.providers.base import Provider
 from services.gateway.providers.openai_compatible import OpenAICompatibleProvider
-from services.gateway.providers.script_file import Script
-from services.gateway.providers.scripted import ScriptedProvider
+from services.gateway.providers.scripted import Script, ScriptedProvider
 from services.gateway.settings import GatewaySettings
 from services.gateway.slots import OPENAI_COMPATIBLE, SCRIPTED, SlotTable
 from services.gateway.wire import call_from_request, event_to_proto, final_to_proto, slot_to_proto

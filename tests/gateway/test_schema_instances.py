@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from services.gateway.schema_instances import generate_instance
+from services.gateway.providers.scripted.schema_instances import generate_instance
 from shared.contracts import kernel_contract_schema
 
 SCHEMAS = {
@@ -102,7 +102,7 @@ def test_pattern_strings(pattern: str) -> None:
 
 
 def test_pattern_that_cannot_fit_its_length_is_reported() -> None:
-    from services.gateway.schema_instances import SchemaInstanceError
+    from services.gateway.providers.scripted.schema_instances import SchemaInstanceError
 
     with pytest.raises(SchemaInstanceError, match="pattern"):
         generate_instance({"type": "string", "pattern": "^a{10}$", "maxLength": 3}, 1)

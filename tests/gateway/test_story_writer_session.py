@@ -1,6 +1,6 @@
 """The scripted story keeps its scene across a session and recalls the previous action."""
 
-from services.gateway.story_writer import write_story
+from services.gateway.providers.scripted.story_replies import write_story
 
 
 def test_scene_stays_and_previous_action_is_recalled() -> None:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from services.gateway.chat import Message, Tool
-from services.gateway.story_writer import planned_tool_call, structured_reply
+from services.gateway.providers.scripted.story_replies import planned_tool_call, structured_reply
 from services.hooks.entry_loader import PluginEntry, load_entries
 from services.scheduler.function_runtime import FunctionContext, PluginDataView, SeededRandom, run_function
 from shared.plugin_code import PluginFile

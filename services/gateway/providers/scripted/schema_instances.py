@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from services.gateway.regex_strings import matches, matching_string
+from services.gateway.providers.scripted.pattern_strings import matches, matching_string
 
 WORDS = (
     "amber", "lantern", "river", "quiet", "harbor", "ember", "willow", "stone", "meadow", "silver",

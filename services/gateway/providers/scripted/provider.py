@@ -20,10 +20,16 @@ from services.gateway import events
 from services.gateway.chat import Call, Message, ToolCall
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
 from services.gateway.providers.base import STALL, AttemptFailed, AttemptLimits, approx_usage
-from services.gateway.providers.script_file import Reply, Script
-from services.gateway.schema_instances import SchemaInstanceError, generate_instance
+from services.gateway.providers.scripted.canned_replies import Reply, Script
+from services.gateway.providers.scripted.schema_instances import SchemaInstanceError, generate_instance
+from services.gateway.providers.scripted.story_replies import (
+    is_story_schema,
+    planned_tool_call,
+    structured_reply,
+    system_text,
+    write_story,
+)
 from services.gateway.slots import Target
-from services.gateway.story_writer import is_story_schema, planned_tool_call, structured_reply, system_text, write_story
 from shared.errors import invalid_argument
 
 CHUNK_MIN, CHUNK_MAX = 8, 16
