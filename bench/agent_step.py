@@ -3,7 +3,7 @@ PostLLMResponse, PreToolUse, the tool, PostToolUse; the model answers at once.
 
 `python -m bench.agent_step`:
 
-- in process: services/scheduler/agent_runtime.run_agent with an in-memory gateway (a
+- in process: services/scheduler/agent/loop.run_agent with an in-memory gateway (a
   precomputed tool call each step, text once tools are off) and an in-memory hook bus (the
   tool answers a fixed result), once with no loop hook listeners and once with one no-op
   handler on each of the five loop events. This is the loop's own cost: context, payloads,
@@ -31,8 +31,8 @@ from covel.gateway.v1 import gateway_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from services.scheduler.agent_runtime import run_agent
-from services.scheduler.hook_bus import ExecutionScope, HookOutcome
+from services.scheduler.agent.loop import run_agent
+from services.scheduler.hooks.bus import ExecutionScope, HookOutcome
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
 

@@ -21,9 +21,9 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import ServiceGroup, free_port_addrs
-from shared.builtin_plugins import core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
+from tests.support.builtin_plugins import core_plugin_ids
 
 RESULTS = Path(__file__).parent / "results"
 STAGES = ("pre-turn", "post-turn", "audit")

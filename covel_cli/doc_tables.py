@@ -39,7 +39,7 @@ from services.hooks.settings import HooksSettings
 from services.registry import manifest_models as manifest
 from services.registry import runtime_compiler as compiler
 from services.registry.settings import RegistrySettings
-from services.scheduler.function_runtime import DEFAULT_TIMEOUT_MS as DEFAULT_FUNCTION_TIMEOUT_MS
+from services.scheduler.function.runtime import DEFAULT_TIMEOUT_MS as DEFAULT_FUNCTION_TIMEOUT_MS
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
 from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_plugin_dirs

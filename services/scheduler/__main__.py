@@ -2,7 +2,7 @@
 
 import asyncio
 
-from services.scheduler.event_keys import restart
+from services.scheduler.hooks.event_keys import restart
 from services.scheduler.server import start
 from services.scheduler.settings import SchedulerSettings
 from shared.grpc_server import serve_until_signalled

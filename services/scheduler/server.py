@@ -12,18 +12,18 @@ from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.concealment import conceal_turn
-from services.scheduler.context_assembly import configure_instruction_locale
-from services.scheduler.detached_worker import DetachedWorker
-from services.scheduler.event_keys import SchedulerEventKeys, public_cfg, restart
-from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.agent.context import configure_instruction_locale
+from services.scheduler.detached.worker import DetachedWorker
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.peers import Peers
-from services.scheduler.player_input import validate_actions
 from services.scheduler.plugin_cache import PluginCache
-from services.scheduler.selection import confirmed_plugins_request
-from services.scheduler.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.turn_runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
+from services.scheduler.turn.concealment import conceal_turn
+from services.scheduler.turn.player_input import validate_actions
+from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
+from services.scheduler.turn.selection import confirmed_plugins_request
+from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -43,7 +43,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self._peers = peers
         self._settings = settings
         self._hooks = HookBus(peers.hooks)
-        # Gateway event keys (services/scheduler/event_keys.py); the bus carries them to context assembly.
+        # Gateway event keys (services/scheduler/hooks/event_keys.py); the bus carries them to context assembly.
         self.events = self._hooks.events = SchedulerEventKeys(peers.hooks, peers.store, public_cfg(settings))
         self._runner = TurnRunner(peers, PluginCache(peers.registry), self._hooks, settings)
         # Turns keep running when their client goes away; shutdown waits for them.
@@ -512,7 +512,7 @@ async def start(settings: SchedulerSettings) -> RunningServer:
     service.events.startup(settings)
     restart.listen()
     running.on_shutdown.append(service.events.shutting_down)
-    # -- detached jobs: this replica's workers claim from the store's queue (detached_worker.py)
+    # -- detached jobs: this replica's workers claim from the store's queue (detached/worker.py)
     # Its own channel to the store: polling before the store is up must not put the turns' channel in reconnect backoff.
     queue_channel = open_channel(settings.store_addr, security=settings, own_connection=True)
     detached = DetachedWorker(store_pb2_grpc.TransactionalStoreStub(queue_channel), service._runner, settings)

@@ -13,10 +13,10 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
-from shared.builtin_plugins import non_story_core_plugin_ids
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_value
+from tests.support.builtin_plugins import non_story_core_plugin_ids
 
 PLUGINS = REPO_ROOT / "tests" / "deploy" / "plugins"
 

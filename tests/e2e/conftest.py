@@ -16,9 +16,9 @@ import yaml
 
 from covel.scheduler.v1 import scheduler_pb2
 from covel_cli.launcher import READY_LINE, ServiceGroup, free_port_addrs
-from shared.builtin_plugins import core_plugin_ids, non_story_core_plugin_ids
 from shared.grpc_client import check_health
 from shared.settings import REPO_ROOT
+from tests.support.builtin_plugins import core_plugin_ids, non_story_core_plugin_ids
 
 TEST_PLUGIN_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
 

@@ -9,12 +9,12 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.detached_worker import DetachedWorker
-from services.scheduler.hook_bus import HookBus
+from services.scheduler.detached.worker import DetachedWorker
+from services.scheduler.hooks.bus import HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.turn_runner import TurnRunner
+from services.scheduler.turn.runner import TurnRunner
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
 from tests.e2e.conftest import minimal_session

@@ -22,7 +22,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.hooks_info import info
 from covel_cli.launcher import ServiceGroup, free_port_addrs
-from services.scheduler.event_keys import SchedulerEventKeys
+from services.scheduler.hooks.event_keys import SchedulerEventKeys
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct

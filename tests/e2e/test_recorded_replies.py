@@ -24,7 +24,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from covel_cli.play import DEFAULT_WORLD, load_world
-from shared.contracts import kernel_contract_schema
+from services.scheduler.contracts import kernel_contract_schema
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.recorded_model import Request, recorded, recorded_services

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 
 from services.gateway.providers.scripted.schema_instances import generate_instance
-from shared.contracts import kernel_contract_schema
+from services.scheduler.contracts import kernel_contract_schema
 
 SCHEMAS = {
     "object": {

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from covel.gateway.v1 import gateway_pb2
-from shared.contracts import kernel_contract_schema
+from services.scheduler.contracts import kernel_contract_schema
 from shared.errors import field_violations
 from shared.structs import to_struct
 from tests.gateway.conftest import collect, running_gateway, user

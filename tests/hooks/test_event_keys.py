@@ -19,7 +19,7 @@ from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
-from services.scheduler.event_keys import SchedulerEventKeys
+from services.scheduler.hooks.event_keys import SchedulerEventKeys
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.plugin_sdk.event_keys import EVENT_KEYS, FAMILIES, Delivery, matches, subscription_warning

@@ -16,7 +16,7 @@ import yaml
 from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted.story_replies import planned_tool_call, structured_reply
 from services.hooks.entry_loader import PluginEntry, load_entries
-from services.scheduler.function_runtime import FunctionContext, PluginDataView, SeededRandom, run_function
+from services.scheduler.function.runtime import FunctionContext, PluginDataView, SeededRandom, run_function
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal, ExecutionView, HookContext
 from shared.settings import REPO_ROOT

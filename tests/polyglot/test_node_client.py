@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from shared.builtin_plugins import non_story_core_plugin_ids
 from shared.settings import REPO_ROOT
 from tests.e2e.conftest import running_services
+from tests.support.builtin_plugins import non_story_core_plugin_ids
 
 NODE_DIR = REPO_ROOT / "tests" / "polyglot" / "node"
 ACTIONS = ["I light the lantern and step into the cellar.", "I open the old chest."]

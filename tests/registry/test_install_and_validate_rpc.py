@@ -13,9 +13,9 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from services.registry.zip_install import MAX_MEMBER_BYTES, unpack
-from shared.builtin_plugins import core_plugin_ids
 from shared.settings import default_plugin_dirs
 from tests.registry.conftest import FIXTURES
+from tests.support.builtin_plugins import core_plugin_ids
 
 JOURNAL = FIXTURES / "good" / "journal"
 

@@ -10,7 +10,7 @@ from typing import Any
 from covel.gateway.v1 import gateway_pb2
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.hook_bus import ExecutionScope, HookOutcome
+from services.scheduler.hooks.bus import ExecutionScope, HookOutcome
 from shared.structs import to_struct
 
 

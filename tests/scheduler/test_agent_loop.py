@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from services.scheduler import agent_runtime
-from services.scheduler.agent_runtime import SubagentCall, run_agent, split_effects
-from services.scheduler.agent_tools import KernelTools, add_runtime_done
-from services.scheduler.hook_bus import HookOutcome
-from services.scheduler.loop_profile import loop_settings
+from services.scheduler.agent import loop as agent_runtime
+from services.scheduler.agent.loop import SubagentCall, run_agent, split_effects
+from services.scheduler.agent.loop_profile import loop_settings
+from services.scheduler.agent.tools import KernelTools, add_runtime_done
+from services.scheduler.hooks.bus import HookOutcome
 from tests.scheduler.agent_harness import FakeGateway, FakeHooks, no_stream, reply, runtime, scope
 
 SCHEMA = [("schema", {"type": "object", "required": ["mood"], "properties": {"mood": {"type": "string", "enum": ["calm", "tense"]}}})]

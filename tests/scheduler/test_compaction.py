@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from covel.common.v1 import common_pb2
-from services.scheduler.compaction import foldable
-from services.scheduler.context_assembly import SUMMARY_HEADING, history_messages
+from services.scheduler.agent.context import SUMMARY_HEADING, history_messages
+from services.scheduler.turn.compaction import foldable
 from shared.structs import to_struct
 
 

@@ -1,6 +1,6 @@
 """Layers, cycles and success gates of a stage's dependency graph."""
 
-from services.scheduler.dependency_graph import Dependency, Node, dependencies_of, gate_reason, plan_stage
+from services.scheduler.turn.dependency_graph import Dependency, Node, dependencies_of, gate_reason, plan_stage
 
 
 def needs(ref: str, **kwargs) -> Dependency:

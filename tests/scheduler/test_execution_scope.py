@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
-from services.scheduler.hook_bus import ExecutionScope
+from services.scheduler.hooks.bus import ExecutionScope
 
 
 def test_a_scheduled_run_is_its_own_root_and_nested_and_subagent_runs_keep_it() -> None:

@@ -3,7 +3,7 @@
 def test_random_int_is_half_open_seeded_and_checked():
     import pytest
 
-    from services.scheduler.function_runtime import SeededRandom
+    from services.scheduler.function.runtime import SeededRandom
 
     rolls = [SeededRandom("seed").int(1, 7) for _ in range(1)] + [SeededRandom("seed").int(1, 7)]
     assert rolls[0] == rolls[1]
@@ -21,7 +21,7 @@ def test_random_int_is_half_open_seeded_and_checked():
 def _context():
     from types import MappingProxyType
 
-    from services.scheduler.function_runtime import FunctionContext, PluginDataView, SeededRandom
+    from services.scheduler.function.runtime import FunctionContext, PluginDataView, SeededRandom
     from shared.plugin_sdk import CancellationSignal
 
     async def nothing_committed(namespace):
@@ -45,7 +45,7 @@ async def test_a_slow_sync_handler_times_out_in_a_thread_without_blocking_the_lo
     import asyncio
     import time
 
-    from services.scheduler.function_runtime import run_function
+    from services.scheduler.function.runtime import run_function
 
     path = _handler(tmp_path, "slow_sync", "import time\n\ndef handler(ctx):\n    time.sleep(1.5)\n    ctx.emit_event('late.event')\n    return {'late': True}\n")
     ticks = 0
@@ -70,7 +70,7 @@ async def test_a_slow_sync_handler_times_out_in_a_thread_without_blocking_the_lo
 async def test_a_sync_handler_runs_in_a_thread_and_returns_its_value(tmp_path):
     import threading
 
-    from services.scheduler.function_runtime import run_function
+    from services.scheduler.function.runtime import run_function
 
     path = _handler(tmp_path, "quick_sync", "import threading\n\ndef handler(ctx):\n    ctx.emit_event('done')\n"
                     "    return {'thread': threading.current_thread().name}\n")
@@ -80,7 +80,7 @@ async def test_a_sync_handler_runs_in_a_thread_and_returns_its_value(tmp_path):
 
 
 async def test_a_sync_handler_that_raises_fails_its_runtime(tmp_path):
-    from services.scheduler.function_runtime import run_function
+    from services.scheduler.function.runtime import run_function
 
     path = _handler(tmp_path, "raising_sync", "def handler(ctx):\n    raise KeyError('missing')\n")
     outcome = await run_function(_context(), path, 2000)
@@ -88,7 +88,7 @@ async def test_a_sync_handler_that_raises_fails_its_runtime(tmp_path):
 
 
 async def test_null_is_a_value_and_returning_nothing_is_not(tmp_path):
-    from services.scheduler.function_runtime import run_function
+    from services.scheduler.function.runtime import run_function
 
     cases = {
         "returns_nothing": ("def handler(ctx):\n    pass\n", {}, False, None),
@@ -104,7 +104,7 @@ async def test_null_is_a_value_and_returning_nothing_is_not(tmp_path):
 
 
 def test_covel_random_seed_makes_seeded_random_repeat(monkeypatch):
-    from services.scheduler.function_runtime import seeded_random
+    from services.scheduler.function.runtime import seeded_random
 
     def rolls(turn=3, runtime="probe/dice", session="s1"):
         die = seeded_random(turn, runtime, session)
@@ -125,7 +125,7 @@ async def test_overrunning_sync_handlers_hold_plugin_threads_not_the_default_exe
     import asyncio
     import os
 
-    from services.scheduler.function_runtime import run_function
+    from services.scheduler.function.runtime import run_function
 
     path = _handler(tmp_path, "overrun", "import time\n\ndef handler(ctx):\n    time.sleep(1.0)\n")
     # More overrunning handlers than the default executor has threads (min(32, cpus + 4)).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.function_services import WorldView
+from services.scheduler.function.services import WorldView
 from shared.plugin_sdk import thaw
 from shared.structs import to_struct, to_value
 

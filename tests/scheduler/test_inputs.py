@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.scheduler.inputs import CommittedExports, Export, bind_inputs
+from services.scheduler.turn.inputs import CommittedExports, Export, bind_inputs
 
 
 class SchemaCheck:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from services.scheduler.agent_tools import (
+from services.scheduler.agent.tools import (
     KernelTools,
     add_character_tools,
     add_dataset_tools,
@@ -13,7 +13,7 @@ from services.scheduler.agent_tools import (
     provided_dataset_tools,
     wanted_datasets,
 )
-from services.scheduler.function_runtime import PluginDataView
+from services.scheduler.function.runtime import PluginDataView
 from shared.plugin_sdk.text_rank import rank_texts, search_terms
 
 ITEM_SCHEMA = {"type": "object", "required": ["id", "name", "count"], "properties": {

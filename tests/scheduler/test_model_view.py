@@ -1,6 +1,6 @@
 """The model-hidden bookkeeping fields, per the spec's table and reference rules."""
 
-from shared.model_view import model_facing
+from services.scheduler.agent.model_view import model_facing
 
 A = "0b6c3e8e-1f1d-4a61-9a0e-3b2f8f0c1a11"
 B = "7d3f2c9a-5b4e-4c3d-8e2f-1a0b9c8d7e66"
@@ -35,7 +35,7 @@ def test_input_is_not_changed() -> None:
 
 
 def test_runtime_inputs_block_projects_values() -> None:
-    from services.scheduler.context_assembly import runtime_inputs_block
+    from services.scheduler.agent.context import runtime_inputs_block
 
     block = runtime_inputs_block({"facts": {"value": {"id": A, "text": "the door is red", "updatedAt": "2026-01-01T00:00:00Z"}}})
     assert block.startswith("<runtime-inputs>") and "the door is red" in block
@@ -44,7 +44,7 @@ def test_runtime_inputs_block_projects_values() -> None:
 
 
 def test_self_data_rows() -> None:
-    from services.scheduler.context_assembly import self_data_block
+    from services.scheduler.agent.context import self_data_block
 
     entries = {"lantern": {"id": "lantern", "lit": True, "updatedAt": "2026-01-01T00:00:00Z"}, "note": {"text": "x" * 300}}
     block = self_data_block({"namespace": "facts", "as": "<known-facts>", "format": "summary", "maxEntries": 50}, entries)
@@ -56,7 +56,7 @@ def test_self_data_rows() -> None:
 
 
 def test_story_problems_for_the_repair_request() -> None:
-    from services.scheduler.story_output import story_problems
+    from services.scheduler.turn.story_output import story_problems
 
     assert story_problems('{"segments": [{"kind": "narration", "text": "Rain."}]}') == []
     assert story_problems("Just prose.") == ["the reply is plain text, not the JSON object with segments"]

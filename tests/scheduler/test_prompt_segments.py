@@ -5,7 +5,7 @@ from __future__ import annotations
 from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.prompt_segments import dynamic_segments
+from services.scheduler.agent.prompt_segments import dynamic_segments
 from shared.structs import to_value
 from tests.scheduler.agent_harness import runtime, scope
 

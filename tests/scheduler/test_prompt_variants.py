@@ -8,7 +8,7 @@ import pytest
 from covel.registry.v1 import registry_pb2
 from services.registry.package_loader import load_package
 from services.registry.proto_mapping import package_to_proto
-from services.scheduler.context_assembly import (
+from services.scheduler.agent.context import (
     assemble,
     configure_instruction_locale,
     prompt_file,

@@ -1,6 +1,6 @@
 """PostRuntime's result rules."""
 
-from services.scheduler.runtime_result import apply_replaced_result
+from services.scheduler.turn.runtime_result import apply_replaced_result
 
 ORIGINAL = {
     "pluginId": "p", "runtimeId": "p/r", "runId": "run", "turnId": "t", "status": "success",

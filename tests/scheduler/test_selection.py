@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from services.scheduler.selection import TriggerHistory, scheduled_this_turn
+from services.scheduler.turn.selection import TriggerHistory, scheduled_this_turn
 
 
 @dataclass
@@ -58,7 +58,7 @@ def test_manual_event_and_subagent_only_are_never_scheduled() -> None:
 
 
 def test_setup_progress_per_version_with_a_retry_budget() -> None:
-    from services.scheduler.selection import setup_due, setup_progress
+    from services.scheduler.turn.selection import setup_due, setup_progress
 
     progress = None
     for _ in range(2):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.turn_runner import settings_with_defaults
+from services.scheduler.turn.runner import settings_with_defaults
 from shared.structs import from_struct, to_struct
 
 

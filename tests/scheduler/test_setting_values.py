@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from covel.registry.v1 import registry_pb2
-from services.scheduler.setting_values import check_plugin_settings
+from services.scheduler.turn.setting_values import check_plugin_settings
 from shared.errors import ServiceError
 from shared.structs import to_struct
 

@@ -1,4 +1,4 @@
-from services.scheduler.speakers import resolve_speakers
+from services.scheduler.turn.speakers import resolve_speakers
 
 CHARACTERS = [
     {"id": "npc-mira", "name": "Mira", "aliases": ["the harbor-master"]},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.function_services import stall_resend_wait
+from services.scheduler.function.services import stall_resend_wait
 
 
 @pytest.mark.parametrize(("remaining_s", "first_wait_s"), [

@@ -17,7 +17,7 @@ HIDDEN_FAILURE = "this part of the story could not be prepared; the details are 
 
 
 def concealed_subagent_calls(turn: store_pb2.Turn) -> set[str]:
-    """Subagent calls of a concealed provider: its subagent.started entry says so (agent_execution.py)."""
+    """Subagent calls of a concealed provider: its subagent.started entry says so (agent/execution.py)."""
     calls = set()
     for entry in turn.hook_trace:
         if entry.event == "subagent.started" and entry.message:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from services.scheduler.output_contracts import SchemaUnavailable, check_output
-from services.scheduler.output_contracts import _contract_schema as contract_schema
-from services.scheduler.output_contracts import _file_schema as file_schema
-from shared.json_pointer import PointerError, resolve
+from services.scheduler.turn.json_pointer import PointerError, resolve
+from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output
+from services.scheduler.turn.output_contracts import _contract_schema as contract_schema
+from services.scheduler.turn.output_contracts import _file_schema as file_schema
 from shared.plugin_sdk import json_copy
 from shared.structs import from_struct
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.structs import from_struct, from_value, to_struct

@@ -17,7 +17,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from services.scheduler.subagents import FRAMEWORK, MAX_ACTORS_RANGE, MAX_SUBAGENT_CALLS_RANGE
+from services.scheduler.agent.subagents import FRAMEWORK, MAX_ACTORS_RANGE, MAX_SUBAGENT_CALLS_RANGE
 from shared.errors import invalid_argument
 from shared.plugin_settings import declared_settings, value_problem
 from shared.structs import from_struct

@@ -23,22 +23,24 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent_execution import AgentExecution
-from services.scheduler.agent_runtime import RuntimeOutcome, is_story_runtime
-from services.scheduler.compaction import compact_history
-from services.scheduler.concealment import conceal_event
-from services.scheduler.dataset_policies import dataset_policies
-from services.scheduler.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
-from services.scheduler.function_execution import FunctionExecution
-from services.scheduler.hook_bus import ExecutionScope, HookBus
-from services.scheduler.hook_rules import filter_schedule
-from services.scheduler.idempotent_retry import check_retry
-from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.agent.execution import AgentExecution
+from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
+from services.scheduler.agent.story_stream import StreamedPiece
+from services.scheduler.function.dataset_policies import dataset_policies
+from services.scheduler.function.execution import FunctionExecution
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.rules import filter_schedule
 from services.scheduler.peers import Peers
-from services.scheduler.player_input import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
-from services.scheduler.runtime_result import apply_replaced_result
-from services.scheduler.selection import (
+from services.scheduler.settings import SchedulerSettings
+from services.scheduler.turn.compaction import compact_history
+from services.scheduler.turn.concealment import conceal_event
+from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
+from services.scheduler.turn.idempotent_retry import check_retry
+from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.turn.player_input import action_dict, render_player_message
+from services.scheduler.turn.runtime_result import apply_replaced_result
+from services.scheduler.turn.selection import (
     STAGES,
     TriggerHistory,
     confirmed_plugins_request,
@@ -49,11 +51,9 @@ from services.scheduler.selection import (
     sitting_out,
     unavailable_reason,
 )
-from services.scheduler.settings import SchedulerSettings
-from services.scheduler.speakers import resolve_speakers
-from services.scheduler.story_output import EmptyStory, normalize_story
-from services.scheduler.story_stream import StreamedPiece
-from services.scheduler.turn_state import RUNNING_UNIT, RecordingHooks, RunningTurn, TurnState
+from services.scheduler.turn.speakers import resolve_speakers
+from services.scheduler.turn.state import RUNNING_UNIT, RecordingHooks, RunningTurn, TurnState
+from services.scheduler.turn.story_output import EmptyStory, normalize_story
 from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
@@ -566,7 +566,7 @@ class TurnRunner:
     def _session_of(turn: store_pb2.Turn, run: TurnState) -> store_pb2.Session:
         return run.session if run.session is not None else store_pb2.Session(id=turn.session_id, phase="playing")
 
-    # -- detached runtimes: queued at commit, run by detached_worker.py --
+    # -- detached runtimes: queued at commit, run by detached/worker.py --
     async def _queue_detached(self, detached, run: TurnState, scope: ExecutionScope, turn: store_pb2.Turn, emit: Emit) -> None:
         """Detached runtimes do not run in the turn: each becomes a job the commit enqueues (only if the
         turn commits), with its inputs bound now, from the finished turn (the source snapshot)."""
@@ -581,7 +581,7 @@ class TurnRunner:
             options = options if isinstance(options, dict) else {}
             snapshot = {"inputs": {b: v for b, v in inputs.items() if b not in committed}, "sourceTurnId": turn.id,
                         "maxSettleWaitMs": int(options.get("maxSettleWaitMs") or DEFAULT_SETTLE_WAIT_MS),
-                        # The job's trace links to this turn's (detached_worker.py).
+                        # The job's trace links to this turn's (detached/worker.py).
                         SOURCE_TRACE: tracing.trace_context()}
             run.detached_jobs.append(store_pb2.DetachedJobSpec(
                 plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id, input=to_struct(snapshot),

@@ -150,7 +150,7 @@ class FunctionContext:
     # await ctx.recursive_call(runtime_id, input): a nested run of a same-package function runtime.
     recursive_call: Any = None
     # ctx.world (frozen world views), ctx.store (get_session(), plugin data), ctx.tools.call(name, args),
-    # ctx.gateway (generate_text / generate_object): function_services.py.
+    # ctx.gateway (generate_text / generate_object): function/services.py.
     world: Any = None
     store: Any = None
     tools: Any = None

@@ -15,8 +15,8 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent_runtime import _post_tool, _pre_tool
-from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.agent.loop import _post_tool, _pre_tool
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error

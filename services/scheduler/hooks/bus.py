@@ -15,7 +15,7 @@ from covel.store.v1 import store_pb2
 from shared.structs import from_struct, to_struct
 
 if TYPE_CHECKING:
-    from services.scheduler.event_keys import SchedulerEventKeys
+    from services.scheduler.hooks.event_keys import SchedulerEventKeys
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0

@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from services.scheduler.agent_tools import KernelTools
-from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.agent.tools import KernelTools
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.plugin_sdk.tools import tool_error
 from shared.structs import from_struct
 

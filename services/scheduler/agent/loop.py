@@ -1,8 +1,8 @@
 """The agent loop: assemble a runtime's context, then step (PreStep, PreLLMCall, the model,
 PostLLMResponse, tools) until it answers, completes or fails, and shape what it produced.
 
-The loop's behaviour comes from its profile (loop_profile.py); the tools the kernel answers
-itself are in agent_tools.py; subagents (ctx.agents.run, delegate) run through the same loop.
+The loop's behaviour comes from its profile (agent/loop_profile.py); the tools the kernel answers
+itself are in agent/tools.py; subagents (ctx.agents.run, delegate) run through the same loop.
 """
 
 from __future__ import annotations
@@ -20,10 +20,14 @@ from jsonschema import Draft202012Validator
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.registry.v1 import registry_pb2
-from services.scheduler.agent_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
-from services.scheduler.context_assembly import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
-from services.scheduler.hook_bus import ExecutionScope, HookBus
-from services.scheduler.hook_rules import (
+from services.scheduler.agent.context import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
+from services.scheduler.agent.loop_profile import MIN_ANSWER_TIME_S, loop_settings
+from services.scheduler.agent.model_view import model_facing
+from services.scheduler.agent.story_stream import SegmentTextStream, StreamedPiece
+from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
+from services.scheduler.contracts import NARRATIVE_ENGINE, kernel_contract_schema
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.rules import (
     StepPlan,
     apply_post_tool_use,
     apply_pre_step,
@@ -31,12 +35,8 @@ from services.scheduler.hook_rules import (
     refused_tool_result,
     stopped_by_pre_step_error,
 )
-from services.scheduler.loop_profile import MIN_ANSWER_TIME_S, loop_settings
-from services.scheduler.story_output import EmptyStory, Story, normalize_story, story_problems
-from services.scheduler.story_stream import SegmentTextStream, StreamedPiece
-from shared.contracts import NARRATIVE_ENGINE, kernel_contract_schema
+from services.scheduler.turn.story_output import EmptyStory, Story, normalize_story, story_problems
 from shared.logs import get_logger
-from shared.model_view import model_facing
 from shared.structs import from_struct, to_struct
 
 OnNarrative = Callable[[StreamedPiece], Awaitable[None]]
@@ -240,7 +240,7 @@ class AgentLoop:
         self.stop_reason = ""
         self.finalizer_used = False
         self.unregistered_tools: list[str] = []
-        # prompt.segment@1 segments computed for this execution (prompt_segments.py).
+        # prompt.segment@1 segments computed for this execution (agent/prompt_segments.py).
         self.extra_segments: list[dict[str, Any]] = []
 
     # -- context ------------------------------------------------------------------------------------

@@ -11,11 +11,11 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent_runtime import RuntimeOutcome
-from services.scheduler.hook_bus import ExecutionScope
-from services.scheduler.inputs import CommittedExports
-from services.scheduler.player_input import action_dict
-from shared.model_view import model_facing
+from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.agent.model_view import model_facing
+from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.turn.inputs import CommittedExports
+from services.scheduler.turn.player_input import action_dict
 from shared.plugin_sdk import CancellationSignal
 from shared.structs import from_struct
 

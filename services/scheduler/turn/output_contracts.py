@@ -3,7 +3,7 @@
 Sources: `io.output.schema` (a path next to the manifest, or `contract:<id>`), and the schema
 the package publishes for its output contract (`contracts.<id>.schema`). Kernel contracts
 (narrative-engine@2) are the kernel's own files. Story runtimes are shaped by the story
-rules instead (story_output.py).
+rules instead (turn/story_output.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from shared.contracts import kernel_contract_schema
+from services.scheduler.contracts import kernel_contract_schema
 
 MAX_REPORTED_ERRORS = 3
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
-from shared.model_view import model_facing
+from services.scheduler.agent.model_view import model_facing
 from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"

@@ -9,10 +9,11 @@ from types import MappingProxyType
 
 from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent_runtime import RuntimeOutcome
-from services.scheduler.context_assembly import self_data_block
-from services.scheduler.function_runtime import FunctionContext, PluginDataView, run_function, seeded_random
-from services.scheduler.function_services import (
+from services.scheduler.agent.context import self_data_block
+from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.function.plugin_services import ServicesView
+from services.scheduler.function.runtime import FunctionContext, PluginDataView, run_function, seeded_random
+from services.scheduler.function.services import (
     STALL_RESEND_MIN_S,
     WORLD_PROPOSALS,
     GatewayView,
@@ -20,12 +21,11 @@ from services.scheduler.function_services import (
     ToolsView,
     WorldView,
 )
-from services.scheduler.hook_bus import ExecutionScope, HookBus
-from services.scheduler.inputs import CommittedExports, Export, InputChecker, bind_inputs
-from services.scheduler.player_input import action_dict
-from services.scheduler.plugin_services import ServicesView
-from services.scheduler.progress import ProgressRange
-from services.scheduler.turn_state import RunningTurn, TurnState
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.turn.inputs import CommittedExports, Export, InputChecker, bind_inputs
+from services.scheduler.turn.player_input import action_dict
+from services.scheduler.turn.progress import ProgressRange
+from services.scheduler.turn.state import RunningTurn, TurnState
 from shared.ids import new_id
 from shared.plugin_code import PluginFile
 from shared.plugin_data.execution_view import BufferedWrite

@@ -17,7 +17,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from covel.gateway.v1 import gateway_pb2
-from services.scheduler.dataset_policies import dataset_schema
+from services.scheduler.function.dataset_policies import dataset_schema
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct

@@ -27,7 +27,7 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.player_input import render_player_message
+from services.scheduler.turn.player_input import render_player_message
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import KEYS_BY_NAME, Delivery, matches
 from shared.settings import DataDirSetting, PeerAddresses

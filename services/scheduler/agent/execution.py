@@ -17,8 +17,10 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent_runtime import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
-from services.scheduler.agent_tools import (
+from services.scheduler.agent.loop import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
+from services.scheduler.agent.prompt_segments import dynamic_segments
+from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
+from services.scheduler.agent.tools import (
     DELEGATE,
     KernelTools,
     add_character_tools,
@@ -27,13 +29,11 @@ from services.scheduler.agent_tools import (
     add_memory_search,
     wanted_datasets,
 )
-from services.scheduler.hook_bus import ExecutionScope, HookBus
-from services.scheduler.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.function.plugin_services import add_service_tools
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
-from services.scheduler.plugin_services import add_service_tools
-from services.scheduler.prompt_segments import dynamic_segments
-from services.scheduler.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
-from services.scheduler.turn_state import TurnState
+from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.turn.state import TurnState
 from shared.logs import get_logger
 from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
 from shared.structs import from_struct, from_value

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from covel.store.v1 import store_pb2
-from services.scheduler.hook_bus import ExecutionScope, HookBus
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.logs import get_logger
 from shared.structs import from_value
 

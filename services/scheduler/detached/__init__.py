@@ -1,0 +1,1 @@
+"""Detached jobs: the worker that claims and runs runtimes outside the turn."""
