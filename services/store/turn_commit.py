@@ -124,18 +124,9 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     """`request` is validated (validation.commit). Runs inside one write transaction."""
     session = lock_session(db, request.session_id)
     turn = request.turn
-    earlier = db.get(TurnRow, turn.id)
+    earlier = _earlier_record(db, session, turn)
     if earlier is not None:
-        if earlier.session_id != session.id:
-            raise invalid_argument("turn.id", f"turn {turn.id} belongs to another session")
         return _recorded(db, session, earlier, request)
-    if turn.idempotency_key:
-        same_key = db.execute(
-            select(TurnRow).where(TurnRow.session_id == session.id, TurnRow.idempotency_key == turn.idempotency_key)
-        ).scalar_one_or_none()
-        if same_key is not None:
-            return _recorded(db, session, same_key, request)
-
     lease = leases.held_lease(db, session.id, request.lease_id, "; nothing was written")
     if turn.id != lease.turn_id:
         raise invalid_argument("turn.id", f"is {turn.id} but lease {lease.lease_id} runs turn {lease.turn_id}")
@@ -145,7 +136,49 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     # Outcomes decided before the store (e.g. a PreStateCommit veto) stay in the record.
     earlier_outcomes = [outcome for outcome in turn.proposal_outcomes if outcome.proposal_id not in proposal_ids]
     session.recorded_turns += 1
-    row = TurnRow(
+    row = _turn_row(session, lease, turn, now)
+    db.add(row)
+    db.flush()
+
+    trace: list[dict[str, Any]] = [from_struct(entry) for entry in turn.trace]
+    if turn.status == store_pb2.TURN_STATUS_COMMITTED:
+        outcomes, discarded_units = _apply_committed(db, session, row, request, trace)
+    else:
+        outcomes, discarded_units = _discarded_all(request)
+    jobs: list[DetachedJobRow] = []
+    if row.status == "committed" and request.detached_jobs:
+        jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
+        trace.extend(job_trace)
+    if trace or discarded_units:
+        db.add(TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(discarded_units)))
+    row.proposal_outcomes = messages_to_json(
+        [*earlier_outcomes, *(outcomes[proposal.id] for proposal in request.proposals)]
+    )
+    _advance_session(session, row, request, now)
+    if request.release_lease:
+        leases.release(db, session.id, lease.lease_id)
+    db.flush()
+    return store_pb2.CommitTurnResponse(
+        turn=load_turn(db, row), session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs]
+    )
+
+
+def _earlier_record(db: Session, session: SessionRow, turn: store_pb2.Turn) -> TurnRow | None:
+    """The turn as already recorded (a retried commit): by its id, else by its idempotency key."""
+    earlier = db.get(TurnRow, turn.id)
+    if earlier is not None:
+        if earlier.session_id != session.id:
+            raise invalid_argument("turn.id", f"turn {turn.id} belongs to another session")
+        return earlier
+    if not turn.idempotency_key:
+        return None
+    return db.execute(
+        select(TurnRow).where(TurnRow.session_id == session.id, TurnRow.idempotency_key == turn.idempotency_key)
+    ).scalar_one_or_none()
+
+
+def _turn_row(session: SessionRow, lease, turn: store_pb2.Turn, now) -> TurnRow:
+    return TurnRow(
         id=turn.id,
         session_id=session.id,
         record_seq=session.recorded_turns,
@@ -166,28 +199,20 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
         trace_id=turn.trace_id,
         source_turn_id=turn.source_turn_id or None,
     )
-    db.add(row)
-    db.flush()
 
-    trace: list[dict[str, Any]] = [from_struct(entry) for entry in turn.trace]
-    discarded_units: list[store_pb2.DiscardedUnit] = []
-    if turn.status == store_pb2.TURN_STATUS_COMMITTED:
-        outcomes, discarded_units = _apply_committed(db, session, row, request, trace)
-    else:
-        why = "the turn was aborted" if turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed"
-        outcomes = {proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals}
-        discarded_units = [
-            store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())
-        ]
-    jobs: list[DetachedJobRow] = []
-    if row.status == "committed" and request.detached_jobs:
-        jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
-        trace.extend(job_trace)
-    if trace or discarded_units:
-        db.add(TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(discarded_units)))
-    row.proposal_outcomes = messages_to_json(
-        [*earlier_outcomes, *(outcomes[proposal.id] for proposal in request.proposals)]
-    )
+
+def _discarded_all(
+    request: store_pb2.CommitTurnRequest,
+) -> tuple[dict[str, store_pb2.ProposalOutcome], list[store_pb2.DiscardedUnit]]:
+    """A turn that did not commit: every proposal and unit discarded, with why."""
+    why = "the turn was aborted" if request.turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed"
+    outcomes = {proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals}
+    units = [store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())]
+    return outcomes, units
+
+
+def _advance_session(session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, now) -> None:
+    """Setup progress, the player-turn count and the phase after this turn."""
     if request.setup_progress:
         progress = dict(session.setup_runtimes or {})
         for runtime, value in request.setup_progress.items():
@@ -204,12 +229,6 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     if row.status == "committed" and request.phase == "playing" and session.phase != "playing":
         session.phase = "playing"
     session.updated_at = now
-    if request.release_lease:
-        leases.release(db, session.id, lease.lease_id)
-    db.flush()
-    return store_pb2.CommitTurnResponse(
-        turn=load_turn(db, row), session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs]
-    )
 
 
 def _apply_committed(
