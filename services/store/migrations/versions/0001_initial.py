@@ -21,6 +21,8 @@ Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Time = sa.DateTime(timezone=True)
 
 
+# Long by nature: one table definition after another, in the order they depend on each other;
+# a released migration is never edited, so it is not split.
 def upgrade() -> None:
     op.create_table(
         "sessions",

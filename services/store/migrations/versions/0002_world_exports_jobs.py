@@ -26,6 +26,8 @@ def _session_fk() -> sa.Column:
     return sa.Column("session_id", ID, sa.ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False, primary_key=True)
 
 
+# Long by nature: one table definition after another, in the order they depend on each other;
+# a released migration is never edited, so it is not split.
 def upgrade() -> None:
     op.create_table(
         "character_schemas",
