@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 
 import grpc
 
@@ -38,14 +39,34 @@ MAX_INTERJECTION = 4000
 log = get_logger(component="scheduler")
 
 
+@dataclass(frozen=True)
+class Scheduler:
+    """The scheduler's objects, built in one place (`compose`), each given its collaborators."""
+
+    service: SchedulerService
+    runner: TurnRunner
+    events: SchedulerEventKeys
+
+
+def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
+    # Gateway event keys (hooks/event_keys.py); the bus carries them to context assembly and compaction.
+    events = SchedulerEventKeys(peers.hooks, peers.store, public_cfg(settings))
+    hooks = HookBus(peers.hooks, events)
+    plugins = PluginCache(peers.registry)
+    runner = TurnRunner(peers, plugins, hooks, settings)
+    service = SchedulerService(peers, settings, hooks=hooks, events=events, plugins=plugins, runner=runner)
+    return Scheduler(service, runner, events)
+
+
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, peers: Peers, settings: SchedulerSettings) -> None:
+    def __init__(self, peers: Peers, settings: SchedulerSettings, *, hooks: HookBus, events: SchedulerEventKeys,
+                 plugins: PluginCache, runner: TurnRunner) -> None:
         self._peers = peers
         self._settings = settings
-        self._hooks = HookBus(peers.hooks)
-        # Gateway event keys (services/scheduler/hooks/event_keys.py); the bus carries them to context assembly.
-        self.events = self._hooks.events = SchedulerEventKeys(peers.hooks, peers.store, public_cfg(settings))
-        self._runner = TurnRunner(peers, PluginCache(peers.registry), self._hooks, settings)
+        self._hooks = hooks
+        self.events = events
+        self._plugins = plugins
+        self._runner = runner
         # Turns keep running when their client goes away; shutdown waits for them.
         self.turns_in_flight: set[asyncio.Task] = set()
         # session id -> the stop flags of its auto-advance chains: Cancel sets them (the player stops advancing).
@@ -157,19 +178,19 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if not settings:
             return
         named = [plugin_id for plugin_id in settings if plugin_id != FRAMEWORK]
-        packages = {p.id: p for p in await self._runner._plugins.packages([p for p in named if p in active], timeout_s=10)}
+        packages = {p.id: p for p in await self._plugins.packages([p for p in named if p in active], timeout_s=10)}
         for plugin_id in named:
             if plugin_id in packages:
                 continue
             try:  # installed but not enabled in this session: its values are still checked
-                packages.update({p.id: p for p in await self._runner._plugins.packages([plugin_id], timeout_s=10)})
+                packages.update({p.id: p for p in await self._plugins.packages([plugin_id], timeout_s=10)})
             except grpc.aio.AioRpcError as error:
                 if error.code() != grpc.StatusCode.NOT_FOUND:
                     raise
         check_plugin_settings(settings, packages)
 
     async def _setup_fields(self, active: list[str]) -> dict:
-        packages = await self._runner._plugins.packages(active, timeout_s=10)
+        packages = await self._plugins.packages(active, timeout_s=10)
         pending = {r.runtime_id: to_struct({"state": "pending"}) for p in packages for r in p.runtimes if r.stage == "setup"}
         return {"phase": "setup", "setup_runtimes": pending} if pending else {}
     # -- end setup
@@ -488,7 +509,8 @@ async def start(settings: SchedulerSettings) -> RunningServer:
     configure_tracing("scheduler", settings)
     configure_instruction_locale(settings.instruction_locale)
     peers = Peers.connect(settings)
-    service = SchedulerService(peers, settings)
+    scheduler = compose(peers, settings)
+    service = scheduler.service
 
     def add(server: grpc.aio.Server) -> list[str]:
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(service, server)
@@ -509,13 +531,13 @@ async def start(settings: SchedulerSettings) -> RunningServer:
                 log.warning("scheduler.drain_incomplete", turns_in_flight=len(unfinished), drain_s=settings.scheduler_drain_s)
 
     # gateway:startup once serving (not delaying the bind).
-    service.events.startup(settings)
+    scheduler.events.startup(settings)
     restart.listen()
-    running.on_shutdown.append(service.events.shutting_down)
+    running.on_shutdown.append(scheduler.events.shutting_down)
     # -- detached jobs: this replica's workers claim from the store's queue (detached/worker.py)
     # Its own channel to the store: polling before the store is up must not put the turns' channel in reconnect backoff.
     queue_channel = open_channel(settings.store_addr, security=settings, own_connection=True)
-    detached = DetachedWorker(store_pb2_grpc.TransactionalStoreStub(queue_channel), service._runner, settings)
+    detached = DetachedWorker(store_pb2_grpc.TransactionalStoreStub(queue_channel), scheduler.runner, settings)
     detached.start()
     # Finished within the time left, or released back to the queue for another replica.
     running.on_drain.append(detached.stop)

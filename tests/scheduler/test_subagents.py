@@ -168,7 +168,7 @@ async def test_production_subagents_read_the_session_limits_and_refuse_a_paused_
 
     helper, _ = provider("other/helper", "helper@1")
     run = TurnState(history=[], packages={"other": SimpleNamespace(runtimes=[helper])})
-    execution = AgentExecution(SimpleNamespace(hooks=PausedPlugins()), hooks=None, functions=None, history_max_turns=5)
+    execution = AgentExecution(SimpleNamespace(hooks=PausedPlugins()), hooks=None, plugin_data=None, history_max_turns=5)
     session_scope = scope()
     session_scope.session.plugin_settings["gate"].CopyFrom(to_struct({"maxSubagentCalls": 3, "maxActors": 1}))
     agents = execution.subagents_for(runtime("gate/plan"), session_scope, run)

@@ -29,6 +29,7 @@ from services.scheduler.agent.tools import (
     add_memory_search,
     wanted_datasets,
 )
+from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import add_service_tools
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
@@ -43,11 +44,11 @@ MEMORY_RESULTS_MAX = 20
 
 
 class AgentExecution:
-    def __init__(self, peers: Peers, hooks: HookBus, functions, history_max_turns: int,
+    def __init__(self, peers: Peers, hooks: HookBus, plugin_data: PluginDataViews, history_max_turns: int,
                  interjections: Callable[[str], list[str]] | None = None) -> None:
         self._peers = peers
         self._hooks = hooks
-        self._functions = functions
+        self._plugin_data = plugin_data
         self._history_max_turns = history_max_turns
         self._interjections = interjections
 
@@ -64,7 +65,7 @@ class AgentExecution:
                 schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
             except SchemaUnavailable as error:
                 return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
-        plugin_data = self._functions.plugin_data_view(runtime, scope.session.id, run)
+        plugin_data = self._plugin_data.view(runtime, scope.session.id, run)
         if nested:
             plugin_data.upstream = []
         tools = KernelTools()
@@ -94,7 +95,7 @@ class AgentExecution:
         outcome = await run_agent(
             runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
-            self_data=await self._functions.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
+            self_data=await self._plugin_data.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments,
         )
@@ -156,7 +157,7 @@ class AgentExecution:
         tools = KernelTools()
         declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
         # A subagent reads the committed world (recursive upstream is not inherited): a fresh view.
-        plugin_data = self._functions.plugin_data_view(provider, scope.session.id, TurnState(history=[], packages=run.packages))
+        plugin_data = self._plugin_data.view(provider, scope.session.id, TurnState(history=[], packages=run.packages))
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
         add_service_tools(tools, manifest, run.packages, self._hooks, scope, provider)
 

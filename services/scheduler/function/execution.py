@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
+from typing import Protocol
 
 from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.context import self_data_block
 from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.agent.subagents import Subagents
+from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import ServicesView
-from services.scheduler.function.runtime import FunctionContext, PluginDataView, run_function, seeded_random
+from services.scheduler.function.runtime import FunctionContext, run_function, seeded_random
 from services.scheduler.function.services import (
     STALL_RESEND_MIN_S,
     WORLD_PROPOSALS,
@@ -57,38 +59,28 @@ def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
     return {"turn-digest@1": digest, "operations@1": {"operations": []}}
 
 
+class NestedAgents(Protocol):
+    """What a handler's ctx.agents and ctx.recursive_call of an agent runtime run on (agent/execution.py)."""
+
+    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState) -> Subagents: ...
+
+    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+                         inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome: ...
+
+
 class FunctionExecution:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
-                 hooks: HookBus | None = None, gateway: gateway_pb2_grpc.LlmGatewayStub | None = None,
-                 stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
+                 plugin_data: PluginDataViews, agents: NestedAgents | None = None, hooks: HookBus | None = None,
+                 gateway: gateway_pb2_grpc.LlmGatewayStub | None = None, stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
         self._store = store
         self._stall_resend_min_s = stall_resend_min_s
         self._running = running
+        self._plugin_data = plugin_data
+        # ctx.agents and nested agent runs; without them a handler has no ctx.agents.
+        self._agents = agents
         # ctx.tools goes through the hooks service, ctx.gateway through the LLM gateway.
         self._hooks = hooks
         self._gateway = gateway
-        # (runtime, scope, run) -> the Subagents behind ctx.agents; set by the turn runner.
-        self.subagents_for: Callable | None = None
-        # Runs an agent runtime nested in a handler (ctx.recursive_call); set by the turn runner.
-        self.run_nested_agent: Callable | None = None
-
-    def plugin_data_view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
-        """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
-        before this one's layer (in commit order), then the runtime's own."""
-
-        async def load_committed(namespace: str | None) -> dict:
-            reply = await self._store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-                timeout=10,
-            )
-            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
-
-        upstream = [
-            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
-            for proposal in run.proposals
-            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
-        ]
-        return PluginDataView(runtime.plugin_id, load_committed, upstream=upstream)
 
     async def committed_exports(self, session_id: str, run: TurnState) -> CommittedExports:
         """The session's exports as this turn found them: read once per turn (only commits change them)."""
@@ -178,7 +170,7 @@ class FunctionExecution:
             activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
-            plugin_data=self.plugin_data_view(runtime, session.id, run),
+            plugin_data=self._plugin_data.view(runtime, session.id, run),
             signal=CancellationSignal(),
             user_settings=MappingProxyType(from_struct(session.plugin_settings[runtime.plugin_id])
                                            if runtime.plugin_id in session.plugin_settings else {}),
@@ -203,23 +195,6 @@ class FunctionExecution:
             context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline,
                                           self._stall_resend_min_s)
         return context
-
-    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,
-                               upstream: bool = True) -> list[str]:
-        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it
-        (`upstream=False` for a nested run: committed values only)."""
-        declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
-        if not declarations:
-            return []
-        view = self.plugin_data_view(runtime, scope.session.id, run)
-        if not upstream:
-            view.upstream = []
-        blocks = []
-        for declaration in declarations:
-            if str(declaration["namespace"]).startswith("_hidden"):
-                continue  # hidden data never reaches a prompt
-            blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
-        return blocks
 
     async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: dict,
                         inputs: dict | None = None) -> RuntimeOutcome | None:
@@ -291,10 +266,10 @@ class FunctionExecution:
     async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: dict, inputs,
                                parent_context: FunctionContext) -> dict:
         """A nested agent run (non-story): its tool writes and events follow the parent like a nested function's."""
-        if self.run_nested_agent is None or target.visibility == "story":
+        if self._agents is None or target.visibility == "story":
             raise LookupError(f"recursive_call({target.runtime_id!r}): a story runtime cannot run nested; call a system runtime")
         # The nested agent's delegate calls share the root execution's subagent budget.
-        outcome = await self.run_nested_agent(target, scope, run, player_message, manifest, inputs, parent_context.agents)
+        outcome = await self._agents.run_nested(target, scope, run, player_message, manifest, inputs, parent_context.agents)
         if outcome.status == "success":
             parent_context.plugin_data.own.extend(
                 BufferedWrite(target.runtime_id, write["type"], write["payload"]) for write in outcome.writes)
@@ -313,7 +288,7 @@ class FunctionExecution:
         running = self._running(session.id)
         if running is not None:
             running.signals.append(context.signal)
-        agents = self.subagents_for(runtime, scope, run) if self.subagents_for is not None else None
+        agents = self._agents.subagents_for(runtime, scope, run) if self._agents is not None else None
         if agents is not None:
             context.agents = agents
         progress = ProgressRange(run.send_progress)

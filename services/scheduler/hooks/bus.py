@@ -67,11 +67,10 @@ class ExecutionScope:
 
 
 class HookBus:
-    # The gateway event keys (services/scheduler/event_keys.SchedulerEventKeys), set by the server.
-    events: SchedulerEventKeys | None = None
-
-    def __init__(self, hooks: hooks_pb2_grpc.HookDispatcherStub) -> None:
+    def __init__(self, hooks: hooks_pb2_grpc.HookDispatcherStub, events: SchedulerEventKeys | None = None) -> None:
         self._hooks = hooks
+        # The gateway event keys (hooks/event_keys.py), carried to context assembly and compaction.
+        self.events = events
         self._subscribers: dict[str, set[str]] = {}
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()

@@ -28,6 +28,7 @@ from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
 from services.scheduler.agent.story_stream import StreamedPiece
 from services.scheduler.function.dataset_policies import dataset_policies
 from services.scheduler.function.execution import FunctionExecution
+from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
 from services.scheduler.peers import Peers
@@ -130,13 +131,13 @@ class TurnRunner:
         self._settings = settings
         # session id -> the turn running on this scheduler, for Cancel.
         self._running: dict[str, RunningTurn] = {}
-        self._functions = FunctionExecution(peers.store, self._running.get, hooks, peers.gateway,
-                                            stall_resend_min_s=settings.scheduler_stall_resend_min_ms / 1000)
         # session id -> what the player said while its turn runs; story agents with steering read it.
         self._interjections: dict[str, list[str]] = {}
-        self._agents = AgentExecution(peers, hooks, self._functions, settings.scheduler_history_max_turns, self._take_interjections)
-        self._functions.subagents_for = self._agents.subagents_for
-        self._functions.run_nested_agent = self._agents.run_nested
+        # Agents first: a handler's ctx.agents and nested agent runs go through them.
+        plugin_data = PluginDataViews(peers.store)
+        self._agents = AgentExecution(peers, hooks, plugin_data, settings.scheduler_history_max_turns, self._take_interjections)
+        self._functions = FunctionExecution(peers.store, self._running.get, plugin_data, self._agents, hooks, peers.gateway,
+                                            stall_resend_min_s=settings.scheduler_stall_resend_min_ms / 1000)
 
     def running_turn(self, session_id: str) -> str:
         """The id of the session's turn running on this scheduler, or ""."""

@@ -1,0 +1,54 @@
+"""ctx.plugin_data with in-execution visibility, and io.selfData prompt rows read through it.
+
+Function handlers and agent runtimes both read a plugin's data this way, so it is its own object
+that both executions receive at construction."""
+
+from __future__ import annotations
+
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.agent.context import self_data_block
+from services.scheduler.function.runtime import PluginDataView
+from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.turn.state import TurnState
+from shared.plugin_data.execution_view import BufferedWrite
+from shared.structs import from_struct, from_value
+
+
+class PluginDataViews:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub) -> None:
+        self._store = store
+
+    def view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
+        """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
+        before this one's layer (in commit order), then the runtime's own."""
+
+        async def load_committed(namespace: str | None) -> dict:
+            reply = await self._store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
+                timeout=10,
+            )
+            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+
+        upstream = [
+            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+            for proposal in run.proposals
+            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
+        ]
+        return PluginDataView(runtime.plugin_id, load_committed, upstream=upstream)
+
+    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,
+                               upstream: bool = True) -> list[str]:
+        """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it
+        (`upstream=False` for a nested run: committed values only)."""
+        declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
+        if not declarations:
+            return []
+        view = self.view(runtime, scope.session.id, run)
+        if not upstream:
+            view.upstream = []
+        blocks = []
+        for declaration in declarations:
+            if str(declaration["namespace"]).startswith("_hidden"):
+                continue  # hidden data never reaches a prompt
+            blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
+        return blocks
