@@ -163,4 +163,6 @@ CODES: dict[str, str] = {
     "zip-encrypted": "an encrypted member",
     "zip-duplicate-member": "a member name twice",
     "zip-layout": "not one package folder (or files at the root without a plugin id)",
+    # The registry's own output (services/registry/served_manifests.py)
+    "compiled-manifest-invalid": "a compiled manifest or definition does not fit shared/manifest's models: a registry bug, the package is not served as loaded",
 }

@@ -61,6 +61,8 @@ from services.registry.manifest_models import (
 from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
 from services.registry.schema_references import check_root_schemas, check_runtime_schemas
+from services.registry.served_manifests import check_served_manifests
+from shared.manifest import PackageDefinition
 
 PLUGIN_FILE = "PLUGIN.md"
 RUNTIME_FILE = "RUNTIME.md"
@@ -111,6 +113,8 @@ class LoadedPackage:
     # contributes.prompt content by locale, then segment id (PLUGIN.<locale>.md frontmatter).
     prompt_segment_variants: dict[str, dict[str, str]] = field(default_factory=dict)
     definition: dict[str, Any] = field(default_factory=dict)
+    # `definition` checked against the shared model (only a package without errors has one).
+    compiled_definition: PackageDefinition | None = None
 
     @property
     def loaded(self) -> bool:
@@ -639,6 +643,8 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     if strict:
         _validation_advice(root, data, package, runtimes.raw, bag)
     package.definition = _definition(package, manifest, contributes, locales)
+    if not has_errors(bag.items):
+        check_served_manifests(package, bag)
     if has_errors(bag.items):
         # A failed package never runs: its runtimes are listed in the definition only.
         package.state = PackageState.FAILED

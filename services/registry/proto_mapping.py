@@ -18,7 +18,7 @@ def runtime_to_proto(runtime: CompiledRuntime) -> registry_pb2.RuntimeManifest:
         visibility=runtime.visibility,
         prompt=runtime.prompt,
         prompt_variants=runtime.prompt_variants,
-        manifest=to_struct(runtime.manifest),
+        manifest=to_struct(runtime.compiled.to_json() if runtime.compiled else runtime.manifest),
     )
 
 
@@ -36,7 +36,8 @@ def package_to_proto(package: LoadedPackage) -> registry_pb2.PluginPackage:
         entry=package.entry,
         hooks=[registry_pb2.DeclaredHook(event=event, enforce=enforce) for event, enforce in package.hooks],
         runtimes=[runtime_to_proto(runtime) for runtime in package.runtimes],
-        definition=to_struct(package.definition),
+        # A failed package has no typed definition: it is listed as compiled, for its diagnostics.
+        definition=to_struct(package.compiled_definition.to_json() if package.compiled_definition else package.definition),
         state=registry_pb2.PLUGIN_STATE_LOADED if package.loaded else registry_pb2.PLUGIN_STATE_FAILED,
         diagnostics=[diagnostic.to_proto() for diagnostic in package.diagnostics],
         source=package.source,

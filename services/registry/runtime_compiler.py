@@ -1,8 +1,10 @@
 """Compile one author-written runtime into the manifest the scheduler executes.
 
 The compiled manifest keeps the spec's field names (camelCase) and has every default of the
-spec's tables filled in, so the scheduler never re-derives one. Cross-field rules of a single
-runtime are checked here; rules that span runtimes live in package_loader.
+spec's tables filled in, so the scheduler never re-derives one: this module is the one place
+those defaults are decided. Its shape is shared/manifest's CompiledManifest, which the package
+loader checks it against before the registry serves it. Cross-field rules of a single runtime
+are checked here; rules that span runtimes live in package_loader.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from services.registry.manifest_models import (
     RuntimeDecl,
     ServiceImport,
 )
+from shared.manifest import CompiledManifest
 
 # agent.loop defaults by io.visibility (timeoutMs, callTimeoutMs, maxRetries).
 LOOP_LIMITS = {"story": (240_000, 120_000, 1), "system": (120_000, 60_000, 3)}
@@ -34,11 +37,17 @@ LOOP_PROFILES: dict[str, dict[str, Any]] = {
     "system": {"stream": False, "steering": False, "truncation": "reject", "fallback": "fail"},
 }
 DEFAULT_LOOP_DETECTION = 3
+# agent.loop.maxSteps: then the finalizer asks for the answer.
+DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_RECURSION_DEPTH = 10
 DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_SELF_DATA_FORMAT = "summary"
 DEFAULT_SELF_DATA_MAX_ENTRIES = 50
 DEFAULT_HANDLER = "./handler.py"
+# function.timeoutMs, and the time limit of a guard (an agent runtime's guard has no function block).
+DEFAULT_FUNCTION_TIMEOUT_MS = 30_000
+# schedule.detached.maxSettleWaitMs, kept with the job's snapshot.
+DEFAULT_SETTLE_WAIT_MS = 120_000
 KERNEL_INPUT_OPTIONS = ("select", "accepts", "scope", "recordAs", "required")
 KERNEL_INPUTS = ("turn-digest@1", "operations@1")
 
@@ -87,6 +96,8 @@ class CompiledRuntime:
     manifest: dict[str, Any]
     prompt: str = ""
     prompt_variants: dict[str, str] = field(default_factory=dict)
+    # `manifest` checked against the shared model (package_loader), what the registry serves.
+    compiled: CompiledManifest | None = None
 
     @property
     def output_contract(self) -> str | None:
@@ -193,6 +204,8 @@ class _Compiler:
                 self.error("guard-missing", f"the guard module `{decl.guard}` does not exist (looked for {guard})", "guard")
             else:
                 manifest["guard"] = guard
+                written_limit = decl.function.timeoutMs if decl.function else None
+                manifest["guardTimeoutMs"] = written_limit or DEFAULT_FUNCTION_TIMEOUT_MS
         if decl.effects is not None:
             manifest["effects"] = decl.effects
         if decl.permissions is not None:
@@ -265,9 +278,9 @@ class _Compiler:
         """schedule.detached as its options (settle defaulted), or False; only post-turn and audit, never story."""
         detached: bool | dict[str, Any] = False
         if isinstance(written, DetachedOptions):
-            detached = {"settle": False, **written.model_dump(exclude_none=True)}
+            detached = {"settle": False, "maxSettleWaitMs": DEFAULT_SETTLE_WAIT_MS, **written.model_dump(exclude_none=True)}
         elif written is True:
-            detached = {"settle": False}
+            detached = {"settle": False, "maxSettleWaitMs": DEFAULT_SETTLE_WAIT_MS}
         if detached:
             if stage not in ("post-turn", "audit"):
                 self.error("detached-stage", "schedule.detached is only for post-turn and audit runtimes", "schedule.detached")
@@ -458,10 +471,10 @@ class _Compiler:
             "idleTimeoutMs": written.get("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS),
             "loopDetection": written.get("loopDetection", DEFAULT_LOOP_DETECTION),
             "maxRecursionDepth": written.get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH),
+            "maxSteps": written.get("maxSteps", DEFAULT_MAX_STEPS),
         }
-        for optional in ("maxSteps", "firstTokenTimeoutMs"):
-            if optional in written:
-                compiled[optional] = written[optional]
+        if "firstTokenTimeoutMs" in written:
+            compiled["firstTokenTimeoutMs"] = written["firstTokenTimeoutMs"]
         for key, value in LOOP_PROFILES[profile].items():
             compiled[key] = written.get(key, value)
         finalizer: dict[str, Any] = {"maxSteps": True, "deadlineReserveMs": 0}
@@ -514,8 +527,7 @@ class _Compiler:
         compiled["handler"] = shown
         if function.model is not None:
             compiled["model"] = function.model
-        if function.timeoutMs is not None:
-            compiled["timeoutMs"] = function.timeoutMs
+        compiled["timeoutMs"] = function.timeoutMs or DEFAULT_FUNCTION_TIMEOUT_MS
         return compiled
 
 
