@@ -53,8 +53,8 @@ async def info(addr: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
     channel = open_channel(addr)
     try:
         stub = hooks_pb2_grpc.HookDispatcherStub(channel)
-        keys = await stub.ListEventKeys(hooks_pb2.ListEventKeysRequest(), timeout=5)
-        contract = await stub.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest(), timeout=5)
+        keys = await stub.ListEventKeys(hooks_pb2.ListEventKeysRequest())
+        contract = await stub.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest())
     except grpc.aio.AioRpcError as error:
         print(f"covel hooks info: the hooks service at {addr} answered {error.code().name}: {error.details()}", file=err)
         return 1

@@ -67,9 +67,9 @@ class CatalogueSync:
         self.current = LoadedHandlers()
         self._lock = asyncio.Lock()
 
-    async def reload(self, timeout_s: float = 10.0) -> LoadedHandlers:
+    async def reload(self) -> LoadedHandlers:
         async with self._lock:
-            reply = await self._registry.ListPlugins(registry_pb2.ListPluginsRequest(), timeout=timeout_s)
+            reply = await self._registry.ListPlugins(registry_pb2.ListPluginsRequest())
             entries = _entries(reply)
             # Importing plugin modules is blocking work: keep it off the event loop.
             result = await asyncio.to_thread(load_entries, entries, reply.generation)
