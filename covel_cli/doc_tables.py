@@ -1,9 +1,11 @@
-"""The field tables of docs/plugins.md and docs/settings.md, generated from the models.
+"""The field tables of docs/plugins.md and docs/settings.md, generated from the models, and
+docs/retries.md's table of each method's deadline and retry rule (shared/grpc_client.py).
 
 It lives in covel_cli, next to `covel validate-plugin`, because it is a developer tool that
 reads several services' models (the registry's manifest models, every service's settings);
 shared/ must not import a service. Run `python -m covel_cli.doc_tables --write` after changing
-a manifest or settings model; tests/docs/test_generated_tables.py fails until the docs match.
+a manifest or settings model or the channels' tables; tests/docs/test_generated_tables.py fails
+until the docs match.
 
 A table sits between marker comments and is replaced whole:
 
@@ -12,7 +14,8 @@ A table sits between marker comments and is replaced whole:
     <!-- end generated -->
 
 `manifest-fields:<Model>` is one manifest group (services/registry/manifest_models.py),
-`settings:<service>` one settings model (`shared` for what every service reads). Meanings live
+`settings:<service>` one settings model (`shared` for what every service reads), `channel-rules`
+the deadlines and retries of every method our channels call. Meanings live
 here rather than as Field(description=…) on the models, because the models' files are edited by
 other work at the same time; every field must have one, so a new field fails the test.
 """
@@ -42,9 +45,11 @@ from services.registry.settings import RegistrySettings
 from services.scheduler.function.runtime import DEFAULT_TIMEOUT_MS as DEFAULT_FUNCTION_TIMEOUT_MS
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
+from shared import grpc_client
 from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_plugin_dirs
 
-DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "README.md")
+DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
+             REPO_ROOT / "README.md")
 BLOCK = re.compile(r"(<!-- generated: (?P<key>[\w:.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
 WRITE_COMMAND = "python -m covel_cli.doc_tables --write"
 
@@ -577,6 +582,36 @@ def settings_table(service: str) -> str:
     return "\n".join(rows) + "\n"
 
 
+# ----- channels: deadlines and retries (shared/grpc_client.py) -------------------------------
+
+
+def _deadline_cell(deadline: grpc_client.Deadline) -> str:
+    if deadline.seconds is None:
+        return f"none ({deadline.bounds})"
+    return f"{deadline.seconds:g} s ({deadline.bounds})"
+
+
+def _retry_cell(service: str, method: str, streamed: bool) -> str:
+    if not grpc_client.retry_safe(service, method):
+        return "no"
+    if f"{service}/{method}" in grpc_client.IDEMPOTENT_WRITES:
+        return f"yes: {grpc_client.IDEMPOTENT_WRITES[f'{service}/{method}']}"
+    return "yes: a read (a stream only until its first message)" if streamed else "yes: a read"
+
+
+def channel_rules_table() -> str:
+    """Per target service: each method's deadline and whether a channel re-sends it on UNAVAILABLE."""
+    parts = []
+    for service in grpc_client.DEADLINES:
+        rows = [f"**`{service}`**", "", "| method | deadline | re-sent on `UNAVAILABLE` |", "|---|---|---|"]
+        for method_service, method, streamed in grpc_client.proto_methods():
+            if method_service == service:
+                deadline = _deadline_cell(grpc_client.deadline_of(service, method))
+                rows.append(f"| `{method}` | {deadline} | {_retry_cell(service, method, streamed)} |")
+        parts.append("\n".join(rows) + "\n")
+    return "\n".join(parts)
+
+
 # ----- the docs --------------------------------------------------------------------------------
 
 
@@ -587,12 +622,15 @@ def generated(key: str) -> str:
         return manifest_table(name)
     if kind == "settings" and name in SETTINGS_MODELS:
         return settings_table(name)
-    raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model> or settings:<service>")
+    if key == "channel-rules":
+        return channel_rules_table()
+    raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, settings:<service> or channel-rules")
 
 
 def all_keys() -> list[str]:
     """Every table the docs must hold."""
-    return [f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
+    return ([f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
+            + ["channel-rules"])
 
 
 def regenerate(text: str) -> str:

@@ -86,8 +86,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
         "Reload": PLUGIN_RESCAN, "InstallPackage": PLUGIN_RESCAN, "ValidatePackage": PLUGIN_RESCAN,
         "WatchCatalogue": WATCH_STREAM,
     }),
-    # The client API: its calls run hooks and whole turns, which the scheduler bounds itself.
-    "covel.scheduler.v1.Scheduler": (Deadline(None, "the client's: a call runs hooks or a whole turn"), {}),
+    "covel.scheduler.v1.Scheduler": (Deadline(None, "set by the client: its calls run hooks and whole turns, which the scheduler bounds"), {}),
     "covel.store.v1.TransactionalStore": (STORE_CALL, {
         "CommitTurn": TURN_COMMIT, "ReleaseTurnLease": LEASE_CHORE, "TakeTurnSignals": LEASE_CHORE,
         "AcquireTurnLease": _caller("the lease wait (COVEL_SCHEDULER_LEASE_WAIT_MS) + 10 s"),
@@ -104,7 +103,7 @@ def retry_safe(service: str, method: str) -> bool:
     return method.startswith(READ_PREFIXES) or f"{service}/{method}" in IDEMPOTENT_WRITES
 
 
-def _methods() -> list[tuple[str, str, bool]]:
+def proto_methods() -> list[tuple[str, str, bool]]:
     """(service, method, streams its replies) of every method in our protos and the health service."""
     return [
         (service.full_name, method.name, method.server_streaming)
@@ -116,7 +115,7 @@ def _methods() -> list[tuple[str, str, bool]]:
 
 def all_methods() -> list[tuple[str, str]]:
     """(service, method) of every method in our protos and the health service."""
-    return [(service, method) for service, method, _ in _methods()]
+    return [(service, method) for service, method, _ in proto_methods()]
 
 
 def retried_methods() -> list[tuple[str, str]]:
@@ -133,7 +132,7 @@ def deadline_of(service: str, method: str) -> Deadline:
 def _deadlines_by_path() -> dict[str, float]:
     """`/service/method` -> seconds of every method with a deadline. Refuses a misspelt method (it
     would silently get none) and a deadline on a stream (a stream's caller bounds it)."""
-    methods = _methods()
+    methods = proto_methods()
     known = {(service, method) for service, method, _ in methods}
     unknown = [f"{service}/{method}" for service, (_, named) in DEADLINES.items() for method in named
                if (service, method) not in known]

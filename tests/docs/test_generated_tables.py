@@ -12,16 +12,23 @@ from shared.settings import REPO_ROOT
 
 PLUGINS_DOC = REPO_ROOT / "docs" / "plugins.md"
 SETTINGS_DOC = REPO_ROOT / "docs" / "settings.md"
+RETRIES_DOC = REPO_ROOT / "docs" / "retries.md"
 
 
 def blocks_of(path) -> dict[str, str]:
     return doc_tables.blocks_in(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("path", [PLUGINS_DOC, SETTINGS_DOC], ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [PLUGINS_DOC, SETTINGS_DOC, RETRIES_DOC], ids=lambda path: path.name)
 def test_generated_tables_equal_the_docs(path) -> None:
     for key, body in blocks_of(path).items():
         assert body == doc_tables.generated(key), f"{path.name}: table {key} is out of date: run {doc_tables.WRITE_COMMAND}"
+
+
+def test_retries_md_holds_the_channels_deadlines_and_retries() -> None:
+    assert "channel-rules" in blocks_of(RETRIES_DOC), (
+        f"docs/retries.md lost `<!-- generated: channel-rules -->`: put it back and run {doc_tables.WRITE_COMMAND}"
+    )
 
 
 def test_every_manifest_model_has_its_table_in_plugins_md() -> None:

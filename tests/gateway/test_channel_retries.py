@@ -1,6 +1,6 @@
 """Our channels re-send only calls that are safe to repeat (issue 16): a gateway answering
 UNAVAILABLE to GenerateOnce or Generate sees each call once, a read is retried; and docs/retries.md
-lists exactly the methods shared/grpc_client.py retries."""
+lists exactly the methods shared/grpc_client.py retries, with each method's deadline."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from shared.grpc_client import open_channel, retried_methods, retry_safe
+from shared.grpc_client import all_methods, deadline_of, open_channel, retried_methods, retry_safe
 from shared.settings import REPO_ROOT
 from tests.conftest import free_addr
 from tests.gateway.conftest import user
@@ -79,9 +79,16 @@ def test_writes_that_are_not_idempotent_are_never_retried() -> None:
         assert not retry_safe(service, method), f"{service}/{method}"
 
 
-def test_docs_list_exactly_the_retried_methods() -> None:
-    documented = set()
-    for row in re.findall(r"^\| `([\w.]+)` \| (.+?) \|", (REPO_ROOT / "docs" / "retries.md").read_text(), re.MULTILINE):
-        service, methods = row
-        documented |= {(service, method) for method in re.findall(r"`(\w+)`", methods)}
-    assert documented == set(retried_methods())
+def test_docs_list_exactly_the_retried_methods_and_each_methods_deadline() -> None:
+    retried, deadlines, service = set(), {}, ""
+    for line in (REPO_ROOT / "docs" / "retries.md").read_text().splitlines():
+        if heading := re.fullmatch(r"\*\*`([\w.]+)`\*\*", line):
+            service = heading.group(1)
+        elif row := re.fullmatch(r"\| `(\w+)` \| (.+?) \| (yes|no)\b.*\|", line):
+            method, deadline, resent = row.groups()
+            deadlines[service, method] = deadline.split(" ")[0]
+            if resent == "yes":
+                retried.add((service, method))
+    assert retried == set(retried_methods())
+    assert deadlines == {(s, m): f"{d.seconds:g}" if d.seconds is not None else "none"
+                         for s, m in all_methods() for d in [deadline_of(s, m)]}
