@@ -46,7 +46,7 @@ from services.scheduler.function.runtime import DEFAULT_TIMEOUT_MS as DEFAULT_FU
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
 from shared import grpc_client
-from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_plugin_dirs
+from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_oidc_algorithms, default_plugin_dirs
 
 DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
              REPO_ROOT / "README.md")
@@ -442,6 +442,7 @@ SETTINGS_MODELS: dict[str, type[BaseSettings]] = {
 FACTORY_DEFAULTS: dict[str, str] = {
     default_data_dir.__name__: "`./.covel` (in the working directory)",
     default_plugin_dirs.__name__: "the repository's `plugins/`",
+    default_oidc_algorithms.__name__: "`RS256,ES256`",
     "_instance_id": "`<host name>-<8 hex digits>`",
     "dict": "(empty)",
     "list": "(empty)",
@@ -481,6 +482,14 @@ SETTING_MEANINGS: dict[str, str] = {
     "shutdown_grace_s": "Seconds in-flight calls get to finish after SIGTERM.",
     # registry
     "plugin_dirs": "Folders of plugin packages, separated by `:` or `,`, scanned in order (the first of two equal ids wins); folders other than the repository's `plugins/` hold community plugins.",
+    # scheduler: principals (docs/security.md, Principals and sessions)
+    "api_users_file": "YAML or JSON `users: [{principal, token or token_sha256, roles}]`: one bearer token per person; roles `player` (default), `operator`.",
+    "oidc_issuer": "Accept JWTs of this OIDC issuer (its `iss`), verified against its published keys (JWKS).",
+    "oidc_audience": "The `aud` those JWTs must carry; required with COVEL_OIDC_ISSUER.",
+    "oidc_jwks_url": "Where the issuer's keys are; empty: the `jwks_uri` of `<issuer>/.well-known/openid-configuration`.",
+    "oidc_principal_claim": "The JWT claim that names the principal.",
+    "oidc_roles_claim": "The JWT claim listing the principal's roles (`player`, `operator`; others ignored; none: `player`).",
+    "oidc_algorithms": "JWT signature algorithms accepted, separated by commas; asymmetric ones only.",
     # scheduler
     "scheduler_instance_id": "Names this replica as the holder of turn leases and job claims.",
     "scheduler_lease_ttl_ms": "Turn lease lifetime, renewed while the turn runs; a crashed scheduler's lease lapses.",

@@ -7,9 +7,10 @@ so the same variables serve `covel up`, tests and a Kubernetes ConfigMap.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +70,32 @@ class SecuritySettings(BaseSettings):
     def health_port_of(self, service: str) -> int | None:
         own = getattr(self, f"{service}_health_port", None)
         return own if own is not None else self.health_port
+
+
+def default_oidc_algorithms() -> list[str]:
+    return ["RS256", "ES256"]
+
+
+class PrincipalSettings(SecuritySettings):
+    """Who may call the scheduler's client API, as whom (shared/security/principals.py)."""
+
+    # YAML or JSON `users: [{principal, token | token_sha256, roles}]`: one token per person.
+    api_users_file: Path | None = None
+    # JWTs of an OIDC issuer: its `iss`, the `aud` tokens must carry, and where its keys are
+    # (empty: the jwks_uri of <issuer>/.well-known/openid-configuration).
+    oidc_issuer: str = ""
+    oidc_audience: str = ""
+    oidc_jwks_url: str = ""
+    # The claims naming the principal and listing its roles (player, operator; others ignored).
+    oidc_principal_claim: str = "sub"
+    oidc_roles_claim: str = "roles"
+    # Signature algorithms accepted; asymmetric ones only (the scheduler holds no shared secret).
+    oidc_algorithms: Annotated[list[str], NoDecode] = Field(default_factory=default_oidc_algorithms)
+
+    @field_validator("oidc_algorithms", mode="before")
+    @classmethod
+    def _split_algorithms(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
 
 class TelemetrySettings(BaseSettings):

@@ -6,14 +6,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.settings import ServiceSettings
+from shared.settings import PrincipalSettings, ServiceSettings
 
 
 def _instance_id() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
-class SchedulerSettings(ServiceSettings):
+# PrincipalSettings: who may call the client API (only the scheduler serves it).
+class SchedulerSettings(PrincipalSettings, ServiceSettings):
     # Who holds a turn lease, so a stuck lease can be traced to its replica.
     scheduler_instance_id: str = Field(default_factory=_instance_id)
     # A crashed scheduler's lease lapses after this; a live one renews it every third of it.

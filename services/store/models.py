@@ -68,6 +68,8 @@ class SessionRow(Base):
     plugin_settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # runtime id -> {state, resolution?, warning?, reason?, lastError?} (migration 0003).
     setup_runtimes: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
+    # The principal that created it (migration 0007); "" on older sessions.
+    owner: Mapped[str] = mapped_column(String(200), default="", server_default="")
     completed_player_turns: Mapped[int] = mapped_column(BigInteger, default=0)
     # The seq of the newest message (messages are numbered 1..n per session, no gaps).
     last_message_seq: Mapped[int] = mapped_column(BigInteger, default=0)

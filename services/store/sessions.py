@@ -44,6 +44,7 @@ def create_session(db: Session, session: store_pb2.Session) -> store_pb2.Session
         runtime_model_overrides=dict(session.runtime_model_overrides),
         plugin_settings={plugin: from_struct(values) for plugin, values in session.plugin_settings.items()},
         setup_runtimes={runtime: from_struct(progress) for runtime, progress in session.setup_runtimes.items()},
+        owner=session.owner,
         completed_player_turns=0,
         last_message_seq=0,
         recorded_turns=0,

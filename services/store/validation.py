@@ -16,6 +16,8 @@ ORIGINS = ("player", "continuation", "manual", "background")
 IDEMPOTENCY_KEY_MAX = 128
 PLUGIN_ID_MAX = 200
 TITLE_MAX = 500
+# shared/security/principals.py: PRINCIPAL_NAME allows up to 200 characters.
+OWNER_MAX = 200
 # Leases: ttl and wait are bounded so a typo cannot lock a session for a day.
 LEASE_TTL_MAX_MS = 60 * 60 * 1000
 LEASE_WAIT_MAX_MS = 5 * 60 * 1000
@@ -61,6 +63,8 @@ def new_session(request: store_pb2.CreateSessionRequest) -> store_pb2.Session:
         raise invalid_argument("session.title", f"is longer than {TITLE_MAX} characters")
     if len(session.world_id) > PLUGIN_ID_MAX:
         raise invalid_argument("session.world_id", f"is longer than {PLUGIN_ID_MAX} characters")
+    if len(session.owner) > OWNER_MAX:
+        raise invalid_argument("session.owner", f"is longer than {OWNER_MAX} characters; name the principal that creates the session")
     for field in ("active_plugins", "requested_plugins", "excluded_plugins", "approved_plugins"):
         plugin_list(list(getattr(session, field)), f"session.{field}")
     for runtime_id, model in session.runtime_model_overrides.items():

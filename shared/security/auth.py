@@ -1,17 +1,27 @@
-"""The client API's bearer token: loading it, checking it on the server, sending it from clients."""
+"""The client API's bearer token: loading it, proving the caller's principal on the server, sending it from clients."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 import grpc
 
-from shared.settings import SecuritySettings
+from shared.errors import ServiceError
+from shared.security.principals import (
+    INVALID_TOKEN,
+    MISSING_TOKEN,
+    AuthenticationFailed,
+    Authenticator,
+    Principal,
+    authenticator_from,
+)
+from shared.settings import PrincipalSettings, SecuritySettings
+
+__all__ = ["INVALID_TOKEN", "MISSING_TOKEN", "PrincipalInterceptor", "caller", "client_api_interceptors", "load_api_token"]
 
 AUTHORIZATION = "authorization"
-MISSING_TOKEN = "missing bearer token: send metadata 'authorization: Bearer <token>'"
-INVALID_TOKEN = "invalid bearer token"
+_CALLER: ContextVar[Principal | None] = ContextVar("covel_caller", default=None)
 # Probes and tooling: health and reflection answer without a token.
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
 
@@ -40,58 +50,88 @@ def load_api_token(settings: SecuritySettings) -> str | None:
     return None
 
 
-def token_problem(metadata: Sequence[tuple[str, str | bytes]] | None, expected: bytes) -> str | None:
-    """Why a call's metadata does not carry the expected token, or None when it does."""
-    presented = None
+def bearer_of(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+    """The token of a call's `authorization: Bearer <token>`, or None when it sends none."""
     for key, value in metadata or ():
         if key == AUTHORIZATION:
             presented = value.decode() if isinstance(value, bytes) else value
-            break
-    if presented is None:
-        return MISSING_TOKEN
-    scheme, _, token = presented.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return MISSING_TOKEN
-    # Constant time: how much of a guess matched does not show in the answer's timing.
-    if not hmac.compare_digest(token.strip().encode(), expected):
-        return INVALID_TOKEN
+            scheme, _, token = presented.strip().partition(" ")
+            if scheme.lower() != "bearer":
+                return None
+            return token.strip() or None
     return None
 
 
-def _rejecting(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same kind that answers UNAUTHENTICATED without running the method."""
+def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
+    """A handler of the same kind that answers `code` without running the method."""
 
     async def reject(request_or_iterator, context: grpc.aio.ServicerContext):
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        await context.abort(code, message)
 
+    return _same_kind(handler, reject, reject, reject, reject)
+
+
+def _same_kind(handler: grpc.RpcMethodHandler, unary_unary, unary_stream, stream_unary, stream_stream) -> grpc.RpcMethodHandler:
     kwargs = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
     if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(reject, **kwargs)
+        return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
     if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(reject, **kwargs)
+        return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
     if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(reject, **kwargs)
-    return grpc.stream_stream_rpc_method_handler(reject, **kwargs)
+        return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
+    return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
 
 
-class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
-    """Every method but health and reflection requires `authorization: Bearer <token>`."""
+def _as(principal: Principal, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """The handler, run with `principal` as the caller (each call runs in a task of its own)."""
 
-    def __init__(self, token: str) -> None:
-        self._expected = token.encode()
+    async def single(request_or_iterator, context):
+        bound = _CALLER.set(principal)
+        try:
+            return await (handler.unary_unary or handler.stream_unary)(request_or_iterator, context)
+        finally:
+            _CALLER.reset(bound)
+
+    async def streaming(request_or_iterator, context):
+        bound = _CALLER.set(principal)
+        try:
+            async for reply in (handler.unary_stream or handler.stream_stream)(request_or_iterator, context):
+                yield reply
+        finally:
+            _CALLER.reset(bound)
+
+    return _same_kind(handler, single, streaming, single, streaming)
+
+
+class PrincipalInterceptor(grpc.aio.ServerInterceptor):
+    """Every method but health and reflection runs as the principal its bearer token proves, or is refused."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self._authenticator = authenticator
 
     async def intercept_service(self, continuation, handler_call_details: grpc.HandlerCallDetails):
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_METHOD_PREFIXES):
             return handler
-        problem = token_problem(handler_call_details.invocation_metadata, self._expected)
-        return handler if problem is None else _rejecting(handler, problem)
+        try:
+            principal = await self._authenticator.principal_of(bearer_of(handler_call_details.invocation_metadata))
+        except AuthenticationFailed as failed:
+            return _rejecting(handler, failed.code, failed.message)
+        return _as(principal, handler)
 
 
-def client_api_interceptors(settings: SecuritySettings) -> list[grpc.aio.ServerInterceptor]:
-    """The scheduler's interceptors for its public API: the token check when a token is configured."""
-    token = load_api_token(settings)
-    return [BearerTokenInterceptor(token)] if token else []
+def caller() -> Principal:
+    """Who makes the current client-API call. Fails closed: a server built without
+    client_api_interceptors has no caller, and nothing runs as anyone."""
+    principal = _CALLER.get()
+    if principal is None:
+        raise ServiceError(grpc.StatusCode.UNAUTHENTICATED, "no authenticated caller: the server runs without client_api_interceptors")
+    return principal
+
+
+def client_api_interceptors(settings: PrincipalSettings) -> list[grpc.aio.ServerInterceptor]:
+    """The scheduler's interceptors for its public API: who calls (shared/security/principals.py)."""
+    return [PrincipalInterceptor(authenticator_from(settings, load_api_token(settings)))]
 
 
 class _WithToken:

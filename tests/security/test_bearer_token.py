@@ -1,32 +1,45 @@
-"""Bearer token settings and the check the scheduler's interceptor makes."""
+"""Bearer token settings, reading the token of a call, and COVEL_API_TOKEN as the operator principal."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.security.auth import INVALID_TOKEN, MISSING_TOKEN, TokenConfigError, load_api_token, token_problem
-from shared.settings import SecuritySettings
-
-EXPECTED = b"right-token"
+from shared.security.auth import INVALID_TOKEN, MISSING_TOKEN, TokenConfigError, bearer_of, load_api_token
+from shared.security.principals import API_TOKEN_PRINCIPAL, LOCAL, OPERATOR, AuthenticationFailed, Principal, authenticator_from
+from shared.settings import PrincipalSettings, SecuritySettings
 
 
 @pytest.mark.parametrize(
-    ("metadata", "problem"),
+    ("metadata", "token"),
     [
-        ([("authorization", "Bearer right-token")], None),
-        ([("authorization", "bearer right-token ")], None),  # the scheme is case-insensitive
-        ([("x-other", "1"), ("authorization", b"Bearer right-token")], None),
-        ([], MISSING_TOKEN),
-        (None, MISSING_TOKEN),
-        ([("authorization", "right-token")], MISSING_TOKEN),  # no scheme
-        ([("authorization", "Basic cmlnaHQtdG9rZW4=")], MISSING_TOKEN),
-        ([("authorization", "Bearer ")], MISSING_TOKEN),
-        ([("authorization", "Bearer wrong-token")], INVALID_TOKEN),
-        ([("authorization", "Bearer right-token-and-more")], INVALID_TOKEN),
+        ([("authorization", "Bearer right-token")], "right-token"),
+        ([("authorization", "bearer right-token ")], "right-token"),  # the scheme is case-insensitive
+        ([("x-other", "1"), ("authorization", b"Bearer right-token")], "right-token"),
+        ([], None),
+        (None, None),
+        ([("authorization", "right-token")], None),  # no scheme
+        ([("authorization", "Basic cmlnaHQtdG9rZW4=")], None),
+        ([("authorization", "Bearer ")], None),
     ],
 )
-def test_token_problem(metadata, problem):
-    assert token_problem(metadata, EXPECTED) == problem
+def test_the_bearer_token_of_a_call(metadata, token):
+    assert bearer_of(metadata) == token
+
+
+async def test_the_api_token_is_an_operator_and_other_tokens_are_refused():
+    authenticator = authenticator_from(PrincipalSettings(), "right-token")
+    assert await authenticator.principal_of("right-token") == Principal(API_TOKEN_PRINCIPAL, frozenset({OPERATOR}))
+    for wrong, message in (("wrong-token", INVALID_TOKEN), ("right-token-and-more", INVALID_TOKEN), (None, MISSING_TOKEN)):
+        with pytest.raises(AuthenticationFailed) as refused:
+            await authenticator.principal_of(wrong)
+        assert refused.value.message == message
+
+
+async def test_without_any_credential_every_caller_is_the_local_operator():
+    authenticator = authenticator_from(PrincipalSettings(), None)
+    assert authenticator.open
+    assert await authenticator.principal_of(None) == LOCAL and LOCAL.is_operator
+    assert await authenticator.principal_of("anything") == LOCAL
 
 
 def test_the_token_comes_from_the_variable_or_a_file(tmp_path, monkeypatch):

@@ -8,13 +8,13 @@ import grpc
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from covel.store.v1 import store_pb2
 from services.store.database import WRITE, alembic_config, create_store_engine, migrate
 from services.store.models import Base, SessionRow
 from shared.structs import from_value
-from tests.store.conftest import StoreUnderTest
+from tests.store.conftest import StoreUnderTest, drop_schema
 from tests.store.helpers import (
     acquire,
     commit,
@@ -95,3 +95,30 @@ async def test_a_write_stuck_behind_a_lock_is_unavailable(store):
     finally:
         await impatient.stop()
         engine.dispose()
+
+
+def test_sessions_from_before_owners_get_none(store, tmp_path):
+    """Migration 0007 on a database with sessions: they get owner "" (only operators reach them)."""
+    settings = store.settings
+    if settings.store_database_schema:
+        schema = settings.store_database_schema + "_owner"
+        url = settings.database_url()
+    else:
+        schema, url = "", f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_store_engine(url, schema=schema, pool_size=1)
+    try:
+        migrate(engine, revision="0006_turn_trace_ids", schema=schema)
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO sessions (id, status, phase, locale, world_id, title, active_plugins, requested_plugins, excluded_plugins,"
+                " approved_plugins, runtime_model_overrides, plugin_settings, completed_player_turns, last_message_seq, recorded_turns,"
+                " created_at, updated_at) VALUES ('old', 'active', 'playing', 'en', '', '', '[]', '[]', '[]', '[]', '{}', '{}', 0, 0, 0,"
+                " CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            ))
+        migrate(engine, schema=schema)
+        with engine.connect() as connection:
+            assert connection.execute(select(SessionRow.owner).where(SessionRow.id == "old")).scalar_one() == ""
+    finally:
+        engine.dispose()
+        if schema:
+            drop_schema(schema)

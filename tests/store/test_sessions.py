@@ -180,3 +180,16 @@ async def test_setup_done_is_not_recorded_when_the_store_rolls_the_turn_back(stu
     progress = from_struct(reply.session.setup_runtimes["intro"])
     assert progress["state"] == "pending" and progress["version"] == "1.0.0" and "did not commit" in progress["lastError"]
     assert reply.session.phase == "setup"
+
+
+async def test_a_session_keeps_the_owner_it_was_created_with(stub):
+    owned = await new_session(stub, owner="alice@example.com")
+    assert owned.owner == "alice@example.com"
+    assert (await stub.GetSession(store_pb2.GetSessionRequest(session_id=owned.id))).session.owner == "alice@example.com"
+    # Ending and approving keep it: the owner is set once, at create.
+    ended = (await stub.EndSession(store_pb2.EndSessionRequest(session_id=owned.id))).session
+    assert ended.owner == "alice@example.com"
+    assert (await new_session(stub)).owner == ""
+    error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.CreateSession(
+        store_pb2.CreateSessionRequest(session=store_pb2.Session(owner="x" * 201))))
+    assert violated_fields(error) == ["session.owner"]
