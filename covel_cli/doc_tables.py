@@ -42,10 +42,11 @@ from services.hooks.settings import HooksSettings
 from services.registry import manifest_models as manifest
 from services.registry import runtime_compiler as compiler
 from services.registry.settings import RegistrySettings
-from services.scheduler.function.runtime import DEFAULT_TIMEOUT_MS as DEFAULT_FUNCTION_TIMEOUT_MS
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
 from shared import grpc_client
+from shared.manifest import CompiledManifest, PackageDefinition
+from shared.manifest.runtime import FUNCTION_SLOT_WHEN_UNWRITTEN
 from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_oidc_algorithms, default_plugin_dirs
 
 DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
@@ -95,6 +96,7 @@ MANIFEST_DEFAULTS: dict[str, str] = {
     "Schedule.background": "`false`",
     "Schedule.subagentOnly": "`false`",
     "DetachedOptions.settle": "`false`",
+    "DetachedOptions.maxSettleWaitMs": f"`{compiler.DEFAULT_SETTLE_WAIT_MS}`",
     "InputBinding.scope": "`turn`",
     "InputBinding.required": "`true`",
     "SelfData.format": f"`{compiler.DEFAULT_SELF_DATA_FORMAT}`",
@@ -112,6 +114,7 @@ MANIFEST_DEFAULTS: dict[str, str] = {
     "Loop.idleTimeoutMs": f"`{compiler.DEFAULT_IDLE_TIMEOUT_MS}`",
     "Loop.loopDetection": f"`{compiler.DEFAULT_LOOP_DETECTION}`",
     "Loop.maxRecursionDepth": f"`{compiler.DEFAULT_MAX_RECURSION_DEPTH}`",
+    "Loop.maxSteps": f"`{compiler.DEFAULT_MAX_STEPS}`",
     "Loop.stream": _profile_default("stream"),
     "Loop.steering": _profile_default("steering"),
     "Loop.truncation": _profile_default("truncation"),
@@ -121,8 +124,8 @@ MANIFEST_DEFAULTS: dict[str, str] = {
     "Finalizer.deadlineReserveMs": "`0`",
     **{f"Corrections.{name}": f"`{value}`" for name, value in compiler.DEFAULT_CORRECTIONS.items()},
     "Function.handler": f"`{compiler.DEFAULT_HANDLER}`",
-    "Function.model": "`plugin`",
-    "Function.timeoutMs": f"`{DEFAULT_FUNCTION_TIMEOUT_MS}`",
+    "Function.model": f"`{FUNCTION_SLOT_WHEN_UNWRITTEN}`",
+    "Function.timeoutMs": f"`{compiler.DEFAULT_FUNCTION_TIMEOUT_MS}`",
     "HookDecl.enforce": "`normal`",
     "DatasetDecl.ops": "all of them",
     "DatasetDecl.tools": "`get`, `list`; `upsert` with `set`; `update` with any other op",
@@ -189,7 +192,7 @@ MANIFEST_MEANINGS: dict[str, str] = {
     "Trigger.event": "Event runtimes: the topic they follow.",
     "Trigger.events": "Event runtimes: several topics.",
     "DetachedOptions.settle": "Kept with the job; the kernel does not wait on it yet.",
-    "DetachedOptions.maxSettleWaitMs": "Kept with the job's snapshot (default 120000 ms when left out).",
+    "DetachedOptions.maxSettleWaitMs": "Kept with the job's snapshot.",
     "DetachedOptions.maxQueueMs": "A job still queued after this is timed out (store default 600000).",
     "DetachedOptions.maxExecutionMs": "A job still running after this is timed out (store default 300000).",
     "IO.inputs": "Named input bindings; a handler reads `ctx.inputs[name][\"value\"]`, an agent `<runtime-inputs>`.",
@@ -427,6 +430,52 @@ def manifest_table(name: str) -> str:
     return f"#### {name}\n\nWritten at {where}.\n\n" + "\n".join(rows) + "\n"
 
 
+# ----- compiled manifests ----------------------------------------------------------------------
+
+# What the registry serves (shared/manifest), by where it travels.
+COMPILED_MODELS: dict[str, tuple[type[BaseModel], str]] = {
+    "CompiledManifest": (CompiledManifest, "RuntimeManifest.manifest"),
+    "PackageDefinition": (PackageDefinition, "PluginPackage.definition"),
+}
+
+
+def compiled_type(tp: Any) -> str:
+    """A compiled field's JSON type; nested models read as `object` (their fields have rows of their own)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(dict.fromkeys(compiled_type(arg) for arg in typing.get_args(tp) if arg is not type(None)))
+    if origin is Literal:
+        values = typing.get_args(tp)
+        return _literal(values[0]) if len(values) == 1 else "one of " + "\\|".join(_literal(value) for value in values)
+    if origin is list:
+        return f"list of {compiled_type(typing.get_args(tp)[0])}"
+    if origin is dict:
+        value = typing.get_args(tp)[1]
+        return "object" if value is Any else f"map of name → {compiled_type(value)}"
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return "object"
+    return SCALARS.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _compiled_rows(model: type[BaseModel], prefix: str, alternative: str = "") -> Iterator[str]:
+    """One row per field, nested ones after their parent; `alternative` names the model of a field
+    that holds one of several (an input is a binding or a kernel input)."""
+    hints = typing.get_type_hints(model, include_extras=True)
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{info.alias or name}"
+        present = ("always" if info.is_required() else "when set") + (f" ({alternative})" if alternative else "")
+        yield f"| `{path}` | {compiled_type(hints[name])} | {present} |"
+        children = list(_models_in(hints[name]))
+        for child, suffix in children:
+            yield from _compiled_rows(child, f"{path}{suffix}.", child.__name__ if len(children) > 1 else alternative)
+
+
+def compiled_table(name: str) -> str:
+    model, wire = COMPILED_MODELS[name]
+    rows = ["| field | type | present |", "|---|---|---|", *_compiled_rows(model, "")]
+    return f"#### {name}\n\nServed as `{wire}`.\n\n" + "\n".join(rows) + "\n"
+
+
 # ----- settings --------------------------------------------------------------------------------
 
 # One table per settings model; a service's table lists what it adds to the shared settings.
@@ -631,15 +680,17 @@ def generated(key: str) -> str:
         return manifest_table(name)
     if kind == "settings" and name in SETTINGS_MODELS:
         return settings_table(name)
+    if kind == "compiled-fields" and name in COMPILED_MODELS:
+        return compiled_table(name)
     if key == "channel-rules":
         return channel_rules_table()
-    raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, settings:<service> or channel-rules")
+    raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service> or channel-rules")
 
 
 def all_keys() -> list[str]:
     """Every table the docs must hold."""
     return ([f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
-            + ["channel-rules"])
+            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules"])
 
 
 def regenerate(text: str) -> str:
