@@ -4,27 +4,36 @@ The engine is synchronous; the service runs each unit of work in a thread of its
 pool (`Database.read` / `Database.write`), so the event loop never blocks on the database.
 
 Write transactions serialise per session:
-- SQLite: a write transaction starts with `BEGIN IMMEDIATE`, taking the database's write
-  lock up front (so two writers never both read and then fail to upgrade); readers use
-  a plain `BEGIN` and keep reading during writes (WAL).
-- PostgreSQL: a write locks the session row (`SELECT ... FOR UPDATE`, see `lock_session`).
+- SQLite: one database-wide write lock, so the store runs every write in one thread of its
+  own, one after another (readers keep their pool and read during writes: WAL). Writers in
+  a pool would sleep in SQLite's busy handler (backing off up to 100 ms a try) instead of
+  queueing; one writer never waits for a lock held inside this process. A write transaction
+  still starts with `BEGIN IMMEDIATE` (another process holding the lock: busy_timeout).
+- PostgreSQL: writes run in the pool; a write locks the session row (`SELECT ... FOR UPDATE`,
+  see `lock_session`), so writes to different sessions run side by side.
+`lock_waits(engine)` counts the time writers spent waiting for those locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import threading
+import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import Pool
 
 from services.store.models import SessionRow
 from shared.errors import not_found, unavailable
@@ -37,6 +46,36 @@ WRITE = "covel_write"
 
 T = TypeVar("T")
 log = get_logger(component="database")
+
+
+@dataclass
+class LockWaits:
+    """Write transactions and how long they took to get the lock (SQLite: BEGIN IMMEDIATE,
+    where SQLite's busy handler sleeps while another connection writes; PostgreSQL: the session
+    row). An uncontended lock takes microseconds; the times include the thread getting the GIL back."""
+
+    transactions: int = 0
+    seconds: float = 0.0
+    longest_s: float = 0.0
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, elapsed_s: float) -> None:
+        with self._guard:
+            self.transactions += 1
+            self.seconds += elapsed_s
+            self.longest_s = max(self.longest_s, elapsed_s)
+
+    def reset(self) -> None:
+        with self._guard:
+            self.transactions, self.seconds, self.longest_s = 0, 0.0, 0.0
+
+
+# Per engine; keyed by its pool, which the engine's execution_options() copies share.
+_LOCK_WAITS: weakref.WeakKeyDictionary[Pool, LockWaits] = weakref.WeakKeyDictionary()
+
+
+def lock_waits(bind: Engine | Connection) -> LockWaits:
+    return _LOCK_WAITS.setdefault(bind.engine.pool, LockWaits())
 
 
 def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, lock_timeout_ms: int = 10_000) -> Engine:
@@ -74,10 +113,16 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int) -> None:
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
+    waits = lock_waits(engine)
+
     @event.listens_for(engine, "begin")
     def on_begin(connection: Any) -> None:
-        immediate = connection.get_execution_options().get(WRITE, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        if not connection.get_execution_options().get(WRITE, False):
+            connection.exec_driver_sql("BEGIN")
+            return
+        started = time.perf_counter()
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        waits.add(time.perf_counter() - started)
 
 
 def _pg_session(engine: Engine, schema: str, lock_timeout_ms: int) -> None:
@@ -113,35 +158,48 @@ def migrate(engine: Engine, revision: str = "head", schema: str = "") -> None:
 def lock_session(db: Session, session_id: str) -> SessionRow:
     """The session row, locked for this write transaction (PostgreSQL); NOT_FOUND if missing."""
     statement = select(SessionRow).where(SessionRow.id == session_id)
-    if db.get_bind().dialect.name == "postgresql":
-        statement = statement.with_for_update()
-    row = db.execute(statement).scalar_one_or_none()
+    bind = db.get_bind()
+    if bind.dialect.name != "postgresql":
+        row = db.execute(statement).scalar_one_or_none()
+    else:
+        started = time.perf_counter()
+        row = db.execute(statement.with_for_update()).scalar_one_or_none()
+        lock_waits(bind).add(time.perf_counter() - started)
     if row is None:
         raise not_found(f"session {session_id} not found")
     return row
 
 
 class Database:
-    """Runs units of work in threads: `await db.write(fn, ...)` gives `fn` an open transaction."""
+    """Runs units of work in threads: `await db.write(fn, ...)` gives `fn` an open transaction.
 
-    def __init__(self, engine: Engine, pool_size: int, schema: str = "") -> None:
+    `single_writer` (default: on SQLite) runs every write in one thread, in the order asked."""
+
+    def __init__(self, engine: Engine, pool_size: int, schema: str = "", single_writer: bool | None = None) -> None:
         self.engine = engine
         self.schema = schema
         self._reader = sessionmaker(engine, expire_on_commit=False)
         self._writer = sessionmaker(engine.execution_options(**{WRITE: True}), expire_on_commit=False)
         self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="store-db")
+        if single_writer is None:
+            single_writer = engine.dialect.name == "sqlite"
+        self._write_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer") if single_writer else self._executor
+
+    @property
+    def lock_waits(self) -> LockWaits:
+        return lock_waits(self.engine)
 
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
 
     async def read(self, work: Callable[..., T], *args: Any) -> T:
-        return await self._run(self._reader, work, args)
+        return await self._run(self._executor, self._reader, work, args)
 
     async def write(self, work: Callable[..., T], *args: Any) -> T:
-        return await self._run(self._writer, work, args)
+        return await self._run(self._write_executor, self._writer, work, args)
 
-    async def _run(self, factory: sessionmaker[Session], work: Callable[..., T], args: tuple[Any, ...]) -> T:
+    async def _run(self, executor: ThreadPoolExecutor, factory: sessionmaker[Session], work: Callable[..., T], args: tuple[Any, ...]) -> T:
         def unit() -> T:
             try:
                 with factory.begin() as db:
@@ -152,13 +210,16 @@ class Database:
                 raise unavailable(f"the store's database is unavailable, retry: {error.orig}") from error
 
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(unit))
+        return await loop.run_in_executor(executor, functools.partial(unit))
 
     async def migrate(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, functools.partial(migrate, self.engine, schema=self.schema))
+        await loop.run_in_executor(self._write_executor, functools.partial(migrate, self.engine, schema=self.schema))
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
+        # Behind the writes already queued.
+        await loop.run_in_executor(self._write_executor, lambda: None)
         await loop.run_in_executor(self._executor, self.engine.dispose)
+        self._write_executor.shutdown(wait=False)
         self._executor.shutdown(wait=False)

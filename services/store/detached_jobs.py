@@ -11,6 +11,8 @@
   Every claim first sweeps: queued jobs
   older than max_queue_ms and running jobs past max_execution_ms become `timed-out`; running
   jobs whose lease lapsed become `orphaned`.
+- Workers poll (every 500 ms each), so a poll first reads (`claim_in_sight`, no write lock):
+  only when a job is claimable or something is due for the sweep does it claim in a write.
 - Renew extends the lease (never past the execution deadline); complete ends the job as
   succeeded or failed, or releases it back to the queue (status queued: its worker is shutting
   down). A lost lease answers ABORTED.
@@ -26,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from covel.store.v1 import store_pb2
-from services.store.models import DetachedJobRow, utcnow
+from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, utcnow
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
 from shared.errors import aborted, not_found
@@ -88,6 +90,37 @@ def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.De
         db.flush()
         enqueued.append(row)
     return enqueued, trace
+
+
+def _due(row: Any, now: datetime) -> bool:
+    """Whether the sweep would time out or orphan this active job now (the conditions of _sweep)."""
+    if row.status == "queued":
+        return now >= row.enqueued_at + timedelta(milliseconds=row.max_queue_ms)
+    return bool(
+        (row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms))
+        or (row.lease_deadline and now >= row.lease_deadline)
+    )
+
+
+_ACTIVE = select(
+    DetachedJobRow.status, DetachedJobRow.session_id, DetachedJobRow.plugin_id, DetachedJobRow.runtime_id,
+    DetachedJobRow.enqueued_at, DetachedJobRow.max_queue_ms, DetachedJobRow.claimed_at, DetachedJobRow.max_execution_ms,
+    DetachedJobRow.lease_deadline,
+)
+
+
+def claim_in_sight(db: Session, session_id: str) -> bool:
+    """A read: whether a claim now would sweep a job (any session's) or find one to claim."""
+    now = utcnow()
+    rows = db.execute(_ACTIVE.where(DetachedJobRow.status.in_(ACTIVE_JOB_STATUSES))).all()
+    if any(_due(row, now) for row in rows):
+        return True
+    busy = {(row.session_id, row.plugin_id, row.runtime_id) for row in rows if row.status == "running"}
+    return any(
+        row.status == "queued" and (not session_id or row.session_id == session_id)
+        and (row.session_id, row.plugin_id, row.runtime_id) not in busy
+        for row in rows
+    )
 
 
 def _sweep(db: Session, now: datetime) -> None:

@@ -148,6 +148,9 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def ClaimDetachedJob(self, request: store_pb2.ClaimDetachedJobRequest, context) -> store_pb2.ClaimDetachedJobResponse:
         validation.claim_job(request)
         ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
+        # Polled by every worker: an idle queue is answered by a read, without the write lock.
+        if not await self._db.read(detached_jobs.claim_in_sight, request.session_id):
+            return store_pb2.ClaimDetachedJobResponse()
         job = await self._db.write(detached_jobs.claim, request.holder, ttl, request.session_id)
         if job is not None:
             log.info("job.claimed", job_id=job.id, runtime_id=job.runtime_id, holder=request.holder)
