@@ -19,6 +19,7 @@ from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.session_access import SessionAccess
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.player_input import validate_actions
@@ -29,7 +30,7 @@ from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
-from shared.security.auth import client_api_interceptors
+from shared.security.auth import caller, client_api_interceptors
 from shared.structs import from_struct, to_struct
 from shared.telemetry.tracing import configure_tracing
 
@@ -123,6 +124,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     locale=locale,
                     world_id=request.world_id,
                     title=request.title,
+                    # A session belongs to its creator; a reset one stays its owner's (session_access.py).
+                    owner=(previous.owner if previous is not None else "") or caller().name,
                     active_plugins=active,
                     approved_plugins=list(request.approved_plugins),
                     requested_plugins=list(request.requested_plugins),
@@ -517,7 +520,8 @@ async def start(settings: SchedulerSettings) -> RunningServer:
         return [scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"].full_name]
 
     running = await start_server(
-        settings.scheduler_addr, add, settings=settings, service="scheduler", interceptors=client_api_interceptors(settings)
+        settings.scheduler_addr, add, settings=settings, service="scheduler",
+        interceptors=client_api_interceptors(settings, authorize=SessionAccess(peers.store).check),
     )
 
     # SIGTERM (RunningServer.stop, one budget: COVEL_SCHEDULER_DRAIN_S, passed by __main__): health

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from typing import Any
 
 import grpc
 
 from shared.errors import ServiceError
+from shared.logs import get_logger
 from shared.security.principals import (
     INVALID_TOKEN,
     MISSING_TOKEN,
@@ -18,7 +20,7 @@ from shared.security.principals import (
 )
 from shared.settings import PrincipalSettings, SecuritySettings
 
-__all__ = ["INVALID_TOKEN", "MISSING_TOKEN", "PrincipalInterceptor", "caller", "client_api_interceptors", "load_api_token"]
+__all__ = ["INVALID_TOKEN", "MISSING_TOKEN", "Authorize", "PrincipalInterceptor", "caller", "client_api_interceptors", "load_api_token"]
 
 AUTHORIZATION = "authorization"
 _CALLER: ContextVar[Principal | None] = ContextVar("covel_caller", default=None)
@@ -82,32 +84,64 @@ def _same_kind(handler: grpc.RpcMethodHandler, unary_unary, unary_stream, stream
     return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
 
 
-def _as(principal: Principal, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """The handler, run with `principal` as the caller (each call runs in a task of its own)."""
+# Checks a call's request before the method runs, with caller() set: raises ServiceError to refuse it.
+Authorize = Callable[[str, Any], Awaitable[None]]
 
-    async def single(request_or_iterator, context):
+
+async def _refuse(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    """Abort the call with the authorization's answer: its own status, a peer's relayed, never a traceback."""
+    if isinstance(error, ServiceError):
+        await context.abort_with_status(error.to_status())
+    if isinstance(error, grpc.aio.AioRpcError):
+        await context.abort(error.code(), error.details() or "")
+    get_logger().error("auth.authorize_failed", error=repr(error))
+    await context.abort(grpc.StatusCode.INTERNAL, "the access check failed; see the server log")
+
+
+def _as(principal: Principal, handler: grpc.RpcMethodHandler, method: str, authorize: Authorize | None) -> grpc.RpcMethodHandler:
+    """The handler, run with `principal` as the caller (each call runs in a task of its own), once
+    `authorize` passed its request."""
+
+    async def admitted(request, context) -> bool:
+        if authorize is None:
+            return True
+        try:
+            await authorize(method, request)
+        except Exception as error:  # answered as a status by _refuse
+            await _refuse(context, error)
+            return False
+        return True
+
+    async def single(request, context):
         bound = _CALLER.set(principal)
         try:
-            return await (handler.unary_unary or handler.stream_unary)(request_or_iterator, context)
+            if await admitted(request, context):
+                return await handler.unary_unary(request, context)
         finally:
             _CALLER.reset(bound)
 
-    async def streaming(request_or_iterator, context):
+    async def streaming(request, context):
         bound = _CALLER.set(principal)
         try:
-            async for reply in (handler.unary_stream or handler.stream_stream)(request_or_iterator, context):
-                yield reply
+            if await admitted(request, context):
+                async for reply in handler.unary_stream(request, context):
+                    yield reply
         finally:
             _CALLER.reset(bound)
 
-    return _same_kind(handler, single, streaming, single, streaming)
+    async def refused(request_iterator, context):
+        # A client-streaming request is not one message to check: refused rather than let through.
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} streams requests; the client API authorizes single requests only")
+
+    return _same_kind(handler, single, streaming, refused, refused)
 
 
 class PrincipalInterceptor(grpc.aio.ServerInterceptor):
     """Every method but health and reflection runs as the principal its bearer token proves, or is refused."""
 
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(self, authenticator: Authenticator, authorize: Authorize | None = None) -> None:
         self._authenticator = authenticator
+        self._authorize = authorize
 
     async def intercept_service(self, continuation, handler_call_details: grpc.HandlerCallDetails):
         handler = await continuation(handler_call_details)
@@ -117,7 +151,7 @@ class PrincipalInterceptor(grpc.aio.ServerInterceptor):
             principal = await self._authenticator.principal_of(bearer_of(handler_call_details.invocation_metadata))
         except AuthenticationFailed as failed:
             return _rejecting(handler, failed.code, failed.message)
-        return _as(principal, handler)
+        return _as(principal, handler, handler_call_details.method, self._authorize)
 
 
 def caller() -> Principal:
@@ -129,9 +163,10 @@ def caller() -> Principal:
     return principal
 
 
-def client_api_interceptors(settings: PrincipalSettings) -> list[grpc.aio.ServerInterceptor]:
-    """The scheduler's interceptors for its public API: who calls (shared/security/principals.py)."""
-    return [PrincipalInterceptor(authenticator_from(settings, load_api_token(settings)))]
+def client_api_interceptors(settings: PrincipalSettings, authorize: Authorize | None = None) -> list[grpc.aio.ServerInterceptor]:
+    """The scheduler's interceptors for its public API: who calls (shared/security/principals.py),
+    and `authorize`, which sees each request first (the scheduler's session ownership)."""
+    return [PrincipalInterceptor(authenticator_from(settings, load_api_token(settings)), authorize)]
 
 
 class _WithToken:

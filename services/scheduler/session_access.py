@@ -1,0 +1,71 @@
+"""A session belongs to the principal that created it (issue 18): a client-API call that names a
+session runs only for its owner or an operator.
+
+Checked for every Scheduler method before it runs (shared/security/auth.py's `authorize`), from
+the request's fields, so a method added later is covered without remembering to. A stranger gets
+the answer a session that does not exist gets, word for word: ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf.message import Message
+
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.errors import ServiceError, invalid_argument, not_found
+from shared.security.auth import caller
+from shared.security.principals import Principal
+
+SCHEDULER_METHODS = f"/{scheduler_pb2.DESCRIPTOR.services_by_name['Scheduler'].full_name}/"
+
+
+def may_use(principal: Principal, session: store_pb2.Session) -> bool:
+    """Its owner or an operator; a session from before owners ("") only an operator."""
+    return principal.is_operator or (bool(session.owner) and session.owner == principal.name)
+
+
+def missing_session(session_id: str) -> ServiceError:
+    """What the store answers for an unknown session id (services/store/sessions.py)."""
+    return not_found(f"session {session_id} not found")
+
+
+def missing_parent(session_id: str) -> ServiceError:
+    """What CreateSession answers for an unknown parent_session_id (server._parent_session)."""
+    return invalid_argument("parent_session_id", f"no session {session_id!r}; name an existing session")
+
+
+def _named_sessions(request: Message) -> list[tuple[str, ServiceError]]:
+    """The sessions a request acts on, each with the answer for one the caller may not use."""
+    named: list[tuple[str, ServiceError]] = []
+    session_id = getattr(request, "session_id", "")
+    if session_id:
+        named.append((session_id, missing_session(session_id)))
+    # Read only with emit_command_hooks (its hooks see the parent); otherwise the field is ignored.
+    if isinstance(request, scheduler_pb2.CreateSessionRequest) and request.emit_command_hooks and request.parent_session_id:
+        named.append((request.parent_session_id, missing_parent(request.parent_session_id)))
+    return named
+
+
+class SessionAccess:
+    """The `authorize` of the scheduler's client API: the caller may use every session the request names."""
+
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub) -> None:
+        self._store = store
+
+    async def check(self, method: str, request: Message) -> None:
+        if not method.startswith(SCHEDULER_METHODS):
+            return
+        principal = caller()
+        if principal.is_operator:
+            return  # every session; an unknown id gets the method's own NOT_FOUND
+        for session_id, refusal in _named_sessions(request):
+            try:
+                # The channel gives the call its deadline (shared/grpc_client.py DEADLINES).
+                session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.NOT_FOUND:
+                    raise refusal from None
+                raise
+            if not may_use(principal, session):
+                raise refusal
