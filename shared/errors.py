@@ -3,22 +3,40 @@
 Service code raises `ServiceError` (or one of the shortcuts); the `rpc` decorator turns
 it into a status with `google.rpc.BadRequest` details, so any client sees which field
 was wrong and what to do. Unexpected exceptions become INTERNAL with a log line.
+
+Before a method runs, `rpc` checks the request's ids and Structs (shared/request_limits.py). A
+message never echoes client input in full: any run of text without spaces longer than
+ECHO_MAX_CHARS is cut (a megabyte id reads as its first characters and its length), and a whole
+message is at most MESSAGE_MAX_CHARS.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, AnyStr
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]  # googleapis-common-protos ships no stubs
 from grpc_status import rpc_status
 
 from shared.logs import get_logger
+from shared.request_limits import request_violation
+
+ECHO_MAX_CHARS = 160
+MESSAGE_MAX_CHARS = 2000
+_LONG_RUN = re.compile(rf"\S{{{ECHO_MAX_CHARS + 1},}}")
+
+
+def shortened(text: str) -> str:
+    """`text` with every over-long unbroken run cut to its start and its length, and at most MESSAGE_MAX_CHARS."""
+    text = _LONG_RUN.sub(lambda match: f"{match.group()[:40]}…({len(match.group())} characters)", text)
+    return text if len(text) <= MESSAGE_MAX_CHARS else f"{text[: MESSAGE_MAX_CHARS - 1]}…"
 
 
 @dataclass
@@ -32,6 +50,12 @@ class ServiceError(Exception):
     code: grpc.StatusCode
     message: str
     violations: list[FieldViolation] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.message = shortened(self.message)
+        for violation in self.violations:
+            violation.field = shortened(violation.field)
+            violation.description = shortened(violation.description)
 
     def __str__(self) -> str:
         return self.message
@@ -99,6 +123,13 @@ def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
     return ServiceError(error.code(), error.details() or "", [])
 
 
+def _check_request(request: Any) -> None:
+    if isinstance(request, Message):
+        violation = request_violation(request)
+        if violation is not None:
+            raise invalid_argument(*violation)
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Map ServiceError (and peers' errors) to statuses for unary and server-streaming methods."""
     name = method.__qualname__
@@ -108,6 +139,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         async def stream_wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
+                _check_request(request)
                 async for item in method(self, request, context):
                     yield item
             except ServiceError as error:
@@ -123,6 +155,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     async def unary_wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            _check_request(request)
             return await method(self, request, context)
         except ServiceError as error:
             await _abort(context, error)

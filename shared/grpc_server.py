@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from shared.logs import get_logger
+from shared.request_limits import DecodeGuardInterceptor
 from shared.security.tls import load_tls, server_credentials
 from shared.settings import ServiceSettings
 from shared.telemetry import metrics, tracing
@@ -136,8 +137,9 @@ async def start_server(
             observers.append(metrics.RpcMetricsInterceptor())
     server = grpc.aio.server(
         # Tracing outermost, so a refused call (bearer token) is still traced and counted; then the
-        # request's session and turn ids bound to every log line of the call.
-        interceptors=[*observers, LogContextInterceptor(), *interceptors],
+        # request's session and turn ids bound to every log line of the call; innermost, the guard
+        # that answers an undecodable request with INVALID_ARGUMENT.
+        interceptors=[*observers, LogContextInterceptor(), *interceptors, DecodeGuardInterceptor()],
         options=[
             ("grpc.max_receive_message_length", 32 * 1024 * 1024),
             ("grpc.max_send_message_length", 32 * 1024 * 1024),

@@ -2,13 +2,20 @@
 
 Struct keeps every number as a double; reading back, integral values become ints again,
 so a plugin that wrote `3` reads `3`, not `3.0` (JSON does not tell them apart).
+
+JSON has no NaN or Infinity and plugin data is never deeply nested, so `struct_problem` refuses
+both (MAX_DEPTH levels of objects and lists); request checks (shared/request_limits.py) run it on
+every Struct a client sends, so such a value is INVALID_ARGUMENT instead of a failure deep inside.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
+
+MAX_DEPTH = 24
 
 
 def ints_back(value: Any) -> Any:
@@ -42,3 +49,28 @@ def to_value(value: Any) -> struct_pb2.Value:
 
 def from_value(message: struct_pb2.Value) -> Any:
     return ints_back(json_format.MessageToDict(message))
+
+
+def struct_problem(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue) -> tuple[str, str] | None:
+    """(JSON path below the field, what is wrong) for a NaN/Infinity number or nesting past MAX_DEPTH; else None."""
+    pending: list[tuple[Any, str, int]] = [(message, "", 0)]
+    while pending:
+        node, path, depth = pending.pop()
+        if isinstance(node, struct_pb2.Value):
+            kind = node.WhichOneof("kind")
+            if kind == "number_value" and not math.isfinite(node.number_value):
+                return path or "(value)", f"is {node.number_value}; JSON numbers are finite (no NaN or Infinity)"
+            if kind in ("struct_value", "list_value"):
+                pending.append((getattr(node, kind), path, depth))
+            continue
+        if depth >= MAX_DEPTH:
+            return path or "(value)", f"nests deeper than {MAX_DEPTH} levels of objects and lists"
+        if isinstance(node, struct_pb2.Struct):
+            pending.extend((value, f"{path}/{_shown_key(key)}", depth + 1) for key, value in node.fields.items())
+        else:
+            pending.extend((value, f"{path}/{index}", depth + 1) for index, value in enumerate(node.values))
+    return None
+
+
+def _shown_key(key: str) -> str:
+    return key if len(key) <= 40 else f"{key[:20]}…"

@@ -13,8 +13,7 @@ import asyncio
 import json
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
+from shared import json_schemas
 from shared.plugin_sdk import ToolRegistration
 from shared.plugin_sdk.registrar import ServiceRegistration
 from shared.plugin_sdk.tools import ToolContext, ToolError, tool_error, tool_ok
@@ -28,7 +27,7 @@ async def call_tool(tool: ToolRegistration, context: ToolContext, arguments: str
         args = json.loads(arguments or "{}")
     except json.JSONDecodeError as error:
         return tool_error("invalid-input", f"arguments are not JSON: {error}", "send the arguments as one JSON object")
-    problems = sorted(Draft202012Validator(tool.parameters).iter_errors(args), key=lambda e: list(e.absolute_path))
+    problems = sorted(json_schemas.validator(tool.parameters, draft_from_schema=False).iter_errors(args), key=lambda e: list(e.absolute_path))
     if problems:
         listed = "; ".join(
             f"{'/'.join(str(p) for p in problem.absolute_path) or '(arguments)'}: {problem.message}" for problem in problems[:3]

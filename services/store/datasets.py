@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 
+from shared import json_schemas
 from shared.plugin_data.operations import OPERATION_KINDS
 
 MAX_RECORD_ERRORS = 3
@@ -52,7 +52,7 @@ class Dataset:
         if self._validator is None:
             if self.schema.get("$async"):
                 raise DatasetViolation(f"dataset {self.namespace}: $async schemas are not supported; the write is rejected")
-            kind = validators.validator_for(self.schema, default=Draft202012Validator)
+            kind = json_schemas.validator_class(self.schema)
             try:
                 kind.check_schema(self.schema)
             except SchemaError as error:

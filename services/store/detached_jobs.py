@@ -132,7 +132,7 @@ def _sweep(db: Session, now: datetime) -> None:
         elif row.status == "running" and row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms):
             row.status, row.error, row.finished_at = "timed-out", f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)", now
         elif row.status == "running" and row.lease_deadline and now >= row.lease_deadline:
-            row.status, row.error, row.finished_at = "orphaned", f"the lease of {row.holder or 'its worker'} expired", now
+            row.status, row.error, row.finished_at = "orphaned", "the lease of its worker expired", now
     db.flush()
 
 

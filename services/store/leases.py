@@ -42,8 +42,8 @@ class Busy:
 
 
 def describe(row: TurnLeaseRow) -> str:
-    holder = f" by {row.holder}" if row.holder else ""
-    return f"lease {row.lease_id}{holder} (turn {row.turn_id}) expires at {row.deadline.isoformat()}"
+    # Callers relay this to players: the lease id and the holder (a scheduler's host name) stay out.
+    return f"turn {row.turn_id}, lease until {row.deadline.isoformat()}"
 
 
 def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
@@ -136,6 +136,7 @@ def _lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceErro
     current = db.get(TurnLeaseRow, session_id)
     if current is None:
         return aborted(f"turn lease lost: lease {lease_id} on session {session_id} was released{what}")
+    # The caller's own lease id, but of the lease that took over only its turn (describe).
     return aborted(f"turn lease lost: lease {lease_id} on session {session_id} was taken over ({describe(current)}){what}")
 
 

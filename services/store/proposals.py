@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 from sqlalchemy.orm import Session
 
@@ -40,6 +39,7 @@ from covel.store.v1 import store_pb2
 from services.store import plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
+from shared import json_schemas
 from shared.ids import new_id
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, json_size, operation_kinds
 from shared.structs import from_struct
@@ -322,7 +322,7 @@ def _trusted(context: ApplyContext, proposal: store_pb2.Proposal, kind: str) -> 
 def _check_schema(kind: str, where: str, schema: Any) -> Any:
     if not isinstance(schema, dict):
         raise Rejected(f"{kind}: {where}.schema must be a JSON Schema object")
-    checker = validators.validator_for(schema, default=Draft202012Validator)
+    checker = json_schemas.validator_class(schema)
     try:
         checker.check_schema(schema)
     except SchemaError as error:

@@ -152,7 +152,7 @@ def end_session(db: Session, session_id: str, reason: str) -> tuple[store_pb2.Se
     now = utcnow()
     if lease is not None and lease.deadline > now and not _held_by_detached_job(db, lease):
         raise failed_precondition(
-            f"session {session_id} has a turn running (lease {lease.lease_id}); cancel it or let it finish, then end the session"
+            f"session {session_id} has a turn running (turn {lease.turn_id}); cancel it or let it finish, then end the session"
         )
     if lease is not None:
         db.delete(lease)

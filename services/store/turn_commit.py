@@ -50,7 +50,7 @@ from services.store.proto_mapping import (
     session_to_proto,
 )
 from services.store.sessions import load_turn
-from shared.errors import invalid_argument
+from shared.errors import invalid_argument, shortened
 from shared.structs import from_struct
 
 COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
@@ -111,7 +111,8 @@ def unit_order(units: list[Unit], dependencies: Iterable[store_pb2.UnitDependenc
 
 
 def _outcome(proposal_id: str, status: store_pb2.ProposalStatus.ValueType, reason: str = "", code: str = "") -> store_pb2.ProposalOutcome:
-    return store_pb2.ProposalOutcome(proposal_id=proposal_id, status=status, reason=reason, code=code)
+    # A reason quotes the plugin's values and keys: never a megabyte of them (shared/errors.shortened).
+    return store_pb2.ProposalOutcome(proposal_id=proposal_id, status=status, reason=shortened(reason), code=code)
 
 
 def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
@@ -129,7 +130,7 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
         return _recorded(db, session, earlier, request)
     lease = leases.held_lease(db, session.id, request.lease_id, "; nothing was written")
     if turn.id != lease.turn_id:
-        raise invalid_argument("turn.id", f"is {turn.id} but lease {lease.lease_id} runs turn {lease.turn_id}")
+        raise invalid_argument("turn.id", f"is {turn.id} but the lease runs turn {lease.turn_id}")
 
     now = utcnow()
     proposal_ids = {proposal.id for proposal in request.proposals}

@@ -22,7 +22,9 @@ async def test_lease_is_exclusive_and_names_the_session_and_expiry(stub):
 
     error = await expect_error(grpc.StatusCode.ABORTED, acquire(stub, session.id, holder="scheduler-b"))
     assert session.id in error.details()
-    assert "expires at" in error.details() and "scheduler-a" in error.details()
+    assert "lease until" in error.details() and lease.turn_id in error.details()
+    # Players see this message through the scheduler: no lease id, no holder (a scheduler's host name).
+    assert lease.lease_id not in error.details() and "scheduler-a" not in error.details()
 
     # Another session is not affected.
     other = await new_session(stub)
@@ -84,7 +86,8 @@ async def test_expired_lease_is_taken_over_and_the_old_holder_loses_it(stub):
         grpc.StatusCode.ABORTED,
         stub.RenewTurnLease(store_pb2.RenewTurnLeaseRequest(session_id=session.id, lease_id=old.lease_id)),
     )
-    assert "lost" in error.details() and "fresh" in error.details()
+    assert "lost" in error.details() and new.turn_id in error.details()
+    assert "fresh" not in error.details() and new.lease_id not in error.details()  # not the new holder, nor its lease id
 
 
 async def test_renew_extends_the_deadline(stub):

@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.registry.v1 import registry_pb2
@@ -36,6 +34,7 @@ from services.scheduler.hooks.rules import (
     stopped_by_pre_step_error,
 )
 from services.scheduler.turn.story_output import EmptyStory, Story, normalize_story, story_problems
+from shared import json_schemas
 from shared.logs import get_logger
 from shared.structs import from_struct, to_struct
 
@@ -177,7 +176,7 @@ def parse_json_answer(content: str) -> tuple[dict[str, Any] | None, str]:
 def schema_problems(value: Any, schemas: list[tuple[str, dict[str, Any]]]) -> list[str]:
     problems: list[str] = []
     for label, schema in schemas:
-        for error in sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path)):
+        for error in sorted(json_schemas.validator(schema, draft_from_schema=False).iter_errors(value), key=lambda e: list(e.absolute_path)):
             where = "/" + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else "(root)"
             problems.append(f"{where}: {error.message} ({label})")
     return problems

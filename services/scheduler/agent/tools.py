@@ -14,10 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from covel.gateway.v1 import gateway_pb2
 from services.scheduler.function.dataset_policies import dataset_schema
+from shared import json_schemas
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
@@ -86,7 +85,7 @@ class KernelTools:
             return _text(tool_error("invalid-input", f"arguments are not JSON: {error}", "send the arguments as one JSON object"))
         if not isinstance(args, dict):
             return _text(tool_error("invalid-input", "arguments must be a JSON object"))
-        problems = sorted(Draft202012Validator(_parameters(tool)).iter_errors(args), key=lambda e: list(e.absolute_path))
+        problems = sorted(json_schemas.validator(_parameters(tool), draft_from_schema=False).iter_errors(args), key=lambda e: list(e.absolute_path))
         if problems:
             listed = "; ".join(f"{'/'.join(map(str, p.absolute_path)) or '(arguments)'}: {p.message}" for p in problems[:3])
             return _text(tool_error("invalid-input", listed, "call the tool again with arguments that fit its parameters"))
@@ -190,7 +189,7 @@ class _DatasetTools:
     def _invalid(self, value: Any) -> dict[str, Any] | None:
         if self.schema is None:
             return tool_error("unavailable", f"the dataset {self.name} has no readable schema; nothing can be written")
-        problems = sorted(Draft202012Validator(self.schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        problems = sorted(json_schemas.validator(self.schema, draft_from_schema=False).iter_errors(value), key=lambda e: list(e.absolute_path))
         if not problems:
             return None
         listed = "; ".join(f"{'/'.join(map(str, p.absolute_path)) or '(value)'}: {p.message}" for p in problems[:3])

@@ -13,9 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from services.scheduler.contracts import kernel_contract_schema
+from shared import json_schemas
 
 MAX_REPORTED_ERRORS = 3
 
@@ -74,7 +73,7 @@ def output_schemas(manifest: dict[str, Any], definition: dict[str, Any], root: P
 def check_output(value: Any, schemas: list[tuple[str, dict[str, Any]]]) -> str | None:
     """None when `value` fits every schema; else an output-schema-invalid reason naming the first errors."""
     for label, schema in schemas:
-        errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        errors = sorted(json_schemas.validator(schema, draft_from_schema=False).iter_errors(value), key=lambda e: list(e.absolute_path))
         if errors:
             listed = "; ".join(
                 f"{'/' + '/'.join(str(p) for p in error.absolute_path) if error.absolute_path else '(root)'}: {error.message}"
