@@ -24,6 +24,7 @@ import yaml
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
+from shared.bounded_yaml import load_yaml
 from shared.grpc_client import open_client_api_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
@@ -63,7 +64,7 @@ class World:
 def load_world(folder: Path) -> World:
     path = Path(folder) / "world.yaml"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as error:
         raise ValueError(f"world {folder}: cannot read world.yaml: {error}") from None
     if not isinstance(data, dict):

@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from services.gateway.settings import GatewaySettings
+from shared.bounded_yaml import load_yaml
 from shared.errors import failed_precondition
 
 SCRIPTED = "scripted"
@@ -158,7 +159,7 @@ class SlotTable:
     def _load_yaml(path: Path, providers: dict[str, ProviderConfig], slots: dict[str, SlotEntry]) -> None:
         source = f"yaml:{path}"
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = load_yaml(path.read_text(encoding="utf-8")) or {}
         except OSError as error:
             raise SlotConfigError(f"COVEL_GATEWAY_CONFIG={path}: cannot read the file ({error.strerror})") from None
         except yaml.YAMLError as error:

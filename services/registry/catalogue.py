@@ -14,7 +14,8 @@ from pathlib import Path
 from services.registry.contract_schemas import check_contract_schemas
 from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.entry_registrations import check_entry_registrations
-from services.registry.package_loader import LoadedPackage, load_package
+from services.registry.package_guard import load_package_guarded
+from services.registry.package_loader import LoadedPackage
 from services.registry.settings import source_of
 from shared.logs import get_logger
 
@@ -51,7 +52,7 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False) -> list[LoadedPac
     for plugin_dir in plugin_dirs:
         source = source_of(plugin_dir)
         for folder in _package_folders(plugin_dir):
-            package = load_package(folder, source=source, strict=strict)
+            package = load_package_guarded(folder, source=source, strict=strict)
             first = by_id.get(package.id)
             if first is not None:
                 first.diagnostics.append(

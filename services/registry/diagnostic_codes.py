@@ -163,6 +163,10 @@ CODES: dict[str, str] = {
     "zip-encrypted": "an encrypted member",
     "zip-duplicate-member": "a member name twice",
     "zip-layout": "not one package folder (or files at the root without a plugin id)",
+    "zip-compression": "a member compressed other than deflate or stored (bzip2 and LZMA inflate without bound)",
+    "zip-too-slow": "unpacking took longer than its time limit",
+    # The loader's net (services/registry/package_guard.py)
+    "package-unloadable": "loading the package failed outright (a loader bug or an input no limit foresaw); the package is left out and the registry goes on",
     # The registry's own output (services/registry/served_manifests.py)
     "compiled-manifest-invalid": "a compiled manifest or definition does not fit shared/manifest's models: a registry bug, the package is not served as loaded",
 }

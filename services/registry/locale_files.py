@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from services.registry.diagnostics import DiagnosticBag, Severity, format_path
-from services.registry.frontmatter import SAFE_LOADER
+from shared.bounded_yaml import load_yaml
 
 LOCALES_DIR = "locales"
 LABEL_FIELDS = frozenset({"displayName", "description", "label", "title", "summary", "about", "placeholder"})
@@ -113,7 +113,7 @@ def compile_locales(
             bag.add(ignored, "locale-file-name", f"`{path.name}` is not named after a locale (e.g. zh.yaml)", file=file)
             continue
         try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as error:
             bag.error("locale-yaml", f"the locale file is not valid YAML: {str(error).splitlines()[0]}", file=file)
             continue

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from services.registry.diagnostics import Diagnostic, Severity, has_errors
 from services.registry.entry_registrations import check_entry_registrations
-from services.registry.package_loader import PLUGIN_FILE, RUNTIME_FILE, RUNTIMES_DIR, LoadedPackage, load_package
+from services.registry.package_guard import load_package_guarded
+from services.registry.package_loader import PLUGIN_FILE, RUNTIME_FILE, RUNTIMES_DIR, LoadedPackage
 
 
 class NotAPackage(ValueError):
@@ -69,7 +70,7 @@ def package_root_of(path: Path) -> Path:
 
 
 def validate_package(root: Path, *, source: str = "community") -> ValidationReport:
-    package = load_package(root, source=source, strict=True)
+    package = load_package_guarded(root, source=source, strict=True)
     check_entry_registrations([package])
     return ValidationReport(root=root, plugin_id=package.id, diagnostics=list(package.diagnostics), package=package)
 

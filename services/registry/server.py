@@ -41,8 +41,27 @@ def _check_zip(data: bytes, plugin_id: str) -> None:
 
 
 def _missing(snapshot: Snapshot, plugin_id: str) -> ServiceError:
-    dirs = ", ".join(str(path) for path in snapshot.plugin_dirs) or "(none)"
-    return not_found(f"no plugin `{plugin_id}` in the catalogue (generation {snapshot.generation}); searched: {dirs}")
+    # The plugin folders are the host's business: the message names none.
+    return not_found(f"no plugin `{plugin_id}` in the catalogue (generation {snapshot.generation}); ListPlugins shows what it holds")
+
+
+MAX_PATH_CHARS = 4096
+
+
+def _package_path(written: str, plugin_dirs: Sequence[Path]) -> Path:
+    """A ValidatePackage path, only inside one of the registry's plugin folders: the RPC must not
+    tell a client what other folders of the host hold (or whether they exist)."""
+    if len(written) > MAX_PATH_CHARS or "\x00" in written:
+        raise invalid_argument("path", f"is not a usable path (at most {MAX_PATH_CHARS} characters, no NUL)")
+    path = Path(written)
+    inside = path.is_absolute() and any(
+        path.resolve().is_relative_to(folder.resolve()) and path.resolve() != folder.resolve() for folder in plugin_dirs
+    )
+    if not inside:
+        raise invalid_argument(
+            "path", "is not inside one of the registry's plugin folders (COVEL_PLUGIN_DIRS); send the package as `zip` instead"
+        )
+    return path
 
 
 class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
@@ -121,8 +140,9 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
             _check_zip(request.zip, request.plugin_id)
             plugin_id, diagnostics = await asyncio.to_thread(validate_zip, request.zip, plugin_id=request.plugin_id)
         else:
+            path = _package_path(request.path, self._catalogue.plugin_dirs)
             try:
-                [report] = await asyncio.to_thread(validate_paths, [Path(request.path)])
+                [report] = await asyncio.to_thread(validate_paths, [path])
             except NotAPackage as error:
                 raise invalid_argument("path", str(error)) from None
             plugin_id, diagnostics = report.plugin_id, report.diagnostics

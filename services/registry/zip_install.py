@@ -1,7 +1,9 @@
 """Unpack a plugin package from a zip, safely, for validation and install.
 
 Limits (also in the proto's InstallPackageRequest): at most 16 MiB of zip, 2000 members,
-8 MiB per file and 64 MiB unpacked in all. Members with an absolute path (`/x`, `C:x`), a
+8 MiB per file, 64 MiB unpacked in all and 10 s of unpacking. Only stored and deflated members
+are read: zipfile inflates bzip2 and LZMA data without an output bound, so a few hundred bytes
+of either could take gigabytes before the size count sees them. Members with an absolute path (`/x`, `C:x`), a
 `..` component, a backslash, a NUL, a symlink or any other non-regular file type, and
 encrypted members are rejected before anything is written; sizes are enforced while
 extracting too (a member's declared size is not trusted).
@@ -16,6 +18,7 @@ import io
 import shutil
 import stat
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,6 +30,10 @@ MAX_ZIP_BYTES = 16 * 1024 * 1024
 MAX_MEMBERS = 2000
 MAX_MEMBER_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
+MAX_UNPACK_SECONDS = 10.0
+READ_CHUNK = 64 * 1024
+# Deflate output is bounded per read (zipfile passes max_length); the other methods' is not.
+READABLE_COMPRESSIONS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 ARCHIVE = "(zip)"
 
 
@@ -67,6 +74,8 @@ def _member_problem(info: zipfile.ZipInfo) -> tuple[str, str] | None:
         return "zip-special-file", f"`{name}` is not a regular file or folder"
     if info.flag_bits & 0x1:
         return "zip-encrypted", f"`{name}` is encrypted"
+    if info.compress_type not in READABLE_COMPRESSIONS:
+        return "zip-compression", f"`{name}` uses compression method {info.compress_type}; packages use deflate (what zip tools write by default) or none"
     if info.file_size > MAX_MEMBER_BYTES:
         return "zip-too-large", f"`{name}` unpacks to {info.file_size} bytes; the limit is {MAX_MEMBER_BYTES} per file"
     return None
@@ -141,6 +150,7 @@ def _extract(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], prefix: str
     """The members under `prefix` written below `root`; False (with the error in `bag`) at the first that cannot be.
     Sizes are counted as written: the directory's sizes may lie."""
     total = 0
+    deadline = time.monotonic() + MAX_UNPACK_SECONDS
     for info in infos:
         if not info.filename.startswith(prefix) or info.filename.startswith("__MACOSX/"):
             continue
@@ -158,11 +168,14 @@ def _extract(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], prefix: str
         written = 0
         try:
             with archive.open(info) as source, open(target, "xb") as sink:
-                while chunk := source.read(64 * 1024):
+                while chunk := source.read(READ_CHUNK):
                     written += len(chunk)
                     total += len(chunk)
                     if written > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
                         bag.error("zip-too-large", f"`{info.filename}` unpacks beyond the size limits", field_path=info.filename)
+                        return False
+                    if time.monotonic() > deadline:
+                        bag.error("zip-too-slow", f"unpacking took longer than {MAX_UNPACK_SECONDS:g} s", field_path=info.filename)
                         return False
                     sink.write(chunk)
         except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as error:

@@ -67,7 +67,8 @@ def test_unsafe_archives_are_rejected_before_writing(name: str, make, code: str,
 
 
 async def test_validate_package_by_path_and_by_zip(registry_for) -> None:
-    client = await registry_for(default_plugin_dirs())
+    # A path is validated only inside the registry's plugin folders: the fixtures' folder is one here.
+    client = await registry_for([*default_plugin_dirs(), FIXTURES / "good"])
     reply = await client.stub.ValidatePackage(registry_pb2.ValidatePackageRequest(path=str(JOURNAL)), timeout=5)
     assert reply.ok and reply.plugin_id == "journal" and list(reply.diagnostics) == []
     broken = FIXTURES / "missing-stage" / "missing-stage"

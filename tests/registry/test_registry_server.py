@@ -65,7 +65,8 @@ async def test_get_plugin_and_not_found(registry_for, tmp_path: Path) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await client.stub.GetPlugin(registry_pb2.GetPluginRequest(plugin_id="ghost"), timeout=5)
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
-    assert "ghost" in raised.value.details() and str(tmp_path) in raised.value.details()
+    # The id, but not the host's plugin folders (issue 18: no host paths in client-visible messages).
+    assert "ghost" in raised.value.details() and str(tmp_path) not in raised.value.details()
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await client.stub.GetPlugin(registry_pb2.GetPluginRequest(plugin_id=""), timeout=5)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT

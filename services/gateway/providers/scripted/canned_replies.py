@@ -31,6 +31,7 @@ import yaml
 
 from services.gateway import events
 from services.gateway.chat import ToolCall
+from shared.bounded_yaml import load_yaml
 
 
 class ScriptError(ValueError):
@@ -136,7 +137,7 @@ class Script:
     @classmethod
     def load(cls, path: Path) -> Script:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except OSError as error:
             raise ScriptError(f"COVEL_GATEWAY_SCRIPT={path}: cannot read the file ({error.strerror})") from None
         except yaml.YAMLError as error:
