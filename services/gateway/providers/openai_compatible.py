@@ -26,6 +26,7 @@ from services.gateway.budget import parse_retry_after
 from services.gateway.chat import Call, Message, ToolCall, Usage
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
 from services.gateway.providers.base import GENERATION, STALL, AttemptFailed, AttemptLimits, approx_usage
+from services.gateway.secret_redaction import redact_secret
 from services.gateway.slots import Target
 
 FINISH_REASONS = {
@@ -37,6 +38,8 @@ FINISH_REASONS = {
     "error": events.ERROR,
 }
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
+# An error body is read this far: past it is never a message worth showing.
+BODY_READ_CHARS = 64 * 1024
 
 
 def finish_reason(value: str | None) -> str:
@@ -110,8 +113,8 @@ def _usage(raw: Any) -> Usage | None:
 
 
 def _provider_message(body: str, key: str | None) -> str:
-    """What the provider said about an error, without the key even if it echoed it."""
-    text = body.strip()
+    """What the provider said about an error, without the key even if it echoed it (split, re-cased or cut)."""
+    text = body.strip()[:BODY_READ_CHARS]
     try:
         data = json.loads(text)
     except ValueError:
@@ -119,9 +122,8 @@ def _provider_message(body: str, key: str | None) -> str:
     if isinstance(data, dict):
         error = data.get("error", data)
         text = str(error.get("message") or error.get("detail") or json.dumps(error)) if isinstance(error, dict) else str(error)
-    text = " ".join(text.split())[:500]
-    if key:
-        text = text.replace(key, "[redacted]")
+    # Redacted before the whitespace is squeezed and the text cut, so no cut leaves a piece of the key.
+    text = " ".join(redact_secret(text, key).split())[:500]
     return text or "(no message)"
 
 
@@ -145,8 +147,7 @@ def http_failure(status: int, headers: httpx.Headers, body: str, target: Target,
         )
     if status == 404:
         return AttemptFailed(
-            f"provider {name} does not know model {target.model!r} or "
-            f"{target.provider.base_url}/chat/completions (HTTP 404): {said}",
+            f"provider {name} does not know model {target.model!r} or its chat/completions endpoint (HTTP 404): {said}",
             retryable=False,
             status=status,
             code=grpc.StatusCode.FAILED_PRECONDITION,
@@ -269,7 +270,7 @@ class OpenAICompatibleProvider:
         except (TimeoutError, httpx.TimeoutException):
             raise AttemptFailed(f"no reply within {limits.call_timeout_s:.2f}s (call timeout)", retryable=True, kind=STALL) from None
         except httpx.TransportError as error:
-            raise AttemptFailed(f"cannot reach {target.provider.base_url}: {type(error).__name__}", retryable=True) from None
+            raise AttemptFailed(f"cannot reach provider {target.provider.name}: {type(error).__name__}", retryable=True) from None
         if response.status_code != 200:
             raise http_failure(response.status_code, response.headers, response.text, target, key)
         return parse_completion(call, target, response.text, key)
@@ -315,9 +316,9 @@ class OpenAICompatibleProvider:
                     await queue.put(("chunk", chunk))
             await queue.put(("broke", "the stream ended without [DONE]"))
         except httpx.TimeoutException:
-            await queue.put(("failed", AttemptFailed(f"cannot reach {target.provider.base_url}: connect timeout", retryable=True)))
+            await queue.put(("failed", AttemptFailed(f"cannot reach provider {target.provider.name}: connect timeout", retryable=True)))
         except httpx.ConnectError as error:
-            await queue.put(("failed", AttemptFailed(f"cannot reach {target.provider.base_url}: {type(error).__name__}", retryable=True)))
+            await queue.put(("failed", AttemptFailed(f"cannot reach provider {target.provider.name}: {type(error).__name__}", retryable=True)))
         except httpx.TransportError as error:
             await queue.put(("broke", f"the stream broke off ({type(error).__name__})"))
 

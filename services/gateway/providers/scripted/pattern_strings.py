@@ -2,13 +2,13 @@
 
 A small walker over Python's own regex parse tree: literals, classes (ranges, \\d \\w \\s,
 negation), alternation, groups and back-references, repeats (open-ended ones kept short),
-anchors. Lookarounds are skipped; the caller checks the candidate with `re.search`.
+anchors. Lookarounds are skipped; the caller checks the candidate (on RE2, shared/json_schemas).
+Output past `limit` characters stops the walk (PatternTooLong): `(a{1000}){1000}` is a short pattern.
 """
 
 from __future__ import annotations
 
 import random
-import re
 import string
 
 # Python 3.11+ (requires-python); the old sre_* modules are deprecated aliases of these.
@@ -28,15 +28,28 @@ CATEGORIES = {
 }
 
 
+class PatternTooLong(ValueError):
+    """The pattern's strings are longer than the walk's limit."""
+
+
 class _Walker:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, limit: int) -> None:
         self.rng = rng
         self.groups: dict[int, str] = {}
+        self.limit = limit
+        self.produced = 0
 
     def sequence(self, items: list) -> str:
         return "".join(self.item(op, arg) for op, arg in items)
 
-    def item(self, op, arg) -> str:  # op, arg: parse-tree nodes (private re module, untyped)
+    def item(self, op, arg) -> str:
+        text = self._item(op, arg)
+        self.produced += len(text)
+        if self.produced > self.limit:
+            raise PatternTooLong(f"over {self.limit} characters")
+        return text
+
+    def _item(self, op, arg) -> str:  # op, arg: parse-tree nodes (private re module, untyped)
         if op is sre_constants.LITERAL:
             return chr(arg)
         if op is sre_constants.NOT_LITERAL:
@@ -56,7 +69,9 @@ class _Walker:
         if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None)):
             low, high, body = arg
             top = low + OPEN_REPEAT_EXTRA if high is sre_constants.MAXREPEAT else high
-            return "".join(self.sequence(list(body)) for _ in range(self.rng.randint(low, max(low, top))))
+            if low > self.limit:
+                raise PatternTooLong(f"a repeat of at least {low}")
+            return "".join(self.sequence(list(body)) for _ in range(self.rng.randint(low, max(low, min(top, low + self.limit)))))
         if op is sre_constants.GROUPREF:
             return self.groups.get(arg, "")
         if op is sre_constants.CATEGORY:
@@ -80,13 +95,7 @@ class _Walker:
         return sorted(chosen) or ["a"]
 
 
-def matching_string(pattern: str, rng: random.Random) -> str:
-    """One string the pattern matches in full (so also under JSON Schema's unanchored search)."""
-    return _Walker(rng).sequence(list(sre_parse.parse(pattern)))
-
-
-def matches(pattern: str, text: str) -> bool:
-    try:
-        return re.search(pattern, text) is not None
-    except re.error:
-        return False
+def matching_string(pattern: str, rng: random.Random, *, limit: int) -> str:
+    """One string the pattern matches in full (so also under JSON Schema's unanchored search).
+    ValueError (re.error) for syntax Python's parser refuses; PatternTooLong past `limit` characters."""
+    return _Walker(rng, limit).sequence(list(sre_parse.parse(pattern)))

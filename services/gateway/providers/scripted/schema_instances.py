@@ -3,8 +3,12 @@
 Covers what model-facing schemas use: type (also lists), properties/required,
 additionalProperties, enum/const/default, items/prefixItems/minItems/maxItems/uniqueItems,
 minLength/maxLength/format/pattern, minimum/maximum (exclusive too)/multipleOf, anyOf/oneOf/allOf,
-and $ref into $defs/definitions. Candidates are checked with jsonschema, so a branch that
-does not fit is skipped rather than returned.
+and $ref into $defs/definitions. Candidates are checked with jsonschema (patterns on RE2), so a
+branch that does not fit is skipped rather than returned.
+
+Sizes are capped, so a schema cannot make the model build something huge: `minLength` and a
+pattern's output at most MAX_STRING_CHARS, `minItems` / `minProperties` at most MAX_ITEMS, at
+most MAX_DEPTH levels and MAX_VALUES values in all; over a cap is a SchemaInstanceError.
 """
 
 from __future__ import annotations
@@ -12,12 +16,10 @@ from __future__ import annotations
 import copy
 import math
 import random
-import re
 from typing import Any
 
-import jsonschema
-
-from services.gateway.providers.scripted.pattern_strings import matches, matching_string
+from services.gateway.providers.scripted.pattern_strings import PatternTooLong, matching_string
+from shared import json_schemas
 
 WORDS = (
     "amber", "lantern", "river", "quiet", "harbor", "ember", "willow", "stone", "meadow", "silver",
@@ -35,6 +37,9 @@ FORMATS = {
     "ipv4": "127.0.0.1",
 }
 MAX_DEPTH = 40
+MAX_STRING_CHARS = 10_000
+MAX_ITEMS = 100
+MAX_VALUES = 10_000
 PATTERN_TRIES = 50
 # Below this depth optional properties are left out and arrays get their minimum, so
 # recursive schemas end.
@@ -49,8 +54,8 @@ class InstanceGenerator:
     def __init__(self, schema: dict[str, Any], rng: random.Random) -> None:
         self.root = schema
         self.rng = rng
-        validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        self._validator = validator_class(schema)
+        self._validator = json_schemas.validator(schema)
+        self._values = 0
 
     def valid(self, instance: Any, schema: Any) -> bool:
         try:
@@ -79,7 +84,10 @@ class InstanceGenerator:
         if schema is False:
             raise SchemaInstanceError("false schema admits no instance")
         if depth > MAX_DEPTH:
-            raise SchemaInstanceError("schema nests too deeply")
+            raise SchemaInstanceError(f"the schema nests deeper than {MAX_DEPTH} levels")
+        self._values += 1
+        if self._values > MAX_VALUES:
+            raise SchemaInstanceError(f"the schema asks for more than {MAX_VALUES} values")
         if "$ref" in schema:
             target = self._deref(schema["$ref"])
             rest = {k: v for k, v in schema.items() if k != "$ref"}
@@ -148,12 +156,12 @@ class InstanceGenerator:
         return min(max(value, low), high)
 
     def _string(self, schema: dict[str, Any], depth: int) -> str:
-        minimum = int(schema.get("minLength", 1))
-        maximum = int(schema.get("maxLength", max(minimum, 40)))
+        minimum = _size(schema, "minLength", 1, MAX_STRING_CHARS)
+        maximum = int(min(_number_of(schema, "maxLength", max(minimum, 40)), MAX_STRING_CHARS))
         if maximum < minimum:
             raise SchemaInstanceError("maxLength is below minLength")
         if isinstance(schema.get("pattern"), str):
-            return self._patterned(schema["pattern"], int(schema.get("minLength", 0)), int(schema.get("maxLength", 10_000)))
+            return self._patterned(schema["pattern"], _size(schema, "minLength", 0, MAX_STRING_CHARS), maximum if "maxLength" in schema else MAX_STRING_CHARS)
         text = FORMATS.get(schema.get("format", ""), "")
         if not text or not (minimum <= len(text) <= maximum):
             words = [self._word() for _ in range(self.rng.randint(1, 4))]
@@ -166,19 +174,24 @@ class InstanceGenerator:
         return text
 
     def _patterned(self, pattern: str, minimum: int, maximum: int) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise SchemaInstanceError(f"pattern {pattern!r} is not a regular expression: {error}") from None
+        problem = json_schemas.pattern_problem(pattern)
+        if problem is not None:
+            raise SchemaInstanceError(problem)
+        shown = json_schemas.shown(pattern)
         for _ in range(PATTERN_TRIES):
-            text = matching_string(pattern, self.rng)
-            if minimum <= len(text) <= maximum and matches(pattern, text):
+            try:
+                text = matching_string(pattern, self.rng, limit=MAX_STRING_CHARS)
+            except PatternTooLong:
+                raise SchemaInstanceError(f"pattern {shown} asks for strings over {MAX_STRING_CHARS} characters") from None
+            except (ValueError, RecursionError) as error:  # syntax RE2 takes and Python's parser refuses (e.g. \p{L})
+                raise SchemaInstanceError(f"the scripted model cannot write strings for pattern {shown} ({error})") from None
+            if minimum <= len(text) <= maximum and json_schemas.search(pattern, text):
                 return text
-        raise SchemaInstanceError(f"no string of length {minimum}..{maximum} matching pattern {pattern!r} was found")
+        raise SchemaInstanceError(f"no string of length {minimum}..{maximum} matching pattern {shown} was found")
 
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
-        minimum = int(schema.get("minItems", 0 if depth > SHALLOW_DEPTH else 1))
-        maximum = int(schema.get("maxItems", max(minimum, 3)))
+        minimum = _size(schema, "minItems", 0 if depth > SHALLOW_DEPTH else 1, MAX_ITEMS)
+        maximum = int(min(_number_of(schema, "maxItems", max(minimum, 3)), MAX_ITEMS))
         if maximum < minimum:
             raise SchemaInstanceError("maxItems is below minItems")
         prefix = list(schema.get("prefixItems") or [])
@@ -216,9 +229,24 @@ class InstanceGenerator:
                 subschema = {}
             result[name] = self.generate(subschema, depth + 1)
         extra = schema.get("additionalProperties", {})
-        while len(result) < int(schema.get("minProperties", 0)) and extra is not False:
+        while len(result) < _size(schema, "minProperties", 0, MAX_ITEMS) and extra is not False:
             result[f"{self._word()}_{len(result)}"] = self.generate(extra if isinstance(extra, dict) else {}, depth + 1)
         return result
+
+
+def _number_of(schema: dict[str, Any], key: str, default: float) -> float:
+    value = schema.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise SchemaInstanceError(f"{key} must be a non-negative number, not {json_schemas.shown(str(value))}")
+    return value
+
+
+def _size(schema: dict[str, Any], key: str, default: int, cap: int) -> int:
+    """A size keyword (minLength, minItems, …) the model will meet, refused over `cap`."""
+    value = _number_of(schema, key, default)
+    if value > cap:
+        raise SchemaInstanceError(f"{key} is {value:g}; the scripted model builds at most {cap}")
+    return math.ceil(value)
 
 
 def _kind(schema: dict[str, Any]) -> str:
