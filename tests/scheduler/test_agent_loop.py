@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from services.scheduler.agent import answers
 from services.scheduler.agent import loop as agent_runtime
-from services.scheduler.agent.loop import SubagentCall, run_agent, split_effects
+from services.scheduler.agent.answers import split_effects
+from services.scheduler.agent.loop import SubagentCall, run_agent
 from services.scheduler.agent.loop_profile import loop_settings
 from services.scheduler.agent.tools import KernelTools, add_runtime_done
 from services.scheduler.hooks.bus import HookOutcome
@@ -336,7 +338,7 @@ async def test_what_pre_step_could_not_honour_is_recorded_in_step_completed():
 
 async def test_effect_fields_a_story_or_schemaless_agent_writes_are_logged(monkeypatch):
     warnings = []
-    monkeypatch.setattr(agent_runtime.log, "warning", lambda event, **fields: warnings.append((event, fields)))
+    monkeypatch.setattr(answers.log, "warning", lambda event, **fields: warnings.append((event, fields)))
     story = json.dumps({"segments": [{"kind": "narration", "text": "Rain."}], "pluginData": [{"key": "x"}]})
     outcome = await run(runtime("narrator", "story", STORY_MANIFEST), FakeGateway([reply(story)]))
     assert outcome.status == "success" and warnings == [

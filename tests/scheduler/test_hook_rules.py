@@ -67,7 +67,7 @@ def test_post_tool_use_rewrites_what_the_model_reads_only() -> None:
 
 
 def test_read_only_calls_pool_and_others_are_barriers() -> None:
-    from services.scheduler.agent.loop import tool_batches
+    from services.scheduler.agent.tool_calls import tool_batches
 
     calls = [{"name": n} for n in ["look", "look", "save", "look", "find", "look", "save"]]
     read_only = {"look", "find"}.__contains__

@@ -1,0 +1,210 @@
+"""How one reply's tool calls run: read-only calls pooled, every call between its PreToolUse and
+PostToolUse, and the result as the model reads it (spec: hooks-reference, 工具并发)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from covel.common.v1 import common_pb2
+from services.scheduler.agent import loop_rules
+from services.scheduler.agent.loop_profile import LoopSettings
+from services.scheduler.agent.loop_state import ExecutionProgress, Next
+from services.scheduler.agent.model_view import model_facing
+from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.rules import apply_post_tool_use, apply_pre_tool_use, refused_tool_result
+
+if TYPE_CHECKING:
+    from services.scheduler.agent.loop import RuntimeOutcome
+
+IsReadOnly = Callable[[str], bool]
+# A call's result: the text the model reads, whether it succeeded, whether a PostToolUse hook ended the loop.
+ToolResult = tuple[str, bool, bool]
+
+
+def framework_entry(event: str, status: str, runtime_id: str, detail: dict[str, Any]) -> common_pb2.HookTraceEntry:
+    """A trace record of the loop itself (not of a hook handler); its details as JSON in `message`."""
+    return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=runtime_id,
+                                     message=json.dumps(detail, ensure_ascii=False))
+
+
+def skipped_tool_entries(call: dict[str, Any], runtime_id: str, skip_reason: str) -> list[common_pb2.HookTraceEntry]:
+    """tool.calling / tool.failed of a call that never ran: a PreToolUse abort ("hook-aborted") or a
+    terminated loop ("terminated"). Not an executed call, not a failure (spec: hooks-reference)."""
+    detail = {"toolCallId": call.get("id", ""), "name": call.get("name", ""), "skipped": True, "skipReason": skip_reason}
+    return [framework_entry(event, "skipped", runtime_id, detail) for event in ("tool.calling", "tool.failed")]
+
+
+def cancelled_result(call: dict[str, Any]) -> dict[str, Any]:
+    """The tool message of a call a terminating hook skipped."""
+    return {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(
+        {"ok": False, "error": {"code": "cancelled", "message": "skipped: the tool loop was terminated"}})}
+
+
+def model_result_text(result_text: str) -> str:
+    """A tool result as the model reads it: `data` without bookkeeping ids and timestamps."""
+    try:
+        result = json.loads(result_text)
+    except json.JSONDecodeError:
+        return result_text
+    if not isinstance(result, dict) or result.get("ok") is not True or "data" not in result:
+        return result_text
+    return json.dumps({**result, "data": model_facing(result["data"])}, ensure_ascii=False)
+
+
+def replaced_fields(original: dict[str, Any], merged: dict[str, Any]) -> dict[str, Any]:
+    """What a hook's merged payload changed: the fields that are new or differ from the original."""
+    return {key: value for key, value in merged.items() if key not in original or original[key] != value}
+
+
+def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[list[dict[str, Any]]]:
+    """Consecutive read-only calls form one concurrent pool; any other call is a barrier run alone."""
+    batches: list[list[dict[str, Any]]] = []
+    for call in calls:
+        if is_read_only(call["name"]) and batches and len(batches[-1]) and is_read_only(batches[-1][-1]["name"]):
+            batches[-1].append(call)
+        else:
+            batches.append([call])
+    return batches
+
+
+async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
+                    kernel_tools: KernelTools, is_read_only: IsReadOnly) -> list[ToolResult]:
+    """A pool: every member's PreToolUse first, in model order; then the tools together; then
+    every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
+    runs alone after the pool, keeping the hook result it already has."""
+    prepared = [await pre_tool_use(call, runtime, scope, hooks, trace) for call in batch]
+    in_pool = [p for p in prepared if p[0] is None and (len(batch) == 1 or is_read_only(p[1]["name"]))]
+    pooled = await asyncio.gather(*(execute(p[1], runtime, scope, hooks, tool_names, kernel_tools) for p in in_pool))
+    executed = {id(p): text for p, text in zip(in_pool, pooled, strict=True)}
+    for p in prepared:
+        if p[0] is None and id(p) not in executed:
+            executed[id(p)] = await execute(p[1], runtime, scope, hooks, tool_names, kernel_tools)
+    results = []
+    for p in prepared:
+        refused, call = p
+        if refused is not None:
+            # Refused: the model reads why; not an executed call, so no PostToolUse.
+            results.append((refused, False, False))
+            continue
+        results.append(await post_tool_use(call, executed[id(p)], runtime, scope, hooks, trace))
+    return results
+
+
+async def pre_tool_use(call, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any]]:
+    """PreToolUse: the refusal text when a hook aborted the call, else the call as the hooks left it."""
+    pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+    trace.extend(pre.trace)
+    if pre.aborted:
+        trace.extend(skipped_tool_entries(call, runtime.runtime_id, "hook-aborted"))
+        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call
+    return None, apply_pre_tool_use(call, replaced_fields({"toolCall": call}, pre.payload))
+
+
+async def execute(call, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
+    if call["name"] not in tool_names:
+        return json.dumps({"ok": False, "error": {
+            "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
+            "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
+    if call["name"] in kernel_tools:
+        return await kernel_tools.call(call)
+    return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
+
+
+async def post_tool_use(call, result_text: str, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> ToolResult:
+    """PostToolUse: the result as the hooks left it, whether the call succeeded, whether a hook terminated the loop."""
+    ok = json.loads(result_text).get("ok") is True
+    original = {"result": result_text, "success": ok}
+    post = await hooks.dispatch(
+        "PostToolUse", scope, {"toolCall": call, "result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+    )
+    trace.extend(post.trace)
+    outcome = apply_post_tool_use(original, replaced_fields({"toolCall": call, "result": original}, post.payload))
+    text = outcome.result.get("result")
+    return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)), ok, outcome.terminate
+
+
+class ToolSteps:
+    """AgentLoop's tools step (a mixin: the attributes and the method below are AgentLoop's)."""
+
+    runtime: Any
+    scope: ExecutionScope
+    hooks: HookBus
+    kernel_tools: KernelTools
+    settings: LoopSettings
+    completion: loop_rules.Completion
+    tool_names: list[str]
+    trace: list[common_pb2.HookTraceEntry]
+    stop_reason: str
+
+    def failed(self, reason: str) -> RuntimeOutcome:
+        raise NotImplementedError
+
+    async def _answer_tools(self, progress: ExecutionProgress, calls: list[dict[str, Any]]) -> Next | RuntimeOutcome:
+        """The reply's tool calls run and their results join the conversation; a completion tool or a
+        terminating hook ends the loop, the same calls again and again are a loop to break."""
+        progress.force_required = False
+        progress.conversation.append({"role": "assistant", "content": progress.content, "tool_calls": calls})
+        terminated = await self._run_tools(progress, calls)
+        progress.tool_steps += 1
+        if progress.finish_output is not None or terminated:
+            # afterTools / finishWith: a listed tool succeeded (or a hook terminated): no new request.
+            self.stop_reason = "tool-finished"
+            return Next.FINISH
+        return self._detect_loop(progress, calls)
+
+    def _is_read_only(self, name: str) -> bool:
+        return self.kernel_tools.is_read_only(name) if name in self.kernel_tools else self.hooks.read_only(self.runtime.plugin_id, name)
+
+    async def _run_tools(self, progress: ExecutionProgress, calls: list[dict[str, Any]]) -> bool:
+        """Each batch in order (read-only calls pooled); True when a hook or runtime-done terminated the loop."""
+        terminated = False
+        for batch in tool_batches(calls, self._is_read_only):
+            if terminated:
+                # A terminating hook skips the rest of the calls: each is closed as cancelled.
+                for call in batch:
+                    self.trace.extend(skipped_tool_entries(call, self.runtime.runtime_id, "terminated"))
+                    progress.conversation.append(cancelled_result(call))
+                continue
+            results = await run_batch(batch, self.runtime, self.scope, self.hooks, self.tool_names, self.trace, self.kernel_tools,
+                                      self._is_read_only)
+            for call, (result_text, ok, terminate) in zip(batch, results, strict=True):
+                progress.conversation.append({"role": "tool", "tool_call_id": call["id"], "content": model_result_text(result_text)})
+                done = self._record_success(progress, call["name"], result_text) if ok else False
+                terminated = terminated or terminate or done
+        return terminated
+
+    def _record_success(self, progress: ExecutionProgress, name: str, result_text: str) -> bool:
+        """A successful call: True for runtime-done; a business call counts, a completion tool's data is the output."""
+        if name == RUNTIME_DONE:
+            return True
+        if name != EMIT_EVENT:
+            progress.successful_business_call = True
+            # Only a completion tool's data is the output; after any other call the model reviews the
+            # result and its final answer is the output (spec: require tool-use without afterTools).
+            if name in self.completion.after_tools:
+                data = json.loads(result_text).get("data") if result_text.startswith("{") else None
+                progress.finish_output = data if isinstance(data, dict) else {"value": data}
+        return False
+
+    def _detect_loop(self, progress: ExecutionProgress, calls: list[dict[str, Any]]) -> Next | RuntimeOutcome:
+        """The same calls loopDetection times in a row: a perturbation (tell the model it is going round
+        in circles), then the fallback: an answer without tools, or failure."""
+        signature = loop_rules.call_signature(calls)
+        progress.repeats = progress.repeats + 1 if signature == progress.last_signature else 1
+        progress.last_signature = signature
+        verdict = loop_rules.loop_verdict(progress.repeats, loop_detection=self.settings.loop_detection,
+                                          perturbations_left=progress.perturbations_left, fallback=self.settings.fallback)
+        if verdict == "perturb":
+            progress.perturbations_left -= 1
+            progress.repeats = 0
+            progress.conversation.append({"role": "user", "content": loop_rules.LOOP_PERTURBATION})
+        elif verdict == "tools-off":
+            progress.tools_off = True
+        elif verdict == "fail":
+            self.stop_reason = "loop-detected"
+            return self.failed(f"loop-detected: the same tool call was repeated {progress.repeats} times")
+        return Next.ROUND
