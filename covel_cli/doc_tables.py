@@ -530,7 +530,8 @@ SETTING_MEANINGS: dict[str, str] = {
     "log_format": "`json` (one object a line) or `console` (for people).",
     "shutdown_grace_s": "Seconds in-flight calls get to finish after SIGTERM.",
     # registry
-    "plugin_dirs": "Folders of plugin packages, separated by `:` or `,`, scanned in order (the first of two equal ids wins); folders other than the repository's `plugins/` hold community plugins.",
+    "plugin_dirs": "Folders of plugin packages, separated by `:` or `,`, scanned in order (the first of two equal ids wins); folders not in COVEL_BUILTIN_PLUGIN_DIRS hold community plugins.",
+    "builtin_plugin_dirs": "The operator's own folders among them: their packages are builtin (`kind: core` counts, code runs unapproved, InstallPackage cannot replace them); every other folder, and so every installed package, is community.",
     # scheduler: principals (docs/security.md, Principals and sessions)
     "api_users_file": "YAML or JSON `users: [{principal, token or token_sha256, roles}]`: one bearer token per person; roles `player` (default), `operator`.",
     "oidc_issuer": "Accept JWTs of this OIDC issuer (its `iss`), verified against its published keys (JWKS).",

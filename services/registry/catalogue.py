@@ -45,12 +45,13 @@ def _package_folders(plugin_dir: Path) -> list[Path]:
     return [child for child in children if child.is_dir() and not child.name.startswith((".", "_"))]
 
 
-def scan(plugin_dirs: Sequence[Path], *, strict: bool = False) -> list[LoadedPackage]:
-    """Load every package folder of every plugin dir, in order; the first package of an id wins."""
+def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None) -> list[LoadedPackage]:
+    """Load every package folder of every plugin dir, in order; the first package of an id wins.
+    Packages of `builtin_dirs` (default: the repository's plugins/) are builtin, the others community."""
     packages: list[LoadedPackage] = []
     by_id: dict[str, LoadedPackage] = {}
     for plugin_dir in plugin_dirs:
-        source = source_of(plugin_dir)
+        source = source_of(plugin_dir, builtin_dirs)
         for folder in _package_folders(plugin_dir):
             package = load_package_guarded(folder, source=source, strict=strict)
             first = by_id.get(package.id)
@@ -76,8 +77,9 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False) -> list[LoadedPac
 
 
 class Catalogue:
-    def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False) -> None:
+    def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None) -> None:
         self._plugin_dirs = tuple(Path(path) for path in plugin_dirs)
+        self._builtin_dirs = None if builtin_dirs is None else tuple(Path(path) for path in builtin_dirs)
         self._strict = strict
         self._lock = asyncio.Lock()
         self._snapshot = Snapshot(generation=0, packages=(), plugin_dirs=self._plugin_dirs)
@@ -93,9 +95,13 @@ class Catalogue:
     def plugin_dirs(self) -> tuple[Path, ...]:
         return self._plugin_dirs
 
+    @property
+    def builtin_dirs(self) -> tuple[Path, ...] | None:
+        return self._builtin_dirs
+
     def load_now(self) -> Snapshot:
         """Scan synchronously (at start, before serving)."""
-        return self._publish(scan(self._plugin_dirs, strict=self._strict))
+        return self._publish(scan(self._plugin_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs))
 
     async def next_after(self, generation: int) -> Snapshot | None:
         """The current snapshot once its generation is past `generation`; None once closed."""
@@ -111,7 +117,7 @@ class Catalogue:
     async def reload(self) -> Snapshot:
         """Rescan off the event loop; concurrent reloads run one after another."""
         async with self._lock:
-            packages = await asyncio.to_thread(scan, self._plugin_dirs, strict=self._strict)
+            packages = await asyncio.to_thread(scan, self._plugin_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs)
             return self._publish(packages)
 
     def _publish(self, packages: list[LoadedPackage]) -> Snapshot:

@@ -22,6 +22,7 @@ CODES: dict[str, str] = {
     # Layout and identity
     "invalid-id": "the folder name is not a plugin id",
     "reserved-id": "`framework` is reserved",
+    "core-not-builtin": "`kind: core` on a package outside the operator's builtin folders: loaded as a plugin (warning)",
     "id-mismatch": "`id` differs from the folder name",
     "plugin-manifest-missing": "no PLUGIN.md (or wrong case)",
     "runtime-layout-mixed": "inline runtime and runtimes/ folders together",

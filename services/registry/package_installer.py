@@ -8,6 +8,7 @@ unsafe archive, leaves the plugin folders untouched.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,11 +41,12 @@ def validate_zip(data: bytes, *, plugin_id: str = "") -> tuple[str, list[Diagnos
         return report.plugin_id, report.diagnostics
 
 
-def community_dir(plugin_dirs: tuple[Path, ...]) -> Path:
+def community_dir(plugin_dirs: tuple[Path, ...], builtin_dirs: Sequence[Path] | None = None) -> Path:
+    """The first plugin folder that is not a builtin one: an installed package is community, whatever it claims."""
     for plugin_dir in plugin_dirs:
-        if source_of(plugin_dir) == COMMUNITY:
+        if source_of(plugin_dir, builtin_dirs) == COMMUNITY:
             return plugin_dir
-    raise InstallRefused("no community plugin folder is configured (COVEL_PLUGIN_DIRS lists only the builtin plugins/)")
+    raise InstallRefused("no community plugin folder is configured (COVEL_PLUGIN_DIRS lists only builtin folders)")
 
 
 def install_zip(
@@ -54,8 +56,9 @@ def install_zip(
     plugin_id: str = "",
     replace: bool = False,
     builtin_ids: frozenset[str] = frozenset(),
+    builtin_dirs: Sequence[Path] | None = None,
 ) -> InstallOutcome:
-    target_dir = community_dir(plugin_dirs)
+    target_dir = community_dir(plugin_dirs, builtin_dirs)
     with unpack(data, plugin_id=plugin_id) as unpacked:
         outcome = InstallOutcome(plugin_id=unpacked.plugin_id, diagnostics=list(unpacked.diagnostics))
         if unpacked.root is None:

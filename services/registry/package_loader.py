@@ -62,6 +62,7 @@ from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
 from services.registry.schema_references import check_root_schemas, check_runtime_schemas
 from services.registry.served_manifests import check_served_manifests
+from services.registry.settings import BUILTIN
 from shared.manifest import PackageDefinition
 
 PLUGIN_FILE = "PLUGIN.md"
@@ -621,7 +622,7 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
         return package
 
     _check_manifest_header(manifest, plugin_id, bag)
-    package.kind = manifest.kind or "plugin"
+    package.kind = _trusted_kind(manifest.kind, source, bag)
     package.version = manifest.version or DEFAULT_VERSION
     package.display_name = manifest.displayName or plugin_id
     package.description = manifest.description or ""
@@ -679,6 +680,22 @@ def _read_manifest_document(root: Path, bag: DiagnosticBag) -> Document | None:
         return None
     text = _read_text(root / PLUGIN_FILE, bag, PLUGIN_FILE)
     return parse_document(text, bag, PLUGIN_FILE) if text is not None else None
+
+
+def _trusted_kind(written: str | None, source: str, bag: DiagnosticBag) -> str:
+    """`kind: core` (joins every session unasked) is for packages of the operator's builtin folders
+    only: a community package is a plugin whatever it claims, so it joins only sessions that ask
+    for it, and its code runs once the player approves it (issue 18)."""
+    if written == "core" and source != BUILTIN:
+        bag.warning(
+            "core-not-builtin",
+            "`kind: core` is ignored: only packages in the operator's builtin plugin folders are core; this "
+            "community package is loaded as a plugin (it joins sessions that request it, its code runs once approved)",
+            field_path="kind",
+            hint="drop `kind: core`, or ask the operator to put the package in a builtin folder (COVEL_BUILTIN_PLUGIN_DIRS)",
+        )
+        return "plugin"
+    return written or "plugin"
 
 
 def _check_manifest_header(manifest: PluginManifest, plugin_id: str, bag: DiagnosticBag) -> None:

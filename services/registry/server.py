@@ -164,6 +164,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
                     install_zip,
                     request.zip,
                     self._catalogue.plugin_dirs,
+                    builtin_dirs=self._catalogue.builtin_dirs,
                     plugin_id=request.plugin_id,
                     replace=request.replace,
                     builtin_ids=builtin_ids,
@@ -199,7 +200,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
 
 async def start(settings: RegistrySettings) -> RunningServer:
     """Scan the plugin folders, then serve the registry on settings.registry_addr."""
-    catalogue = Catalogue(settings.plugin_dirs)
+    catalogue = Catalogue(settings.plugin_dirs, builtin_dirs=settings.builtin_plugin_dirs)
     catalogue.load_now()
     service = PluginRegistryService(catalogue)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,8 +26,12 @@ class RegistrySettings(ServiceSettings):
     # Folders that hold plugin packages as subfolders, scanned in order (the first of two
     # packages with the same id wins). Default: the repository's plugins/.
     plugin_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=default_plugin_dirs)
+    # The operator's own folders among them: their packages are builtin (may be `kind: core`, run
+    # without the player's approval, cannot be replaced by InstallPackage). Every other folder,
+    # and so every installed package, is community. Default: the repository's plugins/.
+    builtin_plugin_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=default_plugin_dirs)
 
-    @field_validator("plugin_dirs", mode="before")
+    @field_validator("plugin_dirs", "builtin_plugin_dirs", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -34,7 +39,8 @@ class RegistrySettings(ServiceSettings):
         return value
 
 
-def source_of(plugin_dir: Path) -> str:
-    """Packages from the repository's own plugins/ are builtin; every other folder is community."""
-    builtin_dirs = {path.resolve() for path in default_plugin_dirs()}
-    return BUILTIN if plugin_dir.resolve() in builtin_dirs else COMMUNITY
+def source_of(plugin_dir: Path, builtin_dirs: Sequence[Path] | None = None) -> str:
+    """Packages of a builtin folder (COVEL_BUILTIN_PLUGIN_DIRS; default the repository's plugins/)
+    are builtin; every other folder's are community."""
+    builtin = {path.resolve() for path in (default_plugin_dirs() if builtin_dirs is None else builtin_dirs)}
+    return BUILTIN if plugin_dir.resolve() in builtin else COMMUNITY

@@ -36,20 +36,22 @@ class RegistryClient:
         self.stub = registry_pb2_grpc.PluginRegistryStub(channel)
 
 
-async def started_registry(plugin_dirs: list[Path]) -> tuple[object, RegistryClient]:
+async def started_registry(plugin_dirs: list[Path], builtin_dirs: list[Path] | None = None) -> tuple[object, RegistryClient]:
     addr = free_addr()
-    running = await start(RegistrySettings(registry_addr=addr, plugin_dirs=plugin_dirs))
+    builtin = {} if builtin_dirs is None else {"builtin_plugin_dirs": builtin_dirs}
+    running = await start(RegistrySettings(registry_addr=addr, plugin_dirs=plugin_dirs, **builtin))
     channel = grpc.aio.insecure_channel(addr)
     return running, RegistryClient(addr, channel)
 
 
 @pytest.fixture
 async def registry_for() -> AsyncIterator[object]:
-    """`await registry_for([dirs])` starts a registry over those plugin dirs; stopped after the test."""
+    """`await registry_for([dirs])` starts a registry over those plugin dirs (`builtin_dirs`: which are
+    the operator's; default the repository's plugins/); stopped after the test."""
     started: list[tuple[object, RegistryClient]] = []
 
-    async def factory(plugin_dirs: list[Path]) -> RegistryClient:
-        running, client = await started_registry(plugin_dirs)
+    async def factory(plugin_dirs: list[Path], builtin_dirs: list[Path] | None = None) -> RegistryClient:
+        running, client = await started_registry(plugin_dirs, builtin_dirs)
         started.append((running, client))
         return client
 

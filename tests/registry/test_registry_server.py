@@ -91,7 +91,7 @@ async def test_resolve_session_plugins(registry_for, tmp_path: Path) -> None:
     write_plugin(tmp_path, "consumer", "requires: [facts@1]")
     write_plugin(tmp_path, "provider", "provides: [facts@1]")
     write_plugin(tmp_path, "needy", "requires: [nothing@1]")
-    client = await registry_for([tmp_path])
+    client = await registry_for([tmp_path], builtin_dirs=[tmp_path])
     reply = await client.stub.ResolveSessionPlugins(
         registry_pb2.ResolveSessionPluginsRequest(requested=["consumer", "needy", "ghost"]), timeout=5
     )

@@ -12,10 +12,11 @@ from tests.registry.conftest import write_plugin
 ENTRY = {"server/index.py": "def register(covel):\n    pass\n"}
 
 
-def catalogue(tmp_path: Path, plugins: dict[str, str], *, with_entry: tuple[str, ...] = ()):
+def catalogue(tmp_path: Path, plugins: dict[str, str], *, with_entry: tuple[str, ...] = (), builtin: bool = False):
+    """The packages of one folder: community, or (`builtin`) the operator's, where `kind: core` counts."""
     for plugin_id, frontmatter in plugins.items():
         write_plugin(tmp_path, plugin_id, frontmatter, files=ENTRY if plugin_id in with_entry else None)
-    return scan([tmp_path])
+    return scan([tmp_path], builtin_dirs=[tmp_path] if builtin else [])
 
 
 def codes(rejections) -> dict[str, tuple[str, str]]:
@@ -24,7 +25,8 @@ def codes(rejections) -> dict[str, tuple[str, str]]:
 
 def test_one_declarer_per_event_topic_later_accepted_is_rejected(tmp_path: Path) -> None:
     events = "contributes:\n  events: [quest.started, quest.done]"
-    packages = catalogue(tmp_path, {"a-quests": events, "b-quests": events, "c-core": "kind: core\ncontributes:\n  events: [quest.done]"})
+    packages = catalogue(tmp_path, {"a-quests": events, "b-quests": events, "c-core": "kind: core\ncontributes:\n  events: [quest.done]"},
+                         builtin=True)
     result = resolve_session_plugins(packages, ["b-quests", "a-quests"], [])
     # Explicit requests before core; among requests, request order.
     assert result.active == ["b-quests"]
@@ -94,7 +96,7 @@ def test_world_required_contracts_add_providers_and_list_unmet(tmp_path: Path) -
 
 
 def test_missing_provider_of_requested_and_core_is_unavailable_not_fatal(tmp_path: Path) -> None:
-    packages = catalogue(tmp_path, {"needs-x": "requires: [x@1]", "core-needs-y": "kind: core\nrequires: [y@1]", "fine": ""})
+    packages = catalogue(tmp_path, {"needs-x": "requires: [x@1]", "core-needs-y": "kind: core\nrequires: [y@1]", "fine": ""}, builtin=True)
     result = resolve_session_plugins(packages, ["needs-x", "fine"], [])
     assert result.active == ["fine"]
     assert codes(result.unavailable) == {"needs-x": ("missing-provider", "x@1"), "core-needs-y": ("missing-provider", "y@1")}

@@ -8,9 +8,10 @@ from tests.registry.conftest import write_plugin
 
 
 def catalogue(tmp_path: Path, plugins: dict[str, str]):
+    """The packages as the operator's own (a builtin folder): their `kind: core` counts."""
     for plugin_id, frontmatter in plugins.items():
         write_plugin(tmp_path, plugin_id, frontmatter)
-    return scan([tmp_path])
+    return scan([tmp_path], builtin_dirs=[tmp_path])
 
 
 def resolve(packages, requested=(), excluded=()):
@@ -141,18 +142,18 @@ def test_a_community_plugin_without_code_needs_no_approval(tmp_path: Path) -> No
 
 
 def test_stopped_plugins_and_the_provider_they_wait_for_are_recorded(tmp_path: Path) -> None:
-    write_plugin(tmp_path, "consumer", "requires: [lore@1]")
-    write_plugin(tmp_path, "lore", "provides: [lore@1]", files=HANDLER_RUNTIME)
-    write_plugin(tmp_path, "core-needs-x", "kind: core\nrequires: [x@1]")
-    packages = scan([tmp_path])
+    write_plugin(tmp_path / "community", "consumer", "requires: [lore@1]")
+    write_plugin(tmp_path / "community", "lore", "provides: [lore@1]", files=HANDLER_RUNTIME)
+    write_plugin(tmp_path / "builtin", "core-needs-x", "kind: core\nrequires: [x@1]")
+    packages = scan([tmp_path / "builtin", tmp_path / "community"], builtin_dirs=[tmp_path / "builtin"])
     result = resolve_session_plugins(packages, ["consumer"], [], approved=[])
     assert result.active == []
     assert {item.plugin_id: item.code for item in result.unavailable} == {"consumer": "approval-required", "core-needs-x": "missing-provider"}
     # Recorded: the stopped plugins, and the one installed provider each waits for (not approved),
     # so approving it brings them back without re-resolving the session.
-    assert result.session_plugins == ["consumer", "core-needs-x", "lore"]
+    assert result.session_plugins == ["core-needs-x", "consumer", "lore"]
     approved = resolve_session_plugins(packages, ["consumer"], [], approved=["lore"])
-    assert approved.active == ["consumer", "lore"] and approved.session_plugins == ["consumer", "core-needs-x", "lore"]
+    assert approved.active == ["consumer", "lore"] and approved.session_plugins == ["core-needs-x", "consumer", "lore"]
 
 
 def test_a_choice_of_providers_records_none_of_them(tmp_path: Path) -> None:
