@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
+import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,14 +23,38 @@ from typing import Any
 PLUGIN_THREADS = 32
 
 _pool = ThreadPoolExecutor(max_workers=PLUGIN_THREADS, thread_name_prefix="plugin-code")
+# Who started a thread (a sandbox worker's call id): its threads are counted while they run, so the
+# worker can tell the host that a cancelled call still runs on (shared/sandbox/worker.py).
+thread_owner: contextvars.ContextVar[Any] = contextvars.ContextVar("plugin_thread_owner", default=None)
+_running: Counter[Any] = Counter()
+_running_lock = threading.Lock()
+
+
+def threads_running(owner: Any) -> int:
+    with _running_lock:
+        return _running[owner]
+
+
+def _counted(function: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    owner = thread_owner.get()
+    if owner is None:
+        return function(*args, **kwargs)
+    with _running_lock:
+        _running[owner] += 1
+    try:
+        return function(*args, **kwargs)
+    finally:
+        with _running_lock:
+            _running[owner] -= 1
+            if not _running[owner]:
+                del _running[owner]
 
 
 def in_plugin_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future:
     """`function(*args, **kwargs)` in a plugin thread, with the caller's context variables (log
     fields, trace span). Cancelling the future drops a call that has not started yet."""
     context = contextvars.copy_context()
-    call = functools.partial(context.run, function, *args, **kwargs)
-    return asyncio.get_running_loop().run_in_executor(_pool, call)
+    return asyncio.get_running_loop().run_in_executor(_pool, context.run, _counted, function, args, kwargs)
 
 
 async def call_sync(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -13,9 +13,11 @@ from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.hooks.dispatcher import HandlerTable
 from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
 from services.hooks.event_keys import EventKeyTable
+from services.hooks.sandboxed_entries import load_sandboxed
 from shared.logs import get_logger
 from shared.plugin_code.declarations import ENTRY_CODES
 from shared.plugin_sdk.http_client import declared_http_permissions
+from shared.sandbox import SandboxPool
 from shared.structs import from_struct
 
 log = get_logger(component="catalogue_sync")
@@ -62,8 +64,10 @@ def _failed_by_registry(reply: registry_pb2.ListPluginsResponse) -> dict[str, st
 
 
 class CatalogueSync:
-    def __init__(self, registry: registry_pb2_grpc.PluginRegistryStub) -> None:
+    def __init__(self, registry: registry_pb2_grpc.PluginRegistryStub, pool: SandboxPool | None = None) -> None:
         self._registry = registry
+        # Plugin code runs in the pool's workers (None: in this process, COVEL_SANDBOX_ENABLED=false).
+        self._pool = pool
         self.current = LoadedHandlers()
         self._lock = asyncio.Lock()
 
@@ -71,8 +75,11 @@ class CatalogueSync:
         async with self._lock:
             reply = await self._registry.ListPlugins(registry_pb2.ListPluginsRequest())
             entries = _entries(reply)
-            # Importing plugin modules is blocking work: keep it off the event loop.
-            result = await asyncio.to_thread(load_entries, entries, reply.generation)
+            if self._pool is not None:
+                result = await load_sandboxed(self._pool, entries, reply.generation)
+            else:
+                # Importing plugin modules is blocking work: keep it off the event loop.
+                result = await asyncio.to_thread(load_entries, entries, reply.generation)
             result.errors.update(_failed_by_registry(reply))
             registrations = [hook for loaded in result.loaded for hook in loaded.registrar.hooks]
             sources = {entry.plugin_id: entry.source for entry in entries}

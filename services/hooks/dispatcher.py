@@ -96,6 +96,10 @@ class HandlerFailed(Exception):
         self.message = message
 
 
+class HandlerSkipped(Exception):
+    """A sandboxed handler whose `match` (run in its worker) did not accept the payload."""
+
+
 class HandlerTable:
     """Registered handlers by event, in dispatch order: pre → normal → post; within a group the
     framework's own hooks first, then plugin handlers in registration order."""
@@ -161,6 +165,12 @@ async def _in_thread(handler: HookRegistration, context: HookContext, payload: P
     return await call_sync(handler.handler, context, payload)
 
 
+def _overrun_note(handler: HookRegistration) -> str:
+    if handler.sandboxed:
+        return str(getattr(handler.handler, "overrun_note", ""))
+    return "" if handler.is_async else "; its thread runs on until it returns, and its result is discarded"
+
+
 async def _await_handler(awaitable: Any, handler: HookRegistration, context: HookContext) -> Any:
     try:
         # A timer on this task, not a task per handler as wait_for makes.
@@ -168,10 +178,11 @@ async def _await_handler(awaitable: Any, handler: HookRegistration, context: Hoo
             return await awaitable
     except TimeoutError as error:
         context.abort("timeout")
-        overrun = "" if handler.is_async else "; its thread runs on until it returns, and its result is discarded"
-        raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms{overrun}") from error
+        raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms{_overrun_note(handler)}") from error
     except asyncio.CancelledError:
         context.abort("cancelled")
+        raise
+    except (HandlerFailed, HandlerSkipped):
         raise
     except Exception as error:
         raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
@@ -187,10 +198,12 @@ def _matches(match: Callable[[Any], bool], payload: dict[str, Any]) -> bool:
 
 async def _finish(
     event: HookEvent, handler: HookRegistration, awaitable: Any, context: HookContext, started: int
-) -> tuple:
-    """A parallel event's handler that returned an awaitable: its trace entry once it is done."""
+) -> tuple | None:
+    """A parallel event's handler that returned an awaitable: its trace entry once it is done (None: skipped)."""
     try:
         action, reason, _ = _parse_result(event, await _await_handler(awaitable, handler, context))
+    except HandlerSkipped:
+        return None
     except HandlerFailed as failure:
         return (event.name, handler.plugin_id, failure.status, failure.message, (_perf_ns() - started) // 1000)
     return (event.name, handler.plugin_id, "abort" if action == "abort" else "ok", reason, (_perf_ns() - started) // 1000)
@@ -224,7 +237,8 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
                 continue
             try:
                 if handler.is_async:
-                    outcome = handler.handler(context, private(current))
+                    # A sandboxed handler's payload is copied on its way to the worker.
+                    outcome = handler.handler(context, current if handler.sandboxed else private(current))
                 else:
                     outcome = _in_thread(handler, context, private(current))
             except Exception as error:
@@ -240,6 +254,9 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
                     continue
                 outcome = await _await_handler(outcome, handler, context)
             action, reason, replace = _parse_result(event, outcome)
+        except HandlerSkipped:
+            now = perf()
+            continue
         except HandlerFailed as failure:
             now = perf()
             append((name, handler.plugin_id, failure.status, failure.message, (now - started) // 1000))
@@ -260,7 +277,7 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
         elif replace:
             current = {**current, **replace}
     if waiting:
-        trace.extend(await asyncio.gather(*waiting))
+        trace.extend(entry for entry in await asyncio.gather(*waiting) if entry is not None)
     if not parallel:
         result.payload = current
     return result

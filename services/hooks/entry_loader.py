@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
 from shared.plugin_code import PluginFile, load_module
@@ -17,6 +17,9 @@ from shared.plugin_code.declarations import Registrations, declaration_problems
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.http_client import invalid_http_permissions
 from shared.plugin_sdk.registrar import RegistrationError
+
+if TYPE_CHECKING:
+    from services.hooks.sandboxed_entries import SandboxedHookspecs
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,9 @@ class PluginEntry:
 class LoadedPlugin:
     entry: PluginEntry
     registrar: PluginRegistrar
-    # The plugin's @hookimpl objects (covel.register_hookimpls), already turned into registrations.
-    hookspecs: HookspecAdapter | None = None
+    # The plugin's @hookimpl objects (covel.register_hookimpls), already turned into registrations
+    # (in a sandbox worker: its stand-in there).
+    hookspecs: HookspecAdapter | SandboxedHookspecs | None = None
 
 
 @dataclass
@@ -85,40 +89,66 @@ def _declared_without_entry(plugin: PluginEntry) -> str | None:
     return "; ".join(problems) or None
 
 
+class EntryFailed(Exception):
+    """An entry module that failed to load, with the reason as `covel hooks info` shows it."""
+
+
+def entry_problem(plugin: PluginEntry) -> str | None:
+    """Why a plugin cannot load before any of its code runs: no entry but declarations, or bad permissions.http."""
+    if not plugin.entry:
+        return _declared_without_entry(plugin)
+    return invalid_http_permissions(plugin.http_permissions)
+
+
+def run_register(plugin_id: str, root: Path, entry: str, generation: int | None,
+                 http_permissions: tuple[tuple[str, Any], ...] = ()) -> tuple[PluginRegistrar, HookspecAdapter | None]:
+    """Import the entry module and run its register(covel) (in the process that runs the plugin's code)."""
+    registrar = PluginRegistrar(plugin_id, http_permissions=http_permissions)
+    try:
+        # A new catalogue generation imports the plugin afresh (its module state starts over).
+        module = load_module(PluginFile(plugin_id, root, entry), generation=generation)
+        register = getattr(module, "register", None)
+        if not callable(register):
+            raise RegistrationError(f"{entry} defines no register(covel) function")
+        outcome = register(registrar)
+        if inspect.isawaitable(outcome):
+            raise RegistrationError(f"{entry}: register(covel) must be a plain function, not async")
+        hookspecs = register_hookimpls(registrar)
+    except Exception as error:  # plugin code: any failure fails that plugin only
+        raise EntryFailed(f"{entry} failed to load: {type(error).__name__}: {error}") from error
+    return registrar, hookspecs
+
+
 def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
+    """Every plugin's entry module in this process (COVEL_SANDBOX_ENABLED=false; the sandbox: sandboxed_entries.py)."""
     result = LoadResult()
     for plugin in plugins:
-        if not plugin.entry:
-            missing = _declared_without_entry(plugin)
-            if missing:
-                result.errors[plugin.plugin_id] = missing
+        problem = entry_problem(plugin)
+        if problem or not plugin.entry:
+            if problem:
+                result.errors[plugin.plugin_id] = problem
             continue
-        invalid_http = invalid_http_permissions(plugin.http_permissions)
-        if invalid_http:
-            result.errors[plugin.plugin_id] = invalid_http
-            continue
-        registrar = PluginRegistrar(plugin.plugin_id, http_permissions=plugin.http_permissions)
         try:
-            # A new catalogue generation imports the plugin afresh (its module state starts over).
-            module = load_module(PluginFile(plugin.plugin_id, plugin.root_dir, plugin.entry), generation=generation)
-            register = getattr(module, "register", None)
-            if not callable(register):
-                raise RegistrationError(f"{plugin.entry} defines no register(covel) function")
-            outcome = register(registrar)
-            if inspect.isawaitable(outcome):
-                raise RegistrationError(f"{plugin.entry}: register(covel) must be a plain function, not async")
-            hookspecs = register_hookimpls(registrar)
-        except Exception as error:  # plugin code: any failure fails that plugin only
-            result.errors[plugin.plugin_id] = f"{plugin.entry} failed to load: {type(error).__name__}: {error}"
+            registrar, hookspecs = run_register(plugin.plugin_id, plugin.root_dir, plugin.entry, generation, plugin.http_permissions)
+        except EntryFailed as failed:
+            result.errors[plugin.plugin_id] = str(failed)
             continue
         mismatch = check_declarations(plugin, registrar)
         if mismatch:
             result.errors[plugin.plugin_id] = mismatch
             continue
         result.loaded.append(LoadedPlugin(plugin, registrar, hookspecs))
-    # Hookspec replace(result) answers through CallTool for these (services/hooks/hookspec_adapter.py).
-    plugin_tools = frozenset((loaded.entry.plugin_id, tool.name) for loaded in result.loaded for tool in loaded.registrar.tools)
-    for loaded in result.loaded:
-        if loaded.hookspecs is not None:
-            loaded.hookspecs.plugin_tools = plugin_tools
+    share_plugin_tools(result)
     return result
+
+
+def plugin_tools_of(result: LoadResult) -> frozenset[tuple[str, str]]:
+    return frozenset((loaded.entry.plugin_id, tool.name) for loaded in result.loaded for tool in loaded.registrar.tools)
+
+
+def share_plugin_tools(result: LoadResult) -> None:
+    """Hookspec replace(result) answers through CallTool for these (services/hooks/hookspec_adapter.py)."""
+    plugin_tools = plugin_tools_of(result)
+    for loaded in result.loaded:
+        if isinstance(loaded.hookspecs, HookspecAdapter):
+            loaded.hookspecs.plugin_tools = plugin_tools

@@ -28,6 +28,7 @@ from shared.plugin_sdk import json_copy
 from shared.plugin_sdk.event_keys import FAMILIES, KEYS_BY_NAME, InternalEvent, matches
 from shared.plugin_sdk.registrar import EventKeyRegistration
 from shared.plugin_threads import call_plugin_code
+from shared.sandbox import is_sandboxed
 
 log = get_logger(component="event_keys")
 
@@ -129,7 +130,8 @@ class EventKeyBus:
             started = time.perf_counter_ns()
             before = json_copy(event.context)
             status, message = "ok", ""
-            in_thread = not inspect.iscoroutinefunction(registration.handler)
+            # A sandboxed handler answers late too: like a thread's, its change counts only within its timeout.
+            in_thread = not inspect.iscoroutinefunction(registration.handler) or is_sandboxed(registration.handler)
             handed = dataclasses.replace(event, context=json_copy(before)) if in_thread else event
             try:
                 task = self._track(asyncio.ensure_future(call_plugin_code(registration.handler, handed)))

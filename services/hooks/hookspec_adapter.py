@@ -51,6 +51,7 @@ What the kernel's results cannot say, and how it is met:
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections import OrderedDict
@@ -548,6 +549,18 @@ async def tell_tool_refused(loaded: list, table, execution, payload: dict[str, A
     view = execution.view(EVENTS_BY_NAME["PreToolUse"])
     for adapter in _loaded_adapters(loaded, table, execution):
         await adapter.tool_refused(HookContext(view, adapter.plugin_id), payload, reason)
+
+
+async def find_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
+    """take_replacement for adapters that may live in a sandbox worker (their answer is awaited)."""
+    for plugin in loaded:
+        if plugin.hookspecs is not None:
+            found = plugin.hookspecs.take_replacement(context, call_id, name, arguments)
+            if inspect.isawaitable(found):
+                found = await found
+            if found is not _MISSING:
+                return (found,)
+    return None
 
 
 def take_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:

@@ -15,7 +15,7 @@ from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
-from services.hooks.hookspec_adapter import events_for, take_replacement, tell_tool_refused
+from services.hooks.hookspec_adapter import events_for, find_replacement, tell_tool_refused
 from services.hooks.settings import HooksSettings
 from services.hooks.tool_host import call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
@@ -25,6 +25,8 @@ from shared.hook_events import EVENTS_BY_NAME
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
+from shared.sandbox import SandboxSettings
+from shared.sandbox.host import sandbox_pool
 from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.tracing import configure_tracing, traced
@@ -155,7 +157,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
         tool_context = plugin_context(ctx, request.plugin_id)
-        replaced = take_replacement(self._sync.current.load_result.loaded, ctx, request.call_id, request.name, request.arguments)
+        replaced = await find_replacement(self._sync.current.load_result.loaded, ctx, request.call_id, request.name, request.arguments)
         # A hookspec's ToolCallDecision.replace(result) answers for the tool: it does not run.
         result = await call_tool(tool, tool_context, request.arguments) if replaced is None else tool_ok(replaced[0])
         return _tool_response(result, tool_context)
@@ -293,11 +295,13 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         )
 
 
-async def start(settings: HooksSettings) -> RunningServer:
+async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None) -> RunningServer:
+    """The hooks service; plugin code in sandbox workers as `sandbox` (else COVEL_SANDBOX_*) says."""
     # Before the registry channel opens, so it carries the trace context.
     configure_tracing("hooks", settings)
     registry_channel = open_channel(settings.registry_addr, security=settings)
-    sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel))
+    pool = sandbox_pool("hooks", settings.log_level, settings.log_format, sandbox)
+    sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
     service = HookDispatcherService(sync, FaultBreaker(settings.hooks_fault_threshold, settings.hooks_fault_window_s))
 
@@ -317,6 +321,8 @@ async def start(settings: HooksSettings) -> RunningServer:
 
     running.on_stopped.append(stop_following)
     running.on_stopped.append(registry_channel.close)
+    if pool is not None:
+        running.on_stopped.append(pool.close)
     return running
 
 

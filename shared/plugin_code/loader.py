@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 PACKAGE_PREFIX = "covel_plugin_"
+FD_PREFIX = "/proc/self/fd/"
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,9 @@ def _new_namespace(plugin_id: str, root: Path, generation: int | None) -> _Names
 
 
 def _namespace(plugin_id: str, root: Path, generation: int | None) -> _Namespace:
-    resolved = root.resolve()
+    # A sandbox worker reaches its plugin folder as /proc/self/fd/N (shared/sandbox/isolation.py):
+    # resolving that would name a path the worker may not walk.
+    resolved = root if str(root).startswith(FD_PREFIX) else root.resolve()
     namespace = _namespaces.get(resolved)
     if namespace is None or namespace.generation != generation or not namespace.is_current():
         namespace = _namespaces[resolved] = _new_namespace(plugin_id, resolved, generation)

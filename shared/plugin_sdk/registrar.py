@@ -34,6 +34,9 @@ class HookRegistration:
     order: int
     # An `async def` handler runs on the event loop; any other in a plugin thread (shared/plugin_threads.py).
     is_async: bool = False
+    # The handler is a sandbox worker's (services/hooks/sandboxed_entries.py): it gets the payload as it is
+    # (it is copied on its way to the worker) and its overrun is stopped there.
+    sandboxed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

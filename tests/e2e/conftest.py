@@ -23,6 +23,14 @@ from tests.support.builtin_plugins import core_plugin_ids, non_story_core_plugin
 TEST_PLUGIN_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
 
 
+# Probe plugins report through files (in the data dir they find in COVEL_DATA_DIR, or in tmp_path): their
+# sandbox workers keep those folders and the service's uid. tests/security/test_plugin_sandbox.py runs
+# the services with the sandbox's defaults.
+OBSERVABLE_SANDBOX = {
+    "COVEL_SANDBOX_HIDE_DIRS": "false",
+    "COVEL_SANDBOX_DROP_PRIVILEGES": "false",
+    "COVEL_SANDBOX_PASS_ENV": "COVEL_DATA_DIR,EVENT_KEY_PROBE_SLEEP_S",
+}
 CORE_PLUGINS = core_plugin_ids()
 # The core plugins a minimal session leaves out: all but the story engine.
 NON_STORY_CORE_PLUGINS = non_story_core_plugin_ids()
@@ -43,6 +51,7 @@ async def running_services(
     env = {
         "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), *map(str, plugin_dirs)]),
         "COVEL_LOG_LEVEL": "info",
+        **OBSERVABLE_SANDBOX,
     }
     if script is not None:
         script_file = data_dir / "gateway-script.yaml"

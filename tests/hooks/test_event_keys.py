@@ -24,6 +24,7 @@ from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.plugin_sdk.event_keys import EVENT_KEYS, FAMILIES, Delivery, matches, subscription_warning
 from shared.plugin_sdk.registrar import PluginRegistrar, RegistrationError
+from shared.sandbox import SandboxSettings
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
 from tests.conftest import free_addr
@@ -123,7 +124,9 @@ async def servers(tmp_path_factory):
     write(plugins, "keys", KEYS_CODE)
     registry_addr, hooks_addr = free_addr(), free_addr()
     registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins]))
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr))
+    # The handlers report through files in tmp_path: their sandbox workers keep /tmp and the service's uid.
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr),
+                              SandboxSettings(sandbox_hide_dirs=False, sandbox_drop_privileges=False))
     channel = open_channel(hooks_addr)
     yield hooks_pb2_grpc.HookDispatcherStub(channel), registry_addr
     await channel.close()
@@ -247,7 +250,9 @@ async def test_a_bounded_wait_returns_at_its_budget_and_never_cancels_the_handle
 async def test_shutdown_joins_handlers_still_running(servers, tmp_path) -> None:
     registry_addr = servers[1]
     hooks_addr = free_addr()
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr))
+    # The handlers report through files in tmp_path: their sandbox workers keep /tmp and the service's uid.
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr),
+                              SandboxSettings(sandbox_hide_dirs=False, sandbox_drop_privileges=False))
     marker = tmp_path / "joined"
     async with open_channel(hooks_addr) as channel:
         reply = await emit(hooks_pb2_grpc.HookDispatcherStub(channel), "gateway:shutdown",

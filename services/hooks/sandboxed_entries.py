@@ -1,0 +1,271 @@
+"""Entry modules loaded in sandbox workers (shared/sandbox), one warm worker per plugin.
+
+`load_sandboxed` gives the same LoadResult as entry_loader.load_entries, but every registration's
+callable is a stand-in that calls the plugin's worker: the dispatcher, CallTool, CallService,
+CallExtension and the event-key bus run them as they ran the plugin's own functions, under the
+same timeouts and with the same statuses. What a worker answers is checked here as the plugin's
+word (registrations through the registrar's own checks, results through the dispatcher's). A
+worker that crashes or is stopped fails the calls in flight (status `error`, a fault of the
+plugin); a fresh one loads the entry module again before it takes the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+from services.hooks.dispatcher import HandlerFailed, HandlerSkipped
+from services.hooks.entry_loader import (
+    LoadedPlugin,
+    LoadResult,
+    PluginEntry,
+    check_declarations,
+    entry_problem,
+    plugin_tools_of,
+)
+from services.hooks.hookspec_adapter import _MISSING
+from shared.plugin_sdk import HookContext, PluginRegistrar
+from shared.plugin_sdk.registrar import RegistrationError
+from shared.plugin_sdk.tools import ToolContext
+from shared.sandbox import PluginWorkers, RemoteError, SandboxPool, Worker, WorkerGone
+
+# register(covel) and the imports before it, the worker's start included.
+LOAD_TIMEOUT_S = 30.0
+_VIEW_FIELDS = ("event", "session_id", "turn_id", "locale", "active_plugin_ids", "plugin_id", "runtime_id", "logical_turn",
+                "execution_id", "root_execution_id", "subagent_call_id", "parent_runtime_id")
+
+
+class _Stand:
+    """A registration's stand-in: which plugin, generation and index it calls."""
+
+    sandboxed = True
+
+    def __init__(self, plugin: SandboxedPlugin, index: int) -> None:
+        self.plugin = plugin
+        self.index = index
+
+
+class SandboxedHook(_Stand):
+    def __init__(self, plugin: SandboxedPlugin, index: int, timeout_ms: int, in_thread: bool) -> None:
+        super().__init__(plugin, index)
+        self.timeout_ms = timeout_ms
+        # What the dispatcher adds to a timeout's message.
+        self.overrun_note = "; its code ran on in a thread, so its worker process is replaced and stopped" if in_thread else ""
+
+    async def __call__(self, context: HookContext, payload: dict[str, Any]) -> Any:
+        view = context._view
+        args = {"gen": self.plugin.generation, "i": self.index, "payload": payload,
+                "view": {name: getattr(view, name) for name in _VIEW_FIELDS},
+                "settings": view.plugin_settings.get(self.plugin.plugin_id, {})}
+        try:
+            answer = await self.plugin.workers.call("hook", args, deadline=time.monotonic() + self.timeout_ms / 1000)
+        except WorkerGone as gone:
+            raise HandlerFailed("error", f"failed: {gone}") from gone
+        except RemoteError as error:
+            raise HandlerFailed("invalid-result", f"returned a value that is not JSON data ({error})") from error
+        if not isinstance(answer, dict):
+            raise HandlerFailed("invalid-result", "its worker answered something that is not an object")
+        if answer.get("skip"):
+            raise HandlerSkipped
+        if "failed" in answer:
+            status = answer["failed"] if answer["failed"] in ("error", "invalid-result") else "error"
+            raise HandlerFailed(status, str(answer.get("message") or ""))
+        return answer.get("v")
+
+
+class SandboxedTool(_Stand):
+    """A tool, a service or an extension provider: `call(ctx, input)` with a ToolContext."""
+
+    def __init__(self, plugin: SandboxedPlugin, index: int, kind: str, description: str = "", parameters: Any = None) -> None:
+        super().__init__(plugin, index)
+        self.kind = kind
+        self.description = description
+        self.parameters = parameters
+
+    async def call(self, context: ToolContext, arguments: Any) -> Any:
+        args = {"gen": self.plugin.generation, "kind": self.kind, "i": self.index, "input": arguments,
+                "ctx": {"session_id": context.session_id, "turn_id": context.turn_id, "locale": context.locale,
+                        "runtime_id": context.runtime_id, "logical_turn": context.logical_turn},
+                "settings": dict(context._own_settings)}
+        answer = await self.plugin.workers.call("tool", args)
+        if not isinstance(answer, dict) or not isinstance(answer.get("proposals", []), list):
+            raise TypeError("its worker answered something that is not {v, proposals}")
+        for proposal in answer.get("proposals") or []:
+            if not isinstance(proposal, dict) or not isinstance(proposal.get("payload"), dict):
+                raise TypeError("its worker sent a proposal that is not {type, payload}")
+            # The same check as in the plugin's process: only the proposal types a tool may make.
+            context.propose(str(proposal.get("type")), proposal["payload"])
+        return answer.get("v")
+
+
+class SandboxedService(SandboxedTool):
+    """`implementation.call` of a registered service (service_tool reads description and parameters)."""
+
+
+class _NotJson:
+    """What an event handler left as the context when it was not JSON (the bus undoes the change)."""
+
+
+class SandboxedEventHandler(_Stand):
+    async def call(self, event: Any) -> None:
+        args = {"gen": self.plugin.generation, "i": self.index, "key": event.key, "session_key": event.session_key,
+                "context": event.context, "timestamp": event.timestamp}
+        try:
+            answer = await self.plugin.workers.call("event", args)
+        except RemoteError as error:
+            if error.__class__.__name__ != "NotJson":
+                raise
+            event.context = _NotJson()
+            return
+        context = answer.get("context") if isinstance(answer, dict) else None
+        event.context = context if isinstance(context, dict) else _NotJson()
+
+
+class SandboxedHookspecs:
+    """The plugin's hookspec adapter, which lives in its worker (services/hooks/hookspec_adapter.py)."""
+
+    def __init__(self, plugin: SandboxedPlugin, implemented: list[str]) -> None:
+        self._plugin = plugin
+        self._implemented = {str(name) for name in implemented}
+        self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
+
+    def implemented(self) -> set[str]:
+        return set(self._implemented)
+
+    async def _call(self, method: str, **args: Any) -> Any:
+        return await self._plugin.workers.call("hookspec", {"gen": self._plugin.generation, "method": method, **args})
+
+    async def share_tools(self, plugin_tools: frozenset[tuple[str, str]], worker: Worker | None = None) -> None:
+        self.plugin_tools = plugin_tools
+        args = {"gen": self._plugin.generation, "method": "plugin_tools", "tools": sorted(plugin_tools)}
+        await (worker.call("hookspec", args) if worker is not None else self._plugin.workers.call("hookspec", args))
+
+    async def tool_refused(self, ctx: HookContext, payload: dict[str, Any], reason: str) -> None:
+        view = ctx._view
+        await self._call("tool_refused", view={name: getattr(view, name) for name in _VIEW_FIELDS},
+                         settings=view.plugin_settings.get(self._plugin.plugin_id, {}), payload=payload, reason=reason)
+
+    async def take_replacement(self, context: Any, call_id: str, name: str, arguments: str) -> Any:
+        fields = ("turn_id", "root_execution_id", "runtime_id", "execution_id")
+        answer = await self._call("take_replacement", call_id=call_id, name=name, arguments=arguments,
+                                  context={field: getattr(context, field, "") or "" for field in fields})
+        return answer.get("v") if isinstance(answer, dict) and answer.get("found") else _MISSING
+
+
+class SandboxedPlugin:
+    """One plugin's entry module in its worker, at one catalogue generation."""
+
+    def __init__(self, workers: PluginWorkers, entry: PluginEntry, generation: int) -> None:
+        self.workers = workers
+        self.entry = entry
+        self.plugin_id = entry.plugin_id
+        self.generation = generation
+        self.loaded: dict[str, Any] | None = None
+        self.hookspecs: SandboxedHookspecs | None = None
+
+    def _load_request(self) -> dict[str, Any]:
+        return {"root": str(self.entry.root_dir), "entry": self.entry.entry, "gen": self.generation,
+                "http_permissions": [list(pair) for pair in self.entry.http_permissions]}
+
+    async def load(self) -> dict[str, Any]:
+        answer = await asyncio.wait_for(self.workers.call("load", self._load_request()), LOAD_TIMEOUT_S)
+        if not isinstance(answer, dict):
+            raise RegistrationError("its worker answered the load with something that is not an object")
+        self.loaded = answer
+        # A worker started after this one (a crash, a stop) loads the same entry before it serves.
+        self.workers.setup = self.reload
+        return answer
+
+    async def reload(self, worker: Worker) -> None:
+        answer = await asyncio.wait_for(worker.call("load", self._load_request()), LOAD_TIMEOUT_S)
+        if answer != self.loaded:
+            raise RuntimeError(f"{self.entry.entry} registered something else when its worker was started again")
+        if self.hookspecs is not None:
+            await self.hookspecs.share_tools(self.hookspecs.plugin_tools, worker)
+
+    def registrar(self, found: dict[str, Any]) -> PluginRegistrar:
+        """The worker's registrations, through the registrar's own checks."""
+        if "error" in found:
+            raise RegistrationError(str(found["error"]))
+        registrar = PluginRegistrar(self.plugin_id, http_permissions=self.entry.http_permissions)
+        for index, hook in enumerate(found.get("hooks") or []):
+            hook_stand = SandboxedHook(self, index, int(hook["timeout_ms"]), bool(hook.get("in_thread")))
+            registrar.on(str(hook["event"]), hook_stand, timeout_ms=int(hook["timeout_ms"]), enforce=str(hook["enforce"]))
+            registrar.hooks[-1] = dataclasses.replace(registrar.hooks[-1], is_async=True, sandboxed=True)
+        for index, tool in enumerate(found.get("tools") or []):
+            registrar.register_tool(str(tool["name"]), SandboxedTool(self, index, "tool").call,
+                                    description=str(tool.get("description") or ""),
+                                    parameters=_schema(tool.get("parameters")), read_only=bool(tool.get("read_only")))
+        for index, service in enumerate(found.get("services") or []):
+            stand: Any = SandboxedService(self, index, "service", str(service.get("description") or ""), service.get("parameters"))
+            if not service.get("callable"):
+                stand.call = None  # service_tool reports a service that is neither callable nor has call()
+            registrar.register_service(str(service["contract"]), stand, model_facing=bool(service.get("model_facing")),
+                                       access=str(service.get("access")))
+        for index, extension in enumerate(found.get("extensions") or []):
+            registrar.provide_extension(str(extension["point"]), str(extension["id"]), SandboxedTool(self, index, "extension").call,
+                                        order=int(extension.get("order") or 0), slot=extension.get("slot"))
+        for index, handler in enumerate(found.get("event_handlers") or []):
+            registrar.on_event(str(handler["key"]), SandboxedEventHandler(self, index).call, timeout_ms=int(handler["timeout_ms"]))
+        for rpc in found.get("rpcs") or []:
+            registrar.register_rpc(str(rpc["action"]), _unused, description=str(rpc.get("description") or ""))
+        for form_id in found.get("forms") or []:
+            registrar.register_form_validator(str(form_id), _unused)
+        if found.get("hookspecs") is not None:
+            self.hookspecs = SandboxedHookspecs(self, list(found["hookspecs"]))
+        return registrar
+
+
+def _schema(value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise RegistrationError(f"a tool's parameters must be a JSON Schema object, not {type(value).__name__}")
+    return value
+
+
+def _unused(*args: Any) -> None:
+    """RPC actions and form validators are declared and checked; the kernel does not call them yet."""
+
+
+async def _load_one(pool: SandboxPool, plugin: PluginEntry, generation: int) -> LoadedPlugin | str | None:
+    """The plugin loaded, or why it is not (None: no entry module and nothing declared)."""
+    problem = entry_problem(plugin)
+    if problem or not plugin.entry:
+        return problem
+    workers = pool.plugin(plugin.plugin_id, plugin.root_dir)
+    sandboxed = SandboxedPlugin(workers, plugin, generation)
+    try:
+        registrar = sandboxed.registrar(await sandboxed.load())
+        problem = check_declarations(plugin, registrar)
+    except RegistrationError as error:
+        message = str(error)
+        problem = message if "failed to load" in message else f"{plugin.entry} failed to load: {message}"
+    except TimeoutError:
+        problem = f"{plugin.entry} failed to load: register(covel) did not return within {LOAD_TIMEOUT_S:g} s"
+    except (WorkerGone, RemoteError) as error:
+        problem = f"{plugin.entry} failed to load: {error}"
+    if problem:
+        # No worker is kept for a plugin that does not load.
+        pool.forget(workers)
+        return problem
+    return LoadedPlugin(plugin, registrar, sandboxed.hookspecs)
+
+
+async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generation: int) -> LoadResult:
+    """Every plugin's entry module, each in its worker (all at once); workers of plugins gone are retired."""
+    result = LoadResult()
+    outcomes = await asyncio.gather(*(_load_one(pool, plugin, generation) for plugin in plugins))
+    for plugin, outcome in zip(plugins, outcomes, strict=True):
+        if isinstance(outcome, LoadedPlugin):
+            result.loaded.append(outcome)
+        elif outcome:
+            result.errors[plugin.plugin_id] = outcome
+    plugin_tools = plugin_tools_of(result)
+    adapters = [hookspecs for hookspecs in (loaded.hookspecs for loaded in result.loaded) if isinstance(hookspecs, SandboxedHookspecs)]
+    await asyncio.gather(*(adapter.share_tools(plugin_tools) for adapter in adapters), return_exceptions=True)
+    kept = {(plugin.plugin_id, str(plugin.root_dir)) for plugin in plugins if plugin.entry}
+    for workers in pool.plugins():
+        if (workers.plugin_id, workers.root) not in kept:
+            pool.forget(workers)
+    return result

@@ -1,0 +1,17 @@
+"""Plugin code in worker processes apart from the kernel's services (docs/security.md, "Plugin sandbox").
+
+host.py: a service's pool of warm workers, one per plugin; worker.py: the worker's entry point;
+isolation.py: what a worker gives up before plugin code runs; channel.py: the frames between them.
+"""
+
+from shared.sandbox.errors import RemoteError, WorkerGone
+from shared.sandbox.host import PluginWorkers, SandboxPool, Worker
+from shared.sandbox.settings import SandboxSettings
+
+
+def is_sandboxed(function: object) -> bool:
+    """A host-side stand-in for plugin code that runs in a worker (an object or its bound method)."""
+    return bool(getattr(getattr(function, "__self__", function), "sandboxed", False))
+
+
+__all__ = ["PluginWorkers", "RemoteError", "SandboxPool", "SandboxSettings", "Worker", "WorkerGone", "is_sandboxed"]

@@ -1,0 +1,230 @@
+"""What a sandbox worker gives up before any plugin code runs (docs/security.md, "Plugin sandbox").
+
+The host starts a worker (`python -m shared.sandbox.worker`, or the registry's probe) with a
+scrubbed environment and an `IsolationConfig`; the worker calls `enter` first thing. In order:
+the plugin folders are opened (so they stay reachable as /proc/self/fd/N after the uid drop, even
+below a folder only root may enter); private PID and mount namespaces where the kernel allows
+(the worker is PID 1 of its own, with its own /proc, and an empty tmpfs over the data dir and
+/tmp); resource limits; then, when started as root, the sandbox uid and gid, no new privileges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.sandbox.settings import SandboxSettings
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
+# CPU seconds between the soft limit (SIGXCPU: the worker asks to be replaced) and the hard one (SIGKILL).
+CPU_GRACE_S = 30
+# Environment variables a worker keeps: finding programs and modules, the locale. Nothing of COVEL_*.
+KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+
+
+@dataclass
+class IsolationConfig:
+    roots: list[str] = field(default_factory=list)
+    uid: int | None = None
+    gid: int | None = None
+    namespaces: bool = True
+    # Folders covered by an empty tmpfs in the worker's mount namespace (the data dir, /tmp).
+    hidden: list[str] = field(default_factory=list)
+    memory_bytes: int = 0
+    cpu_s: int = 0
+    open_files: int = 0
+    processes: int = 0
+
+    def to_arg(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_arg(cls, text: str) -> IsolationConfig:
+        return cls(**json.loads(text))
+
+    @classmethod
+    def of(cls, settings: SandboxSettings, roots: list[str], data_dir: Path | None) -> IsolationConfig:
+        dropping = os.geteuid() == 0 and settings.sandbox_drop_privileges
+        hidden = hidden_dirs([data_dir, Path("/tmp")] if data_dir is not None else [Path("/tmp")]) if settings.sandbox_hide_dirs else []
+        return cls(
+            roots=roots, uid=settings.sandbox_uid if dropping else None, gid=settings.sandbox_gid if dropping else None,
+            namespaces=settings.sandbox_namespaces, hidden=hidden, memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
+            cpu_s=settings.sandbox_cpu_s, open_files=settings.sandbox_open_files,
+            processes=settings.sandbox_processes if dropping else 0,
+        )
+
+
+@dataclass
+class Isolation:
+    """What `enter` achieved: the plugin folders as this process reaches them, and a report for the log."""
+
+    roots: dict[str, str]
+    report: dict[str, Any]
+
+    def path_of(self, root: str) -> str:
+        """Where the worker reaches a plugin folder the host named (the host's path when it was not opened)."""
+        return self.roots.get(root, root)
+
+
+def hidden_dirs(candidates: list[Path]) -> list[str]:
+    """The candidates that hold none of Python's own files (the interpreter, the import path, this checkout)."""
+    needed = [Path(sys.prefix), Path(sys.executable), Path(__file__), *(Path(p) for p in sys.path if p)]
+    needed = [path.resolve() for path in needed]
+    chosen = []
+    for candidate in candidates:
+        folder = candidate.resolve()
+        if not any(path == folder or folder in path.parents for path in needed):
+            chosen.append(str(folder))
+    return chosen
+
+
+def worker_env(passed: Sequence[str] = ()) -> dict[str, str]:
+    """The whole environment of a worker: no settings or secrets of the service, only the import path
+    (and the variables `passed` names, COVEL_SANDBOX_PASS_ENV)."""
+    env = {name: os.environ[name] for name in (*KEPT_ENV, *passed) if name in os.environ}
+    env.setdefault("PATH", "/usr/bin:/bin")
+    env.update({
+        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # Few malloc arenas: threads would otherwise reserve most of the address-space limit.
+        "MALLOC_ARENA_MAX": "2",
+        "HOME": "/nonexistent",
+        "TMPDIR": "/tmp",
+    })
+    return env
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _open_roots(roots: list[str]) -> dict[str, str]:
+    opened = {}
+    for root in roots:
+        try:
+            fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue  # loading from it fails later with the plugin's own message
+        opened[root] = f"/proc/self/fd/{fd}"
+    return opened
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as file:
+        file.write(text)
+
+
+def _unshare(libc: ctypes.CDLL) -> None:
+    """New mount and PID namespaces; as a non-root user, inside a user namespace of its own."""
+    if os.geteuid() == 0:
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"0 {uid} 1")
+    _write("/proc/self/gid_map", f"0 {gid} 1")
+
+
+def _become_pid_one() -> None:
+    """Fork into the new PID namespace. The parent stays outside only to pass on the exit status;
+    the child dies with it (the host stops a worker by killing its direct child)."""
+    child = os.fork()
+    if child:
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(child, signal.SIGKILL))
+        _, status = os.waitpid(child, 0)
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    # (Its parent shows as pid 0 from inside. Killed before this line, it still ends at the channel's EOF.)
+    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def _mount_private(libc: ctypes.CDLL, hidden: list[str]) -> list[str]:
+    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    covered = []
+    for path in hidden:
+        if Path(path).is_dir():
+            _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=16m,mode=1777"), f"mount tmpfs {path}")
+            covered.append(path)
+    return covered
+
+
+def _lock_mounts(libc: ctypes.CDLL) -> None:
+    """As a non-root user the worker is root of its user namespace and could unmount what covers the
+    data dir: a nested user and mount namespace locks those mounts in place."""
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare (lock mounts)")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", "0 0 1")
+    _write("/proc/self/gid_map", "0 0 1")
+
+
+def _namespaces(config: IsolationConfig, report: dict[str, Any]) -> None:
+    libc = _libc()
+    rootless = os.geteuid() != 0
+    try:
+        _unshare(libc)
+    except OSError as error:
+        report["namespaces"] = f"unavailable ({error.strerror}); running without a private /proc"
+        return
+    _become_pid_one()
+    report["hidden"] = _mount_private(libc, config.hidden)
+    if rootless:
+        _lock_mounts(libc)
+    report["namespaces"] = "pid+mount" + ("+user" if rootless else "")
+
+
+def _limits(config: IsolationConfig) -> None:
+    if config.memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (config.memory_bytes, config.memory_bytes))
+    if config.cpu_s:
+        resource.setrlimit(resource.RLIMIT_CPU, (config.cpu_s, config.cpu_s + CPU_GRACE_S))
+    if config.open_files:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (config.open_files, config.open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _drop_privileges(config: IsolationConfig) -> None:
+    libc = _libc()
+    if config.uid is not None and os.geteuid() == 0:
+        if config.processes:
+            # Counted per uid (every worker of the machine): a bound on fork bombs, not a quota.
+            resource.setrlimit(resource.RLIMIT_NPROC, (config.processes, config.processes))
+        os.setgroups([])
+        os.setgid(config.gid if config.gid is not None else config.uid)
+        os.setuid(config.uid)
+        # A uid change makes the process undumpable, which would close /proc/self/fd (the plugin folders) to it.
+        _check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(DUMPABLE)")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+
+
+def enter(config: IsolationConfig) -> Isolation:
+    """Isolate this process (see the module doc); the report says what the kernel allowed."""
+    report: dict[str, Any] = {"namespaces": "off", "hidden": []}
+    roots = _open_roots(config.roots)
+    if config.namespaces:
+        _namespaces(config, report)
+    _limits(config)
+    _drop_privileges(config)
+    with contextlib.suppress(OSError):
+        os.chdir("/")
+    report.update(uid=os.getuid(), gid=os.getgid(), pid=os.getpid())
+    return Isolation(roots, report)

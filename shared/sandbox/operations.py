@@ -1,0 +1,158 @@
+"""What a sandbox worker does for the hooks service: load an entry module, and run what it
+registered (hook handlers with their match, tools, services, extension providers, event-key
+handlers, hookspec bookkeeping). The function runtimes' operation is in function_context.py.
+
+Each answer is plain data; a hook's own failure comes back in-band ({failed, message}) with the
+wording the dispatcher has always used, anything else a plugin raises as the call's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from shared.plugin_sdk import ExecutionView, HookContext, PluginRegistrar, PrivatePayload
+from shared.plugin_sdk.event_keys import InternalEvent
+from shared.plugin_sdk.tools import ToolContext
+
+if TYPE_CHECKING:
+    from shared.sandbox.worker import Call, WorkerServer
+
+Operation = Callable[["WorkerServer", "Call", dict[str, Any]], Awaitable[Any]]
+# Generations a worker keeps loaded: the current one, and the one calls in flight may still use.
+KEPT_GENERATIONS = 2
+
+
+def _registrar(server: WorkerServer, args: dict[str, Any]) -> PluginRegistrar:
+    loaded = server.state.get("generations", {}).get(args.get("gen"))
+    if loaded is None:
+        raise LookupError(f"generation {args.get('gen')} of {server.plugin_id} is not loaded in this worker")
+    return loaded[0]
+
+
+def _descriptors(registrar: PluginRegistrar, hookspecs: Any) -> dict[str, Any]:
+    """What the host needs to know of each registration; the code stays here."""
+    services = []
+    for service in registrar.services:
+        implementation = service.implementation
+        services.append({
+            "contract": service.contract, "model_facing": service.model_facing, "access": service.access,
+            "callable": callable(implementation) or callable(getattr(implementation, "call", None)),
+            "description": str(getattr(implementation, "description", "") or ""),
+            "parameters": getattr(implementation, "parameters", None),
+        })
+    return {
+        "hooks": [{"event": h.event, "timeout_ms": h.timeout_ms, "enforce": h.enforce, "in_thread": not h.is_async}
+                  for h in registrar.hooks],
+        "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "read_only": t.read_only}
+                  for t in registrar.tools],
+        "services": services,
+        "extensions": [{"point": e.point, "id": e.id, "order": e.order, "slot": e.slot} for e in registrar.extensions],
+        "event_handlers": [{"key": e.key, "timeout_ms": e.timeout_ms} for e in registrar.event_handlers],
+        "rpcs": [{"action": r.action, "description": r.description} for r in registrar.rpcs],
+        "forms": [f.form_id for f in registrar.forms],
+        "hookspecs": sorted(hookspecs.implemented()) if hookspecs is not None else None,
+    }
+
+
+async def load(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    from services.hooks.entry_loader import EntryFailed, run_register
+
+    permissions = tuple((str(where), entry) for where, entry in args.get("http_permissions") or [])
+    root = Path(server.isolation.path_of(str(args["root"])))
+    try:
+        # Importing is blocking work: calls of the generation before go on meanwhile.
+        registrar, hookspecs = await asyncio.to_thread(run_register, server.plugin_id, root, str(args["entry"]),
+                                                       args.get("gen"), permissions)
+    except EntryFailed as failed:
+        return {"error": str(failed)}
+    generations = server.state.setdefault("generations", {})
+    generations[args.get("gen")] = (registrar, hookspecs)
+    for old in sorted(generations, key=lambda gen: gen or 0)[:-KEPT_GENERATIONS]:
+        del generations[old]
+    return _descriptors(registrar, hookspecs)
+
+
+def _hook_context(server: WorkerServer, call: Call, args: dict[str, Any]) -> HookContext:
+    view = dict(args["view"])
+    view["active_plugin_ids"] = tuple(view.get("active_plugin_ids") or ())
+    context = HookContext(ExecutionView(**view, plugin_settings={server.plugin_id: args.get("settings") or {}}),
+                          server.plugin_id)
+    # The host's stop fires it (timeout or cancellation).
+    context._signal = call.signal
+    return context
+
+
+async def hook(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    registration = _registrar(server, args).hooks[int(args["i"])]
+    payload = args.get("payload") or {}
+    if registration.match is not None:
+        try:
+            if not registration.match(PrivatePayload(payload)):
+                return {"skip": True}
+        except Exception as error:
+            return {"failed": "error", "message": f"match raised {type(error).__name__}: {error}"}
+    try:
+        outcome = await server.run_plugin(call, registration.handler, _hook_context(server, call, args), PrivatePayload(payload))
+    except Exception as error:  # plugin code
+        return {"failed": "error", "message": f"raised {type(error).__name__}: {error}"}
+    return {"v": outcome}
+
+
+def _tool_function(registrar: PluginRegistrar, kind: str, index: int) -> Callable[..., Any]:
+    if kind == "tool":
+        return registrar.tools[index].handler
+    if kind == "extension":
+        return registrar.extensions[index].provider
+    implementation = registrar.services[index].implementation
+    return implementation if callable(implementation) else implementation.call
+
+
+async def tool(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """A tool, a service or an extension provider: `function(ctx, input)` with a ToolContext."""
+    function = _tool_function(_registrar(server, args), str(args["kind"]), int(args["i"]))
+    context = ToolContext(**args["ctx"], signal=call.signal, _own_settings=args.get("settings") or {})
+    outcome = await server.run_plugin(call, function, context, args.get("input"))
+    return {"v": outcome, "proposals": context.proposals}
+
+
+async def event(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    registration = _registrar(server, args).event_handlers[int(args["i"])]
+    handed = InternalEvent(key=str(args["key"]), session_key=args.get("session_key"), context=args.get("context") or {},
+                           timestamp=float(args.get("timestamp") or 0))
+    await server.run_plugin(call, registration.handler, handed)
+    return {"context": handed.context}
+
+
+async def hookspec(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    adapter = server.state.get("generations", {}).get(args.get("gen"), (None, None))[1]
+    if adapter is None:
+        raise LookupError(f"{server.plugin_id} has no hookspec objects in generation {args.get('gen')}")
+    method = args["method"]
+    if method == "plugin_tools":
+        adapter.plugin_tools = frozenset((str(plugin), str(name)) for plugin, name in args["tools"])
+        return {}
+    if method == "tool_refused":
+        await adapter.tool_refused(_hook_context(server, call, args), args.get("payload") or {}, str(args.get("reason") or ""))
+        return {}
+    if method == "take_replacement":
+        from services.hooks.hookspec_adapter import _MISSING
+
+        found = adapter.take_replacement(SimpleNamespace(**args["context"]), str(args["call_id"]), str(args["name"]),
+                                         str(args.get("arguments") or ""))
+        return {"found": False} if found is _MISSING else {"found": True, "v": found}
+    raise LookupError(f"no hookspec method {method!r}")
+
+
+async def function(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    from shared.sandbox.function_context import run_handler
+
+    return await run_handler(server, call, args)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "load": load, "hook": hook, "tool": tool, "event": event, "hookspec": hookspec, "function": function,
+}

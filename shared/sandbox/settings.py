@@ -1,0 +1,41 @@
+"""Settings of the plugin sandbox (COVEL_SANDBOX_*): the same for every service that runs plugin code."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class SandboxSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
+
+    # Plugin code (entry modules, hooks, tools, handlers, guards, the registry's probe) runs in worker
+    # processes. `false` runs it inside the service, for debugging only: it then reaches every secret.
+    sandbox_enabled: bool = True
+    # A service running as root starts its workers as this uid and gid (nobody), with no new privileges.
+    sandbox_drop_privileges: bool = True
+    sandbox_uid: int = 65534
+    sandbox_gid: int = 65534
+    # Private PID and mount namespaces (their own /proc) where the kernel allows.
+    sandbox_namespaces: bool = True
+    # With the namespaces: an empty tmpfs over the data dir and /tmp (never over the Python install).
+    sandbox_hide_dirs: bool = True
+    # Environment variables passed to workers (none by default; tests that observe plugin code name theirs).
+    sandbox_pass_env: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Per worker: address space, CPU seconds over its life (past them it is replaced), open files, and
+    # processes and threads of the sandbox uid on the machine (only set when dropping to it).
+    sandbox_memory_mb: int = Field(2048, ge=64)
+    sandbox_cpu_s: int = Field(3600, ge=1)
+    sandbox_open_files: int = Field(256, ge=16)
+    sandbox_processes: int = Field(4096, ge=16)
+    # How long a worker has to confirm a cancelled call's stop before it counts as hung and is killed.
+    sandbox_stop_grace_ms: int = Field(250, ge=10)
+    # How long a new worker may take to start (isolation and imports).
+    sandbox_start_timeout_s: float = Field(20.0, gt=0)
+
+    @field_validator("sandbox_pass_env", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
