@@ -7,7 +7,8 @@ was wrong and what to do. Unexpected exceptions become INTERNAL with a log line.
 Before a method runs, `rpc` checks the request's ids and Structs (shared/request_limits.py). A
 message never echoes client input in full: any run of text without spaces longer than
 ECHO_MAX_CHARS is cut (a megabyte id reads as its first characters and its length), and a whole
-message is at most MESSAGE_MAX_CHARS.
+message is at most MESSAGE_MAX_CHARS. Network addresses (gRPC's `ipv4:127.0.0.1:50051`, bare IPs)
+are replaced by "(an internal address)", also in a peer's error passed on.
 """
 
 from __future__ import annotations
@@ -31,10 +32,17 @@ from shared.request_limits import request_violation
 ECHO_MAX_CHARS = 160
 MESSAGE_MAX_CHARS = 2000
 _LONG_RUN = re.compile(rf"\S{{{ECHO_MAX_CHARS + 1},}}")
+# gRPC core's target forms, then IPv4 and bracketed IPv6 with an optional port.
+_ADDRESS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns|vsock):[^\s,;\"']+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\](?::\d+)?"
+)
+INTERNAL_ADDRESS = "(an internal address)"
 
 
 def shortened(text: str) -> str:
-    """`text` with every over-long unbroken run cut to its start and its length, and at most MESSAGE_MAX_CHARS."""
+    """`text` without network addresses, every over-long unbroken run cut to its start and its length,
+    and at most MESSAGE_MAX_CHARS."""
+    text = _ADDRESS.sub(INTERNAL_ADDRESS, text)
     text = _LONG_RUN.sub(lambda match: f"{match.group()[:40]}…({len(match.group())} characters)", text)
     return text if len(text) <= MESSAGE_MAX_CHARS else f"{text[: MESSAGE_MAX_CHARS - 1]}…"
 
