@@ -80,7 +80,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def ResetSession(self, request: scheduler_pb2.ResetSessionRequest, context) -> scheduler_pb2.ResetSessionResponse:
         require(request.session_id, "session_id", "the session to start over")
-        previous = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)).session
+        previous = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         if previous.status != store_pb2.SESSION_STATUS_ACTIVE:
             raise failed_precondition(f"session {previous.id} has ended; create a new session instead")
         if self._runner.running_turn(previous.id):
@@ -107,7 +107,6 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 approved=list(request.approved_plugins), approvals_known=True,
                 required_contracts=list(request.required_contracts),
             ),
-            timeout=10,
         )
         _refuse_rejected_requests(request.requested_plugins, resolved)
         # activePlugins keeps the plugins stopped by a missing dependency: they come back with it.
@@ -135,7 +134,6 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     **await self._setup_fields(list(resolved.active)),
                 )
             ),
-            timeout=10,
         )
         session = created.session
         # Hooks of plugins that do not run now (stopped by a missing dependency) stay silent.
@@ -169,7 +167,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             return None
         require(request.parent_session_id, "parent_session_id", "the session the new-session command was given in (emit_command_hooks)")
         try:
-            reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.parent_session_id), timeout=10)
+            reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.parent_session_id))
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise invalid_argument("parent_session_id", f"no session {request.parent_session_id!r}; name an existing session") from error
@@ -201,7 +199,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def GetSession(self, request: scheduler_pb2.GetSessionRequest, context) -> scheduler_pb2.GetSessionResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)
+        reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))
         return scheduler_pb2.GetSessionResponse(session=reply.session)
 
     @rpc
@@ -210,9 +208,9 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reason = request.reason or "ended"
         if reason not in ("ended", "deleted"):
             raise invalid_argument("reason", f"is {request.reason!r}; use ended or deleted")
-        before = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)).session
+        before = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         reply = await self._peers.store.EndSession(
-            store_pb2.EndSessionRequest(session_id=request.session_id, reason=reason), timeout=10
+            store_pb2.EndSessionRequest(session_id=request.session_id, reason=reason)
         )
         running = self._runner.running_turn(request.session_id)
         if running:
@@ -334,7 +332,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         await task
 
     async def _max_auto_advance(self, session_id: str) -> int:
-        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=session_id), timeout=10)).session
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
         framework = from_struct(session.plugin_settings["framework"]) if "framework" in session.plugin_settings else {}
         value = framework.get("maxAutoAdvance", self._settings.scheduler_max_auto_advance)
         return value if isinstance(value, int) and value >= 0 else self._settings.scheduler_max_auto_advance
@@ -345,7 +343,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if request.limit < 0:
             raise invalid_argument("limit", "must be 0 (all) or positive")
         reply = await self._peers.store.ListMessages(
-            store_pb2.ListMessagesRequest(session_id=request.session_id, limit=request.limit), timeout=10
+            store_pb2.ListMessagesRequest(session_id=request.session_id, limit=request.limit)
         )
         return scheduler_pb2.ListMessagesResponse(messages=reply.messages)
 
@@ -354,22 +352,22 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.turn_id, "turn_id", "a turn id from the turn stream or ListTurns")
         reply = await self._peers.store.GetTurn(
-            store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=request.turn_id), timeout=10
+            store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=request.turn_id)
         )
         return scheduler_pb2.GetTurnResponse(turn=conceal_turn(reply.turn))
 
     @rpc
     async def ListTurns(self, request: scheduler_pb2.ListTurnsRequest, context) -> scheduler_pb2.ListTurnsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=request.session_id), timeout=10)
+        reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=request.session_id))
         return scheduler_pb2.ListTurnsResponse(turns=[conceal_turn(turn) for turn in reply.turns])
 
     @rpc
     async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)
+        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))
         reply = await self._peers.hooks.ListPausedPlugins(
-            hooks_pb2.ListPausedPluginsRequest(session_id=request.session_id), timeout=10
+            hooks_pb2.ListPausedPluginsRequest(session_id=request.session_id)
         )
         return scheduler_pb2.ListPausedPluginsResponse(plugins=reply.plugins)
 
@@ -377,9 +375,9 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def ResetPluginFaults(self, request: scheduler_pb2.ResetPluginFaultsRequest, context) -> scheduler_pb2.ResetPluginFaultsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.plugin_id, "plugin_id", "a plugin ListPausedPlugins names")
-        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)
+        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))
         reply = await self._peers.hooks.ResetPluginFaults(
-            hooks_pb2.ResetPluginFaultsRequest(session_id=request.session_id, plugin_id=request.plugin_id), timeout=10
+            hooks_pb2.ResetPluginFaultsRequest(session_id=request.session_id, plugin_id=request.plugin_id)
         )
         return scheduler_pb2.ResetPluginFaultsResponse(was_paused=reply.was_paused)
 
@@ -392,7 +390,6 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             store_pb2.UpdateSessionApprovalsRequest(
                 session_id=request.session_id, approve=list(request.approve), revoke=list(request.revoke)
             ),
-            timeout=10,
         )
         await self.events.session_patch(reply.session, {"approve": list(request.approve), "revoke": list(request.revoke)})
         return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
@@ -400,8 +397,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def GetSessionPlugins(self, request: scheduler_pb2.GetSessionPluginsRequest, context) -> scheduler_pb2.GetSessionPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id), timeout=10)).session
-        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session), timeout=10)
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session))
         return scheduler_pb2.GetSessionPluginsResponse(
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
             unavailable=[_rejected(r) for r in confirmed.unavailable],
@@ -441,7 +438,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def _signal_turn(self, signal: store_pb2.SignalTurnRequest, instead: str = "") -> store_pb2.SignalTurnResponse:
         """Leave a cancel or interjection for the session's running turn on whichever replica runs it."""
         try:
-            return await self._peers.store.SignalTurn(signal, timeout=10)
+            return await self._peers.store.SignalTurn(signal)
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 raise failed_precondition(

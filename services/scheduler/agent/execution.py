@@ -142,7 +142,7 @@ class AgentExecution:
 
     async def _paused(self, session_id: str, plugin_id: str) -> bool:
         """Whether the fault breaker paused the plugin in this session (its providers answer unavailable)."""
-        reply = await self._peers.hooks.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session_id), timeout=10)
+        reply = await self._peers.hooks.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session_id))
         return any(paused.plugin_id == plugin_id for paused in reply.plugins)
 
     async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list,
@@ -205,7 +205,7 @@ class AgentExecution:
         records = []
         for plugin_id, namespace, text_field in searchable:
             reply = await self._peers.store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace), timeout=10)
+                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace))
             for entry in reply.entries:
                 value = from_value(entry.value)
                 text = value.get(text_field) if isinstance(value, dict) else None
@@ -234,7 +234,7 @@ class _CharacterCache:
 
     async def load(self) -> list[dict[str, Any]]:
         if self._characters is None:
-            world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id), timeout=10)
+            world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id))
             self._characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
         return self._characters
 

@@ -32,7 +32,7 @@ async def dynamic_segments(*, hooks: HookBus, store, scope: ExecutionScope, runt
                            player_message: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for plugin_id in providers(runtime, story, packages):
-        reply = await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=scope.session.id, plugin_id=plugin_id), timeout=10)
+        reply = await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=scope.session.id, plugin_id=plugin_id))
         data: dict[str, dict[str, Any]] = {}
         for entry in reply.entries:
             if not entry.namespace.startswith("_"):

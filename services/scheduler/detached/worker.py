@@ -77,7 +77,7 @@ class DetachedWorker:
     async def _release(self, job: store_pb2.DetachedJob, timeout_s: float) -> None:
         try:
             await self._store.CompleteDetachedJob(
-                store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=RELEASED), timeout=timeout_s
+                store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=RELEASED), timeout=timeout_s  # per call: the stop's grace left
             )
             self.finished[job.id] = "released"
             log.info("detached.released", job_id=job.id, runtime_id=job.runtime_id)
@@ -104,7 +104,7 @@ class DetachedWorker:
 
     async def claim(self) -> store_pb2.DetachedJob | None:
         reply = await self._store.ClaimDetachedJob(
-            store_pb2.ClaimDetachedJobRequest(holder=self.holder, lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms), timeout=10
+            store_pb2.ClaimDetachedJobRequest(holder=self.holder, lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms)
         )
         return reply.job if reply.HasField("job") else None
 
@@ -134,7 +134,6 @@ class DetachedWorker:
         try:
             await self._store.CompleteDetachedJob(
                 store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=status, result=to_struct(result), error=error),
-                timeout=10,
             )
         except grpc.aio.AioRpcError as failure:
             # ABORTED: the lease lapsed meanwhile; the store recorded the job as orphaned or timed out.
@@ -175,7 +174,7 @@ class DetachedWorker:
                 await self._store.RenewDetachedJob(
                     store_pb2.RenewDetachedJobRequest(job_id=job.id, lease_id=job.lease_id,
                                                       lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms),
-                    timeout=interval,
+                    timeout=interval,  # per call: a renewal late by one interval is no use
                 )
             except grpc.aio.AioRpcError as error:
                 if error.code() in (grpc.StatusCode.ABORTED, grpc.StatusCode.NOT_FOUND):

@@ -85,7 +85,7 @@ class FunctionExecution:
     async def committed_exports(self, session_id: str, run: TurnState) -> CommittedExports:
         """The session's exports as this turn found them: read once per turn (only commits change them)."""
         if run.exports is None:
-            reply = await self._store.ListExports(store_pb2.ListExportsRequest(session_id=session_id), timeout=10)
+            reply = await self._store.ListExports(store_pb2.ListExportsRequest(session_id=session_id))
             providers: dict[str, set[str]] = {}
             for runtime_id, contract in run.output_contracts().items():
                 providers.setdefault(contract, set()).add(runtime_id)
@@ -145,7 +145,7 @@ class FunctionExecution:
     async def world_view(self, scope: ExecutionScope, run: TurnState) -> WorldView:
         """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
         if run.world is None:
-            run.world = await self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id), timeout=10)
+            run.world = await self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id))
         return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS])
 
     def context(

@@ -25,7 +25,6 @@ class PluginDataViews:
         async def load_committed(namespace: str | None) -> dict:
             reply = await self._store.ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-                timeout=10,
             )
             return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
 

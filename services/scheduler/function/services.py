@@ -97,7 +97,7 @@ class StoreView:
     async def get_session(self) -> Mapping[str, Any]:
         """{phase, completedPlayerTurns, locale, setupRuntimes}, read now; raises when the session is gone."""
         try:
-            session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=self._session_id), timeout=10)).session
+            session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=self._session_id))).session
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise LookupError(f"store.get_session(): session {self._session_id} no longer exists") from error

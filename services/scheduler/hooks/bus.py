@@ -81,7 +81,7 @@ class HookBus:
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
             async with self._lock:
                 if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
-                    reply = await self._hooks.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest(), timeout=5)
+                    reply = await self._hooks.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest())
                     self._subscribers = {sub.event: set(sub.plugin_ids) for sub in reply.subscriptions}
                     self._fetched_at = time.monotonic()
         return self._subscribers
@@ -95,7 +95,7 @@ class HookBus:
         cached = self._tools.get(plugin_id)
         if cached is not None and time.monotonic() - cached[0] < SUBSCRIPTIONS_TTL_S:
             return cached[1]
-        reply = await self._hooks.ListTools(hooks_pb2.ListToolsRequest(plugin_ids=[plugin_id]), timeout=5)
+        reply = await self._hooks.ListTools(hooks_pb2.ListToolsRequest(plugin_ids=[plugin_id]))
         tools = {
             tool.name: gateway_pb2.ToolDefinition(name=tool.name, description=tool.description, parameters=tool.parameters)
             for tool in reply.tools
@@ -117,7 +117,6 @@ class HookBus:
                 context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
                 arguments=call.get("arguments") or "{}", call_id=call.get("id", ""),
             ),
-            timeout=60,
         )
         if writes is not None:
             writes.extend({"type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)
@@ -129,7 +128,6 @@ class HookBus:
         return await self._hooks.CallService(
             hooks_pb2.CallServiceRequest(context=scope.context(caller_plugin_id, runtime_id), contract=contract,
                                          arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
-            timeout=60,
         )
 
     async def call_extension(self, scope: ExecutionScope, point: str, payload: dict[str, Any], *, plugin_id: str = "",
@@ -138,7 +136,7 @@ class HookBus:
         reply = await self._hooks.CallExtension(
             hooks_pb2.CallExtensionRequest(context=scope.context(plugin_id), point=point, plugin_id=plugin_id,
                                            input=to_struct(payload), timeout_ms=timeout_ms),
-            timeout=timeout_ms / 1000 + 10,
+            timeout=timeout_ms / 1000 + 10,  # per call: the point's own timeout (shared/grpc_client.py DEADLINES)
         )
         return list(reply.answers)
 
@@ -150,7 +148,7 @@ class HookBus:
         *,
         plugin_id: str = "",
         runtime_id: str = "",
-        timeout_s: float = 60.0,
+        timeout_s: float | None = None,  # None: Dispatch's deadline in shared/grpc_client.py
     ) -> HookOutcome:
         listeners = (await self._subscriptions()).get(event, set())
         if not listeners.intersection(scope.session.active_plugins):

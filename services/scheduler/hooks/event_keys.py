@@ -38,6 +38,8 @@ SUBSCRIPTIONS_TTL_S = 5.0
 # Awaited emissions: a guard against a lost hooks service, not a budget (each handler has its own timeout).
 # The producer stops waiting after it even when handlers with longer timeouts still run (docs/event-hooks.md).
 AWAITED_DEADLINE_S = 60.0
+# A scheduler that starts before the hooks service waits this long for it (wait_for_ready).
+HOOKS_START_WAIT_S = 30.0
 # The channel the scheduler's clients reach it on: its gRPC API.
 CHANNEL_ID = "grpc"
 _PROCESS_STARTED = time.monotonic()
@@ -95,7 +97,7 @@ class SchedulerEventKeys:
             async with asyncio.timeout_at(deadline), self._lock:
                 if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
                     reply = await self._hooks.ListEventKeys(
-                        hooks_pb2.ListEventKeysRequest(), timeout=30 if wait_for_ready else 5, wait_for_ready=wait_for_ready
+                        hooks_pb2.ListEventKeysRequest(), timeout=HOOKS_START_WAIT_S if wait_for_ready else None, wait_for_ready=wait_for_ready
                     )
                     self._subscriptions = [(sub.plugin_id, sub.key) for sub in reply.subscriptions]
                     self._fetched_at = time.monotonic()
@@ -148,7 +150,7 @@ class SchedulerEventKeys:
             if isinstance(session, str):
                 # Fetched only now that someone listens: most emissions cost nothing.
                 fetched: store_pb2.GetSessionResponse = await self._store.GetSession(
-                    store_pb2.GetSessionRequest(session_id=session), timeout=10
+                    store_pb2.GetSessionRequest(session_id=session)
                 )
                 session = fetched.session
             if session is not None and not subscribers.intersection(session.active_plugins):
@@ -231,7 +233,7 @@ class SchedulerEventKeys:
                 heard |= await self._subscribers(key)
             if not heard:
                 return None
-            return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id), timeout=10)).session
+            return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
         except grpc.aio.AioRpcError as error:
             log.warning("event_key.emit_failed", keys=list(keys), code=error.code().name, details=error.details())
             return None

@@ -184,7 +184,7 @@ class TurnRunner:
                 wait_ms=self._settings.scheduler_lease_wait_ms,
                 origin=request.origin,
             ),
-            timeout=self._settings.scheduler_lease_wait_ms / 1000 + 10,
+            timeout=self._settings.scheduler_lease_wait_ms / 1000 + 10,  # per call: the lease wait is a setting
         )
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
@@ -251,7 +251,7 @@ class TurnRunner:
     async def _release(self, lease: store_pb2.TurnLease) -> None:
         with contextlib.suppress(Exception):
             await self._peers.store.ReleaseTurnLease(
-                store_pb2.ReleaseTurnLeaseRequest(session_id=lease.session_id, lease_id=lease.lease_id), timeout=5
+                store_pb2.ReleaseTurnLeaseRequest(session_id=lease.session_id, lease_id=lease.lease_id)
             )
 
     async def _take_signals(self, lease: store_pb2.TurnLease) -> None:
@@ -261,7 +261,7 @@ class TurnRunner:
             await asyncio.sleep(SIGNAL_POLL_S)
             try:
                 reply = await self._peers.store.TakeTurnSignals(
-                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id), timeout=5)
+                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id))
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:
                     return  # the lease is gone: so is the turn's chance to be signalled here
@@ -282,7 +282,7 @@ class TurnRunner:
                     store_pb2.RenewTurnLeaseRequest(
                         session_id=lease.session_id, lease_id=lease.lease_id, ttl_ms=self._settings.scheduler_lease_ttl_ms
                     ),
-                    timeout=interval,
+                    timeout=interval,  # per call: a renewal late by one interval is no use
                 )
             except grpc.aio.AioRpcError as error:
                 log.warning("lease.renew_failed", session_id=lease.session_id, code=error.code().name)
@@ -294,7 +294,7 @@ class TurnRunner:
         bind_turn_to_logs(turn_id=turn.id, logical_turn=lease.logical_turn)  # this task's log lines (telemetry)
         scope = ExecutionScope(session=session, turn_id=turn.id, logical_turn=lease.logical_turn)
         # The trust gate and the plugins' dependencies, before any plugin code runs (selection.py).
-        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session), timeout=10)
+        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session))
         for missing in confirmed.unavailable:
             # The session keeps its set; a plugin that cannot run now (removed, broken, not approved) sits this turn out.
             log.warning("plugin.unavailable", session_id=session.id, plugin_id=missing.plugin_id, code=missing.code, reason=missing.reason)
@@ -355,7 +355,7 @@ class TurnRunner:
 
         history = None
         if any(needs_history(manifest) for manifest in manifests.values()):
-            turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id), timeout=10)
+            turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id))
             history = TriggerHistory.from_turns(turns.turns)
         if manual is not None:
             selected = [manual]
@@ -380,7 +380,7 @@ class TurnRunner:
         by_name = {runtime.runtime_id: runtime for runtime in selected}
         selected = [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
 
-        history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id), timeout=10)
+        history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id))
         messages = list(history_reply.messages)
         compacted = None
         if not request.manual_runtime_id and request.detached_job is None:
@@ -597,7 +597,7 @@ class TurnRunner:
         stories = [p for p in proposals if p.type == "narrative.append"]
         if not stories:
             return
-        world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id), timeout=10)
+        world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))
         characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
         if not characters:
             return
@@ -828,7 +828,6 @@ class TurnRunner:
                 datasets=dataset_policies(run.packages, proposals) if run is not None else [],
                 **(self._setup_commit(turn, run) if run is not None else {}),
             ),
-            timeout=30,
         )
         committed = reply.turn
         # Outcomes decided before the store (hook vetoes) stay in the record.
