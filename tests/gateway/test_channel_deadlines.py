@@ -54,7 +54,7 @@ async def test_a_call_past_its_methods_deadline_ends_deadline_exceeded_without_a
     assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert CACHE_REFRESH.seconds - 0.5 <= elapsed < CACHE_REFRESH.seconds + 3, elapsed
     assert servicer.calls == 1  # a deadline is not a reason to re-send
-    assert servicer.time_remaining is not None and CACHE_REFRESH.seconds - 1 < servicer.time_remaining <= CACHE_REFRESH.seconds
+    assert servicer.time_remaining is not None and CACHE_REFRESH.seconds - 1 < servicer.time_remaining < CACHE_REFRESH.seconds + 0.1
 
 
 async def test_a_callers_tighter_timeout_still_wins(slow_hooks) -> None:
