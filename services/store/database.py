@@ -25,11 +25,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -168,6 +168,29 @@ def lock_session(db: Session, session_id: str) -> SessionRow:
     if row is None:
         raise not_found(f"session {session_id} not found")
     return row
+
+
+def read_locked_session(db: Session, session_id: str) -> SessionRow:
+    """lock_session read with Core: a transient row, outside the ORM session (the caller writes its
+    changes with write_session). A commit reads and writes the session once; the ORM's identity
+    map and unit of work cost more than the two statements."""
+    statement = select(_SESSIONS).where(_SESSIONS.c.id == session_id)
+    bind = db.get_bind()
+    started = time.perf_counter()
+    found = db.connection().execute(statement.with_for_update() if bind.dialect.name == "postgresql" else statement).one_or_none()
+    if bind.dialect.name == "postgresql":
+        lock_waits(bind).add(time.perf_counter() - started)
+    if found is None:
+        raise not_found(f"session {session_id} not found")
+    return SessionRow(**found._mapping)
+
+
+def write_session(db: Session, row: SessionRow, columns: tuple[str, ...]) -> None:
+    db.connection().execute(_SESSIONS.update().where(_SESSIONS.c.id == row.id), {name: getattr(row, name) for name in columns})
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_SESSIONS = cast(Table, SessionRow.__table__)
 
 
 class Database:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, select, update
+from sqlalchemy import CursorResult, Table, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -132,7 +132,7 @@ async def acquire(
         pause = min(pause * 2, POLL_MAX_S)
 
 
-def _lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:
+def lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:
     current = db.get(TurnLeaseRow, session_id)
     if current is None:
         return aborted(f"turn lease lost: lease {lease_id} on session {session_id} was released{what}")
@@ -144,7 +144,7 @@ def held_lease(db: Session, session_id: str, lease_id: str, what: str = "") -> T
     """The caller's lease, still held (the session must already be locked); ABORTED otherwise."""
     row = db.get(TurnLeaseRow, session_id)
     if row is None or row.lease_id != lease_id:
-        raise _lost(db, session_id, lease_id, what)
+        raise lost(db, session_id, lease_id, what)
     return row
 
 
@@ -157,6 +157,12 @@ def renew(db: Session, session_id: str, lease_id: str, ttl_ms: int) -> store_pb2
 
 
 def release(db: Session, session_id: str, lease_id: str) -> None:
-    """Idempotent: releasing a lease that is gone (released, taken over) does nothing."""
-    db.execute(delete(TurnLeaseRow).where(TurnLeaseRow.session_id == session_id, TurnLeaseRow.lease_id == lease_id))
+    """Idempotent: releasing a lease that is gone (released, taken over) does nothing.
+
+    A Core DELETE: the ORM's bulk delete would first look for the row among the session's objects."""
+    db.connection().execute(_LEASES.delete().where(_LEASES.c.session_id == session_id, _LEASES.c.lease_id == lease_id))
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_LEASES = cast(Table, TurnLeaseRow.__table__)
 

@@ -40,18 +40,20 @@ Address = tuple[str, str, str]  # (plugin_id, namespace, key)
 
 
 class UnitWrites:
-    """Plugin-data writes of a turn, buffered per unit and written when the unit ends.
+    """Plugin-data writes of a turn, buffered per unit.
 
     `get` answers as the transaction will see it (committed, earlier units, this unit's
-    writes so far); `flush` writes the unit's final value per entry in two statements (one
-    multi-row upsert, one delete), so a unit of many writes costs a few round trips, not one
-    per write. `discard` forgets the unit's writes (its savepoint rolled back).
+    writes so far). When a unit ends, `flush` writes its final value per entry in two
+    statements (one multi-row upsert, one delete), or `keep` adds them to the turn's writes,
+    which `flush_turn` writes the same way for every unit at once. `discard` forgets the
+    unit's writes (its unit rolled back).
     """
 
     def __init__(self, db: Session, session_id: str, turn_id: str, now: datetime) -> None:
         self.db, self.session_id, self.turn_id, self.now = db, session_id, turn_id, now
         self._known: dict[Address, Any] = {}
         self._pending: dict[Address, Any] = {}
+        self._kept: dict[Address, Any] = {}
 
     def prefetch(self, addresses: set[Address]) -> None:
         wanted = [address for address in addresses if address not in self._known and address not in self._pending]
@@ -59,12 +61,7 @@ class UnitWrites:
             chunk = wanted[start:start + 500]
             for address in chunk:
                 self._known[address] = MISSING
-            rows = self.db.execute(
-                select(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key, PluginDataRow.value).where(
-                    PluginDataRow.session_id == self.session_id,
-                    tuple_(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key).in_(chunk),
-                )
-            )
+            rows = self.db.connection().execute(_CURRENT_VALUES, {"session_id": self.session_id, "addresses": chunk})
             for plugin_id, namespace, key, value in rows:
                 self._known[(plugin_id, namespace, key)] = value
 
@@ -83,33 +80,52 @@ class UnitWrites:
         self._pending[address] = _DELETE
 
     def flush(self) -> None:
-        if not self._pending:
+        self._write(self._pending)
+        self._settle()
+
+    def keep(self) -> None:
+        self._kept.update(self._pending)
+        self._settle()
+
+    def flush_turn(self) -> None:
+        self._write(self._kept)
+        self._kept.clear()
+
+    def discard(self) -> None:
+        self._pending.clear()
+
+    def _settle(self) -> None:
+        for address, value in self._pending.items():
+            self._known[address] = MISSING if value is _DELETE else value
+        self._pending.clear()
+
+    def _write(self, entries: dict[Address, Any]) -> None:
+        if not entries:
             return
         connection = self.db.connection()
         values = [
             {"session_id": self.session_id, "plugin_id": plugin_id, "namespace": namespace, "key": key, "value": value,
              "turn_id": self.turn_id, "created_at": self.now, "updated_at": self.now}
-            for (plugin_id, namespace, key), value in self._pending.items()
+            for (plugin_id, namespace, key), value in entries.items()
             if value is not _DELETE
         ]
         gone = [
             {"session_id": self.session_id, "plugin_id": plugin_id, "namespace": namespace, "key": key}
-            for (plugin_id, namespace, key), value in self._pending.items()
+            for (plugin_id, namespace, key), value in entries.items()
             if value is _DELETE
         ]
         if values:
             connection.execute(_upsert_statement(connection.dialect.name), values)
         if gone:
             connection.execute(_DELETE_STATEMENT, gone)
-        for address, value in self._pending.items():
-            self._known[address] = MISSING if value is _DELETE else value
-        self._pending.clear()
-
-    def discard(self) -> None:
-        self._pending.clear()
 
 
 _DELETE: Any = object()
+# Built once: building the statement costs more than running it.
+_CURRENT_VALUES = select(_TABLE.c.plugin_id, _TABLE.c.namespace, _TABLE.c.key, _TABLE.c.value).where(
+    _TABLE.c.session_id == bindparam("session_id"),
+    tuple_(_TABLE.c.plugin_id, _TABLE.c.namespace, _TABLE.c.key).in_(bindparam("addresses", expanding=True)),
+)
 _DELETE_STATEMENT = sql_delete(_TABLE).where(
     _TABLE.c.session_id == bindparam("session_id"),
     _TABLE.c.plugin_id == bindparam("plugin_id"),

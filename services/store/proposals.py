@@ -30,9 +30,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from jsonschema.exceptions import SchemaError
+from sqlalchemy import Table
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -66,6 +67,10 @@ class Rejected(Exception):
 
 @dataclass
 class ApplyContext:
+    """What the appliers write through. Messages and events are buffered rows (written by
+    `write_rows`, with Core, many at a time); plugin data is buffered in `data`; the world's
+    rows (WRITES_AT_ONCE) go through the ORM session at once."""
+
     db: Session
     session_id: str
     turn_id: str
@@ -76,15 +81,18 @@ class ApplyContext:
     datasets: dict[tuple[str, str], Dataset] = field(default_factory=dict)
     dimension_owners: frozenset[str] = frozenset()
     appended: list[MessageRow] = field(default_factory=list)
-    next_event_seq: int = 1
+    # Events seq 1..n in the order emitted.
+    events: list[TurnEventRow] = field(default_factory=list)
     # Plugin-data writes, buffered per unit (flushed at the end of each unit).
     data: plugin_data.UnitWrites = field(init=False)
+    # How many of `appended` / `events` write_rows has written.
+    _written: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         self.data = plugin_data.UnitWrites(self.db, self.session_id, self.turn_id, self.now)
 
     def prefetch(self, proposals: list[store_pb2.Proposal]) -> None:
-        """Read in one query the current values the unit's plugin.data.update proposals need."""
+        """Read in one query the current values these plugin.data.update proposals need."""
         addresses = set()
         for proposal in proposals:
             if proposal.type == "plugin.data.update":
@@ -96,11 +104,14 @@ class ApplyContext:
             self.data.prefetch(addresses)
 
     def mark(self) -> tuple[int, int, int]:
-        return self.next_seq, len(self.appended), self.next_event_seq
+        return self.next_seq, len(self.appended), len(self.events)
 
     def rollback_to(self, mark: tuple[int, int, int]) -> None:
-        self.next_seq, appended, self.next_event_seq = mark
+        """Forget the rows appended since `mark` (their unit rolled back; rows written meanwhile went with its savepoint)."""
+        self.next_seq, appended, events = mark
         del self.appended[appended:]
+        del self.events[events:]
+        self._written = (min(self._written[0], appended), min(self._written[1], events))
 
     def append_message(self, *, role: str, text: str, plugin_id: str = "", runtime_id: str = "", meta: dict[str, Any] | None = None) -> MessageRow:
         row = MessageRow(
@@ -115,11 +126,34 @@ class ApplyContext:
             meta=meta or {},
             created_at=self.now,
         )
-        self.db.add(row)
-        self.db.flush()
         self.next_seq += 1
         self.appended.append(row)
         return row
+
+    def write_rows(self) -> None:
+        """Write the messages and events appended since the last call (one statement each)."""
+        messages, events = self.appended[self._written[0]:], self.events[self._written[1]:]
+        connection = self.db.connection()
+        if messages:
+            connection.execute(_MESSAGES.insert(), [message_values(row) for row in messages])
+        if events:
+            connection.execute(_EVENTS.insert(), [event_values(row) for row in events])
+        self._written = (len(self.appended), len(self.events))
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_MESSAGES = cast(Table, MessageRow.__table__)
+_EVENTS = cast(Table, TurnEventRow.__table__)
+
+
+def message_values(row: MessageRow) -> dict[str, Any]:
+    return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "role": row.role, "plugin_id": row.plugin_id,
+            "runtime_id": row.runtime_id, "text": row.text, "metadata": row.meta, "created_at": row.created_at}
+
+
+def event_values(row: TurnEventRow) -> dict[str, Any]:
+    return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "plugin_id": row.plugin_id,
+            "runtime_id": row.runtime_id, "name": row.name, "payload": row.payload, "created_at": row.created_at}
 
 
 def _sized(what: str, value: Any) -> None:
@@ -407,12 +441,12 @@ def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> Non
     if not isinstance(name, str) or not EVENT_NAME.match(name) or len(name) > NAME_MAX:
         raise Rejected("event.emit: payload.name must be an event name (letters, digits, . _ : / -)")
     _sized("event.emit: payload.payload", payload.get("payload"))
-    context.db.add(
+    context.events.append(
         TurnEventRow(
             id=new_id(),
             session_id=context.session_id,
             turn_id=context.turn_id,
-            seq=context.next_event_seq,
+            seq=len(context.events) + 1,
             plugin_id=proposal.plugin_id,
             runtime_id=proposal.runtime_id,
             name=name,
@@ -420,8 +454,6 @@ def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> Non
             created_at=context.now,
         )
     )
-    context.db.flush()
-    context.next_event_seq += 1
 
 
 def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
@@ -474,6 +506,11 @@ APPLIERS: dict[str, Callable[[ApplyContext, store_pb2.Proposal], None]] = {
     "export.record": apply_export_record,
     "history.summary": apply_history_summary,
 }
+
+
+# Types whose appliers write through the ORM session at once: a unit holding one needs a savepoint
+# to be rolled back alone. The others only append to the context's buffers.
+WRITES_AT_ONCE = frozenset({"character.schema.set", "character.upsert", "dimension.initialize", "dimension.update", "export.record"})
 
 
 def apply(context: ApplyContext, proposal: store_pb2.Proposal) -> None:

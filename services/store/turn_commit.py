@@ -1,6 +1,6 @@
 """CommitTurn: everything a turn proposes, in one database transaction.
 
-Order inside the transaction (the session row locked, see database.lock_session):
+Order inside the transaction (the session row locked, see database.read_locked_session):
 1. A turn already recorded under this id, or under this idempotency key, is returned
    as it is (a retried commit); nothing is written again.
 2. The caller's lease must still be held, else ABORTED and nothing is written.
@@ -31,23 +31,34 @@ Order inside the transaction (the session row locked, see database.lock_session)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, and_, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import detached_jobs, leases, proposals
-from services.store.database import lock_session
+from services.store.database import read_locked_session, write_session
 from services.store.datasets import dataset
-from services.store.models import DetachedJobRow, SessionRow, TurnRow, TurnTraceRow, utcnow
+from services.store.models import (
+    DetachedJobRow,
+    MessageRow,
+    SessionRow,
+    TurnEventRow,
+    TurnLeaseRow,
+    TurnRow,
+    TurnTraceRow,
+    utcnow,
+)
 from services.store.proto_mapping import (
     TURN_STATUS_NAME,
     from_timestamp,
     messages_to_json,
+    outcome_to_json,
     session_to_proto,
+    turn_to_proto,
 )
 from services.store.sessions import load_turn
 from shared.errors import invalid_argument, shortened
@@ -121,14 +132,28 @@ def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2
     return store_pb2.CommitTurnResponse(turn=load_turn(db, row), session=session_to_proto(session))
 
 
+@dataclass
+class Applied:
+    """What applying a turn's proposals decided: an outcome per proposal, the units that did not
+    commit, the rows it appended, trace entries, and the failure when a story or setup unit's
+    rejection failed the turn."""
+
+    outcomes: dict[str, store_pb2.ProposalOutcome] = field(default_factory=dict)
+    discarded_units: list[store_pb2.DiscardedUnit] = field(default_factory=list)
+    messages: list[MessageRow] = field(default_factory=list)
+    events: list[TurnEventRow] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    failure: str = ""
+
+
 def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
     """`request` is validated (validation.commit). Runs inside one write transaction."""
-    session = lock_session(db, request.session_id)
+    session = read_locked_session(db, request.session_id)
     turn = request.turn
     earlier = _earlier_record(db, session, turn)
     if earlier is not None:
         return _recorded(db, session, earlier, request)
-    lease = leases.held_lease(db, session.id, request.lease_id, "; nothing was written")
+    lease = _held_lease(db, session.id, request.lease_id)
     if turn.id != lease.turn_id:
         raise invalid_argument("turn.id", f"is {turn.id} but the lease runs turn {lease.turn_id}")
 
@@ -137,53 +162,80 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     # Outcomes decided before the store (e.g. a PreStateCommit veto) stay in the record.
     earlier_outcomes = [outcome for outcome in turn.proposal_outcomes if outcome.proposal_id not in proposal_ids]
     session.recorded_turns += 1
-    row = _turn_row(session, lease, turn, now)
-    db.add(row)
-    db.flush()
+    row = _turn_row(session, lease.logical_turn, turn, now)
+    connection = db.connection()
+    connection.execute(_TURNS.insert(), _turn_values(row))
 
     trace: list[dict[str, Any]] = [from_struct(entry) for entry in turn.trace]
-    if turn.status == store_pb2.TURN_STATUS_COMMITTED:
-        outcomes, discarded_units = _apply_committed(db, session, row, request, trace)
-    else:
-        outcomes, discarded_units = _discarded_all(request)
+    applied = _apply_committed(db, session, row, request) if turn.status == store_pb2.TURN_STATUS_COMMITTED else _discarded_all(request)
+    trace.extend(applied.trace)
+    if applied.failure:
+        row.status, row.abort_reason, row.narrative = "failed", applied.failure, ""
+    elif not row.narrative:
+        row.narrative = "\n\n".join(message.text for message in applied.messages if message.role == "story")
     jobs: list[DetachedJobRow] = []
     if row.status == "committed" and request.detached_jobs:
         jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
         trace.extend(job_trace)
-    if trace or discarded_units:
-        db.add(TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(discarded_units)))
-    row.proposal_outcomes = messages_to_json(
-        [*earlier_outcomes, *(outcomes[proposal.id] for proposal in request.proposals)]
+    outcomes = [*earlier_outcomes, *(applied.outcomes[proposal.id] for proposal in request.proposals)]
+    row.proposal_outcomes = [outcome_to_json(outcome) for outcome in outcomes]
+    connection.execute(
+        _TURNS.update().where(_TURNS.c.id == row.id),
+        {"status": row.status, "abort_reason": row.abort_reason, "narrative": row.narrative, "proposal_outcomes": row.proposal_outcomes},
     )
+    trace_row = None
+    if trace or applied.discarded_units:
+        trace_row = TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(applied.discarded_units))
+        connection.execute(_TRACES.insert(), {"turn_id": row.id, "session_id": session.id, "entries": trace_row.entries,
+                                              "discarded_units": trace_row.discarded_units})
     _advance_session(session, row, request, now)
+    write_session(db, session, _ADVANCED)
     if request.release_lease:
         leases.release(db, session.id, lease.lease_id)
     db.flush()
-    return store_pb2.CommitTurnResponse(
-        turn=load_turn(db, row), session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs]
-    )
+    # The reply is what was written: nothing is read back.
+    reply_turn = turn_to_proto(row, applied.messages, trace_row, applied.events, outcomes)
+    return store_pb2.CommitTurnResponse(turn=reply_turn, session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs])
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_TURNS = cast(Table, TurnRow.__table__)
+# The session columns a commit changes (_advance_session, _apply_committed).
+_ADVANCED = ("recorded_turns", "last_message_seq", "completed_player_turns", "phase", "setup_runtimes", "updated_at")
+_TRACES = cast(Table, TurnTraceRow.__table__)
 
 
 def _earlier_record(db: Session, session: SessionRow, turn: store_pb2.Turn) -> TurnRow | None:
     """The turn as already recorded (a retried commit): by its id, else by its idempotency key."""
-    earlier = db.get(TurnRow, turn.id)
-    if earlier is not None:
-        if earlier.session_id != session.id:
-            raise invalid_argument("turn.id", f"turn {turn.id} belongs to another session")
-        return earlier
-    if not turn.idempotency_key:
+    same = TurnRow.id == turn.id
+    if turn.idempotency_key:
+        same = or_(same, and_(TurnRow.session_id == session.id, TurnRow.idempotency_key == turn.idempotency_key))
+    found = db.execute(select(TurnRow.id, TurnRow.session_id).where(same)).all()
+    if not found:
         return None
-    return db.execute(
-        select(TurnRow).where(TurnRow.session_id == session.id, TurnRow.idempotency_key == turn.idempotency_key)
-    ).scalar_one_or_none()
+    by_id = next((row for row in found if row.id == turn.id), None)
+    if by_id is not None and by_id.session_id != session.id:
+        raise invalid_argument("turn.id", f"turn {turn.id} belongs to another session")
+    return db.get(TurnRow, (by_id or found[0]).id)
 
 
-def _turn_row(session: SessionRow, lease, turn: store_pb2.Turn, now) -> TurnRow:
+def _held_lease(db: Session, session_id: str, lease_id: str) -> Any:
+    """(lease_id, turn_id, logical_turn) of the caller's lease, still held; ABORTED otherwise."""
+    held = db.execute(
+        select(TurnLeaseRow.lease_id, TurnLeaseRow.turn_id, TurnLeaseRow.logical_turn).where(TurnLeaseRow.session_id == session_id)
+    ).one_or_none()
+    if held is None or held.lease_id != lease_id:
+        raise leases.lost(db, session_id, lease_id, "; nothing was written")
+    return held
+
+
+def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRow:
+    """The turn as recorded (a transient row: written with Core, kept for the reply)."""
     return TurnRow(
         id=turn.id,
         session_id=session.id,
         record_seq=session.recorded_turns,
-        logical_turn=lease.logical_turn,
+        logical_turn=logical_turn,
         status=TURN_STATUS_NAME[turn.status],
         idempotency_key=turn.idempotency_key or None,
         origin=turn.origin or "player",
@@ -202,14 +254,17 @@ def _turn_row(session: SessionRow, lease, turn: store_pb2.Turn, now) -> TurnRow:
     )
 
 
-def _discarded_all(
-    request: store_pb2.CommitTurnRequest,
-) -> tuple[dict[str, store_pb2.ProposalOutcome], list[store_pb2.DiscardedUnit]]:
+def _turn_values(row: TurnRow) -> dict[str, Any]:
+    return {column.name: getattr(row, column.name) for column in _TURNS.columns}
+
+
+def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
     """A turn that did not commit: every proposal and unit discarded, with why."""
     why = "the turn was aborted" if request.turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed"
-    outcomes = {proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals}
-    units = [store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())]
-    return outcomes, units
+    return Applied(
+        outcomes={proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals},
+        discarded_units=[store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())],
+    )
 
 
 def _advance_session(session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, now) -> None:
@@ -232,52 +287,93 @@ def _advance_session(session: SessionRow, row: TurnRow, request: store_pb2.Commi
     session.updated_at = now
 
 
-def _apply_committed(
-    db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, trace: list[dict[str, Any]]
-) -> tuple[dict[str, store_pb2.ProposalOutcome], list[store_pb2.DiscardedUnit]]:
-    turn = request.turn
-    story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story or result.setup}
-    failed_runtimes = {result.runtime_id for result in turn.runtime_results if result.status == "failed"}
-    units = unit_order(group_units(request.proposals, story_runtimes, request.dependencies), request.dependencies)
-    outcomes: dict[str, store_pb2.ProposalOutcome] = {}
-    discarded: dict[str, str] = {}
-    # Rejections decided before the store (PreStateCommit aborts) count as rejected writes of their unit.
-    sent = {proposal.id for proposal in request.proposals}
-    vetoes = {outcome.proposal_id: outcome for outcome in turn.proposal_outcomes
-              if outcome.status == REJECTED and outcome.proposal_id in sent}
-    dependencies = {entry.unit_runtime_id: entry for entry in request.dependencies}
-    context = _apply_context(db, session, row, request)
+@dataclass
+class _Plan:
+    """How the turn's units are applied: in dependency order, with the scheduler's vetoes."""
 
+    player_message: str
+    units: list[Unit]
+    failed_runtimes: set[str]
+    vetoes: dict[str, store_pb2.ProposalOutcome]
+    dependencies: dict[str, store_pb2.UnitDependencies]
+
+    @classmethod
+    def of(cls, request: store_pb2.CommitTurnRequest) -> _Plan:
+        turn = request.turn
+        story_runtimes = {result.runtime_id for result in turn.runtime_results if result.story or result.setup}
+        sent = {proposal.id for proposal in request.proposals}
+        return cls(
+            player_message=turn.player_message,
+            units=unit_order(group_units(request.proposals, story_runtimes, request.dependencies), request.dependencies),
+            failed_runtimes={result.runtime_id for result in turn.runtime_results if result.status == "failed"},
+            # Rejections decided before the store (PreStateCommit aborts) count as rejected writes of their unit.
+            vetoes={outcome.proposal_id: outcome for outcome in turn.proposal_outcomes if outcome.status == REJECTED and outcome.proposal_id in sent},
+            dependencies={entry.unit_runtime_id: entry for entry in request.dependencies},
+        )
+
+
+def _apply_committed(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> Applied:
+    """First with every buffered row written at the end, a few statements for the whole turn; if the
+    database refuses one of them, again from the start writing as it goes, so the refusal falls on
+    the proposal or unit that caused it."""
+    plan = _Plan.of(request)
+    applied = _apply_units(db, plan, _apply_context(db, session, row, request), careful=False)
+    if applied is None:
+        applied = _apply_units(db, plan, _apply_context(db, session, row, request), careful=True)
+    assert applied is not None
+    session.last_message_seq += len(applied.messages)
+    return applied
+
+
+def _apply_units(db: Session, plan: _Plan, context: proposals.ApplyContext, *, careful: bool) -> Applied | None:
+    """Applies the units inside one savepoint (the whole turn's writes). Not careful: None when the
+    database refused the buffered rows at the end (the savepoint rolled back)."""
+    applied = Applied()
+    discarded: dict[str, str] = {}
     whole_turn = db.begin_nested()
-    if turn.player_message:
-        context.append_message(role="player", text=turn.player_message)
-    for unit in units:
-        skipped = _skip_reason(unit, dependencies.get(unit.runtime_id), discarded, failed_runtimes, trace)
+    # One read for the whole turn (the values units update); each unit's writes then update the view.
+    context.prefetch([proposal for unit in plan.units for proposal in unit.proposals])
+    if plan.player_message:
+        context.append_message(role="player", text=plan.player_message)
+        if careful:
+            context.write_rows()
+    for unit in plan.units:
+        skipped = _skip_reason(unit, plan.dependencies.get(unit.runtime_id), discarded, plan.failed_runtimes, applied.trace)
         if skipped is not None:
             reason, code = skipped
             discarded[unit.runtime_id] = reason
-            outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, code) for proposal in unit.proposals})
+            applied.outcomes.update({proposal.id: _outcome(proposal.id, DISCARDED, reason, code) for proposal in unit.proposals})
             continue
-        rejected = _apply_unit(db, context, unit, vetoes)
+        rejected = _apply_unit(db, context, unit, plan.vetoes, careful=careful)
         if rejected is None:
-            outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
+            applied.outcomes.update({proposal.id: _outcome(proposal.id, COMMITTED) for proposal in unit.proposals})
             continue
         if unit.story:
             whole_turn.rollback()
-            return _rolled_back_turn(row, units, unit, rejected)
-        bad, reason, code = rejected
-        discarded[unit.runtime_id] = f"proposal {bad.id} ({bad.type}) was rejected: {reason}"
-        outcomes[bad.id] = _outcome(bad.id, REJECTED, reason, code)
-        for proposal in unit.proposals:
-            if proposal.id != bad.id:
-                outcomes[proposal.id] = _outcome(
-                    proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected", "unit-rolled-back"
-                )
+            return _rolled_back_turn(plan.units, unit, rejected, applied.trace)
+        _record_unit_rejection(applied, discarded, unit, rejected)
+    if not careful:
+        try:
+            context.write_rows()
+            context.data.flush_turn()
+        except DBAPIError:
+            whole_turn.rollback()
+            return None
     whole_turn.commit()
-    session.last_message_seq = context.next_seq - 1
-    if not row.narrative:
-        row.narrative = "\n\n".join(message.text for message in context.appended if message.role == "story")
-    return outcomes, [store_pb2.DiscardedUnit(unit_runtime_id=name, reason=reason) for name, reason in discarded.items()]
+    applied.messages, applied.events = context.appended, context.events
+    applied.discarded_units = [store_pb2.DiscardedUnit(unit_runtime_id=name, reason=reason) for name, reason in discarded.items()]
+    return applied
+
+
+def _record_unit_rejection(applied: Applied, discarded: dict[str, str], unit: Unit, rejected: Rejection) -> None:
+    bad, reason, code = rejected
+    discarded[unit.runtime_id] = f"proposal {bad.id} ({bad.type}) was rejected: {reason}"
+    applied.outcomes[bad.id] = _outcome(bad.id, REJECTED, reason, code)
+    for proposal in unit.proposals:
+        if proposal.id != bad.id:
+            applied.outcomes[proposal.id] = _outcome(
+                proposal.id, DISCARDED, f"unit {unit.runtime_id} rolled back: proposal {bad.id} was rejected", "unit-rolled-back"
+            )
 
 
 def _apply_context(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> proposals.ApplyContext:
@@ -327,33 +423,46 @@ def _skip_reason(
     return None
 
 
-def _apply_unit(db: Session, context: proposals.ApplyContext, unit: Unit, vetoes: dict[str, store_pb2.ProposalOutcome]) -> Rejection | None:
-    """Applies the unit's proposals in a savepoint; on the first rejection rolls the unit back and returns it."""
+def _apply_unit(
+    db: Session, context: proposals.ApplyContext, unit: Unit, vetoes: dict[str, store_pb2.ProposalOutcome], *, careful: bool
+) -> Rejection | None:
+    """Applies the unit's proposals; on the first rejection rolls the unit back and returns it.
+
+    A savepoint only where the unit writes to the database as it goes (careful, or a world write):
+    otherwise its rows are still in the context's buffers, and rolling back is forgetting them."""
     mark = context.mark()
-    savepoint = db.begin_nested()
-    rejected = _unit_rejection(context, unit, vetoes)
+    savepoint = db.begin_nested() if careful or any(proposal.type in proposals.WRITES_AT_ONCE for proposal in unit.proposals) else None
+    rejected = _unit_rejection(context, unit, vetoes, careful=careful)
     if rejected is None:
-        savepoint.commit()
+        if savepoint is not None:
+            savepoint.commit()
         return None
-    savepoint.rollback()
+    if savepoint is not None:
+        savepoint.rollback()
     context.rollback_to(mark)
     context.data.discard()
     return rejected
 
 
-def _unit_rejection(context: proposals.ApplyContext, unit: Unit, vetoes: dict[str, store_pb2.ProposalOutcome]) -> Rejection | None:
+def _unit_rejection(
+    context: proposals.ApplyContext, unit: Unit, vetoes: dict[str, store_pb2.ProposalOutcome], *, careful: bool
+) -> Rejection | None:
     vetoed = next((proposal for proposal in unit.proposals if proposal.id in vetoes), None)
     if vetoed is not None:
         return vetoed, vetoes[vetoed.id].reason, vetoes[vetoed.id].code or "hook-aborted"
-    context.prefetch(unit.proposals)
     for proposal in unit.proposals:
         try:
             proposals.apply(context, proposal)
+            if careful:
+                context.write_rows()
         except proposals.Rejected as error:
             return proposal, str(error), error.code
         except DBAPIError as error:
             return proposal, f"the database refused the write: {error.orig}", "database-refused"
     if not unit.proposals:
+        return None
+    if not careful:
+        context.data.keep()
         return None
     try:
         context.data.flush()
@@ -363,22 +472,19 @@ def _unit_rejection(context: proposals.ApplyContext, unit: Unit, vetoes: dict[st
     return None
 
 
-def _rolled_back_turn(
-    row: TurnRow, units: list[Unit], unit: Unit, rejected: Rejection
-) -> tuple[dict[str, store_pb2.ProposalOutcome], list[store_pb2.DiscardedUnit]]:
+def _rolled_back_turn(units: list[Unit], unit: Unit, rejected: Rejection, trace: list[dict[str, Any]]) -> Applied:
     """A story or setup unit's rejection fails the turn: the rejected proposal REJECTED, every other one DISCARDED."""
     bad, reason, code = rejected
     failure = f"story runtime {unit.runtime_id}: proposal {bad.id} ({bad.type}) was rejected: {reason}"
-    row.status = "failed"
-    row.abort_reason = failure
-    row.narrative = ""
     every = [proposal for each in units for proposal in each.proposals]
-    return (
-        {
+    return Applied(
+        outcomes={
             proposal.id: _outcome(proposal.id, REJECTED, reason, code)
             if proposal.id == bad.id
             else _outcome(proposal.id, DISCARDED, f"the turn rolled back: {failure}", "turn-rolled-back")
             for proposal in every
         },
-        [store_pb2.DiscardedUnit(unit_runtime_id=each.runtime_id, reason=f"the turn rolled back: {failure}") for each in units],
+        discarded_units=[store_pb2.DiscardedUnit(unit_runtime_id=each.runtime_id, reason=f"the turn rolled back: {failure}") for each in units],
+        trace=trace,
+        failure=failure,
     )
