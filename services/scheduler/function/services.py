@@ -15,7 +15,7 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.loop import _post_tool, _pre_tool
+from services.scheduler.agent.tool_calls import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
@@ -133,7 +133,7 @@ class ToolsView:
 
     async def call(self, name: str, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
         call = {"id": new_id(), "name": name, "arguments": json.dumps(thaw(args or {}), ensure_ascii=False)}
-        refused, call = await _pre_tool(call, self._runtime, self._scope, self._hooks, self._trace)
+        refused, call = await pre_tool_use(call, self._runtime, self._scope, self._hooks, self._trace)
         if refused is not None:
             return json.loads(refused)
         if call["name"] not in self._allowed:
@@ -141,7 +141,7 @@ class ToolsView:
             return tool_error("unauthorized", f"the tool {call['name']} is not in function.tools of {self._runtime.runtime_id}",
                               f"add it to function.tools, or use one of: {', '.join(self._allowed) or 'none'}")
         result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call, self.writes)
-        text, _, _ = await _post_tool(call, result, self._runtime, self._scope, self._hooks, self._trace)
+        text, _, _ = await post_tool_use(call, result, self._runtime, self._scope, self._hooks, self._trace)
         return json.loads(text)
 
 
