@@ -7,9 +7,6 @@ plugin code; files are only read.
 
 from __future__ import annotations
 
-import difflib
-import os
-import posixpath
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -32,46 +29,45 @@ from services.registry.dependency_warnings import warn_dependency_cycles
 from services.registry.diagnostics import (
     Diagnostic,
     DiagnosticBag,
-    Severity,
     add_validation_errors,
     has_errors,
-    unknown_field_hint,
 )
 from services.registry.frontmatter import Document, parse_document
 from services.registry.host_compatibility import host_version, parse_range, satisfies
 from services.registry.locale_files import compile_locales, inline_locale_maps
 from services.registry.manifest_models import (
-    CONTRIBUTES_FIELDS,
-    GUARDED_ROOT_FIELDS,
-    GUARDED_RUNTIME_FIELDS,
-    PACKAGE_ONLY_FIELDS,
     PLUGIN_ID,
     RESERVED_PLUGIN_IDS,
-    ROOT_FIELDS,
-    RUNTIME_FIELDS,
     Contributes,
     ExtensionDecl,
     HookDecl,
     PluginManifest,
     ProvidesDecl,
-    RuntimeDecl,
     ServiceDecl,
-    Strict,
+)
+from services.registry.manifest_reading import (
+    KNOWN_FIELDS,
+    PLUGIN_FILE,
+    RUNTIME_FILE,
+    RUNTIMES_DIR,
+    clean_root,
+    exact_child,
+    is_inside_file,
+    package_relative,
+    read_text,
 )
 from services.registry.package_files import PackageFiles
+from services.registry.prompt_variants import Variant, locale_variants
 from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
+from services.registry.runtime_files import RuntimeFile, discover_runtime_files
 from services.registry.schema_references import check_root_schemas, check_runtime_schemas
 from services.registry.served_manifests import check_served_manifests
 from services.registry.settings import BUILTIN
 from shared.manifest import PackageDefinition
 
-PLUGIN_FILE = "PLUGIN.md"
-RUNTIME_FILE = "RUNTIME.md"
-RUNTIMES_DIR = "runtimes"
 DEFAULT_ENTRY = "server/index.py"
 DEFAULT_VERSION = "0.0.0"
 # Only Simplified Chinese has prompt variants; other locale files are not read.
-VARIANT_LOCALES = ("zh",)
 DERIVED_TAG_PREFIXES = ("cost:", "ui:")
 IGNORED_FILES = ("llm.toml",)
 
@@ -120,360 +116,6 @@ class LoadedPackage:
     @property
     def loaded(self) -> bool:
         return self.state is PackageState.LOADED
-
-
-def _all_known_fields() -> set[str]:
-    names: set[str] = set()
-    pending: list[type] = [Strict]
-    while pending:
-        model = pending.pop()
-        pending.extend(model.__subclasses__())
-        for name, info in getattr(model, "model_fields", {}).items():
-            names.add(info.alias or name)
-    return names
-
-
-KNOWN_FIELDS = frozenset(_all_known_fields())
-
-
-def _read_text(path: Path, bag: DiagnosticBag, file: str) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        bag.error("file-encoding", "the file is not UTF-8 text", file=file)
-    except OSError as error:
-        bag.error("file-unreadable", f"the file cannot be read: {error.strerror or error}", file=file)
-    return None
-
-
-def _exact_child(folder: Path, name: str) -> tuple[bool, str | None]:
-    """Whether `folder` holds `name` with exactly this case, and a wrong-case match if not."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return False, None
-    if name in names:
-        return True, None
-    wrong = next((item for item in names if item.lower() == name.lower()), None)
-    return False, wrong
-
-
-def _drop_unknown(
-    data: dict[str, Any],
-    known: frozenset[str],
-    guarded: tuple[str, ...],
-    bag: DiagnosticBag,
-    *,
-    file: str,
-    prefix: str = "",
-    strict: bool = False,
-) -> dict[str, Any]:
-    """Unknown fields at this level are dropped with a warning (an error when validating); near-misses of guarded fields are errors."""
-    kept: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in known:
-            kept[key] = value
-            continue
-        path = f"{prefix}.{key}" if prefix else key
-        close = difflib.get_close_matches(key, guarded, n=1, cutoff=0.75)
-        if close:
-            bag.error(
-                "misspelled-field",
-                f"unknown field `{key}` looks like `{close[0]}`; a misspelt limiting field is not ignored",
-                file=file,
-                field_path=path,
-                hint=f"rename it to `{close[0]}`",
-            )
-            continue
-        bag.add(
-            Severity.ERROR if strict else Severity.WARNING,
-            "unknown-field",
-            f"unknown field `{key}`" + (" is not part of the plugin contract" if strict else " is ignored"),
-            file=file,
-            field_path=path,
-            hint=unknown_field_hint(key, known),
-        )
-    return kept
-
-
-def _clean_runtime(data: Any, bag: DiagnosticBag, *, file: str, prefix: str, strict: bool = False) -> Any:
-    if not isinstance(data, dict):
-        return data
-    return _drop_unknown(data, RUNTIME_FIELDS, GUARDED_RUNTIME_FIELDS, bag, file=file, prefix=prefix, strict=strict)
-
-
-UI_LOCATIONS = frozenset({"right", "message", "view", "segment"})
-
-
-def _clean_root(data: dict[str, Any], bag: DiagnosticBag, *, strict: bool = False) -> dict[str, Any]:
-    cleaned = _drop_unknown(data, ROOT_FIELDS, GUARDED_ROOT_FIELDS, bag, file=PLUGIN_FILE, strict=strict)
-    if isinstance(cleaned.get("contributes"), dict):
-        cleaned["contributes"] = _drop_unknown(
-            cleaned["contributes"], CONTRIBUTES_FIELDS, (), bag, file=PLUGIN_FILE, prefix="contributes", strict=strict
-        )
-        ui = cleaned["contributes"].get("ui")
-        if isinstance(ui, dict):
-            cleaned["contributes"]["ui"] = _drop_unknown(
-                ui, UI_LOCATIONS, (), bag, file=PLUGIN_FILE, prefix="contributes.ui", strict=strict
-            )
-    if "runtime" in cleaned:
-        cleaned["runtime"] = _clean_runtime(cleaned["runtime"], bag, file=PLUGIN_FILE, prefix="runtime", strict=strict)
-    return cleaned
-
-
-@dataclass
-class _Variant:
-    """One locale variant file: its body (the prompt's translation) and its translated segments."""
-
-    file: str
-    body: str
-    segments: dict[str, str]
-
-
-def _variants(folder: Path, main_file: str, main: Document, bag: DiagnosticBag, package_root: Path) -> dict[str, _Variant]:
-    """Prompt variants (`PLUGIN.zh.md`, `RUNTIME.zh.md`): the body and the fixed segments' content.
-
-    The variant's frontmatter may be empty. Besides `contributes.prompt[].content` (matched to
-    the main file's segment by `id`), whatever it writes must be what the main file says:
-    structure (contracts, tools, stage, timeouts, segment ids and positions) comes from the
-    main file only."""
-    stem = main_file[: -len(".md")]
-    variants: dict[str, _Variant] = {}
-    for locale in VARIANT_LOCALES:
-        name = f"{stem}.{locale}.md"
-        present, _ = _exact_child(folder, name)
-        if not present:
-            continue
-        file = (folder / name).relative_to(package_root).as_posix()
-        text = _read_text(folder / name, bag, file)
-        if text is None:
-            continue
-        document = parse_document(text, bag, file)
-        if document is None:
-            continue
-        segments = _variant_frontmatter(main.data, document.data, bag, file=file, main_file=main_file, locale=locale)
-        if document.body or segments:
-            variants[locale] = _Variant(file, document.body, segments)
-    return variants
-
-
-def _variant_mismatch(bag: DiagnosticBag, *, file: str, main_file: str, locale: str, path: str) -> None:
-    bag.error(
-        "variant-frontmatter-mismatch",
-        f"the {locale} variant's frontmatter differs from {main_file} at `{path}`",
-        file=file,
-        field_path=path,
-        hint=f"structure comes from {main_file}: in the variant write only the body and contributes.prompt[] "
-        "{id, content}; labels are translated in locales/<locale>.yaml",
-    )
-
-
-def _variant_frontmatter(
-    main: dict[str, Any], variant: dict[str, Any], bag: DiagnosticBag, *, file: str, main_file: str, locale: str
-) -> dict[str, str]:
-    """Check a variant's frontmatter against the main file's; the translated segments by id."""
-    where = {"file": file, "main_file": main_file, "locale": locale}
-    rest = dict(variant)
-    contributes = rest.get("contributes")
-    translated: dict[str, str] = {}
-    if isinstance(contributes, dict) and "prompt" in contributes:
-        main_contributes = main["contributes"] if isinstance(main.get("contributes"), dict) else {}
-        others = {key: value for key, value in contributes.items() if key != "prompt"}
-        for key, value in others.items():
-            if key not in main_contributes or main_contributes[key] != value:
-                differing = _first_difference(main_contributes.get(key), value, f"contributes.{key}") if key in main_contributes else f"contributes.{key}"
-                _variant_mismatch(bag, path=differing, **where)
-        translated = _variant_segments(main_contributes.get("prompt"), contributes["prompt"], bag, **where)
-        rest.pop("contributes")
-    for key, value in rest.items():
-        if key not in main or main[key] != value:
-            _variant_mismatch(bag, path=_first_difference(main[key], value, key) if key in main else key, **where)
-    return translated
-
-
-def _variant_segments(main_prompt: Any, variant_prompt: Any, bag: DiagnosticBag, *, file: str, main_file: str, locale: str) -> dict[str, str]:
-    """contributes.prompt of a variant: items {content} (the main file's segment at the same position)
-    or {id, content}; any other key the main segment's own."""
-    if not isinstance(variant_prompt, list):
-        bag.error(
-            "variant-segment-invalid",
-            "`contributes.prompt` of a variant is a list of {id, content}",
-            file=file,
-            field_path="contributes.prompt",
-        )
-        return {}
-    main_list = [item for item in main_prompt if isinstance(item, dict)] if isinstance(main_prompt, list) else []
-    main_segments = {item["id"]: item for item in main_list if isinstance(item.get("id"), str)}
-    translated: dict[str, str] = {}
-    seen: dict[str, int] = {}
-    for index, item in enumerate(variant_prompt):
-        path = f"contributes.prompt[{index}]"
-        if isinstance(item, dict) and "id" not in item and index < len(main_list) and isinstance(main_list[index].get("id"), str):
-            # Content only: the segment at the same position (a variant cannot move segments).
-            item = {"id": main_list[index]["id"], **item}
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
-            bag.error(
-                "variant-segment-invalid",
-                f"{main_file} has no contributes.prompt segment at position {index} for this translation to follow"
-                if isinstance(item, dict) and "id" not in item
-                else "a translated segment is {content} (the segment at the same position) or {id, content}",
-                file=file,
-                field_path=f"{path}.id" if isinstance(item, dict) else path,
-                hint=f"{main_file} has {len(main_list)} segment(s); translate them in order, or name one by id",
-            )
-            continue
-        segment_id = item["id"]
-        if segment_id in seen:
-            bag.error(
-                "duplicate-prompt-id",
-                f"`{segment_id}` is translated twice (also at contributes.prompt[{seen[segment_id]}])",
-                file=file,
-                field_path=f"{path}.id",
-            )
-            continue
-        seen[segment_id] = index
-        main_segment = main_segments.get(segment_id)
-        if main_segment is None:
-            bag.error(
-                "variant-unknown-segment",
-                f"{main_file} has no contributes.prompt segment `{segment_id}`",
-                file=file,
-                field_path=f"{path}.id",
-                hint="segment ids come from the main file: one of " + (", ".join(main_segments) or "(none)"),
-            )
-            continue
-        for key, value in item.items():
-            if key not in ("id", "content") and (key not in main_segment or main_segment[key] != value):
-                _variant_mismatch(bag, file=file, main_file=main_file, locale=locale, path=f"{path}.{key}")
-        content = item.get("content")
-        if content is None:
-            continue
-        if not isinstance(content, str) or not content.strip():
-            bag.error(
-                "variant-segment-invalid",
-                f"the translation of segment `{segment_id}` must be non-empty text",
-                file=file,
-                field_path=f"{path}.content",
-            )
-            continue
-        translated[segment_id] = content
-    return translated
-
-
-def _first_difference(main: Any, variant: Any, path: str = "") -> str:
-    """The first field path where two frontmatters differ, as the author wrote it."""
-    if isinstance(main, dict) and isinstance(variant, dict):
-        for key in [*main, *(key for key in variant if key not in main)]:
-            if main.get(key) != variant.get(key):
-                child = f"{path}.{key}" if path else str(key)
-                if key in main and key in variant:
-                    return _first_difference(main[key], variant[key], child)
-                return child
-    if isinstance(main, list) and isinstance(variant, list) and len(main) == len(variant):
-        for index, (left, right) in enumerate(zip(main, variant, strict=True)):
-            if left != right:
-                return _first_difference(left, right, f"{path}[{index}]")
-    return path
-
-
-def _package_relative(root: Path, written: str) -> str | None:
-    if written.startswith("/") or "\\" in written:
-        return None
-    normal = posixpath.normpath(written)
-    if normal in (".", "..") or normal.startswith("../"):
-        return None
-    return normal
-
-
-def _is_inside_file(root: Path, relative: str) -> bool:
-    target = root / relative
-    try:
-        return target.is_file() and target.resolve().is_relative_to(root.resolve())
-    except OSError:
-        return False
-
-
-@dataclass
-class _RuntimeFile:
-    runtime_id: str
-    folder: Path
-    file: str
-    document: Document
-    decl: RuntimeDecl | None
-
-
-def _discover_runtime_files(root: Path, plugin_id: str, bag: DiagnosticBag, *, strict: bool = False) -> tuple[list[_RuntimeFile], bool]:
-    """Runtimes under runtimes/<id>/RUNTIME.md; also whether any real runtime folder exists."""
-    folder = root / RUNTIMES_DIR
-    if not folder.is_dir() or folder.is_symlink():
-        return [], False
-    found: list[_RuntimeFile] = []
-    any_folder = False
-    for child in sorted(folder.iterdir(), key=lambda item: item.name):
-        relative = f"{RUNTIMES_DIR}/{child.name}"
-        if child.is_symlink():
-            if child.is_dir():
-                bag.info(
-                    "runtime-symlink-ignored",
-                    "symlinked runtime folders are not discovered",
-                    file=relative,
-                )
-            continue
-        if not child.is_dir():
-            continue
-        any_folder = True
-        present, wrong = _exact_child(child, RUNTIME_FILE)
-        if not present:
-            severity = Severity.ERROR if strict else Severity.WARNING
-            if wrong:
-                bag.add(
-                    severity,
-                    "runtime-manifest-case",
-                    f"found `{wrong}`; the manifest must be named exactly {RUNTIME_FILE}" + ("" if strict else "; this runtime is not loaded"),
-                    file=f"{relative}/{wrong}",
-                    hint=f"rename it to {relative}/{RUNTIME_FILE}",
-                )
-            else:
-                bag.add(
-                    severity,
-                    "runtime-manifest-missing",
-                    f"{relative} has no {RUNTIME_FILE}" + ("" if strict else "; this runtime is not loaded"),
-                    file=relative,
-                    hint=f"add {relative}/{RUNTIME_FILE}, or move shared code to lib/",
-                )
-            continue
-        file = f"{relative}/{RUNTIME_FILE}"
-        if not PLUGIN_ID.match(child.name):
-            bag.error(
-                "invalid-runtime-id",
-                f"`{child.name}` is not a valid runtime id (lowercase letters, digits, `.`, `_`, `-`)",
-                file=file,
-            )
-            continue
-        text = _read_text(child / RUNTIME_FILE, bag, file)
-        if text is None:
-            continue
-        document = parse_document(text, bag, file)
-        if document is None:
-            continue
-        data = dict(document.data)
-        for key in sorted(set(data) & PACKAGE_ONLY_FIELDS):
-            bag.error(
-                "runtime-package-field",
-                f"`{key}` is a package field; a RUNTIME.md declares only its runtime",
-                file=file,
-                field_path=key,
-                hint=f"move `{key}` to {PLUGIN_FILE}",
-            )
-            data.pop(key)
-        data = _clean_runtime(inline_locale_maps(data, bag, file=file), bag, file=file, prefix="", strict=strict)
-        decl: RuntimeDecl | None = None
-        try:
-            decl = RuntimeDecl.model_validate(data)
-        except ValidationError as error:
-            add_validation_errors(bag, error.errors(), data, file=file, known_fields=KNOWN_FIELDS)
-        found.append(_RuntimeFile(f"{plugin_id}/{child.name}", child, file, document, decl))
-    return found, any_folder
 
 
 def _derived_tags(author_tags: list[str], runtimes: list[CompiledRuntime], entry: str, contributes: Contributes | None) -> list[str]:
@@ -580,7 +222,7 @@ def _validation_advice(
     root_warnings(
         data,
         folder_name=package.id,
-        default_entry_exists=_is_inside_file(root, DEFAULT_ENTRY),
+        default_entry_exists=is_inside_file(root, DEFAULT_ENTRY),
         output_contracts={runtime.output_contract for runtime in package.runtimes if runtime.output_contract},
         has_setup_runtime=any(runtime.stage == "setup" for runtime in package.runtimes),
         has_entry=bool(package.entry),
@@ -592,7 +234,7 @@ def _validation_advice(
         runtime_warnings(raw_runtimes.get(runtime.runtime_id), runtime, bag, prefix="runtime" if runtime.file == PLUGIN_FILE else "")
     warn_dependency_cycles(package.runtimes, bag)
     for name in IGNORED_FILES:
-        if _exact_child(root, name)[0]:
+        if exact_child(root, name)[0]:
             bag.info("ignored-file", f"{name} is not read: models are chosen by the player's model settings", file=name)
 
 
@@ -606,18 +248,18 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     if document is None:
         return package
     package.prompt = document.body
-    root_variants = _variants(root, PLUGIN_FILE, document, bag, root)
+    root_variants = locale_variants(root, PLUGIN_FILE, document, bag, root)
     package.prompt_variants = {locale: variant.body for locale, variant in root_variants.items() if variant.body}
     package.prompt_segment_variants = {locale: variant.segments for locale, variant in root_variants.items() if variant.segments}
 
-    data = _clean_root(inline_locale_maps(dict(document.data), bag, file=PLUGIN_FILE), bag, strict=strict)
+    data = clean_root(inline_locale_maps(dict(document.data), bag, file=PLUGIN_FILE), bag, strict=strict)
     try:
         manifest = PluginManifest.model_validate(data)
     except ValidationError as error:
         add_validation_errors(bag, error.errors(), data, file=PLUGIN_FILE, known_fields=KNOWN_FIELDS)
         manifest = None
 
-    runtime_files, has_runtime_folders = _discover_runtime_files(root, plugin_id, bag, strict=strict)
+    runtime_files, has_runtime_folders = discover_runtime_files(root, plugin_id, bag, strict=strict)
     if manifest is None:
         return package
 
@@ -669,7 +311,7 @@ def _check_package_id(plugin_id: str, bag: DiagnosticBag) -> None:
 
 def _read_manifest_document(root: Path, bag: DiagnosticBag) -> Document | None:
     """PLUGIN.md parsed (frontmatter and body); None, with the reason in `bag`, when there is none to read."""
-    present, wrong = _exact_child(root, PLUGIN_FILE)
+    present, wrong = exact_child(root, PLUGIN_FILE)
     if not present:
         bag.error(
             "plugin-manifest-missing",
@@ -678,7 +320,7 @@ def _read_manifest_document(root: Path, bag: DiagnosticBag) -> Document | None:
             hint=f"add {PLUGIN_FILE} at the package root" if not wrong else f"rename `{wrong}` to {PLUGIN_FILE}",
         )
         return None
-    text = _read_text(root / PLUGIN_FILE, bag, PLUGIN_FILE)
+    text = read_text(root / PLUGIN_FILE, bag, PLUGIN_FILE)
     return parse_document(text, bag, PLUGIN_FILE) if text is not None else None
 
 
@@ -729,8 +371,8 @@ def _check_manifest_header(manifest: PluginManifest, plugin_id: str, bag: Diagno
 def _entry_module(root: Path, manifest: PluginManifest, bag: DiagnosticBag) -> str:
     """entry: written -> must be a file inside the package; else server/index.py when present ("" for none)."""
     if manifest.entry is None:
-        return DEFAULT_ENTRY if _is_inside_file(root, DEFAULT_ENTRY) else ""
-    entry = _package_relative(root, manifest.entry)
+        return DEFAULT_ENTRY if is_inside_file(root, DEFAULT_ENTRY) else ""
+    entry = package_relative(root, manifest.entry)
     if entry is None:
         bag.error(
             "entry-outside-package",
@@ -740,9 +382,9 @@ def _entry_module(root: Path, manifest: PluginManifest, bag: DiagnosticBag) -> s
         )
         return ""
     entry = resolve_code_file(
-        entry, lambda relative: _is_inside_file(root, relative), bag, written=manifest.entry, file=PLUGIN_FILE, field_path="entry"
+        entry, lambda relative: is_inside_file(root, relative), bag, written=manifest.entry, file=PLUGIN_FILE, field_path="entry"
     )
-    if _is_inside_file(root, entry):
+    if is_inside_file(root, entry):
         return entry
     bag.error("entry-missing", f"entry `{manifest.entry}` does not exist in the package", field_path="entry")
     return ""
@@ -765,8 +407,8 @@ def _compile_runtimes(
     manifest: PluginManifest,
     document: Document,
     data: dict[str, Any],
-    root_variants: dict[str, _Variant],
-    runtime_files: list[_RuntimeFile],
+    root_variants: dict[str, Variant],
+    runtime_files: list[RuntimeFile],
     has_runtime_folders: bool,
     contributed_tools: list[str],
     bag: DiagnosticBag,
@@ -814,7 +456,7 @@ def _compile_runtimes(
             continue
         variants = {
             locale: variant.body
-            for locale, variant in _variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root).items()
+            for locale, variant in locale_variants(runtime_file.folder, RUNTIME_FILE, runtime_file.document, bag, root).items()
             if variant.body
         }
         compiled = compile_runtime(
@@ -829,7 +471,7 @@ def _compile_runtimes(
     return found
 
 
-def _warn_unused_variant_bodies(root_variants: dict[str, _Variant], bag: DiagnosticBag) -> None:
+def _warn_unused_variant_bodies(root_variants: dict[str, Variant], bag: DiagnosticBag) -> None:
     for variant in root_variants.values():
         if variant.body:
             # The body of PLUGIN.<locale>.md translates the inline runtime's prompt; without one nothing reads it.
