@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,9 +16,11 @@ import grpc
 import pytest
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.store.settings import StoreSettings
 from tests.conftest import POSTGRES_URL, free_addr
-from tests.store.conftest import BACKENDS, StoreUnderTest, drop_schema, postgres_reachable, settings_for
+from tests.store.conftest import BACKENDS, StoreUnderTest, drop_schema, postgres_reachable
 from tests.store.helpers import acquire, data_proposal, new_session, story_proposal, story_result, turn_for
+from tests.support.postgres_cluster import throwaway_cluster, why_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 PROPOSALS_PER_TURN = 20
@@ -138,64 +140,49 @@ async def test_kill_9_during_a_commit_loop_leaves_whole_turns_or_nothing(backend
             drop_schema(schema)
 
 
-def local_postgres_version() -> str | None:
-    folder = Path("/etc/postgresql")
-    if os.geteuid() != 0 or shutil.which("pg_ctlcluster") is None or not folder.is_dir():
-        return None
-    versions = sorted(path.name for path in folder.iterdir())
-    return versions[-1] if versions else None
-
-
-requires_local_postgres = pytest.mark.skipif(
-    local_postgres_version() is None or "127.0.0.1" not in POSTGRES_URL,
-    reason="needs a local PostgreSQL cluster this test may restart (pg_ctlcluster, as root)",
-)
-
-
 @pytest.mark.postgres
-@requires_local_postgres
+@pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable()))
 async def test_postgres_restart_during_a_run_the_store_reconnects(tmp_path):
-    if reason := postgres_reachable():
-        pytest.skip(reason)
-    settings, schema = settings_for("postgres", tmp_path)
-    store = StoreUnderTest(settings)
-    await store.start()
-    try:
-        stub = store.stub
-        session_id = (await new_session(stub)).id
-        await commit_loop(stub, session_id, 0, 3)
-        started = time.monotonic()
-        restart = await asyncio.create_subprocess_exec(
-            "pg_ctlcluster", "--skip-systemctl-redirect", local_postgres_version(), "main", "restart",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )
-        unavailable = 0
-        committed_after = 0
-        number = 100
-        while committed_after < 3:
-            assert time.monotonic() - started < 25, f"no recovery in 25 s ({unavailable} UNAVAILABLE answers)"
-            try:
-                await commit_loop(stub, session_id, number, 1)
-                if restart.returncode is not None:
-                    committed_after += 1
-                number += 1
-            except grpc.aio.AioRpcError as error:
-                # During the restart: retryable answers only, never INTERNAL.
-                assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED), error.details()
-                unavailable += 1
-                await asyncio.sleep(0.2)
-            if restart.returncode is None:
-                try:
-                    await asyncio.wait_for(restart.wait(), 0.05)
-                except TimeoutError:
-                    pass
-        _, errors = await restart.communicate()
-        assert restart.returncode == 0, errors.decode()
-        print(f"PostgreSQL restart: {unavailable} retryable answers, recovered after {time.monotonic() - started:.1f} s")
-        assert await check_whole_or_absent(stub, session_id) >= 6
-    finally:
-        await store.stop()
-        drop_schema(schema)
+    # A cluster of its own: the machine's shared server is never restarted.
+    with throwaway_cluster() as cluster:
+        settings = StoreSettings(data_dir=tmp_path, store_database_url=cluster.url, store_pool_size=4)
+        store = StoreUnderTest(settings)
+        await store.start()
+        try:
+            await _commits_survive_a_restart(store.stub, cluster)
+        finally:
+            await store.stop()
+
+
+async def _commits_survive_a_restart(stub, cluster) -> None:
+    session_id = (await new_session(stub)).id
+    await commit_loop(stub, session_id, 0, 3)
+    started = time.monotonic()
+    restart = await asyncio.create_subprocess_exec(
+        *cluster.restart_command(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    unavailable = 0
+    committed_after = 0
+    number = 100
+    while committed_after < 3:
+        assert time.monotonic() - started < 25, f"no recovery in 25 s ({unavailable} UNAVAILABLE answers)"
+        try:
+            await commit_loop(stub, session_id, number, 1)
+            if restart.returncode is not None:
+                committed_after += 1
+            number += 1
+        except grpc.aio.AioRpcError as error:
+            # During the restart: retryable answers only, never INTERNAL.
+            assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED), error.details()
+            unavailable += 1
+            await asyncio.sleep(0.2)
+        if restart.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(restart.wait(), 0.05)
+    _, errors = await restart.communicate()
+    assert restart.returncode == 0, errors.decode()
+    print(f"PostgreSQL restart: {unavailable} retryable answers, recovered after {time.monotonic() - started:.1f} s")
+    assert await check_whole_or_absent(stub, session_id) >= 6
 
 
 async def test_two_schedulers_submit_to_one_session_none_lost_or_doubled(store):
