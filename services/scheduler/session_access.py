@@ -8,6 +8,8 @@ the answer a session that does not exist gets, word for word: ids cannot be prob
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import grpc
 from google.protobuf.message import Message
 
@@ -20,9 +22,12 @@ from shared.security.principals import Principal
 SCHEDULER_METHODS = f"/{scheduler_pb2.DESCRIPTOR.services_by_name['Scheduler'].full_name}/"
 
 
-def may_use(principal: Principal, session: store_pb2.Session) -> bool:
+OWNERS_CACHED = 10_000
+
+
+def may_use(principal: Principal, owner: str) -> bool:
     """Its owner or an operator; a session from before owners ("") only an operator."""
-    return principal.is_operator or (bool(session.owner) and session.owner == principal.name)
+    return principal.is_operator or (bool(owner) and owner == principal.name)
 
 
 def missing_session(session_id: str) -> ServiceError:
@@ -50,8 +55,11 @@ def _named_sessions(request: Message) -> list[tuple[str, ServiceError]]:
 class SessionAccess:
     """The `authorize` of the scheduler's client API: the caller may use every session the request names."""
 
-    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub) -> None:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, cached: int = OWNERS_CACHED) -> None:
         self._store = store
+        # session id -> owner, of sessions their owner used lately: an owner never changes.
+        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._cached = cached
 
     async def check(self, method: str, request: Message) -> None:
         if not method.startswith(SCHEDULER_METHODS):
@@ -60,12 +68,24 @@ class SessionAccess:
         if principal.is_operator:
             return  # every session; an unknown id gets the method's own NOT_FOUND
         for session_id, refusal in _named_sessions(request):
-            try:
-                # The channel gives the call its deadline (shared/grpc_client.py DEADLINES).
-                session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
-            except grpc.aio.AioRpcError as error:
-                if error.code() == grpc.StatusCode.NOT_FOUND:
-                    raise refusal from None
-                raise
-            if not may_use(principal, session):
+            if self._owners.get(session_id) == principal.name:
+                self._owners.move_to_end(session_id)
+                continue
+            # Anyone else is looked up every time: a refusal takes as long for a session that exists.
+            if not may_use(principal, await self._owner_of(session_id, refusal)):
                 raise refusal
+            self._remember(session_id, principal.name)
+
+    async def _owner_of(self, session_id: str, refusal: ServiceError) -> str:
+        try:
+            # The channel gives the call its deadline (shared/grpc_client.py DEADLINES).
+            return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session.owner
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                raise refusal from None
+            raise
+
+    def _remember(self, session_id: str, owner: str) -> None:
+        self._owners[session_id] = owner
+        if len(self._owners) > self._cached:
+            self._owners.popitem(last=False)

@@ -17,6 +17,7 @@ from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from tests.e2e.conftest import minimal_session
+from tests.security.warm_up import until_sessions_open
 
 TOKEN = "operator-token-the-plugin-wants"
 PLUGIN = "totally-core"
@@ -51,6 +52,7 @@ async def services(tmp_path_factory):
     group = ServiceGroup(free_port_addrs(), folder / "data", extra_env=env)
     try:
         await group.start()
+        await until_sessions_open(group.addrs["scheduler"], TOKEN)
         yield group
     finally:
         await group.stop()

@@ -19,6 +19,7 @@ from shared.security.principals import API_TOKEN_PRINCIPAL, INVALID_TOKEN, MISSI
 from shared.settings import REPO_ROOT
 from tests.e2e.conftest import minimal_session
 from tests.security.oidc_issuer import AUDIENCE, Issuer, new_key
+from tests.security.warm_up import until_sessions_open
 
 OPERATOR_TOKEN = "operator-token-for-tests"
 USERS = f"""
@@ -82,6 +83,7 @@ async def services(tmp_path_factory):
     group = ServiceGroup(free_port_addrs(), folder / "data", extra_env=env)
     try:
         await group.start()
+        await until_sessions_open(group.addrs["scheduler"], OPERATOR_TOKEN)
         yield group, issuer
     finally:
         await group.stop()
