@@ -1,13 +1,21 @@
-"""Turn commits per second through the real gRPC store server, on SQLite and PostgreSQL.
+"""Turn commits on SQLite and PostgreSQL: through the real gRPC store server, in process, and
+with many sessions writing at once.
 
-`.venv/bin/python -m bench.store_commit`: starts `python -m services.store` as a process on a
-free port per backend, plays turns in one session back to back (AcquireTurnLease + CommitTurn
-with release, the scheduler's two calls per turn), each turn carrying P proposals: one
+`.venv/bin/python -m bench.store_commit`, three parts, each turn carrying P proposals: one
 narrative.append plus P-1 plugin.data / plugin.data.update writes spread over units of 10.
-Reports commits/second (whole turns: acquire + commit) and the CommitTurn latency p50/p95
-for P = 10, 100, 1000. Prints a table and writes bench/results/store_commit.json.
-PostgreSQL: COVEL_BENCH_POSTGRES_URL (default the local test database), a schema of its own,
-dropped afterwards.
+- gRPC: starts `python -m services.store` as a process on a free port per backend, plays turns
+  in one session back to back (AcquireTurnLease + CommitTurn with release, the scheduler's two
+  calls per turn). Commits/second (whole turns) and the CommitTurn latency p50/p95, P = 10, 100, 1000.
+- In process: the store's Database in this process, CommitTurn's unit of work alone
+  (`Database.write(commit_turn, ...)`, its transaction included, no gRPC), P = 10, 100, 1000, with
+  the cost per proposal (linear when it stays flat). Target: P = 10 on SQLite at most 3 ms.
+- Contention: 32 sessions playing 10-proposal turns at once for a few seconds, in process:
+  commits/s, latency, and the time writers spent waiting for the write lock (SQLite: in BEGIN
+  IMMEDIATE, where its busy handler sleeps while another connection writes; PostgreSQL: the
+  session row's SELECT ... FOR UPDATE). SQLite both ways: writers from the pool (as the store ran
+  before issue 19) and the store's one writer.
+Prints tables and writes bench/results/store_commit.json. PostgreSQL: COVEL_BENCH_POSTGRES_URL
+(default the local test database), a schema of its own per run, dropped afterwards.
 """
 
 from __future__ import annotations
@@ -22,14 +30,22 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.store import leases, sessions
+from services.store.database import Database, create_store_engine
+from services.store.settings import StoreSettings
+from services.store.turn_commit import commit_turn
 from shared.structs import to_struct
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +53,10 @@ RESULTS = Path(__file__).parent / "results"
 POSTGRES_URL = os.environ.get("COVEL_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 # (proposals per turn, turns measured)
 SIZES = ((10, 300), (100, 100), (1000, 15))
+IN_PROCESS_SIZES = ((10, 500), (100, 150), (1000, 20))
+TARGET_10_MS = 3.0
+CONTENDING_SESSIONS = 32
+CONTENTION_S = 5.0
 
 
 def free_addr() -> str:
@@ -91,23 +111,46 @@ async def start_store(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], grp
             await asyncio.sleep(0.1)
 
 
+def turn_request(session_id: str, lease: store_pb2.TurnLease, number: int, count: int) -> store_pb2.CommitTurnRequest:
+    turn = store_pb2.Turn(
+        id=lease.turn_id, session_id=session_id, status=store_pb2.TURN_STATUS_COMMITTED, player_message=f"step {number}", origin="player",
+        runtime_results=[store_pb2.RuntimeResult(runtime_id="narrator", plugin_id="story", status="success", story=True)],
+    )
+    return store_pb2.CommitTurnRequest(
+        session_id=session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals_for(number, count), release_lease=True
+    )
+
+
 async def play(stub, session_id: str, count: int, turns: int, offset: int) -> tuple[float, list[float]]:
     latencies = []
     started = time.perf_counter()
     for number in range(offset, offset + turns):
         lease = (await stub.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(session_id=session_id, holder="bench", wait_ms=5000))).lease
-        turn = store_pb2.Turn(
-            id=lease.turn_id, session_id=session_id, status=store_pb2.TURN_STATUS_COMMITTED, player_message=f"step {number}", origin="player",
-            runtime_results=[store_pb2.RuntimeResult(runtime_id="narrator", plugin_id="story", status="success", story=True)],
-        )
-        request = store_pb2.CommitTurnRequest(
-            session_id=session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals_for(number, count), release_lease=True
-        )
+        request = turn_request(session_id, lease, number, count)
         commit_started = time.perf_counter()
         reply = await stub.CommitTurn(request)
         latencies.append(time.perf_counter() - commit_started)
         assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED, reply.turn.abort_reason
     return time.perf_counter() - started, latencies
+
+
+def latency_figures(latencies: list[float]) -> dict[str, float]:
+    return {
+        "commit_p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
+        "commit_p95_ms": round(percentile(latencies, 0.95) * 1000, 2),
+        "commit_mean_ms": round(statistics.fmean(latencies) * 1000, 2),
+    }
+
+
+def new_schema() -> str:
+    return f"covel_bench_{uuid.uuid4().hex[:10]}"
+
+
+def drop_schema(schema: str) -> None:
+    engine = create_engine(POSTGRES_URL)
+    with engine.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
 
 
 async def measure(backend: str, quick: bool) -> list[dict]:
@@ -116,7 +159,7 @@ async def measure(backend: str, quick: bool) -> list[dict]:
         env = {"COVEL_DATA_DIR": data_dir}
         schema = ""
         if backend == "postgres":
-            schema = f"covel_bench_{uuid.uuid4().hex[:10]}"
+            schema = new_schema()
             env |= {"COVEL_STORE_DATABASE_URL": POSTGRES_URL, "COVEL_STORE_DATABASE_SCHEMA": schema}
         process, channel, stub = await start_store(env)
         try:
@@ -131,9 +174,7 @@ async def measure(backend: str, quick: bool) -> list[dict]:
                     "turns": turns,
                     "commits_per_s": round(turns / elapsed, 1),
                     "proposals_per_s": round(turns * count / elapsed),
-                    "commit_p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
-                    "commit_p95_ms": round(percentile(latencies, 0.95) * 1000, 2),
-                    "commit_mean_ms": round(statistics.fmean(latencies) * 1000, 2),
+                    **latency_figures(latencies),
                 })
                 print(f"  {backend:8} {count:5} proposals: {rows[-1]['commits_per_s']:7.1f} commits/s", flush=True)
         finally:
@@ -141,11 +182,145 @@ async def measure(backend: str, quick: bool) -> list[dict]:
             process.terminate()
             process.wait(timeout=15)
             if schema:
-                engine = create_engine(POSTGRES_URL)
-                with engine.begin() as connection:
-                    connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-                engine.dispose()
+                drop_schema(schema)
     return rows
+
+
+class LockWaitMeter:
+    """Time write transactions spent taking the write lock: SQLite's BEGIN IMMEDIATE (its busy
+    handler sleeps there while another connection writes), PostgreSQL's SELECT ... FOR UPDATE
+    of the session row. Uncontended, either takes microseconds (plus the thread's wait for the GIL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.locks = 0
+        self.seconds = 0.0
+        self.longest_s = 0.0
+        self._guard = threading.Lock()
+        event.listen(engine, "before_cursor_execute", self._before)
+        event.listen(engine, "after_cursor_execute", self._after)
+
+    def _before(self, connection: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if statement.startswith("BEGIN IMMEDIATE") or "FOR UPDATE" in statement:
+            connection.info["covel_lock_started"] = time.perf_counter()
+
+    def _after(self, connection: Any, *_rest: Any) -> None:
+        started = connection.info.pop("covel_lock_started", None)
+        if started is not None:
+            waited = time.perf_counter() - started
+            with self._guard:
+                self.locks += 1
+                self.seconds += waited
+                self.longest_s = max(self.longest_s, waited)
+
+    def close(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._before)
+        event.remove(self.engine, "after_cursor_execute", self._after)
+
+
+@asynccontextmanager
+async def in_process_store(backend: str, single_writer: bool | None = None) -> AsyncIterator[Database]:
+    """The store's Database in this process, migrated, on a fresh SQLite file or PostgreSQL schema."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        schema = new_schema() if backend == "postgres" else ""
+        settings = StoreSettings(data_dir=Path(data_dir), store_database_url=POSTGRES_URL if schema else "", store_database_schema=schema)
+        engine = create_store_engine(settings.database_url(), schema=schema, pool_size=settings.store_pool_size,
+                                     lock_timeout_ms=settings.store_lock_timeout_ms)
+        database = Database(engine, settings.store_pool_size, schema, single_writer=single_writer)
+        try:
+            await database.migrate()
+            yield database
+        finally:
+            await database.close()
+            if schema:
+                drop_schema(schema)
+
+
+async def play_in_process(database: Database, session_id: str, count: int, turns: int, offset: int) -> list[float]:
+    latencies = []
+    for number in range(offset, offset + turns):
+        lease = (await database.write(leases.try_acquire, session_id, "bench", 30_000, "")).lease
+        request = turn_request(session_id, lease, number, count)
+        started = time.perf_counter()
+        reply = await database.write(commit_turn, request)
+        latencies.append(time.perf_counter() - started)
+        assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED, reply.turn.abort_reason
+    return latencies
+
+
+async def new_bench_session(database: Database) -> str:
+    return (await database.write(sessions.create_session, store_pb2.Session(phase="playing", locale="en"))).id
+
+
+async def measure_in_process(backend: str, quick: bool) -> list[dict]:
+    rows = []
+    async with in_process_store(backend) as database:
+        for count, turns in IN_PROCESS_SIZES:
+            turns = max(3, turns // 5) if quick else turns
+            session_id = await new_bench_session(database)
+            await play_in_process(database, session_id, count, max(2, turns // 10), 0)  # warm-up
+            latencies = await play_in_process(database, session_id, count, turns, 10_000)
+            figures = latency_figures(latencies)
+            rows.append({"backend": backend, "proposals": count, "turns": turns, **figures,
+                         "us_per_proposal": round(figures["commit_mean_ms"] * 1000 / count, 1)})
+            print(f"  {backend:8} in process {count:5} proposals: {figures['commit_p50_ms']:8.2f} ms p50", flush=True)
+    return rows
+
+
+async def measure_contention(backend: str, single_writer: bool | None, seconds: float) -> dict:
+    async with in_process_store(backend, single_writer) as database:
+        session_ids = [await new_bench_session(database) for _ in range(CONTENDING_SESSIONS)]
+        for session_id in session_ids:
+            await play_in_process(database, session_id, 10, 1, 0)  # warm-up
+        meter = LockWaitMeter(database.engine)
+        give_up = time.monotonic() + seconds
+        latencies: list[float] = []
+
+        async def keep_playing(session_id: str) -> None:
+            number = 1
+            while time.monotonic() < give_up:
+                latencies.extend(await play_in_process(database, session_id, 10, 1, number))
+                number += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(keep_playing(session_id) for session_id in session_ids))
+        elapsed = time.perf_counter() - started
+        meter.close()
+    writers = "pool" if single_writer is False else ("one" if database.dialect == "sqlite" else "pool")
+    return {
+        "backend": backend, "writers": writers, "sessions": CONTENDING_SESSIONS, "seconds": round(elapsed, 1), "turns": len(latencies),
+        "commits_per_s": round(len(latencies) / elapsed, 1), **latency_figures(latencies),
+        "lock_wait_s": round(meter.seconds, 2), "longest_lock_wait_ms": round(meter.longest_s * 1000, 1), "locks": meter.locks,
+    }
+
+
+def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict]) -> None:
+    header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'commits/s':>10} {'proposals/s':>12} {'p50 ms':>8} {'p95 ms':>8}"
+    print("\nThrough gRPC (AcquireTurnLease + CommitTurn, one session)")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(f"{row['backend']:8} {row['proposals']:9} {row['turns']:6} {row['commits_per_s']:10.1f} {row['proposals_per_s']:12} "
+              f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f}")
+    header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'µs/proposal':>12}"
+    print(f"\nIn process (Database.write(commit_turn), its transaction included); target: 10 proposals on SQLite <= {TARGET_10_MS} ms")
+    print(header)
+    print("-" * len(header))
+    for row in in_process:
+        print(f"{row['backend']:8} {row['proposals']:9} {row['turns']:6} {row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f} "
+              f"{row['commit_mean_ms']:8.2f} {row['us_per_proposal']:12.1f}")
+    ten = next((row for row in in_process if row["backend"] == "sqlite" and row["proposals"] == 10), None)
+    if ten is not None:
+        verdict = "met" if ten["commit_p50_ms"] <= TARGET_10_MS else "NOT met"
+        print(f"10 proposals on SQLite: {ten['commit_p50_ms']:.2f} ms p50 -> target {verdict}")
+    header = (f"{'backend':8} {'writers':>7} {'sessions':>8} {'turns':>6} {'commits/s':>10} {'p50 ms':>8} {'p95 ms':>8} "
+              f"{'lock wait s':>11} {'longest ms':>10}")
+    print(f"\nContention ({CONTENDING_SESSIONS} sessions at once, 10 proposals a turn, in process; lock wait: total over all writers)")
+    print(header)
+    print("-" * len(header))
+    for row in contention:
+        print(f"{row['backend']:8} {row['writers']:>7} {row['sessions']:8} {row['turns']:6} {row['commits_per_s']:10.1f} "
+              f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f} {row['lock_wait_s']:11.2f} {row['longest_lock_wait_ms']:10.1f}")
 
 
 def main() -> None:
@@ -154,15 +329,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a fifth of the turns (a smoke run)")
     args = parser.parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    rows = []
+    load = os.getloadavg()
+    rows, in_process, contention = [], [], []
+    seconds = CONTENTION_S / 5 if args.quick else CONTENTION_S
     for backend in backends:
         rows += asyncio.run(measure(backend, args.quick))
-    header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'commits/s':>10} {'proposals/s':>12} {'p50 ms':>8} {'p95 ms':>8}"
-    print(header)
-    print("-" * len(header))
-    for row in rows:
-        print(f"{row['backend']:8} {row['proposals']:9} {row['turns']:6} {row['commits_per_s']:10.1f} {row['proposals_per_s']:12} "
-              f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f}")
+        in_process += asyncio.run(measure_in_process(backend, args.quick))
+        for single_writer in ([False, None] if backend == "sqlite" else [None]):
+            contention.append(asyncio.run(measure_contention(backend, single_writer, seconds)))
+    print_tables(rows, in_process, contention)
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; after: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "store_commit.json"
     out.write_text(json.dumps({
@@ -171,7 +347,11 @@ def main() -> None:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "load_average": [round(value, 2) for value in load],
         "results": rows,
+        "in_process": in_process,
+        "in_process_target_10_ms": TARGET_10_MS,
+        "contention": contention,
     }, indent=2) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 

@@ -11,29 +11,23 @@ Write transactions serialise per session:
   still starts with `BEGIN IMMEDIATE` (another process holding the lock: busy_timeout).
 - PostgreSQL: writes run in the pool; a write locks the session row (`SELECT ... FOR UPDATE`,
   see `lock_session`), so writes to different sessions run side by side.
-`lock_waits(engine)` counts the time writers spent waiting for those locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import threading
-import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, Table, create_engine, event, select, text
+from sqlalchemy import Engine, Table, bindparam, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import Pool
 
 from services.store.models import SessionRow
 from shared.errors import not_found, unavailable
@@ -46,36 +40,6 @@ WRITE = "covel_write"
 
 T = TypeVar("T")
 log = get_logger(component="database")
-
-
-@dataclass
-class LockWaits:
-    """Write transactions and how long they took to get the lock (SQLite: BEGIN IMMEDIATE,
-    where SQLite's busy handler sleeps while another connection writes; PostgreSQL: the session
-    row). An uncontended lock takes microseconds; the times include the thread getting the GIL back."""
-
-    transactions: int = 0
-    seconds: float = 0.0
-    longest_s: float = 0.0
-    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, elapsed_s: float) -> None:
-        with self._guard:
-            self.transactions += 1
-            self.seconds += elapsed_s
-            self.longest_s = max(self.longest_s, elapsed_s)
-
-    def reset(self) -> None:
-        with self._guard:
-            self.transactions, self.seconds, self.longest_s = 0, 0.0, 0.0
-
-
-# Per engine; keyed by its pool, which the engine's execution_options() copies share.
-_LOCK_WAITS: weakref.WeakKeyDictionary[Pool, LockWaits] = weakref.WeakKeyDictionary()
-
-
-def lock_waits(bind: Engine | Connection) -> LockWaits:
-    return _LOCK_WAITS.setdefault(bind.engine.pool, LockWaits())
 
 
 def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, lock_timeout_ms: int = 10_000) -> Engine:
@@ -113,16 +77,10 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int) -> None:
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
-    waits = lock_waits(engine)
-
     @event.listens_for(engine, "begin")
     def on_begin(connection: Any) -> None:
-        if not connection.get_execution_options().get(WRITE, False):
-            connection.exec_driver_sql("BEGIN")
-            return
-        started = time.perf_counter()
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-        waits.add(time.perf_counter() - started)
+        immediate = connection.get_execution_options().get(WRITE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def _pg_session(engine: Engine, schema: str, lock_timeout_ms: int) -> None:
@@ -158,13 +116,9 @@ def migrate(engine: Engine, revision: str = "head", schema: str = "") -> None:
 def lock_session(db: Session, session_id: str) -> SessionRow:
     """The session row, locked for this write transaction (PostgreSQL); NOT_FOUND if missing."""
     statement = select(SessionRow).where(SessionRow.id == session_id)
-    bind = db.get_bind()
-    if bind.dialect.name != "postgresql":
-        row = db.execute(statement).scalar_one_or_none()
-    else:
-        started = time.perf_counter()
-        row = db.execute(statement.with_for_update()).scalar_one_or_none()
-        lock_waits(bind).add(time.perf_counter() - started)
+    if db.get_bind().dialect.name == "postgresql":
+        statement = statement.with_for_update()
+    row = db.execute(statement).scalar_one_or_none()
     if row is None:
         raise not_found(f"session {session_id} not found")
     return row
@@ -174,23 +128,24 @@ def read_locked_session(db: Session, session_id: str) -> SessionRow:
     """lock_session read with Core: a transient row, outside the ORM session (the caller writes its
     changes with write_session). A commit reads and writes the session once; the ORM's identity
     map and unit of work cost more than the two statements."""
-    statement = select(_SESSIONS).where(_SESSIONS.c.id == session_id)
-    bind = db.get_bind()
-    started = time.perf_counter()
-    found = db.connection().execute(statement.with_for_update() if bind.dialect.name == "postgresql" else statement).one_or_none()
-    if bind.dialect.name == "postgresql":
-        lock_waits(bind).add(time.perf_counter() - started)
+    connection = db.connection()
+    statement = _SESSION_FOR_UPDATE if connection.dialect.name == "postgresql" else _SESSION
+    found = connection.execute(statement, {"b_id": session_id}).one_or_none()
     if found is None:
         raise not_found(f"session {session_id} not found")
     return SessionRow(**found._mapping)
 
 
 def write_session(db: Session, row: SessionRow, columns: tuple[str, ...]) -> None:
-    db.connection().execute(_SESSIONS.update().where(_SESSIONS.c.id == row.id), {name: getattr(row, name) for name in columns})
+    db.connection().execute(_SESSION_UPDATE, {"b_id": row.id, **{name: getattr(row, name) for name in columns}})
 
 
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
 _SESSIONS = cast(Table, SessionRow.__table__)
+# Built once: building a statement costs more than running it.
+_SESSION = select(_SESSIONS).where(_SESSIONS.c.id == bindparam("b_id"))
+_SESSION_FOR_UPDATE = _SESSION.with_for_update()
+_SESSION_UPDATE = _SESSIONS.update().where(_SESSIONS.c.id == bindparam("b_id"))
 
 
 class Database:
@@ -207,10 +162,6 @@ class Database:
         if single_writer is None:
             single_writer = engine.dialect.name == "sqlite"
         self._write_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer") if single_writer else self._executor
-
-    @property
-    def lock_waits(self) -> LockWaits:
-        return lock_waits(self.engine)
 
     @property
     def dialect(self) -> str:

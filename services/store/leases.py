@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Table, select, update
+from sqlalchemy import CursorResult, Table, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -160,9 +160,11 @@ def release(db: Session, session_id: str, lease_id: str) -> None:
     """Idempotent: releasing a lease that is gone (released, taken over) does nothing.
 
     A Core DELETE: the ORM's bulk delete would first look for the row among the session's objects."""
-    db.connection().execute(_LEASES.delete().where(_LEASES.c.session_id == session_id, _LEASES.c.lease_id == lease_id))
+    db.connection().execute(_RELEASE, {"b_session": session_id, "b_lease": lease_id})
 
 
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
 _LEASES = cast(Table, TurnLeaseRow.__table__)
+# Built once: building a statement costs more than running it.
+_RELEASE = _LEASES.delete().where(_LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"))
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, or_, select
+from sqlalchemy import Table, and_, bindparam, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -179,10 +179,8 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
         trace.extend(job_trace)
     outcomes = [*earlier_outcomes, *(applied.outcomes[proposal.id] for proposal in request.proposals)]
     row.proposal_outcomes = [outcome_to_json(outcome) for outcome in outcomes]
-    connection.execute(
-        _TURNS.update().where(_TURNS.c.id == row.id),
-        {"status": row.status, "abort_reason": row.abort_reason, "narrative": row.narrative, "proposal_outcomes": row.proposal_outcomes},
-    )
+    connection.execute(_TURN_RESULT, {"b_id": row.id, "status": row.status, "abort_reason": row.abort_reason, "narrative": row.narrative,
+                                      "proposal_outcomes": row.proposal_outcomes})
     trace_row = None
     if trace or applied.discarded_units:
         trace_row = TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(applied.discarded_units))
@@ -207,10 +205,8 @@ _TRACES = cast(Table, TurnTraceRow.__table__)
 
 def _earlier_record(db: Session, session: SessionRow, turn: store_pb2.Turn) -> TurnRow | None:
     """The turn as already recorded (a retried commit): by its id, else by its idempotency key."""
-    same = TurnRow.id == turn.id
-    if turn.idempotency_key:
-        same = or_(same, and_(TurnRow.session_id == session.id, TurnRow.idempotency_key == turn.idempotency_key))
-    found = db.execute(select(TurnRow.id, TurnRow.session_id).where(same)).all()
+    # No key matches nothing: turns without one store NULL.
+    found = db.connection().execute(_EARLIER, {"b_id": turn.id, "b_session": session.id, "b_key": turn.idempotency_key}).all()
     if not found:
         return None
     by_id = next((row for row in found if row.id == turn.id), None)
@@ -221,12 +217,19 @@ def _earlier_record(db: Session, session: SessionRow, turn: store_pb2.Turn) -> T
 
 def _held_lease(db: Session, session_id: str, lease_id: str) -> Any:
     """(lease_id, turn_id, logical_turn) of the caller's lease, still held; ABORTED otherwise."""
-    held = db.execute(
-        select(TurnLeaseRow.lease_id, TurnLeaseRow.turn_id, TurnLeaseRow.logical_turn).where(TurnLeaseRow.session_id == session_id)
-    ).one_or_none()
+    held = db.connection().execute(_LEASE, {"b_session": session_id}).one_or_none()
     if held is None or held.lease_id != lease_id:
         raise leases.lost(db, session_id, lease_id, "; nothing was written")
     return held
+
+
+# Built once: building a statement costs more than running it.
+_EARLIER = select(_TURNS.c.id, _TURNS.c.session_id).where(
+    or_(_TURNS.c.id == bindparam("b_id"), and_(_TURNS.c.session_id == bindparam("b_session"), _TURNS.c.idempotency_key == bindparam("b_key")))
+)
+_LEASES = cast(Table, TurnLeaseRow.__table__)
+_LEASE = select(_LEASES.c.lease_id, _LEASES.c.turn_id, _LEASES.c.logical_turn).where(_LEASES.c.session_id == bindparam("b_session"))
+_TURN_RESULT = _TURNS.update().where(_TURNS.c.id == bindparam("b_id"))
 
 
 def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRow:
