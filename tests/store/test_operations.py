@@ -98,3 +98,16 @@ def test_operations_apply_in_order_and_errors_name_the_position():
 
 def test_json_size_counts_utf8_bytes():
     assert json_size({"a": "é"}) == len('{"a":"é"}'.encode())
+
+
+def test_operations_never_change_their_input_or_share_its_containers():
+    current = {"hp": 1, "log": [{"hit": 1}], "tags": ["a"]}
+    value = {"nested": {"list": [1, {"deep": True}]}}
+    operations = [{"op": "append", "path": "/log", "value": value}, {"op": "inc", "path": "/hp"},
+                  {"op": "merge", "path": "/log/0", "value": {"miss": 2}}, {"op": "set", "path": "/tags/-", "value": value}]
+    result = apply_operations(current, operations)
+    assert current == {"hp": 1, "log": [{"hit": 1}], "tags": ["a"]}
+    assert result == {"hp": 2, "log": [{"hit": 1, "miss": 2}, value], "tags": ["a", value]}
+    result["log"][1]["nested"]["list"].append(3)
+    result["tags"][1]["nested"]["list"][1]["deep"] = False
+    assert value == {"nested": {"list": [1, {"deep": True}]}}
