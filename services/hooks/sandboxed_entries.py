@@ -48,11 +48,11 @@ class _Stand:
 
 
 class SandboxedHook(_Stand):
-    def __init__(self, plugin: SandboxedPlugin, index: int, timeout_ms: int, in_thread: bool) -> None:
+    def __init__(self, plugin: SandboxedPlugin, index: int, timeout_ms: int) -> None:
         super().__init__(plugin, index)
         self.timeout_ms = timeout_ms
-        # What the dispatcher adds to a timeout's message.
-        self.overrun_note = "; its code ran on in a thread, so its worker process is replaced and stopped" if in_thread else ""
+        # What the dispatcher adds to a timeout's message (shared/sandbox/host.py replaces the worker).
+        self.overrun_note = "; its worker process is replaced and stopped"
 
     async def __call__(self, context: HookContext, payload: dict[str, Any]) -> Any:
         view = context._view
@@ -191,7 +191,7 @@ class SandboxedPlugin:
             raise RegistrationError(str(found["error"]))
         registrar = PluginRegistrar(self.plugin_id, http_permissions=self.entry.http_permissions)
         for index, hook in enumerate(found.get("hooks") or []):
-            hook_stand = SandboxedHook(self, index, int(hook["timeout_ms"]), bool(hook.get("in_thread")))
+            hook_stand = SandboxedHook(self, index, int(hook["timeout_ms"]))
             registrar.on(str(hook["event"]), hook_stand, timeout_ms=int(hook["timeout_ms"]), enforce=str(hook["enforce"]))
             registrar.hooks[-1] = dataclasses.replace(registrar.hooks[-1], is_async=True, sandboxed=True)
         for index, tool in enumerate(found.get("tools") or []):

@@ -1,8 +1,9 @@
 """What entry modules register, checked against contributes (spec: entry 里的注册和清单里的声明
 双向核对). The registry never imports plugin code: a short-lived probe process
 (shared/plugin_code/registration_probe.py) runs each register(covel) against a recording
-registrar, with no environment of ours but the import path, a memory limit, and a time limit per
-plugin; one that overruns is killed and the rest are probed afresh. A package whose entry fails
+registrar, with no environment of ours but the import path, in the plugin sandbox (its own uid,
+namespaces and limits: shared/sandbox/isolation.py), and a time limit per plugin; one that
+overruns is killed and the rest are probed afresh. A package whose entry fails
 or disagrees is FAILED with the reason, as the hooks service would find it at load.
 """
 
@@ -25,6 +26,9 @@ from shared.plugin_code.declarations import (
     Registrations,
     declaration_problems,
 )
+from shared.sandbox.isolation import IsolationConfig
+from shared.sandbox.settings import SandboxSettings
+from shared.settings import DataDirSetting
 
 # Time for one register(covel), the probe's start included.
 PROBE_TIMEOUT_S = 10.0
@@ -48,12 +52,21 @@ def _probe_env() -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "COVEL_PROBE": "1"}
 
 
+def _isolation(roots: list[str]) -> list[str]:
+    """The probe's sandbox (argv), as the hooks service's workers have it: entry code of a community
+    package runs here before anyone approved it. None when COVEL_SANDBOX_ENABLED=false."""
+    settings = SandboxSettings()
+    if not settings.sandbox_enabled:
+        return []
+    return [IsolationConfig.of(settings, roots, DataDirSetting().data_dir).to_arg()]
+
+
 def _run_probe(packages: list[LoadedPackage], answers: dict[str, _Answer], timeout_s: float) -> list[LoadedPackage]:
     """Probe in order until done or one overruns; the packages not yet answered."""
     requests = [{"pluginId": p.id, "root": str(p.root_dir), "entry": p.entry} for p in packages]
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.plugin_code.registration_probe"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=_probe_env(), cwd="/",
+        [sys.executable, "-m", "shared.plugin_code.registration_probe", *_isolation([str(p.root_dir) for p in packages])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_probe_env(), cwd="/",
     )
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(json.dumps(requests).encode())

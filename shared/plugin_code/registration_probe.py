@@ -5,6 +5,7 @@ code (the registry) can check it against contributes.
 stdin: a JSON list of {pluginId, root, entry}. stdout: one JSON line per plugin, in order, as
 soon as it is done: {pluginId, registrations, hookimpls} or {pluginId, error}. The caller bounds
 the time of each and kills the process on overrun (registry: services/registry/entry_registrations.py).
+With the sandbox on, the probe isolates itself first, as a sandbox worker does (argv[1]).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from shared.plugin_code.declarations import Registrations
 from shared.plugin_code.loader import PluginFile, load_module
 from shared.plugin_sdk import PluginRegistrar
+from shared.sandbox.isolation import IsolationConfig, enter
 
 
 def record(plugin_id: str, root: Path, entry: str) -> dict[str, Any]:
@@ -41,13 +43,17 @@ MEMORY_LIMIT_BYTES = 2 * 1024**3
 
 
 def main() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    # argv[1], when given: the sandbox's isolation (shared/sandbox/isolation.py), entered before any plugin code.
+    isolation = enter(IsolationConfig.from_arg(sys.argv[1])) if len(sys.argv) > 1 else None
+    if isolation is None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     requests = json.load(sys.stdin)
     out = sys.stdout
     # Plugin code printing to stdout must not garble the answers.
     sys.stdout = sys.stderr
     for request in requests:
-        answer = record(request["pluginId"], Path(request["root"]), request["entry"])
+        root = isolation.path_of(request["root"]) if isolation is not None else request["root"]
+        answer = record(request["pluginId"], Path(root), request["entry"])
         out.write(json.dumps(answer) + "\n")
         out.flush()
 

@@ -152,7 +152,10 @@ class SandboxFunctionContext:
         self.logical_turn: int = data.get("logical_turn") or 0
         self.execution = MappingProxyType(data.get("execution") or {})
         self.recursion_depth: int = data.get("recursion_depth") or 0
-        self.random = SeededRandom(str(data["random"]))
+        # The host's seeded generator, state and all: the same rolls as in the scheduler's own process.
+        self.random = SeededRandom("")
+        version, internal, gauss = data["random"]
+        self.random._rng.setstate((int(version), tuple(int(n) for n in internal), gauss))
         self.signal = call.signal
         self.user_settings = MappingProxyType(data.get("user_settings") or {})
         self.activation = MappingProxyType(data.get("activation") or {})
@@ -183,10 +186,8 @@ class SandboxFunctionContext:
 
 async def run_handler(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Import the handler (or guard) file and call it: {kind: none | null | value, v}."""
-    import asyncio
-
     file = PluginFile(server.plugin_id, Path(server.isolation.path_of(str(args["root"]))), str(args["file"]))
-    handler = await asyncio.to_thread(load_callable, file, str(args.get("entry") or "handler"))
+    handler = await server.run_plugin(call, load_callable, file, str(args.get("entry") or "handler"))
     result = await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"]))
     if result is None:
         return {"kind": "none"}

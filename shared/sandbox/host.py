@@ -3,9 +3,9 @@
 `SandboxPool.plugin(plugin_id, root)` gives a `PluginWorkers`: the plugin's current worker, started
 on first use and kept (a call costs one round trip), plus workers being retired. A call the caller
 stops waiting for (its timeout, or a cancelled execution) is stopped in the worker: async code is
-cancelled; code that runs on in a thread, or a worker that does not confirm the stop within
-COVEL_SANDBOX_STOP_GRACE_MS, gets the worker replaced: new calls go to a fresh worker, and the old
-one is SIGKILLed once its other calls are done (at once when it is hung). A worker that exits
+cancelled. A timeout, code that runs on in a thread, or a worker that does not confirm the stop
+within COVEL_SANDBOX_STOP_GRACE_MS, gets the worker replaced: it takes calls until a fresh one is
+up, and is SIGKILLed once its other calls are done (at once when it is hung), threads and all. A worker that exits
 fails its calls in flight (`WorkerGone`) and is replaced on the next call. Each replacement counts
 as a fault of the plugin (`faults`), with the reason in the log.
 """
@@ -33,6 +33,8 @@ from shared.sandbox.settings import SandboxSettings
 
 log = get_logger(component="sandbox")
 
+# Workers started at once (forks of the zygote, then each imports its plugin).
+SPAWNS_AT_ONCE = 4
 # What a call's ctx capabilities are: (operation, args, kwargs) -> answer, run by the host.
 Capabilities = Callable[[str, list[Any], dict[str, Any]], Awaitable[Any]]
 # One-way messages of a call (ctx.propose, ctx.emit_event).
@@ -50,10 +52,111 @@ class _Pending:
     tasks: set[asyncio.Task] = field(default_factory=set)
 
 
+class ZygoteChild:
+    """A worker forked by the zygote: the part of asyncio's Process a Worker uses (pid, kill, wait)."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+        self._exited = asyncio.get_running_loop().create_future()
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.zygote.kill(self.pid)
+
+    def exited(self, code: int) -> None:
+        self.returncode = code
+        if not self._exited.done():
+            self._exited.set_result(code)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+
+class Zygote:
+    """The pool's fork server (shared/sandbox/zygote.py): started once, forks every worker."""
+
+    def __init__(self, process: asyncio.subprocess.Process, requests: socket.socket, events: asyncio.StreamReader,
+                 events_writer: asyncio.StreamWriter) -> None:
+        self.process = process
+        self._requests = requests
+        self._events = events
+        self._events_writer = events_writer
+        self._ids = itertools.count(1)
+        self._spawning: dict[int, asyncio.Future] = {}
+        self._children: dict[int, ZygoteChild] = {}
+        self.gone = False
+        self._reading = asyncio.get_running_loop().create_task(self._read(), name="sandbox-zygote")
+
+    @classmethod
+    async def start(cls, env: dict[str, str]) -> Zygote:
+        requests, requests_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        events, events_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "shared.sandbox.zygote", str(requests_child.fileno()), str(events_child.fileno()),
+                env=env, cwd="/", stdin=asyncio.subprocess.DEVNULL, pass_fds=(requests_child.fileno(), events_child.fileno()),
+                start_new_session=True,
+            )
+        finally:
+            requests_child.close()
+            events_child.close()
+        reader, writer = await asyncio.open_unix_connection(sock=events)
+        return cls(process, requests, reader, writer)
+
+    async def spawn(self, config: dict[str, Any], channel: socket.socket, timeout_s: float) -> ZygoteChild:
+        spawn_id = next(self._ids)
+        future = self._spawning[spawn_id] = asyncio.get_running_loop().create_future()
+        try:
+            socket.send_fds(self._requests, [json.dumps({"spawn": spawn_id, "config": config}).encode()], [channel.fileno()])
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            self._spawning.pop(spawn_id, None)
+
+    def kill(self, pid: int) -> None:
+        if not self.gone:
+            with contextlib.suppress(OSError):
+                self._requests.send(json.dumps({"kill": pid}).encode())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                event = await read_frame(self._events)
+                if "spawned" in event:
+                    child = self._children[int(event["pid"])] = ZygoteChild(self, int(event["pid"]))
+                    future = self._spawning.get(int(event["spawned"]))
+                    if future is not None and not future.done():
+                        future.set_result(child)
+                    else:
+                        child.kill()
+                elif "exited" in event:
+                    exited = self._children.pop(int(event["exited"]), None)
+                    if exited is not None:
+                        exited.exited(int(event["code"]))
+        except (ChannelClosed, KeyError, TypeError, ValueError) as error:
+            log.warning("sandbox.zygote_gone", why=f"{type(error).__name__}: {error}")
+        finally:
+            # Its workers die with it (PR_SET_PDEATHSIG): their channels close, and the next spawn starts a new zygote.
+            self.gone = True
+            for future in self._spawning.values():
+                if not future.done():
+                    future.set_exception(RuntimeError("the sandbox's zygote exited"))
+            for child in self._children.values():
+                child.exited(-9)
+
+    def close(self) -> None:
+        self.gone = True
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self._requests.close()
+        self._events_writer.close()
+
+
 class Worker:
     """One worker process and its channel."""
 
-    def __init__(self, owner: PluginWorkers, process: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+    def __init__(self, owner: PluginWorkers, process: ZygoteChild, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter, report: dict[str, Any]) -> None:
         self.owner = owner
         self.process = process
@@ -116,9 +219,9 @@ class Worker:
             return
         finally:
             self._acks.pop(call_id, None)
-        if running:
-            # Plugin code of that call runs on in a thread: only ending the process stops it.
-            self.owner.fault(self, f"a call's {why}: its code ran on in a thread")
+        if running or why == "timeout":
+            # Code of that call may run on in a thread (its own, or one it started): only ending the process stops it.
+            self.owner.fault(self, f"a call's {why}" + (": its code ran on in a thread" if running else ""))
             self.retire()
 
     def retire(self) -> None:
@@ -327,6 +430,8 @@ class SandboxPool:
         self.faults: Counter[str] = Counter()
         self.isolation_report: dict[str, Any] | None = None
         self._workers: set[Worker] = set()
+        self._spawning = asyncio.Semaphore(SPAWNS_AT_ONCE)
+        self._zygote: Zygote | None = None
 
     def plugin(self, plugin_id: str, root: str | Path) -> PluginWorkers:
         key = (plugin_id, str(root))
@@ -350,22 +455,25 @@ class SandboxPool:
         return self._plugins.get((workers.plugin_id, workers.root)) is workers
 
     async def spawn(self, owner: PluginWorkers) -> Worker:
+        # A few at a time: a service loading many plugins must not starve the others of CPU.
+        async with self._spawning:
+            return await self._spawn(owner)
+
+    async def _spawn(self, owner: PluginWorkers) -> Worker:
+        if self._zygote is None or self._zygote.gone:
+            self._zygote = await Zygote.start(worker_env(self.settings.sandbox_pass_env))
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        config = {"plugin_id": owner.plugin_id, "service": self.service, "channel_fd": child.fileno(), **self._log,
+        config = {"plugin_id": owner.plugin_id, "service": self.service, **self._log,
                   "isolation": asdict(IsolationConfig.of(self.settings, [owner.root], self.data_dir))}
         try:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "shared.sandbox.worker", json.dumps(config), env=worker_env(self.settings.sandbox_pass_env),
-                cwd="/", stdin=asyncio.subprocess.DEVNULL, pass_fds=(child.fileno(),), start_new_session=True,
-            )
+            process = await self._zygote.spawn(config, child, self.settings.sandbox_start_timeout_s)
         finally:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
         try:
             ready = await asyncio.wait_for(read_frame(reader), self.settings.sandbox_start_timeout_s)
         except (TimeoutError, ChannelClosed) as error:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            process.kill()
             writer.close()
             raise RuntimeError(f"no ready message ({type(error).__name__}: {error})") from error
         found = ready.get("report")
@@ -388,6 +496,8 @@ class SandboxPool:
             await plugin.close()
         for worker in list(self._workers):
             worker.kill("the service stops")
+        if self._zygote is not None:
+            self._zygote.close()
 
 
 def sandbox_pool(service: str, log_level: str = "info", log_format: str = "json",

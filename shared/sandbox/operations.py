@@ -8,7 +8,6 @@ wording the dispatcher has always used, anything else a plugin raises as the cal
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -64,8 +63,8 @@ async def load(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[s
     permissions = tuple((str(where), entry) for where, entry in args.get("http_permissions") or [])
     root = Path(server.isolation.path_of(str(args["root"])))
     try:
-        # Importing is blocking work: calls of the generation before go on meanwhile.
-        registrar, hookspecs = await asyncio.to_thread(run_register, server.plugin_id, root, str(args["entry"]),
+        # Importing is blocking work: in a plugin thread (counted: a stop that finds it running replaces the worker).
+        registrar, hookspecs = await server.run_plugin(call, run_register, server.plugin_id, root, str(args["entry"]),
                                                        args.get("gen"), permissions)
     except EntryFailed as failed:
         return {"error": str(failed)}

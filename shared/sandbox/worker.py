@@ -29,6 +29,7 @@ from shared.sandbox.errors import describe, rebuild
 from shared.sandbox.isolation import Isolation, IsolationConfig, enter
 
 log = get_logger(component="sandbox-worker")
+WORKER_NICENESS = 5
 
 
 @dataclass
@@ -147,8 +148,8 @@ async def _main(config: dict[str, Any], isolation: Isolation) -> None:
         await server.serve(reader)
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
+def run(config: dict[str, Any]) -> None:
+    """Isolate this process, then serve the host until the channel closes (never returns)."""
     isolation = enter(IsolationConfig(**config["isolation"]))
     configure_logging(str(config.get("service") or "sandbox"), str(config.get("log_level") or "info"),
                       str(config.get("log_format") or "json"))
@@ -162,6 +163,14 @@ def main() -> None:
         os._exit(70)
     # Plugin threads may still run: they end with the process.
     os._exit(0)
+
+
+def main() -> None:
+    """A worker started on its own (shared/sandbox/zygote.py forks them otherwise)."""
+    config = json.loads(sys.argv[1])
+    # Plugin code yields the CPU to the kernel's services when both want it.
+    os.nice(WORKER_NICENESS)
+    run(config)
 
 
 if __name__ == "__main__":

@@ -45,13 +45,16 @@ def minimal_session(*, excluded_plugins=(), **fields) -> scheduler_pb2.CreateSes
 
 @contextlib.asynccontextmanager
 async def running_services(
-    data_dir: Path, *, plugin_dirs: tuple[Path, ...] = (TEST_PLUGIN_DIR,), script: dict | None = None
+    data_dir: Path, *, plugin_dirs: tuple[Path, ...] = (TEST_PLUGIN_DIR,), script: dict | None = None,
+    observable_sandbox: bool = True, extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[ServiceGroup]:
-    """Start the five services (builtin plugins plus `plugin_dirs`; a gateway script if given); stop them after."""
+    """Start the five services (builtin plugins plus `plugin_dirs`; a gateway script if given); stop them after.
+    `observable_sandbox=False`: the sandbox as it ships (tests/security/test_plugin_sandbox.py)."""
     env = {
         "COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), *map(str, plugin_dirs)]),
         "COVEL_LOG_LEVEL": "info",
-        **OBSERVABLE_SANDBOX,
+        **(OBSERVABLE_SANDBOX if observable_sandbox else {}),
+        **(extra_env or {}),
     }
     if script is not None:
         script_file = data_dir / "gateway-script.yaml"

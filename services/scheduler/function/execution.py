@@ -14,7 +14,8 @@ from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.subagents import Subagents
 from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import ServicesView
-from services.scheduler.function.runtime import FunctionContext, run_function, seeded_random
+from services.scheduler.function.runtime import FunctionContext, seeded_random
+from services.scheduler.function.sandboxed import run_function
 from services.scheduler.function.services import (
     STALL_RESEND_MIN_S,
     WORLD_PROPOSALS,
@@ -279,6 +280,7 @@ class FunctionExecution:
         parent_context.trace.extend(outcome.trace)
         return {"status": outcome.status, "reason": outcome.reason, "output": outcome.output}
 
+    # Handlers and guards run in their plugin's sandbox worker (in this process when the sandbox is off).
     async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
                            inputs: dict | None = None) -> RuntimeOutcome:
         session = scope.session
