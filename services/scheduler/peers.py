@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import grpc
@@ -34,6 +35,18 @@ class Peers:
             store=store_pb2_grpc.TransactionalStoreStub(channels["store"]),
             channels=list(channels.values()),
         )
+
+    async def connected(self, timeout_s: float) -> list[str]:
+        """Wait until every peer channel is connected; the peers still unreachable after `timeout_s`.
+
+        Before it announces itself ready: a channel that tried a peer not yet up sits in reconnect
+        backoff, and every call on it fails at once with UNAVAILABLE until it reconnects."""
+        names = ("registry", "hooks", "gateway", "store")
+        waits = {name: asyncio.ensure_future(channel.channel_ready()) for name, channel in zip(names, self.channels, strict=True)}
+        _, pending = await asyncio.wait(waits.values(), timeout=timeout_s)
+        for wait in pending:
+            wait.cancel()
+        return [name for name, wait in waits.items() if wait in pending]
 
     async def close(self) -> None:
         for channel in self.channels:

@@ -504,6 +504,11 @@ def _log_failure(task: asyncio.Task) -> None:
         log.warning("turn.failed", error=repr(task.exception()))
 
 
+# How long a starting scheduler waits for its peers to be connected before it announces itself
+# ready (`covel up` and the tests start all five at once); it serves anyway after that.
+PEERS_START_WAIT_S = 10.0
+
+
 async def start(settings: SchedulerSettings) -> RunningServer:
     # Before the peer channels open, so they carry the trace context.
     configure_tracing("scheduler", settings)
@@ -546,4 +551,6 @@ async def start(settings: SchedulerSettings) -> RunningServer:
     # -- end detached jobs
     running.on_drain.append(drain_turns)
     running.on_stopped.append(peers.close)
+    if unreachable := await peers.connected(PEERS_START_WAIT_S):
+        log.warning("scheduler.peers_unreachable", peers=unreachable, waited_s=PEERS_START_WAIT_S)
     return running
