@@ -8,17 +8,22 @@ and at commit the store holds its lock meanwhile. Here those keywords use google
 no backreferences or lookarounds: a pattern that needs them is a validation error naming it.
 `unevaluatedProperties` beside `patternProperties` is refused for the same reason (jsonschema's
 implementation of it reads the patterns with `re`).
+
+`validator` and `checked_validator` are cached per schema (by its JSON text, in its key order,
+which orders the errors): a schema is compiled and checked against its metaschema once, not on
+every call that validates with it.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import re2
 from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
 _OPTIONS = re2.Options()
@@ -137,5 +142,42 @@ def validator_class(schema: Any, *, draft_from_schema: bool = True) -> type[Vali
 
 
 def validator(schema: Any, *, draft_from_schema: bool = True) -> Validator:
-    """A validator for `schema` (not checked against its metaschema: see validator_class(...).check_schema)."""
-    return validator_class(schema, draft_from_schema=draft_from_schema)(schema)
+    """A validator for `schema` (not checked against its metaschema: see checked_validator)."""
+    compiled, _problem = _compiled(schema, draft_from_schema, checked=False)
+    assert compiled is not None
+    return compiled
+
+
+def checked_validator(schema: Any, *, draft_from_schema: bool = True) -> Validator:
+    """A validator for `schema` after checking it against its draft's metaschema; SchemaError when it does not hold."""
+    compiled, problem = _compiled(schema, draft_from_schema, checked=True)
+    if compiled is None:
+        raise SchemaError(problem)
+    return compiled
+
+
+COMPILED_CACHE_SIZE = 1024
+
+
+def _compiled(schema: Any, draft_from_schema: bool, *, checked: bool) -> tuple[Validator | None, str]:
+    try:
+        text = json.dumps(schema, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return _compile(schema, draft_from_schema, checked)  # not JSON: nothing to key it by
+    return _compiled_text(text, draft_from_schema, checked)
+
+
+@functools.lru_cache(maxsize=COMPILED_CACHE_SIZE)
+def _compiled_text(text: str, draft_from_schema: bool, checked: bool) -> tuple[Validator | None, str]:
+    # Compiled from a copy of its own, so a caller changing its schema later changes nothing here.
+    return _compile(json.loads(text), draft_from_schema, checked)
+
+
+def _compile(schema: Any, draft_from_schema: bool, checked: bool) -> tuple[Validator | None, str]:
+    kind = validator_class(schema, draft_from_schema=draft_from_schema)
+    if checked:
+        try:
+            kind.check_schema(schema)
+        except SchemaError as error:
+            return None, error.message
+    return kind(schema), ""

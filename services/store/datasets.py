@@ -52,12 +52,10 @@ class Dataset:
         if self._validator is None:
             if self.schema.get("$async"):
                 raise DatasetViolation(f"dataset {self.namespace}: $async schemas are not supported; the write is rejected")
-            kind = json_schemas.validator_class(self.schema)
             try:
-                kind.check_schema(self.schema)
+                self._validator = json_schemas.checked_validator(self.schema)
             except SchemaError as error:
                 raise DatasetViolation(f"dataset {self.namespace}: its schema does not compile ({error.message}); the write is rejected") from None
-            self._validator = kind(self.schema)
         return self._validator
 
 

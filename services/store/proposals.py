@@ -356,12 +356,10 @@ def _trusted(context: ApplyContext, proposal: store_pb2.Proposal, kind: str) -> 
 def _check_schema(kind: str, where: str, schema: Any) -> Any:
     if not isinstance(schema, dict):
         raise Rejected(f"{kind}: {where}.schema must be a JSON Schema object")
-    checker = json_schemas.validator_class(schema)
     try:
-        checker.check_schema(schema)
+        return json_schemas.checked_validator(schema)
     except SchemaError as error:
         raise Rejected(f"{kind}: {where}.schema does not compile: {error.message}") from None
-    return checker(schema)
 
 
 def _check_value(kind: str, where: str, validator: Any, value: Any) -> None:

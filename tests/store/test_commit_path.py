@@ -3,12 +3,14 @@ refuses still falls on its own unit, and a commit's statements do not grow with 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 from google.protobuf import json_format
+from jsonschema.exceptions import SchemaError
 from sqlalchemy import event
 
 from covel.common.v1 import common_pb2
@@ -18,9 +20,11 @@ from services.store.database import Database
 from services.store.proto_mapping import outcome_to_json
 from services.store.server import open_database
 from services.store.turn_commit import commit_turn
+from shared import json_schemas
 from shared.structs import to_struct
 from tests.store.conftest import BACKENDS, drop_schema, postgres_reachable, settings_for
 from tests.store.helpers import acquire, data_proposal, new_session, proposal, story_proposal, story_result, turn_for
+from tests.store.helpers import commit_turn as commit_turn_rpc
 
 COMMITTED, REJECTED, DISCARDED = store_pb2.PROPOSAL_STATUS_COMMITTED, store_pb2.PROPOSAL_STATUS_REJECTED, store_pb2.PROPOSAL_STATUS_DISCARDED
 
@@ -170,3 +174,29 @@ async def test_a_commits_statements_do_not_grow_with_its_proposals(database):
     few = await statements_of_a_commit(database, session.id, per_unit=1, turn=1)
     many = await statements_of_a_commit(database, session.id, per_unit=20, turn=2)
     assert few == many <= 20, (few, many)
+
+
+def test_a_schema_is_compiled_and_checked_once():
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}
+    first = json_schemas.checked_validator(schema)
+    assert json_schemas.checked_validator(json.loads(json.dumps(schema))) is first, "the same schema, another object"
+    schema["properties"]["n"]["minimum"] = 5  # the caller's dict changes afterwards: the cached validator does not
+    assert first.is_valid({"n": 1}) and json_schemas.checked_validator(schema) is not first
+    assert json_schemas.validator(schema) is json_schemas.validator(schema) is not json_schemas.checked_validator(schema)
+    for _ in range(2):
+        with pytest.raises(SchemaError, match="is not valid under any of the given schemas"):
+            json_schemas.checked_validator({"type": "nonsense"})
+
+
+async def test_commits_reuse_a_datasets_compiled_schema(stub):
+    """The store runs in this process: the second commit with the same dataset compiles nothing."""
+    schema = {"type": "object", "properties": {"mood": {"type": "string", "maxLength": 10}}, "required": ["mood"],
+              "$comment": f"unique to this test: {uuid.uuid4()}"}
+    policy = store_pb2.DatasetPolicy(plugin_id="memory", namespace="moods", schema=to_struct(schema))
+    session = await new_session(stub)
+    for number, value in enumerate(({"mood": "calm"}, {"mood": "far too long a mood"})):
+        before = json_schemas._compiled_text.cache_info()
+        reply = await commit_turn_rpc(stub, session.id, [data_proposal("moods", f"m{number}", value)], datasets=[policy])
+        after = json_schemas._compiled_text.cache_info()
+        assert after.misses - before.misses == (1 if number == 0 else 0)
+    assert reply.turn.proposal_outcomes[-1].code == "dataset-violation"
