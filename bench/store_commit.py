@@ -12,8 +12,9 @@ narrative.append plus P-1 plugin.data / plugin.data.update writes spread over un
 - Contention: 32 sessions playing 10-proposal turns at once for a few seconds, in process:
   commits/s, latency, and the time writers spent waiting for the write lock (SQLite: in BEGIN
   IMMEDIATE, where its busy handler sleeps while another connection writes; PostgreSQL: the
-  session row's SELECT ... FOR UPDATE). SQLite both ways: writers from the pool (as the store ran
-  before issue 19) and the store's one writer.
+  session row's SELECT ... FOR UPDATE), and the process's CPU per turn (acquire + commit), which a
+  loaded machine's share of the CPU does not skew. SQLite both ways: writers from the pool (as the
+  store ran before issue 19) and the store's one writer.
 Prints tables and writes bench/results/store_commit.json. PostgreSQL: COVEL_BENCH_POSTGRES_URL
 (default the local test database), a schema of its own per run, dropped afterwards.
 """
@@ -282,14 +283,16 @@ async def measure_contention(backend: str, single_writer: bool | None, seconds: 
                 latencies.extend(await play_in_process(database, session_id, 10, 1, number))
                 number += 1
 
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         await asyncio.gather(*(keep_playing(session_id) for session_id in session_ids))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         meter.close()
     writers = "pool" if single_writer is False else ("one" if database.dialect == "sqlite" else "pool")
     return {
         "backend": backend, "writers": writers, "sessions": CONTENDING_SESSIONS, "seconds": round(elapsed, 1), "turns": len(latencies),
         "commits_per_s": round(len(latencies) / elapsed, 1), **latency_figures(latencies),
+        # CPU of this process (every thread) per turn: what a loaded machine's share of the CPU does not skew.
+        "cpu_ms_per_turn": round(cpu * 1000 / max(1, len(latencies)), 2),
         "lock_wait_s": round(meter.seconds, 2), "longest_lock_wait_ms": round(meter.longest_s * 1000, 1), "locks": meter.locks,
     }
 
@@ -314,13 +317,14 @@ def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict
         verdict = "met" if ten["commit_p50_ms"] <= TARGET_10_MS else "NOT met"
         print(f"10 proposals on SQLite: {ten['commit_p50_ms']:.2f} ms p50 -> target {verdict}")
     header = (f"{'backend':8} {'writers':>7} {'sessions':>8} {'turns':>6} {'commits/s':>10} {'p50 ms':>8} {'p95 ms':>8} "
-              f"{'lock wait s':>11} {'longest ms':>10}")
+              f"{'CPU ms/turn':>11} {'lock wait s':>11} {'longest ms':>10}")
     print(f"\nContention ({CONTENDING_SESSIONS} sessions at once, 10 proposals a turn, in process; lock wait: total over all writers)")
     print(header)
     print("-" * len(header))
     for row in contention:
         print(f"{row['backend']:8} {row['writers']:>7} {row['sessions']:8} {row['turns']:6} {row['commits_per_s']:10.1f} "
-              f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f} {row['lock_wait_s']:11.2f} {row['longest_lock_wait_ms']:10.1f}")
+              f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f} {row['cpu_ms_per_turn']:11.2f} {row['lock_wait_s']:11.2f} "
+              f"{row['longest_lock_wait_ms']:10.1f}")
 
 
 def main() -> None:

@@ -65,6 +65,14 @@ def _hook_dispatch(data: dict) -> Iterator[Row]:
     yield ["hook dispatch, 5 handlers", "gRPC Dispatch round trip µs", f"{data['grpc_dispatch_round_trip_us']:.0f}"]
 
 
+def _sandbox_cost(data: dict) -> Iterator[Row]:
+    yield ["plugin sandbox", "added per hook call µs (sequential ratio)",
+           f"{data['hook_call_added_us']:.0f} ({data['sandboxed_TurnStart_us'] / data['local_TurnStart_us']:.1f}x)"]
+    yield ["plugin sandbox", "added per function runtime µs (ratio)",
+           f"{data['function_added_us']:.0f} ({data['sandboxed_handler_us'] / data['local_handler_us']:.1f}x)"]
+    yield ["plugin sandbox", "fresh worker p50 ms", f"{data['worker_start_ms']['p50']:.1f}"]
+
+
 def _gateway_overhead(data: dict) -> Iterator[Row]:
     for case in ("non_streamed", "streamed_20_deltas"):
         if case in data:
@@ -86,7 +94,7 @@ def _validate_plugins(data: dict) -> Iterator[Row]:
 HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "turn_latency": _turn_latency, "concurrency": _concurrency, "split_cost": _split_cost, "agent_step": _agent_step,
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
-    "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
+    "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
 }
 
 

@@ -301,6 +301,9 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     configure_tracing("hooks", settings)
     registry_channel = open_channel(settings.registry_addr, security=settings)
     pool = sandbox_pool("hooks", settings.log_level, settings.log_format, sandbox)
+    if pool is not None:
+        # The sandbox's zygote starts while the registry may still be coming up.
+        pool.prewarm()
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
     service = HookDispatcherService(sync, FaultBreaker(settings.hooks_fault_threshold, settings.hooks_fault_window_s))

@@ -431,7 +431,7 @@ class SandboxPool:
         self.isolation_report: dict[str, Any] | None = None
         self._workers: set[Worker] = set()
         self._spawning = asyncio.Semaphore(SPAWNS_AT_ONCE)
-        self._zygote: Zygote | None = None
+        self._zygote_start: asyncio.Task[Zygote] | None = None
 
     def plugin(self, plugin_id: str, root: str | Path) -> PluginWorkers:
         key = (plugin_id, str(root))
@@ -459,14 +459,25 @@ class SandboxPool:
         async with self._spawning:
             return await self._spawn(owner)
 
+    def prewarm(self) -> None:
+        """Start the zygote now (a Python start and its imports), e.g. while the service waits for its peers."""
+        if self._zygote_start is None or (self._zygote_start.done() and (self._zygote_start.cancelled()
+                                                                          or self._zygote_start.exception() is not None
+                                                                          or self._zygote_start.result().gone)):
+            self._zygote_start = asyncio.get_running_loop().create_task(Zygote.start(worker_env(self.settings.sandbox_pass_env)))
+
+    async def _zygote(self) -> Zygote:
+        self.prewarm()
+        assert self._zygote_start is not None
+        return await asyncio.shield(self._zygote_start)
+
     async def _spawn(self, owner: PluginWorkers) -> Worker:
-        if self._zygote is None or self._zygote.gone:
-            self._zygote = await Zygote.start(worker_env(self.settings.sandbox_pass_env))
+        zygote = await self._zygote()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         config = {"plugin_id": owner.plugin_id, "service": self.service, **self._log,
                   "isolation": asdict(IsolationConfig.of(self.settings, [owner.root], self.data_dir))}
         try:
-            process = await self._zygote.spawn(config, child, self.settings.sandbox_start_timeout_s)
+            process = await zygote.spawn(config, child, self.settings.sandbox_start_timeout_s)
         finally:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
@@ -496,8 +507,11 @@ class SandboxPool:
             await plugin.close()
         for worker in list(self._workers):
             worker.kill("the service stops")
-        if self._zygote is not None:
-            self._zygote.close()
+        if self._zygote_start is not None:
+            if self._zygote_start.done() and not self._zygote_start.cancelled() and self._zygote_start.exception() is None:
+                self._zygote_start.result().close()
+            else:
+                self._zygote_start.cancel()
 
 
 def sandbox_pool(service: str, log_level: str = "info", log_format: str = "json",

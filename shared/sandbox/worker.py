@@ -29,7 +29,6 @@ from shared.sandbox.errors import describe, rebuild
 from shared.sandbox.isolation import Isolation, IsolationConfig, enter
 
 log = get_logger(component="sandbox-worker")
-WORKER_NICENESS = 5
 
 
 @dataclass
@@ -167,10 +166,7 @@ def run(config: dict[str, Any]) -> None:
 
 def main() -> None:
     """A worker started on its own (shared/sandbox/zygote.py forks them otherwise)."""
-    config = json.loads(sys.argv[1])
-    # Plugin code yields the CPU to the kernel's services when both want it.
-    os.nice(WORKER_NICENESS)
-    run(config)
+    run(json.loads(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -83,7 +83,6 @@ def main() -> None:
     requests = socket.socket(fileno=int(sys.argv[1]))
     events = socket.socket(fileno=int(sys.argv[2]))
     isolation._libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    os.nice(worker.WORKER_NICENESS)
     wakeup_read, wakeup_write = os.pipe()
     os.set_blocking(wakeup_write, False)
     signal.set_wakeup_fd(wakeup_write)
