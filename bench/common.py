@@ -101,11 +101,20 @@ async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, *, excluded_plu
 
 async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, store_pb2.Turn]:
     """One turn end to end: (wall ms, ms to the first story text, the turn as recorded); a turn that did not commit raises."""
+    elapsed, first_text, turn, _ = await play_counted_turn(stub, session_id, text)
+    return elapsed, first_text, turn
+
+
+async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str
+                            ) -> tuple[float, float, store_pb2.Turn, int]:
+    """`play_turn`, and how many messages the SubmitActions stream sent."""
     request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
     started = time.perf_counter()
     first_text = None
     last = None
+    messages = 0
     async for event in stub.SubmitActions(request):
+        messages += 1
         if first_text is None and event.WhichOneof("event") == "narrative_delta":
             first_text = time.perf_counter() - started
         last = event
@@ -116,7 +125,7 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
     if turn.status != store_pb2.TURN_STATUS_COMMITTED:
         failures = [f"{r.runtime_id}: {r.reason}" for r in turn.runtime_results if r.status != "success"]
         raise RuntimeError(f"turn did not commit ({store_pb2.TurnStatus.Name(turn.status)}): {failures}")
-    return elapsed * 1000, (first_text if first_text is not None else elapsed) * 1000, turn
+    return elapsed * 1000, (first_text if first_text is not None else elapsed) * 1000, turn, messages
 
 
 def table(headers: list[str], rows: list[list[object]]) -> str:

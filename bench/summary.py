@@ -23,6 +23,14 @@ def _turn_latency(data: dict) -> Iterator[Row]:
     turn, first = data["turn_ms"], data["first_story_text_ms"]
     yield ["turn latency, 5 processes", "turn p50 / p95 ms", f"{turn['p50']:.1f} / {turn['p95']:.1f}"]
     yield ["turn latency, 5 processes", "first story text p50 / p95 ms", f"{first['p50']:.1f} / {first['p95']:.1f}"]
+    if "cpu_ms_per_turn" in data:
+        cpu = data["cpu_ms_per_turn"]
+        yield ["turn latency, 5 processes", "CPU ms per turn (all five; " + ", ".join(cpu) + ")",
+               f"{sum(cpu.values()):.1f} (" + " / ".join(f"{ms:.1f}" for ms in cpu.values()) + ")"]
+        yield ["turn latency, 5 processes", "RPCs per turn", f"{sum(data['rpcs_per_turn'].values()):.1f}"]
+        streams = data["messages_per_stream"]
+        yield ["turn latency, 5 processes", "messages per Generate / SubmitActions stream",
+               f"{streams.get('gateway.Generate', 0):.1f} / {streams.get('scheduler.SubmitActions', 0):.1f}"]
 
 
 def _concurrency(data: dict) -> Iterator[Row]:

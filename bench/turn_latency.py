@@ -4,7 +4,9 @@
 loopback ports, plays N turns back to back in one session (the default plugins: the
 narrator's story, streamed), prints p50/p95 and writes bench/results/turn_latency.json.
 `--mode in-process` / `--transport unix` measure the same turn with the services in one
-process or over unix sockets (bench/split_cost.py compares them).
+process or over unix sockets (bench/split_cost.py compares them). Five processes: also CPU ms per
+turn of each process, RPCs per turn per method and messages per stream (bench/turn_costs.py; the
+services serve /metrics for it, which costs them a few microseconds per RPC).
 """
 
 from __future__ import annotations
@@ -19,43 +21,64 @@ from bench.common import (
     TCP,
     UNIX,
     create_session,
-    play_turn,
+    play_counted_turn,
     running_services,
     summarize,
     table,
     write_result,
 )
+from bench.turn_costs import metrics_env, per_turn, snapshot
 from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
 
 
 async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str = TCP) -> dict:
-    async with running_services(mode, transport) as group:
+    env, metrics_ports = metrics_env() if mode == PROCESSES else ({}, {})
+    costs: dict = {}
+    async with running_services(mode, transport, env) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             session = await create_session(stub)
-            timings, first_text, hooks_run = [], [], 0
+            timings, first_text, messages, hooks_run = [], [], [], 0
+            before = None
             for index in range(warmup + turns):
-                elapsed, first, turn = await play_turn(stub, session.id, f"I walk on, step {index}.")
+                if index == warmup and isinstance(group, ServiceGroup):
+                    before = snapshot(group, metrics_ports)
+                elapsed, first, turn, sent = await play_counted_turn(stub, session.id, f"I walk on, step {index}.")
                 if index >= warmup:
                     timings.append(elapsed)
                     first_text.append(first)
+                    messages.append(sent)
                     hooks_run = len(turn.hook_trace)
+            if before is not None and isinstance(group, ServiceGroup):
+                costs = per_turn(before, snapshot(group, metrics_ports), turns)
     return {
         "mode": mode, "transport": transport, "turns": turns,
         "turn_ms": summarize(timings), "first_story_text_ms": summarize(first_text),
         # Hook handler calls in one turn (the narrator's PostContextAssembly): bench/bub_compare matches it.
         "hook_calls_per_turn": hooks_run,
+        # Counted by the client (the scheduler's /metrics would count the same).
+        "submit_actions_messages": summarize([float(count) for count in messages]),
+        **costs,
     }
 
 
 def render(result: dict) -> str:
-    return table(
+    timing = table(
         ["one turn, five processes, scripted model", "p50 ms", "p95 ms", "mean ms"],
         [["turn wall time", result["turn_ms"]["p50"], result["turn_ms"]["p95"], result["turn_ms"]["mean"]],
          ["first story text", result["first_story_text_ms"]["p50"], result["first_story_text_ms"]["p95"],
           result["first_story_text_ms"]["mean"]]],
     )
+    if "cpu_ms_per_turn" not in result:
+        return timing
+    cpu = result["cpu_ms_per_turn"]
+    cpu_table = table(["CPU per turn", "ms"], [*([name, ms] for name, ms in cpu.items()), ["all five", sum(cpu.values())]])
+    rpcs = result["rpcs_per_turn"]
+    rpc_table = table(["RPCs per turn (server side)", "calls"], [*([m, n] for m, n in rpcs.items()), ["all", sum(rpcs.values())]])
+    stream_table = table(["messages per stream", "messages"], [[m, n] for m, n in result["messages_per_stream"].items()])
+    return "\n\n".join([timing, cpu_table, rpc_table, stream_table])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -56,6 +56,10 @@ RPC_HANDLED = Counter(
     "grpc_server_handled_total", "RPCs completed on the server, by status code.",
     ("grpc_service", "grpc_method", "grpc_type", "grpc_code"),
 )
+# Messages a server stream sent (bench/turn_latency.py reads it: messages per Generate stream).
+RPC_MSG_SENT = Counter(
+    "grpc_server_msg_sent_total", "Messages server streams sent.", ("grpc_service", "grpc_method", "grpc_type")
+)
 RPC_DURATION = Histogram(
     "grpc_server_handling_seconds", "Time to answer an RPC (for streams: until the last message).",
     ("grpc_service", "grpc_method", "grpc_type"), buckets=RPC_BUCKETS,
@@ -203,11 +207,13 @@ def _streaming(
 ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
     async def observed(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         RPC_STARTED.labels(service, method, kind).inc()
+        sent = RPC_MSG_SENT.labels(service, method, kind)
         started = time.perf_counter()
         error: BaseException | None = None
         try:
             async for item in behavior(request, context):
                 yield item
+                sent.inc()
         except BaseException as raised:
             error = raised
             raise

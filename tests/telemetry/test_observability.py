@@ -132,6 +132,9 @@ async def test_each_service_exposes_its_metrics(observed):
     gateway = scrape(ports["gateway"])
     assert metric_value(gateway, "covel_model_call_duration_seconds_count", slot="story", provider="scripted") == 2
     assert metric_value(gateway, "covel_model_tokens_total", slot="story", kind="completion") > 0
+    # Each story stream sends at least its text and its final message.
+    assert metric_value(gateway, "grpc_server_msg_sent_total", grpc_method="Generate") >= 2 * 2
+    assert metric_value(scheduler, "grpc_server_msg_sent_total", grpc_method="SubmitActions") >= 2 * 4
 
     store = scrape(ports["store"])
     assert metric_value(store, "covel_store_commits_total", status="committed") == 2

@@ -1,0 +1,68 @@
+"""What a turn costs each service process: CPU time (from /proc/<pid>/stat), RPCs per method and
+messages per server stream (from each service's /metrics), read before and after the measured turns."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from covel_cli.launcher import SERVICES, ServiceGroup
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def metrics_env() -> tuple[dict[str, str], dict[str, int]]:
+    """Environment that turns /metrics on for each service on a free loopback port, and the ports."""
+    ports = {}
+    for name in SERVICES:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports[name] = probe.getsockname()[1]
+    return {f"COVEL_{name.upper()}_METRICS_PORT": str(port) for name, port in ports.items()}, ports
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / CLOCK_TICKS_PER_S
+
+
+@dataclass
+class Snapshot:
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    # (service, method) -> count
+    rpcs: Counter = field(default_factory=Counter)
+    sent: Counter = field(default_factory=Counter)
+
+
+def snapshot(group: ServiceGroup, ports: dict[str, int]) -> Snapshot:
+    taken = Snapshot(cpu_s={name: cpu_seconds(process.pid) for name, process in group.processes.items()})
+    for name, port in ports.items():
+        page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(page):
+            for sample in family.samples:
+                if sample.name == "grpc_server_started_total":
+                    taken.rpcs[(name, sample.labels["grpc_method"])] += sample.value
+                elif sample.name == "grpc_server_msg_sent_total":
+                    taken.sent[(name, sample.labels["grpc_method"])] += sample.value
+    return taken
+
+
+def per_turn(before: Snapshot, after: Snapshot, turns: int) -> dict:
+    """CPU ms per turn per process, RPCs per turn per method and messages per stream per method."""
+    rpcs = after.rpcs - before.rpcs
+    sent = after.sent - before.sent
+    return {
+        "cpu_ms_per_turn": {name: (after.cpu_s[name] - before.cpu_s[name]) * 1000 / turns for name in after.cpu_s},
+        "rpcs_per_turn": {f"{service}.{method}": count / turns for (service, method), count in sorted(rpcs.items())},
+        "messages_per_stream": {f"{service}.{method}": sent[key] / rpcs[key] for key in sorted(sent)
+                                for service, method in [key] if rpcs[key]},
+    }
