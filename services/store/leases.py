@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Table, bindparam, select, update
+from sqlalchemy import CursorResult, Table, bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store.database import Database, lock_session
+from services.store.database import Database, lock_session, read_locked_session
 from services.store.models import TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
 from services.store.sessions import load_turn
@@ -55,52 +55,47 @@ def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
 def try_acquire(
     db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str, origin: str = "player"
 ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
-    session = lock_session(db, session_id)
+    """Taken once per turn: Core statements (the session and lease rows read, the lease written), no ORM objects loaded."""
+    session = read_locked_session(db, session_id)
+    connection = db.connection()
     if idempotency_key:
-        finished = db.execute(
-            select(TurnRow).where(TurnRow.session_id == session_id, TurnRow.idempotency_key == idempotency_key)
-        ).scalar_one_or_none()
+        finished = connection.execute(_FINISHED, {"b_session": session_id, "b_key": idempotency_key}).scalar_one_or_none()
         if finished is not None:
-            return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, finished), session=session_to_proto(session))
+            return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, db.get_one(TurnRow, finished)), session=session_to_proto(session))
     if session.status != "active":
         raise failed_precondition(f"session {session_id} has ended; no more turns run in it")
     now = utcnow()
-    current = db.get(TurnLeaseRow, session_id)
+    current = _current_lease(db, session_id)
     if current is not None and current.deadline > now:
         return _busy(session_id, current, idempotency_key)
-    values = {
-        "lease_id": new_id(),
-        "turn_id": new_id(),
-        "holder": holder,
-        "idempotency_key": idempotency_key or None,
+    lease = TurnLeaseRow(
+        session_id=session_id,
+        lease_id=new_id(),
+        turn_id=new_id(),
+        holder=holder,
+        idempotency_key=idempotency_key or None,
         # A player's input opens a logical turn; what follows it (continuations, manual runs) shares it.
-        "logical_turn": session.completed_player_turns + 1 if origin in ("", "player") else max(session.completed_player_turns, 1),
-        "acquired_at": now,
-        "deadline": now + timedelta(milliseconds=ttl_ms),
-    }
+        logical_turn=session.completed_player_turns + 1 if origin in ("", "player") else max(session.completed_player_turns, 1),
+        acquired_at=now,
+        deadline=now + timedelta(milliseconds=ttl_ms),
+    )
+    values = {column.name: getattr(lease, column.name) for column in _LEASES.columns}
     if current is None:
         # Fails with IntegrityError if another acquirer inserted first (see acquire()).
-        db.add(TurnLeaseRow(session_id=session_id, **values))
-        db.flush()
+        connection.execute(_LEASES.insert(), values)
     else:
-        # An UPDATE's result is a CursorResult (it has rowcount); Session.execute is typed as returning any Result.
-        taken = cast(CursorResult[Any], db.execute(
-            update(TurnLeaseRow)
-            .where(
-                TurnLeaseRow.session_id == session_id,
-                TurnLeaseRow.lease_id == current.lease_id,
-                TurnLeaseRow.deadline <= now,
-            )
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        ))
+        # An UPDATE's result is a CursorResult (it has rowcount); Connection.execute is typed as returning any Result.
+        changes = {name: value for name, value in values.items() if name != "session_id"}
+        taken = cast(CursorResult[Any], connection.execute(_TAKE_OVER, {**changes, "b_session": session_id, "b_lease": current.lease_id, "b_now": now}))
         if taken.rowcount != 1:
-            db.expire(current)
-            return _busy(session_id, db.get(TurnLeaseRow, session_id) or current, idempotency_key)
-        db.expire(current)
-    lease = db.get(TurnLeaseRow, session_id)
-    assert lease is not None
+            return _busy(session_id, _current_lease(db, session_id) or current, idempotency_key)
     return store_pb2.AcquireTurnLeaseResponse(lease=lease_to_proto(lease), session=session_to_proto(session))
+
+
+def _current_lease(db: Session, session_id: str) -> TurnLeaseRow | None:
+    """The session's lease row as read with Core (a transient row)."""
+    found = db.connection().execute(_CURRENT, {"b_session": session_id}).one_or_none()
+    return None if found is None else TurnLeaseRow(**found._mapping)
 
 
 async def acquire(
@@ -165,6 +160,12 @@ def release(db: Session, session_id: str, lease_id: str) -> None:
 
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
 _LEASES = cast(Table, TurnLeaseRow.__table__)
+_TURNS = cast(Table, TurnRow.__table__)
 # Built once: building a statement costs more than running it.
+_FINISHED = select(_TURNS.c.id).where(_TURNS.c.session_id == bindparam("b_session"), _TURNS.c.idempotency_key == bindparam("b_key"))
+_CURRENT = select(_LEASES).where(_LEASES.c.session_id == bindparam("b_session"))
+_TAKE_OVER = _LEASES.update().where(
+    _LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"), _LEASES.c.deadline <= bindparam("b_now"),
+)
 _RELEASE = _LEASES.delete().where(_LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"))
 
