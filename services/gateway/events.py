@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services.gateway.chat import Message, Usage
+from shared.stream_coalescing import FLUSH_INTERVAL, MAX_JOINED_CHARS, NEVER, READY_AT_ONCE
 
 # Finish reasons, named as in the proto enum without the prefix.
 STOP = "stop"
@@ -43,3 +44,23 @@ class Final:
 
 
 Event = ContentDelta | ToolCallDelta | Final
+
+
+def join_deltas(first: Event, then: Event) -> Event | None:
+    """Two deltas ready at once as one message: text with text, a tool call's arguments with their next
+    piece (within MAX_JOINED_CHARS); None when they go apart. A Final never joins."""
+    if isinstance(first, ContentDelta) and isinstance(then, ContentDelta):
+        if len(first.text) + len(then.text) <= MAX_JOINED_CHARS:
+            return ContentDelta(first.text + then.text)
+    elif isinstance(first, ToolCallDelta) and isinstance(then, ToolCallDelta):
+        continues = then.index == first.index and not then.id and not then.name
+        if continues and len(first.arguments) + len(then.arguments) <= MAX_JOINED_CHARS:
+            return replace(first, arguments=first.arguments + then.arguments)
+    return None
+
+
+def how_held(event: Event) -> str:
+    """Text may wait the flush interval for more; tool calls join only what is ready at once; the Final never waits."""
+    if isinstance(event, ContentDelta):
+        return FLUSH_INTERVAL
+    return READY_AT_ONCE if isinstance(event, ToolCallDelta) else NEVER

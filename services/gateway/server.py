@@ -8,7 +8,7 @@ import grpc
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.calls import CallFailed, CallRunner
-from services.gateway.events import Final
+from services.gateway.events import Final, how_held, join_deltas
 from services.gateway.providers.base import Provider
 from services.gateway.providers.openai_compatible import OpenAICompatibleProvider
 from services.gateway.providers.scripted import Script, ScriptedProvider
@@ -18,6 +18,7 @@ from services.gateway.wire import call_from_request, event_to_proto, final_to_pr
 from shared.errors import ServiceError, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.stream_coalescing import coalesce_source
 from shared.telemetry import metrics, tracing
 from shared.telemetry.tracing import traced
 
@@ -34,7 +35,10 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
         call = call_from_request(request)
         started = time.perf_counter()
         try:
-            async for event in self.runner.run(call, stream=True, caller_remaining_s=context.time_remaining()):
+            # Deltas ready at once go as one message (issue 19): a scripted story is one message, not fifty.
+            events = coalesce_source(self.runner.run(call, stream=True, caller_remaining_s=context.time_remaining()),
+                                     join_deltas, how_held)
+            async for event in events:
                 if isinstance(event, Final):
                     _log_final(call.slot, event, started)
                 yield event_to_proto(event)
