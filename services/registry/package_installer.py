@@ -71,7 +71,8 @@ def install_zip(
             return outcome
         destination = target_dir / unpacked.plugin_id
         if destination.exists() and not replace:
-            raise InstallRefused(f"`{unpacked.plugin_id}` is already installed at {destination}; set replace to overwrite it")
+            # The folder is the host's business (docs/security.md): the message names the package only.
+            raise InstallRefused(f"`{unpacked.plugin_id}` is already installed; set replace to overwrite it")
         target_dir.mkdir(parents=True, exist_ok=True)
         staging = target_dir / f".installing-{unpacked.plugin_id}"
         shutil.rmtree(staging, ignore_errors=True)

@@ -5,11 +5,16 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 
+from covel.registry.v1 import registry_pb2
 from services.registry.package_loader import PackageState, load_package
 from shared.bounded_yaml import load_yaml
+from shared.settings import REPO_ROOT
+from tests.registry.conftest import started_registry
+from tests.registry.test_install_and_validate_rpc import zip_folder
 
 # Scalars PyYAML resolves (or is told by a tag) to a type, which then cannot read them: the loader
 # raised ValueError / KeyError / AttributeError / IndexError out of load_package.
@@ -46,3 +51,18 @@ def test_dates_and_typed_scalars_that_are_valid_still_load() -> None:
     assert load_yaml("a: 2024-02-29\nb: !!int '7'\nc: !!float '1.5'\nd: !!bool 'yes'") == {
         "a": datetime.date(2024, 2, 29), "b": 7, "c": 1.5, "d": True,
     }
+
+
+async def test_installing_an_installed_package_again_names_no_host_folder(tmp_path: Path) -> None:
+    community = tmp_path / "community"
+    running, client = await started_registry([community], builtin_dirs=[REPO_ROOT / "plugins"])
+    try:
+        package = zip_folder(REPO_ROOT / "tests" / "registry" / "fixtures" / "good" / "journal")
+        assert (await client.stub.InstallPackage(registry_pb2.InstallPackageRequest(zip=package), timeout=30)).ok
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await client.stub.InstallPackage(registry_pb2.InstallPackageRequest(zip=package), timeout=30)
+    finally:
+        await client.channel.close()
+        await running.stop(0)  # type: ignore[attr-defined]
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert raised.value.details() == "`journal` is already installed; set replace to overwrite it"
