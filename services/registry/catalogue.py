@@ -1,4 +1,5 @@
-"""The catalogue: every package found in the plugin folders, with a generation number.
+"""The catalogue: every package found in the plugin folders and every world in the world folders,
+with a generation number.
 
 A scan builds a new immutable snapshot; readers always see one whole snapshot, and the
 generation (1 after the first scan) bumps on every reload so clients can cache by it.
@@ -17,6 +18,8 @@ from services.registry.entry_registrations import check_entry_registrations
 from services.registry.package_guard import load_package_guarded
 from services.registry.package_loader import LoadedPackage
 from services.registry.settings import source_of
+from services.registry.world_catalogue import scan_worlds
+from services.registry.world_loader import LoadedWorld
 from shared.logs import get_logger
 
 log = get_logger(component="catalogue")
@@ -28,9 +31,13 @@ class Snapshot:
     packages: tuple[LoadedPackage, ...]
     plugin_dirs: tuple[Path, ...]
     by_id: dict[str, LoadedPackage] = field(default_factory=dict)
+    worlds: tuple[LoadedWorld, ...] = ()
 
     def get(self, plugin_id: str) -> LoadedPackage | None:
         return self.by_id.get(plugin_id)
+
+    def world(self, world_id: str) -> LoadedWorld | None:
+        return next((world for world in self.worlds if world.id == world_id), None)
 
 
 def _package_folders(plugin_dir: Path) -> list[Path]:
@@ -76,9 +83,18 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
     return packages
 
 
+def scan_all(plugin_dirs: Sequence[Path], world_dirs: Sequence[Path], *, strict: bool = False,
+             builtin_dirs: Sequence[Path] | None = None) -> tuple[list[LoadedPackage], list[LoadedWorld]]:
+    """The packages, then the worlds checked against them (a world names plugins, settings and contracts)."""
+    packages = scan(plugin_dirs, strict=strict, builtin_dirs=builtin_dirs)
+    return packages, scan_worlds(world_dirs, packages)
+
+
 class Catalogue:
-    def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None) -> None:
+    def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None,
+                 world_dirs: Sequence[Path] = ()) -> None:
         self._plugin_dirs = tuple(Path(path) for path in plugin_dirs)
+        self._world_dirs = tuple(Path(path) for path in world_dirs)
         self._builtin_dirs = None if builtin_dirs is None else tuple(Path(path) for path in builtin_dirs)
         self._strict = strict
         self._lock = asyncio.Lock()
@@ -101,7 +117,7 @@ class Catalogue:
 
     def load_now(self) -> Snapshot:
         """Scan synchronously (at start, before serving)."""
-        return self._publish(scan(self._plugin_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs))
+        return self._publish(*scan_all(self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs))
 
     async def next_after(self, generation: int) -> Snapshot | None:
         """The current snapshot once its generation is past `generation`; None once closed."""
@@ -117,19 +133,24 @@ class Catalogue:
     async def reload(self) -> Snapshot:
         """Rescan off the event loop; concurrent reloads run one after another."""
         async with self._lock:
-            packages = await asyncio.to_thread(scan, self._plugin_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs)
-            return self._publish(packages)
+            packages, worlds = await asyncio.to_thread(
+                scan_all, self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs
+            )
+            return self._publish(packages, worlds)
 
-    def _publish(self, packages: list[LoadedPackage]) -> Snapshot:
+    def _publish(self, packages: list[LoadedPackage], worlds: list[LoadedWorld]) -> Snapshot:
         snapshot = Snapshot(
             generation=self._snapshot.generation + 1,
             packages=tuple(packages),
             plugin_dirs=self._plugin_dirs,
             by_id={package.id: package for package in packages},
+            worlds=tuple(worlds),
         )
         self._snapshot = snapshot
         published, self._published = self._published, asyncio.Event()
         published.set()
         failed = [package.id for package in packages if not package.loaded]
-        log.info("catalogue.loaded", generation=snapshot.generation, plugins=len(packages), failed=failed)
+        failed_worlds = [world.id for world in worlds if not world.loaded]
+        log.info("catalogue.loaded", generation=snapshot.generation, plugins=len(packages), failed=failed, worlds=len(worlds),
+                 failed_worlds=failed_worlds)
         return snapshot

@@ -17,6 +17,8 @@ from services.registry.package_validator import NotAPackage, validate_paths
 from services.registry.proto_mapping import confirmed_to_proto, package_to_proto, resolution_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
 from services.registry.settings import BUILTIN, RegistrySettings
+from services.registry.world_proto import unknown_world, world_to_proto
+from services.registry.world_translations import LOCALE
 from services.registry.zip_install import MAX_ZIP_BYTES
 from shared.errors import ServiceError, failed_precondition, invalid_argument, not_found, require, rpc
 from shared.grpc_server import RunningServer, start_server
@@ -46,6 +48,11 @@ def _missing(snapshot: Snapshot, plugin_id: str) -> ServiceError:
 
 
 MAX_PATH_CHARS = 4096
+
+
+def _check_locale(locale: str) -> None:
+    if locale and not LOCALE.match(locale):
+        raise invalid_argument("locale", f"`{locale}` is not a locale; use a language tag such as en, zh or pt-BR")
 
 
 def _package_path(written: str, plugin_dirs: Sequence[Path]) -> Path:
@@ -187,6 +194,23 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         snapshot = await self._catalogue.reload()
         return registry_pb2.ReloadResponse(generation=snapshot.generation, plugin_count=len(snapshot.packages))
 
+    @rpc
+    async def ListWorlds(self, request: registry_pb2.ListWorldsRequest, context: grpc.aio.ServicerContext) -> registry_pb2.ListWorldsResponse:
+        _check_locale(request.locale)
+        snapshot = self._catalogue.current
+        return registry_pb2.ListWorldsResponse(
+            worlds=[world_to_proto(world, request.locale, summary=True) for world in snapshot.worlds], generation=snapshot.generation
+        )
+
+    @rpc
+    async def GetWorld(self, request: registry_pb2.GetWorldRequest, context: grpc.aio.ServicerContext) -> registry_pb2.GetWorldResponse:
+        require(request.world_id, "world_id", "the id of the world to get (ListWorlds lists them)")
+        _check_locale(request.locale)
+        snapshot = self._catalogue.current
+        world = snapshot.world(request.world_id)
+        if world is None:
+            raise unknown_world(request.world_id)
+        return registry_pb2.GetWorldResponse(world=world_to_proto(world, request.locale), generation=snapshot.generation)
 
     @rpc
     async def WatchCatalogue(
@@ -200,7 +224,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
 
 async def start(settings: RegistrySettings) -> RunningServer:
     """Scan the plugin folders, then serve the registry on settings.registry_addr."""
-    catalogue = Catalogue(settings.plugin_dirs, builtin_dirs=settings.builtin_plugin_dirs)
+    catalogue = Catalogue(settings.plugin_dirs, builtin_dirs=settings.builtin_plugin_dirs, world_dirs=settings.world_dirs)
     catalogue.load_now()
     service = PluginRegistryService(catalogue)
 

@@ -11,10 +11,14 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from shared.settings import ServiceSettings, default_plugin_dirs
+from shared.settings import REPO_ROOT, ServiceSettings, default_plugin_dirs
 
 BUILTIN = "builtin"
 COMMUNITY = "community"
+
+
+def default_world_dirs() -> list[Path]:
+    return [REPO_ROOT / "worlds"]
 
 
 def split_dirs(value: str) -> list[str]:
@@ -30,8 +34,11 @@ class RegistrySettings(ServiceSettings):
     # without the player's approval, cannot be replaced by InstallPackage). Every other folder,
     # and so every installed package, is community. Default: the repository's plugins/.
     builtin_plugin_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=default_plugin_dirs)
+    # Folders that hold world packages as subfolders (docs/worlds.md), scanned in order (the first
+    # of two worlds with the same id wins). Default: the repository's worlds/.
+    world_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=default_world_dirs)
 
-    @field_validator("plugin_dirs", "builtin_plugin_dirs", mode="before")
+    @field_validator("plugin_dirs", "builtin_plugin_dirs", "world_dirs", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
