@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -78,7 +78,7 @@ class Channel(Generic[T]):
 
 
 class Coalescer(Generic[T]):
-    """Yields a channel's items with runs joined; `held` is the item taken but not yet yielded."""
+    """Yields a channel's items with runs joined; `unsent()` are those taken from the channel but not yet yielded."""
 
     def __init__(self, channel: Channel[T], join: Callable[[T, T], T | None], hold: Callable[[T], str],
                  flush_interval_s: float = STREAM_FLUSH_INTERVAL_S) -> None:
@@ -87,8 +87,13 @@ class Coalescer(Generic[T]):
         self.hold = hold
         self.flush_interval_s = flush_interval_s
         self.held: T | None = None
+        # Taken while the held item it did not join is being yielded.
+        self.taken: T | None = None
 
-    async def items(self) -> AsyncIterator[T]:
+    def unsent(self) -> list[T]:
+        return [item for item in (self.held, self.taken) if item is not None]
+
+    async def items(self) -> AsyncGenerator[T, None]:
         channel = self.channel
         held_until = 0.0
         after_text = False
@@ -116,9 +121,10 @@ class Coalescer(Generic[T]):
                 if joined is not None:
                     self.held = joined
                     continue
-                self.held = None
+                self.held, self.taken = None, item
                 after_text = self.hold(held) == FLUSH_INTERVAL
                 yield held
+                self.taken = None
             how = self.hold(item)
             if how == NEVER:
                 after_text = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -22,15 +23,18 @@ from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.session_access import SessionAccess
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.concealment import conceal_turn
+from services.scheduler.turn.event_coalescing import how_held, join_story_text
 from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
 from services.scheduler.turn.selection import confirmed_plugins_request
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
+from services.scheduler.world_sessions import fetch_world, world_start
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.security.auth import caller, client_api_interceptors
+from shared.stream_coalescing import Channel, Coalescer
 from shared.structs import from_struct, to_struct
 from shared.telemetry.tracing import configure_tracing
 
@@ -101,6 +105,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if locale not in LOCALES:
             raise invalid_argument("locale", f"is {request.locale!r}; use one of {', '.join(LOCALES)}")
         parent = await self._parent_session(request)
+        # -- world: the world package's plugins, contracts, presets and starting state (world_sessions.py)
+        world = await world_start(self._peers.registry, request, locale)
+        if world is not None:
+            request = world.request
         resolved = await self._peers.registry.ResolveSessionPlugins(
             registry_pb2.ResolveSessionPluginsRequest(
                 requested=list(request.requested_plugins), excluded=list(request.excluded_plugins),
@@ -132,7 +140,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     plugin_settings=dict(request.plugin_settings),
                     # -- setup: plugins with setup runtimes start the session in its setup phase
                     **await self._setup_fields(list(resolved.active)),
-                )
+                ),
+                world=world.session_world if world is not None else None,
             ),
         )
         session = created.session
@@ -153,7 +162,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             await self.events.command_new(running, parent)
         return scheduler_pb2.CreateSessionResponse(
             session=session,
-            rejected=[_rejected(r) for r in resolved.rejected if r.plugin_id not in active],
+            rejected=[*(world.left_out if world is not None else []), *(_rejected(r) for r in resolved.rejected if r.plugin_id not in active)],
             unavailable=[_rejected(r) for r in resolved.unavailable],
             unmet_requirements=[
                 scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
@@ -282,51 +291,50 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
     async def _stream(self, work, *, background: bool = False):
         """Run `work(emit)` as its own task and stream what it emits. The task outlives a client that
-        goes away, so a turn always commits whole; `background` ends the stream after turn_started."""
-        events: asyncio.Queue = asyncio.Queue()
-        done = object()
+        goes away, so a turn always commits whole; `background` ends the stream after turn_started.
+        Story text emitted at once goes as one message (turn/event_coalescing.py)."""
+        events: Channel[scheduler_pb2.TurnEvent] = Channel()
         # Set once the client went away: every story completed from then on is reported undelivered.
         gone = ""
 
         def undelivered(event) -> None:
-            if event is not done and event.WhichOneof("event") == "turn_completed":
+            if event.WhichOneof("event") == "turn_completed":
                 self.events.message_sent(event.turn_completed, False, gone)
 
         async def put(event) -> None:
             if gone:
                 undelivered(event)
             else:
-                await events.put(event)
+                events.put(event)
 
         async def run() -> None:
             try:
                 await work(put)
             finally:
-                await events.put(done)
+                events.close()
 
         task = asyncio.create_task(run())
         self.turns_in_flight.add(task)
         task.add_done_callback(self.turns_in_flight.discard)
         task.add_done_callback(_log_failure)
         delivering = None
+        coalescer = Coalescer(events, join_story_text, how_held)
         try:
-            while True:
-                event = await events.get()
-                if event is done:
-                    break
-                delivering = event
-                yield event
-                delivering = None
-                if event.WhichOneof("event") == "turn_completed":
-                    self.events.message_sent(event.turn_completed, True)
-                if background and event.WhichOneof("event") == "turn_started":
-                    return
+            async with contextlib.aclosing(coalescer.items()) as coalesced:
+                async for event in coalesced:
+                    delivering = event
+                    yield event
+                    delivering = None
+                    if event.WhichOneof("event") == "turn_completed":
+                        self.events.message_sent(event.turn_completed, True)
+                    if background and event.WhichOneof("event") == "turn_started":
+                        return
         except BaseException:
             # The client went away (while waiting or while being sent an event); the turn goes on.
             gone = "the client went away before the story was delivered"
-            for event in [delivering, *(events.get_nowait() for _ in range(events.qsize()))]:
-                if event is not None:
-                    undelivered(event)
+            for unsent in [delivering, *coalescer.unsent(), *events.drain()]:
+                if unsent is not None:
+                    undelivered(unsent)
             raise
         # Raises the turn's error, if any, as this RPC's status.
         await task
@@ -403,6 +411,16 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
             unavailable=[_rejected(r) for r in confirmed.unavailable],
         )
+
+    @rpc
+    async def ListWorlds(self, request: scheduler_pb2.ListWorldsRequest, context) -> scheduler_pb2.ListWorldsResponse:
+        reply = await self._peers.registry.ListWorlds(registry_pb2.ListWorldsRequest(locale=request.locale))
+        return scheduler_pb2.ListWorldsResponse(worlds=reply.worlds)
+
+    @rpc
+    async def GetWorld(self, request: scheduler_pb2.GetWorldRequest, context) -> scheduler_pb2.GetWorldResponse:
+        require(request.world_id, "world_id", "the id of a world ListWorlds lists")
+        return scheduler_pb2.GetWorldResponse(world=await fetch_world(self._peers.registry, request.world_id, request.locale))
 
     @rpc
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context) -> scheduler_pb2.CancelResponse:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Between two segments' text; always a piece of its own (clients start a segment after it).
+PARAGRAPH_BREAK = "\n\n"
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -137,7 +139,7 @@ class SegmentTextStream:
             self._target = top.key
             if top.key == "text":
                 if self._texts_started:
-                    self._emit("\n\n", pieces)
+                    self._emit(PARAGRAPH_BREAK, pieces)
                 self._texts_started += 1
 
     def _end_string(self) -> None:
@@ -153,9 +155,8 @@ class SegmentTextStream:
 def _merge(pieces: list[StreamedPiece]) -> list[StreamedPiece]:
     merged: list[StreamedPiece] = []
     for piece in pieces:
-        # A paragraph break ("\n\n") stays a piece of its own.
         if (merged and merged[-1].kind == piece.kind and merged[-1].speaker == piece.speaker
-                and piece.text != "\n\n" and merged[-1].text != "\n\n"):
+                and piece.text != PARAGRAPH_BREAK and merged[-1].text != PARAGRAPH_BREAK):
             merged[-1].text += piece.text
             continue
         merged.append(StreamedPiece(piece.text, piece.kind, piece.speaker))

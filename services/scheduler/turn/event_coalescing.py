@@ -1,0 +1,40 @@
+"""Which turn events a SubmitActions / RunManual stream may send as one message (issue 19).
+
+Consecutive story text of the same runtime and segment joins (clients concatenate the pieces, and
+the joined pieces still equal the committed narrative); a reset, a paragraph break and every other
+event go as they are, in their order (shared/stream_coalescing.py).
+"""
+
+from __future__ import annotations
+
+from covel.scheduler.v1 import scheduler_pb2
+from services.scheduler.agent.story_stream import PARAGRAPH_BREAK
+from shared.stream_coalescing import FLUSH_INTERVAL, MAX_JOINED_CHARS, NEVER
+
+
+def _joinable(delta: scheduler_pb2.NarrativeDelta) -> bool:
+    return not delta.reset and delta.text != PARAGRAPH_BREAK
+
+
+def join_story_text(first: scheduler_pb2.TurnEvent, then: scheduler_pb2.TurnEvent) -> scheduler_pb2.TurnEvent | None:
+    """One narrative_delta for two of the same runtime and segment, or None when they go apart."""
+    if first.WhichOneof("event") != "narrative_delta" or then.WhichOneof("event") != "narrative_delta":
+        return None
+    before, after = first.narrative_delta, then.narrative_delta
+    if not (_joinable(before) and _joinable(after) and before.runtime_id == after.runtime_id):
+        return None
+    if before.HasField("segment") != after.HasField("segment") or before.segment != after.segment:
+        return None
+    if len(before.text) + len(after.text) > MAX_JOINED_CHARS:
+        return None
+    joined = scheduler_pb2.TurnEvent()
+    joined.CopyFrom(first)
+    joined.narrative_delta.text += after.text
+    return joined
+
+
+def how_held(event: scheduler_pb2.TurnEvent) -> str:
+    """Story text may wait the flush interval for more of itself; nothing else waits."""
+    if event.WhichOneof("event") == "narrative_delta" and not event.narrative_delta.reset:
+        return FLUSH_INTERVAL
+    return NEVER
