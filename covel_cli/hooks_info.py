@@ -14,8 +14,9 @@ from typing import TextIO
 import grpc
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
-from covel_cli.launcher import configured_addrs
+from covel_cli.launcher import client_security, configured_addrs
 from shared.grpc_client import open_channel
+from shared.settings import DataDirSetting, SecuritySettings
 
 
 def render(keys: hooks_pb2.ListEventKeysResponse, contract: hooks_pb2.GetSubscriptionsResponse, out: TextIO) -> None:
@@ -49,8 +50,9 @@ def render(keys: hooks_pb2.ListEventKeysResponse, contract: hooks_pb2.GetSubscri
         print(f"  error: {error.plugin_id}: {error.message}", file=out)
 
 
-async def info(addr: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    channel = open_channel(addr)
+async def info(addr: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr, *, security: SecuritySettings | None = None) -> int:
+    """`security`: default, the operator's certificate (covel_cli/launcher.py client_security)."""
+    channel = open_channel(addr, security=security or client_security("hooks", DataDirSetting().data_dir))
     try:
         stub = hooks_pb2_grpc.HookDispatcherStub(channel)
         keys = await stub.ListEventKeys(hooks_pb2.ListEventKeysRequest())

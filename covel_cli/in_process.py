@@ -9,7 +9,9 @@ scheduling. grpcio's Python API has no in-memory transport, so this is as close 
 "in-process channels" as the real servers get without replacing them.
 
 The services read their settings from the environment, so `start()` sets the group's
-variables in this process' `os.environ`: use it in a process of its own (a benchmark).
+variables in this process' `os.environ`: use it in a process of its own (a benchmark). Each
+service still gets a certificate of its own (given to its settings, as `covel up` gives it to
+its process), so every call between them is mTLS and checked against the caller policy.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from covel_cli.launcher import SERVICES
+from covel_cli.launcher import SERVICES, dev_pki
 from shared.grpc_server import RunningServer
 from shared.logs import configure_logging
 
@@ -60,10 +62,15 @@ class InProcessGroup:
         configure_logging("in-process", os.environ.get("COVEL_LOG_LEVEL", "info"), os.environ.get("COVEL_LOG_FORMAT", "json"))
         try:
             # Same order as the launcher: hooks loads entry modules from the registry's catalogue.
+            pki = dev_pki(self.data_dir).ensure()
             for name in SERVICES:
                 settings_class = getattr(importlib.import_module(f"services.{name}.settings"), SETTINGS_CLASSES[name])
                 server = importlib.import_module(f"services.{name}.server")
-                self.running[name] = await server.start(settings_class())
+                files = pki.files(name)
+                # The scheduler's client API in plaintext, as under `covel up`.
+                identity = {"tls_cert_file": files.cert, "tls_key_file": files.key, "tls_ca_file": files.ca,
+                            "tls_listen_plaintext": name == "scheduler"}
+                self.running[name] = await server.start(settings_class(**identity))
         except BaseException:
             await self.stop()
             raise

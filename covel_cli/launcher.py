@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from shared.grpc_client import check_health
+import grpc
+
+from shared.grpc_client import check_health, open_channel
+from shared.security.service_identity import DevPki
 from shared.settings import PeerAddresses, SecuritySettings
 
 # Start order: hooks loads entry modules from the registry's catalogue; the scheduler comes last.
@@ -62,12 +65,31 @@ OUTPUTS = {"stdout": "{name}.log", "stderr": "{name}.stderr"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def dev_pki(data_dir: Path) -> DevPki:
+    """The CA and per-service certificates `covel up` keeps in its data dir (docs/security.md, Service identity)."""
+    return DevPki(data_dir / "pki")
+
+
+def client_security(name: str, data_dir: Path, security: SecuritySettings | None = None) -> SecuritySettings:
+    """How this process reaches service `name` of a group started in `data_dir`: with COVEL_TLS_* set
+    (`security`, default the environment), as they say; else the scheduler as it listens (plaintext)
+    and the others as the dev PKI's operator, when `covel up` made one there."""
+    security = security if security is not None else SecuritySettings()
+    if security.tls_cert_file is not None or security.tls_ca_file is not None or name == "scheduler":
+        return security
+    operator = dev_pki(data_dir).files("operator")
+    return operator.security() if operator.cert.exists() else security
+
+
 @dataclass
 class ServiceGroup:
     addrs: dict[str, str]
     data_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    # The scheduler's client API over TLS (its certificate; no client certificate asked), as in a
+    # cluster. Off: it listens in plaintext on its loopback address, as `covel play` expects.
+    scheduler_tls: bool = False
     # Where each service's output files stood when it was started: its READY line comes after.
     _log_offsets: dict[Path, int] = field(default_factory=dict)
 
@@ -75,19 +97,38 @@ class ServiceGroup:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
-    def env(self) -> dict[str, str]:
+    @property
+    def pki(self) -> DevPki:
+        return dev_pki(self.data_dir)
+
+    def env(self, name: str | None = None) -> dict[str, str]:
+        """The environment of service `name`: its own certificate (each process holds only its own
+        key); without a name, the group's settings but no certificate."""
         env = dict(os.environ)
-        for name, addr in self.addrs.items():
-            env[f"COVEL_{name.upper()}_ADDR"] = addr
+        for service, addr in self.addrs.items():
+            env[f"COVEL_{service.upper()}_ADDR"] = addr
         env["COVEL_DATA_DIR"] = str(self.data_dir)
+        if name is not None:
+            env.update(self.pki.files(name).env())
+            if name == "scheduler":
+                env.update({"COVEL_TLS_REQUIRE_CLIENT_CERT": "false"} if self.scheduler_tls else {"COVEL_TLS_LISTEN_PLAINTEXT": "true"})
         env.update(self.extra_env)
         return env
 
-    def security(self) -> SecuritySettings:
-        """The group's TLS and token settings, so this process reaches the services the way they serve."""
-        env = self.env()
-        given = {name: env[f"COVEL_{name.upper()}"] for name in SecuritySettings.model_fields if f"COVEL_{name.upper()}" in env}
-        return SecuritySettings.model_validate(given)
+    def security(self, name: str | None = None) -> SecuritySettings:
+        """How this process reaches service `name`: the scheduler as its public clients do (its CA,
+        no certificate, when it serves TLS), the internal services (no name: any) as the operator."""
+        if name == "scheduler":
+            return SecuritySettings(tls_ca_file=self.pki.ca_cert) if self.scheduler_tls else SecuritySettings()
+        return self.pki.files("operator").security()
+
+    def security_as(self, identity: str) -> SecuritySettings:
+        """Settings that present `identity`'s certificate (a service, or operator) of the group's PKI."""
+        return self.pki.files(identity).security()
+
+    def channel_as(self, name: str, identity: str) -> grpc.aio.Channel:
+        """A channel to service `name` that presents `identity`'s certificate (as that service, or the operator, would call)."""
+        return open_channel(self.addrs[name], security=self.security_as(identity))
 
     async def start(self, ready_timeout_s: float = 60.0, *, bind_attempts: int = 3) -> None:
         """Start every service and wait until all serve. With ports from `free_port_addrs`, a port
@@ -105,16 +146,24 @@ class ServiceGroup:
 
     async def _start_once(self, ready_timeout_s: float) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = self.env()
-        for name in SERVICES:
-            # The child keeps its own copies of the descriptors; ours close once it is started.
-            with contextlib.ExitStack() as outputs:
-                stdout, stderr = self._open_outputs(name, outputs)
-                self.processes[name] = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", f"services.{name}", env=env, cwd=REPO_ROOT,
-                    stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                )
-        await self.wait_serving(ready_timeout_s)
+        # Blocking file work, once per start (creating keys the first time takes milliseconds).
+        self.pki.ensure()
+        deadline = time.monotonic() + ready_timeout_s
+        # The scheduler once its peers serve: its channels connect at once instead of starting in
+        # reconnect backoff, which failed the first calls with UNAVAILABLE.
+        for phase in (tuple(name for name in SERVICES if name != "scheduler"), ("scheduler",)):
+            for name in phase:
+                await self._spawn(name)
+            await self.wait_serving(max(1.0, deadline - time.monotonic()), phase)
+
+    async def _spawn(self, name: str) -> None:
+        # The child keeps its own copies of the descriptors; ours close once it is started.
+        with contextlib.ExitStack() as outputs:
+            stdout, stderr = self._open_outputs(name, outputs)
+            self.processes[name] = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", f"services.{name}", env=self.env(name), cwd=REPO_ROOT,
+                stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+            )
 
     def _open_outputs(self, name: str, outputs: contextlib.ExitStack) -> tuple[BinaryIO, BinaryIO]:
         """`name`'s stdout and stderr files, opened for appending; where each ends now is where its new output starts.
@@ -129,10 +178,10 @@ class ServiceGroup:
         """Where `name`'s stdout (its JSON log) and stderr go."""
         return {stream: self.log_dir / pattern.format(name=name) for stream, pattern in OUTPUTS.items()}
 
-    async def wait_serving(self, timeout_s: float) -> None:
+    async def wait_serving(self, timeout_s: float, names: tuple[str, ...] = SERVICES) -> None:
         deadline = time.monotonic() + timeout_s
-        pending = set(SERVICES)
-        security = self.security()
+        pending = set(names)
+        security = {name: self.security(name) for name in names}
         while pending:
             for name in list(pending):
                 process = self.processes[name]
@@ -145,7 +194,7 @@ class ServiceGroup:
                 # port this group picked must not pass for this group's service.
                 if READY_LINE.format(name=name) not in self._log_since_start(name):
                     continue
-                if await check_health(self.addrs[name], timeout_s=1.0, security=security) == "SERVING":
+                if await check_health(self.addrs[name], timeout_s=1.0, security=security[name]) == "SERVING":
                     pending.discard(name)
             if not pending:
                 return

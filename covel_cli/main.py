@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from covel_cli.hooks_info import add_parser as add_hooks_info
-from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, configured_addrs, free_port_addrs
+from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, client_security, configured_addrs, free_port_addrs
+from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, World, load_world, play, read_terminal_line, scripted_reader
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from shared.grpc_client import check_health
@@ -18,7 +19,8 @@ from shared.settings import DataDirSetting
 
 async def _up(args: argparse.Namespace) -> int:
     group = ServiceGroup(configured_addrs(), DataDirSetting().data_dir)
-    print(f"Starting {', '.join(SERVICES)} (data in {group.data_dir}, logs in {group.log_dir}) …", flush=True)
+    print(f"Starting {', '.join(SERVICES)} (data in {group.data_dir}, logs in {group.log_dir}, "
+          f"service certificates in {group.pki.folder}) …", flush=True)
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -87,9 +89,11 @@ async def _demo(args: argparse.Namespace) -> int:
 
 async def _health(args: argparse.Namespace) -> int:
     addrs = configured_addrs()
+    data_dir = DataDirSetting().data_dir
     healthy = True
     for name in SERVICES:
-        status = await check_health(addrs[name])
+        # The internal services take only callers with a certificate of their CA: the operator's.
+        status = await check_health(addrs[name], security=client_security(name, data_dir))
         healthy &= status == "SERVING"
         print(f"{name:<10} {addrs[name]:<22} {status}")
     return 0 if healthy else 1
@@ -116,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     health.set_defaults(run=_health)
     add_validate_plugin(commands)
     add_hooks_info(commands)
+    add_operator(commands)
     return parser
 
 

@@ -16,7 +16,8 @@ from grpc_reflection.v1alpha import reflection
 
 from shared.logs import get_logger
 from shared.request_limits import DecodeGuardInterceptor
-from shared.security.tls import load_tls, server_credentials
+from shared.security.service_identity import CallerPolicyInterceptor
+from shared.security.tls import listening_credentials, load_tls
 from shared.settings import ServiceSettings
 from shared.telemetry import metrics, tracing
 from shared.telemetry.log_context import LogContextInterceptor
@@ -124,22 +125,25 @@ async def start_server(
     """Bind `addr` (port 0 picks a free one), add the services, health and reflection.
 
     `settings` (default: read from the environment) say whether to serve TLS; with `service`
-    named, they also turn on tracing and the /metrics endpoint for this process.
+    named, they also turn on tracing and the /metrics endpoint for this process, and every method
+    runs only for the callers shared/security/policy.py names.
     """
     settings = settings if settings is not None else ServiceSettings()
     tls = load_tls(settings)
-    credentials = server_credentials(tls) if tls is not None else None
+    credentials = listening_credentials(tls)
     observers: list[grpc.aio.ServerInterceptor] = []
+    policy: list[grpc.aio.ServerInterceptor] = [CallerPolicyInterceptor()] if service else []
     if service:
         tracing.configure_tracing(service, settings)
         observers.extend(tracing.server_interceptors())
         if metrics.start_metrics_server(service, settings, _host_of(addr)) is not None:
             observers.append(metrics.RpcMetricsInterceptor())
     server = grpc.aio.server(
-        # Tracing outermost, so a refused call (bearer token) is still traced and counted; then the
-        # request's session and turn ids bound to every log line of the call; innermost, the guard
-        # that answers an undecodable request with INVALID_ARGUMENT.
-        interceptors=[*observers, LogContextInterceptor(), *interceptors, DecodeGuardInterceptor()],
+        # Tracing outermost, so a refused call (caller policy, bearer token) is still traced and
+        # counted; then the request's session and turn ids bound to every log line of the call; the
+        # caller's certificate against the policy; innermost, the guard that answers an undecodable
+        # request with INVALID_ARGUMENT.
+        interceptors=[*observers, LogContextInterceptor(), *policy, *interceptors, DecodeGuardInterceptor()],
         options=[
             ("grpc.max_receive_message_length", 32 * 1024 * 1024),
             ("grpc.max_send_message_length", 32 * 1024 * 1024),
@@ -169,7 +173,7 @@ async def start_server(
     if service:
         get_logger().info(
             "service.security", tls=credentials is not None,
-            client_certificates=bool(tls and tls.root_ca and tls.require_client_cert),
+            client_certificates=bool(credentials and tls and tls.root_ca and tls.require_client_cert), caller_policy=bool(policy),
             tracing=tracing.enabled(), metrics_port=metrics.serving_port(), health_port=running.health_port,
         )
     return running

@@ -58,6 +58,9 @@ class SecuritySettings(BaseSettings):
     tls_require_client_cert: bool = True
     # The name checked against servers' certificates when the address' host is not in them.
     tls_server_name: str = ""
+    # Listen without TLS while the channels to peers still present the certificate: `covel up`'s
+    # scheduler on loopback, whose public clients prove themselves with the bearer token.
+    tls_listen_plaintext: bool = False
     # A plaintext port that serves only the gRPC health service, for probes that cannot speak
     # TLS (the kubelet's gRPC probe): one for every service, or one per service (which wins).
     health_port: int | None = None

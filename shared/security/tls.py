@@ -1,8 +1,9 @@
 """TLS credentials from COVEL_TLS_* settings: server credentials, channel credentials.
 
 One certificate per process serves both ends: a server presents it to its callers and, as
-a client, to the services it calls. With a CA configured, servers require client
-certificates signed by it (mTLS) and clients verify servers against it.
+a client, to the services it calls; it names the process's identity
+(shared/security/service_identity.py), so each service has its own. With a CA configured,
+servers require client certificates signed by it (mTLS) and clients verify servers against it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class TlsMaterial:
     root_ca: bytes | None
     require_client_cert: bool
     server_name: str
+    listen_plaintext: bool = False
 
     @property
     def has_identity(self) -> bool:
@@ -56,7 +58,15 @@ def load_tls(settings: SecuritySettings) -> TlsMaterial | None:
         root_ca=_read(settings.tls_ca_file, "COVEL_TLS_CA_FILE"),
         require_client_cert=settings.tls_require_client_cert,
         server_name=settings.tls_server_name,
+        listen_plaintext=settings.tls_listen_plaintext,
     )
+
+
+def listening_credentials(material: TlsMaterial | None) -> grpc.ServerCredentials | None:
+    """What a server listens with: None (plaintext) without TLS settings or with COVEL_TLS_LISTEN_PLAINTEXT."""
+    if material is None or material.listen_plaintext:
+        return None
+    return server_credentials(material)
 
 
 def server_credentials(material: TlsMaterial) -> grpc.ServerCredentials:

@@ -32,7 +32,7 @@ def _group(tmp_path, drain_s: float) -> ServiceGroup:
 
 async def _job_running(group: ServiceGroup, seconds: float) -> tuple[str, store_pb2.DetachedJob]:
     """A session whose turn queued a slow-detached job that takes `seconds`; returns once a worker runs it."""
-    async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
+    async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
@@ -49,13 +49,13 @@ async def _job_running(group: ServiceGroup, seconds: float) -> tuple[str, store_
 
 
 async def _jobs(group: ServiceGroup, session_id: str) -> list[store_pb2.DetachedJob]:
-    async with open_channel(group.addrs["store"]) as channel:
+    async with group.channel_as("store", "scheduler") as channel:
         store = store_pb2_grpc.TransactionalStoreStub(channel)
         return list((await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session_id))).jobs)
 
 
 async def _runs(group: ServiceGroup, session_id: str):
-    async with open_channel(group.addrs["store"]) as channel:
+    async with group.channel_as("store", "scheduler") as channel:
         store = store_pb2_grpc.TransactionalStoreStub(channel)
         entries = (await store.ListPluginData(store_pb2.ListPluginDataRequest(
             session_id=session_id, plugin_id="slow-detached", namespace="runs"))).entries
@@ -95,7 +95,7 @@ async def test_sigterm_releases_a_detached_job_that_outlasts_the_drain(tmp_path)
         assert await _runs(group, session_id) is None, "the job was cut short, not run"
         assert "detached.released" in group.log_tail("scheduler", 200)
         # Back in the queue: the next worker to ask gets it.
-        async with open_channel(group.addrs["store"]) as channel:
+        async with group.channel_as("store", "scheduler") as channel:
             store = store_pb2_grpc.TransactionalStoreStub(channel)
             claimed = (await store.ClaimDetachedJob(store_pb2.ClaimDetachedJobRequest(holder="another-replica"))).job
         assert (claimed.id, claimed.status, claimed.attempts) == (running.id, "running", 2)

@@ -84,7 +84,7 @@ async def restart_gateway(group: ServiceGroup, script: dict, timeout_s: float = 
     offset = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log_file:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.gateway", env=group.env(), cwd=REPO_ROOT,
+            sys.executable, "-m", "services.gateway", env=group.env("gateway"), cwd=REPO_ROOT,
             stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL,
         )
     group.processes["gateway"] = process

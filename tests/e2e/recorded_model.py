@@ -174,7 +174,7 @@ async def recorded_services(
         group = ServiceGroup(free_port_addrs(), data_dir, extra_env=env)
         await group.start()
         try:
-            async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
+            async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
                 yield model, scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
         finally:
             await group.stop()

@@ -62,7 +62,7 @@ async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(services) -> None:
     world = load_world(DEFAULT_WORLD)
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
         request = scheduler_pb2.CreateSessionRequest(requested_plugins=[*world.plugins, "trespasser"], approved_plugins=["trespasser"],
                                                      world_id=world.id)

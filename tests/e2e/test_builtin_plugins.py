@@ -51,7 +51,7 @@ async def _data(store, session_id: str, plugin_id: str, namespace: str) -> dict:
 
 async def test_ten_turns_with_every_builtin_plugin(services) -> None:
     world = load_world(DEFAULT_WORLD)
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
         session_id = await _session(stub, world, {"history-compaction": {"budgetChars": 2500, "keepTurns": 3}})
         turns = []

@@ -30,14 +30,14 @@ async def two_schedulers(tmp_path_factory):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             second_addr = f"127.0.0.1:{probe.getsockname()[1]}"
-        env = {**group.env(), "COVEL_SCHEDULER_ADDR": second_addr, "COVEL_SCHEDULER_INSTANCE_ID": "replica-b",
+        env = {**group.env("scheduler"), "COVEL_SCHEDULER_ADDR": second_addr, "COVEL_SCHEDULER_INSTANCE_ID": "replica-b",
                "COVEL_SCHEDULER_DETACHED_WORKERS": "0"}
         with (group.log_dir / "scheduler-b.log").open("ab") as log:
             second = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.scheduler", env=env, cwd=REPO_ROOT,
                                                           stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
-            while await check_health(second_addr, timeout_s=1.0, security=group.security()) != "SERVING":
+            while await check_health(second_addr, timeout_s=1.0, security=group.security("scheduler")) != "SERVING":
                 assert second.returncode is None, (group.log_dir / "scheduler-b.log").read_text()[-3000:]
                 assert time.monotonic() < deadline, "the second scheduler did not start serving"
                 await asyncio.sleep(0.1)

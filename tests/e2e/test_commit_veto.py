@@ -18,7 +18,7 @@ REJECTED, DISCARDED, COMMITTED = (store_pb2.PROPOSAL_STATUS_REJECTED, store_pb2.
 
 
 async def test_a_vetoed_write_discards_its_whole_unit_and_its_readers(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(

@@ -48,7 +48,7 @@ async def play(services, settings: dict, plugins: tuple[str, ...] = (PROBE,), se
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I look for the key.")]))]
         turn = events[-1].turn_completed
         shown = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
-    async with open_channel(services.addrs["store"]) as channel:
+    async with services.channel_as("store", "scheduler") as channel:
         stored = (await store_pb2_grpc.TransactionalStoreStub(channel).GetTurn(
             store_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
     return events, shown, stored
@@ -155,7 +155,7 @@ async def test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_
     assert result.status == "success", result.reason
     [recorded] = tool_reports(turn, f"{PROBE}/scribe")
     assert recorded["name"] == "write-ledger" and recorded["result"] == {"ok": True, "data": {"recorded": "from-subagent"}}
-    async with open_channel(delegating_services.addrs["store"]) as channel:
+    async with delegating_services.channel_as("store", "scheduler") as channel:
         entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(store_pb2.ListPluginDataRequest(
             session_id=sessions[0].id, plugin_id="service-probe", namespace="ledger"))).entries
     # The staged operation belongs to the service's plugin, called as the subagent, committed with the delegator.

@@ -43,7 +43,7 @@ async def finished_jobs(store, session_ids: list[str], timeout_s: float = 20.0) 
 
 
 async def test_a_detached_runtime_commits_after_its_turn_returned(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session
@@ -81,7 +81,7 @@ async def test_competing_workers_never_run_one_job_twice(services) -> None:
         runner = TurnRunner(peers, PluginCache(peers.registry), hooks, settings)
         replicas.append((peers, DetachedWorker(peers.store, runner, settings, holder=f"replica-{index}")))
     try:
-        async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+        async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             store = store_pb2_grpc.TransactionalStoreStub(store_channel)
             for _, worker in replicas:
@@ -105,7 +105,7 @@ async def test_competing_workers_never_run_one_job_twice(services) -> None:
 
 
 async def test_ending_a_session_cancels_the_detached_job_that_holds_its_lease(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session

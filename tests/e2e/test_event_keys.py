@@ -136,8 +136,8 @@ async def test_session_patch_and_command_stop(services) -> None:
 
 
 async def test_compaction_keys_carry_only_what_is_known(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as scheduler, open_channel(services.addrs["hooks"]) as hooks, \
-            open_channel(services.addrs["store"]) as store:
+    async with open_channel(services.addrs["scheduler"]) as scheduler, services.channel_as("hooks", "scheduler") as hooks, \
+            services.channel_as("store", "scheduler") as store:
         session = await new_session(scheduler_pb2_grpc.SchedulerStub(scheduler), PROBE)
         events = SchedulerEventKeys(hooks_pb2_grpc.HookDispatcherStub(hooks), store_pb2_grpc.TransactionalStoreStub(store), {})
         await events.compact_before(session, message_count=40, message_count_original=40)
@@ -152,7 +152,7 @@ async def test_compaction_keys_carry_only_what_is_known(services) -> None:
 
 async def test_hooks_info_lists_keys_families_and_hookspec_plugins(services) -> None:
     printed = io.StringIO()
-    assert await info(services.addrs["hooks"], out=printed) == 0
+    assert await info(services.addrs["hooks"], out=printed, security=services.security("hooks")) == 0
     out = printed.getvalue()
     assert "gateway:shutdown         bounded 5 s" in out and "gateway:pre-restart      bounded 10 s" in out
     assert f"message                  {PROBE}" in out

@@ -27,7 +27,7 @@ async def scripted(tmp_path_factory):
 
 
 async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) -> None:
-    async with open_channel(scripted.addrs["scheduler"]) as channel, open_channel(scripted.addrs["store"]) as store_channel:
+    async with open_channel(scripted.addrs["scheduler"]) as channel, scripted.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["ctx-probe"], approved_plugins=["ctx-probe"]))).session

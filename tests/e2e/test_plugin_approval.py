@@ -85,7 +85,7 @@ async def jobs_done(store, session_id: str, timeout_s: float = 20.0) -> list[sto
 
 async def test_an_unapproved_community_plugin_runs_no_code_until_approved(gated) -> None:
     group, metrics_port = gated
-    async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
+    async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(minimal_session(requested_plugins=[PROBE]))).session

@@ -25,7 +25,7 @@ async def play(services, run: str):
             requested_plugins=[PROVIDER, CLIENT], approved_plugins=[PROVIDER, CLIENT], plugin_settings=settings))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I ask about the gate.")]))]
-    async with open_channel(services.addrs["store"]) as channel:
+    async with services.channel_as("store", "scheduler") as channel:
         entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
             store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROVIDER))).entries
     turn = events[-1].turn_completed

@@ -67,7 +67,7 @@ async def _hooks_tools(hooks, generation: int) -> list[str]:
 
 async def test_registry_reload_reloads_the_entry_in_the_hooks_service(ported_services) -> None:
     group, community = ported_services
-    async with open_channel(group.addrs["registry"]) as registry_channel, open_channel(group.addrs["hooks"]) as hooks_channel:
+    async with group.channel_as("registry", "operator") as registry_channel, group.channel_as("hooks", "scheduler") as hooks_channel:
         registry = registry_pb2_grpc.PluginRegistryStub(registry_channel)
         hooks = hooks_pb2_grpc.HookDispatcherStub(hooks_channel)
         before = (await registry.ListPlugins(registry_pb2.ListPluginsRequest(), timeout=5)).generation

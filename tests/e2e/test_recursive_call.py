@@ -16,7 +16,7 @@ PLUGINS = ["nest-probe", "service-probe"]
 
 
 async def test_nested_writes_commit_with_a_successful_parent_only(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=PLUGINS, approved_plugins=PLUGINS))).session

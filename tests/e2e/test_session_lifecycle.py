@@ -29,7 +29,7 @@ async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
 
 
 async def test_a_plugin_waiting_for_its_provider_stays_and_comes_back_when_the_provider_is_approved(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         created = await stub.CreateSession(minimal_session(requested_plugins=[DEPENDENT], approved_plugins=[DEPENDENT]))

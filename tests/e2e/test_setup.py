@@ -45,7 +45,7 @@ async def test_a_session_stays_in_setup_until_its_setup_runtimes_complete(servic
 
 
 async def test_late_setup_reruns_a_setup_runtime_of_a_new_version_before_pre_turn(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         # A session already playing, whose setup ran with an older version of the plugin.

@@ -57,7 +57,7 @@ async def test_layers_cycle_gates_timeouts_and_triggers(services) -> None:
 async def test_outputs_are_checked_against_published_schemas_and_failures_commit_nothing(services) -> None:
     from covel.store.v1 import store_pb2_grpc
 
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["contract-probe"], approved_plugins=["contract-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I count.")])
@@ -156,7 +156,7 @@ async def test_a_guard_skips_with_an_output_or_lets_the_runtime_run(services, sk
     from covel.store.v1 import store_pb2_grpc
     from shared.structs import from_value, to_struct
 
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=["guard-probe"], approved_plugins=["guard-probe"], plugin_settings={"guard-probe": to_struct({"skip": skip})}))).session
@@ -181,7 +181,7 @@ async def test_recursive_call_nests_same_package_runtimes_with_a_depth_limit(ser
     from covel.store.v1 import store_pb2_grpc
     from shared.structs import from_value
 
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["data-probe"], approved_plugins=["data-probe"]))).session
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I nest.")])

@@ -56,7 +56,7 @@ async def test_an_agent_writes_its_dataset_through_the_generated_tools(tmp_path)
         session, results, turn = await play(services, "keeper")
         keeper = results[f"{PROBE}/keeper"]
         assert keeper.status == "success", keeper.reason
-        async with open_channel(services.addrs["store"]) as channel:
+        async with services.channel_as("store", "scheduler") as channel:
             entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="notes"))).entries
     # The first call broke the schema (empty text) and was refused before any write; the second committed.
@@ -71,7 +71,7 @@ async def test_a_nested_agent_run_writes_with_its_parent(tmp_path) -> None:
         output = from_struct(nester.output)
         assert output["nested"] == "success" and output["output"] == {"content": "Noted."}
         assert "ctx.agents.run" in output["refused"]
-        async with open_channel(services.addrs["store"]) as channel:
+        async with services.channel_as("store", "scheduler") as channel:
             entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="notes"))).entries
     assert [entry.key for entry in entries] == ["turn-1"]

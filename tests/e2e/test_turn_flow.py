@@ -32,7 +32,7 @@ def of_kind(events, kind: str):
 
 async def test_all_five_report_serving(services) -> None:
     for name in SERVICES:
-        assert await check_health(services.addrs[name]) == "SERVING", name
+        assert await check_health(services.addrs[name], security=services.security(name)) == "SERVING", name
 
 
 async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
@@ -86,7 +86,7 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
 
 
 async def test_core_plugins_join_every_session_unless_excluded(services) -> None:
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["registry"]) as registry_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("registry", "scheduler") as registry_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         registry = registry_pb2_grpc.PluginRegistryStub(registry_channel)
         # The spec's builtin list: narrator, history-compaction, memory and world-time are kind: core.
@@ -203,7 +203,7 @@ async def test_story_speakers_resolve_to_the_sessions_characters(services) -> No
     from shared.structs import from_struct, to_struct
 
     names = ["Mira", "Old Tobin", "Sela", "Captain Rhee", "Brother Anselm", "Kestrel"]
-    async with open_channel(services.addrs["scheduler"]) as channel, open_channel(services.addrs["store"]) as store_channel:
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session

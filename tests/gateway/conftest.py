@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import pytest
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -14,15 +13,17 @@ from services.gateway.server import start
 from services.gateway.settings import GatewaySettings
 from tests.conftest import free_addr
 from tests.gateway.fake_openai import FakeOpenAI
+from tests.support.identities import bare_channel_as, service_tls
 
 
 @contextlib.asynccontextmanager
 async def running_gateway(**overrides: Any) -> AsyncIterator[gateway_pb2_grpc.LlmGatewayStub]:
     values: dict[str, Any] = {"gateway_retry_base_ms": 10, "gateway_retry_max_ms": 50}
     values.update(overrides)
-    settings = GatewaySettings(gateway_addr=free_addr(), **values)
+    settings = GatewaySettings(gateway_addr=free_addr(), **{**service_tls("gateway"), **values})
     running = await start(settings)
-    channel = grpc.aio.insecure_channel(settings.gateway_addr)
+    # As the scheduler: the gateway's only caller of Generate (shared/security/policy.py).
+    channel = bare_channel_as(settings.gateway_addr, "scheduler")
     try:
         yield gateway_pb2_grpc.LlmGatewayStub(channel)
     finally:

@@ -21,13 +21,13 @@ from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
 from services.scheduler.hooks.event_keys import SchedulerEventKeys
 from shared.errors import field_violations
-from shared.grpc_client import open_channel
 from shared.plugin_sdk.event_keys import EVENT_KEYS, FAMILIES, Delivery, matches, subscription_warning
 from shared.plugin_sdk.registrar import PluginRegistrar, RegistrationError
 from shared.sandbox import SandboxSettings
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
 from tests.conftest import free_addr
+from tests.support.identities import channel_as, service_tls
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -123,11 +123,11 @@ async def servers(tmp_path_factory):
     plugins = tmp_path_factory.mktemp("plugins")
     write(plugins, "keys", KEYS_CODE)
     registry_addr, hooks_addr = free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins]))
+    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
     # The handlers report through files in tmp_path: their sandbox workers keep /tmp and the service's uid.
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr),
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")),
                               SandboxSettings(sandbox_hide_dirs=False, sandbox_drop_privileges=False))
-    channel = open_channel(hooks_addr)
+    channel = channel_as(hooks_addr, "scheduler")
     yield hooks_pb2_grpc.HookDispatcherStub(channel), registry_addr
     await channel.close()
     await hooks.stop(0)
@@ -251,10 +251,10 @@ async def test_shutdown_joins_handlers_still_running(servers, tmp_path) -> None:
     registry_addr = servers[1]
     hooks_addr = free_addr()
     # The handlers report through files in tmp_path: their sandbox workers keep /tmp and the service's uid.
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr),
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")),
                               SandboxSettings(sandbox_hide_dirs=False, sandbox_drop_privileges=False))
     marker = tmp_path / "joined"
-    async with open_channel(hooks_addr) as channel:
+    async with channel_as(hooks_addr, "scheduler") as channel:
         reply = await emit(hooks_pb2_grpc.HookDispatcherStub(channel), "gateway:shutdown",
                            {"sleep": 0.6, "marker": str(marker)}, budget_ms=50)
     assert not reply.completed

@@ -14,9 +14,9 @@ from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
 from shared.errors import field_violations
-from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 from tests.conftest import free_addr
+from tests.support.identities import PolicyRoutedStub, service_tls
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -64,11 +64,12 @@ async def hooks_stub(tmp_path_factory):
     write(plugins, "guard", GUARD_PLUGIN, GUARD_CODE)
     write(plugins, "mismatched", MISMATCHED, "def register(covel):\n    covel.on('TurnStart', lambda c, p: None)\n")
     registry_addr, hooks_addr = free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins]))
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, hooks_fault_threshold=3))
-    channel = open_channel(hooks_addr)
-    yield hooks_pb2_grpc.HookDispatcherStub(channel)
-    await channel.close()
+    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, hooks_fault_threshold=3, **service_tls("hooks")))
+    # Each method as a caller the policy admits for it: the scheduler, or the operator (Reload).
+    stub = PolicyRoutedStub(hooks_addr, hooks_pb2_grpc.HookDispatcherStub, "covel.hooks.v1.HookDispatcher", bare=False)
+    yield stub
+    await stub.close()
     await hooks.stop(0)
     await registry.stop(0)
 

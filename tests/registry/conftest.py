@@ -13,6 +13,7 @@ from covel.registry.v1 import registry_pb2_grpc
 from services.registry.server import start
 from services.registry.settings import RegistrySettings
 from tests.conftest import free_addr
+from tests.support.identities import PolicyRoutedStub, bare_channel_as, service_tls
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -33,14 +34,19 @@ class RegistryClient:
     def __init__(self, addr: str, channel: grpc.aio.Channel) -> None:
         self.addr = addr
         self.channel = channel
-        self.stub = registry_pb2_grpc.PluginRegistryStub(channel)
+        # Each method as a caller the policy admits for it (the scheduler's, the hooks', the operator's).
+        self.stub = PolicyRoutedStub(addr, registry_pb2_grpc.PluginRegistryStub, "covel.registry.v1.PluginRegistry")
+
+    async def close(self) -> None:
+        await self.stub.close()
+        await self.channel.close()
 
 
 async def started_registry(plugin_dirs: list[Path], builtin_dirs: list[Path] | None = None) -> tuple[object, RegistryClient]:
     addr = free_addr()
     builtin = {} if builtin_dirs is None else {"builtin_plugin_dirs": builtin_dirs}
-    running = await start(RegistrySettings(registry_addr=addr, plugin_dirs=plugin_dirs, **builtin))
-    channel = grpc.aio.insecure_channel(addr)
+    running = await start(RegistrySettings(registry_addr=addr, plugin_dirs=plugin_dirs, **builtin, **service_tls("registry")))
+    channel = bare_channel_as(addr, "operator")
     return running, RegistryClient(addr, channel)
 
 
@@ -57,5 +63,5 @@ async def registry_for() -> AsyncIterator[object]:
 
     yield factory
     for running, client in started:
-        await client.channel.close()
+        await client.close()
         await running.stop(0)  # type: ignore[attr-defined]

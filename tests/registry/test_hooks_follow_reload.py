@@ -15,9 +15,9 @@ from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
-from shared.grpc_client import open_channel
 from tests.conftest import free_addr
 from tests.registry.conftest import write_plugin
+from tests.support.identities import channel_as, service_tls
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -41,10 +41,10 @@ async def _tools_when(hooks: hooks_pb2_grpc.HookDispatcherStub, generation: int,
 async def test_registry_reload_reloads_the_hooks_service(tmp_path: Path) -> None:
     _tool_plugin(tmp_path, "first", "shout")
     registry_addr, hooks_addr = free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[tmp_path]))
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr))
+    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[tmp_path], **service_tls("registry")))
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")))
     try:
-        async with open_channel(registry_addr) as registry_channel, open_channel(hooks_addr) as hooks_channel:
+        async with channel_as(registry_addr, "operator") as registry_channel, channel_as(hooks_addr, "scheduler") as hooks_channel:
             registry_stub = registry_pb2_grpc.PluginRegistryStub(registry_channel)
             hooks_stub = hooks_pb2_grpc.HookDispatcherStub(hooks_channel)
             assert await _tools_when(hooks_stub, 1) == ["first/shout"]
@@ -59,10 +59,10 @@ async def test_registry_reload_reloads_the_hooks_service(tmp_path: Path) -> None
 
 async def test_watch_streams_end_when_the_registry_stops(tmp_path: Path) -> None:
     registry_addr, hooks_addr = free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[tmp_path]))
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr))
+    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[tmp_path], **service_tls("registry")))
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")))
     try:
-        async with open_channel(registry_addr) as channel:
+        async with channel_as(registry_addr, "hooks") as channel:
             stream = registry_pb2_grpc.PluginRegistryStub(channel).WatchCatalogue(registry_pb2.WatchCatalogueRequest())
             assert (await stream.read()).generation == 1
             started = time.monotonic()

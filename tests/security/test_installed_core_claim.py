@@ -71,7 +71,7 @@ async def ran(store, session_id: str) -> list[str]:
 
 async def test_an_installed_zip_claiming_core_joins_no_session_and_runs_nothing_unapproved(services):
     group = services
-    async with (open_channel(group.addrs["registry"]) as registry_channel, open_channel(group.addrs["store"]) as store_channel,
+    async with (group.channel_as("registry", "operator") as registry_channel, group.channel_as("store", "scheduler") as store_channel,
                 open_channel(group.addrs["scheduler"], bearer_token=TOKEN) as channel):
         registry = registry_pb2_grpc.PluginRegistryStub(registry_channel)
         installed = await registry.InstallPackage(registry_pb2.InstallPackageRequest(zip=attack_zip()), timeout=30)

@@ -1,4 +1,5 @@
-"""The five services with mTLS between them and a bearer token on the client API, as real processes."""
+"""The five services with mTLS between them (each its own certificate, `covel up`'s dev PKI), the
+scheduler's client API over TLS with a bearer token, as real processes."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from shared.grpc_client import open_channel
 from shared.security.auth import INVALID_TOKEN, MISSING_TOKEN
 from shared.settings import REPO_ROOT, SecuritySettings
 from shared.structs import from_struct
-from tests.security.certs import CertificateAuthority
 from tests.security.http_site import Site
 
 TOKEN = "s3cret-token-for-tests"
@@ -50,24 +50,20 @@ def _write_http_probe(root, declared: Site, undeclared: Site) -> None:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def secured(tmp_path_factory):
     folder = tmp_path_factory.mktemp("secured")
-    ca = CertificateAuthority(folder / "pki")
-    services_cert, client_cert = ca.issue("services"), ca.issue("client")
     token_file = folder / "api-token"
     token_file.write_text(TOKEN + "\n")  # as a mounted Secret often ends: the newline is dropped
     sites = Site(), Site()
     _write_http_probe(folder / "plugins", *sites)
     env = {
         "COVEL_PLUGIN_DIRS": f"{REPO_ROOT / 'plugins'}:{folder / 'plugins'}",
-        "COVEL_TLS_CERT_FILE": str(services_cert.cert),
-        "COVEL_TLS_KEY_FILE": str(services_cert.key),
-        "COVEL_TLS_CA_FILE": str(ca.cert),
         "COVEL_API_TOKEN_FILE": str(token_file),
     }
-    group = ServiceGroup(free_port_addrs(), folder / "data", extra_env=env)
-    client = SecuritySettings(tls_cert_file=client_cert.cert, tls_key_file=client_cert.key, tls_ca_file=ca.cert)
+    group = ServiceGroup(free_port_addrs(), folder / "data", extra_env=env, scheduler_tls=True)
     try:
         await group.start()
-        yield group, client, ca, sites
+        # A public client of the scheduler: its CA, no certificate; the token proves who it is.
+        client = group.security("scheduler")
+        yield group, client, sites
     finally:
         await group.stop()
         for site in sites:
@@ -108,23 +104,24 @@ async def test_health_and_reflection_answer_without_a_token(secured):
 
 
 async def test_services_refuse_plaintext_and_clients_without_a_certificate(secured):
-    group, client, ca, _ = secured
+    group, *_ = secured
     for name in ("store", "scheduler"):
         async with open_channel(group.addrs[name], security=SecuritySettings()) as plaintext:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await health_pb2_grpc.HealthStub(plaintext).Check(health_pb2.HealthCheckRequest(), timeout=3)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    async with open_channel(group.addrs["store"], security=SecuritySettings(tls_ca_file=ca.cert)) as no_cert:
+    async with open_channel(group.addrs["store"], security=SecuritySettings(tls_ca_file=group.pki.ca_cert)) as no_cert:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await store_pb2_grpc.TransactionalStoreStub(no_cert).GetSession(store_pb2.GetSessionRequest(session_id="x"), timeout=3)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-async def test_the_cli_plays_a_turn_over_mtls_with_the_token(secured, monkeypatch):
-    """The turn crosses all five services, each hop over mutual TLS; the CLI sends the token from the environment."""
+async def test_the_cli_plays_a_turn_over_tls_with_the_token(secured, monkeypatch):
+    """The turn crosses all five services, each hop between them over mutual TLS; the CLI reaches the
+    scheduler over TLS and sends the token from the environment."""
     group, client, *_ = secured
-    monkeypatch.setenv("COVEL_TLS_CERT_FILE", str(client.tls_cert_file))
-    monkeypatch.setenv("COVEL_TLS_KEY_FILE", str(client.tls_key_file))
+    monkeypatch.delenv("COVEL_TLS_CERT_FILE", raising=False)
+    monkeypatch.delenv("COVEL_TLS_KEY_FILE", raising=False)
     monkeypatch.setenv("COVEL_TLS_CA_FILE", str(client.tls_ca_file))
     monkeypatch.setenv("COVEL_API_TOKEN", TOKEN)
     out = io.StringIO()
@@ -135,8 +132,9 @@ async def test_the_cli_plays_a_turn_over_mtls_with_the_token(secured, monkeypatc
 
 async def test_the_cli_without_the_token_says_what_to_send(secured, monkeypatch):
     group, client, *_ = secured
-    for variable in ("tls_cert_file", "tls_key_file", "tls_ca_file"):
-        monkeypatch.setenv(f"COVEL_{variable.upper()}", str(getattr(client, variable)))
+    monkeypatch.delenv("COVEL_TLS_CERT_FILE", raising=False)
+    monkeypatch.delenv("COVEL_TLS_KEY_FILE", raising=False)
+    monkeypatch.setenv("COVEL_TLS_CA_FILE", str(client.tls_ca_file))
     monkeypatch.delenv("COVEL_API_TOKEN", raising=False)
     out = io.StringIO()
     assert await play(group.addrs["scheduler"], scripted_reader(["hello"]), out) == 1
@@ -144,7 +142,7 @@ async def test_the_cli_without_the_token_says_what_to_send(secured, monkeypatch)
 
 
 async def test_a_function_runtime_reaches_declared_origins_only(secured):
-    group, client, _, (declared, undeclared) = secured
+    group, client, (declared, undeclared) = secured
     async with open_channel(group.addrs["scheduler"], security=client, bearer_token=TOKEN) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(

@@ -22,6 +22,7 @@ from services.store.server import start, wait_closed
 from services.store.settings import StoreSettings
 from shared.grpc_server import RunningServer
 from tests.conftest import POSTGRES_URL, free_addr
+from tests.support.identities import bare_channel_as, service_tls
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -52,9 +53,11 @@ class StoreUnderTest:
     stub: store_pb2_grpc.TransactionalStoreStub = field(init=False)
 
     async def start(self) -> None:
-        self.settings = self.settings.model_copy(update={"store_addr": free_addr()})
+        # The store's own certificate (shared/security/service_identity.py).
+        self.settings = self.settings.model_copy(update={"store_addr": free_addr(), **service_tls("store")})
         self.running = await start(self.settings)
-        self.channel = grpc.aio.insecure_channel(self.settings.store_addr)
+        # As the scheduler: the store's only caller (shared/security/policy.py).
+        self.channel = bare_channel_as(self.settings.store_addr, "scheduler")
         self.stub = store_pb2_grpc.TransactionalStoreStub(self.channel)
 
     async def stop(self) -> None:

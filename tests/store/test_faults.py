@@ -20,6 +20,7 @@ from services.store.settings import StoreSettings
 from tests.conftest import POSTGRES_URL, free_addr
 from tests.store.conftest import BACKENDS, StoreUnderTest, drop_schema, postgres_reachable
 from tests.store.helpers import acquire, data_proposal, new_session, story_proposal, story_result, turn_for
+from tests.support.identities import bare_channel_as, issued
 from tests.support.postgres_cluster import throwaway_cluster, why_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +37,9 @@ class StoreProcess:
 
     async def start(self) -> store_pb2_grpc.TransactionalStoreStub:
         self.addr = free_addr()
-        env = {**os.environ, **self.env, "COVEL_STORE_ADDR": self.addr, "COVEL_LOG_LEVEL": "warning"}
+        env = {**os.environ, **self.env, **issued("store").env(), "COVEL_STORE_ADDR": self.addr, "COVEL_LOG_LEVEL": "warning"}
         self.process = subprocess.Popen([sys.executable, "-m", "services.store"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.channel = grpc.aio.insecure_channel(self.addr)
+        self.channel = bare_channel_as(self.addr, "scheduler")
         stub = store_pb2_grpc.TransactionalStoreStub(self.channel)
         deadline = time.monotonic() + 20
         while True:
@@ -188,7 +189,7 @@ async def _commits_survive_a_restart(stub, cluster) -> None:
 async def test_two_schedulers_submit_to_one_session_none_lost_or_doubled(store):
     """Two independent clients, each with its own channel, racing for the lease with waits."""
     turns_each = 8
-    channels = [grpc.aio.insecure_channel(store.settings.store_addr) for _ in range(2)]
+    channels = [bare_channel_as(store.settings.store_addr, "scheduler") for _ in range(2)]
     stubs = [store_pb2_grpc.TransactionalStoreStub(channel) for channel in channels]
     session_id = (await new_session(stubs[0])).id
 

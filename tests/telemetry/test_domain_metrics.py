@@ -17,6 +17,7 @@ from tests.gateway.conftest import running_gateway
 from tests.gateway.fake_openai import FakeOpenAI, JsonReply, completion
 from tests.gateway.test_openai_compatible import openai_settings, request
 from tests.store.helpers import acquire, commit, data_proposal, new_session, story_proposal, story_result, turn_for
+from tests.support.identities import bare_channel_as, service_tls
 from tests.telemetry.scrape import metric_value, scrape
 
 
@@ -62,10 +63,10 @@ async def test_model_call_retries_are_counted_for_answered_and_failed_calls(fake
 
 
 async def test_store_counts_turns_that_did_not_commit_and_rejected_proposals(tmp_path):
-    settings = StoreSettings(data_dir=tmp_path, store_addr=free_addr(), store_metrics_port=_port())
+    settings = StoreSettings(data_dir=tmp_path, store_addr=free_addr(), store_metrics_port=_port(), **service_tls("store"))
     running = await start_store(settings)
     try:
-        async with grpc.aio.insecure_channel(settings.store_addr) as channel:
+        async with bare_channel_as(settings.store_addr, "scheduler") as channel:
             stub = store_pb2_grpc.TransactionalStoreStub(channel)
             before = scrape(metrics.serving_port())
             session = await new_session(stub)

@@ -85,7 +85,7 @@ async def traced(tmp_path_factory):
             before_idle = await _settled(receiver)
             await asyncio.sleep(IDLE_S)
             idle = await _settled(receiver) - before_idle
-            async with open_channel(group.addrs["scheduler"]) as channel, open_channel(group.addrs["store"]) as store_channel:
+            async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)
                 store = store_pb2_grpc.TransactionalStoreStub(store_channel)
                 session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session

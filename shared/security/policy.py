@@ -1,0 +1,109 @@
+"""Who may call which method (docs/security.md, "Service identity"): one table for all five services.
+
+A caller is the identity its client certificate names (shared/security/service_identity.py): one
+of the services, or `operator` (the CLI's operator commands). `client` stands for the scheduler's
+public callers, who need no certificate: the bearer token proves who they are
+(shared/security/auth.py). A method in no row is refused; health and reflection are open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.grpc_client import proto_methods
+
+SERVICES = ("scheduler", "registry", "hooks", "gateway", "store")
+OPERATOR = "operator"
+CLIENT = "client"
+# Identities a certificate can name (`client` is not one: it is anyone the bearer token admits).
+IDENTITIES = (*SERVICES, OPERATOR)
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
+
+
+@dataclass(frozen=True)
+class Rule:
+    callers: frozenset[str]
+    why: str
+
+
+def _rule(why: str, *callers: str) -> Rule:
+    return Rule(frozenset(callers), why)
+
+
+TURN_PATH = _rule("the turn runner's own calls", "scheduler")
+OPERATOR_ONLY = _rule("changes what code runs for everyone: an operator's decision", OPERATOR)
+SCHEDULER_OR_OPERATOR = _rule("the scheduler's own calls; the operator's tools read them too", "scheduler", OPERATOR)
+
+CLIENT_API = "covel.scheduler.v1.Scheduler"
+# full service name -> {method: rule}; what the scheduler calls is what a turn needs, nothing else.
+POLICY: dict[str, dict[str, Rule]] = {
+    # Every method of the public API, one added later too: its bearer token and session ownership
+    # (shared/security/auth.py, services/scheduler/session_access.py) decide, for every method alike.
+    CLIENT_API: {
+        method: _rule("the public client API: the bearer token's principal, and session ownership", CLIENT)
+        for service, method, _ in proto_methods() if service == CLIENT_API
+    },
+    "covel.store.v1.TransactionalStore": {
+        method: TURN_PATH
+        for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
+                       "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
+                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "ListExports",
+                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs")
+    },
+    "covel.registry.v1.PluginRegistry": {
+        "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),
+        "WatchCatalogue": _rule("the hooks service follows catalogue changes", "hooks"),
+        "GetPlugin": _rule("an operator's look at one package", OPERATOR),
+        "GetPlugins": SCHEDULER_OR_OPERATOR,
+        "ResolveSessionPlugins": TURN_PATH,
+        "ResolveConfirmedSessionPlugins": TURN_PATH,
+        "ValidatePackage": _rule("imports a package's code to check it", OPERATOR),
+        "InstallPackage": OPERATOR_ONLY,
+        "Reload": OPERATOR_ONLY,
+        # Worlds (issue 20): the scheduler reads them for its clients and for CreateSession(world_id).
+        "ListWorlds": SCHEDULER_OR_OPERATOR,
+        "GetWorld": SCHEDULER_OR_OPERATOR,
+    },
+    "covel.hooks.v1.HookDispatcher": {
+        **{method: TURN_PATH for method in ("Dispatch", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent")},
+        "GetSubscriptions": SCHEDULER_OR_OPERATOR,
+        "ListEventKeys": SCHEDULER_OR_OPERATOR,
+        "ListPausedPlugins": SCHEDULER_OR_OPERATOR,
+        "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", OPERATOR),
+        "Reload": OPERATOR_ONLY,
+    },
+    "covel.gateway.v1.LlmGateway": {
+        "Generate": _rule("spends the operator's model keys: turns only", "scheduler"),
+        "GenerateOnce": _rule("spends the operator's model keys: turns only", "scheduler"),
+        "ListSlots": SCHEDULER_OR_OPERATOR,
+    },
+}
+
+
+def _check_table() -> None:
+    """Refuse a misspelt method or caller at import: it would silently deny (or admit) nothing."""
+    known = {(service, method) for service, method, _ in proto_methods()}
+    unknown = [f"{service}/{method}" for service, methods in POLICY.items() for method in methods if (service, method) not in known]
+    callers = {caller for methods in POLICY.values() for rule in methods.values() for caller in rule.callers}
+    strangers = sorted(callers - {*IDENTITIES, CLIENT})
+    if unknown or strangers:
+        raise LookupError(f"shared/security/policy.py POLICY: no such method {unknown}, no such caller {strangers}")
+
+
+_check_table()
+
+
+def rule_of(path: str) -> Rule | None:
+    """The rule of a call's `/package.Service/Method`; None: no row, so nobody may call it."""
+    service, _, method = path.lstrip("/").partition("/")
+    return POLICY.get(service, {}).get(method)
+
+
+def is_open(path: str) -> bool:
+    return path.startswith(OPEN_PREFIXES)
+
+
+def unlisted_methods() -> list[str]:
+    """Methods of our protos in no row of POLICY (refused to everyone); the tests keep this empty."""
+    return [f"{service}/{method}" for service, method, _ in proto_methods()
+            if service.startswith("covel.") and method not in POLICY.get(service, {})]
