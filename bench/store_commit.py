@@ -237,14 +237,30 @@ async def in_process_store(backend: str, single_writer: bool | None = None) -> A
                 drop_schema(schema)
 
 
-async def play_in_process(database: Database, session_id: str, count: int, turns: int, offset: int) -> list[float]:
+def store_threads_cpu() -> dict[int, float]:
+    """CPU seconds each of the store's database threads (store-db, store-writer) has used so far."""
+    used = {}
+    for thread in threading.enumerate():
+        if thread.name.startswith("store-") and thread.ident is not None:
+            used[thread.ident] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return used
+
+
+async def play_in_process(
+    database: Database, session_id: str, count: int, turns: int, offset: int, cpu: list[float] | None = None
+) -> list[float]:
+    """Commit latencies (wall, as awaited); `cpu` gets the CPU the store's threads spent on each
+    commit (the whole unit of work: session, BEGIN, statements, COMMIT), which load does not inflate."""
     latencies = []
     for number in range(offset, offset + turns):
         lease = (await database.write(leases.try_acquire, session_id, "bench", 30_000, "")).lease
         request = turn_request(session_id, lease, number, count)
+        before = store_threads_cpu() if cpu is not None else {}
         started = time.perf_counter()
         reply = await database.write(commit_turn, request)
         latencies.append(time.perf_counter() - started)
+        if cpu is not None:
+            cpu.append(sum(used - before.get(ident, 0.0) for ident, used in store_threads_cpu().items()))
         assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED, reply.turn.abort_reason
     return latencies
 
@@ -260,11 +276,13 @@ async def measure_in_process(backend: str, quick: bool) -> list[dict]:
             turns = max(3, turns // 5) if quick else turns
             session_id = await new_bench_session(database)
             await play_in_process(database, session_id, count, max(2, turns // 10), 0)  # warm-up
-            latencies = await play_in_process(database, session_id, count, turns, 10_000)
+            cpu: list[float] = []
+            latencies = await play_in_process(database, session_id, count, turns, 10_000, cpu)
             figures = latency_figures(latencies)
-            rows.append({"backend": backend, "proposals": count, "turns": turns, **figures,
-                         "us_per_proposal": round(figures["commit_mean_ms"] * 1000 / count, 1)})
-            print(f"  {backend:8} in process {count:5} proposals: {figures['commit_p50_ms']:8.2f} ms p50", flush=True)
+            cpu_p50_ms = percentile(cpu, 0.5) * 1000
+            rows.append({"backend": backend, "proposals": count, "turns": turns, **figures, "cpu_p50_ms": round(cpu_p50_ms, 2),
+                         "cpu_us_per_proposal": round(cpu_p50_ms * 1000 / count, 1)})
+            print(f"  {backend:8} in process {count:5} proposals: {figures['commit_p50_ms']:8.2f} ms p50, CPU {cpu_p50_ms:.2f} ms", flush=True)
     return rows
 
 
@@ -297,6 +315,10 @@ async def measure_contention(backend: str, single_writer: bool | None, seconds: 
     }
 
 
+def verdict(ms: float) -> str:
+    return "met" if ms <= TARGET_10_MS else "NOT met"
+
+
 def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict]) -> None:
     header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'commits/s':>10} {'proposals/s':>12} {'p50 ms':>8} {'p95 ms':>8}"
     print("\nThrough gRPC (AcquireTurnLease + CommitTurn, one session)")
@@ -305,17 +327,18 @@ def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict
     for row in rows:
         print(f"{row['backend']:8} {row['proposals']:9} {row['turns']:6} {row['commits_per_s']:10.1f} {row['proposals_per_s']:12} "
               f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f}")
-    header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'µs/proposal':>12}"
-    print(f"\nIn process (Database.write(commit_turn), its transaction included); target: 10 proposals on SQLite <= {TARGET_10_MS} ms")
+    header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50 ms':>10} {'CPU µs/proposal':>15}"
+    print(f"\nIn process (Database.write(commit_turn), its transaction included; CPU: the store's threads); "
+          f"target: 10 proposals on SQLite <= {TARGET_10_MS} ms")
     print(header)
     print("-" * len(header))
     for row in in_process:
         print(f"{row['backend']:8} {row['proposals']:9} {row['turns']:6} {row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f} "
-              f"{row['commit_mean_ms']:8.2f} {row['us_per_proposal']:12.1f}")
+              f"{row['cpu_p50_ms']:10.2f} {row['cpu_us_per_proposal']:15.1f}")
     ten = next((row for row in in_process if row["backend"] == "sqlite" and row["proposals"] == 10), None)
     if ten is not None:
-        verdict = "met" if ten["commit_p50_ms"] <= TARGET_10_MS else "NOT met"
-        print(f"10 proposals on SQLite: {ten['commit_p50_ms']:.2f} ms p50 -> target {verdict}")
+        print(f"10 proposals on SQLite: {ten['commit_p50_ms']:.2f} ms p50 wall (target {verdict(ten['commit_p50_ms'])} at this load), "
+              f"{ten['cpu_p50_ms']:.2f} ms CPU (target {verdict(ten['cpu_p50_ms'])})")
     header = (f"{'backend':8} {'writers':>7} {'sessions':>8} {'turns':>6} {'commits/s':>10} {'p50 ms':>8} {'p95 ms':>8} "
               f"{'CPU ms/turn':>11} {'lock wait s':>11} {'longest ms':>10}")
     print(f"\nContention ({CONTENDING_SESSIONS} sessions at once, 10 proposals a turn, in process; lock wait: total over all writers)")
