@@ -10,8 +10,12 @@
    COVEL_SHUTDOWN_GRACE_S for the others; from the Deployment's env, else the ConfigMap, else
    the setting's default), pods run as the image's non-root user,
    every container has requests and limits, scheduler and store have a PodDisruptionBudget,
-   mounts name the pod's volumes, and an overlay brings every Secret it needs (env and volumes);
-   each component (deploy/k8s/components/<name>, e.g. tls) is checked applied to the base;
+   mounts name the pod's volumes, and an overlay brings every Secret it needs (env and volumes)
+   but the per-service TLS Secrets (`covel certs` makes them: private keys are never in git);
+   each Deployment mounts its own service's TLS Secret and no other's, where COVEL_TLS_* point;
+   NetworkPolicies deny every covel pod's ingress by default and open each service's gRPC port to
+   exactly the services shared/security/policy.py lets call it (the scheduler's to everyone);
+   each component (deploy/k8s/components/<name>) is checked applied to the base;
 4. hadolint lints deploy/Dockerfile.
 
 Exit 1 with every problem listed. `--out DIR` also writes the rendered manifests there.
@@ -42,6 +46,9 @@ KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 SERVICES = ("registry", "scheduler", "hooks", "gateway", "store")
 # Read by deploy/covel_service.py (the image's entry point), not by a settings model.
 ENTRYPOINT_VARIABLES = {"COVEL_LISTEN_HOST", "COVEL_PROBE_TIMEOUT_S"}
+# Each service's certificate and key (docs/security.md, Service identity): made by `covel certs
+# --secrets` or cert-manager in the cluster, never in git, so no overlay creates them.
+TLS_SECRETS = {service: f"covel-{service}-tls" for service in SERVICES}
 
 
 def tool(name: str) -> str | None:
@@ -239,12 +246,14 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
                     problems.append(f"{where}: needs Secret {reference['name']!r}, which this overlay does not create")
             for volume in pod.get("volumes", []):
                 secret = volume.get("secret")
-                if secret and not secret.get("optional") and secret.get("secretName") not in secrets:
+                if secret and not secret.get("optional") and secret.get("secretName") not in {*secrets, *TLS_SECRETS.values()}:
                     problems.append(f"{where}: volume {volume['name']} needs Secret {secret.get('secretName')!r}, which this overlay does not create")
         mounted = {volume["name"] for volume in pod.get("volumes", [])}
         for mount in container.get("volumeMounts", []):
             if mount["name"] not in mounted:
                 problems.append(f"{where}: mounts volume {mount['name']!r}, which the pod does not have")
+        problems += identity_problems(service, pod, {**settings, **{name: item.get("value", "") for name, item in env.items()}})
+    problems += network_problems(rendered)
     for service in ("scheduler", "store"):
         budgets = [
             pdb for pdb in rendered.of_kind("PodDisruptionBudget")
@@ -252,6 +261,80 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
         ]
         if not budgets:
             problems.append(f"no PodDisruptionBudget for the {service} pods")
+    return problems
+
+
+def identity_problems(service: str, pod: dict[str, Any], settings: dict[str, str]) -> list[str]:
+    """The service's own TLS Secret mounted where COVEL_TLS_* point, and no other service's."""
+    where, own = f"Deployment/covel-{service}", TLS_SECRETS[service]
+    secrets = {volume["name"]: volume["secret"].get("secretName") for volume in pod.get("volumes", []) if "secret" in volume}
+    others = sorted(name for name in secrets.values() if name in TLS_SECRETS.values() and name != own)
+    problems = [f"{where}: mounts {name}, another service's certificate and key" for name in others]
+    volume = next((name for name, secret in secrets.items() if secret == own), None)
+    mount = next((m for m in pod["containers"][0].get("volumeMounts", []) if volume and m["name"] == volume), None)
+    if mount is None:
+        return [*problems, f"{where}: does not mount its certificate, Secret {own} (docs/security.md, Service identity)"]
+    folder = mount["mountPath"].rstrip("/")
+    for variable, key in (("COVEL_TLS_CERT_FILE", "tls.crt"), ("COVEL_TLS_KEY_FILE", "tls.key"), ("COVEL_TLS_CA_FILE", "ca.crt")):
+        if settings.get(variable) != f"{folder}/{key}":
+            problems.append(f"{where}: {variable} should be {folder}/{key} (its Secret {own}), is {settings.get(variable)!r}")
+    return problems
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        present = expression["key"] in labels
+        inside = present and labels[expression["key"]] in expression.get("values", [])
+        if {"In": not inside, "NotIn": inside, "Exists": not present, "DoesNotExist": present}[expression["operator"]]:
+            return False
+    return True
+
+
+def _sources(peer: dict[str, Any]) -> set[str]:
+    """The covel components a `from` entry admits; "outside" for anything beyond the namespace's covel pods."""
+    if set(peer) != {"podSelector"}:
+        return {"outside"}
+    admitted = {service for service in SERVICES
+                if _selects(peer["podSelector"], {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service})}
+    return admitted if admitted else {"outside"}
+
+
+def reachable_from(policies: list[dict[str, Any]], service: str) -> set[str]:
+    """Who may open a connection to `service`'s gRPC port: components, "outside", or "anyone"."""
+    labels = {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service}
+    allowed: set[str] = set()
+    for policy in policies:
+        if not _selects(policy["spec"]["podSelector"], labels):
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            ports = [port.get("port") for port in rule.get("ports", [])]
+            if ports and "grpc" not in ports:
+                continue
+            allowed |= {"anyone"} if "from" not in rule else set().union(*(_sources(peer) for peer in rule["from"]))
+    return allowed
+
+
+def expected_callers(service: str) -> set[str]:
+    """The services shared/security/policy.py lets call `service` (operators reach it by port-forward)."""
+    from shared.security import policy
+
+    full_name = next(name for name in policy.POLICY if name.split(".")[1] == service)
+    callers = set().union(*(rule.callers for rule in policy.POLICY[full_name].values()))
+    return {"anyone"} if policy.CLIENT in callers else callers - {policy.OPERATOR}
+
+
+def network_problems(rendered: Rendered) -> list[str]:
+    policies = rendered.of_kind("NetworkPolicy")
+    deny_all = [p for p in policies if not p["spec"].get("ingress") and "Ingress" in p["spec"].get("policyTypes", [])
+                and p["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "covel"}}]
+    problems = [] if deny_all else ["no NetworkPolicy denies the covel pods' ingress by default (podSelector app.kubernetes.io/name: covel, no ingress rules)"]
+    for service in SERVICES:
+        allowed, expected = reachable_from(policies, service), expected_callers(service)
+        if allowed != expected:
+            problems.append(f"NetworkPolicy: the {service}'s gRPC port is open to {sorted(allowed) or 'nobody'}, "
+                            f"shared/security/policy.py lets {sorted(expected)} call it")
     return problems
 
 

@@ -104,7 +104,7 @@ def test_a_misspelt_setting_and_a_probe_on_the_wrong_port_are_caught(base_resour
     container(resources, "hooks")["readinessProbe"] = {"grpc": {"port": 50151}}
     problems = problems_of(resources, known)
     assert any("COVEL_STORE_DATABASE_URI is no setting of the store service" in p for p in problems), problems
-    assert any("covel-hooks: readinessProbe should be a gRPC health probe on port 50152" in p for p in problems), problems
+    assert any("covel-hooks: readinessProbe should be a gRPC health probe on port 8081" in p for p in problems), problems
 
 
 def test_an_overlay_must_bring_the_secrets_it_needs(base_resources, known):
@@ -121,35 +121,55 @@ def test_scheduler_and_store_need_a_disruption_budget(base_resources, known):
 
 def test_with_a_health_port_the_probes_must_use_it(base_resources, known):
     resources = copy.deepcopy(base_resources)
-    container(resources, "gateway")["env"] = [{"name": "COVEL_HEALTH_PORT", "value": "8081"}]
+    container(resources, "gateway")["env"] = [{"name": "COVEL_GATEWAY_HEALTH_PORT", "value": "8082"}]
     problems = [p for p in problems_of(resources, known) if "covel-gateway" in p]
     assert [p.split(" should ")[0] for p in problems] == [
         f"Deployment/covel-gateway: {probe}" for probe in ("startupProbe", "readinessProbe", "livenessProbe")
     ]
-    assert all("a gRPC health probe on port 8081" in p for p in problems), problems
+    assert all("a gRPC health probe on port 8082" in p for p in problems), problems
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        container(resources, "gateway")[probe]["grpc"]["port"] = 8081
+        container(resources, "gateway")[probe]["grpc"]["port"] = 8082
     assert [p for p in problems_of(resources, known) if "covel-gateway" in p] == []
 
 
-def test_the_tls_component_moves_the_probes_and_mounts_the_certificates(known):
-    resources = deploy_check.render_with_component(deploy_check.K8S_DIR / "components" / "tls")
-    assert deploy_check.schema_problems(resources, ("1.30.0",)) == []
-    assert problems_of(resources, known) == []
-    settings = next(r for r in resources if r["kind"] == "ConfigMap")["data"]
-    assert settings["COVEL_HEALTH_PORT"] == "8081" and settings["COVEL_TLS_CA_FILE"] == "/etc/covel/tls/ca.crt"
+def test_each_service_mounts_its_own_certificate_and_probes_the_health_port(base_resources, known):
+    """mTLS is not optional: the base gives every pod its own Secret, where COVEL_TLS_* point."""
+    settings = next(r for r in base_resources if r["kind"] == "ConfigMap")["data"]
+    assert settings["COVEL_HEALTH_PORT"] == "8081" and settings["COVEL_TLS_CA_FILE"] == "/var/lib/covel/pki/ca.crt"
     for service in deploy_check.SERVICES:
-        pod = deployment(resources, service)["spec"]["template"]["spec"]
-        assert {"name": "tls", "secret": {"secretName": "covel-tls", "defaultMode": 0o440}} in pod["volumes"]
-        assert container(resources, service)["readinessProbe"]["grpc"]["port"] == 8081
-    scheduler_env = {item["name"]: item.get("value") for item in container(resources, "scheduler")["env"]}
+        pod = deployment(base_resources, service)["spec"]["template"]["spec"]
+        assert {"name": "tls", "secret": {"secretName": f"covel-{service}-tls", "defaultMode": 0o440}} in pod["volumes"]
+        assert container(base_resources, service)["readinessProbe"]["grpc"]["port"] == 8081
+    scheduler_env = {item["name"]: item.get("value") for item in container(base_resources, "scheduler")["env"]}
     assert scheduler_env["COVEL_TLS_REQUIRE_CLIENT_CERT"] == "false"
-    # An overlay applying it must bring the Secret (or cert-manager's) like any other.
-    secret_problems = [p for p in problems_of(resources, known, self_contained=True) if "covel-tls" in p]
-    assert len(secret_problems) == len(deploy_check.SERVICES), secret_problems
+
+
+def test_another_services_certificate_or_none_is_caught(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    deployment(resources, "hooks")["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "stolen", "secret": {"secretName": "covel-scheduler-tls"}})
+    gateway_pod = deployment(resources, "gateway")["spec"]["template"]["spec"]
+    gateway_pod["volumes"] = [v for v in gateway_pod["volumes"] if v["name"] != "tls"]
+    gateway_pod["containers"][0]["volumeMounts"] = [m for m in gateway_pod["containers"][0]["volumeMounts"] if m["name"] != "tls"]
+    problems = problems_of(resources, known)
+    assert "Deployment/covel-hooks: mounts covel-scheduler-tls, another service's certificate and key" in problems
+    assert any(p.startswith("Deployment/covel-gateway: does not mount its certificate, Secret covel-gateway-tls") for p in problems)
+
+
+def test_network_policies_follow_the_caller_policy(base_resources, known):
+    assert [p for p in problems_of(base_resources, known) if "NetworkPolicy" in p] == []
+    resources = copy.deepcopy(base_resources)
+    store = next(r for r in resources if r["kind"] == "NetworkPolicy" and r["metadata"]["name"] == "covel-store")
+    store["spec"]["ingress"][0]["from"].append({"podSelector": {"matchLabels": {"app.kubernetes.io/component": "hooks"}}})
+    resources = [r for r in resources if r["metadata"]["name"] != "covel-default-deny"]
+    problems = [p for p in problems_of(resources, known) if "NetworkPolicy" in p]
+    assert problems == [
+        "no NetworkPolicy denies the covel pods' ingress by default (podSelector app.kubernetes.io/name: covel, no ingress rules)",
+        "NetworkPolicy: the store's gRPC port is open to ['hooks', 'scheduler'], shared/security/policy.py lets ['scheduler'] call it",
+    ]
 
 
 def test_a_mount_of_a_volume_the_pod_lacks_is_caught(base_resources, known):
     resources = copy.deepcopy(base_resources)
-    container(resources, "hooks")["volumeMounts"].append({"name": "tls", "mountPath": "/etc/covel/tls"})
-    assert "Deployment/covel-hooks: mounts volume 'tls', which the pod does not have" in problems_of(resources, known)
+    container(resources, "hooks")["volumeMounts"].append({"name": "plugins", "mountPath": "/var/lib/covel/plugins"})
+    assert "Deployment/covel-hooks: mounts volume 'plugins', which the pod does not have" in problems_of(resources, known)
