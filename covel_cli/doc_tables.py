@@ -47,10 +47,11 @@ from services.store.settings import StoreSettings
 from shared import grpc_client
 from shared.manifest import CompiledManifest, PackageDefinition
 from shared.manifest.runtime import FUNCTION_SLOT_WHEN_UNWRITTEN
+from shared.security import policy
 from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_oidc_algorithms, default_plugin_dirs
 
 DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
-             REPO_ROOT / "README.md")
+             REPO_ROOT / "docs" / "security.md", REPO_ROOT / "README.md")
 BLOCK = re.compile(r"(<!-- generated: (?P<key>[\w:.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
 WRITE_COMMAND = "python -m covel_cli.doc_tables --write"
 
@@ -514,6 +515,7 @@ SETTING_MEANINGS: dict[str, str] = {
     "tls_ca_file": "The CA peers are checked against: servers then require client certificates (mTLS), clients verify servers.",
     "tls_require_client_cert": "With a CA: refuse clients without a certificate; `false` lets a scheduler's public clients use the token only.",
     "tls_server_name": "The name checked in servers' certificates when the address' host is not in them.",
+    "tls_listen_plaintext": "Listen without TLS while channels to peers still present the certificate (`covel up`'s scheduler on loopback).",
     "health_port": "A plaintext port serving only gRPC health, for probes that cannot speak TLS (every service).",
     **{
         f"{service}_health_port": f"The same for the {service} only (wins over COVEL_HEALTH_PORT)."
@@ -673,6 +675,23 @@ def channel_rules_table() -> str:
     return "\n".join(parts)
 
 
+# ----- who may call what (shared/security/policy.py) ------------------------------------------
+
+
+def service_policy_table() -> str:
+    """Per service, its methods grouped by who may call them, and why."""
+    rows = ["| service | methods | who may call them | why |", "|---|---|---|---|"]
+    for service, methods in policy.POLICY.items():
+        groups: dict[policy.Rule, list[str]] = {}
+        for method, rule in methods.items():
+            groups.setdefault(rule, []).append(method)
+        for rule, names in groups.items():
+            callers = ", ".join(f"`{caller}`" for caller in sorted(rule.callers))
+            listed = "every method ([api.md](api.md))" if service == policy.CLIENT_API else ", ".join(f"`{name}`" for name in names)
+            rows.append(f"| `{service.rsplit('.', 1)[1]}` | {listed} | {callers} | {rule.why} |")
+    return "\n".join(rows) + "\n"
+
+
 # ----- the docs --------------------------------------------------------------------------------
 
 
@@ -687,13 +706,16 @@ def generated(key: str) -> str:
         return compiled_table(name)
     if key == "channel-rules":
         return channel_rules_table()
-    raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service> or channel-rules")
+    if key == "service-policy":
+        return service_policy_table()
+    raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service>, "
+                   "channel-rules or service-policy")
 
 
 def all_keys() -> list[str]:
     """Every table the docs must hold."""
     return ([f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
-            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules"])
+            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy"])
 
 
 def regenerate(text: str) -> str:

@@ -8,18 +8,20 @@ import sys
 import pytest
 
 from covel_cli import doc_tables
+from shared.security import policy
 from shared.settings import REPO_ROOT
 
 PLUGINS_DOC = REPO_ROOT / "docs" / "plugins.md"
 SETTINGS_DOC = REPO_ROOT / "docs" / "settings.md"
 RETRIES_DOC = REPO_ROOT / "docs" / "retries.md"
+SECURITY_DOC = REPO_ROOT / "docs" / "security.md"
 
 
 def blocks_of(path) -> dict[str, str]:
     return doc_tables.blocks_in(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("path", [PLUGINS_DOC, SETTINGS_DOC, RETRIES_DOC], ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [PLUGINS_DOC, SETTINGS_DOC, RETRIES_DOC, SECURITY_DOC], ids=lambda path: path.name)
 def test_generated_tables_equal_the_docs(path) -> None:
     for key, body in blocks_of(path).items():
         assert body == doc_tables.generated(key), f"{path.name}: table {key} is out of date: run {doc_tables.WRITE_COMMAND}"
@@ -29,6 +31,17 @@ def test_retries_md_holds_the_channels_deadlines_and_retries() -> None:
     assert "channel-rules" in blocks_of(RETRIES_DOC), (
         f"docs/retries.md lost `<!-- generated: channel-rules -->`: put it back and run {doc_tables.WRITE_COMMAND}"
     )
+
+
+def test_security_md_holds_who_may_call_what() -> None:
+    """The Service identity section's table is shared/security/policy.py: every rule's callers next to its methods."""
+    table = blocks_of(SECURITY_DOC).get("service-policy")
+    assert table is not None, f"docs/security.md lost `<!-- generated: service-policy -->`: put it back and run {doc_tables.WRITE_COMMAND}"
+    for service, methods in policy.POLICY.items():
+        for method, rule in methods.items():
+            row = next(line for line in table.splitlines() if line.startswith(f"| `{service.rsplit('.', 1)[1]}` |")
+                       and (f"`{method}`" in line or service == policy.CLIENT_API))
+            assert ", ".join(f"`{caller}`" for caller in sorted(rule.callers)) in row, (method, row)
 
 
 def test_every_manifest_model_has_its_table_in_plugins_md() -> None:
