@@ -9,6 +9,20 @@ import pytest
 
 POSTGRES_URL = os.environ.get("COVEL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
+# Probe plugins of the suite report through files (in the data dir they find in COVEL_DATA_DIR, or in
+# tmp_path): unless a test says otherwise, their sandbox workers keep those folders, that variable and
+# the service's uid; they still run in worker processes, in their namespaces, with the limits and the
+# kills (docs/security.md, "Plugin sandbox"). SHIPPED_SANDBOX is the sandbox as it ships, for
+# tests/security/test_plugin_sandbox.py and tests/sandbox.
+OBSERVABLE_SANDBOX = {
+    "COVEL_SANDBOX_HIDE_DIRS": "false",
+    "COVEL_SANDBOX_DROP_PRIVILEGES": "false",
+    "COVEL_SANDBOX_PASS_ENV": "COVEL_DATA_DIR,EVENT_KEY_PROBE_SLEEP_S",
+}
+SHIPPED_SANDBOX = {"COVEL_SANDBOX_HIDE_DIRS": "true", "COVEL_SANDBOX_DROP_PRIVILEGES": "true", "COVEL_SANDBOX_PASS_ENV": ""}
+for _name, _value in OBSERVABLE_SANDBOX.items():
+    os.environ.setdefault(_name, _value)
+
 
 def free_addr() -> str:
     """A loopback address with a port nobody listens on right now."""

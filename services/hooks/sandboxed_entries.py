@@ -26,11 +26,13 @@ from services.hooks.entry_loader import (
     plugin_tools_of,
 )
 from services.hooks.hookspec_adapter import _MISSING
+from shared.logs import get_logger
 from shared.plugin_sdk import HookContext, PluginRegistrar
 from shared.plugin_sdk.registrar import RegistrationError
 from shared.plugin_sdk.tools import ToolContext
 from shared.sandbox import PluginWorkers, RemoteError, SandboxPool, Worker, WorkerGone
 
+log = get_logger(component="hookspecs")
 # register(covel) and the imports before it, the worker's start included.
 LOAD_TIMEOUT_S = 30.0
 _VIEW_FIELDS = ("event", "session_id", "turn_id", "locale", "active_plugin_ids", "plugin_id", "runtime_id", "logical_turn",
@@ -128,6 +130,7 @@ class SandboxedHookspecs:
 
     def __init__(self, plugin: SandboxedPlugin, implemented: list[str]) -> None:
         self._plugin = plugin
+        self.plugin_id = plugin.plugin_id
         self._implemented = {str(name) for name in implemented}
         self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
 
@@ -144,8 +147,12 @@ class SandboxedHookspecs:
 
     async def tool_refused(self, ctx: HookContext, payload: dict[str, Any], reason: str) -> None:
         view = ctx._view
-        await self._call("tool_refused", view={name: getattr(view, name) for name in _VIEW_FIELDS},
-                         settings=view.plugin_settings.get(self._plugin.plugin_id, {}), payload=payload, reason=reason)
+        try:
+            await self._call("tool_refused", view={name: getattr(view, name) for name in _VIEW_FIELDS},
+                             settings=view.plugin_settings.get(self._plugin.plugin_id, {}), payload=payload, reason=reason)
+        except (WorkerGone, RemoteError) as error:
+            # Plugin code (its after_tool_call impls): the refusal stands whatever they do.
+            log.warning("hookimpl.tool_refused_failed", plugin_id=self.plugin_id, error=f"{type(error).__name__}: {error}")
 
     async def take_replacement(self, context: Any, call_id: str, name: str, arguments: str) -> Any:
         fields = ("turn_id", "root_execution_id", "runtime_id", "execution_id")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import json
 import socket
@@ -49,6 +50,8 @@ class _Pending:
     capabilities: Capabilities | None
     notes: Notes | None
     deadline: float | None
+    # The caller's context variables (the turn's unit, log fields, trace span): its ctx calls run in them.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
     tasks: set[asyncio.Task] = field(default_factory=set)
 
 
@@ -87,7 +90,7 @@ class Zygote:
         self._spawning: dict[int, asyncio.Future] = {}
         self._children: dict[int, ZygoteChild] = {}
         self.gone = False
-        self._reading = asyncio.get_running_loop().create_task(self._read(), name="sandbox-zygote")
+        self._reading = asyncio.get_running_loop().create_task(self._read(), name="sandbox-zygote", context=contextvars.Context())
 
     @classmethod
     async def start(cls, env: dict[str, str]) -> Zygote:
@@ -171,7 +174,9 @@ class Worker:
         # Retiring, with a fresh worker serving: it goes once its calls are done.
         self._replaced = False
         self.gone: str | None = None
-        self._reading = asyncio.get_running_loop().create_task(self._read(), name=f"sandbox-read-{owner.plugin_id}")
+        # Its own context: not that of whichever call happened to start the worker.
+        self._reading = asyncio.get_running_loop().create_task(self._read(), name=f"sandbox-read-{owner.plugin_id}",
+                                                               context=contextvars.Context())
 
     @property
     def serving(self) -> bool:
@@ -306,8 +311,8 @@ class Worker:
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             self._answer(request_id, error=TypeError("a ctx call's arguments are a list and an object"))
             return
-        task = asyncio.get_running_loop().create_task(self._run_capability(request_id, pending.capabilities,
-                                                                         str(message.get("op")), args, kwargs))
+        task = asyncio.get_running_loop().create_task(
+            self._run_capability(request_id, pending.capabilities, str(message.get("op")), args, kwargs), context=pending.context)
         pending.tasks.add(task)
         task.add_done_callback(pending.tasks.discard)
 
@@ -362,7 +367,8 @@ class PluginWorkers:
 
     def _start(self) -> asyncio.Task:
         if self._starting is None or self._starting.done():
-            self._starting = asyncio.get_running_loop().create_task(self._spawn(), name=f"sandbox-start-{self.plugin_id}")
+            self._starting = asyncio.get_running_loop().create_task(self._spawn(), name=f"sandbox-start-{self.plugin_id}",
+                                                                    context=contextvars.Context())
             self._starting.add_done_callback(lambda task: task.cancelled() or task.exception())
         return self._starting
 

@@ -40,6 +40,11 @@ async def test_cancel_a_running_turn(services, tmp_path) -> None:
             if any(e.WhichOneof("event") == "runtime_started" for e in events):
                 break
             await asyncio.sleep(0.05)
+        # The handler runs (in its sandbox worker) before it is cancelled, so it sees the signal.
+        for _ in range(200):
+            if marker.exists() and marker.read_text() == "started":
+                break
+            await asyncio.sleep(0.05)
         started = time.monotonic()
         await stub.Cancel(scheduler_pb2.CancelRequest(session_id=session.id, reason="the player stopped it"))
         await asyncio.wait_for(reader, 10)

@@ -67,6 +67,11 @@ async def test_cancel_and_interject_on_another_replica_reach_the_turn(two_schedu
             if any(e.WhichOneof("event") == "runtime_started" for e in events):
                 break
             await asyncio.sleep(0.05)
+        # The handler runs (in its sandbox worker) before it is cancelled, so it sees the signal.
+        for _ in range(200):
+            if marker.exists() and marker.read_text() == "started":
+                break
+            await asyncio.sleep(0.05)
         turn_id = next(e.turn_started.turn_id for e in events if e.WhichOneof("event") == "turn_started")
 
         heard = await elsewhere.Interject(scheduler_pb2.InterjectRequest(session_id=session.id, text="Hurry up."))

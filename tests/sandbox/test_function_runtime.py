@@ -17,6 +17,8 @@ from shared.plugin_sdk import CancellationSignal
 from shared.sandbox import SandboxPool, SandboxSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+# The sandbox as it ships (the suite's default keeps probe plugins' folders: tests/conftest.py).
+SHIPPED = SandboxSettings(sandbox_hide_dirs=True, sandbox_drop_privileges=True, sandbox_pass_env=[])
 
 HANDLER = '''
 import os, time
@@ -69,7 +71,7 @@ def context(seed: str = "s") -> FunctionContext:
 
 @pytest.fixture
 async def pool():
-    sandbox = SandboxPool(SandboxSettings(), "test")
+    sandbox = SandboxPool(SHIPPED, "test")
     yield sandbox
     await sandbox.close()
 

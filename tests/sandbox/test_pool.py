@@ -13,6 +13,8 @@ import pytest
 from shared.sandbox import SandboxPool, SandboxSettings, WorkerGone
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+# The sandbox as it ships (the suite's default keeps probe plugins' folders: tests/conftest.py).
+SHIPPED = SandboxSettings(sandbox_hide_dirs=True, sandbox_drop_privileges=True, sandbox_pass_env=[])
 
 ENTRY = '''
 import asyncio, os, time
@@ -84,7 +86,7 @@ async def test_a_worker_sees_no_secrets_no_other_process_and_no_root_file(plugin
     secret = tmp_path / "covel.db"
     secret.write_bytes(b"SQLite format 3\x00")
     secret.chmod(0o600)
-    pool = SandboxPool(SandboxSettings(), "test", data_dir=tmp_path)
+    pool = SandboxPool(SHIPPED, "test", data_dir=tmp_path)
     try:
         workers = await loaded(pool, plugin_dir)
         env = (await hook(workers, 0, {"what": "env"}))["v"]["v"]
@@ -105,7 +107,7 @@ async def test_a_worker_sees_no_secrets_no_other_process_and_no_root_file(plugin
 
 
 async def test_a_sync_handler_past_its_timeout_has_its_worker_replaced_and_killed(plugin_dir: Path) -> None:
-    pool = SandboxPool(SandboxSettings(), "test")
+    pool = SandboxPool(SHIPPED, "test")
     try:
         workers = await loaded(pool, plugin_dir)
         first = await workers.worker()
@@ -129,7 +131,7 @@ async def test_a_hung_event_loop_is_killed_and_other_plugins_are_not_held_up(plu
     other_dir.mkdir()
     (other_dir / "server").mkdir()
     (other_dir / "server" / "index.py").write_text(ENTRY)
-    pool = SandboxPool(SandboxSettings(), "test")
+    pool = SandboxPool(SHIPPED, "test")
     try:
         workers, other = await asyncio.gather(loaded(pool, plugin_dir), loaded(pool, other_dir, "other"))
         first = await workers.worker()
@@ -147,7 +149,7 @@ async def test_a_hung_event_loop_is_killed_and_other_plugins_are_not_held_up(plu
 
 
 async def test_a_crash_fails_the_call_in_flight_and_the_next_call_gets_a_fresh_worker(plugin_dir: Path) -> None:
-    pool = SandboxPool(SandboxSettings(), "test")
+    pool = SandboxPool(SHIPPED, "test")
     try:
         workers = await loaded(pool, plugin_dir)
         with pytest.raises(WorkerGone, match=r"exited \(exit code 3\)"):

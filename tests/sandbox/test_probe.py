@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from services.registry.entry_registrations import _isolation, _probe_env
+from tests.conftest import SHIPPED_SANDBOX
 
 SPY = '''
 import json, os
@@ -22,6 +23,8 @@ def register(covel):
 
 def test_the_probe_runs_entry_code_in_the_sandbox(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("COVEL_REGISTRY_SECRET", "sk-probe")
+    for name, value in SHIPPED_SANDBOX.items():
+        monkeypatch.setenv(name, value)
     root = tmp_path / "spy"
     (root / "server").mkdir(parents=True, mode=0o755)
     root.chmod(0o755)

@@ -20,6 +20,7 @@ from covel_cli.launcher import SERVICES
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
+from tests.conftest import SHIPPED_SANDBOX
 from tests.e2e.conftest import minimal_session, running_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -31,7 +32,7 @@ SECRET = "sk-test-never-to-be-seen"
 async def services(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("covel-sandbox")
     async with running_services(data_dir, plugin_dirs=(REPO_ROOT / "tests" / "fixtures" / "sandbox",), observable_sandbox=False,
-                                extra_env={"COVEL_TEST_GATEWAY_SECRET": SECRET}) as group:
+                                extra_env={**SHIPPED_SANDBOX, "COVEL_TEST_GATEWAY_SECRET": SECRET}) as group:
         yield group
 
 
