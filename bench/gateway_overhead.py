@@ -26,7 +26,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 from httpx_sse import aconnect_sse
 
@@ -131,7 +130,10 @@ async def _run(base_url: str, gateway_addr: str) -> dict[str, Any]:
 
     url = base_url + "/chat/completions"
     http = httpx.AsyncClient(timeout=30)
-    channel = grpc.aio.insecure_channel(gateway_addr)
+    from tests.support.identities import bare_channel_as
+
+    # As the scheduler, over mTLS, the way a turn calls it.
+    channel = bare_channel_as(gateway_addr, "scheduler")
     gateway = gateway_pb2_grpc.LlmGatewayStub(channel)
 
     def request(content: str) -> Any:
@@ -198,8 +200,11 @@ async def _run(base_url: str, gateway_addr: str) -> dict[str, Any]:
 
 
 async def _start_gateway(base_url: str) -> tuple[asyncio.subprocess.Process, str]:
+    from tests.support.identities import issued
+
     env = {
         **os.environ,
+        **issued("gateway").env(),
         "COVEL_GATEWAY_ADDR": "127.0.0.1:0",
         "COVEL_GATEWAY_OPENAI_BASE_URL": base_url,
         "COVEL_GATEWAY_OPENAI_MODEL": "bench-model",

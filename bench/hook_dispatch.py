@@ -83,9 +83,9 @@ async def grpc_round_trip_us(rounds: int) -> float:
     from services.hooks.settings import HooksSettings
     from services.registry.server import start as start_registry
     from services.registry.settings import RegistrySettings
-    from shared.grpc_client import open_channel
     from shared.structs import to_struct
     from tests.conftest import free_addr
+    from tests.support.identities import channel_as, service_tls
 
     with tempfile.TemporaryDirectory() as folder:
         package = Path(folder) / "bench"
@@ -95,10 +95,11 @@ async def grpc_round_trip_us(rounds: int) -> float:
             "def register(covel):\n" + "".join("    covel.on('TurnStart', lambda ctx, payload: None)\n" for _ in range(HANDLERS))
         )
         registry_addr, hooks_addr = free_addr(), free_addr()
-        registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[Path(folder)]))
-        hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr))
+        registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[Path(folder)], **service_tls("registry")))
+        hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")))
         try:
-            async with open_channel(hooks_addr) as channel:
+            # As the scheduler, over mTLS: the way a turn dispatches.
+            async with channel_as(hooks_addr, "scheduler") as channel:
                 stub = hooks_pb2_grpc.HookDispatcherStub(channel)
                 request = hooks_pb2.DispatchRequest(
                     event="TurnStart",

@@ -48,6 +48,7 @@ from services.store.database import Database, create_store_engine
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
 from shared.structs import to_struct
+from tests.support.identities import bare_channel_as, issued
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -95,10 +96,11 @@ async def start_store(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], grp
     addr = free_addr()
     process = subprocess.Popen(
         [sys.executable, "-m", "services.store"], cwd=ROOT,
-        env={**os.environ, **env, "COVEL_STORE_ADDR": addr, "COVEL_LOG_LEVEL": "warning"},
+        env={**os.environ, **env, **issued("store").env(), "COVEL_STORE_ADDR": addr, "COVEL_LOG_LEVEL": "warning"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    channel = grpc.aio.insecure_channel(addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    # As the scheduler, over mTLS, the way a turn commits.
+    channel = bare_channel_as(addr, "scheduler", options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
     stub = store_pb2_grpc.TransactionalStoreStub(channel)
     deadline = time.monotonic() + 30
     while True:

@@ -3,17 +3,22 @@ each method runs only for the callers shared/security/policy.py allows (issue 18
 
 from __future__ import annotations
 
+import argparse
+import base64
 import datetime
+import io
 
 import grpc
 import pytest
 import pytest_asyncio
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from covel_cli import operator
 from services.store.server import start, wait_closed
 from services.store.settings import StoreSettings
 from shared.grpc_client import open_channel
@@ -137,3 +142,25 @@ def test_the_dev_pki_is_kept_and_renewed(tmp_path):
     assert after["hooks.pem"] not in (before["hooks.pem"], other.files("hooks").cert.read_bytes())
     assert {name: data for name, data in after.items() if not name.startswith("hooks.")} == {
         name: data for name, data in before.items() if not name.startswith("hooks.")}
+
+
+def test_covel_certs_issues_one_secret_per_service_for_the_cluster(tmp_path):
+    args = argparse.Namespace(out=str(tmp_path / "pki"), namespace="play", cluster_domain="cluster.local",
+                              public_host=["covel.example.com"], secrets=True)
+    out = io.StringIO()
+    assert operator.certs(args, out) == 0
+    secrets = {doc["metadata"]["name"]: doc for doc in yaml.safe_load_all(out.getvalue())}
+    # The operator's certificate stays with the operator: no Secret for it.
+    assert sorted(secrets) == sorted(f"covel-{service}-tls" for service in policy.SERVICES)
+    store = secrets["covel-store-tls"]
+    assert store["metadata"]["namespace"] == "play" and sorted(store["data"]) == ["ca.crt", "tls.crt", "tls.key"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(store["data"]["tls.crt"]))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.UniformResourceIdentifier) == ["spiffe://covel.local/store"]
+    assert names.get_values_for_type(x509.DNSName) == [
+        "covel-store", "covel-store.play", "covel-store.play.svc", "covel-store.play.svc.cluster.local"]
+    scheduler = x509.load_pem_x509_certificate(base64.b64decode(secrets["covel-scheduler-tls"]["data"]["tls.crt"]))
+    assert "covel.example.com" in scheduler.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    ca = x509.load_pem_x509_certificate(base64.b64decode(store["data"]["ca.crt"]))
+    cert.verify_directly_issued_by(ca)
+    assert (tmp_path / "pki" / "operator.key").exists()
