@@ -19,6 +19,7 @@ from dockerfile_parse import DockerfileParser
 from covel_cli.launcher import SERVICES
 from shared.settings import REPO_ROOT
 from tests.conftest import free_addr
+from tests.support.identities import issued
 
 DOCKERFILE = REPO_ROOT / "deploy" / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"
@@ -127,7 +128,9 @@ def test_unknown_service_is_refused_with_the_names(image_root):
 def test_image_tree_serves_a_service_that_probes_serving_and_stops_on_sigterm(image_root):
     # The cluster-style address of the service; the entry point listens on COVEL_LISTEN_HOST at its port.
     port = free_addr().rpartition(":")[2]
-    env = image_env(image_root, COVEL_REGISTRY_ADDR=f"covel-registry.invalid:{port}", COVEL_LISTEN_HOST="127.0.0.1")
+    # Its own certificate, as the cluster mounts it: the probe (health, open to any certificate of the CA) presents it too.
+    env = image_env(image_root, COVEL_REGISTRY_ADDR=f"covel-registry.invalid:{port}", COVEL_LISTEN_HOST="127.0.0.1",
+                    **issued("registry").env())
     assert covel_service(image_root, "probe", "registry", env=env).returncode == 1  # nothing there yet
     process = subprocess.Popen(
         [sys.executable, str(image_root / "usr/local/bin/covel-service"), "registry"],
@@ -158,7 +161,9 @@ def _registry_plugin_dirs(port: str) -> str:
 
     from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+    operator = issued("operator")  # ListPlugins: the hooks service's call, and the operator's
+    credentials = grpc.ssl_channel_credentials(operator.ca.read_bytes(), operator.key.read_bytes(), operator.cert.read_bytes())
+    with grpc.secure_channel(f"127.0.0.1:{port}", credentials) as channel:
         reply = registry_pb2_grpc.PluginRegistryStub(channel).ListPlugins(registry_pb2.ListPluginsRequest(), timeout=10)
     return " ".join(plugin.root_dir for plugin in reply.plugins)
 
