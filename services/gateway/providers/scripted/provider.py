@@ -163,6 +163,9 @@ class ScriptedProvider:
                     if self.chunk_delay_s:
                         await asyncio.sleep(self.chunk_delay_s)
                     yield ToolCallDelta(index, arguments=piece)
+            # Let the deltas go out (issue 19: Generate sends what is ready at once) before the usage
+            # count below, a regex over the whole conversation.
+            await asyncio.sleep(0)
         completion = reply.content + "".join(t.arguments for t in reply.tool_calls)
         yield Final(
             message=Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls),
