@@ -74,7 +74,7 @@ def check_observation(seen: dict) -> None:
 
 
 async def all_serving(services) -> bool:
-    return all([await check_health(services.addrs[name], timeout_s=2.0) == "SERVING" for name in SERVICES])
+    return all([await check_health(services.addrs[name], timeout_s=2.0, security=services.security(name)) == "SERVING" for name in SERVICES])
 
 
 async def test_a_hook_and_a_handler_see_no_secret_no_other_process_and_no_database(services) -> None:
