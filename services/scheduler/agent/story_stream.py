@@ -8,11 +8,15 @@ is plain prose and streams as it is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # Between two segments' text; always a piece of its own (clients start a segment after it).
 PARAGRAPH_BREAK = "\n\n"
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+# Characters of a JSON string that need no state change: read as one run, not one by one (issue 19).
+# Surrogates stay out of runs: one may pair with the next character.
+_STRING_RUN = re.compile(r'[^"\\\ud800-\udfff]+')
 
 
 @dataclass
@@ -48,15 +52,24 @@ class SegmentTextStream:
 
     def feed(self, chunk: str) -> list[StreamedPiece]:
         pieces: list[StreamedPiece] = []
-        for char in chunk:
+        at = 0
+        while at < len(chunk):
             if self._mode == "undecided":
-                if char.isspace():
+                if chunk[at].isspace():
+                    at += 1
                     continue
-                self._mode = "json" if char == "{" else "plain"
+                self._mode = "json" if chunk[at] == "{" else "plain"
             if self._mode == "plain":
-                pieces.append(StreamedPiece(char))
-                continue
-            self._step(char, pieces)
+                pieces.append(StreamedPiece(chunk[at:]))
+                break
+            if self._in_string and not (self._escape or self._unicode is not None or self._pending_high_surrogate):
+                run = _STRING_RUN.match(chunk, at)
+                if run is not None:
+                    self._string_run(run.group(), pieces)
+                    at = run.end()
+                    continue
+            self._step(chunk[at], pieces)
+            at += 1
         return _merge(pieces)
 
     # -- the JSON state machine --------------------------------------------------
@@ -79,6 +92,12 @@ class SegmentTextStream:
             self._emit(char, pieces)
         elif self._target:
             self._buffer.append(char)
+
+    def _string_run(self, text: str, pieces: list[StreamedPiece]) -> None:
+        if self._target == "text":
+            self._emit(text, pieces)
+        elif self._target:
+            self._buffer.append(text)
 
     def _step(self, char: str, pieces: list[StreamedPiece]) -> None:  # noqa: C901 -- a character-level JSON scanner: one state machine reads best as one function
         if self._in_string:
