@@ -16,7 +16,9 @@ Write transactions serialise per session:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +52,7 @@ def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, lock_
             raise ValueError("the store needs a SQLite file (an in-memory database is private to one connection)")
         if schema:
             raise ValueError("store_database_schema applies to PostgreSQL only")
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        _private_file(Path(parsed.database))
         engine = create_engine(
             parsed, pool_size=pool_size, max_overflow=0, connect_args={"check_same_thread": False}
         )
@@ -63,6 +65,17 @@ def create_store_engine(url: str, *, schema: str = "", pool_size: int = 8, lock_
     else:
         raise ValueError(f"unsupported database {backend!r}: use sqlite:///path or postgresql+psycopg://…")
     return engine
+
+
+def _private_file(path: Path) -> None:
+    """The SQLite file 0600 in a folder 0700 (its journals take the file's mode): plugin code in the
+    sandbox, or another user, cannot read it (docs/security.md, "Plugin sandbox"). A folder this
+    user does not own (a mounted volume) keeps its mode."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(PermissionError):
+        path.parent.chmod(0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    path.chmod(0o600)
 
 
 def _sqlite_events(engine: Engine, busy_timeout_ms: int) -> None:

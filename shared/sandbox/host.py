@@ -207,7 +207,8 @@ class Worker:
             self.kill("replaced, its other calls done")
 
     def _abandon(self, call_id: int, pending: _Pending) -> None:
-        why = "timeout" if pending.deadline is not None and time.monotonic() >= pending.deadline - 0.001 else "cancelled"
+        # Without a deadline (a tool's or provider's time is its caller's) a stop counts as a timeout.
+        why = "timeout" if pending.deadline is None or time.monotonic() >= pending.deadline - 0.001 else "cancelled"
         if self.gone is not None:
             return
         ack = self._acks[call_id] = asyncio.get_running_loop().create_future()
