@@ -7,11 +7,10 @@ import os
 import signal
 import sys
 
-import grpc
-
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.budget import backoff_delay, first_token_wait, parse_retry_after
 from shared.settings import REPO_ROOT
+from tests.support.identities import bare_channel_as, issued
 
 
 def _waits(total: float, attempts: int) -> list[float]:
@@ -37,7 +36,7 @@ def test_retry_after_and_backoff() -> None:
 
 
 async def test_runs_as_a_process_and_stops_on_sigterm() -> None:
-    env = {**os.environ, "COVEL_GATEWAY_ADDR": "127.0.0.1:0", "COVEL_LOG_FORMAT": "console"}
+    env = {**os.environ, **issued("gateway").env(), "COVEL_GATEWAY_ADDR": "127.0.0.1:0", "COVEL_LOG_FORMAT": "console"}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.gateway", cwd=REPO_ROOT, env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
@@ -46,7 +45,7 @@ async def test_runs_as_a_process_and_stops_on_sigterm() -> None:
         line = (await asyncio.wait_for(process.stderr.readline(), 20)).decode()
         assert line.startswith("COVEL_READY gateway ")
         port = int(line.split()[2])
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        async with bare_channel_as(f"127.0.0.1:{port}", "scheduler") as channel:
             reply = await gateway_pb2_grpc.LlmGatewayStub(channel).GenerateOnce(
                 gateway_pb2.GenerateRequest(slot="story", messages=[gateway_pb2.ChatMessage(role="user", content="hi")]),
                 timeout=10,
