@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test proto lint typecheck fmt deploy-check bench clean
+.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -17,6 +17,11 @@ demo: $(VENV)/.installed
 # Lint and type-check first (ruff, buf, mypy), then the suite (which includes the deploy-check and Node client tests).
 test: lint typecheck
 	$(PY) -m pytest -q
+
+# The fuzz suite (tests/fuzz, docs/security.md "Fuzzing") with many examples per property; `make test`
+# runs it briefly. Failing examples are kept in .hypothesis/ and replayed first on the next run.
+fuzz: $(VENV)/.installed
+	COVEL_FUZZ_PROFILE=long $(PY) -m pytest -q tests/fuzz
 
 proto: $(GEN)/.stamp
 

@@ -62,7 +62,7 @@ async def test_installing_an_installed_package_again_names_no_host_folder(tmp_pa
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await client.stub.InstallPackage(registry_pb2.InstallPackageRequest(zip=package), timeout=30)
     finally:
-        await client.channel.close()
+        await client.close()
         await running.stop(0)  # type: ignore[attr-defined]
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert raised.value.details() == "`journal` is already installed; set replace to overwrite it"

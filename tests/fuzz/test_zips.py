@@ -151,7 +151,7 @@ async def zip_target(tmp_path_factory) -> AsyncIterator[ZipTarget]:
     try:
         yield ZipTarget(client, community, outside)
     finally:
-        await client.channel.close()
+        await client.close()
         await running.stop(0)  # type: ignore[attr-defined]
 
 
@@ -173,7 +173,7 @@ def assert_diagnosed(reply: registry_pb2.ValidatePackageResponse | registry_pb2.
     assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", d.code) for d in reply.diagnostics), [d.code for d in reply.diagnostics]
 
 
-@fuzzed(short=20, long=1500)
+@fuzzed(short=12, long=1500)
 @given(archive=archives(), install=st.booleans(), replace=st.booleans())
 async def test_generated_zips_get_diagnostics_or_a_clear_status(zip_target: ZipTarget, archive: tuple[bytes, str], install: bool, replace: bool) -> None:
     data, plugin_id = archive
