@@ -179,6 +179,8 @@ def _extract(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], prefix: str
                         return False
                     sink.write(chunk)
         except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as error:
-            bag.error("zip-invalid", f"`{info.filename}` cannot be unpacked: {error}", field_path=info.filename)
+            # An OS error's text names the registry's unpack folder: say what failed, not where.
+            why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            bag.error("zip-invalid", f"`{info.filename}` cannot be unpacked: {why}", field_path=info.filename)
             return False
     return True

@@ -168,3 +168,11 @@ async def test_a_package_whose_load_fails_outright_is_left_out_and_the_registry_
     assert states == {"exhausting": registry_pb2.PLUGIN_STATE_FAILED, "plain": registry_pb2.PLUGIN_STATE_LOADED}
     [(code, message)] = diagnostics_of(reply, "exhausting")
     assert code == "package-unloadable" and "MemoryError" in message
+
+
+async def test_a_member_that_cannot_be_unpacked_is_named_without_the_registrys_folder(registry_for) -> None:
+    client = await registry_for([])
+    long_name = "long/" + "n" * 300 + ".md"
+    reply, _, _ = await validate_measured(client, zip=zip_of({"long/PLUGIN.md": b"---\nid: long\n---\n", long_name: b"x"}))
+    [problem] = [d for d in reply.diagnostics if d.code == "zip-invalid"]
+    assert "File name too long" in problem.message and "/tmp" not in problem.message, problem.message
