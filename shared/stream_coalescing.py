@@ -41,10 +41,14 @@ class Channel(Generic[T]):
         self.closed = False
         self.error: BaseException | None = None
 
-    def put(self, item: T) -> None:
+    def put(self, item: T) -> bool:
+        """Queue `item`; True when the consumer was waiting for one (it runs once the producer lets it)."""
         self._items.append(item)
-        if self._waiter is not None:
-            _wake(self._waiter)
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return False
+        _wake(waiter)
+        return True
 
     def close(self, error: BaseException | None = None) -> None:
         self.closed, self.error = True, error

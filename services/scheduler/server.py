@@ -23,7 +23,7 @@ from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.session_access import SessionAccess
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.concealment import conceal_turn
-from services.scheduler.turn.event_coalescing import how_held, join_story_text
+from services.scheduler.turn.event_coalescing import how_held, is_story_text, join_story_text
 from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
 from services.scheduler.turn.selection import confirmed_plugins_request
@@ -298,8 +298,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         async def put(event) -> None:
             if gone:
                 undelivered(event)
-            else:
-                events.put(event)
+            elif events.put(event) and is_story_text(event):
+                # The stream was idle: it sends this text now, not once the turn next waits (after the
+                # last model message that may be a while: output checks, hooks, the commit).
+                await asyncio.sleep(0)
 
         async def run() -> None:
             try:

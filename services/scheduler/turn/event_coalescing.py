@@ -33,8 +33,10 @@ def join_story_text(first: scheduler_pb2.TurnEvent, then: scheduler_pb2.TurnEven
     return joined
 
 
+def is_story_text(event: scheduler_pb2.TurnEvent) -> bool:
+    return event.WhichOneof("event") == "narrative_delta" and not event.narrative_delta.reset
+
+
 def how_held(event: scheduler_pb2.TurnEvent) -> str:
     """Story text may wait the flush interval for more of itself; nothing else waits."""
-    if event.WhichOneof("event") == "narrative_delta" and not event.narrative_delta.reset:
-        return FLUSH_INTERVAL
-    return NEVER
+    return FLUSH_INTERVAL if is_story_text(event) else NEVER
