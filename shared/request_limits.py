@@ -2,6 +2,9 @@
 
 - Ids (`id`, `*_id`, `*_ids` string fields, at any depth) are at most MAX_ID_CHARS long, so a
   megabyte id is refused at the door instead of reaching a query and an error message.
+- On the client API (TEXT_CHECKED_PACKAGES), no text (string fields, Struct keys and strings)
+  holds a NUL character: PostgreSQL refuses it in text and JSON, so it would fail deep in a write
+  instead of at the door. Internal calls carry plugin output, which the store refuses per unit.
 - Every google.protobuf.Struct / Value / ListValue passes structs.struct_problem: no NaN or
   Infinity, at most structs.MAX_DEPTH levels.
 - A request that protobuf cannot decode at all (upb refuses messages nested past 100 levels,
@@ -23,9 +26,10 @@ from google.protobuf import struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
-from shared.structs import struct_problem
+from shared.structs import NUL, NUL_PROBLEM, struct_problem
 
 MAX_ID_CHARS = 256
+TEXT_CHECKED_PACKAGES = frozenset({"covel.scheduler.v1"})
 # Request messages of this repo nest a few levels; deeper is only Structs, which are walked apart.
 MAX_MESSAGE_DEPTH = 10
 _STRUCT_TYPES = (struct_pb2.Struct.DESCRIPTOR.full_name, struct_pb2.Value.DESCRIPTOR.full_name, struct_pb2.ListValue.DESCRIPTOR.full_name)
@@ -48,30 +52,34 @@ def _items(field: FieldDescriptor, value: Any, path: str) -> Iterator[tuple[str,
         yield path, value
 
 
-def request_violation(message: Message, prefix: str = "", depth: int = 0) -> tuple[str, str] | None:
-    """(field path, what is wrong) for the first id or Struct over the limits; None when all fit."""
+def request_violation(message: Message, prefix: str = "", depth: int = 0, *, text: bool | None = None) -> tuple[str, str] | None:
+    """(field path, what is wrong) for the first id, text or Struct over the limits; None when all fit."""
     if depth > MAX_MESSAGE_DEPTH:
         return None
+    if text is None:
+        text = message.DESCRIPTOR.file.package in TEXT_CHECKED_PACKAGES
     for field, value in message.ListFields():
         path = f"{prefix}{field.name}"
         for where, item in _items(field, value, path):
-            found = _item_violation(field, where, item, depth)
+            found = _item_violation(field, where, item, depth, text)
             if found is not None:
                 return found
     return None
 
 
-def _item_violation(field: FieldDescriptor, where: str, item: Any, depth: int) -> tuple[str, str] | None:
+def _item_violation(field: FieldDescriptor, where: str, item: Any, depth: int, text: bool) -> tuple[str, str] | None:
     if isinstance(item, str):
         if _is_id_field(field) and len(item) > MAX_ID_CHARS:
             return where, f"is {len(item)} characters long; ids are at most {MAX_ID_CHARS}"
+        if text and NUL in item:
+            return where, NUL_PROBLEM
         return None
     if not isinstance(item, Message):
         return None
     if item.DESCRIPTOR.full_name in _STRUCT_TYPES:
-        problem = struct_problem(item)  # type: ignore[arg-type]  # one of the three Struct types, by the check above
+        problem = struct_problem(item, text=text)  # type: ignore[arg-type]  # one of the three Struct types, by the check above
         return None if problem is None else (f"{where}{problem[0] if problem[0] != '(value)' else ''}", problem[1])
-    return request_violation(item, f"{where}.", depth + 1)
+    return request_violation(item, f"{where}.", depth + 1, text=text)
 
 
 @dataclass(frozen=True)

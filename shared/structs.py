@@ -51,8 +51,15 @@ def from_value(message: struct_pb2.Value) -> Any:
     return ints_back(json_format.MessageToDict(message))
 
 
-def struct_problem(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue) -> tuple[str, str] | None:
-    """(JSON path below the field, what is wrong) for a NaN/Infinity number or nesting past MAX_DEPTH; else None."""
+NUL = "\x00"
+NUL_PROBLEM = "holds a NUL character (U+0000); text cannot contain one"
+
+
+def struct_problem(
+    message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue, *, text: bool = False
+) -> tuple[str, str] | None:
+    """(JSON path below the field, what is wrong) for a NaN/Infinity number, nesting past MAX_DEPTH or,
+    with `text`, a NUL character in a key or string; else None."""
     pending: list[tuple[Any, str, int]] = [(message, "", 0)]
     while pending:
         node, path, depth = pending.pop()
@@ -60,12 +67,16 @@ def struct_problem(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.Li
             kind = node.WhichOneof("kind")
             if kind == "number_value" and not math.isfinite(node.number_value):
                 return path or "(value)", f"is {node.number_value}; JSON numbers are finite (no NaN or Infinity)"
+            if text and kind == "string_value" and NUL in node.string_value:
+                return path or "(value)", NUL_PROBLEM
             if kind in ("struct_value", "list_value"):
                 pending.append((getattr(node, kind), path, depth))
             continue
         if depth >= MAX_DEPTH:
             return path or "(value)", f"nests deeper than {MAX_DEPTH} levels of objects and lists"
         if isinstance(node, struct_pb2.Struct):
+            if text and any(NUL in key for key in node.fields):
+                return path or "(value)", f"has a key with {NUL_PROBLEM.removeprefix('holds ')}"
             pending.extend((value, f"{path}/{_shown_key(key)}", depth + 1) for key, value in node.fields.items())
         else:
             pending.extend((value, f"{path}/{index}", depth + 1) for index, value in enumerate(node.values))
