@@ -28,10 +28,12 @@ from pathlib import Path
 
 from bench.common import create_session, play_turn, plugin_dirs_env, running_services, table, write_observer_plugin, write_result
 from covel.gateway.v1 import gateway_pb2
-from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
+from services.registry.package_loader import load_package
+from services.registry.proto_mapping import package_to_proto
 from services.scheduler.agent.loop import run_agent
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookOutcome
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
@@ -42,8 +44,12 @@ TOOL_SCHEMA = {"type": "object", "required": ["word"], "properties": {"word": {"
 PLUGIN = "bench-agent"
 
 
-def _agent_manifest(steps: int) -> dict:
-    return {"agent": {"toolChoice": "required", "tools": {"plugin": [TOOL]}, "loop": {"maxSteps": steps}}}
+def _compiled_agent(steps: int) -> Runtime:
+    """The benchmark agent of `steps` steps as the registry compiles it (the package write_plugins writes)."""
+    with tempfile.TemporaryDirectory() as folder:
+        write_plugins(Path(folder), (steps,))
+        loaded = load_package(Path(folder) / f"{PLUGIN}-{steps}", source="community")
+    return Package.from_proto(package_to_proto(loaded)).runtimes[0]
 
 
 # -- in process ---------------------------------------------------------------------------------
@@ -95,9 +101,7 @@ class InMemoryHookBus:
 
 
 async def _run_in_process(steps: int, with_handlers: bool) -> float:
-    manifest = _agent_manifest(steps)
-    runtime = registry_pb2.RuntimeManifest(runtime_id=f"{PLUGIN}/stepper", plugin_id=PLUGIN, type="agent", stage="post-turn",
-                                           visibility="system", prompt="Look things up.", manifest=to_struct(manifest))
+    runtime = _compiled_agent(steps)
     scope = ExecutionScope(store_pb2.Session(id="s-1", locale="en", active_plugins=[PLUGIN]), "t-1", 1)
     hooks = InMemoryHookBus(with_handlers)
 
@@ -106,8 +110,7 @@ async def _run_in_process(steps: int, with_handlers: bool) -> float:
 
     started = time.perf_counter()
     outcome = await run_agent(runtime=runtime, scope=scope, history=[], player_message="Look around.",
-                              gateway=InstantGateway(), hooks=hooks, on_narrative=no_stream, history_max_turns=5,
-                              manifest=manifest)
+                              gateway=InstantGateway(), hooks=hooks, on_narrative=no_stream, history_max_turns=5)
     elapsed = time.perf_counter() - started
     if outcome.status != "success" or outcome.stop_reason != "max-steps":
         raise RuntimeError(f"the in-process agent did not run its {steps} steps: {outcome.status} {outcome.reason}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
 from services.hooks.event_keys import EventKeyTable
 from services.hooks.sandboxed_entries import load_sandboxed
 from shared.logs import get_logger
+from shared.manifest import parse_definition, parse_manifest
 from shared.plugin_code.declarations import ENTRY_CODES
 from shared.plugin_sdk.http_client import declared_http_permissions
 from shared.sandbox import SandboxPool
@@ -48,10 +50,17 @@ def _entries(reply: registry_pb2.ListPluginsResponse) -> list[PluginEntry]:
                 declared_services=tuple(plugin.services),
                 declared_extensions=tuple(plugin.extensions),
                 declared_forms=tuple(plugin.forms),
-                http_permissions=declared_http_permissions(from_struct(plugin.definition), [from_struct(r.manifest) for r in plugin.runtimes]),
+                http_permissions=_http_permissions(plugin),
             )
         )
     return entries
+
+
+def _http_permissions(plugin: registry_pb2.PluginPackage) -> tuple[tuple[str, Mapping], ...]:
+    """The package's and its runtimes' permissions.http, read from the typed definition and manifests."""
+    definition = parse_definition(from_struct(plugin.definition))
+    manifests = [parse_manifest(from_struct(runtime.manifest)) for runtime in plugin.runtimes]
+    return declared_http_permissions(definition.permissions, [(manifest.id, manifest.permissions) for manifest in manifests])
 
 
 def _failed_by_registry(reply: registry_pb2.ListPluginsResponse) -> dict[str, str]:

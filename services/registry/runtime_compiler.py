@@ -27,6 +27,7 @@ from services.registry.manifest_models import (
     ServiceImport,
 )
 from shared.manifest import CompiledManifest
+from shared.manifest.runtime import MAX_RECURSION_DEPTH
 
 # agent.loop defaults by io.visibility (timeoutMs, callTimeoutMs, maxRetries).
 LOOP_LIMITS = {"story": (240_000, 120_000, 1), "system": (120_000, 60_000, 3)}
@@ -39,7 +40,7 @@ LOOP_PROFILES: dict[str, dict[str, Any]] = {
 DEFAULT_LOOP_DETECTION = 3
 # agent.loop.maxSteps: then the finalizer asks for the answer.
 DEFAULT_MAX_STEPS = 8
-DEFAULT_MAX_RECURSION_DEPTH = 10
+DEFAULT_MAX_RECURSION_DEPTH = MAX_RECURSION_DEPTH
 DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_SELF_DATA_FORMAT = "summary"
 DEFAULT_SELF_DATA_MAX_ENTRIES = 50

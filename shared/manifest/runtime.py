@@ -205,9 +205,12 @@ class Agent(ManifestModel):
 # ----- function, datasets, permissions -----------------------------------------------------------
 
 
-# The gateway slot of a function's ctx.gateway when function.model is not written. The one default
-# not compiled in: an unwritten model also tells the registry the function calls no model (tags).
+# The two values the registry decides but does not write into a manifest, for readers to use:
+# the ctx.gateway slot when function.model is not written (an unwritten model also tells that the
+# function calls no model: the cost tags), and how deep ctx.recursive_call may nest from a function
+# (an agent's is its agent.loop.maxRecursionDepth; the compiler's default is this one).
 FUNCTION_SLOT_WHEN_UNWRITTEN = "plugin"
+MAX_RECURSION_DEPTH = 10
 
 
 class Function(ManifestModel):
@@ -281,6 +284,16 @@ class CompiledManifest(ManifestModel):
         if self.function is None:
             raise TypeError(f"{self.id} is an agent runtime; it has no function block")
         return self.function
+
+    @property
+    def gateway_slot(self) -> str:
+        """The slot of ctx.gateway in its handler or guard."""
+        return self.function.slot if self.function is not None else FUNCTION_SLOT_WHEN_UNWRITTEN
+
+    @property
+    def max_recursion_depth(self) -> int:
+        """How deep ctx.recursive_call may nest from this runtime's handler or guard."""
+        return self.agent.loop.max_recursion_depth if self.agent is not None else MAX_RECURSION_DEPTH
 
     @property
     def is_detached(self) -> bool:

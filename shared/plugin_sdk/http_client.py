@@ -24,6 +24,9 @@ from typing import Any
 
 import httpx
 
+from shared.manifest import CompiledManifest
+from shared.manifest.runtime import Permissions
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 DEFAULT_TIMEOUT_S = 30.0
@@ -78,15 +81,15 @@ def parse_rule(entry: Mapping[str, Any], where: str) -> HttpRule:
     return HttpRule(origin_text(url), scheme, host, port, methods)
 
 
-def declared_http_permissions(definition: Mapping[str, Any], runtime_manifests: Iterable[Mapping[str, Any]] = ()) -> tuple[tuple[str, Mapping], ...]:
-    """(where, entry) of every permissions.http entry of a package: the root's, then each runtime's."""
+def declared_http_permissions(
+    package: Permissions | None, runtimes: Iterable[tuple[str, Permissions | None]] = ()
+) -> tuple[tuple[str, Mapping], ...]:
+    """(where, entry) of every permissions.http entry of a package: the root's, then each runtime's
+    (runtime id, its compiled permissions); entries in their JSON form, as parse_rule reads them."""
     found: list[tuple[str, Mapping]] = []
-    for index, entry in enumerate((definition.get("permissions") or {}).get("http") or []):
-        found.append((f"permissions.http[{index}]", entry))
-    for manifest in runtime_manifests:
-        runtime_id = manifest.get("runtimeId") or manifest.get("id") or "runtime"
-        for index, entry in enumerate((manifest.get("permissions") or {}).get("http") or []):
-            found.append((f"{runtime_id}: permissions.http[{index}]", entry))
+    for prefix, permissions in [("", package), *((f"{runtime_id}: ", own) for runtime_id, own in runtimes)]:
+        for index, entry in enumerate((permissions.http or []) if permissions is not None else []):
+            found.append((f"{prefix}permissions.http[{index}]", entry.to_json()))
     return tuple(found)
 
 
@@ -219,7 +222,9 @@ class PluginHttpClient:
         return f"PluginHttpClient({self.plugin_id!r}, origins={[rule.origin for rule in self.rules]})"
 
 
-def function_http_client(plugin_id: str, package_definition: Callable[[], Mapping[str, Any]], manifest: Mapping[str, Any]) -> PluginHttpClient:
+def function_http_client(plugin_id: str, package: Permissions | None, manifest: CompiledManifest) -> PluginHttpClient:
     """`ctx.http` of a function runtime (and its guard): the package's root permissions.http and the
     runtime's own, over the process's shared connection pool."""
-    return PluginHttpClient(plugin_id, lambda: declared_http_permissions(package_definition(), [manifest]), transport=shared_pool())
+    return PluginHttpClient(
+        plugin_id, lambda: declared_http_permissions(package, [(manifest.id, manifest.permissions)]), transport=shared_pool()
+    )

@@ -156,14 +156,20 @@ def test_registrar_rejects_calls_that_can_never_work(tmp_path: Path, code: str) 
     assert "RegistrationError" in result.errors["wrong"]
 
 
-def test_catalogue_sync_carries_the_declared_lists_from_the_registry_reply() -> None:
+def test_catalogue_sync_carries_the_declared_lists_from_the_registry_reply(tmp_path) -> None:
     from covel.registry.v1 import registry_pb2
     from services.hooks.catalogue_sync import _entries
+    from services.registry.package_loader import load_package
+    from services.registry.proto_mapping import package_to_proto
+    from tests.registry.conftest import write_plugin
 
+    # A loaded package's definition is the registry's compiled one (the sync reads it typed).
+    compiled = package_to_proto(load_package(write_plugin(tmp_path, "facts", "version: 0.1.0"), source="community"))
     reply = registry_pb2.ListPluginsResponse(
         plugins=[
             registry_pb2.PluginPackage(
                 id="facts",
+                definition=compiled.definition,
                 root_dir="/x/facts",
                 entry="server/index.py",
                 state=registry_pb2.PLUGIN_STATE_LOADED,

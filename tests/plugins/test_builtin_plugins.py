@@ -16,6 +16,7 @@ import yaml
 from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted.story_replies import planned_tool_call, structured_reply
 from services.hooks.entry_loader import PluginEntry, load_entries
+from services.registry.package_loader import load_package
 from services.scheduler.function.runtime import FunctionContext, PluginDataView, SeededRandom, run_function
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal, ExecutionView, HookContext
@@ -40,7 +41,10 @@ def ctx(plugin_id: str, runtime_id: str, *, message: str = "", inputs: dict | No
 
 
 async def run(plugin: str, runtime: str, context: FunctionContext):
-    return await run_function(context, PluginFile(plugin, PLUGINS / plugin, f"runtimes/{runtime}/handler.py"), None)
+    """The handler of runtime `plugin/runtime`, under the time limit the registry compiled for it."""
+    [compiled] = [r.compiled for r in load_package(PLUGINS / plugin, source="builtin").runtimes if r.runtime_id == f"{plugin}/{runtime}"]
+    assert compiled is not None
+    return await run_function(context, PluginFile(plugin, PLUGINS / plugin, compiled.function_part.handler), compiled.function_part.timeout_ms)
 
 
 def hooks_of(plugin_id: str):

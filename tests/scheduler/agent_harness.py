@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.gateway.v1 import gateway_pb2
-from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookOutcome
 from shared.structs import to_struct
+from tests.scheduler.compiled import compiled_runtime
 
 
 def reply(content: str = "", *tool_calls: tuple[str, dict], finish: str = "stop") -> gateway_pb2.GenerateResponse:
@@ -77,11 +78,9 @@ class FakeHooks:
         return json.dumps(result)
 
 
-def runtime(runtime_id="probe/agent", visibility="system", manifest: dict | None = None, prompt="Do the task.",
-            runtime_type="agent") -> registry_pb2.RuntimeManifest:
-    plugin_id = runtime_id.split("/")[0]
-    return registry_pb2.RuntimeManifest(runtime_id=runtime_id, plugin_id=plugin_id, type=runtime_type, stage="post-turn",
-                                        visibility=visibility, prompt=prompt, manifest=to_struct(manifest or {}))
+def runtime(runtime_id="probe/agent", visibility="system", manifest: dict | None = None, prompt="Do the task.") -> Runtime:
+    """An agent runtime compiled by the registry from `manifest` (its fields as an author writes them)."""
+    return compiled_runtime(manifest, runtime_id=runtime_id, visibility=visibility, prompt=prompt)
 
 
 def scope(active=("probe",)) -> ExecutionScope:

@@ -13,7 +13,18 @@ from services.scheduler.agent.loop import SubagentCall, run_agent
 from services.scheduler.agent.loop_profile import loop_settings
 from services.scheduler.agent.tools import KernelTools, add_runtime_done
 from services.scheduler.hooks.bus import HookOutcome
+from shared.manifest.runtime import Loop
 from tests.scheduler.agent_harness import FakeGateway, FakeHooks, no_stream, reply, runtime, scope
+from tests.scheduler.compiled import compiled_manifest
+
+
+def compiled_loop(written: dict | None = None, visibility: str = "system", subagent_only: bool = False) -> Loop:
+    """agent.loop as the registry compiles it from what an author wrote."""
+    author: dict = {"agent": {"loop": written}} if written else {}
+    if subagent_only:
+        author["schedule"] = {"subagentOnly": True}
+    return compiled_manifest(author, visibility=visibility).agent_part.loop
+
 
 SCHEMA = [("schema", {"type": "object", "required": ["mood"], "properties": {"mood": {"type": "string", "enum": ["calm", "tense"]}}})]
 
@@ -24,22 +35,25 @@ async def run(rt, gateway, hooks=None, **kwargs):
 
 
 def test_profiles_give_the_spec_table_and_overrides():
-    story = loop_settings({}, story=True)
+    story = loop_settings(compiled_loop(visibility="story"), story=True)
     assert (story.profile, story.stream, story.steering, story.truncation, story.fallback) == (
         "story", True, True, "accept", "answer-without-tools")
-    system = loop_settings({}, story=False)
+    system = loop_settings(compiled_loop(), story=False)
     assert (system.profile, system.stream, system.truncation, system.fallback) == ("system", False, "reject", "fail")
-    actor = loop_settings({}, story=False, subagent=True)
+    actor = loop_settings(compiled_loop(subagent_only=True), story=False, subagent=True)
     assert (actor.profile, actor.fallback) == ("actor", "answer-without-tools")
-    overridden = loop_settings({"profile": "story", "stream": False, "corrections": {"review": 0}}, story=True)
+    # stream: false with the story profile's truncation: accept, which the registry refuses to compile.
+    written = compiled_loop({"profile": "story", "corrections": {"review": 0}}, visibility="story").model_copy(update={"stream": False})
+    overridden = loop_settings(written, story=True)
     # truncation accept only holds for text the player watched stream.
     assert (overridden.stream, overridden.truncation, overridden.corrections["review"]) == (False, "reject", 0)
     assert overridden.corrections["toolUse"] == 1
     # A subagent budget only tightens.
-    tight = loop_settings({"maxSteps": 4, "timeoutMs": 20_000}, story=False, subagent=True, budget={"maxSteps": 9, "timeoutMs": 5000})
+    tight = loop_settings(compiled_loop({"maxSteps": 4, "timeoutMs": 20_000}, subagent_only=True), story=False, subagent=True,
+                          budget={"maxSteps": 9, "timeoutMs": 5000})
     assert (tight.max_steps, tight.timeout_ms) == (4, 5000)
     # The reserve used is at most half the time limit.
-    assert loop_settings({"timeoutMs": 10_000, "finalizer": {"deadlineReserveMs": 8000}}, story=False).deadline_reserve_s == 5.0
+    assert loop_settings(compiled_loop({"timeoutMs": 10_000, "finalizer": {"deadlineReserveMs": 8000}}), story=False).deadline_reserve_s == 5.0
 
 
 async def test_system_agent_output_is_its_json_checked_against_the_schema():
@@ -124,10 +138,10 @@ async def test_a_subagent_gets_its_brief_only_read_only_tools_and_no_context_hoo
     tools = KernelTools()
     add_runtime_done(tools)  # not read-only: taken away
     gateway = FakeGateway([reply('{"mood": "calm"}')])
-    manifest = {"agent": {"tools": {"plugin": ["peek", "write"]}}}
+    provider = runtime("probe/gate", manifest={"schedule": {"subagentOnly": True}, "agent": {"tools": {"plugin": ["peek", "write"]}}})
     outcome = await run_agent(
-        runtime=runtime("probe/gate", manifest=manifest), scope=scope(), history=[], player_message="", gateway=gateway,
-        hooks=hooks, on_narrative=no_stream, history_max_turns=0, manifest=manifest, kernel_tools=tools,
+        runtime=provider, scope=scope(), history=[], player_message="", gateway=gateway,
+        hooks=hooks, on_narrative=no_stream, history_max_turns=0, manifest=provider.manifest, kernel_tools=tools,
         output_schemas=SCHEMA, subagent=SubagentCall("A stranger asks to pass.", {"maxSteps": 2}))
     assert outcome.status == "success" and outcome.output == {"mood": "calm"}
     request = gateway.requests[0]

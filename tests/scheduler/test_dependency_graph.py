@@ -1,6 +1,7 @@
 """Layers, cycles and success gates of a stage's dependency graph."""
 
 from services.scheduler.turn.dependency_graph import Dependency, Node, dependencies_of, gate_reason, plan_stage
+from tests.scheduler.compiled import compiled_package
 
 
 def needs(ref: str, **kwargs) -> Dependency:
@@ -70,14 +71,20 @@ def test_required_input_without_a_provider_gates_and_all_needs_every_provider() 
 
 
 def test_dependencies_from_a_compiled_manifest() -> None:
-    manifest = {
-        "schedule": {"needs": [{"runtime": "p/a", "cardinality": "one"}], "after": [{"contract": "x@1", "cardinality": "one"}]},
-        "io": {"inputs": {
-            "story": {"from": {"contract": "narrative-engine@2", "cardinality": "one"}, "required": False, "scope": "turn"},
-            "old": {"from": {"runtime": "p/b"}, "scope": "committed", "recordAs": "r"},
-            "digest": {"from": {"kernel": "turn-digest@1"}},
-        }},
-    }
+    package = compiled_package("p", {
+        "p/main": {
+            "schedule": {"stage": "post-turn", "needs": [{"runtime": "p/a", "cardinality": "one"}],
+                         "after": [{"contract": "x@1", "cardinality": "one"}]},
+            "io": {"inputs": {
+                "story": {"from": {"contract": "narrative-engine@2", "cardinality": "one"}, "required": False, "scope": "turn"},
+                "old": {"from": {"runtime": "p/b"}, "scope": "committed", "recordAs": "r"},
+                "digest": {"from": {"kernel": "turn-digest@1"}},
+            }},
+        },
+        "p/a": {},
+        "p/b": {"io": {"output": {"recordAs": "r"}}},
+    })
+    manifest = next(runtime.manifest for runtime in package.runtimes if runtime.runtime_id == "p/main")
     assert dependencies_of(manifest) == (
         Dependency("runtime", "p/a"),
         Dependency("contract", "x@1", gate=False),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from services.scheduler.turn.inputs import CommittedExports, Export, bind_inputs
+from shared.manifest import CompiledManifest
+from tests.scheduler.compiled import compiled_package
 
 
 class SchemaCheck:
@@ -10,14 +12,17 @@ class SchemaCheck:
 
     def provider(self, binding, spec, full):
         ok = isinstance(full, dict) and isinstance(full.get("turn"), int)
-        return None if ok or spec.get("scope") != "committed" else f"input {binding}: the export fails its contract"
+        return None if ok or spec.scope != "committed" else f"input {binding}: the export fails its contract"
 
     def value(self, binding, spec, value):
         return f"input {binding}: input-schema-invalid" if value == "bad" else None
 
 
-def inputs(**bindings) -> dict:
-    return {"io": {"inputs": bindings}}
+def inputs(**bindings) -> CompiledManifest:
+    """The compiled manifest of p/consumer with these io.inputs; the runtimes they name are in its package."""
+    named = {spec["from"]["runtime"] for spec in bindings.values() if "runtime" in spec["from"]}
+    package = compiled_package("p", {"p/consumer": {"io": {"inputs": bindings}}, **{runtime_id: {} for runtime_id in named}})
+    return next(runtime.manifest for runtime in package.runtimes if runtime.runtime_id == "p/consumer")
 
 
 EXPORTS = CommittedExports(

@@ -8,6 +8,7 @@ from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.state import MAX_OPERATION_PART_CHARS, OperationNote, ToolCallNote, TurnState
 from services.scheduler.turn.story_output import normalize_story
+from tests.scheduler.compiled import compiled_manifest
 
 
 def _scope(locale: str = "zh") -> ExecutionScope:
@@ -19,7 +20,7 @@ def _state(**fields) -> TurnState:
 
 
 def test_only_finished_committable_visible_runtimes_count() -> None:
-    run = _state(manifests={"p/hidden": {"io": {"concealed": True}}}, player_message="I look.",
+    run = _state(manifests={"p/hidden": compiled_manifest({"io": {"concealed": True}}, runtime_id="p/hidden")}, player_message="I look.",
                  actions=[common_pb2.PlayerAction(seat_id="main", kind="do", text="I look.", source="player")])
     run.outcomes = {"p/story": RuntimeOutcome("success", story=normalize_story("Rain.")), "p/ok": RuntimeOutcome("success"),
                     "p/failed": RuntimeOutcome("failed"), "p/hidden": RuntimeOutcome("success"),

@@ -13,25 +13,38 @@ from services.scheduler.agent.tools import (
     provided_dataset_tools,
     wanted_datasets,
 )
+from services.scheduler.catalogue import Package
 from services.scheduler.function.runtime import PluginDataView
+from shared.manifest.runtime import Dataset
 from shared.plugin_sdk.text_rank import rank_texts, search_terms
+from tests.scheduler.compiled import compiled_package
 
 ITEM_SCHEMA = {"type": "object", "required": ["id", "name", "count"], "properties": {
     "id": {"type": "string"}, "name": {"type": "string"}, "count": {"type": "integer", "minimum": 0}}}
 
 
+def datasets_package(datasets: dict, runtime_datasets: list) -> Package:
+    """Package inventory declaring `datasets` (schema item.json), its runtime inventory/keeper importing `runtime_datasets`."""
+    return compiled_package("inventory", {"inventory/keeper": {"agent": {"tools": {"datasets": runtime_datasets}}}},
+                            package={"contributes": {"datasets": datasets}}, files={"item.json": json.dumps(ITEM_SCHEMA)})
+
+
 def dataset_tools(tmp_path, committed=None, **declaration):
-    (tmp_path / "item.json").write_text(json.dumps(ITEM_SCHEMA))
-    declared = {"items": {"schema": "item.json", "key": "id", **declaration}}
+    package = datasets_package({"items": {"schema": "item.json", "key": "id", **declaration}}, ["items"])
+    declared = package.contributes.datasets or {}
 
     async def load(namespace):
         return dict(committed or {})
 
     view = PluginDataView("inventory", load)
     tools = KernelTools()
-    manifest = {"agent": {"tools": {"datasets": ["items"]}}}
-    add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, str(tmp_path), view)
+    manifest = package.runtimes[0].manifest
+    add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, view)
     return tools, view
+
+
+def declared_dataset(**declaration) -> Dataset:
+    return (datasets_package({"items": {"schema": "item.json", **declaration}}, []).contributes.datasets or {})["items"]
 
 
 async def call(tools, tool, **args):
@@ -39,12 +52,15 @@ async def call(tools, tool, **args):
 
 
 def test_dataset_tool_kinds_follow_ops():
-    assert provided_dataset_tools({}) == ["get", "list", "upsert", "update"]
-    assert provided_dataset_tools({"ops": ["set"]}) == ["get", "list", "upsert"]
-    assert provided_dataset_tools({"ops": ["inc", "append"]}) == ["get", "list", "update"]
-    assert provided_dataset_tools({"tools": ["get"]}) == ["get"]
-    declared = {"items": {"ops": ["set"]}, "notes": {}}
-    assert wanted_datasets({"agent": {"tools": {"datasets": [{"dataset": "notes", "tools": ["get", "update"]}, "items", "nope"]}}},
+    assert provided_dataset_tools(declared_dataset()) == ["get", "list", "upsert", "update"]
+    assert provided_dataset_tools(declared_dataset(ops=["set"])) == ["get", "list", "upsert"]
+    assert provided_dataset_tools(declared_dataset(ops=["inc", "append"])) == ["get", "list", "update"]
+    assert provided_dataset_tools(declared_dataset(tools=["get"])) == ["get"]
+    # "nope" is in the runtime's package but not among the datasets the scheduler was given.
+    package = datasets_package({"items": {"schema": "item.json", "ops": ["set"]}, "notes": {"schema": "item.json"},
+                                "nope": {"schema": "item.json"}}, [{"dataset": "notes", "tools": ["get", "update"]}, "items", "nope"])
+    declared = {name: dataset for name, dataset in (package.contributes.datasets or {}).items() if name != "nope"}
+    assert wanted_datasets(package.runtimes[0].manifest,
                            declared) == {"notes": ["get", "update"], "items": ["get", "list", "upsert"]}
     assert dataset_key("  Old_Lamp  Oil ") == "old-lamp-oil"
 

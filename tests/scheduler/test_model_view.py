@@ -45,14 +45,18 @@ def test_runtime_inputs_block_projects_values() -> None:
 
 def test_self_data_rows() -> None:
     from services.scheduler.agent.context import self_data_block
+    from tests.scheduler.compiled import compiled_manifest
+
+    def declared(**written):
+        return compiled_manifest({"io": {"selfData": [written]}}).io.self_data[0]
 
     entries = {"lantern": {"id": "lantern", "lit": True, "updatedAt": "2026-01-01T00:00:00Z"}, "note": {"text": "x" * 300}}
-    block = self_data_block({"namespace": "facts", "as": "<known-facts>", "format": "summary", "maxEntries": 50}, entries)
+    block = self_data_block(declared(namespace="facts", **{"as": "<known-facts>"}, format="summary", maxEntries=50), entries)
     lines = block.splitlines()
     assert lines[0] == "<known-facts>" and lines[-1] == "</known-facts>"
     assert lines[1] == '- lantern | {"lit":true}'
     assert lines[2].startswith("- note | ") and len(lines[2]) == len("- note | ") + 200 and lines[2].endswith("…")
-    assert self_data_block({"namespace": "facts", "maxEntries": 1}, entries).count("\n- ") == 1
+    assert self_data_block(declared(namespace="facts", maxEntries=1), entries).count("\n- ") == 1
 
 
 def test_story_problems_for_the_repair_request() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from covel.registry.v1 import registry_pb2
 from services.registry.package_loader import load_package
 from services.registry.proto_mapping import package_to_proto
 from services.scheduler.agent.context import (
@@ -16,23 +15,24 @@ from services.scheduler.agent.context import (
     static_segments,
     variant_locale,
 )
+from services.scheduler.catalogue import Package
 from services.scheduler.settings import SchedulerSettings
 from shared.settings import default_plugin_dirs
-from shared.structs import to_struct
 from tests.scheduler.agent_harness import runtime
+from tests.scheduler.compiled import compiled_package
 
 WORLD_EN = "The harbor town of Saltmere."
 WORLD_ZH = "港口小镇盐沼镇。"
 
 
-def world_package(plugin_id: str = "world", translated: bool = True) -> registry_pb2.PluginPackage:
-    definition = {"contributes": {"prompt": [
+def world_package(plugin_id: str = "world", translated: bool = True) -> Package:
+    contributes = {"prompt": [
         {"id": "world", "position": "system", "content": WORLD_EN},
         {"id": "rules", "position": "post-history", "role": "user", "content": "Keep it short."},
-    ]}}
-    if translated:
-        definition["promptSegmentVariants"] = {"zh": {"world": WORLD_ZH}}
-    return registry_pb2.PluginPackage(id=plugin_id, definition=to_struct(definition))
+    ]}
+    # The zh variant translates the world segment (PLUGIN.zh.md frontmatter, by id).
+    variant = f'---\n{{"contributes": {{"prompt": [{{"id": "world", "content": "{WORLD_ZH}"}}]}}}}\n---\n'
+    return compiled_package(plugin_id, package={"contributes": contributes}, files={"PLUGIN.zh.md": variant} if translated else None)
 
 
 @pytest.mark.parametrize(("locale", "variant"), [
@@ -83,7 +83,7 @@ def test_the_bootstrap_record_names_the_file_the_prompt_came_from() -> None:
 
 def test_demo_worlds_chinese_world_text_reaches_a_zh_session() -> None:
     """The builtin demo-world as the registry compiles it and sends it (proto), read by the narrator."""
-    package = package_to_proto(load_package(default_plugin_dirs()[0] / "demo-world", source="builtin"))
+    package = Package.from_proto(package_to_proto(load_package(default_plugin_dirs()[0] / "demo-world", source="builtin")))
     narrator = runtime("narrator", "story")
     [zh] = static_segments(narrator, True, [package], "zh")
     [en] = static_segments(narrator, True, [package], "en")

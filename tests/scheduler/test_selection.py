@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from services.scheduler.turn.selection import TriggerHistory, scheduled_this_turn
+from tests.scheduler.compiled import compiled_manifest
 
 
 @dataclass
@@ -18,8 +19,8 @@ class Turn:
     runtime_results: list = field(default_factory=list)
 
 
-MANIFEST = {"id": "p/r", "schedule": {"stage": "post-turn", "every": 2,
-                                       "trigger": {"startTurn": 3, "maxTriggerCount": 2, "cooldownTurns": 1}}}
+MANIFEST = compiled_manifest({"schedule": {"stage": "post-turn", "every": 2,
+                                            "trigger": {"startTurn": 3, "maxTriggerCount": 2, "cooldownTurns": 1}}}, runtime_id="p/r")
 
 
 def play(turns: int, rolled_back: set[int] = frozenset()) -> list[int]:
@@ -43,7 +44,7 @@ def test_a_rolled_back_turn_does_not_count() -> None:
 
 
 def test_cooldown_spaces_runs() -> None:
-    manifest = {"id": "p/c", "schedule": {"stage": "pre-turn", "trigger": {"cooldownTurns": 2}}}
+    manifest = compiled_manifest({"schedule": {"stage": "pre-turn", "trigger": {"cooldownTurns": 2}}}, runtime_id="p/c")
     turns, ran = [], []
     for logical in range(1, 8):
         runs = scheduled_this_turn(manifest, "pre-turn", logical, TriggerHistory.from_turns(turns))
@@ -53,8 +54,8 @@ def test_cooldown_spaces_runs() -> None:
 
 
 def test_manual_event_and_subagent_only_are_never_scheduled() -> None:
-    for schedule in ({"trigger": {"type": "manual"}}, {"trigger": {"type": "event"}}, {"subagentOnly": True, "stage": "narrative"}):
-        assert not scheduled_this_turn({"id": "x", "schedule": schedule}, "narrative", 1)
+    for schedule in ({"trigger": {"type": "manual"}}, {"trigger": {"type": "event", "event": "x.happened"}}, {"subagentOnly": True}):
+        assert not scheduled_this_turn(compiled_manifest({"schedule": schedule}, runtime_id="x/x"), "narrative", 1)
 
 
 def test_setup_progress_per_version_with_a_retry_budget() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from covel.registry.v1 import registry_pb2
 from services.scheduler.turn.setting_values import check_plugin_settings
 from shared.errors import ServiceError
 from shared.structs import to_struct
+from tests.scheduler.compiled import compiled_package
 
 DECLARED = [
     {"key": "person", "type": "select", "options": ["second", "third"], "default": "second"},
@@ -19,8 +19,8 @@ DECLARED = [
     {"key": "floor", "type": "integer", "min": 0},
 ]
 PACKAGES = {
-    "demo": registry_pb2.PluginPackage(id="demo", definition=to_struct({"contributes": {"settings": DECLARED}})),
-    "loose": registry_pb2.PluginPackage(id="loose", definition=to_struct({"description": "declares no settings"})),
+    "demo": compiled_package("demo", package={"contributes": {"settings": DECLARED}}),
+    "loose": compiled_package("loose", package={"description": "declares no settings"}),
 }
 
 

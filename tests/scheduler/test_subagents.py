@@ -17,10 +17,13 @@ from tests.scheduler.agent_harness import runtime, scope
 
 
 def provider(runtime_id: str, contract: str = "", subagent_only: bool = True, timeout_ms: int | None = None):
-    manifest = {"schedule": {"subagentOnly": subagent_only}, "io": {"output": {"contract": contract}} if contract else {}}
+    written: dict = {"schedule": {"subagentOnly": True}} if subagent_only else {}
+    if contract:
+        written["io"] = {"output": {"contract": contract}}
     if timeout_ms:
-        manifest["agent"] = {"loop": {"timeoutMs": timeout_ms}}
-    return runtime(runtime_id, manifest=manifest), manifest
+        written["agent"] = {"loop": {"timeoutMs": timeout_ms}}
+    compiled = runtime(runtime_id, manifest=written)
+    return compiled, compiled.manifest
 
 
 def subagents(providers, run_provider=None, **kwargs):

@@ -14,6 +14,7 @@ from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
 from shared.grpc_client import open_channel
+from shared.manifest.runtime import Permissions
 from shared.plugin_sdk.http_client import (
     HttpPermissionDenied,
     PluginHttpClient,
@@ -117,8 +118,9 @@ def test_declarations_that_are_not_origins_are_load_errors():
 
 
 def test_the_package_and_its_runtimes_declare_together():
-    definition = {"permissions": {"http": [{"origin": "https://a.example"}]}}
-    runtimes = [{"id": "probe/fetch", "permissions": {"http": [{"origin": "https://b.example", "methods": ["POST"]}]}}, {"id": "probe/x"}]
+    definition = Permissions.parse({"http": [{"origin": "https://a.example"}]}, "permissions")
+    runtimes = [("probe/fetch", Permissions.parse({"http": [{"origin": "https://b.example", "methods": ["POST"]}]}, "permissions")),
+                ("probe/x", None)]
     assert declared_http_permissions(definition, runtimes) == (
         ("permissions.http[0]", {"origin": "https://a.example"}),
         ("probe/fetch: permissions.http[0]", {"origin": "https://b.example", "methods": ["POST"]}),

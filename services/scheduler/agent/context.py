@@ -7,8 +7,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from covel.common.v1 import common_pb2
-from covel.registry.v1 import registry_pb2
 from services.scheduler.agent.model_view import model_facing
+from services.scheduler.catalogue import Package, Runtime
+from shared.manifest.runtime import SelfData
 from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
@@ -16,7 +17,7 @@ TASK_PROMPT = "(The turn above is over. Do your task for it now.)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 
 
-def framework_preamble(runtime: registry_pb2.RuntimeManifest, locale: str, story: bool) -> str:
+def framework_preamble(runtime: Runtime, locale: str, story: bool) -> str:
     """What the kernel always puts first: the runtime frame, the output language, the completion contract."""
     language = LANGUAGE_NAMES.get(locale, "English")
     lines = [
@@ -57,7 +58,7 @@ def variant_locale(locale: str) -> str:
     return "" if tag.startswith(TRADITIONAL_CHINESE) else VARIANT_LOCALE
 
 
-def runtime_prompt(runtime: registry_pb2.RuntimeManifest, locale: str) -> str:
+def runtime_prompt(runtime: Runtime, locale: str) -> str:
     variant = variant_locale(locale)
     return (runtime.prompt_variants.get(variant) if variant else "") or runtime.prompt
 
@@ -67,7 +68,7 @@ BOOTSTRAP_FILE_MAX_CHARS = 20_000
 BOOTSTRAP_TOTAL_MAX_CHARS = 60_000
 
 
-def prompt_file(runtime: registry_pb2.RuntimeManifest, locale: str, workspace_dir: str) -> dict[str, Any]:
+def prompt_file(runtime: Runtime, locale: str, workspace_dir: str) -> dict[str, Any]:
     """The runtime's own prompt as the first bootstrap record: PLUGIN.md of an inline runtime,
     runtimes/<id>/RUNTIME.md otherwise (the locale's variant when there is one)."""
     inline = runtime.runtime_id == runtime.plugin_id
@@ -79,7 +80,7 @@ def prompt_file(runtime: registry_pb2.RuntimeManifest, locale: str, workspace_di
     return {"name": name, "path": path, "missing": False, "content": runtime_prompt(runtime, locale)}
 
 
-async def resolve_bootstrap(hooks, scope, runtime: registry_pb2.RuntimeManifest, packages) -> list[dict[str, Any]] | None:
+async def resolve_bootstrap(hooks, scope, runtime: Runtime, packages) -> list[dict[str, Any]] | None:
     """agent:bootstrap (awaited): handlers may replace or extend the bootstrap files; None when
     they left them as they were (or nobody listens), so the prompt is assembled as usual."""
     events = getattr(hooks, "events", None)
@@ -139,26 +140,25 @@ SUMMARY_HEADING = "Summary of the story so far (earlier turns, compacted):"
 SUMMARY_CHARS = 200
 
 
-def self_data_block(declaration: dict[str, Any], entries: dict[str, Any]) -> str:
+def self_data_block(declaration: SelfData, entries: dict[str, Any]) -> str:
     """io.selfData: one row per key, `- <key> | <value JSON>` (summary: cut to 200 characters),
     newest keys last, bookkeeping fields removed, an `id` equal to the key not repeated."""
-    namespace = declaration.get("namespace", "")
-    tag = str(declaration.get("as") or f"<{namespace}>").strip("<>") or namespace
-    limit = int(declaration.get("maxEntries") or 50)
+    namespace = declaration.namespace
+    tag = (declaration.as_ or f"<{namespace}>").strip("<>") or namespace
     rows = []
-    for key, value in list(entries.items())[-limit:]:
+    for key, value in list(entries.items())[-declaration.max_entries:]:
         shown = model_facing(value)
         if isinstance(shown, dict) and shown.get("id") == key:
             shown = {field: item for field, item in shown.items() if field != "id"}
         text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
-        if (declaration.get("format") or "summary") == "summary" and len(text) > SUMMARY_CHARS:
+        if declaration.format == "summary" and len(text) > SUMMARY_CHARS:
             text = text[: SUMMARY_CHARS - 1] + "…"
         rows.append(f"- {key} | {text}")
     body = "\n".join(rows) if rows else "(none yet)"
     return f"<{tag}>\n{body}\n</{tag}>"
 
 
-def static_segments(runtime: registry_pb2.RuntimeManifest, story: bool, packages, locale: str = "") -> list[dict[str, Any]]:
+def static_segments(runtime: Runtime, story: bool, packages: list[Package], locale: str = "") -> list[dict[str, Any]]:
     """contributes.prompt segments this runtime reads: its own package's, and every active package's
     when it writes the story. Each carries its pluginId for promptSegments. A Simplified Chinese
     session reads a segment's translation from PLUGIN.zh.md (the definition's promptSegmentVariants,
@@ -168,13 +168,11 @@ def static_segments(runtime: registry_pb2.RuntimeManifest, story: bool, packages
     for package in packages:
         if package.id != runtime.plugin_id and not story:
             continue
-        definition = from_struct(package.definition)
-        translated = (definition.get("promptSegmentVariants") or {}).get(variant) or {} if variant else {}
-        for segment in ((definition.get("contributes") or {}).get("prompt") or []):
-            if isinstance(segment, dict) and segment.get("content"):
-                content = translated.get(segment.get("id"))
-                found.append({**segment, **({"content": content} if isinstance(content, str) and content else {}),
-                              "pluginId": package.id})
+        translated = package.prompt_segment_variants.get(variant, {}) if variant else {}
+        for segment in package.contributes.prompt or []:
+            if segment.content:
+                content = translated.get(segment.id)
+                found.append({**segment.to_json(), **({"content": content} if content else {}), "pluginId": package.id})
     return found
 
 
@@ -187,7 +185,7 @@ def runtime_inputs_block(inputs: dict[str, Any]) -> str:
 
 
 def assemble(
-    runtime: registry_pb2.RuntimeManifest,
+    runtime: Runtime,
     locale: str,
     story: bool,
     history: list[common_pb2.Message],

@@ -29,6 +29,7 @@ from services.scheduler.agent.tools import (
     add_memory_search,
     wanted_datasets,
 )
+from services.scheduler.catalogue import Runtime
 from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import add_service_tools
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
@@ -36,6 +37,7 @@ from services.scheduler.peers import Peers
 from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.turn.state import TurnState
 from shared.logs import get_logger
+from shared.manifest import CompiledManifest
 from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
 from shared.structs import from_struct, from_value
 
@@ -52,7 +54,7 @@ class AgentExecution:
         self._history_max_turns = history_max_turns
         self._interjections = interjections
 
-    async def run(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+    async def run(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                   on_narrative: OnNarrative, inputs: dict | None, root_budget: SubagentBudget | None = None,
                   nested: bool = False) -> RuntimeOutcome:
         """One agent execution; `root_budget` is the subagent budget of the root execution a nested run belongs to.
@@ -62,7 +64,7 @@ class AgentExecution:
         schemas: list = []
         if not story:
             try:
-                schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
+                schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
             except SchemaUnavailable as error:
                 return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
         plugin_data = self._plugin_data.view(runtime, scope.session.id, run)
@@ -72,7 +74,7 @@ class AgentExecution:
         topics = _story_topics(run) if story else list(package.event_topics)
         if topics:
             add_emit_event(tools, topics)
-        declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
+        declared = package.contributes.datasets or {}
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
         add_service_tools(tools, manifest, run.packages, self._hooks, scope, runtime)
         characters = _CharacterCache(self._peers, scope.session.id)
@@ -83,7 +85,7 @@ class AgentExecution:
             if searchable:
                 add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit))
         started = time.monotonic()
-        loop_timeout_s = int(((manifest.get("agent") or {}).get("loop") or {}).get("timeoutMs") or 240_000) / 1000
+        loop_timeout_s = manifest.agent_part.loop.timeout_ms / 1000
         subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started),
                                        budget=root_budget)
         if subagents.available:
@@ -107,7 +109,7 @@ class AgentExecution:
             outcome.read_from = set(plugin_data.read_from)
         return outcome
 
-    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+    async def run_nested(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                          inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome:
         """ctx.recursive_call of an agent runtime: a full agent run whose writes the caller keeps or drops.
         Its delegate calls use the root execution's budget (`root_agents`, the root's ctx.agents)."""
@@ -150,12 +152,12 @@ class AgentExecution:
         provider, manifest = plan.provider, plan.manifest
         package = run.packages[provider.plugin_id]
         try:
-            schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
+            schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
         except SchemaUnavailable as error:
             log.warning("subagent output schema unavailable", provider=provider.runtime_id, reason=str(error))
             return subagent_error("internal", INTERNAL_FAILURE, "error")
         tools = KernelTools()
-        declared = ((from_struct(package.definition).get("contributes") or {}).get("datasets")) or {}
+        declared = package.contributes.datasets or {}
         # A subagent reads the committed world (recursive upstream is not inherited): a fresh view.
         plugin_data = self._plugin_data.view(provider, scope.session.id, TurnState(history=[], packages=run.packages))
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
@@ -165,7 +167,7 @@ class AgentExecution:
             return None
 
         started = time.monotonic()
-        concealed = bool((manifest.get("io") or {}).get("concealed"))
+        concealed = manifest.io.concealed
         # A concealed provider's entries are hidden from clients like a concealed runtime's (concealment.py).
         trace.append(_subagent_entry("subagent.started", "ok", provider, caller, plan.call_id,
                                      message=json.dumps({"concealed": True}) if concealed else ""))
@@ -243,8 +245,7 @@ def _story_topics(run: TurnState) -> list[str]:
     """What a story may emit: every active plugin's event topics except those declared `advertise: false`."""
     topics: list[str] = []
     for _, package in sorted(run.packages.items()):
-        events = (from_struct(package.definition).get("contributes") or {}).get("events") or []
-        hidden = {e.get("topic") for e in events if isinstance(e, dict) and e.get("advertise") is False}
+        hidden = {event.topic for event in package.contributes.events or [] if event.advertise is False}
         topics += [topic for topic in package.event_topics if topic not in hidden and topic not in topics]
     return topics
 
@@ -253,11 +254,9 @@ def _searchable_namespaces(run: TurnState) -> list[tuple[str, str, str]]:
     """(pluginId, namespace, text field) of every contributes.data namespace that declares search.text."""
     found = []
     for plugin_id, package in sorted(run.packages.items()):
-        data = ((from_struct(package.definition).get("contributes") or {}).get("data")) or {}
-        for namespace, declaration in sorted(data.items()) if isinstance(data, dict) else []:
-            text_field = ((declaration or {}).get("search") or {}).get("text") if isinstance(declaration, dict) else None
-            if isinstance(text_field, str) and text_field:
-                found.append((plugin_id, namespace, text_field))
+        for namespace, declaration in sorted((package.contributes.data or {}).items()):
+            if declaration.search is not None and declaration.search.text:
+                found.append((plugin_id, namespace, declaration.search.text))
     return found
 
 

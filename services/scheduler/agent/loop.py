@@ -18,7 +18,6 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from covel.registry.v1 import registry_pb2
 from services.scheduler.agent import loop_rules
 from services.scheduler.agent.answers import log_model_effects
 from services.scheduler.agent.context import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
@@ -41,10 +40,12 @@ from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, repl
 from services.scheduler.agent.tool_calls import post_tool_use as _post_tool  # noqa: F401
 from services.scheduler.agent.tool_calls import pre_tool_use as _pre_tool  # noqa: F401
 from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
+from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import StepPlan, apply_pre_step, stopped_by_pre_step_error
 from services.scheduler.turn.story_output import EmptyStory, Story, normalize_story
-from shared.structs import from_struct
+from shared.manifest import CompiledManifest
+from shared.manifest.runtime import Agent, HistoryWindow, NamedToolChoice
 
 
 @dataclass
@@ -75,16 +76,7 @@ class RuntimeOutcome:
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _manifest_get(manifest: dict[str, Any], *path: str, default: Any = None) -> Any:
-    node: Any = manifest
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return default
-        node = node[key]
-    return node
-
-
-def is_story_runtime(runtime: registry_pb2.RuntimeManifest) -> bool:
+def is_story_runtime(runtime: Runtime) -> bool:
     return runtime.visibility == "story"
 
 
@@ -98,23 +90,31 @@ class SubagentCall:
     parent_runtime_id: str = ""
 
 
-def tools_wanted(manifest: dict[str, Any]) -> list[str]:
+def tools_wanted(manifest: CompiledManifest) -> list[str]:
     """agent.tools.plugin: the plugin tools this runtime may call (the registry fills the inline default)."""
-    wanted = _manifest_get(manifest, "agent", "tools", "plugin", default=[]) or []
-    return [name for name in wanted if isinstance(name, str)]
+    return list(manifest.agent_part.tools.plugin)
 
 
-def _completion(manifest: dict[str, Any]) -> loop_rules.Completion:
-    """agent.completion; finishWith is completion {require: tool-use, afterTools: [it]} (spec: 完成条件)."""
-    finish_with = _manifest_get(manifest, "agent", "finishWith")
-    completion = _manifest_get(manifest, "agent", "completion", default={}) or {}
-    after_tools = completion.get("afterTools") or ([finish_with] if finish_with else [])
-    return loop_rules.Completion(completion.get("require") or ("tool-use" if finish_with else ""), frozenset(after_tools))
+def _completion(agent: Agent) -> loop_rules.Completion:
+    """agent.completion: the registry compiles finishWith into {require: tool-use, afterTools: [it]}; none
+    written, the loop ends with an answer (spec: 完成条件)."""
+    if agent.completion is None:
+        return loop_rules.Completion("", frozenset())
+    return loop_rules.Completion(agent.completion.require or "", frozenset(agent.completion.after_tools or []))
+
+
+def _tool_choice(agent: Agent) -> str | dict[str, Any]:
+    """agent.toolChoice as the step plan and hooks read it (a mode or {name}); not written: auto (the
+    registry writes `required` for finishWith)."""
+    choice = agent.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        return choice.to_json()
+    return choice or "auto"
 
 
 async def run_agent(
     *,
-    runtime: registry_pb2.RuntimeManifest,
+    runtime: Runtime,
     scope: ExecutionScope,
     history: list[common_pb2.Message],
     player_message: str,
@@ -126,7 +126,7 @@ async def run_agent(
     self_data: list[str] | None = None,
     event_topics: list[str] | None = None,
     packages: list | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: CompiledManifest | None = None,
     kernel_tools: KernelTools | None = None,
     output_schemas: list[tuple[str, dict[str, Any]]] | None = None,
     subagent: SubagentCall | None = None,
@@ -136,7 +136,7 @@ async def run_agent(
     """One agent execution: context assembly, then steps until an answer, a completion or a failure."""
     loop = AgentLoop(
         runtime=runtime, scope=scope, gateway=gateway, hooks=hooks, on_narrative=on_narrative,
-        manifest=manifest if manifest is not None else from_struct(runtime.manifest),
+        manifest=manifest if manifest is not None else runtime.manifest,
         kernel_tools=kernel_tools if kernel_tools is not None else KernelTools(),
         output_schemas=output_schemas or [], subagent=subagent, interjections=interjections,
     )
@@ -152,7 +152,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     correction steps and the tools step are in agent/corrections.py and agent/tool_calls.py."""
 
     def __init__(self, *, runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
-                 manifest: dict[str, Any], kernel_tools: KernelTools, output_schemas, subagent: SubagentCall | None,
+                 manifest: CompiledManifest, kernel_tools: KernelTools, output_schemas, subagent: SubagentCall | None,
                  interjections) -> None:
         self.runtime = runtime
         self.scope = scope
@@ -164,7 +164,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.subagent = subagent
         self.interjections = interjections if interjections is not None else (lambda: [])
         self.story = is_story_runtime(runtime) and subagent is None
-        self.settings = loop_settings(_manifest_get(manifest, "agent", "loop", default={}) or {}, story=self.story,
+        agent = manifest.agent_part
+        self.settings = loop_settings(agent.loop, story=self.story,
                                       subagent=subagent is not None, budget=subagent.budget if subagent else None)
         self.output_schemas = [] if self.story else list(output_schemas)
         self.trace: list[common_pb2.HookTraceEntry] = []
@@ -180,13 +181,12 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.prompt_segments: list[dict[str, Any]] = []
         self.available: dict[str, gateway_pb2.ToolDefinition] = {}
         self.tool_names: list[str] = []
-        self.slot = _manifest_get(manifest, "agent", "model", default="story" if is_story_runtime(runtime) else "plugin")
+        self.slot = agent.model
         self.model = scope.session.runtime_model_overrides.get(runtime.runtime_id, "") or self.slot
-        self.response_format = response_format(_manifest_get(manifest, "io", "output", "schema"),
-                                               _manifest_get(manifest, "io", "output", "contract"), self.story, self.output_schemas)
-        self.completion = _completion(manifest)
-        finish_with = _manifest_get(manifest, "agent", "finishWith")
-        self.base_choice = _manifest_get(manifest, "agent", "toolChoice", default="required" if finish_with else "auto")
+        self.response_format = response_format(manifest.io.output.schema_, manifest.io.output.contract, self.story,
+                                               self.output_schemas)
+        self.completion = _completion(agent)
+        self.base_choice = _tool_choice(agent)
 
     # -- context ------------------------------------------------------------------------------------
     async def prepare(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
@@ -201,14 +201,15 @@ class AgentLoop(CorrectionSteps, ToolSteps):
 
     async def _assemble_context(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
         runtime, session = self.runtime, self.scope.session
-        max_turns = _manifest_get(self.manifest, "agent", "history", "maxTurns", default=history_max_turns)
+        window = self.manifest.agent_part.history or HistoryWindow()
+        max_turns = window.max_turns if window.max_turns is not None else history_max_turns
         segments = static_segments(runtime, self.story, packages, session.locale) + list(self.extra_segments)
         self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
         bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
         # A limited window (agent.history.maxTurns) reads the summary only when it asks (includeSummaries: true);
         # without a window the prompt reads the shared history, summary included (spec: 历史窗口里的摘要).
-        windowed = _manifest_get(self.manifest, "agent", "history", "maxTurns") is not None
-        include_summaries = _manifest_get(self.manifest, "agent", "history", "includeSummaries", default=not windowed) is True
+        windowed = window.max_turns is not None
+        include_summaries = window.include_summaries if window.include_summaries is not None else not windowed
         self.system_prompt, self.messages = assemble(
             runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
             include_summaries)

@@ -17,8 +17,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.scheduler.catalogue import Runtime
 from shared.ids import new_id
 from shared.logs import get_logger
+from shared.manifest import CompiledManifest
 
 log = get_logger(component="subagents")
 
@@ -50,8 +52,8 @@ def subagent_error(code: str, message: str, stop_reason: str = "") -> dict[str, 
 class SubagentPlan:
     """An admitted call: the provider to run and what it is told."""
 
-    provider: Any  # registry_pb2.RuntimeManifest
-    manifest: dict[str, Any]
+    provider: Runtime
+    manifest: CompiledManifest
     brief: str
     budget: dict[str, Any]
     call_id: str
@@ -89,14 +91,14 @@ class SubagentBudget:
 
 
 class Subagents:
-    """`run(request)` for one root execution; `providers` are the session's runtimes as (manifest proto, dict)."""
+    """`run(request)` for one root execution; `providers` are the session's runtimes with their manifests."""
 
     def __init__(
         self,
         *,
         caller_plugin_id: str,
         caller_runtime_id: str,
-        providers: list[tuple[Any, dict[str, Any]]],
+        providers: list[tuple[Runtime, CompiledManifest]],
         run_provider: RunProvider,
         characters: Callable[[], Awaitable[list[dict[str, Any]]]],
         remaining_s: Callable[[], float],
@@ -106,7 +108,7 @@ class Subagents:
         self._caller_plugin_id = caller_plugin_id
         self._caller_runtime_id = caller_runtime_id
         self._providers = [(runtime, manifest) for runtime, manifest in providers
-                           if ((manifest.get("schedule") or {}).get("subagentOnly")) and runtime.type == "agent"]
+                           if manifest.schedule.subagent_only and runtime.type == "agent"]
         self._run_provider = run_provider
         self._characters = characters
         self._remaining_s = remaining_s
@@ -127,7 +129,7 @@ class Subagents:
         """What delegate can name: contracts of providers and same-package runtime ids."""
         named = []
         for runtime, manifest in self._providers:
-            contract = ((manifest.get("io") or {}).get("output") or {}).get("contract")
+            contract = manifest.io.output.contract
             if contract:
                 named.append(f"contract:{contract}")
             if runtime.plugin_id == self._caller_plugin_id:
@@ -186,7 +188,7 @@ class Subagents:
         if isinstance(found, dict):
             return found
         provider, manifest = found
-        contract = ((manifest.get("io") or {}).get("output") or {}).get("contract")
+        contract = manifest.io.output.contract
         character_id = request.get("characterId")
         data = request.get("data")
         text = brief
@@ -225,15 +227,14 @@ class Subagents:
                 return subagent_error("unavailable", f"this execution already delegated to {self.budget.max_actors} characters (maxActors)")
             self.budget.actors.add(character_id)
         self.budget.calls += 1
-        own_timeout = int(((manifest.get("agent") or {}).get("loop") or {}).get("timeoutMs") or 120_000)
+        own_timeout = manifest.agent_part.loop.timeout_ms
         wanted = min(own_timeout, budget.get("timeoutMs", own_timeout))
         timeout_s = max(0.0, min(wanted / 1000, self._remaining_s()))
         return SubagentPlan(provider, manifest, text, dict(budget), new_id(), timeout_s)
 
-    def _resolve(self, target: dict[str, Any]) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
+    def _resolve(self, target: dict[str, Any]) -> tuple[Runtime, CompiledManifest] | dict[str, Any]:
         if target.get("contract"):
-            matches = [(r, m) for r, m in self._providers
-                       if ((m.get("io") or {}).get("output") or {}).get("contract") == target["contract"]]
+            matches = [(r, m) for r, m in self._providers if m.io.output.contract == target["contract"]]
             if not matches:
                 return subagent_error("not-found", f"no active subagentOnly provider of {target['contract']}")
             if len(matches) > 1:

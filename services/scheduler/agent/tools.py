@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from covel.gateway.v1 import gateway_pb2
 from services.scheduler.function.dataset_policies import dataset_schema
 from shared import json_schemas
+from shared.manifest import CompiledManifest
+from shared.manifest.runtime import Dataset
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
@@ -125,41 +127,30 @@ def dataset_key(key: str) -> str:
     return re.sub(r"[\s_]+", "-", key.strip().lower())
 
 
-def wanted_datasets(manifest: dict[str, Any], declared: dict[str, Any]) -> dict[str, list[str]]:
-    """agent.tools.datasets → {dataset: tool kinds}; a bare name takes every tool the dataset provides."""
-    tools = (manifest.get("agent") or {}).get("tools") or {}
+def wanted_datasets(manifest: CompiledManifest, declared: Mapping[str, Dataset]) -> dict[str, list[str]]:
+    """agent.tools.datasets → {dataset: tool kinds} (the registry lists every provided tool for a bare name)."""
     wanted: dict[str, list[str]] = {}
-    for item in tools.get("datasets") or []:
-        name = item.get("dataset") if isinstance(item, dict) else item
-        if not isinstance(name, str) or name not in declared:
+    for item in manifest.agent_part.tools.datasets:
+        if item.dataset not in declared:
             continue
-        provided = provided_dataset_tools(declared[name])
-        requested = item.get("tools") if isinstance(item, dict) else None
-        chosen = requested or provided
-        wanted[name] = [kind for kind in chosen if kind in provided]
+        provided = provided_dataset_tools(declared[item.dataset])
+        wanted[item.dataset] = [kind for kind in item.tools if kind in provided]
     return wanted
 
 
-def provided_dataset_tools(declaration: dict[str, Any]) -> list[str]:
-    if declaration.get("tools"):
-        return [kind for kind in declaration["tools"] if kind in DATASET_TOOL_KINDS]
-    ops = declaration.get("ops") or ["set", "merge", "inc", "append", "insert", "remove", "upsertItem", "delete"]
-    kinds = ["get", "list"]
-    if "set" in ops:
-        kinds.append("upsert")
-    if any(op != "set" for op in ops):
-        kinds.append("update")
-    return kinds
+def provided_dataset_tools(declaration: Dataset) -> list[str]:
+    """The dataset's tools as the registry compiled them: written, or derived from its ops."""
+    return [kind for kind in declaration.tools if kind in DATASET_TOOL_KINDS]
 
 
-def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared: dict[str, Any], package_root: str,
+def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared: Mapping[str, Dataset], package_root: str,
                       plugin_data) -> None:
     """The generated tools read through the execution's plugin-data view and write as this runtime's proposals."""
     for name, kinds in wanted.items():
         declaration = declared[name]
         schema = dataset_schema(package_root, declaration)
-        key_field = declaration.get("key")
-        about = f" {declaration['description']}" if declaration.get("description") else ""
+        key_field = declaration.key
+        about = f" {declaration.description}" if declaration.description else ""
         dataset_tools = _DatasetTools(tools, name, declaration, schema, key_field, about, plugin_data)
         for kind in kinds:
             dataset_tools.add(kind)
@@ -168,10 +159,10 @@ def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared
 class _DatasetTools:
     """The generated tools of one dataset: <name>-get, -list, -upsert and -update."""
 
-    def __init__(self, tools: KernelTools, name: str, declaration: dict[str, Any], schema: dict[str, Any] | None,
+    def __init__(self, tools: KernelTools, name: str, declaration: Dataset, schema: dict[str, Any] | None,
                  key_field: str | None, about: str, plugin_data) -> None:
         self.tools, self.name, self.schema, self.key_field, self.about = tools, name, schema, key_field, about
-        self.ops = declaration.get("ops") or []
+        self.ops = list(declaration.ops)
         self.plugin_data = plugin_data
 
     def add(self, kind: str) -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from covel.store.v1 import store_pb2
-from shared.structs import from_struct, to_struct
+from services.scheduler.catalogue import Package
+from shared.manifest.runtime import Dataset
+from shared.structs import to_struct
 
 
 @lru_cache(maxsize=256)
@@ -28,32 +30,27 @@ def _load(path: str, mtime_ns: int) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def dataset_schema(package_root: str, declaration: Mapping[str, Any]) -> dict[str, Any] | None:
+def dataset_schema(package_root: str, declaration: Dataset) -> dict[str, Any] | None:
     """The record schema a dataset declaration names (`schema`, relative to the package), read once
-    per file version; None when it names none or the file is missing or not a JSON object."""
-    reference = declaration.get("schema")
-    if not isinstance(reference, str) or not reference or not package_root:
+    per file version; None when the file is missing or not a JSON object."""
+    if not package_root:
         return None
-    path = Path(package_root) / reference
+    path = Path(package_root) / declaration.schema_
     try:
         return _load(str(path), path.stat().st_mtime_ns)
     except OSError:
         return None
 
 
-def dataset_policies(packages: Mapping[str, Any], proposals: Iterable[store_pb2.Proposal]) -> list[store_pb2.DatasetPolicy]:
+def dataset_policies(packages: Mapping[str, Package], proposals: Iterable[store_pb2.Proposal]) -> list[store_pb2.DatasetPolicy]:
     writers = sorted({p.plugin_id for p in proposals if p.type.startswith("plugin.data")})
     policies = []
     for plugin_id in writers:
         package = packages.get(plugin_id)
         if package is None:
             continue
-        declared = (from_struct(package.definition).get("contributes") or {}).get("datasets") or {}
-        for namespace, declaration in declared.items():
-            if not isinstance(declaration, dict):
-                continue
-            policy = store_pb2.DatasetPolicy(plugin_id=plugin_id, namespace=namespace,
-                                             ops=[str(op) for op in declaration.get("ops") or []])
+        for namespace, declaration in (package.contributes.datasets or {}).items():
+            policy = store_pb2.DatasetPolicy(plugin_id=plugin_id, namespace=namespace, ops=list(declaration.ops))
             schema = dataset_schema(package.root_dir, declaration)
             if schema is not None:
                 policy.schema.CopyFrom(to_struct(schema))

@@ -30,25 +30,24 @@ from services.scheduler.turn.player_input import action_dict
 from services.scheduler.turn.progress import ProgressRange
 from services.scheduler.turn.state import RunningTurn, TurnState
 from shared.ids import new_id
+from shared.manifest import CompiledManifest
+from shared.manifest.runtime import InputSource
 from shared.plugin_code import PluginFile
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
 from shared.plugin_sdk.http_client import function_http_client
 from shared.structs import from_struct, from_value
 
-# agent.loop.maxRecursionDepth when the manifest sets none.
-DEFAULT_MAX_RECURSION_DEPTH = 10
 
-
-def _missing_turn_value(source: dict, select: str | None, run: TurnState) -> str:
+def _missing_turn_value(source: InputSource, select: str | None, run: TurnState) -> str:
     """Why a required turn-scope input has no value, for the consumer's skip reason."""
-    producers = [source["runtime"]] if source.get("runtime") else list(run.providers.get(source.get("contract") or "", []))
+    producers = [source.runtime] if source.runtime else list(run.providers.get(source.contract or "", []))
     with_value = [p for p in producers if p in run.outputs]
     if with_value and select:
         return f"select {select} matched nothing in the output of {', '.join(with_value)}"
     if producers:
         return f"{', '.join(producers)} gave no value (a function that returns nothing publishes none)"
-    return f"no value from {source.get('runtime') or source.get('contract')} in this execution"
+    return f"no value from {source.runtime or source.contract} in this execution"
 
 
 def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
@@ -65,7 +64,7 @@ class NestedAgents(Protocol):
 
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState) -> Subagents: ...
 
-    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                          inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome: ...
 
 
@@ -97,7 +96,7 @@ class FunctionExecution:
             )
         return run.exports
 
-    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,
+    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
                    nested_message: str | None = None) -> tuple[dict, str]:
         """The runtime's inputs, and why it must not run ("" when it may): a required input whose
         value failed its checks, a required committed input with no export yet, or a required
@@ -108,13 +107,14 @@ class FunctionExecution:
         message: it sees only its own upstream, never its parent's (nor a detached job's source
         snapshot), so turn-scope inputs from runtimes and contracts have no value; committed
         inputs read the recorded exports as usual."""
-        specs = {b: s for b, s in ((manifest.get("io") or {}).get("inputs") or {}).items() if isinstance(s, dict)}
-        committed_specs = {b: s for b, s in specs.items() if s.get("scope") == "committed"}
+        specs = manifest.io.inputs
+        bindings = manifest.io.bindings()
+        committed_specs = {b: s for b, s in bindings.items() if s.scope == "committed"}
         committed = await self.committed_exports(scope.session.id, run) if committed_specs else None
         checker = None
-        if committed_specs or any(s.get("accepts") for s in specs.values()):
+        if committed_specs or any(s.accepts for s in bindings.values()):
             package = run.packages[runtime.plugin_id]
-            checker = InputChecker(Path(package.root_dir), manifest.get("file") or "PLUGIN.md", run.packages.values(), run.output_contracts())
+            checker = InputChecker(Path(package.root_dir), manifest.file, run.packages.values(), run.output_contracts())
         rejected: dict[str, str] = {}
         nested = nested_message is not None
         if nested_message is not None:
@@ -127,20 +127,19 @@ class FunctionExecution:
         else:
             bound = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope), committed=committed, check=checker,
                                 rejected=rejected)
-        for binding, spec in specs.items():
-            if spec.get("required", True) is False or binding in bound:
+        # Kernel inputs always have a value.
+        for binding, spec in bindings.items():
+            if not spec.required or binding in bound:
                 continue
             if binding in rejected:
                 return bound, rejected[binding]
             if binding in committed_specs:
-                return bound, f"input {binding}: nothing recorded under {spec.get('recordAs') or 'its recordAs'} yet"
-            source = spec.get("from") or {}
-            if source.get("kernel"):
-                continue
+                return bound, f"input {binding}: nothing recorded under {spec.record_as or 'its recordAs'} yet"
+            source = spec.from_
             if nested:
-                return bound, (f"input {binding}: no value from {source.get('runtime') or source.get('contract')} in this nested "
+                return bound, (f"input {binding}: no value from {source.runtime or source.contract} in this nested "
                                "execution (a nested run sees only its own upstream, not its parent's)")
-            return bound, f"input {binding}: {_missing_turn_value(source, spec.get('select'), run)}"
+            return bound, f"input {binding}: {_missing_turn_value(source, spec.select, run)}"
         return bound, ""
 
     async def world_view(self, scope: ExecutionScope, run: TurnState) -> WorldView:
@@ -150,7 +149,7 @@ class FunctionExecution:
         return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS])
 
     def context(
-        self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict, depth: int = 0,
+        self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
         activation: dict | None = None, inputs: dict | None = None, world: WorldView | None = None,
     ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
@@ -186,28 +185,30 @@ class FunctionExecution:
 
         context.recursive_call = recursive_call
         context.session = MappingProxyType({"lastPlayerInput": run.last_player_input(scope)})
-        context.http = function_http_client(runtime.plugin_id, lambda: from_struct(run.packages[runtime.plugin_id].definition), manifest)
+        context.http = function_http_client(runtime.plugin_id, run.packages[runtime.plugin_id].permissions, manifest)
         context.world = world
         context.store = StoreView(self._store, session.id, context.plugin_data)
         if self._hooks is not None:
             context.services = ServicesView(self._hooks, scope, runtime, run.packages)
-            context.tools = ToolsView(runtime, scope, self._hooks, (manifest.get("function") or {}).get("tools") or [], context.trace)
+            context.tools = ToolsView(runtime, scope, self._hooks, manifest.function.tools if manifest.function else [], context.trace)
         if self._gateway is not None:
-            context.gateway = GatewayView(self._gateway, runtime, scope, manifest, lambda: context.deadline,
+            context.gateway = GatewayView(self._gateway, runtime, scope, manifest.gateway_slot, lambda: context.deadline,
                                           self._stall_resend_min_s)
         return context
 
-    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: dict,
+    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest,
                         inputs: dict | None = None) -> RuntimeOutcome | None:
         """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
 
         `{skip: true, ...fields}` skips the runtime with those fields as its output (checked and
         bound like any output); the guard's writes commit only when it skips."""
+        if manifest.guard is None or manifest.guard_timeout_ms is None:
+            return None
         package = run.packages[runtime.plugin_id]
         # The registry compiles the guard to a package-relative path, like function.handler.
-        guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest["guard"])
+        guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest.guard)
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
-        done = await run_function(context, guard, (manifest.get("function") or {}).get("timeoutMs"), entry="guard")
+        done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard")
         if done.status != "success":
             return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
@@ -217,17 +218,17 @@ class FunctionExecution:
         return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
                               events=done.events, canonical_value=output, has_value=True, guard_skipped=True, trace=context.trace)
 
-    async def _recursive_call(self, parent, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: dict,
+    async def _recursive_call(self, parent, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: CompiledManifest,
                               depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
-        limit = int(((parent_manifest.get("agent") or {}).get("loop") or {}).get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH))
+        limit = parent_manifest.max_recursion_depth
         if depth + 1 > limit:
             raise RecursionError(f"recursive_call({runtime_id!r}): past the recursion depth limit ({limit})")
         package = run.packages[parent.plugin_id]
         target = next((r for r in package.runtimes if r.runtime_id == runtime_id), None)
         if target is None:
             raise LookupError(f"recursive_call({runtime_id!r}): only runtimes of {parent.plugin_id} can be called")
-        manifest = from_struct(target.manifest)
-        if (manifest.get("schedule") or {}).get("subagentOnly"):
+        manifest = target.manifest
+        if manifest.schedule.subagent_only:
             raise LookupError(f"recursive_call({runtime_id!r}): a subagentOnly runtime runs through ctx.agents.run")
         # An execution of its own: hooks tell it from its parent's and from other nested runs (HookContext.execution_id).
         scope = scope.execution(new_id())
@@ -250,8 +251,8 @@ class FunctionExecution:
             context.progress = parent_context.progress._range.reporter(target.runtime_id)
         # ctx.agents of a nested run is its root's: one subagent budget per root execution (spec: 执行名额).
         context.agents = parent_context.agents
-        handler = PluginFile(parent.plugin_id, Path(package.root_dir), (manifest.get("function") or {})["handler"])
-        done = await run_function(context, handler, (manifest.get("function") or {}).get("timeoutMs"))
+        handler = PluginFile(parent.plugin_id, Path(package.root_dir), manifest.function_part.handler)
+        done = await run_function(context, handler, manifest.function_part.timeout_ms)
         if done.status == "success":
             # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
             # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
@@ -264,7 +265,7 @@ class FunctionExecution:
         parent_context.trace.extend(context.trace)
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
-    async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: dict, inputs,
+    async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: CompiledManifest, inputs,
                                parent_context: FunctionContext) -> dict:
         """A nested agent run (non-story): its tool writes and events follow the parent like a nested function's."""
         if self._agents is None or target.visibility == "story":
@@ -281,11 +282,11 @@ class FunctionExecution:
         return {"status": outcome.status, "reason": outcome.reason, "output": outcome.output}
 
     # Handlers and guards run in their plugin's sandbox worker (in this process when the sandbox is off).
-    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: dict,
+    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                            inputs: dict | None = None) -> RuntimeOutcome:
         session = scope.session
-        function = manifest.get("function") or {}
-        handler = PluginFile(runtime.plugin_id, Path(run.packages[runtime.plugin_id].root_dir), function["handler"])
+        function = manifest.function_part
+        handler = PluginFile(runtime.plugin_id, Path(run.packages[runtime.plugin_id].root_dir), function.handler)
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
         running = self._running(session.id)
         if running is not None:
@@ -295,7 +296,7 @@ class FunctionExecution:
             context.agents = agents
         progress = ProgressRange(run.send_progress)
         context.progress = progress.reporter(runtime.runtime_id)
-        done = await run_function(context, handler, function.get("timeoutMs"))
+        done = await run_function(context, handler, function.timeout_ms)
         # Jobs the handler left open end with it.
         await progress.close(done.status == "success")
         if agents is not None:

@@ -10,6 +10,7 @@ from services.scheduler.agent.context import self_data_block
 from services.scheduler.function.runtime import PluginDataView
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.state import TurnState
+from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.structs import from_struct, from_value
 
@@ -35,11 +36,11 @@ class PluginDataViews:
         ]
         return PluginDataView(runtime.plugin_id, load_committed, upstream=upstream)
 
-    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: dict,
+    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
                                upstream: bool = True) -> list[str]:
         """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it
         (`upstream=False` for a nested run: committed values only)."""
-        declarations = [d for d in ((manifest.get("io") or {}).get("selfData") or []) if isinstance(d, dict) and d.get("namespace")]
+        declarations = manifest.io.self_data
         if not declarations:
             return []
         view = self.view(runtime, scope.session.id, run)
@@ -47,7 +48,7 @@ class PluginDataViews:
             view.upstream = []
         blocks = []
         for declaration in declarations:
-            if str(declaration["namespace"]).startswith("_hidden"):
+            if declaration.namespace.startswith("_hidden"):
                 continue  # hidden data never reaches a prompt
-            blocks.append(self_data_block(declaration, await view.list(declaration["namespace"])))
+            blocks.append(self_data_block(declaration, await view.list(declaration.namespace)))
         return blocks

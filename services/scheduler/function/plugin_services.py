@@ -13,20 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.scheduler.agent.tools import KernelTools
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from shared.manifest import CompiledManifest
+from shared.manifest.package import ServiceEntry
 from shared.plugin_sdk.tools import tool_error
 from shared.structs import from_struct
 
 
-def service_declarations(packages: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+def service_declarations(packages: Mapping[str, Package]) -> dict[str, tuple[str, ServiceEntry]]:
     """contract -> (provider plugin id, its contributes.services entry) over the session's plugins."""
-    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    found: dict[str, tuple[str, ServiceEntry]] = {}
     for plugin_id, package in sorted(packages.items()):
-        declared = (from_struct(package.definition).get("contributes") or {}).get("services") or []
-        for entry in declared:
-            entry = entry if isinstance(entry, dict) else {"contract": entry}
-            if isinstance(entry.get("contract"), str):
-                found.setdefault(entry["contract"], (plugin_id, entry))
+        for entry in package.contributes.services or []:
+            found.setdefault(entry.contract, (plugin_id, entry))
     return found
 
 
@@ -35,22 +35,20 @@ def tool_name(contract: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", contract.split("@", 1)[0].lower()).strip("-")[:64]
 
 
-def add_service_tools(tools: KernelTools, manifest: dict[str, Any], packages: Mapping[str, Any], hooks: HookBus,
-                      scope: ExecutionScope, runtime) -> None:
+def add_service_tools(tools: KernelTools, manifest: CompiledManifest, packages: Mapping[str, Package], hooks: HookBus,
+                      scope: ExecutionScope, runtime: Runtime) -> None:
     """agent.tools.services: each model-facing service with an active provider becomes a tool; an
     import without a provider is left out and the runtime runs as usual (spec)."""
-    imports = (((manifest.get("agent") or {}).get("tools") or {}).get("services")) or []
     declared = service_declarations(packages)
-    for item in imports:
-        item = item if isinstance(item, dict) else {"contract": item}
-        contract = item.get("contract")
-        if not isinstance(contract, str) or contract not in declared:
+    for item in manifest.agent_part.tools.services:
+        contract = item.contract
+        if contract not in declared:
             continue
         provider, declaration = declared[contract]
-        if not declaration.get("modelFacing"):
+        if not declaration.model_facing:
             continue
-        name = str(item.get("as") or tool_name(contract))
-        writes = declaration.get("access") == "write"
+        name = item.as_ or tool_name(contract)
+        writes = declaration.access == "write"
 
         async def call(args: dict[str, Any], contract: str = contract, provider: str = provider) -> dict[str, Any]:
             reply = await hooks.call_service(scope, runtime.plugin_id, runtime.runtime_id, contract, json.dumps(args))
@@ -59,7 +57,7 @@ def add_service_tools(tools: KernelTools, manifest: dict[str, Any], packages: Ma
                     {"pluginId": provider, "type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)
             return json.loads(reply.result)
 
-        description = str(declaration.get("description") or f"The {contract} service of {provider}.")
+        description = f"The {contract} service of {provider}."
         # A subagent keeps imported write services too: it calls them as itself and the staged
         # operations go with the delegating run (spec: 子 agent).
         tools.add(name, description, {"type": "object"}, call, read_only=not writes, subagent_keeps=True)
@@ -68,7 +66,7 @@ def add_service_tools(tools: KernelTools, manifest: dict[str, Any], packages: Ma
 class ServicesView:
     """ctx.services.call(contract, args) in function runtimes."""
 
-    def __init__(self, hooks: HookBus, scope: ExecutionScope, runtime, packages: Mapping[str, Any]) -> None:
+    def __init__(self, hooks: HookBus, scope: ExecutionScope, runtime: Runtime, packages: Mapping[str, Package]) -> None:
         self._hooks = hooks
         self._scope = scope
         self._runtime = runtime

@@ -28,7 +28,6 @@ from shared.plugin_sdk.values import NULL
 from shared.plugin_threads import in_plugin_thread
 
 log = get_logger(component="function_runtime")
-DEFAULT_TIMEOUT_MS = 30_000
 
 
 class SeededRandom:
@@ -210,10 +209,10 @@ def project_value(value: Any) -> dict[str, Any]:
 
 
 async def run_function(
-    context: FunctionContext, code: PluginFile, timeout_ms: int | None, entry: str = "handler"
+    context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler"
 ) -> FunctionOutcome:
+    """`limit_ms`: the compiled function.timeoutMs (a guard: guardTimeoutMs)."""
     started = time.monotonic()
-    limit_ms = timeout_ms or DEFAULT_TIMEOUT_MS
 
     def finished(outcome: FunctionOutcome) -> FunctionOutcome:
         outcome.duration_ms = int((time.monotonic() - started) * 1000)

@@ -151,15 +151,15 @@ class ModelCallFailed(RuntimeError):
 
 class GatewayView:
     """ctx.gateway: text and JSON model calls through the LLM gateway, in the runtime's
-    function.model slot (default `plugin`; a session override for the runtime wins)."""
+    function.model slot (`plugin` when not written; a session override for the runtime wins)."""
 
-    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime, scope: ExecutionScope, manifest: dict, deadline: Any,
+    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime, scope: ExecutionScope, slot: str, deadline: Any,
                  stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
         self._gateway = gateway
         self._stall_resend_min_s = stall_resend_min_s
         self._runtime = runtime
         self._scope = scope
-        self.slot = str((manifest.get("function") or {}).get("model") or "plugin")
+        self.slot = slot
         self._override = scope.session.runtime_model_overrides.get(runtime.runtime_id, "")
         # A callable: the monotonic time the handler must finish by.
         self._deadline = deadline

@@ -14,11 +14,13 @@ targetChars, locale}; output {summary: string}. The provider plugin's session se
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.catalogue import Package
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.ids import new_id
 from shared.logs import get_logger
@@ -37,7 +39,7 @@ class Compaction:
     trace: list[common_pb2.HookTraceEntry] = field(default_factory=list)
 
 
-def provider_of(packages: dict[str, Any]) -> str:
+def provider_of(packages: Mapping[str, Package]) -> str:
     """The active plugin providing history.compact@2 (the first by id when several do)."""
     providers = sorted(pid for pid, package in packages.items() if any(e.startswith(f"{POINT}/") for e in package.extensions))
     return providers[0] if providers else ""
@@ -60,7 +62,7 @@ def _setting(settings: dict[str, Any], name: str, default: int) -> int:
 
 
 async def compact_history(
-    *, hooks: HookBus, scope: ExecutionScope, packages: dict[str, Any], history: list[common_pb2.Message],
+    *, hooks: HookBus, scope: ExecutionScope, packages: Mapping[str, Package], history: list[common_pb2.Message],
     budget_chars: int, keep_turns: int,
 ) -> Compaction:
     plugin_id = provider_of(packages)

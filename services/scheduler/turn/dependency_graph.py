@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from shared.manifest import CompiledManifest
+from shared.manifest.runtime import DependencyTarget, InputSource
 
 
 @dataclass(frozen=True)
@@ -44,34 +46,30 @@ class StagePlan:
     upstream: dict[str, list[tuple[Dependency, list[str]]]] = field(default_factory=dict)
 
 
-def _reference(entry: Any) -> tuple[str, str, str] | None:
+def _reference(target: DependencyTarget | InputSource) -> tuple[str, str, str] | None:
     """(kind, ref, cardinality) of a needs/after entry or an input's `from`."""
-    if isinstance(entry, str):
-        return ("contract", entry, "one") if "@" in entry else ("runtime", entry, "one")
-    if isinstance(entry, Mapping):
-        cardinality = str(entry.get("cardinality", "one"))
-        if entry.get("runtime"):
-            return "runtime", str(entry["runtime"]), cardinality
-        if entry.get("contract"):
-            return "contract", str(entry["contract"]), cardinality
+    if target.runtime:
+        return "runtime", target.runtime, target.cardinality
+    if target.contract:
+        return "contract", target.contract, target.cardinality
     return None
 
 
-def dependencies_of(manifest: Mapping[str, Any]) -> tuple[Dependency, ...]:
+def dependencies_of(manifest: CompiledManifest) -> tuple[Dependency, ...]:
     """The edges a compiled runtime manifest declares (kernel inputs add none)."""
-    schedule = manifest.get("schedule") or {}
+    schedule = manifest.schedule
     found: list[Dependency] = []
-    for gate, entries in ((True, schedule.get("needs") or []), (False, schedule.get("after") or [])):
+    for gate, entries in ((True, schedule.needs), (False, schedule.after)):
         for entry in entries:
             ref = _reference(entry)
             if ref:
                 found.append(Dependency(*ref, gate=gate))
-    for binding, spec in ((manifest.get("io") or {}).get("inputs") or {}).items():
-        if not isinstance(spec, Mapping) or (spec.get("scope") or "turn") != "turn":
+    for binding, spec in manifest.io.bindings().items():
+        if spec.scope != "turn":
             continue
-        ref = _reference(spec.get("from") or {})
+        ref = _reference(spec.from_)
         if ref:
-            found.append(Dependency(*ref, gate=spec.get("required", True) is not False, binding=binding))
+            found.append(Dependency(*ref, gate=spec.required, binding=binding))
     return tuple(found)
 
 

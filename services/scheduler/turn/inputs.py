@@ -14,20 +14,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from services.scheduler.catalogue import Package
 from services.scheduler.turn.json_pointer import PointerError, resolve
 from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output
 from services.scheduler.turn.output_contracts import _contract_schema as contract_schema
 from services.scheduler.turn.output_contracts import _file_schema as file_schema
+from shared.manifest import CompiledManifest, InputBinding, KernelInput
+from shared.manifest.runtime import InputSource
 from shared.plugin_sdk import json_copy
-from shared.structs import from_struct
 
 
 class Check(Protocol):
     """None, or what is wrong: `provider` sees each producer's whole value, `value` what binds."""
 
-    def provider(self, binding: str, spec: Mapping[str, Any], full: Any) -> str | None: ...
+    def provider(self, binding: str, spec: InputBinding, full: Any) -> str | None: ...
 
-    def value(self, binding: str, spec: Mapping[str, Any], value: Any) -> str | None: ...
+    def value(self, binding: str, spec: InputBinding, value: Any) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,11 @@ class CommittedExports:
     # contract -> runtime ids of the session whose io.output.contract it is.
     contract_providers: Mapping[str, set[str]] = field(default_factory=dict)
 
-    def matching(self, source: Mapping[str, Any], record_as: str | None) -> list[Export]:
-        if source.get("runtime"):
-            producers = {source["runtime"]}
-        elif source.get("contract"):
-            producers = set(self.contract_providers.get(source["contract"], ()))
+    def matching(self, source: InputSource, record_as: str | None) -> list[Export]:
+        if source.runtime:
+            producers = {source.runtime}
+        elif source.contract:
+            producers = set(self.contract_providers.get(source.contract, ()))
         else:
             return []
         return [e for e in self.exports if e.runtime_id in producers and (not record_as or e.record_as == record_as)]
@@ -70,7 +72,7 @@ def _select(value: Any, pointer: str | None) -> tuple[bool, Any]:
 
 
 def bind_inputs(  # noqa: C901 -- the spec's binding rules in their order (scope, cardinality, select, accepts, required); issue 17 splits it
-    manifest: Mapping[str, Any],
+    manifest: CompiledManifest,
     outputs: Mapping[str, dict],
     providers: Mapping[str, list[str]],
     kernel: Mapping[str, Any] | None = None,
@@ -86,35 +88,33 @@ def bind_inputs(  # noqa: C901 -- the spec's binding rules in their order (scope
     A value that fails `check` is left out and its problem put in `rejected`.
     """
     bound: dict[str, dict[str, Any]] = {}
-    for binding, spec in ((manifest.get("io") or {}).get("inputs") or {}).items():
-        if not isinstance(spec, Mapping):
+    for binding, spec in manifest.io.inputs.items():
+        if isinstance(spec, KernelInput):
+            if kernel is not None and spec.from_.kernel in kernel:
+                bound[binding] = {"value": json_copy(kernel[spec.from_.kernel])}
             continue
-        source = spec.get("from") or {}
-        if source.get("kernel"):
-            if kernel is not None and source["kernel"] in kernel:
-                bound[binding] = {"value": json_copy(kernel[source["kernel"]])}
-            continue
-        every = source.get("cardinality") == "all"
+        source = spec.from_
+        every = source.cardinality == "all"
         # (producer runtime id, full value, selected value) per provider with a value.
         found: list[tuple[str, Any, Any]] = []
-        if (spec.get("scope") or "turn") == "committed":
+        if spec.scope == "committed":
             if committed is None:
                 continue
-            exports = committed.matching(source, spec.get("recordAs"))
+            exports = committed.matching(source, spec.record_as)
             if not every:
                 exports = sorted(exports, key=lambda e: (e.logical_turn, e.updated_at))[-1:]
             found = [(e.runtime_id, e.value, e.value) for e in sorted(exports, key=lambda e: e.runtime_id)]
         else:
-            if source.get("runtime"):
-                producers = [source["runtime"]] if source["runtime"] in outputs else []
-            elif source.get("contract"):
-                producers = [p for p in providers.get(source["contract"], []) if p in outputs]
+            if source.runtime:
+                producers = [source.runtime] if source.runtime in outputs else []
+            elif source.contract:
+                producers = [p for p in providers.get(source.contract, []) if p in outputs]
             else:
                 continue
             if not every:
                 producers = producers[:1]
             for producer in sorted(producers) if every else producers:
-                ok, value = _select(outputs[producer], spec.get("select"))
+                ok, value = _select(outputs[producer], spec.select)
                 if ok:
                     found.append((producer, outputs[producer], value))
         if not found:
@@ -138,7 +138,7 @@ class InputChecker:
     """Checks input values against the consumer's `accepts` and, for committed exports, the public
     contract of the producer (a turn-scope value was checked at its producer's boundary)."""
 
-    def __init__(self, consumer_root: Path, manifest_file: str, packages: Iterable[Any], producer_contracts: Mapping[str, str]) -> None:
+    def __init__(self, consumer_root: Path, manifest_file: str, packages: Iterable[Package], producer_contracts: Mapping[str, str]) -> None:
         self._root = consumer_root
         self._manifest_file = manifest_file
         self._packages = list(packages)
@@ -148,7 +148,7 @@ class InputChecker:
     def _published(self, contract: str) -> dict[str, Any] | None:
         """The contract's schema as some package of the session publishes it (or the kernel's)."""
         for package in self._packages:
-            found = contract_schema(contract, from_struct(package.definition), Path(package.root_dir))
+            found = contract_schema(contract, package.contracts, Path(package.root_dir))
             if found is not None:
                 return found
         return None
@@ -161,12 +161,11 @@ class InputChecker:
             return found
         return file_schema(self._root, self._manifest_file, reference)
 
-    def provider(self, binding: str, spec: Mapping[str, Any], full: Any) -> str | None:
+    def provider(self, binding: str, spec: InputBinding, full: Any) -> str | None:
         """A committed export is checked against its producer's public contract, `accepts` or not."""
-        if (spec.get("scope") or "turn") != "committed":
+        if spec.scope != "committed":
             return None
-        source = spec.get("from") or {}
-        contract = source.get("contract") or self._producer_contracts.get(source.get("runtime") or "")
+        contract = spec.from_.contract or self._producer_contracts.get(spec.from_.runtime or "")
         try:
             published = self._published(contract) if contract else None
         except SchemaUnavailable as error:
@@ -174,9 +173,9 @@ class InputChecker:
         problem = check_output(full, [(f"contract {contract}", published)]) if published is not None else None
         return f"input {binding}: the export fails {problem.removeprefix('output-schema-invalid ')}" if problem else None
 
-    def value(self, binding: str, spec: Mapping[str, Any], value: Any) -> str | None:
-        accepts = spec.get("accepts")
-        if not isinstance(accepts, str) or not accepts:
+    def value(self, binding: str, spec: InputBinding, value: Any) -> str | None:
+        accepts = spec.accepts
+        if not accepts:
             return None
         try:
             problem = check_output(value, [(accepts, self._accepts(accepts))])

@@ -9,12 +9,15 @@ rules instead (turn/story_output.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from services.scheduler.contracts import kernel_contract_schema
 from shared import json_schemas
+from shared.manifest import CompiledManifest
+from shared.manifest.package import ContractSchema
 
 MAX_REPORTED_ERRORS = 3
 
@@ -39,32 +42,33 @@ def _file_schema(root: Path, manifest_file: str, reference: str) -> dict[str, An
         raise SchemaUnavailable(f"{reference}: {error}") from error
 
 
-def _contract_schema(contract: str, definition: dict[str, Any], root: Path) -> dict[str, Any] | None:
+def _contract_schema(contract: str, contracts: Mapping[str, ContractSchema], root: Path) -> dict[str, Any] | None:
+    """The contract's schema: the kernel's own, or the one `contracts` (a package's) publishes."""
     kernel = kernel_contract_schema(contract)
     if kernel is not None:
         return kernel
-    published = ((definition.get("contracts") or {}).get(contract) or {}).get("schema")
-    if isinstance(published, str):
-        return _file_schema(root, "PLUGIN.md", published)
+    published = contracts.get(contract)
+    if published is not None:
+        return _file_schema(root, "PLUGIN.md", published.schema_)
     return None
 
 
-def output_schemas(manifest: dict[str, Any], definition: dict[str, Any], root: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(label, schema) pairs the output must satisfy."""
-    output = (manifest.get("io") or {}).get("output") or {}
+def output_schemas(manifest: CompiledManifest, contracts: Mapping[str, ContractSchema], root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(label, schema) pairs the output must satisfy; `contracts` and `root` are the runtime's package's."""
+    output = manifest.io.output
     schemas: list[tuple[str, dict[str, Any]]] = []
-    reference = output.get("schema")
-    if isinstance(reference, str) and reference:
+    reference = output.schema_
+    if reference:
         if reference.startswith("contract:"):
-            found = _contract_schema(reference.removeprefix("contract:"), definition, root)
+            found = _contract_schema(reference.removeprefix("contract:"), contracts, root)
             if found is None:
                 raise SchemaUnavailable(f"io.output.schema: {reference} has no published schema")
             schemas.append((reference, found))
         else:
-            schemas.append((reference, _file_schema(root, manifest.get("file") or "PLUGIN.md", reference)))
-    contract = output.get("contract")
-    if isinstance(contract, str) and contract:
-        published = _contract_schema(contract, definition, root)
+            schemas.append((reference, _file_schema(root, manifest.file, reference)))
+    contract = output.contract
+    if contract:
+        published = _contract_schema(contract, contracts, root)
         if published is not None and all(schema is not published for _, schema in schemas):
             schemas.append((f"contract {contract}", published))
     return schemas

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -26,6 +26,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
 from services.scheduler.agent.story_stream import StreamedPiece
+from services.scheduler.catalogue import Package
 from services.scheduler.function.dataset_policies import dataset_policies
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.function.plugin_data import PluginDataViews
@@ -58,7 +59,7 @@ from services.scheduler.turn.story_output import EmptyStory, normalize_story
 from shared.errors import failed_precondition, not_found
 from shared.ids import new_id
 from shared.logs import get_logger
-from shared.plugin_settings import declared_settings
+from shared.manifest import CompiledManifest
 from shared.structs import from_struct, to_struct
 from shared.telemetry import metrics, tracing
 from shared.telemetry.tracing import traced
@@ -67,13 +68,13 @@ Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
 log = get_logger(component="turn_runner")
 
 
-def settings_with_defaults(session: store_pb2.Session, packages) -> store_pb2.Session | None:
+def settings_with_defaults(session: store_pb2.Session, packages: Iterable[Package]) -> store_pb2.Session | None:
     """A copy of the session whose plugin_settings carry each package's contributes.settings
     defaults under the values the session set; None when no package declares a default it lacks."""
     filled: dict[str, dict] = {}
     for package in packages:
-        declared = declared_settings(from_struct(package.definition)) or {}
-        defaults = {key: item["default"] for key, item in declared.items() if item.get("default") is not None}
+        declared = package.settings_by_key() or {}
+        defaults = {key: item.default for key, item in declared.items() if item.default is not None}
         given = from_struct(session.plugin_settings[package.id]) if package.id in session.plugin_settings else {}
         if any(key not in given for key in defaults):
             filled[package.id] = {**defaults, **given}
@@ -314,8 +315,8 @@ class TurnRunner:
             # Plugins read their settings' manifest defaults where the session set no value.
             scope = ExecutionScope(session=with_defaults, turn_id=turn.id, logical_turn=lease.logical_turn)
         runtimes = [runtime for package in packages if package.state == registry_pb2.PLUGIN_STATE_LOADED for runtime in package.runtimes]
-        manifests = {runtime.runtime_id: from_struct(runtime.manifest) for runtime in runtimes}
-        concealed = {rid for rid, manifest in manifests.items() if (manifest.get("io") or {}).get("concealed")}
+        manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
+        concealed = {rid for rid, manifest in manifests.items() if manifest.io.concealed}
         if concealed:
             emit = _concealing(emit, concealed)
         named = request.detached_job.runtime_id if request.detached_job is not None else request.manual_runtime_id
@@ -557,7 +558,7 @@ class TurnRunner:
                 progress[result.runtime_id] = recorded
         fields: dict = {"setup_progress": {rid: to_struct(value) for rid, value in progress.items()}} if progress else {}
         if session.phase == "setup":
-            setup_ids = [rid for rid, manifest in run.manifests.items() if (manifest.get("schedule") or {}).get("stage") == "setup"]
+            setup_ids = [rid for rid, manifest in run.manifests.items() if manifest.schedule.stage == "setup"]
             merged = {rid: from_struct(value) for rid, value in session.setup_runtimes.items()} | progress
             if all((merged.get(rid) or {}).get("state") in ("done", "blocked") for rid in setup_ids):
                 fields["phase"] = "playing"
@@ -577,17 +578,18 @@ class TurnRunner:
             if gate:
                 await self._skip(runtime, gate, run, turn, emit)
                 continue
-            committed = {b for b, spec in ((manifest.get("io") or {}).get("inputs") or {}).items() if spec.get("scope") == "committed"}
-            options = (manifest.get("schedule") or {}).get("detached")
-            options = options if isinstance(options, dict) else {}
+            committed = {b for b, spec in manifest.io.bindings().items() if spec.scope == "committed"}
+            options = manifest.schedule.detached
+            if options is False:
+                continue  # only detached runtimes are queued
             snapshot = {"inputs": {b: v for b, v in inputs.items() if b not in committed}, "sourceTurnId": turn.id,
-                        "maxSettleWaitMs": int(options.get("maxSettleWaitMs") or DEFAULT_SETTLE_WAIT_MS),
+                        "maxSettleWaitMs": options.max_settle_wait_ms,
                         # The job's trace links to this turn's (detached/worker.py).
                         SOURCE_TRACE: tracing.trace_context()}
             run.detached_jobs.append(store_pb2.DetachedJobSpec(
                 plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id, input=to_struct(snapshot),
-                settle=bool(options.get("settle")), max_queue_ms=int(options.get("maxQueueMs") or 0),
-                max_execution_ms=int(options.get("maxExecutionMs") or 0),
+                # 0: the store's own limits.
+                settle=options.settle, max_queue_ms=options.max_queue_ms or 0, max_execution_ms=options.max_execution_ms or 0,
             ))
             await self._skip(runtime, "detached: queued to run after the turn commits", run, turn, emit)
     # -- end detached runtimes
@@ -621,17 +623,17 @@ class TurnRunner:
             runtime_id=runtime.runtime_id, status="skipped", reason=reason)))
         self._record(runtime, outcome, run, turn, run.manifests[runtime.runtime_id])
 
-    def _record(self, runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: dict) -> None:
+    def _record(self, runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
         run.outcomes[runtime.runtime_id] = outcome
         run.statuses[runtime.runtime_id] = outcome.status
         turn.runtime_results.append(
             store_pb2.RuntimeResult(
                 runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
                 output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
-                concealed=bool((manifest.get("io") or {}).get("concealed")),
+                concealed=manifest.io.concealed,
             )
         )
-        if outcome.status == "failed" and (manifest.get("io") or {}).get("concealed"):
+        if outcome.status == "failed" and manifest.io.concealed:
             # A concealed runtime's real failure goes to the server log only.
             log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
         if outcome.status != "success" and not outcome.guard_skipped:
@@ -654,7 +656,7 @@ class TurnRunner:
             proposal.plugin_id = write["pluginId"]
             run.proposals.append(proposal)
         # -- recordAs: the business value, frozen as an export at commit (a function without a value records none).
-        record_as = ((manifest.get("io") or {}).get("output") or {}).get("recordAs")
+        record_as = manifest.io.output.record_as
         if record_as and (runtime.type != "function" or outcome.has_value):
             value = outcome.canonical_value if runtime.type == "function" else outcome.output
             run.proposals.append(self._proposal(runtime, "export.record", {"recordAs": record_as, "value": value}))
@@ -696,10 +698,9 @@ class TurnRunner:
         guarded = None
         # Inputs bind once, for the guard and the runtime: a required one that failed its checks gates it.
         inputs, input_gate = await self._functions.bind(runtime, scope, run, manifest)
-        if any((spec.get("from") or {}).get("kernel") == "operations@1" for spec in ((manifest.get("io") or {}).get("inputs") or {}).values()
-               if isinstance(spec, dict)):
+        if "operations@1" in manifest.io.kernel_inputs():
             run.operation_reads[runtime.runtime_id] = run.operation_units()
-        if not pre.aborted and not input_gate and manifest.get("guard"):
+        if not pre.aborted and not input_gate and manifest.guard:
             guarded = await self._functions.run_guard(runtime, scope, run, player_message, manifest, inputs)
         if pre.aborted:
             outcome = RuntimeOutcome("skipped", pre.reason)
@@ -747,11 +748,11 @@ class TurnRunner:
         )
         return outcome
 
-    def _check_output(self, runtime, manifest: dict, run: TurnState, outcome: RuntimeOutcome) -> RuntimeOutcome:
+    def _check_output(self, runtime, manifest: CompiledManifest, run: TurnState, outcome: RuntimeOutcome) -> RuntimeOutcome:
         """The published contract at the output boundary: a failing result commits nothing."""
         package = run.packages[runtime.plugin_id]
         try:
-            schemas = output_schemas(manifest, from_struct(package.definition), Path(package.root_dir))
+            schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
         except SchemaUnavailable as error:
             return RuntimeOutcome("failed", f"output-schema-invalid: {error}", run_id=outcome.run_id, trace=outcome.trace)
         if not schemas:
@@ -849,27 +850,25 @@ def _concealing(emit: Emit, concealed: set[str]) -> Emit:
     return emit_shown
 
 
-def _manual_runtime(runtimes, manifests: dict, runtime_id: str):
+def _manual_runtime(runtimes, manifests: dict[str, CompiledManifest], runtime_id: str):
     """The runtime RunManual names: in the session's plugins, and triggered manually."""
     runtime = next((r for r in runtimes if r.runtime_id == runtime_id), None)
     if runtime is None:
         raise not_found(f"runtime {runtime_id} is not in this session's plugins")
-    trigger = ((manifests[runtime_id].get("schedule") or {}).get("trigger") or {}).get("type") or "auto"
-    if trigger != "manual" or (manifests[runtime_id].get("schedule") or {}).get("subagentOnly"):
+    trigger = manifests[runtime_id].schedule.trigger.type
+    if trigger != "manual" or manifests[runtime_id].schedule.subagent_only:
         raise failed_precondition(
             f"runtime {runtime_id} is triggered by {trigger}; only schedule.trigger.type: manual runtimes run on request"
         )
     return runtime
 
 
-def is_detached(manifest: dict) -> bool:
-    return bool((manifest.get("schedule") or {}).get("detached"))
+def is_detached(manifest: CompiledManifest) -> bool:
+    return manifest.is_detached
 
 
 # The job snapshot's key for the W3C trace context of the turn that queued the job.
 SOURCE_TRACE = "sourceTrace"
-# schedule.detached.maxSettleWaitMs when a settle job's manifest sets none (the spec's upper bound).
-DEFAULT_SETTLE_WAIT_MS = 120_000
 
 
 def _detached_runtime(runtimes, runtime_id: str):
@@ -893,15 +892,12 @@ MAX_EVENT_LAYERS = 8
 SIGNAL_POLL_S = 0.25
 
 
-def _event_topics(manifest: dict) -> set[str]:
-    trigger = (manifest.get("schedule") or {}).get("trigger") or {}
-    if trigger.get("type") != "event":
-        return set()
-    return {topic for topic in [trigger.get("event"), *(trigger.get("events") or [])] if topic}
+def _event_topics(manifest: CompiledManifest) -> set[str]:
+    return manifest.schedule.trigger.topics
 
 
-def _output_contracts(manifest: dict) -> tuple[str, ...]:
-    contract = ((manifest.get("io") or {}).get("output") or {}).get("contract")
+def _output_contracts(manifest: CompiledManifest) -> tuple[str, ...]:
+    contract = manifest.io.output.contract
     return (contract,) if contract else ()
 
 

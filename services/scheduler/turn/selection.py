@@ -9,7 +9,8 @@ from typing import Any
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from covel.store.v1.store_pb2 import TURN_STATUS_COMMITTED as COMMITTED
-from shared.structs import from_struct
+from services.scheduler.catalogue import Package
+from shared.manifest import CompiledManifest
 
 STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
 
@@ -55,7 +56,7 @@ def unavailable_reason(rejection: registry_pb2.RejectedPlugin) -> str:
 
 
 def sitting_out(
-    packages: Iterable[registry_pb2.PluginPackage], unavailable: Iterable[registry_pb2.RejectedPlugin], logical_turn: int
+    packages: Iterable[Package], unavailable: Iterable[registry_pb2.RejectedPlugin], logical_turn: int
 ) -> list[store_pb2.RuntimeResult]:
     """Skipped results for the runtimes of unavailable plugins that this turn would have scheduled.
     None is marked setup: it never ran, so it records no setup progress (it runs as late setup once
@@ -64,42 +65,39 @@ def sitting_out(
     return [
         store_pb2.RuntimeResult(
             runtime_id=runtime.runtime_id, plugin_id=package.id, status="skipped", reason=reasons[package.id],
-            concealed=bool((manifest.get("io") or {}).get("concealed")),
+            concealed=runtime.manifest.io.concealed,
         )
         for package in packages if package.id in reasons
         for runtime in package.runtimes
-        if scheduled_this_turn(manifest := from_struct(runtime.manifest), runtime.stage, logical_turn)
+        if scheduled_this_turn(runtime.manifest, runtime.stage, logical_turn)
     ]
 
 
-def needs_history(manifest: dict[str, Any]) -> bool:
-    trigger = (manifest.get("schedule") or {}).get("trigger") or {}
-    return "cooldownTurns" in trigger or "maxTriggerCount" in trigger
+def needs_history(manifest: CompiledManifest) -> bool:
+    trigger = manifest.schedule.trigger
+    return trigger.cooldown_turns is not None or trigger.max_trigger_count is not None
 
 
 def scheduled_this_turn(
-    manifest: dict[str, Any], stage: str, logical_turn: int, history: TriggerHistory | None = None
+    manifest: CompiledManifest, stage: str, logical_turn: int, history: TriggerHistory | None = None
 ) -> bool:
-    schedule = manifest.get("schedule") or {}
-    if schedule.get("subagentOnly") or stage not in STAGES:
+    schedule = manifest.schedule
+    if schedule.subagent_only or stage not in STAGES:
         return False
-    trigger = schedule.get("trigger") or {}
-    if (trigger.get("type") or "auto") != "auto":
+    trigger = schedule.trigger
+    if trigger.type != "auto":
         return False
-    every = int(schedule.get("every") or 1)
-    if every > 1 and logical_turn % every != 0:
+    if schedule.every > 1 and logical_turn % schedule.every != 0:
         return False
-    start = trigger.get("startTurn")
-    if isinstance(start, int) and logical_turn < start:
+    if trigger.start_turn is not None and logical_turn < trigger.start_turn:
         return False
-    runtime_id = manifest.get("id", "")
     if history is not None:
-        limit = trigger.get("maxTriggerCount")
-        if isinstance(limit, int) and history.counts.get(runtime_id, 0) >= limit:
+        limit = trigger.max_trigger_count
+        if limit is not None and history.counts.get(manifest.id, 0) >= limit:
             return False
-        cooldown = trigger.get("cooldownTurns")
-        last = history.last_turn.get(runtime_id)
-        if isinstance(cooldown, int) and last is not None and logical_turn - last <= cooldown:
+        cooldown = trigger.cooldown_turns
+        last = history.last_turn.get(manifest.id)
+        if cooldown is not None and last is not None and logical_turn - last <= cooldown:
             return False
     return True
 

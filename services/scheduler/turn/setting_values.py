@@ -18,29 +18,30 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from services.scheduler.agent.subagents import FRAMEWORK, MAX_ACTORS_RANGE, MAX_SUBAGENT_CALLS_RANGE
+from services.scheduler.catalogue import Package
 from shared.errors import invalid_argument
-from shared.plugin_settings import declared_settings, value_problem
+from shared.manifest import Setting
+from shared.plugin_settings import value_problem
 from shared.structs import from_struct
 
 # The kernel's session settings under plugin_settings["framework"], declared like a plugin's
 # (the execution quotas' bounds are the ones subagent_limits applies).
-FRAMEWORK_SETTINGS: dict[str, dict[str, Any]] = {
-    "maxAutoAdvance": {"key": "maxAutoAdvance", "type": "integer", "min": 0},
-    "maxSubagentCalls": {"key": "maxSubagentCalls", "type": "integer",
-                         "min": MAX_SUBAGENT_CALLS_RANGE[0], "max": MAX_SUBAGENT_CALLS_RANGE[1]},
-    "maxActors": {"key": "maxActors", "type": "integer", "min": MAX_ACTORS_RANGE[0], "max": MAX_ACTORS_RANGE[1]},
+FRAMEWORK_SETTINGS: dict[str, Setting] = {
+    "maxAutoAdvance": Setting(key="maxAutoAdvance", type="integer", min=0),
+    "maxSubagentCalls": Setting(key="maxSubagentCalls", type="integer", min=MAX_SUBAGENT_CALLS_RANGE[0], max=MAX_SUBAGENT_CALLS_RANGE[1]),
+    "maxActors": Setting(key="maxActors", type="integer", min=MAX_ACTORS_RANGE[0], max=MAX_ACTORS_RANGE[1]),
 }
 
 
-def check_plugin_settings(settings: Mapping[str, Any], packages: Mapping[str, Any]) -> None:
+def check_plugin_settings(settings: Mapping[str, Any], packages: Mapping[str, Package]) -> None:
     """Raise INVALID_ARGUMENT for the first setting value its package (or the kernel) refuses.
 
-    `settings`: plugin id -> Struct (or dict) of values; `packages`: plugin id -> PluginPackage
-    (its `definition` Struct) of every installed plugin named in `settings`."""
+    `settings`: plugin id -> Struct (or dict) of values; `packages`: plugin id -> the package of
+    every installed plugin named in `settings`."""
     for plugin_id, values in settings.items():
         given = from_struct(values) if isinstance(values, struct_pb2.Struct) else dict(values)
         if plugin_id == FRAMEWORK:
-            declared: Mapping[str, Mapping[str, Any]] | None = FRAMEWORK_SETTINGS
+            declared: Mapping[str, Setting] | None = FRAMEWORK_SETTINGS
             whose = "the kernel's session settings"
         else:
             package = packages.get(plugin_id)
@@ -49,7 +50,7 @@ def check_plugin_settings(settings: Mapping[str, Any], packages: Mapping[str, An
                     f"plugin_settings.{plugin_id}",
                     f"no plugin {plugin_id!r} is installed; remove its settings, or install it and request it",
                 )
-            declared = declared_settings(from_struct(package.definition))
+            declared = package.settings_by_key()
             whose = f"plugin {plugin_id}"
         if declared is None:
             continue
@@ -58,7 +59,7 @@ def check_plugin_settings(settings: Mapping[str, Any], packages: Mapping[str, An
             if key not in declared:
                 known = ", ".join(sorted(declared)) or "none"
                 raise invalid_argument(field, f"{whose} has no setting {key!r} (it declares: {known}); remove it or fix its name")
-            problem = value_problem(declared[key], value)
+            problem = value_problem(declared[key].declaration(), value)
             if problem:
                 raise invalid_argument(field, problem)
 

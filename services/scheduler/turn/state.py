@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.common.v1 import common_pb2
-from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.model_view import model_facing
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.inputs import CommittedExports
 from services.scheduler.turn.player_input import action_dict
+from shared.manifest import CompiledManifest
 from shared.plugin_sdk import CancellationSignal
 from shared.structs import from_struct
 
@@ -39,9 +40,9 @@ class TurnState:
     """What the stages of one turn share as they run."""
 
     history: list[common_pb2.Message]
-    packages: dict[str, registry_pb2.PluginPackage]
-    # runtime id -> its compiled manifest as a dict, converted once per turn.
-    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    packages: dict[str, Package]
+    # runtime id -> its compiled manifest, for every runtime of the turn's packages.
+    manifests: dict[str, CompiledManifest] = field(default_factory=dict)
     proposals: list[store_pb2.Proposal] = field(default_factory=list)
     outcomes: dict[str, RuntimeOutcome] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
@@ -79,22 +80,16 @@ class TurnState:
     # The tool and service calls of the turn's runtimes (turn-digest@1, operations@1).
     activity: TurnActivity = field(default_factory=lambda: TurnActivity())
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
-    _subagent_providers: list[tuple[Any, dict[str, Any]]] | None = field(default=None, init=False, repr=False)
+    _subagent_providers: list[tuple[Runtime, CompiledManifest]] | None = field(default=None, init=False, repr=False)
 
-    def subagent_providers(self) -> list[tuple[Any, dict[str, Any]]]:
-        """(runtime, manifest dict) of every subagentOnly agent runtime in the turn's packages. Computed
-        once: every function runtime's ctx.agents needs it, and converting each manifest per runtime
-        made a turn of N runtimes quadratic."""
+    def subagent_providers(self) -> list[tuple[Runtime, CompiledManifest]]:
+        """(runtime, manifest) of every subagentOnly agent runtime in the turn's packages, found once:
+        every function runtime's ctx.agents needs it."""
         if self._subagent_providers is None:
-            found = []
-            for package in self.packages.values():
-                for runtime in package.runtimes:
-                    if runtime.type != "agent":
-                        continue
-                    manifest = self.manifests.get(runtime.runtime_id) or from_struct(runtime.manifest)
-                    if (manifest.get("schedule") or {}).get("subagentOnly"):
-                        found.append((runtime, manifest))
-            self._subagent_providers = found
+            self._subagent_providers = [
+                (runtime, runtime.manifest) for package in self.packages.values() for runtime in package.runtimes
+                if runtime.type == "agent" and runtime.manifest.schedule.subagent_only
+            ]
         return self._subagent_providers
     # This turn's player input as a PlayerInputSubmission: its id and when it was submitted (ISO).
     player_input_id: str = ""
@@ -106,15 +101,14 @@ class TurnState:
     def output_contracts(self) -> dict[str, str]:
         """runtime id -> its io.output.contract, for every runtime of the session's packages."""
         return {
-            runtime_id: contract for runtime_id, manifest in self.manifests.items()
-            if (contract := ((manifest.get("io") or {}).get("output") or {}).get("contract"))
+            runtime_id: contract for runtime_id, manifest in self.manifests.items() if (contract := manifest.io.output.contract)
         }
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
         """turn-digest@1 and operations@1 as they stand when a runtime starts: what the runtimes
         that already finished did (a runtime still running is not predicted to succeed)."""
         committable = self._committable_units()
-        concealed = {runtime_id for runtime_id, manifest in self.manifests.items() if (manifest.get("io") or {}).get("concealed")}
+        concealed = {runtime_id for runtime_id, manifest in self.manifests.items() if manifest.io.concealed}
         narrative = "\n\n".join(
             outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == "success"
         )
