@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
-from services.scheduler.turn.runner import requests_advance
+from services.scheduler.turn.outcome import requests_advance
 from shared.structs import to_struct
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
-from services.scheduler.turn.runner import settings_with_defaults
+from services.scheduler.turn.runnable import settings_with_defaults
 from shared.structs import from_struct, to_struct
 from tests.scheduler.compiled import compiled_package
 

@@ -23,7 +23,8 @@ import grpc
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.turn.runner import SOURCE_TRACE, TurnRequest, TurnRunner
+from services.scheduler.turn.detached_jobs import SOURCE_TRACE
+from services.scheduler.turn.runner import TurnRequest, TurnRunner
 from shared.ids import detached_job_key
 from shared.logs import get_logger
 from shared.structs import from_struct, to_struct

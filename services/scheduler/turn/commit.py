@@ -1,0 +1,117 @@
+"""The end of a turn: PreStateCommit hooks vet its proposals, story speakers are resolved, the
+store commits it in one transaction, PostStateCommit hooks hear what landed. What commits is
+commit_rules.py's; this is its I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from google.protobuf import timestamp_pb2
+
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.function.dataset_policies import dataset_policies
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.turn.commit_rules import (
+    asks_hooks,
+    commit_unit,
+    keep_earlier_outcomes,
+    landed,
+    replaced_payload,
+    resolve_story_speakers,
+    setup_commit,
+    unit_dependencies,
+    veto,
+    whole_turn_units,
+)
+from services.scheduler.turn.state import TurnState
+from services.scheduler.turn.stream import Emit, TurnStream
+from shared.structs import from_struct, to_struct
+
+
+def now() -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.GetCurrentTime()
+    return stamp
+
+
+@dataclass
+class Vetted:
+    """The proposals that go to the store (vetoed ones too, with their REJECTED outcome on the turn)."""
+
+    kept: list[store_pb2.Proposal] = field(default_factory=list)
+    vetoed_units: set[str] = field(default_factory=set)
+
+
+class TurnCommit:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, hooks: HookBus) -> None:
+        self._store = store
+        self._hooks = hooks
+
+    async def vet(self, proposals: list[store_pb2.Proposal], scope: ExecutionScope, stream: TurnStream) -> Vetted:
+        """PreStateCommit for each proposal: a rejected write takes its whole commit unit (the top-level
+        runtime with its nested calls) down; in a story or setup unit, the whole execution (spec: 提交单元).
+        The store applies the rule: a vetoed proposal goes to it with its REJECTED outcome."""
+        vetted = Vetted()
+        whole_turn = whole_turn_units(stream.turn.runtime_results)
+        for proposal in proposals:
+            unit = commit_unit(proposal)
+            vetted.kept.append(proposal)
+            if not asks_hooks(unit, vetted.vetoed_units, whole_turn):
+                continue
+            verdict = await self._hooks.dispatch(
+                "PreStateCommit", scope, {"proposal": {"id": proposal.id, "type": proposal.type, "payload": from_struct(proposal.payload)}},
+                plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id,
+            )
+            await stream.record(verdict.trace)
+            if verdict.aborted:
+                stream.turn.proposal_outcomes.append(veto(proposal, verdict.trace, verdict.reason))
+                vetted.vetoed_units.add(unit)
+                continue
+            payload = replaced_payload(verdict.payload)
+            if payload is not None:
+                proposal.payload.CopyFrom(to_struct(payload))
+        return vetted
+
+    async def resolve_speakers(self, session_id: str, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
+        """Story speakers and cues.present become the session's characters where a name matches exactly."""
+        stories = [p for p in proposals if p.type == "narrative.append"]
+        if not stories:
+            return
+        world = await self._store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))
+        characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
+        if characters:
+            resolve_story_speakers(stories, turn.runtime_results, characters)
+
+    async def commit(self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit,
+                     run: TurnState | None = None) -> store_pb2.Turn:
+        """One store transaction; without `run` (a turn that ended early) only the turn record commits."""
+        turn.finished_at.CopyFrom(now())
+        extras: dict = {}
+        if run is not None:
+            session = run.session if run.session is not None else store_pb2.Session(id=turn.session_id, phase="playing")
+            extras = {"dependencies": unit_dependencies(run), "detached_jobs": run.detached_jobs,
+                      "datasets": dataset_policies(run.packages, proposals), **setup_commit(turn.runtime_results, run, session)}
+        reply = await self._store.CommitTurn(
+            store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,
+                                        release_lease=True, **extras),
+        )
+        committed = reply.turn
+        keep_earlier_outcomes(committed, turn)
+        for outcome in committed.proposal_outcomes:
+            await emit(scheduler_pb2.TurnEvent(proposal=outcome))
+        return committed
+
+    async def after(self, committed: store_pb2.Turn, kept: list[store_pb2.Proposal], scope: ExecutionScope) -> None:
+        """PostStateCommit for each proposal that landed; their trace joins the committed record (not the stream)."""
+        committed_ids = landed(committed)
+        for proposal in kept:
+            if proposal.id not in committed_ids:
+                continue
+            post = await self._hooks.dispatch(
+                "PostStateCommit", scope,
+                {"proposal": {"id": proposal.id, "type": proposal.type, "payload": from_struct(proposal.payload)},
+                 "result": {"committed": True}},
+                plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id,
+            )
+            committed.hook_trace.extend(post.trace)

@@ -1,0 +1,25 @@
+"""How a turn ends: whether its story runtimes failed it, and whether it asks for the next turn (auto-advance)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from covel.store.v1 import store_pb2
+from shared.structs import from_struct
+
+
+def story_failure(results: Iterable[store_pb2.RuntimeResult]) -> str:
+    """Why the turn fails when story runtimes ran and none succeeded ("" when it goes on to commit)."""
+    stories = [result for result in results if result.story]
+    if not stories or any(result.status == "success" for result in stories):
+        return ""
+    failed = next(result for result in stories if result.status != "success")
+    return f"story runtime {failed.runtime_id} {failed.status}: {failed.reason}"
+
+
+def requests_advance(turn: store_pb2.Turn) -> bool:
+    """Exactly one committed top-level story, and it yields `continue`."""
+    if turn.status != store_pb2.TURN_STATUS_COMMITTED:
+        return False
+    stories = [message for message in turn.messages if message.role == "story"]
+    return len(stories) == 1 and from_struct(stories[0].metadata).get("yield") == "continue"

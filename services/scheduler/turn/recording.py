@@ -1,0 +1,79 @@
+"""What a finished runtime adds to its turn: its result row, the value downstream inputs bind, the
+contracts it satisfied and the proposals it commits with. Pure state updates, no RPC."""
+
+from __future__ import annotations
+
+from covel.store.v1 import store_pb2
+from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
+from services.scheduler.turn.state import TurnState
+from shared.ids import new_id
+from shared.logs import get_logger
+from shared.manifest import CompiledManifest
+from shared.structs import to_struct
+
+log = get_logger(component="turn_runner")
+
+
+def output_contracts(manifest: CompiledManifest) -> tuple[str, ...]:
+    contract = manifest.io.output.contract
+    return (contract,) if contract else ()
+
+
+def proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
+    return store_pb2.Proposal(
+        id=new_id(), type=kind, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+        unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
+    )
+
+
+def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
+    return store_pb2.RuntimeResult(
+        runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
+        output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
+        concealed=manifest.io.concealed,
+    )
+
+
+def unit_proposals(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> list[store_pb2.Proposal]:
+    """What a successful (or guard-skipped) unit commits: its story, its writes, its write services'
+    staged changes, its recordAs export and the events it emitted, in that order."""
+    proposals = []
+    if outcome.story is not None:
+        proposals.append(proposal(runtime, "narrative.append", {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
+    proposals.extend(proposal(runtime, write["type"], write["payload"]) for write in outcome.writes)
+    for write in outcome.foreign_writes:
+        # A write service's staged change: the service's plugin owns it, it commits with this unit.
+        staged = proposal(runtime, write["type"], write["payload"])
+        staged.plugin_id = write["pluginId"]
+        proposals.append(staged)
+    # recordAs: the business value, frozen as an export at commit (a function without a value records none).
+    record_as = manifest.io.output.record_as
+    if record_as and (runtime.type != "function" or outcome.has_value):
+        value = outcome.canonical_value if runtime.type == "function" else outcome.output
+        proposals.append(proposal(runtime, "export.record", {"recordAs": record_as, "value": value}))
+    proposals.extend(proposal(runtime, "event.emit", {"name": event["topic"], "payload": event.get("payload")})
+                     for event in outcome.events)
+    return proposals
+
+
+def record_outcome(runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
+    """Note a finished (or skipped) runtime on the turn's shared state and its record."""
+    run.outcomes[runtime.runtime_id] = outcome
+    run.statuses[runtime.runtime_id] = outcome.status
+    turn.runtime_results.append(runtime_result(runtime, outcome, manifest))
+    if outcome.status == "failed" and manifest.io.concealed:
+        # A concealed runtime's real failure goes to the server log only.
+        log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
+    if outcome.status != "success" and not outcome.guard_skipped:
+        return
+    if runtime.type != "function" or outcome.has_value:
+        # Downstream inputs bind the business value: a function's canonicalValue, projected.
+        run.outputs[runtime.runtime_id] = outcome.output
+    for contract in output_contracts(manifest):
+        run.providers.setdefault(contract, []).append(runtime.runtime_id)
+        if outcome.status == "success":
+            run.satisfied.add(contract)
+    run.proposals.extend(unit_proposals(runtime, outcome, manifest))
+    # Upstream units it read buffered plugin data or staged operations (operations@1) of.
+    run.read_from[runtime.runtime_id] = set(outcome.read_from) | run.operation_reads.get(runtime.runtime_id, set())
+    run.emitted.extend({**event, "source": runtime.runtime_id} for event in outcome.events)

@@ -1,0 +1,82 @@
+"""The turn's stages: each stage's dependency graph layer by layer, the event chain after them,
+and the detached runtimes queued as jobs. What runs when is schedule.py's; one runtime is unit.py's."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.function.execution import FunctionExecution
+from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
+from services.scheduler.turn.detached_jobs import QUEUED, detached_job
+from services.scheduler.turn.recording import output_contracts, record_outcome
+from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
+from services.scheduler.turn.state import TurnState
+from services.scheduler.turn.stream import TurnStream
+from services.scheduler.turn.unit import UnitRunner
+from shared.ids import new_id
+from shared.telemetry import tracing
+
+
+class StageRunner:
+    def __init__(self, units: UnitRunner, functions: FunctionExecution) -> None:
+        self._units = units
+        self._functions = functions
+
+    async def run_stage(self, in_stage: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
+        """One stage: its dependency graph layer by layer; a layer's runtimes run concurrently."""
+        manifests = run.manifests
+        by_id = {runtime.runtime_id: runtime for runtime in in_stage}
+        nodes = [Node(runtime.runtime_id, provides=output_contracts(manifests[runtime.runtime_id]),
+                      dependencies=dependencies_of(manifests[runtime.runtime_id])) for runtime in in_stage]
+        plan = plan_stage(nodes, frozenset(run.satisfied))
+        for runtime_id, reason in plan.skipped.items():
+            await self.skip(by_id[runtime_id], reason, run, stream)
+        for layer in plan.layers:
+            ready = []
+            for runtime_id in layer:
+                gated = gate_reason(plan, runtime_id, run.statuses, frozenset(run.satisfied))
+                if gated:
+                    await self.skip(by_id[runtime_id], gated, run, stream)
+                else:
+                    ready.append(by_id[runtime_id])
+            for runtime in ready:
+                run.needs[runtime.runtime_id] = needed_upstream(plan, runtime.runtime_id, run.statuses)
+            results = await asyncio.gather(
+                *(self._units.run(runtime, scope, run, stream, manifests[runtime.runtime_id]) for runtime in ready))
+            for runtime, outcome in zip(ready, results, strict=True):
+                record_outcome(runtime, outcome, run, stream.turn, manifests[runtime.runtime_id])
+
+    async def run_event_chain(self, runtimes: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
+        """Event runtimes follow topics that successful producers emitted this turn, one layer after another."""
+        followers = {r.runtime_id: r for r in runtimes if run.manifests[r.runtime_id].schedule.trigger.topics}
+        seen = 0
+        for _ in range(MAX_EVENT_LAYERS):
+            fresh = run.emitted[seen:]
+            seen = len(run.emitted)
+            layer = next_event_layer(followers, run.manifests, fresh, run.outcomes)
+            if not layer:
+                return
+            for runtime_id, matched in layer.items():
+                run.activations[runtime_id] = {"events": matched}
+            await self.run_stage([followers[runtime_id] for runtime_id in layer], run, scope, stream)
+
+    async def queue_detached(self, detached: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
+        """Detached runtimes do not run in the turn: each becomes a job the commit enqueues (only if the
+        turn commits), with its inputs bound now, from the finished turn (the source snapshot)."""
+        for runtime in detached:
+            manifest = run.manifests[runtime.runtime_id]
+            inputs, gate = await self._functions.bind(runtime, scope, run, manifest)
+            if gate:
+                await self.skip(runtime, gate, run, stream)
+                continue
+            options = manifest.schedule.detached
+            if options is False:
+                continue  # only detached runtimes are queued
+            run.detached_jobs.append(detached_job(runtime, options, manifest, inputs, stream.turn.id, tracing.trace_context()))
+            await self.skip(runtime, QUEUED, run, stream)
+
+    async def skip(self, runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
+        await stream.runtime_finished(runtime.runtime_id, "skipped", reason)
+        record_outcome(runtime, RuntimeOutcome("skipped", reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])

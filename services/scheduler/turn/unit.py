@@ -1,0 +1,116 @@
+"""One runtime of a turn, start to finish: PreRuntime, inputs, guard, the handler or agent loop,
+PostRuntime and the output contract. The decisions are unit_outcome.py's; this is their I/O."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2
+from services.scheduler.agent.execution import AgentExecution
+from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.agent.story_stream import StreamedPiece
+from services.scheduler.function.execution import FunctionExecution
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.turn.state import RUNNING_UNIT, TurnState
+from services.scheduler.turn.stream import TurnStream
+from services.scheduler.turn.unit_outcome import (
+    apply_post_runtime,
+    check_unit_output,
+    gate_outcome,
+    may_guard,
+    post_runtime_result,
+    reads_operations,
+    without_discarded_writes,
+)
+from shared.ids import new_id
+from shared.manifest import CompiledManifest
+from shared.telemetry.tracing import traced
+
+
+class UnitRunner:
+    def __init__(self, hooks: HookBus, functions: FunctionExecution, agents: AgentExecution) -> None:
+        self._hooks = hooks
+        self._functions = functions
+        self._agents = agents
+
+    @traced("covel.runtime", lambda self, runtime, *_: {"covel.runtime_id": runtime.runtime_id, "covel.runtime.type": runtime.type},
+            lambda outcome: {"covel.runtime.status": outcome.status})
+    async def run(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
+                  manifest: CompiledManifest) -> RuntimeOutcome:
+        # Its tool and service calls, nested calls' and subagents' included, are noted against it.
+        unit = RUNNING_UNIT.set((run.activity, runtime.runtime_id))
+        try:
+            return await self._run(runtime, scope, run, stream, manifest)
+        finally:
+            RUNNING_UNIT.reset(unit)
+
+    async def _run(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
+                   manifest: CompiledManifest) -> RuntimeOutcome:
+        started = time.monotonic()
+        # Its run id is the execution id every hook of this run (nested and subagent runs' too) is told of.
+        run_id = new_id()
+        scope = scope.execution(run_id)
+        await stream.runtime_started(runtime.runtime_id, runtime.stage)
+        outcome = await self._execute(runtime, scope, run, stream, manifest)
+        outcome.run_id = run_id
+        status_before_hooks = outcome.status
+        outcome = await self._post_runtime(runtime, scope, outcome, stream)
+        if outcome.status != status_before_hooks:
+            run.rewritten.add(runtime.runtime_id)  # a setup runtime a hook turned into a success is not complete
+        outcome = without_discarded_writes(check_unit_output(runtime, manifest, run.packages[runtime.plugin_id], outcome))
+        await stream.runtime_finished(runtime.runtime_id, outcome.status, outcome.reason, int((time.monotonic() - started) * 1000))
+        return outcome
+
+    async def _execute(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
+                       manifest: CompiledManifest) -> RuntimeOutcome:
+        """PreRuntime, the inputs (bound once, for the guard and the runtime), the guard, then the runtime itself."""
+        pre = await self._hooks.dispatch(
+            "PreRuntime", scope,
+            {"manifest": {"runtimeId": runtime.runtime_id, "stage": runtime.stage}, "input": {"playerMessage": run.player_message}},
+            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+        )
+        await stream.record(pre.trace)
+        inputs, input_gate = await self._functions.bind(runtime, scope, run, manifest)
+        if reads_operations(manifest):
+            run.operation_reads[runtime.runtime_id] = run.operation_units()
+        guarded = None
+        if may_guard(pre.aborted, input_gate, manifest):
+            guarded = await self._functions.run_guard(runtime, scope, run, run.player_message, manifest, inputs)
+        skipped = gate_outcome(pre.aborted, pre.reason, input_gate)
+        if skipped is not None:
+            return skipped
+        if guarded is not None:
+            outcome = guarded
+        elif runtime.type == "function":
+            outcome = await self._functions.run_function(runtime, scope, run, run.player_message, manifest, inputs)
+        else:
+            try:
+                outcome = await self._agents.run(runtime, scope, run, run.player_message, manifest,
+                                                 _narrative_sink(runtime, stream), inputs)
+            except grpc.aio.AioRpcError as error:
+                outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
+        await stream.record(outcome.trace)  # a function's ctx.tools calls' PreToolUse/PostToolUse, an agent's hooks
+        return outcome
+
+    async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream) -> RuntimeOutcome:
+        """PostRuntime hooks may rewrite the result; the kernel keeps identity and writes (runtime_result.py)."""
+        original = post_runtime_result(runtime, outcome, scope.turn_id)
+        post = await self._hooks.dispatch(
+            "PostRuntime", scope, {"result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id
+        )
+        await stream.record(post.trace)
+        return apply_post_runtime(runtime, outcome, original, post.payload.get("result"))
+
+
+def _narrative_sink(runtime, stream: TurnStream):
+    """Streams a story agent's narrative as it comes, as narrative_delta events."""
+
+    async def on_narrative(piece: StreamedPiece) -> None:
+        segment = common_pb2.Segment(kind=piece.kind, speaker=piece.speaker) if piece.kind else None
+        await stream.emit(scheduler_pb2.TurnEvent(narrative_delta=scheduler_pb2.NarrativeDelta(
+            runtime_id=runtime.runtime_id, text=piece.text, segment=segment, reset=piece.reset)))
+
+    return on_narrative
