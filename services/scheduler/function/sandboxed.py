@@ -24,8 +24,6 @@ from shared.sandbox import SandboxPool, WorkerGone
 from shared.sandbox.host import sandbox_pool
 
 log = get_logger(component="function_runtime")
-# function.timeoutMs when a caller gives none.
-DEFAULT_LIMIT_MS = 30_000
 _ABSENT = object()
 _pools: dict[asyncio.AbstractEventLoop, SandboxPool | None] = {}
 
@@ -184,9 +182,10 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     return finished(_outcome(context, answer))
 
 
-async def run_function(context: FunctionContext, code: PluginFile, limit_ms: int | None, entry: str = "handler") -> FunctionOutcome:
-    """A handler (or guard) in its plugin's sandbox worker; in this process when the sandbox is off."""
+async def run_function(context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler") -> FunctionOutcome:
+    """A handler (or guard) in its plugin's sandbox worker; in this process when the sandbox is off.
+    `limit_ms`: the compiled function.timeoutMs (a guard: guardTimeoutMs)."""
     pool = function_pool()
     if pool is None:
-        return await runtime.run_function(context, code, limit_ms or DEFAULT_LIMIT_MS, entry)
-    return await run_sandboxed(pool, context, code, limit_ms or DEFAULT_LIMIT_MS, entry)
+        return await runtime.run_function(context, code, limit_ms, entry)
+    return await run_sandboxed(pool, context, code, limit_ms, entry)
