@@ -25,8 +25,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
-from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.catalogue import Runtime
 from services.scheduler.turn.player_input import render_player_message
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import KEYS_BY_NAME, Delivery, matches
@@ -250,7 +250,7 @@ class SchedulerEventKeys:
             context["error"] = error
         self.emit_nowait("message:sent", context, turn.session_id)
 
-    async def agent_bootstrap(self, session: store_pb2.Session, runtime: registry_pb2.RuntimeManifest, workspace_dir: str,
+    async def agent_bootstrap(self, session: store_pb2.Session, runtime: Runtime, workspace_dir: str,
                               files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """agent:bootstrap: handlers may replace or extend the bootstrap files; what comes back is checked."""
         reply = await self.emit("agent:bootstrap", {"workspaceDir": workspace_dir, "bootstrapFiles": files, "cfg": self._cfg,
