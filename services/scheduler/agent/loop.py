@@ -37,8 +37,6 @@ from services.scheduler.agent.model_call import (
 from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, replaced_fields
 
 # Old names function/services.py still imports (to move to tool_calls once that file is free to edit).
-from services.scheduler.agent.tool_calls import post_tool_use as _post_tool  # noqa: F401
-from services.scheduler.agent.tool_calls import pre_tool_use as _pre_tool  # noqa: F401
 from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
 from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
