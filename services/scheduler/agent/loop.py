@@ -35,8 +35,6 @@ from services.scheduler.agent.model_call import (
     wire_choice,
 )
 from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, replaced_fields
-
-# Old names function/services.py still imports (to move to tool_calls once that file is free to edit).
 from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
 from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
