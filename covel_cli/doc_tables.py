@@ -41,6 +41,7 @@ from services.gateway.settings import GatewaySettings
 from services.hooks.settings import HooksSettings
 from services.registry import manifest_models as manifest
 from services.registry import runtime_compiler as compiler
+from services.registry import world_models
 from services.registry.settings import RegistrySettings, default_world_dirs
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
@@ -52,6 +53,8 @@ from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, defaul
 
 DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
              REPO_ROOT / "docs" / "security.md", REPO_ROOT / "README.md")
+# docs/worlds.md's tables come from covel_cli/world_doc_tables.py.
+WORLD_DOC_FILES = (REPO_ROOT / "docs" / "worlds.md",)
 BLOCK = re.compile(r"(<!-- generated: (?P<key>[\w:.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
 WRITE_COMMAND = "python -m covel_cli.doc_tables --write"
 
@@ -69,6 +72,9 @@ VALIDATED_TYPES: dict[Callable[..., Any], str] = {
     manifest._hook_event: "hook event name",
     manifest._action_name: "action name",
     manifest._https_link: "https URL",
+    world_models._item_id: "id (letters, digits, `.`, `_`, `-`)",
+    world_models._plugin_id: "plugin id",
+    world_models._contract_target: "`contract:<id>`",
 }
 
 
@@ -706,6 +712,11 @@ def generated(key: str) -> str:
         return compiled_table(name)
     if key == "channel-rules":
         return channel_rules_table()
+    if kind == "world-fields":
+        from covel_cli.world_doc_tables import WORLD_MODELS, world_table
+
+        if name in WORLD_MODELS:
+            return world_table(name)
     if key == "service-policy":
         return service_policy_table()
     raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service>, "
@@ -727,7 +738,7 @@ def blocks_in(text: str) -> dict[str, str]:
 
 
 def stale_files() -> list[Path]:
-    return [path for path in DOC_FILES if path.exists() and regenerate(path.read_text(encoding="utf-8")) != path.read_text(encoding="utf-8")]
+    return [path for path in (*DOC_FILES, *WORLD_DOC_FILES) if path.exists() and regenerate(path.read_text(encoding="utf-8")) != path.read_text(encoding="utf-8")]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,9 @@ from pathlib import Path
 from covel_cli.hooks_info import add_parser as add_hooks_info
 from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, client_security, configured_addrs, free_port_addrs
 from covel_cli.operator import add_parser as add_operator
-from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, World, load_world, play, read_terminal_line, scripted_reader
+from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
+from covel_cli.validate_world import add_parser as add_validate_world
 from shared.grpc_client import check_health
 from shared.settings import DataDirSetting
 
@@ -37,7 +38,7 @@ async def _up(args: argparse.Namespace) -> int:
     waiters: list[asyncio.Task[object]] = [exited, asyncio.create_task(stop_requested.wait())]
     played = None
     if args.play:
-        played = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line, world=load_world(DEFAULT_WORLD)))
+        played = asyncio.create_task(play(group.addrs["scheduler"], read_terminal_line, world_id=DEFAULT_WORLD))
         waiters.append(played)
     else:
         print("Press Ctrl-C to stop. Play with `covel play` in another terminal.", flush=True)
@@ -59,17 +60,17 @@ async def _up(args: argparse.Namespace) -> int:
         print("covel up: stopped.", flush=True)
 
 
-def _world(args: argparse.Namespace) -> World | None:
-    """--world <folder> (default: the demo world), or `none` for a session without a world."""
+def _world(args: argparse.Namespace) -> str:
+    """--world <id> (default: the demo world), or `none` for a session without a world."""
     if args.world == "none":
-        return None
-    return load_world(Path(args.world) if args.world else DEFAULT_WORLD)
+        return ""
+    return args.world or DEFAULT_WORLD
 
 
 async def _play(args: argparse.Namespace) -> int:
     addr = args.addr or configured_addrs()["scheduler"]
     return await play(addr, read_terminal_line, session_id=args.session or "", requested_plugins=args.plugin,
-                      world=None if args.session else _world(args))
+                      world_id="" if args.session else _world(args))
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -78,13 +79,17 @@ async def _demo(args: argparse.Namespace) -> int:
         await group.start()
         return await play(
             group.addrs["scheduler"], scripted_reader(DEMO_ACTIONS), requested_plugins=args.plugin, echo_input=True,
-            world=_world(args),
+            world_id=_world(args),
         )
     except ServiceFailed as error:
         print(f"covel demo: {error}", file=sys.stderr)
         return 1
     finally:
         await group.stop()
+
+
+async def _worlds(args: argparse.Namespace) -> int:
+    return await list_worlds(args.addr or configured_addrs()["scheduler"])
 
 
 async def _health(args: argparse.Namespace) -> int:
@@ -109,16 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     play_cmd.add_argument("--addr", help="scheduler address (default: COVEL_SCHEDULER_ADDR)")
     play_cmd.add_argument("--session", help="continue this session id")
     play_cmd.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
-    play_cmd.add_argument("--world", help="a world folder with a world.yaml (default: plugins/demo-world; none: no world)")
+    play_cmd.add_argument("--world", help=f"the id of a world (`covel worlds` lists them; default: {DEFAULT_WORLD}; none: no world)")
     play_cmd.set_defaults(run=_play)
     demo = commands.add_parser("demo", help="start the services, play a short scripted session, stop")
     demo.add_argument("--data-dir", help="where the demo keeps its database and logs")
     demo.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
-    demo.add_argument("--world", help="a world folder with a world.yaml (default: plugins/demo-world; none: no world)")
+    demo.add_argument("--world", help=f"the id of a world (default: {DEFAULT_WORLD}; none: no world)")
     demo.set_defaults(run=_demo)
+    worlds = commands.add_parser("worlds", help="list the worlds a session can start in (running services)")
+    worlds.add_argument("--addr", help="scheduler address (default: COVEL_SCHEDULER_ADDR)")
+    worlds.set_defaults(run=_worlds)
     health = commands.add_parser("health", help="gRPC health of the five services at their configured addresses")
     health.set_defaults(run=_health)
     add_validate_plugin(commands)
+    add_validate_world(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser

@@ -14,24 +14,21 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 import grpc
-import yaml
 
 from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from shared.bounded_yaml import load_yaml
 from shared.grpc_client import open_client_api_channel
-from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
 
 ReadLine = Callable[[], Awaitable[str | None]]
 
-DEFAULT_WORLD = REPO_ROOT / "plugins" / "demo-world"
+# The world `covel play`, `covel demo` and `make run` start in (worlds/demo-world).
+DEFAULT_WORLD = "demo-world"
 DEMO_ACTIONS = (
     "I push open the door of the Drowned Lantern and look around.",
     "I ask Old Tobin about the dark lighthouse and thank him for the warm fire.",
@@ -48,33 +45,6 @@ COMMANDS = (
 )
 STATUS_MARK = {"success": "✓", "failed": "✗", "skipped": "–"}
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-
-
-@dataclass
-class World:
-    """A world folder's world.yaml: what a session in it starts with."""
-
-    id: str
-    title: str = ""
-    opening: str = ""
-    plugins: list[str] = field(default_factory=list)
-    plugin_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def load_world(folder: Path) -> World:
-    path = Path(folder) / "world.yaml"
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ValueError(f"world {folder}: cannot read world.yaml: {error}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"world {folder}: world.yaml is not a mapping")
-    policy = data.get("pluginPolicy") or {}
-    settings = data.get("pluginSettings") or {}
-    if not isinstance(settings, dict) or not all(isinstance(value, dict) for value in settings.values()):
-        raise ValueError(f"world {folder}: pluginSettings maps plugin ids to their settings")
-    return World(id=str(data.get("id") or Path(folder).name), title=str(data.get("title") or ""), opening=str(data.get("opening") or ""),
-                 plugins=[str(p) for p in policy.get("plus") or []], plugin_settings=settings)
 
 
 async def read_terminal_line() -> str | None:
@@ -263,14 +233,14 @@ async def play(
     requested_plugins: list[str] | None = None,
     session_id: str = "",
     echo_input: bool = False,
-    world: World | None = None,
+    world_id: str = "",
 ) -> int:
     """Play turn by turn until read_line gives None or /quit. Returns an exit code."""
     async with open_client_api_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         if not session_id:
             try:
-                session_id = await _create_session(stub, out, requested_plugins or [], world)
+                session_id = await _create_session(stub, out, requested_plugins or [], world_id)
             except grpc.aio.AioRpcError as error:
                 # UNAUTHENTICATED says which token to send.
                 out.write(error_line(error, scheduler_addr) + "\n")
@@ -307,23 +277,45 @@ async def play(
                     return 1
 
 
-async def _create_session(
-    stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world: World | None
-) -> str:
-    """A new session in `world` with its plugins and the requested ones; prints what it started with."""
-    plugins = list(dict.fromkeys([*(world.plugins if world else []), *requested_plugins]))
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=plugins, title=world.title if world and world.title else "covel play",
-                                                 world_id=world.id if world else "")
-    for plugin_id, settings in (world.plugin_settings if world else {}).items():
-        request.plugin_settings[plugin_id].CopyFrom(to_struct(settings))
+async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world_id: str) -> str:
+    """A new session in the world `world_id` (the scheduler reads the world package) with the requested
+    plugins besides the world's; prints what it started with and the world's opening."""
+    world = (await stub.GetWorld(scheduler_pb2.GetWorldRequest(world_id=world_id))).world if world_id else None
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins, world_id=world_id,
+                                                 title="" if world_id else "covel play")
     created = await stub.CreateSession(request)
     session_id = created.session.id
     out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
     for rejected in created.rejected:
         out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
-    if world and world.opening:
-        out.write(f"\n{world.title}\n\n{world.opening}\n")
+    if world is not None and world.opening:
+        out.write(f"\n{world.name}\n\n{world.opening}\n")
     return session_id
+
+
+def world_line(world: registry_pb2.World) -> str:
+    """`demo-world  Saltmere — The Covel authors · 0.2.0`, or the world's first problem when it failed."""
+    if world.state != registry_pb2.WORLD_STATE_LOADED:
+        first = next(iter(world.diagnostics), None)
+        why = f"{first.file}:{first.field_path}: {first.message}" if first is not None else "see its diagnostics"
+        return f"{world.id}  (failed to load: {why})"
+    by = " · ".join(part for part in (from_struct(world.author).get("name", ""), world.version) if part)
+    return f"{world.id}  {world.name}" + (f" — {by}" if by else "")
+
+
+async def list_worlds(scheduler_addr: str, out: TextIO = sys.stdout) -> int:
+    """`covel worlds`: the worlds a session can start in (ListWorlds)."""
+    async with open_client_api_channel(scheduler_addr) as channel:
+        try:
+            worlds = (await scheduler_pb2_grpc.SchedulerStub(channel).ListWorlds(scheduler_pb2.ListWorldsRequest())).worlds
+        except grpc.aio.AioRpcError as error:
+            out.write(error_line(error, scheduler_addr) + "\n")
+            return 1
+    for world in worlds:
+        out.write(world_line(world) + "\n")
+    if not worlds:
+        out.write("(no worlds: put world packages in the world folders, COVEL_WORLD_DIRS)\n")
+    return 0
 
 
 def help_text() -> str:

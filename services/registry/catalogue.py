@@ -40,7 +40,7 @@ class Snapshot:
         return next((world for world in self.worlds if world.id == world_id), None)
 
 
-def _package_folders(plugin_dir: Path) -> list[Path]:
+def package_folders(plugin_dir: Path) -> list[Path]:
     try:
         children = sorted(plugin_dir.iterdir(), key=lambda item: item.name)
     except FileNotFoundError:
@@ -59,7 +59,7 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
     by_id: dict[str, LoadedPackage] = {}
     for plugin_dir in plugin_dirs:
         source = source_of(plugin_dir, builtin_dirs)
-        for folder in _package_folders(plugin_dir):
+        for folder in package_folders(plugin_dir):
             package = load_package_guarded(folder, source=source, strict=strict)
             first = by_id.get(package.id)
             if first is not None:

@@ -148,7 +148,7 @@ def _file_records(source: WorldDataSource, relative: str, value: Any, bag: Diagn
             written = item.get(key_field) if isinstance(item, dict) else None
             if not isinstance(written, str | int) or isinstance(written, bool) or written == "":
                 bag.error("data-record-key", f"the record has no `{key_field}` to key it by", file=relative, field_path=format_path((index,)),
-                          hint=f"give every record its `{key_field}` (or name another field as source.key)")
+                          hint=f"give every record its `{key_field}`, or name another field as source.key")
                 continue
             yield str(written), Record(relative, (index,), item)
 

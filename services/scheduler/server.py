@@ -28,6 +28,7 @@ from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
 from services.scheduler.turn.selection import confirmed_plugins_request
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
+from services.scheduler.world_sessions import fetch_world, world_start
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -104,6 +105,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if locale not in LOCALES:
             raise invalid_argument("locale", f"is {request.locale!r}; use one of {', '.join(LOCALES)}")
         parent = await self._parent_session(request)
+        # -- world: the world package's plugins, contracts, presets and starting state (world_sessions.py)
+        world = await world_start(self._peers.registry, request, locale)
+        if world is not None:
+            request = world.request
         resolved = await self._peers.registry.ResolveSessionPlugins(
             registry_pb2.ResolveSessionPluginsRequest(
                 requested=list(request.requested_plugins), excluded=list(request.excluded_plugins),
@@ -135,7 +140,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     plugin_settings=dict(request.plugin_settings),
                     # -- setup: plugins with setup runtimes start the session in its setup phase
                     **await self._setup_fields(list(resolved.active)),
-                )
+                ),
+                world=world.session_world if world is not None else None,
             ),
         )
         session = created.session
@@ -156,7 +162,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             await self.events.command_new(running, parent)
         return scheduler_pb2.CreateSessionResponse(
             session=session,
-            rejected=[_rejected(r) for r in resolved.rejected if r.plugin_id not in active],
+            rejected=[*(world.left_out if world is not None else []), *(_rejected(r) for r in resolved.rejected if r.plugin_id not in active)],
             unavailable=[_rejected(r) for r in resolved.unavailable],
             unmet_requirements=[
                 scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
@@ -407,6 +413,16 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
             unavailable=[_rejected(r) for r in confirmed.unavailable],
         )
+
+    @rpc
+    async def ListWorlds(self, request: scheduler_pb2.ListWorldsRequest, context) -> scheduler_pb2.ListWorldsResponse:
+        reply = await self._peers.registry.ListWorlds(registry_pb2.ListWorldsRequest(locale=request.locale))
+        return scheduler_pb2.ListWorldsResponse(worlds=reply.worlds)
+
+    @rpc
+    async def GetWorld(self, request: scheduler_pb2.GetWorldRequest, context) -> scheduler_pb2.GetWorldResponse:
+        require(request.world_id, "world_id", "the id of a world ListWorlds lists")
+        return scheduler_pb2.GetWorldResponse(world=await fetch_world(self._peers.registry, request.world_id, request.locale))
 
     @rpc
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context) -> scheduler_pb2.CancelResponse:

@@ -9,6 +9,7 @@ import grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.store import detached_jobs, leases, sessions, turn_signals, validation, world
 from services.store.database import Database, create_store_engine
+from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
 from shared.errors import aborted, invalid_argument, require, rpc
@@ -29,7 +30,10 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def CreateSession(self, request: store_pb2.CreateSessionRequest, context) -> store_pb2.CreateSessionResponse:
         session = validation.new_session(request)
-        created = await self._db.write(sessions.create_session, session)
+        initial_world = request.world if request.HasField("world") else None
+        if initial_world is not None:
+            check_session_world(initial_world)
+        created = await self._db.write(create_session_in_world, session, initial_world)
         log.info("session.created", session_id=created.id)
         return store_pb2.CreateSessionResponse(session=created)
 

@@ -26,7 +26,8 @@ class Invalid(Exception):
     pass
 
 
-def set_character_schema(db: Session, session_id: str, types: list[str], attributes: dict[str, Any], plugin_id: str, turn_id: str, now: datetime) -> int:
+def set_character_schema(db: Session, session_id: str, types: list[str], attributes: dict[str, Any], plugin_id: str, turn_id: str | None,
+                         now: datetime) -> int:
     row = db.get(CharacterSchemaRow, session_id)
     if row is None:
         row = CharacterSchemaRow(session_id=session_id, version=0)
@@ -37,7 +38,8 @@ def set_character_schema(db: Session, session_id: str, types: list[str], attribu
     return row.version
 
 
-def upsert_character(db: Session, session_id: str, character_id: str, expected: int, data: dict[str, Any], plugin_id: str, turn_id: str, now: datetime) -> int:
+def upsert_character(db: Session, session_id: str, character_id: str, expected: int, data: dict[str, Any], plugin_id: str, turn_id: str | None,
+                     now: datetime) -> int:
     schema = db.get(CharacterSchemaRow, session_id)
     kind = data.get("type")
     if schema is not None and schema.types and kind is not None and kind not in schema.types:
@@ -64,7 +66,8 @@ def dimensions_for_update(db: Session, session_id: str, ids: list[Any]) -> dict[
     return {row.dimension_id: row for row in rows.scalars()}
 
 
-def initialize_dimensions(db: Session, session_id: str, items: list[dict[str, Any]], plugin_id: str, turn_id: str, now: datetime) -> None:
+def initialize_dimensions(db: Session, session_id: str, items: list[dict[str, Any]], plugin_id: str, turn_id: str | None,
+                          now: datetime) -> None:
     existing = dimensions_for_update(db, session_id, [item["id"] for item in items])
     seen: set[str] = set()
     for item in items:

@@ -21,7 +21,6 @@ import pytest_asyncio
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
-from shared.structs import to_struct
 from tests.e2e.recorded_model import RecordedModel, recorded, recorded_services
 from tests.e2e.test_recorded_replies import ENGLISH, PLUGINS, TURN_1, WORLD, data, play, results, wait_for_memories
 
@@ -37,9 +36,7 @@ async def stack(tmp_path_factory):
 
 
 async def session(stub, extra: tuple[str, ...] = ()) -> str:
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=[*WORLD.plugins, *extra], approved_plugins=list(extra), world_id=WORLD.id)
-    for plugin_id, values in WORLD.plugin_settings.items():
-        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=list(extra), approved_plugins=list(extra), world_id=WORLD)
     return (await stub.CreateSession(request)).session.id
 
 

@@ -25,10 +25,10 @@ import pytest_asyncio
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from covel_cli.play import DEFAULT_WORLD, load_world
+from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
-from shared.structs import from_struct, from_value, to_struct
+from shared.structs import from_struct, from_value
 from tests.e2e.conftest import running_services
 
 OWNERSHIP = REPO_ROOT / "tests" / "fixtures" / "ownership"
@@ -61,13 +61,9 @@ async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(services) -> None:
-    world = load_world(DEFAULT_WORLD)
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        request = scheduler_pb2.CreateSessionRequest(requested_plugins=[*world.plugins, "trespasser"], approved_plugins=["trespasser"],
-                                                     world_id=world.id)
-        for plugin_id, values in world.plugin_settings.items():
-            request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+        request = scheduler_pb2.CreateSessionRequest(requested_plugins=["trespasser"], approved_plugins=["trespasser"], world_id=DEFAULT_WORLD)
         session_id = (await stub.CreateSession(request)).session.id
 
         first = await play(stub, session_id, "I pick up the rusty key and thank Old Tobin.")

@@ -10,7 +10,7 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from covel_cli.play import DEFAULT_WORLD, load_world
+from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
 
@@ -30,9 +30,10 @@ ACTIONS = (
 )
 
 
-async def _session(stub, world, settings: dict | None = None) -> str:
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=world.plugins, world_id=world.id, title=world.title)
-    for plugin_id, values in {**world.plugin_settings, **(settings or {})}.items():
+async def _session(stub, settings: dict | None = None) -> str:
+    """A session in the demo world: its plugins and settings presets come from the world package."""
+    request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD)
+    for plugin_id, values in (settings or {}).items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     return (await stub.CreateSession(request)).session.id
 
@@ -50,10 +51,9 @@ async def _data(store, session_id: str, plugin_id: str, namespace: str) -> dict:
 
 
 async def test_ten_turns_with_every_builtin_plugin(services) -> None:
-    world = load_world(DEFAULT_WORLD)
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session_id = await _session(stub, world, {"history-compaction": {"budgetChars": 2500, "keepTurns": 3}})
+        session_id = await _session(stub, {"history-compaction": {"budgetChars": 2500, "keepTurns": 3}})
         turns = []
         for number, action in enumerate(ACTIONS):
             if number == len(ACTIONS) - 1:
@@ -98,10 +98,11 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
         scores = await _data(store, session_id, "affinity", "scores")
         assert scores["tobin"]["score"] > 0 and all(-100 <= s["score"] <= 100 for s in scores.values())
 
-        # demo-world: its cast is in the world model from the first turn, and stories name them.
+        # The demo world package: its cast and dimensions are in the world model from the start, and stories name them.
         world_model = await store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))
-        assert {c.id for c in world_model.characters} == {"mira", "tobin", "sela"}
-        assert outputs[0]["demo-world/cast"] == {"added": ["mira", "tobin", "sela"]} and "demo-world/cast" not in outputs[1]
+        assert {c.id: c.plugin_id for c in world_model.characters} == {"mira": "world:demo-world", "tobin": "world:demo-world",
+                                                                        "sela": "world:demo-world"}
+        assert {d.id: from_value(d.value) for d in world_model.dimensions} == {"lighthouse": "dark", "missing-boats": 2}
         story_messages = [m for m in (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
                           if m.role == "story"]
         assert any(from_struct(m.metadata).get("presentCharacterIds") for m in story_messages)
@@ -113,7 +114,8 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
         summaries = [m for m in messages if m.role == "summary"]
         assert summaries and summaries[-1].plugin_id == "history-compaction"
-        assert summaries[0].text.startswith("The player: I push open the door of the Drowned Lantern")
+        # The world's opening comes first: it is the first story message of the log.
+        assert summaries[0].text.startswith("The evening coach leaves you at the harbor of Saltmere.\nThe player: I push open the door of the Drowned Lantern")
 
         # memory: every turn's detached extraction commits after its turn, and the last turn's story
         # found an earlier memory through memory-search (the scripted story recalls the best hit).
@@ -129,17 +131,16 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
 
 
 async def test_cost_gate_soft_cap_keeps_only_the_story_and_hard_cap_stops(services) -> None:
-    world = load_world(DEFAULT_WORLD)
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        soft = await _session(stub, world, {"cost-gate": {"softCapTokens": 1, "hardCapTokens": 10_000_000}})
+        soft = await _session(stub, {"cost-gate": {"softCapTokens": 1, "hardCapTokens": 10_000_000}})
         first = await _turn(stub, soft, "I look around.")
         assert "guide" in [r.runtime_id for r in first.runtime_results]
         second = await _turn(stub, soft, "I look around again.")
         assert second.status == store_pb2.TURN_STATUS_COMMITTED
         assert [r.runtime_id for r in second.runtime_results] == ["narrator"], "past the soft cap only the story runs"
 
-        hard = await _session(stub, world, {"cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 50}})
+        hard = await _session(stub, {"cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 50}})
         assert (await _turn(stub, hard, "I look around.")).status == store_pb2.TURN_STATUS_COMMITTED
         stopped = await _turn(stub, hard, "I look around again.")
         assert stopped.status == store_pb2.TURN_STATUS_ABORTED

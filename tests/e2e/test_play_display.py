@@ -10,7 +10,7 @@ import re
 import pytest
 
 from covel.store.v1 import store_pb2
-from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, load_world, play, plugin_lines, roll_line, scripted_reader, turn_summary
+from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, plugin_lines, roll_line, scripted_reader, turn_summary
 from shared.structs import to_struct
 
 
@@ -56,7 +56,7 @@ def test_plugin_lines_name_items_and_characters_and_list_the_suggestions() -> No
 @pytest.mark.asyncio(loop_scope="session")
 async def test_the_demo_actions_over_grpc_show_every_plugin_line(services) -> None:
     out = io.StringIO()
-    code = await play(services.addrs["scheduler"], scripted_reader(DEMO_ACTIONS), out, echo_input=True, world=load_world(DEFAULT_WORLD))
+    code = await play(services.addrs["scheduler"], scripted_reader(DEMO_ACTIONS), out, echo_input=True, world_id=DEFAULT_WORLD)
     assert code == 0
     text = out.getvalue()
     assert "(error" not in text, text

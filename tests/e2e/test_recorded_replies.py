@@ -23,7 +23,7 @@ import pytest_asyncio
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
-from covel_cli.play import DEFAULT_WORLD, load_world
+from covel_cli.play import DEFAULT_WORLD
 from services.scheduler.contracts import kernel_contract_schema
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
@@ -31,10 +31,16 @@ from tests.e2e.recorded_model import Request, recorded, recorded_services
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGINS = REPO_ROOT / "plugins"
-WORLD = load_world(DEFAULT_WORLD)
+# Sessions start in the demo world (worlds/demo-world): its plugins and settings presets come from the registry.
+WORLD = DEFAULT_WORLD
 TURN_1 = "I pick up the rusty key from the table, light my lantern and thank Old Tobin for the warm fire."
 TURN_2 = "I ask Tobin where the rusty key came from."
 TURN_ZH = "我从桌上拿起生锈的钥匙，感谢老托宾的炉火。"
+# The demo world's opening: the first story message of its sessions, so history windows that reach
+# back to the first turn read it (worlds/demo-world/world.yaml and world.zh.yaml).
+OPENING = ("The evening coach leaves you at the harbor of Saltmere. Out on Gull Point the lighthouse is\n"
+           "dark. Across the quay, the windows of the Drowned Lantern inn glow warm.")
+OPENING_ZH = "傍晚的马车把你放在盐沼镇的港口。鸥角上的灯塔一片漆黑。码头对面，溺灯客栈的窗户透着暖光。"
 
 
 def schema(path: str) -> dict:
@@ -53,9 +59,7 @@ async def stack(tmp_path_factory):
 
 
 async def new_session(stub, locale: str = "en") -> str:
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id, title=WORLD.title, locale=locale)
-    for plugin_id, values in WORLD.plugin_settings.items():
-        request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, locale=locale)
     return (await stub.CreateSession(request)).session.id
 
 
@@ -150,7 +154,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert system.endswith('Narrative person: second. Address the player\'s character as "you".')
     assert reply_format(narrator) == ("narrative-engine_2", kernel_contract_schema("narrative-engine@2"))
     assert "memory-search" in narrator.tool_names and narrator.body["stream"] is True
-    assert chat(narrator) == [("user", TURN_1)]
+    assert chat(narrator) == [("assistant", OPENING), ("user", TURN_1)]
 
     # guide: its prompt, the story it follows as runtime-inputs.narrative, its schema, no tools.
     guide = one(model.of("guide"))
@@ -158,7 +162,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     story_text = inputs_of(guide)["narrative"]["value"]
     assert story_text.startswith("The key is cold and crusted with salt") and "That key was left here" in story_text
     assert reply_format(guide) == ("scene-prompts-1", schema("guide/schemas/scene-prompts.schema.json"))
-    assert "tools" not in guide.body and chat(guide) == [("user", TURN_1)]
+    assert "tools" not in guide.body and chat(guide) == [("assistant", OPENING), ("user", TURN_1)]
 
     # inventory/ledger: the stocked inventory as <inventory>, the items tools, its schema; it looked an item up first.
     ledger = one(model.of("inventory/ledger"))
@@ -184,7 +188,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert [s["kind"] for s in segments] == ["narration", "action", "dialogue"] and segments[2]["speaker"] == "Old Tobin"
     assert judge.system.endswith("<affinity>\n(none yet)\n</affinity>")
     assert reply_format(judge) == ("affinity_changes-1", schema("affinity/schemas/changes.schema.json"))
-    assert "tools" not in judge.body and chat(judge) == [("user", TURN_1)]
+    assert "tools" not in judge.body and chat(judge) == [("assistant", OPENING), ("user", TURN_1)]
 
     # memory/extract (detached): the turn digest, only memories-upsert with the record's shape, no response format.
     extract = one(model.of("memory/extract"))
@@ -195,9 +199,11 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     upsert = extract.body["tools"][0]["function"]["parameters"]
     record = schema("memory/schemas/memory.schema.json")
     assert upsert["properties"]["value"]["properties"] == record["properties"] and upsert["required"] == ["value"]
-    # Detached after its turn: that turn only (maxTurns 0), then the task, not a story continuation.
-    assert [role for role, _ in chat(extract)] == ["user", "assistant", "user"]
-    assert chat(extract)[0] == ("user", TURN_1) and chat(extract)[2] == ("user", "(The turn above is over. Do your task for it now.)")
+    # Detached after its turn: that turn only (maxTurns 0; on the first turn the world's opening
+    # before it too), then the task, not a story continuation.
+    assert [role for role, _ in chat(extract)] == ["assistant", "user", "assistant", "user"]
+    assert chat(extract)[:2] == [("assistant", OPENING), ("user", TURN_1)]
+    assert chat(extract)[3] == ("user", "(The turn above is over. Do your task for it now.)")
     second_step = one(model.of("memory/extract"), step=1)
     assert [m["tool_call_id"] for m in second_step.body["messages"] if m["role"] == "tool"] == ["call_Mem1", "call_Mem2"]
 
@@ -230,15 +236,15 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert any("rusty key" in json.dumps(hit) for hit in found["data"]["results"]), found
     narrator_2 = one(model.of("narrator"))
     # The history, affinity's prompt.segment@1 projection after it, then the player's words.
-    assert [role for role, _ in chat(narrator_2)] == ["user", "assistant", "system", "user"]
-    assert chat(narrator_2)[0] == ("user", TURN_1) and "That key was left here" in chat(narrator_2)[1][1]
-    assert chat(narrator_2)[2] == ("system", "How the characters feel about the player:\n- Old Tobin: 2 (neutral)")
-    assert chat(narrator_2)[3] == ("user", TURN_2)
+    assert [role for role, _ in chat(narrator_2)] == ["assistant", "user", "assistant", "system", "user"]
+    assert chat(narrator_2)[1] == ("user", TURN_1) and "That key was left here" in chat(narrator_2)[2][1]
+    assert chat(narrator_2)[3] == ("system", "How the characters feel about the player:\n- Old Tobin: 2 (neutral)")
+    assert chat(narrator_2)[4] == ("user", TURN_2)
     guide_2 = one(model.of("guide"))
-    assert [role for role, _ in chat(guide_2)] == ["user", "assistant", "user"], "guide reads the last two turns"
+    assert [role for role, _ in chat(guide_2)] == ["assistant", "user", "assistant", "user"], "guide reads the last two turns and the opening before them"
     assert chat(one(model.of("inventory/ledger"))) == [("user", TURN_2)], "maxTurns 0: no earlier turns"
-    # maxTurns 1: the last turn; then its own plugin's standing segment.
-    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["user", "assistant", "system", "user"]
+    # maxTurns 1: the last turn (the first one, so the opening before it too); then its own plugin's standing segment.
+    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["assistant", "user", "assistant", "system", "user"]
     shown = one(model.of("affinity/judge")).system.split("<affinity>\n", 1)[1].split("\n</affinity>", 1)[0]
     assert shown.startswith("- tobin | ") and json.loads(shown.removeprefix("- tobin | "))["name"] == "Old Tobin"
     scores = await data(store, session_id, "affinity", "scores")
@@ -275,7 +281,8 @@ async def test_chinese_session_sends_the_zh_prompts_and_keeps_chinese_answers(st
                                         ("affinity/judge", "affinity", "affinity/runtimes/judge/RUNTIME.zh.md")):
         request = one(model.of(runtime_id))
         assert request.system.startswith(preamble(runtime_id, plugin_id, "Simplified Chinese") + "\n\n" + prompt_body(path)), runtime_id
-        assert chat(request) == [("user", TURN_ZH)]
+        # A window of one turn or more reaches back to the opening on the first turn; the ledger's (maxTurns 0) does not.
+        assert chat(request) == ([] if runtime_id == "inventory/ledger" else [("assistant", OPENING_ZH)]) + [("user", TURN_ZH)]
     await wait_for_memories(store, session_id, 1)
     extract = one(model.of("memory/extract"))
     assert prompt_body("memory/runtimes/extract/RUNTIME.zh.md") in extract.system
@@ -366,8 +373,8 @@ def usage_of(name: str) -> int:
 async def test_cost_gate_counts_the_providers_usage_of_every_call(stack) -> None:
     """The recorded replies carry the provider's usage; cost-gate adds exactly those totals."""
     model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
-    for plugin_id, values in {**WORLD.plugin_settings, "cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 5000}}.items():
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD)
+    for plugin_id, values in {"cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 5000}}.items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     session_id = (await stub.CreateSession(request)).session.id
     model.requests.clear()
@@ -398,9 +405,8 @@ async def test_a_setting_value_its_plugin_does_not_declare_is_refused_at_create_
     import grpc
 
     model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
-    for each, settings in {**WORLD.plugin_settings, plugin_id: values}.items():
-        request.plugin_settings[each].CopyFrom(to_struct(settings))
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD)
+    request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     model.requests.clear()
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await stub.CreateSession(request)
@@ -414,8 +420,8 @@ async def test_summaries_reach_the_story_and_the_guide_but_not_windowed_bookkeep
     includeSummaries) reads it too; the ledger (maxTurns 0) and the judge (maxTurns 1, no
     includeSummaries) do not (spec: a limited window carries no summary unless it asks)."""
     model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=WORLD.plugins, world_id=WORLD.id)
-    for plugin_id, values in {**WORLD.plugin_settings, "history-compaction": {"budgetChars": 200, "keepTurns": 1}}.items():
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD)
+    for plugin_id, values in {"history-compaction": {"budgetChars": 200, "keepTurns": 1}}.items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     session_id = (await stub.CreateSession(request)).session.id
     for replies, text in ((ENGLISH, TURN_1), (ENGLISH_2, TURN_2), (ENGLISH_2, "I ask Tobin about Hal Brennan's boat.")):

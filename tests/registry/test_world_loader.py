@@ -254,3 +254,29 @@ def test_an_unforeseen_failure_fails_that_world_alone(tidefall: Path, monkeypatc
     world = load_world_guarded(tidefall)
     assert world.state is WorldState.FAILED and [d.code for d in world.diagnostics] == ["world-unloadable"]
     assert "deep" not in world.diagnostics[0].message
+
+
+# ----- covel validate-world --------------------------------------------------------------------
+
+
+def test_validate_world_prints_like_validate_plugin_and_exits_the_same_way(tidefall: Path, capsys) -> None:
+    import io
+
+    from covel_cli.main import main
+    from covel_cli.validate_world import run
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run([str(TIDEFALL), str(REPO_ROOT / "worlds" / "demo-world" / "world.yaml")], out, err, plugin_dirs=[REPO_ROOT / "plugins", WORLD_PLUGINS]) == 0
+    text = out.getvalue()
+    assert f"✓ tidefall: {TIDEFALL}\n  languages: world.yaml, zh\n" in text and "✓ demo-world: " in text
+    assert text.endswith("2 of 2 world(s) valid\n") and err.getvalue() == ""
+
+    edit(tidefall, "cast.yaml", "attributes: {courage: 6}", "attributes: {courage: 60}")
+    out = io.StringIO()
+    assert run([str(tidefall)], out, err, plugin_dirs=[REPO_ROOT / "plugins", WORLD_PLUGINS]) == 1
+    assert "✗ tidefall: " in out.getvalue()
+    assert "  error: cast.yaml:[0].attributes.courage: attribute-invalid `courage` must be within 0..10, not 60\n" in out.getvalue()
+    assert out.getvalue().endswith("0 of 1 world(s) valid\n")
+
+    assert main(["validate-world", str(tidefall.parent)]) == 2
+    assert "is not a world package" in capsys.readouterr().err

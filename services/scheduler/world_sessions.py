@@ -1,0 +1,118 @@
+"""A session in a world (CreateSession's world_id): what the registry's world package says the session
+starts with, turned into the create request's parts (docs/worlds.md). No client reads a file.
+
+- the world's `pluginPolicy.plus` joins the requested plugins (those not installed are left out and
+  reported), `requires` the required contracts;
+- its `pluginSettings` presets are the settings under the player's own (a player's value wins);
+- its character schema, characters, dimensions (at their initial values) and opening are written
+  with the session, in one transaction (the store's SessionWorld), by the writer `world:<id>`.
+
+An unknown world is NOT_FOUND naming world_id; a world that failed to load is FAILED_PRECONDITION
+with its first diagnostics. Either way nothing is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import struct_pb2
+
+from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2, registry_pb2_grpc
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2
+from shared.errors import FieldViolation, ServiceError, failed_precondition
+from shared.structs import from_struct, to_struct
+
+SHOWN_DIAGNOSTICS = 3
+
+
+@dataclass
+class WorldStart:
+    """The parts of a new session that come from its world."""
+
+    world: registry_pb2.World
+    # The player's request with the world's plugins, contracts, settings presets and title.
+    request: scheduler_pb2.CreateSessionRequest
+    session_world: store_pb2.SessionWorld
+    left_out: list[scheduler_pb2.RejectedPlugin] = field(default_factory=list)
+
+
+def _diagnostic_line(diagnostic: common_pb2.Diagnostic) -> str:
+    where = diagnostic.file + (f":{diagnostic.field_path}" if diagnostic.field_path else "")
+    return f"{where}: {diagnostic.code} {diagnostic.message}"
+
+
+async def fetch_world(registry: registry_pb2_grpc.PluginRegistryStub, world_id: str, locale: str) -> registry_pb2.World:
+    """GetWorld, with the registry's NOT_FOUND passed on naming the request's world_id."""
+    try:
+        return (await registry.GetWorld(registry_pb2.GetWorldRequest(world_id=world_id, locale=locale))).world
+    except grpc.aio.AioRpcError as error:
+        if error.code() == grpc.StatusCode.NOT_FOUND:
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no world `{world_id}`; ListWorlds lists the worlds a session can start in",
+                               [FieldViolation("world_id", f"`{world_id}` is not a world of the catalogue")]) from None
+        raise
+
+
+def _loaded(world: registry_pb2.World) -> None:
+    if world.state == registry_pb2.WORLD_STATE_LOADED:
+        return
+    errors = [d for d in world.diagnostics if d.severity == common_pb2.SEVERITY_ERROR]
+    shown = "; ".join(_diagnostic_line(d) for d in (errors or list(world.diagnostics))[:SHOWN_DIAGNOSTICS])
+    more = len(errors) - SHOWN_DIAGNOSTICS
+    raise failed_precondition(
+        f"world `{world.id}` failed to load, so no session starts in it: {shown}" + (f" (and {more} more)" if more > 0 else "")
+        + "; fix the world package (covel validate-world shows every problem) and reload the registry"
+    )
+
+
+def _session_world(world: registry_pb2.World) -> store_pb2.SessionWorld:
+    writer = f"world:{world.id}"
+    started = store_pb2.SessionWorld(opening=world.opening, writer=writer)
+    if world.HasField("character_schema"):
+        started.character_schema.CopyFrom(world.character_schema)
+    for character in world.characters:
+        data = from_struct(character)
+        character_id = str(data.pop("id", ""))
+        started.characters.append(store_pb2.Character(id=character_id, data=to_struct(data)))
+    started.dimensions.extend(
+        store_pb2.Dimension(id=d.id, name=d.name, description=d.description, schema=d.schema, value=d.initial, owner_plugin_id=writer)
+        for d in world.dimensions
+    )
+    return started
+
+
+def _settings(world: registry_pb2.World, request: scheduler_pb2.CreateSessionRequest) -> dict[str, struct_pb2.Struct]:
+    """The world's presets with the player's values over them, key by key."""
+    merged = {plugin_id: from_struct(values) for plugin_id, values in world.plugin_settings.items()}
+    for plugin_id, values in request.plugin_settings.items():
+        merged.setdefault(plugin_id, {}).update(from_struct(values))
+    return {plugin_id: to_struct(values) for plugin_id, values in merged.items()}
+
+
+async def world_start(registry: registry_pb2_grpc.PluginRegistryStub, request: scheduler_pb2.CreateSessionRequest,
+                      locale: str) -> WorldStart | None:
+    """None for a session without a world; raises (nothing created) for an unknown or failed world."""
+    if not request.world_id:
+        return None
+    world = await fetch_world(registry, request.world_id, locale)
+    _loaded(world)
+    missing = set(world.missing_plugins)
+    excluded = set(request.excluded_plugins)
+    plus = [plugin_id for plugin_id in world.plugin_policy.plus if plugin_id not in missing and plugin_id not in excluded]
+    left_out = [
+        scheduler_pb2.RejectedPlugin(plugin_id=plugin_id, code="not-installed",
+                                     reason=f"world {world.id} asks for it, but it is not installed or failed to load")
+        for plugin_id in world.missing_plugins
+    ]
+    combined = scheduler_pb2.CreateSessionRequest()
+    combined.CopyFrom(request)
+    combined.title = request.title or world.name
+    del combined.requested_plugins[:], combined.required_contracts[:]
+    combined.requested_plugins.extend(dict.fromkeys([*plus, *request.requested_plugins]))
+    combined.required_contracts.extend(dict.fromkeys([*world.plugin_policy.requires, *request.required_contracts]))
+    combined.plugin_settings.clear()
+    for plugin_id, values in _settings(world, request).items():
+        combined.plugin_settings[plugin_id].CopyFrom(values)
+    return WorldStart(world=world, request=combined, session_world=_session_world(world), left_out=left_out)

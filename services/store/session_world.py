@@ -1,0 +1,112 @@
+"""A new session's world (CreateSessionRequest.world): its character schema, characters, dimensions
+and opening, checked before any database work and written in the session's own transaction with
+the world model's writers (world.py), so a session never exists with half its world."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from jsonschema.exceptions import SchemaError
+from sqlalchemy.orm import Session
+
+from covel.store.v1 import store_pb2
+from services.store import sessions, world
+from services.store.models import MessageRow, SessionRow
+from shared import json_schemas
+from shared.errors import invalid_argument
+from shared.ids import new_id
+from shared.plugin_data.operations import json_size
+from shared.structs import from_struct, from_value
+
+NAME_MAX = 200
+VALUE_MAX_BYTES = 256 * 1024
+ITEMS_MAX = 1000
+OPENING_MAX = 20_000
+WRITER_PREFIX = "world:"
+
+
+def _sized(field: str, value: Any) -> None:
+    size = json_size(value)
+    if size > VALUE_MAX_BYTES:
+        raise invalid_argument(field, f"is {size} bytes of JSON; the limit is {VALUE_MAX_BYTES}")
+
+
+def _check_id(field: str, value: str, seen: set[str]) -> None:
+    if not value or len(value) > NAME_MAX:
+        raise invalid_argument(field, f"must be a non-empty id of at most {NAME_MAX} characters")
+    if value in seen:
+        raise invalid_argument(field, f"{value!r} is given twice")
+    seen.add(value)
+
+
+def check_session_world(request: store_pb2.SessionWorld) -> None:
+    """INVALID_ARGUMENT naming the field for anything the world model would refuse."""
+    if not request.writer.startswith(WRITER_PREFIX) or len(request.writer) > NAME_MAX:
+        raise invalid_argument("world.writer", f"name the world as {WRITER_PREFIX}<world id>")
+    if len(request.opening) > OPENING_MAX:
+        raise invalid_argument("world.opening", f"is longer than {OPENING_MAX} characters")
+    types: list[Any] = []
+    if request.HasField("character_schema"):
+        schema = from_struct(request.character_schema)
+        types = schema.get("types") or []
+        if not isinstance(types, list) or not all(isinstance(item, str) and item for item in types):
+            raise invalid_argument("world.character_schema.types", "must be a list of non-empty strings")
+        if not isinstance(schema.get("attributes", {}), dict):
+            raise invalid_argument("world.character_schema.attributes", "must be an object")
+        _sized("world.character_schema", schema)
+    if len(request.characters) > ITEMS_MAX or len(request.dimensions) > ITEMS_MAX:
+        raise invalid_argument("world", f"at most {ITEMS_MAX} characters and {ITEMS_MAX} dimensions")
+    seen: set[str] = set()
+    for index, character in enumerate(request.characters):
+        _check_id(f"world.characters[{index}].id", character.id, seen)
+        data = from_struct(character.data)
+        if types and data.get("type") is not None and data["type"] not in types:
+            raise invalid_argument(f"world.characters[{index}].data.type", f"{data['type']!r} is not one of the schema's types")
+        _sized(f"world.characters[{index}].data", data)
+    seen = set()
+    for index, dimension in enumerate(request.dimensions):
+        _check_id(f"world.dimensions[{index}].id", dimension.id, seen)
+        _check_dimension(index, dimension)
+
+
+def _check_dimension(index: int, dimension: store_pb2.Dimension) -> None:
+    where = f"world.dimensions[{index}]"
+    try:
+        validator = json_schemas.checked_validator(from_struct(dimension.schema))
+    except (SchemaError, json_schemas.PatternError) as error:
+        raise invalid_argument(f"{where}.schema", f"is not a valid JSON Schema: {getattr(error, 'message', error)}") from None
+    value = from_value(dimension.value)
+    errors = list(validator.iter_errors(value))
+    if errors:
+        raise invalid_argument(f"{where}.value", f"does not match the dimension's schema: {errors[0].message}")
+    _sized(f"{where}.value", value)
+
+
+def create_session_in_world(db: Session, session: store_pb2.Session, request: store_pb2.SessionWorld | None) -> store_pb2.Session:
+    """sessions.create_session, then the world's rows, in the one transaction of `db`."""
+    created = sessions.create_session(db, session)
+    if request is not None:
+        row = db.get(SessionRow, created.id)
+        assert row is not None
+        _write_world(db, row, request, row.created_at)
+    return created
+
+
+def _write_world(db: Session, row: SessionRow, request: store_pb2.SessionWorld, now: datetime) -> None:
+    """The world's rows for the new session `row` (flushed, not yet committed)."""
+    writer = request.writer
+    if request.HasField("character_schema"):
+        schema = from_struct(request.character_schema)
+        world.set_character_schema(db, row.id, schema.get("types") or [], schema.get("attributes") or {}, writer, None, now)
+    for character in request.characters:
+        world.upsert_character(db, row.id, character.id, 0, from_struct(character.data), writer, None, now)
+    if request.dimensions:
+        items = [{"id": d.id, "name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value)}
+                 for d in request.dimensions]
+        world.initialize_dimensions(db, row.id, items, writer, None, now)
+    if request.opening:
+        row.last_message_seq = 1
+        db.add(MessageRow(id=new_id(), session_id=row.id, turn_id=None, seq=1, role="story", plugin_id="", runtime_id="",
+                          text=request.opening, meta={"opening": True, "worldId": writer.removeprefix(WRITER_PREFIX)}, created_at=now))
+        db.flush()
