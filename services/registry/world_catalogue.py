@@ -33,7 +33,8 @@ def scan_worlds(world_dirs: Sequence[Path], packages: Sequence[LoadedPackage]) -
             if first is not None:
                 first.diagnostics.append(Diagnostic(
                     severity=Severity.WARNING, code="duplicate-world", file=WORLD_FILE,
-                    message=f"another world with id `{world.id}` at {folder} is ignored; the one at {first.root_dir} is used",
+                    # Clients read this (ListWorlds): the world folders are the host's business, so no path.
+                    message=f"another world with id `{world.id}`, in a later world folder, is ignored; this one is used",
                 ))
                 continue
             by_id[world.id] = world

@@ -126,6 +126,15 @@ def test_a_folder_without_world_yaml_or_with_a_bad_id(tmp_path: Path) -> None:
     assert codes == {"Bad Name": {"invalid-id"}, "empty": {"world-manifest-missing"}, "other": {"id-mismatch"}}
 
 
+def test_the_first_world_of_an_id_wins_and_the_warning_names_no_host_path(tmp_path: Path) -> None:
+    write(tmp_path / "a" / "same", "world.yaml", "name: First\n")
+    write(tmp_path / "b" / "same", "world.yaml", "name: Second\n")
+    [world] = scan_worlds([tmp_path / "a", tmp_path / "b"], [])
+    assert world.manifest is not None and world.manifest.name == "First" and world.state is WorldState.LOADED
+    [warning] = world.diagnostics
+    assert warning.code == "duplicate-world" and str(tmp_path) not in warning.message
+
+
 def test_characters_are_checked_against_the_character_schema(tidefall: Path, packages) -> None:
     write(tidefall, "cast.yaml", """\
         - {id: wren, name: Wren, type: player, attributes: {courage: 11, luck: 3}}
