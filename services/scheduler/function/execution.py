@@ -15,7 +15,7 @@ from services.scheduler.agent.subagents import Subagents
 from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import ServicesView
 from services.scheduler.function.runtime import FunctionContext, seeded_random
-from services.scheduler.function.sandboxed import run_function
+from services.scheduler.function.sandboxed import prewarm_function_pool, run_function
 from services.scheduler.function.services import (
     STALL_RESEND_MIN_S,
     WORLD_PROPOSALS,
@@ -81,6 +81,8 @@ class FunctionExecution:
         # ctx.tools goes through the hooks service, ctx.gateway through the LLM gateway.
         self._hooks = hooks
         self._gateway = gateway
+        # The sandbox's zygote starts with the scheduler, not at its first handler.
+        prewarm_function_pool()
 
     async def committed_exports(self, session_id: str, run: TurnState) -> CommittedExports:
         """The session's exports as this turn found them: read once per turn (only commits change them)."""

@@ -38,6 +38,16 @@ def function_pool() -> SandboxPool | None:
     return _pools[loop]
 
 
+def prewarm_function_pool() -> None:
+    """Start the pool's zygote now when called on a running event loop (no-op otherwise, or with the sandbox off)."""
+    try:
+        pool = function_pool()
+    except RuntimeError:  # no running loop: the pool starts at the first handler
+        return
+    if pool is not None:
+        pool.prewarm()
+
+
 async def close_function_pool() -> None:
     pool = _pools.pop(asyncio.get_running_loop(), None)
     if pool is not None:
