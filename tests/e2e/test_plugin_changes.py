@@ -30,7 +30,7 @@ async def changing_services(tmp_path_factory):
 
 async def test_removed_plugin_sits_out_and_the_story_goes_on(changing_services) -> None:
     group, community = changing_services
-    async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("registry", "scheduler") as registry_channel:
+    async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("registry", "operator") as registry_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(minimal_session(requested_plugins=["graph-probe"], approved_plugins=["graph-probe"]))).session
         assert "graph-probe" in session.active_plugins
