@@ -48,6 +48,7 @@ from services.store.settings import StoreSettings
 from shared import grpc_client
 from shared.manifest import CompiledManifest, PackageDefinition
 from shared.manifest.runtime import FUNCTION_SLOT_WHEN_UNWRITTEN
+from shared.sandbox.settings import SandboxSettings
 from shared.security import policy
 from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_oidc_algorithms, default_plugin_dirs
 
@@ -493,6 +494,7 @@ SETTINGS_MODELS: dict[str, type[BaseSettings]] = {
     "hooks": HooksSettings,
     "gateway": GatewaySettings,
     "store": StoreSettings,
+    "sandbox": SandboxSettings,
 }
 # Defaults computed at start, by the factory's name.
 FACTORY_DEFAULTS: dict[str, str] = {
@@ -507,6 +509,20 @@ FACTORY_DEFAULTS: dict[str, str] = {
 SETTING_TYPES: dict[Any, str] = {"Path": "path", "SecretStr": "secret string", "dict": "JSON object"}
 
 SETTING_MEANINGS: dict[str, str] = {
+    # shared/sandbox/settings.py: every service that runs plugin code (hooks, scheduler, registry probe)
+    "sandbox_enabled": "Plugin code runs in sandbox worker processes; `false` runs it inside the service (debugging only: it then reaches every secret).",
+    "sandbox_drop_privileges": "A service running as root starts its workers as `COVEL_SANDBOX_UID`/`GID`, with no new privileges.",
+    "sandbox_uid": "The uid workers run as when privileges are dropped (nobody).",
+    "sandbox_gid": "The gid workers run as when privileges are dropped.",
+    "sandbox_namespaces": "Private PID and mount namespaces (their own `/proc`) where the kernel allows.",
+    "sandbox_hide_dirs": "With the namespaces: an empty tmpfs over the data dir and `/tmp`.",
+    "sandbox_pass_env": "Environment variables passed to workers, comma-separated (none by default; every other variable is dropped).",
+    "sandbox_memory_mb": "A worker's address-space limit.",
+    "sandbox_cpu_s": "A worker's CPU seconds over its life; past them it is replaced.",
+    "sandbox_open_files": "A worker's open-file limit.",
+    "sandbox_processes": "Processes and threads of the sandbox uid (set only when dropping to it).",
+    "sandbox_stop_grace_ms": "How long a worker has to confirm a stopped call before it counts as hung and is killed.",
+    "sandbox_start_timeout_s": "How long a new worker may take to start (isolation and imports).",
     # shared: addresses
     "registry_addr": "Where the registry listens and where the others find it.",
     "hooks_addr": "Where the hooks service listens and where the others find it.",
