@@ -224,6 +224,10 @@ def enter(config: IsolationConfig) -> Isolation:
         _namespaces(config, report)
     _limits(config)
     _drop_privileges(config)
+    if report["namespaces"] != "off" and not str(report["namespaces"]).startswith("unavailable"):
+        # A uid change clears the parent-death signal (prctl(2)): set it again, or a worker busy in
+        # plugin code outlives a killed host as an orphan (seen: a hanging register() probe, for hours).
+        _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     with contextlib.suppress(OSError):
         os.chdir("/")
     report.update(uid=os.getuid(), gid=os.getgid(), pid=os.getpid())
