@@ -24,8 +24,9 @@ from services.scheduler.session_access import SessionAccess
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.event_coalescing import how_held, is_story_text, join_story_text
+from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import validate_actions
-from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, requests_advance
+from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
 from services.scheduler.turn.selection import confirmed_plugins_request
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.world_sessions import fetch_world, world_start

@@ -37,7 +37,6 @@ from services.scheduler.turn.commit_rules import turn_narrative
 from services.scheduler.turn.compaction import compact_history
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.lease import LeaseKeeper
-from services.scheduler.turn.outcome import requests_advance as requests_advance  # server.py still imports it from here
 from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, render_player_message
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
