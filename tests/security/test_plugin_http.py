@@ -13,7 +13,6 @@ from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
-from shared.grpc_client import open_channel
 from shared.manifest.runtime import Permissions
 from shared.plugin_sdk.http_client import (
     HttpPermissionDenied,
@@ -23,6 +22,7 @@ from shared.plugin_sdk.http_client import (
 )
 from tests.conftest import free_addr
 from tests.security.http_site import Site
+from tests.support.identities import channel_as, service_tls
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +158,9 @@ async def hooks_with_fetcher(tmp_path_factory, sites):
     _write(plugins, "bad-origin", "---\npermissions:\n  http:\n    - origin: https://api.example.com/v1\n---\n",
            "def register(covel):\n    pass\n")
     registry_addr, hooks_addr = free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins]))
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr))
-    channel = open_channel(hooks_addr)
+    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")))
+    channel = channel_as(hooks_addr, "scheduler")
     yield hooks_pb2_grpc.HookDispatcherStub(channel)
     await channel.close()
     await hooks.stop(0)

@@ -24,6 +24,7 @@ from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT, SecuritySettings
 from shared.structs import to_struct
+from tests.conftest import SHIPPED_SANDBOX
 from tests.store.helpers import story_proposal
 
 STRANGERS = ("hooks", "gateway", "registry", "store", "operator")
@@ -52,7 +53,7 @@ async def deployed(tmp_path_factory):
     (plugins / "credential-probe" / "server").mkdir(parents=True)
     (plugins / "credential-probe" / "PLUGIN.md").write_text("---\nversion: 0.1.0\ncontributes:\n  tools: [credentials]\n---\n")
     (plugins / "credential-probe" / "server" / "index.py").write_text(PROBE_CODE)
-    env = {"COVEL_PLUGIN_DIRS": os.pathsep.join(map(str, (REPO_ROOT / "plugins", plugins)))}
+    env = {**SHIPPED_SANDBOX, "COVEL_PLUGIN_DIRS": os.pathsep.join(map(str, (REPO_ROOT / "plugins", plugins)))}
     group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("data"), extra_env=env)
     try:
         await group.start()
