@@ -1,15 +1,30 @@
-"""Compiled plugin packages, cached by the registry's catalogue generation.
+"""Compiled plugin packages and session plugin resolutions, cached by the registry's catalogue generation.
 
 Each package is parsed into the typed catalogue (catalogue.py) once, when it is fetched: the
 rest of the scheduler reads typed attributes, never the wire's Structs.
+
+A resolution (ResolveConfirmedSessionPlugins) is a pure function of the catalogue and the
+session's plugins and approvals, so while this process follows the registry's WatchCatalogue
+stream it answers a session's turn from memory: a turn costs the registry no call. Not following
+(the stream broke, the registry restarting), every resolution asks the registry again.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import grpc
+
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
+from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
+from shared.logs import get_logger
+
+log = get_logger(component="plugin_cache")
+# Distinct (plugins, approvals) sets remembered per generation; past it the oldest go.
+RESOLUTIONS_MAX = 4096
+# Between attempts to follow the catalogue again after the stream broke.
+REFOLLOW_S = (0.2, 5.0)
 
 
 class PluginCache:
@@ -18,6 +33,9 @@ class PluginCache:
         self._generation = 0
         self._packages: dict[str, Package] = {}
         self._lock = asyncio.Lock()
+        # The generation the WatchCatalogue stream last told (0: not following it now).
+        self._followed = 0
+        self._resolutions: dict[tuple[tuple[str, ...], tuple[str, ...]], registry_pb2.ResolveConfirmedSessionPluginsResponse] = {}
 
     @property
     def generation(self) -> int:
@@ -44,5 +62,44 @@ class PluginCache:
                         self._packages[package.id] = Package.from_proto(package)
         return [self._packages[plugin_id] for plugin_id in plugin_ids if plugin_id in self._packages]
 
+    async def resolve_confirmed(self, session: store_pb2.Session) -> registry_pb2.ResolveConfirmedSessionPluginsResponse:
+        """The session's confirmed plugins as the registry resolves them (selection.py's trust gate)."""
+        key = (tuple(session.active_plugins), tuple(session.approved_plugins))
+        followed = self._followed
+        cached = self._resolutions.get(key)
+        if followed and cached is not None and cached.generation == followed:
+            return cached
+        reply = await self._registry.ResolveConfirmedSessionPlugins(registry_pb2.ResolveConfirmedSessionPluginsRequest(
+            active_plugins=list(session.active_plugins), approved=list(session.approved_plugins), approvals_known=True))
+        # Kept only if the catalogue it was resolved from is still the one followed.
+        if followed and reply.generation == self._followed:
+            if len(self._resolutions) >= RESOLUTIONS_MAX:
+                del self._resolutions[next(iter(self._resolutions))]
+            self._resolutions[key] = reply
+        return reply
+
     def invalidate(self) -> None:
         self._packages = {}
+        self._resolutions = {}
+
+    async def follow_catalogue(self) -> None:
+        """Follow WatchCatalogue until cancelled: each new generation drops what was cached."""
+        pause = REFOLLOW_S[0]
+        while True:
+            try:
+                async for change in self._registry.WatchCatalogue(registry_pb2.WatchCatalogueRequest()):
+                    self._on_generation(change.generation)
+                    pause = REFOLLOW_S[0]
+            except grpc.aio.AioRpcError as error:
+                log.info("catalogue.follow_lost", code=error.code().name)
+            self._on_generation(0)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, REFOLLOW_S[1])
+
+    def _on_generation(self, generation: int) -> None:
+        if generation != self._followed:
+            self._resolutions = {}
+        if generation and generation != self._generation:
+            # `!=`, not `>`: a restarted registry counts from 1 again.
+            self._packages = {}
+        self._followed = generation

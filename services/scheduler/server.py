@@ -18,6 +18,7 @@ from services.scheduler.agent.context import configure_instruction_locale
 from services.scheduler.detached.worker import DetachedWorker
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys, public_cfg, restart
+from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.session_access import SessionAccess
@@ -27,7 +28,6 @@ from services.scheduler.turn.event_coalescing import how_held, is_story_text, jo
 from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
-from services.scheduler.turn.selection import confirmed_plugins_request
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.world_sessions import fetch_world, world_start
 from shared.errors import failed_precondition, invalid_argument, require, rpc
@@ -52,16 +52,18 @@ class Scheduler:
     service: SchedulerService
     runner: TurnRunner
     events: SchedulerEventKeys
+    plugins: PluginCache
 
 
 def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
     # Gateway event keys (hooks/event_keys.py); the bus carries them to context assembly and compaction.
-    events = SchedulerEventKeys(peers.hooks, peers.store, public_cfg(settings))
+    sessions = KnownSessions()
+    events = SchedulerEventKeys(peers.hooks, peers.store, public_cfg(settings), sessions=sessions)
     hooks = HookBus(peers.hooks, events)
     plugins = PluginCache(peers.registry)
-    runner = TurnRunner(peers, plugins, hooks, settings)
+    runner = TurnRunner(peers, plugins, hooks, settings, sessions)
     service = SchedulerService(peers, settings, hooks=hooks, events=events, plugins=plugins, runner=runner)
-    return Scheduler(service, runner, events)
+    return Scheduler(service, runner, events, plugins)
 
 
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
@@ -409,7 +411,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def GetSessionPlugins(self, request: scheduler_pb2.GetSessionPluginsRequest, context) -> scheduler_pb2.GetSessionPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
-        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session))
+        confirmed = await self._plugins.resolve_confirmed(session)
         return scheduler_pb2.GetSessionPluginsResponse(
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
             unavailable=[_rejected(r) for r in confirmed.unavailable],
@@ -559,6 +561,12 @@ async def start(settings: SchedulerSettings) -> RunningServer:
 
     # gateway:startup once serving (not delaying the bind).
     scheduler.events.startup(settings)
+    following = asyncio.create_task(scheduler.plugins.follow_catalogue())
+
+    async def stop_following() -> None:
+        following.cancel()
+
+    running.on_stopped.append(stop_following)
     restart.listen()
     running.on_shutdown.append(scheduler.events.shutting_down)
     # -- detached jobs: this replica's workers claim from the store's queue (detached/worker.py)

@@ -115,7 +115,11 @@ class TurnRow(Base):
 
 class MessageRow(Base):
     __tablename__ = "messages"
-    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),
+        # A turn's history window: the latest summary, the Nth-last player message (turn_reads.py).
+        Index("ix_messages_session_role_seq", "session_id", "role", "seq"),
+    )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"))

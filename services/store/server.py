@@ -12,6 +12,7 @@ from services.store.database import Database, create_store_engine
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
+from services.store.turn_reads import read_for_turn
 from shared.errors import aborted, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
@@ -58,6 +59,10 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining())
         if reply.HasField("lease"):
             log.debug("lease.acquired", session_id=request.session_id, lease_id=reply.lease.lease_id, holder=request.holder)
+            if request.HasField("reads"):
+                # Read apart from the write that took the lease: the one SQLite writer is not held for reads,
+                # and under the lease nothing else writes what they read.
+                reply.MergeFrom(await self._db.read(read_for_turn, request.session_id, request.reads))
         return reply
 
     @rpc

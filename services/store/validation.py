@@ -96,6 +96,9 @@ def acquire(request: store_pb2.AcquireTurnLeaseRequest) -> None:
         raise invalid_argument("wait_ms", f"is {request.wait_ms}; use 0 (answer at once) up to {LEASE_WAIT_MAX_MS}")
     if len(request.holder) > PLUGIN_ID_MAX:
         raise invalid_argument("holder", f"is longer than {PLUGIN_ID_MAX} characters")
+    if request.reads.history.player_turns < 0:
+        raise invalid_argument("reads.history.player_turns", f"is {request.reads.history.player_turns}; use 0 (all since the latest "
+                               "summary) or a positive number of player turns")
 
 
 def commit(request: store_pb2.CommitTurnRequest) -> None:

@@ -15,7 +15,8 @@ from covel.store.v1 import store_pb2
 from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, ExportRow
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
-from shared.structs import to_struct, to_value
+from services.store.turn_reads import world_model
+from shared.structs import to_value
 
 
 class Conflict(Exception):
@@ -109,30 +110,7 @@ def record_export(db: Session, row: ExportRow) -> None:
 
 def get_world(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
     find_session(db, session_id)
-    schema = db.get(CharacterSchemaRow, session_id)
-    characters = db.execute(select(CharacterRow).where(CharacterRow.session_id == session_id).order_by(CharacterRow.character_id)).scalars()
-    dimensions = db.execute(select(DimensionRow).where(DimensionRow.session_id == session_id).order_by(DimensionRow.dimension_id)).scalars()
-    return store_pb2.GetWorldResponse(
-        character_schema_version=schema.version if schema else 0,
-        character_schema=to_struct({"types": schema.types, "attributes": schema.attributes}) if schema else None,
-        characters=[
-            store_pb2.Character(id=row.character_id, version=row.version, data=to_struct(row.data), plugin_id=row.plugin_id, turn_id=row.turn_id or "")
-            for row in characters
-        ],
-        dimensions=[
-            store_pb2.Dimension(
-                id=row.dimension_id,
-                owner_plugin_id=row.owner_plugin_id,
-                name=row.name,
-                description=row.description,
-                schema=to_struct(row.schema),
-                value=to_value(row.value),
-                version=row.version,
-                turn_id=row.turn_id or "",
-            )
-            for row in dimensions
-        ],
-    )
+    return world_model(db, session_id)
 
 
 def list_exports(db: Session, request: store_pb2.ListExportsRequest) -> list[store_pb2.Export]:

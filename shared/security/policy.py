@@ -52,7 +52,7 @@ POLICY: dict[str, dict[str, Rule]] = {
     },
     "covel.registry.v1.PluginRegistry": {
         "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),
-        "WatchCatalogue": _rule("the hooks service follows catalogue changes", "hooks"),
+        "WatchCatalogue": _rule("the hooks service reloads plugin code, the scheduler drops cached resolutions", "hooks", "scheduler"),
         "GetPlugin": _rule("an operator's look at one package", OPERATOR),
         "GetPlugins": SCHEDULER_OR_OPERATOR,
         "ResolveSessionPlugins": TURN_PATH,

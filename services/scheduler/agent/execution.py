@@ -77,7 +77,7 @@ class AgentExecution:
         declared = package.contributes.datasets or {}
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
         add_service_tools(tools, manifest, run.packages, self._hooks, scope, runtime)
-        characters = _CharacterCache(self._peers, scope.session.id)
+        characters = _CharacterCache(self._peers, scope.session.id, run)
         if story:
             if await characters.load():
                 add_character_tools(tools, characters.load)
@@ -124,7 +124,7 @@ class AgentExecution:
                       budget: SubagentBudget | None = None) -> Subagents:
         """ctx.agents / delegate for `caller`: a root execution gets a new budget from the session's
         settings; a nested run passes its root's `budget` (calls, actors and the 8 running are shared)."""
-        characters = characters or _CharacterCache(self._peers, scope.session.id)
+        characters = characters or _CharacterCache(self._peers, scope.session.id, run)
         if budget is None:
             settings = {plugin_id: from_struct(value) for plugin_id, value in scope.session.plugin_settings.items()}
             max_calls, max_actors = subagent_limits(settings, caller.plugin_id)
@@ -227,17 +227,19 @@ def _subagent_entry(event: str, status: str, provider, caller, call_id: str, dur
 
 
 class _CharacterCache:
-    """The session's characters, read from the store once per execution."""
+    """The session's characters, from the committed world the turn read with its lease (else read once)."""
 
-    def __init__(self, peers: Peers, session_id: str) -> None:
+    def __init__(self, peers: Peers, session_id: str, run: TurnState) -> None:
         self._peers = peers
         self._session_id = session_id
+        self._run = run
         self._characters: list[dict[str, Any]] | None = None
 
     async def load(self) -> list[dict[str, Any]]:
         if self._characters is None:
-            world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id))
-            self._characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
+            if self._run.world is None:
+                self._run.world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id))
+            self._characters = [{**from_struct(c.data), "id": c.id} for c in self._run.world.characters]
         return self._characters
 
 

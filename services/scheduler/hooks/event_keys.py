@@ -27,6 +27,7 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
+from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.turn.player_input import render_player_message
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import KEYS_BY_NAME, Delivery, matches
@@ -76,9 +77,12 @@ class SchedulerEventKeys:
         store: store_pb2_grpc.TransactionalStoreStub,
         cfg: dict[str, Any],
         settings: EventKeySettings | None = None,
+        sessions: KnownSessions | None = None,
     ) -> None:
         self._hooks = hooks
         self._store = store
+        # Sessions as this replica's turns found them: a turn's own events read no session from the store.
+        self._sessions = sessions if sessions is not None else KnownSessions()
         # The spec's `cfg`: the scheduler's settings (addresses and limits; no secrets live there).
         self._cfg = cfg
         self._settings = settings or EventKeySettings()
@@ -148,11 +152,8 @@ class SchedulerEventKeys:
             if not subscribers:
                 return None
             if isinstance(session, str):
-                # Fetched only now that someone listens: most emissions cost nothing.
-                fetched: store_pb2.GetSessionResponse = await self._store.GetSession(
-                    store_pb2.GetSessionRequest(session_id=session)
-                )
-                session = fetched.session
+                # Read only now that someone listens: most emissions cost nothing.
+                session = await self._session(session)
             if session is not None and not subscribers.intersection(session.active_plugins):
                 return None
             # What is left of the budget (at least 1 ms: the handlers still start, nobody waits for them).
@@ -233,10 +234,17 @@ class SchedulerEventKeys:
                 heard |= await self._subscribers(key)
             if not heard:
                 return None
-            return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
+            return await self._session(session_id)
         except grpc.aio.AioRpcError as error:
             log.warning("event_key.emit_failed", keys=list(keys), code=error.code().name, details=error.details())
             return None
+
+    async def _session(self, session_id: str) -> store_pb2.Session:
+        """The session as its latest turn here found it, else as the store has it."""
+        known = self._sessions.get(session_id)
+        if known is not None:
+            return known
+        return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
 
     def message_sent(self, turn: store_pb2.Turn, success: bool, error: str = "") -> None:
         """A turn's story, handed to the client's stream (success) or not (the client went away)."""

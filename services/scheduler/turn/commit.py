@@ -73,12 +73,13 @@ class TurnCommit:
                 proposal.payload.CopyFrom(to_struct(payload))
         return vetted
 
-    async def resolve_speakers(self, session_id: str, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
-        """Story speakers and cues.present become the session's characters where a name matches exactly."""
+    @staticmethod
+    def resolve_speakers(world: store_pb2.GetWorldResponse, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
+        """Story speakers and cues.present become the session's characters (the committed world, read with
+        the lease: nothing else writes it while the turn holds it) where a name matches exactly."""
         stories = [p for p in proposals if p.type == "narrative.append"]
         if not stories:
             return
-        world = await self._store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))
         characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
         if characters:
             resolve_story_speakers(stories, turn.runtime_results, characters)

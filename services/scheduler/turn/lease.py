@@ -23,13 +23,15 @@ class LeaseKeeper:
         self._store = store
         self._settings = settings
 
-    async def acquire(self, session_id: str, idempotency_key: str, origin: str) -> store_pb2.AcquireTurnLeaseResponse:
-        """The lease (waiting up to scheduler_lease_wait_ms for a running turn), or a retried submit's existing turn."""
+    async def acquire(self, session_id: str, idempotency_key: str, origin: str,
+                      reads: store_pb2.TurnReads | None = None) -> store_pb2.AcquireTurnLeaseResponse:
+        """The lease (waiting up to scheduler_lease_wait_ms for a running turn) with the `reads` the turn
+        asks for, or a retried submit's existing turn."""
         settings = self._settings
         return await self._store.AcquireTurnLease(
             store_pb2.AcquireTurnLeaseRequest(
                 session_id=session_id, holder=settings.scheduler_instance_id, ttl_ms=settings.scheduler_lease_ttl_ms,
-                idempotency_key=idempotency_key, wait_ms=settings.scheduler_lease_wait_ms, origin=origin,
+                idempotency_key=idempotency_key, wait_ms=settings.scheduler_lease_wait_ms, origin=origin, reads=reads,
             ),
             timeout=settings.scheduler_lease_wait_ms / 1000 + 10,  # per call: the lease wait is a setting
         )

@@ -29,19 +29,21 @@ from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
+from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.commit import TurnCommit, now
 from services.scheduler.turn.commit_rules import turn_narrative
 from services.scheduler.turn.compaction import compact_history
+from services.scheduler.turn.history_window import LastWindows, covers, player_turns_needed
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, render_player_message
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
-from services.scheduler.turn.selection import TriggerHistory, confirmed_plugins_request, needs_history, sitting_out
+from services.scheduler.turn.selection import TriggerHistory, needs_history, sitting_out
 from services.scheduler.turn.stages import StageRunner
 from services.scheduler.turn.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.turn.stream import Emit, TurnStream, concealing
@@ -94,6 +96,16 @@ class AdvanceStop:
 
 
 @dataclass
+class LeaseReads:
+    """What the store answered with the lease (store.proto TurnReads): the world and a window of the log."""
+
+    world: store_pb2.GetWorldResponse
+    history: list[common_pb2.Message]
+    # The window's HistoryWindow.player_turns (history_window.py).
+    player_turns: int
+
+
+@dataclass
 class TurnPlugins:
     """What the plugins phase found: the packages that run now, their runtimes, and the ones that sit out."""
 
@@ -110,7 +122,8 @@ class TurnPlugins:
 
 
 class TurnRunner:
-    def __init__(self, peers: Peers, plugins: PluginCache, hooks: HookBus, settings: SchedulerSettings) -> None:
+    def __init__(self, peers: Peers, plugins: PluginCache, hooks: HookBus, settings: SchedulerSettings,
+                 sessions: KnownSessions | None = None) -> None:
         # Tool and service calls are noted per turn for turn-digest@1 and operations@1.
         # RecordingHooks forwards everything else to the bus (__getattr__), which the checker cannot see.
         hooks = cast(HookBus, RecordingHooks(hooks))
@@ -130,6 +143,9 @@ class TurnRunner:
         self._stages = StageRunner(UnitRunner(hooks, self._functions, self._agents), self._functions)
         self._lease = LeaseKeeper(peers.store, settings)
         self._commit = TurnCommit(peers.store, hooks)
+        # Per session, what its last turn here read and needed (the next one asks for the same with its lease).
+        self._windows = LastWindows()
+        self.sessions = sessions if sessions is not None else KnownSessions()
 
     def running_turn(self, session_id: str) -> str:
         """The id of the session's turn running on this scheduler, or ""."""
@@ -180,16 +196,19 @@ class TurnRunner:
 
     # -- phase: lease and signals --
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
-        lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin)
+        reads = store_pb2.TurnReads(world=True, history=store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id)))
+        lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads)
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
             check_retry(lease_reply.existing_turn, request)
             return lease_reply.existing_turn
         lease, session = lease_reply.lease, lease_reply.session
+        self.sessions.note(session)
         turn = _new_turn(request, lease, session)
         renewer = asyncio.create_task(self._lease.keep(lease))
         signals = asyncio.create_task(self._lease.take_signals(lease, self.cancel, self.interject))
-        work = asyncio.create_task(self._run_leased(request, lease, session, turn, emit))
+        read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns)
+        work = asyncio.create_task(self._run_leased(request, lease, session, read, turn, emit))
         running = RunningTurn(turn.id, work)
         self._running[session.id] = running
         if request.stop is not None and request.stop.is_set():
@@ -217,7 +236,8 @@ class TurnRunner:
                 self._interjections.pop(session.id, None)
 
     async def _run_leased(
-        self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, turn: store_pb2.Turn, emit: Emit
+        self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, read: LeaseReads, turn: store_pb2.Turn,
+        emit: Emit,
     ) -> store_pb2.Turn:
         """The turn, phase by phase. A phase that ends it early commits the turn record alone."""
         started = time.monotonic()
@@ -229,7 +249,7 @@ class TurnRunner:
         if aborted is not None:
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
         selected = await self._schedule(plugins, session, lease.logical_turn, stream)
-        run = await self._compaction(request, plugins, session, stream)
+        run = await self._compaction(request, plugins, session, read, stream)
         await self._run_stages(request, plugins, selected, run, stream)
         failure = await self._stop_hooks(plugins.scope, stream, started)
         if failure:
@@ -239,7 +259,7 @@ class TurnRunner:
     # -- phase: plugins --
     async def _plugins_phase(self, request: TurnRequest, session: store_pb2.Session, turn: store_pb2.Turn) -> TurnPlugins:
         """The trust gate and the plugins' dependencies, before any plugin code runs (selection.py)."""
-        confirmed = await self._peers.registry.ResolveConfirmedSessionPlugins(confirmed_plugins_request(session))
+        confirmed = await self._plugins.resolve_confirmed(session)
         for missing in confirmed.unavailable:
             # The session keeps its set; a plugin that cannot run now (removed, broken, not approved) sits this turn out.
             log.warning("plugin.unavailable", session_id=session.id, plugin_id=missing.plugin_id, code=missing.code, reason=missing.reason)
@@ -295,11 +315,10 @@ class TurnRunner:
         return [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
 
     # -- phase: compaction --
-    async def _compaction(self, request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session,
+    async def _compaction(self, request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session, read: LeaseReads,
                           stream: TurnStream) -> TurnState:
         """The history the turn's runtimes read, compacted when over budget; the state the stages share."""
-        history_reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id))
-        messages = list(history_reply.messages)
+        messages = await self._history(request, plugins, session.id, read)
         compacted = None
         if not request.runs_one_runtime:
             compacted = await compact_history(
@@ -314,12 +333,23 @@ class TurnRunner:
             player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
         )
         run.session = session
+        run.world = read.world
         run.send_progress = stream.progress
         if compacted is not None and compacted.proposal is not None:
             run.proposals.append(compacted.proposal)
         if request.detached_job is not None:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
         return run
+
+    async def _history(self, request: TurnRequest, plugins: TurnPlugins, session_id: str, read: LeaseReads) -> list[common_pb2.Message]:
+        """The log window read with the lease, or the whole log when this turn needs more than it (history_window.py)."""
+        needed = player_turns_needed({p.id: p for p in plugins.packages}, plugins.manifests,
+                                     self._settings.scheduler_history_max_turns, compacts=not request.runs_one_runtime)
+        self._windows.note(session_id, needed)
+        if covers(read.player_turns, needed):
+            return read.history
+        reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session_id))
+        return list(reply.messages)
 
     # -- phases: stages, event chain, detached --
     async def _run_stages(self, request: TurnRequest, plugins: TurnPlugins, selected: list, run: TurnState, stream: TurnStream) -> None:
@@ -350,7 +380,7 @@ class TurnRunner:
                             scope: ExecutionScope, stream: TurnStream) -> store_pb2.Turn:
         """Speakers, PreStateCommit, one store transaction, PostStateCommit (commit.py)."""
         turn = stream.turn
-        await self._commit.resolve_speakers(session.id, run.proposals, turn)
+        self._commit.resolve_speakers(run.world, run.proposals, turn)
         vetted = await self._commit.vet(run.proposals, scope, stream)
         turn.narrative = turn_narrative(vetted.kept, vetted.vetoed_units)
         turn.status = store_pb2.TURN_STATUS_COMMITTED

@@ -44,12 +44,6 @@ class TriggerHistory:
 # turn record lists the runtimes it would have scheduled as skipped, with why.
 
 
-def confirmed_plugins_request(session: store_pb2.Session) -> registry_pb2.ResolveConfirmedSessionPluginsRequest:
-    return registry_pb2.ResolveConfirmedSessionPluginsRequest(
-        active_plugins=list(session.active_plugins), approved=list(session.approved_plugins), approvals_known=True
-    )
-
-
 def unavailable_reason(rejection: registry_pb2.RejectedPlugin) -> str:
     """E.g. "approval-required: plugin `x` is a community plugin; approve it with SetPluginApprovals"."""
     return f"{rejection.code}: {rejection.reason}"

@@ -1,0 +1,93 @@
+"""What a turn reads before it runs (store.proto TurnReads), answered with its lease: the world
+model and a window of the conversation log. Core statements built once, rows mapped straight to
+protos: a turn pays for what its prompts read, not for the whole log."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, select
+from sqlalchemy.orm import Session
+
+from covel.common.v1 import common_pb2
+from covel.store.v1 import store_pb2
+from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, MessageRow
+from services.store.proto_mapping import timestamp
+from shared.structs import to_struct, to_value
+
+
+def read_for_turn(db: Session, session_id: str, reads: store_pb2.TurnReads) -> store_pb2.AcquireTurnLeaseResponse:
+    """The reads of `reads` as the fields of a lease reply (world, history); the session exists."""
+    reply = store_pb2.AcquireTurnLeaseResponse()
+    if reads.world:
+        reply.world.CopyFrom(world_model(db, session_id))
+    if reads.HasField("history"):
+        reply.history.extend(history_window(db, session_id, reads.history.player_turns))
+    return reply
+
+
+def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
+    """The session's character schema, characters (by id) and dimensions (by id)."""
+    connection = db.connection()
+    schema = connection.execute(_SCHEMA, {"b_session": session_id}).one_or_none()
+    world = store_pb2.GetWorldResponse()
+    if schema is not None:
+        world.character_schema_version = schema.version
+        world.character_schema.CopyFrom(to_struct({"types": schema.types, "attributes": schema.attributes}))
+    world.characters.extend(
+        store_pb2.Character(id=row.character_id, version=row.version, data=to_struct(row.data), plugin_id=row.plugin_id,
+                            turn_id=row.turn_id or "")
+        for row in connection.execute(_CHARACTERS, {"b_session": session_id}))
+    world.dimensions.extend(
+        store_pb2.Dimension(id=row.dimension_id, owner_plugin_id=row.owner_plugin_id, name=row.name, description=row.description,
+                            schema=to_struct(row.schema), value=to_value(row.value), version=row.version, turn_id=row.turn_id or "")
+        for row in connection.execute(_DIMENSIONS, {"b_session": session_id}))
+    return world
+
+
+def history_window(db: Session, session_id: str, player_turns: int) -> list[common_pb2.Message]:
+    """store.proto HistoryWindow: the latest summary, then the log after what it folded (throughSeq),
+    from the `player_turns`-th last player message on (0: all of it)."""
+    connection = db.connection()
+    summary = connection.execute(_LATEST_SUMMARY, {"b_session": session_id}).one_or_none()
+    through = _through_seq(summary.meta) if summary is not None else 0
+    start = through + 1
+    if player_turns > 0:
+        nth_last = connection.execute(_NTH_LAST_PLAYER, {"b_session": session_id, "b_after": through, "b_skip": player_turns - 1})
+        start = max(start, nth_last.scalar_one_or_none() or start)
+    rows = list(connection.execute(_LOG_FROM, {"b_session": session_id, "b_from": start}))
+    if summary is not None and all(row.id != summary.id for row in rows):
+        rows.insert(0, summary)
+    return [_message(row) for row in rows]
+
+
+def _through_seq(meta: Any) -> int:
+    value = meta.get("throughSeq") if isinstance(meta, dict) else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _message(row: Any) -> common_pb2.Message:
+    return common_pb2.Message(
+        id=row.id, session_id=row.session_id, turn_id=row.turn_id or "", role=row.role, plugin_id=row.plugin_id,
+        runtime_id=row.runtime_id, text=row.text, metadata=to_struct(row.meta), created_at=timestamp(row.created_at), seq=row.seq,
+    )
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_MESSAGES = cast(Table, MessageRow.__table__)
+_SCHEMAS = cast(Table, CharacterSchemaRow.__table__)
+_CHARACTER_ROWS = cast(Table, CharacterRow.__table__)
+_DIMENSION_ROWS = cast(Table, DimensionRow.__table__)
+# Built once: building a statement costs more than running it. `metadata` is labelled `meta`, as the ORM names it.
+_MESSAGE_COLUMNS = [column.label("meta") if column.name == "metadata" else column for column in _MESSAGES.columns]
+_IN_SESSION = _MESSAGES.c.session_id == bindparam("b_session")
+_LATEST_SUMMARY = (select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.role == "summary")
+                   .order_by(_MESSAGES.c.seq.desc()).limit(1))
+_NTH_LAST_PLAYER = (select(_MESSAGES.c.seq).where(_IN_SESSION, _MESSAGES.c.role == "player", _MESSAGES.c.seq > bindparam("b_after"))
+                    .order_by(_MESSAGES.c.seq.desc()).limit(1).offset(bindparam("b_skip")))
+_LOG_FROM = select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.seq >= bindparam("b_from")).order_by(_MESSAGES.c.seq)
+_SCHEMA = select(_SCHEMAS).where(_SCHEMAS.c.session_id == bindparam("b_session"))
+_CHARACTERS = (select(_CHARACTER_ROWS).where(_CHARACTER_ROWS.c.session_id == bindparam("b_session"))
+               .order_by(_CHARACTER_ROWS.c.character_id))
+_DIMENSIONS = (select(_DIMENSION_ROWS).where(_DIMENSION_ROWS.c.session_id == bindparam("b_session"))
+               .order_by(_DIMENSION_ROWS.c.dimension_id))

@@ -1,0 +1,42 @@
+"""What a turn costs in calls between the five services (issue 19): a narrator-only turn is its lease
+(with the world and the history window), one hook dispatch, one model call and its commit. A plugin
+that is installed but not in the session (event-key-probe hears every message:* key) costs nothing,
+and the registry is not asked again while its catalogue does not change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.turn_costs import metrics_env, per_turn, snapshot
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from shared.grpc_client import open_channel
+from tests.e2e.conftest import minimal_session, running_services
+
+TURNS = 4
+
+
+async def play(stub, session_id: str, text: str) -> None:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+    events = [event async for event in stub.SubmitActions(request)]
+    assert events[-1].turn_completed.narrative, events[-1]
+
+
+async def test_a_narrator_turn_makes_five_calls(tmp_path: Path) -> None:
+    env, ports = metrics_env()
+    async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session())).session
+        assert "event-key-probe" not in session.active_plugins
+        for index in range(2):
+            await play(stub, session.id, f"I wait, {index}.")
+        before = snapshot(group, ports)
+        for index in range(TURNS):
+            await play(stub, session.id, f"I walk on, {index}.")
+        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
+    # The detached-job worker's poll is not the turn's: it runs on its own clock.
+    turn_calls = {method: count for method, count in rpcs.items() if not method.endswith("ClaimDetachedJob")}
+    assert turn_calls == {
+        "scheduler.SubmitActions": 1, "store.AcquireTurnLease": 1, "hooks.Dispatch": 1, "gateway.Generate": 1,
+        "store.CommitTurn": 1,
+    }, rpcs
