@@ -22,7 +22,8 @@ def read_for_turn(db: Session, session_id: str, reads: store_pb2.TurnReads) -> s
     if reads.world:
         reply.world.CopyFrom(world_model(db, session_id))
     if reads.HasField("history"):
-        reply.history.extend(history_window(db, session_id, reads.history.player_turns))
+        window = reads.history
+        reply.history.extend(history_window(db, session_id, window.player_turns, with_metadata=not window.without_metadata))
     return reply
 
 
@@ -45,9 +46,9 @@ def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
     return world
 
 
-def history_window(db: Session, session_id: str, player_turns: int) -> list[common_pb2.Message]:
+def history_window(db: Session, session_id: str, player_turns: int, *, with_metadata: bool = True) -> list[common_pb2.Message]:
     """store.proto HistoryWindow: the latest summary, then the log after what it folded (throughSeq),
-    from the `player_turns`-th last player message on (0: all of it)."""
+    from the `player_turns`-th last player message on (0: all of it); summaries always with their metadata."""
     connection = db.connection()
     summary = connection.execute(_LATEST_SUMMARY, {"b_session": session_id}).one_or_none()
     through = _through_seq(summary.meta) if summary is not None else 0
@@ -58,7 +59,7 @@ def history_window(db: Session, session_id: str, player_turns: int) -> list[comm
     rows = list(connection.execute(_LOG_FROM, {"b_session": session_id, "b_from": start}))
     if summary is not None and all(row.id != summary.id for row in rows):
         rows.insert(0, summary)
-    return [_message(row) for row in rows]
+    return [_message(row, with_metadata or row.role == "summary") for row in rows]
 
 
 def _through_seq(meta: Any) -> int:
@@ -66,10 +67,11 @@ def _through_seq(meta: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def _message(row: Any) -> common_pb2.Message:
+def _message(row: Any, with_metadata: bool) -> common_pb2.Message:
     return common_pb2.Message(
         id=row.id, session_id=row.session_id, turn_id=row.turn_id or "", role=row.role, plugin_id=row.plugin_id,
-        runtime_id=row.runtime_id, text=row.text, metadata=to_struct(row.meta), created_at=timestamp(row.created_at), seq=row.seq,
+        runtime_id=row.runtime_id, text=row.text, metadata=to_struct(row.meta) if with_metadata else None,
+        created_at=timestamp(row.created_at), seq=row.seq,
     )
 
 

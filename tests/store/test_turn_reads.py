@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from covel.store.v1 import store_pb2
+from shared.structs import from_struct
 from tests.store.helpers import (
     acquire,
     commit,
@@ -114,3 +115,23 @@ async def test_a_negative_window_is_refused_naming_the_field(stub):
     assert violated_fields(error) == ["reads.history.player_turns"]
     # Refused before any lease was taken.
     assert (await acquire(stub, session.id)).HasField("lease")
+
+
+async def test_without_metadata_leaves_out_what_prompts_do_not_read(stub):
+    session = await new_session(stub)
+    await play(stub, session.id, 2)
+    log = (await stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id))).messages
+    lease = (await acquire(stub, session.id)).lease
+    summary = proposal("history.summary", {"text": "Earlier.", "throughSeq": log[1].seq, "messageCount": 2}, plugin_id="history-compaction")
+    story = story_proposal("story 3", segments=[{"kind": "narration", "text": "story 3"}])
+    await commit(stub, lease, turn_for(lease, runtime_results=[story_result()]), [story, summary])
+    reads = store_pb2.TurnReads(history=store_pb2.HistoryWindow(without_metadata=True))
+    reply = await lease_with(stub, session.id, reads)
+    await release(stub, reply)
+    by_role = {message.role: message for message in reply.history}
+    assert not by_role["story"].HasField("metadata") and by_role["story"].text == "story 3"
+    assert from_struct(by_role["summary"].metadata)["throughSeq"] == log[1].seq
+    full = await lease_with(stub, session.id, window(0))
+    await release(stub, full)
+    assert [(m.role, m.text) for m in full.history] == [(m.role, m.text) for m in reply.history]
+    assert from_struct([m for m in full.history if m.role == "story"][-1].metadata)["segments"][0]["text"] == "story 3"

@@ -196,7 +196,8 @@ class TurnRunner:
 
     # -- phase: lease and signals --
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
-        reads = store_pb2.TurnReads(world=True, history=store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id)))
+        window = store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id), without_metadata=True)
+        reads = store_pb2.TurnReads(world=True, history=window)
         lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads)
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
