@@ -3,7 +3,8 @@
 `python -m bench.concurrency --seconds 15`: five service processes on loopback TCP; for each
 concurrency level, that many sessions each play turns back to back (one client channel each,
 as separate clients would) for the given time; turns/s counts the turns that completed in the
-window. Writes bench/results/concurrency.json.
+window. Then 32 sessions in the demo world with its full plugin set (`--world-levels`).
+Writes bench/results/concurrency.json.
 """
 
 from __future__ import annotations
@@ -14,19 +15,27 @@ import os
 import time
 
 from bench.common import create_session, play_turn, running_services, summarize, table, write_result
-from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 
 LEVELS = (1, 8, 32)
+WORLD_LEVELS = (32,)
+DEMO_WORLD = "demo-world"
 
 
-async def sessions_play(scheduler_addr: str, sessions: int, seconds: float) -> dict:
+async def start_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str) -> str:
+    if world:
+        return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world))).session.id
+    return (await create_session(stub)).id
+
+
+async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, world: str = "") -> dict:
     latencies: list[float] = []
     failures: list[str] = []
     channels = [open_channel(scheduler_addr) for _ in range(sessions)]
     try:
         stubs = [scheduler_pb2_grpc.SchedulerStub(channel) for channel in channels]
-        ids = [(await create_session(stub)).id for stub in stubs]
+        ids = [await start_session(stub, world) for stub in stubs]
         # One warm-up turn each (connections up, caches filled), then everyone starts at once.
         await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids)))
         end = time.perf_counter() + seconds
@@ -49,22 +58,23 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float) -> d
         for channel in channels:
             await channel.close()
     return {
-        "sessions": sessions, "seconds": seconds, "turns": len(latencies),
+        "sessions": sessions, "plugins": world or "narrator", "seconds": seconds, "turns": len(latencies),
         "turns_per_s": len(latencies) / seconds, "turn_ms": summarize(latencies) if latencies else {},
         "failed_turns": len(failures), "failures": failures[:5],
     }
 
 
-async def measure(levels: tuple[int, ...], seconds: float) -> dict:
+async def measure(levels: tuple[int, ...], seconds: float, world_levels: tuple[int, ...] = ()) -> dict:
     async with running_services() as group:
         rows = [await sessions_play(group.addrs["scheduler"], level, seconds) for level in levels]
+        rows += [await sessions_play(group.addrs["scheduler"], level, seconds, DEMO_WORLD) for level in world_levels]
     return {"cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0], "levels": rows}
 
 
 def render(result: dict) -> str:
     return table(
-        ["concurrent sessions", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed"],
-        [[r["sessions"], r["turns_per_s"], r["turn_ms"].get("p50", 0.0), r["turn_ms"].get("p95", 0.0), r["turns"],
+        ["concurrent sessions", "plugins", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed"],
+        [[r["sessions"], r.get("plugins", "narrator"), r["turns_per_s"], r["turn_ms"].get("p50", 0.0), r["turn_ms"].get("p95", 0.0), r["turns"],
           r["failed_turns"]] for r in result["levels"]],
     )
 
@@ -73,8 +83,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    parser.add_argument("--world-levels", type=int, nargs="*", default=list(WORLD_LEVELS), help="sessions in the demo world")
     args = parser.parse_args(argv)
-    result = asyncio.run(measure(tuple(args.levels), args.seconds))
+    result = asyncio.run(measure(tuple(args.levels), args.seconds, tuple(args.world_levels)))
     write_result("concurrency", result)
     print(f"sessions playing turns back to back for {args.seconds:.0f} s each, five processes, {result['cores']} cores:")
     print(render(result))

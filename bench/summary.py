@@ -20,16 +20,22 @@ Row = list[object]
 
 
 def _turn_latency(data: dict) -> Iterator[Row]:
+    yield from _turn_rows(data, "turn latency, narrator, 5 processes")
+    if "demo_world" in data:
+        yield from _turn_rows(data["demo_world"], "turn latency, demo world, 5 processes")
+
+
+def _turn_rows(data: dict, name: str) -> Iterator[Row]:
     turn, first = data["turn_ms"], data["first_story_text_ms"]
-    yield ["turn latency, 5 processes", "turn p50 / p95 ms", f"{turn['p50']:.1f} / {turn['p95']:.1f}"]
-    yield ["turn latency, 5 processes", "first story text p50 / p95 ms", f"{first['p50']:.1f} / {first['p95']:.1f}"]
+    yield [name, "turn p50 / p95 ms", f"{turn['p50']:.1f} / {turn['p95']:.1f}"]
+    yield [name, "first story text p50 / p95 ms", f"{first['p50']:.1f} / {first['p95']:.1f}"]
     if "cpu_ms_per_turn" in data:
         cpu = data["cpu_ms_per_turn"]
-        yield ["turn latency, 5 processes", "CPU ms per turn (all five; " + ", ".join(cpu) + ")",
+        yield [name, "CPU ms per turn (all five; " + ", ".join(cpu) + ")",
                f"{sum(cpu.values()):.1f} (" + " / ".join(f"{ms:.1f}" for ms in cpu.values()) + ")"]
-        yield ["turn latency, 5 processes", "RPCs per turn", f"{sum(data['rpcs_per_turn'].values()):.1f}"]
+        yield [name, "RPCs per turn", f"{sum(data['rpcs_per_turn'].values()):.1f}"]
         streams = data["messages_per_stream"]
-        yield ["turn latency, 5 processes", "messages per Generate / SubmitActions stream",
+        yield [name, "messages per Generate / SubmitActions stream",
                f"{streams.get('gateway.Generate', 0):.1f} / {streams.get('scheduler.SubmitActions', 0):.1f}"]
 
 
@@ -37,8 +43,13 @@ def _concurrency(data: dict) -> Iterator[Row]:
     for level in data["levels"]:
         ms = level["turn_ms"]
         failed = f", {level['failed_turns']} failed" if level["failed_turns"] else ""
-        yield [f"concurrency, {level['sessions']} sessions", "turns/s; turn p50 / p95 ms",
+        yield [f"concurrency, {level['sessions']} sessions, {level.get('plugins', 'narrator')}", "turns/s; turn p50 / p95 ms",
                f"{level['turns_per_s']:.1f}; {ms.get('p50', 0):.0f} / {ms.get('p95', 0):.0f}{failed}"]
+
+
+def _history_growth(data: dict) -> Iterator[Row]:
+    yield [f"history growth, {data['turns']} turns", f"p50 last {data['window']} / first {data['window']} turns",
+           f"{data['last_over_first']:.2f} ({data['last_p50_ms']:.1f} / {data['first_p50_ms']:.1f} ms)"]
 
 
 def _split_cost(data: list) -> Iterator[Row]:
@@ -100,7 +111,7 @@ def _validate_plugins(data: dict) -> Iterator[Row]:
 
 # In `make bench` order; a benchmark whose JSON is missing or of another shape is listed as such.
 HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
-    "turn_latency": _turn_latency, "concurrency": _concurrency, "split_cost": _split_cost, "agent_step": _agent_step,
+    "turn_latency": _turn_latency, "concurrency": _concurrency, "history_growth": _history_growth, "split_cost": _split_cost, "agent_step": _agent_step,
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
 }

@@ -6,7 +6,8 @@ narrator's story, streamed), prints p50/p95 and writes bench/results/turn_latenc
 `--mode in-process` / `--transport unix` measure the same turn with the services in one
 process or over unix sockets (bench/split_cost.py compares them). Five processes: also CPU ms per
 turn of each process, RPCs per turn per method and messages per stream (bench/turn_costs.py; the
-services serve /metrics for it, which costs them a few microseconds per RPC).
+services serve /metrics for it, which costs them a few microseconds per RPC). Then the same for a
+session in the demo world with its full plugin set (`--demo-turns`, 0 to leave it out).
 """
 
 from __future__ import annotations
@@ -28,18 +29,24 @@ from bench.common import (
     write_result,
 )
 from bench.turn_costs import metrics_env, per_turn, snapshot
-from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
 
+DEMO_WORLD = "demo-world"
 
-async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str = TCP) -> dict:
+
+async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str = TCP, world: str = "") -> dict:
+    """`world`: a session in that world with its whole plugin set; else the narrator alone."""
     env, metrics_ports = metrics_env() if mode == PROCESSES else ({}, {})
     costs: dict = {}
     async with running_services(mode, transport, env) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
-            session = await create_session(stub)
+            if world:
+                session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world))).session
+            else:
+                session = await create_session(stub)
             timings, first_text, messages, hooks_run = [], [], [], 0
             before = None
             for index in range(warmup + turns):
@@ -54,7 +61,7 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
             if before is not None and isinstance(group, ServiceGroup):
                 costs = per_turn(before, snapshot(group, metrics_ports), turns)
     return {
-        "mode": mode, "transport": transport, "turns": turns,
+        "mode": mode, "transport": transport, "turns": turns, "plugins": list(session.active_plugins),
         "turn_ms": summarize(timings), "first_story_text_ms": summarize(first_text),
         # Hook handler calls in one turn (the narrator's PostContextAssembly): bench/bub_compare matches it.
         "hook_calls_per_turn": hooks_run,
@@ -64,9 +71,9 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict, title: str = "one turn, five processes, scripted model") -> str:
     timing = table(
-        ["one turn, five processes, scripted model", "p50 ms", "p95 ms", "mean ms"],
+        [title, "p50 ms", "p95 ms", "mean ms"],
         [["turn wall time", result["turn_ms"]["p50"], result["turn_ms"]["p95"], result["turn_ms"]["mean"]],
          ["first story text", result["first_story_text_ms"]["p50"], result["first_story_text_ms"]["p95"],
           result["first_story_text_ms"]["mean"]]],
@@ -84,6 +91,7 @@ def render(result: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--demo-turns", type=int, default=20, help="turns of the demo-world session (0: none)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--mode", choices=(PROCESSES, IN_PROCESS), default=PROCESSES)
     parser.add_argument("--transport", choices=(TCP, UNIX), default=TCP)
@@ -93,9 +101,14 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         print(json.dumps(result))
         return result
-    write_result("turn_latency", result)
     print(f"{args.turns} turns in one session (history grows each turn), {args.mode} over {args.transport}:")
-    print(render(result))
+    print(render(result, "narrator only: one turn, five processes, scripted model"))
+    if args.demo_turns:
+        demo = asyncio.run(measure(args.demo_turns, args.warmup, args.mode, args.transport, world=DEMO_WORLD))
+        result["demo_world"] = demo
+        print(f"\n{args.demo_turns} turns in the demo world ({', '.join(demo['plugins'])}):")
+        print(render(demo, "demo world: one turn, five processes, scripted model"))
+    write_result("turn_latency", result)
     return result
 
 

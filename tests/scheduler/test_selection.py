@@ -72,3 +72,27 @@ def test_setup_progress_per_version_with_a_retry_budget() -> None:
     done = setup_progress(None, "1.1.0", "success", "", completed=True)
     assert done == {"state": "done", "resolution": "completed", "version": "1.1.0"} and not setup_due(done, "1.1.0")
     assert setup_progress(done, "1.1.0", "skipped", "PreRuntime said no", completed=False) is None, "a gated run records nothing"
+
+
+def test_trigger_histories_follow_the_session_recorded_turn_count() -> None:
+    from covel.store.v1 import store_pb2
+    from services.scheduler.turn.selection import TriggerHistories
+
+    committed = store_pb2.TURN_STATUS_COMMITTED
+    histories = TriggerHistories(capacity=2)
+    session = store_pb2.Session(id="s", recorded_turns=3)
+    assert histories.get(session) is None
+    built = TriggerHistory.from_turns([Turn(1, committed, [Result("p/r", "success")])])
+    histories.remember("s", 3, built)
+    assert histories.get(session) is built
+    # A turn recorded here: the next lease's count is one more, and the history counts the turn.
+    histories.recorded(session, store_pb2.Turn(logical_turn=2, status=committed,
+                                               runtime_results=[store_pb2.RuntimeResult(runtime_id="p/r", status="success")]))
+    assert histories.get(store_pb2.Session(id="s", recorded_turns=3)) is None
+    following = histories.get(store_pb2.Session(id="s", recorded_turns=4))
+    assert following is not None and following.counts == {"p/r": 2} and following.last_turn == {"p/r": 2}
+    # A failed turn counts as recorded but not as a run.
+    histories.recorded(store_pb2.Session(id="s", recorded_turns=4), store_pb2.Turn(logical_turn=3, status=store_pb2.TURN_STATUS_FAILED))
+    assert histories.get(store_pb2.Session(id="s", recorded_turns=5)).counts == {"p/r": 2}  # type: ignore[union-attr]
+    # Turns recorded elsewhere (another replica): the counts differ, the history is read again.
+    assert histories.get(store_pb2.Session(id="s", recorded_turns=7)) is None

@@ -24,10 +24,14 @@ class PluginDataViews:
         before this one's layer (in commit order), then the runtime's own."""
 
         async def load_committed(namespace: str | None) -> dict:
-            reply = await self._store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-            )
-            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+            # Committed data does not change while the turn holds its lease: each (plugin, namespace) is read once a turn.
+            key = (runtime.plugin_id, namespace)
+            if key not in run.committed_data:
+                reply = await self._store.ListPluginData(
+                    store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
+                )
+                run.committed_data[key] = {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+            return dict(run.committed_data[key])
 
         upstream = [
             BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))

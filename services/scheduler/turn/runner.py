@@ -43,7 +43,7 @@ from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, render_player_message
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
-from services.scheduler.turn.selection import TriggerHistory, needs_history, sitting_out
+from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
 from services.scheduler.turn.stages import StageRunner
 from services.scheduler.turn.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.turn.stream import Emit, TurnStream, concealing
@@ -145,6 +145,7 @@ class TurnRunner:
         self._commit = TurnCommit(peers.store, hooks)
         # Per session, what its last turn here read and needed (the next one asks for the same with its lease).
         self._windows = LastWindows()
+        self._trigger_histories = TriggerHistories()
         self.sessions = sessions if sessions is not None else KnownSessions()
 
     def running_turn(self, session_id: str) -> str:
@@ -216,7 +217,9 @@ class TurnRunner:
             # Cancelled while this turn took its lease: it ends as cancelled, like one cancelled running.
             self.cancel(session.id, turn.id, request.stop.reason)
         try:
-            return await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
+            recorded = await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
+            self._trigger_histories.recorded(session, recorded)
+            return recorded
         except (TimeoutError, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and (not running.cancel_reason or (current and current.cancelling())):
@@ -224,7 +227,9 @@ class TurnRunner:
                 raise
             # Cancelled on request, or past the turn's time limit: record it, commit nothing of it.
             reason = running.cancel_reason or f"the turn passed its time limit ({self._settings.scheduler_turn_timeout_s:.0f} s)"
-            return await self._end_early(turn, lease, emit, store_pb2.TURN_STATUS_FAILED, reason)
+            recorded = await self._end_early(turn, lease, emit, store_pb2.TURN_STATUS_FAILED, reason)
+            self._trigger_histories.recorded(session, recorded)
+            return recorded
         except BaseException:
             await self._lease.release(lease)
             raise
@@ -302,8 +307,11 @@ class TurnRunner:
         """The runtimes this turn runs: by trigger (schedule.py), then as PreSchedule hooks filter them."""
         history = None
         if any(needs_history(manifest) for manifest in plugins.manifests.values()):
-            turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id))
-            history = TriggerHistory.from_turns(turns.turns)
+            history = self._trigger_histories.get(session)
+            if history is None:
+                turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id))
+                history = TriggerHistory.from_turns(turns.turns)
+                self._trigger_histories.remember(session.id, session.recorded_turns, history)
         if plugins.named is not None:
             selected = [plugins.named]
         else:

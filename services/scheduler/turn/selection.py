@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,13 +27,48 @@ class TriggerHistory:
     def from_turns(cls, turns: Iterable[Any]) -> TriggerHistory:
         history = cls()
         for turn in turns:
-            if turn.status != COMMITTED:
-                continue
-            for result in turn.runtime_results:
-                if result.status in ("success", "failed"):
-                    history.counts[result.runtime_id] = history.counts.get(result.runtime_id, 0) + 1
-                    history.last_turn[result.runtime_id] = max(history.last_turn.get(result.runtime_id, 0), turn.logical_turn)
+            history.add(turn)
         return history
+
+    def add(self, turn: Any) -> None:
+        """Count one recorded turn (nothing unless it committed)."""
+        if turn.status != COMMITTED:
+            return
+        for result in turn.runtime_results:
+            if result.status in ("success", "failed"):
+                self.counts[result.runtime_id] = self.counts.get(result.runtime_id, 0) + 1
+                self.last_turn[result.runtime_id] = max(self.last_turn.get(result.runtime_id, 0), turn.logical_turn)
+
+
+class TriggerHistories:
+    """Per session, its TriggerHistory as of a number of recorded turns (Session.recorded_turns).
+
+    A turn's lease answers the session with its count: when it is the count the history was built
+    from, the history is the session's, and the turn reads no turn records; each turn this replica
+    records adds itself. A count that differs (another replica ran turns, a retried commit) means
+    the history is read again (ListTurns)."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = capacity
+        self._histories: OrderedDict[str, tuple[int, TriggerHistory]] = OrderedDict()
+
+    def get(self, session: store_pb2.Session) -> TriggerHistory | None:
+        found = self._histories.get(session.id)
+        return found[1] if found is not None and found[0] == session.recorded_turns else None
+
+    def remember(self, session_id: str, recorded_turns: int, history: TriggerHistory) -> None:
+        self._histories[session_id] = (recorded_turns, history)
+        self._histories.move_to_end(session_id)
+        if len(self._histories) > self._capacity:
+            self._histories.popitem(last=False)
+
+    def recorded(self, session: store_pb2.Session, turn: store_pb2.Turn) -> None:
+        """`turn` was recorded under the lease that answered `session`: the next lease sees one turn more."""
+        found = self._histories.get(session.id)
+        if found is None or found[0] != session.recorded_turns:
+            return
+        found[1].add(turn)
+        self._histories[session.id] = (session.recorded_turns + 1, found[1])
 
 
 

@@ -65,8 +65,10 @@ class TurnState:
     emitted: list[dict] = field(default_factory=list)
     # The session's committed exports (recordAs), read once when a committed-scope input needs them.
     exports: CommittedExports | None = None
-    # The committed world model (GetWorldResponse), read once when a function ctx needs it.
+    # The committed world model (GetWorldResponse), read with the turn's lease.
     world: Any = None
+    # Committed plugin data read this turn: (plugin id, namespace or None for all) -> {(namespace, key): value}.
+    committed_data: dict[tuple[str, str | None], dict] = field(default_factory=dict)
     # Sends a ctx.progress report to the client's stream (set by the turn runner).
     send_progress: Any = None
     # Detached runtimes this turn queues (enqueued by the commit, only if the turn commits).
