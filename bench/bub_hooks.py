@@ -4,22 +4,23 @@ Bub's tool-call guard, `AgentHooks.before_tool_call` (bub/hooks/interception.py)
 manager with Bub's hookspecs and 5 plugins implementing `before_tool_call` (plain functions that
 return None: let the call proceed), the way Bub's agent loop calls it before each tool.
 
-`python bench/bub_hooks.py --rounds 20000` prints one JSON line.
+`python bench/bub_hooks.py` prints one JSON line (Bub's version, Python), then for each line
+`N` it reads from stdin, one run of N calls: {"before_tool_call_us": ...}. bench.hook_dispatch
+interleaves these runs with its own, so that Covel, pluggy and Bub see the same load.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 import time
 
 HANDLERS = 5
-REPEATS = 5
 
 
-async def per_call_us(rounds: int) -> float:
+def guard_call():
+    """One `before_tool_call` over 5 hookimpls that let the call proceed, ready to await."""
     import pluggy
     from bub.hooks import BUB_HOOK_NAMESPACE, BubHookSpecs, hookimpl
     from bub.hooks.interception import AgentHooks, ToolCall
@@ -37,27 +38,27 @@ async def per_call_us(rounds: int) -> float:
     hooks = AgentHooks(HookRuntime(manager))
     call = ToolCall(run_id="run-1", tool="roll_dice", arguments={"sides": 20, "count": 1})
     state: dict = {}
+    return lambda: hooks.before_tool_call(call, state)
+
+
+async def serve() -> None:
+    guard = guard_call()
     for _ in range(1000):
-        await hooks.before_tool_call(call, state)
-    best = float("inf")
-    # The best of a few runs: the machine is shared, and the best run is the least disturbed one.
-    for _ in range(REPEATS):
+        await guard()
+    for line in sys.stdin:
+        rounds = int(line)
         started = time.perf_counter()
         for _ in range(rounds):
-            await hooks.before_tool_call(call, state)
-        best = min(best, (time.perf_counter() - started) / rounds * 1e6)
-    return best
+            await guard()
+        print(json.dumps({"before_tool_call_us": (time.perf_counter() - started) / rounds * 1e6}), flush=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=20_000)
-    args = parser.parse_args()
     import bub
 
-    result = {"framework": f"bub {getattr(bub, '__version__', '?')}", "python": sys.version.split()[0],
-              "hookimpls": HANDLERS, "before_tool_call_us": asyncio.run(per_call_us(args.rounds))}
-    print(json.dumps(result))
+    print(json.dumps({"framework": f"bub {getattr(bub, '__version__', '?')}", "python": sys.version.split()[0],
+                      "hookimpls": HANDLERS}), flush=True)
+    asyncio.run(serve())
 
 
 if __name__ == "__main__":

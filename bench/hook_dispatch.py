@@ -4,7 +4,7 @@
 sequential, fail-closed, each handler under its timeout) dispatched in process to 5 `async def`
 handlers that let the call proceed, against pluggy calling 5 hookimpls and Bub's
 `before_tool_call` guard with 5 hookimpls (bench/bub_hooks.py, in Bub's venv when there is one:
-Bub needs Python >= 3.12). Each is the best of a few runs (the machine is shared).
+Bub needs Python >= 3.12), one run of each in turn, 15 times: the best run of each counts.
 Then 5 plain-function handlers on TurnStart (sequential guard event) and on TurnStop
 (parallel), and 5 `async def` handlers. A plain function runs in a plugin thread
 (docs/hooks.md), so its figure is mostly the thread hop; an async one runs on the loop.
@@ -29,8 +29,9 @@ from shared.plugin_sdk import PluginRegistrar
 RESULTS = Path(__file__).parent / "results"
 BUB_SCRIPT = Path(__file__).with_name("bub_hooks.py")
 HANDLERS = 5
-# Runs per headline figure; the best one counts.
-REPEATS = 5
+# Runs per headline figure, of HEADLINE_ROUNDS calls each; the best one counts.
+REPEATS = 15
+HEADLINE_ROUNDS = 5000
 PAYLOAD = {
     "playerMessage": "I open the door and step into the hall.",
     "actions": [{"seatId": "main", "kind": "do", "text": "I open the door and step into the hall.", "source": "player"}],
@@ -71,32 +72,62 @@ async def per_event_us(event: str, count: int, rounds: int, handler=continue_han
 
 
 async def pre_tool_use_us(rounds: int) -> float:
-    """PreToolUse to 5 `async def` handlers, default timeouts, fail-closed: the best of REPEATS runs."""
+    """One run: PreToolUse to 5 `async def` handlers that let the call proceed, default timeouts, fail-closed."""
     table = build_table(HANDLERS, "PreToolUse", async_continue_handler)
-    for _ in range(1000):
+    for _ in range(200):
         await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
-    best = float("inf")
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        for _ in range(rounds):
-            await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
-        best = min(best, (time.perf_counter() - started) / rounds * 1e6)
-    return best
+    started = time.perf_counter()
+    for _ in range(rounds):
+        await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
+    return (time.perf_counter() - started) / rounds * 1e6
 
 
-def bub_before_tool_call(rounds: int) -> dict:
-    """Bub's before_tool_call with 5 hookimpls in its own interpreter, or why it was skipped."""
+class BubGuard:
+    """Bub's before_tool_call with 5 hookimpls, in its interpreter (bench/bub_hooks.py): one run per `run`."""
+
+    def __init__(self, python: str) -> None:
+        self._process = subprocess.Popen([python, str(BUB_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.about = self._answer()
+
+    def _answer(self) -> dict:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"Bub's before_tool_call bench exited ({self._process.wait()})")
+        return json.loads(line)
+
+    def run(self, rounds: int) -> float:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{rounds}\n")
+        self._process.stdin.flush()
+        return self._answer()["before_tool_call_us"]
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        self._process.wait(timeout=30)
+
+
+async def headline(rounds: int) -> dict:
+    """Covel's PreToolUse, pluggy and Bub, one run each in turn, REPEATS times: the best run of each
+    (the machine is shared: the best run is the least disturbed, and all three see the same load)."""
     python = bub_python()
-    if python is None:
-        return {"skipped": "Bub is not installed: it needs Python >= 3.12 (make .venv/bub/.installed builds .venv/bub)"}
-    done = subprocess.run([python, str(BUB_SCRIPT), "--rounds", str(rounds)], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"Bub's before_tool_call bench failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def pluggy_best_us(rounds: int) -> float:
-    return min(pluggy_us(rounds) for _ in range(REPEATS))
+    bub = BubGuard(python) if python is not None else None
+    best = {"covel": float("inf"), "pluggy": float("inf"), "bub": float("inf")}
+    try:
+        for _ in range(REPEATS):
+            best["covel"] = min(best["covel"], await pre_tool_use_us(rounds))
+            best["pluggy"] = min(best["pluggy"], pluggy_us(rounds))
+            if bub is not None:
+                best["bub"] = min(best["bub"], bub.run(rounds))
+    finally:
+        if bub is not None:
+            bub.close()
+    if bub is None:
+        about = {"skipped": "Bub is not installed: it needs Python >= 3.12 (make .venv/bub/.installed builds .venv/bub)"}
+    else:
+        about = {**bub.about, "before_tool_call_us": best["bub"]}
+    return {"pre_tool_use_event_us": best["covel"], "pre_tool_use_pluggy_call_us": best["pluggy"], "bub": about}
 
 
 def pluggy_us(rounds: int) -> float:
@@ -163,10 +194,7 @@ async def grpc_round_trip_us(rounds: int) -> float:
 
 async def measure() -> dict:
     rounds = 20_000
-    # The headline first, the three back to back, so that they see the same load.
-    pre_tool_use = await pre_tool_use_us(rounds)
-    pluggy_best = pluggy_best_us(rounds)
-    bub = bub_before_tool_call(rounds)
+    first = await headline(HEADLINE_ROUNDS)
     empty = await per_event_us("TurnStart", 0, rounds)
     sequential = await per_event_us("TurnStart", HANDLERS, rounds)
     parallel = await per_event_us("TurnStop", HANDLERS, rounds)
@@ -176,9 +204,7 @@ async def measure() -> dict:
     round_trip = await grpc_round_trip_us(2000)
     return {
         "handlers": HANDLERS,
-        "pre_tool_use_event_us": pre_tool_use,
-        "pre_tool_use_pluggy_call_us": pluggy_best,
-        "bub": bub,
+        **first,
         "no_handlers_event_us": empty,
         "sequential_event_us": sequential,
         "sequential_per_handler_us": (sequential - empty) / HANDLERS,
