@@ -1,9 +1,13 @@
-"""Hook dispatch cost: in process per event and per handler, one gRPC round trip, and pluggy.
+"""Hook dispatch cost: in process per event and per handler, one gRPC round trip, pluggy and Bub.
 
-`python -m bench.hook_dispatch`: 5 plain-function handlers on TurnStart (sequential guard
-event) and on TurnStop (parallel), against pluggy calling 5 hookimpls, in the same run; and
-5 `async def` handlers. A plain function runs in a plugin thread (docs/hooks.md), so its
-figure is mostly the thread hop; an async one runs on the loop.
+`python -m bench.hook_dispatch`: first the headline, in one run: PreToolUse (a guard event:
+sequential, fail-closed, each handler under its timeout) dispatched in process to 5 `async def`
+handlers that let the call proceed, against pluggy calling 5 hookimpls and Bub's
+`before_tool_call` guard with 5 hookimpls (bench/bub_hooks.py, in Bub's venv when there is one:
+Bub needs Python >= 3.12), one run of each in turn, 15 times: the best run of each counts.
+Then 5 plain-function handlers on TurnStart (sequential guard event) and on TurnStop
+(parallel), and 5 `async def` handlers. A plain function runs in a plugin thread
+(docs/hooks.md), so its figure is mostly the thread hop; an async one runs on the loop.
 Writes bench/results/hook_dispatch.json.
 """
 
@@ -11,22 +15,34 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pluggy
 
+from bench.bub_compare import bub_python
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from shared.plugin_sdk import PluginRegistrar
 
 RESULTS = Path(__file__).parent / "results"
+BUB_SCRIPT = Path(__file__).with_name("bub_hooks.py")
 HANDLERS = 5
+# Runs per headline figure, of HEADLINE_ROUNDS calls each; the best one counts.
+REPEATS = 15
+HEADLINE_ROUNDS = 5000
 PAYLOAD = {
     "playerMessage": "I open the door and step into the hall.",
     "actions": [{"seatId": "main", "kind": "do", "text": "I open the door and step into the hall.", "source": "player"}],
     "activeRuntimes": ["narrator", "guide", "dice-check/roller"],
 }
+
+
+TOOL_CALL = {"toolCall": {"id": "call-1", "name": "roll_dice", "arguments": {"sides": 20, "count": 1}}}
+# A runtime-scoped event's context: the agent loop's, as the scheduler sends it.
+AGENT_STEP = ExecutionContext("s", "t", "en", ("bench",), plugin_id="bench", runtime_id="narrator", logical_turn=3,
+                              execution_id="run-1", root_execution_id="run-1")
 
 
 def continue_handler(ctx, payload):
@@ -53,6 +69,65 @@ async def per_event_us(event: str, count: int, rounds: int, handler=continue_han
     for _ in range(rounds):
         await dispatch(table, event, execution, PAYLOAD)
     return (time.perf_counter() - started) / rounds * 1e6
+
+
+async def pre_tool_use_us(rounds: int) -> float:
+    """One run: PreToolUse to 5 `async def` handlers that let the call proceed, default timeouts, fail-closed."""
+    table = build_table(HANDLERS, "PreToolUse", async_continue_handler)
+    for _ in range(200):
+        await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
+    return (time.perf_counter() - started) / rounds * 1e6
+
+
+class BubGuard:
+    """Bub's before_tool_call with 5 hookimpls, in its interpreter (bench/bub_hooks.py): one run per `run`."""
+
+    def __init__(self, python: str) -> None:
+        self._process = subprocess.Popen([python, str(BUB_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.about = self._answer()
+
+    def _answer(self) -> dict:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"Bub's before_tool_call bench exited ({self._process.wait()})")
+        return json.loads(line)
+
+    def run(self, rounds: int) -> float:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{rounds}\n")
+        self._process.stdin.flush()
+        return self._answer()["before_tool_call_us"]
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        self._process.wait(timeout=30)
+
+
+async def headline(rounds: int) -> dict:
+    """Covel's PreToolUse, pluggy and Bub, one run each in turn, REPEATS times: the best run of each
+    (the machine is shared: the best run is the least disturbed, and all three see the same load)."""
+    python = bub_python()
+    bub = BubGuard(python) if python is not None else None
+    best = {"covel": float("inf"), "pluggy": float("inf"), "bub": float("inf")}
+    try:
+        for _ in range(REPEATS):
+            best["covel"] = min(best["covel"], await pre_tool_use_us(rounds))
+            best["pluggy"] = min(best["pluggy"], pluggy_us(rounds))
+            if bub is not None:
+                best["bub"] = min(best["bub"], bub.run(rounds))
+    finally:
+        if bub is not None:
+            bub.close()
+    if bub is None:
+        about = {"skipped": "Bub is not installed: it needs Python >= 3.12 (make .venv/bub/.installed builds .venv/bub)"}
+    else:
+        about = {**bub.about, "before_tool_call_us": best["bub"]}
+    return {"pre_tool_use_event_us": best["covel"], "pre_tool_use_pluggy_call_us": best["pluggy"], "bub": about}
 
 
 def pluggy_us(rounds: int) -> float:
@@ -119,6 +194,7 @@ async def grpc_round_trip_us(rounds: int) -> float:
 
 async def measure() -> dict:
     rounds = 20_000
+    first = await headline(HEADLINE_ROUNDS)
     empty = await per_event_us("TurnStart", 0, rounds)
     sequential = await per_event_us("TurnStart", HANDLERS, rounds)
     parallel = await per_event_us("TurnStop", HANDLERS, rounds)
@@ -128,6 +204,7 @@ async def measure() -> dict:
     round_trip = await grpc_round_trip_us(2000)
     return {
         "handlers": HANDLERS,
+        **first,
         "no_handlers_event_us": empty,
         "sequential_event_us": sequential,
         "sequential_per_handler_us": (sequential - empty) / HANDLERS,
@@ -145,6 +222,7 @@ def main() -> None:
     result = asyncio.run(measure())
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "hook_dispatch.json").write_text(json.dumps(result, indent=2))
+    print_headline(result)
     ratio = result["sequential_per_handler_us"] / result["pluggy_per_hookimpl_us"]
     print(f"hook dispatch, {HANDLERS} plain-function handlers (µs)")
     print(f"  event with no handlers (in process)        {result['no_handlers_event_us']:8.2f}")
@@ -155,6 +233,18 @@ def main() -> None:
     print(f"  pluggy, 5 hookimpls:   per call             {result['pluggy_call_us']:8.2f}   per hookimpl {result['pluggy_per_hookimpl_us']:5.2f}")
     print(f"  sequential per handler / pluggy per hookimpl: {ratio:.1f}x")
     print(f"  one gRPC Dispatch round trip, 5 handlers    {result['grpc_dispatch_round_trip_us']:8.1f}")
+
+
+def print_headline(result: dict) -> None:
+    covel, plug, bub = result["pre_tool_use_event_us"], result["pre_tool_use_pluggy_call_us"], result["bub"]
+    print(f"PreToolUse, {HANDLERS} handlers (async, in process, timeouts and fail-closed): {covel:.2f} µs per event")
+    print(f"  pluggy, {HANDLERS} hookimpls (no timeouts, no fail-closed): {plug:.2f} µs per call   Covel / pluggy {covel / plug:.2f}x")
+    if "skipped" in bub:
+        print(f"  Bub before_tool_call, {HANDLERS} hookimpls: skipped, {bub['skipped']}")
+    else:
+        bub_us = bub["before_tool_call_us"]
+        print(f"  {bub['framework']} before_tool_call, {HANDLERS} hookimpls (Python {bub['python']}): {bub_us:.2f} µs per call"
+              f"   Covel / Bub {covel / bub_us:.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,13 @@ handler (raised, timed out, malformed result) blocks the operation: fail closed.
 
 The loop is written for speed (see bench/hook_dispatch.py): an `async def` handler is called
 directly, with no deep copy; its payload is a PrivatePayload that copies nested values only
-when the handler reads them. Its timer is a deadline on the task awaiting it (on sequential
-events, the dispatch's own), not a task of its own. Any other handler runs in a plugin thread (shared/plugin_threads.py) under the same
-timer, so a slow one fails like a slow async one and never stalls the loop.
+when the handler reads them. On sequential events its first step runs in the dispatch loop with
+no timer (nothing can pass a deadline without yielding to the loop, and most handlers never
+suspend); one that suspends gets a timer on the dispatch's own task for what is left of its
+timeout. On parallel events each awaitable runs under its own timer. Any other handler runs in
+a plugin thread (shared/plugin_threads.py) under the same timer, so a slow one fails like a slow
+async one and never stalls the loop. The handlers an event runs for a plugin set are worked out
+once per table (HandlerTable.handlers_for), and the view handlers share is one tuple.
 """
 
 from __future__ import annotations
@@ -16,17 +20,22 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable, Iterable, Mapping
+import types
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from types import CoroutineType
+from typing import Any, NamedTuple, NoReturn
 
 from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, Scope
 from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
 from shared.plugin_threads import call_sync
 
 _perf_ns = time.perf_counter_ns
+_new_view = tuple.__new__
 # The kernel's own hooks register under this id: they always run, first in their group.
 FRAMEWORK = "framework"
+# Plugin sets whose handler lists a table keeps; past that it starts over (a bound, not an LRU: rarely reached).
+CHOSEN_KEPT = 1024
 
 
 class TraceEntry(NamedTuple):
@@ -38,7 +47,7 @@ class TraceEntry(NamedTuple):
     duration_us: int
 
 
-@dataclass
+@dataclass(slots=True)
 class DispatchResult:
     aborted: bool
     reason: str
@@ -71,22 +80,19 @@ class ExecutionContext:
     parent_runtime_id: str = ""
 
     def view(self, event: HookEvent) -> ExecutionView:
-        runtime_scoped = event.scope is Scope.RUNTIME
-        return ExecutionView(
-            event=event.name,
-            session_id=self.session_id,
-            turn_id="" if event.scope is Scope.SESSION else self.turn_id,
-            locale=self.locale,
-            active_plugin_ids=self.active_plugin_ids,
-            plugin_id=self.plugin_id if runtime_scoped else None,
-            runtime_id=self.runtime_id if runtime_scoped else None,
-            logical_turn=self.logical_turn,
-            plugin_settings=self.plugin_settings,
-            execution_id=self.execution_id if runtime_scoped else None,
-            root_execution_id=self.root_execution_id if runtime_scoped else None,
-            subagent_call_id=self.subagent_call_id if runtime_scoped else None,
-            parent_runtime_id=self.parent_runtime_id if runtime_scoped else None,
-        )
+        # Built once per dispatch, on the hot path: the tuple itself, in ExecutionView's field order (a
+        # NamedTuple's keyword __new__ costs as much again).
+        if event.scope is Scope.RUNTIME:
+            return _new_view(ExecutionView, (
+                event.name, self.session_id, self.turn_id, self.locale, self.active_plugin_ids, self.plugin_id,
+                self.runtime_id, self.logical_turn, self.plugin_settings, self.execution_id, self.root_execution_id,
+                self.subagent_call_id, self.parent_runtime_id,
+            ))
+        turn_id = "" if event.scope is Scope.SESSION else self.turn_id
+        return _new_view(ExecutionView, (
+            event.name, self.session_id, turn_id, self.locale, self.active_plugin_ids, None, None, self.logical_turn,
+            self.plugin_settings, None, None, None, None,
+        ))
 
 
 class HandlerFailed(Exception):
@@ -115,25 +121,37 @@ class HandlerTable:
             event: tuple(sorted(handlers, key=lambda h: (group_rank[h.enforce], h.plugin_id != FRAMEWORK)))
             for event, handlers in by_event.items()
         }
+        # handlers_for's answers by (event, active plugins, approved plugins).
+        self._chosen: dict[tuple[str, tuple[str, ...], frozenset[str]], tuple[HookRegistration, ...]] = {}
 
     def subscribers(self) -> dict[str, list[str]]:
         return {
             event: list(dict.fromkeys(h.plugin_id for h in handlers)) for event, handlers in self._by_event.items()
         }
 
-    def handlers_for(self, event: str, execution: ExecutionContext) -> list[HookRegistration]:
-        handlers = self._by_event.get(event)
-        if not handlers:
-            return []
+    def handlers_for(self, event: str, execution: ExecutionContext) -> tuple[HookRegistration, ...]:
+        """The handlers that run for `event` in this execution's plugin set (cached: a table never changes,
+        a reload builds a new one, and sessions share a handful of plugin sets)."""
+        if event not in self._by_event:
+            return ()
+        key = (event, execution.active_plugin_ids, execution.approved_plugin_ids)
+        chosen = self._chosen.get(key)
+        if chosen is None:
+            if len(self._chosen) >= CHOSEN_KEPT:
+                self._chosen.clear()
+            chosen = self._chosen[key] = self._choose(self._by_event[event], execution)
+        return chosen
+
+    def _choose(self, handlers: tuple[HookRegistration, ...], execution: ExecutionContext) -> tuple[HookRegistration, ...]:
         active = execution.active_plugin_ids
         approved = execution.approved_plugin_ids
         sources = self._sources
         # Community plugins' server code runs only once the player approved it for the session.
-        return [
+        return tuple(
             h for h in handlers
             if h.plugin_id == FRAMEWORK
             or (h.plugin_id in active and (h.plugin_id in approved or sources.get(h.plugin_id) != "community"))
-        ]
+        )
 
 
 def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, Any] | None]:
@@ -171,21 +189,65 @@ def _overrun_note(handler: HookRegistration) -> str:
     return "" if handler.is_async else "; its thread runs on until it returns, and its result is discarded"
 
 
-async def _await_handler(awaitable: Any, handler: HookRegistration, context: HookContext) -> Any:
+def _failure(error: BaseException, handler: HookRegistration, context: HookContext) -> BaseException:
+    """What a handler's exception (or its timer's) becomes; CancelledError and the like stay as they are."""
+    if isinstance(error, TimeoutError):
+        context.abort("timeout")
+        return HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms{_overrun_note(handler)}")
+    if isinstance(error, asyncio.CancelledError):
+        context.abort("cancelled")
+        return error
+    if isinstance(error, (HandlerFailed, HandlerSkipped)) or not isinstance(error, Exception):
+        return error
+    return HandlerFailed("error", f"raised {type(error).__name__}: {error}")
+
+
+async def _await_handler(awaitable: Any, handler: HookRegistration, context: HookContext, timeout_s: float) -> Any:
     try:
         # A timer on this task, not a task per handler as wait_for makes.
-        async with asyncio.timeout(handler.timeout_ms / 1000):
+        async with asyncio.timeout(timeout_s):
             return await awaitable
-    except TimeoutError as error:
-        context.abort("timeout")
-        raise HandlerFailed("timeout", f"did not finish within {handler.timeout_ms} ms{_overrun_note(handler)}") from error
-    except asyncio.CancelledError:
-        context.abort("cancelled")
-        raise
-    except (HandlerFailed, HandlerSkipped):
-        raise
-    except Exception as error:
-        raise HandlerFailed("error", f"raised {type(error).__name__}: {error}") from error
+    except BaseException as error:
+        _raise_failure(error, handler, context)
+
+
+@types.coroutine
+def _rest_of(coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
+    """Awaits the rest of a coroutine that suspended on its first step (waiting on `waiting_on`), as
+    `await coroutine` would have: what the task sends or throws goes on to the coroutine."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as error:
+            try:
+                waiting_on = coroutine.throw(error)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waiting_on = coroutine.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
+def _raise_failure(error: BaseException, handler: HookRegistration, context: HookContext) -> NoReturn:
+    failure = _failure(error, handler, context)
+    if failure is error:
+        raise error
+    raise failure from error
+
+
+async def _rest_under_timer(
+    coroutine: Coroutine[Any, Any, Any], waiting_on: Any, handler: HookRegistration, context: HookContext, started: int
+) -> Any:
+    """A sequential event's handler coroutine that suspended on its first step: the rest of it under its timer,
+    for what is left of its timeout. The first step ran in the dispatch loop with no timer at all: nothing
+    can pass a deadline without yielding to the loop, and most handlers finish without ever suspending."""
+    left_s = handler.timeout_ms / 1000 - (_perf_ns() - started) / 1e9
+    return await _await_handler(_rest_of(coroutine, waiting_on), handler, context, left_s)
 
 
 def _matches(match: Callable[[Any], bool], payload: dict[str, Any]) -> bool:
@@ -201,7 +263,7 @@ async def _finish(
 ) -> tuple | None:
     """A parallel event's handler that returned an awaitable: its trace entry once it is done (None: skipped)."""
     try:
-        action, reason, _ = _parse_result(event, await _await_handler(awaitable, handler, context))
+        action, reason, _ = _parse_result(event, await _await_handler(awaitable, handler, context, handler.timeout_ms / 1000))
     except HandlerSkipped:
         return None
     except HandlerFailed as failure:
@@ -214,7 +276,7 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
 ) -> DispatchResult:
     event = EVENTS_BY_NAME[event_name]
     handlers = table.handlers_for(event_name, execution)
-    result = DispatchResult(aborted=False, reason="", payload=payload)
+    result = DispatchResult(False, "", payload, [])
     if not handlers:
         return result
     view = execution.view(event)
@@ -247,13 +309,23 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
                 now = perf()
                 append((name, handler.plugin_id, "ok", "", (now - started) // 1000))
                 continue
-            if type(outcome) is not dict and inspect.isawaitable(outcome):
+            if type(outcome) is CoroutineType and not parallel:
+                # Its first step runs here, untimed; one that suspends finishes under its timer.
+                try:
+                    waiting_on = outcome.send(None)
+                except StopIteration as done:
+                    outcome = done.value
+                except BaseException as error:
+                    _raise_failure(error, handler, context)
+                else:
+                    outcome = await _rest_under_timer(outcome, waiting_on, handler, context, started)
+            elif type(outcome) is not dict and inspect.isawaitable(outcome):
                 if parallel:
                     waiting.append(_finish(event, handler, outcome, context, started))
                     now = perf()
                     continue
-                outcome = await _await_handler(outcome, handler, context)
-            action, reason, replace = _parse_result(event, outcome)
+                outcome = await _await_handler(outcome, handler, context, handler.timeout_ms / 1000)
+            action, reason, replace = ("continue", "", None) if outcome is None else _parse_result(event, outcome)
         except HandlerSkipped:
             now = perf()
             continue

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.plugin_sdk.private_payload import json_copy
 
@@ -42,9 +41,12 @@ class CancellationSignal:
         await self._event.wait()
 
 
-@dataclass(frozen=True)
-class ExecutionView:
-    """What every handler of one dispatch shares."""
+class ExecutionView(NamedTuple):
+    """What every handler of one dispatch shares.
+
+    A NamedTuple rather than a frozen dataclass: one is built per dispatch, and a tuple is
+    built in a fifth of the time (bench/hook_dispatch.py); it is just as read-only.
+    """
 
     event: str
     session_id: str
@@ -54,7 +56,7 @@ class ExecutionView:
     plugin_id: str | None = None
     runtime_id: str | None = None
     logical_turn: int | None = None
-    plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    plugin_settings: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     # Runtime-scoped events only (None otherwise): which execution of the runtime (hooks.proto HookContext).
     execution_id: str | None = None
     root_execution_id: str | None = None
