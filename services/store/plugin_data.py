@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, Text, bindparam, select, tuple_
+from sqlalchemy import Connection, DateTime, Dialect, String, Table, Text, bindparam, select, tuple_
 from sqlalchemy import cast as sql_cast
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.dialects.postgresql import JSONB
@@ -28,12 +28,13 @@ def _upsert_statement(dialect: str) -> Any:
     """INSERT ... ON CONFLICT DO UPDATE, built once per dialect (building it costs more than running it).
 
     `value` is bound as the JSON text the size check already made (encoding it again per row cost
-    as much as the rest of the row); both times are the one `now` of the turn."""
+    as much as the rest of the row); both times are the turn's one `now`, bound as the column type
+    makes it (see _bound_now)."""
     if dialect not in _UPSERTS:
         postgres = dialect == "postgresql"
         insert = pg_insert if postgres else sqlite_insert
         text = bindparam("value", type_=Text)
-        now = bindparam("now", type_=_TABLE.c.created_at.type)
+        now = bindparam("now", type_=DateTime(timezone=True) if postgres else String())
         columns = ("session_id", "plugin_id", "namespace", "key", "turn_id")
         statement = insert(_TABLE).values({
             **{name: bindparam(name, type_=_TABLE.c[name].type) for name in columns},
@@ -44,6 +45,13 @@ def _upsert_statement(dialect: str) -> Any:
             set_={"value": statement.excluded.value, "turn_id": statement.excluded.turn_id, "updated_at": statement.excluded.updated_at},
         )
     return _UPSERTS[dialect]
+
+
+def _bound_now(dialect: Dialect, now: datetime) -> Any:
+    """`now` as the created_at column binds it (SQLite: naive UTC text; PostgreSQL: aware UTC), made
+    once a turn: the column's type made it twice a row."""
+    process = _TABLE.c.created_at.type.bind_processor(dialect)
+    return process(now) if process is not None else now
 
 
 Address = tuple[str, str, str]  # (plugin_id, namespace, key)
@@ -62,6 +70,7 @@ class UnitWrites:
 
     def __init__(self, connection: Connection, session_id: str, turn_id: str, now: datetime) -> None:
         self.connection, self.session_id, self.turn_id, self.now = connection, session_id, turn_id, now
+        self._now = _bound_now(connection.dialect, now)
         self._known: dict[Address, Any] = {}
         self._pending: dict[Address, Encoded] = {}
         self._kept: dict[Address, Encoded] = {}
@@ -116,7 +125,7 @@ class UnitWrites:
             return
         values = [
             {"session_id": self.session_id, "plugin_id": plugin_id, "namespace": namespace, "key": key, "value": text,
-             "turn_id": self.turn_id, "now": self.now}
+             "turn_id": self.turn_id, "now": self._now}
             for (plugin_id, namespace, key), (value, text) in entries.items()
             if value is not MISSING
         ]

@@ -263,11 +263,15 @@ async def test_plugin_data_written_as_its_json_text_reads_back_as_the_value(stub
     session = await new_session(stub)
     values = {f"v{index}": payload for index, payload in enumerate([*PAYLOADS, "Zoë 😀", 3, 2.5, None, True, [1, "two"]])}
     values["v0"] = {"x": "\"quoted\" \\ back\nslash"}
-    await commit_turn_rpc(stub, session.id, [data_proposal("notes", key, value) for key, value in values.items()])
+    written = await commit_turn_rpc(stub, session.id, [data_proposal("notes", key, value) for key, value in values.items()])
     entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries
     assert {entry.key: from_value(entry.value) for entry in entries} == {key: json.loads(json.dumps(value)) for key, value in values.items()}
+    # Both times are the commit's (the turn's finished_at when the turn gives none).
+    assert all(entry.created_at == entry.updated_at == written.turn.finished_at for entry in entries)
     update = proposal("plugin.data.update", {"namespace": "notes", "key": "v1", "operations": [{"op": "inc", "path": "/n"}]})
     reply = await commit_turn_rpc(stub, session.id, [update])
     assert reply.turn.proposal_outcomes[-1].status == COMMITTED
     entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries
-    assert {entry.key: from_value(entry.value) for entry in entries}["v1"] == {**values["v1"], "n": 4}
+    updated = next(entry for entry in entries if entry.key == "v1")
+    assert from_value(updated.value) == {**values["v1"], "n": 4} and updated.created_at == written.turn.finished_at
+    assert updated.updated_at == reply.turn.finished_at != written.turn.finished_at
