@@ -42,6 +42,7 @@ from services.store import plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
 from services.store.proto_mapping import struct_to_dict
+from services.store.records import EventRecord, MessageRecord
 from shared import json_schemas
 from shared.ids import new_id
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, operation_kinds
@@ -82,9 +83,9 @@ class ApplyContext:
     next_seq: int
     datasets: dict[tuple[str, str], Dataset] = field(default_factory=dict)
     dimension_owners: frozenset[str] = frozenset()
-    appended: list[MessageRow] = field(default_factory=list)
+    appended: list[MessageRecord] = field(default_factory=list)
     # Events seq 1..n in the order emitted.
-    events: list[TurnEventRow] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
     # Plugin-data writes, buffered per unit (flushed at the end of each unit).
     data: plugin_data.UnitWrites = field(init=False)
     # How many of `appended` / `events` write_rows has written.
@@ -115,8 +116,8 @@ class ApplyContext:
         del self.events[events:]
         self._written = (min(self._written[0], appended), min(self._written[1], events))
 
-    def append_message(self, *, role: str, text: str, plugin_id: str = "", runtime_id: str = "", meta: dict[str, Any] | None = None) -> MessageRow:
-        row = MessageRow(
+    def append_message(self, *, role: str, text: str, plugin_id: str = "", runtime_id: str = "", meta: dict[str, Any] | None = None) -> MessageRecord:
+        row = MessageRecord(
             id=new_id(),
             session_id=self.session_id,
             turn_id=self.turn_id,
@@ -150,12 +151,12 @@ _MESSAGES_INSERT = _MESSAGES.insert()
 _EVENTS_INSERT = _EVENTS.insert()
 
 
-def message_values(row: MessageRow) -> dict[str, Any]:
+def message_values(row: MessageRecord) -> dict[str, Any]:
     return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "role": row.role, "plugin_id": row.plugin_id,
             "runtime_id": row.runtime_id, "text": row.text, "metadata": row.meta, "created_at": row.created_at}
 
 
-def event_values(row: TurnEventRow) -> dict[str, Any]:
+def event_values(row: EventRecord) -> dict[str, Any]:
     return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "plugin_id": row.plugin_id,
             "runtime_id": row.runtime_id, "name": row.name, "payload": row.payload, "created_at": row.created_at}
 
@@ -447,7 +448,7 @@ def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> Non
         raise Rejected("event.emit: payload.name must be an event name (letters, digits, . _ : / -)")
     _sized("event.emit: payload.payload", payload.get("payload"))
     context.events.append(
-        TurnEventRow(
+        EventRecord(
             id=new_id(),
             session_id=context.session_id,
             turn_id=context.turn_id,

@@ -19,6 +19,7 @@ from google.protobuf.message import Message as ProtoMessage
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow
+from services.store.records import EventRecord, MessageRecord, TurnRecord
 from shared.structs import ints_back, to_struct, to_value
 
 M = TypeVar("M", bound=ProtoMessage)
@@ -136,7 +137,7 @@ def session_to_proto(row: SessionRow) -> store_pb2.Session:
     )
 
 
-def message_to_proto(row: MessageRow) -> common_pb2.Message:
+def message_to_proto(row: MessageRow | MessageRecord) -> common_pb2.Message:
     return common_pb2.Message(
         id=row.id,
         session_id=row.session_id,
@@ -186,11 +187,11 @@ def turn_to_proto(
 
 def written_turn_to_proto(
     sent: store_pb2.Turn,
-    row: TurnRow,
-    messages: Iterable[MessageRow],
+    row: TurnRecord,
+    messages: Iterable[MessageRecord],
     added_trace: Iterable[dict[str, Any]],
     discarded_units: Iterable[store_pb2.DiscardedUnit],
-    events: Iterable[TurnEventRow],
+    events: Iterable[EventRecord],
     outcomes: Iterable[store_pb2.ProposalOutcome],
 ) -> store_pb2.Turn:
     """turn_to_proto of a turn just written (CommitTurn's reply): the request's actions, runtime results,
@@ -229,7 +230,7 @@ def written_turn_to_proto(
     return reply
 
 
-def event_to_proto(event: TurnEventRow) -> store_pb2.EmittedEvent:
+def event_to_proto(event: TurnEventRow | EventRecord) -> store_pb2.EmittedEvent:
     return store_pb2.EmittedEvent(name=event.name, plugin_id=event.plugin_id, runtime_id=event.runtime_id, payload=to_value(event.payload),
                                   seq=event.seq, payload_json=exact_json(event.payload))
 

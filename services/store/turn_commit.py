@@ -44,9 +44,7 @@ from services.store.database import read_locked_session, write_session
 from services.store.datasets import dataset
 from services.store.models import (
     DetachedJobRow,
-    MessageRow,
     SessionRow,
-    TurnEventRow,
     TurnLeaseRow,
     TurnRow,
     TurnTraceRow,
@@ -61,6 +59,7 @@ from services.store.proto_mapping import (
     struct_to_dict,
     written_turn_to_proto,
 )
+from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.sessions import load_turn
 from shared.errors import invalid_argument, shortened
 
@@ -140,8 +139,8 @@ class Applied:
 
     outcomes: dict[str, store_pb2.ProposalOutcome] = field(default_factory=dict)
     discarded_units: list[store_pb2.DiscardedUnit] = field(default_factory=list)
-    messages: list[MessageRow] = field(default_factory=list)
-    events: list[TurnEventRow] = field(default_factory=list)
+    messages: list[MessageRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
     failure: str = ""
 
@@ -230,12 +229,13 @@ _LEASES = cast(Table, TurnLeaseRow.__table__)
 _LEASE = select(_LEASES.c.lease_id, _LEASES.c.turn_id, _LEASES.c.logical_turn).where(_LEASES.c.session_id == bindparam("b_session"))
 _TURN_RESULT = _TURNS.update().where(_TURNS.c.id == bindparam("b_id"))
 _TURN_INSERT = _TURNS.insert()
+_TURN_COLUMNS = tuple(column.name for column in _TURNS.columns)
 _TRACE_INSERT = _TRACES.insert()
 
 
-def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRow:
-    """The turn as recorded (a transient row: written with Core, kept for the reply)."""
-    return TurnRow(
+def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRecord:
+    """The turn as recorded (written with Core, kept for the reply)."""
+    return TurnRecord(
         id=turn.id,
         session_id=session.id,
         record_seq=session.recorded_turns,
@@ -258,8 +258,8 @@ def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now)
     )
 
 
-def _turn_values(row: TurnRow) -> dict[str, Any]:
-    return {column.name: getattr(row, column.name) for column in _TURNS.columns}
+def _turn_values(row: TurnRecord) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in _TURN_COLUMNS}
 
 
 def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
@@ -271,7 +271,7 @@ def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
     )
 
 
-def _advance_session(session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, now) -> None:
+def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest, now) -> None:
     """Setup progress, the player-turn count and the phase after this turn."""
     if request.setup_progress:
         progress = dict(session.setup_runtimes or {})
@@ -316,7 +316,7 @@ class _Plan:
         )
 
 
-def _apply_committed(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> Applied:
+def _apply_committed(db: Session, session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest) -> Applied:
     """First with every buffered row written at the end, a few statements for the whole turn; if the
     database refuses one of them, again from the start writing as it goes, so the refusal falls on
     the proposal or unit that caused it."""
@@ -388,7 +388,7 @@ def _record_unit_rejection(applied: Applied, discarded: dict[str, str], unit: Un
             )
 
 
-def _apply_context(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> proposals.ApplyContext:
+def _apply_context(db: Session, session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest) -> proposals.ApplyContext:
     return proposals.ApplyContext(
         db=db,
         connection=db.connection(),

@@ -3,6 +3,7 @@ refuses still falls on its own unit, and a commit's statements do not grow with 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
@@ -13,12 +14,15 @@ import pytest_asyncio
 from google.protobuf import json_format, struct_pb2
 from jsonschema.exceptions import SchemaError
 from sqlalchemy import event
+from sqlalchemy import inspect as sqlalchemy_inspect
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store import leases, proposals, sessions
 from services.store.database import Database
+from services.store.models import MessageRow, TurnEventRow, TurnRow
 from services.store.proto_mapping import outcome_to_json, struct_to_dict, value_to_python
+from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.server import open_database
 from services.store.turn_commit import commit_turn
 from shared import json_schemas
@@ -275,3 +279,9 @@ async def test_plugin_data_written_as_its_json_text_reads_back_as_the_value(stub
     updated = next(entry for entry in entries if entry.key == "v1")
     assert from_value(updated.value) == {**values["v1"], "n": 4} and updated.created_at == written.turn.finished_at
     assert updated.updated_at == reply.turn.finished_at != written.turn.finished_at
+
+
+@pytest.mark.parametrize(("record", "row"), [(TurnRecord, TurnRow), (MessageRecord, MessageRow), (EventRecord, TurnEventRow)])
+def test_a_commits_records_have_their_tables_columns(record, row):
+    """A column added to the table is a field the commit must write (and read back for its reply)."""
+    assert [item.name for item in dataclasses.fields(record)] == [attribute.key for attribute in sqlalchemy_inspect(row).column_attrs]
