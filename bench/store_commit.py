@@ -59,7 +59,7 @@ RESULTS = Path(__file__).parent / "results"
 POSTGRES_URL = os.environ.get("COVEL_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 # (proposals per turn, turns measured)
 SIZES = ((10, 300), (100, 100), (1000, 15))
-IN_PROCESS_SIZES = ((10, 500), (100, 150), (1000, 20))
+IN_PROCESS_SIZES = ((10, 500), (100, 150), (1000, 40))
 TARGET_10_MS = 3.0
 CONTENDING_SESSIONS = 32
 CONTENTION_S = 5.0
