@@ -2,13 +2,17 @@
 with many sessions writing at once.
 
 `.venv/bin/python -m bench.store_commit`, three parts, each turn carrying P proposals: one
-narrative.append plus P-1 plugin.data / plugin.data.update writes spread over units of 10.
+narrative.append plus P-1 plugin.data / plugin.data.update writes spread over units of 10 (an
+update keeps the last 8 turns in its value, so a value's size does not grow with the turns played).
+`--parts in-process` (or grpc, contention; comma-separated) runs only those parts.
 - gRPC: starts `python -m services.store` as a process on a free port per backend, plays turns
   in one session back to back (AcquireTurnLease + CommitTurn with release, the scheduler's two
   calls per turn). Commits/second (whole turns) and the CommitTurn latency p50/p95, P = 10, 100, 1000.
 - In process: the store's Database in this process, CommitTurn's unit of work alone
   (`Database.write(commit_turn, ...)`, its transaction included, no gRPC), P = 10, 100, 1000, with
-  the cost per proposal (linear when it stays flat). Target: P = 10 on SQLite at most 3 ms.
+  the cost per proposal, and the CPU split into a fixed cost per commit and a marginal cost per
+  proposal (from P = 100 and 1000: linear when P = 10 sits on the same line). Target: P = 10 on
+  SQLite at most 3 ms.
 - Contention: 32 sessions playing 10-proposal turns at once for a few seconds, in process:
   commits/s, latency, and the time writers spent waiting for the write lock (SQLite: in BEGIN
   IMMEDIATE, where its busy handler sleeps while another connection writes; PostgreSQL: the
@@ -55,10 +59,12 @@ RESULTS = Path(__file__).parent / "results"
 POSTGRES_URL = os.environ.get("COVEL_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 # (proposals per turn, turns measured)
 SIZES = ((10, 300), (100, 100), (1000, 15))
-IN_PROCESS_SIZES = ((10, 500), (100, 150), (1000, 20))
+IN_PROCESS_SIZES = ((10, 500), (100, 150), (1000, 40))
 TARGET_10_MS = 3.0
 CONTENDING_SESSIONS = 32
 CONTENTION_S = 5.0
+RECENT = 8
+PARTS = ("grpc", "in-process", "contention")
 
 
 def free_addr() -> str:
@@ -82,8 +88,10 @@ def proposals_for(turn: int, count: int) -> list[store_pb2.Proposal]:
     for index in range(count - 1):
         unit = f"unit-{index // 10}"
         if index % 2:
+            # The last RECENT turns, not every turn: a value that grew turn after turn would make a
+            # commit's cost depend on how many turns the session had played, not on its proposals.
             payload = {"namespace": "bench", "key": f"counter-{index}", "operations": [
-                {"op": "inc", "path": "/n"}, {"op": "append", "path": "/log", "value": turn}]}
+                {"op": "inc", "path": "/n"}, {"op": "upsertItem", "path": "/recent", "key": "slot", "value": {"slot": turn % RECENT, "turn": turn}}]}
             kind = "plugin.data.update"
         else:
             payload = {"namespace": "bench", "key": f"value-{index}", "value": {"turn": turn, "text": "x" * 64}}
@@ -321,7 +329,25 @@ def verdict(ms: float) -> str:
     return "met" if ms <= TARGET_10_MS else "NOT met"
 
 
+def cost_line(in_process: list[dict], backend: str) -> dict[str, float] | None:
+    """The commit's CPU as fixed ms per commit + µs per proposal, from the 100 and 1000 proposal runs."""
+    cpu = {row["proposals"]: row["cpu_p50_ms"] for row in in_process if row["backend"] == backend}
+    if 100 not in cpu or 1000 not in cpu:
+        return None
+    per_proposal_ms = (cpu[1000] - cpu[100]) / 900
+    return {"fixed_ms": round(cpu[100] - 100 * per_proposal_ms, 2), "marginal_us_per_proposal": round(per_proposal_ms * 1000, 1)}
+
+
 def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict]) -> None:
+    if rows:
+        print_grpc(rows)
+    if in_process:
+        print_in_process(in_process)
+    if contention:
+        print_contention(contention)
+
+
+def print_grpc(rows: list[dict]) -> None:
     header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'commits/s':>10} {'proposals/s':>12} {'p50 ms':>8} {'p95 ms':>8}"
     print("\nThrough gRPC (AcquireTurnLease + CommitTurn, one session)")
     print(header)
@@ -329,6 +355,9 @@ def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict
     for row in rows:
         print(f"{row['backend']:8} {row['proposals']:9} {row['turns']:6} {row['commits_per_s']:10.1f} {row['proposals_per_s']:12} "
               f"{row['commit_p50_ms']:8.2f} {row['commit_p95_ms']:8.2f}")
+
+
+def print_in_process(in_process: list[dict]) -> None:
     header = f"{'backend':8} {'proposals':>9} {'turns':>6} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50 ms':>10} {'CPU µs/proposal':>15}"
     print(f"\nIn process (Database.write(commit_turn), its transaction included; CPU: the store's threads); "
           f"target: 10 proposals on SQLite <= {TARGET_10_MS} ms")
@@ -341,6 +370,13 @@ def print_tables(rows: list[dict], in_process: list[dict], contention: list[dict
     if ten is not None:
         print(f"10 proposals on SQLite: {ten['commit_p50_ms']:.2f} ms p50 wall (target {verdict(ten['commit_p50_ms'])} at this load), "
               f"{ten['cpu_p50_ms']:.2f} ms CPU (target {verdict(ten['cpu_p50_ms'])})")
+    for backend in dict.fromkeys(row["backend"] for row in in_process):
+        line = cost_line(in_process, backend)
+        if line is not None:
+            print(f"{backend} CPU per commit: {line['fixed_ms']:.2f} ms fixed + {line['marginal_us_per_proposal']:.1f} µs per proposal")
+
+
+def print_contention(contention: list[dict]) -> None:
     header = (f"{'backend':8} {'writers':>7} {'sessions':>8} {'turns':>6} {'commits/s':>10} {'p50 ms':>8} {'p95 ms':>8} "
               f"{'CPU ms/turn':>11} {'lock wait s':>11} {'longest ms':>10}")
     print(f"\nContention ({CONTENDING_SESSIONS} sessions at once, 10 proposals a turn, in process; lock wait: total over all writers)")
@@ -356,15 +392,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--quick", action="store_true", help="a fifth of the turns (a smoke run)")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default: all)")
     args = parser.parse_args()
+    parts = args.parts.split(",")
+    if not set(parts) <= set(PARTS):
+        parser.error(f"--parts: use {', '.join(PARTS)}")
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     load = os.getloadavg()
     rows, in_process, contention = [], [], []
     seconds = CONTENTION_S / 5 if args.quick else CONTENTION_S
     for backend in backends:
-        rows += asyncio.run(measure(backend, args.quick))
-        in_process += asyncio.run(measure_in_process(backend, args.quick))
-        for single_writer in ([False, None] if backend == "sqlite" else [None]):
+        if "grpc" in parts:
+            rows += asyncio.run(measure(backend, args.quick))
+        if "in-process" in parts:
+            in_process += asyncio.run(measure_in_process(backend, args.quick))
+        for single_writer in (([False, None] if backend == "sqlite" else [None]) if "contention" in parts else []):
             contention.append(asyncio.run(measure_contention(backend, single_writer, seconds)))
     print_tables(rows, in_process, contention)
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; after: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
@@ -380,6 +422,7 @@ def main() -> None:
         "results": rows,
         "in_process": in_process,
         "in_process_target_10_ms": TARGET_10_MS,
+        "in_process_cost": {backend: cost_line(in_process, backend) for backend in backends if "in-process" in parts},
         "contention": contention,
     }, indent=2) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")

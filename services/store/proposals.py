@@ -26,6 +26,7 @@ batch at most 100 items.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,17 +34,18 @@ from datetime import datetime
 from typing import Any, cast
 
 from jsonschema.exceptions import SchemaError
-from sqlalchemy import Table
+from sqlalchemy import Connection, Table
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
+from services.store.proto_mapping import struct_to_dict
+from services.store.records import EventRecord, MessageRecord
 from shared import json_schemas
 from shared.ids import new_id
-from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, json_size, operation_kinds
-from shared.structs import from_struct
+from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, operation_kinds
 
 STORY_METADATA_KEYS = ("segments", "cues", "yield", "presentCharacterIds")
 SUMMARY_MAX_CHARS = 20_000
@@ -72,6 +74,7 @@ class ApplyContext:
     rows (WRITES_AT_ONCE) go through the ORM session at once."""
 
     db: Session
+    connection: Connection
     session_id: str
     turn_id: str
     logical_turn: int
@@ -80,16 +83,16 @@ class ApplyContext:
     next_seq: int
     datasets: dict[tuple[str, str], Dataset] = field(default_factory=dict)
     dimension_owners: frozenset[str] = frozenset()
-    appended: list[MessageRow] = field(default_factory=list)
+    appended: list[MessageRecord] = field(default_factory=list)
     # Events seq 1..n in the order emitted.
-    events: list[TurnEventRow] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
     # Plugin-data writes, buffered per unit (flushed at the end of each unit).
     data: plugin_data.UnitWrites = field(init=False)
     # How many of `appended` / `events` write_rows has written.
     _written: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
-        self.data = plugin_data.UnitWrites(self.db, self.session_id, self.turn_id, self.now)
+        self.data = plugin_data.UnitWrites(self.connection, self.session_id, self.turn_id, self.now)
 
     def prefetch(self, proposals: list[store_pb2.Proposal]) -> None:
         """Read in one query the current values these plugin.data.update proposals need."""
@@ -113,8 +116,8 @@ class ApplyContext:
         del self.events[events:]
         self._written = (min(self._written[0], appended), min(self._written[1], events))
 
-    def append_message(self, *, role: str, text: str, plugin_id: str = "", runtime_id: str = "", meta: dict[str, Any] | None = None) -> MessageRow:
-        row = MessageRow(
+    def append_message(self, *, role: str, text: str, plugin_id: str = "", runtime_id: str = "", meta: dict[str, Any] | None = None) -> MessageRecord:
+        row = MessageRecord(
             id=new_id(),
             session_id=self.session_id,
             turn_id=self.turn_id,
@@ -133,33 +136,38 @@ class ApplyContext:
     def write_rows(self) -> None:
         """Write the messages and events appended since the last call (one statement each)."""
         messages, events = self.appended[self._written[0]:], self.events[self._written[1]:]
-        connection = self.db.connection()
         if messages:
-            connection.execute(_MESSAGES.insert(), [message_values(row) for row in messages])
+            self.connection.execute(_MESSAGES_INSERT, [message_values(row) for row in messages])
         if events:
-            connection.execute(_EVENTS.insert(), [event_values(row) for row in events])
+            self.connection.execute(_EVENTS_INSERT, [event_values(row) for row in events])
         self._written = (len(self.appended), len(self.events))
 
 
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
 _MESSAGES = cast(Table, MessageRow.__table__)
 _EVENTS = cast(Table, TurnEventRow.__table__)
+# Built once: building a statement costs more than running it.
+_MESSAGES_INSERT = _MESSAGES.insert()
+_EVENTS_INSERT = _EVENTS.insert()
 
 
-def message_values(row: MessageRow) -> dict[str, Any]:
+def message_values(row: MessageRecord) -> dict[str, Any]:
     return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "role": row.role, "plugin_id": row.plugin_id,
             "runtime_id": row.runtime_id, "text": row.text, "metadata": row.meta, "created_at": row.created_at}
 
 
-def event_values(row: TurnEventRow) -> dict[str, Any]:
+def event_values(row: EventRecord) -> dict[str, Any]:
     return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "plugin_id": row.plugin_id,
             "runtime_id": row.runtime_id, "name": row.name, "payload": row.payload, "created_at": row.created_at}
 
 
-def _sized(what: str, value: Any) -> None:
-    size = json_size(value)
+def _sized(what: str, value: Any) -> str:
+    """The value's compact JSON text (plugin data writes it as it is), refused past VALUE_MAX_BYTES."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    size = len(text) if text.isascii() else len(text.encode())
     if size > VALUE_MAX_BYTES:
         raise Rejected(f"{what} is {size} bytes of JSON; the limit is {VALUE_MAX_BYTES}", "size-limit")
+    return text
 
 
 def _story_text(payload: dict[str, Any]) -> str:
@@ -175,7 +183,7 @@ def _story_text(payload: dict[str, Any]) -> str:
 
 
 def apply_narrative_append(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     text = _story_text(payload)
     if not text.strip():
         raise Rejected("narrative.append: the story is empty (give payload.text or segments with text)")
@@ -242,9 +250,9 @@ class _DataWriter:
 
     def set(self, kind: str, namespace: str, key: str, value: Any) -> None:
         check_namespace(kind, namespace)
-        _sized(f"{kind}: the value of {namespace}/{key}", value)
+        text = _sized(f"{kind}: the value of {namespace}/{key}", value)
         self._checked(kind, namespace, key, ["set"], value)
-        self.context.data.set(self._address(namespace, key), value)
+        self.context.data.set(self._address(namespace, key), value, text)
 
     def delete(self, kind: str, namespace: str, key: str) -> None:
         check_namespace(kind, namespace)
@@ -267,17 +275,17 @@ class _DataWriter:
         if value is DELETED or value is MISSING:
             self.context.data.delete(self._address(namespace, key))
             return
-        _sized(f"{kind}: the value of {namespace}/{key} after the operations", value)
+        text = _sized(f"{kind}: the value of {namespace}/{key} after the operations", value)
         if policy is not None:
             try:
                 policy.check_record(key, value)
             except DatasetViolation as error:
                 raise Rejected(f"{kind}: {error}", "dataset-violation") from None
-        self.context.data.set(self._address(namespace, key), value)
+        self.context.data.set(self._address(namespace, key), value, text)
 
 
 def apply_plugin_data(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     namespace, key = _entry_address("plugin.data", payload)
     if "value" not in payload:
         raise Rejected("plugin.data: payload.value is required (null is a value)")
@@ -285,7 +293,7 @@ def apply_plugin_data(context: ApplyContext, proposal: store_pb2.Proposal) -> No
 
 
 def apply_plugin_data_batch(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    entries = from_struct(proposal.payload).get("entries")
+    entries = struct_to_dict(proposal.payload).get("entries")
     if not isinstance(entries, list) or not entries:
         raise Rejected("plugin.data.batch: payload.entries must be a non-empty list of {namespace, key, value}")
     if len(entries) > BATCH_MAX:
@@ -301,12 +309,12 @@ def apply_plugin_data_batch(context: ApplyContext, proposal: store_pb2.Proposal)
 
 
 def apply_plugin_data_delete(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    namespace, key = _entry_address("plugin.data.delete", from_struct(proposal.payload))
+    namespace, key = _entry_address("plugin.data.delete", struct_to_dict(proposal.payload))
     _DataWriter(context, proposal).delete("plugin.data.delete", namespace, key)
 
 
 def apply_plugin_data_update(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     namespace, key = _entry_address("plugin.data.update", payload)
     operations = payload.get("operations")
     if not isinstance(operations, list) or not operations:
@@ -320,7 +328,7 @@ def apply_plugin_data_update(context: ApplyContext, proposal: store_pb2.Proposal
 
 
 def apply_character_schema_set(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     types, attributes = payload.get("types"), payload.get("attributes")
     if not isinstance(types, list) or not all(isinstance(item, str) and item for item in types):
         raise Rejected("character.schema.set: payload.types must be a list of non-empty strings")
@@ -331,7 +339,7 @@ def apply_character_schema_set(context: ApplyContext, proposal: store_pb2.Propos
 
 
 def apply_character_upsert(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     character_id, expected, character = payload.get("characterId"), payload.get("expectedVersion"), payload.get("character")
     if not isinstance(character_id, str) or not character_id or len(character_id) > NAME_MAX:
         raise Rejected(f"character.upsert: payload.characterId must be a non-empty string of at most {NAME_MAX} characters")
@@ -381,7 +389,7 @@ def _batch(kind: str, payload: dict[str, Any], name: str) -> list[dict[str, Any]
 def apply_dimension_initialize(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
     kind = "dimension.initialize"
     _trusted(context, proposal, kind)
-    items = _batch(kind, from_struct(proposal.payload), "dimensions")
+    items = _batch(kind, struct_to_dict(proposal.payload), "dimensions")
     for index, item in enumerate(items):
         where = f"dimensions[{index}]"
         dimension_id = item.get("id")
@@ -400,7 +408,7 @@ def apply_dimension_initialize(context: ApplyContext, proposal: store_pb2.Propos
 def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
     kind = "dimension.update"
     _trusted(context, proposal, kind)
-    items = _batch(kind, from_struct(proposal.payload), "updates")
+    items = _batch(kind, struct_to_dict(proposal.payload), "updates")
     ids = [item.get("id") for item in items]
     for index, dimension_id in enumerate(ids):
         if dimension_id in ids[:index]:
@@ -434,13 +442,13 @@ def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) 
 
 
 def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     name = payload.get("name")
     if not isinstance(name, str) or not EVENT_NAME.match(name) or len(name) > NAME_MAX:
         raise Rejected("event.emit: payload.name must be an event name (letters, digits, . _ : / -)")
     _sized("event.emit: payload.payload", payload.get("payload"))
     context.events.append(
-        TurnEventRow(
+        EventRecord(
             id=new_id(),
             session_id=context.session_id,
             turn_id=context.turn_id,
@@ -455,7 +463,7 @@ def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> Non
 
 
 def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     record_as = payload.get("recordAs")
     if not isinstance(record_as, str) or not record_as or len(record_as) > NAME_MAX:
         raise Rejected("export.record: payload.recordAs must be the io.output.recordAs name")
@@ -478,7 +486,7 @@ def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> 
 
 
 def apply_history_summary(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = from_struct(proposal.payload)
+    payload = struct_to_dict(proposal.payload)
     text, through, count = payload.get("text"), payload.get("throughSeq"), payload.get("messageCount")
     if not isinstance(text, str) or not text.strip():
         raise Rejected("history.summary: payload.text must be a non-empty string")

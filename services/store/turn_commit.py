@@ -36,7 +36,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, or_, select
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from covel.store.v1 import store_pb2
 from services.store import detached_jobs, leases, proposals
@@ -44,9 +44,7 @@ from services.store.database import read_locked_session, write_session
 from services.store.datasets import dataset
 from services.store.models import (
     DetachedJobRow,
-    MessageRow,
     SessionRow,
-    TurnEventRow,
     TurnLeaseRow,
     TurnRow,
     TurnTraceRow,
@@ -58,11 +56,12 @@ from services.store.proto_mapping import (
     messages_to_json,
     outcome_to_json,
     session_to_proto,
-    turn_to_proto,
+    struct_to_dict,
+    written_turn_to_proto,
 )
+from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.sessions import load_turn
 from shared.errors import invalid_argument, shortened
-from shared.structs import from_struct
 
 COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
 REJECTED = store_pb2.PROPOSAL_STATUS_REJECTED
@@ -140,8 +139,8 @@ class Applied:
 
     outcomes: dict[str, store_pb2.ProposalOutcome] = field(default_factory=dict)
     discarded_units: list[store_pb2.DiscardedUnit] = field(default_factory=list)
-    messages: list[MessageRow] = field(default_factory=list)
-    events: list[TurnEventRow] = field(default_factory=list)
+    messages: list[MessageRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
     failure: str = ""
 
@@ -164,11 +163,11 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     session.recorded_turns += 1
     row = _turn_row(session, lease.logical_turn, turn, now)
     connection = db.connection()
-    connection.execute(_TURNS.insert(), _turn_values(row))
+    connection.execute(_TURN_INSERT, _turn_values(row))
 
-    trace: list[dict[str, Any]] = [from_struct(entry) for entry in turn.trace]
     applied = _apply_committed(db, session, row, request) if turn.status == store_pb2.TURN_STATUS_COMMITTED else _discarded_all(request)
-    trace.extend(applied.trace)
+    # The entries this commit adds after the turn's own.
+    added_trace = list(applied.trace)
     if applied.failure:
         row.status, row.abort_reason, row.narrative = "failed", applied.failure, ""
     elif not row.narrative:
@@ -176,23 +175,22 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     jobs: list[DetachedJobRow] = []
     if row.status == "committed" and request.detached_jobs:
         jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
-        trace.extend(job_trace)
+        added_trace.extend(job_trace)
     outcomes = [*earlier_outcomes, *(applied.outcomes[proposal.id] for proposal in request.proposals)]
     row.proposal_outcomes = [outcome_to_json(outcome) for outcome in outcomes]
     connection.execute(_TURN_RESULT, {"b_id": row.id, "status": row.status, "abort_reason": row.abort_reason, "narrative": row.narrative,
                                       "proposal_outcomes": row.proposal_outcomes})
-    trace_row = None
-    if trace or applied.discarded_units:
-        trace_row = TurnTraceRow(turn_id=row.id, session_id=session.id, entries=trace, discarded_units=messages_to_json(applied.discarded_units))
-        connection.execute(_TRACES.insert(), {"turn_id": row.id, "session_id": session.id, "entries": trace_row.entries,
-                                              "discarded_units": trace_row.discarded_units})
+    if turn.trace or added_trace or applied.discarded_units:
+        connection.execute(_TRACE_INSERT, {"turn_id": row.id, "session_id": session.id,
+                                           "entries": [*(struct_to_dict(entry) for entry in turn.trace), *added_trace],
+                                           "discarded_units": messages_to_json(applied.discarded_units)})
     _advance_session(session, row, request, now)
     write_session(db, session, _ADVANCED)
     if request.release_lease:
         leases.release(db, session.id, lease.lease_id)
     db.flush()
     # The reply is what was written: nothing is read back.
-    reply_turn = turn_to_proto(row, applied.messages, trace_row, applied.events, outcomes)
+    reply_turn = written_turn_to_proto(turn, row, applied.messages, added_trace, applied.discarded_units, applied.events, outcomes)
     return store_pb2.CommitTurnResponse(turn=reply_turn, session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs])
 
 
@@ -230,11 +228,14 @@ _EARLIER = select(_TURNS.c.id, _TURNS.c.session_id).where(
 _LEASES = cast(Table, TurnLeaseRow.__table__)
 _LEASE = select(_LEASES.c.lease_id, _LEASES.c.turn_id, _LEASES.c.logical_turn).where(_LEASES.c.session_id == bindparam("b_session"))
 _TURN_RESULT = _TURNS.update().where(_TURNS.c.id == bindparam("b_id"))
+_TURN_INSERT = _TURNS.insert()
+_TURN_COLUMNS = tuple(column.name for column in _TURNS.columns)
+_TRACE_INSERT = _TRACES.insert()
 
 
-def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRow:
-    """The turn as recorded (a transient row: written with Core, kept for the reply)."""
-    return TurnRow(
+def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRecord:
+    """The turn as recorded (written with Core, kept for the reply)."""
+    return TurnRecord(
         id=turn.id,
         session_id=session.id,
         record_seq=session.recorded_turns,
@@ -257,8 +258,8 @@ def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now)
     )
 
 
-def _turn_values(row: TurnRow) -> dict[str, Any]:
-    return {column.name: getattr(row, column.name) for column in _TURNS.columns}
+def _turn_values(row: TurnRecord) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in _TURN_COLUMNS}
 
 
 def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
@@ -270,12 +271,12 @@ def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
     )
 
 
-def _advance_session(session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, now) -> None:
+def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest, now) -> None:
     """Setup progress, the player-turn count and the phase after this turn."""
     if request.setup_progress:
         progress = dict(session.setup_runtimes or {})
         for runtime, value in request.setup_progress.items():
-            entry = from_struct(value)
+            entry = struct_to_dict(value)
             if row.status != "committed" and entry.get("state") == "done":
                 # The turn did not commit (rolled back here): its setup work did not happen.
                 entry = {**{k: v for k, v in entry.items() if k == "version"}, "state": "pending",
@@ -315,7 +316,7 @@ class _Plan:
         )
 
 
-def _apply_committed(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> Applied:
+def _apply_committed(db: Session, session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest) -> Applied:
     """First with every buffered row written at the end, a few statements for the whole turn; if the
     database refuses one of them, again from the start writing as it goes, so the refusal falls on
     the proposal or unit that caused it."""
@@ -333,7 +334,7 @@ def _apply_units(db: Session, plan: _Plan, context: proposals.ApplyContext, *, c
     database refused the buffered rows at the end (the savepoint rolled back)."""
     applied = Applied()
     discarded: dict[str, str] = {}
-    whole_turn = db.begin_nested()
+    whole_turn = _savepoint(db)
     # One read for the whole turn (the values units update); each unit's writes then update the view.
     context.prefetch([proposal for unit in plan.units for proposal in unit.proposals])
     if plan.player_message:
@@ -368,6 +369,14 @@ def _apply_units(db: Session, plan: _Plan, context: proposals.ApplyContext, *, c
     return applied
 
 
+def _savepoint(db: Session) -> SessionTransaction:
+    """A savepoint, begun now. The ORM emits SAVEPOINT only when the session's connection is next
+    asked for, and the appliers write through the connection they were given at the start."""
+    savepoint = db.begin_nested()
+    db.connection()
+    return savepoint
+
+
 def _record_unit_rejection(applied: Applied, discarded: dict[str, str], unit: Unit, rejected: Rejection) -> None:
     bad, reason, code = rejected
     discarded[unit.runtime_id] = f"proposal {bad.id} ({bad.type}) was rejected: {reason}"
@@ -379,9 +388,10 @@ def _record_unit_rejection(applied: Applied, discarded: dict[str, str], unit: Un
             )
 
 
-def _apply_context(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> proposals.ApplyContext:
+def _apply_context(db: Session, session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest) -> proposals.ApplyContext:
     return proposals.ApplyContext(
         db=db,
+        connection=db.connection(),
         session_id=session.id,
         turn_id=row.id,
         logical_turn=row.logical_turn,
@@ -389,7 +399,7 @@ def _apply_context(db: Session, session: SessionRow, row: TurnRow, request: stor
         next_seq=session.last_message_seq + 1,
         datasets={
             (policy.plugin_id, policy.namespace): dataset(
-                policy.plugin_id, policy.namespace, from_struct(policy.schema) if policy.HasField("schema") else None, list(policy.ops)
+                policy.plugin_id, policy.namespace, struct_to_dict(policy.schema) if policy.HasField("schema") else None, list(policy.ops)
             )
             for policy in request.datasets
         },
@@ -434,7 +444,7 @@ def _apply_unit(
     A savepoint only where the unit writes to the database as it goes (careful, or a world write):
     otherwise its rows are still in the context's buffers, and rolling back is forgetting them."""
     mark = context.mark()
-    savepoint = db.begin_nested() if careful or any(proposal.type in proposals.WRITES_AT_ONCE for proposal in unit.proposals) else None
+    savepoint = _savepoint(db) if careful or any(proposal.type in proposals.WRITES_AT_ONCE for proposal in unit.proposals) else None
     rejected = _unit_rejection(context, unit, vetoes, careful=careful)
     if rejected is None:
         if savepoint is not None:

@@ -4,9 +4,9 @@ dimensions (owned, versioned), and exports (the latest value per recordAs)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -98,14 +98,24 @@ def update_dimension(row: DimensionRow, value: Any, turn_id: str, now: datetime)
 
 
 def record_export(db: Session, row: ExportRow) -> None:
-    insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
-    values = {column: getattr(row, column) for column in ("session_id", "plugin_id", "record_as", "runtime_id", "value", "turn_id", "logical_turn", "updated_at")}
-    statement = insert(ExportRow).values(**values)
-    statement = statement.on_conflict_do_update(
-        index_elements=["session_id", "plugin_id", "record_as"],
-        set_={name: statement.excluded[name] for name in ("runtime_id", "value", "turn_id", "logical_turn", "updated_at")},
-    )
-    db.execute(statement)
+    db.execute(_export_upsert(db.get_bind().dialect.name), {column: getattr(row, column) for column in _EXPORT_COLUMNS})
+
+
+_EXPORT_COLUMNS = ("session_id", "plugin_id", "record_as", "runtime_id", "value", "turn_id", "logical_turn", "updated_at")
+_EXPORT_UPSERTS: dict[str, Any] = {}
+
+
+def _export_upsert(dialect: str) -> Any:
+    """INSERT ... ON CONFLICT DO UPDATE of an export, built once per dialect (building it costs more than running it)."""
+    if dialect not in _EXPORT_UPSERTS:
+        table = cast(Table, ExportRow.__table__)
+        insert = pg_insert if dialect == "postgresql" else sqlite_insert
+        statement = insert(table).values({name: bindparam(name, type_=table.c[name].type) for name in _EXPORT_COLUMNS})
+        _EXPORT_UPSERTS[dialect] = statement.on_conflict_do_update(
+            index_elements=["session_id", "plugin_id", "record_as"],
+            set_={name: statement.excluded[name] for name in ("runtime_id", "value", "turn_id", "logical_turn", "updated_at")},
+        )
+    return _EXPORT_UPSERTS[dialect]
 
 
 def get_world(db: Session, session_id: str) -> store_pb2.GetWorldResponse:

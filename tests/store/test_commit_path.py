@@ -3,25 +3,31 @@ refuses still falls on its own unit, and a commit's statements do not grow with 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from jsonschema.exceptions import SchemaError
 from sqlalchemy import event
+from sqlalchemy import inspect as sqlalchemy_inspect
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.store import leases, sessions
+from services.store import leases, proposals, sessions
 from services.store.database import Database
-from services.store.proto_mapping import outcome_to_json
+from services.store.models import MessageRow, TurnEventRow, TurnRow
+from services.store.proto_mapping import outcome_to_json, struct_to_dict, value_to_python
+from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.server import open_database
 from services.store.turn_commit import commit_turn
 from shared import json_schemas
-from shared.structs import to_struct
+from shared.plugin_data.operations import json_size
+from shared.structs import from_struct, from_value, to_struct
 from tests.store.conftest import BACKENDS, drop_schema, postgres_reachable, settings_for
 from tests.store.helpers import acquire, data_proposal, new_session, proposal, story_proposal, story_result, turn_for
 from tests.store.helpers import commit_turn as commit_turn_rpc
@@ -53,8 +59,16 @@ def rich_turn(lease: store_pb2.TurnLease, idempotency_key: str = "") -> store_pb
         hook_trace=[common_pb2.HookTraceEntry(event="PreStateCommit", handler_plugin_id="judge", status="ok", duration_us=120)],
         trace=[to_struct({"code": "runtime.done", "runtimeId": "tracker", "ms": 12})],
         trace_id="0af7651916cd43dd8448eb211c80319c",
+        actions=[common_pb2.PlayerAction(seat_id="seat-1", kind="say", text="Light the lamp.", source="player",
+                                         fields=to_struct({"volume": 2, "mood": "calm", "tags": ["a", 1.5]}))],
     )
     turn.started_at.FromNanoseconds(1_700_000_000_123_456_789)
+    turn.runtime_results[1].output.fields["n"].number_value = 7
+    # A field of a newer scheduler's protos (999, a varint) in a result and an action: a read does
+    # not know it, so neither does the reply.
+    for item in (turn.runtime_results[1], turn.actions[0]):
+        item.MergeFromString(b"\xb8\x3e\x01")
+    assert b"\xb8\x3e\x01" in turn.SerializeToString()
     turn.proposal_outcomes.append(store_pb2.ProposalOutcome(proposal_id="vetoed-before", status=REJECTED, reason="a hook said no", code="hook-aborted"))
     return turn
 
@@ -79,6 +93,8 @@ async def test_the_commit_reply_is_what_get_turn_and_list_turns_read(stub):
     assert [unit.unit_runtime_id for unit in turn.discarded_units] == ["rogue"] and len(turn.proposal_outcomes) == len(items) + 1
     fetched = (await stub.GetTurn(store_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
     assert fetched == turn
+    # == does not see unknown fields; the bytes do.
+    assert fetched.SerializeToString(deterministic=True) == turn.SerializeToString(deterministic=True)
     assert (await stub.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id))).turns[-1] == turn
     assert (await stub.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session == reply.session
     retried = await stub.CommitTurn(store_pb2.CommitTurnRequest(
@@ -200,3 +216,72 @@ async def test_commits_reuse_a_datasets_compiled_schema(stub):
         after = json_schemas._compiled_text.cache_info()
         assert after.misses - before.misses == (1 if number == 0 else 0)
     assert reply.turn.proposal_outcomes[-1].code == "dataset-violation"
+
+
+PAYLOADS = [
+    {},
+    {"n": 3, "ratio": 0.5, "big": 2.0**53, "bigger": 1e300, "negative": -7, "zero": -0.0, "flag": True, "off": False, "none": None},
+    {"text": "Zoë «quoted» 😀", "empty": "", "list": [1, 2.5, "x", None, [], {}, [[{"deep": [1]}]]], "nested": {"a": {"b": {"c": 1}}}},
+]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_struct_to_dict_reads_a_payload_as_from_struct_does(payload):
+    message = to_struct(payload)
+    assert struct_to_dict(message) == from_struct(message)
+    assert [type(value) for value in struct_to_dict(message).values()] == [type(value) for value in from_struct(message).values()]
+    value = struct_pb2.Value()
+    value.struct_value.CopyFrom(message)
+    assert value_to_python(value) == from_value(value)
+    assert value_to_python(struct_pb2.Value()) is from_value(struct_pb2.Value()) is None
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_struct_to_dict_refuses_what_json_cannot_say_as_from_struct_does(number):
+    message = struct_pb2.Struct()
+    message.fields["x"].number_value = number
+    with pytest.raises(ValueError):
+        from_struct(message)
+    with pytest.raises(ValueError):
+        struct_to_dict(message)
+
+
+@pytest.mark.parametrize("value", [{"text": "plain"}, "Zoë «quoted» 😀", [1, 2.5, None, {"a": "ü"}], None, 7])
+def test_a_value_is_sized_by_the_text_it_is_written_as(value):
+    text = proposals._sized("a value", value)
+    assert len(text.encode()) == json_size(value) and json.loads(text) == value
+
+
+@pytest.mark.parametrize("letter", ["x", "ü", "😀"])
+def test_the_size_limit_counts_utf8_bytes_of_the_written_text(letter):
+    width = len(letter.encode())
+    fits = letter * ((proposals.VALUE_MAX_BYTES - 2) // width)  # 2: the quotes
+    proposals._sized("a value", fits)
+    with pytest.raises(proposals.Rejected, match="the limit is"):
+        proposals._sized("a value", fits + letter * (1 + (proposals.VALUE_MAX_BYTES - 2) % width))
+
+
+async def test_plugin_data_written_as_its_json_text_reads_back_as_the_value(stub):
+    """Values are written as the JSON text their size check made: reads, and the next turn's
+    updates (which read the stored value), see exactly the values written."""
+    session = await new_session(stub)
+    values = {f"v{index}": payload for index, payload in enumerate([*PAYLOADS, "Zoë 😀", 3, 2.5, None, True, [1, "two"]])}
+    values["v0"] = {"x": "\"quoted\" \\ back\nslash"}
+    written = await commit_turn_rpc(stub, session.id, [data_proposal("notes", key, value) for key, value in values.items()])
+    entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries
+    assert {entry.key: from_value(entry.value) for entry in entries} == {key: json.loads(json.dumps(value)) for key, value in values.items()}
+    # Both times are the commit's (the turn's finished_at when the turn gives none).
+    assert all(entry.created_at == entry.updated_at == written.turn.finished_at for entry in entries)
+    update = proposal("plugin.data.update", {"namespace": "notes", "key": "v1", "operations": [{"op": "inc", "path": "/n"}]})
+    reply = await commit_turn_rpc(stub, session.id, [update])
+    assert reply.turn.proposal_outcomes[-1].status == COMMITTED
+    entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries
+    updated = next(entry for entry in entries if entry.key == "v1")
+    assert from_value(updated.value) == {**values["v1"], "n": 4} and updated.created_at == written.turn.finished_at
+    assert updated.updated_at == reply.turn.finished_at != written.turn.finished_at
+
+
+@pytest.mark.parametrize(("record", "row"), [(TurnRecord, TurnRow), (MessageRecord, MessageRow), (EventRecord, TurnEventRow)])
+def test_a_commits_records_have_their_tables_columns(record, row):
+    """A column added to the table is a field the commit must write (and read back for its reply)."""
+    assert [item.name for item in dataclasses.fields(record)] == [attribute.key for attribute in sqlalchemy_inspect(row).column_attrs]
