@@ -187,7 +187,7 @@ class SandboxFunctionContext:
 async def run_handler(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Import the handler (or guard) file and call it: {kind: none | null | value, v}."""
     file = PluginFile(server.plugin_id, Path(server.isolation.path_of(str(args["root"]))), str(args["file"]))
-    handler = await server.run_plugin(call, load_callable, file, str(args.get("entry") or "handler"))
+    handler = await server.run_plugin(call, load_callable, file, str(args.get("entry") or "handler"), epoch=args.get("epoch"))
     result = await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"]))
     if result is None:
         return {"kind": "none"}

@@ -210,7 +210,7 @@ class FunctionExecution:
         # The registry compiles the guard to a package-relative path, like function.handler.
         guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest.guard)
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
-        done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard")
+        done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard", turn_id=scope.turn_id)
         if done.status != "success":
             return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
@@ -254,7 +254,7 @@ class FunctionExecution:
         # ctx.agents of a nested run is its root's: one subagent budget per root execution (spec: 执行名额).
         context.agents = parent_context.agents
         handler = PluginFile(parent.plugin_id, Path(package.root_dir), manifest.function_part.handler)
-        done = await run_function(context, handler, manifest.function_part.timeout_ms)
+        done = await run_function(context, handler, manifest.function_part.timeout_ms, turn_id=scope.turn_id)
         if done.status == "success":
             # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
             # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
@@ -298,7 +298,7 @@ class FunctionExecution:
             context.agents = agents
         progress = ProgressRange(run.send_progress)
         context.progress = progress.reporter(runtime.runtime_id)
-        done = await run_function(context, handler, function.timeout_ms)
+        done = await run_function(context, handler, function.timeout_ms, turn_id=scope.turn_id)
         # Jobs the handler left open end with it.
         await progress.close(done.status == "success")
         if agents is not None:

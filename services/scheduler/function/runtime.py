@@ -209,9 +209,9 @@ def project_value(value: Any) -> dict[str, Any]:
 
 
 async def run_function(
-    context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler"
+    context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler", turn_id: str | None = None
 ) -> FunctionOutcome:
-    """`limit_ms`: the compiled function.timeoutMs (a guard: guardTimeoutMs)."""
+    """`limit_ms`: the compiled function.timeoutMs (a guard: guardTimeoutMs); `turn_id`: the loader's epoch."""
     started = time.monotonic()
 
     def finished(outcome: FunctionOutcome) -> FunctionOutcome:
@@ -220,7 +220,7 @@ async def run_function(
 
     context.deadline = started + limit_ms / 1000
     try:
-        handler = load_callable(code, entry)
+        handler = load_callable(code, entry, epoch=turn_id)
         if inspect.iscoroutinefunction(handler):
             result = await asyncio.wait_for(handler(context), limit_ms / 1000)
         else:
