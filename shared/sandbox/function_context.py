@@ -153,9 +153,7 @@ class SandboxFunctionContext:
         self.execution = MappingProxyType(data.get("execution") or {})
         self.recursion_depth: int = data.get("recursion_depth") or 0
         # The host's seeded generator, state and all: the same rolls as in the scheduler's own process.
-        self.random = SeededRandom("")
-        version, internal, gauss = data["random"]
-        self.random._rng.setstate((int(version), tuple(int(n) for n in internal), gauss))
+        self.random = SeededRandom.restore(data["random"])
         self.signal = call.signal
         self.user_settings = MappingProxyType(data.get("user_settings") or {})
         self.activation = MappingProxyType(data.get("activation") or {})

@@ -80,7 +80,7 @@ def context_data(context: FunctionContext) -> dict[str, Any]:
         "runtime_id": context.runtime_id, "plugin_id": context.plugin_id, "inputs": dict(context.inputs),
         "player_message": context.player_message, "player_actions": list(context.player_actions),
         "logical_turn": context.logical_turn, "execution": dict(context.execution), "recursion_depth": context.recursion_depth,
-        "random": context.random._rng.getstate(), "user_settings": dict(context.user_settings),
+        "random": context.random.snapshot(), "user_settings": dict(context.user_settings),
         "activation": dict(context.activation), "session": dict(context.session or {}), "deadline": context.deadline,
         "world": _world(context.world), "http": _http(context), "capabilities": present,
         "gateway_slot": getattr(context.gateway, "slot", "plugin"),
