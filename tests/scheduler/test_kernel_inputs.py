@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.loop import RuntimeOutcome
@@ -74,3 +78,43 @@ def test_an_operation_withdrawn_from_its_unit_is_left_out() -> None:
         OperationNote("p/ok", "ledger@1", "withdrawn", {}, None, staged=[("plugin.data", {"namespace": "ledger", "key": "lost"})]),
     ]
     assert [op["summary"] for op in run.kernel_inputs(_scope())["operations@1"]["operations"]] == ["kept"]
+
+
+def test_kernel_inputs_are_built_only_for_a_runtime_that_declares_one() -> None:
+    """They list every finished runtime: built for each of N runtimes they made a turn N²."""
+    from services.scheduler.function.execution import kernel_inputs_for
+
+    run = _state(player_message="I look.")
+    run.outcomes = {"p/ok": RuntimeOutcome("success")}
+    run.statuses = {"p/ok": "success"}
+    reader = compiled_manifest({"io": {"inputs": {"digest": {"from": {"kernel": "turn-digest@1"}}}}}, runtime_id="p/reader")
+    assert kernel_inputs_for(reader, run, _scope()) == run.kernel_inputs(_scope())
+    assert kernel_inputs_for(compiled_manifest(runtime_id="p/plain"), run, _scope()) is None
+
+
+async def test_a_turns_shared_read_is_sent_once_for_callers_that_start_together() -> None:
+    """A layer's runtimes all need the world: they share one GetWorld; a failed read is tried again;
+    a caller cancelled does not cancel the read for the others."""
+    run = _state()
+    sent: list[str] = []
+    release = asyncio.Event()
+
+    async def read() -> str:
+        sent.append("read")
+        await release.wait()
+        return "world"
+
+    waiting = [asyncio.ensure_future(run.read_once("world", read)) for _ in range(5)]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    release.set()
+    assert await asyncio.gather(*waiting[1:]) == ["world"] * 4 and sent == ["read"]
+    assert await run.read_once("world", read) == "world" and sent == ["read"], "read once per turn"
+
+    async def failing() -> str:
+        sent.append("failed")
+        raise ConnectionError("store down")
+
+    with pytest.raises(ConnectionError):
+        await run.read_once("exports", failing)
+    assert await run.read_once("exports", read) == "world" and sent == ["read", "failed", "read"]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
@@ -24,6 +25,8 @@ from shared.structs import from_struct
 MAX_OPERATION_PART_CHARS = 4000
 # turn-digest@1: one tool call's summary line.
 MAX_TOOL_SUMMARY_CHARS = 200
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -81,6 +84,22 @@ class TurnState:
     activity: TurnActivity = field(default_factory=lambda: TurnActivity())
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
     _subagent_providers: list[tuple[Runtime, CompiledManifest]] | None = field(default=None, init=False, repr=False)
+    # Reads of the turn's shared data (the world, the exports), in flight or done (read_once()).
+    _reads: dict[str, asyncio.Future] = field(default_factory=dict, init=False, repr=False)
+
+    async def read_once(self, name: str, read: Callable[[], Awaitable[T]]) -> T:
+        """`read()`'s value, read once per turn: a layer's runtimes start together and all await the one
+        read in flight (each sent its own before: a layer of 67 function runtimes made 67 GetWorld calls).
+        A read that failed is tried again by the next caller; a caller cancelled does not cancel it for the others."""
+        pending = self._reads.get(name)
+        if pending is None:
+            pending = self._reads[name] = asyncio.ensure_future(read())
+        try:
+            return await asyncio.shield(pending)
+        except Exception:
+            if self._reads.get(name) is pending and pending.done():
+                del self._reads[name]
+            raise
 
     def subagent_providers(self) -> list[tuple[Runtime, CompiledManifest]]:
         """(runtime, manifest) of every subagentOnly agent runtime in the turn's packages, found once:
