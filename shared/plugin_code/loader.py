@@ -116,10 +116,14 @@ def _new_namespace(plugin_id: str, root: Path, generation: int | None) -> _Names
     return _Namespace(name, root, generation)
 
 
-def _namespace(plugin_id: str, root: Path, generation: int | None, epoch: object) -> _Namespace:
+def _resolved(root: Path) -> Path:
     # A sandbox worker reaches its plugin folder as /proc/self/fd/N (shared/sandbox/isolation.py):
     # resolving that would name a path the worker may not walk.
-    resolved = root if str(root).startswith(FD_PREFIX) else root.resolve()
+    return root if str(root).startswith(FD_PREFIX) else root.resolve()
+
+
+def _namespace(plugin_id: str, root: Path, generation: int | None, epoch: object) -> _Namespace:
+    resolved = _resolved(root)
     namespace = _namespaces.get(resolved)
     if namespace is None or namespace.generation != generation or not namespace.is_current_for(epoch):
         namespace = _namespaces[resolved] = _new_namespace(plugin_id, resolved, generation)
@@ -132,6 +136,11 @@ def _identifier(part: str) -> str:
     return re.sub(r"\W", "_", part)
 
 
+def _module_name(namespace: _Namespace, relative: str) -> str:
+    *folders, file_name = Path(relative).with_suffix("").parts
+    return ".".join([namespace.name, *map(_identifier, folders), _identifier(file_name)])
+
+
 def _ensure_package(name: str, folder: Path) -> None:
     """A folder of the plugin as a package of its namespace, so siblings import relatively."""
     if name not in sys.modules:
@@ -142,13 +151,13 @@ def _ensure_package(name: str, folder: Path) -> None:
 
 
 def _import_file(namespace: _Namespace, relative: str) -> ModuleType:
-    *folders, file_name = Path(relative).with_suffix("").parts
+    folders = Path(relative).parts[:-1]
     package = namespace.name
     folder = namespace.root
     for part in folders:
         package, folder = f"{package}.{_identifier(part)}", folder / part
         _ensure_package(package, folder)
-    name = f"{package}.{_identifier(file_name)}"
+    name = _module_name(namespace, relative)
     module = sys.modules.get(name)
     if module is not None:
         return module
@@ -186,3 +195,20 @@ def load_callable(file: PluginFile, name: str, *, epoch: object = None) -> Calla
     if not callable(found):
         raise ImportError(f"{file.relative} defines no {name}(…) function")
     return found
+
+
+def loaded_callable(file: PluginFile, name: str, *, epoch: object) -> Callable[..., Any] | None:
+    """load_callable's answer when it needs no import and no wait: the module is imported and its
+    namespace checked in this epoch, and no import holds the loader. None otherwise (load_callable it
+    in a plugin thread). A sandbox worker finds a handler this way on its loop, without a thread hop."""
+    if epoch is None or not file.path.is_file() or not _lock.acquire(blocking=False):
+        return None
+    try:
+        namespace = _namespaces.get(_resolved(file.root))
+        if namespace is None or namespace.generation is not None or epoch not in namespace.checked_epochs:
+            return None
+        module = sys.modules.get(_module_name(namespace, file.relative))
+    finally:
+        _lock.release()
+    found = getattr(module, name, None)
+    return found if callable(found) else None

@@ -263,6 +263,38 @@ def test_an_epoch_stays_checked_while_another_interleaves(tmp_path: Path, monkey
     assert len(handlers) == 1 and len(checks) == 2, "b and c once each; a was checked when it first loaded"
 
 
+def test_a_handler_loaded_in_this_epoch_is_found_without_an_import(tmp_path: Path) -> None:
+    """What a sandbox worker finds on its loop (no thread hop): only a module already imported and checked
+    in this epoch, and never while an import holds the loader."""
+    import threading
+
+    from shared.plugin_code import PluginFile, load_callable, loaded_callable, loader
+
+    package = _lib_package(tmp_path, "found", "here")
+    file = PluginFile("found", package, "runtimes/speak/handler.py")
+    assert loaded_callable(file, "handler", epoch="turn-1") is None, "never imported"
+    handler = load_callable(file, "handler", epoch="turn-1")
+    assert loaded_callable(file, "handler", epoch="turn-1") is handler
+    assert loaded_callable(file, "handler", epoch="turn-2") is None, "not checked in this epoch yet"
+    assert loaded_callable(file, "guard", epoch="turn-1") is None, "no such function: load_callable says why"
+    assert loaded_callable(PluginFile("found", package, "runtimes/speak/guard.py"), "guard", epoch="turn-1") is None
+    importing, done = threading.Event(), threading.Event()
+
+    def hold_the_loader() -> None:
+        with loader._lock:
+            importing.set()
+            done.wait(5)
+
+    holder = threading.Thread(target=hold_the_loader)
+    holder.start()
+    importing.wait(5)
+    try:
+        assert loaded_callable(file, "handler", epoch="turn-1") is None, "an import in progress: no waiting on the loop"
+    finally:
+        done.set()
+        holder.join()
+
+
 def test_a_module_without_the_function_is_an_import_error(tmp_path: Path) -> None:
     from shared.plugin_code import PluginFile, load_callable
 
