@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
-
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.loop import RuntimeOutcome
@@ -91,30 +87,3 @@ def test_kernel_inputs_are_built_only_for_a_runtime_that_declares_one() -> None:
     assert kernel_inputs_for(reader, run, _scope()) == run.kernel_inputs(_scope())
     assert kernel_inputs_for(compiled_manifest(runtime_id="p/plain"), run, _scope()) is None
 
-
-async def test_a_turns_shared_read_is_sent_once_for_callers_that_start_together() -> None:
-    """A layer's runtimes all need the world: they share one GetWorld; a failed read is tried again;
-    a caller cancelled does not cancel the read for the others."""
-    run = _state()
-    sent: list[str] = []
-    release = asyncio.Event()
-
-    async def read() -> str:
-        sent.append("read")
-        await release.wait()
-        return "world"
-
-    waiting = [asyncio.ensure_future(run.read_once("world", read)) for _ in range(5)]
-    await asyncio.sleep(0)
-    waiting[0].cancel()
-    release.set()
-    assert await asyncio.gather(*waiting[1:]) == ["world"] * 4 and sent == ["read"]
-    assert await run.read_once("world", read) == "world" and sent == ["read"], "read once per turn"
-
-    async def failing() -> str:
-        sent.append("failed")
-        raise ConnectionError("store down")
-
-    with pytest.raises(ConnectionError):
-        await run.read_once("exports", failing)
-    assert await run.read_once("exports", read) == "world" and sent == ["read", "failed", "read"]

@@ -18,6 +18,7 @@ from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.inputs import CommittedExports
 from services.scheduler.turn.player_input import action_dict
 from shared.manifest import CompiledManifest
+from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
 from shared.structs import from_struct
 
@@ -86,6 +87,20 @@ class TurnState:
     _subagent_providers: list[tuple[Runtime, CompiledManifest]] | None = field(default=None, init=False, repr=False)
     # Reads of the turn's shared data (the world, the exports), in flight or done (read_once()).
     _reads: dict[str, asyncio.Future] = field(default_factory=dict, init=False, repr=False)
+    # plugin id -> its plugin.data* proposals as buffered writes, in order; and how many proposals that covers.
+    _plugin_data_writes: dict[str, list[BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
+    _proposals_indexed: int = field(default=0, init=False, repr=False)
+
+    def plugin_data_writes(self, plugin_id: str) -> list[BufferedWrite]:
+        """The plugin's plugin.data* proposals so far (runtimes that finished), in order, as buffered writes.
+        Each proposal is converted once, as it comes (proposals only grow during the stages): every runtime's
+        ctx.plugin_data converted them all, N² from_struct calls for N runtimes that write."""
+        for proposal in self.proposals[self._proposals_indexed:]:
+            if proposal.type.startswith("plugin.data"):
+                write = BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+                self._plugin_data_writes.setdefault(proposal.plugin_id, []).append(write)
+        self._proposals_indexed = len(self.proposals)
+        return list(self._plugin_data_writes.get(plugin_id, ()))
 
     async def read_once(self, name: str, read: Callable[[], Awaitable[T]]) -> T:
         """`read()`'s value, read once per turn: a layer's runtimes start together and all await the one
