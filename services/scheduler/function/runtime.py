@@ -35,8 +35,11 @@ class SeededRandom:
     seeded by COVEL_RANDOM_SEED so a run repeats. A d6 is `int(1, 7)`."""
 
     def __init__(self, seed_material: str) -> None:
-        self._seed = hashlib.sha256(seed_material.encode()).digest()
-        self._rng = random.Random(self._seed)
+        self._seeded(hashlib.sha256(seed_material.encode()).digest())
+
+    def _seeded(self, seed: bytes) -> None:
+        self._seed = seed
+        self._rng = random.Random(seed)
         self._drawn = False
 
     def int(self, minimum: int, maximum: int) -> int:
@@ -59,11 +62,11 @@ class SeededRandom:
     @classmethod
     def restore(cls, snapshot: dict[str, Any]) -> SeededRandom:
         """The generator `snapshot` describes: the same rolls from here on as the original's."""
-        rebuilt = cls("")
+        rebuilt = cls.__new__(cls)
         if "seed" in snapshot:
-            rebuilt._seed = bytes.fromhex(str(snapshot["seed"]))
-            rebuilt._rng.seed(rebuilt._seed)
+            rebuilt._seeded(bytes.fromhex(str(snapshot["seed"])))
         else:
+            rebuilt._seeded(b"")
             version, internal, gauss = snapshot["state"]
             rebuilt._rng.setstate((int(version), tuple(int(n) for n in internal), gauss))
             rebuilt._drawn = True
