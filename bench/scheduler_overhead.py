@@ -3,7 +3,10 @@
 `python -m bench.scheduler_overhead`: generates a plugin with N trivial function runtimes in
 three stages (pre-turn, post-turn, audit; each depending on one of the stage before), starts the
 five services with only that plugin in the session (every core plugin excluded), and times turns end to
-end for N = 10, 50, 200. Writes bench/results/scheduler_overhead.json.
+end for N = 10, 50, 200. Prints per-runtime ms for each N and, from the same run, how it grows: the
+per-runtime ratio 200 vs 10 (at most 1 when the overhead is linear: a turn's fixed cost is shared by
+more runtimes) and the marginal cost of one more runtime between 10 and 50 and between 50 and 200
+(equal when linear; the second larger when super-linear). Writes bench/results/scheduler_overhead.json.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from tests.support.builtin_plugins import core_plugin_ids
 
 RESULTS = Path(__file__).parent / "results"
 STAGES = ("pre-turn", "post-turn", "audit")
+COUNTS = (10, 50, 200)
 
 
 def write_plugin(root: Path, count: int) -> None:
@@ -75,17 +79,36 @@ async def measure(count: int, turns: int) -> dict:
             "per_runtime_ms": statistics.median(timings) / count}
 
 
+def growth(rows: list[dict]) -> dict:
+    """How the overhead grows with N, from rows of one run (in COUNTS order)."""
+    first, middle, last = rows
+    marginal = [(later["p50_ms"] - earlier["p50_ms"]) / (later["runtimes"] - earlier["runtimes"])
+                for earlier, later in ((first, middle), (middle, last))]
+    return {
+        "per_runtime_ratio": last["per_runtime_ms"] / first["per_runtime_ms"],
+        "marginal_ms": {f"{first['runtimes']}-{middle['runtimes']}": marginal[0], f"{middle['runtimes']}-{last['runtimes']}": marginal[1]},
+        # Linear: 1; super-linear: above 1 (each runtime costs more the more there are).
+        "marginal_ratio": marginal[1] / marginal[0] if marginal[0] > 0 else None,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=15)
     args = parser.parse_args()
-    rows = [asyncio.run(measure(count, args.turns)) for count in (10, 50, 200)]
+    rows = [asyncio.run(measure(count, args.turns)) for count in COUNTS]
+    grown = growth(rows)
+    load = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scheduler_overhead.json").write_text(json.dumps(rows, indent=2))
-    print("turn of N function runtimes in 3 stages, no model, five services (ms)")
+    (RESULTS / "scheduler_overhead.json").write_text(json.dumps({"rows": rows, **grown, "load_1min": load}, indent=2))
+    print(f"turn of N function runtimes in 3 stages, no model, five services (ms; load {load:.1f} on {os.cpu_count()} cores)")
     print(f"  {'N':>5}{'p50':>10}{'p95':>10}{'per runtime':>14}")
     for row in rows:
         print(f"  {row['runtimes']:>5}{row['p50_ms']:>10.1f}{row['p95_ms']:>10.1f}{row['per_runtime_ms']:>14.2f}")
+    print(f"per runtime, {COUNTS[-1]} vs {COUNTS[0]}: {grown['per_runtime_ratio']:.2f}x (linear: at most 1)")
+    slopes = ", ".join(f"{span}: {ms:.2f} ms" for span, ms in grown["marginal_ms"].items())
+    ratio = grown["marginal_ratio"]
+    print(f"one more runtime costs {slopes} ({'ratio ' + format(ratio, '.2f') if ratio is not None else 'no ratio'}; linear: about 1)")
 
 
 if __name__ == "__main__":

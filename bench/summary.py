@@ -72,10 +72,13 @@ def _bub_compare(data: dict) -> Iterator[Row]:
         yield ["vs Bub", "skipped", data["bub_skipped"]]
 
 
-def _scheduler_overhead(data: list) -> Iterator[Row]:
-    for row in data:
+def _scheduler_overhead(data: dict) -> Iterator[Row]:
+    for row in data["rows"]:
         yield [f"scheduler overhead, {row['runtimes']} function runtimes", "turn p50 ms; per runtime ms",
                f"{row['p50_ms']:.1f}; {row['per_runtime_ms']:.2f}"]
+    marginal = ", ".join(f"{span}: {ms:.2f}" for span, ms in data["marginal_ms"].items())
+    yield ["scheduler overhead, growth", "per runtime 200 vs 10; ms per added runtime",
+           f"{data['per_runtime_ratio']:.2f}x; {marginal}"]
 
 
 def _hook_dispatch(data: dict) -> Iterator[Row]:

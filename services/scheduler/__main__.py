@@ -1,6 +1,7 @@
 """`python -m services.scheduler`: run the scheduler (the client-facing service)."""
 
 import asyncio
+import gc
 
 from services.scheduler.hooks.event_keys import restart
 from services.scheduler.server import start
@@ -13,6 +14,10 @@ async def main() -> None:
     settings = SchedulerSettings()
     configure_logging("scheduler", settings.log_level, settings.log_format)
     running = await start(settings)
+    # What startup built (modules, stubs, settings) lives as long as the process: out of the collector's
+    # way, a full collection walks what turns allocate, a ninth of the objects (at 200 function runtimes
+    # a turn, full collections fell from ~17 to ~3.4 ms of CPU per turn).
+    gc.freeze()
     # The scheduler's whole shutdown, turns and detached jobs draining included (COVEL_SCHEDULER_DRAIN_S).
     await serve_until_signalled(running, "scheduler", settings.scheduler_drain_s)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from shared.plugin_code import PluginFile, load_callable
+from shared.plugin_code import PluginFile, load_callable, loaded_callable
 from shared.plugin_sdk import freeze, json_copy
 from shared.plugin_sdk.http_client import PluginHttpClient
 from shared.plugin_sdk.values import NULL
@@ -153,9 +153,7 @@ class SandboxFunctionContext:
         self.execution = MappingProxyType(data.get("execution") or {})
         self.recursion_depth: int = data.get("recursion_depth") or 0
         # The host's seeded generator, state and all: the same rolls as in the scheduler's own process.
-        self.random = SeededRandom("")
-        version, internal, gauss = data["random"]
-        self.random._rng.setstate((int(version), tuple(int(n) for n in internal), gauss))
+        self.random = SeededRandom.restore(data["random"])
         self.signal = call.signal
         self.user_settings = MappingProxyType(data.get("user_settings") or {})
         self.activation = MappingProxyType(data.get("activation") or {})
@@ -187,7 +185,9 @@ class SandboxFunctionContext:
 async def run_handler(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Import the handler (or guard) file and call it: {kind: none | null | value, v}."""
     file = PluginFile(server.plugin_id, Path(server.isolation.path_of(str(args["root"]))), str(args["file"]))
-    handler = await server.run_plugin(call, load_callable, file, str(args.get("entry") or "handler"))
+    entry, epoch = str(args.get("entry") or "handler"), args.get("epoch")
+    # Loaded already this turn: found on the loop; else imported (blocking work) in a plugin thread.
+    handler = loaded_callable(file, entry, epoch=epoch) or await server.run_plugin(call, load_callable, file, entry, epoch=epoch)
     result = await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"]))
     if result is None:
         return {"kind": "none"}

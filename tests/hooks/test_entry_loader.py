@@ -226,6 +226,75 @@ def test_an_edited_lib_file_is_imported_afresh(tmp_path: Path) -> None:
     assert load_callable(file, "handler").__globals__["WORD"] == "after!"
 
 
+def test_loads_of_one_epoch_check_the_files_once(tmp_path: Path) -> None:
+    """A turn (the scheduler's epoch) runs one version of its plugin's code; the next turn sees the edit.
+    Without this, every load stat'ed every file its namespace imported: N² stats for N handlers."""
+    import os
+
+    from shared.plugin_code import PluginFile, load_callable
+
+    package = _lib_package(tmp_path, "epochs", "before")
+    file = PluginFile("epochs", package, "runtimes/speak/handler.py")
+    first = load_callable(file, "handler", epoch="turn-1")
+    lib = package / "lib" / "voice.py"
+    lib.write_text("WORD = 'after!'\n")
+    os.utime(lib, ns=(lib.stat().st_atime_ns, lib.stat().st_mtime_ns + 1_000_000))
+    assert load_callable(file, "handler", epoch="turn-1") is first, "checked once in its epoch"
+    assert load_callable(file, "handler", epoch="turn-2").__globals__["WORD"] == "after!"
+    assert load_callable(file, "handler").__globals__["WORD"] == "after!", "no epoch: checked on every load"
+
+
+def test_an_epoch_stays_checked_while_another_interleaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turns of two sessions load the same plugin in turn: each epoch is checked once, not at every switch."""
+    from shared.plugin_code import PluginFile, loader
+
+    package = _lib_package(tmp_path, "interleaved", "same")
+    file = PluginFile("interleaved", package, "runtimes/speak/handler.py")
+    loader.load_callable(file, "handler", epoch="a")
+    checks = []
+    original = loader._Namespace.is_current
+
+    def counted(namespace: loader._Namespace) -> bool:
+        checks.append(namespace.name)
+        return original(namespace)
+
+    monkeypatch.setattr(loader._Namespace, "is_current", counted)
+    handlers = {loader.load_callable(file, "handler", epoch=epoch) for epoch in ("a", "b", "a", "b", "c")}
+    assert len(handlers) == 1 and len(checks) == 2, "b and c once each; a was checked when it first loaded"
+
+
+def test_a_handler_loaded_in_this_epoch_is_found_without_an_import(tmp_path: Path) -> None:
+    """What a sandbox worker finds on its loop (no thread hop): only a module already imported and checked
+    in this epoch, and never while an import holds the loader."""
+    import threading
+
+    from shared.plugin_code import PluginFile, load_callable, loaded_callable, loader
+
+    package = _lib_package(tmp_path, "found", "here")
+    file = PluginFile("found", package, "runtimes/speak/handler.py")
+    assert loaded_callable(file, "handler", epoch="turn-1") is None, "never imported"
+    handler = load_callable(file, "handler", epoch="turn-1")
+    assert loaded_callable(file, "handler", epoch="turn-1") is handler
+    assert loaded_callable(file, "handler", epoch="turn-2") is None, "not checked in this epoch yet"
+    assert loaded_callable(file, "guard", epoch="turn-1") is None, "no such function: load_callable says why"
+    assert loaded_callable(PluginFile("found", package, "runtimes/speak/guard.py"), "guard", epoch="turn-1") is None
+    importing, done = threading.Event(), threading.Event()
+
+    def hold_the_loader() -> None:
+        with loader._lock:
+            importing.set()
+            done.wait(5)
+
+    holder = threading.Thread(target=hold_the_loader)
+    holder.start()
+    importing.wait(5)
+    try:
+        assert loaded_callable(file, "handler", epoch="turn-1") is None, "an import in progress: no waiting on the loop"
+    finally:
+        done.set()
+        holder.join()
+
+
 def test_a_module_without_the_function_is_an_import_error(tmp_path: Path) -> None:
     from shared.plugin_code import PluginFile, load_callable
 

@@ -1,5 +1,7 @@
 """Layers, cycles and success gates of a stage's dependency graph."""
 
+import random
+
 from services.scheduler.turn.dependency_graph import Dependency, Node, dependencies_of, gate_reason, plan_stage
 from tests.scheduler.compiled import compiled_package
 
@@ -90,3 +92,36 @@ def test_dependencies_from_a_compiled_manifest() -> None:
         Dependency("contract", "x@1", gate=False),
         Dependency("contract", "narrative-engine@2", gate=False, binding="story"),
     )
+
+
+def _layers_by_rescanning(nodes: list[Node]) -> list[list[str]]:
+    """The layering as first written: per layer, every runtime left whose upstream all ran (N² for a chain)."""
+    ids = [node.runtime_id for node in nodes]
+    waits_on = {node.runtime_id: {d.ref for d in node.dependencies if d.ref in ids} for node in nodes}
+    remaining, done, layers = ids, set(), []
+    while remaining:
+        layer = [runtime_id for runtime_id in remaining if waits_on[runtime_id] <= done]
+        layers.append(layer)
+        done.update(layer)
+        remaining = [runtime_id for runtime_id in remaining if runtime_id not in done]
+    return layers
+
+
+def test_a_chain_of_200_runtimes_is_200_layers_of_one() -> None:
+    """Built in one pass over the edges (the benchmark's scale; a chain was the worst case of rescanning)."""
+    nodes = [Node(f"p/r{i:03}", dependencies=(needs(f"p/r{i - 1:03}"),) if i else ()) for i in range(200)]
+    assert plan_stage(list(reversed(nodes))).layers == [[f"p/r{i:03}"] for i in range(200)]
+
+
+def test_layers_of_200_runtimes_are_those_of_rescanning_in_catalogue_order() -> None:
+    rng = random.Random(7)
+    for _ in range(20):
+        ids = [f"p/r{i:03}" for i in range(200)]
+        rng.shuffle(ids)
+        rank = {runtime_id: index for index, runtime_id in enumerate(sorted(ids))}
+        # Edges only towards smaller ids: acyclic, in a catalogue order that is not the id order.
+        nodes = [Node(runtime_id, dependencies=tuple(
+            rng.choice((needs, after))(upstream) for upstream in rng.sample(sorted(ids)[:rank[runtime_id]], min(rank[runtime_id], rng.randint(0, 3)))))
+            for runtime_id in ids]
+        plan = plan_stage(nodes)
+        assert plan.layers == _layers_by_rescanning(nodes) and plan.skipped == {}

@@ -16,6 +16,22 @@ def test_random_int_is_half_open_seeded_and_checked():
             SeededRandom("x").int(*bad)
 
 
+def test_a_random_snapshot_rolls_on_as_the_original():
+    """A sandbox worker rebuilds ctx.random from its seed (fresh) or its state (drawn from): same rolls either way."""
+    import json
+
+    from services.scheduler.function.runtime import SeededRandom
+
+    for draws in (0, 3):
+        original, twin = SeededRandom("snap"), SeededRandom("snap")
+        for _ in range(draws):
+            original.int(0, 100)
+            twin.int(0, 100)
+        rebuilt = SeededRandom.restore(json.loads(json.dumps(original.snapshot())))
+        assert [rebuilt.int(0, 1000) for _ in range(20)] + [rebuilt.float()] == [twin.int(0, 1000) for _ in range(20)] + [twin.float()]
+    assert SeededRandom("snap").snapshot().keys() == {"seed"}, "a fresh generator travels as its 32-byte seed, not 625 words"
+
+
 # -- run_function: sync handlers in a worker thread, and the value a handler gives --
 
 def _context():

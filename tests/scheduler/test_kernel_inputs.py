@@ -74,3 +74,16 @@ def test_an_operation_withdrawn_from_its_unit_is_left_out() -> None:
         OperationNote("p/ok", "ledger@1", "withdrawn", {}, None, staged=[("plugin.data", {"namespace": "ledger", "key": "lost"})]),
     ]
     assert [op["summary"] for op in run.kernel_inputs(_scope())["operations@1"]["operations"]] == ["kept"]
+
+
+def test_kernel_inputs_are_built_only_for_a_runtime_that_declares_one() -> None:
+    """They list every finished runtime: built for each of N runtimes they made a turn N²."""
+    from services.scheduler.function.execution import kernel_inputs_for
+
+    run = _state(player_message="I look.")
+    run.outcomes = {"p/ok": RuntimeOutcome("success")}
+    run.statuses = {"p/ok": "success"}
+    reader = compiled_manifest({"io": {"inputs": {"digest": {"from": {"kernel": "turn-digest@1"}}}}}, runtime_id="p/reader")
+    assert kernel_inputs_for(reader, run, _scope()) == run.kernel_inputs(_scope())
+    assert kernel_inputs_for(compiled_manifest(runtime_id="p/plain"), run, _scope()) is None
+

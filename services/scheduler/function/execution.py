@@ -50,6 +50,12 @@ def _missing_turn_value(source: InputSource, select: str | None, run: TurnState)
     return f"no value from {source.runtime or source.contract} in this execution"
 
 
+def kernel_inputs_for(manifest: CompiledManifest, run: TurnState, scope: ExecutionScope) -> dict | None:
+    """turn-digest@1 and operations@1 for a runtime that declares a kernel input, else None: they list
+    every runtime that finished, so building them for each of a turn's N runtimes cost N²."""
+    return run.kernel_inputs(scope) if manifest.io.kernel_inputs() else None
+
+
 def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
     """turn-digest@1 and operations@1 of a nested execution (ctx.recursive_call): it has no upstream
     of its own yet and sees none of its parent's (spec: 嵌套执行里看不到父执行的上游), so no runtime
@@ -87,7 +93,7 @@ class FunctionExecution:
     async def committed_exports(self, session_id: str, run: TurnState) -> CommittedExports:
         """The session's exports as this turn found them: read once per turn (only commits change them)."""
         if run.exports is None:
-            reply = await self._store.ListExports(store_pb2.ListExportsRequest(session_id=session_id))
+            reply = await run.read_once("exports", lambda: self._store.ListExports(store_pb2.ListExportsRequest(session_id=session_id)))
             providers: dict[str, set[str]] = {}
             for runtime_id, contract in run.output_contracts().items():
                 providers.setdefault(contract, set()).add(runtime_id)
@@ -120,14 +126,15 @@ class FunctionExecution:
         rejected: dict[str, str] = {}
         nested = nested_message is not None
         if nested_message is not None:
-            bound = bind_inputs(manifest, {}, {}, nested_kernel_inputs(run.kernel_inputs(scope), nested_message),
+            kernel = kernel_inputs_for(manifest, run, scope)
+            bound = bind_inputs(manifest, {}, {}, nested_kernel_inputs(kernel, nested_message) if kernel is not None else None,
                                 committed=committed, check=checker, rejected=rejected)
         elif run.source_inputs is not None:
             # A detached job: turn-scope and kernel inputs are the source turn's snapshot.
             bound = bind_inputs(manifest, {}, {}, None, committed=committed, check=checker, rejected=rejected)
             bound.update({b: v for b, v in run.source_inputs.items() if b in specs and b not in committed_specs})
         else:
-            bound = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope), committed=committed, check=checker,
+            bound = bind_inputs(manifest, run.outputs, run.providers, kernel_inputs_for(manifest, run, scope), committed=committed, check=checker,
                                 rejected=rejected)
         # Kernel inputs always have a value.
         for binding, spec in bindings.items():
@@ -147,7 +154,7 @@ class FunctionExecution:
     async def world_view(self, scope: ExecutionScope, run: TurnState) -> WorldView:
         """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
         if run.world is None:
-            run.world = await self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id))
+            run.world = await run.read_once("world", lambda: self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id)))
         return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS])
 
     def context(
@@ -157,7 +164,7 @@ class FunctionExecution:
         """The ctx of a function handler, and of any runtime's guard."""
         session = scope.session
         if inputs is None:
-            inputs = bind_inputs(manifest, run.outputs, run.providers, run.kernel_inputs(scope))
+            inputs = bind_inputs(manifest, run.outputs, run.providers, kernel_inputs_for(manifest, run, scope))
         # Nested runs (ctx.recursive_call) and event followers have no player actions of their own (spec).
         nested = depth > 0
         triggered_by_event = runtime.runtime_id in run.activations
@@ -210,7 +217,7 @@ class FunctionExecution:
         # The registry compiles the guard to a package-relative path, like function.handler.
         guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest.guard)
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
-        done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard")
+        done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard", turn_id=scope.turn_id)
         if done.status != "success":
             return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
@@ -254,7 +261,7 @@ class FunctionExecution:
         # ctx.agents of a nested run is its root's: one subagent budget per root execution (spec: 执行名额).
         context.agents = parent_context.agents
         handler = PluginFile(parent.plugin_id, Path(package.root_dir), manifest.function_part.handler)
-        done = await run_function(context, handler, manifest.function_part.timeout_ms)
+        done = await run_function(context, handler, manifest.function_part.timeout_ms, turn_id=scope.turn_id)
         if done.status == "success":
             # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
             # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
@@ -298,7 +305,7 @@ class FunctionExecution:
             context.agents = agents
         progress = ProgressRange(run.send_progress)
         context.progress = progress.reporter(runtime.runtime_id)
-        done = await run_function(context, handler, function.timeout_ms)
+        done = await run_function(context, handler, function.timeout_ms, turn_id=scope.turn_id)
         # Jobs the handler left open end with it.
         await progress.close(done.status == "success")
         if agents is not None:

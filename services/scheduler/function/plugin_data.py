@@ -11,8 +11,7 @@ from services.scheduler.function.runtime import PluginDataView
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.state import TurnState
 from shared.manifest import CompiledManifest
-from shared.plugin_data.execution_view import BufferedWrite
-from shared.structs import from_struct, from_value
+from shared.structs import from_value
 
 
 class PluginDataViews:
@@ -33,12 +32,7 @@ class PluginDataViews:
                 run.committed_data[key] = {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
             return dict(run.committed_data[key])
 
-        upstream = [
-            BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
-            for proposal in run.proposals
-            if proposal.plugin_id == runtime.plugin_id and proposal.type.startswith("plugin.data")
-        ]
-        return PluginDataView(runtime.plugin_id, load_committed, upstream=upstream)
+        return PluginDataView(runtime.plugin_id, load_committed, upstream=run.plugin_data_writes(runtime.plugin_id))
 
     async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
                                upstream: bool = True) -> list[str]:

@@ -80,7 +80,7 @@ def context_data(context: FunctionContext) -> dict[str, Any]:
         "runtime_id": context.runtime_id, "plugin_id": context.plugin_id, "inputs": dict(context.inputs),
         "player_message": context.player_message, "player_actions": list(context.player_actions),
         "logical_turn": context.logical_turn, "execution": dict(context.execution), "recursion_depth": context.recursion_depth,
-        "random": context.random._rng.getstate(), "user_settings": dict(context.user_settings),
+        "random": context.random.snapshot(), "user_settings": dict(context.user_settings),
         "activation": dict(context.activation), "session": dict(context.session or {}), "deadline": context.deadline,
         "world": _world(context.world), "http": _http(context), "capabilities": present,
         "gateway_slot": getattr(context.gateway, "slot", "plugin"),
@@ -160,7 +160,7 @@ def _outcome(context: FunctionContext, answer: Any) -> FunctionOutcome:
 
 
 async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: PluginFile, limit_ms: int,
-                        entry: str = "handler") -> FunctionOutcome:
+                        entry: str = "handler", turn_id: str | None = None) -> FunctionOutcome:
     """run_function's sandboxed path: the same outcomes and reasons."""
     started = time.monotonic()
 
@@ -173,7 +173,7 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     except WorkerGone as gone:
         return finished(FunctionOutcome("failed", f"handler failed: {gone}"))
     context.deadline = time.monotonic() + limit_ms / 1000
-    args = {"root": str(code.root), "file": code.relative, "entry": entry, "ctx": context_data(context)}
+    args = {"root": str(code.root), "file": code.relative, "entry": entry, "ctx": context_data(context), "epoch": turn_id}
     try:
         answer = await asyncio.wait_for(
             worker.call("function", args, capabilities=capabilities(context), notes=notes(context), deadline=context.deadline),
@@ -192,10 +192,12 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     return finished(_outcome(context, answer))
 
 
-async def run_function(context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler") -> FunctionOutcome:
+async def run_function(context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler",
+                       turn_id: str | None = None) -> FunctionOutcome:
     """A handler (or guard) in its plugin's sandbox worker; in this process when the sandbox is off.
-    `limit_ms`: the compiled function.timeoutMs (a guard: guardTimeoutMs)."""
+    `limit_ms`: the compiled function.timeoutMs (a guard: guardTimeoutMs). Loads of one `turn_id` check
+    the plugin's files for edits once (shared/plugin_code/loader.py: epoch)."""
     pool = function_pool()
     if pool is None:
-        return await runtime.run_function(context, code, limit_ms, entry)
-    return await run_sandboxed(pool, context, code, limit_ms, entry)
+        return await runtime.run_function(context, code, limit_ms, entry, turn_id)
+    return await run_sandboxed(pool, context, code, limit_ms, entry, turn_id)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
@@ -17,6 +18,7 @@ from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.inputs import CommittedExports
 from services.scheduler.turn.player_input import action_dict
 from shared.manifest import CompiledManifest
+from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
 from shared.structs import from_struct
 
@@ -24,6 +26,8 @@ from shared.structs import from_struct
 MAX_OPERATION_PART_CHARS = 4000
 # turn-digest@1: one tool call's summary line.
 MAX_TOOL_SUMMARY_CHARS = 200
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -83,6 +87,36 @@ class TurnState:
     activity: TurnActivity = field(default_factory=lambda: TurnActivity())
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
     _subagent_providers: list[tuple[Runtime, CompiledManifest]] | None = field(default=None, init=False, repr=False)
+    # Reads of the turn's shared data (the world, the exports), in flight or done (read_once()).
+    _reads: dict[str, asyncio.Future] = field(default_factory=dict, init=False, repr=False)
+    # plugin id -> its plugin.data* proposals as buffered writes, in order; and how many proposals that covers.
+    _plugin_data_writes: dict[str, list[BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
+    _proposals_indexed: int = field(default=0, init=False, repr=False)
+
+    def plugin_data_writes(self, plugin_id: str) -> list[BufferedWrite]:
+        """The plugin's plugin.data* proposals so far (runtimes that finished), in order, as buffered writes.
+        Each proposal is converted once, as it comes (proposals only grow during the stages): every runtime's
+        ctx.plugin_data converted them all, N² from_struct calls for N runtimes that write."""
+        for proposal in self.proposals[self._proposals_indexed:]:
+            if proposal.type.startswith("plugin.data"):
+                write = BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+                self._plugin_data_writes.setdefault(proposal.plugin_id, []).append(write)
+        self._proposals_indexed = len(self.proposals)
+        return list(self._plugin_data_writes.get(plugin_id, ()))
+
+    async def read_once(self, name: str, read: Callable[[], Awaitable[T]]) -> T:
+        """`read()`'s value, read once per turn: a layer's runtimes start together and all await the one
+        read in flight (each sent its own before: a layer of 67 function runtimes made 67 GetWorld calls).
+        A read that failed is tried again by the next caller; a caller cancelled does not cancel it for the others."""
+        pending = self._reads.get(name)
+        if pending is None:
+            pending = self._reads[name] = asyncio.ensure_future(read())
+        try:
+            return await asyncio.shield(pending)
+        except Exception:
+            if self._reads.get(name) is pending and pending.done():
+                del self._reads[name]
+            raise
 
     def subagent_providers(self) -> list[tuple[Runtime, CompiledManifest]]:
         """(runtime, manifest) of every subagentOnly agent runtime in the turn's packages, found once:
