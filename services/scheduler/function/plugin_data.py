@@ -22,15 +22,16 @@ class PluginDataViews:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
         before this one's layer (in commit order), then the runtime's own."""
 
+        async def read(namespace: str | None) -> dict:
+            reply = await self._store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
+            )
+            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+
         async def load_committed(namespace: str | None) -> dict:
             # Committed data does not change while the turn holds its lease: each (plugin, namespace) is read once a turn.
-            key = (runtime.plugin_id, namespace)
-            if key not in run.committed_data:
-                reply = await self._store.ListPluginData(
-                    store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-                )
-                run.committed_data[key] = {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
-            return dict(run.committed_data[key])
+            committed = await run.read_once(f"plugin-data/{runtime.plugin_id}/{namespace or ''}", lambda: read(namespace))
+            return dict(committed)
 
         return PluginDataView(runtime.plugin_id, load_committed, upstream=run.plugin_data_writes(runtime.plugin_id))
 

@@ -71,8 +71,6 @@ class TurnState:
     exports: CommittedExports | None = None
     # The committed world model (GetWorldResponse), read with the turn's lease.
     world: Any = None
-    # Committed plugin data read this turn: (plugin id, namespace or None for all) -> {(namespace, key): value}.
-    committed_data: dict[tuple[str, str | None], dict] = field(default_factory=dict)
     # Sends a ctx.progress report to the client's stream (set by the turn runner).
     send_progress: Any = None
     # Detached runtimes this turn queues (enqueued by the commit, only if the turn commits).
@@ -87,7 +85,7 @@ class TurnState:
     activity: TurnActivity = field(default_factory=lambda: TurnActivity())
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
     _subagent_providers: list[tuple[Runtime, CompiledManifest]] | None = field(default=None, init=False, repr=False)
-    # Reads of the turn's shared data (the world, the exports), in flight or done (read_once()).
+    # Reads of the turn's shared data (the world, the exports, committed plugin data), in flight or done (read_once()).
     _reads: dict[str, asyncio.Future] = field(default_factory=dict, init=False, repr=False)
     # plugin id -> its plugin.data* proposals as buffered writes, in order; and how many proposals that covers.
     _plugin_data_writes: dict[str, list[BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
