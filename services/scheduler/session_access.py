@@ -8,13 +8,12 @@ the answer a session that does not exist gets, word for word: ids cannot be prob
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import grpc
 from google.protobuf.message import Message
 
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.recently_used import RecentlyUsed
 from shared.errors import ServiceError, invalid_argument, not_found
 from shared.security.auth import caller
 from shared.security.principals import Principal
@@ -58,8 +57,7 @@ class SessionAccess:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, cached: int = OWNERS_CACHED) -> None:
         self._store = store
         # session id -> owner, of sessions their owner used lately: an owner never changes.
-        self._owners: OrderedDict[str, str] = OrderedDict()
-        self._cached = cached
+        self._owners: RecentlyUsed[str, str] = RecentlyUsed(cached)
 
     async def check(self, method: str, request: Message) -> None:
         if not method.startswith(SCHEDULER_METHODS):
@@ -69,12 +67,11 @@ class SessionAccess:
             return  # every session; an unknown id gets the method's own NOT_FOUND
         for session_id, refusal in _named_sessions(request):
             if self._owners.get(session_id) == principal.name:
-                self._owners.move_to_end(session_id)
                 continue
             # Anyone else is looked up every time: a refusal takes as long for a session that exists.
             if not may_use(principal, await self._owner_of(session_id, refusal)):
                 raise refusal
-            self._remember(session_id, principal.name)
+            self._owners.put(session_id, principal.name)
 
     async def _owner_of(self, session_id: str, refusal: ServiceError) -> str:
         try:
@@ -84,8 +81,3 @@ class SessionAccess:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise refusal from None
             raise
-
-    def _remember(self, session_id: str, owner: str) -> None:
-        self._owners[session_id] = owner
-        if len(self._owners) > self._cached:
-            self._owners.popitem(last=False)

@@ -138,7 +138,8 @@ def session_to_proto(row: SessionRow) -> store_pb2.Session:
     )
 
 
-def message_to_proto(row: MessageRow | MessageRecord) -> common_pb2.Message:
+def message_to_proto(row: MessageRow | MessageRecord | Any, with_metadata: bool = True) -> common_pb2.Message:
+    """A message row (ORM, record or a Core row with `meta`); `with_metadata=False` leaves its metadata out."""
     return common_pb2.Message(
         id=row.id,
         session_id=row.session_id,
@@ -147,7 +148,7 @@ def message_to_proto(row: MessageRow | MessageRecord) -> common_pb2.Message:
         plugin_id=row.plugin_id,
         runtime_id=row.runtime_id,
         text=row.text,
-        metadata=to_struct(row.meta),
+        metadata=to_struct(row.meta) if with_metadata else None,
         created_at=timestamp(row.created_at),
         seq=row.seq,
     )
@@ -162,28 +163,27 @@ def turn_to_proto(
 ) -> store_pb2.Turn:
     """`outcomes`: the row's proposal outcomes as messages already (a commit's reply), else read from the row."""
     return store_pb2.Turn(
+        **_turn_row_fields(row, messages, events),
         trace=[to_struct(entry) for entry in trace.entries] if trace else [],
         discarded_units=messages_from_json(store_pb2.DiscardedUnit, trace.discarded_units) if trace else [],
-        events=[event_to_proto(event) for event in events],
-        id=row.id,
-        session_id=row.session_id,
-        logical_turn=row.logical_turn,
-        status=TURN_STATUS[row.status],
-        idempotency_key=row.idempotency_key or "",
         actions=messages_from_json(common_pb2.PlayerAction, row.actions),
-        player_message=row.player_message,
-        narrative=row.narrative,
-        abort_reason=row.abort_reason,
         runtime_results=runtime_results_from_json(row.runtime_results),
         proposal_outcomes=messages_from_json(store_pb2.ProposalOutcome, row.proposal_outcomes) if outcomes is None else outcomes,
         hook_trace=messages_from_json(common_pb2.HookTraceEntry, row.hook_trace),
-        started_at=timestamp(row.started_at),
-        finished_at=timestamp(row.finished_at),
-        messages=[message_to_proto(message) for message in messages],
-        origin=row.origin,
-        trace_id=row.trace_id,
-        source_turn_id=row.source_turn_id or "",
     )
+
+
+def _turn_row_fields(row: TurnRow | TurnRecord, messages: Iterable[MessageRow | MessageRecord],
+                     events: Iterable[TurnEventRow | EventRecord]) -> dict[str, Any]:
+    """The Turn fields read from the turn's own columns, its messages and its events, alike for a read and a commit's reply."""
+    return {
+        "id": row.id, "session_id": row.session_id, "logical_turn": row.logical_turn, "status": TURN_STATUS[row.status],
+        "idempotency_key": row.idempotency_key or "", "player_message": row.player_message, "narrative": row.narrative,
+        "abort_reason": row.abort_reason, "origin": row.origin, "trace_id": row.trace_id, "source_turn_id": row.source_turn_id or "",
+        # Through the row's datetimes: stored to the microsecond, as a read returns them.
+        "started_at": timestamp(row.started_at), "finished_at": timestamp(row.finished_at),
+        "messages": [message_to_proto(message) for message in messages], "events": [event_to_proto(event) for event in events],
+    }
 
 
 def written_turn_to_proto(
@@ -200,28 +200,13 @@ def written_turn_to_proto(
     cost more than the commit's statements. `added_trace`: the entries the commit added after the
     sent ones. The same Turn a read returns (tests/store/test_commit_path.py holds them equal)."""
     reply = store_pb2.Turn(
+        **_turn_row_fields(row, messages, events),
         trace=[*sent.trace, *(to_struct(entry) for entry in added_trace)],
         discarded_units=discarded_units,
-        events=[event_to_proto(event) for event in events],
-        id=row.id,
-        session_id=row.session_id,
-        logical_turn=row.logical_turn,
-        status=TURN_STATUS[row.status],
-        idempotency_key=row.idempotency_key or "",
         actions=sent.actions,
-        player_message=row.player_message,
-        narrative=row.narrative,
-        abort_reason=row.abort_reason,
         runtime_results=sent.runtime_results,
         proposal_outcomes=outcomes,
         hook_trace=sent.hook_trace,
-        # Through the row's datetimes: stored to the microsecond, as a read returns them.
-        started_at=timestamp(row.started_at),
-        finished_at=timestamp(row.finished_at),
-        messages=[message_to_proto(message) for message in messages],
-        origin=row.origin,
-        trace_id=row.trace_id,
-        source_turn_id=row.source_turn_id or "",
     )
     for result in reply.runtime_results:
         if result.HasField("output"):

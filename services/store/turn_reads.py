@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, MessageRow
-from services.store.proto_mapping import timestamp
+from services.store.proto_mapping import message_to_proto
 from shared.structs import to_struct, to_value
 
 
@@ -59,20 +59,12 @@ def history_window(db: Session, session_id: str, player_turns: int, *, with_meta
     rows = list(connection.execute(_LOG_FROM, {"b_session": session_id, "b_from": start}))
     if summary is not None and all(row.id != summary.id for row in rows):
         rows.insert(0, summary)
-    return [_message(row, with_metadata or row.role == "summary") for row in rows]
+    return [message_to_proto(row, with_metadata or row.role == "summary") for row in rows]
 
 
 def _through_seq(meta: Any) -> int:
     value = meta.get("throughSeq") if isinstance(meta, dict) else None
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _message(row: Any, with_metadata: bool) -> common_pb2.Message:
-    return common_pb2.Message(
-        id=row.id, session_id=row.session_id, turn_id=row.turn_id or "", role=row.role, plugin_id=row.plugin_id,
-        runtime_id=row.runtime_id, text=row.text, metadata=to_struct(row.meta) if with_metadata else None,
-        created_at=timestamp(row.created_at), seq=row.seq,
-    )
 
 
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.

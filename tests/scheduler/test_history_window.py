@@ -56,5 +56,5 @@ def test_known_sessions_keep_the_newest() -> None:
     for name in ("a", "b", "c"):
         known.note(store_pb2.Session(id=name, active_plugins=[name]))
     assert known.get("a") is None and list(known.get("c").active_plugins) == ["c"]  # type: ignore[union-attr]
-    known.forget("c")
+    known.pop("c")
     assert known.get("c") is None

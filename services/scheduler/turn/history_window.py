@@ -12,10 +12,10 @@ a turn that needs more than it got reads the log again (`covers`).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 
 from services.scheduler.catalogue import Package
+from services.scheduler.recently_used import RecentlyUsed
 from services.scheduler.turn.compaction import provider_of
 from shared.manifest import CompiledManifest
 
@@ -51,14 +51,11 @@ class LastWindows:
     """Per session, the window its latest turn here needed: what the next turn asks for with its lease."""
 
     def __init__(self, capacity: int = REMEMBERED_SESSIONS) -> None:
-        self._capacity = capacity
-        self._windows: OrderedDict[str, int] = OrderedDict()
+        self._windows: RecentlyUsed[str, int] = RecentlyUsed(capacity)
 
     def get(self, session_id: str) -> int:
-        return self._windows.get(session_id, SINCE_SUMMARY)
+        window = self._windows.get(session_id)
+        return SINCE_SUMMARY if window is None else window
 
     def note(self, session_id: str, player_turns: int) -> None:
-        self._windows[session_id] = player_turns
-        self._windows.move_to_end(session_id)
-        if len(self._windows) > self._capacity:
-            self._windows.popitem(last=False)
+        self._windows.put(session_id, player_turns)

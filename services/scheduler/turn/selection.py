@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +10,7 @@ from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from covel.store.v1.store_pb2 import TURN_STATUS_COMMITTED as COMMITTED
 from services.scheduler.catalogue import Package
+from services.scheduler.recently_used import RecentlyUsed
 from shared.manifest import CompiledManifest
 
 STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
@@ -49,27 +49,22 @@ class TriggerHistories:
     the history is read again (ListTurns)."""
 
     def __init__(self, capacity: int = 10_000) -> None:
-        self._capacity = capacity
-        self._histories: OrderedDict[str, tuple[int, TriggerHistory]] = OrderedDict()
+        self._histories: RecentlyUsed[str, tuple[int, TriggerHistory]] = RecentlyUsed(capacity)
 
     def get(self, session: store_pb2.Session) -> TriggerHistory | None:
         found = self._histories.get(session.id)
         return found[1] if found is not None and found[0] == session.recorded_turns else None
 
     def remember(self, session_id: str, recorded_turns: int, history: TriggerHistory) -> None:
-        self._histories[session_id] = (recorded_turns, history)
-        self._histories.move_to_end(session_id)
-        if len(self._histories) > self._capacity:
-            self._histories.popitem(last=False)
+        self._histories.put(session_id, (recorded_turns, history))
 
     def recorded(self, session: store_pb2.Session, turn: store_pb2.Turn) -> None:
         """`turn` was recorded under the lease that answered `session`: the next lease sees one turn more."""
-        found = self._histories.get(session.id)
-        if found is None or found[0] != session.recorded_turns:
+        history = self.get(session)
+        if history is None:
             return
-        found[1].add(turn)
-        self._histories[session.id] = (session.recorded_turns + 1, found[1])
-
+        history.add(turn)
+        self._histories.put(session.id, (session.recorded_turns + 1, history))
 
 
 
