@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, Scope
 from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
+from shared.plugin_sdk.hook_match import DeclarativeMatch
 from shared.plugin_threads import call_sync
 
 _perf_ns = time.perf_counter_ns
@@ -128,6 +129,20 @@ class HandlerTable:
         return {
             event: list(dict.fromkeys(h.plugin_id for h in handlers)) for event, handlers in self._by_event.items()
         }
+
+    def matched(self) -> dict[str, dict[str, list[DeclarativeMatch]]]:
+        """By event, the plugins whose every handler of it has a declarative match, with those matches:
+        a caller that tests them can skip an event none of them accepts."""
+        found: dict[str, dict[str, list[DeclarativeMatch]]] = {}
+        for event, handlers in self._by_event.items():
+            by_plugin: dict[str, list[Any]] = {}
+            for handler in handlers:
+                by_plugin.setdefault(handler.plugin_id, []).append(handler.match)
+            declared = {plugin: matches for plugin, matches in by_plugin.items()
+                        if all(type(match) is DeclarativeMatch for match in matches)}
+            if declared:
+                found[event] = declared
+        return found
 
     def handlers_for(self, event: str, execution: ExecutionContext) -> tuple[HookRegistration, ...]:
         """The handlers that run for `event` in this execution's plugin set (cached: a table never changes,
@@ -250,8 +265,11 @@ async def _rest_under_timer(
     return await _await_handler(_rest_of(coroutine, waiting_on), handler, context, left_s)
 
 
-def _matches(match: Callable[[Any], bool], payload: dict[str, Any]) -> bool:
-    """`match` gets its own copy of the payload; a match that raises fails the handler."""
+def _matches(match: Callable[[Any], bool] | DeclarativeMatch, payload: dict[str, Any], view: ExecutionView) -> bool:
+    """A declarative match is tested here; a match function gets its own copy of the payload, and one
+    that raises fails the handler."""
+    if isinstance(match, DeclarativeMatch):
+        return match.accepts(payload, {"plugin_id": view.plugin_id, "runtime_id": view.runtime_id, "locale": view.locale})
     try:
         return bool(match(PrivatePayload(payload)))
     except Exception as error:
@@ -294,7 +312,7 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
         started = now
         context = make_context(view, handler.plugin_id)
         try:
-            if handler.match is not None and not _matches(handler.match, current):
+            if handler.match is not None and not _matches(handler.match, current, view):
                 now = perf()
                 continue
             try:

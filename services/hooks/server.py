@@ -22,6 +22,7 @@ from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME
+from shared.hook_matches import match_to_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
@@ -276,9 +277,13 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
 
     def _subscriptions(self) -> hooks_pb2.GetSubscriptionsResponse:
         loaded = self._sync.current
+        matched = loaded.table.matched()
         return hooks_pb2.GetSubscriptionsResponse(
             subscriptions=[
-                hooks_pb2.Subscription(event=event, plugin_ids=plugin_ids)
+                hooks_pb2.Subscription(event=event, plugin_ids=plugin_ids, matched=[
+                    hooks_pb2.PluginMatches(plugin_id=plugin_id, matches=[match_to_proto(match) for match in matches])
+                    for plugin_id, matches in matched.get(event, {}).items()
+                ])
                 for event, plugin_ids in loaded.table.subscribers().items()
             ],
             generation=loaded.generation,

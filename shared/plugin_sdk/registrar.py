@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.hook_events import DEFAULT_HOOK_TIMEOUT_MS, ENFORCE_GROUPS, EVENTS_BY_NAME
 from shared.plugin_sdk.event_keys import DEFAULT_EVENT_HANDLER_TIMEOUT_MS, KEY_PATTERN, subscription_warning
+from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.plugin_sdk.http_client import PluginHttpClient
 
 
@@ -27,7 +28,8 @@ class HookRegistration:
     plugin_id: str
     event: str
     handler: Callable[..., Any]
-    match: Callable[[Any], bool] | None
+    # A function (run where the handler runs) or a DeclarativeMatch (tested before the event is sent).
+    match: Callable[[Any], bool] | DeclarativeMatch | None
     timeout_ms: int
     enforce: str
     # Position among all of this plugin's registrations, for the "registration order" rule.
@@ -126,10 +128,12 @@ class PluginRegistrar:
         event: str,
         handler: Callable[..., Any],
         *,
-        match: Callable[[Any], bool] | None = None,
+        match: Callable[[Any], bool] | Mapping[str, Any] | DeclarativeMatch | None = None,
         timeout_ms: int = DEFAULT_HOOK_TIMEOUT_MS,
         enforce: str = "normal",
     ) -> None:
+        """Handle a hook event. `match`: a function of the payload, or a dict of {path: value(s)} that the
+        kernel tests before sending the event (shared/plugin_sdk/hook_match.py)."""
         if event not in EVENTS_BY_NAME:
             raise RegistrationError(f"covel.on({event!r}): unknown hook event; use one of {', '.join(EVENTS_BY_NAME)}")
         if enforce not in ENFORCE_GROUPS:
@@ -138,6 +142,11 @@ class PluginRegistrar:
             raise RegistrationError(f"covel.on({event!r}): the handler is not callable")
         if not isinstance(timeout_ms, int) or timeout_ms <= 0:
             raise RegistrationError(f"covel.on({event!r}, timeout_ms={timeout_ms!r}): a positive number of milliseconds")
+        if match is not None and not callable(match) and not isinstance(match, DeclarativeMatch):
+            try:
+                match = DeclarativeMatch.parse(match)
+            except MatchError as error:
+                raise RegistrationError(f"covel.on({event!r}, match=…): {error}") from error
         self.hooks.append(
             HookRegistration(self.plugin_id, event, handler, match, timeout_ms, enforce, len(self.hooks),
                              inspect.iscoroutinefunction(handler))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.plugin_sdk import ExecutionView, HookContext, PluginRegistrar, PrivatePayload
 from shared.plugin_sdk.event_keys import InternalEvent
+from shared.plugin_sdk.hook_match import DeclarativeMatch
 from shared.plugin_sdk.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ def _descriptors(registrar: PluginRegistrar, hookspecs: Any) -> dict[str, Any]:
             "parameters": getattr(implementation, "parameters", None),
         })
     return {
-        "hooks": [{"event": h.event, "timeout_ms": h.timeout_ms, "enforce": h.enforce, "in_thread": not h.is_async}
+        "hooks": [{"event": h.event, "timeout_ms": h.timeout_ms, "enforce": h.enforce, "in_thread": not h.is_async,
+                   "match": h.match.spec() if isinstance(h.match, DeclarativeMatch) else None}
                   for h in registrar.hooks],
         "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "read_only": t.read_only}
                   for t in registrar.tools],
@@ -88,7 +90,8 @@ def _hook_context(server: WorkerServer, call: Call, args: dict[str, Any]) -> Hoo
 async def hook(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
     registration = _registrar(server, args).hooks[int(args["i"])]
     payload = args.get("payload") or {}
-    if registration.match is not None:
+    # A declarative match was tested by the host before the call came here.
+    if registration.match is not None and not isinstance(registration.match, DeclarativeMatch):
         try:
             if not registration.match(PrivatePayload(payload)):
                 return {"skip": True}

@@ -40,3 +40,26 @@ async def test_a_narrator_turn_makes_five_calls(tmp_path: Path) -> None:
         "scheduler.SubmitActions": 1, "store.AcquireTurnLease": 1, "hooks.Dispatch": 1, "gateway.Generate": 1,
         "store.CommitTurn": 1,
     }, rpcs
+
+
+async def test_an_event_no_declarative_match_accepts_costs_no_dispatch(tmp_path: Path) -> None:
+    """match-probe's PostRuntime match accepts the narrator's result; its PostLLMResponse match accepts
+    nothing the scripted model says. The scheduler tests both itself: a turn dispatches PostContextAssembly
+    (the narrator's own hook) and PostRuntime, never PostLLMResponse."""
+    env, ports = metrics_env()
+    async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["match-probe"],
+                                                            approved_plugins=["match-probe"]))).session
+        assert "match-probe" in session.active_plugins
+        await play(stub, session.id, "I wait.")
+        before = snapshot(group, ports)
+        for index in range(TURNS):
+            request = scheduler_pb2.SubmitActionsRequest(
+                session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=f"I walk on, {index}.")])
+            turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+            seen = [(entry.event, entry.status, entry.runtime_id) for entry in turn.hook_trace
+                    if entry.handler_plugin_id == "match-probe"]
+            assert seen == [("PostRuntime", "ok", "narrator")], turn.hook_trace
+        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
+    assert rpcs["hooks.Dispatch"] == 2, rpcs

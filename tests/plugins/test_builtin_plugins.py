@@ -127,7 +127,7 @@ def test_pre_tool_use_refuses_a_check_the_roller_did_not_roll_this_turn() -> Non
     refuse, forget = _hook("dice-check", "PreToolUse"), _hook("dice-check", "SessionEnd")
     rolled = {"action": "I climb the wall.", "skill": "athletics", "roll": 3, "modifier": 0, "dc": 12, "total": 3, "outcome": "failure"}
     result = {"result": {"runtimeId": "dice-check/roller", "status": "success", "canonicalValue": {"checks": [rolled]}}}
-    assert remember.match(result) and not remember.match({"result": {"runtimeId": "narrator"}})
+    assert remember.match.accepts(result, {}) and not remember.match.accepts({"result": {"runtimeId": "narrator"}}, {})
 
     # Before the roller ran this turn, no emitted check is a rolled one.
     assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled))["action"] == "abort"

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
-from covel.store.v1 import store_pb2
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from shared.structs import to_value
 from tests.scheduler.agent_harness import runtime, scope
 
 
-class Store:
-    async def ListPluginData(self, request, timeout=None):
-        entries = [store_pb2.PluginDataEntry(namespace="scores", key="mira", value=to_value({"name": "Mira", "score": 70})),
-                   store_pb2.PluginDataEntry(namespace="_hidden.notes", key="x", value=to_value("secret"))]
-        return store_pb2.ListPluginDataResponse(entries=entries if request.plugin_id == "affinity" else [])
+async def committed(plugin_id):
+    """A plugin's committed data, as PluginDataViews.committed answers it."""
+    if plugin_id != "affinity":
+        return {}
+    return {("scores", "mira"): {"name": "Mira", "score": 70}, ("_hidden.notes", "x"): "secret"}
 
 
 class Hooks:
@@ -36,7 +35,7 @@ def packages():
 async def test_a_story_reads_every_providers_segments_with_their_own_data():
     hooks = Hooks({"affinity": [(True, {"id": "standing", "content": "Mira: 70", "position": {"depth": 1}}, "")],
                    "broken": [(False, None, "raised KeyError"), (True, [{"content": ""}, "junk"], "")]})
-    segments = await dynamic_segments(hooks=hooks, store=Store(), scope=scope(("affinity", "broken", "narrator")),
+    segments = await dynamic_segments(hooks=hooks, committed=committed, scope=scope(("affinity", "broken", "narrator")),
                                       runtime=runtime("narrator", "story"), story=True, packages=packages(), player_message="Hi")
     assert segments == [{"id": "standing", "content": "Mira: 70", "position": {"depth": 1}, "pluginId": "affinity"}]
     point, plugin_id, request = hooks.requests[0]
@@ -47,6 +46,6 @@ async def test_a_story_reads_every_providers_segments_with_their_own_data():
 
 async def test_a_system_runtime_reads_only_its_own_packages_segments():
     hooks = Hooks({})
-    await dynamic_segments(hooks=hooks, store=Store(), scope=scope(), runtime=runtime("narrator/helper"), story=False,
+    await dynamic_segments(hooks=hooks, committed=committed, scope=scope(), runtime=runtime("narrator/helper"), story=False,
                            packages=packages(), player_message="")
     assert hooks.requests == []

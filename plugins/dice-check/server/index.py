@@ -28,13 +28,10 @@ rolled: dict[str, tuple[str, list[dict]]] = {}
 
 
 def register(covel):
-    covel.on("PostRuntime", remember_rolls, match=is_roller_result, timeout_ms=1000)
-    covel.on("PreToolUse", refuse_invented_check, timeout_ms=1000)
+    # Declarative matches: the kernel sends these events only for the roller's result and emit-event calls.
+    covel.on("PostRuntime", remember_rolls, match={"result.runtimeId": ROLLER}, timeout_ms=1000)
+    covel.on("PreToolUse", refuse_invented_check, match={"toolCall.name": "emit-event"}, timeout_ms=1000)
     covel.on("SessionEnd", forget_session, timeout_ms=1000)
-
-
-def is_roller_result(payload) -> bool:
-    return (payload.get("result") or {}).get("runtimeId") == ROLLER
 
 
 def remember_rolls(ctx, payload):

@@ -21,7 +21,8 @@ PERSON_RULES = {
 
 
 def register(covel):
-    covel.on("PostContextAssembly", add_person_rule, timeout_ms=1000)
+    # Only this plugin's own runtime's prompt; the kernel tests the match before sending the event.
+    covel.on("PostContextAssembly", add_person_rule, match={"ctx.plugin_id": "narrator"}, timeout_ms=1000)
 
 
 def person_rule(locale: str, person: str) -> str:

@@ -92,8 +92,9 @@ class AgentExecution:
             _add_delegate(tools, subagents)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
-        segments = await dynamic_segments(hooks=self._hooks, store=self._peers.store, scope=scope, runtime=runtime, story=story,
-                                          packages=list(run.packages.values()), player_message=player_message)
+        segments = await dynamic_segments(
+            hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.committed(run, scope.session.id, plugin_id),
+            scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
         outcome = await run_agent(
             runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,

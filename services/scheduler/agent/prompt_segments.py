@@ -10,9 +10,9 @@ post-history (default) or {depth: N}. A provider that fails is skipped with a lo
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from covel.store.v1 import store_pb2
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.logs import get_logger
 from shared.structs import from_value
@@ -28,15 +28,15 @@ def providers(runtime, story: bool, packages) -> list[str]:
                   and any(e.startswith(f"{POINT}/") for e in p.extensions))
 
 
-async def dynamic_segments(*, hooks: HookBus, store, scope: ExecutionScope, runtime, story: bool, packages,
-                           player_message: str) -> list[dict[str, Any]]:
+async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime,
+                           story: bool, packages, player_message: str) -> list[dict[str, Any]]:
+    """`committed(plugin_id)`: the plugin's committed data, (namespace, key) -> value (read once a turn)."""
     found: list[dict[str, Any]] = []
     for plugin_id in providers(runtime, story, packages):
-        reply = await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=scope.session.id, plugin_id=plugin_id))
         data: dict[str, dict[str, Any]] = {}
-        for entry in reply.entries:
-            if not entry.namespace.startswith("_"):
-                data.setdefault(entry.namespace, {})[entry.key] = from_value(entry.value)
+        for (namespace, key), value in (await committed(plugin_id)).items():
+            if not namespace.startswith("_"):
+                data.setdefault(namespace, {})[key] = value
         request = {"runtimeId": runtime.runtime_id, "visibility": runtime.visibility, "locale": scope.session.locale,
                    "playerMessage": player_message, "data": data}
         for answer in await hooks.call_extension(scope, POINT, request, plugin_id=plugin_id, timeout_ms=5000):

@@ -18,20 +18,24 @@ class PluginDataViews:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub) -> None:
         self._store = store
 
+    async def committed(self, run: TurnState, session_id: str, plugin_id: str, namespace: str | None = None) -> dict:
+        """A plugin's committed values ((namespace, key) -> value) in one namespace, or all of them (None).
+        Committed data does not change while the turn holds its lease: each is read once a turn."""
+
+        async def read() -> dict:
+            reply = await self._store.ListPluginData(
+                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace or ""),
+            )
+            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+
+        return dict(await run.read_once(f"plugin-data/{plugin_id}/{namespace or ''}", read))
+
     def view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
         before this one's layer (in commit order), then the runtime's own."""
 
-        async def read(namespace: str | None) -> dict:
-            reply = await self._store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=runtime.plugin_id, namespace=namespace or ""),
-            )
-            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
-
         async def load_committed(namespace: str | None) -> dict:
-            # Committed data does not change while the turn holds its lease: each (plugin, namespace) is read once a turn.
-            committed = await run.read_once(f"plugin-data/{runtime.plugin_id}/{namespace or ''}", lambda: read(namespace))
-            return dict(committed)
+            return await self.committed(run, session_id, runtime.plugin_id, namespace)
 
         return PluginDataView(runtime.plugin_id, load_committed, upstream=run.plugin_data_writes(runtime.plugin_id))
 

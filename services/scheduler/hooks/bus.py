@@ -1,4 +1,5 @@
-"""Dispatch hook events, costing no RPC for an event no active plugin listens to."""
+"""Dispatch hook events, costing no RPC for an event no active plugin listens to, or whose listeners' declarative
+matches all refuse it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
+from shared.hook_matches import match_from_proto
+from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.structs import from_struct, to_struct
 
 if TYPE_CHECKING:
@@ -19,6 +22,41 @@ if TYPE_CHECKING:
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
+
+
+@dataclass
+class Listeners:
+    """Who handles one event: plugins that take every payload, and plugins that take only what one of
+    their handlers' declarative matches accepts (hooks.proto Subscription.matched)."""
+
+    always: frozenset[str] = frozenset()
+    matched: dict[str, tuple[DeclarativeMatch, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_proto(cls, subscription: hooks_pb2.Subscription) -> Listeners:
+        matched = {}
+        for plugin in subscription.matched:
+            try:
+                matched[plugin.plugin_id] = tuple(match_from_proto(match) for match in plugin.matches)
+            except MatchError:
+                continue  # a match this scheduler cannot read: the plugin gets every payload
+        return cls(frozenset(subscription.plugin_ids) - matched.keys(), matched)
+
+    def wanted(self, scope: ExecutionScope, payload: dict[str, Any], plugin_id: str, runtime_id: str) -> bool:
+        """Whether any plugin active in the session would run a handler for this payload."""
+        active = scope.session.active_plugins
+        if not self.always.isdisjoint(active):
+            return True
+        context = None
+        for listener, matches in self.matched.items():
+            if listener in active:
+                context = context or {"plugin_id": plugin_id, "runtime_id": runtime_id, "locale": scope.session.locale}
+                if any(match.accepts(payload, context) for match in matches):
+                    return True
+        return False
+
+
+NO_LISTENERS = Listeners()
 
 
 @dataclass
@@ -71,20 +109,20 @@ class HookBus:
         self._hooks = hooks
         # The gateway event keys (hooks/event_keys.py), carried to context assembly and compaction.
         self.events = events
-        self._subscribers: dict[str, set[str]] = {}
+        self._listeners: dict[str, Listeners] = {}
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
         self._tools: dict[str, tuple[float, dict]] = {}
         self._read_only: dict[str, set[str]] = {}
 
-    async def _subscriptions(self) -> dict[str, set[str]]:
+    async def _subscriptions(self) -> dict[str, Listeners]:
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
             async with self._lock:
                 if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
                     reply = await self._hooks.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest())
-                    self._subscribers = {sub.event: set(sub.plugin_ids) for sub in reply.subscriptions}
+                    self._listeners = {sub.event: Listeners.from_proto(sub) for sub in reply.subscriptions}
                     self._fetched_at = time.monotonic()
-        return self._subscribers
+        return self._listeners
 
     def refresh(self) -> None:
         self._fetched_at = 0.0
@@ -150,8 +188,8 @@ class HookBus:
         runtime_id: str = "",
         timeout_s: float | None = None,  # None: Dispatch's deadline in shared/grpc_client.py
     ) -> HookOutcome:
-        listeners = (await self._subscriptions()).get(event, set())
-        if not listeners.intersection(scope.session.active_plugins):
+        listeners = (await self._subscriptions()).get(event, NO_LISTENERS)
+        if not listeners.wanted(scope, payload, plugin_id, runtime_id):
             return HookOutcome(False, "", payload)
         reply = await self._hooks.Dispatch(
             hooks_pb2.DispatchRequest(

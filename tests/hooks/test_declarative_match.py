@@ -1,0 +1,103 @@
+"""Declarative hook matches (`covel.on(..., match={...})`): what they accept, what a registration with a
+bad one is told, and how the hooks service reports them so the scheduler can test them itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from covel.hooks.v1 import hooks_pb2
+from covel.store.v1 import store_pb2
+from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
+from services.scheduler.hooks.bus import ExecutionScope, Listeners
+from shared.hook_matches import match_from_proto, match_to_proto
+from shared.plugin_sdk import PluginRegistrar
+from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
+from shared.plugin_sdk.registrar import RegistrationError
+
+ROLLER = {"result.runtimeId": "dice-check/roller"}
+
+
+def test_a_path_into_the_payload_and_a_context_field() -> None:
+    match = DeclarativeMatch.parse({"result.runtimeId": ["a/x", "b"], "ctx.plugin_id": "a"})
+    assert match.accepts({"result": {"runtimeId": "b"}}, {"plugin_id": "a"})
+    assert not match.accepts({"result": {"runtimeId": "b"}}, {"plugin_id": "other"})
+    assert not match.accepts({"result": {"runtimeId": "c"}}, {"plugin_id": "a"})
+    # Every key must match; a missing path or a non-object on the way is null.
+    assert not match.accepts({"result": "b"}, {"plugin_id": "a"}) and not match.accepts({}, {"plugin_id": "a"})
+    assert DeclarativeMatch.parse({"result.note": None}).accepts({"result": {}}, {})
+    assert DeclarativeMatch.parse({"ctx.runtime_id": None}).accepts({}, {"runtime_id": ""})
+
+
+def test_equality_is_typed_as_json_is() -> None:
+    assert DeclarativeMatch.parse({"n": 1}).accepts({"n": 1.0}, {})  # a Struct carries numbers as floats
+    assert not DeclarativeMatch.parse({"n": 1}).accepts({"n": True}, {})
+    assert not DeclarativeMatch.parse({"flag": True}).accepts({"flag": 1}, {})
+    assert DeclarativeMatch.parse({"flag": True}).accepts({"flag": True}, {})
+
+
+@pytest.mark.parametrize(("spec", "wording"), [
+    ({}, "non-empty dict"),
+    ("result.runtimeId", "non-empty dict"),
+    ({"": "x"}, "dotted path"),
+    ({"result..id": "x"}, "dotted path"),
+    ({"ctx.session_id": "x"}, "ctx.plugin_id, ctx.runtime_id, ctx.locale"),
+    ({"result.runtimeId": []}, "1 to 64 values"),
+    ({"result.runtimeId": {"a": 1}}, "dict is not a JSON scalar"),
+    ({f"k{i}": 1 for i in range(17)}, "at most 16 keys"),
+])
+def test_a_match_that_is_not_one_is_refused_at_registration(spec, wording) -> None:
+    with pytest.raises(MatchError, match=wording):
+        DeclarativeMatch.parse(spec)
+    registrar = PluginRegistrar("p")
+    with pytest.raises(RegistrationError, match=r"covel.on\('PostRuntime', match=…\)"):
+        registrar.on("PostRuntime", lambda ctx, p: None, match=spec)
+
+
+async def test_the_dispatcher_skips_a_handler_its_match_refuses() -> None:
+    calls = []
+    plugin = PluginRegistrar("dice")
+    plugin.on("PostRuntime", lambda ctx, p: calls.append(p["result"]["runtimeId"]), match=ROLLER)
+    plugin.on("PostRuntime", lambda ctx, p: calls.append(f"own:{ctx.plugin_id}"), match={"ctx.plugin_id": "dice"})
+    table = HandlerTable(plugin.hooks, {})
+    for runtime_id, plugin_id in (("narrator", "narrator"), ("dice-check/roller", "dice-check"), ("dice/x", "dice")):
+        context = ExecutionContext(session_id="s", turn_id="t", locale="en", active_plugin_ids=("dice",),
+                                   approved_plugin_ids=frozenset(), plugin_id=plugin_id, runtime_id=runtime_id)
+        result = await dispatch(table, "PostRuntime", context, {"result": {"runtimeId": runtime_id}})
+        assert [entry[1] for entry in result.raw_trace] == (["dice"] if plugin_id != "narrator" else [])
+    assert calls == ["dice-check/roller", "own:dice"]
+
+
+def test_the_service_reports_plugins_whose_every_handler_has_one() -> None:
+    dice, guard = PluginRegistrar("dice"), PluginRegistrar("guard")
+    dice.on("PostRuntime", lambda ctx, p: None, match=ROLLER)
+    dice.on("PreToolUse", lambda ctx, p: None, match={"toolCall.name": "emit-event"})
+    dice.on("PreToolUse", lambda ctx, p: None)  # no match: PreToolUse always reaches dice
+    guard.on("PostRuntime", lambda ctx, p: None, match=lambda payload: True)  # a function: only its worker can test it
+    matched = HandlerTable([*dice.hooks, *guard.hooks], {}).matched()
+    assert list(matched) == ["PostRuntime"] and list(matched["PostRuntime"]) == ["dice"]
+    [match] = matched["PostRuntime"]["dice"]
+    assert match_from_proto(match_to_proto(match)) == match
+
+
+def scope(*active: str) -> ExecutionScope:
+    return ExecutionScope(store_pb2.Session(id="s", locale="en", active_plugins=list(active)), "t", 1)
+
+
+def test_the_scheduler_dispatches_only_what_a_listener_would_take() -> None:
+    subscription = hooks_pb2.Subscription(
+        event="PostRuntime", plugin_ids=["dice", "always"],
+        matched=[hooks_pb2.PluginMatches(plugin_id="dice", matches=[match_to_proto(DeclarativeMatch.parse(ROLLER))])])
+    listeners = Listeners.from_proto(subscription)
+    narrator = {"result": {"runtimeId": "narrator"}}
+    roller = {"result": {"runtimeId": "dice-check/roller"}}
+    assert not listeners.wanted(scope("dice"), narrator, "narrator", "narrator")
+    assert listeners.wanted(scope("dice"), roller, "dice-check", "dice-check/roller")
+    assert listeners.wanted(scope("dice", "always"), narrator, "narrator", "narrator")
+    assert not listeners.wanted(scope("narrator"), roller, "dice-check", "dice-check/roller")
+
+
+def test_a_match_the_scheduler_cannot_read_sends_every_payload() -> None:
+    broken = hooks_pb2.HandlerMatch(conditions=[hooks_pb2.MatchCondition(path="ctx.secret")])
+    listeners = Listeners.from_proto(hooks_pb2.Subscription(
+        event="PostRuntime", plugin_ids=["dice"], matched=[hooks_pb2.PluginMatches(plugin_id="dice", matches=[broken])]))
+    assert listeners.wanted(scope("dice"), {}, "", "")
