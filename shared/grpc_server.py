@@ -83,6 +83,9 @@ class RunningServer:
 
 
 def _host_of(addr: str) -> str:
+    """The host the side ports (metrics, health) listen on: the service's own, loopback for a unix socket."""
+    if addr.startswith(("unix:", "unix-abstract:")):
+        return "127.0.0.1"
     host = addr.rpartition(":")[0].strip("[]")
     return host or "0.0.0.0"
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import socket
+import sys
 
 import pytest_asyncio
 
@@ -184,3 +187,21 @@ async def test_the_other_services_log_lines_of_a_turn_carry_its_ids(observed):
         in_turns = [line for line in _json_lines(group, service) if line.get("trace_id") in by_trace]
         assert in_turns, service
         assert all((line.get("session_id"), line.get("turn_id")) == by_trace[line["trace_id"]] for line in in_turns), in_turns
+
+
+async def test_a_service_on_a_unix_socket_serves_metrics_on_loopback(tmp_path):
+    """The side ports of a service whose gRPC address is a unix socket listen on 127.0.0.1 (the
+    host part of `unix:/path` is no host: the service used to exit at start)."""
+    metrics_port = _free_port()
+    env = {**os.environ, "COVEL_DATA_DIR": str(tmp_path), "COVEL_GATEWAY_ADDR": f"unix:{tmp_path / 'gateway.sock'}",
+           "COVEL_GATEWAY_METRICS_PORT": str(metrics_port)}
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.gateway", cwd=REPO_ROOT, env=env,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        async with asyncio.timeout(30):
+            while b"COVEL_READY" not in (line := await process.stdout.readline()):
+                assert line, "the gateway exited before it served"
+        assert scrape(metrics_port)  # 200 with samples
+    finally:
+        process.terminate()
+        await process.wait()
