@@ -196,9 +196,11 @@ def open_channel(addr: str, *, security: SecuritySettings | None = None, bearer_
     options = CHANNEL_OPTIONS + ([("grpc.use_local_subchannel_pool", 1)] if own_connection else [])
     if tls is None:
         return grpc.aio.insecure_channel(addr, options=options, interceptors=interceptors)
-    return grpc.aio.secure_channel(
-        addr, channel_credentials(tls), options=options + channel_options(tls), interceptors=interceptors
-    )
+    names = channel_options(tls)
+    if not names and addr.startswith(("unix:", "unix-abstract:")):
+        # A socket path is no host name: check the server's certificate for localhost, as a local service's has.
+        names = [("grpc.ssl_target_name_override", "localhost")]
+    return grpc.aio.secure_channel(addr, channel_credentials(tls), options=options + names, interceptors=interceptors)
 
 
 def open_client_api_channel(addr: str, *, security: SecuritySettings | None = None) -> grpc.aio.Channel:

@@ -10,7 +10,10 @@ from pathlib import Path
 from bench.turn_costs import metrics_env, per_turn, snapshot
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel_cli.in_process import unix_socket_addrs
+from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
+from shared.settings import REPO_ROOT
 from tests.e2e.conftest import minimal_session, running_services
 
 TURNS = 4
@@ -63,3 +66,18 @@ async def test_an_event_no_declarative_match_accepts_costs_no_dispatch(tmp_path:
             assert seen == [("PostRuntime", "ok", "narrator")], turn.hook_trace
         rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
     assert rpcs["hooks.Dispatch"] == 2, rpcs
+
+
+async def test_the_five_processes_play_over_unix_sockets(tmp_path: Path) -> None:
+    """Over unix sockets (bench.split_cost's setup) the services reach each other with TLS: a socket
+    path is no host name, so a channel checks the peer's certificate for localhost."""
+    addrs = unix_socket_addrs(tmp_path)
+    group = ServiceGroup(addrs, tmp_path / "data", extra_env={"COVEL_PLUGIN_DIRS": str(REPO_ROOT / "plugins")})
+    await group.start()
+    try:
+        async with open_channel(group.addrs["scheduler"]) as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            session = (await stub.CreateSession(minimal_session())).session
+            await play(stub, session.id, "I wait by the socket.")
+    finally:
+        await group.stop()
