@@ -57,7 +57,7 @@ WORLD_MEANINGS: dict[str, str] = {
     "WorldManifest.dimensions": "Values of the world that change in play, by id, each with a JSON Schema and an initial value.",
     "WorldManifest.pluginPolicy": "Which plugins and contracts a session in the world gets.",
     "WorldManifest.pluginSettings": "Presets of plugins' settings, by plugin id; a player's own values win, key by key.",
-    "WorldManifest.data": "Content for the plugins that accept a contract (imported into sessions in a later step).",
+    "WorldManifest.data": "Content for the plugins that accept a contract, imported into each new session in the world.",
     "WorldManifest.author": "The author: a name, or `{name, url, about, links}` (as in PLUGIN.md; shown, never sent to a model).",
     "WorldManifest.license": "A license name or SPDX id, e.g. `CC-BY-4.0`.",
     "WorldManifest.homepage": "The world's page.",

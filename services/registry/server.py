@@ -17,11 +17,14 @@ from services.registry.package_validator import NotAPackage, validate_paths
 from services.registry.proto_mapping import confirmed_to_proto, package_to_proto, resolution_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
 from services.registry.settings import BUILTIN, RegistrySettings
+from services.registry.world_import import import_records
+from services.registry.world_loader import WorldState
 from services.registry.world_proto import unknown_world, world_to_proto
 from services.registry.world_translations import LOCALE
 from services.registry.zip_install import MAX_ZIP_BYTES
 from shared.errors import ServiceError, failed_precondition, invalid_argument, not_found, require, rpc
 from shared.grpc_server import RunningServer, start_server
+from shared.structs import to_value
 
 SERVICE_NAME = registry_pb2.DESCRIPTOR.services_by_name["PluginRegistry"].full_name
 
@@ -48,6 +51,9 @@ def _missing(snapshot: Snapshot, plugin_id: str) -> ServiceError:
 
 
 MAX_PATH_CHARS = 4096
+
+
+MAX_IMPORT_PLUGINS = 1000
 
 
 def _check_locale(locale: str) -> None:
@@ -211,6 +217,27 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         if world is None:
             raise unknown_world(request.world_id)
         return registry_pb2.GetWorldResponse(world=world_to_proto(world, request.locale), generation=snapshot.generation)
+
+    @rpc
+    async def GetWorldImport(
+        self, request: registry_pb2.GetWorldImportRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.GetWorldImportResponse:
+        require(request.world_id, "world_id", "the id of the world the new session starts in")
+        _check_locale(request.locale)
+        if len(request.plugin_ids) > MAX_IMPORT_PLUGINS:
+            raise invalid_argument("plugin_ids", f"names {len(request.plugin_ids)} plugins; a session runs at most {MAX_IMPORT_PLUGINS}")
+        snapshot = self._catalogue.current
+        world = snapshot.world(request.world_id)
+        if world is None:
+            raise unknown_world(request.world_id)
+        if world.state is not WorldState.LOADED:
+            raise failed_precondition(f"world `{world.id}` failed to load, so nothing is imported from it; GetWorld shows why")
+        records = import_records(world, snapshot.packages, set(request.plugin_ids), request.locale)
+        return registry_pb2.GetWorldImportResponse(records=[
+            registry_pb2.WorldDataRecord(plugin_id=record.plugin_id, namespace=record.namespace, key=record.key,
+                                         value=to_value(record.value), source=record.source)
+            for record in records
+        ], generation=snapshot.generation)
 
     @rpc
     async def WatchCatalogue(

@@ -62,6 +62,10 @@ class WorldDataSource:
     files: tuple[str, ...] = ()
     character_field: str = ""
     locale_array_keys: tuple[str, ...] = ()
+    # Where diagnostics point: `data[2]`, or the plugin namespace whose authoring.source it is by convention.
+    where: str = ""
+    # Data file -> its translations by locale (`facts.zh.yaml` beside `facts.yaml`).
+    translations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass
@@ -83,6 +87,10 @@ class LoadedWorld:
     character_schema: dict[str, Any] | None = None
     dimensions: list[WorldDimension] = field(default_factory=list)
     data_sources: list[WorldDataSource] = field(default_factory=list)
+    # Each source's checked records: (key, world_references.Record), what sessions import (world_import.py);
+    # and by locale, the records with that locale's translations merged in.
+    records: list[tuple[WorldDataSource, list[tuple[str, Any]]]] = field(default_factory=list)
+    translated_records: dict[str, list[tuple[WorldDataSource, list[tuple[str, Any]]]]] = field(default_factory=dict)
     translations: dict[str, WorldTranslation] = field(default_factory=dict)
     # pluginPolicy.plus entries that are not installed (left out of a session's request).
     missing_plugins: list[str] = field(default_factory=list)
@@ -239,7 +247,7 @@ def load_world(root: Path, packages: Sequence[LoadedPackage] = ()) -> LoadedWorl
         return world
     world.manifest = manifest
     _check_id(world, manifest, bag)
-    world.data_sources = world_data.data_sources(manifest, files, bag)
+    world.data_sources = world_data.data_sources(manifest, files, bag, packages)
     character_fields = frozenset(source.character_field for source in world.data_sources if source.character_field)
     _characters(world, _character_list(world, manifest, files, bag), character_fields, bag)
     world_checks.check_world(world, manifest, files, bag, {package.id: package for package in packages})

@@ -29,7 +29,7 @@ from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
-from services.scheduler.world_sessions import fetch_world, world_start
+from services.scheduler.world_sessions import fetch_world, import_world_data, world_start
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -128,6 +128,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     f"approved_plugins[{index}]", f"plugin {plugin_id!r} is not enabled in this session; request it too"
                 )
         await self._check_plugin_settings(request.plugin_settings, active)
+        if world is not None:
+            await import_world_data(self._peers.registry, self._plugins, world, list(resolved.active), locale)
         created = await self._peers.store.CreateSession(
             store_pb2.CreateSessionRequest(
                 session=store_pb2.Session(

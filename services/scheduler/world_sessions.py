@@ -5,7 +5,8 @@ starts with, turned into the create request's parts (docs/worlds.md). No client 
   reported), `requires` the required contracts;
 - its `pluginSettings` presets are the settings under the player's own (a player's value wins);
 - its character schema, characters, dimensions (at their initial values) and opening are written
-  with the session, in one transaction (the store's SessionWorld), by the writer `world:<id>`.
+  with the session, in one transaction (the store's SessionWorld), by the writer `world:<id>`;
+- its data, for the plugins that run in the session (import_world_data), in the same transaction.
 
 An unknown world is NOT_FOUND naming world_id; a world that failed to load is FAILED_PRECONDITION
 with its first diagnostics. Either way nothing is created.
@@ -22,6 +23,8 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.function.dataset_policies import policies_of
+from services.scheduler.plugin_cache import PluginCache
 from shared.errors import FieldViolation, ServiceError, failed_precondition
 from shared.structs import from_struct, to_struct
 
@@ -37,6 +40,20 @@ class WorldStart:
     request: scheduler_pb2.CreateSessionRequest
     session_world: store_pb2.SessionWorld
     left_out: list[scheduler_pb2.RejectedPlugin] = field(default_factory=list)
+
+
+async def import_world_data(registry: registry_pb2_grpc.PluginRegistryStub, plugins: PluginCache, start: WorldStart,
+                            running: list[str], locale: str) -> None:
+    """The world's data for the session's running plugins (hidden data too) into the session's world, with the
+    dataset rules of the receiving plugins: the store writes and checks them in the session's transaction."""
+    reply = await registry.GetWorldImport(registry_pb2.GetWorldImportRequest(world_id=start.world.id, plugin_ids=running, locale=locale))
+    start.session_world.plugin_data.extend(
+        store_pb2.PluginDataEntry(plugin_id=record.plugin_id, namespace=record.namespace, key=record.key, value=record.value)
+        for record in reply.records
+    )
+    receivers = sorted({record.plugin_id for record in reply.records})
+    if receivers:
+        start.session_world.datasets.extend(policies_of(await plugins.packages(receivers, timeout_s=10)))
 
 
 def _diagnostic_line(diagnostic: common_pb2.Diagnostic) -> str:

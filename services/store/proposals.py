@@ -161,7 +161,7 @@ def event_values(row: EventRecord) -> dict[str, Any]:
             "runtime_id": row.runtime_id, "name": row.name, "payload": row.payload, "created_at": row.created_at}
 
 
-def _sized(what: str, value: Any) -> str:
+def json_sized(what: str, value: Any) -> str:
     """The value's compact JSON text (plugin data writes it as it is), refused past VALUE_MAX_BYTES."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     size = len(text) if text.isascii() else len(text.encode())
@@ -194,7 +194,7 @@ def apply_narrative_append(context: ApplyContext, proposal: store_pb2.Proposal) 
 # --- plugin data ---
 
 
-def _entry_address(kind: str, item: dict[str, Any], where: str = "payload") -> tuple[str, str]:
+def entry_address(kind: str, item: dict[str, Any], where: str = "payload") -> tuple[str, str]:
     namespace, key = item.get("namespace"), item.get("key")
     if not isinstance(namespace, str) or not namespace.strip():
         raise Rejected(f"{kind}: {where}.namespace must be a non-empty string")
@@ -250,7 +250,7 @@ class _DataWriter:
 
     def set(self, kind: str, namespace: str, key: str, value: Any) -> None:
         check_namespace(kind, namespace)
-        text = _sized(f"{kind}: the value of {namespace}/{key}", value)
+        text = json_sized(f"{kind}: the value of {namespace}/{key}", value)
         self._checked(kind, namespace, key, ["set"], value)
         self.context.data.set(self._address(namespace, key), value, text)
 
@@ -275,7 +275,7 @@ class _DataWriter:
         if value is DELETED or value is MISSING:
             self.context.data.delete(self._address(namespace, key))
             return
-        text = _sized(f"{kind}: the value of {namespace}/{key} after the operations", value)
+        text = json_sized(f"{kind}: the value of {namespace}/{key} after the operations", value)
         if policy is not None:
             try:
                 policy.check_record(key, value)
@@ -286,7 +286,7 @@ class _DataWriter:
 
 def apply_plugin_data(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
     payload = struct_to_dict(proposal.payload)
-    namespace, key = _entry_address("plugin.data", payload)
+    namespace, key = entry_address("plugin.data", payload)
     if "value" not in payload:
         raise Rejected("plugin.data: payload.value is required (null is a value)")
     _DataWriter(context, proposal).set("plugin.data", namespace, key, payload["value"])
@@ -302,20 +302,20 @@ def apply_plugin_data_batch(context: ApplyContext, proposal: store_pb2.Proposal)
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise Rejected(f"plugin.data.batch: entries[{index}] must be an object {{namespace, key, value}}")
-        namespace, key = _entry_address("plugin.data.batch", entry, f"entries[{index}]")
+        namespace, key = entry_address("plugin.data.batch", entry, f"entries[{index}]")
         if "value" not in entry:
             raise Rejected(f"plugin.data.batch: entries[{index}].value is required (null is a value)")
         writer.set(f"plugin.data.batch: entries[{index}]", namespace, key, entry["value"])
 
 
 def apply_plugin_data_delete(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    namespace, key = _entry_address("plugin.data.delete", struct_to_dict(proposal.payload))
+    namespace, key = entry_address("plugin.data.delete", struct_to_dict(proposal.payload))
     _DataWriter(context, proposal).delete("plugin.data.delete", namespace, key)
 
 
 def apply_plugin_data_update(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
     payload = struct_to_dict(proposal.payload)
-    namespace, key = _entry_address("plugin.data.update", payload)
+    namespace, key = entry_address("plugin.data.update", payload)
     operations = payload.get("operations")
     if not isinstance(operations, list) or not operations:
         raise Rejected("plugin.data.update: payload.operations must be a non-empty list of {op, path, ...}")
@@ -334,7 +334,7 @@ def apply_character_schema_set(context: ApplyContext, proposal: store_pb2.Propos
         raise Rejected("character.schema.set: payload.types must be a list of non-empty strings")
     if not isinstance(attributes, dict):
         raise Rejected("character.schema.set: payload.attributes must be an object")
-    _sized("character.schema.set: the schema", payload)
+    json_sized("character.schema.set: the schema", payload)
     world.set_character_schema(context.db, context.session_id, types, attributes, proposal.plugin_id, context.turn_id, context.now)
 
 
@@ -347,7 +347,7 @@ def apply_character_upsert(context: ApplyContext, proposal: store_pb2.Proposal) 
         raise Rejected("character.upsert: payload.expectedVersion must be the version you read (0: a new character)")
     if not isinstance(character, dict):
         raise Rejected("character.upsert: payload.character must be an object")
-    _sized(f"character.upsert: character {character_id}", character)
+    json_sized(f"character.upsert: character {character_id}", character)
     try:
         world.upsert_character(context.db, context.session_id, character_id, expected, character, proposal.plugin_id, context.turn_id, context.now)
     except world.Conflict as error:
@@ -398,7 +398,7 @@ def apply_dimension_initialize(context: ApplyContext, proposal: store_pb2.Propos
         if "value" not in item:
             raise Rejected(f"{kind}: {where}.value is required")
         _check_value(kind, where, _check_schema(kind, where, item.get("schema")), item["value"])
-        _sized(f"{kind}: {where}.value", item["value"])
+        json_sized(f"{kind}: {where}.value", item["value"])
     try:
         world.initialize_dimensions(context.db, context.session_id, items, proposal.plugin_id, context.turn_id, context.now)
     except world.Conflict as error:
@@ -432,7 +432,7 @@ def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) 
                 "version-conflict",
             )
         _check_value(kind, where, _check_schema(kind, where, row.schema), item["value"])
-        _sized(f"{kind}: {where}.value", item["value"])
+        json_sized(f"{kind}: {where}.value", item["value"])
     for item in items:
         world.update_dimension(current[item["id"]], item["value"], context.turn_id, context.now)
     context.db.flush()
@@ -446,7 +446,7 @@ def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> Non
     name = payload.get("name")
     if not isinstance(name, str) or not EVENT_NAME.match(name) or len(name) > NAME_MAX:
         raise Rejected("event.emit: payload.name must be an event name (letters, digits, . _ : / -)")
-    _sized("event.emit: payload.payload", payload.get("payload"))
+    json_sized("event.emit: payload.payload", payload.get("payload"))
     context.events.append(
         EventRecord(
             id=new_id(),
@@ -469,7 +469,7 @@ def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> 
         raise Rejected("export.record: payload.recordAs must be the io.output.recordAs name")
     if "value" not in payload:
         raise Rejected("export.record: payload.value is required")
-    _sized(f"export.record: {record_as}", payload["value"])
+    json_sized(f"export.record: {record_as}", payload["value"])
     world.record_export(
         context.db,
         ExportRow(

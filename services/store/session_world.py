@@ -1,5 +1,5 @@
-"""A new session's world (CreateSessionRequest.world): its character schema, characters, dimensions
-and opening, checked before any database work and written in the session's own transaction with
+"""A new session's world (CreateSessionRequest.world): its character schema, characters, dimensions,
+opening and the plugins' share of the world's data, checked before any database work and written in the session's own transaction with
 the world model's writers (world.py), so a session never exists with half its world."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import sessions, world
-from services.store.models import MessageRow, SessionRow
+from services.store.datasets import DatasetViolation, dataset
+from services.store.models import MessageRow, PluginDataRow, SessionRow
+from services.store.proposals import Rejected, check_namespace, entry_address, json_sized
 from shared import json_schemas
 from shared.errors import invalid_argument
 from shared.ids import new_id
@@ -23,6 +25,8 @@ NAME_MAX = 200
 VALUE_MAX_BYTES = 256 * 1024
 ITEMS_MAX = 1000
 OPENING_MAX = 20_000
+# As many records as the registry lets one world import (services/registry/world_data.py).
+PLUGIN_DATA_MAX = 20_000
 WRITER_PREFIX = "world:"
 
 
@@ -68,6 +72,35 @@ def check_session_world(request: store_pb2.SessionWorld) -> None:
     for index, dimension in enumerate(request.dimensions):
         _check_id(f"world.dimensions[{index}].id", dimension.id, seen)
         _check_dimension(index, dimension)
+    _check_plugin_data(request)
+
+
+def _check_plugin_data(request: store_pb2.SessionWorld) -> None:
+    """The world's data, through the same rules as a plugin's own set: namespace, key, size, then the
+    receiving plugin's dataset (set allowed, the record fits its schema)."""
+    if len(request.plugin_data) > PLUGIN_DATA_MAX:
+        raise invalid_argument("world.plugin_data", f"holds {len(request.plugin_data)} records; a session imports at most {PLUGIN_DATA_MAX}")
+    policies = {(p.plugin_id, p.namespace): dataset(p.plugin_id, p.namespace, from_struct(p.schema) if p.HasField("schema") else None,
+                                                    list(p.ops)) for p in request.datasets}
+    seen: set[tuple[str, str, str]] = set()
+    for index, entry in enumerate(request.plugin_data):
+        where = f"world.plugin_data[{index}]"
+        if not entry.plugin_id or len(entry.plugin_id) > NAME_MAX:
+            raise invalid_argument(f"{where}.plugin_id", f"must be the receiving plugin's id, at most {NAME_MAX} characters")
+        try:
+            namespace, key = entry_address("world data", {"namespace": entry.namespace, "key": entry.key}, where)
+            check_namespace("world data", namespace)
+            value = from_value(entry.value)
+            json_sized(f"world data {namespace}/{key}", value)
+            policy = policies.get((entry.plugin_id, namespace))
+            if policy is not None:
+                policy.check_kinds(["set"])
+                policy.check_record(key, value)
+        except (Rejected, DatasetViolation) as error:
+            raise invalid_argument(where, f"plugin {entry.plugin_id}: {error}") from None
+        if (entry.plugin_id, namespace, key) in seen:
+            raise invalid_argument(where, f"plugin {entry.plugin_id} {namespace}/{key} is given twice")
+        seen.add((entry.plugin_id, namespace, key))
 
 
 def _check_dimension(index: int, dimension: store_pb2.Dimension) -> None:
@@ -105,6 +138,9 @@ def _write_world(db: Session, row: SessionRow, request: store_pb2.SessionWorld, 
         items = [{"id": d.id, "name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value)}
                  for d in request.dimensions]
         world.initialize_dimensions(db, row.id, items, writer, None, now)
+    db.add_all(PluginDataRow(session_id=row.id, plugin_id=entry.plugin_id, namespace=entry.namespace, key=entry.key,
+                             value=from_value(entry.value), turn_id=None, created_at=now, updated_at=now)
+               for entry in request.plugin_data)
     if request.opening:
         row.last_message_seq = 1
         db.add(MessageRow(id=new_id(), session_id=row.id, turn_id=None, seq=1, role="story", plugin_id="", runtime_id="",

@@ -63,6 +63,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         # Worlds (issue 20): the scheduler reads them for its clients and for CreateSession(world_id).
         "ListWorlds": SCHEDULER_OR_OPERATOR,
         "GetWorld": SCHEDULER_OR_OPERATOR,
+        "GetWorldImport": _rule("a world's data, hidden data included, for the sessions the scheduler creates", "scheduler"),
     },
     "covel.hooks.v1.HookDispatcher": {
         **{method: TURN_PATH for method in ("Dispatch", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent")},

@@ -103,6 +103,23 @@ async def test_a_session_in_a_world_starts_with_the_world(world_services) -> Non
     assert seen["schemaTypes"] == ["player", "npc", "spirit"] and seen["attributes"] == ["courage", "oath"]
     assert seen["dimensions"] == {"tide": {"name": "潮汐", "value": {"level": "low", "hoursLeft": 6}, "version": 1},
                                   "dread": {"name": "Dread", "value": 1, "version": 1}}
+    # The world's data reached the plugin that accepts each contract, hidden rules in its _hidden namespace, in Chinese.
+    data = seen["data"]
+    assert data["facts"]["bells"]["text"] == "潮水转向时，钟声响起。" and sorted(data["facts"]) == ["bells", "ebb"]
+    assert sorted(data["_hidden.rules"]) == ["calm", "flood"] and data["_hidden.rules"]["flood"]["then"] == "The streets flood."
+    assert sorted(data["lore"]) == ["founding"] and data["blueprints"] == {"ossa": {"voice": "whispering"}}
+
+
+async def test_world_records_reach_sessions_not_clients(world_services) -> None:
+    """GetWorld describes the data sources; the records (hidden ones too) go only to the sessions' plugins."""
+    async with open_channel(world_services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+            world_id="tidefall", excluded_plugins=NON_STORY_CORE_PLUGINS, approved_plugins=["lore-keeper"]))).session
+        world = (await stub.GetWorld(scheduler_pb2.GetWorldRequest(world_id="tidefall"))).world
+    text = str(world)
+    assert "The streets flood." not in text and "The bells ring" not in text, "GetWorld shows sources, not records"
+    assert session.id
 
 
 async def test_no_session_starts_in_an_unknown_or_failed_world(world_services, tmp_path) -> None:

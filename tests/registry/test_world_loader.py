@@ -191,6 +191,7 @@ def test_data_sources_stay_inside_the_package_and_their_files_must_exist(tidefal
 
 
 def test_records_are_checked_for_the_plugins_that_accept_them(tidefall: Path, packages) -> None:
+    (tidefall / "data" / "facts.zh.yaml").unlink()
     write(tidefall, "data/facts.yaml", """\
         - id: bells
           text: The bells ring.
@@ -223,6 +224,7 @@ def test_without_a_character_schema_or_dimensions_references_are_not_checked(tid
     text = text[: text.index("characterSchema:")] + text[text.index("pluginPolicy:"):]
     (tidefall / "world.yaml").write_text(text)
     (tidefall / "world.zh.yaml").unlink()
+    (tidefall / "data" / "facts.zh.yaml").unlink()
     write(tidefall, "cast.yaml", "- {id: wren, name: Wren, blueprint: {voice: low}}\n")
     write(tidefall, "data/facts.yaml", "- {id: a, text: t, attributes: [{id: anything}]}\n")
     write(tidefall, "data/rules/01-flood.yaml", "name: flood\nwhen: {dimension: anywhere}\n")

@@ -248,7 +248,7 @@ def test_struct_to_dict_refuses_what_json_cannot_say_as_from_struct_does(number)
 
 @pytest.mark.parametrize("value", [{"text": "plain"}, "Zoë «quoted» 😀", [1, 2.5, None, {"a": "ü"}], None, 7])
 def test_a_value_is_sized_by_the_text_it_is_written_as(value):
-    text = proposals._sized("a value", value)
+    text = proposals.json_sized("a value", value)
     assert len(text.encode()) == json_size(value) and json.loads(text) == value
 
 
@@ -256,9 +256,9 @@ def test_a_value_is_sized_by_the_text_it_is_written_as(value):
 def test_the_size_limit_counts_utf8_bytes_of_the_written_text(letter):
     width = len(letter.encode())
     fits = letter * ((proposals.VALUE_MAX_BYTES - 2) // width)  # 2: the quotes
-    proposals._sized("a value", fits)
+    proposals.json_sized("a value", fits)
     with pytest.raises(proposals.Rejected, match="the limit is"):
-        proposals._sized("a value", fits + letter * (1 + (proposals.VALUE_MAX_BYTES - 2) % width))
+        proposals.json_sized("a value", fits + letter * (1 + (proposals.VALUE_MAX_BYTES - 2) % width))
 
 
 async def test_plugin_data_written_as_its_json_text_reads_back_as_the_value(stub):

@@ -60,6 +60,40 @@ async def test_a_world_without_an_opening_or_schema(stub) -> None:
     assert not (await stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session.id))).messages
 
 
+def entry(namespace: str, key: str, value, plugin_id: str = "lore-keeper") -> store_pb2.PluginDataEntry:
+    return store_pb2.PluginDataEntry(plugin_id=plugin_id, namespace=namespace, key=key, value=to_value(value))
+
+
+FACTS_DATASET = store_pb2.DatasetPolicy(plugin_id="lore-keeper", namespace="facts", ops=["set"],
+                                        schema=to_struct({"type": "object", "required": ["text"]}))
+
+
+async def test_the_worlds_data_is_written_with_the_session(stub) -> None:
+    world = tidefall(plugin_data=[entry("facts", "bells", {"text": "The bells ring."}), entry("_hidden.rules", "flood", {"then": "Water."})],
+                     datasets=[FACTS_DATASET])
+    session = await create(stub, world)
+    entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id))).entries
+    assert [(e.plugin_id, e.namespace, e.key, from_value(e.value), e.turn_id) for e in entries] == [
+        ("lore-keeper", "_hidden.rules", "flood", {"then": "Water."}, ""), ("lore-keeper", "facts", "bells", {"text": "The bells ring."}, "")]
+
+
+@pytest.mark.parametrize(("world", "field"), [
+    (tidefall(plugin_data=[entry("facts", "bells", {"note": "no text"})], datasets=[FACTS_DATASET]), "world.plugin_data[0]"),
+    (tidefall(plugin_data=[entry("facts", "bells", {"text": "t"})],
+              datasets=[store_pb2.DatasetPolicy(plugin_id="lore-keeper", namespace="facts", ops=["merge"], schema=to_struct({}))]),
+     "world.plugin_data[0]"),
+    (tidefall(plugin_data=[entry("_memory", "x", 1)]), "world.plugin_data[0]"),
+    (tidefall(plugin_data=[entry("facts", "", 1)]), "world.plugin_data[0]"),
+    (tidefall(plugin_data=[entry("facts", "a", 1, plugin_id="")]), "world.plugin_data[0].plugin_id"),
+    (tidefall(plugin_data=[entry("facts", "a", 1), entry("facts", "a", 2)]), "world.plugin_data[1]"),
+    (tidefall(plugin_data=[entry("facts", "big", "x" * (256 * 1024 + 1))]), "world.plugin_data[0]"),
+])
+async def test_world_data_goes_through_the_rules_of_every_plugin_data_write(stub, world, field) -> None:
+    """The dataset (set allowed, the record fits), reserved namespaces, keys, sizes; checked before any row is written."""
+    error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, create(stub, world))
+    assert violated_fields(error) == [field]
+
+
 @pytest.mark.parametrize(("world", "field"), [
     (tidefall(writer="tidefall"), "world.writer"),
     (tidefall(dimensions=[store_pb2.Dimension(id="dread", schema=to_struct({"type": "integer", "maximum": 5}), value=to_value(9))]),

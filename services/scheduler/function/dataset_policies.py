@@ -44,11 +44,14 @@ def dataset_schema(package_root: str, declaration: Dataset) -> dict[str, Any] | 
 
 def dataset_policies(packages: Mapping[str, Package], proposals: Iterable[store_pb2.Proposal]) -> list[store_pb2.DatasetPolicy]:
     writers = sorted({p.plugin_id for p in proposals if p.type.startswith("plugin.data")})
+    return policies_of(packages[plugin_id] for plugin_id in writers if plugin_id in packages)
+
+
+def policies_of(packages: Iterable[Package]) -> list[store_pb2.DatasetPolicy]:
+    """Every dataset of these packages as the store enforces it (a world's data import uses them too)."""
     policies = []
-    for plugin_id in writers:
-        package = packages.get(plugin_id)
-        if package is None:
-            continue
+    for package in packages:
+        plugin_id = package.id
         for namespace, declaration in (package.contributes.datasets or {}).items():
             policy = store_pb2.DatasetPolicy(plugin_id=plugin_id, namespace=namespace, ops=list(declaration.ops))
             schema = dataset_schema(package.root_dir, declaration)
