@@ -158,10 +158,12 @@ async def _run(base_url: str, gateway_addr: str) -> dict[str, Any]:
         return count
 
     async def gateway_stream(tokens: int) -> int:
+        """The provider's deltas that arrived: the gateway sends what is ready at once as one message
+        (stream coalescing), so they are counted by their text (`tN ` each), not by message."""
         count = 0
         async for event in gateway.Generate(request(f"tokens:{tokens}"), timeout=60):
             if event.WhichOneof("event") == "content_delta":
-                count += 1
+                count += len(event.content_delta.split())
         return count
 
     results: dict[str, Any] = {}
