@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import threading
 import time
@@ -38,6 +39,10 @@ DEMO_ACTIONS = (
 )
 COMMANDS = (
     ("/help", "list these commands"),
+    ("/say Hello there.", "what your character says (anything else is what it does)"),
+    ("/kinds", "the session's action kinds and seats"),
+    ('/kind demo-world/ask {"topic": "the lens"}', "an action of any kind, with its text and its fields as JSON"),
+    ("/as mira", "play another of your seat's characters from the next turn"),
     ("/roll 2d6+1", "roll dice (the dice-check plugin)"),
     ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
     ("a number", "take one of the guide's suggestions"),
@@ -203,15 +208,52 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
     return turn
 
 
-async def _play_turn(stub, session_id: str, text: str, out: TextIO) -> tuple[store_pb2.Turn | None, list[str]]:
+async def _play_turn(stub, session_id: str, text: str, out: TextIO, kind: str = "act",
+                     fields: dict | None = None) -> tuple[store_pb2.Turn | None, list[str]]:
     started = time.monotonic()
     request = scheduler_pb2.SubmitActionsRequest(
         session_id=session_id,
-        actions=[common_pb2.PlayerAction(kind="do", text=text)],
+        actions=[common_pb2.PlayerAction(kind=kind, text=text, fields=to_struct(fields) if fields else None)],
         idempotency_key=uuid.uuid4().hex,
     )
     completed = await _stream_turn(stub.SubmitActions(request), out, Progress(out))
     return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])
+
+
+ACTION_COMMANDS = ("/roll", "/kinds", "/as", "/say", "/kind")
+
+
+def action_of(command: str, rest: str) -> tuple[str, str, dict | None]:
+    """(kind, text, fields) of a line: plain text acts, /say says, /kind <kind> <text> {json fields}."""
+    if command == "/say":
+        return "say", rest.strip(), None
+    if command != "/kind":
+        return "act", rest.strip(), None
+    kind, _, tail = rest.strip().partition(" ")
+    text, brace, json_part = tail.partition("{")
+    try:
+        fields = json.loads(brace + json_part) if brace else None
+    except json.JSONDecodeError:
+        fields = None
+        text = tail
+    return kind, text.strip(), fields if isinstance(fields, dict) else None
+
+
+async def show_action_kinds(stub, session_id: str, out: TextIO) -> None:
+    reply = await stub.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session_id))
+    for kind in reply.kinds:
+        fields = ", ".join(from_struct(kind.fields_schema).get("properties", {})) if kind.HasField("fields_schema") else ""
+        out.write(f"  {kind.kind:<24} {kind.label} ({'/'.join(kind.roles)}; text {kind.text}"
+                  + (f"; fields: {fields}" if fields else "") + ")\n")
+    for seat in reply.seats:
+        playing = f"plays {seat.character_id}" if seat.character_id else "plays no character"
+        out.write(f"  seat {seat.id} ({seat.role}): {playing}" + (f"; may play {', '.join(seat.character_ids)}" if seat.character_ids else "") + "\n")
+
+
+async def switch_character(stub, session_id: str, character_id: str, out: TextIO) -> None:
+    reply = await stub.SwitchCharacter(scheduler_pb2.SwitchCharacterRequest(session_id=session_id, character_id=character_id))
+    main = next(seat for seat in reply.session.seats if seat.id == "main")
+    out.write(f"(from the next turn you play {main.character_id})\n")
 
 
 async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> store_pb2.Turn | None:
@@ -263,14 +305,20 @@ async def play(
             if line in ("/help", "/?"):
                 out.write(help_text())
                 continue
-            if line.startswith("/") and not line.startswith("/roll"):
-                out.write(f"(unknown command {line.split()[0]}; /help lists the commands)\n")
+            command, _, rest = line.partition(" ") if line.startswith("/") else ("", "", line)
+            if command and command not in ACTION_COMMANDS:
+                out.write(f"(unknown command {command}; /help lists the commands)\n")
                 continue
             try:
-                if line.startswith("/roll"):
-                    await roll_dice(stub, session_id, line.removeprefix("/roll").strip(), out)
-                    continue
-                _, suggestions = await _play_turn(stub, session_id, line, out)
+                if command == "/roll":
+                    await roll_dice(stub, session_id, rest.strip(), out)
+                elif command == "/kinds":
+                    await show_action_kinds(stub, session_id, out)
+                elif command == "/as":
+                    await switch_character(stub, session_id, rest.strip(), out)
+                else:
+                    kind, text, fields = action_of(command, rest)
+                    _, suggestions = await _play_turn(stub, session_id, text, out, kind, fields)
             except grpc.aio.AioRpcError as error:
                 out.write("\n" + error_line(error, scheduler_addr) + "\n")
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):

@@ -127,8 +127,8 @@ async def _abort(context: grpc.aio.ServicerContext, error: ServiceError) -> None
 
 
 def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
-    """A peer's error passed on: caller mistakes keep their code, outages stay retryable."""
-    return ServiceError(error.code(), error.details() or "", [])
+    """A peer's error passed on: caller mistakes keep their code and the fields the peer named, outages stay retryable."""
+    return ServiceError(error.code(), error.details() or "", field_violations(error))
 
 
 def _check_request(request: Any) -> None:

@@ -23,17 +23,19 @@ from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.session_access import SessionAccess
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.turn.action_kinds import kind_to_proto, session_catalogue
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.event_coalescing import how_held, is_story_text, join_story_text
 from services.scheduler.turn.outcome import requests_advance
-from services.scheduler.turn.player_input import validate_actions
+from services.scheduler.turn.player_input import IMPLICIT_SEAT, validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
-from services.scheduler.world_sessions import fetch_world, import_world_data, world_start
+from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.seats import check_seats
 from shared.security.auth import caller, client_api_interceptors
 from shared.stream_coalescing import Channel, Coalescer
 from shared.structs import from_struct, to_struct
@@ -128,6 +130,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     f"approved_plugins[{index}]", f"plugin {plugin_id!r} is not enabled in this session; request it too"
                 )
         await self._check_plugin_settings(request.plugin_settings, active)
+        check_seats(list(request.seats), {c.id for c in world.session_world.characters} if world is not None else set())
         if world is not None:
             await import_world_data(self._peers.registry, self._plugins, world, list(resolved.active), locale)
         created = await self._peers.store.CreateSession(
@@ -138,6 +141,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     title=request.title,
                     # A session belongs to its creator; a reset one stays its owner's (session_access.py).
                     owner=(previous.owner if previous is not None else "") or caller().name,
+                    seats=list(request.seats) or default_seats(world.world if world is not None else None),
                     active_plugins=active,
                     approved_plugins=list(request.approved_plugins),
                     requested_plugins=list(request.requested_plugins),
@@ -418,6 +422,24 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
             unavailable=[_rejected(r) for r in confirmed.unavailable],
         )
+
+    @rpc
+    async def ListActionKinds(self, request: scheduler_pb2.ListActionKindsRequest, context) -> scheduler_pb2.ListActionKindsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        confirmed = await self._plugins.resolve_confirmed(session)
+        packages = await self._plugins.packages(list(confirmed.runnable), timeout_s=10, generation=confirmed.generation)
+        catalogue = session_catalogue(packages, session.locale)
+        return scheduler_pb2.ListActionKindsResponse(kinds=[kind_to_proto(rule) for rule in catalogue.values()],
+                                                     seats=list(session.seats) or [IMPLICIT_SEAT])
+
+    @rpc
+    async def SwitchCharacter(self, request: scheduler_pb2.SwitchCharacterRequest, context) -> scheduler_pb2.SwitchCharacterResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.character_id, "character_id", "one of the seat's characters (ListActionKinds lists the seats)")
+        reply = await self._peers.store.SetSeatCharacter(store_pb2.SetSeatCharacterRequest(
+            session_id=request.session_id, seat_id=request.seat_id or "main", character_id=request.character_id))
+        return scheduler_pb2.SwitchCharacterResponse(session=reply.session)
 
     @rpc
     async def ListWorlds(self, request: scheduler_pb2.ListWorldsRequest, context) -> scheduler_pb2.ListWorldsResponse:

@@ -56,6 +56,13 @@ async def import_world_data(registry: registry_pb2_grpc.PluginRegistryStub, plug
         start.session_world.datasets.extend(policies_of(await plugins.packages(receivers, timeout_s=10)))
 
 
+def default_seats(world: registry_pb2.World | None) -> list[store_pb2.Seat]:
+    """One player seat, "main", bound to the world's player characters and playing the first of them."""
+    players = [str(from_struct(character).get("id")) for character in (world.characters if world is not None else [])
+               if from_struct(character).get("type") == "player"]
+    return [store_pb2.Seat(id="main", role="player", character_id=players[0] if players else "", character_ids=players)]
+
+
 def _diagnostic_line(diagnostic: common_pb2.Diagnostic) -> str:
     where = diagnostic.file + (f":{diagnostic.field_path}" if diagnostic.field_path else "")
     return f"{where}: {diagnostic.code} {diagnostic.message}"

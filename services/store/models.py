@@ -70,6 +70,8 @@ class SessionRow(Base):
     setup_runtimes: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
     # The principal that created it (migration 0007); "" on older sessions.
     owner: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    # [{id, role, characterId, characterIds}] (migration 0009; services/store/seats.py).
+    seats: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
     completed_player_turns: Mapped[int] = mapped_column(BigInteger, default=0)
     # The seq of the newest message (messages are numbered 1..n per session, no gaps).
     last_message_seq: Mapped[int] = mapped_column(BigInteger, default=0)

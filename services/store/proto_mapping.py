@@ -20,6 +20,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow
 from services.store.records import EventRecord, MessageRecord, TurnRecord
+from services.store.seats import seats_to_proto
 from shared.structs import ints_back, to_struct, to_value
 
 M = TypeVar("M", bound=ProtoMessage)
@@ -133,6 +134,7 @@ def session_to_proto(row: SessionRow) -> store_pb2.Session:
         completed_player_turns=row.completed_player_turns,
         recorded_turns=row.recorded_turns or 0,
         owner=row.owner,
+        seats=seats_to_proto(row.seats),
         created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
     )

@@ -39,6 +39,13 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.CreateSessionResponse(session=created)
 
     @rpc
+    async def SetSeatCharacter(self, request: store_pb2.SetSeatCharacterRequest, context) -> store_pb2.SetSeatCharacterResponse:
+        validation.session_id(request.session_id)
+        require(request.seat_id, "seat_id", "the seat whose character changes, e.g. main")
+        require(request.character_id, "character_id", "one of the session's characters")
+        return store_pb2.SetSeatCharacterResponse(session=await self._db.write(sessions.set_seat_character, request))
+
+    @rpc
     async def GetSession(self, request: store_pb2.GetSessionRequest, context) -> store_pb2.GetSessionResponse:
         validation.session_id(request.session_id)
         return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id))

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
+from services.store import seats
 from services.store.database import lock_session
 from services.store.models import (
     DetachedJobRow,
@@ -22,6 +23,7 @@ from services.store.models import (
     utcnow,
 )
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
+from services.store.seats import seats_to_rows
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.ids import DETACHED_JOB_KEY_PREFIX, new_id
 from shared.structs import from_struct
@@ -45,6 +47,7 @@ def create_session(db: Session, session: store_pb2.Session) -> store_pb2.Session
         plugin_settings={plugin: from_struct(values) for plugin, values in session.plugin_settings.items()},
         setup_runtimes={runtime: from_struct(progress) for runtime, progress in session.setup_runtimes.items()},
         owner=session.owner,
+        seats=seats_to_rows(list(session.seats)),
         completed_player_turns=0,
         last_message_seq=0,
         recorded_turns=0,
@@ -185,3 +188,7 @@ def _cancel_detached_jobs(db: Session, session_id: str, now: datetime) -> None:
         job.status, job.error, job.finished_at = "cancelled", "the session ended", now
     db.flush()
 
+
+
+def set_seat_character(db: Session, request: store_pb2.SetSeatCharacterRequest) -> store_pb2.Session:
+    return session_to_proto(seats.switch_character(db, request))

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from covel.store.v1 import store_pb2
 from shared.errors import invalid_argument, require
 from shared.plugin_data.operations import OPERATION_KINDS
+from shared.seats import check_seats
 from shared.structs import from_struct
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
@@ -67,6 +68,9 @@ def new_session(request: store_pb2.CreateSessionRequest) -> store_pb2.Session:
         raise invalid_argument("session.owner", f"is longer than {OWNER_MAX} characters; name the principal that creates the session")
     for field in ("active_plugins", "requested_plugins", "excluded_plugins", "approved_plugins"):
         plugin_list(list(getattr(session, field)), f"session.{field}")
+    # The characters a seat names: the world's, when the request brings one (checked with it).
+    characters = {character.id for character in request.world.characters} if request.HasField("world") else set()
+    check_seats(list(session.seats), characters, "session.seats")
     for runtime_id, model in session.runtime_model_overrides.items():
         if not runtime_id.strip() or not model.strip():
             raise invalid_argument("session.runtime_model_overrides", "runtime ids and models must be non-empty")

@@ -47,7 +47,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         method: TURN_PATH
         for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
-                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "ListExports",
+                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs")
     },
     "covel.registry.v1.PluginRegistry": {

@@ -101,7 +101,7 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
         # The demo world package: its cast and dimensions are in the world model from the start, and stories name them.
         world_model = await store.GetWorld(store_pb2.GetWorldRequest(session_id=session_id))
         assert {c.id: c.plugin_id for c in world_model.characters} == {"mira": "world:demo-world", "tobin": "world:demo-world",
-                                                                        "sela": "world:demo-world"}
+                                                                        "sela": "world:demo-world", "traveller": "world:demo-world"}
         assert {d.id: from_value(d.value) for d in world_model.dimensions} == {"lighthouse": "dark", "missing-boats": 2}
         story_messages = [m for m in (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
                           if m.role == "story"]

@@ -30,7 +30,7 @@ async def test_the_reader_gets_the_digest_and_the_staged_operations_of_finished_
     digest = output["digest"]
 
     assert digest["turnId"] == turn.id and digest["playerMessage"] == "I look at the gate."
-    assert digest["actions"] == [{"seatId": "main", "kind": "do", "text": "I look at the gate.", "source": "player"}]
+    assert digest["actions"] == [{"seatId": "main", "kind": "act", "text": "I look at the gate.", "source": "player"}]
     submission = digest["lastPlayerInput"]
     assert {k: submission[k] for k in ("sessionId", "turnId", "formId", "values")} == {
         "sessionId": session.id, "turnId": turn.id, "formId": None, "values": {"text": "I look at the gate."}}

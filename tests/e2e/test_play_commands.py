@@ -46,3 +46,19 @@ def test_last_problem_reads_a_json_error_or_a_traceback() -> None:
     assert last_problem([json.dumps({"event": "fine", "level": "info"})]) == ""
     assert last_problem(["COVEL_READY gateway 42115"]) == ""
     assert len(last_problem(["RuntimeError: " + "E" * 1000])) == 300
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_kinds_say_kind_and_as_play_the_demo_worlds_kinds_and_seat(services) -> None:
+    """In the demo world: /kinds lists the session's kinds and seat, /say and /kind submit those kinds
+    (demo-world/ask with its fields), /as switches the seat's character, and a bad one is one clear line."""
+    out = io.StringIO()
+    lines = ["/kinds", "/say Good evening.", '/kind demo-world/ask Tell me. {"topic": "the lens", "whom": "Sela"}',
+             "/as mira", '/kind demo-world/ask {"subject": "x"}']
+    assert await play(services.addrs["scheduler"], scripted_reader(lines), out, world_id="demo-world") == 0
+    shown = out.getvalue()
+    assert "demo-world/ask" in shown and "asks about" in shown and "topic" in shown and "whom" in shown, shown
+    assert "seat main (player): plays traveller" in shown
+    assert shown.count("[turn") >= 2
+    assert "INVALID_ARGUMENT" in shown and "character_id" in shown  # mira is no player character
+    assert "actions[0].fields" in shown

@@ -47,3 +47,13 @@ def test_the_world_view_is_frozen_and_thaw_gives_a_copy() -> None:
     copy = thaw(world.characters)
     copy[0]["name"] = "Eve"
     assert world.characters[0]["name"] == "Ada"
+
+
+def test_seats_are_the_sessions_frozen_with_the_character_each_plays() -> None:
+    seats = [store_pb2.Seat(id="main", role="player", character_id="aya", character_ids=["aya", "bram"]),
+             store_pb2.Seat(id="gm", role="director")]
+    view = WorldView(store_pb2.GetWorldResponse(), seats=seats)
+    assert thaw(view.seats) == [{"id": "main", "role": "player", "currentCharacterId": "aya", "characterIds": ["aya", "bram"]},
+                                {"id": "gm", "role": "director", "currentCharacterId": None, "characterIds": []}]
+    with pytest.raises(TypeError):
+        view.seats[0]["currentCharacterId"] = "bram"  # type: ignore[index]

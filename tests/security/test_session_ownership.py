@@ -51,6 +51,8 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "Cancel": ("unary", scheduler_pb2.CancelRequest(session_id=session_id)),
         "Interject": ("unary", scheduler_pb2.InterjectRequest(session_id=session_id, text="psst")),
         "GetSessionPlugins": ("unary", scheduler_pb2.GetSessionPluginsRequest(session_id=session_id)),
+        "ListActionKinds": ("unary", scheduler_pb2.ListActionKindsRequest(session_id=session_id)),
+        "SwitchCharacter": ("unary", scheduler_pb2.SwitchCharacterRequest(session_id=session_id, character_id="nobody")),
         "ResetSession": ("unary", scheduler_pb2.ResetSessionRequest(session_id=session_id)),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }

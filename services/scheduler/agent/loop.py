@@ -211,10 +211,14 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             include_summaries)
 
     async def _post_context_assembly(self) -> None:
+        # The character the main seat plays now (a session may have several player characters).
+        main = next((seat for seat in self.scope.session.seats if seat.id == "main"), None)
+        playing = {"currentCharacterId": main.character_id} if main is not None and main.character_id else {}
         assembled = await self.hooks.dispatch(
             "PostContextAssembly", self.scope,
             {"systemPrompt": self.system_prompt, "messages": self.messages, "outputKind": "story" if self.story else "system",
-             "promptTemplate": runtime_prompt(self.runtime, self.scope.session.locale), "promptSegments": self.prompt_segments},
+             "promptTemplate": runtime_prompt(self.runtime, self.scope.session.locale), "promptSegments": self.prompt_segments,
+             **playing},
             plugin_id=self.runtime.plugin_id, runtime_id=self.runtime.runtime_id,
         )
         self.trace.extend(assembled.trace)

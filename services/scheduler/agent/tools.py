@@ -20,6 +20,7 @@ from shared import json_schemas
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
+from shared.plugin_sdk.characters import resolve_character
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
 
@@ -283,20 +284,14 @@ def add_character_tools(tools: KernelTools, load_characters: LoadCharacters) -> 
             for c in characters]})
 
     async def get_character(args: dict[str, Any]) -> dict[str, Any]:
-        wanted = args["name"].strip().casefold()
-        characters = await load_characters()
-        for field_name in ("id", "name"):
-            hits = [c for c in characters if str(c.get(field_name, "")).casefold() == wanted]
-            if len(hits) == 1:
-                return tool_ok(hits[0])
-            if len(hits) > 1:
-                return tool_error("ambiguous", f"{len(hits)} characters are called {args['name']!r}", "ask by id")
-        hits = [c for c in characters if wanted in (str(a).casefold() for a in c.get("aliases") or [])]
-        if len(hits) == 1:
-            return tool_ok(hits[0])
-        if hits:
-            return tool_error("ambiguous", f"{len(hits)} characters have the alias {args['name']!r}", "ask by id")
-        return tool_error("not-found", f"no character {args['name']!r}", f"call {LIST_CHARACTERS} to see who there is")
+        found = resolve_character(await load_characters(), args["name"])
+        if found["status"] == "found":
+            return tool_ok(found["character"])
+        if found["status"] == "ambiguous":
+            return tool_error("ambiguous", f"{len(found['candidates'])} characters are called {args['name']!r}", "ask by id")
+        nearest = found["nearest"]
+        near = f"; the nearest is {nearest.get('name', nearest['id'])} ({nearest['id']})" if nearest else ""
+        return tool_error("not-found", f"no character {args['name']!r}{near}", f"call {LIST_CHARACTERS} to see who there is")
 
     tools.add(LIST_CHARACTERS, "List the characters of this story (id, name, aliases).", {"type": "object", "properties": {}},
               list_characters, read_only=True)

@@ -155,7 +155,7 @@ class FunctionExecution:
         """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
         if run.world is None:
             run.world = await run.read_once("world", lambda: self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id)))
-        return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS])
+        return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS], scope.session.seats)
 
     def context(
         self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
@@ -251,7 +251,7 @@ class FunctionExecution:
         # A nested run does not inherit its parent's upstream: it reads the committed world.
         await self.world_view(scope, run)
         context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs,
-                               world=WorldView(run.world))
+                               world=WorldView(run.world, seats=scope.session.seats))
         # Plugin data: committed values and its own writes. A nested execution sees only the upstream
         # of its own execution (none): not its parent's upstream runtimes (spec: 执行内的插件数据可见性).
         context.plugin_data.upstream = []

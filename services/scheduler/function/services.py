@@ -44,7 +44,8 @@ class WorldView:
 
     __slots__ = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
 
-    def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = ()) -> None:
+    def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = (),
+                 seats: Iterable[store_pb2.Seat] = ()) -> None:
         schema = from_struct(world.character_schema) if world.HasField("character_schema") else None
         characters = {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters}
         dimensions = {
@@ -73,8 +74,10 @@ class WorldView:
         self.characterSchema = freeze(schema)
         self.characters = freeze(sorted(characters.values(), key=lambda c: c["id"]))
         self.dimensions = freeze(dimensions)
-        # Seats and the world record (world packages) are not part of this kernel's store yet.
-        self.seats = ()
+        # The session's seats as the turn found them (a switch takes effect next turn).
+        self.seats = freeze([{"id": seat.id, "role": seat.role, "currentCharacterId": seat.character_id or None,
+                              "characterIds": list(seat.character_ids)} for seat in seats])
+        # The world record (world packages' own record) is not part of this kernel's store yet.
         self.worldRecord = None
 
     def __setattr__(self, name: str, value: Any) -> None:

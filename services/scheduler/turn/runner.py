@@ -33,6 +33,7 @@ from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.turn.action_kinds import session_catalogue
 from services.scheduler.turn.commit import TurnCommit, now
 from services.scheduler.turn.commit_rules import turn_narrative
 from services.scheduler.turn.compaction import compact_history
@@ -40,7 +41,7 @@ from services.scheduler.turn.history_window import LastWindows, covers, player_t
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import story_failure
-from services.scheduler.turn.player_input import action_dict, render_player_message
+from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
@@ -249,6 +250,7 @@ class TurnRunner:
         started = time.monotonic()
         bind_turn_to_logs(turn_id=turn.id, logical_turn=lease.logical_turn)  # this task's log lines (telemetry)
         plugins = await self._plugins_phase(request, session, turn)
+        _player_input(request, plugins, session, read, turn)
         stream = TurnStream(turn, concealing(emit, concealed_runtimes(plugins.manifests)))
         await self._announce(stream, plugins, lease.logical_turn)
         aborted = await self._start_hooks(request, plugins, stream)
@@ -404,6 +406,21 @@ class TurnRunner:
         turn.abort_reason = reason
         del turn.proposal_outcomes[:]
         return await self._commit.commit(turn, lease, [], emit)
+
+
+def _player_input(request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session, read: LeaseReads,
+                  turn: store_pb2.Turn) -> None:
+    """The player's actions against the session's action kinds and seats (INVALID_ARGUMENT: the lease is released
+    and nothing is recorded), then the player message rendered with the kinds' labels and the actors' names."""
+    players = [action for action in request.actions if action.source != "system"]
+    if not players:
+        return
+    catalogue = session_catalogue(plugins.packages, session.locale)
+    check_session_actions(players, catalogue, list(session.seats))
+    names = {character.id: str(from_struct(character.data).get("name") or character.id) for character in read.world.characters}
+    del turn.actions[:]
+    turn.actions.extend(request.actions)
+    turn.player_message = render_player_message(players, {kind: rule.label for kind, rule in catalogue.items()}, names)
 
 
 def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session) -> store_pb2.Turn:
