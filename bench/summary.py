@@ -82,8 +82,11 @@ def _scheduler_overhead(data: dict) -> Iterator[Row]:
 
 
 def _hook_dispatch(data: dict) -> Iterator[Row]:
-    yield ["hook dispatch, 5 handlers", "in process per event µs (pluggy)",
-           f"{data['sequential_event_us']:.2f} ({data['pluggy_call_us']:.2f})"]
+    bub = data.get("bub") or {}
+    bub_us = f"; Bub {bub['before_tool_call_us']:.2f}" if isinstance(bub, dict) and bub.get("before_tool_call_us") else ""
+    yield ["hook dispatch, PreToolUse, 5 async handlers", "in process per event µs (pluggy; Bub)",
+           f"{data['pre_tool_use_event_us']:.2f} ({data['pre_tool_use_pluggy_call_us']:.2f}{bub_us})"]
+    yield ["hook dispatch, 5 plain-function handlers", "sequential per event µs (each in a thread)", f"{data['sequential_event_us']:.0f}"]
     yield ["hook dispatch, 5 handlers", "gRPC Dispatch round trip µs", f"{data['grpc_dispatch_round_trip_us']:.0f}"]
 
 
