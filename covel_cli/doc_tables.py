@@ -42,7 +42,7 @@ from services.hooks.settings import HooksSettings
 from services.registry import manifest_models as manifest
 from services.registry import runtime_compiler as compiler
 from services.registry import world_models
-from services.registry.settings import RegistrySettings, default_world_dirs
+from services.registry.settings import RegistrySettings, default_pack_files, default_world_dirs
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
 from shared import grpc_client
@@ -501,6 +501,7 @@ FACTORY_DEFAULTS: dict[str, str] = {
     default_data_dir.__name__: "`./.covel` (in the working directory)",
     default_plugin_dirs.__name__: "the repository's `plugins/`",
     default_world_dirs.__name__: "the repository's `worlds/`",
+    default_pack_files.__name__: "the repository's `packs/builtin.yaml`",
     default_oidc_algorithms.__name__: "`RS256,ES256`",
     "_instance_id": "`<host name>-<8 hex digits>`",
     "dict": "(empty)",
@@ -556,6 +557,7 @@ SETTING_MEANINGS: dict[str, str] = {
     "shutdown_grace_s": "Seconds in-flight calls get to finish after SIGTERM.",
     # registry
     "plugin_dirs": "Folders of plugin packages, separated by `:` or `,`, scanned in order (the first of two equal ids wins); folders not in COVEL_BUILTIN_PLUGIN_DIRS hold community plugins.",
+    "pack_files": "Files of packs ([docs/worlds.md](worlds.md#plugin-policy-and-packs)), separated by `:` or `,`; the first of two packs with the same id wins.",
     "world_dirs": "Folders of world packages ([docs/worlds.md](worlds.md)), separated by `:` or `,`, scanned in order (the first of two equal ids wins).",
     "builtin_plugin_dirs": "The operator's own folders among them: their packages are builtin (`kind: core` counts, code runs unapproved, InstallPackage cannot replace them); every other folder, and so every installed package, is community.",
     # scheduler: principals (docs/security.md, Principals and sessions)

@@ -80,7 +80,7 @@ WORLD_MEANINGS: dict[str, str] = {
     "DimensionDecl.description": "What it tracks.",
     "DimensionDecl.schema": "A JSON Schema object, or the path of a JSON file of the package holding one.",
     "DimensionDecl.initial": "The value every session starts with; the schema must allow it.",
-    "PluginPolicy.preset": "A pack of plugins (kept, but adds nothing yet: this kernel has no packs).",
+    "PluginPolicy.preset": "A pack (ListPacks): its requested plugins join a session before `plus`; a pack the kernel lacks is a warning.",
     "PluginPolicy.plus": "Plugins a session in the world requests; those not installed are left out and reported.",
     "PluginPolicy.requires": "Contracts whose provider joins the session (what cannot be met is reported, the session starts).",
     "DataSourceDecl.to": "`contract:<id>`: the plugins whose `contributes.data` namespace accepts that contract receive it.",

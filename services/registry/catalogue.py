@@ -17,6 +17,7 @@ from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.entry_registrations import check_entry_registrations
 from services.registry.package_guard import load_package_guarded
 from services.registry.package_loader import LoadedPackage
+from services.registry.packs import DEFAULT_PACK_FILES, Packs, load_packs
 from services.registry.settings import source_of
 from services.registry.world_catalogue import scan_worlds
 from services.registry.world_loader import LoadedWorld
@@ -32,6 +33,7 @@ class Snapshot:
     plugin_dirs: tuple[Path, ...]
     by_id: dict[str, LoadedPackage] = field(default_factory=dict)
     worlds: tuple[LoadedWorld, ...] = ()
+    packs: Packs = field(default_factory=Packs)
 
     def get(self, plugin_id: str) -> LoadedPackage | None:
         return self.by_id.get(plugin_id)
@@ -84,17 +86,20 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
 
 
 def scan_all(plugin_dirs: Sequence[Path], world_dirs: Sequence[Path], *, strict: bool = False,
-             builtin_dirs: Sequence[Path] | None = None) -> tuple[list[LoadedPackage], list[LoadedWorld]]:
-    """The packages, then the worlds checked against them (a world names plugins, settings and contracts)."""
+             builtin_dirs: Sequence[Path] | None = None,
+             pack_files: Sequence[Path] = DEFAULT_PACK_FILES) -> tuple[list[LoadedPackage], list[LoadedWorld], Packs]:
+    """The packages and the packs, then the worlds checked against them (a world names plugins, settings, contracts, a pack)."""
     packages = scan(plugin_dirs, strict=strict, builtin_dirs=builtin_dirs)
-    return packages, scan_worlds(world_dirs, packages)
+    packs = load_packs(pack_files)
+    return packages, scan_worlds(world_dirs, packages, packs), packs
 
 
 class Catalogue:
     def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None,
-                 world_dirs: Sequence[Path] = ()) -> None:
+                 world_dirs: Sequence[Path] = (), pack_files: Sequence[Path] = DEFAULT_PACK_FILES) -> None:
         self._plugin_dirs = tuple(Path(path) for path in plugin_dirs)
         self._world_dirs = tuple(Path(path) for path in world_dirs)
+        self._pack_files = tuple(Path(path) for path in pack_files)
         self._builtin_dirs = None if builtin_dirs is None else tuple(Path(path) for path in builtin_dirs)
         self._strict = strict
         self._lock = asyncio.Lock()
@@ -117,7 +122,8 @@ class Catalogue:
 
     def load_now(self) -> Snapshot:
         """Scan synchronously (at start, before serving)."""
-        return self._publish(*scan_all(self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs))
+        return self._publish(*scan_all(self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs,
+                                       pack_files=self._pack_files))
 
     async def next_after(self, generation: int) -> Snapshot | None:
         """The current snapshot once its generation is past `generation`; None once closed."""
@@ -133,18 +139,20 @@ class Catalogue:
     async def reload(self) -> Snapshot:
         """Rescan off the event loop; concurrent reloads run one after another."""
         async with self._lock:
-            packages, worlds = await asyncio.to_thread(
-                scan_all, self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs
+            scanned = await asyncio.to_thread(
+                scan_all, self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs,
+                pack_files=self._pack_files,
             )
-            return self._publish(packages, worlds)
+            return self._publish(*scanned)
 
-    def _publish(self, packages: list[LoadedPackage], worlds: list[LoadedWorld]) -> Snapshot:
+    def _publish(self, packages: list[LoadedPackage], worlds: list[LoadedWorld], packs: Packs | None = None) -> Snapshot:
         snapshot = Snapshot(
             generation=self._snapshot.generation + 1,
             packages=tuple(packages),
             plugin_dirs=self._plugin_dirs,
             by_id={package.id: package for package in packages},
             worlds=tuple(worlds),
+            packs=packs if packs is not None else Packs(),
         )
         self._snapshot = snapshot
         published, self._published = self._published, asyncio.Event()

@@ -14,6 +14,7 @@ from services.registry.diagnostics import has_errors
 from services.registry.manifest_models import PLUGIN_ID
 from services.registry.package_installer import InstallRefused, install_zip, validate_zip
 from services.registry.package_validator import NotAPackage, validate_paths
+from services.registry.plugin_plan import UnknownPack, pack_to_proto, plan_to_proto, plugin_plan
 from services.registry.proto_mapping import confirmed_to_proto, package_to_proto, resolution_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
 from services.registry.settings import BUILTIN, RegistrySettings
@@ -240,6 +241,33 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         ], generation=snapshot.generation)
 
     @rpc
+    async def ListPacks(self, request: registry_pb2.ListPacksRequest, context: grpc.aio.ServicerContext) -> registry_pb2.ListPacksResponse:
+        _check_locale(request.locale)
+        snapshot = self._catalogue.current
+        installed = {package.id for package in snapshot.packages if package.loaded}
+        return registry_pb2.ListPacksResponse(
+            packs=[pack_to_proto(pack, request.locale, installed) for pack in snapshot.packs.by_id.values()],
+            diagnostics=[diagnostic.to_proto() for diagnostic in snapshot.packs.diagnostics])
+
+    @rpc
+    async def GetPluginPlan(self, request: registry_pb2.GetPluginPlanRequest, context: grpc.aio.ServicerContext) -> registry_pb2.GetPluginPlanResponse:
+        require(request.world_id, "world_id", "the id of a world ListWorlds lists")
+        _check_locale(request.locale)
+        snapshot = self._catalogue.current
+        world = snapshot.world(request.world_id)
+        if world is None:
+            raise unknown_world(request.world_id)
+        if world.state is not WorldState.LOADED:
+            raise failed_precondition(f"world `{world.id}` failed to load, so it has no plugin plan; GetWorld shows why")
+        try:
+            plan = plugin_plan(world, snapshot.packs, snapshot.packages, pack_id=request.pack_id, approved=list(request.approved))
+        except UnknownPack:
+            known = ", ".join(snapshot.packs.by_id) or "none"
+            raise invalid_argument("pack_id", f"`{request.pack_id}` is no pack of this kernel (its packs: {known}); ListPacks lists them") from None
+        installed = {package.id for package in snapshot.packages if package.loaded}
+        return registry_pb2.GetPluginPlanResponse(plan=plan_to_proto(plan, request.locale, installed, snapshot.generation))
+
+    @rpc
     async def WatchCatalogue(
         self, request: registry_pb2.WatchCatalogueRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[registry_pb2.WatchCatalogueResponse]:
@@ -251,7 +279,8 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
 
 async def start(settings: RegistrySettings) -> RunningServer:
     """Scan the plugin folders, then serve the registry on settings.registry_addr."""
-    catalogue = Catalogue(settings.plugin_dirs, builtin_dirs=settings.builtin_plugin_dirs, world_dirs=settings.world_dirs)
+    catalogue = Catalogue(settings.plugin_dirs, builtin_dirs=settings.builtin_plugin_dirs, world_dirs=settings.world_dirs,
+                          pack_files=settings.pack_files)
     catalogue.load_now()
     service = PluginRegistryService(catalogue)
 

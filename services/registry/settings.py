@@ -21,6 +21,10 @@ def default_world_dirs() -> list[Path]:
     return [REPO_ROOT / "worlds"]
 
 
+def default_pack_files() -> list[Path]:
+    return [REPO_ROOT / "packs" / "builtin.yaml"]
+
+
 def split_dirs(value: str) -> list[str]:
     """`COVEL_PLUGIN_DIRS`: folders separated by os.pathsep (":" on POSIX) or commas."""
     return [part.strip() for part in re.split(rf"[,{re.escape(os.pathsep)}]", value) if part.strip()]
@@ -37,8 +41,10 @@ class RegistrySettings(ServiceSettings):
     # Folders that hold world packages as subfolders (docs/worlds.md), scanned in order (the first
     # of two worlds with the same id wins). Default: the repository's worlds/.
     world_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=default_world_dirs)
+    # Files of packs (docs/worlds.md, "Plugin policy and packs"). Default: the repository's packs/builtin.yaml.
+    pack_files: Annotated[list[Path], NoDecode] = Field(default_factory=default_pack_files)
 
-    @field_validator("plugin_dirs", "builtin_plugin_dirs", "world_dirs", mode="before")
+    @field_validator("plugin_dirs", "builtin_plugin_dirs", "world_dirs", "pack_files", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):

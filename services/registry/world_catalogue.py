@@ -8,6 +8,7 @@ from pathlib import Path
 
 from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.package_loader import LoadedPackage
+from services.registry.packs import Packs
 from services.registry.world_loader import WORLD_FILE, LoadedWorld, load_world_guarded
 from shared.logs import get_logger
 
@@ -23,12 +24,12 @@ def _world_folders(world_dir: Path) -> list[Path]:
     return [child for child in children if child.is_dir() and not child.name.startswith((".", "_"))]
 
 
-def scan_worlds(world_dirs: Sequence[Path], packages: Sequence[LoadedPackage]) -> list[LoadedWorld]:
+def scan_worlds(world_dirs: Sequence[Path], packages: Sequence[LoadedPackage], packs: Packs | None = None) -> list[LoadedWorld]:
     worlds: list[LoadedWorld] = []
     by_id: dict[str, LoadedWorld] = {}
     for world_dir in world_dirs:
         for folder in _world_folders(world_dir):
-            world = load_world_guarded(folder, packages)
+            world = load_world_guarded(folder, packages, packs)
             first = by_id.get(world.id)
             if first is not None:
                 first.diagnostics.append(Diagnostic(

@@ -12,6 +12,7 @@ from jsonschema.exceptions import SchemaError
 from services.registry.diagnostics import DiagnosticBag
 from services.registry.package_files import PackageFiles
 from services.registry.package_loader import LoadedPackage
+from services.registry.packs import Packs
 from services.registry.world_loader import WORLD_FILE, LoadedWorld, WorldDimension
 from services.registry.world_models import DEFAULT_CHARACTER_TYPES, PLAYER_TYPE, AttributeDecl, WorldManifest
 from shared import json_schemas
@@ -19,11 +20,11 @@ from shared.plugin_settings import declared_settings, value_problem
 
 
 def check_world(world: LoadedWorld, manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag,
-                packages: Mapping[str, LoadedPackage]) -> None:
+                packages: Mapping[str, LoadedPackage], packs: Packs) -> None:
     world.character_schema = _character_schema(manifest)
     _check_characters(world, manifest, bag)
     world.dimensions = _dimensions(manifest, files, bag)
-    _check_plugin_policy(world, manifest, bag, packages)
+    _check_plugin_policy(world, manifest, bag, packages, packs)
     _check_settings_presets(manifest, bag, packages)
 
 
@@ -113,13 +114,15 @@ def _dimensions(manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag
     return dimensions
 
 
-def _check_plugin_policy(world: LoadedWorld, manifest: WorldManifest, bag: DiagnosticBag, packages: Mapping[str, LoadedPackage]) -> None:
+def _check_plugin_policy(world: LoadedWorld, manifest: WorldManifest, bag: DiagnosticBag, packages: Mapping[str, LoadedPackage],
+                         packs: Packs) -> None:
     policy = manifest.pluginPolicy
     if policy is None:
         return
-    if policy.preset is not None:
-        bag.warning("preset-not-supported", f"preset `{policy.preset}` is kept but adds no plugins: this kernel has no packs yet",
-                    field_path="pluginPolicy.preset", hint="list the plugins the world needs in pluginPolicy.plus")
+    if policy.preset is not None and packs.get(policy.preset) is None:
+        known = ", ".join(sorted(packs.by_id)) or "none"
+        bag.warning("world-pack-missing", f"preset `{policy.preset}` is no pack of this kernel (its packs: {known}); it adds no plugins",
+                    field_path="pluginPolicy.preset", hint="name a pack ListPacks lists, or list the plugins in pluginPolicy.plus")
     for index, plugin_id in enumerate(policy.plus or []):
         package = packages.get(plugin_id)
         if package is None or not package.loaded:

@@ -25,6 +25,7 @@ from services.registry.diagnostics import Diagnostic, DiagnosticBag, add_validat
 from services.registry.manifest_reading import exact_child, read_text
 from services.registry.package_files import PackageFiles
 from services.registry.package_loader import LoadedPackage
+from services.registry.packs import Packs, builtin_packs
 from services.registry.world_models import WORLD_FIELDS, WORLD_ID, CharacterDecl, WorldManifest, WorldTranslation
 from shared.bounded_yaml import load_yaml
 from shared.logs import get_logger
@@ -235,7 +236,7 @@ def _characters(world: LoadedWorld, written: Sequence[Any], extra_fields: frozen
                                                      exclude_none=True))
 
 
-def load_world(root: Path, packages: Sequence[LoadedPackage] = ()) -> LoadedWorld:
+def load_world(root: Path, packages: Sequence[LoadedPackage] = (), packs: Packs | None = None) -> LoadedWorld:
     """The world package in folder `root`, checked against the installed plugin `packages`."""
     from services.registry import world_checks, world_data, world_translations
 
@@ -250,16 +251,17 @@ def load_world(root: Path, packages: Sequence[LoadedPackage] = ()) -> LoadedWorl
     world.data_sources = world_data.data_sources(manifest, files, bag, packages)
     character_fields = frozenset(source.character_field for source in world.data_sources if source.character_field)
     _characters(world, _character_list(world, manifest, files, bag), character_fields, bag)
-    world_checks.check_world(world, manifest, files, bag, {package.id: package for package in packages})
+    world_checks.check_world(world, manifest, files, bag, {package.id: package for package in packages},
+                             packs if packs is not None else builtin_packs())
     world_data.check_records(world, files, bag, packages)
     world.translations = world_translations.read_translations(world, files, bag)
     return world
 
 
-def load_world_guarded(root: Path, packages: Sequence[LoadedPackage] = ()) -> LoadedWorld:
+def load_world_guarded(root: Path, packages: Sequence[LoadedPackage] = (), packs: Packs | None = None) -> LoadedWorld:
     """load_world, with any failure it did not foresee as this world's diagnostic (never the registry's end)."""
     try:
-        return load_world(root, packages)
+        return load_world(root, packages, packs)
     except Exception as error:  # the net: a loader bug or an unforeseen input fails this world alone
         log.exception("world.load_crashed", world_dir=str(root))
         bag = DiagnosticBag(plugin_id="", file=WORLD_FILE)

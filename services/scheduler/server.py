@@ -14,6 +14,7 @@ from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler import session_plugins
 from services.scheduler.agent.context import configure_instruction_locale
 from services.scheduler.detached.worker import DetachedWorker
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
@@ -414,6 +415,37 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
 
     @rpc
+    async def SetSessionPlugins(self, request: scheduler_pb2.SetSessionPluginsRequest, context) -> scheduler_pb2.SetSessionPluginsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        session_plugins.check_changes(request)
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        requested, excluded = session_plugins.changed_requests(session, request)
+        resolved = await self._peers.registry.ResolveSessionPlugins(registry_pb2.ResolveSessionPluginsRequest(
+            requested=requested, excluded=excluded, approved=list(session.approved_plugins), approvals_known=True,
+            required_contracts=await session_plugins.required_contracts(self._peers.registry, session)))
+        _refuse_rejected_requests(request.enable, resolved, field="enable")
+        updated = await session_plugins.store_plugins(self._peers.store, session.id, requested, excluded, resolved)
+        await self.events.session_patch(updated, {"enable": list(request.enable), "disable": list(request.disable)})
+        return scheduler_pb2.SetSessionPluginsResponse(
+            session=updated,
+            rejected=[_rejected(r) for r in resolved.rejected if r.plugin_id not in resolved.session_plugins],
+            unavailable=[_rejected(r) for r in resolved.unavailable],
+            unmet_requirements=[scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
+                                for u in resolved.unmet])
+
+    @rpc
+    async def ListPacks(self, request: scheduler_pb2.ListPacksRequest, context) -> scheduler_pb2.ListPacksResponse:
+        reply = await self._peers.registry.ListPacks(registry_pb2.ListPacksRequest(locale=request.locale))
+        return scheduler_pb2.ListPacksResponse(packs=reply.packs)
+
+    @rpc
+    async def GetPluginPlan(self, request: scheduler_pb2.GetPluginPlanRequest, context) -> scheduler_pb2.GetPluginPlanResponse:
+        require(request.world_id, "world_id", "the id of a world ListWorlds lists")
+        reply = await self._peers.registry.GetPluginPlan(registry_pb2.GetPluginPlanRequest(
+            world_id=request.world_id, pack_id=request.pack_id, locale=request.locale, approved=list(request.approved_plugins)))
+        return scheduler_pb2.GetPluginPlanResponse(plan=reply.plan)
+
+    @rpc
     async def GetSessionPlugins(self, request: scheduler_pb2.GetSessionPluginsRequest, context) -> scheduler_pb2.GetSessionPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
@@ -518,7 +550,8 @@ def _rejected(rejection: registry_pb2.RejectedPlugin) -> scheduler_pb2.RejectedP
     )
 
 
-def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPluginsResponse) -> None:
+def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPluginsResponse, *,
+                              field: str = "requested_plugins") -> None:
     """A requested plugin rejected for anything but a missing dependency (those stay, unavailable):
     a conflict, not installed, failed to load, fails the create naming it (spec: plugin_rejected)."""
     kept = set(resolved.session_plugins)
@@ -528,9 +561,9 @@ def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPl
             rejection = why[plugin_id]
             remedy = "exclude the plugin it conflicts with or drop" if "conflict" in rejection.code else "drop"
             raise invalid_argument(
-                f"requested_plugins[{index}]",
+                f"{field}[{index}]",
                 f"plugin_rejected: plugin {plugin_id!r} cannot join this session ({rejection.code}): {rejection.reason};"
-                f" {remedy} it from requested_plugins",
+                f" {remedy} it from {field}",
             )
 
 

@@ -117,26 +117,34 @@ def _settings(world: registry_pb2.World, request: scheduler_pb2.CreateSessionReq
 
 async def world_start(registry: registry_pb2_grpc.PluginRegistryStub, request: scheduler_pb2.CreateSessionRequest,
                       locale: str) -> WorldStart | None:
-    """None for a session without a world; raises (nothing created) for an unknown or failed world."""
+    """None for a session without a world; raises (nothing created) for an unknown or failed world, or an unknown pack."""
     if not request.world_id:
         return None
     world = await fetch_world(registry, request.world_id, locale)
     _loaded(world)
-    missing = set(world.missing_plugins)
-    excluded = set(request.excluded_plugins)
-    plus = [plugin_id for plugin_id in world.plugin_policy.plus if plugin_id not in missing and plugin_id not in excluded]
+    plan = (await registry.GetPluginPlan(registry_pb2.GetPluginPlanRequest(
+        world_id=world.id, pack_id=request.pack_id, locale=locale, approved=list(request.approved_plugins)))).plan
+    player_excluded = set(request.excluded_plugins)
+    wanted = [plugin_id for plugin_id in plan.default_plugin_ids if plugin_id not in player_excluded]
     left_out = [
-        scheduler_pb2.RejectedPlugin(plugin_id=plugin_id, code="not-installed",
-                                     reason=f"world {world.id} asks for it, but it is not installed or failed to load")
-        for plugin_id in world.missing_plugins
+        scheduler_pb2.RejectedPlugin(plugin_id=missing.plugin_id, code="not-installed",
+                                     reason=f"{_asker(missing.source, world.id)} asks for it, but it is not installed or failed to load")
+        for missing in plan.missing
     ]
     combined = scheduler_pb2.CreateSessionRequest()
     combined.CopyFrom(request)
     combined.title = request.title or world.name
-    del combined.requested_plugins[:], combined.required_contracts[:]
-    combined.requested_plugins.extend(dict.fromkeys([*plus, *request.requested_plugins]))
-    combined.required_contracts.extend(dict.fromkeys([*world.plugin_policy.requires, *request.required_contracts]))
+    del combined.requested_plugins[:], combined.required_contracts[:], combined.excluded_plugins[:]
+    combined.requested_plugins.extend(dict.fromkeys([*wanted, *request.requested_plugins]))
+    # The pack's exclusions, unless the player asks for the plugin; the player's own exclusions always.
+    pack_excluded = [plugin_id for plugin_id in plan.excluded if plugin_id not in request.requested_plugins]
+    combined.excluded_plugins.extend(dict.fromkeys([*request.excluded_plugins, *pack_excluded]))
+    combined.required_contracts.extend(dict.fromkeys([*plan.required_contracts, *request.required_contracts]))
     combined.plugin_settings.clear()
     for plugin_id, values in _settings(world, request).items():
         combined.plugin_settings[plugin_id].CopyFrom(values)
     return WorldStart(world=world, request=combined, session_world=_session_world(world), left_out=left_out)
+
+
+def _asker(source: str, world_id: str) -> str:
+    return f"pack {source.removeprefix('pack:')} of world {world_id}" if source.startswith("pack:") else f"world {world_id}"

@@ -39,6 +39,11 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.CreateSessionResponse(session=created)
 
     @rpc
+    async def UpdateSessionPlugins(self, request: store_pb2.UpdateSessionPluginsRequest, context) -> store_pb2.UpdateSessionPluginsResponse:
+        validation.session_plugins(request)
+        return store_pb2.UpdateSessionPluginsResponse(session=await self._db.write(sessions.update_session_plugins, request))
+
+    @rpc
     async def SetSeatCharacter(self, request: store_pb2.SetSeatCharacterRequest, context) -> store_pb2.SetSeatCharacterResponse:
         validation.session_id(request.session_id)
         require(request.seat_id, "seat_id", "the seat whose character changes, e.g. main")

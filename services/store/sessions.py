@@ -192,3 +192,16 @@ def _cancel_detached_jobs(db: Session, session_id: str, now: datetime) -> None:
 
 def set_seat_character(db: Session, request: store_pb2.SetSeatCharacterRequest) -> store_pb2.Session:
     return session_to_proto(seats.switch_character(db, request))
+
+
+def update_session_plugins(db: Session, request: store_pb2.UpdateSessionPluginsRequest) -> store_pb2.Session:
+    """The scheduler's new resolution of a running session's plugins (validation.session_plugins checked the lists)."""
+    row = find_session(db, request.session_id)
+    if row.status != "active":
+        raise failed_precondition(f"session {row.id} has ended; its plugins do not change")
+    row.active_plugins = list(request.active_plugins)
+    row.requested_plugins = list(request.requested_plugins)
+    row.excluded_plugins = list(request.excluded_plugins)
+    row.updated_at = utcnow()
+    db.flush()
+    return session_to_proto(row)

@@ -130,6 +130,12 @@ def commit(request: store_pb2.CommitTurnRequest) -> None:
     commit_extras(request)
 
 
+def session_plugins(request: store_pb2.UpdateSessionPluginsRequest) -> None:
+    session_id(request.session_id)
+    for field in ("active_plugins", "requested_plugins", "excluded_plugins"):
+        plugin_list(list(getattr(request, field)), field)
+
+
 def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
     session_id(request.session_id)
     plugin_list(list(request.approve), "approve")

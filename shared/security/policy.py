@@ -47,7 +47,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         method: TURN_PATH
         for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
-                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "ListExports",
+                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs")
     },
     "covel.registry.v1.PluginRegistry": {
@@ -63,6 +63,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         # Worlds (issue 20): the scheduler reads them for its clients and for CreateSession(world_id).
         "ListWorlds": SCHEDULER_OR_OPERATOR,
         "GetWorld": SCHEDULER_OR_OPERATOR,
+        "ListPacks": SCHEDULER_OR_OPERATOR,
+        "GetPluginPlan": SCHEDULER_OR_OPERATOR,
         "GetWorldImport": _rule("a world's data, hidden data included, for the sessions the scheduler creates", "scheduler"),
     },
     "covel.hooks.v1.HookDispatcher": {

@@ -239,7 +239,7 @@ def test_settings_presets_and_plugins_are_checked_against_the_installed_plugins(
                                ("world-setting-invalid", "world.yaml", "pluginSettings.dice-check.luck")}
     warnings = {(d.code, d.field_path) for d in world.diagnostics if not d.is_error}
     assert warnings == {("world-plugin-missing", "pluginPolicy.plus[2]"), ("world-plugin-missing", "pluginSettings.not-installed"),
-                        ("preset-not-supported", "pluginPolicy.preset")}
+                        ("world-pack-missing", "pluginPolicy.preset")}
     assert world.state is WorldState.FAILED and world.missing_plugins == ["gone"]
 
 

@@ -52,6 +52,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "Interject": ("unary", scheduler_pb2.InterjectRequest(session_id=session_id, text="psst")),
         "GetSessionPlugins": ("unary", scheduler_pb2.GetSessionPluginsRequest(session_id=session_id)),
         "ListActionKinds": ("unary", scheduler_pb2.ListActionKindsRequest(session_id=session_id)),
+        "SetSessionPlugins": ("unary", scheduler_pb2.SetSessionPluginsRequest(session_id=session_id, enable=["guide"])),
         "SwitchCharacter": ("unary", scheduler_pb2.SwitchCharacterRequest(session_id=session_id, character_id="nobody")),
         "ResetSession": ("unary", scheduler_pb2.ResetSessionRequest(session_id=session_id)),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
