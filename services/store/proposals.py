@@ -50,6 +50,8 @@ from shared.plugin_data.operations import DELETED, MISSING, OperationError, appl
 STORY_METADATA_KEYS = ("segments", "cues", "yield", "presentCharacterIds")
 SUMMARY_MAX_CHARS = 20_000
 VALUE_MAX_BYTES = 256 * 1024
+# The writer of a world's own rows (services/store/session_world.py).
+WORLD_WRITER_PREFIX = "world:"
 OPERATIONS_MAX = 100
 BATCH_MAX = 200
 DIMENSIONS_MAX = 100
@@ -424,7 +426,8 @@ def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) 
         row = current.get(dimension_id) if isinstance(dimension_id, str) else None
         if row is None:
             raise Rejected(f"{kind}: {where}: dimension {dimension_id!r} is not initialized", "version-conflict")
-        if row.owner_plugin_id != proposal.plugin_id:
+        # The world's own dimensions (written at session start by `world:<id>`) are kept by its trusted owners.
+        if row.owner_plugin_id != proposal.plugin_id and not row.owner_plugin_id.startswith(WORLD_WRITER_PREFIX):
             raise Rejected(f"{kind}: {where}: dimension {dimension_id} belongs to {row.owner_plugin_id}", "untrusted-writer")
         if row.version != expected:
             raise Rejected(

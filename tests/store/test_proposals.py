@@ -5,7 +5,7 @@ from __future__ import annotations
 from covel.store.v1 import store_pb2
 from services.store.proposals import VALUE_MAX_BYTES
 from shared.plugin_data.operations import apply_operations
-from shared.structs import from_struct, from_value, to_struct
+from shared.structs import from_struct, from_value, to_struct, to_value
 from tests.store.helpers import commit_turn, new_session, outcomes_by_id, plugin_data, proposal, story_proposal, story_result
 
 COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
@@ -236,3 +236,16 @@ async def test_unknown_types_and_malformed_payloads_are_rejected(stub):
     outcomes = outcomes_by_id((await commit_turn(stub, session.id, cases, runtime_results=[story_result()])).turn)
     assert all(outcomes[item.id].status == REJECTED for item in cases), outcomes
     assert outcomes[cases[0].id].code == "unknown-type" and outcomes[cases[3].id].code == "size-limit"
+
+
+async def test_a_worlds_own_dimensions_are_kept_by_its_trusted_owners(stub):
+    """Dimensions a world wrote at session start (owner `world:<id>`) take updates from a trusted owner only."""
+    world = store_pb2.SessionWorld(writer="world:cove", dimensions=[
+        store_pb2.Dimension(id="tide", name="Tide", schema=to_struct({"enum": ["low", "high"]}), value=to_value("low"))])
+    session = (await stub.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(world_id="cove"), world=world))).session
+    trusted = proposal("dimension.update", {"updates": [{"id": "tide", "value": "high", "expectedVersion": 1}]}, plugin_id="world-init", runtime_id="t")
+    rogue = proposal("dimension.update", {"updates": [{"id": "tide", "value": "low", "expectedVersion": 1}]}, plugin_id="rogue", runtime_id="r")
+    outcomes = outcomes_by_id((await commit_turn(stub, session.id, [rogue, trusted], dimension_owners=["world-init"])).turn)
+    assert outcomes[rogue.id].code == "untrusted-writer" and outcomes[trusted.id].status == COMMITTED
+    [tide] = (await stub.GetWorld(store_pb2.GetWorldRequest(session_id=session.id))).dimensions
+    assert (from_value(tide.value), tide.version, tide.owner_plugin_id) == ("high", 2, "world:cove")

@@ -8,6 +8,7 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from services.scheduler.agent.model_view import model_facing
+from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
 from shared.manifest.runtime import SelfData
 from shared.structs import from_struct
@@ -196,11 +197,13 @@ def assemble(
     segments: list[dict[str, Any]] | None = None,
     bootstrap: list[dict[str, Any]] | None = None,
     include_summaries: bool = True,
+    world_values: dict[str, Any] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
+    """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`."""
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
     # agent:bootstrap handlers changed the files: they stand where the runtime's prompt stands.
-    own_prompt = runtime_prompt(runtime, locale)
+    own_prompt = render(runtime_prompt(runtime, locale), world_values or {})
     prompt_parts = [own_prompt] if bootstrap is None else bootstrap_text(bootstrap, own_prompt)
     system_prompt = "\n\n".join(
         part

@@ -17,8 +17,10 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.agent.dimension_tools import add_dimension_tools, dimension_snapshot
 from services.scheduler.agent.loop import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
 from services.scheduler.agent.prompt_segments import dynamic_segments
+from services.scheduler.agent.prompt_templates import template_values
 from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.agent.tools import (
     DELEGATE,
@@ -81,6 +83,7 @@ class AgentExecution:
         if story:
             if await characters.load():
                 add_character_tools(tools, characters.load)
+            add_dimension_tools(tools, dimension_snapshot(run.world))
             searchable = _searchable_namespaces(run)
             if searchable:
                 add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit))
@@ -100,7 +103,7 @@ class AgentExecution:
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
             self_data=await self._plugin_data.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
-            interjections=interjections, extra_segments=segments,
+            interjections=interjections, extra_segments=segments, world_values=template_values(run.world),
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)

@@ -34,6 +34,7 @@ from services.scheduler.agent.model_call import (
     response_format,
     wire_choice,
 )
+from services.scheduler.agent.prompt_templates import render
 from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, replaced_fields
 from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
 from services.scheduler.catalogue import Runtime
@@ -128,6 +129,7 @@ async def run_agent(
     subagent: SubagentCall | None = None,
     interjections: Callable[[], list[str]] | None = None,
     extra_segments: list[dict[str, Any]] | None = None,
+    world_values: dict[str, Any] | None = None,
 ) -> RuntimeOutcome:
     """One agent execution: context assembly, then steps until an answer, a completion or a failure."""
     loop = AgentLoop(
@@ -137,6 +139,7 @@ async def run_agent(
         output_schemas=output_schemas or [], subagent=subagent, interjections=interjections,
     )
     loop.extra_segments = list(extra_segments or [])
+    loop.world_values = world_values or {}
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
     await loop.prepare(history, player_message, history_max_turns, inputs, self_data, packages or [])
@@ -171,6 +174,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.unregistered_tools: list[str] = []
         # prompt.segment@1 segments computed for this execution (agent/prompt_segments.py).
         self.extra_segments: list[dict[str, Any]] = []
+        # What prompt placeholders read ({{ world.dimensions.<id>.value }}; prompt_templates.py).
+        self.world_values: dict[str, Any] = {}
         # What the model sees and may call: set by prepare().
         self.system_prompt = ""
         self.messages: list[dict[str, Any]] = []
@@ -199,7 +204,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         runtime, session = self.runtime, self.scope.session
         window = self.manifest.agent_part.history or HistoryWindow()
         max_turns = window.max_turns if window.max_turns is not None else history_max_turns
-        segments = static_segments(runtime, self.story, packages, session.locale) + list(self.extra_segments)
+        segments = [{**segment, "content": render(segment["content"], self.world_values)}
+                    for segment in static_segments(runtime, self.story, packages, session.locale) + list(self.extra_segments)]
         self.prompt_segments = [{"pluginId": seg["pluginId"], "id": seg.get("id", "")} for seg in segments]
         bootstrap = await resolve_bootstrap(self.hooks, self.scope, runtime, packages)  # agent:bootstrap
         # A limited window (agent.history.maxTurns) reads the summary only when it asks (includeSummaries: true);
@@ -208,7 +214,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         include_summaries = window.include_summaries if window.include_summaries is not None else not windowed
         self.system_prompt, self.messages = assemble(
             runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
-            include_summaries)
+            include_summaries, self.world_values)
 
     async def _post_context_assembly(self) -> None:
         # The character the main seat plays now (a session may have several player characters).

@@ -4,12 +4,14 @@ commit_rules.py's; this is its I/O."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from google.protobuf import timestamp_pb2
 
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.catalogue import Package
 from services.scheduler.function.dataset_policies import dataset_policies
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.turn.commit_rules import (
@@ -92,7 +94,8 @@ class TurnCommit:
         if run is not None:
             session = run.session if run.session is not None else store_pb2.Session(id=turn.session_id, phase="playing")
             extras = {"dependencies": unit_dependencies(run), "detached_jobs": run.detached_jobs,
-                      "datasets": dataset_policies(run.packages, proposals), **setup_commit(turn.runtime_results, run, session)}
+                      "datasets": dataset_policies(run.packages, proposals), "dimension_owners": dimension_owners(run.packages),
+                      **setup_commit(turn.runtime_results, run, session)}
         reply = await self._store.CommitTurn(
             store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,
                                         release_lease=True, **extras),
@@ -116,3 +119,14 @@ class TurnCommit:
                 plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id,
             )
             committed.hook_trace.extend(post.trace)
+
+
+DIMENSIONS_CONTRACT = "world.dimensions@1"
+
+
+def dimension_owners(packages: Mapping[str, Package]) -> list[str]:
+    """The plugins trusted to write the world's dimensions: the operator's own (builtin) ones that provide
+    world.dimensions@1. A community plugin never is, whatever it declares."""
+    return sorted(plugin_id for plugin_id, package in packages.items() if package.definition is not None
+                  and package.definition.source == "builtin"
+                  and any(provided.contract == DIMENSIONS_CONTRACT for provided in package.definition.provides))

@@ -1,0 +1,58 @@
+"""The world in prompts: templates filled from the world the turn found (services/scheduler/agent/prompt_templates.py)
+and the builtin dimension tools that read the same frozen snapshot (dimension_tools.py)."""
+
+from __future__ import annotations
+
+import json
+
+from covel.store.v1 import store_pb2
+from services.scheduler.agent.dimension_tools import add_dimension_tools, dimension_snapshot
+from services.scheduler.agent.prompt_templates import render, template_values
+from services.scheduler.agent.tools import KernelTools
+from shared.structs import to_struct, to_value
+
+
+def world() -> store_pb2.GetWorldResponse:
+    return store_pb2.GetWorldResponse(
+        character_schema=to_struct({"types": ["player", "npc"], "attributes": {"courage": {"type": "integer"}}}),
+        characters=[store_pb2.Character(id="mira", data=to_struct({"name": "Mira", "type": "npc", "description": "The harbor-master."})),
+                    store_pb2.Character(id="you", data=to_struct({"name": "The traveller", "type": "player"}))],
+        dimensions=[store_pb2.Dimension(id="lighthouse", name="The lighthouse", schema=to_struct({"enum": ["dark", "lit"]}),
+                                        value=to_value("dark"), version=3),
+                    store_pb2.Dimension(id="tide", name="Tide", schema=to_struct({"type": "object"}), value=to_value({"level": "low"}),
+                                        version=1)],
+    )
+
+
+def test_placeholders_are_filled_from_the_world() -> None:
+    values = template_values(world())
+    text = ("The lamp is {{ world.dimensions.lighthouse.value }} ({{world.dimensions.lighthouse.name}}); tide {{ world.dimensions.tide.value }}.\n"
+            "People:\n{{ characters.npcs }}\nYou: {{ characters.players }}\nSchema: {{ world.schema }}")
+    assert render(text, values) == (
+        'The lamp is dark (The lighthouse); tide {"level": "low"}.\nPeople:\n- Mira: The harbor-master.\nYou: - The traveller\n'
+        'Schema: {"attributes": {"courage": {"type": "integer"}}, "types": ["player", "npc"]}')
+
+
+def test_what_names_nothing_stays_as_written() -> None:
+    values = template_values(world())
+    text = "{{ world.dimensions.moon.value }} {{ player.name }} {{ world.dimensions.tide.value.level }} {literal}"
+    assert render(text, values) == '{{ world.dimensions.moon.value }} {{ player.name }} low {literal}'
+    assert render("{{ world.schema }}", template_values(None)) == "{{ world.schema }}"
+
+
+async def test_the_dimension_tools_read_the_frozen_snapshot() -> None:
+    tools = KernelTools()
+    snapshot = dimension_snapshot(world())
+    add_dimension_tools(tools, snapshot)
+    snapshot["lighthouse"]["value"] = "lit"  # a later change of the caller's copy does not reach the tools
+    listed = await tools.tools["world-dimension-list"].handler({})
+    assert listed["ok"] and [(d["id"], d["value"], d["version"]) for d in listed["data"]["dimensions"]] == [
+        ("lighthouse", "dark", 3), ("tide", {"level": "low"}, 1)]
+    got = await tools.tools["world-dimension-get"].handler({"id": "lighthouse"})
+    assert got["data"]["schema"] == {"enum": ["dark", "lit"]}
+    missing = await tools.tools["world-dimension-get"].handler({"id": "moon"})
+    assert missing["ok"] is False and missing["error"]["code"] == "not-found" and "lighthouse, tide" in missing["error"]["message"]
+    empty = KernelTools()
+    add_dimension_tools(empty, {})
+    assert empty.names() == []
+    json.dumps(listed)
