@@ -235,7 +235,8 @@ def lease_to_proto(row: TurnLeaseRow) -> store_pb2.TurnLease:
     )
 
 
-def plugin_data_to_proto(row: PluginDataRow) -> store_pb2.PluginDataEntry:
+def plugin_data_to_proto(row: PluginDataRow | Any) -> store_pb2.PluginDataEntry:
+    """A plugin data row (ORM, or a Core row of the table)."""
     return store_pb2.PluginDataEntry(
         plugin_id=row.plugin_id,
         namespace=row.namespace,

@@ -1,5 +1,5 @@
 """What a turn reads before it runs (store.proto TurnReads), answered with its lease: the world
-model and a window of the conversation log. Core statements built once, rows mapped straight to
+model, a window of the conversation log and the committed plugin data its runtimes read. Core statements built once, rows mapped straight to
 protos: a turn pays for what its prompts read, not for the whole log."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, MessageRow
-from services.store.proto_mapping import message_to_proto
+from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, MessageRow, PluginDataRow
+from services.store.proto_mapping import message_to_proto, plugin_data_to_proto
 from shared.structs import to_struct, to_value
 
 
@@ -24,7 +24,18 @@ def read_for_turn(db: Session, session_id: str, reads: store_pb2.TurnReads) -> s
     if reads.HasField("history"):
         window = reads.history
         reply.history.extend(history_window(db, session_id, window.player_turns, with_metadata=not window.without_metadata))
+    reply.plugin_data.extend(plugin_data_read(db, session_id, scope) for scope in reads.plugin_data)
     return reply
+
+
+def plugin_data_read(db: Session, session_id: str, scope: store_pb2.PluginDataScope) -> store_pb2.PluginDataRead:
+    """One plugin's committed data, one namespace of it or all of it, as ListPluginData orders it."""
+    parameters = {"b_session": session_id, "b_plugin": scope.plugin_id, "b_namespace": scope.namespace}
+    rows = db.connection().execute(_NAMESPACE if scope.namespace else _ALL_OF_PLUGIN, parameters)
+    read = store_pb2.PluginDataRead()
+    read.scope.CopyFrom(scope)
+    read.entries.extend(plugin_data_to_proto(row) for row in rows)
+    return read
 
 
 def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
@@ -80,6 +91,11 @@ _LATEST_SUMMARY = (select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.role
 _NTH_LAST_PLAYER = (select(_MESSAGES.c.seq).where(_IN_SESSION, _MESSAGES.c.role == "player", _MESSAGES.c.seq > bindparam("b_after"))
                     .order_by(_MESSAGES.c.seq.desc()).limit(1).offset(bindparam("b_skip")))
 _LOG_FROM = select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.seq >= bindparam("b_from")).order_by(_MESSAGES.c.seq)
+_PLUGIN_DATA = cast(Table, PluginDataRow.__table__)
+_OF_PLUGIN = (_PLUGIN_DATA.c.session_id == bindparam("b_session"), _PLUGIN_DATA.c.plugin_id == bindparam("b_plugin"))
+_ALL_OF_PLUGIN = select(_PLUGIN_DATA).where(*_OF_PLUGIN).order_by(_PLUGIN_DATA.c.namespace, _PLUGIN_DATA.c.key)
+_NAMESPACE = (select(_PLUGIN_DATA).where(*_OF_PLUGIN, _PLUGIN_DATA.c.namespace == bindparam("b_namespace"))
+              .order_by(_PLUGIN_DATA.c.key))
 _SCHEMA = select(_SCHEMAS).where(_SCHEMAS.c.session_id == bindparam("b_session"))
 _CHARACTERS = (select(_CHARACTER_ROWS).where(_CHARACTER_ROWS.c.session_id == bindparam("b_session"))
                .order_by(_CHARACTER_ROWS.c.character_id))

@@ -16,6 +16,8 @@ PHASES = ("setup", "playing")
 ORIGINS = ("player", "continuation", "manual", "background")
 IDEMPOTENCY_KEY_MAX = 128
 PLUGIN_ID_MAX = 200
+# AcquireTurnLease's reads.plugin_data: the scopes one lease reads at most.
+PLUGIN_DATA_SCOPES_MAX = 64
 TITLE_MAX = 500
 # shared/security/principals.py: PRINCIPAL_NAME allows up to 200 characters.
 OWNER_MAX = 200
@@ -103,6 +105,11 @@ def acquire(request: store_pb2.AcquireTurnLeaseRequest) -> None:
     if request.reads.history.player_turns < 0:
         raise invalid_argument("reads.history.player_turns", f"is {request.reads.history.player_turns}; use 0 (all since the latest "
                                "summary) or a positive number of player turns")
+    if len(request.reads.plugin_data) > PLUGIN_DATA_SCOPES_MAX:
+        raise invalid_argument("reads.plugin_data", f"asks for {len(request.reads.plugin_data)} scopes; at most {PLUGIN_DATA_SCOPES_MAX}")
+    for index, scope in enumerate(request.reads.plugin_data):
+        if not scope.plugin_id or len(scope.plugin_id) > PLUGIN_ID_MAX or len(scope.namespace) > PLUGIN_ID_MAX:
+            raise invalid_argument(f"reads.plugin_data[{index}]", "name a plugin id (and a namespace, or none for all of its data)")
 
 
 def commit(request: store_pb2.CommitTurnRequest) -> None:

@@ -81,3 +81,20 @@ async def test_the_five_processes_play_over_unix_sockets(tmp_path: Path) -> None
             await play(stub, session.id, "I wait by the socket.")
     finally:
         await group.stop()
+
+
+async def test_plugin_data_read_last_turn_comes_with_the_lease(tmp_path: Path) -> None:
+    """world-time reads its clock every turn: from the second turn on the lease brings it, no ListPluginData."""
+    env, ports = metrics_env()
+    async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        request = minimal_session()
+        request.excluded_plugins.remove("world-time")  # the narrator and world-time only
+        session = (await stub.CreateSession(request)).session
+        assert "world-time" in session.active_plugins
+        await play(stub, session.id, "I wait.")
+        before = snapshot(group, ports)
+        for index in range(TURNS):
+            await play(stub, session.id, f"I walk on, {index}.")
+        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
+    assert "store.ListPluginData" not in rpcs, rpcs

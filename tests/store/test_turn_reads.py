@@ -135,3 +135,30 @@ async def test_without_metadata_leaves_out_what_prompts_do_not_read(stub):
     await release(stub, full)
     assert [(m.role, m.text) for m in full.history] == [(m.role, m.text) for m in reply.history]
     assert from_struct([m for m in full.history if m.role == "story"][-1].metadata)["segments"][0]["text"] == "story 3"
+
+
+async def test_plugin_data_is_read_with_the_lease_by_scope(stub):
+    session = await new_session(stub)
+    writes = [proposal("plugin.data", {"namespace": "clock", "key": "now", "value": {"minutes": 20}}, plugin_id="world-time"),
+              proposal("plugin.data", {"namespace": "notes", "key": "b", "value": 2}, plugin_id="world-time"),
+              proposal("plugin.data", {"namespace": "notes", "key": "a", "value": 1}, plugin_id="world-time"),
+              proposal("plugin.data", {"namespace": "clock", "key": "now", "value": "other"}, plugin_id="inventory")]
+    await commit_turn(stub, session.id, writes)
+    scopes = [store_pb2.PluginDataScope(plugin_id="world-time", namespace="notes"), store_pb2.PluginDataScope(plugin_id="world-time"),
+              store_pb2.PluginDataScope(plugin_id="nobody")]
+    reply = await lease_with(stub, session.id, store_pb2.TurnReads(plugin_data=scopes))
+    await release(stub, reply)
+    read = [[(e.plugin_id, e.namespace, e.key) for e in scope.entries] for scope in reply.plugin_data]
+    assert [scope.scope for scope in reply.plugin_data] == scopes
+    assert read == [[("world-time", "notes", "a"), ("world-time", "notes", "b")],
+                    [("world-time", "clock", "now"), ("world-time", "notes", "a"), ("world-time", "notes", "b")], []]
+
+
+async def test_bad_plugin_data_scopes_are_refused_naming_the_field(stub):
+    session = await new_session(stub)
+    empty = store_pb2.TurnReads(plugin_data=[store_pb2.PluginDataScope(namespace="x")])
+    error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, lease_with(stub, session.id, empty))
+    assert violated_fields(error) == ["reads.plugin_data[0]"]
+    many = store_pb2.TurnReads(plugin_data=[store_pb2.PluginDataScope(plugin_id=f"p{i}") for i in range(65)])
+    error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, lease_with(stub, session.id, many))
+    assert violated_fields(error) == ["reads.plugin_data"]

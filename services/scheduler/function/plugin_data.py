@@ -9,9 +9,9 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.agent.context import self_data_block
 from services.scheduler.function.runtime import PluginDataView
 from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.turn.plugin_data_reads import entries_by_address, read_name
 from services.scheduler.turn.state import TurnState
 from shared.manifest import CompiledManifest
-from shared.structs import from_value
 
 
 class PluginDataViews:
@@ -26,9 +26,9 @@ class PluginDataViews:
             reply = await self._store.ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace or ""),
             )
-            return {(entry.namespace, entry.key): from_value(entry.value) for entry in reply.entries}
+            return entries_by_address(reply.entries)
 
-        return dict(await run.read_once(f"plugin-data/{plugin_id}/{namespace or ''}", read))
+        return dict(await run.read_once(read_name(plugin_id, namespace), read))
 
     def view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from opentelemetry.trace import Span
@@ -42,6 +42,8 @@ from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
+from services.scheduler.turn.plugin_data_reads import LastScopes, scopes_read
+from services.scheduler.turn.plugin_data_reads import seed as seed_plugin_data
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
@@ -104,6 +106,8 @@ class LeaseReads:
     history: list[common_pb2.Message]
     # The window's HistoryWindow.player_turns (history_window.py).
     player_turns: int
+    # The committed plugin data the previous turn read (plugin_data_reads.py).
+    plugin_data: list[store_pb2.PluginDataRead] = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +150,7 @@ class TurnRunner:
         self._commit = TurnCommit(peers.store, hooks)
         # Per session, what its last turn here read and needed (the next one asks for the same with its lease).
         self._windows = LastWindows()
+        self._scopes = LastScopes()
         self._trigger_histories = TriggerHistories()
         self.sessions = sessions if sessions is not None else KnownSessions()
 
@@ -199,7 +204,7 @@ class TurnRunner:
     # -- phase: lease and signals --
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         window = store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id), without_metadata=True)
-        reads = store_pb2.TurnReads(world=True, history=window)
+        reads = store_pb2.TurnReads(world=True, history=window, plugin_data=self._scopes.get(_reads_key(request)))
         lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads)
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
@@ -210,7 +215,8 @@ class TurnRunner:
         turn = _new_turn(request, lease, session)
         renewer = asyncio.create_task(self._lease.keep(lease))
         signals = asyncio.create_task(self._lease.take_signals(lease, self.cancel, self.interject))
-        read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns)
+        read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns,
+                          plugin_data=list(lease_reply.plugin_data))
         work = asyncio.create_task(self._run_leased(request, lease, session, read, turn, emit))
         running = RunningTurn(turn.id, work)
         self._running[session.id] = running
@@ -262,6 +268,7 @@ class TurnRunner:
         failure = await self._stop_hooks(plugins.scope, stream, started)
         if failure:
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
+        self._scopes.note(_reads_key(request), scopes_read(run))
         return await self._commit_phase(lease, session, run, plugins.scope, stream)
 
     # -- phase: plugins --
@@ -345,6 +352,7 @@ class TurnRunner:
         )
         run.session = session
         run.world = read.world
+        seed_plugin_data(run, read.plugin_data)
         run.send_progress = stream.progress
         if compacted is not None and compacted.proposal is not None:
             run.proposals.append(compacted.proposal)
@@ -406,6 +414,12 @@ class TurnRunner:
         turn.abort_reason = reason
         del turn.proposal_outcomes[:]
         return await self._commit.commit(turn, lease, [], emit)
+
+
+def _reads_key(request: TurnRequest) -> str:
+    """Whose plugin data reads the next lease asks for: the session's turns, or one runtime's own runs (a detached
+    job's or RunManual's), which read other data than the turns between them."""
+    return f"{request.session_id}/{request.named_runtime_id}" if request.runs_one_runtime else request.session_id
 
 
 def _player_input(request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session, read: LeaseReads,

@@ -116,6 +116,16 @@ class TurnState:
                 del self._reads[name]
             raise
 
+    def seed(self, name: str, value: Any) -> None:
+        """A read the turn already has (its lease answered it): read_once(name) returns it without reading."""
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+        done.set_result(value)
+        self._reads[name] = done
+
+    def read_names(self) -> list[str]:
+        """The names of the reads this turn made (or was seeded with) that succeeded, in order."""
+        return [name for name, read in self._reads.items() if read.done() and not read.cancelled() and read.exception() is None]
+
     def subagent_providers(self) -> list[tuple[Runtime, CompiledManifest]]:
         """(runtime, manifest) of every subagentOnly agent runtime in the turn's packages, found once:
         every function runtime's ctx.agents needs it."""
