@@ -88,6 +88,8 @@ class LoadedWorld:
     character_schema: dict[str, Any] | None = None
     dimensions: list[WorldDimension] = field(default_factory=list)
     data_sources: list[WorldDataSource] = field(default_factory=list)
+    # Lorebook entries as LorebookDecl dumps them ({id, title?, keys?, content, constant?}).
+    lorebook: list[dict[str, Any]] = field(default_factory=list)
     # Each source's checked records: (key, world_references.Record), what sessions import (world_import.py);
     # and by locale, the records with that locale's translations merged in.
     records: list[tuple[WorldDataSource, list[tuple[str, Any]]]] = field(default_factory=list)
@@ -238,7 +240,7 @@ def _characters(world: LoadedWorld, written: Sequence[Any], extra_fields: frozen
 
 def load_world(root: Path, packages: Sequence[LoadedPackage] = (), packs: Packs | None = None) -> LoadedWorld:
     """The world package in folder `root`, checked against the installed plugin `packages`."""
-    from services.registry import world_checks, world_data, world_translations
+    from services.registry import world_checks, world_data, world_lorebook, world_translations
 
     bag = DiagnosticBag(plugin_id="", file=WORLD_FILE)
     world = LoadedWorld(id=root.name, root_dir=root.resolve(), diagnostics=bag.items)
@@ -254,6 +256,7 @@ def load_world(root: Path, packages: Sequence[LoadedPackage] = (), packs: Packs 
     world_checks.check_world(world, manifest, files, bag, {package.id: package for package in packages},
                              packs if packs is not None else builtin_packs())
     world_data.check_records(world, files, bag, packages)
+    world.lorebook = world_lorebook.read_lorebook(world, manifest, files, bag)
     world.translations = world_translations.read_translations(world, files, bag)
     return world
 

@@ -165,6 +165,16 @@ class DataSourceDecl(Strict):
 # ----- world.yaml --------------------------------------------------------------------------------
 
 
+class LorebookDecl(Strict):
+    """`lorebook[]`: one entry of the world's lorebook (owner `world` in every session)."""
+
+    id: ItemId
+    title: Annotated[str, Field(max_length=200)] | None = None
+    keys: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(default=None, max_length=32)
+    content: Annotated[str, Field(min_length=1, max_length=8000)]
+    constant: bool | None = None
+
+
 class WorldManifest(Strict):
     """`world.yaml`."""
 
@@ -180,6 +190,8 @@ class WorldManifest(Strict):
     pluginPolicy: PluginPolicy | None = None
     pluginSettings: dict[PluginId, dict[str, Any]] | None = None
     data: list[DataSourceDecl] | None = None
+    # The lorebook inline, or the path of a YAML file of the package that lists its entries.
+    lorebook: NonEmpty | list[Any] | None = None
     author: either(NonEmpty, str, Author) | None = None  # type: ignore[valid-type]
     license: Annotated[str, Field(max_length=64)] | None = None
     homepage: HttpsLink | None = None
@@ -212,6 +224,13 @@ class SchemaTranslation(Strict):
     attributes: dict[ItemId, NamedTranslation] | None = None
 
 
+class LorebookTranslation(Strict):
+    title: Annotated[str, Field(max_length=200)] | None = None
+    content: Annotated[str, Field(min_length=1, max_length=8000)] | None = None
+    # Replace the entry's keys in this language (names as this language writes them).
+    keys: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(default=None, max_length=32)
+
+
 class WorldTranslation(Strict):
     """`world.<locale>.yaml`: the world's texts in another language, matched by id."""
 
@@ -222,11 +241,13 @@ class WorldTranslation(Strict):
     characters: dict[ItemId, CharacterTranslation] | None = None
     characterSchema: SchemaTranslation | None = None
     dimensions: dict[ItemId, NamedTranslation] | None = None
+    lorebook: dict[ItemId, LorebookTranslation] | None = None
 
 
 WORLD_FIELDS = frozenset(
     info.alias or name
     for model in (WorldManifest, CharacterSchemaDecl, AttributeDecl, CharacterDecl, DimensionDecl, PluginPolicy,
-                  DataSourceDecl, DataSourceFile, Author, WorldTranslation, AuthorTranslation, CharacterTranslation)
+                  DataSourceDecl, DataSourceFile, Author, WorldTranslation, AuthorTranslation, CharacterTranslation, LorebookDecl,
+                  LorebookTranslation)
     for name, info in model.model_fields.items()
 )

@@ -6,7 +6,7 @@ import grpc
 
 from covel.registry.v1 import registry_pb2
 from services.registry.world_loader import LoadedWorld
-from services.registry.world_translations import localized_characters, localized_schema, localized_texts
+from services.registry.world_translations import localized_characters, localized_lorebook, localized_schema, localized_texts
 from shared.errors import FieldViolation, ServiceError
 from shared.structs import to_struct, to_value
 
@@ -50,6 +50,8 @@ def world_to_proto(world: LoadedWorld, locale: str = "", *, summary: bool = Fals
     if schema is not None:
         message.character_schema.CopyFrom(to_struct(schema))
     message.characters.extend(to_struct(character) for character in localized_characters(world, translation))
+    message.lorebook.extend(registry_pb2.WorldLorebookEntry(id=e["id"], title=e.get("title", ""), keys=e.get("keys", []), content=e["content"],
+                                                            constant=bool(e.get("constant"))) for e in localized_lorebook(world, translation))
     names = (translation.dimensions or {}) if translation else {}
     for dimension in world.dimensions:
         named = names.get(dimension.id)

@@ -47,9 +47,11 @@ def _check_ids(world: LoadedWorld, translation: WorldTranslation, relative: str,
         "characters": world.written_character_ids,
         "characterSchema.attributes": set((manifest.characterSchema.attributes or {}) if manifest.characterSchema else {}),
         "dimensions": set(manifest.dimensions or {}),
+        "lorebook": {entry["id"] for entry in world.lorebook},
     }
     attributes = translation.characterSchema.attributes if translation.characterSchema else None
-    written = {"characters": translation.characters, "characterSchema.attributes": attributes, "dimensions": translation.dimensions}
+    written = {"characters": translation.characters, "characterSchema.attributes": attributes, "dimensions": translation.dimensions,
+               "lorebook": translation.lorebook}
     for group, items in written.items():
         for item_id in items or {}:
             if item_id not in known[group]:
@@ -102,6 +104,18 @@ def localized_characters(world: LoadedWorld, translation: WorldTranslation | Non
         if entry is not None and entry.aliases:
             character["aliases"] = list(dict.fromkeys([*character.get("aliases", []), *entry.aliases]))
     return characters
+
+
+def localized_lorebook(world: LoadedWorld, translation: WorldTranslation | None) -> list[dict[str, Any]]:
+    """The world's lorebook with the translation's title, content and keys by entry id."""
+    entries = copy.deepcopy(world.lorebook)
+    for entry in entries:
+        translated = (translation.lorebook or {}).get(entry["id"]) if translation else None
+        for key in ("title", "content", "keys"):
+            value = getattr(translated, key, None) if translated is not None else None
+            if value is not None:
+                entry[key] = value
+    return entries
 
 
 def localized_schema(world: LoadedWorld, translation: WorldTranslation | None) -> dict[str, Any] | None:

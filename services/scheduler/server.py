@@ -36,6 +36,7 @@ from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.lorebook import check_entry as check_lorebook_entry
 from shared.seats import check_seats
 from shared.security.auth import caller, client_api_interceptors
 from shared.stream_coalescing import Channel, Coalescer
@@ -43,6 +44,8 @@ from shared.structs import from_struct, to_struct
 from shared.telemetry.tracing import configure_tracing
 
 LOCALES = ("en", "zh")
+# The lorebook entries the client API writes: the player's own (the world's and plugins' are read-only there).
+PLAYER_OWNER = "player"
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_INTERJECTION = 4000
 log = get_logger(component="scheduler")
@@ -432,6 +435,30 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             unavailable=[_rejected(r) for r in resolved.unavailable],
             unmet_requirements=[scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
                                 for u in resolved.unmet])
+
+    @rpc
+    async def ListLorebook(self, request: scheduler_pb2.ListLorebookRequest, context) -> scheduler_pb2.ListLorebookResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=request.session_id))
+        return scheduler_pb2.ListLorebookResponse(entries=world.lorebook)
+
+    @rpc
+    async def PutLorebookEntry(self, request: scheduler_pb2.PutLorebookEntryRequest, context) -> scheduler_pb2.PutLorebookEntryResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.id, "id", "the entry's id, e.g. old-lighthouse-keeper")
+        entry = store_pb2.LorebookEntry(owner=PLAYER_OWNER, id=request.id, title=request.title, keys=list(request.keys),
+                                        content=request.content, constant=request.constant, disabled=request.disabled)
+        check_lorebook_entry(entry)
+        reply = await self._peers.store.PutLorebookEntry(store_pb2.PutLorebookEntryRequest(session_id=request.session_id, entry=entry))
+        return scheduler_pb2.PutLorebookEntryResponse(entry=reply.entry)
+
+    @rpc
+    async def DeleteLorebookEntry(self, request: scheduler_pb2.DeleteLorebookEntryRequest, context) -> scheduler_pb2.DeleteLorebookEntryResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.id, "id", "the id of one of the player's own entries")
+        reply = await self._peers.store.DeleteLorebookEntry(
+            store_pb2.DeleteLorebookEntryRequest(session_id=request.session_id, owner=PLAYER_OWNER, id=request.id))
+        return scheduler_pb2.DeleteLorebookEntryResponse(deleted=reply.deleted)
 
     @rpc
     async def ListPacks(self, request: scheduler_pb2.ListPacksRequest, context) -> scheduler_pb2.ListPacksResponse:

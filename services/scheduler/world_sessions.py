@@ -100,6 +100,10 @@ def _session_world(world: registry_pb2.World) -> store_pb2.SessionWorld:
         data = from_struct(character)
         character_id = str(data.pop("id", ""))
         started.characters.append(store_pb2.Character(id=character_id, data=to_struct(data)))
+    started.lorebook.extend(
+        store_pb2.LorebookEntry(owner="world", id=e.id, title=e.title, keys=list(e.keys), content=e.content, constant=e.constant)
+        for e in world.lorebook
+    )
     started.dimensions.extend(
         store_pb2.Dimension(id=d.id, name=d.name, description=d.description, schema=d.schema, value=d.initial, owner_plugin_id=writer)
         for d in world.dimensions

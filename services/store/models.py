@@ -202,6 +202,26 @@ class CharacterRow(Base):
     updated_at: Mapped[datetime]
 
 
+class LorebookRow(Base):
+    """One lorebook entry of a session (migration 0010; services/store/lorebook.py)."""
+
+    __tablename__ = "lorebook_entries"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    # "world", "plugin:<pluginId>" or "player".
+    owner: Mapped[str] = mapped_column(String(220), primary_key=True)
+    entry_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    title: Mapped[str] = mapped_column(Text, default="")
+    keys: Mapped[list[Any]] = mapped_column(default=list)
+    content: Mapped[str] = mapped_column(Text, default="")
+    constant: Mapped[bool] = mapped_column(default=False)
+    disabled: Mapped[bool] = mapped_column(default=False)
+    version: Mapped[int] = mapped_column(BigInteger)
+    turn_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
 class DimensionRow(Base):
     __tablename__ = "dimensions"
 

@@ -13,6 +13,8 @@ New proposal types register in `APPLIERS`. Payload shapes (JSON in Proposal.payl
 - character.upsert     {characterId, expectedVersion, character: {...}}  (0 = must not exist yet)
 - dimension.initialize {dimensions: [{id, name, description?, schema, value}]}   (trusted owners only)
 - dimension.update     {updates: [{id, value, expectedVersion}]}   (whole batch CAS; owner only)
+- lorebook.upsert      {id, title?, keys, content, constant?, disabled?}   (the plugin's own entry, owner plugin:<id>)
+- lorebook.delete      {id}
 - event.emit           {name, payload?}
 - export.record        {recordAs, value}                            (io.output.recordAs)
 - history.summary      {text, throughSeq, messageCount}             (history compaction: the log up to
@@ -38,13 +40,15 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import plugin_data, world
+from services.store import lorebook, plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
 from services.store.proto_mapping import struct_to_dict
 from services.store.records import EventRecord, MessageRecord
 from shared import json_schemas
+from shared.errors import ServiceError
 from shared.ids import new_id
+from shared.lorebook import check_entry
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, operation_kinds
 
 STORY_METADATA_KEYS = ("segments", "cues", "yield", "presentCharacterIds")
@@ -441,6 +445,42 @@ def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) 
     context.db.flush()
 
 
+# --- lorebook ---
+
+
+def _plugin_entry(kind: str, proposal: store_pb2.Proposal, payload: dict[str, Any]) -> store_pb2.LorebookEntry:
+    """The proposing plugin's own entry (owner plugin:<id>), checked as every lorebook entry."""
+    keys = payload.get("keys") or []
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        raise Rejected(f"{kind}: keys must be a list of words")
+    fields = {name: payload.get(name) for name in ("id", "title", "content")}
+    if any(value is not None and not isinstance(value, str) for value in fields.values()):
+        raise Rejected(f"{kind}: id, title and content are strings")
+    entry = store_pb2.LorebookEntry(owner=f"plugin:{proposal.plugin_id}", id=fields["id"] or "", title=fields["title"] or "", keys=keys,
+                                    content=fields["content"] or "", constant=payload.get("constant") is True,
+                                    disabled=payload.get("disabled") is True)
+    try:
+        check_entry(entry, "payload")
+    except ServiceError as error:
+        raise Rejected(f"{kind}: {error.violations[0].field if error.violations else 'payload'} {error.message}") from None
+    return entry
+
+
+def apply_lorebook_upsert(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
+    entry = _plugin_entry("lorebook.upsert", proposal, struct_to_dict(proposal.payload))
+    try:
+        lorebook.put_entry(context.db, context.session_id, entry, context.turn_id, context.now)
+    except ServiceError as error:
+        raise Rejected(f"lorebook.upsert: {error.message}", "size-limit") from None
+
+
+def apply_lorebook_delete(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
+    entry_id = struct_to_dict(proposal.payload).get("id")
+    if not isinstance(entry_id, str) or not entry_id:
+        raise Rejected("lorebook.delete: id must be the id of one of this plugin's entries")
+    lorebook.delete_entry(context.db, context.session_id, f"plugin:{proposal.plugin_id}", entry_id)
+
+
 # --- events and exports ---
 
 
@@ -511,6 +551,8 @@ APPLIERS: dict[str, Callable[[ApplyContext, store_pb2.Proposal], None]] = {
     "character.upsert": apply_character_upsert,
     "dimension.initialize": apply_dimension_initialize,
     "dimension.update": apply_dimension_update,
+    "lorebook.upsert": apply_lorebook_upsert,
+    "lorebook.delete": apply_lorebook_delete,
     "event.emit": apply_event_emit,
     "export.record": apply_export_record,
     "history.summary": apply_history_summary,
@@ -519,7 +561,8 @@ APPLIERS: dict[str, Callable[[ApplyContext, store_pb2.Proposal], None]] = {
 
 # Types whose appliers write through the ORM session at once: a unit holding one needs a savepoint
 # to be rolled back alone. The others only append to the context's buffers.
-WRITES_AT_ONCE = frozenset({"character.schema.set", "character.upsert", "dimension.initialize", "dimension.update", "export.record"})
+WRITES_AT_ONCE = frozenset({"character.schema.set", "character.upsert", "dimension.initialize", "dimension.update", "export.record",
+                            "lorebook.upsert", "lorebook.delete"})
 
 
 def apply(context: ApplyContext, proposal: store_pb2.Proposal) -> None:

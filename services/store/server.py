@@ -16,6 +16,7 @@ from services.store.turn_reads import read_for_turn
 from shared.errors import aborted, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
+from shared.lorebook import check_entry as check_lorebook_entry
 from shared.telemetry import metrics
 from shared.telemetry.tracing import traced
 
@@ -37,6 +38,19 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         created = await self._db.write(create_session_in_world, session, initial_world)
         log.info("session.created", session_id=created.id)
         return store_pb2.CreateSessionResponse(session=created)
+
+    @rpc
+    async def PutLorebookEntry(self, request: store_pb2.PutLorebookEntryRequest, context) -> store_pb2.PutLorebookEntryResponse:
+        validation.session_id(request.session_id)
+        check_lorebook_entry(request.entry, "entry")
+        return store_pb2.PutLorebookEntryResponse(entry=await self._db.write(sessions.put_lorebook_entry, request))
+
+    @rpc
+    async def DeleteLorebookEntry(self, request: store_pb2.DeleteLorebookEntryRequest, context) -> store_pb2.DeleteLorebookEntryResponse:
+        validation.session_id(request.session_id)
+        require(request.owner, "owner", "world, player or plugin:<pluginId>")
+        require(request.id, "id", "the entry's id")
+        return store_pb2.DeleteLorebookEntryResponse(deleted=await self._db.write(sessions.delete_lorebook_entry, request))
 
     @rpc
     async def UpdateSessionPlugins(self, request: store_pb2.UpdateSessionPluginsRequest, context) -> store_pb2.UpdateSessionPluginsResponse:

@@ -11,13 +11,14 @@ from jsonschema.exceptions import SchemaError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import sessions, world
+from services.store import lorebook, sessions, world
 from services.store.datasets import DatasetViolation, dataset
 from services.store.models import MessageRow, PluginDataRow, SessionRow
 from services.store.proposals import Rejected, check_namespace, entry_address, json_sized
 from shared import json_schemas
 from shared.errors import invalid_argument
 from shared.ids import new_id
+from shared.lorebook import ENTRIES_MAX, check_entry
 from shared.plugin_data.operations import json_size
 from shared.structs import from_struct, from_value
 
@@ -73,6 +74,19 @@ def check_session_world(request: store_pb2.SessionWorld) -> None:
         _check_id(f"world.dimensions[{index}].id", dimension.id, seen)
         _check_dimension(index, dimension)
     _check_plugin_data(request)
+    _check_lorebook(request)
+
+
+def _check_lorebook(request: store_pb2.SessionWorld) -> None:
+    if len(request.lorebook) > ENTRIES_MAX:
+        raise invalid_argument("world.lorebook", f"holds {len(request.lorebook)} entries; at most {ENTRIES_MAX}")
+    seen: set[str] = set()
+    for index, entry in enumerate(request.lorebook):
+        where = f"world.lorebook[{index}]"
+        if entry.owner != "world":
+            raise invalid_argument(f"{where}.owner", "a world's lorebook entries are owned by world")
+        check_entry(entry, where)
+        _check_id(f"{where}.id", entry.id, seen)
 
 
 def _check_plugin_data(request: store_pb2.SessionWorld) -> None:
@@ -138,6 +152,8 @@ def _write_world(db: Session, row: SessionRow, request: store_pb2.SessionWorld, 
         items = [{"id": d.id, "name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value)}
                  for d in request.dimensions]
         world.initialize_dimensions(db, row.id, items, writer, None, now)
+    for entry in request.lorebook:
+        lorebook.put_entry(db, row.id, entry, None, now)
     db.add_all(PluginDataRow(session_id=row.id, plugin_id=entry.plugin_id, namespace=entry.namespace, key=entry.key,
                              value=from_value(entry.value), turn_id=None, created_at=now, updated_at=now)
                for entry in request.plugin_data)

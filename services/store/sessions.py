@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import seats
+from services.store import lorebook, seats
 from services.store.database import lock_session
 from services.store.models import (
     DetachedJobRow,
@@ -205,3 +205,17 @@ def update_session_plugins(db: Session, request: store_pb2.UpdateSessionPluginsR
     row.updated_at = utcnow()
     db.flush()
     return session_to_proto(row)
+
+
+def put_lorebook_entry(db: Session, request: store_pb2.PutLorebookEntryRequest) -> store_pb2.LorebookEntry:
+    row = find_session(db, request.session_id)
+    if row.status != "active":
+        raise failed_precondition(f"session {row.id} has ended; its lorebook does not change")
+    return lorebook.put_entry(db, row.id, request.entry, None, utcnow())
+
+
+def delete_lorebook_entry(db: Session, request: store_pb2.DeleteLorebookEntryRequest) -> bool:
+    row = find_session(db, request.session_id)
+    if row.status != "active":
+        raise failed_precondition(f"session {row.id} has ended; its lorebook does not change")
+    return lorebook.delete_entry(db, row.id, request.owner, request.id)

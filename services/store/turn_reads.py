@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, MessageRow, PluginDataRow
+from services.store.lorebook import entry_to_proto
+from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, LorebookRow, MessageRow, PluginDataRow
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto
 from shared.structs import to_struct, to_value
 
@@ -54,6 +55,7 @@ def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
         store_pb2.Dimension(id=row.dimension_id, owner_plugin_id=row.owner_plugin_id, name=row.name, description=row.description,
                             schema=to_struct(row.schema), value=to_value(row.value), version=row.version, turn_id=row.turn_id or "")
         for row in connection.execute(_DIMENSIONS, {"b_session": session_id}))
+    world.lorebook.extend(entry_to_proto(row) for row in connection.execute(_LOREBOOK, {"b_session": session_id}))
     return world
 
 
@@ -91,6 +93,9 @@ _LATEST_SUMMARY = (select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.role
 _NTH_LAST_PLAYER = (select(_MESSAGES.c.seq).where(_IN_SESSION, _MESSAGES.c.role == "player", _MESSAGES.c.seq > bindparam("b_after"))
                     .order_by(_MESSAGES.c.seq.desc()).limit(1).offset(bindparam("b_skip")))
 _LOG_FROM = select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.seq >= bindparam("b_from")).order_by(_MESSAGES.c.seq)
+_LOREBOOK_ROWS = cast(Table, LorebookRow.__table__)
+_LOREBOOK = (select(_LOREBOOK_ROWS).where(_LOREBOOK_ROWS.c.session_id == bindparam("b_session"))
+             .order_by(_LOREBOOK_ROWS.c.owner, _LOREBOOK_ROWS.c.entry_id))
 _PLUGIN_DATA = cast(Table, PluginDataRow.__table__)
 _OF_PLUGIN = (_PLUGIN_DATA.c.session_id == bindparam("b_session"), _PLUGIN_DATA.c.plugin_id == bindparam("b_plugin"))
 _ALL_OF_PLUGIN = select(_PLUGIN_DATA).where(*_OF_PLUGIN).order_by(_PLUGIN_DATA.c.namespace, _PLUGIN_DATA.c.key)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shared.sandbox.worker import Call, WorkerServer
 
 FUNCTION_PROPOSAL_TYPES = ("plugin.data", "plugin.data.batch", "plugin.data.delete", "plugin.data.update", "character.schema.set",
-                           "character.upsert", "dimension.initialize", "dimension.update")
+                           "character.upsert", "dimension.initialize", "dimension.update", "lorebook.upsert", "lorebook.delete")
 TOPIC = re.compile(r"^[A-Za-z0-9._:/-]{1,120}$")
 
 

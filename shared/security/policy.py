@@ -47,7 +47,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         method: TURN_PATH
         for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
-                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "ListExports",
+                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
+                       "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs")
     },
     "covel.registry.v1.PluginRegistry": {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import add_dimension_tools, dimension_snapshot
 from services.scheduler.agent.prompt_templates import render, template_values
@@ -56,3 +57,34 @@ async def test_the_dimension_tools_read_the_frozen_snapshot() -> None:
     add_dimension_tools(empty, {})
     assert empty.names() == []
     json.dumps(listed)
+
+
+def lore(entry_id: str, keys: list[str], content: str, **fields) -> store_pb2.LorebookEntry:
+    return store_pb2.LorebookEntry(owner="world", id=entry_id, keys=keys, content=content, **fields)
+
+
+def test_lorebook_entries_come_up_by_their_keys() -> None:
+    from services.scheduler.agent.lorebook_prompt import ENTRIES_SHOWN, coming_up, lorebook_segment
+    entries = [lore("lamp", ["lamp"], "The lamp is brass."), lore("salt", [], "Salt everywhere.", constant=True),
+               lore("ossa", ["Ossa"], "Ossa drowned.", title="Ossa"), lore("tower", ["灯塔"], "灯塔很老。"),
+               lore("off", ["lamp"], "Never shown.", disabled=True)]
+    shown = coming_up(entries, "I light the LAMP near 灯塔 and the lampshade")
+    assert [e.id for e in shown] == ["salt", "lamp", "tower"]  # constant first, then where a key first appears
+    assert [e.id for e in coming_up(entries, "lampshades everywhere")] == ["salt"]  # a spaced-script key is a whole word
+    many = [lore(f"e{i}", ["x"], "x") for i in range(ENTRIES_SHOWN + 5)]
+    assert len(coming_up(many, "x")) == ENTRIES_SHOWN
+    world_response = store_pb2.GetWorldResponse(lorebook=entries)
+    history = [common_pb2.Message(role="story", text="Ossa waits on the quay.")]
+    [segment] = lorebook_segment(world_response, "I look around.", history, "en")
+    assert segment["position"] == "system" and segment["content"].splitlines() == [
+        "Lorebook (what this world knows; use what fits the scene):", "- Salt everywhere.", "- Ossa: Ossa drowned."]
+    assert lorebook_segment(store_pb2.GetWorldResponse(), "lamp", [], "en") == []
+
+
+async def test_memory_search_finds_lorebook_entries() -> None:
+    from services.scheduler.agent.execution import AgentExecution
+    entries = [lore("lighthouse", ["lighthouse"], "Its lens was stolen three nights ago.", title="The lighthouse"),
+               lore("gulls", ["gull"], "The gulls are never fed.")]
+    hits = await AgentExecution._memory_search(None, "s", [], "stolen lens", 5, entries)  # type: ignore[arg-type]
+    assert [(h["source"], h["owner"], h["id"]) for h in hits] == [("lorebook", "world", "lighthouse")]
+    assert "lens" in hits[0]["text"]

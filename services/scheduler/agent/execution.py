@@ -19,6 +19,7 @@ from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import add_dimension_tools, dimension_snapshot
 from services.scheduler.agent.loop import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
+from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
 from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
@@ -85,8 +86,9 @@ class AgentExecution:
                 add_character_tools(tools, characters.load)
             add_dimension_tools(tools, dimension_snapshot(run.world))
             searchable = _searchable_namespaces(run)
-            if searchable:
-                add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit))
+            lore = [entry for entry in (run.world.lorebook if run.world is not None else []) if not entry.disabled]
+            if searchable or lore:
+                add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit, lore))
         started = time.monotonic()
         loop_timeout_s = manifest.agent_part.loop.timeout_ms / 1000
         subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started),
@@ -95,7 +97,8 @@ class AgentExecution:
             _add_delegate(tools, subagents)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
-        segments = await dynamic_segments(
+        segments = lorebook_segment(run.world, player_message, run.history, scope.session.locale) if story else []
+        segments += await dynamic_segments(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.committed(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
         outcome = await run_agent(
@@ -206,9 +209,11 @@ class AgentExecution:
         sink.extend(tools.foreign_writes)
         return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or "completed", "usage": usage}
 
-    async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int) -> list[dict]:
-        """The archival scope: records of searchable plugin-data namespaces of this session's plugins."""
-        records = []
+    async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int,
+                             lore: list[store_pb2.LorebookEntry] | None = None) -> list[dict]:
+        """The archival scope: records of searchable plugin-data namespaces of this session's plugins, and the lorebook."""
+        records: list[tuple[str, str, str, str]] = [("", f"lorebook:{entry.owner}", entry.id, f"{entry.title}: {entry.content}".strip(": "))
+                                                    for entry in lore or []]
         for plugin_id, namespace, text_field in searchable:
             reply = await self._peers.store.ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace))
@@ -218,9 +223,14 @@ class AgentExecution:
                 if isinstance(text, str) and text.strip():
                     records.append((plugin_id, namespace, entry.key, text))
         hits = rank_texts(query, [record[3] for record in records], limit=min(limit, MEMORY_RESULTS_MAX))
-        return [{"source": "archival:plugin_data", "pluginId": records[hit.index][0], "namespace": records[hit.index][1],
-                 "key": records[hit.index][2], "text": search_excerpt(records[hit.index][3], query),
-                 "score": round(hit.score, 3), "coverage": round(hit.coverage, 3)} for hit in hits]
+        return [_search_hit(records[hit.index], hit, query) for hit in hits]
+
+
+def _search_hit(record: tuple[str, str, str, str], hit, query: str) -> dict:
+    plugin_id, namespace, key, text = record
+    where = ({"source": "lorebook", "owner": namespace.removeprefix("lorebook:"), "id": key} if namespace.startswith("lorebook:")
+             else {"source": "archival:plugin_data", "pluginId": plugin_id, "namespace": namespace, "key": key})
+    return {**where, "text": search_excerpt(text, query), "score": round(hit.score, 3), "coverage": round(hit.coverage, 3)}
 
 
 def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0,

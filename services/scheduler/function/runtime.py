@@ -26,6 +26,7 @@ from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import CancellationSignal, json_copy
 from shared.plugin_sdk.values import NULL
 from shared.plugin_threads import in_plugin_thread
+from shared.sandbox.function_context import FUNCTION_PROPOSAL_TYPES
 
 log = get_logger(component="function_runtime")
 
@@ -212,8 +213,6 @@ class FunctionContext:
         self.emitted.append({"topic": topic, "payload": json_copy(payload)})
 
 
-FUNCTION_PROPOSAL_TYPES = ("plugin.data", "plugin.data.batch", "plugin.data.delete", "plugin.data.update", "character.schema.set",
-                           "character.upsert", "dimension.initialize", "dimension.update")
 
 
 @dataclass
