@@ -99,7 +99,7 @@ class AgentExecution:
         interjections = (lambda: pending(scope.session.id)) if pending else None
         segments = lorebook_segment(run.world, player_message, run.history, scope.session.locale) if story else []
         segments += await dynamic_segments(
-            hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.committed(run, scope.session.id, plugin_id),
+            hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
         outcome = await run_agent(
             runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,

@@ -3,7 +3,8 @@
 A story runtime reads every active provider's segments, another runtime its own package's
 (as with static `contributes.prompt` segments). A provider is `segment(ctx, request)` with
 request `{runtimeId, visibility, locale, playerMessage, data: {namespace: {key: value}}}` (the
-provider plugin's own committed data, `_` namespaces left out) and answers a segment
+provider plugin's own data as the execution sees it: committed values, then what the plugin's runtimes
+that finished before wrote this turn; `_` namespaces left out) and answers a segment
 `{id, content, position?, role?}`, a list of them, or None. Position is system, pre-history,
 post-history (default) or {depth: N}. A provider that fails is skipped with a log line.
 """
@@ -30,7 +31,7 @@ def providers(runtime, story: bool, packages) -> list[str]:
 
 async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime,
                            story: bool, packages, player_message: str) -> list[dict[str, Any]]:
-    """`committed(plugin_id)`: the plugin's committed data, (namespace, key) -> value (read once a turn)."""
+    """`committed(plugin_id)`: the plugin's data as the execution sees it, (namespace, key) -> value."""
     found: list[dict[str, Any]] = []
     for plugin_id in providers(runtime, story, packages):
         data: dict[str, dict[str, Any]] = {}

@@ -12,6 +12,7 @@ from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.plugin_data_reads import entries_by_address, read_name
 from services.scheduler.turn.state import TurnState
 from shared.manifest import CompiledManifest
+from shared.plugin_data.execution_view import ExecutionView
 
 
 class PluginDataViews:
@@ -29,6 +30,13 @@ class PluginDataViews:
             return entries_by_address(reply.entries)
 
         return dict(await run.read_once(read_name(plugin_id, namespace), read))
+
+    async def as_execution_sees(self, run: TurnState, session_id: str, plugin_id: str) -> dict:
+        """All of a plugin's data as an execution starting now sees it: committed values, then the plugin's writes
+        of the runtimes that finished before (what a prompt.segment@1 provider of the plugin is handed)."""
+        committed = await self.committed(run, session_id, plugin_id)
+        entries, _ = ExecutionView(committed, run.plugin_data_writes(plugin_id)).list(None)
+        return entries
 
     def view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
