@@ -87,3 +87,16 @@ def test_kernel_inputs_are_built_only_for_a_runtime_that_declares_one() -> None:
     assert kernel_inputs_for(reader, run, _scope()) == run.kernel_inputs(_scope())
     assert kernel_inputs_for(compiled_manifest(runtime_id="p/plain"), run, _scope()) is None
 
+
+
+def test_world_dimensions_are_the_snapshot_the_turn_found() -> None:
+    from shared.structs import to_struct, to_value
+    run = TurnState(history=[], packages={})
+    assert run.kernel_inputs(_scope())["world.dimensions@1"] == {}
+    run.world = store_pb2.GetWorldResponse(dimensions=[
+        store_pb2.Dimension(id="tide", name="Tide", schema=to_struct({"enum": ["low", "high"]}), value=to_value("low"), version=4)])
+    run.proposals.append(store_pb2.Proposal(type="dimension.update", plugin_id="keeper",
+                                            payload=to_struct({"updates": [{"id": "tide", "value": "high", "expectedVersion": 4}]})))
+    # Committed values only: an upstream proposal shows in ctx.world.dimensions, never in the snapshot.
+    assert run.kernel_inputs(_scope())["world.dimensions@1"] == {"tide": {"name": "Tide", "schema": {"enum": ["low", "high"]},
+                                                                           "value": "low", "version": 4}}

@@ -20,7 +20,7 @@ from services.scheduler.turn.player_input import action_dict
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
-from shared.structs import from_struct
+from shared.structs import from_struct, from_value
 
 # operations@1: a request or result whose model view is longer than this (as JSON) is left out.
 MAX_OPERATION_PART_CHARS = 4000
@@ -169,7 +169,15 @@ class TurnState:
         if scope.session.locale:
             digest["locale"] = scope.session.locale
         operations = [note.value() for note in self._committable_operations(committable)]
-        return {"turn-digest@1": digest, "operations@1": {"operations": operations}}
+        return {"turn-digest@1": digest, "operations@1": {"operations": operations}, "world.dimensions@1": self.dimensions_snapshot()}
+
+    def dimensions_snapshot(self) -> dict[str, Any]:
+        """world.dimensions@1: {id: {name, description?, schema, value, version}} as the turn found them (committed,
+        frozen for the turn: what upstream runtimes propose shows in ctx.world.dimensions, not here)."""
+        if self.world is None:
+            return {}
+        return {d.id: {"name": d.name, **({"description": d.description} if d.description else {}), "schema": from_struct(d.schema),
+                       "value": from_value(d.value), "version": d.version} for d in self.world.dimensions}
 
     def operation_units(self) -> set[str]:
         """The units whose staged operations operations@1 hands a runtime starting now: a reader
