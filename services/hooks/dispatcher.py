@@ -144,6 +144,17 @@ class HandlerTable:
                 found[event] = declared
         return found
 
+    def observers(self) -> dict[str, list[str]]:
+        """By event, the plugins whose every handler of it only observes (observe=True)."""
+        found: dict[str, list[str]] = {}
+        for event, handlers in self._by_event.items():
+            watching: dict[str, bool] = {}
+            for handler in handlers:
+                watching[handler.plugin_id] = watching.get(handler.plugin_id, True) and handler.observe
+            if any(watching.values()):
+                found[event] = [plugin for plugin, only in watching.items() if only]
+        return found
+
     def handlers_for(self, event: str, execution: ExecutionContext) -> tuple[HookRegistration, ...]:
         """The handlers that run for `event` in this execution's plugin set (cached: a table never changes,
         a reload builds a new one, and sessions share a handful of plugin sets)."""
@@ -350,14 +361,14 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
         except HandlerFailed as failure:
             now = perf()
             append((name, handler.plugin_id, failure.status, failure.message, (now - started) // 1000))
-            if event.guard and not parallel:
+            if event.guard and not parallel and not handler.observe:
                 result.aborted = True
                 result.reason = f"{name} hook of plugin {handler.plugin_id} failed ({failure.message}); blocked"
                 break
             continue
         now = perf()
         append((name, handler.plugin_id, "abort" if action == "abort" else "ok", reason, (now - started) // 1000))
-        if parallel:
+        if parallel or handler.observe:  # an observer only watches: what it returns changes nothing
             continue
         if action == "abort":
             if event.guard:

@@ -200,7 +200,7 @@ class SandboxedPlugin:
         for index, hook in enumerate(found.get("hooks") or []):
             hook_stand = SandboxedHook(self, index, int(hook["timeout_ms"]))
             registrar.on(str(hook["event"]), hook_stand, match=hook.get("match"), timeout_ms=int(hook["timeout_ms"]),
-                         enforce=str(hook["enforce"]))
+                         enforce=str(hook["enforce"]), observe=hook.get("observe") is True)
             registrar.hooks[-1] = dataclasses.replace(registrar.hooks[-1], is_async=True, sandboxed=True)
         for index, tool in enumerate(found.get("tools") or []):
             registrar.register_tool(str(tool["name"]), SandboxedTool(self, index, "tool").call,

@@ -35,6 +35,16 @@ from shared.telemetry.tracing import configure_tracing, traced
 log = get_logger(component="hooks")
 
 
+MAX_OBSERVED_EVENTS = 256
+
+
+def _check_dispatch(request: hooks_pb2.DispatchRequest, where: str = "") -> None:
+    if request.event not in EVENTS_BY_NAME:
+        raise invalid_argument(f"{where}event", f"unknown hook event {request.event!r}; one of {', '.join(EVENTS_BY_NAME)}")
+    if not request.context.session_id:
+        raise invalid_argument(f"{where}context.session_id", "is required")
+
+
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     def __init__(self, sync: CatalogueSync, breaker: FaultBreaker) -> None:
         self._sync = sync
@@ -44,10 +54,22 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     @traced("covel.hooks.dispatch", lambda self, request, context: {"covel.hook.event": request.event, "covel.turn_id": request.context.turn_id})
     @rpc
     async def Dispatch(self, request: hooks_pb2.DispatchRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchResponse:
-        if request.event not in EVENTS_BY_NAME:
-            raise invalid_argument("event", f"unknown hook event {request.event!r}; one of {', '.join(EVENTS_BY_NAME)}")
-        if not request.context.session_id:
-            raise invalid_argument("context.session_id", "is required")
+        return await self._dispatch(request)
+
+    @rpc
+    async def DispatchObserved(self, request: hooks_pb2.DispatchObservedRequest,
+                               context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchObservedResponse:
+        if len(request.events) > MAX_OBSERVED_EVENTS:
+            raise invalid_argument("events", f"holds {len(request.events)} events; send at most {MAX_OBSERVED_EVENTS} at once")
+        for index, event in enumerate(request.events):
+            _check_dispatch(event, f"events[{index}].")  # all of them before any runs
+        trace: list[common_pb2.HookTraceEntry] = []
+        for event in request.events:
+            trace.extend((await self._dispatch(event)).trace)
+        return hooks_pb2.DispatchObservedResponse(trace=trace)
+
+    async def _dispatch(self, request: hooks_pb2.DispatchRequest) -> hooks_pb2.DispatchResponse:
+        _check_dispatch(request)
         ctx = request.context
         paused = self._breaker.excluded(ctx.session_id, ctx.turn_id, ctx.active_plugin_ids)
         execution = ExecutionContext(
@@ -277,10 +299,10 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
 
     def _subscriptions(self) -> hooks_pb2.GetSubscriptionsResponse:
         loaded = self._sync.current
-        matched = loaded.table.matched()
+        matched, observers = loaded.table.matched(), loaded.table.observers()
         return hooks_pb2.GetSubscriptionsResponse(
             subscriptions=[
-                hooks_pb2.Subscription(event=event, plugin_ids=plugin_ids, matched=[
+                hooks_pb2.Subscription(event=event, plugin_ids=plugin_ids, observers=observers.get(event, []), matched=[
                     hooks_pb2.PluginMatches(plugin_id=plugin_id, matches=[match_to_proto(match) for match in matches])
                     for plugin_id, matches in matched.get(event, {}).items()
                 ])

@@ -39,6 +39,8 @@ class HookRegistration:
     # The handler is a sandbox worker's (services/hooks/sandboxed_entries.py): it gets the payload as it is
     # (it is copied on its way to the worker) and its overrun is stopped there.
     sandboxed: bool = False
+    # observe=True: it only watches; what it returns changes nothing, and the kernel may deliver it later in the turn.
+    observe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +133,12 @@ class PluginRegistrar:
         match: Callable[[Any], bool] | Mapping[str, Any] | DeclarativeMatch | None = None,
         timeout_ms: int = DEFAULT_HOOK_TIMEOUT_MS,
         enforce: str = "normal",
+        observe: bool = False,
     ) -> None:
         """Handle a hook event. `match`: a function of the payload, or a dict of {path: value(s)} that the
-        kernel tests before sending the event (shared/plugin_sdk/hook_match.py)."""
+        kernel tests before sending the event (shared/plugin_sdk/hook_match.py). `observe=True`: the handler
+        only watches (it cannot block or replace anything), so the kernel may gather the event with others
+        and deliver it later in the same turn, costing no call of its own."""
         if event not in EVENTS_BY_NAME:
             raise RegistrationError(f"covel.on({event!r}): unknown hook event; use one of {', '.join(EVENTS_BY_NAME)}")
         if enforce not in ENFORCE_GROUPS:
@@ -142,6 +147,8 @@ class PluginRegistrar:
             raise RegistrationError(f"covel.on({event!r}): the handler is not callable")
         if not isinstance(timeout_ms, int) or timeout_ms <= 0:
             raise RegistrationError(f"covel.on({event!r}, timeout_ms={timeout_ms!r}): a positive number of milliseconds")
+        if not isinstance(observe, bool):
+            raise RegistrationError(f"covel.on({event!r}, observe={observe!r}): observe is True or False")
         if match is not None and not callable(match) and not isinstance(match, DeclarativeMatch):
             try:
                 match = DeclarativeMatch.parse(match)
@@ -149,7 +156,7 @@ class PluginRegistrar:
                 raise RegistrationError(f"covel.on({event!r}, match=…): {error}") from error
         self.hooks.append(
             HookRegistration(self.plugin_id, event, handler, match, timeout_ms, enforce, len(self.hooks),
-                             inspect.iscoroutinefunction(handler))
+                             inspect.iscoroutinefunction(handler), observe=observe)
         )
 
     def on_event(

@@ -46,7 +46,7 @@ def _descriptors(registrar: PluginRegistrar, hookspecs: Any) -> dict[str, Any]:
         })
     return {
         "hooks": [{"event": h.event, "timeout_ms": h.timeout_ms, "enforce": h.enforce, "in_thread": not h.is_async,
-                   "match": h.match.spec() if isinstance(h.match, DeclarativeMatch) else None}
+                   "match": h.match.spec() if isinstance(h.match, DeclarativeMatch) else None, "observe": h.observe}
                   for h in registrar.hooks],
         "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters, "read_only": t.read_only}
                   for t in registrar.tools],

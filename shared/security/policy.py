@@ -69,7 +69,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "GetWorldImport": _rule("a world's data, hidden data included, for the sessions the scheduler creates", "scheduler"),
     },
     "covel.hooks.v1.HookDispatcher": {
-        **{method: TURN_PATH for method in ("Dispatch", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent")},
+        **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent")},
         "GetSubscriptions": SCHEDULER_OR_OPERATOR,
         "ListEventKeys": SCHEDULER_OR_OPERATOR,
         "ListPausedPlugins": SCHEDULER_OR_OPERATOR,

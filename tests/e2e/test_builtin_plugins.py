@@ -141,7 +141,11 @@ async def test_cost_gate_soft_cap_keeps_only_the_story_and_hard_cap_stops(servic
         assert [r.runtime_id for r in second.runtime_results] == ["narrator"], "past the soft cap only the story runs"
 
         hard = await _session(stub, {"cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 50}})
-        assert (await _turn(stub, hard, "I look around.")).status == store_pb2.TURN_STATUS_COMMITTED
+        counted = await _turn(stub, hard, "I look around.")
+        assert counted.status == store_pb2.TURN_STATUS_COMMITTED
+        # cost-gate only watches model calls (observe=True): they reach it gathered, before TurnStop, in the turn's trace.
+        watched = [e.event for e in counted.hook_trace if e.handler_plugin_id == "cost-gate"]
+        assert watched.count("PostLLMResponse") >= 2 and watched.index("PostLLMResponse") > watched.index("PreSchedule")
         stopped = await _turn(stub, hard, "I look around again.")
         assert stopped.status == store_pb2.TURN_STATUS_ABORTED
         assert "hard cap of 50" in stopped.abort_reason

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
@@ -101,3 +102,56 @@ def test_a_match_the_scheduler_cannot_read_sends_every_payload() -> None:
     listeners = Listeners.from_proto(hooks_pb2.Subscription(
         event="PostRuntime", plugin_ids=["dice"], matched=[hooks_pb2.PluginMatches(plugin_id="dice", matches=[broken])]))
     assert listeners.wanted(scope("dice"), {}, "", "")
+
+
+async def test_an_observer_only_watches_even_on_a_guard_event() -> None:
+    seen = []
+    watcher, guard = PluginRegistrar("watcher"), PluginRegistrar("guard")
+    watcher.on("PreToolUse", lambda ctx, p: {"action": "abort", "reason": "ignored"}, observe=True)
+    watcher.on("PreToolUse", lambda ctx, p: seen.append("second") or (_ for _ in ()).throw(ValueError("boom")), observe=True)
+    guard.on("PreLLMCall", lambda ctx, p: {"action": "continue", "replace": {"model": "x"}}, observe=True)
+    table = HandlerTable([*watcher.hooks, *guard.hooks], {})
+    context = ExecutionContext(session_id="s", turn_id="t", locale="en", active_plugin_ids=("watcher", "guard"),
+                               approved_plugin_ids=frozenset())
+    result = await dispatch(table, "PreToolUse", context, {"toolCall": {"name": "x"}})
+    assert not result.aborted and seen == ["second"] and [e[2] for e in result.raw_trace] == ["abort", "error"]
+    replaced = await dispatch(table, "PreLLMCall", context, {"model": "story"})
+    assert replaced.payload == {"model": "story"}
+    assert table.observers() == {"PreToolUse": ["watcher"], "PreLLMCall": ["guard"]}
+    with pytest.raises(RegistrationError, match="observe is True or False"):
+        watcher.on("PreToolUse", lambda ctx, p: None, observe="yes")  # type: ignore[arg-type]
+
+
+class FakeHooks:
+    """A HookDispatcher stub that records what the bus sends."""
+
+    def __init__(self, subscriptions) -> None:
+        self.subscriptions, self.dispatched, self.observed = subscriptions, [], []
+
+    async def GetSubscriptions(self, request, timeout=None):
+        return hooks_pb2.GetSubscriptionsResponse(subscriptions=self.subscriptions)
+
+    async def Dispatch(self, request, timeout=None):
+        self.dispatched.append(request.event)
+        return hooks_pb2.DispatchResponse(outcome=hooks_pb2.OUTCOME_CONTINUE, payload=request.payload)
+
+    async def DispatchObserved(self, request, timeout=None):
+        self.observed.append([event.event for event in request.events])
+        return hooks_pb2.DispatchObservedResponse(trace=[common_pb2.HookTraceEntry(event=e.event, handler_plugin_id="cost") for e in request.events])
+
+
+async def test_events_only_observers_take_are_sent_together_before_the_turn_stops() -> None:
+    from services.scheduler.hooks.bus import HookBus
+    hooks = FakeHooks([hooks_pb2.Subscription(event="PostLLMResponse", plugin_ids=["cost"], observers=["cost"]),
+                       hooks_pb2.Subscription(event="PreLLMCall", plugin_ids=["cost", "guard"], observers=["cost"]),
+                       hooks_pb2.Subscription(event="TurnStop", plugin_ids=["cost"], observers=["cost"])])
+    bus = HookBus(hooks)  # type: ignore[arg-type]
+    turn = scope("cost", "guard")
+    for _ in range(3):
+        await bus.dispatch("PostLLMResponse", turn, {"response": {}})
+    await bus.dispatch("PreLLMCall", turn, {"model": "story"})  # guard takes it too: sent at once
+    await bus.dispatch("TurnStop", turn, {})  # not one a watcher may hear late: sent at once
+    assert hooks.dispatched == ["PreLLMCall", "TurnStop"] and hooks.observed == []
+    trace = await bus.flush_observed(turn.turn_id)
+    assert hooks.observed == [["PostLLMResponse"] * 3] and len(trace) == 3
+    assert await bus.flush_observed(turn.turn_id) == [] and hooks.observed == [["PostLLMResponse"] * 3]

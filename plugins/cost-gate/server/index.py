@@ -16,7 +16,8 @@ used: dict[str, int] = {}
 def register(covel):
     covel.on("TurnStart", stop_at_hard_cap, timeout_ms=1000)
     covel.on("PreSchedule", story_only_at_soft_cap, timeout_ms=1000)
-    covel.on("PostLLMResponse", count_usage, timeout_ms=1000)
+    # It only counts: the kernel gathers these with the turn's other watched events (one call, before TurnStop).
+    covel.on("PostLLMResponse", count_usage, timeout_ms=1000, observe=True)
     covel.on("SessionEnd", forget_session, timeout_ms=1000)
 
 

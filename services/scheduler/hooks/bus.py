@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
+# Events an observer-only handler may receive later in the turn: those of its stages, before TurnStop flushes them.
+DEFERRABLE = frozenset({"TurnStart", "PreCompaction", "PostCompaction", "PreSchedule", "PreRuntime", "PostContextAssembly", "PreStep",
+                        "PreLLMCall", "PostLLMResponse", "PostRuntime", "PreToolUse", "PostToolUse"})
+# As the hooks service takes at once (services/hooks/server.py MAX_OBSERVED_EVENTS).
+OBSERVED_PER_CALL = 256
 
 
 @dataclass
@@ -31,6 +36,8 @@ class Listeners:
 
     always: frozenset[str] = frozenset()
     matched: dict[str, tuple[DeclarativeMatch, ...]] = field(default_factory=dict)
+    # Plugins whose every handler of the event only observes (observe=True).
+    observers: frozenset[str] = frozenset()
 
     @classmethod
     def from_proto(cls, subscription: hooks_pb2.Subscription) -> Listeners:
@@ -40,20 +47,22 @@ class Listeners:
                 matched[plugin.plugin_id] = tuple(match_from_proto(match) for match in plugin.matches)
             except MatchError:
                 continue  # a match this scheduler cannot read: the plugin gets every payload
-        return cls(frozenset(subscription.plugin_ids) - matched.keys(), matched)
+        return cls(frozenset(subscription.plugin_ids) - matched.keys(), matched, frozenset(subscription.observers))
 
-    def wanted(self, scope: ExecutionScope, payload: dict[str, Any], plugin_id: str, runtime_id: str) -> bool:
-        """Whether any plugin active in the session would run a handler for this payload."""
+    def takers(self, scope: ExecutionScope, payload: dict[str, Any], plugin_id: str, runtime_id: str) -> list[str]:
+        """The plugins active in the session that would run a handler for this payload."""
         active = scope.session.active_plugins
-        if not self.always.isdisjoint(active):
-            return True
+        found = [listener for listener in self.always if listener in active]
         context = None
         for listener, matches in self.matched.items():
             if listener in active:
                 context = context or {"plugin_id": plugin_id, "runtime_id": runtime_id, "locale": scope.session.locale}
                 if any(match.accepts(payload, context) for match in matches):
-                    return True
-        return False
+                    found.append(listener)
+        return found
+
+    def wanted(self, scope: ExecutionScope, payload: dict[str, Any], plugin_id: str, runtime_id: str) -> bool:
+        return bool(self.takers(scope, payload, plugin_id, runtime_id))
 
 
 NO_LISTENERS = Listeners()
@@ -114,6 +123,8 @@ class HookBus:
         self._lock = asyncio.Lock()
         self._tools: dict[str, tuple[float, dict]] = {}
         self._read_only: dict[str, set[str]] = {}
+        # turn id -> events only observers take, sent at once by flush_observed (DispatchObserved).
+        self._observed: dict[str, list[hooks_pb2.DispatchRequest]] = {}
 
     async def _subscriptions(self) -> dict[str, Listeners]:
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
@@ -145,6 +156,18 @@ class HookBus:
     def read_only(self, plugin_id: str, name: str) -> bool:
         """Whether the tool is annotated readOnly (known once tools() was asked for the plugin)."""
         return name in self._read_only.get(plugin_id, set())
+
+    async def flush_observed(self, turn_id: str) -> list[common_pb2.HookTraceEntry]:
+        """Send the turn's gathered observer-only events (one DispatchObserved call); their handlers' trace."""
+        gathered = self._observed.pop(turn_id, [])
+        trace: list[common_pb2.HookTraceEntry] = []
+        for start in range(0, len(gathered), OBSERVED_PER_CALL):
+            reply = await self._hooks.DispatchObserved(hooks_pb2.DispatchObservedRequest(events=gathered[start:start + OBSERVED_PER_CALL]))
+            trace.extend(reply.trace)
+        return trace
+
+    def drop_observed(self, turn_id: str) -> None:
+        self._observed.pop(turn_id, None)
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
                         writes: list[dict[str, Any]] | None = None) -> str:
@@ -189,14 +212,15 @@ class HookBus:
         timeout_s: float | None = None,  # None: Dispatch's deadline in shared/grpc_client.py
     ) -> HookOutcome:
         listeners = (await self._subscriptions()).get(event, NO_LISTENERS)
-        if not listeners.wanted(scope, payload, plugin_id, runtime_id):
+        takers = listeners.takers(scope, payload, plugin_id, runtime_id)
+        if not takers:
             return HookOutcome(False, "", payload)
-        reply = await self._hooks.Dispatch(
-            hooks_pb2.DispatchRequest(
-                event=event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload)
-            ),
-            timeout=timeout_s,
-        )
+        request = hooks_pb2.DispatchRequest(event=event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload))
+        if event in DEFERRABLE and scope.turn_id and listeners.observers.issuperset(takers):
+            # Only watchers take it: it goes with the turn's others, at once, before the turn stops.
+            self._observed.setdefault(scope.turn_id, []).append(request)
+            return HookOutcome(False, "", payload)
+        reply = await self._hooks.Dispatch(request, timeout=timeout_s)
         trace = list(reply.trace)
         if runtime_id:
             for entry in trace:

@@ -243,6 +243,7 @@ class TurnRunner:
         finally:
             renewer.cancel()
             signals.cancel()
+            self._hooks.drop_observed(turn.id)  # a turn cancelled or failed midway: its watchers hear nothing more
             if self._running.get(session.id) is running:
                 del self._running[session.id]
                 # Interjections nobody read before the turn ended do not leak into the next one.
@@ -261,6 +262,7 @@ class TurnRunner:
         await self._announce(stream, plugins, lease.logical_turn)
         aborted = await self._start_hooks(request, plugins, stream)
         if aborted is not None:
+            await stream.record(await self._hooks.flush_observed(turn.id))
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
         selected = await self._schedule(plugins, session, lease.logical_turn, stream)
         run = await self._compaction(request, plugins, session, read, stream)
@@ -385,7 +387,8 @@ class TurnRunner:
 
     # -- phase: stop hooks --
     async def _stop_hooks(self, scope: ExecutionScope, stream: TurnStream, started: float) -> str:
-        """TurnStop; then why the turn fails ("" when it goes on to commit)."""
+        """The turn's observer-only events, then TurnStop; then why the turn fails ("" when it goes on to commit)."""
+        await stream.record(await self._hooks.flush_observed(scope.turn_id))
         results = stream.turn.runtime_results
         stop = await self._hooks.dispatch("TurnStop", scope, {
             "runtimeResults": [{"runtimeId": r.runtime_id, "status": r.status} for r in results],
