@@ -125,13 +125,28 @@ class Progress(_Remote):
 
 
 class World:
-    """ctx.world: frozen, as the host's WorldView; changing it raises TypeError."""
+    """ctx.world: frozen, as the host's WorldView; changing it raises TypeError. Reading characters or
+    characterSchema is noted to the host (the reader's read dependencies on upstream proposals)."""
 
-    __slots__ = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
+    NAMES = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
+    NOTED = ("characterSchema", "characters")
+    __slots__ = ("_note", "_noted", "_values")
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        for name in self.__slots__:
-            object.__setattr__(self, name, freeze(data.get(name)))
+    def __init__(self, data: Mapping[str, Any], note: Any = None) -> None:
+        object.__setattr__(self, "_values", {name: freeze(data.get(name)) for name in self.NAMES})
+        object.__setattr__(self, "_note", note)
+        object.__setattr__(self, "_noted", set())
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"ctx.world has no {name}; it has {', '.join(self.NAMES)}")
+        noted = object.__getattribute__(self, "_noted")
+        note = object.__getattribute__(self, "_note")
+        if name in self.NOTED and name not in noted and note is not None:
+            noted.add(name)
+            note(name)
+        return values[name]
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
@@ -161,7 +176,7 @@ class SandboxFunctionContext:
         self.deadline: float = float(data.get("deadline") or 0)
         self.plugin_data = PluginData(server, call, "plugin_data")
         self.store = Store(server, call, "store")
-        self.world = World(data["world"]) if data.get("world") is not None else None
+        self.world = World(data["world"], lambda name: server.note(call, "world_read", name)) if data.get("world") is not None else None
         self.http = PluginHttpClient(self.plugin_id, [(str(where), entry) for where, entry in data.get("http") or []])
         capabilities = set(data.get("capabilities") or ())
         self.tools = Tools(server, call, "tools") if "tools" in capabilities else None

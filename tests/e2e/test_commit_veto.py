@@ -51,3 +51,28 @@ async def test_a_vetoed_write_discards_its_whole_unit_and_its_readers(services) 
     assert discarded["veto-probe/writer"] == (
         f"proposal {rejected.proposal_id} (plugin.data) was rejected: PreStateCommit hook of veto-probe aborted it: veto-probe refuses notes/b")
     assert discarded["veto-probe/reader"] == "read data of veto-probe/writer that did not commit"
+
+
+async def test_a_reader_of_characters_goes_with_the_upstream_that_wrote_them(services) -> None:
+    """cast-probe/writer proposes a character; reader reads ctx.world.characters (the preview shows it), bystander
+    does not. When the store refuses the character (a stale expectedVersion), the reader's write goes too; the
+    bystander's stays. When the character commits, both do (spec: 实际读取 characters 会记录上游生产者)."""
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        results = {}
+        for text in ("I wait, stale.", "I wait."):
+            session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+                requested_plugins=["cast-probe"], approved_plugins=["cast-probe"]))).session
+            events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
+                session_id=session.id, actions=[common_pb2.PlayerAction(kind="act", text=text)]))]
+            data = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="cast-probe"))).entries
+            turn = events[-1].turn_completed
+            results[text] = (sorted(e.key for e in data), {u.unit_runtime_id: u.reason for u in turn.discarded_units}, turn)
+    kept, discarded, turn = results["I wait, stale."]
+    reader = next(r for r in turn.runtime_results if r.runtime_id == "cast-probe/reader")
+    assert "Newcomer" in reader.output_json, "the reader saw the upstream character in its preview"
+    assert kept == ["bystander"]
+    assert discarded["cast-probe/reader"] == "read data of cast-probe/writer that did not commit"
+    assert "cast-probe/bystander" not in discarded
+    assert results["I wait."][0] == ["bystander", "reader"] and not results["I wait."][1]

@@ -196,6 +196,8 @@ class FunctionExecution:
         context.session = MappingProxyType({"lastPlayerInput": run.last_player_input(scope)})
         context.http = function_http_client(runtime.plugin_id, run.packages[runtime.plugin_id].permissions, manifest)
         context.world = world
+        if isinstance(world, WorldView):
+            world.record_reads_into(context.plugin_data.read_from)  # reading characters depends on their upstream writers
         context.store = StoreView(self._store, session.id, context.plugin_data)
         if self._hooks is not None:
             context.services = ServicesView(self._hooks, scope, runtime, run.packages)

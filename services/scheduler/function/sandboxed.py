@@ -55,8 +55,11 @@ async def close_function_pool() -> None:
 
 
 def _world(world: Any) -> dict[str, Any] | None:
+    """ctx.world as plain values; the worker notes which parts the handler reads (`world_read`)."""
     if world is None:
         return None
+    if hasattr(world, "as_data"):
+        return world.as_data()
     return {name: thaw(getattr(world, name, None)) for name in ("characterSchema", "characters", "dimensions", "seats", "worldRecord")}
 
 
@@ -138,6 +141,8 @@ def notes(context: FunctionContext) -> Callable[[str, list[Any]], None]:
                 context.propose(str(args[0]), args[1])
             elif op == "emit_event" and len(args) == 2:
                 context.emit_event(args[0], args[1])
+            elif op == "world_read" and len(args) == 1 and hasattr(context.world, "note_read"):
+                context.world.note_read(str(args[0]))
             else:
                 raise ValueError(f"no note {op!r} with {len(args)} arguments")
         except ValueError as error:

@@ -42,10 +42,12 @@ class WorldView:
     upstream runtimes that finished before this one (an in-execution preview, not committed values).
     Everything is frozen: copy before changing (`shared.plugin_sdk.thaw`)."""
 
-    __slots__ = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
+    __slots__ = ("_characterSchema", "_characters", "_reads", "dimensions", "producers", "seats", "worldRecord")
 
     def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = (),
                  seats: Iterable[store_pb2.Seat] = ()) -> None:
+        # characters / characterSchema -> the upstream runtimes whose proposals show in them: a reader depends on them.
+        producers: dict[str, set[str]] = {"characters": set(), "characterSchema": set()}
         schema = from_struct(world.character_schema) if world.HasField("character_schema") else None
         characters = {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters}
         dimensions = {
@@ -57,7 +59,9 @@ class WorldView:
             payload = from_struct(proposal.payload)
             if proposal.type == "character.schema.set":
                 schema = {"types": payload.get("types") or [], "attributes": payload.get("attributes") or {}}
+                producers["characterSchema"].add(proposal.runtime_id)
             elif proposal.type == "character.upsert" and isinstance(payload.get("character"), dict):
+                producers["characters"].add(proposal.runtime_id)
                 character_id = str(payload.get("characterId") or "")
                 version = characters.get(character_id, {}).get("version", 0) + 1
                 characters[character_id] = {**payload["character"], "id": character_id, "version": version}
@@ -71,8 +75,10 @@ class WorldView:
                     if isinstance(item, dict) and item.get("id") in dimensions:
                         current = dimensions[item["id"]]
                         dimensions[item["id"]] = {**current, "value": item.get("value"), "version": current["version"] + 1}
-        self.characterSchema = freeze(schema)
-        self.characters = freeze(sorted(characters.values(), key=lambda c: c["id"]))
+        self._characterSchema = freeze(schema)
+        self._characters = freeze(sorted(characters.values(), key=lambda c: c["id"]))
+        self.producers = producers
+        self._reads: set[str] | None = None
         self.dimensions = freeze(dimensions)
         # The session's seats as the turn found them (a switch takes effect next turn).
         self.seats = freeze([{"id": seat.id, "role": seat.role, "currentCharacterId": seat.character_id or None,
@@ -84,6 +90,30 @@ class WorldView:
         if hasattr(self, name):
             raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
         object.__setattr__(self, name, value)
+
+    def as_data(self) -> dict[str, Any]:
+        """The view as plain values (what a sandboxed handler is sent), recording no read."""
+        return {"characterSchema": thaw(self._characterSchema), "characters": thaw(self._characters), "dimensions": thaw(self.dimensions),
+                "seats": thaw(self.seats), "worldRecord": thaw(self.worldRecord)}
+
+    def record_reads_into(self, reads: set[str]) -> None:
+        """Reading characters or characterSchema adds the upstream runtimes that wrote them to `reads` (the reader's
+        read dependencies: if their proposals do not commit, an auxiliary reader's do not either)."""
+        object.__setattr__(self, "_reads", reads)
+
+    def note_read(self, name: str) -> None:
+        if self._reads is not None:
+            self._reads.update(self.producers.get(name, ()))
+
+    @property
+    def characters(self) -> Any:
+        self.note_read("characters")
+        return self._characters
+
+    @property
+    def characterSchema(self) -> Any:
+        self.note_read("characterSchema")
+        return self._characterSchema
 
 
 WORLD_PROPOSALS = ("character.schema.set", "character.upsert", "dimension.initialize", "dimension.update")
