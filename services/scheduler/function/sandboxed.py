@@ -145,9 +145,9 @@ def notes(context: FunctionContext) -> Callable[[str, list[Any]], None]:
                 context.world.note_read(str(args[0]))
             else:
                 raise ValueError(f"no note {op!r} with {len(args)} arguments")
-        except ValueError as error:
-            # Checked in the worker already: only a worker that forged its note gets here.
-            log.warning("function.note_refused", runtime_id=context.runtime_id, error=str(error))
+        except Exception as error:
+            # Checked in the worker already: only a worker that forged its note (or a host bug) gets here.
+            log.warning("function.note_refused", runtime_id=context.runtime_id, error=f"{type(error).__name__}: {error}")
 
     return apply
 
