@@ -43,13 +43,13 @@ from covel.store.v1 import store_pb2
 from services.store import lorebook, plugin_data, world
 from services.store.datasets import Dataset, DatasetViolation
 from services.store.models import ExportRow, MessageRow, TurnEventRow
-from services.store.proto_mapping import struct_to_dict
 from services.store.records import EventRecord, MessageRecord
 from shared import json_schemas
 from shared.errors import ServiceError
 from shared.ids import new_id
 from shared.lorebook import check_entry
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations, operation_kinds
+from shared.structs import from_struct
 
 STORY_METADATA_KEYS = ("segments", "cues", "yield", "presentCharacterIds")
 SUMMARY_MAX_CHARS = 20_000
@@ -189,7 +189,7 @@ def _story_text(payload: dict[str, Any]) -> str:
 
 
 def apply_narrative_append(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     text = _story_text(payload)
     if not text.strip():
         raise Rejected("narrative.append: the story is empty (give payload.text or segments with text)")
@@ -291,7 +291,7 @@ class _DataWriter:
 
 
 def apply_plugin_data(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     namespace, key = entry_address("plugin.data", payload)
     if "value" not in payload:
         raise Rejected("plugin.data: payload.value is required (null is a value)")
@@ -299,7 +299,7 @@ def apply_plugin_data(context: ApplyContext, proposal: store_pb2.Proposal) -> No
 
 
 def apply_plugin_data_batch(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    entries = struct_to_dict(proposal.payload).get("entries")
+    entries = from_struct(proposal.payload).get("entries")
     if not isinstance(entries, list) or not entries:
         raise Rejected("plugin.data.batch: payload.entries must be a non-empty list of {namespace, key, value}")
     if len(entries) > BATCH_MAX:
@@ -315,12 +315,12 @@ def apply_plugin_data_batch(context: ApplyContext, proposal: store_pb2.Proposal)
 
 
 def apply_plugin_data_delete(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    namespace, key = entry_address("plugin.data.delete", struct_to_dict(proposal.payload))
+    namespace, key = entry_address("plugin.data.delete", from_struct(proposal.payload))
     _DataWriter(context, proposal).delete("plugin.data.delete", namespace, key)
 
 
 def apply_plugin_data_update(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     namespace, key = entry_address("plugin.data.update", payload)
     operations = payload.get("operations")
     if not isinstance(operations, list) or not operations:
@@ -334,7 +334,7 @@ def apply_plugin_data_update(context: ApplyContext, proposal: store_pb2.Proposal
 
 
 def apply_character_schema_set(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     types, attributes = payload.get("types"), payload.get("attributes")
     if not isinstance(types, list) or not all(isinstance(item, str) and item for item in types):
         raise Rejected("character.schema.set: payload.types must be a list of non-empty strings")
@@ -345,7 +345,7 @@ def apply_character_schema_set(context: ApplyContext, proposal: store_pb2.Propos
 
 
 def apply_character_upsert(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     character_id, expected, character = payload.get("characterId"), payload.get("expectedVersion"), payload.get("character")
     if not isinstance(character_id, str) or not character_id or len(character_id) > NAME_MAX:
         raise Rejected(f"character.upsert: payload.characterId must be a non-empty string of at most {NAME_MAX} characters")
@@ -395,7 +395,7 @@ def _batch(kind: str, payload: dict[str, Any], name: str) -> list[dict[str, Any]
 def apply_dimension_initialize(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
     kind = "dimension.initialize"
     _trusted(context, proposal, kind)
-    items = _batch(kind, struct_to_dict(proposal.payload), "dimensions")
+    items = _batch(kind, from_struct(proposal.payload), "dimensions")
     for index, item in enumerate(items):
         where = f"dimensions[{index}]"
         dimension_id = item.get("id")
@@ -414,7 +414,7 @@ def apply_dimension_initialize(context: ApplyContext, proposal: store_pb2.Propos
 def apply_dimension_update(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
     kind = "dimension.update"
     _trusted(context, proposal, kind)
-    items = _batch(kind, struct_to_dict(proposal.payload), "updates")
+    items = _batch(kind, from_struct(proposal.payload), "updates")
     ids = [item.get("id") for item in items]
     for index, dimension_id in enumerate(ids):
         if dimension_id in ids[:index]:
@@ -467,7 +467,7 @@ def _plugin_entry(kind: str, proposal: store_pb2.Proposal, payload: dict[str, An
 
 
 def apply_lorebook_upsert(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    entry = _plugin_entry("lorebook.upsert", proposal, struct_to_dict(proposal.payload))
+    entry = _plugin_entry("lorebook.upsert", proposal, from_struct(proposal.payload))
     try:
         lorebook.put_entry(context.db, context.session_id, entry, context.turn_id, context.now)
     except ServiceError as error:
@@ -475,7 +475,7 @@ def apply_lorebook_upsert(context: ApplyContext, proposal: store_pb2.Proposal) -
 
 
 def apply_lorebook_delete(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    entry_id = struct_to_dict(proposal.payload).get("id")
+    entry_id = from_struct(proposal.payload).get("id")
     if not isinstance(entry_id, str) or not entry_id:
         raise Rejected("lorebook.delete: id must be the id of one of this plugin's entries")
     lorebook.delete_entry(context.db, context.session_id, f"plugin:{proposal.plugin_id}", entry_id)
@@ -485,7 +485,7 @@ def apply_lorebook_delete(context: ApplyContext, proposal: store_pb2.Proposal) -
 
 
 def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     name = payload.get("name")
     if not isinstance(name, str) or not EVENT_NAME.match(name) or len(name) > NAME_MAX:
         raise Rejected("event.emit: payload.name must be an event name (letters, digits, . _ : / -)")
@@ -506,7 +506,7 @@ def apply_event_emit(context: ApplyContext, proposal: store_pb2.Proposal) -> Non
 
 
 def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     record_as = payload.get("recordAs")
     if not isinstance(record_as, str) or not record_as or len(record_as) > NAME_MAX:
         raise Rejected("export.record: payload.recordAs must be the io.output.recordAs name")
@@ -529,7 +529,7 @@ def apply_export_record(context: ApplyContext, proposal: store_pb2.Proposal) -> 
 
 
 def apply_history_summary(context: ApplyContext, proposal: store_pb2.Proposal) -> None:
-    payload = struct_to_dict(proposal.payload)
+    payload = from_struct(proposal.payload)
     text, through, count = payload.get("text"), payload.get("throughSeq"), payload.get("messageCount")
     if not isinstance(text, str) or not text.strip():
         raise Rejected("history.summary: payload.text must be a non-empty string")

@@ -8,12 +8,11 @@ round-trip without a migration.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message as ProtoMessage
 
 from covel.common.v1 import common_pb2
@@ -21,7 +20,7 @@ from covel.store.v1 import store_pb2
 from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow
 from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.seats import seats_to_proto
-from shared.structs import ints_back, to_struct, to_value
+from shared.structs import from_struct, ints_back, to_struct, to_value
 
 M = TypeVar("M", bound=ProtoMessage)
 
@@ -46,38 +45,6 @@ def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
 def from_timestamp(stamp: timestamp_pb2.Timestamp, present: bool) -> datetime | None:
     """A request's timestamp as an aware datetime, None when the caller left it unset."""
     return stamp.ToDatetime(tzinfo=UTC) if present else None
-
-
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    """shared.structs.from_struct, walking the message itself: the same dict (integral numbers as
-    ints, NaN and Infinity refused) 3-4x faster than json_format's generic printer, and a commit
-    reads every proposal's payload this way (a test holds the two equal)."""
-    return {key: value_to_python(item) for key, item in message.fields.items()}
-
-
-def value_to_python(message: struct_pb2.Value) -> Any:
-    """shared.structs.from_value, the same way as struct_to_dict."""
-    kind = message.WhichOneof("kind")
-    if kind == "string_value":
-        return message.string_value
-    if kind == "number_value":
-        return _json_number(message.number_value)
-    if kind == "struct_value":
-        return struct_to_dict(message.struct_value)
-    if kind == "list_value":
-        return [value_to_python(item) for item in message.list_value.values]
-    if kind == "bool_value":
-        return message.bool_value
-    return None  # null_value, or no kind set (json_format reads both as null)
-
-
-def _json_number(number: float) -> int | float:
-    if number.is_integer() and abs(number) < 2**53:
-        return int(number)
-    if not math.isfinite(number):
-        # As json_format: JSON has no NaN or Infinity (request checks refuse them before this).
-        raise ValueError(f"Fail to serialize {number} for Value.number_value")
-    return number
 
 
 def messages_to_json(items: Iterable[ProtoMessage]) -> list[dict[str, Any]]:
@@ -212,7 +179,7 @@ def written_turn_to_proto(
     )
     for result in reply.runtime_results:
         if result.HasField("output"):
-            result.output_json = exact_json(struct_to_dict(result.output))
+            result.output_json = exact_json(from_struct(result.output))
     # A read knows only the fields of this store's protos.
     reply.DiscardUnknownFields()
     return reply

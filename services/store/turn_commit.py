@@ -56,12 +56,12 @@ from services.store.proto_mapping import (
     messages_to_json,
     outcome_to_json,
     session_to_proto,
-    struct_to_dict,
     written_turn_to_proto,
 )
 from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.sessions import load_turn
 from shared.errors import invalid_argument, shortened
+from shared.structs import from_struct
 
 COMMITTED = store_pb2.PROPOSAL_STATUS_COMMITTED
 REJECTED = store_pb2.PROPOSAL_STATUS_REJECTED
@@ -182,7 +182,7 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
                                       "proposal_outcomes": row.proposal_outcomes})
     if turn.trace or added_trace or applied.discarded_units:
         connection.execute(_TRACE_INSERT, {"turn_id": row.id, "session_id": session.id,
-                                           "entries": [*(struct_to_dict(entry) for entry in turn.trace), *added_trace],
+                                           "entries": [*(from_struct(entry) for entry in turn.trace), *added_trace],
                                            "discarded_units": messages_to_json(applied.discarded_units)})
     _advance_session(session, row, request, now)
     write_session(db, session, _ADVANCED)
@@ -276,7 +276,7 @@ def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.Co
     if request.setup_progress:
         progress = dict(session.setup_runtimes or {})
         for runtime, value in request.setup_progress.items():
-            entry = struct_to_dict(value)
+            entry = from_struct(value)
             if row.status != "committed" and entry.get("state") == "done":
                 # The turn did not commit (rolled back here): its setup work did not happen.
                 entry = {**{k: v for k, v in entry.items() if k == "version"}, "state": "pending",
@@ -399,7 +399,7 @@ def _apply_context(db: Session, session: SessionRow, row: TurnRecord, request: s
         next_seq=session.last_message_seq + 1,
         datasets={
             (policy.plugin_id, policy.namespace): dataset(
-                policy.plugin_id, policy.namespace, struct_to_dict(policy.schema) if policy.HasField("schema") else None, list(policy.ops)
+                policy.plugin_id, policy.namespace, from_struct(policy.schema) if policy.HasField("schema") else None, list(policy.ops)
             )
             for policy in request.datasets
         },

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format
 from jsonschema.exceptions import SchemaError
 from sqlalchemy import event
 from sqlalchemy import inspect as sqlalchemy_inspect
@@ -21,16 +20,17 @@ from covel.store.v1 import store_pb2
 from services.store import leases, proposals, sessions
 from services.store.database import Database
 from services.store.models import MessageRow, TurnEventRow, TurnRow
-from services.store.proto_mapping import outcome_to_json, struct_to_dict, value_to_python
+from services.store.proto_mapping import outcome_to_json
 from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.server import open_database
 from services.store.turn_commit import commit_turn
 from shared import json_schemas
 from shared.plugin_data.operations import json_size
-from shared.structs import from_struct, from_value, to_struct
+from shared.structs import from_value, to_struct
 from tests.store.conftest import BACKENDS, drop_schema, postgres_reachable, settings_for
 from tests.store.helpers import acquire, data_proposal, new_session, proposal, story_proposal, story_result, turn_for
 from tests.store.helpers import commit_turn as commit_turn_rpc
+from tests.support.json_payloads import PAYLOADS
 
 COMMITTED, REJECTED, DISCARDED = store_pb2.PROPOSAL_STATUS_COMMITTED, store_pb2.PROPOSAL_STATUS_REJECTED, store_pb2.PROPOSAL_STATUS_DISCARDED
 
@@ -216,34 +216,6 @@ async def test_commits_reuse_a_datasets_compiled_schema(stub):
         after = json_schemas._compiled_text.cache_info()
         assert after.misses - before.misses == (1 if number == 0 else 0)
     assert reply.turn.proposal_outcomes[-1].code == "dataset-violation"
-
-
-PAYLOADS = [
-    {},
-    {"n": 3, "ratio": 0.5, "big": 2.0**53, "bigger": 1e300, "negative": -7, "zero": -0.0, "flag": True, "off": False, "none": None},
-    {"text": "Zoë «quoted» 😀", "empty": "", "list": [1, 2.5, "x", None, [], {}, [[{"deep": [1]}]]], "nested": {"a": {"b": {"c": 1}}}},
-]
-
-
-@pytest.mark.parametrize("payload", PAYLOADS)
-def test_struct_to_dict_reads_a_payload_as_from_struct_does(payload):
-    message = to_struct(payload)
-    assert struct_to_dict(message) == from_struct(message)
-    assert [type(value) for value in struct_to_dict(message).values()] == [type(value) for value in from_struct(message).values()]
-    value = struct_pb2.Value()
-    value.struct_value.CopyFrom(message)
-    assert value_to_python(value) == from_value(value)
-    assert value_to_python(struct_pb2.Value()) is from_value(struct_pb2.Value()) is None
-
-
-@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
-def test_struct_to_dict_refuses_what_json_cannot_say_as_from_struct_does(number):
-    message = struct_pb2.Struct()
-    message.fields["x"].number_value = number
-    with pytest.raises(ValueError):
-        from_struct(message)
-    with pytest.raises(ValueError):
-        struct_to_dict(message)
 
 
 @pytest.mark.parametrize("value", [{"text": "plain"}, "Zoë «quoted» 😀", [1, 2.5, None, {"a": "ü"}], None, 7])
