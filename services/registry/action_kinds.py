@@ -8,27 +8,9 @@ from typing import Any
 from services.registry.diagnostics import DiagnosticBag
 from services.registry.manifest_models import BASE_ACTION_KINDS, ActionKindDecl
 from services.registry.package_files import PackageFiles
+from shared.manifest.composer import composer_can_show
 
 KEBAB_CASE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-COMPOSER_TYPES = frozenset({"string", "number", "integer", "boolean"})
-
-
-def _composer_can_show(schema: dict[str, Any]) -> bool:
-    """The input box shows a flat object of string (enum allowed), number, integer and boolean fields."""
-    if schema.get("type") != "object":
-        return False
-    properties = schema.get("properties", {})
-    if not isinstance(properties, dict):
-        return False
-    for spec in properties.values():
-        if not isinstance(spec, dict) or spec.get("type") not in COMPOSER_TYPES:
-            return False
-        if "enum" in spec and spec.get("type") != "string":
-            return False
-    required = schema.get("required", [])
-    return isinstance(required, list) and all(item in properties for item in required)
-
-
 def compile_action_kinds(
     kinds: list[ActionKindDecl] | None, plugin_id: str, files: PackageFiles, bag: DiagnosticBag, *, file: str
 ) -> list[dict[str, Any]]:
@@ -73,7 +55,7 @@ def compile_action_kinds(
             )
             if relative is not None:
                 entry["schema"] = relative
-                if isinstance(document, dict) and not _composer_can_show(document):
+                if isinstance(document, dict) and not composer_can_show(document):
                     bag.warning(
                         "composer-schema",
                         f"fields schema of {kind.name} cannot be shown in the composer",

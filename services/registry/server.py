@@ -19,7 +19,7 @@ from services.registry.proto_mapping import confirmed_to_proto, package_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
 from services.registry.settings import BUILTIN, RegistrySettings
 from services.registry.world_import import import_records
-from services.registry.world_loader import WorldState
+from services.registry.world_loader import LoadedWorld, WorldState
 from services.registry.world_proto import unknown_world, world_to_proto
 from services.registry.world_translations import LOCALE
 from services.registry.zip_install import MAX_ZIP_BYTES
@@ -55,6 +55,16 @@ MAX_PATH_CHARS = 4096
 
 
 MAX_IMPORT_PLUGINS = 1000
+
+
+def _loaded_world(snapshot: Snapshot, world_id: str, so: str) -> LoadedWorld:
+    """The world a session would start in: NOT_FOUND naming world_id, FAILED_PRECONDITION when it failed to load."""
+    world = snapshot.world(world_id)
+    if world is None:
+        raise unknown_world(world_id)
+    if world.state is not WorldState.LOADED:
+        raise failed_precondition(f"world `{world.id}` failed to load, so {so}; GetWorld shows why")
+    return world
 
 
 def _check_locale(locale: str) -> None:
@@ -228,11 +238,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         if len(request.plugin_ids) > MAX_IMPORT_PLUGINS:
             raise invalid_argument("plugin_ids", f"names {len(request.plugin_ids)} plugins; a session runs at most {MAX_IMPORT_PLUGINS}")
         snapshot = self._catalogue.current
-        world = snapshot.world(request.world_id)
-        if world is None:
-            raise unknown_world(request.world_id)
-        if world.state is not WorldState.LOADED:
-            raise failed_precondition(f"world `{world.id}` failed to load, so nothing is imported from it; GetWorld shows why")
+        world = _loaded_world(snapshot, request.world_id, "nothing is imported from it")
         records = import_records(world, snapshot.packages, set(request.plugin_ids), request.locale)
         return registry_pb2.GetWorldImportResponse(records=[
             registry_pb2.WorldDataRecord(plugin_id=record.plugin_id, namespace=record.namespace, key=record.key,
@@ -254,11 +260,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         require(request.world_id, "world_id", "the id of a world ListWorlds lists")
         _check_locale(request.locale)
         snapshot = self._catalogue.current
-        world = snapshot.world(request.world_id)
-        if world is None:
-            raise unknown_world(request.world_id)
-        if world.state is not WorldState.LOADED:
-            raise failed_precondition(f"world `{world.id}` failed to load, so it has no plugin plan; GetWorld shows why")
+        world = _loaded_world(snapshot, request.world_id, "it has no plugin plan")
         try:
             plan = plugin_plan(world, snapshot.packs, snapshot.packages, pack_id=request.pack_id, approved=list(request.approved))
         except UnknownPack:

@@ -176,22 +176,18 @@ def _present(path: str, files: PackageFiles) -> bool:
 
 def split_translations(found: tuple[str, ...], files: PackageFiles) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[tuple[str, str], ...]], ...]]:
     """The data files, and each one's translations: `facts.zh.yaml` translates `facts.yaml` (a pattern matches
-    both; the translation is not a source of its own)."""
+    both; the translation is not a source of its own). Each folder is listed once."""
     bases = [relative for relative in found if _translated_file(relative) is None or _translated_file(relative) not in found]
-    translations = []
-    for base in bases:
-        stem, dot, extension = base.rpartition(".")
-        folder = base.rpartition("/")[0]
-        siblings = sorted((files.root / (folder or ".")).iterdir()) if files.exists_inside(folder or ".") else []
-        named = []
-        for child in siblings:
+    named: dict[str, list[tuple[str, str]]] = {base: [] for base in bases}
+    for folder in dict.fromkeys(base.rpartition("/")[0] for base in bases):
+        if not files.exists_inside(folder or "."):
+            continue
+        for child in sorted((files.root / (folder or ".")).iterdir()):
             relative = f"{folder}/{child.name}" if folder else child.name
-            locale = relative[len(stem) + 1:-len(extension) - 1] if relative.startswith(stem + ".") and relative.endswith(dot + extension) else ""
-            if locale and LOCALE.match(locale) and files.is_file(relative):
-                named.append((locale, relative))
-        if named:
-            translations.append((base, tuple(named)))
-    return tuple(bases), tuple(translations)
+            base = _translated_file(relative)
+            if base in named and files.is_file(relative):
+                named[base].append((relative.rpartition(".")[0].rpartition(".")[2], relative))
+    return tuple(bases), tuple((base, tuple(pairs)) for base, pairs in named.items() if pairs)
 
 
 def _translated_file(relative: str) -> str | None:

@@ -34,6 +34,8 @@ log = get_logger(component="world_loader")
 
 WORLD_FILE = "world.yaml"
 DEFAULT_CHARACTERS_FILE = "characters.yaml"
+CHARACTERS_YAML_CODE = "characters-yaml"
+CHARACTERS_NOT_LIST_CODE = "characters-not-list"
 
 
 class WorldState(StrEnum):
@@ -183,32 +185,46 @@ def _check_id(world: LoadedWorld, manifest: WorldManifest, bag: DiagnosticBag) -
                   hint="the id is the folder name: rename one of them, or leave `id` out")
 
 
+@dataclass(frozen=True)
+class Listed:
+    """A list of a world package as written: its items, the file they are in, their field path prefix there."""
+
+    items: list[Any]
+    file: str = WORLD_FILE
+    prefix: str = ""
+
+
+def listed_items(written: str | list[Any] | None, field: str, default_file: str, noun: str, files: PackageFiles,
+                 bag: DiagnosticBag, *, codes: tuple[str, str]) -> Listed:
+    """A list world.yaml holds under `field` inline, or in a YAML file of the package it names (`default_file` by
+    convention when the field is not written), the file holding `[...]` or `{<field>: [...]}`. `codes`: the
+    diagnostic codes of a file that is not YAML and of one that holds no list."""
+    yaml_code, not_list_code = codes
+    if isinstance(written, list):
+        return Listed(written, WORLD_FILE, field)
+    if written is None and not files.is_file(default_file):
+        return Listed([], WORLD_FILE, field)
+    relative = default_file if written is None else files.relative(WORLD_FILE, written)
+    if relative is None:
+        bag.error("file-outside-package", f"the {field} file `{written}` points outside the world package", field_path=field,
+                  hint=f"write a path inside the package, e.g. ./{default_file}")
+        return Listed([], WORLD_FILE, field)
+    data = read_yaml_file(files, relative, bag, code=yaml_code, referred_from=(WORLD_FILE, field))
+    if isinstance(data, dict) and isinstance(data.get(field), list):
+        return Listed(list(data[field]), relative, field)
+    if data is None or isinstance(data, list):
+        return Listed(data or [], relative, "")
+    bag.error(not_list_code, f"{relative} holds a {type(data).__name__}; write a list of {noun} (or `{field}: [...]`)",
+              file=relative)
+    return Listed([], relative, "")
+
+
 def _character_list(world: LoadedWorld, manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag) -> list[Any]:
     """The characters as written, and where (world.yaml or the characters file)."""
-    if isinstance(manifest.characters, list):
-        return manifest.characters
-    written = manifest.characters
-    if written is None:
-        if not files.is_file(DEFAULT_CHARACTERS_FILE):
-            return []
-        relative: str | None = DEFAULT_CHARACTERS_FILE
-    else:
-        relative = files.relative(WORLD_FILE, written)
-        if relative is None:
-            bag.error("file-outside-package", f"the characters file `{written}` points outside the world package", field_path="characters",
-                      hint="write a path inside the package, e.g. ./characters.yaml")
-            return []
-    assert relative is not None
-    data = read_yaml_file(files, relative, bag, code="characters-yaml", referred_from=(WORLD_FILE, "characters"))
-    world.characters_file, world.characters_prefix = relative, ""
-    if isinstance(data, dict) and isinstance(data.get("characters"), list):
-        world.characters_prefix = "characters"
-        return list(data["characters"])
-    if data is None or isinstance(data, list):
-        return data or []
-    bag.error("characters-not-list", f"{relative} holds a {type(data).__name__}; write a list of characters (or `characters: [...]`)",
-              file=relative)
-    return []
+    listed = listed_items(manifest.characters, "characters", DEFAULT_CHARACTERS_FILE, "characters", files, bag,
+                          codes=(CHARACTERS_YAML_CODE, CHARACTERS_NOT_LIST_CODE))
+    world.characters_file, world.characters_prefix = listed.file, listed.prefix
+    return listed.items
 
 
 def _characters(world: LoadedWorld, written: Sequence[Any], extra_fields: frozenset[str], bag: DiagnosticBag) -> None:

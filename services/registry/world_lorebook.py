@@ -11,16 +11,20 @@ from pydantic import ValidationError
 from covel.store.v1 import store_pb2
 from services.registry.diagnostics import DiagnosticBag, add_validation_errors
 from services.registry.package_files import PackageFiles
-from services.registry.world_loader import WORLD_FILE, LoadedWorld, read_yaml_file
+from services.registry.world_loader import LoadedWorld, listed_items
 from services.registry.world_models import WORLD_FIELDS, LorebookDecl, WorldManifest
 from shared.errors import ServiceError
 from shared.lorebook import ENTRIES_MAX, check_entry
 
 DEFAULT_LOREBOOK_FILE = "lorebook.yaml"
+LOREBOOK_YAML_CODE = "lorebook-yaml"
+LOREBOOK_NOT_LIST_CODE = "lorebook-not-list"
 
 
 def read_lorebook(world: LoadedWorld, manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag) -> list[dict[str, Any]]:
-    written, file, prefix = _written(manifest, files, bag)
+    listed = listed_items(manifest.lorebook, "lorebook", DEFAULT_LOREBOOK_FILE, "entries", files, bag,
+                          codes=(LOREBOOK_YAML_CODE, LOREBOOK_NOT_LIST_CODE))
+    written, file, prefix = listed.items, listed.file, listed.prefix
     entries: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     if len(written) > ENTRIES_MAX:
@@ -48,26 +52,6 @@ def read_lorebook(world: LoadedWorld, manifest: WorldManifest, files: PackageFil
         seen[decl.id] = index
         entries.append(entry)
     return entries
-
-
-def _written(manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag) -> tuple[list[Any], str, str]:
-    """(the entries as written, the file they are in, their field path prefix there)."""
-    if isinstance(manifest.lorebook, list):
-        return manifest.lorebook, WORLD_FILE, "lorebook"
-    if manifest.lorebook is None and not files.is_file(DEFAULT_LOREBOOK_FILE):
-        return [], WORLD_FILE, "lorebook"
-    relative = DEFAULT_LOREBOOK_FILE if manifest.lorebook is None else files.relative(WORLD_FILE, manifest.lorebook)
-    if relative is None:
-        bag.error("file-outside-package", f"the lorebook file `{manifest.lorebook}` points outside the world package",
-                  field_path="lorebook", hint="write a path inside the package, e.g. ./lorebook.yaml")
-        return [], WORLD_FILE, "lorebook"
-    data = read_yaml_file(files, relative, bag, code="lorebook-yaml", referred_from=(WORLD_FILE, "lorebook"))
-    if isinstance(data, dict) and isinstance(data.get("lorebook"), list):
-        return data["lorebook"], relative, "lorebook"
-    if data is None or isinstance(data, list):
-        return data or [], relative, ""
-    bag.error("lorebook-not-list", f"{relative} holds a {type(data).__name__}; write a list of entries (or `lorebook: [...]`)", file=relative)
-    return [], relative, ""
 
 
 def entry_to_proto(entry: dict[str, Any]) -> store_pb2.LorebookEntry:

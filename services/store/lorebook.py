@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -30,7 +30,7 @@ def put_entry(db: Session, session_id: str, entry: store_pb2.LorebookEntry, turn
     """Create or replace (version + 1); refuses a new entry past ENTRIES_MAX for the session."""
     row = db.get(LorebookRow, (session_id, entry.owner, entry.id))
     if row is None:
-        count = len(db.execute(select(LorebookRow.entry_id).where(LorebookRow.session_id == session_id)).all())
+        count = db.execute(select(func.count()).select_from(LorebookRow).where(LorebookRow.session_id == session_id)).scalar_one()
         if count >= ENTRIES_MAX:
             raise invalid_argument("entry", f"the session's lorebook holds {ENTRIES_MAX} entries, its most; delete one first")
         row = LorebookRow(session_id=session_id, owner=entry.owner, entry_id=entry.id, version=0, created_at=now)
@@ -40,6 +40,14 @@ def put_entry(db: Session, session_id: str, entry: store_pb2.LorebookEntry, turn
     row.version, row.turn_id, row.updated_at = row.version + 1, turn_id, now
     db.flush()
     return entry_to_proto(row)
+
+
+def add_world_entries(db: Session, session_id: str, entries: list[store_pb2.LorebookEntry], now: datetime) -> None:
+    """A new session's world entries (checked with its world, at most ENTRIES_MAX): version 1 each, in one flush."""
+    db.add_all(LorebookRow(session_id=session_id, owner=entry.owner, entry_id=entry.id, title=entry.title,
+                           keys=[key.strip() for key in entry.keys], content=entry.content, constant=entry.constant,
+                           disabled=entry.disabled, version=1, turn_id=None, created_at=now, updated_at=now) for entry in entries)
+    db.flush()
 
 
 def delete_entry(db: Session, session_id: str, owner: str, entry_id: str) -> bool:

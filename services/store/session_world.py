@@ -152,8 +152,7 @@ def _write_world(db: Session, row: SessionRow, request: store_pb2.SessionWorld, 
         items = [{"id": d.id, "name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value)}
                  for d in request.dimensions]
         world.initialize_dimensions(db, row.id, items, writer, None, now)
-    for entry in request.lorebook:
-        lorebook.put_entry(db, row.id, entry, None, now)
+    lorebook.add_world_entries(db, row.id, list(request.lorebook), now)
     db.add_all(PluginDataRow(session_id=row.id, plugin_id=entry.plugin_id, namespace=entry.namespace, key=entry.key,
                              value=from_value(entry.value), turn_id=None, created_at=now, updated_at=now)
                for entry in request.plugin_data)

@@ -91,17 +91,17 @@ def test_the_scheduler_dispatches_only_what_a_listener_would_take() -> None:
     listeners = Listeners.from_proto(subscription)
     narrator = {"result": {"runtimeId": "narrator"}}
     roller = {"result": {"runtimeId": "dice-check/roller"}}
-    assert not listeners.wanted(scope("dice"), narrator, "narrator", "narrator")
-    assert listeners.wanted(scope("dice"), roller, "dice-check", "dice-check/roller")
-    assert listeners.wanted(scope("dice", "always"), narrator, "narrator", "narrator")
-    assert not listeners.wanted(scope("narrator"), roller, "dice-check", "dice-check/roller")
+    assert not listeners.takers(scope("dice"), narrator, "narrator", "narrator")
+    assert listeners.takers(scope("dice"), roller, "dice-check", "dice-check/roller")
+    assert listeners.takers(scope("dice", "always"), narrator, "narrator", "narrator")
+    assert not listeners.takers(scope("narrator"), roller, "dice-check", "dice-check/roller")
 
 
 def test_a_match_the_scheduler_cannot_read_sends_every_payload() -> None:
     broken = hooks_pb2.HandlerMatch(conditions=[hooks_pb2.MatchCondition(path="ctx.secret")])
     listeners = Listeners.from_proto(hooks_pb2.Subscription(
         event="PostRuntime", plugin_ids=["dice"], matched=[hooks_pb2.PluginMatches(plugin_id="dice", matches=[broken])]))
-    assert listeners.wanted(scope("dice"), {}, "", "")
+    assert listeners.takers(scope("dice"), {}, "", "")
 
 
 async def test_an_observer_only_watches_even_on_a_guard_event() -> None:

@@ -11,18 +11,15 @@ from typing import Any
 
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.tools import KernelTools
+from services.scheduler.world_records import dimension_records
 from shared.plugin_sdk.tools import tool_error, tool_ok
-from shared.structs import from_struct, from_value
 
 WORLD_DIMENSION_LIST = "world-dimension-list"
 WORLD_DIMENSION_GET = "world-dimension-get"
 
 
 def dimension_snapshot(world: store_pb2.GetWorldResponse | None) -> dict[str, dict[str, Any]]:
-    if world is None:
-        return {}
-    return {d.id: {"id": d.id, "name": d.name, "description": d.description, "schema": from_struct(d.schema),
-                   "value": from_value(d.value), "version": d.version} for d in world.dimensions}
+    return {key: {"id": key, **record} for key, record in dimension_records(world).items()}
 
 
 def add_dimension_tools(tools: KernelTools, snapshot: dict[str, dict[str, Any]]) -> None:

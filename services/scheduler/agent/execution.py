@@ -39,6 +39,7 @@ from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.turn.state import TurnState
+from services.scheduler.world_records import character_records
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
 from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
@@ -253,7 +254,7 @@ class _CharacterCache:
         if self._characters is None:
             if self._run.world is None:
                 self._run.world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=self._session_id))
-            self._characters = [{**from_struct(c.data), "id": c.id} for c in self._run.world.characters]
+            self._characters = character_records(self._run.world)
         return self._characters
 
 

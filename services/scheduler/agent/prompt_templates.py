@@ -19,7 +19,8 @@ import re
 from typing import Any
 
 from covel.store.v1 import store_pb2
-from shared.structs import from_struct, from_value
+from services.scheduler.world_records import character_records, dimension_records
+from shared.structs import from_struct
 
 PLACEHOLDER = re.compile(r"\{\{\s*((?:world|characters)(?:\.[A-Za-z0-9_-]+)+)\s*\}\}")
 _MISSING = object()
@@ -29,11 +30,11 @@ def template_values(world: store_pb2.GetWorldResponse | None) -> dict[str, Any]:
     """What placeholders read: {world: {dimensions, schema}, characters: {all, npcs, players}}."""
     if world is None:
         return {}
-    characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
+    characters = character_records(world)
     return {
         "world": {
-            "dimensions": {d.id: {"name": d.name, "description": d.description, "value": from_value(d.value), "version": d.version}
-                           for d in world.dimensions},
+            "dimensions": {key: {field: value for field, value in record.items() if field != "schema"}
+                           for key, record in dimension_records(world).items()},
             "schema": from_struct(world.character_schema) if world.HasField("character_schema") else {},
         },
         "characters": {

@@ -30,16 +30,21 @@ def _load(path: str, mtime_ns: int) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def dataset_schema(package_root: str, declaration: Dataset) -> dict[str, Any] | None:
-    """The record schema a dataset declaration names (`schema`, relative to the package), read once
-    per file version; None when the file is missing or not a JSON object."""
+def package_json(package_root: str, relative: str) -> dict[str, Any] | None:
+    """A JSON object file of a package (a schema it names), read once per file version; None when the file is
+    missing or not a JSON object."""
     if not package_root:
         return None
-    path = Path(package_root) / declaration.schema_
+    path = Path(package_root) / relative
     try:
         return _load(str(path), path.stat().st_mtime_ns)
     except OSError:
         return None
+
+
+def dataset_schema(package_root: str, declaration: Dataset) -> dict[str, Any] | None:
+    """The record schema a dataset declaration names (`schema`, relative to the package)."""
+    return package_json(package_root, declaration.schema_)
 
 
 def dataset_policies(packages: Mapping[str, Package], proposals: Iterable[store_pb2.Proposal]) -> list[store_pb2.DatasetPolicy]:

@@ -61,9 +61,6 @@ class Listeners:
                     found.append(listener)
         return found
 
-    def wanted(self, scope: ExecutionScope, payload: dict[str, Any], plugin_id: str, runtime_id: str) -> bool:
-        return bool(self.takers(scope, payload, plugin_id, runtime_id))
-
 
 NO_LISTENERS = Listeners()
 

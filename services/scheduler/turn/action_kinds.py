@@ -9,16 +9,17 @@ direct (a director, as no character), advance and command (either). `do` is the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from jsonschema.exceptions import SchemaError
 
 from covel.scheduler.v1 import scheduler_pb2
+from services.scheduler.function.dataset_policies import package_json
 from shared import json_schemas
+from shared.manifest.composer import composer_can_show
 from shared.structs import to_struct
 
 ALIASES = {"do": "act"}
@@ -74,7 +75,7 @@ def plugin_rules(package: Any, locale: str) -> list[ActionKindRule]:
         where = f"contributes.actionKinds[{index}].display"
         label = translated.get(f"{where}.label") or (display.label if display and display.label else kind.name)
         placeholder = translated.get(f"{where}.placeholder") or (display.placeholder if display and display.placeholder else "")
-        schema = _schema_file(str(Path(package.root_dir) / kind.schema_)) if kind.schema_ and package.root_dir else None
+        schema = package_json(package.root_dir, kind.schema_) if kind.schema_ else None
         if kind.schema_ and schema is None:
             schema = {"not": {}}  # a schema file that cannot be read now takes no fields at all (fail closed)
         found.append(ActionKindRule(kind.kind, package.id, tuple(kind.roles), kind.text, kind.actor, schema, label,
@@ -97,29 +98,6 @@ def kind_to_proto(rule: ActionKindRule) -> scheduler_pb2.ActionKind:
     if rule.schema is not None:
         message.fields_schema.CopyFrom(to_struct(rule.schema))
     return message
-
-
-def composer_can_show(schema: Mapping[str, Any]) -> bool:
-    """A flat object of string (enum allowed), number, integer and boolean fields (as services/registry/action_kinds.py)."""
-    properties = schema.get("properties", {})
-    if schema.get("type") != "object" or not isinstance(properties, dict):
-        return False
-    for spec in properties.values():
-        if not isinstance(spec, dict) or spec.get("type") not in ("string", "number", "integer", "boolean"):
-            return False
-        if "enum" in spec and spec.get("type") != "string":
-            return False
-    required = schema.get("required", [])
-    return isinstance(required, list) and all(item in properties for item in required)
-
-
-@lru_cache(maxsize=256)
-def _schema_file(path: str) -> dict[str, Any] | None:
-    try:
-        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
 
 
 @lru_cache(maxsize=256)

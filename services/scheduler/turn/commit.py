@@ -28,6 +28,7 @@ from services.scheduler.turn.commit_rules import (
 )
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import Emit, TurnStream
+from services.scheduler.world_records import character_records
 from shared.structs import from_struct, to_struct
 
 
@@ -82,7 +83,7 @@ class TurnCommit:
         stories = [p for p in proposals if p.type == "narrative.append"]
         if not stories:
             return
-        characters = [{**from_struct(c.data), "id": c.id} for c in world.characters]
+        characters = character_records(world)
         if characters:
             resolve_story_speakers(stories, turn.runtime_results, characters)
 

@@ -17,10 +17,11 @@ from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.inputs import CommittedExports
 from services.scheduler.turn.player_input import action_dict
+from services.scheduler.world_records import dimension_records
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
-from shared.structs import from_struct, from_value
+from shared.structs import from_struct
 
 # operations@1: a request or result whose model view is longer than this (as JSON) is left out.
 MAX_OPERATION_PART_CHARS = 4000
@@ -174,10 +175,8 @@ class TurnState:
     def dimensions_snapshot(self) -> dict[str, Any]:
         """world.dimensions@1: {id: {name, description?, schema, value, version}} as the turn found them (committed,
         frozen for the turn: what upstream runtimes propose shows in ctx.world.dimensions, not here)."""
-        if self.world is None:
-            return {}
-        return {d.id: {"name": d.name, **({"description": d.description} if d.description else {}), "schema": from_struct(d.schema),
-                       "value": from_value(d.value), "version": d.version} for d in self.world.dimensions}
+        return {key: {field: value for field, value in record.items() if field != "description" or value}
+                for key, record in dimension_records(self.world).items()}
 
     def operation_units(self) -> set[str]:
         """The units whose staged operations operations@1 hands a runtime starting now: a reader
