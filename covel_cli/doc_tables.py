@@ -217,7 +217,7 @@ MANIFEST_MEANINGS: dict[str, str] = {
     "InputBinding.required": "A missing required input skips the runtime; story runtimes must make contract inputs optional.",
     "InputSource.contract": "A contract some active runtime answers.",
     "InputSource.runtime": "A runtime of this package.",
-    "InputSource.kernel": "A kernel input: `turn-digest@1`, `operations@1` or `world.dimensions@1` (no other option allowed).",
+    "InputSource.kernel": "A kernel input: `turn-digest@1`, `operations@1`, `world.dimensions@1` or `session.world-context@1` (no other option allowed).",
     "InputSource.cardinality": "`one` value or `all` providers' values.",
     "SelfData.namespace": "The plugin data namespace to show.",
     "SelfData.as": "The label the prompt uses for it.",

@@ -19,7 +19,8 @@ from services.registry.runtime_compiler import CompiledRuntime
 DATASET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 MAX_TOOL_NAME = 64
 # Tools the framework gives agents itself; no plugin or dataset tool may take these names.
-FRAMEWORK_TOOLS = frozenset({"runtime-done", "delegate", "suspend", "emit-event", "world-dimension-get", "world-dimension-list"})
+FRAMEWORK_TOOLS = frozenset({"runtime-done", "delegate", "suspend", "emit-event", "world-dimension-get", "world-dimension-list",
+                             "update-dimensions"})
 
 
 def dataset_tool_name(dataset: str, tool: str) -> str:

@@ -50,7 +50,7 @@ DEFAULT_FUNCTION_TIMEOUT_MS = 30_000
 # schedule.detached.maxSettleWaitMs, kept with the job's snapshot.
 DEFAULT_SETTLE_WAIT_MS = 120_000
 KERNEL_INPUT_OPTIONS = ("select", "accepts", "scope", "recordAs", "required")
-KERNEL_INPUTS = ("turn-digest@1", "operations@1", "world.dimensions@1")
+KERNEL_INPUTS = ("turn-digest@1", "operations@1", "world.dimensions@1", "session.world-context@1")
 
 
 def json_pointer_problem(pointer: str) -> str | None:

@@ -31,6 +31,7 @@ from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import IMPLICIT_SEAT, validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
+from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt, public_receipt
 from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
 from shared.errors import failed_precondition, invalid_argument, require, rpc
 from shared.grpc_client import open_channel
@@ -459,6 +460,35 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reply = await self._peers.store.DeleteLorebookEntry(
             store_pb2.DeleteLorebookEntryRequest(session_id=request.session_id, owner=PLAYER_OWNER, id=request.id))
         return scheduler_pb2.DeleteLorebookEntryResponse(deleted=reply.deleted)
+
+    @rpc
+    async def ListSettlements(self, request: scheduler_pb2.ListSettlementsRequest, context) -> scheduler_pb2.ListSettlementsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        reply = await self._peers.store.ListSettlements(
+            store_pb2.ListSettlementsRequest(session_id=request.session_id, include_closed=request.include_closed))
+        return scheduler_pb2.ListSettlementsResponse(settlements=[public_receipt(receipt) for receipt in reply.settlements])
+
+    @rpc
+    async def ResolveSettlement(self, request: scheduler_pb2.ResolveSettlementRequest, context) -> scheduler_pb2.ResolveSettlementResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.source_turn_id, "source_turn_id", "the receipt's source turn, as ListSettlements shows it")
+        require(request.runtime_id, "runtime_id", "the receipt's maintainer runtime, as ListSettlements shows it")
+        check_resolution(request.resolution)
+        _check_idempotency_key(request.idempotency_key)
+        if request.resolution != RETRY:
+            closed = await self._peers.store.ResolveSettlement(store_pb2.ResolveSettlementRequest(
+                session_id=request.session_id, source_turn_id=request.source_turn_id, runtime_id=request.runtime_id,
+                resolution=request.resolution))
+            return scheduler_pb2.ResolveSettlementResponse(settlement=public_receipt(closed.settlement))
+        receipt = await self._receipt(request.session_id, request.source_turn_id, request.runtime_id)
+        check_open(receipt)
+        turn = await self._runner.retry_settlement(request.session_id, receipt, request.idempotency_key)
+        after = await self._receipt(request.session_id, request.source_turn_id, request.runtime_id)
+        return scheduler_pb2.ResolveSettlementResponse(settlement=public_receipt(after), turn=conceal_turn(turn))
+
+    async def _receipt(self, session_id: str, source_turn_id: str, runtime_id: str) -> store_pb2.DimensionSettlement:
+        reply = await self._peers.store.ListSettlements(store_pb2.ListSettlementsRequest(session_id=session_id, include_closed=True))
+        return find_receipt(reply.settlements, source_turn_id, runtime_id)
 
     @rpc
     async def ListPacks(self, request: scheduler_pb2.ListPacksRequest, context) -> scheduler_pb2.ListPacksResponse:

@@ -97,7 +97,7 @@ class TurnRow(Base):
     # "committed", "aborted" or "failed".
     status: Mapped[str] = mapped_column(String(16))
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
-    # "player", "continuation", "manual" or "background".
+    # "player", "continuation", "manual", "background" or "settlement".
     origin: Mapped[str] = mapped_column(String(32))
     actions: Mapped[list[Any]] = mapped_column(default=list)
     player_message: Mapped[str] = mapped_column(Text, default="")
@@ -218,6 +218,31 @@ class LorebookRow(Base):
     disabled: Mapped[bool] = mapped_column(default=False)
     version: Mapped[int] = mapped_column(BigInteger)
     turn_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class DimensionSettlementRow(Base):
+    """A dimension maintainer's settlement receipt (migration 0011; services/store/settlements.py): kept
+    open ("pending") when a turn's maintainer did not commit a dimension.update with it."""
+
+    __tablename__ = "dimension_settlements"
+    __table_args__ = (Index("ix_dimension_settlements_session_status", "session_id", "status"),)
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    source_turn_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    runtime_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    source_logical_turn: Mapped[int] = mapped_column(BigInteger)
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    # "pending", "settled" (a retry settled it), "handled" or "skipped" (closed by hand).
+    status: Mapped[str] = mapped_column(String(16))
+    last_error: Mapped[str] = mapped_column(Text, default="")
+    # Retries after the source turn.
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # The maintainer's input snapshot ({"inputs": {...}}), for a retry.
+    input: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # The retry turn that settled it.
+    resolved_turn_id: Mapped[str | None] = mapped_column(ID)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

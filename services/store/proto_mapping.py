@@ -17,7 +17,16 @@ from google.protobuf.message import Message as ProtoMessage
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.store.models import MessageRow, PluginDataRow, SessionRow, TurnEventRow, TurnLeaseRow, TurnRow, TurnTraceRow
+from services.store.models import (
+    DimensionSettlementRow,
+    MessageRow,
+    PluginDataRow,
+    SessionRow,
+    TurnEventRow,
+    TurnLeaseRow,
+    TurnRow,
+    TurnTraceRow,
+)
 from services.store.records import EventRecord, MessageRecord, TurnRecord
 from services.store.seats import seats_to_proto
 from shared.structs import from_struct, ints_back, to_struct, to_value
@@ -212,4 +221,21 @@ def plugin_data_to_proto(row: PluginDataRow | Any) -> store_pb2.PluginDataEntry:
         created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
         turn_id=row.turn_id or "",
+    )
+
+
+def settlement_to_proto(row: DimensionSettlementRow | Any) -> store_pb2.DimensionSettlement:
+    """A settlement receipt (ORM, or a Core row of the table)."""
+    return store_pb2.DimensionSettlement(
+        source_turn_id=row.source_turn_id,
+        source_logical_turn=row.source_logical_turn,
+        plugin_id=row.plugin_id,
+        runtime_id=row.runtime_id,
+        status=row.status,
+        last_error=row.last_error,
+        attempts=row.attempts,
+        resolved_turn_id=row.resolved_turn_id or "",
+        created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at),
+        input=to_struct(row.input),
     )

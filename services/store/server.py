@@ -7,7 +7,7 @@ import asyncio
 import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.store import detached_jobs, leases, sessions, turn_signals, validation, world
+from services.store import detached_jobs, leases, sessions, settlements, turn_signals, validation, world
 from services.store.database import Database, create_store_engine
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
@@ -213,6 +213,19 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def ListDetachedJobs(self, request: store_pb2.ListDetachedJobsRequest, context) -> store_pb2.ListDetachedJobsResponse:
         validation.session_id(request.session_id)
         return store_pb2.ListDetachedJobsResponse(jobs=await self._db.read(detached_jobs.list_jobs, request.session_id))
+
+    @rpc
+    async def ListSettlements(self, request: store_pb2.ListSettlementsRequest, context) -> store_pb2.ListSettlementsResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.ListSettlementsResponse(settlements=await self._db.read(settlements.list_settlements, request))
+
+    @rpc
+    async def ResolveSettlement(self, request: store_pb2.ResolveSettlementRequest, context) -> store_pb2.ResolveSettlementResponse:
+        validation.resolve_settlement(request)
+        settlement = await self._db.write(settlements.resolve, request)
+        log.info("settlement.resolved", session_id=request.session_id, source_turn_id=request.source_turn_id,
+                 runtime_id=request.runtime_id, resolution=request.resolution)
+        return store_pb2.ResolveSettlementResponse(settlement=settlement)
 
 
 async def open_database(settings: StoreSettings) -> Database:

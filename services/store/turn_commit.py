@@ -23,7 +23,8 @@ Order inside the transaction (the session row locked, see database.read_locked_s
    ABORTED and FAILED turns write only the turn row; their proposals are DISCARDED.
    Every proposal gets an outcome (status, reason, code); every unit that did not commit is
    listed in Turn.discarded_units. The trace and discarded units are kept in turn_traces.
-   Detached jobs are enqueued only when the turn ends COMMITTED (detached_jobs.enqueue).
+   Detached jobs are enqueued only when the turn ends COMMITTED (detached_jobs.enqueue), and only
+   then are its dimension maintainers' settlement duties recorded (settlements.record).
 4. Counters: message seq stays 1..n per session; a COMMITTED "player" turn adds one to
    completed_player_turns. The lease is released when asked.
 """
@@ -39,7 +40,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, SessionTransaction
 
 from covel.store.v1 import store_pb2
-from services.store import detached_jobs, leases, proposals
+from services.store import detached_jobs, leases, proposals, settlements
 from services.store.database import read_locked_session, write_session
 from services.store.datasets import dataset
 from services.store.models import (
@@ -176,6 +177,9 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     if row.status == "committed" and request.detached_jobs:
         jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
         added_trace.extend(job_trace)
+    if row.status == "committed" and request.settlements:
+        added_trace.extend(settlements.record(connection, session.id, row.id, row.logical_turn, request.settlements,
+                                              request.proposals, applied.outcomes, now))
     outcomes = [*earlier_outcomes, *(applied.outcomes[proposal.id] for proposal in request.proposals)]
     row.proposal_outcomes = [outcome_to_json(outcome) for outcome in outcomes]
     connection.execute(_TURN_RESULT, {"b_id": row.id, "status": row.status, "abort_reason": row.abort_reason, "narrative": row.narrative,

@@ -14,6 +14,7 @@ from covel.store.v1 import store_pb2
 from services.store.lorebook import entry_to_proto
 from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, LorebookRow, MessageRow, PluginDataRow
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto
+from services.store.settlements import pending_settlements
 from shared.structs import to_struct, to_value
 
 
@@ -40,7 +41,8 @@ def plugin_data_read(db: Session, session_id: str, scope: store_pb2.PluginDataSc
 
 
 def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
-    """The session's character schema, characters (by id) and dimensions (by id)."""
+    """The session's character schema, characters (by id), dimensions (by id), lorebook and open
+    dimension settlement receipts (oldest source turn first)."""
     connection = db.connection()
     schema = connection.execute(_SCHEMA, {"b_session": session_id}).one_or_none()
     world = store_pb2.GetWorldResponse()
@@ -56,6 +58,7 @@ def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
                             schema=to_struct(row.schema), value=to_value(row.value), version=row.version, turn_id=row.turn_id or "")
         for row in connection.execute(_DIMENSIONS, {"b_session": session_id}))
     world.lorebook.extend(entry_to_proto(row) for row in connection.execute(_LOREBOOK, {"b_session": session_id}))
+    world.pending_settlements.extend(pending_settlements(connection, session_id))
     return world
 
 

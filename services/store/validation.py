@@ -13,7 +13,7 @@ from shared.structs import from_struct
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 PHASES = ("setup", "playing")
-ORIGINS = ("player", "continuation", "manual", "background")
+ORIGINS = ("player", "continuation", "manual", "background", "settlement")
 IDEMPOTENCY_KEY_MAX = 128
 PLUGIN_ID_MAX = 200
 # AcquireTurnLease's reads.plugin_data: the scopes one lease reads at most.
@@ -24,6 +24,8 @@ OWNER_MAX = 200
 # Leases: ttl and wait are bounded so a typo cannot lock a session for a day.
 LEASE_TTL_MAX_MS = 60 * 60 * 1000
 LEASE_WAIT_MAX_MS = 5 * 60 * 1000
+# ResolveSettlement: how a person closes an open receipt (services/store/settlements.py).
+SETTLEMENT_RESOLUTIONS = ("handled", "skipped")
 FINISHED_STATUSES = (store_pb2.TURN_STATUS_COMMITTED, store_pb2.TURN_STATUS_ABORTED, store_pb2.TURN_STATUS_FAILED)
 
 
@@ -193,6 +195,31 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
     for index, plugin_id in enumerate(request.dimension_owners):
         require(plugin_id, f"dimension_owners[{index}]", "a plugin id")
     _detached_jobs(request.detached_jobs)
+    _settlement_duties(request.settlements, request.turn.id)
+
+
+def _settlement_duties(duties: Iterable[store_pb2.SettlementDuty], turn_id: str) -> None:
+    owed: set[tuple[str, str]] = set()
+    for index, duty in enumerate(duties):
+        where = f"settlements[{index}]"
+        for field, what in (("plugin_id", "the maintainer's plugin"), ("runtime_id", "the dimension maintainer runtime")):
+            require(getattr(duty, field), f"{where}.{field}", what)
+            if len(getattr(duty, field)) > PLUGIN_ID_MAX:
+                raise invalid_argument(f"{where}.{field}", f"is longer than {PLUGIN_ID_MAX} characters")
+        if duty.retry_from_turn_id and duty.retry_from_turn_id == turn_id:
+            raise invalid_argument(f"{where}.retry_from_turn_id", "names this turn; a retry names the earlier turn whose receipt is open")
+        if (duty.retry_from_turn_id, duty.runtime_id) in owed:
+            raise invalid_argument(f"{where}.runtime_id", "one duty per runtime per source turn")
+        owed.add((duty.retry_from_turn_id, duty.runtime_id))
+
+
+def resolve_settlement(request: store_pb2.ResolveSettlementRequest) -> None:
+    session_id(request.session_id)
+    require(request.source_turn_id, "source_turn_id", "the turn whose receipt is open (DimensionSettlement.source_turn_id)")
+    require(request.runtime_id, "runtime_id", "the maintainer runtime of the receipt")
+    if request.resolution not in SETTLEMENT_RESOLUTIONS:
+        raise invalid_argument("resolution", f"is {request.resolution!r}; use handled or skipped (a retry goes through the "
+                                             "scheduler, which settles the receipt with CommitTurn)")
 
 
 def _dataset_policies(policies: Iterable[store_pb2.DatasetPolicy]) -> None:

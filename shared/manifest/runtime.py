@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from shared.manifest.base import Cardinality, ManifestModel
 
 Stage = Literal["setup", "pre-turn", "narrative", "post-turn", "audit"]
-KernelInputName = Literal["turn-digest@1", "operations@1"]
+KernelInputName = Literal["turn-digest@1", "operations@1", "world.dimensions@1", "session.world-context@1"]
 
 
 # ----- schedule --------------------------------------------------------------------------------

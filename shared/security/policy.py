@@ -49,7 +49,8 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
                        "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
-                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs")
+                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs",
+                       "ListSettlements", "ResolveSettlement")
     },
     "covel.registry.v1.PluginRegistry": {
         "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),

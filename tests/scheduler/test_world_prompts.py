@@ -7,7 +7,7 @@ import json
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.dimension_tools import add_dimension_tools, dimension_snapshot
+from services.scheduler.agent.dimension_tools import add_dimension_tools, add_update_dimensions, dimension_snapshot
 from services.scheduler.agent.prompt_templates import render, template_values
 from services.scheduler.agent.tools import KernelTools
 from shared.structs import to_struct, to_value
@@ -88,3 +88,26 @@ async def test_memory_search_finds_lorebook_entries() -> None:
     hits = await AgentExecution._memory_search(None, "s", [], "stolen lens", 5, entries)  # type: ignore[arg-type]
     assert [(h["source"], h["owner"], h["id"]) for h in hits] == [("lorebook", "world", "lighthouse")]
     assert "lens" in hits[0]["text"]
+
+
+async def test_update_dimensions_adds_the_versions_read_and_refuses_what_the_model_can_correct() -> None:
+    tools = KernelTools()
+    add_update_dimensions(tools, dimension_snapshot(world()))
+    update = tools.tools["update-dimensions"].handler
+    assert not tools.is_read_only("update-dimensions")
+    refused = {
+        "moon": await update({"updates": [{"id": "moon", "value": 1}]}),
+        "schema": await update({"updates": [{"id": "lighthouse", "value": "burning"}]}),
+        "twice": await update({"updates": [{"id": "tide", "value": {}}, {"id": "tide", "value": {}}]}),
+        "no value": await update({"updates": [{"id": "tide"}]}),
+        "shape": await update({"updates": "all of them"}),
+    }
+    assert {name: answer["error"]["code"] for name, answer in refused.items()} == {
+        "moon": "not-found", "schema": "schema-violation", "twice": "invalid-input", "no value": "invalid-input", "shape": "invalid-input"}
+    assert "'burning' is not one of" in refused["schema"]["error"]["message"] and tools.tool_writes == []
+    assert (await update({"updates": [{"id": "lighthouse", "value": "lit"}]}))["data"] == {"settled": True, "updated": ["lighthouse"]}
+    assert (await update({"updates": []}))["ok"]
+    assert tools.tool_writes == [
+        {"type": "dimension.update", "payload": {"updates": [{"id": "lighthouse", "value": "lit", "expectedVersion": 3}]}},
+        {"type": "dimension.update", "payload": {"updates": []}},
+    ]

@@ -17,7 +17,12 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.dimension_tools import add_dimension_tools, dimension_snapshot
+from services.scheduler.agent.dimension_tools import (
+    UPDATE_DIMENSIONS,
+    add_dimension_tools,
+    add_update_dimensions,
+    dimension_snapshot,
+)
 from services.scheduler.agent.loop import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
 from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.prompt_segments import dynamic_segments
@@ -90,6 +95,10 @@ class AgentExecution:
             lore = [entry for entry in (run.world.lorebook if run.world is not None else []) if not entry.disabled]
             if searchable or lore:
                 add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit, lore))
+        elif manifest.agent_part.finish_with == UPDATE_DIMENSIONS:
+            # A dimension maintainer: it reads the dimensions as the turn found them and settles them.
+            add_dimension_tools(tools, dimension_snapshot(run.world))
+            add_update_dimensions(tools, dimension_snapshot(run.world))
         started = time.monotonic()
         loop_timeout_s = manifest.agent_part.loop.timeout_ms / 1000
         subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started),

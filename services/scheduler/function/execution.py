@@ -29,6 +29,8 @@ from services.scheduler.turn.inputs import CommittedExports, Export, InputChecke
 from services.scheduler.turn.player_input import action_dict
 from services.scheduler.turn.progress import ProgressRange
 from services.scheduler.turn.state import RunningTurn, TurnState
+from services.scheduler.turn.world_context import POINT as WORLD_CONTEXT
+from services.scheduler.turn.world_context import world_context
 from shared.ids import new_id
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import InputSource
@@ -117,6 +119,10 @@ class FunctionExecution:
         inputs read the recorded exports as usual."""
         specs = manifest.io.inputs
         bindings = manifest.io.bindings()
+        if WORLD_CONTEXT in manifest.io.kernel_inputs() and self._hooks is not None:
+            hooks = self._hooks
+            run.world_context = await run.read_once(WORLD_CONTEXT, lambda: world_context(
+                hooks, scope, run.session, run.world, run.packages.values()))
         committed_specs = {b: s for b, s in bindings.items() if s.scope == "committed"}
         committed = await self.committed_exports(scope.session.id, run) if committed_specs else None
         checker = None

@@ -26,6 +26,7 @@ from services.scheduler.turn.commit_rules import (
     veto,
     whole_turn_units,
 )
+from services.scheduler.turn.settlements import duties
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import Emit, TurnStream
 from services.scheduler.world_records import character_records
@@ -96,7 +97,7 @@ class TurnCommit:
             session = run.session if run.session is not None else store_pb2.Session(id=turn.session_id, phase="playing")
             extras = {"dependencies": unit_dependencies(run), "detached_jobs": run.detached_jobs,
                       "datasets": dataset_policies(run.packages, proposals), "dimension_owners": dimension_owners(run.packages),
-                      **setup_commit(turn.runtime_results, run, session)}
+                      "settlements": duties(run), **setup_commit(turn.runtime_results, run, session)}
         reply = await self._store.CommitTurn(
             store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,
                                         release_lease=True, **extras),

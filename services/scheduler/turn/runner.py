@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import cast
@@ -47,10 +48,12 @@ from services.scheduler.turn.plugin_data_reads import seed as seed_plugin_data
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
+from services.scheduler.turn.settlements import SETTLEMENT_ORIGIN, STORY_ORIGINS, blocked, open_receipts, to_retry
 from services.scheduler.turn.stages import StageRunner
 from services.scheduler.turn.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.turn.stream import Emit, TurnStream, concealing
 from services.scheduler.turn.unit import UnitRunner
+from shared.errors import ServiceError
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
@@ -73,16 +76,29 @@ class TurnRequest:
     detached_job: store_pb2.DetachedJob | None = None
     # A submit's turns (its own and its continuations): Cancel stops them, even one still taking its lease.
     stop: AdvanceStop | None = None
+    # A settlement retry: the open receipt whose maintainer this execution runs on the source turn's inputs.
+    settlement: store_pb2.DimensionSettlement | None = None
+    # The kernel already retried the session's open receipts for this request (settlements.py).
+    settled_first: bool = False
 
     @property
     def named_runtime_id(self) -> str:
-        """The one runtime a detached job or RunManual names ("" for a turn that schedules its own)."""
-        return self.detached_job.runtime_id if self.detached_job is not None else self.manual_runtime_id
+        """The one runtime a detached job, a settlement retry or RunManual names ("" for a turn that schedules its own)."""
+        if self.detached_job is not None:
+            return self.detached_job.runtime_id
+        return self.settlement.runtime_id if self.settlement is not None else self.manual_runtime_id
 
     @property
     def runs_one_runtime(self) -> bool:
-        """RunManual and a detached job run their runtime alone: no stages, event chain or compaction."""
-        return bool(self.manual_runtime_id) or self.detached_job is not None
+        """RunManual, a detached job and a settlement retry run their runtime alone: no stages, event chain or compaction."""
+        return bool(self.manual_runtime_id) or self.detached_job is not None or self.settlement is not None
+
+    @property
+    def source_turn_id(self) -> str:
+        """The turn a detached job or a settlement retry follows up ("" otherwise)."""
+        if self.detached_job is not None:
+            return self.detached_job.turn_id
+        return self.settlement.source_turn_id if self.settlement is not None else ""
 
 
 @dataclass(eq=False)
@@ -211,6 +227,10 @@ class TurnRunner:
             check_retry(lease_reply.existing_turn, request)
             return lease_reply.existing_turn
         lease, session = lease_reply.lease, lease_reply.session
+        receipts = open_receipts(lease_reply.world) if request.origin in STORY_ORIGINS else []
+        if receipts:
+            await self._lease.release(lease)
+            return await self._settle_first(request, receipts, emit)
         self.sessions.note(session)
         turn = _new_turn(request, lease, session)
         renewer = asyncio.create_task(self._lease.keep(lease))
@@ -248,6 +268,31 @@ class TurnRunner:
                 del self._running[session.id]
                 # Interjections nobody read before the turn ended do not leak into the next one.
                 self._interjections.pop(session.id, None)
+
+    async def _settle_first(self, request: TurnRequest, receipts: list[store_pb2.DimensionSettlement], emit: Emit) -> store_pb2.Turn:
+        """Open settlement receipts before a story turn: the kernel retries once those nobody retried yet, then
+        plays the turn if that settled them all; else the action waits (FAILED_PRECONDITION saying what to do)."""
+        retry = to_retry(receipts)
+        if not retry or request.settled_first:
+            raise blocked(receipts)
+        for receipt in retry:
+            key = f"{request.idempotency_key}:settlement:{receipt.source_turn_id}" if request.idempotency_key else ""
+            try:
+                await self.retry_settlement(request.session_id, receipt, key)
+            except ServiceError as error:
+                # Its maintainer cannot run now (e.g. its plugin was turned off): the block below says the receipt is open.
+                log.warning("settlement.retry_not_run", session_id=request.session_id, runtime_id=receipt.runtime_id, why=error.message)
+        return await self.run(dataclasses.replace(request, settled_first=True), emit)
+
+    async def retry_settlement(self, session_id: str, receipt: store_pb2.DimensionSettlement, idempotency_key: str) -> store_pb2.Turn:
+        """A turn of origin "settlement": the receipt's maintainer alone, on its source turn's inputs; its commit
+        settles the receipt or records why not. Its events reach no client stream."""
+
+        async def unseen(_event) -> None:
+            return None
+
+        retry = TurnRequest(session_id, [], idempotency_key, origin=SETTLEMENT_ORIGIN, settlement=receipt)
+        return await self.run_observed(retry, unseen)
 
     async def _run_leased(
         self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, read: LeaseReads, turn: store_pb2.Turn,
@@ -288,7 +333,8 @@ class TurnRunner:
                                logical_turn=turn.logical_turn)
         runtimes = loaded_runtimes(packages)
         manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
-        named = named_runtime(request.named_runtime_id, detached=request.detached_job is not None, runtimes=runtimes,
+        named = named_runtime(request.named_runtime_id, detached=request.detached_job is not None or request.settlement is not None,
+                              runtimes=runtimes,
                               manifests=manifests, sitting=sitting, unavailable=unavailable)
         return TurnPlugins(packages, runtimes, manifests, sitting, unavailable, scope, named)
 
@@ -360,6 +406,10 @@ class TurnRunner:
             run.proposals.append(compacted.proposal)
         if request.detached_job is not None:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
+        if request.settlement is not None:
+            run.source_inputs = from_struct(request.settlement.input).get("inputs") or {}
+            run.retry_from_turn_id = request.settlement.source_turn_id
+            run.activation = {"retryFromTurnId": request.settlement.source_turn_id}
         return run
 
     async def _history(self, request: TurnRequest, plugins: TurnPlugins, session_id: str, read: LeaseReads) -> list[common_pb2.Message]:
@@ -375,6 +425,7 @@ class TurnRunner:
     # -- phases: stages, event chain, detached --
     async def _run_stages(self, request: TurnRequest, plugins: TurnPlugins, selected: list, run: TurnState, stream: TurnStream) -> None:
         scope = plugins.scope
+        run.scheduled = [runtime.runtime_id for runtime in selected]
         if request.runs_one_runtime:
             if selected:
                 await self._stages.run_stage(selected, run, scope, stream)
@@ -445,5 +496,5 @@ def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_p
         id=lease.turn_id, session_id=session.id, logical_turn=lease.logical_turn, idempotency_key=request.idempotency_key,
         actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != "system"]),
         origin=request.origin, started_at=now(), trace_id=tracing.current_trace_id(),
-        source_turn_id=request.detached_job.turn_id if request.detached_job is not None else "",
+        source_turn_id=request.source_turn_id,
     )

@@ -142,6 +142,13 @@ class TurnState:
     # runtime id -> the units whose staged operations its operations@1 input read.
     operation_reads: dict[str, set[str]] = field(default_factory=dict)
     _last_player_input: dict[str, Any] | None = None
+    # runtime id -> the inputs it was bound; the runtimes the schedule picked this turn (turn/settlements.py).
+    bound_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    scheduled: list[str] = field(default_factory=list)
+    # The open receipt a settlement retry (origin "settlement") runs for.
+    retry_from_turn_id: str = ""
+    # session.world-context@1, once a runtime of the turn bound it (turn/world_context.py).
+    world_context: dict[str, Any] | None = None
 
     def output_contracts(self) -> dict[str, str]:
         """runtime id -> its io.output.contract, for every runtime of the session's packages."""
@@ -170,7 +177,10 @@ class TurnState:
         if scope.session.locale:
             digest["locale"] = scope.session.locale
         operations = [note.value() for note in self._committable_operations(committable)]
-        return {"turn-digest@1": digest, "operations@1": {"operations": operations}, "world.dimensions@1": self.dimensions_snapshot()}
+        inputs = {"turn-digest@1": digest, "operations@1": {"operations": operations}, "world.dimensions@1": self.dimensions_snapshot()}
+        if self.world_context is not None:
+            inputs["session.world-context@1"] = self.world_context
+        return inputs
 
     def dimensions_snapshot(self) -> dict[str, Any]:
         """world.dimensions@1: {id: {name, description?, schema, value, version}} as the turn found them (committed,

@@ -74,6 +74,7 @@ class UnitRunner:
         )
         await stream.record(pre.trace)
         inputs, input_gate = await self._functions.bind(runtime, scope, run, manifest)
+        run.bound_inputs[runtime.runtime_id] = inputs  # a dimension maintainer's receipt keeps them (turn/settlements.py)
         if reads_operations(manifest):
             run.operation_reads[runtime.runtime_id] = run.operation_units()
         guarded = None
