@@ -20,10 +20,11 @@ from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
 from services.hooks.sandboxed_entries import load_sandboxed
 from services.scheduler.function import runtime
-from services.scheduler.function.runtime import FunctionContext, PluginDataView, SeededRandom
+from services.scheduler.function.runtime import FunctionContext, PluginDataView
 from services.scheduler.function.sandboxed import run_sandboxed
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal
+from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.sandbox import SandboxPool, SandboxSettings
 
 HANDLERS = 5

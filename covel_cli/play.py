@@ -112,7 +112,32 @@ def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
         after = advance["after"]
         lines.append(f"🕰 day {after['day']}, {after['time']} ({after['period']}): +{advance['elapsedMinutes']} min, {advance['reason']}")
     suggestions = [str(s) for s in (outputs.get("guide") or {}).get("suggestions") or []]
+    for result in turn.runtime_results:
+        lines.extend(shown_lines(result))
     return lines, suggestions
+
+
+NOTIFICATION_MARKS = {"info": "ℹ", "success": "✓", "warning": "!", "error": "✗"}
+
+
+def shown_lines(result: store_pb2.RuntimeResult) -> list[str]:
+    """A runtime's notifications, UI blocks (as short summaries) and interactions, one line each."""
+    lines = [f"{NOTIFICATION_MARKS.get(n.level, 'ℹ')} {n.title + ': ' if n.title else ''}{n.text}" for n in result.notifications]
+    for block in result.ui:
+        texts = [str(from_struct(part).get("text") or from_struct(part).get("label") or "") for part in block.parts]
+        summary = "; ".join(text for text in texts if text)[:120]
+        lines.append(f"▤ {block.title or block.id or block.plugin_id}{': ' + summary if summary else ''}")
+    for asked in result.interactions:
+        spec = from_struct(asked.spec)
+        if asked.kind == "choice":
+            options = ", ".join(str(o.get("label")) for o in spec.get("options") or [])
+            lines.append(f"? {asked.prompt or asked.title} ({options})")
+        elif asked.kind == "form":
+            fields = ", ".join(spec.get("fieldOrder") or (spec.get("schema") or {}).get("properties") or {})
+            lines.append(f"? {asked.title or asked.prompt or 'a form'}: {fields}")
+        else:
+            lines.append(f"? {asked.prompt} (yes / no)")
+    return lines
 
 
 class Progress:

@@ -173,6 +173,9 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
         row.status, row.abort_reason, row.narrative = "failed", applied.failure, ""
     elif not row.narrative:
         row.narrative = "\n\n".join(message.text for message in applied.messages if message.role == "story")
+    if _unshow_uncommitted(turn, row.status, applied.discarded_units):
+        row.runtime_results = messages_to_json(turn.runtime_results)
+        connection.execute(_TURN_RESULT, {"b_id": row.id, "runtime_results": row.runtime_results})
     jobs: list[DetachedJobRow] = []
     if row.status == "committed" and request.detached_jobs:
         jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
@@ -203,6 +206,19 @@ _TURNS = cast(Table, TurnRow.__table__)
 # The session columns a commit changes (_advance_session, _apply_committed).
 _ADVANCED = ("recorded_turns", "last_message_seq", "completed_player_turns", "phase", "setup_runtimes", "updated_at")
 _TRACES = cast(Table, TurnTraceRow.__table__)
+
+
+def _unshow_uncommitted(turn: store_pb2.Turn, status: str, discarded: list[store_pb2.DiscardedUnit]) -> bool:
+    """A runtime whose unit did not commit (or of a turn that did not) shows the player nothing: its notifications,
+    UI blocks and interactions are dropped from its result. Whether any was."""
+    units = {unit.unit_runtime_id for unit in discarded}
+    changed = False
+    for result in turn.runtime_results:
+        if (status != "committed" or result.runtime_id in units) and (result.notifications or result.ui or result.interactions):
+            for name in ("notifications", "ui", "interactions"):
+                result.ClearField(name)
+            changed = True
+    return changed
 
 
 def _earlier_record(db: Session, session: SessionRow, turn: store_pb2.Turn) -> TurnRow | None:

@@ -32,3 +32,55 @@ class _JsonNull:
 
 
 NULL = _JsonNull()
+
+
+class _NoValue:
+    """HandlerResult.value when the handler gives no business value."""
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+NO_VALUE = _NoValue()
+COMPLETIONS = ("done", "pending")
+
+
+class HandlerResult:
+    """A handler's result with more than a value: its business value (leave it out for none; NULL for JSON
+    null), its explicit side effects, and, for a setup runtime, whether its work is done:
+
+        from shared.plugin_sdk.values import HandlerResult
+
+        def handler(ctx):
+            return HandlerResult({"greeted": True},
+                                 effects={"notifications": [{"level": "info", "text": "Welcome!"}]},
+                                 completion="done")
+
+    effects: {proposals: [{type, payload}], events: [{topic, payload?}], pluginData: [{namespace, key, value}
+    or {namespace, key, delete: true}], interactions: [{...}], notifications: [{...}], ui: [{parts: [{...}]}]}.
+    A business value holding keys named like these has no effect: only effects do.
+    """
+
+    __slots__ = ("completion", "effects", "value")
+
+    def __init__(self, value: object = NO_VALUE, *, effects: dict | None = None, completion: str | None = None) -> None:
+        self.value = value
+        self.effects = effects
+        self.completion = completion
+
+    def __repr__(self) -> str:
+        return f"HandlerResult(value={self.value!r}, effects={self.effects!r}, completion={self.completion!r})"
+
+
+def result_message(result: object) -> dict:
+    """What a handler returned, as the worker sends it to the host: {kind: none | null | value, v?, effects?, completion?}."""
+    effects = completion = None
+    if isinstance(result, HandlerResult):
+        effects, completion = result.effects, result.completion
+        result = None if result.value is NO_VALUE else result.value
+    message: dict = {"kind": "none"} if result is None else {"kind": "null"} if result is NULL else {"kind": "value", "v": result}
+    if effects is not None:
+        message["effects"] = effects
+    if completion is not None:
+        message["completion"] = completion
+    return message

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from shared.plugin_code import PluginFile, load_callable, loaded_callable
 from shared.plugin_sdk import freeze, json_copy
 from shared.plugin_sdk.http_client import PluginHttpClient
-from shared.plugin_sdk.values import NULL
+from shared.plugin_sdk.seeded_random import SeededRandom
+from shared.plugin_sdk.values import result_message
 
 if TYPE_CHECKING:
     from shared.sandbox.worker import Call, WorkerServer
@@ -156,8 +157,6 @@ class SandboxFunctionContext:
     """ctx of a function handler or guard in the sandbox (see the module doc)."""
 
     def __init__(self, server: WorkerServer, call: Call, data: dict[str, Any]) -> None:
-        from services.scheduler.function.runtime import SeededRandom
-
         self._server, self._call = server, call
         self.runtime_id: str = data["runtime_id"]
         self.plugin_id: str = data["plugin_id"]
@@ -198,14 +197,9 @@ class SandboxFunctionContext:
 
 
 async def run_handler(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    """Import the handler (or guard) file and call it: {kind: none | null | value, v}."""
+    """Import the handler (or guard) file and call it: {kind: none | null | value, v?, effects?, completion?}."""
     file = PluginFile(server.plugin_id, Path(server.isolation.path_of(str(args["root"]))), str(args["file"]))
     entry, epoch = str(args.get("entry") or "handler"), args.get("epoch")
     # Loaded already this turn: found on the loop; else imported (blocking work) in a plugin thread.
     handler = loaded_callable(file, entry, epoch=epoch) or await server.run_plugin(call, load_callable, file, entry, epoch=epoch)
-    result = await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"]))
-    if result is None:
-        return {"kind": "none"}
-    if result is NULL:
-        return {"kind": "null"}
-    return {"kind": "value", "v": result}
+    return result_message(await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"])))

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from covel.store.v1 import store_pb2
-from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, plugin_lines, roll_line, scripted_reader, turn_summary
+from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, plugin_lines, roll_line, scripted_reader, shown_lines, turn_summary
 from shared.structs import to_struct
 
 
@@ -48,6 +48,7 @@ def test_plugin_lines_name_items_and_characters_and_list_the_suggestions() -> No
         "🕰 day 1, 21:15 (evening): +45 min, travel",
     ]
     assert suggestions == ["I look back at the inn.", "I knock on the lighthouse door.", "I wait."]
+
     assert turn_summary(turn, 2.5) == (
         "[turn 4 committed in 2.50s: ✓ dice-check/roller 0.1s, ✓ narrator 2.4s, ✓ inventory/apply 0.1s, ✓ affinity/apply 0.1s, "
         "✓ world-time/advance 0.1s, ✓ guide 0.1s, ✗ affinity/judge 0.1s (invalid-output)]")
@@ -79,3 +80,17 @@ async def test_the_demo_actions_over_grpc_show_every_plugin_line(services) -> No
     rolled = re.search(r"🎲 2d6\+1: \[(\d), (\d)\] \+ 1 = (\d+)", roll)
     assert rolled and int(rolled[1]) + int(rolled[2]) + 1 == int(rolled[3]), roll
     assert re.search(r"\[turn \d+ committed in \d+\.\d\ds: ✓ dice-check/roll \d+\.\ds\]", roll), roll
+
+
+def test_shown_effects_are_one_line_each() -> None:
+    shown = store_pb2.RuntimeResult(
+        notifications=[store_pb2.Notification(level="warning", title="Storm", text="The tide is rising.")],
+        ui=[store_pb2.UiBlock(id="sheet", title="Sheet", parts=[to_struct({"type": "text", "text": "Mira, scout"}),
+                                                                  to_struct({"type": "stat", "label": "HP 7/10"})])],
+        interactions=[store_pb2.Interaction(kind="choice", prompt="Which door?", spec=to_struct({"options": [
+                          {"id": "l", "label": "Left"}, {"id": "r", "label": "Right"}]})),
+                      store_pb2.Interaction(kind="form", title="Your hero", spec=to_struct({"schema": {"properties": {"name": {}, "age": {}}},
+                                                                                         "fieldOrder": ["name", "age"]})),
+                      store_pb2.Interaction(kind="confirm", prompt="Rest here?")])
+    assert shown_lines(shown) == ["! Storm: The tide is rising.", "▤ Sheet: Mira, scout; HP 7/10", "? Which door? (Left, Right)",
+                                  "? Your hero: name, age", "? Rest here? (yes / no)"]

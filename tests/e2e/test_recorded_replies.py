@@ -58,9 +58,28 @@ async def stack(tmp_path_factory):
         yield model, stub, store
 
 
-async def new_session(stub, locale: str = "en") -> str:
+# Every session this module started: a test waits for their detached jobs before it counts model requests.
+SESSIONS: list[str] = []
+
+
+async def new_session(stub, locale: str = "en", store=None) -> str:
+    """A session in the world; with `store`, once the earlier sessions' detached jobs are done (a late
+    memory/extract of an earlier test would otherwise ask the model in the middle of this one)."""
+    if store is not None:
+        await detached_jobs_done(store)
     request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, locale=locale)
-    return (await stub.CreateSession(request)).session.id
+    SESSIONS.append((await stub.CreateSession(request)).session.id)
+    return SESSIONS[-1]
+
+
+async def detached_jobs_done(store, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    for session_id in SESSIONS:
+        while asyncio.get_running_loop().time() < deadline:
+            jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session_id))).jobs
+            if all(job.status not in ("queued", "running") for job in jobs):
+                break
+            await asyncio.sleep(0.1)
 
 
 async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
@@ -132,7 +151,7 @@ ENGLISH_2 = {
 
 async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> None:
     model, stub, store = stack
-    session_id = await new_session(stub)
+    session_id = await new_session(stub, store=store)
     model.requests.clear()
     model.replies = ENGLISH
     first = await play(stub, session_id, TURN_1)
@@ -258,7 +277,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
 
 async def test_chinese_session_sends_the_zh_prompts_and_keeps_chinese_answers(stack) -> None:
     model, stub, store = stack
-    session_id = await new_session(stub, "zh")
+    session_id = await new_session(stub, "zh", store=store)
     model.requests.clear()
     model.replies = {
         "narrator": [recorded("narrator-zh-1")],
@@ -298,7 +317,7 @@ async def test_chinese_session_sends_the_zh_prompts_and_keeps_chinese_answers(st
 
 async def test_answers_that_break_the_schema_fail_their_runtime_and_commit_nothing(stack) -> None:
     model, stub, store = stack
-    session_id = await new_session(stub)
+    session_id = await new_session(stub, store=store)
     model.requests.clear()
     model.replies = {**ENGLISH, "affinity/judge": [recorded("affinity-judge-bad-delta")], "guide": [recorded("guide-bad-prose")],
                      "memory/extract": [recorded("memory-extract-bad-record"), recorded("memory-extract-en-1b")]}
@@ -324,7 +343,7 @@ async def test_answers_that_break_the_schema_fail_their_runtime_and_commit_nothi
 
 async def test_an_empty_story_answer_fails_the_turn_and_nothing_commits(stack) -> None:
     model, stub, store = stack
-    session_id = await new_session(stub)
+    session_id = await new_session(stub, store=store)
     model.requests.clear()
     model.replies = {**ENGLISH, "narrator": [recorded("narrator-bad-empty")]}
     turn = await play(stub, session_id, TURN_1)
@@ -340,7 +359,7 @@ async def test_a_model_cannot_emit_dice_the_roller_did_not_roll(stack) -> None:
     refuses it and tells the model the turn's real roll; the model then repeats the real roll,
     which passes, and the recorder counts the roll once."""
     model, stub, store = stack
-    session_id = await new_session(stub)
+    session_id = await new_session(stub, store=store)
     model.requests.clear()
     model.replies = {**ENGLISH, "narrator": [recorded("narrator-en-dice-a"), recorded("narrator-en-dice-b"), recorded("narrator-en-dice-c")]}
     turn = await play(stub, session_id, "I climb the wall of the inn.")
@@ -376,7 +395,9 @@ async def test_cost_gate_counts_the_providers_usage_of_every_call(stack) -> None
     request = scheduler_pb2.CreateSessionRequest(world_id=WORLD)
     for plugin_id, values in {"cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 5000}}.items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    await detached_jobs_done(store)
     session_id = (await stub.CreateSession(request)).session.id
+    SESSIONS.append(session_id)
     model.requests.clear()
     model.replies = ENGLISH
     assert (await play(stub, session_id, TURN_1)).status == store_pb2.TURN_STATUS_COMMITTED
@@ -423,7 +444,9 @@ async def test_summaries_reach_the_story_and_the_guide_but_not_windowed_bookkeep
     request = scheduler_pb2.CreateSessionRequest(world_id=WORLD)
     for plugin_id, values in {"history-compaction": {"budgetChars": 200, "keepTurns": 1}}.items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
+    await detached_jobs_done(store)
     session_id = (await stub.CreateSession(request)).session.id
+    SESSIONS.append(session_id)
     for replies, text in ((ENGLISH, TURN_1), (ENGLISH_2, TURN_2), (ENGLISH_2, "I ask Tobin about Hal Brennan's boat.")):
         model.requests.clear()
         model.replies = replies

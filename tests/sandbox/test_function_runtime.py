@@ -10,10 +10,11 @@ from types import MappingProxyType
 
 import pytest
 
-from services.scheduler.function.runtime import FunctionContext, PluginDataView, SeededRandom
+from services.scheduler.function.runtime import FunctionContext, PluginDataView
 from services.scheduler.function.sandboxed import run_sandboxed
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal
+from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.sandbox import SandboxPool, SandboxSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

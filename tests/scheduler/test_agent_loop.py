@@ -83,6 +83,27 @@ async def test_invalid_system_output_gets_one_tool_less_repair_then_fails():
     assert outcome.status == "failed" and "not JSON" in outcome.reason and len(gateway.requests) == 1
 
 
+async def test_pre_game_done_in_the_final_answer_is_the_completion_signal_not_output():
+    gateway = FakeGateway([reply(json.dumps({"mood": "calm", "preGameDone": True, "interactions": [{"kind": "confirm"}]}))])
+    outcome = await run(runtime(), gateway, output_schemas=SCHEMA)
+    assert outcome.status == "success" and outcome.output == {"mood": "calm"} and outcome.completion == "done"
+    assert outcome.shown == {}, "a model cannot write interactions: only tools make them"
+    gateway = FakeGateway([reply(json.dumps({"mood": "tense", "completion": "pending"}))])
+    outcome = await run(runtime(), gateway, output_schemas=SCHEMA)
+    assert (outcome.output, outcome.completion) == ({"mood": "tense"}, "pending")
+
+
+def test_a_finishing_tools_effects_count_and_are_checked():
+    form = {"kind": "form", "schema": {"type": "object", "properties": {"name": {"type": "string"}}}}
+    business, shown, completion = answers.completion_split(
+        {"saved": True, "interactions": [form], "notifications": [{"text": "Saved."}], "preGameDone": True}, from_tool=True)
+    assert (business, completion) == ({"saved": True}, "done") and shown == {"interactions": [form], "notifications": [{"text": "Saved."}]}
+    with pytest.raises(answers.ShownInvalid, match=r"notifications\[0\].text must be a non-empty string"):
+        answers.completion_split({"notifications": [{"text": ""}]}, from_tool=True)
+    with pytest.raises(answers.ShownInvalid, match="options must be 1-20 objects"):
+        answers.completion_split({"interactions": [{"kind": "choice", "prompt": "Which?"}]}, from_tool=True)
+
+
 def test_split_effects_keeps_events_without_topic():
     assert split_effects({"a": 1, "ui": [], "events": [{"topic": "x"}, {"kind": "fight"}]}, "r") == {
         "a": 1, "events": [{"kind": "fight"}]}

@@ -3,7 +3,7 @@
 def test_random_int_is_half_open_seeded_and_checked():
     import pytest
 
-    from services.scheduler.function.runtime import SeededRandom
+    from shared.plugin_sdk.seeded_random import SeededRandom
 
     rolls = [SeededRandom("seed").int(1, 7) for _ in range(1)] + [SeededRandom("seed").int(1, 7)]
     assert rolls[0] == rolls[1]
@@ -20,7 +20,7 @@ def test_a_random_snapshot_rolls_on_as_the_original():
     """A sandbox worker rebuilds ctx.random from its seed (fresh) or its state (drawn from): same rolls either way."""
     import json
 
-    from services.scheduler.function.runtime import SeededRandom
+    from shared.plugin_sdk.seeded_random import SeededRandom
 
     for draws in (0, 3):
         original, twin = SeededRandom("snap"), SeededRandom("snap")
@@ -37,8 +37,9 @@ def test_a_random_snapshot_rolls_on_as_the_original():
 def _context():
     from types import MappingProxyType
 
-    from services.scheduler.function.runtime import FunctionContext, PluginDataView, SeededRandom
+    from services.scheduler.function.runtime import FunctionContext, PluginDataView
     from shared.plugin_sdk import CancellationSignal
+    from shared.plugin_sdk.seeded_random import SeededRandom
 
     async def nothing_committed(namespace):
         return {}
@@ -120,7 +121,7 @@ async def test_null_is_a_value_and_returning_nothing_is_not(tmp_path):
 
 
 def test_covel_random_seed_makes_seeded_random_repeat(monkeypatch):
-    from services.scheduler.function.runtime import seeded_random
+    from shared.plugin_sdk.seeded_random import seeded_random
 
     def rolls(turn=3, runtime="probe/dice", session="s1"):
         die = seeded_random(turn, runtime, session)

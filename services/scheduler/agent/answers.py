@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from services.scheduler.turn.player_effects import ShownInvalid, check_shown
 from services.scheduler.turn.story_output import story_problems
 from shared import json_schemas
 from shared.logs import get_logger
@@ -27,6 +28,32 @@ def split_effects(value: dict[str, Any], runtime_id: str) -> dict[str, Any]:
     if dropped:
         log.warning("model-written effect fields ignored", runtime_id=runtime_id, fields=dropped)
     return kept
+
+
+SHOWN_FIELDS = ("interactions", "notifications", "ui")
+
+
+def completion_split(output: dict[str, Any], *, from_tool: bool) -> tuple[dict[str, Any], dict[str, list], str | None]:
+    """The agent boundary (spec: Agent 的输出): `preGameDone: true` or `completion` in the final output becomes the
+    completion signal, left out of the business output; a finishing tool's interactions, notifications and ui
+    (it is on the agent's tool list) become its shown effects. ShownInvalid for a malformed one."""
+    business = dict(output)
+    completion = business.pop("completion", None)
+    if business.pop("preGameDone", None) is True:
+        completion = "done"
+    if completion not in ("done", "pending"):
+        completion = None
+    shown: dict[str, list] = {}
+    if from_tool:
+        for name in SHOWN_FIELDS:
+            items = business.pop(name, None)
+            if items is None:
+                continue
+            if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+                raise ShownInvalid(f"{name} must be an array of objects")
+            check_shown(name, items)
+            shown[name] = items
+    return business, shown, completion
 
 
 def log_model_effects(content: str, runtime_id: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.scheduler.agent import loop_rules
-from services.scheduler.agent.answers import log_model_effects
+from services.scheduler.agent.answers import completion_split, log_model_effects
 from services.scheduler.agent.context import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
 from services.scheduler.agent.corrections import CorrectionSteps, interjection_message
 from services.scheduler.agent.loop_profile import loop_settings
@@ -40,6 +40,7 @@ from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
 from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import StepPlan, apply_pre_step, stopped_by_pre_step_error
+from services.scheduler.turn.player_effects import ShownInvalid
 from services.scheduler.turn.story_output import EmptyStory, Story, normalize_story
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Agent, HistoryWindow, NamedToolChoice
@@ -71,6 +72,10 @@ class RuntimeOutcome:
     finalizer: bool = False
     # Writes of other plugins' write services this runtime called ({pluginId, type, payload}).
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
+    # What the player is shown (notifications, ui, interactions) and the setup completion signal
+    # ("done" / "pending"): HandlerResult's, or an agent's tools' and final output's.
+    shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    completion: str | None = None
 
 
 def is_story_runtime(runtime: Runtime) -> bool:
@@ -416,6 +421,13 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         return request
 
     # -- completion ---------------------------------------------------------------------------------
+    def _split(self, succeeded: RuntimeOutcome, output: dict[str, Any], *, from_tool: bool) -> RuntimeOutcome:
+        try:
+            business, shown, completion = completion_split(output, from_tool=from_tool)
+        except ShownInvalid as error:
+            return self.failed(f"output-schema-invalid: {error}")
+        return replace(succeeded, output=business, shown=shown, completion=completion)
+
     def _finish(self, progress: ExecutionProgress) -> RuntimeOutcome:
         """The one completion check at the loop's return, whichever way it ended (spec: 完成条件)."""
         unmet = self._completion_unmet(progress)
@@ -426,13 +438,13 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         if unmet:
             return self.failed(unmet)
         if progress.finish_output is not None:
-            return replace(succeeded, output=progress.finish_output)
+            return self._split(succeeded, progress.finish_output, from_tool=True)
         content, answer = progress.content, progress.answer
         if answer is None:
             # Effect fields in a story's or a schema-less agent's JSON do nothing either: logged the same way.
             log_model_effects(content, self.runtime.runtime_id)
         if not self.story:
-            return replace(succeeded, output=answer if answer is not None else {"content": content})
+            return self._split(succeeded, answer, from_tool=False) if answer is not None else replace(succeeded, output={"content": content})
         try:
             shaped = normalize_story(content)
         except EmptyStory:

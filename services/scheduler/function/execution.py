@@ -14,7 +14,7 @@ from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.subagents import Subagents
 from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import ServicesView
-from services.scheduler.function.runtime import FunctionContext, seeded_random
+from services.scheduler.function.runtime import FunctionContext
 from services.scheduler.function.sandboxed import prewarm_function_pool, run_function
 from services.scheduler.function.services import (
     STALL_RESEND_MIN_S,
@@ -38,6 +38,7 @@ from shared.plugin_code import PluginFile
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal
 from shared.plugin_sdk.http_client import function_http_client
+from shared.plugin_sdk.seeded_random import seeded_random
 from shared.structs import from_struct, from_value
 
 
@@ -326,5 +327,5 @@ class FunctionExecution:
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=[*tool_writes, *done.writes],
             canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
-            trace=context.trace, foreign_writes=foreign if done.status == "success" else [],
+            trace=context.trace, foreign_writes=foreign if done.status == "success" else [], shown=done.shown, completion=done.completion,
         )

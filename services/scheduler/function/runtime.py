@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import hashlib
 import inspect
-import os
-import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,79 +16,24 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from services.scheduler.function.handler_result import (
+    EffectsInvalid,
+    buffer_effects,
+    check_completion,
+    check_effects,
+    shown_effects,
+)
 from shared.logs import get_logger
 from shared.plugin_code import PluginFile, load_callable
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import CancellationSignal, json_copy
-from shared.plugin_sdk.values import NULL
+from shared.plugin_sdk.seeded_random import SeededRandom
+from shared.plugin_sdk.values import result_message
 from shared.plugin_threads import in_plugin_thread
 from shared.sandbox.function_context import FUNCTION_PROPOSAL_TYPES
 
 log = get_logger(component="function_runtime")
-
-
-class SeededRandom:
-    """ctx.random: `int(min, max)` gives min <= n < max (like node's randomInt, as the spec says);
-    seeded by COVEL_RANDOM_SEED so a run repeats. A d6 is `int(1, 7)`."""
-
-    def __init__(self, seed_material: str) -> None:
-        self._seeded(hashlib.sha256(seed_material.encode()).digest())
-
-    def _seeded(self, seed: bytes) -> None:
-        self._seed = seed
-        self._rng = random.Random(seed)
-        self._drawn = False
-
-    def int(self, minimum: int, maximum: int) -> int:
-        check_random_range(minimum, maximum)
-        self._drawn = True
-        return self._rng.randrange(minimum, maximum)
-
-    def float(self) -> float:
-        self._drawn = True
-        return self._rng.random()
-
-    def snapshot(self) -> dict[str, Any]:
-        """What rebuilds this generator, as JSON (a sandbox worker's ctx.random): its seed while nothing
-        was drawn (the 625-word state cost each handler call ~0.3 ms to copy, encode and decode), else its state."""
-        if not self._drawn:
-            return {"seed": self._seed.hex()}
-        version, internal, gauss = self._rng.getstate()
-        return {"state": [version, list(internal), gauss]}
-
-    @classmethod
-    def restore(cls, snapshot: dict[str, Any]) -> SeededRandom:
-        """The generator `snapshot` describes: the same rolls from here on as the original's."""
-        rebuilt = cls.__new__(cls)
-        if "seed" in snapshot:
-            rebuilt._seeded(bytes.fromhex(str(snapshot["seed"])))
-        else:
-            rebuilt._seeded(b"")
-            version, internal, gauss = snapshot["state"]
-            rebuilt._rng.setstate((int(version), tuple(int(n) for n in internal), gauss))
-            rebuilt._drawn = True
-        return rebuilt
-
-
-SAFE_INTEGER = 2**53 - 1
-
-
-def check_random_range(minimum: Any, maximum: Any) -> None:
-    """The SDK's validateRandomIntRange: safe integers, min < max, a width below 2**48."""
-    for name, value in (("min", minimum), ("max", maximum)):
-        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > SAFE_INTEGER:
-            raise ValueError(f"random.int({minimum!r}, {maximum!r}): {name} must be a safe integer")
-    if minimum >= maximum:
-        raise ValueError(f"random.int({minimum}, {maximum}): min must be below max (max is not included)")
-    if maximum - minimum >= 2**48:
-        raise ValueError(f"random.int({minimum}, {maximum}): the range must be narrower than 2**48")
-
-
-def seeded_random(logical_turn: int, runtime_id: str, session_id: str) -> SeededRandom:
-    seed = os.environ.get("COVEL_RANDOM_SEED")
-    material = f"{seed}:{logical_turn}:{runtime_id}" if seed else f"{os.urandom(16).hex()}:{session_id}:{runtime_id}"
-    return SeededRandom(material)
 
 
 LoadNamespace = Callable[[str | None], Awaitable[dict[tuple[str, str], Any]]]
@@ -133,23 +75,24 @@ class PluginDataView:
             return {key: json_copy(value) for (_, key), value in entries.items()}
         return {f"{ns}/{key}": json_copy(value) for (ns, key), value in entries.items()}
 
-    def _write(self, kind: str, payload: dict[str, Any]) -> None:
+    def buffer(self, kind: str, payload: dict[str, Any]) -> None:
+        """One plugin-data write of this runtime (set, delete or update), committed with its unit."""
         namespace, key = payload.get("namespace"), payload.get("key")
         if not isinstance(namespace, str) or not namespace or not isinstance(key, str) or not key:
             raise ValueError("plugin_data: namespace and key are non-empty strings")
         self.own.append(BufferedWrite(self.plugin_id, kind, json_copy(payload)))
 
     async def set(self, namespace: str, key: str, value: Any) -> None:
-        self._write("plugin.data", {"namespace": namespace, "key": key, "value": value})
+        self.buffer("plugin.data", {"namespace": namespace, "key": key, "value": value})
 
     async def delete(self, namespace: str, key: str) -> None:
-        self._write("plugin.data.delete", {"namespace": namespace, "key": key})
+        self.buffer("plugin.data.delete", {"namespace": namespace, "key": key})
 
     async def update(self, namespace: str, key: str, operations: Sequence[dict[str, Any]]) -> Any:
         """Apply operations (set, merge, inc, append, insert, remove, upsertItem, delete); returns the new value."""
         current = await self.get(namespace, key, MISSING)
         value = apply_operations(current, list(operations))  # raises OperationError early, like the commit would
-        self._write("plugin.data.update", {"namespace": namespace, "key": key, "operations": list(operations)})
+        self.buffer("plugin.data.update", {"namespace": namespace, "key": key, "operations": list(operations)})
         return None if value in (MISSING, DELETED) else json_copy(value)
 
     @property
@@ -226,6 +169,9 @@ class FunctionOutcome:
     read_from: set[str] = field(default_factory=set)
     events: list = field(default_factory=list)
     duration_ms: int = 0
+    # HandlerResult: what the player is shown (notifications, ui, interactions) and the completion signal.
+    shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    completion: str | None = None
 
 
 def project_value(value: Any) -> dict[str, Any]:
@@ -267,15 +213,23 @@ async def run_function(
     except Exception as error:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
         return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
-    if result is None:
+    return finished(outcome_of(context, result_message(result)))
+
+
+def outcome_of(context: FunctionContext, answer: Any) -> FunctionOutcome:
+    """A handler's answer ({kind: none | null | value, v?, effects?, completion?}, values.result_message) as its outcome."""
+    if not isinstance(answer, dict) or answer.get("kind") not in ("none", "null", "value"):
+        return FunctionOutcome("failed", "the handler's worker answered something that is not a result")
+    try:
+        effects = check_effects(answer["effects"]) if "effects" in answer else {}
+        completion = check_completion(answer.get("completion"))
+        buffer_effects(context, effects)
+    except EffectsInvalid as error:
+        return FunctionOutcome("failed", f"output-schema-invalid: {error}")
+    outcome = FunctionOutcome("success", output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
+                              events=list(context.emitted), shown=shown_effects(effects), completion=completion)
+    if answer["kind"] != "none":
         # No value (spec: 没有值时投影为空对象); a handler gives JSON null by returning NULL.
-        return finished(FunctionOutcome("success", output={}, writes=context.plugin_data.writes,
-                                        read_from=set(context.plugin_data.read_from), events=list(context.emitted)))
-    if result is NULL:
-        result = None
-    return finished(
-        FunctionOutcome(
-            "success", output=project_value(result), canonical_value=json_copy(result), has_value=True,
-            writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from), events=list(context.emitted),
-        )
-    )
+        result = answer.get("v") if answer["kind"] == "value" else None
+        outcome.output, outcome.canonical_value, outcome.has_value = project_value(result), json_copy(result), True
+    return outcome

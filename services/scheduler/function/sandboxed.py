@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.scheduler.function import runtime
-from services.scheduler.function.runtime import FunctionContext, FunctionOutcome, project_value
+from services.scheduler.function.runtime import FunctionContext, FunctionOutcome, outcome_of
 from shared.logs import get_logger
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import json_copy, thaw
@@ -152,18 +152,6 @@ def notes(context: FunctionContext) -> Callable[[str, list[Any]], None]:
     return apply
 
 
-def _outcome(context: FunctionContext, answer: Any) -> FunctionOutcome:
-    if not isinstance(answer, dict) or answer.get("kind") not in ("none", "null", "value"):
-        return FunctionOutcome("failed", "the handler's worker answered something that is not a result")
-    writes, read_from, events = context.plugin_data.writes, set(context.plugin_data.read_from), list(context.emitted)
-    if answer["kind"] == "none":
-        # No value (spec: 没有值时投影为空对象); a handler gives JSON null by returning NULL.
-        return FunctionOutcome("success", output={}, writes=writes, read_from=read_from, events=events)
-    result = answer.get("v") if answer["kind"] == "value" else None
-    return FunctionOutcome("success", output=project_value(result), canonical_value=json_copy(result), has_value=True,
-                           writes=writes, read_from=read_from, events=events)
-
-
 async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: PluginFile, limit_ms: int,
                         entry: str = "handler", turn_id: str | None = None) -> FunctionOutcome:
     """run_function's sandboxed path: the same outcomes and reasons."""
@@ -194,7 +182,7 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     except Exception as error:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error))
         return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
-    return finished(_outcome(context, answer))
+    return finished(outcome_of(context, answer))
 
 
 async def run_function(context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler",

@@ -26,6 +26,7 @@ from services.scheduler.turn.commit_rules import (
     veto,
     whole_turn_units,
 )
+from services.scheduler.turn.player_effects import shown_events
 from services.scheduler.turn.settlements import duties
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import Emit, TurnStream
@@ -106,6 +107,8 @@ class TurnCommit:
         keep_earlier_outcomes(committed, turn)
         for outcome in committed.proposal_outcomes:
             await emit(scheduler_pb2.TurnEvent(proposal=outcome))
+        for event in shown_events(committed):
+            await emit(event)
         return committed
 
     async def after(self, committed: store_pb2.Turn, kept: list[store_pb2.Proposal], scope: ExecutionScope) -> None:

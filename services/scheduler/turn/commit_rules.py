@@ -73,8 +73,11 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
         outcome = run.outcomes.get(result.runtime_id)
         version = run.packages[result.plugin_id].version
         previous = from_struct(session.setup_runtimes[result.runtime_id]) if result.runtime_id in session.setup_runtimes else None
-        completed = outcome is not None and (result.status == "success" or outcome.guard_skipped) and result.runtime_id not in run.rewritten
-        recorded = setup_progress(previous, version, result.status, result.reason, completed=completed)
+        ran = outcome is not None and result.runtime_id not in run.rewritten
+        pending = ran and outcome is not None and outcome.completion == "pending"
+        completed = ran and outcome is not None and result.status == "success" and not pending
+        waived = ran and outcome is not None and outcome.guard_skipped
+        recorded = setup_progress(previous, version, result.status, result.reason, completed=completed, waived=waived, pending=pending)
         if recorded is not None:
             progress[result.runtime_id] = recorded
     fields: dict = {"setup_progress": {rid: to_struct(value) for rid, value in progress.items()}} if progress else {}

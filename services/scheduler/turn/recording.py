@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
+from services.scheduler.turn.player_effects import add_shown
 from services.scheduler.turn.state import TurnState
 from shared.ids import new_id
 from shared.logs import get_logger
@@ -27,11 +28,16 @@ def proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
 
 
 def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
-    return store_pb2.RuntimeResult(
+    result = store_pb2.RuntimeResult(
         runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
         output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
         concealed=manifest.io.concealed,
     )
+    if outcome.status == "success":
+        # A failed or skipped runtime's effects are stripped (spec: 失败或跳过的 handler 结果会剥离领域 effects).
+        add_shown(result, outcome.shown)
+        result.completion = outcome.completion or ""
+    return result
 
 
 def unit_proposals(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> list[store_pb2.Proposal]:

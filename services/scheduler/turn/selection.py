@@ -141,10 +141,17 @@ def setup_due(progress: dict[str, Any] | None, version: str) -> bool:
     return progress.get("state") not in ("done", "blocked")
 
 
-def setup_progress(previous: dict[str, Any] | None, version: str, status: str, reason: str, *, completed: bool) -> dict[str, Any] | None:
-    """The progress a setup runtime's result records: None when it did not really run (gated, vetoed)."""
+def setup_progress(previous: dict[str, Any] | None, version: str, status: str, reason: str, *, completed: bool,
+                   waived: bool = False, pending: bool = False) -> dict[str, Any] | None:
+    """The progress a setup runtime's result records: None when it did not really run (gated, vetoed).
+    `waived`: its guard found the work done already ({skip: true}); `pending`: it succeeded but said its work
+    is not done yet (completion: pending; it runs again at the next action, which is no failed attempt)."""
+    if waived:
+        return {"state": "done", "resolution": "waived", "version": version}
     if completed:
         return {"state": "done", "resolution": "completed", "version": version}
+    if pending and status == "success":
+        return {"state": "pending", "version": version}
     if status != "failed":
         return None
     # Attempts count per version: a new version of the runtime starts again at 1.

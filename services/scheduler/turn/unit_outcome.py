@@ -47,6 +47,10 @@ def post_runtime_result(runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[
     }
     if outcome.has_value:
         result["canonicalValue"] = outcome.canonical_value
+    if outcome.shown:
+        result["effects"] = outcome.shown
+    if outcome.completion:
+        result["completion"] = outcome.completion
     return result
 
 
@@ -63,7 +67,7 @@ def apply_post_runtime(runtime, outcome: RuntimeOutcome, original: dict[str, Any
     outcome.status = str(result.get("status") or outcome.status)
     outcome.reason = str(result.get("reason") or "")
     if result.get("writesDiscarded"):
-        outcome.story = None
+        outcome.story, outcome.shown, outcome.completion = None, {}, None
         kept = result.get("output")
         outcome.output = kept if isinstance(kept, dict) else {}
     elif result.get("output") != original["output"] and outcome.story is not None:

@@ -1,0 +1,106 @@
+"""HandlerResult through the five services: effects (proposals, events, plugin data, notifications, UI blocks,
+interactions) and completion; a setup runtime that says pending keeps the session in setup, one its guard skips is
+waived; malformed effects fail the runtime; channel-named business values do nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.grpc_client import open_channel
+from shared.structs import from_struct, to_struct
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+PROBE = "effects-probe"
+
+
+async def submit(stub, session_id: str, text: str) -> list:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    return [event async for event in stub.SubmitActions(request)]
+
+
+async def plugin_data(services, session_id: str) -> dict:
+    async with services.channel_as("store", "scheduler") as channel:
+        reply = await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
+            store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=PROBE))
+    return {(entry.namespace, entry.key): entry for entry in reply.entries}
+
+
+async def test_effects_reach_the_player_and_completion_decides_setup(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+        assert session.phase == "setup"
+
+        events = await submit(stub, session.id, "Hello")
+        kinds = [event.WhichOneof("event") for event in events]
+        turn = events[-1].turn_completed
+        [notification] = [e.notification for e in events if e.WhichOneof("event") == "notification"]
+        [block] = [e.ui for e in events if e.WhichOneof("event") == "ui"]
+        [asked] = [e.interaction for e in events if e.WhichOneof("event") == "interaction"]
+        assert kinds.index("notification") > kinds.index("proposal") and kinds[-1] == "turn_completed", "shown after the commit"
+        assert (notification.level, notification.text, notification.plugin_id, notification.runtime_id) == (
+            "success", "Welcome, traveller.", PROBE, f"{PROBE}/form")
+        assert (block.id, block.slot, block.title, [from_struct(part) for part in block.parts]) == (
+            "sheet", "right", "Sheet", [{"type": "text", "text": "No name yet"}])
+        assert (asked.id, asked.kind, asked.form_id, asked.runtime_id) == ("hero-name", "form", "hero", f"{PROBE}/form")
+        assert from_struct(asked.spec)["schema"]["required"] == ["name"]
+
+        form = next(r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/form")
+        assert form.completion == "pending" and [n.text for n in form.notifications] == ["Welcome, traveller."]
+        assert from_struct(form.output) == {"asked": True, "interactions": ["not a form"], "preGameDone": True}
+        assert [e.name for e in turn.events] == ["effects-probe.asked"]
+        stored = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
+        assert [i.id for r in stored.runtime_results for i in r.interactions] == ["hero-name"], "kept with the turn"
+        assert (await plugin_data(services, session.id))[("setup", "asked")].value.bool_value is True
+
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert after.phase == "setup", "a pending setup runtime keeps the session in setup"
+        assert from_struct(after.setup_runtimes[f"{PROBE}/form"]) == {"state": "pending", "version": "1.0.0"}
+        assert from_struct(after.setup_runtimes[f"{PROBE}/known"]) == {"state": "done", "resolution": "waived", "version": "1.0.0"}
+
+        events = await submit(stub, session.id, "I am ready.")
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert after.phase == "playing"
+        assert from_struct(after.setup_runtimes[f"{PROBE}/form"]) == {"state": "done", "resolution": "completed", "version": "1.0.0"}
+        assert not [e for e in events if e.WhichOneof("event") in ("notification", "ui", "interaction")]
+
+
+@pytest.mark.parametrize(("variant", "reason"), [
+    ("state-patches", "output-schema-invalid: effects.statePatches was removed: write the plugin's own state with effects.pluginData"),
+    ("not-an-array", "output-schema-invalid: effects.notifications must be an array of objects"),
+    ("bad-part", "output-schema-invalid: effects.ui[0].parts must be an array of at most 50 objects, each with a `type`"),
+    ("bad-completion", "output-schema-invalid: completion is 'maybe'; one of done, pending"),
+    ("unknown-channel", "output-schema-invalid: effects.sounds is not a channel"),
+    ("bad-proposal", "output-schema-invalid: propose('session.delete'): a function may propose"),
+])
+async def test_malformed_effects_fail_the_runtime_and_write_nothing(services, variant: str, reason: str) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+        events = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(
+            session_id=session.id, runtime_id=f"{PROBE}/variants", payload=to_struct({"variant": variant})))]
+        [result] = [r for r in events[-1].turn_completed.runtime_results if r.runtime_id == f"{PROBE}/variants"]
+        assert result.status == "failed" and result.reason.startswith(reason)
+        assert not result.notifications and not result.ui and not result.interactions and not result.completion
+
+
+async def test_channel_named_business_values_do_nothing_and_null_keeps_its_effects(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+        runs = {}
+        for variant in ("channels-in-value", "null-with-effects"):
+            events = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(
+                session_id=session.id, runtime_id=f"{PROBE}/variants", payload=to_struct({"variant": variant})))]
+            runs[variant] = (events, events[-1].turn_completed)
+        events, turn = runs["channels-in-value"]
+        [result] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/variants"]
+        assert result.status == "success" and not turn.events and not result.notifications and not result.completion
+        assert not [e for e in events if e.WhichOneof("event") == "notification"]
+        assert ("v", "k") not in await plugin_data(services, session.id)
+        events, turn = runs["null-with-effects"]
+        [result] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/variants"]
+        assert result.output_json == '{"value":null}' and [n.text for n in result.notifications] == ["Saved."]
