@@ -219,8 +219,8 @@ class SandboxedPlugin:
             registrar.on_event(str(handler["key"]), SandboxedEventHandler(self, index).call, timeout_ms=int(handler["timeout_ms"]))
         for rpc in found.get("rpcs") or []:
             registrar.register_rpc(str(rpc["action"]), _unused, description=str(rpc.get("description") or ""))
-        for form_id in found.get("forms") or []:
-            registrar.register_form_validator(str(form_id), _unused)
+        for index, form_id in enumerate(found.get("forms") or []):
+            registrar.register_form_validator(str(form_id), SandboxedTool(self, index, "form").call)
         if found.get("hookspecs") is not None:
             self.hookspecs = SandboxedHookspecs(self, list(found["hookspecs"]))
         return registrar

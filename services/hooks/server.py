@@ -15,6 +15,7 @@ from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
+from services.hooks.form_validators import validate_form
 from services.hooks.hookspec_adapter import events_for, find_replacement, tell_tool_refused
 from services.hooks.settings import HooksSettings
 from services.hooks.tool_host import call_tool, service_tool
@@ -214,6 +215,22 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             # A read service changes nothing: whatever it proposed is dropped.
             service_context.proposals.clear()
         return _tool_response(result, service_context)
+
+    @rpc
+    async def ValidateForm(self, request: hooks_pb2.ValidateFormRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.ValidateFormResponse:
+        require(request.context.session_id, "context.session_id", "the execution's session")
+        require(request.plugin_id, "plugin_id", "the plugin whose form was answered")
+        require(request.form_id, "form_id", "the form's id (Interaction.form_id)")
+        ctx = request.context
+        found = next(((form, plugin.entry.source) for plugin in self._sync.current.load_result.loaded
+                      if plugin.entry.plugin_id == request.plugin_id and request.plugin_id in ctx.active_plugin_ids
+                      for form in plugin.registrar.forms if form.form_id == request.form_id), None)
+        if found is None:
+            return hooks_pb2.ValidateFormResponse(found=False)
+        form, source = found
+        if source == "community" and form.plugin_id not in ctx.approved_plugin_ids:
+            return hooks_pb2.ValidateFormResponse(found=True, error=f"plugin {form.plugin_id} is not approved to run server code in this session")
+        return await validate_form(form, plugin_context(ctx, form.plugin_id), from_struct(request.values))
 
     @rpc
     async def EmitEvent(self, request: hooks_pb2.EmitEventRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.EmitEventResponse:

@@ -27,6 +27,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.action_kinds import kind_to_proto, session_catalogue
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.event_coalescing import how_held, is_story_text, join_story_text
+from services.scheduler.turn.interaction_answers import answer_action
 from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import IMPLICIT_SEAT, validate_actions
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
@@ -252,7 +253,29 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context):
         require(request.session_id, "session_id", "the id CreateSession returned")
         _check_idempotency_key(request.idempotency_key)
-        actions = validate_actions(list(request.actions))
+        async for event in self._submit(request, validate_actions(list(request.actions))):
+            yield event
+
+    @rpc
+    async def SubmitInteraction(self, request: scheduler_pb2.SubmitInteractionRequest, context):
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.interaction_id, "interaction_id", "an open interaction's id, as ListInteractions shows it")
+        _check_idempotency_key(request.idempotency_key)
+        reply = await self._peers.store.ListInteractions(store_pb2.ListInteractionsRequest(session_id=request.session_id, include_answered=True))
+        action = answer_action(request, list(reply.interactions))
+        submit = scheduler_pb2.SubmitActionsRequest(session_id=request.session_id, idempotency_key=request.idempotency_key)
+        async for event in self._submit(submit, validate_actions([action])):
+            yield event
+
+    @rpc
+    async def ListInteractions(self, request: scheduler_pb2.ListInteractionsRequest, context) -> scheduler_pb2.ListInteractionsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        reply = await self._peers.store.ListInteractions(
+            store_pb2.ListInteractionsRequest(session_id=request.session_id, include_answered=request.include_answered))
+        return scheduler_pb2.ListInteractionsResponse(interactions=reply.interactions)
+
+    async def _submit(self, request: scheduler_pb2.SubmitActionsRequest, actions: list[common_pb2.PlayerAction]):
+        """The submit's turn and its auto-advance chain, streamed."""
         # message:received / message:preprocessed once the turn is accepted (its lease taken): not for a
         # retried submit answered with the first turn, nor for one refused (busy session, ended session).
         accepted = _on_turn_started(lambda: self.events.player_message(request.session_id, actions, request.idempotency_key))

@@ -247,6 +247,35 @@ class DimensionSettlementRow(Base):
     updated_at: Mapped[datetime]
 
 
+class InteractionRow(Base):
+    """An interaction a runtime asked (store.proto Interaction; migration 0012; services/store/interactions.py):
+    recorded open when the asking turn commits, answered by the committed turn that carries the answer."""
+
+    __tablename__ = "interactions"
+    __table_args__ = (Index("ix_interactions_session_status", "session_id", "status"),)
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    # Assigned by the scheduler; unique in the session.
+    interaction_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The turn whose commit asked it, its record_seq and the interaction's place among those it asked (the order listed in).
+    turn_id: Mapped[str] = mapped_column(ID)
+    turn_seq: Mapped[int] = mapped_column(BigInteger)
+    position: Mapped[int] = mapped_column(Integer)
+    plugin_id: Mapped[str] = mapped_column(String(200))
+    runtime_id: Mapped[str] = mapped_column(String(200))
+    # "form", "choice" or "confirm".
+    kind: Mapped[str] = mapped_column(String(32))
+    # The whole Interaction (protobuf JSON mapping, proto field names).
+    interaction: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # "open" or "answered".
+    status: Mapped[str] = mapped_column(String(16))
+    # The answer's values, and the turn that carried it.
+    answer: Mapped[Any] = mapped_column(Json, nullable=True)
+    answered_turn_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime]
+    answered_at: Mapped[datetime | None]
+
+
 class DimensionRow(Base):
     __tablename__ = "dimensions"
 

@@ -19,6 +19,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store.models import (
     DimensionSettlementRow,
+    InteractionRow,
     MessageRow,
     PluginDataRow,
     SessionRow,
@@ -238,4 +239,17 @@ def settlement_to_proto(row: DimensionSettlementRow | Any) -> store_pb2.Dimensio
         created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
         input=to_struct(row.input),
+    )
+
+
+def interaction_to_proto(row: InteractionRow | Any) -> store_pb2.InteractionRecord:
+    """An interaction as the session keeps it (ORM, or a Core row of the table)."""
+    return store_pb2.InteractionRecord(
+        interaction=json_format.ParseDict(row.interaction, store_pb2.Interaction(), ignore_unknown_fields=True),
+        turn_id=row.turn_id,
+        status=row.status,
+        answer=None if row.answer is None else to_struct(row.answer),
+        answered_turn_id=row.answered_turn_id or "",
+        created_at=timestamp(row.created_at),
+        answered_at=timestamp(row.answered_at),
     )

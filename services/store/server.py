@@ -7,7 +7,7 @@ import asyncio
 import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.store import detached_jobs, leases, sessions, settlements, turn_signals, validation, world
+from services.store import detached_jobs, interactions, leases, sessions, settlements, turn_signals, validation, world
 from services.store.database import Database, create_store_engine
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
@@ -226,6 +226,11 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         log.info("settlement.resolved", session_id=request.session_id, source_turn_id=request.source_turn_id,
                  runtime_id=request.runtime_id, resolution=request.resolution)
         return store_pb2.ResolveSettlementResponse(settlement=settlement)
+
+    @rpc
+    async def ListInteractions(self, request: store_pb2.ListInteractionsRequest, context) -> store_pb2.ListInteractionsResponse:
+        validation.session_id(request.session_id)
+        return store_pb2.ListInteractionsResponse(interactions=await self._db.read(interactions.list_interactions, request))
 
 
 async def open_database(settings: StoreSettings) -> Database:

@@ -25,6 +25,10 @@ Order inside the transaction (the session row locked, see database.read_locked_s
    listed in Turn.discarded_units. The trace and discarded units are kept in turn_traces.
    Detached jobs are enqueued only when the turn ends COMMITTED (detached_jobs.enqueue), and only
    then are its dimension maintainers' settlement duties recorded (settlements.record).
+   Interactions (interactions.py): a COMMITTED turn that answers an interaction no longer open (another
+   turn answered it since the scheduler checked, or it is unknown) fails before its proposals are
+   applied: FAILED with the reason, every proposal DISCARDED. A turn that ends COMMITTED closes the
+   interactions it answers and records those its committed units asked as open.
 4. Counters: message seq stays 1..n per session; a COMMITTED "player" turn adds one to
    completed_player_turns. The lease is released when asked.
 """
@@ -40,7 +44,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, SessionTransaction
 
 from covel.store.v1 import store_pb2
-from services.store import detached_jobs, leases, proposals, settlements
+from services.store import detached_jobs, interactions, leases, proposals, settlements
 from services.store.database import read_locked_session, write_session
 from services.store.datasets import dataset
 from services.store.models import (
@@ -166,14 +170,28 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     connection = db.connection()
     connection.execute(_TURN_INSERT, _turn_values(row))
 
-    applied = _apply_committed(db, session, row, request) if turn.status == store_pb2.TURN_STATUS_COMMITTED else _discarded_all(request)
+    answers = interactions.answers_of(turn) if turn.status == store_pb2.TURN_STATUS_COMMITTED else []
+    refused = interactions.refusal(connection, session.id, answers) if answers else None
+    if turn.status != store_pb2.TURN_STATUS_COMMITTED:
+        applied = _discarded_all(request)
+    elif refused is not None:
+        applied = _failed_before_applying(request, *refused)
+    else:
+        applied = _apply_committed(db, session, row, request)
     # The entries this commit adds after the turn's own.
     added_trace = list(applied.trace)
     if applied.failure:
         row.status, row.abort_reason, row.narrative = "failed", applied.failure, ""
     elif not row.narrative:
         row.narrative = "\n\n".join(message.text for message in applied.messages if message.role == "story")
-    if _unshow_uncommitted(turn, row.status, applied.discarded_units):
+    results_changed = _unshow_uncommitted(turn, row.status, applied.discarded_units)
+    if row.status == "committed":
+        if answers:
+            interactions.answer(connection, session.id, row.id, answers, now)
+        asked_trace, dropped = interactions.record(connection, session.id, row.id, row.record_seq, turn.runtime_results, now)
+        added_trace.extend(asked_trace)
+        results_changed = results_changed or dropped
+    if results_changed:
         row.runtime_results = messages_to_json(turn.runtime_results)
         connection.execute(_TURN_RESULT, {"b_id": row.id, "runtime_results": row.runtime_results})
     jobs: list[DetachedJobRow] = []
@@ -288,6 +306,18 @@ def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
     return Applied(
         outcomes={proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals},
         discarded_units=[store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())],
+    )
+
+
+def _failed_before_applying(request: store_pb2.CommitTurnRequest, failure: str, entry: dict[str, Any]) -> Applied:
+    """A turn that fails before its proposals are applied (it answers an interaction no longer open): every
+    proposal and unit discarded, with why, as when a story unit's rejection rolls the turn back."""
+    why = f"the turn failed: {failure}"
+    return Applied(
+        outcomes={proposal.id: _outcome(proposal.id, DISCARDED, why, interactions.NOT_OPEN_CODE) for proposal in request.proposals},
+        discarded_units=[store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())],
+        trace=[entry],
+        failure=failure,
     )
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
+from services.store.interactions import open_interactions
 from services.store.lorebook import entry_to_proto
 from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, LorebookRow, MessageRow, PluginDataRow
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto
@@ -41,8 +42,8 @@ def plugin_data_read(db: Session, session_id: str, scope: store_pb2.PluginDataSc
 
 
 def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
-    """The session's character schema, characters (by id), dimensions (by id), lorebook and open
-    dimension settlement receipts (oldest source turn first)."""
+    """The session's character schema, characters (by id), dimensions (by id), lorebook, open
+    dimension settlement receipts (oldest source turn first) and open interactions (oldest first)."""
     connection = db.connection()
     schema = connection.execute(_SCHEMA, {"b_session": session_id}).one_or_none()
     world = store_pb2.GetWorldResponse()
@@ -59,6 +60,7 @@ def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
         for row in connection.execute(_DIMENSIONS, {"b_session": session_id}))
     world.lorebook.extend(entry_to_proto(row) for row in connection.execute(_LOREBOOK, {"b_session": session_id}))
     world.pending_settlements.extend(pending_settlements(connection, session_id))
+    world.open_interactions.extend(open_interactions(connection, session_id))
     return world
 
 

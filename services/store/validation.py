@@ -26,6 +26,8 @@ LEASE_TTL_MAX_MS = 60 * 60 * 1000
 LEASE_WAIT_MAX_MS = 5 * 60 * 1000
 # ResolveSettlement: how a person closes an open receipt (services/store/settlements.py).
 SETTLEMENT_RESOLUTIONS = ("handled", "skipped")
+# An interaction's kind ("form", "choice", "confirm"; the scheduler checks which): the column's width.
+INTERACTION_KIND_MAX = 32
 FINISHED_STATUSES = (store_pb2.TURN_STATUS_COMMITTED, store_pb2.TURN_STATUS_ABORTED, store_pb2.TURN_STATUS_FAILED)
 
 
@@ -196,6 +198,36 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
         require(plugin_id, f"dimension_owners[{index}]", "a plugin id")
     _detached_jobs(request.detached_jobs)
     _settlement_duties(request.settlements, request.turn.id)
+    _interactions(request.turn)
+
+
+def _interactions(turn: store_pb2.Turn) -> None:
+    """Ids the interactions table can keep: those asked (a duplicate is the commit's to drop, with a trace
+    entry) and those answered, each answered once."""
+    answered: set[str] = set()
+    for index, action in enumerate(turn.actions):
+        if not action.HasField("interaction"):
+            continue
+        where = f"turn.actions[{index}].interaction.id"
+        _bounded_id(action.interaction.id, where, "the interaction the action answers")
+        if action.interaction.id in answered:
+            raise invalid_argument(where, f"{action.interaction.id!r} is answered by another action of the turn")
+        answered.add(action.interaction.id)
+    for index, result in enumerate(turn.runtime_results):
+        for position, interaction in enumerate(result.interactions):
+            where = f"turn.runtime_results[{index}].interactions[{position}]"
+            _bounded_id(interaction.id, f"{where}.id", "the id the scheduler assigned")
+            if len(interaction.kind) > INTERACTION_KIND_MAX:
+                raise invalid_argument(f"{where}.kind", f"is longer than {INTERACTION_KIND_MAX} characters; use form, choice or confirm")
+            for field in ("plugin_id", "runtime_id"):
+                if len(getattr(interaction, field) or getattr(result, field)) > PLUGIN_ID_MAX:
+                    raise invalid_argument(f"{where}.{field}", f"is longer than {PLUGIN_ID_MAX} characters")
+
+
+def _bounded_id(value: str, field: str, what: str) -> None:
+    require(value, field, what)
+    if len(value) > PLUGIN_ID_MAX:
+        raise invalid_argument(field, f"is longer than {PLUGIN_ID_MAX} characters")
 
 
 def _settlement_duties(duties: Iterable[store_pb2.SettlementDuty], turn_id: str) -> None:

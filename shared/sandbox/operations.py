@@ -109,6 +109,8 @@ def _tool_function(registrar: PluginRegistrar, kind: str, index: int) -> Callabl
         return registrar.tools[index].handler
     if kind == "extension":
         return registrar.extensions[index].provider
+    if kind == "form":
+        return registrar.forms[index].validator
     implementation = registrar.services[index].implementation
     return implementation if callable(implementation) else implementation.call
 

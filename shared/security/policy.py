@@ -50,7 +50,7 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs",
-                       "ListSettlements", "ResolveSettlement")
+                       "ListSettlements", "ResolveSettlement", "ListInteractions")
     },
     "covel.registry.v1.PluginRegistry": {
         "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),
@@ -70,7 +70,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         "GetWorldImport": _rule("a world's data, hidden data included, for the sessions the scheduler creates", "scheduler"),
     },
     "covel.hooks.v1.HookDispatcher": {
-        **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent")},
+        **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent",
+                                            "ValidateForm")},
         "GetSubscriptions": SCHEDULER_OR_OPERATOR,
         "ListEventKeys": SCHEDULER_OR_OPERATOR,
         "ListPausedPlugins": SCHEDULER_OR_OPERATOR,

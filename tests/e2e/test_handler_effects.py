@@ -4,6 +4,7 @@ waived; malformed effects fail the runtime; channel-named business values do not
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from covel.common.v1 import common_pb2
@@ -104,3 +105,46 @@ async def test_channel_named_business_values_do_nothing_and_null_keeps_its_effec
         events, turn = runs["null-with-effects"]
         [result] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/variants"]
         assert result.output_json == '{"value":null}' and [n.text for n in result.notifications] == ["Saved."]
+
+
+async def test_an_answer_to_a_form_is_checked_then_a_player_turn_that_closes_it(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+        await submit(stub, session.id, "Hello")
+        [record] = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id))).interactions
+        assert (record.interaction.id, record.status, record.interaction.form_id) == ("hero-name", "open", "hero")
+
+        async def answer(values: dict, interaction_id: str = "hero-name") -> list:
+            request = scheduler_pb2.SubmitInteractionRequest(session_id=session.id, interaction_id=interaction_id, values=to_struct(values))
+            return [event async for event in stub.SubmitInteraction(request)]
+
+        refusals = {
+            "schema": ({"name": ""}, grpc.StatusCode.INVALID_ARGUMENT, "values.name: '' should be non-empty"),
+            "missing": ({}, grpc.StatusCode.INVALID_ARGUMENT, "values: 'name' is a required property"),
+            "validator": ({"name": "Nobody"}, grpc.StatusCode.INVALID_ARGUMENT,
+                          "actions[0].interaction.values.name: Nobody is not a name; pick one the story can call you by"),
+            "unknown": ({"name": "Mira"}, grpc.StatusCode.NOT_FOUND, "this session has no interaction 'no-such-form'"),
+        }
+        for name, (values, code, message) in refusals.items():
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await answer(values, "no-such-form" if name == "unknown" else "hero-name")
+            assert refused.value.code() == code and message in refused.value.details(), (name, refused.value.details())
+        assert (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session.recorded_turns == 1, "nothing recorded"
+
+        events = await answer({"name": "Mira"})
+        turn = events[-1].turn_completed
+        form = next(r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/form")
+        assert from_struct(form.output) == {"hero": "Mira", "form": "hero", "said": "name: Mira"}
+        assert turn.player_message == "name: Mira" and turn.actions[0].interaction.id == "hero-name"
+        assert [e.notification.text for e in events if e.WhichOneof("event") == "notification"] == ["Welcome, Mira."]
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert after.phase == "playing"
+        assert (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id))).interactions == []
+        [closed] = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))).interactions
+        assert (closed.status, closed.answered_turn_id, from_struct(closed.answer)) == ("answered", turn.id, {"name": "Mira"})
+        with pytest.raises(grpc.aio.AioRpcError) as again:
+            await answer({"name": "Mira"})
+        assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "answered already" in again.value.details()
+        messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
+        assert [m.text for m in messages if m.role == "player"][-1] == "name: Mira", "the answer is a player message"

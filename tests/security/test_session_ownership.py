@@ -56,6 +56,8 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "PutLorebookEntry": ("unary", scheduler_pb2.PutLorebookEntryRequest(session_id=session_id, id="x", keys=["x"], content="x")),
         "DeleteLorebookEntry": ("unary", scheduler_pb2.DeleteLorebookEntryRequest(session_id=session_id, id="x")),
         "ListSettlements": ("unary", scheduler_pb2.ListSettlementsRequest(session_id=session_id)),
+        "ListInteractions": ("unary", scheduler_pb2.ListInteractionsRequest(session_id=session_id)),
+        "SubmitInteraction": ("stream", scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id="i")),
         "ResolveSettlement": ("unary", scheduler_pb2.ResolveSettlementRequest(session_id=session_id, source_turn_id="t", runtime_id="r",
                                                                              resolution="skipped")),
         "SetSessionPlugins": ("unary", scheduler_pb2.SetSessionPluginsRequest(session_id=session_id, enable=["guide"])),

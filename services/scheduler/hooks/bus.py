@@ -188,6 +188,11 @@ class HookBus:
                                          arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
         )
 
+    async def validate_form(self, scope: ExecutionScope, plugin_id: str, form_id: str, values: dict[str, Any]) -> hooks_pb2.ValidateFormResponse:
+        """A plugin's form validator on a player's answer (found: false when the plugin registered none)."""
+        return await self._hooks.ValidateForm(
+            hooks_pb2.ValidateFormRequest(context=scope.context(plugin_id), plugin_id=plugin_id, form_id=form_id, values=to_struct(values)))
+
     async def call_extension(self, scope: ExecutionScope, point: str, payload: dict[str, Any], *, plugin_id: str = "",
                              timeout_ms: int = 30_000) -> list[hooks_pb2.ExtensionAnswer]:
         """The answers of a kernel extension point's providers among the session's active plugins."""

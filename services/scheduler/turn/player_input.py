@@ -144,4 +144,6 @@ def action_dict(action: common_pb2.PlayerAction) -> dict:
         rendered["actorId"] = action.actor_id
     if action.HasField("fields"):
         rendered["fields"] = from_struct(action.fields)
+    if action.HasField("interaction"):
+        rendered["interaction"] = {"id": action.interaction.id, "values": from_struct(action.interaction.values)}
     return rendered

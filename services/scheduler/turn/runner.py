@@ -21,6 +21,7 @@ from opentelemetry.trace import Span
 from structlog.contextvars import bind_contextvars as bind_turn_to_logs
 
 from covel.common.v1 import common_pb2
+from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
@@ -40,6 +41,7 @@ from services.scheduler.turn.commit_rules import turn_narrative
 from services.scheduler.turn.compaction import compact_history
 from services.scheduler.turn.history_window import LastWindows, covers, player_turns_needed
 from services.scheduler.turn.idempotent_retry import check_retry
+from services.scheduler.turn.interaction_answers import check_answers
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
@@ -302,7 +304,7 @@ class TurnRunner:
         started = time.monotonic()
         bind_turn_to_logs(turn_id=turn.id, logical_turn=lease.logical_turn)  # this task's log lines (telemetry)
         plugins = await self._plugins_phase(request, session, turn)
-        _player_input(request, plugins, session, read, turn)
+        await self._player_input(request, plugins, session, read, turn)
         stream = TurnStream(turn, concealing(emit, concealed_runtimes(plugins.manifests)))
         await self._announce(stream, plugins, lease.logical_turn)
         aborted = await self._start_hooks(request, plugins, stream)
@@ -337,6 +339,31 @@ class TurnRunner:
                               runtimes=runtimes,
                               manifests=manifests, sitting=sitting, unavailable=unavailable)
         return TurnPlugins(packages, runtimes, manifests, sitting, unavailable, scope, named)
+
+    # -- phase: player input --
+    async def _player_input(self, request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session, read: LeaseReads,
+                            turn: store_pb2.Turn) -> None:
+        """The player's actions against the session's action kinds and seats, and their interaction answers against
+        the open interactions (INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION: the lease is released and nothing
+        is recorded), then the player message rendered with the kinds' labels and the actors' names."""
+        players = [action for action in request.actions if action.source != "system"]
+        if not players:
+            return
+        catalogue = session_catalogue(plugins.packages, session.locale)
+        check_session_actions(players, catalogue, list(session.seats))
+
+        async def validate(plugin_id: str, form_id: str, values: dict) -> hooks_pb2.ValidateFormResponse:
+            return await self._hooks.validate_form(plugins.scope, plugin_id, form_id, values)
+
+        async def list_all() -> list[store_pb2.InteractionRecord]:
+            reply = await self._peers.store.ListInteractions(store_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))
+            return list(reply.interactions)
+
+        await check_answers(players, list(read.world.open_interactions), validate, list_all)
+        names = {character.id: str(from_struct(character.data).get("name") or character.id) for character in read.world.characters}
+        del turn.actions[:]
+        turn.actions.extend(request.actions)
+        turn.player_message = render_player_message(players, {kind: rule.label for kind, rule in catalogue.items()}, names)
 
     async def _announce(self, stream: TurnStream, plugins: TurnPlugins, logical_turn: int) -> None:
         """turn_started, then the runtimes of plugins sitting this turn out, as skipped."""
@@ -474,21 +501,6 @@ def _reads_key(request: TurnRequest) -> str:
     """Whose plugin data reads the next lease asks for: the session's turns, or one runtime's own runs (a detached
     job's or RunManual's), which read other data than the turns between them."""
     return f"{request.session_id}/{request.named_runtime_id}" if request.runs_one_runtime else request.session_id
-
-
-def _player_input(request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session, read: LeaseReads,
-                  turn: store_pb2.Turn) -> None:
-    """The player's actions against the session's action kinds and seats (INVALID_ARGUMENT: the lease is released
-    and nothing is recorded), then the player message rendered with the kinds' labels and the actors' names."""
-    players = [action for action in request.actions if action.source != "system"]
-    if not players:
-        return
-    catalogue = session_catalogue(plugins.packages, session.locale)
-    check_session_actions(players, catalogue, list(session.seats))
-    names = {character.id: str(from_struct(character.data).get("name") or character.id) for character in read.world.characters}
-    del turn.actions[:]
-    turn.actions.extend(request.actions)
-    turn.player_message = render_player_message(players, {kind: rule.label for kind, rule in catalogue.items()}, names)
 
 
 def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session) -> store_pb2.Turn:

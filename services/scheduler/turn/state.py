@@ -208,6 +208,12 @@ class TurnState:
                 kept.append(note)
         return kept
 
+    def answered_form(self, interaction_id: str) -> str:
+        """The form an answer of this turn answers: the interaction's formId, else its id (it was open at the lease)."""
+        records = self.world.open_interactions if self.world is not None else []
+        found = next((record.interaction for record in records if record.interaction.id == interaction_id), None)
+        return (found.form_id or found.id) if found is not None else interaction_id
+
     def last_player_input(self, scope: ExecutionScope) -> dict[str, Any] | None:
         """The latest PlayerInputSubmission when the execution started: this turn's own player input,
         else the latest player message of the history; frozen once per turn."""
@@ -217,10 +223,15 @@ class TurnState:
         player_actions = [action for action in self.actions if action.source != "system"]
         if player_actions:
             values: dict[str, Any] = {"text": self.player_message}
+            form_id = None
             for action in player_actions:
                 values.update(from_struct(action.fields) if action.HasField("fields") else {})
+                if action.HasField("interaction"):
+                    # An answer to a form: its values, and the form (its formId, else the interaction's id).
+                    values.update(from_struct(action.interaction.values))
+                    form_id = self.answered_form(action.interaction.id)
             submission = {"id": self.player_input_id or scope.turn_id, "sessionId": scope.session.id, "turnId": scope.turn_id,
-                          "formId": None, "values": values, "createdAt": self.started_at or None}
+                          "formId": form_id, "values": values, "createdAt": self.started_at or None}
         else:
             message = next((m for m in reversed(self.history) if m.role == "player"), None)
             if message is not None:
