@@ -44,6 +44,7 @@ COMMANDS = (
     ('/kind demo-world/ask {"topic": "the lens"}', "an action of any kind, with its text and its fields as JSON"),
     ("/as mira", "play another of your seat's characters from the next turn"),
     ("/roll 2d6+1", "roll dice (the dice-check plugin)"),
+    ("/commands", "the commands of the session's plugins (any other /name runs one)"),
     ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
     ("a number", "take one of the guide's suggestions"),
     ("anything else", "what your character says or does this turn"),
@@ -292,6 +293,30 @@ async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> stor
     return completed
 
 
+async def show_commands(stub, session_id: str, out: TextIO) -> None:
+    """/commands: the session's plugin commands (ListCommands), one line each."""
+    commands = (await stub.ListCommands(scheduler_pb2.ListCommandsRequest(session_id=session_id))).commands
+    if not commands:
+        out.write("(the session's plugins have no commands)\n")
+    for command in commands:
+        arguments = " ".join(f"<{a.name}{'...' if a.variadic else ''}>" if a.required else f"[{a.name}{'...' if a.variadic else ''}]"
+                             for a in command.arguments)
+        out.write(f"  /{command.name} {arguments}".rstrip() + f"  {command.description} ({command.plugin_id})\n")
+
+
+async def run_command(stub, session_id: str, line: str, out: TextIO) -> None:
+    """Any other /name line: a plugin command (RunCommand); its result, and what its action showed."""
+    ran = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session_id, text=line, idempotency_key=uuid.uuid4().hex))
+    failed = [r for r in ran.turn.runtime_results if r.status == "failed"]
+    if failed:
+        out.write(f"(the command failed: {failed[0].reason})\n")
+    elif ran.result_json not in ("null", ""):
+        out.write(f"{ran.result_json}\n")
+    for result in ran.turn.runtime_results:
+        for shown in shown_lines(result):
+            out.write(f"  {shown}\n")
+
+
 async def play(
     scheduler_addr: str,
     read_line: ReadLine,
@@ -330,24 +355,37 @@ async def play(
             if line in ("/help", "/?"):
                 out.write(help_text())
                 continue
-            command, _, rest = line.partition(" ") if line.startswith("/") else ("", "", line)
-            if command and command not in ACTION_COMMANDS:
-                out.write(f"(unknown command {command}; /help lists the commands)\n")
-                continue
             try:
-                if command == "/roll":
-                    await roll_dice(stub, session_id, rest.strip(), out)
-                elif command == "/kinds":
-                    await show_action_kinds(stub, session_id, out)
-                elif command == "/as":
-                    await switch_character(stub, session_id, rest.strip(), out)
-                else:
-                    kind, text, fields = action_of(command, rest)
-                    _, suggestions = await _play_turn(stub, session_id, text, out, kind, fields)
+                suggestions = await _one_line(stub, session_id, line, out) or suggestions
             except grpc.aio.AioRpcError as error:
                 out.write("\n" + error_line(error, scheduler_addr) + "\n")
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):
                     return 1
+
+
+async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] | None:
+    """One line of the player's: a command, or a turn; the guide's new suggestions after a turn (None otherwise)."""
+    command, _, rest = line.partition(" ") if line.startswith("/") else ("", "", line)
+    if command == "/commands":
+        await show_commands(stub, session_id, out)
+    elif command and command not in ACTION_COMMANDS:
+        try:
+            await run_command(stub, session_id, line, out)
+        except grpc.aio.AioRpcError as error:
+            if error.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+                raise
+            out.write(f"({error.details()}; /help and /commands list what you can type)\n")
+    elif command == "/roll":
+        await roll_dice(stub, session_id, rest.strip(), out)
+    elif command == "/kinds":
+        await show_action_kinds(stub, session_id, out)
+    elif command == "/as":
+        await switch_character(stub, session_id, rest.strip(), out)
+    else:
+        kind, text, fields = action_of(command, rest)
+        _, suggestions = await _play_turn(stub, session_id, text, out, kind, fields)
+        return suggestions
+    return None
 
 
 async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world_id: str) -> str:

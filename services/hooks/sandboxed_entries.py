@@ -217,8 +217,8 @@ class SandboxedPlugin:
                                         order=int(extension.get("order") or 0), slot=extension.get("slot"))
         for index, handler in enumerate(found.get("event_handlers") or []):
             registrar.on_event(str(handler["key"]), SandboxedEventHandler(self, index).call, timeout_ms=int(handler["timeout_ms"]))
-        for rpc in found.get("rpcs") or []:
-            registrar.register_rpc(str(rpc["action"]), _unused, description=str(rpc.get("description") or ""))
+        for index, rpc in enumerate(found.get("rpcs") or []):
+            registrar.register_rpc(str(rpc["action"]), SandboxedTool(self, index, "rpc").call, description=str(rpc.get("description") or ""))
         for index, form_id in enumerate(found.get("forms") or []):
             registrar.register_form_validator(str(form_id), SandboxedTool(self, index, "form").call)
         if found.get("hookspecs") is not None:
@@ -230,10 +230,6 @@ def _schema(value: Any) -> dict[str, Any] | None:
     if value is not None and not isinstance(value, dict):
         raise RegistrationError(f"a tool's parameters must be a JSON Schema object, not {type(value).__name__}")
     return value
-
-
-def _unused(*args: Any) -> None:
-    """RPC actions and form validators are declared and checked; the kernel does not call them yet."""
 
 
 async def _load_one(pool: SandboxPool, plugin: PluginEntry, generation: int) -> LoadedPlugin | str | None:

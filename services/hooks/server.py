@@ -18,7 +18,7 @@ from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.form_validators import validate_form
 from services.hooks.hookspec_adapter import events_for, find_replacement, tell_tool_refused
 from services.hooks.settings import HooksSettings
-from services.hooks.tool_host import call_tool, service_tool
+from services.hooks.tool_host import action_tool, call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -231,6 +231,27 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         if source == "community" and form.plugin_id not in ctx.approved_plugin_ids:
             return hooks_pb2.ValidateFormResponse(found=True, error=f"plugin {form.plugin_id} is not approved to run server code in this session")
         return await validate_form(form, plugin_context(ctx, form.plugin_id), from_struct(request.values))
+
+    @rpc
+    async def CallAction(self, request: hooks_pb2.CallActionRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.CallToolResponse:
+        require(request.context.session_id, "context.session_id", "the execution's session")
+        require(request.plugin_id, "plugin_id", "the plugin whose action to call")
+        require(request.action, "action", "an action the plugin registered with covel.register_rpc")
+        ctx = request.context
+        found = next(((rpc, plugin.entry.source) for plugin in self._sync.current.load_result.loaded
+                      if plugin.entry.plugin_id == request.plugin_id and request.plugin_id in ctx.active_plugin_ids
+                      for rpc in plugin.registrar.rpcs if rpc.action == request.action), None)
+        if found is None:
+            refused = tool_error("not-found", f"plugin {request.plugin_id} has no action {request.action!r} running in this session")
+            return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
+        action, source = found
+        if source == "community" and action.plugin_id not in ctx.approved_plugin_ids:
+            refused = tool_error("unavailable", f"plugin {action.plugin_id} is not approved to run server code in this session",
+                                 "the player approves it with SetPluginApprovals")
+            return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
+        action_context = plugin_context(ctx, action.plugin_id)
+        result = await call_tool(action_tool(action), action_context, request.payload or "{}")
+        return _tool_response(result, action_context)
 
     @rpc
     async def EmitEvent(self, request: hooks_pb2.EmitEventRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.EmitEventResponse:

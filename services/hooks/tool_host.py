@@ -15,7 +15,7 @@ from typing import Any
 
 from shared import json_schemas
 from shared.plugin_sdk import ToolRegistration
-from shared.plugin_sdk.registrar import ServiceRegistration
+from shared.plugin_sdk.registrar import RpcRegistration, ServiceRegistration
 from shared.plugin_sdk.tools import ToolContext, ToolError, tool_error, tool_ok
 from shared.plugin_threads import call_plugin_code
 
@@ -62,3 +62,9 @@ def service_tool(service: ServiceRegistration) -> ToolRegistration:
         parameters=dict(getattr(implementation, "parameters", None) or {"type": "object"}),
         handler=handler, read_only=service.access == "read",
     )
+
+
+def action_tool(action: RpcRegistration) -> ToolRegistration:
+    """A registered action (covel.register_rpc) as a callable tool: `handler(context, payload)`, any payload object."""
+    return ToolRegistration(plugin_id=action.plugin_id, name=f"action {action.action}", description=action.description,
+                            parameters={"type": "object"}, handler=action.handler, read_only=False)

@@ -30,7 +30,16 @@ from services.scheduler.turn.event_coalescing import how_held, is_story_text, jo
 from services.scheduler.turn.interaction_answers import answer_action
 from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import IMPLICIT_SEAT, validate_actions
-from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner
+from services.scheduler.turn.plugin_actions import (
+    ACTION_ORIGIN,
+    ActionCall,
+    check_action,
+    command_context,
+    command_contexts,
+    parse_command,
+    session_commands,
+)
+from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, unseen_events
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt, public_receipt
 from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
@@ -273,6 +282,43 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reply = await self._peers.store.ListInteractions(
             store_pb2.ListInteractionsRequest(session_id=request.session_id, include_answered=request.include_answered))
         return scheduler_pb2.ListInteractionsResponse(interactions=reply.interactions)
+
+    @rpc
+    async def InvokeAction(self, request: scheduler_pb2.InvokeActionRequest, context) -> scheduler_pb2.InvokeActionResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.plugin_id, "plugin_id", "the running plugin whose action to call")
+        require(request.action, "action", "an action of the plugin's contributes.actions")
+        _check_idempotency_key(request.idempotency_key)
+        check_action(await self._running_packages(request.session_id), request.plugin_id, request.action)
+        return await self._invoke(request.session_id, ActionCall(request.plugin_id, request.action, from_struct(request.payload)),
+                                  request.idempotency_key)
+
+    @rpc
+    async def ListCommands(self, request: scheduler_pb2.ListCommandsRequest, context) -> scheduler_pb2.ListCommandsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        return scheduler_pb2.ListCommandsResponse(commands=session_commands(await self._running_packages(request.session_id)))
+
+    @rpc
+    async def RunCommand(self, request: scheduler_pb2.RunCommandRequest, context) -> scheduler_pb2.InvokeActionResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.text, "text", "the command line, e.g. /roll 2d6")
+        _check_idempotency_key(request.idempotency_key)
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        packages = await self._running_packages(request.session_id, session)
+        command, args = parse_command(request.text.strip(), session_commands(packages))
+        payload: dict = {"args": args, "context": command_context(command_contexts(packages, command), session, packages)}
+        return await self._invoke(request.session_id, ActionCall(command.plugin_id, command.action, payload), request.idempotency_key)
+
+    async def _invoke(self, session_id: str, call: ActionCall, idempotency_key: str) -> scheduler_pb2.InvokeActionResponse:
+        turn = await self._runner.run_observed(TurnRequest(session_id, [], idempotency_key, origin=ACTION_ORIGIN, action=call), unseen_events)
+        return scheduler_pb2.InvokeActionResponse(result_json=call.result_json, turn=conceal_turn(turn))
+
+    async def _running_packages(self, session_id: str, session: store_pb2.Session | None = None) -> list:
+        """The packages of the session's plugins that run now."""
+        if session is None:
+            session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
+        confirmed = await self._plugins.resolve_confirmed(session)
+        return await self._plugins.packages(list(confirmed.runnable), timeout_s=10, generation=confirmed.generation)
 
     async def _submit(self, request: scheduler_pb2.SubmitActionsRequest, actions: list[common_pb2.PlayerAction]):
         """The submit's turn and its auto-advance chain, streamed."""

@@ -97,7 +97,7 @@ class TurnRow(Base):
     # "committed", "aborted" or "failed".
     status: Mapped[str] = mapped_column(String(16))
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
-    # "player", "continuation", "manual", "background" or "settlement".
+    # "player", "continuation", "manual", "background", "action" or "settlement".
     origin: Mapped[str] = mapped_column(String(32))
     actions: Mapped[list[Any]] = mapped_column(default=list)
     player_message: Mapped[str] = mapped_column(Text, default="")

@@ -111,6 +111,8 @@ def _tool_function(registrar: PluginRegistrar, kind: str, index: int) -> Callabl
         return registrar.extensions[index].provider
     if kind == "form":
         return registrar.forms[index].validator
+    if kind == "rpc":
+        return registrar.rpcs[index].handler
     implementation = registrar.services[index].implementation
     return implementation if callable(implementation) else implementation.call
 

@@ -71,7 +71,7 @@ POLICY: dict[str, dict[str, Rule]] = {
     },
     "covel.hooks.v1.HookDispatcher": {
         **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent",
-                                            "ValidateForm")},
+                                            "ValidateForm", "CallAction")},
         "GetSubscriptions": SCHEDULER_OR_OPERATOR,
         "ListEventKeys": SCHEDULER_OR_OPERATOR,
         "ListPausedPlugins": SCHEDULER_OR_OPERATOR,

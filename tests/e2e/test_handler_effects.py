@@ -4,6 +4,8 @@ waived; malformed effects fail the runtime; channel-named business values do not
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 
@@ -11,7 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
-from shared.structs import from_struct, to_struct
+from shared.structs import from_struct, from_value, to_struct
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "effects-probe"
@@ -148,3 +150,41 @@ async def test_an_answer_to_a_form_is_checked_then_a_player_turn_that_closes_it(
         assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "answered already" in again.value.details()
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
         assert [m.text for m in messages if m.role == "player"][-1] == "name: Mira", "the answer is a player message"
+
+
+async def test_commands_and_actions_run_the_plugins_handler_and_commit_under_the_dataset_rules(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+        [command] = [c for c in (await stub.ListCommands(scheduler_pb2.ListCommandsRequest(session_id=session.id))).commands
+                     if c.plugin_id == PROBE]
+        assert (command.name, command.action, [a.name for a in command.arguments], list(command.arguments[0].choices)) == (
+            "note", "note", ["topic", "words"], ["lore", "people", "bad"])
+
+        ran = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session.id, text='/note lore "the old" lighthouse'))
+        assert json.loads(ran.result_json) == {"saved": "lore-18", "phase": "setup"}
+        assert ran.turn.origin == "action" and [r.runtime_id for r in ran.turn.runtime_results] == [f"{PROBE}/action:note"]
+        assert from_value((await plugin_data(services, session.id))[("notes", "lore-18")].value) == {"text": "the old lighthouse", "topic": "lore"}
+
+        bad = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session.id, text="/note bad"))
+        [outcome] = [o for o in bad.turn.proposal_outcomes if o.code]
+        assert outcome.code == "dataset-violation" and ("notes", "bad-7") not in await plugin_data(services, session.id)
+
+        refused = {
+            "/note": (grpc.StatusCode.INVALID_ARGUMENT, "text: /note needs <topic>"),
+            "/note secrets x": (grpc.StatusCode.INVALID_ARGUMENT, "/note <topic> is one of lore, people, bad, not 'secrets'"),
+            "/fly away": (grpc.StatusCode.NOT_FOUND, "no command /fly in this session"),
+            "note lore": (grpc.StatusCode.INVALID_ARGUMENT, "a command starts with /"),
+        }
+        for text, (code, message) in refused.items():
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session.id, text=text))
+            assert error.value.code() == code and message in error.value.details(), (text, error.value.details())
+        for action, (code, message) in {"covel:approve": (grpc.StatusCode.INVALID_ARGUMENT, "reserved for the framework"),
+                                        "erase": (grpc.StatusCode.NOT_FOUND, "has no action 'erase' (its actions: note)")}.items():
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await stub.InvokeAction(scheduler_pb2.InvokeActionRequest(session_id=session.id, plugin_id=PROBE, action=action))
+            assert error.value.code() == code and message in error.value.details(), (action, error.value.details())
+        invoked = await stub.InvokeAction(scheduler_pb2.InvokeActionRequest(
+            session_id=session.id, plugin_id=PROBE, action="note", payload=to_struct({"topic": "people", "words": ["Mira"]})))
+        assert json.loads(invoked.result_json)["saved"] == "people-4"

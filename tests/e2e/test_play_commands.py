@@ -7,19 +7,21 @@ import json
 
 import pytest
 
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import free_port_addrs, last_problem
 from covel_cli.play import COMMANDS, play, scripted_reader
+from shared.grpc_client import open_channel
 
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_help_lists_the_commands_and_an_unknown_one_points_to_it(services) -> None:
     out = io.StringIO()
-    assert await play(services.addrs["scheduler"], scripted_reader(["/help", "/teleport home"]), out) == 0
+    assert await play(services.addrs["scheduler"], scripted_reader(["/help", "/teleport home", "/commands"]), out) == 0
     shown = out.getvalue()
     for command, what in COMMANDS:
         assert command in shown and what in shown
-    assert "(unknown command /teleport; /help lists the commands)" in shown
-    assert "[turn" not in shown, "neither command played a turn"
+    assert "(text: no command /teleport in this session" in shown and "/help and /commands list what you can type)" in shown
+    assert "[turn" not in shown, "no command played a turn"
 
 
 @pytest.mark.asyncio(loop_scope="session")
@@ -62,3 +64,17 @@ async def test_kinds_say_kind_and_as_play_the_demo_worlds_kinds_and_seat(service
     assert shown.count("[turn") >= 2
     assert "INVALID_ARGUMENT" in shown and "character_id" in shown  # mira is no player character
     assert "actions[0].fields" in shown
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_plugin_command_runs_from_the_terminal(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        session = (await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["effects-probe"], approved_plugins=["effects-probe"]))).session
+    out = io.StringIO()
+    reader = scripted_reader(["/commands", "/note people Old Tobin", "/note"])
+    assert await play(services.addrs["scheduler"], reader, out, session_id=session.id) == 0
+    shown = out.getvalue()
+    assert "/note <topic> [words...]  Write a note in the plugin's notes dataset. (effects-probe)" in shown
+    assert '{"saved": "people-9", "phase": "setup"}' in shown
+    assert "(text: /note needs <topic>; /help and /commands list what you can type)" in shown

@@ -188,6 +188,11 @@ class HookBus:
                                          arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
         )
 
+    async def call_action(self, scope: ExecutionScope, plugin_id: str, action: str, payload_json: str) -> hooks_pb2.CallToolResponse:
+        """A plugin's registered action (covel.register_rpc): the unified result and the proposals it made."""
+        return await self._hooks.CallAction(hooks_pb2.CallActionRequest(context=scope.context(plugin_id), plugin_id=plugin_id, action=action,
+                                                                        payload=payload_json))
+
     async def validate_form(self, scope: ExecutionScope, plugin_id: str, form_id: str, values: dict[str, Any]) -> hooks_pb2.ValidateFormResponse:
         """A plugin's form validator on a player's answer (found: false when the plugin registered none)."""
         return await self._hooks.ValidateForm(

@@ -45,6 +45,7 @@ from services.scheduler.turn.interaction_answers import check_answers
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
+from services.scheduler.turn.plugin_actions import ActionCall, run_action
 from services.scheduler.turn.plugin_data_reads import LastScopes, scopes_read
 from services.scheduler.turn.plugin_data_reads import seed as seed_plugin_data
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
@@ -82,6 +83,8 @@ class TurnRequest:
     settlement: store_pb2.DimensionSettlement | None = None
     # The kernel already retried the session's open receipts for this request (settlements.py).
     settled_first: bool = False
+    # InvokeAction / RunCommand: the plugin action this execution runs (plugin_actions.py).
+    action: ActionCall | None = None
 
     @property
     def named_runtime_id(self) -> str:
@@ -93,7 +96,7 @@ class TurnRequest:
     @property
     def runs_one_runtime(self) -> bool:
         """RunManual, a detached job and a settlement retry run their runtime alone: no stages, event chain or compaction."""
-        return bool(self.manual_runtime_id) or self.detached_job is not None or self.settlement is not None
+        return bool(self.manual_runtime_id) or self.detached_job is not None or self.settlement is not None or self.action is not None
 
     @property
     def source_turn_id(self) -> str:
@@ -290,11 +293,8 @@ class TurnRunner:
         """A turn of origin "settlement": the receipt's maintainer alone, on its source turn's inputs; its commit
         settles the receipt or records why not. Its events reach no client stream."""
 
-        async def unseen(_event) -> None:
-            return None
-
         retry = TurnRequest(session_id, [], idempotency_key, origin=SETTLEMENT_ORIGIN, settlement=receipt)
-        return await self.run_observed(retry, unseen)
+        return await self.run_observed(retry, unseen_events)
 
     async def _run_leased(
         self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, read: LeaseReads, turn: store_pb2.Turn,
@@ -306,12 +306,12 @@ class TurnRunner:
         plugins = await self._plugins_phase(request, session, turn)
         await self._player_input(request, plugins, session, read, turn)
         stream = TurnStream(turn, concealing(emit, concealed_runtimes(plugins.manifests)))
-        await self._announce(stream, plugins, lease.logical_turn)
+        await self._announce(stream, plugins, lease.logical_turn, request.runs_one_runtime)
         aborted = await self._start_hooks(request, plugins, stream)
         if aborted is not None:
             await stream.record(await self._hooks.flush_observed(turn.id))
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
-        selected = await self._schedule(plugins, session, lease.logical_turn, stream)
+        selected = [] if request.action is not None else await self._schedule(plugins, session, lease.logical_turn, stream)
         run = await self._compaction(request, plugins, session, read, stream)
         await self._run_stages(request, plugins, selected, run, stream)
         failure = await self._stop_hooks(plugins.scope, stream, started)
@@ -365,11 +365,11 @@ class TurnRunner:
         turn.actions.extend(request.actions)
         turn.player_message = render_player_message(players, {kind: rule.label for kind, rule in catalogue.items()}, names)
 
-    async def _announce(self, stream: TurnStream, plugins: TurnPlugins, logical_turn: int) -> None:
-        """turn_started, then the runtimes of plugins sitting this turn out, as skipped."""
+    async def _announce(self, stream: TurnStream, plugins: TurnPlugins, logical_turn: int, one_runtime: bool) -> None:
+        """turn_started, then (a turn that schedules its runtimes) those of plugins sitting it out, as skipped."""
         turn = stream.turn
         await stream.emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
-        if plugins.named is not None:
+        if one_runtime:
             return
         for skipped in sitting_out(plugins.sitting, plugins.unavailable.values(), logical_turn):
             turn.runtime_results.append(skipped)
@@ -453,6 +453,9 @@ class TurnRunner:
     async def _run_stages(self, request: TurnRequest, plugins: TurnPlugins, selected: list, run: TurnState, stream: TurnStream) -> None:
         scope = plugins.scope
         run.scheduled = [runtime.runtime_id for runtime in selected]
+        if request.action is not None:
+            await run_action(self._hooks, request.action, scope, run, stream.turn)
+            return
         if request.runs_one_runtime:
             if selected:
                 await self._stages.run_stage(selected, run, scope, stream)
@@ -495,6 +498,10 @@ class TurnRunner:
         turn.abort_reason = reason
         del turn.proposal_outcomes[:]
         return await self._commit.commit(turn, lease, [], emit)
+
+
+async def unseen_events(_event) -> None:
+    """The emit of an execution whose events reach no client stream (a settlement retry, an action)."""
 
 
 def _reads_key(request: TurnRequest) -> str:
