@@ -188,3 +188,30 @@ async def test_commands_and_actions_run_the_plugins_handler_and_commit_under_the
         invoked = await stub.InvokeAction(scheduler_pb2.InvokeActionRequest(
             session_id=session.id, plugin_id=PROBE, action="note", payload=to_struct({"topic": "people", "words": ["Mira"]})))
         assert json.loads(invoked.result_json)["saved"] == "people-4"
+
+
+async def test_a_plugin_turned_on_mid_game_runs_its_setup_late_before_pre_turn(services) -> None:
+    """Late setup: the session stays playing; the new plugin's setup runtimes run before pre-turn until done."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session
+        assert session.phase == "playing"
+        await stub.SetSessionPlugins(scheduler_pb2.SetSessionPluginsRequest(session_id=session.id, enable=[PROBE]))
+        await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=[PROBE]))
+        events = await submit(stub, session.id, "I look around.")
+        turn = events[-1].turn_completed
+        ran = {r.runtime_id: r for r in turn.runtime_results}
+        assert ran[f"{PROBE}/form"].completion == "pending" and ran["narrator"].status == "success", "late setup, then the turn"
+        started = [e.runtime_started.runtime_id for e in events if e.WhichOneof("event") == "runtime_started"]
+        assert started.index(f"{PROBE}/form") < started.index("narrator")
+        assert [e.interaction.id for e in events if e.WhichOneof("event") == "interaction"] == ["hero-name"]
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert after.phase == "playing" and from_struct(after.setup_runtimes[f"{PROBE}/form"])["state"] == "pending"
+
+        answered = [e async for e in stub.SubmitInteraction(scheduler_pb2.SubmitInteractionRequest(
+            session_id=session.id, interaction_id="hero-name", values=to_struct({"name": "Ada"})))]
+        assert answered[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
+        after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
+        assert from_struct(after.setup_runtimes[f"{PROBE}/form"]) == {"state": "done", "resolution": "completed", "version": "1.0.0"}
+        turn = (await submit(stub, session.id, "I walk on."))[-1].turn_completed
+        assert f"{PROBE}/form" not in {r.runtime_id for r in turn.runtime_results}, "done: it does not run again"
