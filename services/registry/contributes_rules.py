@@ -135,7 +135,8 @@ def check_runtime_tools(runtime: CompiledRuntime, contributed_tools: Sequence[st
     prefix = "runtime." if runtime.file == "PLUGIN.md" else ""
     declared = set(contributed_tools)
     for index, tool in enumerate(agent["tools"]["plugin"]):
-        if tool not in declared:
+        # suspend is the kernel's tool an agent opts into (docs/plugins.md#suspend-and-resume).
+        if tool not in declared and tool != "suspend":
             bag.error(
                 "undeclared-tool",
                 f"agent.tools.plugin names `{tool}`, which contributes.tools does not declare",

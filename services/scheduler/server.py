@@ -16,6 +16,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler import session_plugins
 from services.scheduler.agent.context import configure_instruction_locale
+from services.scheduler.agent.loop import Resume
 from services.scheduler.detached.worker import DetachedWorker
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys, public_cfg, restart
@@ -27,7 +28,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.action_kinds import kind_to_proto, session_catalogue
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.event_coalescing import how_held, is_story_text, join_story_text
-from services.scheduler.turn.interaction_answers import answer_action
+from services.scheduler.turn.interaction_answers import ResumeCall, answer_action
 from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.player_input import IMPLICIT_SEAT, validate_actions
 from services.scheduler.turn.plugin_actions import (
@@ -272,8 +273,25 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         _check_idempotency_key(request.idempotency_key)
         reply = await self._peers.store.ListInteractions(store_pb2.ListInteractionsRequest(session_id=request.session_id, include_answered=True))
         action = answer_action(request, list(reply.interactions))
+        record = next(r for r in reply.interactions if r.interaction.id == request.interaction_id)
         submit = scheduler_pb2.SubmitActionsRequest(session_id=request.session_id, idempotency_key=request.idempotency_key)
-        async for event in self._submit(submit, validate_actions([action])):
+        if not record.interaction.resumes:
+            async for event in self._submit(submit, validate_actions([action])):
+                yield event
+            return
+        # A suspended agent asked it: the answer resumes that agent from what its turn saved.
+        asked = (await self._peers.store.GetTurn(store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=record.turn_id))).turn
+        saved = next((r.suspension for r in asked.runtime_results if r.runtime_id == record.interaction.runtime_id and r.HasField("suspension")), None)
+        if saved is None:
+            raise failed_precondition(f"interaction_id: the run that asked {request.interaction_id} left nothing to resume")
+        resume = ResumeCall(record, Resume(from_struct(saved), from_struct(request.values)))
+        turn_request = TurnRequest(request.session_id, validate_actions([action]), request.idempotency_key, origin="resume", resume=resume)
+
+        async def work(emit) -> None:
+            turn = await self._run_turn(turn_request, emit)
+            await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+
+        async for event in self._stream(work):
             yield event
 
     @rpc

@@ -13,7 +13,7 @@ from shared.structs import from_struct
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 PHASES = ("setup", "playing")
-ORIGINS = ("player", "continuation", "manual", "background", "settlement", "action")
+ORIGINS = ("player", "continuation", "manual", "background", "settlement", "action", "resume")
 IDEMPOTENCY_KEY_MAX = 128
 PLUGIN_ID_MAX = 200
 # AcquireTurnLease's reads.plugin_data: the scopes one lease reads at most.

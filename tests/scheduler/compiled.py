@@ -32,7 +32,8 @@ def _with_schedule(author: dict[str, Any]) -> dict[str, Any]:
 
 def _plugin_tools(runtimes: dict[str, dict[str, Any]]) -> list[str]:
     names = [name for author in runtimes.values() for name in ((author.get("agent") or {}).get("tools") or {}).get("plugin") or []]
-    return list(dict.fromkeys(names))
+    # suspend is the kernel's tool an agent opts into, never a plugin's.
+    return [name for name in dict.fromkeys(names) if name != "suspend"]
 
 
 def compiled_package(plugin_id: str, runtimes: dict[str, dict[str, Any]] | None = None, *, package: dict[str, Any] | None = None,

@@ -438,3 +438,31 @@ async def test_a_story_corrected_for_missing_tool_work_withdraws_its_streamed_pr
                               gateway=gateway, hooks=hooks, on_narrative=record, history_max_turns=5)
     assert outcome.status == "success" and outcome.story.narrative_output == "The dice say you win."
     assert [piece.reset for piece in pieces].count(True) == 1 and gateway.requests[1].tool_choice == "required"
+
+
+async def test_suspend_saves_the_run_and_resume_hands_the_answer_as_the_calls_result():
+    from services.scheduler.agent.loop import Resume
+    from services.scheduler.agent.suspension import add_suspend_tool
+
+    asked = {"kind": "confirm", "id": "rest", "prompt": "Rest here?"}
+    tools = KernelTools()
+    add_suspend_tool(tools)
+    tools.tool_writes.append({"type": "plugin.data", "payload": {"namespace": "n", "key": "k", "value": 1}})
+    manifest = {"agent": {"tools": {"plugin": ["suspend"]}}}
+    gateway = FakeGateway([reply("", ("suspend", {"interaction": asked}), finish="tool_calls")])
+    outcome = await run(runtime(manifest=manifest), gateway, kernel_tools=tools)
+    assert outcome.status == "suspended" and outcome.shown == {"interactions": [asked]} and outcome.stop_reason == "suspended"
+    state = outcome.suspension
+    assert state["conversation"][-1]["tool_calls"][0]["name"] == "suspend", "saved up to the call, without its own result"
+    assert state["toolWrites"] == [{"type": "plugin.data", "payload": {"namespace": "n", "key": "k", "value": 1}}]
+
+    resumed_tools = KernelTools()
+    add_suspend_tool(resumed_tools)
+    gateway = FakeGateway([reply('{"rested": true}')])
+    outcome = await run_agent(runtime=runtime(manifest=manifest), scope=scope(), history=[], player_message="Yes", gateway=gateway,
+                              hooks=FakeHooks(), on_narrative=no_stream, history_max_turns=5, kernel_tools=resumed_tools,
+                              resume=Resume(json.loads(json.dumps(state)), {"confirmed": True}))
+    assert outcome.status == "success" and resumed_tools.tool_writes == state["toolWrites"], "the held writes commit with the resumed run"
+    sent = gateway.requests[0].messages
+    assert sent[-1].role == "tool" and json.loads(sent[-1].content) == {"ok": True, "data": {"answer": {"confirmed": True}}}
+    assert sent[0].role == "system" and sent[0].content == state["systemPrompt"], "no context assembled again"

@@ -23,11 +23,12 @@ from services.scheduler.agent.dimension_tools import (
     add_update_dimensions,
     dimension_snapshot,
 )
-from services.scheduler.agent.loop import OnNarrative, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
+from services.scheduler.agent.loop import OnNarrative, Resume, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
 from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
 from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
+from services.scheduler.agent.suspension import SUSPEND, add_suspend_tool
 from services.scheduler.agent.tools import (
     DELEGATE,
     KernelTools,
@@ -65,7 +66,7 @@ class AgentExecution:
 
     async def run(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                   on_narrative: OnNarrative, inputs: dict | None, root_budget: SubagentBudget | None = None,
-                  nested: bool = False) -> RuntimeOutcome:
+                  nested: bool = False, resume: Resume | None = None) -> RuntimeOutcome:
         """One agent execution; `root_budget` is the subagent budget of the root execution a nested run belongs to.
         A `nested` run (ctx.recursive_call) reads no upstream plugin data: it sees none of its parent's upstream."""
         package = run.packages[runtime.plugin_id]
@@ -105,6 +106,9 @@ class AgentExecution:
                                        budget=root_budget)
         if subagents.available:
             _add_delegate(tools, subagents)
+        if SUSPEND in manifest.agent_part.tools.plugin and not nested:
+            # A nested run cannot suspend (spec: nested-suspension-dropped): it never gets the tool.
+            add_suspend_tool(tools)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
         segments = lorebook_segment(run.world, player_message, run.history, scope.session.locale) if story else []
@@ -116,7 +120,7 @@ class AgentExecution:
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
             self_data=await self._plugin_data.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
-            interjections=interjections, extra_segments=segments, world_values=template_values(run.world),
+            interjections=interjections, extra_segments=segments, world_values=template_values(run.world), resume=resume,
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)

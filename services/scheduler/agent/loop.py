@@ -35,6 +35,7 @@ from services.scheduler.agent.model_call import (
     wire_choice,
 )
 from services.scheduler.agent.prompt_templates import render
+from services.scheduler.agent.suspension import SUSPEND, restore_writes, resumed_progress, saved_state
 from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, replaced_fields
 from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
 from services.scheduler.catalogue import Runtime
@@ -76,6 +77,8 @@ class RuntimeOutcome:
     # ("done" / "pending"): HandlerResult's, or an agent's tools' and final output's.
     shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     completion: str | None = None
+    # status "suspended": what resuming it needs (agent/suspension.py).
+    suspension: dict[str, Any] | None = None
 
 
 def is_story_runtime(runtime: Runtime) -> bool:
@@ -135,8 +138,10 @@ async def run_agent(
     interjections: Callable[[], list[str]] | None = None,
     extra_segments: list[dict[str, Any]] | None = None,
     world_values: dict[str, Any] | None = None,
+    resume: Resume | None = None,
 ) -> RuntimeOutcome:
-    """One agent execution: context assembly, then steps until an answer, a completion or a failure."""
+    """One agent execution: context assembly, then steps until an answer, a completion or a failure.
+    `resume`: a suspended run goes on from its saved conversation, the answer as its suspend call's result."""
     loop = AgentLoop(
         runtime=runtime, scope=scope, gateway=gateway, hooks=hooks, on_narrative=on_narrative,
         manifest=manifest if manifest is not None else runtime.manifest,
@@ -147,8 +152,18 @@ async def run_agent(
     loop.world_values = world_values or {}
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
+    if resume is not None:
+        return await loop.resume(resume)
     await loop.prepare(history, player_message, history_max_turns, inputs, self_data, packages or [])
     return await loop.run()
+
+
+@dataclass
+class Resume:
+    """A suspended run's saved state (RuntimeResult.suspension) and the player's answer."""
+
+    state: dict[str, Any]
+    answer: dict[str, Any]
 
 
 class AgentLoop(CorrectionSteps, ToolSteps):
@@ -248,8 +263,9 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         if wanted:
             self.available.update(await self.hooks.tools(runtime.plugin_id))
         # A declared plugin tool the entry module never registered fails the run (spec: Agent 能用哪些工具).
+        # suspend is the kernel's; a nested run or subagent does not get it (it cannot suspend).
         self.unregistered_tools = [name for name in wanted
-                                   if name not in self.available and name not in self.kernel_tools and name != RUNTIME_DONE]
+                                   if name not in self.available and name not in self.kernel_tools and name not in (RUNTIME_DONE, SUSPEND)]
         self.tool_names = [name for name in wanted if name in self.available]
         if self.subagent is not None:
             # A subagent only gets read-only tools.
@@ -279,14 +295,14 @@ class AgentLoop(CorrectionSteps, ToolSteps):
                                      business_call=progress.successful_business_call)
 
     # -- the loop -----------------------------------------------------------------------------------
-    async def run(self) -> RuntimeOutcome:
+    async def run(self, progress: ExecutionProgress | None = None) -> RuntimeOutcome:
         """Rounds until one finishes the loop or fails it; a finished loop gets the completion check."""
         if self.unregistered_tools:
             return self.failed(
                 f"tool-not-registered: agent.tools.plugin lists {', '.join(self.unregistered_tools)}, but the entry module of "
                 f"{self.runtime.plugin_id} registered no such tool (covel.register_tool)")
         self._offer_runtime_done()
-        progress = ExecutionProgress.begin(self.messages, self.settings, time.monotonic())
+        progress = progress or ExecutionProgress.begin(self.messages, self.settings, time.monotonic())
         while True:
             ended = await self._round(progress)
             if isinstance(ended, RuntimeOutcome):
@@ -419,6 +435,26 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         if self.response_format is not None:
             request.response_format.CopyFrom(self.response_format)
         return request
+
+    # -- suspend and resume (agent/suspension.py) ------------------------------------------------------
+    def _suspended(self, progress: ExecutionProgress) -> RuntimeOutcome:
+        """The suspend tool was called: the run stops, its interaction shown, its state saved with the turn."""
+        suspension = self.kernel_tools.suspension or {}
+        self.stop_reason = "suspended"
+        return RuntimeOutcome("suspended", "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason="suspended",
+                              shown={"interactions": [suspension["interaction"]]},
+                              suspension=saved_state(progress, self.system_prompt, self.kernel_tools, self.usage))
+
+    async def resume(self, resume: Resume) -> RuntimeOutcome:
+        """The saved run goes on: its prompt and conversation as they were, the answer as the suspend call's result."""
+        self.system_prompt = str(resume.state.get("systemPrompt") or "")
+        await self._resolve_tools()
+        restore_writes(resume.state, self.kernel_tools)
+        for name, value in (resume.state.get("usage") or {}).items():
+            if name in self.usage and isinstance(value, int):
+                self.usage[name] = value
+        begun = ExecutionProgress.begin([], self.settings, time.monotonic())
+        return await self.run(resumed_progress(resume.state, resume.answer, begun))
 
     # -- completion ---------------------------------------------------------------------------------
     def _split(self, succeeded: RuntimeOutcome, output: dict[str, Any], *, from_tool: bool) -> RuntimeOutcome:

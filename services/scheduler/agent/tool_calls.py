@@ -150,11 +150,16 @@ class ToolSteps:
         progress.conversation.append({"role": "assistant", "content": progress.content, "tool_calls": calls})
         terminated = await self._run_tools(progress, calls)
         progress.tool_steps += 1
+        if self.kernel_tools.suspension is not None:
+            return self._suspended(progress)
         if progress.finish_output is not None or terminated:
             # afterTools / finishWith: a listed tool succeeded (or a hook terminated): no new request.
             self.stop_reason = "tool-finished"
             return Next.FINISH
         return self._detect_loop(progress, calls)
+
+    def _suspended(self, progress: ExecutionProgress) -> RuntimeOutcome:
+        raise NotImplementedError
 
     def _is_read_only(self, name: str) -> bool:
         return self.kernel_tools.is_read_only(name) if name in self.kernel_tools else self.hooks.read_only(self.runtime.plugin_id, name)

@@ -56,6 +56,8 @@ class KernelTools:
     # ({pluginId, type, payload}, attributed to the service's plugin); they commit only on success.
     tool_writes: list[dict[str, Any]] = field(default_factory=list)
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
+    # The suspend tool's interaction once called (agent/suspension.py): the loop stops, suspended.
+    suspension: dict[str, Any] | None = None
 
     def add(self, name: str, description: str, parameters: dict[str, Any], handler: ToolHandler, *, read_only: bool,
             subagent_keeps: bool = False) -> None:

@@ -39,11 +39,14 @@ def is_hidden_entry(entry, concealed_runtimes: AbstractSet[str], concealed_calls
 def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
     concealed = {result.runtime_id for result in turn.runtime_results if result.concealed}
     concealed_calls = concealed_subagent_calls(turn)
-    if not concealed and not concealed_calls:
+    suspended = any(result.HasField("suspension") for result in turn.runtime_results)
+    if not concealed and not concealed_calls and not suspended:
         return turn
     shown = store_pb2.Turn()
     shown.CopyFrom(turn)
     for result in shown.runtime_results:
+        # A suspended agent's saved conversation is the kernel's, to resume it.
+        result.ClearField("suspension")
         if result.concealed:
             result.ClearField("output")
             result.ClearField("output_json")

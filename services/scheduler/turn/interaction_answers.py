@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -18,6 +19,7 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.agent.loop import Resume
 from shared import json_schemas
 from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument, not_found
 from shared.structs import from_struct
@@ -60,9 +62,18 @@ def value_problems(interaction: store_pb2.Interaction, values: dict[str, Any], w
     return [FieldViolation(".".join([where, *(str(p) for p in error.absolute_path)]), error.message) for error in errors[:5]]
 
 
+@dataclass
+class ResumeCall:
+    """SubmitInteraction's answer to a suspended agent's question: the interaction, and the run to resume."""
+
+    record: store_pb2.InteractionRecord
+    resume: Resume
+
+
 async def check_answers(actions: list[common_pb2.PlayerAction], open_interactions: list[store_pb2.InteractionRecord],
-                        validate_form: ValidateForm, list_all: ListAll) -> None:
-    """Raises NOT_FOUND, FAILED_PRECONDITION or INVALID_ARGUMENT for the first answer that does not hold."""
+                        validate_form: ValidateForm, list_all: ListAll, *, resuming: bool = False) -> None:
+    """Raises NOT_FOUND, FAILED_PRECONDITION or INVALID_ARGUMENT for the first answer that does not hold. A suspended
+    agent's question is answered only by SubmitInteraction (`resuming`): its answer resumes that agent."""
     by_id = {record.interaction.id: record.interaction for record in open_interactions}
     answered: set[str] = set()
     for index, action in enumerate(actions):
@@ -74,6 +85,9 @@ async def check_answers(actions: list[common_pb2.PlayerAction], open_interaction
             await _not_open(action.interaction.id, where, list_all)
         assert interaction is not None
         answered.add(interaction.id)
+        if interaction.resumes and not resuming:
+            raise invalid_argument(f"{where}.id", f"{interaction.runtime_id} waits for this answer: send it with SubmitInteraction, "
+                                                  "which resumes that runtime")
         if action.kind != answer_kind(interaction):
             raise invalid_argument(f"actions[{index}].kind", f"the interaction {interaction.id} is answered as {answer_kind(interaction)!r}")
         values = from_struct(action.interaction.values)

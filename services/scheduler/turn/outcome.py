@@ -11,7 +11,8 @@ from shared.structs import from_struct
 def story_failure(results: Iterable[store_pb2.RuntimeResult]) -> str:
     """Why the turn fails when story runtimes ran and none succeeded ("" when it goes on to commit)."""
     stories = [result for result in results if result.story]
-    if not stories or any(result.status == "success" for result in stories):
+    # A story that suspended to ask the player goes on when answered: its turn commits without a story.
+    if not stories or any(result.status in ("success", "suspended") for result in stories):
         return ""
     failed = next(result for result in stories if result.status != "success")
     return f"story runtime {failed.runtime_id} {failed.status}: {failed.reason}"

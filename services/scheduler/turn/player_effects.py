@@ -54,9 +54,11 @@ def ui_block(item: dict[str, Any], where: str) -> store_pb2.UiBlock:
                              title=_text(item, "title", where, TITLE_MAX), parts=[to_struct(part) for part in parts])
 
 
-def interaction(item: dict[str, Any], where: str) -> store_pb2.Interaction:
+def interaction(item: dict[str, Any], where: str, *, resumes: bool = False) -> store_pb2.Interaction:
+    """`resumes`: a suspended agent asked it (its answer resumes that agent)."""
     kind = _one_of(item, "kind", where, INTERACTION_KINDS)
     shown = store_pb2.Interaction(id=_text(item, "id", where, ID_MAX) or new_id(), kind=kind, title=_text(item, "title", where, TITLE_MAX),
+                                  resumes=resumes,
                                   prompt=_text(item, "prompt", where, TEXT_MAX, required=kind != "form"),
                                   form_id=_text(item, "formId", where, ID_MAX), action_kind=_text(item, "actionKind", where, ID_MAX))
     if kind == "form":
@@ -83,7 +85,7 @@ def check_shown(channel: str, items: list[dict[str, Any]]) -> None:
         TYPED[channel](item, f"effects.{channel}[{index}]")
 
 
-def add_shown(result: store_pb2.RuntimeResult, shown: dict[str, list[dict[str, Any]]]) -> None:
+def add_shown(result: store_pb2.RuntimeResult, shown: dict[str, list[dict[str, Any]]], *, resumes: bool = False) -> None:
     """The checked effects on the runtime's result, typed, with the runtime as their source."""
     plugin_id, runtime_id = result.plugin_id, result.runtime_id
     for index, item in enumerate(shown.get("notifications", [])):
@@ -93,7 +95,7 @@ def add_shown(result: store_pb2.RuntimeResult, shown: dict[str, list[dict[str, A
         result.ui.append(ui_block(item, f"ui[{index}]"))
         result.ui[-1].MergeFrom(store_pb2.UiBlock(plugin_id=plugin_id, runtime_id=runtime_id))
     for index, item in enumerate(shown.get("interactions", [])):
-        result.interactions.append(interaction(item, f"interactions[{index}]"))
+        result.interactions.append(interaction(item, f"interactions[{index}]", resumes=resumes))
         result.interactions[-1].MergeFrom(store_pb2.Interaction(plugin_id=plugin_id, runtime_id=runtime_id))
 
 

@@ -37,6 +37,10 @@ def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest)
         # A failed or skipped runtime's effects are stripped (spec: 失败或跳过的 handler 结果会剥离领域 effects).
         add_shown(result, outcome.shown)
         result.completion = outcome.completion or ""
+    elif outcome.status == "suspended" and outcome.suspension is not None:
+        # Its question is shown; answering it resumes the run from what is saved here (agent/suspension.py).
+        add_shown(result, outcome.shown, resumes=True)
+        result.suspension.CopyFrom(to_struct(outcome.suspension))
     return result
 
 

@@ -41,7 +41,7 @@ from services.scheduler.turn.commit_rules import turn_narrative
 from services.scheduler.turn.compaction import compact_history
 from services.scheduler.turn.history_window import LastWindows, covers, player_turns_needed
 from services.scheduler.turn.idempotent_retry import check_retry
-from services.scheduler.turn.interaction_answers import check_answers
+from services.scheduler.turn.interaction_answers import ResumeCall, check_answers
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import story_failure
 from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
@@ -85,24 +85,30 @@ class TurnRequest:
     settled_first: bool = False
     # InvokeAction / RunCommand: the plugin action this execution runs (plugin_actions.py).
     action: ActionCall | None = None
+    # SubmitInteraction answering a suspended agent: the interaction it asked, and what it saved (origin "resume").
+    resume: ResumeCall | None = None
 
     @property
     def named_runtime_id(self) -> str:
         """The one runtime a detached job, a settlement retry or RunManual names ("" for a turn that schedules its own)."""
         if self.detached_job is not None:
             return self.detached_job.runtime_id
+        if self.resume is not None:
+            return self.resume.record.interaction.runtime_id
         return self.settlement.runtime_id if self.settlement is not None else self.manual_runtime_id
 
     @property
     def runs_one_runtime(self) -> bool:
         """RunManual, a detached job and a settlement retry run their runtime alone: no stages, event chain or compaction."""
-        return bool(self.manual_runtime_id) or self.detached_job is not None or self.settlement is not None or self.action is not None
+        return bool(self.manual_runtime_id) or any(one is not None for one in (self.detached_job, self.settlement, self.action, self.resume))
 
     @property
     def source_turn_id(self) -> str:
         """The turn a detached job or a settlement retry follows up ("" otherwise)."""
         if self.detached_job is not None:
             return self.detached_job.turn_id
+        if self.resume is not None:
+            return self.resume.record.turn_id
         return self.settlement.source_turn_id if self.settlement is not None else ""
 
 
@@ -335,7 +341,7 @@ class TurnRunner:
                                logical_turn=turn.logical_turn)
         runtimes = loaded_runtimes(packages)
         manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
-        named = named_runtime(request.named_runtime_id, detached=request.detached_job is not None or request.settlement is not None,
+        named = named_runtime(request.named_runtime_id, detached=any(one is not None for one in (request.detached_job, request.settlement, request.resume)),
                               runtimes=runtimes,
                               manifests=manifests, sitting=sitting, unavailable=unavailable)
         return TurnPlugins(packages, runtimes, manifests, sitting, unavailable, scope, named)
@@ -359,7 +365,7 @@ class TurnRunner:
             reply = await self._peers.store.ListInteractions(store_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))
             return list(reply.interactions)
 
-        await check_answers(players, list(read.world.open_interactions), validate, list_all)
+        await check_answers(players, list(read.world.open_interactions), validate, list_all, resuming=request.resume is not None)
         names = {character.id: str(from_struct(character.data).get("name") or character.id) for character in read.world.characters}
         del turn.actions[:]
         turn.actions.extend(request.actions)
@@ -433,6 +439,8 @@ class TurnRunner:
             run.proposals.append(compacted.proposal)
         if request.detached_job is not None:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
+        if request.resume is not None:
+            run.resume = request.resume.resume
         if request.settlement is not None:
             run.source_inputs = from_struct(request.settlement.input).get("inputs") or {}
             run.retry_from_turn_id = request.settlement.source_turn_id

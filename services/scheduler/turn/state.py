@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.agent.loop import Resume, RuntimeOutcome
 from services.scheduler.agent.model_view import model_facing
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope
@@ -147,6 +147,8 @@ class TurnState:
     scheduled: list[str] = field(default_factory=list)
     # The open receipt a settlement retry (origin "settlement") runs for.
     retry_from_turn_id: str = ""
+    # A resumed agent's saved run and the answer (origin "resume"; agent/suspension.py).
+    resume: Resume | None = None
     # session.world-context@1, once a runtime of the turn bound it (turn/world_context.py).
     world_context: dict[str, Any] | None = None
 

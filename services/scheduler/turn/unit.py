@@ -57,7 +57,7 @@ class UnitRunner:
         outcome = await self._execute(runtime, scope, run, stream, manifest)
         outcome.run_id = run_id
         status_before_hooks = outcome.status
-        outcome = await self._post_runtime(runtime, scope, outcome, stream)
+        outcome = await self._post_runtime(runtime, scope, outcome, stream, resumed=run.resume is not None)
         if outcome.status != status_before_hooks:
             run.rewritten.add(runtime.runtime_id)  # a setup runtime a hook turned into a success is not complete
         outcome = without_discarded_writes(check_unit_output(runtime, manifest, run.packages[runtime.plugin_id], outcome))
@@ -66,7 +66,11 @@ class UnitRunner:
 
     async def _execute(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
                        manifest: CompiledManifest) -> RuntimeOutcome:
-        """PreRuntime, the inputs (bound once, for the guard and the runtime), the guard, then the runtime itself."""
+        """PreRuntime, the inputs (bound once, for the guard and the runtime), the guard, then the runtime itself.
+        A resumed agent goes on where it stopped: PreRuntime, its inputs and its guard were its first run's."""
+        if run.resume is not None:
+            return await self._agents.run(runtime, scope, run, run.player_message, manifest, _narrative_sink(runtime, stream), None,
+                                          resume=run.resume)
         pre = await self._hooks.dispatch(
             "PreRuntime", scope,
             {"manifest": {"runtimeId": runtime.runtime_id, "stage": runtime.stage}, "input": {"playerMessage": run.player_message}},
@@ -96,12 +100,14 @@ class UnitRunner:
         await stream.record(outcome.trace)  # a function's ctx.tools calls' PreToolUse/PostToolUse, an agent's hooks
         return outcome
 
-    async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream) -> RuntimeOutcome:
+    async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream,
+                            resumed: bool = False) -> RuntimeOutcome:
         """PostRuntime hooks may rewrite the result; the kernel keeps identity and writes (runtime_result.py)."""
+        if outcome.status == "suspended":
+            return outcome  # PostRuntime fires once, when the resumed run really ends (spec: 挂起时不触发)
         original = post_runtime_result(runtime, outcome, scope.turn_id)
-        post = await self._hooks.dispatch(
-            "PostRuntime", scope, {"result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id
-        )
+        payload = {"result": original, **({"resumed": True} if resumed else {})}
+        post = await self._hooks.dispatch("PostRuntime", scope, payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
         await stream.record(post.trace)
         return apply_post_runtime(runtime, outcome, original, post.payload.get("result"))
 
