@@ -84,3 +84,19 @@ async def test_an_agent_suspends_on_a_question_and_the_answer_resumes_it_after_a
         assert json.loads(from_struct(resumed.runtime_results[0].output)["content"]) == {"door": "left"}, "its answer after the resume"
         [closed] = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))).interactions
         assert (closed.status, closed.answered_turn_id) == ("answered", resumed.id)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_nested_run_that_suspends_is_dropped(asking) -> None:
+    await restart_gateway(asking, {"queues": {"asker": [{"tool_calls": [{"name": "suspend", "arguments": {"interaction": DOORS}}]}]}})
+    async with open_channel(asking.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+        events = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id=f"{PROBE}/nester"))]
+        turn = events[-1].turn_completed
+        [nester] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/nester"]
+        assert from_struct(nester.output)["status"] == "failed" and "nested-suspension-dropped" in from_struct(nester.output)["reason"]
+        dropped = [json.loads(e.message) for e in turn.hook_trace if e.event == "recursive.failed"]
+        assert dropped and dropped[0]["code"] == "nested-suspension-dropped"
+        assert not [e for e in events if e.WhichOneof("event") == "interaction"], "its question is not asked"
+        assert (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id))).interactions == []

@@ -29,6 +29,7 @@ from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
 from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.agent.suspension import SUSPEND, add_suspend_tool
+from services.scheduler.agent.tool_calls import framework_entry
 from services.scheduler.agent.tools import (
     DELEGATE,
     KernelTools,
@@ -106,8 +107,8 @@ class AgentExecution:
                                        budget=root_budget)
         if subagents.available:
             _add_delegate(tools, subagents)
-        if SUSPEND in manifest.agent_part.tools.plugin and not nested:
-            # A nested run cannot suspend (spec: nested-suspension-dropped): it never gets the tool.
+        if SUSPEND in manifest.agent_part.tools.plugin:
+            # A nested run that suspends is dropped (run_nested); a subagent's tools leave it out.
             add_suspend_tool(tools)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
@@ -139,7 +140,13 @@ class AgentExecution:
             return None
 
         root_budget = root_agents.budget if root_agents is not None else None
-        return await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget, nested=True)
+        outcome = await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget, nested=True)
+        if outcome.status != "suspended":
+            return outcome
+        # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
+        dropped = framework_entry("recursive.failed", "error", runtime.runtime_id,
+                                  {"code": "nested-suspension-dropped", "message": "a nested run cannot wait for the player"})
+        return RuntimeOutcome("failed", "nested-suspension-dropped: a nested run cannot wait for the player", trace=[*outcome.trace, dropped])
 
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
                       budget: SubagentBudget | None = None) -> Subagents:
