@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ COMMANDS = (
     ('/kind demo-world/ask {"topic": "the lens"}', "an action of any kind, with its text and its fields as JSON"),
     ("/as mira", "play another of your seat's characters from the next turn"),
     ("/roll 2d6+1", "roll dice (the dice-check plugin)"),
+    ("/answer name=Mira", "answer the open question: a form's field=value pairs, a choice's option, yes or no"),
     ("/commands", "the commands of the session's plugins (any other /name runs one)"),
     ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
     ("a number", "take one of the guide's suggestions"),
@@ -132,12 +134,12 @@ def shown_lines(result: store_pb2.RuntimeResult) -> list[str]:
         spec = from_struct(asked.spec)
         if asked.kind == "choice":
             options = ", ".join(str(o.get("label")) for o in spec.get("options") or [])
-            lines.append(f"? {asked.prompt or asked.title} ({options})")
+            lines.append(f"? {asked.prompt or asked.title} ({options}) · /answer <option>")
         elif asked.kind == "form":
-            fields = ", ".join(spec.get("fieldOrder") or (spec.get("schema") or {}).get("properties") or {})
-            lines.append(f"? {asked.title or asked.prompt or 'a form'}: {fields}")
+            fields = list(spec.get("fieldOrder") or (spec.get("schema") or {}).get("properties") or {})
+            lines.append(f"? {asked.title or asked.prompt or 'a form'}: {', '.join(fields)} · /answer {' '.join(f + '=…' for f in fields)}")
         else:
-            lines.append(f"? {asked.prompt} (yes / no)")
+            lines.append(f"? {asked.prompt} · /answer yes | no")
     return lines
 
 
@@ -246,7 +248,49 @@ async def _play_turn(stub, session_id: str, text: str, out: TextIO, kind: str = 
     return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])
 
 
-ACTION_COMMANDS = ("/roll", "/kinds", "/as", "/say", "/kind")
+ACTION_COMMANDS = ("/roll", "/kinds", "/as", "/say", "/kind", "/answer")
+YES, NO = ("yes", "y", "true"), ("no", "n", "false")
+
+
+def answer_values(interaction: store_pb2.Interaction, words: list[str]) -> dict:
+    """What `/answer` words mean for an interaction: a choice's option (its id, number or label), yes / no, or a
+    form's field=value pairs (a value that reads as JSON is that JSON, else text)."""
+    if interaction.kind == "choice":
+        options = from_struct(interaction.spec).get("options") or []
+        said = " ".join(words).strip().lower()
+        for number, option in enumerate(options, start=1):
+            if said in (str(option.get("id")).lower(), str(number), str(option.get("label")).lower()):
+                return {"option": option.get("id")}
+        return {"option": said}
+    if interaction.kind == "confirm":
+        said = (words[0] if words else "").lower()
+        return {"confirmed": True if said in YES else False if said in NO else said}
+    values: dict = {}
+    for word in words:
+        name, _, raw = word.partition("=")
+        try:
+            values[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[name] = raw
+    return values
+
+
+async def answer(stub, session_id: str, rest: str, out: TextIO) -> list[str]:
+    """/answer [id] ...: the open interaction it names (else the newest), answered with SubmitInteraction."""
+    open_ones = [r.interaction for r in (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions]
+    if not open_ones:
+        out.write("(nothing to answer: no open question)\n")
+        return []
+    words = shlex.split(rest)
+    asked = next((i for i in open_ones if words and i.id == words[0]), None)
+    if asked is not None:
+        words = words[1:]
+    asked = asked or open_ones[-1]
+    started = time.monotonic()
+    request = scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id=asked.id,
+                                                     values=to_struct(answer_values(asked, words)), idempotency_key=uuid.uuid4().hex)
+    completed = await _stream_turn(stub.SubmitInteraction(request), out, Progress(out))
+    return _show_turn(completed, started, out) if completed is not None else []
 
 
 def action_of(command: str, rest: str) -> tuple[str, str, dict | None]:
@@ -375,6 +419,8 @@ async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] 
             if error.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                 raise
             out.write(f"({error.details()}; /help and /commands list what you can type)\n")
+    elif command == "/answer":
+        return await answer(stub, session_id, rest, out)
     elif command == "/roll":
         await roll_dice(stub, session_id, rest.strip(), out)
     elif command == "/kinds":

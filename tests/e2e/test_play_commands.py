@@ -78,3 +78,18 @@ async def test_a_plugin_command_runs_from_the_terminal(services) -> None:
     assert "/note <topic> [words...]  Write a note in the plugin's notes dataset. (effects-probe)" in shown
     assert '{"saved": "people-9", "phase": "setup"}' in shown
     assert "(text: /note needs <topic>; /help and /commands list what you can type)" in shown
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_form_is_shown_and_answered_from_the_terminal(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        session = (await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(
+            requested_plugins=["effects-probe"], approved_plugins=["effects-probe"]))).session
+    out = io.StringIO()
+    reader = scripted_reader(["Hello", "/answer name=Nobody", '/answer hero-name name="Mira Vale"', "/answer name=Again"])
+    assert await play(services.addrs["scheduler"], reader, out, session_id=session.id) == 0
+    shown = out.getvalue()
+    assert "? Your hero: name · /answer name=…" in shown
+    assert "Nobody is not a name" in shown, "the plugin's validator refused it: one clear line"
+    assert "✓ Welcome, Mira Vale." not in shown and "ℹ Welcome, Mira Vale." in shown
+    assert "(nothing to answer: no open question)" in shown

@@ -92,5 +92,5 @@ def test_shown_effects_are_one_line_each() -> None:
                       store_pb2.Interaction(kind="form", title="Your hero", spec=to_struct({"schema": {"properties": {"name": {}, "age": {}}},
                                                                                          "fieldOrder": ["name", "age"]})),
                       store_pb2.Interaction(kind="confirm", prompt="Rest here?")])
-    assert shown_lines(shown) == ["! Storm: The tide is rising.", "▤ Sheet: Mira, scout; HP 7/10", "? Which door? (Left, Right)",
-                                  "? Your hero: name, age", "? Rest here? (yes / no)"]
+    assert shown_lines(shown) == ["! Storm: The tide is rising.", "▤ Sheet: Mira, scout; HP 7/10", "? Which door? (Left, Right) · /answer <option>",
+                                  "? Your hero: name, age · /answer name=… age=…", "? Rest here? · /answer yes | no"]
