@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -216,19 +218,27 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             service_context.proposals.clear()
         return _tool_response(result, service_context)
 
+    def _registration(self, ctx: hooks_pb2.HookContext, plugin_id: str, registrations: Callable[[Any], list], wanted: Callable[[Any], bool]):
+        """One registration of an active plugin of the session (None when there is none), and whether its code may run
+        (a community plugin's only once the player approved it)."""
+        for plugin in self._sync.current.load_result.loaded:
+            if plugin.entry.plugin_id != plugin_id or plugin_id not in ctx.active_plugin_ids:
+                continue
+            found = next((item for item in registrations(plugin.registrar) if wanted(item)), None)
+            approved = plugin.entry.source != "community" or plugin_id in ctx.approved_plugin_ids
+            return found, approved
+        return None, False
+
     @rpc
     async def ValidateForm(self, request: hooks_pb2.ValidateFormRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.ValidateFormResponse:
         require(request.context.session_id, "context.session_id", "the execution's session")
         require(request.plugin_id, "plugin_id", "the plugin whose form was answered")
         require(request.form_id, "form_id", "the form's id (Interaction.form_id)")
         ctx = request.context
-        found = next(((form, plugin.entry.source) for plugin in self._sync.current.load_result.loaded
-                      if plugin.entry.plugin_id == request.plugin_id and request.plugin_id in ctx.active_plugin_ids
-                      for form in plugin.registrar.forms if form.form_id == request.form_id), None)
-        if found is None:
+        form, approved = self._registration(ctx, request.plugin_id, lambda registrar: registrar.forms, lambda f: f.form_id == request.form_id)
+        if form is None:
             return hooks_pb2.ValidateFormResponse(found=False)
-        form, source = found
-        if source == "community" and form.plugin_id not in ctx.approved_plugin_ids:
+        if not approved:
             return hooks_pb2.ValidateFormResponse(found=True, error=f"plugin {form.plugin_id} is not approved to run server code in this session")
         return await validate_form(form, plugin_context(ctx, form.plugin_id), from_struct(request.values))
 
@@ -238,14 +248,11 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.plugin_id, "plugin_id", "the plugin whose action to call")
         require(request.action, "action", "an action the plugin registered with covel.register_rpc")
         ctx = request.context
-        found = next(((rpc, plugin.entry.source) for plugin in self._sync.current.load_result.loaded
-                      if plugin.entry.plugin_id == request.plugin_id and request.plugin_id in ctx.active_plugin_ids
-                      for rpc in plugin.registrar.rpcs if rpc.action == request.action), None)
-        if found is None:
+        action, approved = self._registration(ctx, request.plugin_id, lambda registrar: registrar.rpcs, lambda r: r.action == request.action)
+        if action is None:
             refused = tool_error("not-found", f"plugin {request.plugin_id} has no action {request.action!r} running in this session")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        action, source = found
-        if source == "community" and action.plugin_id not in ctx.approved_plugin_ids:
+        if not approved:
             refused = tool_error("unavailable", f"plugin {action.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
