@@ -335,7 +335,8 @@ async def test_answers_that_break_the_schema_fail_their_runtime_and_commit_nothi
         if len(model.of("memory/extract")) >= 2:
             break
         await asyncio.sleep(0.1)
-    refused = json.loads(one(model.of("memory/extract"), step=1).body["messages"][-1]["content"])
+    # The detached job runs at least once: under load a worker whose job lease lapsed may run it again (same replies).
+    refused = json.loads(next(r for r in model.of("memory/extract") if r.step == 1).body["messages"][-1]["content"])
     assert refused["ok"] is False and refused["error"]["code"] == "invalid-input" and "value/kind" in refused["error"]["message"]
     await asyncio.sleep(0.5)
     assert await data(store, session_id, "memory", "memories") == {}
