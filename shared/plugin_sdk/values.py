@@ -72,8 +72,25 @@ class HandlerResult:
         return f"HandlerResult(value={self.value!r}, effects={self.effects!r}, completion={self.completion!r})"
 
 
+class Suspend:
+    """A handler's way to wait for the player: return Suspend({kind: form | choice | confirm, ...}) (an interaction
+    as in effects.interactions). The runtime is suspended; what it wrote so far is held. Answering the interaction
+    runs the handler again (ctx.execution["origin"] == "resume", the answer in ctx.activation["resume"]); if that
+    run succeeds, the held writes commit with its own."""
+
+    __slots__ = ("interaction",)
+
+    def __init__(self, interaction: dict) -> None:
+        self.interaction = interaction
+
+    def __repr__(self) -> str:
+        return f"Suspend({self.interaction!r})"
+
+
 def result_message(result: object) -> dict:
     """What a handler returned, as the worker sends it to the host: {kind: none | null | value, v?, effects?, completion?}."""
+    if isinstance(result, Suspend):
+        return {"kind": "suspend", "interaction": result.interaction}
     effects = completion = None
     if isinstance(result, HandlerResult):
         effects, completion = result.effects, result.completion

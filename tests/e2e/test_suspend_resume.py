@@ -15,10 +15,10 @@ import pytest_asyncio
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import check_health
 from shared.grpc_client import open_channel
-from shared.structs import from_struct, to_struct
+from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.conftest import minimal_session, restart_gateway, running_services
 
 PROBE = "suspend-probe"
@@ -100,3 +100,31 @@ async def test_a_nested_run_that_suspends_is_dropped(asking) -> None:
         assert dropped and dropped[0]["code"] == "nested-suspension-dropped"
         assert not [e for e in events if e.WhichOneof("event") == "interaction"], "its question is not asked"
         assert (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id))).interactions == []
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_handler_suspends_and_its_held_writes_commit_when_the_answer_runs_it_again(asking) -> None:
+    async with open_channel(asking.addrs["scheduler"]) as channel, asking.channel_as("store", "scheduler") as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+
+        async def data() -> dict:
+            reply = await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="rest"))
+            return {entry.key: from_value(entry.value) for entry in reply.entries}
+
+        events = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id=f"{PROBE}/confirmer"))]
+        turn = events[-1].turn_completed
+        [confirmer] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/confirmer"]
+        assert confirmer.status == "suspended" and [i.id for i in confirmer.interactions] == ["rest-here"]
+        assert await data() == {}, "held: nothing commits while it waits"
+        dropped = [json.loads(e.message) for e in turn.hook_trace if e.event == "recursive.failed"]
+        assert [d["code"] for d in dropped] == ["nested-suspension-dropped"], "its nested run's suspension was dropped"
+
+        events = [e async for e in stub.SubmitInteraction(scheduler_pb2.SubmitInteractionRequest(
+            session_id=session.id, interaction_id="rest-here", values=to_struct({"confirmed": True})))]
+        resumed = events[-1].turn_completed
+        assert resumed.origin == "resume" and resumed.player_message == "Yes"
+        [confirmer] = [r for r in resumed.runtime_results if r.runtime_id == f"{PROBE}/confirmer"]
+        assert confirmer.status == "success" and from_struct(confirmer.output) == {"rested": True, "interaction": "rest-here"}
+        assert await data() == {"asked": True, "nested": "failed", "answer": True}, "the held writes commit with the answer's run"

@@ -28,8 +28,7 @@ from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
 from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
-from services.scheduler.agent.suspension import SUSPEND, add_suspend_tool
-from services.scheduler.agent.tool_calls import framework_entry
+from services.scheduler.agent.suspension import NESTED_SUSPENSION_REASON, SUSPEND, add_suspend_tool, nested_suspension_dropped
 from services.scheduler.agent.tools import (
     DELEGATE,
     KernelTools,
@@ -144,9 +143,7 @@ class AgentExecution:
         if outcome.status != "suspended":
             return outcome
         # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
-        dropped = framework_entry("recursive.failed", "error", runtime.runtime_id,
-                                  {"code": "nested-suspension-dropped", "message": "a nested run cannot wait for the player"})
-        return RuntimeOutcome("failed", "nested-suspension-dropped: a nested run cannot wait for the player", trace=[*outcome.trace, dropped])
+        return RuntimeOutcome("failed", NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
 
     def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
                       budget: SubagentBudget | None = None) -> Subagents:

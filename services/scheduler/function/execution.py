@@ -12,6 +12,7 @@ from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.subagents import Subagents
+from services.scheduler.agent.suspension import NESTED_SUSPENSION_REASON, nested_suspension_dropped
 from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.function.plugin_services import ServicesView
 from services.scheduler.function.runtime import FunctionContext
@@ -281,6 +282,10 @@ class FunctionExecution:
             if context.services is not None and parent_context.services is not None:
                 parent_context.services.writes.extend(context.services.writes)
         parent_context.trace.extend(context.trace)
+        if done.status == "suspended":
+            # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
+            parent_context.trace.append(nested_suspension_dropped(target.runtime_id))
+            return {"status": "failed", "reason": NESTED_SUSPENSION_REASON, "output": {}}
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
     async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: CompiledManifest, inputs,
@@ -323,6 +328,11 @@ class FunctionExecution:
             context.trace.extend(agents.trace)
         # Write services' staged changes (the handler's own calls and its subagents'), for a success only.
         foreign = [*(context.services.writes if context.services is not None else []), *(agents.writes if agents else [])]
+        if done.status == "suspended" and done.suspension is not None:
+            # Held until the answer runs the handler again: its writes (its tools' too), its events, its inputs.
+            held = {**done.suspension, "writes": [*(context.tools.writes if context.tools is not None else []), *done.suspension["writes"]],
+                    "foreign": foreign, "inputs": dict(inputs or {})}
+            return RuntimeOutcome("suspended", done.reason, trace=context.trace, shown=done.shown, suspension=held)
         tool_writes = context.tools.writes if context.tools is not None and done.status == "success" else []
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=[*tool_writes, *done.writes],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.scheduler.turn.player_effects import ShownInvalid, check_shown
+from shared.ids import new_id
 from shared.plugin_sdk.private_payload import json_copy
 from shared.plugin_sdk.values import COMPLETIONS
 
@@ -73,3 +74,16 @@ def buffer_effects(context: Any, effects: dict[str, list[dict[str, Any]]]) -> No
 
 def shown_effects(effects: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     return {name: effects[name] for name in SHOWN if effects.get(name)}
+
+
+def suspended_outcome_parts(asked: Any) -> dict[str, list[dict[str, Any]]]:
+    """The one interaction a Suspend asks, checked like an effect's (EffectsInvalid when it is not one)."""
+    if not isinstance(asked, dict):
+        raise EffectsInvalid("Suspend(interaction): the interaction must be an object")
+    asked = json_copy(asked)
+    asked["id"] = str(asked.get("id") or new_id())
+    try:
+        check_shown("interactions", [asked])
+    except ShownInvalid as error:
+        raise EffectsInvalid(f"Suspend: {error}") from None
+    return {"interactions": [asked]}

@@ -22,6 +22,7 @@ from services.scheduler.function.handler_result import (
     check_completion,
     check_effects,
     shown_effects,
+    suspended_outcome_parts,
 )
 from shared.logs import get_logger
 from shared.plugin_code import PluginFile, load_callable
@@ -172,6 +173,8 @@ class FunctionOutcome:
     # HandlerResult: what the player is shown (notifications, ui, interactions) and the completion signal.
     shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     completion: str | None = None
+    # Suspend: what the held run keeps until the answer runs the handler again (its writes and events).
+    suspension: dict[str, Any] | None = None
 
 
 def project_value(value: Any) -> dict[str, Any]:
@@ -218,6 +221,8 @@ async def run_function(
 
 def outcome_of(context: FunctionContext, answer: Any) -> FunctionOutcome:
     """A handler's answer ({kind: none | null | value, v?, effects?, completion?}, values.result_message) as its outcome."""
+    if isinstance(answer, dict) and answer.get("kind") == "suspend":
+        return suspended_outcome(context, answer.get("interaction"))
     if not isinstance(answer, dict) or answer.get("kind") not in ("none", "null", "value"):
         return FunctionOutcome("failed", "the handler's worker answered something that is not a result")
     try:
@@ -233,3 +238,13 @@ def outcome_of(context: FunctionContext, answer: Any) -> FunctionOutcome:
         result = answer.get("v") if answer["kind"] == "value" else None
         outcome.output, outcome.canonical_value, outcome.has_value = project_value(result), json_copy(result), True
     return outcome
+
+
+def suspended_outcome(context: FunctionContext, asked: Any) -> FunctionOutcome:
+    """Suspend(interaction): the runtime waits for the player; its writes and events so far are held."""
+    try:
+        shown = suspended_outcome_parts(asked)
+    except EffectsInvalid as error:
+        return FunctionOutcome("failed", f"output-schema-invalid: {error}")
+    return FunctionOutcome("suspended", "waiting for the player's answer", read_from=set(context.plugin_data.read_from), shown=shown,
+                           suspension={"writes": context.plugin_data.writes, "events": list(context.emitted)})

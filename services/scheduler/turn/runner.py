@@ -441,6 +441,8 @@ class TurnRunner:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
         if request.resume is not None:
             run.resume = request.resume.resume
+            # A function's handler runs again: this is how it knows, and what the player answered.
+            run.activation = {"resume": {"interactionId": request.resume.record.interaction.id, "answer": request.resume.resume.answer}}
         if request.settlement is not None:
             run.source_inputs = from_struct(request.settlement.input).get("inputs") or {}
             run.retry_from_turn_id = request.settlement.source_turn_id

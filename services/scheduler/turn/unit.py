@@ -69,8 +69,7 @@ class UnitRunner:
         """PreRuntime, the inputs (bound once, for the guard and the runtime), the guard, then the runtime itself.
         A resumed agent goes on where it stopped: PreRuntime, its inputs and its guard were its first run's."""
         if run.resume is not None:
-            return await self._agents.run(runtime, scope, run, run.player_message, manifest, _narrative_sink(runtime, stream), None,
-                                          resume=run.resume)
+            return await self._resumed(runtime, scope, run, stream, manifest)
         pre = await self._hooks.dispatch(
             "PreRuntime", scope,
             {"manifest": {"runtimeId": runtime.runtime_id, "stage": runtime.stage}, "input": {"playerMessage": run.player_message}},
@@ -98,6 +97,21 @@ class UnitRunner:
             except grpc.aio.AioRpcError as error:
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
         await stream.record(outcome.trace)  # a function's ctx.tools calls' PreToolUse/PostToolUse, an agent's hooks
+        return outcome
+
+    async def _resumed(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream, manifest: CompiledManifest) -> RuntimeOutcome:
+        """A suspended runtime answered: an agent goes on from its saved conversation; a function's handler runs again
+        on its first run's inputs (the answer in ctx.activation["resume"]) and, if it succeeds, what it held commits too."""
+        resume = run.resume
+        assert resume is not None
+        if runtime.type != "function":
+            return await self._agents.run(runtime, scope, run, run.player_message, manifest, _narrative_sink(runtime, stream), None,
+                                          resume=resume)
+        outcome = await self._functions.run_function(runtime, scope, run, run.player_message, manifest, resume.state.get("inputs") or {})
+        if outcome.status == "success":
+            outcome.writes = [*(resume.state.get("writes") or []), *outcome.writes]
+            outcome.events = [*(resume.state.get("events") or []), *outcome.events]
+            outcome.foreign_writes = [*(resume.state.get("foreign") or []), *outcome.foreign_writes]
         return outcome
 
     async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream,
