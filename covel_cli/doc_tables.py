@@ -237,7 +237,7 @@ MANIFEST_MEANINGS: dict[str, str] = {
     "Agent.loop": "How the agent loop behaves.",
     "HistoryWindow.maxTurns": "Player turns of history (story default: COVEL_SCHEDULER_HISTORY_MAX_TURNS).",
     "HistoryWindow.includeSummaries": "`false` leaves compaction summaries out.",
-    "AgentTools.plugin": "Tools of this package's `contributes.tools`.",
+    "AgentTools.plugin": "Tools of this package's `contributes.tools`, and `suspend` (the kernel's: ask the player and wait).",
     "AgentTools.services": "Other plugins' model-facing services as tools: a contract id or `{contract, as}`.",
     "AgentTools.datasets": "Dataset tools: a dataset name (all its tools) or `{dataset, tools}`.",
     "ServiceImport.contract": "The service contract, e.g. `notes.search@1` (tool `notes-search`).",
