@@ -412,6 +412,6 @@ def plugin_context(ctx: hooks_pb2.HookContext, plugin_id: str) -> ToolContext:
     """What a plugin's tool, service or extension provider sees of the execution, with its own settings."""
     return ToolContext(
         session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
-        logical_turn=ctx.logical_turn,
+        logical_turn=ctx.logical_turn, turn_number=ctx.turn_number,
         _own_settings=from_struct(ctx.plugin_settings[plugin_id]) if plugin_id in ctx.plugin_settings else {},
     )

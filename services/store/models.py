@@ -77,6 +77,8 @@ class SessionRow(Base):
     last_message_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     # How many turns were recorded (orders ListTurns; aborted turns count too).
     recorded_turns: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Player messages in the log (setup answers included): a tool's context.turn_number.
+    player_messages: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

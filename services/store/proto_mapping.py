@@ -109,6 +109,7 @@ def session_to_proto(row: SessionRow) -> store_pb2.Session:
         plugin_settings={plugin: to_struct(values) for plugin, values in row.plugin_settings.items()},
         setup_runtimes={runtime: to_struct(progress) for runtime, progress in (row.setup_runtimes or {}).items()},
         completed_player_turns=row.completed_player_turns,
+        player_messages=row.player_messages or 0,
         recorded_turns=row.recorded_turns or 0,
         owner=row.owner,
         seats=seats_to_proto(row.seats),

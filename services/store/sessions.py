@@ -49,6 +49,7 @@ def create_session(db: Session, session: store_pb2.Session) -> store_pb2.Session
         owner=session.owner,
         seats=seats_to_rows(list(session.seats)),
         completed_player_turns=0,
+        player_messages=0,
         last_message_seq=0,
         recorded_turns=0,
         created_at=now,

@@ -222,7 +222,7 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
 _TURNS = cast(Table, TurnRow.__table__)
 # The session columns a commit changes (_advance_session, _apply_committed).
-_ADVANCED = ("recorded_turns", "last_message_seq", "completed_player_turns", "phase", "setup_runtimes", "updated_at")
+_ADVANCED = ("recorded_turns", "last_message_seq", "completed_player_turns", "player_messages", "phase", "setup_runtimes", "updated_at")
 _TRACES = cast(Table, TurnTraceRow.__table__)
 
 
@@ -376,6 +376,7 @@ def _apply_committed(db: Session, session: SessionRow, row: TurnRecord, request:
         applied = _apply_units(db, plan, _apply_context(db, session, row, request), careful=True)
     assert applied is not None
     session.last_message_seq += len(applied.messages)
+    session.player_messages = (session.player_messages or 0) + sum(1 for message in applied.messages if message.role == "player")
     return applied
 
 

@@ -52,14 +52,7 @@ def new_session(request: store_pb2.CreateSessionRequest) -> store_pb2.Session:
     """The caller's session fields, checked; defaults filled in (locale "en", phase "playing")."""
     session = store_pb2.Session()
     session.CopyFrom(request.session)
-    if session.id:
-        raise invalid_argument("session.id", "is assigned by the store; leave it empty")
-    if session.status not in (store_pb2.SESSION_STATUS_UNSPECIFIED, store_pb2.SESSION_STATUS_ACTIVE):
-        raise invalid_argument("session.status", "a new session is ACTIVE; leave it unset")
-    if session.completed_player_turns:
-        raise invalid_argument("session.completed_player_turns", "a new session has 0 completed turns; leave it unset")
-    if session.HasField("created_at") or session.HasField("updated_at"):
-        raise invalid_argument("session.created_at", "times are assigned by the store; leave them unset")
+    _store_assigned_unset(session)
     session.locale = session.locale or "en"
     if not LOCALE.match(session.locale):
         raise invalid_argument("session.locale", f"is {session.locale!r}; use a language tag such as en or zh-CN")
@@ -85,6 +78,20 @@ def new_session(request: store_pb2.CreateSessionRequest) -> store_pb2.Session:
             raise invalid_argument("session.plugin_settings", "keys are plugin ids and must be non-empty")
     setup_progress(session.setup_runtimes, "session.setup_runtimes")
     return session
+
+
+def _store_assigned_unset(session: store_pb2.Session) -> None:
+    """What the store assigns (id, status, counters, times) is left unset by the caller."""
+    if session.id:
+        raise invalid_argument("session.id", "is assigned by the store; leave it empty")
+    if session.status not in (store_pb2.SESSION_STATUS_UNSPECIFIED, store_pb2.SESSION_STATUS_ACTIVE):
+        raise invalid_argument("session.status", "a new session is ACTIVE; leave it unset")
+    if session.completed_player_turns:
+        raise invalid_argument("session.completed_player_turns", "a new session has 0 completed turns; leave it unset")
+    if session.player_messages:
+        raise invalid_argument("session.player_messages", "a new session has no player messages yet; leave it unset")
+    if session.HasField("created_at") or session.HasField("updated_at"):
+        raise invalid_argument("session.created_at", "times are assigned by the store; leave them unset")
 
 
 def idempotency_key(value: str, field: str) -> str:

@@ -29,6 +29,8 @@ class ToolContext:
     # The runtime whose model called the tool.
     runtime_id: str
     logical_turn: int
+    # Player messages recorded in the session with this turn's own, setup answers included (spec: turnNumber).
+    turn_number: int = 0
     signal: CancellationSignal = field(default_factory=CancellationSignal)
     _own_settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # Proposals the tool made; they commit with the calling runtime, only if the call succeeded.

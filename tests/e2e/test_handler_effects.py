@@ -150,6 +150,9 @@ async def test_an_answer_to_a_form_is_checked_then_a_player_turn_that_closes_it(
         assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "answered already" in again.value.details()
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
         assert [m.text for m in messages if m.role == "player"][-1] == "name: Mira", "the answer is a player message"
+        noted = await stub.InvokeAction(scheduler_pb2.InvokeActionRequest(session_id=session.id, plugin_id=PROBE, action="note",
+                                                                          payload=to_struct({"topic": "people", "words": ["Mira"]})))
+        assert json.loads(noted.result_json)["turnNumber"] == 2, "turnNumber counts the player's messages, the form's answer too"
 
 
 async def test_commands_and_actions_run_the_plugins_handler_and_commit_under_the_dataset_rules(services) -> None:
@@ -162,7 +165,7 @@ async def test_commands_and_actions_run_the_plugins_handler_and_commit_under_the
             "note", "note", ["topic", "words"], ["lore", "people", "bad"])
 
         ran = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session.id, text='/note lore "the old" lighthouse'))
-        assert json.loads(ran.result_json) == {"saved": "lore-18", "phase": "setup"}
+        assert json.loads(ran.result_json) == {"saved": "lore-18", "phase": "setup", "turnNumber": 0}
         assert ran.turn.origin == "action" and [r.runtime_id for r in ran.turn.runtime_results] == [f"{PROBE}/action:note"]
         assert from_value((await plugin_data(services, session.id))[("notes", "lore-18")].value) == {"text": "the old lighthouse", "topic": "lore"}
 

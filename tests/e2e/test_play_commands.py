@@ -76,7 +76,7 @@ async def test_a_plugin_command_runs_from_the_terminal(services) -> None:
     assert await play(services.addrs["scheduler"], reader, out, session_id=session.id) == 0
     shown = out.getvalue()
     assert "/note <topic> [words...]  Write a note in the plugin's notes dataset. (effects-probe)" in shown
-    assert '{"saved": "people-9", "phase": "setup"}' in shown
+    assert '{"saved": "people-9", "phase": "setup", "turnNumber": 0}' in shown
     assert "(text: /note needs <topic>; /help and /commands list what you can type)" in shown
 
 

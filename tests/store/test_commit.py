@@ -57,7 +57,7 @@ async def test_commit_appends_player_and_story_messages_with_contiguous_seq(stub
     assert [(o.proposal_id, o.status) for o in recorded.proposal_outcomes] == [(proposal.id, COMMITTED)]
     assert recorded.hook_trace[0].duration_us == 12 and recorded.actions[0].text == "I knock."
     assert recorded.started_at == turn.started_at and recorded.finished_at.seconds > 0
-    assert reply.session.completed_player_turns == 1
+    assert reply.session.completed_player_turns == 1 and reply.session.player_messages == 1
 
     # The lease was released; the next turn continues the numbering.
     second = (await play_turn(stub, session.id, "The hall is dark.")).turn

@@ -85,6 +85,8 @@ class ExecutionScope:
     root_execution_id: str = ""
     subagent_call_id: str = ""
     parent_runtime_id: str = ""
+    # The session's player messages with this turn's own: a tool's or action's context.turn_number.
+    turn_number: int = 0
 
     def execution(self, execution_id: str, *, subagent_call_id: str = "", parent_runtime_id: str = "") -> ExecutionScope:
         """This scope for one execution of a runtime: a run the turn scheduled (from the turn's scope,
@@ -107,6 +109,7 @@ class ExecutionScope:
             root_execution_id=self.root_execution_id,
             subagent_call_id=self.subagent_call_id,
             parent_runtime_id=self.parent_runtime_id,
+            turn_number=self.turn_number,
         )
 
 

@@ -337,8 +337,9 @@ class TurnRunner:
         unavailable = {missing.plugin_id: missing for missing in confirmed.unavailable}
         installed = [plugin_id for plugin_id, missing in unavailable.items() if missing.code != "not-found"]
         sitting = await self._plugins.packages(installed, timeout_s=10) if installed else []
+        speaks = any(action.source != "system" for action in request.actions)  # its player message is recorded with it
         scope = ExecutionScope(session=execution_session(session, confirmed.runnable, packages), turn_id=turn.id,
-                               logical_turn=turn.logical_turn)
+                               logical_turn=turn.logical_turn, turn_number=session.player_messages + int(speaks))
         runtimes = loaded_runtimes(packages)
         manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
         named = named_runtime(request.named_runtime_id, detached=any(one is not None for one in (request.detached_job, request.settlement, request.resume)),
