@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -180,6 +181,26 @@ async def start_server(
             tracing=tracing.enabled(), metrics_port=metrics.serving_port(), health_port=running.health_port,
         )
     return running
+
+
+# The exit status of a service whose address another process holds (EADDRINUSE), so a supervisor can tell.
+EXIT_ADDRESS_IN_USE = 98
+
+
+def run_service(main: Callable[[], Awaitable[None]]) -> None:
+    """asyncio.run(main()), except that a service that cannot bind its address says so and exits at once with
+    EXIT_ADDRESS_IN_USE: what it started before the bind (peer channels, watchers, the sandbox's zygote) would
+    otherwise keep the process alive, not serving, until a supervisor gives up."""
+
+    async def bound() -> None:
+        try:
+            await main()
+        except AddressInUse as error:
+            get_logger().error("service.bind_failed", error=str(error))
+            print(f"{error}", file=sys.stderr, flush=True)
+            os._exit(EXIT_ADDRESS_IN_USE)
+
+    asyncio.run(bound())
 
 
 async def serve_until_signalled(running: RunningServer, service: str, grace_s: float) -> None:

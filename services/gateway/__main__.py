@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from services.gateway.server import start
 from services.gateway.settings import GatewaySettings
-from shared.grpc_server import serve_until_signalled
+from shared.grpc_server import run_service, serve_until_signalled
 from shared.logs import configure_logging
 
 
@@ -18,7 +16,7 @@ async def _run() -> None:
 
 
 def main() -> None:
-    asyncio.run(_run())
+    run_service(_run)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """`python -m services.hooks`: run the hook dispatcher."""
 
-import asyncio
 
 from services.hooks.server import start
 from services.hooks.settings import HooksSettings
-from shared.grpc_server import serve_until_signalled
+from shared.grpc_server import run_service, serve_until_signalled
 from shared.logs import configure_logging
 
 
@@ -16,4 +15,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_service(main)

@@ -1,12 +1,11 @@
 """`python -m services.scheduler`: run the scheduler (the client-facing service)."""
 
-import asyncio
 import gc
 
 from services.scheduler.hooks.event_keys import restart
 from services.scheduler.server import start
 from services.scheduler.settings import SchedulerSettings
-from shared.grpc_server import serve_until_signalled
+from shared.grpc_server import run_service, serve_until_signalled
 from shared.logs import configure_logging
 
 
@@ -23,7 +22,7 @@ async def main() -> None:
 
 
 def run() -> None:
-    asyncio.run(main())
+    run_service(main)
     # SIGHUP: stopped like SIGTERM, then the process starts again in place.
     restart.exec_if_requested()
 

@@ -1,10 +1,9 @@
 """`python -m services.store`: run the transactional store."""
 
-import asyncio
 
 from services.store.server import start, wait_closed
 from services.store.settings import StoreSettings
-from shared.grpc_server import serve_until_signalled
+from shared.grpc_server import run_service, serve_until_signalled
 from shared.logs import configure_logging
 
 
@@ -17,4 +16,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_service(main)
