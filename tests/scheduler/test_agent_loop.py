@@ -466,3 +466,19 @@ async def test_suspend_saves_the_run_and_resume_hands_the_answer_as_the_calls_re
     sent = gateway.requests[0].messages
     assert sent[-1].role == "tool" and json.loads(sent[-1].content) == {"ok": True, "data": {"answer": {"confirmed": True}}}
     assert sent[0].role == "system" and sent[0].content == state["systemPrompt"], "no context assembled again"
+
+
+async def test_a_plugin_tools_forms_and_blocks_become_the_runs_effects():
+    form = {"kind": "form", "id": "sheet", "schema": {"type": "object", "properties": {"name": {"type": "string"}}}}
+    manifest = {"agent": {"tools": {"plugin": ["look"]}}}
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True)},
+                      tool_results={"look": {"ok": True, "data": {"seen": "a door", "interactions": [form], "ui": [{"parts": [{"type": "text", "text": "A door"}]}]}}})
+    gateway = FakeGateway([reply("", ("look", {}), finish="tool_calls"), reply('{"mood": "calm"}')])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks, output_schemas=SCHEMA)
+    assert outcome.status == "success" and outcome.output == {"mood": "calm"}
+    assert outcome.shown == {"interactions": [form], "ui": [{"parts": [{"type": "text", "text": "A door"}]}]}
+
+    hooks.tool_results["look"] = {"ok": True, "data": {"notifications": [{"level": "loud", "text": "Boo"}]}}
+    gateway = FakeGateway([reply("", ("look", {}), finish="tool_calls"), reply('{"mood": "calm"}')])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks, output_schemas=SCHEMA)
+    assert outcome.status == "failed" and "output-schema-invalid: a tool's effects.notifications[0].level is 'loud'" in outcome.reason

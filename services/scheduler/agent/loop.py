@@ -462,7 +462,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             business, shown, completion = completion_split(output, from_tool=from_tool)
         except ShownInvalid as error:
             return self.failed(f"output-schema-invalid: {error}")
-        return replace(succeeded, output=business, shown=shown, completion=completion)
+        merged = {name: [*succeeded.shown.get(name, []), *shown.get(name, [])] for name in {*succeeded.shown, *shown}}
+        return replace(succeeded, output=business, shown=merged, completion=completion)
 
     def _finish(self, progress: ExecutionProgress) -> RuntimeOutcome:
         """The one completion check at the loop's return, whichever way it ended (spec: 完成条件)."""
@@ -470,9 +471,11 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.usage["durationMs"] = int((time.monotonic() - progress.started) * 1000)
         self.stop_reason = self.stop_reason or "completed"
         succeeded = RuntimeOutcome("success", usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
-                                   stop_reason=self.stop_reason, finalizer=self.finalizer_used)
+                                   stop_reason=self.stop_reason, finalizer=self.finalizer_used, shown=dict(self.kernel_tools.shown))
         if unmet:
             return self.failed(unmet)
+        if self.kernel_tools.shown_problem:
+            return self.failed(f"output-schema-invalid: a tool's {self.kernel_tools.shown_problem}")
         if progress.finish_output is not None:
             return self._split(succeeded, progress.finish_output, from_tool=True)
         content, answer = progress.content, progress.answer

@@ -190,9 +190,12 @@ class ToolSteps:
             progress.successful_business_call = True
             # Only a completion tool's data is the output; after any other call the model reviews the
             # result and its final answer is the output (spec: require tool-use without afterTools).
+            data = json.loads(result_text).get("data") if result_text.startswith("{") else None
             if name in self.completion.after_tools:
-                data = json.loads(result_text).get("data") if result_text.startswith("{") else None
                 progress.finish_output = data if isinstance(data, dict) else {"value": data}
+            elif name not in self.kernel_tools and isinstance(data, dict):
+                # A plugin tool's forms and UI blocks are the run's effects (spec: Agent 的输出).
+                self.kernel_tools.note_shown(data)
         return False
 
     def _detect_loop(self, progress: ExecutionProgress, calls: list[dict[str, Any]]) -> Next | RuntimeOutcome:

@@ -16,6 +16,7 @@ from typing import Any
 
 from covel.gateway.v1 import gateway_pb2
 from services.scheduler.function.dataset_policies import dataset_schema
+from services.scheduler.turn.player_effects import ShownInvalid, check_shown
 from shared import json_schemas
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset
@@ -23,6 +24,8 @@ from shared.plugin_data.operations import DELETED, MISSING, OperationError, appl
 from shared.plugin_sdk.characters import resolve_character
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
+
+SHOWN_CHANNELS = ("interactions", "notifications", "ui")
 
 RUNTIME_DONE = "runtime-done"
 EMIT_EVENT = "emit-event"
@@ -58,6 +61,25 @@ class KernelTools:
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
     # The suspend tool's interaction once called (agent/suspension.py): the loop stops, suspended.
     suspension: dict[str, Any] | None = None
+    # What the run's plugin tools showed (interactions, notifications, ui), and the first malformed one's problem.
+    shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    shown_problem: str = ""
+
+    def note_shown(self, data: dict[str, Any]) -> None:
+        """A plugin tool's result: its interactions, notifications and ui become the run's (checked; a malformed
+        one fails the run at its end)."""
+        for name in SHOWN_CHANNELS:
+            items = data.get(name)
+            if items is None:
+                continue
+            try:
+                if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+                    raise ShownInvalid(f"{name} must be an array of objects")
+                check_shown(name, items)
+            except ShownInvalid as error:
+                self.shown_problem = self.shown_problem or str(error)
+                continue
+            self.shown.setdefault(name, []).extend(items)
 
     def add(self, name: str, description: str, parameters: dict[str, Any], handler: ToolHandler, *, read_only: bool,
             subagent_keeps: bool = False) -> None:
