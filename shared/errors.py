@@ -85,11 +85,13 @@ class ServiceError(Exception):
 
 
 def invalid_argument(field_path: str, description: str) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        f"{field_path}: {description}",
-        [FieldViolation(field_path, description)],
-    )
+    return invalid_arguments([FieldViolation(field_path, description)])
+
+
+def invalid_arguments(violations: list[FieldViolation]) -> ServiceError:
+    """INVALID_ARGUMENT naming every violation; its message is the first one's."""
+    first = violations[0]
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{first.field}: {first.description}", list(violations))
 
 
 def not_found(message: str) -> ServiceError:

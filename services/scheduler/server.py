@@ -36,7 +36,6 @@ from services.scheduler.turn.plugin_actions import (
     ActionCall,
     check_action,
     command_context,
-    command_contexts,
     parse_command,
     session_commands,
 )
@@ -272,8 +271,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.interaction_id, "interaction_id", "an open interaction's id, as ListInteractions shows it")
         _check_idempotency_key(request.idempotency_key)
         reply = await self._peers.store.ListInteractions(store_pb2.ListInteractionsRequest(session_id=request.session_id, include_answered=True))
-        action = answer_action(request, list(reply.interactions))
-        record = next(r for r in reply.interactions if r.interaction.id == request.interaction_id)
+        record, action = answer_action(request, list(reply.interactions))
         submit = scheduler_pb2.SubmitActionsRequest(session_id=request.session_id, idempotency_key=request.idempotency_key)
         if not record.interaction.resumes:
             async for event in self._submit(submit, validate_actions([action])):
@@ -324,7 +322,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         packages = await self._running_packages(request.session_id, session)
         command, args = parse_command(request.text.strip(), session_commands(packages))
-        payload: dict = {"args": args, "context": command_context(command_contexts(packages, command), session, packages)}
+        payload: dict = {"args": args, "context": command_context(list(command.context), session, packages)}
         return await self._invoke(request.session_id, ActionCall(command.plugin_id, command.action, payload), request.idempotency_key)
 
     async def _invoke(self, session_id: str, call: ActionCall, idempotency_key: str) -> scheduler_pb2.InvokeActionResponse:
@@ -603,9 +601,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def ListActionKinds(self, request: scheduler_pb2.ListActionKindsRequest, context) -> scheduler_pb2.ListActionKindsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
-        confirmed = await self._plugins.resolve_confirmed(session)
-        packages = await self._plugins.packages(list(confirmed.runnable), timeout_s=10, generation=confirmed.generation)
-        catalogue = session_catalogue(packages, session.locale)
+        catalogue = session_catalogue(await self._running_packages(request.session_id, session), session.locale)
         return scheduler_pb2.ListActionKindsResponse(kinds=[kind_to_proto(rule) for rule in catalogue.values()],
                                                      seats=list(session.seats) or [IMPLICIT_SEAT])
 

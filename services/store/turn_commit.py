@@ -300,11 +300,11 @@ def _turn_values(row: TurnRecord) -> dict[str, Any]:
     return {name: getattr(row, name) for name in _TURN_COLUMNS}
 
 
-def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
+def _discarded_all(request: store_pb2.CommitTurnRequest, why: str = "", code: str = "turn-not-committed") -> Applied:
     """A turn that did not commit: every proposal and unit discarded, with why."""
-    why = "the turn was aborted" if request.turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed"
+    why = why or ("the turn was aborted" if request.turn.status == store_pb2.TURN_STATUS_ABORTED else "the turn failed")
     return Applied(
-        outcomes={proposal.id: _outcome(proposal.id, DISCARDED, why, "turn-not-committed") for proposal in request.proposals},
+        outcomes={proposal.id: _outcome(proposal.id, DISCARDED, why, code) for proposal in request.proposals},
         discarded_units=[store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())],
     )
 
@@ -312,13 +312,9 @@ def _discarded_all(request: store_pb2.CommitTurnRequest) -> Applied:
 def _failed_before_applying(request: store_pb2.CommitTurnRequest, failure: str, entry: dict[str, Any]) -> Applied:
     """A turn that fails before its proposals are applied (it answers an interaction no longer open): every
     proposal and unit discarded, with why, as when a story unit's rejection rolls the turn back."""
-    why = f"the turn failed: {failure}"
-    return Applied(
-        outcomes={proposal.id: _outcome(proposal.id, DISCARDED, why, interactions.NOT_OPEN_CODE) for proposal in request.proposals},
-        discarded_units=[store_pb2.DiscardedUnit(unit_runtime_id=unit.runtime_id, reason=why) for unit in group_units(request.proposals, set())],
-        trace=[entry],
-        failure=failure,
-    )
+    discarded = _discarded_all(request, f"the turn failed: {failure}", interactions.NOT_OPEN_CODE)
+    discarded.trace, discarded.failure = [entry], failure
+    return discarded
 
 
 def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest, now) -> None:

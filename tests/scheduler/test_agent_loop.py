@@ -13,6 +13,7 @@ from services.scheduler.agent.loop import SubagentCall, run_agent
 from services.scheduler.agent.loop_profile import loop_settings
 from services.scheduler.agent.tools import KernelTools, add_runtime_done
 from services.scheduler.hooks.bus import HookOutcome
+from services.scheduler.turn.player_effects import ShownInvalid
 from shared.manifest.runtime import Loop
 from tests.scheduler.agent_harness import FakeGateway, FakeHooks, no_stream, reply, runtime, scope
 from tests.scheduler.compiled import compiled_manifest
@@ -98,9 +99,9 @@ def test_a_finishing_tools_effects_count_and_are_checked():
     business, shown, completion = answers.completion_split(
         {"saved": True, "interactions": [form], "notifications": [{"text": "Saved."}], "preGameDone": True}, from_tool=True)
     assert (business, completion) == ({"saved": True}, "done") and shown == {"interactions": [form], "notifications": [{"text": "Saved."}]}
-    with pytest.raises(answers.ShownInvalid, match=r"notifications\[0\].text must be a non-empty string"):
+    with pytest.raises(ShownInvalid, match=r"notifications\[0\].text must be a non-empty string"):
         answers.completion_split({"notifications": [{"text": ""}]}, from_tool=True)
-    with pytest.raises(answers.ShownInvalid, match="options must be 1-20 objects"):
+    with pytest.raises(ShownInvalid, match="options must be 1-20 objects"):
         answers.completion_split({"interactions": [{"kind": "choice", "prompt": "Which?"}]}, from_tool=True)
 
 

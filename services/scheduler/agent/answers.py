@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from services.scheduler.turn.player_effects import ShownInvalid, check_shown
+from services.scheduler.turn.player_effects import SHOWN_CHANNELS, check_shown
 from services.scheduler.turn.story_output import story_problems
 from shared import json_schemas
 from shared.logs import get_logger
@@ -30,9 +30,6 @@ def split_effects(value: dict[str, Any], runtime_id: str) -> dict[str, Any]:
     return kept
 
 
-SHOWN_FIELDS = ("interactions", "notifications", "ui")
-
-
 def completion_split(output: dict[str, Any], *, from_tool: bool) -> tuple[dict[str, Any], dict[str, list], str | None]:
     """The agent boundary (spec: Agent 的输出): `preGameDone: true` or `completion` in the final output becomes the
     completion signal, left out of the business output; a finishing tool's interactions, notifications and ui
@@ -45,12 +42,10 @@ def completion_split(output: dict[str, Any], *, from_tool: bool) -> tuple[dict[s
         completion = None
     shown: dict[str, list] = {}
     if from_tool:
-        for name in SHOWN_FIELDS:
+        for name in SHOWN_CHANNELS:
             items = business.pop(name, None)
             if items is None:
                 continue
-            if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-                raise ShownInvalid(f"{name} must be an array of objects")
             check_shown(name, items)
             shown[name] = items
     return business, shown, completion

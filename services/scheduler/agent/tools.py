@@ -16,7 +16,7 @@ from typing import Any
 
 from covel.gateway.v1 import gateway_pb2
 from services.scheduler.function.dataset_policies import dataset_schema
-from services.scheduler.turn.player_effects import ShownInvalid, check_shown
+from services.scheduler.turn.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
 from shared import json_schemas
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset
@@ -24,8 +24,6 @@ from shared.plugin_data.operations import DELETED, MISSING, OperationError, appl
 from shared.plugin_sdk.characters import resolve_character
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
-
-SHOWN_CHANNELS = ("interactions", "notifications", "ui")
 
 RUNTIME_DONE = "runtime-done"
 EMIT_EVENT = "emit-event"
@@ -73,8 +71,6 @@ class KernelTools:
             if items is None:
                 continue
             try:
-                if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-                    raise ShownInvalid(f"{name} must be an array of objects")
                 check_shown(name, items)
             except ShownInvalid as error:
                 self.shown_problem = self.shown_problem or str(error)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.turn.player_effects import ShownInvalid, check_shown
+from services.scheduler.turn.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
 from shared.ids import new_id
 from shared.plugin_sdk.private_payload import json_copy
 from shared.plugin_sdk.values import COMPLETIONS
 
 CHANNELS = ("proposals", "events", "pluginData", "interactions", "notifications", "ui")
-# The channels the player sees: checked here, carried on the runtime's result.
-SHOWN = ("interactions", "notifications", "ui")
 REMOVED = {"statePatches": "effects.statePatches was removed: write the plugin's own state with effects.pluginData"}
 MAX_SHOWN = 20
 
@@ -37,7 +35,7 @@ def check_effects(effects: Any) -> dict[str, list[dict[str, Any]]]:
             raise EffectsInvalid(f"effects.{name} is not a channel; the channels are {', '.join(CHANNELS)}")
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise EffectsInvalid(f"effects.{name} must be an array of objects")
-        if name in SHOWN:
+        if name in SHOWN_CHANNELS:
             if len(items) > MAX_SHOWN:
                 raise EffectsInvalid(f"effects.{name}: {len(items)} items; at most {MAX_SHOWN}")
             try:
@@ -73,7 +71,7 @@ def buffer_effects(context: Any, effects: dict[str, list[dict[str, Any]]]) -> No
 
 
 def shown_effects(effects: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    return {name: effects[name] for name in SHOWN if effects.get(name)}
+    return {name: effects[name] for name in SHOWN_CHANNELS if effects.get(name)}
 
 
 def suspended_outcome_parts(asked: Any) -> dict[str, list[dict[str, Any]]]:

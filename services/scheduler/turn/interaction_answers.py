@@ -14,14 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.loop import Resume
 from shared import json_schemas
-from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument, not_found
+from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument, invalid_arguments, not_found
 from shared.structs import from_struct
 
 DEFAULT_KIND = "say"
@@ -82,7 +80,7 @@ async def check_answers(actions: list[common_pb2.PlayerAction], open_interaction
         where = f"actions[{index}].interaction"
         interaction = by_id.get(action.interaction.id)
         if interaction is None or action.interaction.id in answered:
-            await _not_open(action.interaction.id, where, list_all)
+            await _not_open(action.interaction.id, f"{where}.id", list_all)
         assert interaction is not None
         answered.add(interaction.id)
         if interaction.resumes and not resuming:
@@ -95,15 +93,18 @@ async def check_answers(actions: list[common_pb2.PlayerAction], open_interaction
         if not problems and interaction.form_id:
             problems = _validator_problems(await validate_form(interaction.plugin_id, interaction.form_id, values), f"{where}.values")
         if problems:
-            first = problems[0]
-            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{first.field}: {first.description}", problems)
+            raise invalid_arguments(problems)
 
 
 async def _not_open(interaction_id: str, where: str, list_all: ListAll) -> None:
-    known = {record.interaction.id: record for record in await list_all()}
-    if interaction_id in known:
-        raise failed_precondition(f"{where}.id: the interaction {interaction_id} was answered already (turn {known[interaction_id].answered_turn_id})")
-    raise not_found(f"{where}.id: this session has no interaction {interaction_id!r} (ListInteractions lists the open ones)")
+    raise not_open(interaction_id, where, next((r for r in await list_all() if r.interaction.id == interaction_id), None))
+
+
+def not_open(interaction_id: str, where: str, record: store_pb2.InteractionRecord | None) -> ServiceError:
+    """NOT_FOUND for an interaction the session never asked, FAILED_PRECONDITION for one answered already."""
+    if record is not None:
+        return failed_precondition(f"{where}: the interaction {interaction_id} was answered already (turn {record.answered_turn_id})")
+    return not_found(f"{where}: this session has no interaction {interaction_id!r} (ListInteractions lists the open ones)")
 
 
 def _validator_problems(verdict: hooks_pb2.ValidateFormResponse, where: str) -> list[FieldViolation]:
@@ -112,18 +113,17 @@ def _validator_problems(verdict: hooks_pb2.ValidateFormResponse, where: str) -> 
     return [FieldViolation(f"{where}.{problem.field}" if problem.field else where, problem.message) for problem in verdict.problems]
 
 
-def answer_action(request, records: list[store_pb2.InteractionRecord]) -> common_pb2.PlayerAction:
-    """SubmitInteraction's player action: the interaction's kind, the rendered answer as its text, the answer attached.
-    NOT_FOUND / FAILED_PRECONDITION here already for an unknown or answered interaction (the turn checks it again)."""
+def answer_action(request, records: list[store_pb2.InteractionRecord]) -> tuple[store_pb2.InteractionRecord, common_pb2.PlayerAction]:
+    """SubmitInteraction's interaction and player action: the interaction's kind, the rendered answer as its text, the
+    answer attached. NOT_FOUND / FAILED_PRECONDITION here already for an unknown or answered interaction (the turn
+    checks it again)."""
     record = next((r for r in records if r.interaction.id == request.interaction_id), None)
-    if record is None:
-        raise not_found(f"interaction_id: this session has no interaction {request.interaction_id!r} (ListInteractions lists the open ones)")
-    if record.status != "open":
-        raise failed_precondition(f"interaction_id: the interaction {request.interaction_id} was answered already (turn {record.answered_turn_id})")
+    if record is None or record.status != "open":
+        raise not_open(request.interaction_id, "interaction_id", record)
     values = from_struct(request.values)
     problems = value_problems(record.interaction, values, "values")
     if problems:
-        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{problems[0].field}: {problems[0].description}", problems)
+        raise invalid_arguments(problems)
     text = rendered_answer(record.interaction, values) or f"({record.interaction.title or 'answered'})"
-    return common_pb2.PlayerAction(seat_id=request.seat_id or "main", kind=answer_kind(record.interaction), text=text[:4000],
-                                   interaction=common_pb2.InteractionAnswer(id=request.interaction_id, values=request.values))
+    return record, common_pb2.PlayerAction(seat_id=request.seat_id or "main", kind=answer_kind(record.interaction), text=text[:4000],
+                                           interaction=common_pb2.InteractionAnswer(id=request.interaction_id, values=request.values))

@@ -77,26 +77,32 @@ def interaction(item: dict[str, Any], where: str, *, resumes: bool = False) -> s
 
 
 TYPED = {"notifications": notification, "ui": ui_block, "interactions": interaction}
+# The effects channels the player is shown (a handler's effects, an agent's tools).
+SHOWN_CHANNELS = tuple(TYPED)
 
 
-def check_shown(channel: str, items: list[dict[str, Any]]) -> None:
-    """Raises ShownInvalid naming the first item that does not have its channel's shape."""
+def check_shown(channel: str, items: Any) -> None:
+    """Raises ShownInvalid unless `items` is an array of objects each with its channel's shape (naming the first that is not)."""
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ShownInvalid(f"effects.{channel} must be an array of objects")
     for index, item in enumerate(items):
         TYPED[channel](item, f"effects.{channel}[{index}]")
 
 
 def add_shown(result: store_pb2.RuntimeResult, shown: dict[str, list[dict[str, Any]]], *, resumes: bool = False) -> None:
     """The checked effects on the runtime's result, typed, with the runtime as their source."""
-    plugin_id, runtime_id = result.plugin_id, result.runtime_id
     for index, item in enumerate(shown.get("notifications", [])):
-        result.notifications.append(notification(item, f"notifications[{index}]"))
-        result.notifications[-1].MergeFrom(store_pb2.Notification(plugin_id=plugin_id, runtime_id=runtime_id))
+        told = notification(item, f"notifications[{index}]")
+        told.plugin_id, told.runtime_id = result.plugin_id, result.runtime_id
+        result.notifications.append(told)
     for index, item in enumerate(shown.get("ui", [])):
-        result.ui.append(ui_block(item, f"ui[{index}]"))
-        result.ui[-1].MergeFrom(store_pb2.UiBlock(plugin_id=plugin_id, runtime_id=runtime_id))
+        block = ui_block(item, f"ui[{index}]")
+        block.plugin_id, block.runtime_id = result.plugin_id, result.runtime_id
+        result.ui.append(block)
     for index, item in enumerate(shown.get("interactions", [])):
-        result.interactions.append(interaction(item, f"interactions[{index}]", resumes=resumes))
-        result.interactions[-1].MergeFrom(store_pb2.Interaction(plugin_id=plugin_id, runtime_id=runtime_id))
+        asked = interaction(item, f"interactions[{index}]", resumes=resumes)
+        asked.plugin_id, asked.runtime_id = result.plugin_id, result.runtime_id
+        result.interactions.append(asked)
 
 
 def shown_events(committed: store_pb2.Turn) -> list:

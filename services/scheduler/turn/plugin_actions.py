@@ -99,14 +99,8 @@ def _command(entry: Any, plugin_id: str) -> scheduler_pb2.Command | None:
                                                variadic=a.get("variadic") is True, choices=[str(c) for c in a.get("choices") or []])
                  for a in entry.get("arguments") or [] if isinstance(a, dict) and isinstance(a.get("name"), str)]
     return scheduler_pb2.Command(name=entry["name"].lstrip("/"), plugin_id=plugin_id, action=entry["action"],
-                                 description=str(entry.get("description") or ""), arguments=arguments)
-
-
-def command_contexts(packages: list[Package], command: scheduler_pb2.Command) -> list[str]:
-    package = next(p for p in packages if p.id == command.plugin_id)
-    entry = next((e for e in (package.definition.contributes.commands or []) if isinstance(e, dict)  # type: ignore[union-attr]
-                  and str(e.get("name", "")).lstrip("/") == command.name), {})
-    return [c for c in entry.get("context") or [] if c in COMMAND_CONTEXTS]
+                                 description=str(entry.get("description") or ""), arguments=arguments,
+                                 context=[c for c in entry.get("context") or [] if c in COMMAND_CONTEXTS])
 
 
 def parse_command(text: str, commands: list[scheduler_pb2.Command]) -> tuple[scheduler_pb2.Command, dict[str, Any]]:

@@ -90,7 +90,7 @@ class TurnRequest:
 
     @property
     def named_runtime_id(self) -> str:
-        """The one runtime a detached job, a settlement retry or RunManual names ("" for a turn that schedules its own)."""
+        """The one runtime a follow-up or RunManual names ("" for a turn that schedules its own, or an action)."""
         if self.detached_job is not None:
             return self.detached_job.runtime_id
         if self.resume is not None:
@@ -98,13 +98,18 @@ class TurnRequest:
         return self.settlement.runtime_id if self.settlement is not None else self.manual_runtime_id
 
     @property
+    def follows_up(self) -> bool:
+        """A detached job, a settlement retry or a resume: it runs the runtime a committed turn named, whatever its trigger."""
+        return any(one is not None for one in (self.detached_job, self.settlement, self.resume))
+
+    @property
     def runs_one_runtime(self) -> bool:
-        """RunManual, a detached job and a settlement retry run their runtime alone: no stages, event chain or compaction."""
-        return bool(self.manual_runtime_id) or any(one is not None for one in (self.detached_job, self.settlement, self.action, self.resume))
+        """RunManual, an action and a follow-up run one unit alone: no stages, event chain or compaction."""
+        return bool(self.manual_runtime_id) or self.action is not None or self.follows_up
 
     @property
     def source_turn_id(self) -> str:
-        """The turn a detached job or a settlement retry follows up ("" otherwise)."""
+        """The turn a follow-up follows up ("" otherwise)."""
         if self.detached_job is not None:
             return self.detached_job.turn_id
         if self.resume is not None:
@@ -298,7 +303,6 @@ class TurnRunner:
     async def retry_settlement(self, session_id: str, receipt: store_pb2.DimensionSettlement, idempotency_key: str) -> store_pb2.Turn:
         """A turn of origin "settlement": the receipt's maintainer alone, on its source turn's inputs; its commit
         settles the receipt or records why not. Its events reach no client stream."""
-
         retry = TurnRequest(session_id, [], idempotency_key, origin=SETTLEMENT_ORIGIN, settlement=receipt)
         return await self.run_observed(retry, unseen_events)
 
@@ -342,9 +346,8 @@ class TurnRunner:
                                logical_turn=turn.logical_turn, turn_number=session.player_messages + int(speaks))
         runtimes = loaded_runtimes(packages)
         manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
-        named = named_runtime(request.named_runtime_id, detached=any(one is not None for one in (request.detached_job, request.settlement, request.resume)),
-                              runtimes=runtimes,
-                              manifests=manifests, sitting=sitting, unavailable=unavailable)
+        named = named_runtime(request.named_runtime_id, detached=request.follows_up, runtimes=runtimes, manifests=manifests,
+                              sitting=sitting, unavailable=unavailable)
         return TurnPlugins(packages, runtimes, manifests, sitting, unavailable, scope, named)
 
     # -- phase: player input --
