@@ -32,6 +32,8 @@ ReadLine = Callable[[], Awaitable[str | None]]
 # The world `covel play`, `covel demo` and `make run` start in (worlds/demo-world).
 DEFAULT_WORLD = "demo-world"
 DEMO_ACTIONS = (
+    # The setup's character form (char-creator), answered: the name and two of Saltmere's attributes.
+    '/answer name=Wren "role=a lamp-maker from the south" courage=4',
     "I push open the door of the Drowned Lantern and look around.",
     "I ask Old Tobin about the dark lighthouse and thank him for the warm fire.",
     "I pick up the rusty key from the table and light the lantern.",
@@ -383,7 +385,7 @@ async def play(
                 return 1
         out.write("Type what you do (a number takes a suggestion); /roll 2d6 rolls dice; /help lists commands; /quit to leave.\n")
         out.flush()
-        suggestions: list[str] = []
+        suggestions: list[str] = await start_setup(stub, session_id, out)
         while True:
             line = await read_line()
             if line is None or line.strip() in ("/quit", "/exit"):
@@ -405,6 +407,31 @@ async def play(
                 out.write("\n" + error_line(error, scheduler_addr) + "\n")
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):
                     return 1
+
+
+async def start_setup(stub, session_id: str, out: TextIO) -> list[str]:
+    """A session in its setup phase starts it with an `advance` (the setup plugins ask their forms; a setup with
+    nothing to ask goes straight on to the opening); its open questions are shown again on a resumed session."""
+    session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
+    if session.phase != "setup":
+        return []
+    asked = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions
+    if asked:
+        out.write("\n".join(shown_lines(store_pb2.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
+        return []
+    out.write("\n(setting up the story…)\n")
+    _, suggestions = await _play_turn(stub, session_id, "", out, "advance")
+    return suggestions
+
+
+async def remind_open_questions(stub, session_id: str, turn: store_pb2.Turn | None, out: TextIO) -> None:
+    """A setup turn that told no story (a question still waits for its answer) shows the open questions again."""
+    if turn is None or turn.narrative or turn.status != store_pb2.TURN_STATUS_COMMITTED:
+        return
+    asked = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions
+    if asked:
+        out.write("  (the story starts once this is answered)\n")
+        out.write("\n".join(shown_lines(store_pb2.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
 
 
 async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] | None:
@@ -429,7 +456,8 @@ async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] 
         await switch_character(stub, session_id, rest.strip(), out)
     else:
         kind, text, fields = action_of(command, rest)
-        _, suggestions = await _play_turn(stub, session_id, text, out, kind, fields)
+        turn, suggestions = await _play_turn(stub, session_id, text, out, kind, fields)
+        await remind_open_questions(stub, session_id, turn, out)
         return suggestions
     return None
 

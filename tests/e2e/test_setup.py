@@ -27,14 +27,17 @@ async def test_a_session_stays_in_setup_until_its_setup_runtimes_complete(servic
         assert session.phase == "setup" and from_struct(session.setup_runtimes[INTRO]) == {"state": "pending"}
 
         turn, results = await submit(stub, session.id, "fail, please")
-        assert set(results) == {INTRO} and results[INTRO].status == "failed" and results[INTRO].setup
+        assert all(r.setup for r in results.values()) and results[INTRO].status == "failed", \
+            "while the setup is pending a turn runs only its setup stage"
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
         assert after.phase == "setup" and after.completed_player_turns == 0
         assert from_struct(after.setup_runtimes[INTRO]) == {
             "state": "pending", "lastError": "handler raised RuntimeError: not ready yet", "attempts": 1, "version": "0.2.0"}
 
         turn, results = await submit(stub, session.id, "Hello")
-        assert set(results) == {INTRO} and results[INTRO].status == "success", "a setup turn runs only the setup stage"
+        assert results[INTRO].status == "success" and results["narrator"].status == "success", \
+            "the setup finished in this turn's setup stage: the turn goes on to the story (the opening)"
+        assert from_struct(results["setup-probe/pre"].output) == {"phase": "setup"}, "the phase turns at this turn's commit"
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
         assert after.phase == "playing" and after.completed_player_turns == 0, "setup turns are not player turns"
         assert from_struct(after.setup_runtimes[INTRO]) == {"state": "done", "resolution": "completed", "version": "0.2.0"}

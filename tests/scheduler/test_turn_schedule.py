@@ -36,11 +36,12 @@ def test_triggers_choose_and_setup_runs_until_done_for_its_version() -> None:
     assert [r.runtime_id for r in chosen] == ["p/intro", "p/story"], "a new version runs its setup again, with the turn (late setup)"
 
 
-def test_a_session_in_setup_runs_only_its_setup_runtimes() -> None:
+def test_a_session_in_setup_schedules_its_setup_runtimes_and_the_rest() -> None:
+    """The later stages are scheduled too: the runner runs them only once the setup stage finished the setup."""
     runtimes = [runtime("p/intro", "setup"), runtime("p/story", "narrative")]
     compiled = manifests(p_intro=auto("setup"), p_story=auto("narrative"))
     in_setup = store_pb2.Session(phase="setup")
-    assert [r.runtime_id for r in select_runtimes(runtimes, compiled, 1, None, in_setup, {"p": "1"})] == ["p/intro"]
+    assert [r.runtime_id for r in select_runtimes(runtimes, compiled, 1, None, in_setup, {"p": "1"})] == ["p/intro", "p/story"]
     done = store_pb2.Session(phase="setup", setup_runtimes={"p/intro": to_struct({"state": "blocked", "version": "1"})})
     assert [r.runtime_id for r in select_runtimes(runtimes, compiled, 1, None, done, {"p": "1"})] == ["p/story"]
 

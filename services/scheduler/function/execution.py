@@ -163,7 +163,8 @@ class FunctionExecution:
         """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
         if run.world is None:
             run.world = await run.read_once("world", lambda: self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id)))
-        return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS], scope.session.seats)
+        return WorldView(run.world, [p for p in run.proposals if p.type in WORLD_PROPOSALS], scope.session.seats,
+                         world_id=scope.session.world_id)
 
     def context(
         self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
@@ -183,7 +184,7 @@ class FunctionExecution:
             player_message=player_message,
             player_actions=() if nested or triggered_by_event else tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
-            execution=MappingProxyType({"origin": "recursive" if nested else run.origin}),
+            execution=MappingProxyType({"origin": "recursive" if nested else run.origin, "locale": session.locale or "en"}),
             activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
@@ -261,7 +262,7 @@ class FunctionExecution:
         # A nested run does not inherit its parent's upstream: it reads the committed world.
         await self.world_view(scope, run)
         context = self.context(target, scope, run, player_message, manifest, depth + 1, activation or {}, inputs=inputs,
-                               world=WorldView(run.world, seats=scope.session.seats))
+                               world=WorldView(run.world, seats=scope.session.seats, world_id=scope.session.world_id))
         # Plugin data: committed values and its own writes. A nested execution sees only the upstream
         # of its own execution (none): not its parent's upstream runtimes (spec: 执行内的插件数据可见性).
         context.plugin_data.upstream = []

@@ -45,7 +45,7 @@ class WorldView:
     __slots__ = ("_characterSchema", "_characters", "_reads", "dimensions", "producers", "seats", "worldRecord")
 
     def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = (),
-                 seats: Iterable[store_pb2.Seat] = ()) -> None:
+                 seats: Iterable[store_pb2.Seat] = (), world_id: str = "") -> None:
         # characters / characterSchema -> the upstream runtimes whose proposals show in them: a reader depends on them.
         producers: dict[str, set[str]] = {"characters": set(), "characterSchema": set()}
         schema = from_struct(world.character_schema) if world.HasField("character_schema") else None
@@ -83,8 +83,8 @@ class WorldView:
         # The session's seats as the turn found them (a switch takes effect next turn).
         self.seats = freeze([{"id": seat.id, "role": seat.role, "currentCharacterId": seat.character_id or None,
                               "characterIds": list(seat.character_ids)} for seat in seats])
-        # The world record (world packages' own record) is not part of this kernel's store yet.
-        self.worldRecord = None
+        # The session's world ({id}; None for a session without a world): the package's own record stays in the registry.
+        self.worldRecord = freeze({"id": world_id}) if world_id else None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if hasattr(self, name):

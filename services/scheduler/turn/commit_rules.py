@@ -89,6 +89,12 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
     return fields
 
 
+def setup_still_pending(results: Iterable[store_pb2.RuntimeResult], run: TurnState) -> bool:
+    """A session in its setup phase whose setup runtimes, with this turn's results, are not all done (or blocked)."""
+    session = run.session
+    return session is not None and session.phase == "setup" and "phase" not in setup_commit(results, run, session)
+
+
 def keep_earlier_outcomes(committed: store_pb2.Turn, turn: store_pb2.Turn) -> None:
     """Outcomes decided before the store (hook vetoes) stay in the committed record."""
     known = {outcome.proposal_id for outcome in committed.proposal_outcomes}

@@ -37,7 +37,7 @@ from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.action_kinds import session_catalogue
 from services.scheduler.turn.commit import TurnCommit, now
-from services.scheduler.turn.commit_rules import turn_narrative
+from services.scheduler.turn.commit_rules import setup_still_pending, turn_narrative
 from services.scheduler.turn.compaction import compact_history
 from services.scheduler.turn.history_window import LastWindows, covers, player_turns_needed
 from services.scheduler.turn.idempotent_retry import check_retry
@@ -321,7 +321,8 @@ class TurnRunner:
         if aborted is not None:
             await stream.record(await self._hooks.flush_observed(turn.id))
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
-        selected = [] if request.action is not None else await self._schedule(plugins, session, lease.logical_turn, stream)
+        selected = [] if request.action is not None else await self._schedule(plugins, session, lease.logical_turn, stream,
+                                                                                      bool(read.world and read.world.dimensions))
         run = await self._compaction(request, plugins, session, read, stream)
         await self._run_stages(request, plugins, selected, run, stream)
         failure = await self._stop_hooks(plugins.scope, stream, started)
@@ -397,7 +398,8 @@ class TurnRunner:
         return turn_start.reason if turn_start.aborted else None
 
     # -- phase: schedule --
-    async def _schedule(self, plugins: TurnPlugins, session: store_pb2.Session, logical_turn: int, stream: TurnStream) -> list:
+    async def _schedule(self, plugins: TurnPlugins, session: store_pb2.Session, logical_turn: int, stream: TurnStream,
+                        world_has_dimensions: bool) -> list:
         """The runtimes this turn runs: by trigger (schedule.py), then as PreSchedule hooks filter them."""
         history = None
         if any(needs_history(manifest) for manifest in plugins.manifests.values()):
@@ -410,7 +412,8 @@ class TurnRunner:
             selected = [plugins.named]
         else:
             versions = {package.id: package.version for package in plugins.packages}
-            selected = select_runtimes(plugins.runtimes, plugins.manifests, logical_turn, history, session, versions)
+            selected = select_runtimes(plugins.runtimes, plugins.manifests, logical_turn, history, session, versions,
+                                       world_has_dimensions=world_has_dimensions)
         schedule = await self._hooks.dispatch("PreSchedule", plugins.scope, {"triggered": [
             {"name": r.runtime_id, "stage": r.stage, "visibility": r.visibility, "pluginId": r.plugin_id} for r in selected]})
         await stream.record(schedule.trace)
@@ -477,6 +480,12 @@ class TurnRunner:
         batches = stage_batches(selected, plugins.manifests)
         for batch in batches.stages:
             await self._stages.run_stage(batch, run, scope, stream)
+            if batch[0].stage == "setup" and setup_still_pending(stream.turn.runtime_results, run):
+                # The rest of the turn (the opening, the player's first story) waits for the setup to finish:
+                # what did not run owes nothing (no settlement duty).
+                run.scheduled = [runtime.runtime_id for runtime in batch]
+                await self._stages.run_event_chain(plugins.runtimes, run, scope, stream)
+                return
         await self._stages.run_event_chain(plugins.runtimes, run, scope, stream)
         await self._stages.queue_detached(batches.detached, run, scope, stream)
 

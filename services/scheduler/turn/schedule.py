@@ -10,6 +10,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
 from services.scheduler.turn.dependency_graph import StagePlan
 from services.scheduler.turn.selection import STAGES, TriggerHistory, scheduled_this_turn, setup_due
+from services.scheduler.turn.settlements import is_maintainer
 from shared.manifest import CompiledManifest
 from shared.structs import from_struct
 
@@ -18,16 +19,19 @@ MAX_EVENT_LAYERS = 8
 
 
 def select_runtimes(runtimes: list[Runtime], manifests: Mapping[str, CompiledManifest], logical_turn: int,
-                    history: TriggerHistory | None, session: store_pb2.Session, versions: Mapping[str, str]) -> list[Runtime]:
+                    history: TriggerHistory | None, session: store_pb2.Session, versions: Mapping[str, str], *,
+                    world_has_dimensions: bool = True) -> list[Runtime]:
     """The runtimes this turn schedules by their triggers. Setup runtimes only while not yet done for
-    their plugin's `versions`; a session in its setup phase runs only those."""
+    their plugin's `versions`; in a session's setup phase the later stages run only once the setup stage
+    finished the setup (runner._run_stages). Dimension maintainers only in a world with dimensions (else
+    they would have nothing to settle)."""
     selected = [runtime for runtime in runtimes
                 if scheduled_this_turn(manifests[runtime.runtime_id], runtime.stage, logical_turn, history)]
     selected = [r for r in selected if r.stage != "setup"
                 or setup_due(from_struct(session.setup_runtimes[r.runtime_id]) if r.runtime_id in session.setup_runtimes else None,
                              versions.get(r.plugin_id, ""))]
-    if session.phase == "setup" and any(r.stage == "setup" for r in selected):
-        selected = [r for r in selected if r.stage == "setup"]
+    if not world_has_dimensions:
+        selected = [r for r in selected if not is_maintainer(manifests[r.runtime_id])]
     return selected
 
 

@@ -119,6 +119,10 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     as one story and shows that the history reached the model. A memory-search hit
     (`remembered`) is recalled instead, so a found memory shows in the story.
     """
+    opening = _input_value(runtime_inputs(system), "opening")
+    if isinstance(opening, dict) and opening.get("brief"):
+        # The opening after the setup (pregame's session.opening@1): the first scene, not an answer to the form.
+        player_text = ""
     rng = random.Random(seed)
     setting = random.Random(earlier_player_texts[0] if earlier_player_texts else player_text)
     scene, detail = setting.choice(SCENES)
@@ -142,6 +146,9 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     else:
         segments.append({"kind": "narration", "text": rng.choice(OPENING_SCENES).format(scene=scene, detail=detail)})
         segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(OPENING_LINES)})
+    protagonist = (opening or {}).get("protagonist") if isinstance(opening, dict) else None
+    if isinstance(protagonist, dict) and protagonist.get("name"):
+        segments.insert(0, {"kind": "narration", "text": f"This is where the story of {protagonist['name']} begins."})
     verdict = check_line(runtime_inputs(system))
     if verdict and segments:
         segments.insert(1, {"kind": "narration", "text": verdict})
@@ -325,8 +332,15 @@ def memory_record(call_messages, system: str) -> dict[str, Any] | None:
 STRUCTURED_WRITERS = ("scene-prompts@1", "inventory.changes@1", "affinity.changes@1")
 
 
+# Trackers the scripted story never changes anything for: they get "no change" (a schema instance would be noise).
+NO_CHANGE_REPLIES = {"character-changes": {"changes": []}}
+NO_CHANGE_TOOLS = {"update-dimensions": {"updates": []}}
+
+
 def structured_reply(name: str, schema: dict[str, Any] | None, messages, player_text: str, seed: str) -> dict[str, Any] | None:
     """The builtin plugins' JSON answers, by output contract; None for other schemas."""
+    if name in NO_CHANGE_REPLIES:
+        return dict(NO_CHANGE_REPLIES[name])
     title = (schema or {}).get("title") if isinstance(schema, dict) else None
     contract = title if title in STRUCTURED_WRITERS else next((c for c in STRUCTURED_WRITERS if name == c.replace("@", "-")), None)
     if contract is None:
@@ -345,7 +359,8 @@ def planned_tool_call(messages, tools, tool_choice: str, player_text: str) -> tu
 
     - memory-search, once per turn, when the story has history: the player's words as the query;
     - memories-upsert, once: a memory of the turn's action (memory/extract);
-    - runtime-done when it is offered and a business tool already ran.
+    - runtime-done when it is offered and a business tool already ran;
+    - update-dimensions with no change (world-init's dimension tracker).
     """
     offered = {tool.name: tool for tool in tools}
     called = [call.name for message in messages for call in message.tool_calls]
@@ -356,6 +371,9 @@ def planned_tool_call(messages, tools, tool_choice: str, player_text: str) -> tu
         record = memory_record(messages, system_text(messages))
         if record is not None:
             return "memories-upsert", {"key": record["id"], "value": record}
+    for tool_name, arguments in NO_CHANGE_TOOLS.items():
+        if tool_name in offered and tool_name not in called:
+            return tool_name, dict(arguments)
     business = [name for name in called if name not in ("runtime-done", "emit-event", "memory-search")]
     if "runtime-done" in offered and business:
         return "runtime-done", {"summary": "done"}

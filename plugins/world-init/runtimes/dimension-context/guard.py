@@ -1,0 +1,4 @@
+async def guard(ctx):
+    if ctx.world.dimensions:
+        return None
+    return {"skip": True}
