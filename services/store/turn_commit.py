@@ -329,8 +329,10 @@ def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.Co
                          "lastError": f"the turn did not commit: {row.abort_reason or 'it failed'}"}
             progress[runtime] = entry
         session.setup_runtimes = progress
-    # Setup turns and the opening do not count as completed player turns.
-    if row.status == "committed" and row.origin == "player" and session.phase == "playing":
+    # Setup turns and the opening do not count as completed player turns; the turn that ends the setup
+    # does when it also answered the player's own action.
+    playing = session.phase == "playing" or (request.phase == "playing" and request.first_player_turn)
+    if row.status == "committed" and row.origin == "player" and playing:
         session.completed_player_turns += 1
     if row.status == "committed" and request.phase == "playing" and session.phase != "playing":
         session.phase = "playing"

@@ -23,6 +23,7 @@ from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
 from tests.e2e.recorded_model import RecordedModel, recorded, recorded_services
 from tests.e2e.test_recorded_replies import ENGLISH, PLUGINS, TURN_1, WORLD, data, play, results, wait_for_memories
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "ownership"
@@ -36,7 +37,8 @@ async def stack(tmp_path_factory):
 
 
 async def session(stub, extra: tuple[str, ...] = ()) -> str:
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=list(extra), approved_plugins=list(extra), world_id=WORLD)
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=list(extra), approved_plugins=list(extra), world_id=WORLD,
+                                                 excluded_plugins=SETUP_PLUGINS)
     return (await stub.CreateSession(request)).session.id
 
 

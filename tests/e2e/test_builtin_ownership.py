@@ -30,6 +30,7 @@ from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value
 from tests.e2e.conftest import running_services
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 OWNERSHIP = REPO_ROOT / "tests" / "fixtures" / "ownership"
 PLUGINS = REPO_ROOT / "plugins"
@@ -63,7 +64,8 @@ async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
 async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        request = scheduler_pb2.CreateSessionRequest(requested_plugins=["trespasser"], approved_plugins=["trespasser"], world_id=DEFAULT_WORLD)
+        request = scheduler_pb2.CreateSessionRequest(requested_plugins=["trespasser"], approved_plugins=["trespasser"], world_id=DEFAULT_WORLD,
+                                                     excluded_plugins=SETUP_PLUGINS)
         session_id = (await stub.CreateSession(request)).session.id
 
         first = await play(stub, session_id, "I pick up the rusty key and thank Old Tobin.")

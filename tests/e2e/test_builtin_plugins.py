@@ -13,6 +13,7 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -31,8 +32,9 @@ ACTIONS = (
 
 
 async def _session(stub, settings: dict | None = None) -> str:
-    """A session in the demo world: its plugins and settings presets come from the world package."""
-    request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD)
+    """A session in the demo world: its plugins and settings presets come from the world package (without its
+    setup, which tests/e2e/test_setup_builtins.py plays, so the first action is the first story turn)."""
+    request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=SETUP_PLUGINS)
     for plugin_id, values in (settings or {}).items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     return (await stub.CreateSession(request)).session.id

@@ -12,6 +12,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 PROBE = "event-key-probe"  # its PreLLMCall guard reports each model call's system prompt (and stops the call)
 
@@ -29,7 +30,7 @@ async def test_the_demo_world_reveals_a_secret_the_player_asks_about(services) -
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-            world_id="demo-world", requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
+            world_id="demo-world", requested_plugins=[PROBE], approved_plugins=[PROBE], excluded_plugins=SETUP_PLUGINS))).session
         lorebook = (await stub.ListLorebook(scheduler_pb2.ListLorebookRequest(session_id=session.id))).entries
         kinds = (await stub.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session.id))).kinds
         quiet, nothing = await narrator_prompt(stub, session.id, common_pb2.PlayerAction(kind="act", text="I sit by the fire."))

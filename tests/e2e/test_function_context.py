@@ -13,6 +13,7 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 from tests.e2e.conftest import running_services
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -30,7 +31,8 @@ async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) ->
     async with open_channel(scripted.addrs["scheduler"]) as channel, scripted.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["ctx-probe"], approved_plugins=["ctx-probe"]))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["ctx-probe"], approved_plugins=["ctx-probe"],
+                                                                                excluded_plugins=SETUP_PLUGINS))).session
         # A world with a character, committed through the store (as a setup runtime would).
         lease = (await store.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(
             session_id=session.id, holder="test", ttl_ms=10000, origin="manual"))).lease

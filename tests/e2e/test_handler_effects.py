@@ -14,6 +14,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "effects-probe"
@@ -197,7 +198,7 @@ async def test_a_plugin_turned_on_mid_game_runs_its_setup_late_before_pre_turn(s
     """Late setup: the session stays playing; the new plugin's setup runtimes run before pre-turn until done."""
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(excluded_plugins=SETUP_PLUGINS))).session
         assert session.phase == "playing"
         await stub.SetSessionPlugins(scheduler_pb2.SetSessionPluginsRequest(session_id=session.id, enable=[PROBE]))
         await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=[PROBE]))

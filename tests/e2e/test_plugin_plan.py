@@ -13,6 +13,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import TEST_PLUGIN_DIR, running_services
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -63,7 +64,7 @@ async def test_the_plan_is_what_a_session_in_the_world_starts_with(services) -> 
 async def test_plugins_turned_on_and_off_run_from_the_next_turn(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="cove"))).session
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="cove", excluded_plugins=SETUP_PLUGINS))).session
         before = await ran(stub, session.id)
         changed = await stub.SetSessionPlugins(scheduler_pb2.SetSessionPluginsRequest(
             session_id=session.id, enable=["guide"], disable=["dice-check"]))

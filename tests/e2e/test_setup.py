@@ -39,7 +39,8 @@ async def test_a_session_stays_in_setup_until_its_setup_runtimes_complete(servic
             "the setup finished in this turn's setup stage: the turn goes on to the story (the opening)"
         assert from_struct(results["setup-probe/pre"].output) == {"phase": "setup"}, "the phase turns at this turn's commit"
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
-        assert after.phase == "playing" and after.completed_player_turns == 0, "setup turns are not player turns"
+        assert after.phase == "playing" and after.completed_player_turns == 1, \
+            "the turn that ends the setup also answered the player's own words: it is the first player turn"
         assert from_struct(after.setup_runtimes[INTRO]) == {"state": "done", "resolution": "completed", "version": "0.2.0"}
 
         turn, results = await submit(stub, session.id, "I look around.")

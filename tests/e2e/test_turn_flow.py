@@ -15,6 +15,7 @@ from covel_cli.launcher import SERVICES
 from shared.errors import field_violations
 from shared.grpc_client import check_health, open_channel
 from tests.e2e.conftest import CORE_PLUGINS, minimal_session
+from tests.support.builtin_plugins import SETUP_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -89,8 +90,8 @@ async def test_core_plugins_join_every_session_unless_excluded(services) -> None
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("registry", "scheduler") as registry_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         registry = registry_pb2_grpc.PluginRegistryStub(registry_channel)
-        # The spec's builtin list: narrator, history-compaction, memory and world-time are kind: core.
-        assert set(CORE_PLUGINS) == {"narrator", "history-compaction", "memory", "world-time"}
+        # The spec's builtin list: narrator, history-compaction, memory, world-time and the setup plugins are kind: core.
+        assert set(CORE_PLUGINS) == {"narrator", "history-compaction", "memory", "world-time", *SETUP_PLUGINS}
         bare = await stub.CreateSession(scheduler_pb2.CreateSessionRequest())
         assert set(bare.session.active_plugins) == set(CORE_PLUGINS) and not bare.rejected
         turn = of_kind(await submit(stub, bare.session.id, "I look at the harbor clock."), "turn_completed")[0]
@@ -101,10 +102,10 @@ async def test_core_plugins_join_every_session_unless_excluded(services) -> None
 
         # An explicit exclusion wins over the core default, and over a request of the same plugin.
         created = await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
-            requested_plugins=["world-time"], excluded_plugins=["world-time", "memory"]))
+            requested_plugins=["world-time"], excluded_plugins=["world-time", "memory", *SETUP_PLUGINS]))
         session = created.session
         assert set(session.active_plugins) == {"narrator", "history-compaction"} and not created.rejected
-        assert list(session.excluded_plugins) == ["world-time", "memory"]
+        assert list(session.excluded_plugins) == ["world-time", "memory", *SETUP_PLUGINS]
         turn = of_kind(await submit(stub, session.id, "I look at the harbor clock."), "turn_completed")[0]
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
         assert [r.runtime_id for r in turn.runtime_results] == ["narrator"], "no runtime of an excluded core plugin runs"

@@ -42,8 +42,9 @@ def ctx(plugin_id: str, runtime_id: str, *, message: str = "", inputs: dict | No
 
 
 async def run(plugin: str, runtime: str, context: FunctionContext):
-    """The handler of runtime `plugin/runtime`, under the time limit the registry compiled for it."""
-    [compiled] = [r.compiled for r in load_package(PLUGINS / plugin, source="builtin").runtimes if r.runtime_id == f"{plugin}/{runtime}"]
+    """The handler of runtime `plugin/runtime` (`runtime == plugin`: the inline one), under the time limit the registry compiled for it."""
+    wanted = plugin if runtime == plugin else f"{plugin}/{runtime}"
+    [compiled] = [r.compiled for r in load_package(PLUGINS / plugin, source="builtin").runtimes if r.runtime_id == wanted]
     assert compiled is not None
     return await run_function(context, PluginFile(plugin, PLUGINS / plugin, compiled.function_part.handler), compiled.function_part.timeout_ms)
 

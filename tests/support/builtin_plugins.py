@@ -25,3 +25,8 @@ def core_plugin_ids(folder: Path = BUILTIN_PLUGIN_DIR) -> tuple[str, ...]:
 def non_story_core_plugin_ids(folder: Path = BUILTIN_PLUGIN_DIR) -> tuple[str, ...]:
     """What a minimal session (the story engine and what it asks for) excludes."""
     return tuple(plugin for plugin in core_plugin_ids(folder) if plugin != STORY_ENGINE)
+
+
+# The core plugins that take a new session of a world through its setup (docs/setup.md). A test about
+# something else excludes them, so its first action is an ordinary turn, as in a session without them.
+SETUP_PLUGINS = ("world-init", "char-creator", "pregame")

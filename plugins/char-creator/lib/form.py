@@ -32,7 +32,8 @@ def character_form(schema: dict[str, Any], preset: dict[str, Any] | None, locale
     """The form interaction (effects.interactions item) asking for the character."""
     title, prompt, name_label = TITLES.get(locale, TITLES["en"])
     defaults = (preset or {}).get("attributes") or {}
-    attributes = list((schema.get("attributes") or {}).items())[:FORM_ATTRIBUTES_MAX]
+    # By id: a schema kept as a protobuf Struct has no key order of its own, and a form must not reshuffle.
+    attributes = sorted((schema.get("attributes") or {}).items())[:FORM_ATTRIBUTES_MAX]
     properties: dict[str, Any] = {"name": {"type": "string", "minLength": 1, "maxLength": 60, "title": name_label}}
     if (preset or {}).get("name"):
         properties["name"]["default"] = preset["name"]

@@ -86,6 +86,8 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
         merged = {rid: from_struct(value) for rid, value in session.setup_runtimes.items()} | progress
         if all((merged.get(rid) or {}).get("state") in ("done", "blocked") for rid in setup_ids):
             fields["phase"] = "playing"
+            fields["first_player_turn"] = any(action.text and not action.HasField("interaction") and action.kind != "advance"
+                                              for action in run.actions)
     return fields
 
 

@@ -333,8 +333,8 @@ STRUCTURED_WRITERS = ("scene-prompts@1", "inventory.changes@1", "affinity.change
 
 
 # Trackers the scripted story never changes anything for: they get "no change" (a schema instance would be noise).
-NO_CHANGE_REPLIES = {"character-changes": {"changes": []}}
-NO_CHANGE_TOOLS = {"update-dimensions": {"updates": []}}
+NO_CHANGE_REPLIES: dict[str, dict[str, Any]] = {"character-changes": {"changes": []}}
+NO_CHANGE_TOOLS: dict[str, dict[str, Any]] = {"update-dimensions": {"updates": []}}
 
 
 def structured_reply(name: str, schema: dict[str, Any] | None, messages, player_text: str, seed: str) -> dict[str, Any] | None:
