@@ -26,6 +26,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_client_api_channel
 from shared.structs import from_struct, to_struct
+from shared.ui_panels import render_text
 
 ReadLine = Callable[[], Awaitable[str | None]]
 
@@ -39,6 +40,7 @@ DEMO_ACTIONS = (
     "I pick up the rusty key from the table and light the lantern.",
     "At dusk I climb the cliff path to the lighthouse.",
     "/roll 2d6+1",
+    "/panels",
 )
 COMMANDS = (
     ("/help", "list these commands"),
@@ -49,6 +51,7 @@ COMMANDS = (
     ("/roll 2d6+1", "roll dice (the dice-check plugin)"),
     ("/answer name=Mira", "answer the open question: a form's field=value pairs, a choice's option, yes or no"),
     ("/commands", "the commands of the session's plugins (any other /name runs one)"),
+    ("/panels", "the plugins' panels (character, inventory, standing, time) as short summaries"),
     ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
     ("a number", "take one of the guide's suggestions"),
     ("anything else", "what your character says or does this turn"),
@@ -339,6 +342,17 @@ async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> stor
     return completed
 
 
+async def show_panels(stub, session_id: str, out: TextIO) -> None:
+    """Each panel of the session's plugins as a few text lines (shared/ui_panels.render_text)."""
+    panels = (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session_id))).panels
+    if not panels:
+        out.write("(no plugin of this session has a panel)\n")
+    for panel in panels:
+        lines = render_text(from_struct(panel.spec), from_struct(panel.state))
+        out.write(f"▤ {lines[0] if lines else panel.plugin_id} ({panel.plugin_id}, {panel.location})\n")
+        out.write("".join(f"    {line}\n" for line in lines[1:]))
+
+
 async def show_commands(stub, session_id: str, out: TextIO) -> None:
     """/commands: the session's plugin commands (ListCommands), one line each."""
     commands = (await stub.ListCommands(scheduler_pb2.ListCommandsRequest(session_id=session_id))).commands
@@ -439,6 +453,8 @@ async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] 
     command, _, rest = line.partition(" ") if line.startswith("/") else ("", "", line)
     if command == "/commands":
         await show_commands(stub, session_id, out)
+    elif command == "/panels":
+        await show_panels(stub, session_id, out)
     elif command and command not in ACTION_COMMANDS:
         try:
             await run_command(stub, session_id, line, out)

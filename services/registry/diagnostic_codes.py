@@ -112,6 +112,7 @@ CODES: dict[str, str] = {
     "invalid-setting": "a setting declaration the host cannot check values against: a select without options, min above max, a default its own rules refuse",
     "unknown-setting-type": "a setting type the host does not know; its values are not checked",
     "ui-spec-shape": "a UI spec with neither or both of view and webview",
+    "ui-spec-invalid": "a UI panel view with an unknown component, a prop its component does not take, a bad binding or repeat.statePath, or a webview",
     "contract-schema-divergent": "two providers publish different schemas for one contract",
     # Datasets
     "invalid-dataset-name": "not a dataset name (letter first, letters/digits/_/-, ≤ 64)",

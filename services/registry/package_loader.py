@@ -104,6 +104,8 @@ class LoadedPackage:
     forms: list[str] = field(default_factory=list)
     # Topics of contributes.events (one declarer per topic in a session).
     event_topics: list[str] = field(default_factory=list)
+    # contributes.ui panels that passed their checks: (location, file, spec).
+    ui_panels: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     runtimes: list[CompiledRuntime] = field(default_factory=list)
     prompt: str = ""
     prompt_variants: dict[str, str] = field(default_factory=dict)
@@ -490,7 +492,7 @@ def _static_checks(
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Static checks over files and contributes (nothing is executed); the compiled datasets and action kinds."""
     declared = manifest.contributes
-    check_root_schemas(manifest, files, bag, file=PLUGIN_FILE)
+    package.ui_panels = check_root_schemas(manifest, files, bag, file=PLUGIN_FILE)
     check_contributes(manifest, bag, file=PLUGIN_FILE)
     check_projection_handlers(declared.worldProjections if declared else None, files, bag, file=PLUGIN_FILE)
     datasets = compile_datasets(

@@ -49,6 +49,7 @@ def package_to_proto(package: LoadedPackage) -> registry_pb2.PluginPackage:
         extensions=package.extensions,
         forms=package.forms,
         event_topics=package.event_topics,
+        ui_panels=[registry_pb2.UiPanelSpec(location=location, file=file, spec=to_struct(spec)) for location, file, spec in package.ui_panels],
     )
 
 

@@ -13,8 +13,9 @@ from services.registry.diagnostics import DiagnosticBag
 from services.registry.manifest_models import CONTRACT_ID, Contributes, PluginManifest
 from services.registry.package_files import CONTRACT_SCHEMA_PREFIX, PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
+from shared import ui_panels
 
-UI_LOCATIONS = ("right", "message", "view", "segment")
+UI_LOCATIONS = ui_panels.LOCATIONS
 
 
 def _contract_reference(written: str, bag: DiagnosticBag, *, file: str, field_path: str) -> bool:
@@ -42,7 +43,8 @@ def check_schema(written: Any, files: PackageFiles, bag: DiagnosticBag, *, file:
     return relative
 
 
-def check_root_schemas(manifest: PluginManifest, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> None:
+def check_root_schemas(manifest: PluginManifest, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> list[tuple[str, str, dict]]:
+    """The checks of the root's schema files and UI specs; the panels that can be drawn."""
     for contract, decl in (manifest.contracts or {}).items():
         if not CONTRACT_ID.match(contract):
             bag.error("invalid-contract-id", f"`{contract}` is not a contract id", file=file, field_path=f"contracts.{contract}")
@@ -50,11 +52,11 @@ def check_root_schemas(manifest: PluginManifest, files: PackageFiles, bag: Diagn
         check_schema(decl.schema_, files, bag, file=file, field_path=f"contracts.{contract}.schema", what="contract schema")
     contributes = manifest.contributes
     if contributes is None:
-        return
+        return []
     for namespace, data_decl in (contributes.data or {}).items():
         if data_decl.schema_ is not None:
             check_schema(data_decl.schema_, files, bag, file=file, field_path=f"contributes.data.{namespace}.schema", what="data schema")
-    _check_ui(contributes, files, bag, file=file)
+    return _check_ui(contributes, files, bag, file=file)
 
 
 def _ui_paths(value: Any, path: str) -> list[tuple[str, str]]:
@@ -70,7 +72,9 @@ def _ui_paths(value: Any, path: str) -> list[tuple[str, str]]:
     return []
 
 
-def _check_ui(contributes: Contributes, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> None:
+def _check_ui(contributes: Contributes, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> list[tuple[str, str, dict]]:
+    """(location, file, spec) of each panel that can be drawn; a diagnostic for each problem of the others."""
+    panels = []
     for location, value in (contributes.ui or {}).items():
         if location not in UI_LOCATIONS:
             continue  # dropped with a warning by the loader
@@ -88,6 +92,14 @@ def _check_ui(contributes: Contributes, files: PackageFiles, bag: DiagnosticBag,
                     field_path=path,
                     hint=f"fix {relative}",
                 )
+                continue
+            problems = ui_panels.check_view(spec)
+            for where, problem in problems[:10]:
+                bag.error("ui-spec-invalid", f"{relative}: {where}: {problem}", file=file, field_path=path,
+                          hint="docs/ui.md lists the components and how bindings are written")
+            if not problems:
+                panels.append((location, relative, spec))
+    return panels
 
 
 def check_runtime_schemas(runtime: CompiledRuntime, files: PackageFiles, bag: DiagnosticBag) -> None:

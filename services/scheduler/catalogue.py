@@ -54,6 +54,8 @@ class Package:
     extensions: tuple[str, ...]
     runtimes: tuple[Runtime, ...]
     definition: PackageDefinition | None
+    # contributes.ui panels the registry checked (location, file, spec): ListPanels serves them.
+    ui_panels: tuple[registry_pb2.UiPanelSpec, ...] = ()
 
     @classmethod
     def from_proto(cls, package: registry_pb2.PluginPackage) -> Package:
@@ -69,7 +71,7 @@ class Package:
         return cls(
             id=package.id, version=package.version, root_dir=package.root_dir, state=package.state,
             event_topics=tuple(package.event_topics), extensions=tuple(package.extensions), runtimes=tuple(Runtime.from_proto(runtime) for runtime in package.runtimes),
-            definition=definition,
+            definition=definition, ui_panels=tuple(package.ui_panels),
         )
 
     @property

@@ -21,6 +21,7 @@ from services.scheduler.detached.worker import DetachedWorker
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.known_sessions import KnownSessions
+from services.scheduler.panels import check_location, session_panels
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.session_access import SessionAccess
@@ -313,6 +314,19 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def ListCommands(self, request: scheduler_pb2.ListCommandsRequest, context) -> scheduler_pb2.ListCommandsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         return scheduler_pb2.ListCommandsResponse(commands=session_commands(await self._running_packages(request.session_id)))
+
+    @rpc
+    async def ListPanels(self, request: scheduler_pb2.ListPanelsRequest, context) -> scheduler_pb2.ListPanelsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        check_location(request.location)
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        packages = [p for p in await self._running_packages(request.session_id, session) if p.ui_panels]
+        if not packages:
+            return scheduler_pb2.ListPanelsResponse()
+        world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=request.session_id))
+        entries = [entry for package in packages for entry in (await self._peers.store.ListPluginData(
+            store_pb2.ListPluginDataRequest(session_id=request.session_id, plugin_id=package.id))).entries]
+        return scheduler_pb2.ListPanelsResponse(panels=session_panels(packages, session, world, entries, request.location))
 
     @rpc
     async def RunCommand(self, request: scheduler_pb2.RunCommandRequest, context) -> scheduler_pb2.InvokeActionResponse:

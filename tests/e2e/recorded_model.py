@@ -37,9 +37,14 @@ def recorded(name: str) -> dict[str, Any]:
 
 
 def runtime_of(body: dict[str, Any]) -> str:
+    """The agent runtime the kernel's preamble names; for a function's ctx.gateway call (no preamble),
+    `format:<name>` of its response format (e.g. `format:character-changes`)."""
     system = next((m.get("content") or "" for m in body.get("messages") or [] if m.get("role") == "system"), "")
     match = _RUNTIME.search(system)
-    return match.group(1) if match else ""
+    if match:
+        return match.group(1)
+    name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+    return f"format:{name}" if name else ""
 
 
 def step_of(body: dict[str, Any]) -> int:

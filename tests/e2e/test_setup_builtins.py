@@ -17,11 +17,21 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
-from tests.e2e.conftest import restart_gateway, running_services
+from shared.ui_panels import render_text
+from tests.e2e.conftest import running_services
 from tests.e2e.test_suspend_resume import restart_scheduler
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SETUP = ("world-init/schema-gen", "char-creator/player-init", "pregame")
+
+
+# The scripted model's answers when the player lights the lamp: the dimension tracker and the character tracker see it.
+LAMP_RULES = [
+    {"match": "light the lamp", "slots": ["world-init"],
+     "reply": {"tool_calls": [{"name": "update-dimensions", "arguments": {"updates": [{"id": "lighthouse", "value": "lit"}]}}]}},
+    {"match": "light the lamp", "slots": ["char-creator"],
+     "reply": {"json": {"changes": [{"attribute": "courage", "value": 5, "why": "lit the lamp in a storm"}]}}},
+]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -30,7 +40,7 @@ async def setup_services(tmp_path_factory):
     (worlds / "bare").mkdir()
     (worlds / "bare" / "world.yaml").write_text("name: Bare\ndescription: A world that brings no rules of its own.\n", encoding="utf-8")
     env = {"COVEL_WORLD_DIRS": f"{REPO_ROOT / 'worlds'}:{worlds}"}
-    async with running_services(tmp_path_factory.mktemp("setup-builtins"), script={}, extra_env=env) as group:
+    async with running_services(tmp_path_factory.mktemp("setup-builtins"), script={"rules": LAMP_RULES}, extra_env=env) as group:
         yield group
 
 
@@ -120,20 +130,30 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
         hero = (await characters(setup_services, session.id))["traveller"]
         assert hero["name"] == "Wren" and hero["attributes"] == {"role": "a lamp-maker", "courage": 4}
 
+        # The plugins' panels, with the state they draw: the character sheet shows the answer.
+        panels = {p.plugin_id: p for p in (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id))).panels}
+        assert {"char-creator", "inventory", "world-time"} <= set(panels) and {p.location for p in panels.values()} == {"right"}
+        sheet = from_struct(panels["char-creator"].state)
+        assert sheet["world"]["protagonist"]["name"] == "Wren" and sheet["session"]["phase"] == "playing"
+        assert render_text(from_struct(panels["char-creator"].spec), sheet)[:2] == ["Character", "Wren"]
+        assert from_struct(panels["world-time"].state)["data"]["clock"]["now"]["time"] == "19:50", "the opening moved the clock"
+        assert not (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id, location="segment"))).panels
+        with pytest.raises(grpc.aio.AioRpcError) as where:
+            await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id, location="left"))
+        assert where.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "location" in where.value.details()
+
         with pytest.raises(grpc.aio.AioRpcError) as again:
             await answer(stub, session.id, {"name": "Other"})
         assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "answered already" in again.value.details()
 
-    # The trackers on a model that sees a change: the lamp is lit, and the climb made Wren braver.
-    await restart_gateway(setup_services, {"queues": {
-        "world-init": [{"tool_calls": [{"name": "update-dimensions", "arguments": {"updates": [{"id": "lighthouse", "value": "lit"}]}}]}],
-        "char-creator": [{"json": {"changes": [{"attribute": "courage", "value": 5, "why": "lit the lamp in a storm"}]}}]}})
+    # The trackers on a model that sees a change (LAMP_RULES): the lamp is lit, and the climb made Wren braver.
     async with open_channel(setup_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         _, results = await turn_of(stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
             session_id=session.id, actions=[common_pb2.PlayerAction(text="I climb the tower and light the lamp.")])))
         assert not set(SETUP) & set(results), "done setup runtimes do not run again"
-        assert results["world-init/dimension-context"].status == "success" and results["world-init/dimension-tracker"].status == "success"
+        assert results["world-init/dimension-context"].status == "success", results["world-init/dimension-context"].reason
+        assert results["world-init/dimension-tracker"].status == "success", results["world-init/dimension-tracker"].reason
         assert (await session_of(stub, session.id)).completed_player_turns == 1
         assert await dimension(setup_services, session.id, "lighthouse") == "lit"
         for _ in range(100):  # character-tracker is a detached job: it commits after the turn

@@ -53,6 +53,7 @@ LOAD_BROKEN = [
     ('accepts-in-runtime-md', 'accepts-in-runtime-md', 'file-outside-package', 'runtimes/extract/RUNTIME.md', 'io.inputs.narrative.accepts'),
     ('ui-spec-missing', 'ui-spec-missing', 'file-missing', 'PLUGIN.md', 'contributes.ui.right'),
     ('ui-spec-shape', 'ui-spec-shape', 'ui-spec-shape', 'PLUGIN.md', 'contributes.ui.message'),
+    ('ui-spec-invalid', 'ui-spec-invalid', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
     ('story-requires-plugin-contract', 'story-requires-plugin-contract', 'story-requires-plugin-contract', 'PLUGIN.md', 'requires[0]'),
     ('invalid-conflict', 'invalid-conflict', 'invalid-conflict', 'PLUGIN.md', 'conflicts[0]'),
     ('command-action-undeclared', 'command-action-undeclared', 'command-action-undeclared', 'PLUGIN.md', 'contributes.commands[0].action'),
