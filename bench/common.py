@@ -22,6 +22,7 @@ from covel_cli.in_process import InProcessGroup, unix_socket_addrs
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
+from shared.structs import from_struct, to_struct
 from tests.support.builtin_plugins import non_story_core_plugin_ids
 
 RESULTS = Path(__file__).parent / "results"
@@ -97,6 +98,20 @@ async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, *, excluded_plu
     history-compaction) are left out so that figures measure the same turn as the kernel grows."""
     excluded = [*non_story_core_plugin_ids(), *excluded_plugins]
     return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(excluded_plugins=excluded, **fields))).session
+
+
+async def world_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str) -> str:
+    """A session in `world` with its whole plugin set, taken through its setup (docs/setup.md: an `advance`,
+    each open form answered with its defaults and a name, the opening), so what is measured is play."""
+    session_id = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world))).session.id
+    advance = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="advance")])
+    [event async for event in stub.SubmitActions(advance)]
+    for record in (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions:
+        fields = from_struct(record.interaction.spec).get("schema", {}).get("properties", {})
+        values = {name: field["default"] for name, field in fields.items() if "default" in field} | {"name": "Bench"}
+        request = scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id=record.interaction.id, values=to_struct(values))
+        [event async for event in stub.SubmitInteraction(request)]
+    return session_id
 
 
 async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, store_pb2.Turn]:

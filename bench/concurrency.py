@@ -14,8 +14,8 @@ import asyncio
 import os
 import time
 
-from bench.common import create_session, play_turn, running_services, summarize, table, write_result
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from bench.common import create_session, play_turn, running_services, summarize, table, world_session, write_result
+from covel.scheduler.v1 import scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 
 LEVELS = (1, 8, 32)
@@ -25,7 +25,7 @@ DEMO_WORLD = "demo-world"
 
 async def start_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str) -> str:
     if world:
-        return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world))).session.id
+        return await world_session(stub, world)
     return (await create_session(stub)).id
 
 

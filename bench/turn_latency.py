@@ -26,6 +26,7 @@ from bench.common import (
     running_services,
     summarize,
     table,
+    world_session,
     write_result,
 )
 from bench.turn_costs import metrics_env, per_turn, snapshot
@@ -44,7 +45,7 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             if world:
-                session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world))).session
+                session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=await world_session(stub, world)))).session
             else:
                 session = await create_session(stub)
             timings, first_text, messages, hooks_run = [], [], [], 0

@@ -63,7 +63,10 @@ async def test_the_demo_actions_over_grpc_show_every_plugin_line(services) -> No
     assert "(error" not in text, text
     turns = text.split("\n> ")[1:]
     assert [turn.splitlines()[0] for turn in turns] == list(DEMO_ACTIONS)
-    answer, door, tobin, key, dusk, roll = turns
+    answer, door, tobin, key, dusk, roll, panels = turns
+    assert "▤ Character (char-creator, right)\n    Wren\n" in panels and "    courage: 4\n" in panels, panels
+    assert "▤ Inventory (inventory, right)" in panels and "    rusty key ×1\n" in panels, panels
+    assert "▤ Story time (world-time, right)\n    Day 1, 21:35 (evening)\n" in panels, panels
     # The setup: covel play started it (the character form), the demo answered it, and the narrator opened the story.
     setup = text.split("\n> ")[0]
     assert "(setting up the story…)" in setup and "? Your character: name, courage, role" in setup, setup

@@ -156,6 +156,15 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
         assert results["world-init/dimension-tracker"].status == "success", results["world-init/dimension-tracker"].reason
         assert (await session_of(stub, session.id)).completed_player_turns == 1
         assert await dimension(setup_services, session.id, "lighthouse") == "lit"
+        # edit-dimensions: the player's own edit, checked against the dimension's schema first.
+        edited = await turn_of(stub.RunManual(scheduler_pb2.RunManualRequest(
+            session_id=session.id, runtime_id="world-init/edit-dimensions", payload=to_struct({"updates": [{"id": "missing-boats", "value": 1}]}))))
+        assert edited[1]["world-init/edit-dimensions"].status == "success" and await dimension(setup_services, session.id, "missing-boats") == 1
+        refused = await turn_of(stub.RunManual(scheduler_pb2.RunManualRequest(
+            session_id=session.id, runtime_id="world-init/edit-dimensions", payload=to_struct({"updates": [{"id": "missing-boats", "value": -3}]}))))
+        assert refused[1]["world-init/edit-dimensions"].status == "failed"
+        assert "payload.updates[0].value: -3 is less than the minimum of 0" in refused[1]["world-init/edit-dimensions"].reason
+        assert await dimension(setup_services, session.id, "missing-boats") == 1, "a refused edit writes nothing"
         for _ in range(100):  # character-tracker is a detached job: it commits after the turn
             if (await characters(setup_services, session.id))["traveller"]["attributes"]["courage"] == 5:
                 break
