@@ -1,0 +1,51 @@
+"""`python -m services.web`: run the web front (the player page and the HTTP/JSON API) until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+
+import uvicorn
+
+from services.web.app import create_app
+from services.web.settings import WebSettings
+from shared.logs import configure_logging
+
+# The exit status of a service that cannot bind its address (as shared/grpc_server.run_service).
+EXIT_CANNOT_BIND = 98
+
+
+def _bound_socket(addr: str) -> socket.socket:
+    host, _, port = addr.rpartition(":")
+    sock = socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]") or "0.0.0.0", int(port)))
+    sock.listen(128)
+    return sock
+
+
+async def _serve(settings: WebSettings, sock: socket.socket) -> None:
+    def ready() -> None:
+        # The socket is bound and listening already: connections wait in its backlog until uvicorn accepts.
+        print(f"COVEL_READY web {sock.getsockname()[1]}", file=sys.stderr, flush=True)
+
+    app = create_app(settings.scheduler_addr, security=settings, timeout_s=settings.web_call_timeout_s, on_ready=ready)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=settings.log_level, access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=int(settings.shutdown_grace_s)))
+    await server.serve(sockets=[sock])
+
+
+def main() -> None:
+    settings = WebSettings()
+    configure_logging("web", settings.log_level, settings.log_format)
+    try:
+        sock = _bound_socket(settings.web_addr)
+    except OSError as error:
+        print(f"web: cannot listen on {settings.web_addr}: {error.strerror or error}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_CANNOT_BIND)
+    asyncio.run(_serve(settings, sock))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The HTTP/JSON API as a table over the scheduler's client API: each route is one RPC, its request built from
+the path, the query (GET) or the JSON body with protobuf's JSON mapping (camelCase names), its reply the RPC's
+reply in the same mapping; a streamed RPC answers Server-Sent Events, one per TurnEvent. No business logic here:
+what a call may do, and every check, is the scheduler's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from covel.scheduler.v1 import scheduler_pb2
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    rpc: str
+    summary: str
+    # The RPC answers a stream of TurnEvents: the route answers text/event-stream.
+    streamed: bool = False
+
+    @property
+    def path_fields(self) -> list[str]:
+        """The request fields the path carries ({session_id} -> session_id)."""
+        return re.findall(r"\{(\w+)\}", self.path)
+
+    @property
+    def request_type(self):
+        return getattr(scheduler_pb2, f"{self.rpc}Request")
+
+    @property
+    def response_type(self):
+        if self.streamed:
+            return scheduler_pb2.TurnEvent
+        return getattr(scheduler_pb2, "InvokeActionResponse" if self.rpc == "RunCommand" else f"{self.rpc}Response")
+
+
+S = "/api/sessions/{session_id}"
+ROUTES = (
+    Route("GET", "/api/worlds", "ListWorlds", "The worlds a session can start in."),
+    Route("GET", "/api/worlds/{world_id}", "GetWorld", "One world: opening, characters, dimensions, plugin policy."),
+    Route("GET", "/api/packs", "ListPacks", "The packs of plugins a world can pick."),
+    Route("POST", "/api/sessions", "CreateSession", "Start a session (in a world, with plugins and settings)."),
+    Route("GET", S, "GetSession", "The session: phase, plugins, seats, setup progress."),
+    Route("POST", S + "/end", "EndSession", "End the session (or delete it)."),
+    Route("POST", S + "/reset", "ResetSession", "Start the session over."),
+    Route("POST", S + "/actions", "SubmitActions", "Play a turn: the player's actions; the turn streams as it runs.", streamed=True),
+    Route("POST", S + "/interactions/{interaction_id}", "SubmitInteraction",
+          "Answer an open form, choice or confirmation; the turn it runs streams.", streamed=True),
+    Route("GET", S + "/interactions", "ListInteractions", "The open interactions (with include_answered, the answered ones too)."),
+    Route("POST", S + "/manual/{runtime_id}", "RunManual", "Run a manual runtime (e.g. world-init/edit-dimensions).", streamed=True),
+    Route("GET", S + "/messages", "ListMessages", "The conversation log."),
+    Route("GET", S + "/turns", "ListTurns", "The session's turns."),
+    Route("GET", S + "/turns/{turn_id}", "GetTurn", "One turn as recorded."),
+    Route("POST", S + "/cancel", "Cancel", "Stop the running turn (and its auto-advance chain)."),
+    Route("POST", S + "/interject", "Interject", "Say something while the turn runs."),
+    Route("GET", S + "/plugins", "GetSessionPlugins", "The session's plugins, which run and why the others do not."),
+    Route("POST", S + "/plugins", "SetSessionPlugins", "Turn plugins on or off from the next turn."),
+    Route("POST", S + "/approvals", "SetPluginApprovals", "Approve or revoke community plugins."),
+    Route("GET", S + "/action-kinds", "ListActionKinds", "The action kinds the session accepts, with their fields and display."),
+    Route("POST", S + "/character", "SwitchCharacter", "The character a seat plays from the next turn."),
+    Route("GET", S + "/panels", "ListPanels", "The plugins' UI panels with the state they draw (docs/ui.md)."),
+    Route("GET", S + "/commands", "ListCommands", "The players' commands of the session's plugins."),
+    Route("POST", S + "/commands", "RunCommand", "Run a command line (/name args)."),
+    Route("POST", S + "/plugin-actions/{plugin_id}/{action}", "InvokeAction", "Call a running plugin's action."),
+    Route("GET", S + "/lorebook", "ListLorebook", "The session's lorebook."),
+    Route("GET", S + "/settlements", "ListSettlements", "Dimension settlement receipts."),
+)

@@ -1,0 +1,376 @@
+// The Covel player page: plain JavaScript over the HTTP/JSON API (docs/web.md), no build step.
+"use strict";
+
+const TEXT = {
+  en: { title: "Covel", pickWorld: "Pick a world", resume: "Resume the last session", kind: "Action", what: "What you do",
+        send: "Send", cancel: "Stop", answer: "Answer", yes: "Yes", no: "No", down: "The story service cannot be reached; retrying…",
+        ready: "Connected", thinking: "The story is being told…", setup: "Setting up the story…", other: "中文" },
+  zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", kind: "行动", what: "你要做什么",
+        send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
+        ready: "已连接", thinking: "故事正在展开……", setup: "正在准备故事……", other: "English" },
+};
+const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false };
+const $ = (id) => document.getElementById(id);
+const t = (key) => (TEXT[state.locale] || TEXT.en)[key];
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value; else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+function setStatus(text, down = false) { $("status").textContent = text; $("status").classList.toggle("down", down); }
+
+function translate() {
+  document.documentElement.lang = state.locale;
+  for (const node of document.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
+  $("lang").textContent = t("other");
+  $("text").placeholder = t("what");
+}
+
+// ---- the API ------------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) { super(body.message || `HTTP ${status}`); this.status = status; this.body = body; }
+}
+
+function headers() {
+  const token = localStorage.getItem("covelToken");
+  return { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) };
+}
+
+async function api(method, path, body) {
+  let response;
+  try {
+    response = await fetch(path, { method, headers: headers(), body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (error) {
+    setStatus(t("down"), true);
+    throw new ApiError(0, { code: "UNAVAILABLE", message: t("down") });
+  }
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 503) setStatus(t("down"), true); else setStatus(t("ready"));
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+// POST a streamed call; onEvent(name, data) per Server-Sent Event.
+async function stream(path, body, onEvent) {
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
+  } catch (error) {
+    setStatus(t("down"), true);
+    throw new ApiError(0, { code: "UNAVAILABLE", message: t("down") });
+  }
+  if (!response.ok) {
+    if (response.status === 503) setStatus(t("down"), true);
+    throw new ApiError(response.status, await response.json().catch(() => ({})));
+  }
+  setStatus(t("ready"));
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const name = (frame.match(/^event: (.*)$/m) || [])[1] || "message";
+      const data = (frame.match(/^data: (.*)$/m) || [])[1];
+      onEvent(name, data ? JSON.parse(data) : {});
+    }
+  }
+}
+
+const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random());
+
+// ---- the story ----------------------------------------------------------------------------------
+
+function addMessage(role, text, speaker) {
+  const story = $("story");
+  if (role === "player") story.append(el("p", { class: "player" }, text));
+  else if (speaker) story.append(el("p", {}, el("span", { class: "speaker" }, `${speaker}: `), text));
+  else story.append(el("p", {}, text));
+  story.lastChild.scrollIntoView({ block: "nearest" });
+}
+
+function notice(level, text) {
+  $("notices").append(el("div", { class: `notice ${level || "info"}`, role: level === "error" ? "alert" : "status" }, text));
+}
+
+// A turn as it streams: story text per segment, notices and questions as they come.
+function turnHandler() {
+  let paragraph = null;
+  return (name, data) => {
+    if (name === "narrativeDelta") {
+      if (data.reset) { paragraph = null; return; }
+      if (data.text === "\n\n" || !paragraph) {
+        paragraph = el("p", { class: "live" });
+        if (data.segment && data.segment.kind === "dialogue" && data.segment.speaker) paragraph.append(el("span", { class: "speaker" }, `${data.segment.speaker}: `));
+        $("story").append(paragraph);
+        if (data.text === "\n\n") return;
+      }
+      paragraph.append(data.text);
+      paragraph.scrollIntoView({ block: "nearest" });
+    } else if (name === "notification") notice(data.level, (data.title ? `${data.title}: ` : "") + data.text);
+    else if (name === "interaction") showQuestion(data);
+    else if (name === "turnCompleted") afterTurn(data);
+    else if (name === "error") notice("error", data.message);
+  };
+}
+
+function afterTurn(turn) {
+  if (turn.status === "TURN_STATUS_FAILED" || turn.status === "TURN_STATUS_ABORTED") notice("error", turn.abortReason || turn.status);
+  const guide = (turn.runtimeResults || []).find((r) => r.runtimeId === "guide" && r.status === "success");
+  showSuggestions(guide && guide.output ? guide.output.suggestions || [] : []);
+  refresh();
+}
+
+async function play(actions) {
+  if (state.busy) return;
+  setBusy(true);
+  $("composer-error").textContent = "";
+  for (const action of actions) if (action.text) addMessage("player", action.text);
+  try {
+    await stream(`/api/sessions/${state.session.id}/actions`, { actions, idempotencyKey: newKey() }, turnHandler());
+  } catch (error) {
+    $("composer-error").textContent = fieldMessage(error);
+  } finally { setBusy(false); }
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  $("send").disabled = busy;
+  $("cancel").disabled = !busy;
+  if (busy) setStatus(t("thinking"));
+}
+
+function fieldMessage(error) {
+  const violations = (error.body && error.body.fieldViolations) || [];
+  return violations.length ? violations.map((v) => `${v.field}: ${v.description}`).join("; ") : error.message;
+}
+
+function showSuggestions(list) {
+  const box = $("suggestions");
+  box.replaceChildren(...list.map((text) => el("li", {}, el("button", { type: "button", onclick: () => play([{ kind: "act", text }]) }, text))));
+}
+
+// ---- questions (forms, choices, confirmations) ----------------------------------------------------
+
+function showQuestion(asked) {
+  if (document.getElementById(`q-${asked.id}`)) return;
+  const spec = asked.spec || {};
+  const form = el("form", { class: "question", id: `q-${asked.id}`, "aria-label": asked.title || asked.prompt || "" });
+  if (asked.title) form.append(el("h3", {}, asked.title));
+  if (asked.prompt) form.append(el("p", {}, asked.prompt));
+  const errors = {};
+  if (asked.kind === "form") {
+    const properties = (spec.schema || {}).properties || {};
+    for (const name of spec.fieldOrder || Object.keys(properties)) {
+      const field = properties[name] || {};
+      const id = `q-${asked.id}-${name}`;
+      let input;
+      if (field.enum) input = el("select", { id, name }, ...field.enum.map((option) => el("option", { value: option }, String(option))));
+      else input = el("input", { id, name, type: field.type === "integer" || field.type === "number" ? "number" : "text" });
+      if (field.minimum !== undefined) input.min = field.minimum;
+      if (field.maximum !== undefined) input.max = field.maximum;
+      if (field.default !== undefined) input.value = field.default;
+      errors[name] = el("span", { class: "error", id: `${id}-error`, role: "alert" });
+      input.setAttribute("aria-describedby", `${id}-error`);
+      form.append(el("label", { for: id }, field.title || name), input, errors[name]);
+    }
+    form.append(el("button", { type: "submit" }, t("answer")));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const values = {};
+      for (const name of Object.keys(errors)) {
+        const input = form.elements[name];
+        if (input.value === "") continue;
+        const field = properties[name] || {};
+        values[name] = field.type === "integer" ? Number.parseInt(input.value, 10) : field.type === "number" ? Number(input.value) : input.value;
+      }
+      answer(asked, values, form, errors);
+    });
+  } else if (asked.kind === "choice") {
+    for (const option of spec.options || []) {
+      form.append(el("button", { type: "button", onclick: () => answer(asked, { option: option.id }, form, {}) }, option.label));
+    }
+  } else {
+    form.append(el("button", { type: "button", onclick: () => answer(asked, { confirmed: true }, form, {}) }, t("yes")),
+                el("button", { type: "button", onclick: () => answer(asked, { confirmed: false }, form, {}) }, t("no")));
+  }
+  form.append(el("p", { class: "error form-error", role: "alert" }));
+  $("questions").append(form);
+  const first = form.querySelector("input, select, button");
+  if (first) first.focus();
+}
+
+async function answer(asked, values, form, errors) {
+  for (const span of Object.values(errors)) span.textContent = "";
+  form.querySelector(".form-error").textContent = "";
+  setBusy(true);
+  try {
+    await stream(`/api/sessions/${state.session.id}/interactions/${encodeURIComponent(asked.id)}`,
+                 { values, idempotencyKey: newKey() }, turnHandler());
+    form.remove();
+  } catch (error) {
+    let placed = false;
+    for (const violation of (error.body && error.body.fieldViolations) || []) {
+      const name = violation.field.split("values.").pop().split(".")[0];
+      if (errors[name]) { errors[name].textContent = violation.description; placed = true; }
+    }
+    if (!placed) form.querySelector(".form-error").textContent = fieldMessage(error);
+  } finally { setBusy(false); }
+}
+
+// ---- panels --------------------------------------------------------------------------------------
+
+function resolve(value, pointer) {
+  for (const raw of pointer.split("/").slice(1)) {
+    const part = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (value === null || value === undefined || typeof value !== "object") return undefined;
+    value = value[part];
+  }
+  return value;
+}
+
+function bind(text, panelState, item, key) {
+  return String(text).replace(/\{\{\s*([^{}]+?)\s*\}\}/g, (_, reference) => {
+    let found;
+    if (reference === "$key") found = key;
+    else if (reference.startsWith("$item")) { found = item; for (const part of reference.split(".").slice(1)) found = found && typeof found === "object" ? found[part] : undefined; }
+    else found = resolve(panelState, reference);
+    return found === undefined || found === null || typeof found === "object" ? "" : typeof found === "boolean" ? (found ? "yes" : "no") : String(found);
+  });
+}
+
+function drawNode(node, panelState, item, key) {
+  const prop = (name) => (node[name] === undefined ? "" : bind(node[name], panelState, item, key));
+  const children = () => (node.children || []).map((child) => drawNode(child, panelState, item, key));
+  switch (node.type) {
+    case "stack": return el("div", { class: "stack" }, node.title ? el("h3", {}, prop("title")) : null, ...children());
+    case "row": return el("div", { class: "row" }, ...children());
+    case "heading": return el("h4", {}, prop("text"));
+    case "text": return el("p", { class: node.tone || "" }, prop("text"));
+    case "badge": return el("span", { class: `badge ${node.tone || ""}` }, prop("text"));
+    case "stat": return el("div", { class: "stat" }, el("span", {}, prop("label")), el("strong", {}, prop("value")));
+    case "progress": return el("label", {}, prop("label"), el("progress", { value: prop("value"), max: prop("max") }));
+    case "list": {
+      const found = resolve(panelState, node.repeat.statePath);
+      const entries = Array.isArray(found) ? found.map((v, i) => [String(i), v]) : found && typeof found === "object" ? Object.entries(found).sort(([a], [b]) => (a < b ? -1 : 1)) : [];
+      if (!entries.length) return el("p", { class: "empty" }, node.empty ? prop("empty") : "");
+      return el("ul", {}, ...entries.map(([k, v]) => el("li", {}, ...(node.children || []).map((child) => drawNode(child, panelState, v, k)))));
+    }
+    default: return el("span");
+  }
+}
+
+async function drawPanels() {
+  const { panels = [] } = await api("GET", `/api/sessions/${state.session.id}/panels`);
+  const box = $("panels");
+  box.hidden = panels.length === 0;
+  box.replaceChildren(...panels.map((panel) => el("section", { class: `panel ${panel.location}`, "data-plugin": panel.pluginId },
+                                                  drawNode(panel.spec.view, panel.state || {}))));
+}
+
+// ---- session -------------------------------------------------------------------------------------
+
+async function drawKinds() {
+  const { kinds = [] } = await api("GET", `/api/sessions/${state.session.id}/action-kinds`);
+  state.kinds = kinds.filter((kind) => kind.composer !== false && (!kind.roles || kind.roles.includes("player")));
+  const select = $("kind");
+  const current = select.value;
+  select.replaceChildren(...state.kinds.map((kind) => el("option", { value: kind.kind }, kind.label || kind.kind)));
+  if (current) select.value = current;
+  drawKindFields();
+}
+
+function drawKindFields() {
+  const kind = state.kinds.find((k) => k.kind === $("kind").value);
+  $("text").placeholder = (kind && kind.placeholder) || t("what");
+  const properties = ((kind && kind.fieldsSchema) || {}).properties || {};
+  $("kind-fields").replaceChildren(...Object.entries(properties).map(([name, field]) => {
+    const id = `field-${name}`;
+    return el("span", {}, el("label", { for: id }, ` ${field.title || name} `), el("input", { id, name, "data-field": name, type: field.type === "integer" ? "number" : "text" }));
+  }));
+}
+
+async function refresh() {
+  const { interactions = [] } = await api("GET", `/api/sessions/${state.session.id}/interactions`);
+  for (const record of interactions) showQuestion(record.interaction);
+  await Promise.all([drawPanels(), drawKinds()]);
+}
+
+async function openSession(session) {
+  state.session = session;
+  localStorage.setItem("covelSession", session.id);
+  $("start").hidden = true;
+  $("play").hidden = false;
+  const { messages = [] } = await api("GET", `/api/sessions/${session.id}/messages`);
+  $("story").replaceChildren();
+  for (const message of messages) {
+    if (message.role === "player" || message.role === "story") addMessage(message.role, message.text);
+  }
+  await refresh();
+  if (session.phase === "setup" && !document.querySelector(".question")) {
+    setStatus(t("setup"));
+    await play([{ kind: "advance" }]);
+  }
+  $("text").focus();
+}
+
+async function startIn(worldId) {
+  const { session } = await api("POST", "/api/sessions", { worldId, locale: state.locale });
+  await openSession(session);
+}
+
+async function boot() {
+  translate();
+  try {
+    const { worlds = [] } = await api("GET", `/api/worlds?locale=${state.locale}`);
+    $("worlds").replaceChildren(...worlds.filter((w) => w.state === "WORLD_STATE_LOADED").map((world) =>
+      el("li", {}, el("button", { type: "button", "data-world": world.id, onclick: () => startIn(world.id).catch((e) => notice("error", fieldMessage(e))) },
+                      el("strong", {}, world.name || world.id), world.description ? ` — ${world.description}` : ""))));
+    setStatus(t("ready"));
+  } catch (error) {
+    setTimeout(boot, 3000);
+    return;
+  }
+  const last = localStorage.getItem("covelSession");
+  $("resume").hidden = !last;
+  $("resume").onclick = async () => {
+    try { const { session } = await api("GET", `/api/sessions/${last}`); await openSession(session); }
+    catch (error) { notice("error", fieldMessage(error)); localStorage.removeItem("covelSession"); $("resume").hidden = true; }
+  };
+  const wanted = new URLSearchParams(location.search).get("session");
+  if (wanted) await api("GET", `/api/sessions/${wanted}`).then(({ session }) => openSession(session)).catch((e) => notice("error", fieldMessage(e)));
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("text").value.trim();
+  const kind = $("kind").value || "act";
+  const fields = {};
+  for (const input of $("kind-fields").querySelectorAll("[data-field]")) {
+    if (input.value !== "") fields[input.dataset.field] = input.type === "number" ? Number(input.value) : input.value;
+  }
+  if (!text && !Object.keys(fields).length && kind !== "advance") return;
+  $("text").value = "";
+  play([{ kind, text, ...(Object.keys(fields).length ? { fields } : {}) }]);
+});
+$("kind").addEventListener("change", drawKindFields);
+$("cancel").addEventListener("click", () => api("POST", `/api/sessions/${state.session.id}/cancel`, {}).catch((e) => notice("error", fieldMessage(e))));
+$("lang").addEventListener("click", () => {
+  state.locale = state.locale === "en" ? "zh" : "en";
+  localStorage.setItem("covelLocale", state.locale);
+  translate();
+  if (!state.session) boot();
+});
+boot();

@@ -1,0 +1,54 @@
+"""The web front beside the five services: `web` is a running `python -m services.web` on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest_asyncio
+
+from covel_cli.launcher import ServiceGroup
+from shared.settings import REPO_ROOT
+from tests.conftest import free_addr
+from tests.e2e.conftest import running_services
+
+
+@dataclass
+class WebFront:
+    group: ServiceGroup
+    url: str
+    process: asyncio.subprocess.Process
+
+
+@contextlib.asynccontextmanager
+async def running_web(group: ServiceGroup) -> AsyncIterator[WebFront]:
+    addr = free_addr()
+    env = {**group.env(), "COVEL_WEB_ADDR": addr}
+    log = open(group.log_dir / "web.log", "ab")  # noqa: SIM115 -- closed below, after the process
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.web", env=env, cwd=REPO_ROOT,
+                                                   stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL)
+    url = f"http://{addr}"
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(300):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"{url}/readyz")).status_code == 200:
+                        break
+                assert process.returncode is None, (group.log_dir / "web.log").read_text()
+                await asyncio.sleep(0.05)
+        yield WebFront(group, url, process)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), 15)
+        log.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def web(tmp_path_factory):
+    async with running_services(tmp_path_factory.mktemp("web")) as group, running_web(group) as front:
+        yield front

@@ -1,0 +1,77 @@
+"""The HTTP/JSON API through the web front and the five services: the same calls as gRPC, in JSON, a turn as
+Server-Sent Events, errors with their gRPC status and field violations, and an OpenAPI description."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def sse(client: httpx.AsyncClient, url: str, body: dict) -> list[tuple[str, dict]]:
+    events = []
+    async with client.stream("POST", url, json=body, timeout=60) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        name = ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    return events
+
+
+async def test_a_session_plays_through_setup_and_a_turn_in_json(web) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:
+        worlds = (await client.get("/api/worlds")).json()["worlds"]
+        assert "demo-world" in [w["id"] for w in worlds]
+        session = (await client.post("/api/sessions", json={"worldId": "demo-world", "locale": "en"})).json()["session"]
+        assert session["phase"] == "setup"
+        events = await sse(client, f"/api/sessions/{session['id']}/actions", {"actions": [{"kind": "advance"}]})
+        [asked] = [data for name, data in events if name == "interaction"]
+        assert asked["id"] == "protagonist" and events[-1][0] == "end" and events[-2][0] == "turnCompleted"
+
+        refused = await client.post(f"/api/sessions/{session['id']}/interactions/protagonist", json={"values": {"name": "Wren", "courage": 9}})
+        assert refused.status_code == 400 and refused.json()["code"] == "INVALID_ARGUMENT"
+        assert refused.json()["fieldViolations"][0]["field"] == "values.courage"
+
+        events = await sse(client, f"/api/sessions/{session['id']}/interactions/protagonist", {"values": {"name": "Wren", "courage": 4}})
+        deltas = [data["text"] for name, data in events if name == "narrativeDelta"]
+        assert "".join(deltas).startswith("This is where the story of Wren begins."), "the opening streams as it is told"
+        panels = (await client.get(f"/api/sessions/{session['id']}/panels")).json()["panels"]
+        assert {p["pluginId"] for p in panels} >= {"char-creator", "inventory"}
+        events = await sse(client, f"/api/sessions/{session['id']}/actions", {"actions": [{"kind": "act", "text": "I look around."}]})
+        turn = next(data for name, data in events if name == "turnCompleted")
+        assert turn["status"] == "TURN_STATUS_COMMITTED" and turn["logicalTurn"] == "1"
+        messages = (await client.get(f"/api/sessions/{session['id']}/messages")).json()["messages"]
+        assert [m["role"] for m in messages].count("player") == 3, "the advance that started the setup, the form answer, the action"
+
+
+async def test_bad_requests_get_the_grpc_status_and_the_field(web) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:
+        missing = await client.get("/api/sessions/no-such-session")
+        assert missing.status_code == 404 and missing.json()["code"] == "NOT_FOUND"
+        unknown = await client.post("/api/sessions", json={"wrldId": "demo-world"})
+        assert unknown.status_code == 400 and unknown.json()["fieldViolations"][0]["field"] == "body" and "wrldId" in unknown.json()["message"]
+        not_json = await client.post("/api/sessions", content=b"{nope")
+        assert not_json.status_code == 400 and "is not JSON" in not_json.json()["message"]
+        session = (await client.post("/api/sessions", json={})).json()["session"]
+        empty = await client.post(f"/api/sessions/{session['id']}/actions", json={"actions": []})
+        assert empty.status_code == 400 and empty.json()["fieldViolations"][0]["field"] == "actions"
+        bad_query = await client.get(f"/api/sessions/{session['id']}/interactions", params={"includeAnswered": "maybe"})
+        assert bad_query.status_code == 400 and bad_query.json()["fieldViolations"][0]["field"] == "includeAnswered"
+
+
+async def test_the_openapi_description_names_every_route_with_its_json_schemas(web) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:
+        document = (await client.get("/api/openapi.json")).json()
+    assert document["openapi"].startswith("3.1")
+    submit = document["paths"]["/api/sessions/{session_id}/actions"]["post"]
+    assert "text/event-stream" in submit["responses"]["200"]["content"]
+    body = submit["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert set(body) == {"actions", "idempotencyKey"}, "the path carries sessionId"
+    action = document["components"]["schemas"]["covel.common.v1.PlayerAction"]["properties"]
+    assert {"kind", "text", "fields", "interaction"} <= set(action)
