@@ -14,9 +14,18 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/covel demo
 
-# Lint and type-check first (ruff, buf, mypy), then the suite (which includes the deploy-check and Node client tests).
-test: lint typecheck
+# Lint and type-check first (ruff, buf, mypy), then the suite (which includes the deploy-check, Node client
+# tests and the player page's browser tests, in the headless Chromium installed below).
+test: lint typecheck $(VENV)/.browser
 	$(PY) -m pytest -q
+
+# The browser tests (tests/web) drive Debian's Chromium with Playwright (installed by pip, no browser
+# download): installed here when the machine has none, as root or with sudo.
+$(VENV)/.browser: $(VENV)/.installed
+	@command -v chromium >/dev/null || { echo "installing Chromium for the browser tests (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	touch $@
 
 # The fuzz suite (tests/fuzz, docs/security.md "Fuzzing") with many examples per property; `make test`
 # runs it briefly. Failing examples are kept in .hypothesis/ and replayed first on the next run.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import grpc
+import httpx
 
 from shared.grpc_client import check_health, open_channel
 from shared.security.service_identity import DevPki
@@ -23,6 +24,10 @@ from shared.settings import PeerAddresses, SecuritySettings
 
 # Start order: hooks loads entry modules from the registry's catalogue; the scheduler comes last.
 SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
+# The web front (services/web): an HTTP server in front of the scheduler, not a gRPC service.
+WEB = "web"
+# Its exit status when its address is taken (services/web/__main__.py, as shared/grpc_server's).
+EXIT_CANNOT_BIND = 98
 
 
 class FreePorts(dict[str, str]):
@@ -90,8 +95,15 @@ class ServiceGroup:
     # The scheduler's client API over TLS (its certificate; no client certificate asked), as in a
     # cluster. Off: it listens in plaintext on its loopback address, as `covel play` expects.
     scheduler_tls: bool = False
+    # Where the web front (the player page and the HTTP/JSON API, services/web) listens; None: no web front.
+    # It is a public client of the scheduler, started after it and stopped first.
+    web_addr: str | None = None
     # Where each service's output files stood when it was started: its READY line comes after.
     _log_offsets: dict[Path, int] = field(default_factory=dict)
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.web_addr}/" if self.web_addr else ""
 
     @property
     def log_dir(self) -> Path:
@@ -155,13 +167,41 @@ class ServiceGroup:
             for name in phase:
                 await self._spawn(name)
             await self.wait_serving(max(1.0, deadline - time.monotonic()), phase)
+        if self.web_addr:
+            await self._spawn(WEB, self.web_env())
+            await self.wait_web(max(1.0, deadline - time.monotonic()))
 
-    async def _spawn(self, name: str) -> None:
+    def web_env(self) -> dict[str, str]:
+        """The web front's environment: the group's settings, no certificate (it calls the scheduler as its clients do)."""
+        env = {**self.env(), "COVEL_WEB_ADDR": self.web_addr or ""}
+        if self.scheduler_tls:
+            env["COVEL_TLS_CA_FILE"] = str(self.pki.ca_cert)
+        return env
+
+    async def wait_web(self, timeout_s: float) -> None:
+        """Until the web front printed its READY line and answers /readyz (the scheduler behind it serves)."""
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=1.0) as client:
+            while True:
+                process = self.processes[WEB]
+                if process.returncode is not None:
+                    failure = PortTaken if process.returncode == EXIT_CANNOT_BIND else ServiceFailed
+                    raise failure(f"the web front exited with code {process.returncode} while starting "
+                                  f"({self.last_problem(WEB) or 'see its log'}); its log: {self.log_dir / 'web.stderr'}")
+                if READY_LINE.format(name=WEB) in self._log_since_start(WEB):
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await client.get(f"{self.web_url}readyz")).status_code == 200:
+                            return
+                if time.monotonic() > deadline:
+                    raise ServiceFailed(f"the web front is not ready after {timeout_s:.0f} s (logs in {self.log_dir})")
+                await asyncio.sleep(0.1)
+
+    async def _spawn(self, name: str, env: dict[str, str] | None = None) -> None:
         # The child keeps its own copies of the descriptors; ours close once it is started.
         with contextlib.ExitStack() as outputs:
             stdout, stderr = self._open_outputs(name, outputs)
             self.processes[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", f"services.{name}", env=self.env(name), cwd=REPO_ROOT,
+                sys.executable, "-m", f"services.{name}", env=env if env is not None else self.env(name), cwd=REPO_ROOT,
                 stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
             )
 
@@ -241,8 +281,8 @@ class ServiceGroup:
         return name, code
 
     async def stop(self, grace_s: float = 15.0) -> None:
-        # The scheduler first, while the others still serve: its gateway:shutdown hooks run in hooks.
-        for group in (("scheduler",), tuple(name for name in reversed(SERVICES) if name != "scheduler")):
+        # The web front, then the scheduler, while the others still serve: its gateway:shutdown hooks run in hooks.
+        for group in ((WEB,), ("scheduler",), tuple(name for name in reversed(SERVICES) if name != "scheduler")):
             for name in group:
                 process = self.processes.get(name)
                 if process is not None and process.returncode is None:

@@ -15,12 +15,13 @@ from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
 from shared.grpc_client import check_health
+from services.web.settings import WebSettings
 from shared.settings import DataDirSetting
 
 
 async def _up(args: argparse.Namespace) -> int:
-    group = ServiceGroup(configured_addrs(), DataDirSetting().data_dir)
-    print(f"Starting {', '.join(SERVICES)} (data in {group.data_dir}, logs in {group.log_dir}, "
+    group = ServiceGroup(configured_addrs(), DataDirSetting().data_dir, web_addr=None if args.no_web else WebSettings().web_addr)
+    print(f"Starting {', '.join(SERVICES)}{' and the web front' if group.web_addr else ''} (data in {group.data_dir}, logs in {group.log_dir}, "
           f"service certificates in {group.pki.folder}) …", flush=True)
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -34,6 +35,8 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     for name in SERVICES:
         print(f"  {name:<10} {group.addrs[name]}  SERVING", flush=True)
+    if group.web_addr:
+        print(f"  {'web':<10} {group.web_addr}  SERVING\n\nPlay in a browser: {group.web_url}\n", flush=True)
     exited = asyncio.create_task(group.wait_first_exit())
     waiters: list[asyncio.Task[object]] = [exited, asyncio.create_task(stop_requested.wait())]
     played = None
@@ -107,8 +110,9 @@ async def _health(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="covel", description="Covel: plugin kernel for LLM-driven interactive stories.")
     commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("up", help="start all five services locally and supervise them")
+    up = commands.add_parser("up", help="start all five services and the web front locally and supervise them")
     up.add_argument("--play", action="store_true", help="play a session in this terminal once they are up")
+    up.add_argument("--no-web", action="store_true", help="without the web front (the player page at COVEL_WEB_ADDR)")
     up.set_defaults(run=_up)
     play_cmd = commands.add_parser("play", help="play a session against running services")
     play_cmd.add_argument("--addr", help="scheduler address (default: COVEL_SCHEDULER_ADDR)")

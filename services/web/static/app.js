@@ -167,7 +167,7 @@ function showSuggestions(list) {
 function showQuestion(asked) {
   if (document.getElementById(`q-${asked.id}`)) return;
   const spec = asked.spec || {};
-  const form = el("form", { class: "question", id: `q-${asked.id}`, "aria-label": asked.title || asked.prompt || "" });
+  const form = el("form", { class: "question", id: `q-${asked.id}`, "aria-label": asked.title || asked.prompt || "", novalidate: "" });
   if (asked.title) form.append(el("h3", {}, asked.title));
   if (asked.prompt) form.append(el("p", {}, asked.prompt));
   const errors = {};

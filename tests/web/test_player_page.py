@@ -1,0 +1,113 @@
+"""The player page in a real browser (headless Chromium, driven by Playwright) against the web front and the five
+services: a session through the setup form (a refused answer shown next to its field), the opening streamed as
+it is told, three turns, an action kind with fields, the panels, a reload that resumes, a narrow screen, and the
+line shown when the services cannot be reached. Screenshots of the main screens go to the test's output folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser():
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+def shots(tmp_path: Path) -> Path:
+    folder = tmp_path / "screenshots"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, browser, tmp_path) -> None:
+    page = await browser.new_page(viewport={"width": 1100, "height": 900})
+    await page.goto(web.url)
+    saltmere = page.locator("button[data-world='demo-world']")
+    await saltmere.focus()
+    await page.keyboard.press("Enter")
+
+    # The setup's character form, asked by the turn the page started with `advance`.
+    name = page.locator("#q-protagonist-name")
+    await name.wait_for()
+    assert await name.input_value() == "The traveller", "the world's preset is the default"
+    await page.screenshot(path=shots(tmp_path) / "setup-form.png", full_page=True)
+    await name.fill("Wren")
+    await page.locator("#q-protagonist-courage").fill("9")
+    await page.keyboard.press("Enter")
+    refused = page.locator("#q-protagonist-courage-error")
+    await refused.filter(has_text="greater than the maximum of 5").wait_for()
+
+    await page.locator("#q-protagonist-courage").fill("4")
+    await page.locator("#q-protagonist-courage").press("Enter")
+    await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
+    await page.locator("#q-protagonist").wait_for(state="detached")  # an answered form goes away
+    await page.locator(".panel[data-plugin='char-creator']", has_text="Wren").wait_for()
+
+    for number, action in enumerate(("I push open the door of the inn.", "I ask Old Tobin about the lighthouse.",
+                                     "I light my lantern."), start=1):
+        before = await page.locator("#story p").count()
+        await page.locator("#text").fill(action)
+        await page.locator("#text").press("Enter")
+        await page.locator("#story p.player", has_text=action).wait_for()
+        await page.locator("#suggestions button").first.wait_for()
+        await page.wait_for_function(f"document.querySelectorAll('#story p').length > {before + 1}")
+        await page.wait_for_function("!document.getElementById('send').disabled")
+        assert number <= 3
+    await page.locator(".panel[data-plugin='world-time']", has_text="Day 1").wait_for()
+    await page.screenshot(path=shots(tmp_path) / "story.png", full_page=True)
+
+    # A plugin action kind with fields: demo-world/ask {topic}.
+    await page.locator("#kind").select_option("demo-world/ask")
+    topic = page.locator("#field-topic")
+    await topic.wait_for()
+    await topic.fill("the lens")
+    await page.locator("#text").fill("Sela")
+    await page.locator("#send").click()
+    await page.wait_for_function("!document.getElementById('send').disabled")
+    assert not await page.locator("#composer-error").text_content()
+
+    # A reload resumes the session with its story.
+    await page.reload()
+    await page.locator("#resume").click()
+    await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
+    await page.close()
+
+
+async def test_a_narrow_screen_and_a_service_that_cannot_be_reached(web, browser, tmp_path) -> None:
+    page = await browser.new_page(viewport={"width": 375, "height": 740})
+    await page.goto(web.url)
+    await page.locator("button[data-world='demo-world']").click()
+    await page.locator("#q-protagonist-name").wait_for()
+    box = await page.locator("#composer").bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, "the composer fits a phone's width"
+    await page.screenshot(path=shots(tmp_path) / "narrow.png", full_page=True)
+
+    # The web front's API cannot be reached: one clear line says so.
+    await page.route("**/api/**", lambda route: route.abort())
+    await page.locator("#q-protagonist-name").fill("Ash")
+    await page.locator("#q-protagonist-name").press("Enter")
+    await page.locator("#status.down", has_text="cannot be reached").wait_for()
+    await page.close()
+
+
+async def test_the_page_speaks_chinese(web, browser) -> None:
+    page = await browser.new_page()
+    await page.goto(web.url)
+    await page.locator("#lang").click()
+    await page.locator("#start-title", has_text="选择一个世界").wait_for()
+    assert await page.evaluate("document.documentElement.lang") == "zh"
+    await page.close()
