@@ -14,8 +14,8 @@ from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
-from shared.grpc_client import check_health
 from services.web.settings import WebSettings
+from shared.grpc_client import check_health
 from shared.settings import DataDirSetting
 
 
