@@ -323,7 +323,8 @@ async function openSession(session) {
     setStatus(t("setup"));
     await play([{ kind: "advance" }]);
   }
-  $("text").focus();
+  const asked = document.querySelector(".question input, .question select, .question button");
+  (asked || $("text")).focus();
 }
 
 async function startIn(worldId) {
