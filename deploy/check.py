@@ -111,10 +111,11 @@ def known_variables() -> dict[str, set[str]]:
     from services.registry.settings import RegistrySettings
     from services.scheduler.settings import SchedulerSettings
     from services.store.settings import StoreSettings
+    from services.web.settings import WebSettings
 
     models = {
         "registry": RegistrySettings, "scheduler": SchedulerSettings, "hooks": HooksSettings,
-        "gateway": GatewaySettings, "store": StoreSettings,
+        "gateway": GatewaySettings, "store": StoreSettings, "web": WebSettings,
     }
     known = {}
     for service, model in models.items():
@@ -253,6 +254,7 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
             if mount["name"] not in mounted:
                 problems.append(f"{where}: mounts volume {mount['name']!r}, which the pod does not have")
         problems += identity_problems(service, pod, {**settings, **{name: item.get("value", "") for name, item in env.items()}})
+    problems += web_problems(rendered, settings, known)
     problems += network_problems(rendered)
     for service in ("scheduler", "store"):
         budgets = [
@@ -290,6 +292,30 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         if {"In": not inside, "NotIn": inside, "Exists": not present, "DoesNotExist": present}[expression["operator"]]:
             return False
     return True
+
+
+def web_problems(rendered: Rendered, settings: dict[str, str], known: dict[str, set[str]]) -> list[str]:
+    """The web front: its Deployment runs `web`, serves the port of COVEL_WEB_ADDR through that Service,
+    probes over HTTP, and sets only web settings."""
+    deployment = rendered.named("Deployment", "covel-web")
+    if deployment is None:
+        return ["Deployment/covel-web: missing (the web front, docs/web.md)"]
+    problems = []
+    addr = settings.get("COVEL_WEB_ADDR", "")
+    host, port = addr.rpartition(":")[0], port_of(addr)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    if container.get("args") != ["web"]:
+        problems.append(f"Deployment/covel-web: args {container.get('args')} should be ['web']")
+    service = rendered.named("Service", host)
+    if port is None or service is None or port not in [item["port"] for item in service["spec"]["ports"]]:
+        problems.append(f"COVEL_WEB_ADDR={addr!r}: no Service exposes it")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if "httpGet" not in (container.get(probe) or {}):
+            problems.append(f"Deployment/covel-web: {probe} should be an HTTP probe (/healthz, /readyz)")
+    for item in container.get("env", []):
+        if item["name"].startswith("COVEL_") and item["name"] not in known["web"]:
+            problems.append(f"Deployment/covel-web: {item['name']} is no setting of the web front")
+    return problems
 
 
 def _sources(peer: dict[str, Any]) -> set[str]:

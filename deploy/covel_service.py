@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`covel-service`: the container's entry point (deploy/Dockerfile installs it on PATH).
 
-    covel-service <registry|scheduler|hooks|gateway|store>   run that service
+    covel-service <registry|scheduler|hooks|gateway|store|web>   run that service
     covel-service probe [<service>]                          exit 0 when it answers SERVING
 
 A service binds its own `COVEL_<SERVICE>_ADDR` and dials its peers at theirs, so one
@@ -20,7 +20,11 @@ import os
 import sys
 from pathlib import Path
 
-from covel_cli.launcher import SERVICES
+from covel_cli.launcher import SERVICES as GRPC_SERVICES
+from covel_cli.launcher import WEB
+
+# The five gRPC services, and the web front (an HTTP server in front of the scheduler).
+SERVICES = (*GRPC_SERVICES, WEB)
 from shared.settings import PeerAddresses
 
 USAGE = f"usage: covel-service <{'|'.join(SERVICES)}> | covel-service probe [<service>]"
@@ -55,15 +59,35 @@ def check_name(name: str) -> str:
 
 def run(service: str) -> None:
     own_var = f"COVEL_{service.upper()}_ADDR"
+    configured = os.environ.get(own_var, "127.0.0.1:8080") if service == WEB else PeerAddresses().addr_of(service)
     try:
-        os.environ[own_var] = listen_addr(PeerAddresses().addr_of(service), os.environ.get("COVEL_LISTEN_HOST", "0.0.0.0"))
+        os.environ[own_var] = listen_addr(configured, os.environ.get("COVEL_LISTEN_HOST", "0.0.0.0"))
     except ValueError as error:
         raise SystemExit(f"covel-service: {own_var}: {error}") from None
     # exec: the service becomes this process, so it receives SIGTERM itself and drains.
     os.execvp(sys.executable, [sys.executable, "-m", f"services.{service}"])
 
 
+def probe_web() -> int:
+    """The web front answers /healthz on its own port."""
+    import urllib.request
+
+    from services.web.settings import WebSettings
+
+    url = f"http://{listen_addr(WebSettings().web_addr, '127.0.0.1')}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=float(os.environ.get("COVEL_PROBE_TIMEOUT_S", "3"))) as reply:
+            ok = reply.status == 200
+    except OSError as error:
+        print(f"web {url} UNREACHABLE ({error})")
+        return 1
+    print(f"web {url} {'SERVING' if ok else 'NOT_SERVING'}")
+    return 0 if ok else 1
+
+
 def probe(service: str) -> int:
+    if service == WEB:
+        return probe_web()
     from shared.grpc_client import check_health
     from shared.settings import SecuritySettings
 

@@ -70,6 +70,12 @@ class SecuritySettings(BaseSettings):
     store_health_port: int | None = None
     scheduler_health_port: int | None = None
 
+    @field_validator("api_token_file", "tls_cert_file", "tls_key_file", "tls_ca_file", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """An empty value unsets a file a shared ConfigMap names (the web front presents no certificate)."""
+        return None if value == "" else value
+
     def health_port_of(self, service: str) -> int | None:
         own = getattr(self, f"{service}_health_port", None)
         return own if own is not None else self.health_port

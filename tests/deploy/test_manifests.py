@@ -173,3 +173,19 @@ def test_a_mount_of_a_volume_the_pod_lacks_is_caught(base_resources, known):
     resources = copy.deepcopy(base_resources)
     container(resources, "hooks")["volumeMounts"].append({"name": "plugins", "mountPath": "/var/lib/covel/plugins"})
     assert "Deployment/covel-hooks: mounts volume 'plugins', which the pod does not have" in problems_of(resources, known)
+
+
+def test_the_web_front_runs_web_behind_its_service_with_http_probes(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    web = container(resources, "web")
+    assert web["args"] == ["web"] and deployment(resources, "web")["spec"]["template"]["spec"]["volumes"][1]["secret"]["items"] == [
+        {"key": "ca.crt", "path": "ca.crt"}], "the web front mounts the CA, never the scheduler's key"
+    web["args"] = ["scheduler"]
+    web["readinessProbe"] = {"grpc": {"port": 8081}}
+    web["env"].append({"name": "COVEL_WEB_PORT", "value": "80"})
+    problems = problems_of(resources, known)
+    assert "Deployment/covel-web: args ['scheduler'] should be ['web']" in problems
+    assert "Deployment/covel-web: readinessProbe should be an HTTP probe (/healthz, /readyz)" in problems
+    assert "Deployment/covel-web: COVEL_WEB_PORT is no setting of the web front" in problems
+    without = [r for r in resources if r["metadata"]["name"] != "covel-web" or r["kind"] != "Deployment"]
+    assert "Deployment/covel-web: missing (the web front, docs/web.md)" in problems_of(without, known)
