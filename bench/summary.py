@@ -39,6 +39,13 @@ def _turn_rows(data: dict, name: str) -> Iterator[Row]:
                f"{streams.get('gateway.Generate', 0):.1f} / {streams.get('scheduler.SubmitActions', 0):.1f}"]
 
 
+def _web_player(data: dict) -> Iterator[Row]:
+    grpc_ms, page_ms, weight = data["grpc_first_text_ms"], data["page_first_text_ms"], data["page_weight"]
+    yield ["player page vs gRPC client, narrator", "first story text p50 ms (page / gRPC = ratio)",
+           f"{page_ms['p50']:.1f} / {grpc_ms['p50']:.1f} = {data['page_over_grpc']:.2f}"]
+    yield ["player page", "weight bytes raw / gzipped; requests to start", f"{weight['bytes']} / {weight['gzip_bytes']}; {weight['requests_to_start']}"]
+
+
 def _concurrency(data: dict) -> Iterator[Row]:
     for level in data["levels"]:
         ms = level["turn_ms"]
@@ -120,6 +127,7 @@ HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "turn_latency": _turn_latency, "concurrency": _concurrency, "history_growth": _history_growth, "split_cost": _split_cost, "agent_step": _agent_step,
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
+    "web_player": _web_player,
 }
 
 

@@ -11,6 +11,7 @@ import uvicorn
 from services.web.app import create_app
 from services.web.settings import WebSettings
 from shared.logs import configure_logging
+from shared.telemetry import metrics
 
 # The exit status of a service that cannot bind its address (as shared/grpc_server.run_service).
 EXIT_CANNOT_BIND = 98
@@ -20,6 +21,7 @@ def _bound_socket(addr: str) -> socket.socket:
     host, _, port = addr.rpartition(":")
     sock = socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host.strip("[]") or "0.0.0.0", int(port)))
     sock.listen(128)
     return sock
@@ -39,6 +41,8 @@ async def _serve(settings: WebSettings, sock: socket.socket) -> None:
 def main() -> None:
     settings = WebSettings()
     configure_logging("web", settings.log_level, settings.log_format)
+    # /metrics on COVEL_METRICS_PORT (COVEL_WEB_METRICS_PORT), as the other services.
+    metrics.start_metrics_server("web", settings, settings.web_addr.rpartition(":")[0] or "127.0.0.1")
     try:
         sock = _bound_socket(settings.web_addr)
     except OSError as error:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from services.web import routes
 from services.web.grpc_errors import error_body, request_error
 from services.web.openapi import openapi_document
 from shared.grpc_client import check_health, open_channel
+from shared.telemetry import metrics
 from shared.settings import SecuritySettings
 
 STATIC = Path(__file__).parent / "static"
@@ -125,6 +127,12 @@ async def _stream(first, call) -> AsyncIterator[bytes]:
 
 def _endpoint(route: routes.Route, state: dict[str, Any], timeout_s: float):
     async def endpoint(request: Request) -> Response:
+        started = time.perf_counter()
+        response = await answer(request)
+        metrics.record_web_request(route.method, route.path, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def answer(request: Request) -> Response:
         try:
             message = await build_request(route, request)
         except BadRequest as error:

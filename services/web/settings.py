@@ -12,3 +12,5 @@ class WebSettings(ServiceSettings):
     web_addr: str = DEFAULT_WEB_ADDR
     # How long a unary call to the scheduler may take before the API answers 504.
     web_call_timeout_s: float = 30.0
+    # Where /metrics listens (else COVEL_METRICS_PORT); none: no metrics.
+    web_metrics_port: int | None = None

@@ -50,6 +50,12 @@ MODEL_TOKENS = Counter("covel_model_tokens_total", "Tokens the providers reporte
 # store
 COMMITS = Counter("covel_store_commits_total", "Turns the store recorded, by turn status.", ("status",))
 PROPOSALS = Counter("covel_store_proposals_total", "Proposals of committed turns, by outcome.", ("outcome",))
+# web front: per route template (bounded labels), the HTTP status; a streamed route until its first event
+WEB_REQUESTS = Counter("covel_web_requests_total", "HTTP API requests the web front answered.", ("method", "route", "status"))
+WEB_DURATION = Histogram(
+    "covel_web_request_duration_seconds", "Time to answer an API request (a streamed turn: until its first event).",
+    ("method", "route"), buckets=RPC_BUCKETS,
+)
 # every service
 RPC_STARTED = Counter("grpc_server_started_total", "RPCs started on the server.", ("grpc_service", "grpc_method", "grpc_type"))
 RPC_HANDLED = Counter(
@@ -94,6 +100,12 @@ def stop_metrics_server() -> None:
 
 
 # ----- recording helpers: the call sites stay one line -----------------------------------------
+
+def record_web_request(method: str, route: str, status: int, seconds: float) -> None:
+    if enabled():
+        WEB_REQUESTS.labels(method, route, str(status)).inc()
+        WEB_DURATION.labels(method, route).observe(seconds)
+
 
 HOOK_FAILURE_STATUSES = frozenset({"error", "timeout", "invalid-result"})
 

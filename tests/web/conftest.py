@@ -22,12 +22,13 @@ class WebFront:
     group: ServiceGroup
     url: str
     process: asyncio.subprocess.Process
+    metrics_url: str
 
 
 @contextlib.asynccontextmanager
 async def running_web(group: ServiceGroup) -> AsyncIterator[WebFront]:
-    addr = free_addr()
-    env = {**group.env(), "COVEL_WEB_ADDR": addr}
+    addr, metrics_addr = free_addr(), free_addr()
+    env = {**group.env(), "COVEL_WEB_ADDR": addr, "COVEL_WEB_METRICS_PORT": metrics_addr.rpartition(":")[2]}
     log = open(group.log_dir / "web.log", "ab")  # noqa: SIM115 -- closed below, after the process
     process = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.web", env=env, cwd=REPO_ROOT,
                                                    stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL)
@@ -40,7 +41,7 @@ async def running_web(group: ServiceGroup) -> AsyncIterator[WebFront]:
                         break
                 assert process.returncode is None, (group.log_dir / "web.log").read_text()
                 await asyncio.sleep(0.05)
-        yield WebFront(group, url, process)
+        yield WebFront(group, url, process, f"http://{metrics_addr}/metrics")
     finally:
         if process.returncode is None:
             process.terminate()

@@ -75,3 +75,13 @@ async def test_the_openapi_description_names_every_route_with_its_json_schemas(w
     assert set(body) == {"actions", "idempotencyKey"}, "the path carries sessionId"
     action = document["components"]["schemas"]["covel.common.v1.PlayerAction"]["properties"]
     assert {"kind", "text", "fields", "interaction"} <= set(action)
+
+
+async def test_the_web_front_counts_its_requests_and_answers_health(web) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:
+        assert (await client.get("/healthz")).json() == {"status": "SERVING"}
+        assert (await client.get("/readyz")).json()["scheduler"] == "SERVING"
+        await client.get("/api/worlds")
+        exposed = (await client.get(web.metrics_url)).text
+    assert 'covel_web_requests_total{method="GET",route="/api/worlds",status="200"}' in exposed
+    assert "covel_web_request_duration_seconds_bucket" in exposed
