@@ -24,8 +24,8 @@ from services.web import routes
 from services.web.grpc_errors import error_body, request_error
 from services.web.openapi import openapi_document
 from shared.grpc_client import check_health, open_channel
-from shared.telemetry import metrics
 from shared.settings import SecuritySettings
+from shared.telemetry import metrics
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 256 * 1024
