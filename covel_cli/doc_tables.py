@@ -45,6 +45,7 @@ from services.registry import world_models
 from services.registry.settings import RegistrySettings, default_pack_files, default_world_dirs
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
+from services.web.settings import WebSettings
 from shared import grpc_client
 from shared.manifest import CompiledManifest, PackageDefinition
 from shared.manifest.runtime import FUNCTION_SLOT_WHEN_UNWRITTEN
@@ -495,6 +496,7 @@ SETTINGS_MODELS: dict[str, type[BaseSettings]] = {
     "gateway": GatewaySettings,
     "store": StoreSettings,
     "sandbox": SandboxSettings,
+    "web": WebSettings,
 }
 # Defaults computed at start, by the factory's name.
 FACTORY_DEFAULTS: dict[str, str] = {
@@ -606,6 +608,10 @@ SETTING_MEANINGS: dict[str, str] = {
     "gateway_first_token_timeout_ms": "A streamed attempt's wait for its first token; 0: derived from the budget.",
     "gateway_idle_timeout_ms": "A streamed attempt's longest silence between chunks.",
     "gateway_connect_timeout_ms": "Connecting to a provider.",
+    # web
+    "web_addr": "Where the player page and the HTTP/JSON API listen (`covel up` starts it there).",
+    "web_call_timeout_s": "How long a unary call to the scheduler may take before the API answers 504.",
+    "web_metrics_port": "Where the web front's /metrics listens (else `COVEL_METRICS_PORT`); unset: no metrics.",
     # store
     "data_dir": "Local data: the default SQLite database (and `covel up`'s logs).",
     "store_database_url": "SQLAlchemy URL; empty: SQLite at `<COVEL_DATA_DIR>/covel.db`. PostgreSQL: `postgresql+psycopg://user@host:5432/db`.",

@@ -111,3 +111,33 @@ async def test_the_page_speaks_chinese(web, browser) -> None:
     await page.locator("#start-title", has_text="选择一个世界").wait_for()
     assert await page.evaluate("document.documentElement.lang") == "zh"
     await page.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def slow_web(tmp_path_factory):
+    """A web front whose model streams slowly (50 ms a chunk): a turn can be watched, and stopped, as it is told."""
+    from tests.e2e.conftest import running_services
+    from tests.web.conftest import running_web
+
+    env = {"COVEL_GATEWAY_SCRIPTED_CHUNK_DELAY_MS": "50"}
+    async with running_services(tmp_path_factory.mktemp("slow-web"), extra_env=env) as group, running_web(group) as front:
+        yield front
+
+
+async def test_a_turn_is_read_as_it_streams_and_stop_ends_it(slow_web, browser) -> None:
+    page = await browser.new_page()
+    await page.goto(slow_web.url)
+    await page.locator("#lang").wait_for()
+    # A session without a world: no setup form, the first action is a story turn.
+    await page.evaluate("api('POST', '/api/sessions', {}).then(({session}) => openSession(session))")
+    await page.locator("#text").fill("I walk down to the harbour and wait for the boats.")
+    await page.locator("#text").press("Enter")
+    live = page.locator("#story p.live").first
+    await live.wait_for()
+    assert await page.locator("#send").is_disabled(), "the story shows while its turn still runs"
+    await page.locator("#cancel").click()
+    await page.wait_for_function("!document.getElementById('send').disabled")
+    assert await page.locator("#cancel").is_disabled()
+    stopped = await page.locator("#notices .notice.error").all_text_contents()
+    assert stopped and "cancel" in stopped[-1].lower(), stopped
+    await page.close()
