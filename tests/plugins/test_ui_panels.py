@@ -53,6 +53,7 @@ def test_bindings_read_pointers_items_and_keys_and_leave_missing_values_empty() 
     ("world-time", ["Story time", "Day 1, 19:50 (dusk)"]),
     ("char-creator", ["Character", "Wren", "A lamp-maker.", "courage: 4", "role: a lamp-maker"]),
     ("affinity", ["Standing", "Nobody has made up their mind about you yet."]),
+    ("dice-check", ["Dice", "No risky action yet."]),
 ])
 def test_the_builtin_panels_pass_their_checks_and_draw_their_state(plugin, lines) -> None:
     spec = json.loads((REPO_ROOT / "plugins" / plugin / "ui" / "right.json").read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -140,4 +141,25 @@ async def test_a_turn_is_read_as_it_streams_and_stop_ends_it(slow_web, browser) 
     assert await page.locator("#cancel").is_disabled()
     stopped = await page.locator("#notices .notice.error").all_text_contents()
     assert stopped and "cancel" in stopped[-1].lower(), stopped
+    await page.close()
+
+
+async def test_a_confirmation_is_answered_from_the_keyboard(web, browser) -> None:
+    page = await browser.new_page()
+    await page.goto(web.url)
+    await page.locator("#lang").wait_for()
+    await page.evaluate("api('POST', '/api/sessions', {requestedPlugins: ['suspend-probe'], approvedPlugins: ['suspend-probe']})"
+                        ".then(({session}) => openSession(session))")
+    await page.locator("#text").wait_for()
+    # suspend-probe/confirmer (a manual runtime) suspends on "Rest here?": the page shows it as it streams.
+    await page.evaluate("stream(`/api/sessions/${state.session.id}/manual/suspend-probe/confirmer`, {}, turnHandler())")
+    question = page.locator("#q-rest-here")
+    await question.filter(has_text="Rest here?").wait_for()
+    assert await page.evaluate("document.activeElement.textContent") == "Yes", "the question takes the focus"
+    await page.keyboard.press("Enter")
+    await question.wait_for(state="detached")
+    session_id = await page.evaluate("state.session.id")
+    async with httpx.AsyncClient(base_url=web.url) as client:
+        data = (await client.get(f"/api/sessions/{session_id}/interactions", params={"includeAnswered": "true"})).json()
+    assert [(r["interaction"]["id"], r["status"]) for r in data["interactions"]] == [("rest-here", "answered")]
     await page.close()
