@@ -186,8 +186,10 @@ class ServiceGroup:
                 process = self.processes[WEB]
                 if process.returncode is not None:
                     failure = PortTaken if process.returncode == EXIT_CANNOT_BIND else ServiceFailed
-                    raise failure(f"the web front exited with code {process.returncode} while starting "
-                                  f"({self.last_problem(WEB) or 'see its log'}); its log: {self.log_dir / 'web.stderr'}")
+                    said = [line for line in self._log_since_start(WEB).splitlines() if line.strip()]
+                    why = self.last_problem(WEB) or (said[-1] if said else "see its log")
+                    raise failure(f"the web front exited with code {process.returncode} while starting ({why}); "
+                                  f"its log: {self.log_dir / 'web.stderr'}")
                 if READY_LINE.format(name=WEB) in self._log_since_start(WEB):
                     with contextlib.suppress(httpx.HTTPError):
                         if (await client.get(f"{self.web_url}readyz")).status_code == 200:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,12 +12,14 @@ from pathlib import Path
 
 from covel_cli.launcher import free_port_addrs
 from shared.settings import REPO_ROOT
+from tests.conftest import free_addr
 
 
 def cli_env(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     for name, addr in free_port_addrs().items():
         env[f"COVEL_{name.upper()}_ADDR"] = addr
+    env["COVEL_WEB_ADDR"] = free_addr()
     env["COVEL_DATA_DIR"] = str(data_dir)
     return env
 
@@ -77,7 +80,7 @@ def test_up_serves_all_five_and_stops_the_rest_when_one_dies(tmp_path: Path) -> 
         health = subprocess.run(covel("health"), cwd=REPO_ROOT, env=env, capture_output=True, text=True)
         assert health.stdout.count("SERVING") == 5
         services = children_of(up.pid)
-        assert set(services) == {"store", "registry", "gateway", "hooks", "scheduler"}
+        assert set(services) == {"store", "registry", "gateway", "hooks", "scheduler", "web"}, "the five and the web front"
         os.kill(services["gateway"], signal.SIGKILL)
         _, stderr = up.communicate(timeout=60)
         assert up.returncode == 1
@@ -96,7 +99,7 @@ def test_up_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     up = subprocess.Popen(covel("up"), cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_until(lambda: len(children_of(up.pid)) == 5 and subprocess.run(
+        assert wait_until(lambda: len(children_of(up.pid)) == 6 and subprocess.run(
             covel("health"), cwd=REPO_ROOT, env=env, capture_output=True).returncode == 0, 90)
         services = children_of(up.pid)
         up.send_signal(signal.SIGTERM)
@@ -117,3 +120,15 @@ def test_up_names_why_a_service_failed_to_start_in_one_line(tmp_path: Path) -> N
     [line] = [line for line in result.stderr.splitlines() if line.startswith("covel up:")]
     assert "service store exited with code" in line and "nosuchdb" in line and "store.log" in line, result.stderr
     assert '{"' not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_up_names_a_web_address_that_is_taken(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env["COVEL_WEB_ADDR"] = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = subprocess.run(covel("up"), cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("covel up:")]
+    assert "the web front exited with code 98" in line and "cannot listen on" in line, result.stderr

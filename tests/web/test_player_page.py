@@ -69,6 +69,7 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
         await page.wait_for_function("!document.getElementById('send').disabled")
         assert number <= 3
     await page.locator(".panel[data-plugin='world-time']", has_text="Day 1").wait_for()
+    assert await page.locator("#story p.cue").count() >= 3, "each story's cues: scene, who is present, mood"
     await page.screenshot(path=shots(tmp_path) / "story.png", full_page=True)
 
     # A plugin action kind with fields: demo-world/ask {topic}.

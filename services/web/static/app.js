@@ -126,8 +126,19 @@ function turnHandler() {
   };
 }
 
+// The story's cues (scene, who is present, mood) as one quiet line under it.
+function showCues(messages) {
+  for (const message of messages || []) {
+    const cues = message.role === "story" && message.metadata && message.metadata.cues;
+    if (!cues) continue;
+    const parts = [cues.scene, (cues.present || []).join(", "), cues.mood].filter(Boolean);
+    if (parts.length) $("story").append(el("p", { class: "cue" }, parts.join(" · ")));
+  }
+}
+
 function afterTurn(turn) {
   if (turn.status === "TURN_STATUS_FAILED" || turn.status === "TURN_STATUS_ABORTED") notice("error", turn.abortReason || turn.status);
+  showCues(turn.messages);
   const guide = (turn.runtimeResults || []).find((r) => r.runtimeId === "guide" && r.status === "success");
   showSuggestions(guide && guide.output ? guide.output.suggestions || [] : []);
   refresh();
