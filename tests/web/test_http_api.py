@@ -7,6 +7,7 @@ import json
 
 import httpx
 import pytest
+import pytest_asyncio
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -85,3 +86,25 @@ async def test_the_web_front_counts_its_requests_and_answers_health(web) -> None
         exposed = (await client.get(web.metrics_url)).text
     assert 'covel_web_requests_total{method="GET",route="/api/worlds",status="200"}' in exposed
     assert "covel_web_request_duration_seconds_bucket" in exposed
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def guarded_web(tmp_path_factory):
+    """A scheduler that asks for a bearer token, behind the web front (which holds none of its own)."""
+    from tests.e2e.conftest import running_services
+    from tests.web.conftest import running_web
+
+    async with running_services(tmp_path_factory.mktemp("guarded"), extra_env={"COVEL_API_TOKEN": "s3cret-token"}) as group, \
+            running_web(group) as front:
+        yield front
+
+
+async def test_the_callers_own_bearer_token_is_what_the_scheduler_checks(guarded_web) -> None:
+    async with httpx.AsyncClient(base_url=guarded_web.url, timeout=30) as client:
+        refused = await client.get("/api/worlds")
+        assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHENTICATED"
+        wrong = await client.get("/api/worlds", headers={"authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        allowed = await client.get("/api/worlds", headers={"authorization": "Bearer s3cret-token"})
+        assert allowed.status_code == 200 and allowed.json()["worlds"]
+        assert "s3cret" not in refused.text + wrong.text, "no token is echoed back"
