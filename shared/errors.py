@@ -110,6 +110,10 @@ def unavailable(message: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.UNAVAILABLE, message)
 
 
+def permission_denied(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.PERMISSION_DENIED, message)
+
+
 def field_violations(error: grpc.aio.AioRpcError | grpc.RpcError) -> list[FieldViolation]:
     """The BadRequest field violations a peer sent with an error, for tests and clients."""
     status = rpc_status.from_call(error)

@@ -44,7 +44,7 @@ from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner,
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt, public_receipt
 from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
-from shared.errors import failed_precondition, invalid_argument, require, rpc
+from shared.errors import failed_precondition, invalid_argument, permission_denied, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
@@ -314,6 +314,16 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def ListCommands(self, request: scheduler_pb2.ListCommandsRequest, context) -> scheduler_pb2.ListCommandsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         return scheduler_pb2.ListCommandsResponse(commands=session_commands(await self._running_packages(request.session_id)))
+
+    @rpc
+    async def ListSessions(self, request: scheduler_pb2.ListSessionsRequest, context) -> scheduler_pb2.ListSessionsResponse:
+        principal = caller()
+        if request.owner and request.owner != principal.name and not principal.is_operator:
+            raise permission_denied("owner: only an operator lists another principal's sessions; leave it empty for your own")
+        reply = await self._peers.store.ListSessions(store_pb2.ListSessionsRequest(
+            owner=request.owner or principal.name, page_size=request.page_size, page_token=request.page_token,
+            include_ended=request.include_ended))
+        return scheduler_pb2.ListSessionsResponse(sessions=reply.sessions, next_page_token=reply.next_page_token)
 
     @rpc
     async def ListPanels(self, request: scheduler_pb2.ListPanelsRequest, context) -> scheduler_pb2.ListPanelsResponse:

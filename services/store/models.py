@@ -51,6 +51,8 @@ class Base(DeclarativeBase):
 
 class SessionRow(Base):
     __tablename__ = "sessions"
+    # ListSessions: one owner's sessions by last activity (migration 0014).
+    __table_args__ = (Index("ix_sessions_owner_updated_at", "owner", "updated_at"),)
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     # "active" or "ended".

@@ -7,7 +7,17 @@ import asyncio
 import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.store import detached_jobs, interactions, leases, sessions, settlements, turn_signals, validation, world
+from services.store import (
+    detached_jobs,
+    interactions,
+    leases,
+    session_pages,
+    sessions,
+    settlements,
+    turn_signals,
+    validation,
+    world,
+)
 from services.store.database import Database, create_store_engine
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
@@ -68,6 +78,10 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def GetSession(self, request: store_pb2.GetSessionRequest, context) -> store_pb2.GetSessionResponse:
         validation.session_id(request.session_id)
         return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id))
+
+    @rpc
+    async def ListSessions(self, request: store_pb2.ListSessionsRequest, context) -> store_pb2.ListSessionsResponse:
+        return await self._db.read(session_pages.list_sessions, request)
 
     @rpc
     async def EndSession(self, request: store_pb2.EndSessionRequest, context) -> store_pb2.EndSessionResponse:

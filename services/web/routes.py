@@ -42,6 +42,7 @@ ROUTES = (
     Route("GET", "/api/worlds/{world_id}", "GetWorld", "One world: opening, characters, dimensions, plugin policy."),
     Route("GET", "/api/packs", "ListPacks", "The packs of plugins a world can pick."),
     Route("POST", "/api/sessions", "CreateSession", "Start a session (in a world, with plugins and settings)."),
+    Route("GET", "/api/sessions", "ListSessions", "The caller's sessions, most recently active first, a page at a time."),
     Route("GET", S, "GetSession", "The session: phase, plugins, seats, setup progress."),
     Route("POST", S + "/end", "EndSession", "End the session (or delete it)."),
     Route("POST", S + "/reset", "ResetSession", "Start the session over."),

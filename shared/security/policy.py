@@ -50,7 +50,7 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs",
-                       "ListSettlements", "ResolveSettlement", "ListInteractions")
+                       "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
     },
     "covel.registry.v1.PluginRegistry": {
         "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),

@@ -207,3 +207,18 @@ async def test_bad_and_expired_tokens_are_unauthenticated_with_why(services, cli
                                       ("SubmitActions", "stream", session_calls(MISSING_ID)["SubmitActions"][1])):
             refused = await refusal(clients.stub(token), method, kind, request)
             assert (refused.code(), refused.details()) == (grpc.StatusCode.UNAUTHENTICATED, message), (method, token)
+
+
+async def test_list_sessions_gives_the_callers_own_and_an_operator_anyones(clients):
+    alice, bob, ops = clients.stub("alice-token"), clients.stub("bob-token"), clients.stub("ops-token")
+    hers = {(await alice.CreateSession(minimal_session(), timeout=15)).session.id for _ in range(3)}
+    his = (await bob.CreateSession(minimal_session(), timeout=15)).session.id
+    listed = await alice.ListSessions(scheduler_pb2.ListSessionsRequest(page_size=200), timeout=10)
+    assert hers <= {s.id for s in listed.sessions} and his not in {s.id for s in listed.sessions}
+    assert all(s.owner == "alice" for s in listed.sessions)
+    first = await alice.ListSessions(scheduler_pb2.ListSessionsRequest(page_size=1), timeout=10)
+    assert len(first.sessions) == 1 and first.next_page_token
+    refused = await refusal(bob, "ListSessions", "unary", scheduler_pb2.ListSessionsRequest(owner="alice"))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED and "only an operator" in refused.details()
+    seen = await ops.ListSessions(scheduler_pb2.ListSessionsRequest(owner="alice", page_size=200), timeout=10)
+    assert hers <= {s.id for s in seen.sessions}
