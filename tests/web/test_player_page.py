@@ -82,9 +82,13 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
     await page.wait_for_function("!document.getElementById('send').disabled")
     assert not await page.locator("#composer-error").text_content()
 
-    # A reload resumes the session with its story.
+    # A reload resumes the session with its story, from the last one kept or the list of the caller's sessions.
+    session_id = await page.evaluate("state.session.id")
     await page.reload()
     await page.locator("#resume").click()
+    await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
+    await page.reload()
+    await page.locator(f"#mine button[data-session='{session_id}']").click()
     await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
     await page.close()
 

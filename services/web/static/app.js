@@ -2,10 +2,10 @@
 "use strict";
 
 const TEXT = {
-  en: { title: "Covel", pickWorld: "Pick a world", resume: "Resume the last session", kind: "Action", what: "What you do",
+  en: { title: "Covel", pickWorld: "Pick a world", resume: "Resume the last session", yourSessions: "Your sessions", kind: "Action", what: "What you do",
         send: "Send", cancel: "Stop", answer: "Answer", yes: "Yes", no: "No", down: "The story service cannot be reached; retrying…",
         ready: "Connected", thinking: "The story is being told…", setup: "Setting up the story…", other: "中文" },
-  zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", kind: "行动", what: "你要做什么",
+  zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", yourSessions: "你的故事", kind: "行动", what: "你要做什么",
         send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
         ready: "已连接", thinking: "故事正在展开……", setup: "正在准备故事……", other: "English" },
 };
@@ -343,6 +343,15 @@ async function startIn(worldId) {
   await openSession(session);
 }
 
+// The caller's sessions (ListSessions), newest activity first: any of them can be played on.
+async function listMine() {
+  const { sessions = [] } = await api("GET", "/api/sessions?pageSize=10").catch(() => ({}));
+  $("mine-title").hidden = sessions.length === 0;
+  $("mine").replaceChildren(...sessions.map((session) => el("li", {}, el("button", {
+    type: "button", "data-session": session.id, onclick: () => openSession(session).catch((e) => notice("error", fieldMessage(e))) },
+    `${session.title || session.worldId || session.id} · ${new Date(session.updatedAt).toLocaleString(state.locale)}`))));
+}
+
 async function boot() {
   translate();
   try {
@@ -355,6 +364,7 @@ async function boot() {
     setTimeout(boot, 3000);
     return;
   }
+  await listMine();
   const last = localStorage.getItem("covelSession");
   $("resume").hidden = !last;
   $("resume").onclick = async () => {
