@@ -26,8 +26,6 @@ from shared.settings import PeerAddresses, SecuritySettings
 SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
 # The web front (services/web): an HTTP server in front of the scheduler, not a gRPC service.
 WEB = "web"
-# Its exit status when its address is taken (services/web/__main__.py, as shared/grpc_server's).
-EXIT_CANNOT_BIND = 98
 
 
 class FreePorts(dict[str, str]):
@@ -169,7 +167,7 @@ class ServiceGroup:
             await self.wait_serving(max(1.0, deadline - time.monotonic()), phase)
         if self.web_addr:
             await self._spawn(WEB, self.web_env())
-            await self.wait_web(max(1.0, deadline - time.monotonic()))
+            await self.wait_serving(max(1.0, deadline - time.monotonic()), (WEB,))
 
     def web_env(self) -> dict[str, str]:
         """The web front's environment: the group's settings, no certificate (it calls the scheduler as its clients do)."""
@@ -178,25 +176,14 @@ class ServiceGroup:
             env["COVEL_TLS_CA_FILE"] = str(self.pki.ca_cert)
         return env
 
-    async def wait_web(self, timeout_s: float) -> None:
-        """Until the web front printed its READY line and answers /readyz (the scheduler behind it serves)."""
-        deadline = time.monotonic() + timeout_s
-        async with httpx.AsyncClient(timeout=1.0) as client:
-            while True:
-                process = self.processes[WEB]
-                if process.returncode is not None:
-                    failure = PortTaken if process.returncode == EXIT_CANNOT_BIND else ServiceFailed
-                    said = [line for line in self._log_since_start(WEB).splitlines() if line.strip()]
-                    why = self.last_problem(WEB) or (said[-1] if said else "see its log")
-                    raise failure(f"the web front exited with code {process.returncode} while starting ({why}); "
-                                  f"its log: {self.log_dir / 'web.stderr'}")
-                if READY_LINE.format(name=WEB) in self._log_since_start(WEB):
-                    with contextlib.suppress(httpx.HTTPError):
-                        if (await client.get(f"{self.web_url}readyz")).status_code == 200:
-                            return
-                if time.monotonic() > deadline:
-                    raise ServiceFailed(f"the web front is not ready after {timeout_s:.0f} s (logs in {self.log_dir})")
-                await asyncio.sleep(0.1)
+    async def _serving(self, name: str, security: SecuritySettings | None) -> bool:
+        """The gRPC health service says SERVING; the web front answers /readyz (the scheduler behind it serves)."""
+        if name != WEB:
+            return await check_health(self.addrs[name], timeout_s=1.0, security=security) == "SERVING"
+        with contextlib.suppress(httpx.HTTPError):
+            async with httpx.AsyncClient(timeout=1.0) as client:
+                return (await client.get(f"{self.web_url}readyz")).status_code == 200
+        return False
 
     async def _spawn(self, name: str, env: dict[str, str] | None = None) -> None:
         # The child keeps its own copies of the descriptors; ours close once it is started.
@@ -223,20 +210,21 @@ class ServiceGroup:
     async def wait_serving(self, timeout_s: float, names: tuple[str, ...] = SERVICES) -> None:
         deadline = time.monotonic() + timeout_s
         pending = set(names)
-        security = {name: self.security(name) for name in names}
+        security = {name: self.security(name) if name != WEB else None for name in names}
         while pending:
             for name in list(pending):
                 process = self.processes[name]
                 if process.returncode is not None:
                     failure = PortTaken if BIND_FAILED in self._log_since_start(name) else ServiceFailed
                     why = self.last_problem(name)
-                    raise failure(f"service {name} exited with code {process.returncode} while starting"
+                    who = "the web front" if name == WEB else f"service {name}"
+                    raise failure(f"{who} exited with code {process.returncode} while starting"
                                   f"{f' ({why})' if why else ''}; its log: {self.log_dir / (name + '.log')}")
                 # Its own READY line, not just a healthy port: a server of another process on a
                 # port this group picked must not pass for this group's service.
                 if READY_LINE.format(name=name) not in self._log_since_start(name):
                     continue
-                if await check_health(self.addrs[name], timeout_s=1.0, security=security[name]) == "SERVING":
+                if await self._serving(name, security[name]):
                     pending.discard(name)
             if not pending:
                 return

@@ -427,25 +427,25 @@ async def start_setup(stub, session_id: str, out: TextIO) -> list[str]:
     """A session in its setup phase starts it with an `advance` (the setup plugins ask their forms; a setup with
     nothing to ask goes straight on to the opening); its open questions are shown again on a resumed session."""
     session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
-    if session.phase != "setup":
-        return []
-    asked = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions
-    if asked:
-        out.write("\n".join(shown_lines(store_pb2.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
+    if session.phase != "setup" or await show_open_questions(stub, session_id, out):
         return []
     out.write("\n(setting up the story…)\n")
     _, suggestions = await _play_turn(stub, session_id, "", out, "advance")
     return suggestions
 
 
-async def remind_open_questions(stub, session_id: str, turn: store_pb2.Turn | None, out: TextIO) -> None:
-    """A setup turn that told no story (a question still waits for its answer) shows the open questions again."""
-    if turn is None or turn.narrative or turn.status != store_pb2.TURN_STATUS_COMMITTED:
-        return
+async def show_open_questions(stub, session_id: str, out: TextIO, lead: str = "") -> bool:
+    """The session's open questions, one line each (after `lead`); whether there were any."""
     asked = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions
     if asked:
-        out.write("  (the story starts once this is answered)\n")
-        out.write("\n".join(shown_lines(store_pb2.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
+        out.write(lead + "\n".join(shown_lines(store_pb2.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
+    return bool(asked)
+
+
+async def remind_open_questions(stub, session_id: str, turn: store_pb2.Turn | None, out: TextIO) -> None:
+    """A setup turn that told no story (a question still waits for its answer) shows the open questions again."""
+    if turn is not None and not turn.narrative and turn.status == store_pb2.TURN_STATUS_COMMITTED:
+        await show_open_questions(stub, session_id, out, lead="  (the story starts once this is answered)\n")
 
 
 async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] | None:

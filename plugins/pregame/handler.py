@@ -1,6 +1,7 @@
 """session.opening@1: the first scene's brief, once the player's character is ready."""
 
 from shared.plugin_sdk import thaw
+from shared.plugin_sdk.characters import current_character_of
 from shared.plugin_sdk.values import HandlerResult
 
 PLAYER_INIT = "char-creator/player-init"
@@ -22,13 +23,13 @@ async def _character_pending(ctx) -> bool:
 
 
 def _protagonist(ctx):
-    seat = next(iter(ctx.world.seats), None)
-    current = seat["currentCharacterId"] if seat else None
     made = ((ctx.inputs.get("character") or {}).get("value") or {}).get("characterId")
-    wanted = made or current
-    found = next((thaw(c) for c in ctx.world.characters if c["id"] == wanted), None) if wanted else None
+    found = (next((c for c in ctx.world.characters if c["id"] == made), None) if made
+             else current_character_of(ctx.world.seats, ctx.world.characters))
     if found is None:
-        found = next((thaw(c) for c in ctx.world.characters if c.get("type") == "player"), None)
+        # A character char-creator made without a preset is on no seat yet.
+        found = next((c for c in ctx.world.characters if c.get("type") == "player"), None)
+    found = thaw(found)
     return {key: found[key] for key in ("id", "name", "description", "attributes") if key in found} if found else None
 
 

@@ -18,6 +18,7 @@ from services.registry.manifest_models import (
     RUNTIME_FIELDS,
     Strict,
 )
+from shared import ui_panels
 
 PLUGIN_FILE = "PLUGIN.md"
 RUNTIME_FILE = "RUNTIME.md"
@@ -104,7 +105,7 @@ def clean_runtime(data: Any, bag: DiagnosticBag, *, file: str, prefix: str, stri
     return drop_unknown(data, RUNTIME_FIELDS, GUARDED_RUNTIME_FIELDS, bag, file=file, prefix=prefix, strict=strict)
 
 
-UI_LOCATIONS = frozenset({"right", "message", "view", "segment"})
+UI_LOCATIONS = frozenset(ui_panels.LOCATIONS)
 
 
 def clean_root(data: dict[str, Any], bag: DiagnosticBag, *, strict: bool = False) -> dict[str, Any]:

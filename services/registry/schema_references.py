@@ -15,8 +15,6 @@ from services.registry.package_files import CONTRACT_SCHEMA_PREFIX, PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
 from shared import ui_panels
 
-UI_LOCATIONS = ui_panels.LOCATIONS
-
 
 def _contract_reference(written: str, bag: DiagnosticBag, *, file: str, field_path: str) -> bool:
     """True when `written` is `contract:<id>` (checked for a valid id)."""
@@ -76,7 +74,7 @@ def _check_ui(contributes: Contributes, files: PackageFiles, bag: DiagnosticBag,
     """(location, file, spec) of each panel that can be drawn; a diagnostic for each problem of the others."""
     panels = []
     for location, value in (contributes.ui or {}).items():
-        if location not in UI_LOCATIONS:
+        if location not in ui_panels.LOCATIONS:
             continue  # dropped with a warning by the loader
         for written, path in _ui_paths(value, f"contributes.ui.{location}"):
             relative, spec = files.json_file(written, bag, file=file, field_path=path, what="UI spec", require_object=True)

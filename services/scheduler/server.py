@@ -333,9 +333,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         packages = [p for p in await self._running_packages(request.session_id, session) if p.ui_panels]
         if not packages:
             return scheduler_pb2.ListPanelsResponse()
-        world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=request.session_id))
-        entries = [entry for package in packages for entry in (await self._peers.store.ListPluginData(
-            store_pb2.ListPluginDataRequest(session_id=request.session_id, plugin_id=package.id))).entries]
+        world, *replies = await asyncio.gather(
+            self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=request.session_id)),
+            *(self._peers.store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=request.session_id, plugin_id=package.id))
+              for package in packages))
+        entries = [entry for reply in replies for entry in reply.entries]
         return scheduler_pb2.ListPanelsResponse(panels=session_panels(packages, session, world, entries, request.location))
 
     @rpc

@@ -10,11 +10,9 @@ import uvicorn
 
 from services.web.app import create_app
 from services.web.settings import WebSettings
-from shared.logs import configure_logging
+from shared.grpc_server import EXIT_ADDRESS_IN_USE
+from shared.logs import configure_logging, get_logger
 from shared.telemetry import metrics
-
-# The exit status of a service that cannot bind its address (as shared/grpc_server.run_service).
-EXIT_CANNOT_BIND = 98
 
 
 def _bound_socket(addr: str) -> socket.socket:
@@ -46,8 +44,11 @@ def main() -> None:
     try:
         sock = _bound_socket(settings.web_addr)
     except OSError as error:
-        print(f"web: cannot listen on {settings.web_addr}: {error.strerror or error}", file=sys.stderr, flush=True)
-        sys.exit(EXIT_CANNOT_BIND)
+        # As a gRPC service says it (shared/grpc_server.run_service), so a supervisor reads it the same way.
+        why = f"could not bind {settings.web_addr}: cannot listen on it ({error.strerror or error})"
+        get_logger().error("service.bind_failed", error=why)
+        print(why, file=sys.stderr, flush=True)
+        sys.exit(EXIT_ADDRESS_IN_USE)
     asyncio.run(_serve(settings, sock))
 
 

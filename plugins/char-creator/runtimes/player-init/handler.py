@@ -1,6 +1,7 @@
 """character-creation@1: ask the character form, then make the character from the answer."""
 
 from shared.plugin_sdk import thaw
+from shared.plugin_sdk.characters import current_character_of
 from shared.plugin_sdk.values import HandlerResult
 
 from ...lib import form
@@ -15,10 +16,8 @@ def _answer(ctx):
 
 
 def _preset(ctx):
-    """The seat's current character (a world's preset player character), if any."""
-    seat = next(iter(ctx.world.seats), None)
-    current = seat["currentCharacterId"] if seat else None
-    return next((thaw(c) for c in ctx.world.characters if c["id"] == current), None) if current else None
+    """The main seat's current character (a world's preset player character), if any."""
+    return thaw(current_character_of(ctx.world.seats, ctx.world.characters))
 
 
 async def handler(ctx):
