@@ -49,10 +49,10 @@ class SchemaBook:
         return {"$ref": f"#/components/schemas/{descriptor.full_name}"}
 
     def _message(self, descriptor: Descriptor, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-        properties = {field.json_name: self._field(field) for field in descriptor.fields if field.name not in skip}
+        properties = {field.json_name: self.field(field) for field in descriptor.fields if field.name not in skip}
         return {"type": "object", "properties": properties}
 
-    def _field(self, field: FieldDescriptor) -> dict[str, Any]:
+    def field(self, field: FieldDescriptor) -> dict[str, Any]:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             return {"type": "object", "additionalProperties": self._single(field.message_type.fields_by_name["value"])}
         single = self._single(field)
@@ -75,7 +75,7 @@ def _operation(route: Route, book: SchemaBook) -> dict[str, Any]:
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in route.path_fields]
     operation: dict[str, Any] = {"operationId": route.rpc, "summary": route.summary, "parameters": parameters}
     if route.method == "GET":
-        parameters.extend({"name": field.json_name, "in": "query", "schema": book._field(field)}
+        parameters.extend({"name": field.json_name, "in": "query", "schema": book.field(field)}
                           for field in descriptor.fields if field.name not in route.path_fields and field.message_type is None)
     else:
         operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": book.body(route)}}}
