@@ -108,3 +108,20 @@ async def test_the_callers_own_bearer_token_is_what_the_scheduler_checks(guarded
         allowed = await client.get("/api/worlds", headers={"authorization": "Bearer s3cret-token"})
         assert allowed.status_code == 200 and allowed.json()["worlds"]
         assert "s3cret" not in refused.text + wrong.text, "no token is echoed back"
+
+
+async def test_a_killed_scheduler_is_a_clear_503_and_not_ready(tmp_path) -> None:
+    from tests.e2e.conftest import running_services
+    from tests.web.conftest import running_web
+
+    async with running_services(tmp_path / "data") as group, running_web(group) as front:
+        group.processes["scheduler"].kill()
+        await group.processes["scheduler"].wait()
+        async with httpx.AsyncClient(base_url=front.url, timeout=30) as client:
+            down = await client.get("/api/worlds")
+            assert down.status_code == 503 and down.json()["code"] == "UNAVAILABLE" and down.json()["message"]
+            turn = await client.post("/api/sessions/any/actions", json={"actions": [{"kind": "act", "text": "Hello."}]})
+            assert turn.status_code == 503 and turn.json()["code"] == "UNAVAILABLE", "a streamed call refused before its first event"
+            ready = await client.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["scheduler"] == "UNREACHABLE"
+            assert (await client.get("/healthz")).status_code == 200, "the process itself is alive"
