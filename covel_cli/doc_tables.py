@@ -572,7 +572,7 @@ SETTING_MEANINGS: dict[str, str] = {
     "oidc_algorithms": "JWT signature algorithms accepted, separated by commas; asymmetric ones only.",
     # scheduler
     "scheduler_instance_id": "Names this replica as the holder of turn leases and job claims.",
-    "scheduler_lease_ttl_ms": "Turn lease lifetime, renewed while the turn runs; a crashed scheduler's lease lapses.",
+    "scheduler_lease_ttl_ms": "Turn lease lifetime, renewed every third of it while the turn runs; a crashed scheduler's sessions are playable again within it.",
     "scheduler_lease_wait_ms": "How long a submit to a busy session waits before `ABORTED`.",
     "scheduler_stall_resend_min_ms": "`ctx.gateway`: a silent first send is given up at half the time left, never sooner than this, then sent once more.",
     "scheduler_turn_timeout_s": "Upper bound of one turn, all runtimes included.",
@@ -619,6 +619,12 @@ SETTING_MEANINGS: dict[str, str] = {
     "store_pool_size": "Database connections kept open (and threads running queries).",
     "store_lock_timeout_ms": "How long a write waits for another writer's lock before `UNAVAILABLE`.",
     "store_default_lease_ttl_ms": "Turn lease lifetime when a caller passes `ttl_ms = 0`.",
+    "store_restart_lease_grace_ms": "At start, every turn lease is cut to end within this: a holder that died meanwhile blocks its session no longer.",
+    "store_detached_max_attempts": "Attempts of a detached job failing for passing reasons before it is parked.",
+    "store_detached_retry_base_ms": "Backoff before a detached job's second attempt, doubling per attempt.",
+    "store_detached_retry_max_ms": "Longest backoff between a detached job's attempts.",
+    "store_detached_max_per_session": "Back-pressure: a session's turn waits (then `RESOURCE_EXHAUSTED`) while it has this many detached jobs queued or running.",
+    "store_detached_max_total": "Back-pressure: every turn waits (then `RESOURCE_EXHAUSTED`) while the whole queue holds this many jobs.",
 }
 
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -26,6 +27,9 @@ from shared.settings import PeerAddresses, SecuritySettings
 SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
 # The web front (services/web): an HTTP server in front of the scheduler, not a gRPC service.
 WEB = "web"
+# `covel up` starts a service that exits again, up to this many times in this window.
+RESTARTS = 3
+RESTART_WINDOW_S = 60.0
 
 
 class FreePorts(dict[str, str]):
@@ -263,6 +267,35 @@ class ServiceGroup:
             task.cancel()
         finished = next(iter(done))
         return waits[finished], finished.result()
+
+    async def restart(self, name: str, ready_timeout_s: float = 60.0) -> None:
+        """Start `name` again (killed first if it still runs) on its address and wait until it serves."""
+        process = self.processes.get(name)
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()
+        await self._spawn(name, self.web_env() if name == WEB else None)
+        await self.wait_serving(ready_timeout_s, (name,))
+
+    async def keep_running(self, restarts: int = RESTARTS, window_s: float = RESTART_WINDOW_S,
+                           on_restart: Callable[[str, int], None] | None = None) -> tuple[str, int]:
+        """Start again a service that exits, as Kubernetes would, so a crash costs seconds rather than the
+        session. Returns the service and its exit code once it exits more than `restarts` times within
+        `window_s`, or cannot serve again (the caller then stops the group)."""
+        exits: dict[str, list[float]] = {}
+        while True:
+            name, code = await self.wait_first_exit()
+            now = time.monotonic()
+            recent = [at for at in exits.get(name, []) if now - at < window_s]
+            if len(recent) >= restarts:
+                return name, code
+            exits[name] = [*recent, now]
+            if on_restart is not None:
+                on_restart(name, code)
+            try:
+                await self.restart(name)
+            except ServiceFailed:
+                return name, self.processes[name].returncode or code
 
     async def supervise(self) -> tuple[str, int]:
         """Wait until a service exits, then stop the others; returns the one that exited and its code."""

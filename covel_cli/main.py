@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 
 from covel_cli.hooks_info import add_parser as add_hooks_info
-from covel_cli.launcher import SERVICES, ServiceFailed, ServiceGroup, client_security, configured_addrs, free_port_addrs
+from covel_cli.launcher import (
+    RESTART_WINDOW_S,
+    RESTARTS,
+    SERVICES,
+    ServiceFailed,
+    ServiceGroup,
+    client_security,
+    configured_addrs,
+    free_port_addrs,
+)
 from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
@@ -37,7 +46,11 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"  {name:<10} {group.addrs[name]}  SERVING", flush=True)
     if group.web_addr:
         print(f"  {'web':<10} {group.web_addr}  SERVING\n\nPlay in a browser: {group.web_url}\n", flush=True)
-    exited = asyncio.create_task(group.wait_first_exit())
+    def restarting(name: str, code: int) -> None:
+        why = group.last_problem(name)
+        print(f"covel up: service {name} exited with code {code}{f' ({why})' if why else ''}; starting it again", file=sys.stderr, flush=True)
+
+    exited = asyncio.create_task(group.keep_running(on_restart=restarting))
     waiters: list[asyncio.Task[object]] = [exited, asyncio.create_task(stop_requested.wait())]
     played = None
     if args.play:
@@ -50,8 +63,8 @@ async def _up(args: argparse.Namespace) -> int:
         if exited in done:
             name, code = exited.result()
             why = group.last_problem(name)
-            print(f"covel up: service {name} exited with code {code}{f' ({why})' if why else ''}; stopping the others. "
-                  f"Its log: {group.log_dir / (name + '.log')}", file=sys.stderr)
+            print(f"covel up: service {name} exited with code {code}{f' ({why})' if why else ''}, more than {RESTARTS} times "
+                  f"in {RESTART_WINDOW_S:.0f} s; stopping the others. Its log: {group.log_dir / (name + '.log')}", file=sys.stderr)
             return 1
         if played is not None and played in done:
             return played.result()

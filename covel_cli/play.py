@@ -24,6 +24,7 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
+from shared.errors import retry_after_ms
 from shared.grpc_client import open_client_api_channel
 from shared.structs import from_struct, to_struct
 from shared.ui_panels import render_text
@@ -32,6 +33,9 @@ ReadLine = Callable[[], Awaitable[str | None]]
 
 # The world `covel play`, `covel demo` and `make run` start in (worlds/demo-world).
 DEFAULT_WORLD = "demo-world"
+# A submit is sent again on these (with RetryInfo, or the scheduler unreachable), for up to this long.
+RETRIED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED)
+RETRY_FOR_S = 30.0
 DEMO_ACTIONS = (
     # The setup's character form (char-creator), answered: the name and two of Saltmere's attributes.
     '/answer name=Wren "role=a lamp-maker from the south" courage=4',
@@ -179,6 +183,25 @@ class Progress:
             self._shown = False
 
 
+async def _stream_retried(submit, out: TextIO) -> store_pb2.Turn | None:
+    """A submit streamed, and sent again (the same request: its idempotency key) while the error says a retry
+    may pass (docs/retries.md): a service restarting, the session still busy, the queue full."""
+    give_up = time.monotonic() + RETRY_FOR_S
+    while True:
+        try:
+            return await _stream_turn(submit(), out, Progress(out))
+        except grpc.aio.AioRpcError as error:
+            wait_ms = retry_after_ms(error)
+            if error.code() not in RETRIED_CODES or (wait_ms is None and error.code() != grpc.StatusCode.UNAVAILABLE):
+                raise
+            wait_s = (wait_ms or 1_000) / 1000
+            if time.monotonic() + wait_s > give_up:
+                raise
+            out.write(f"\n({error.details() or 'the story service is restarting'}; trying again in {wait_s:g} s)\n")
+            out.flush()
+            await asyncio.sleep(wait_s)
+
+
 async def _stream_turn(events, out: TextIO, progress: Progress) -> store_pb2.Turn | None:
     completed = None
     streaming = False
@@ -249,7 +272,7 @@ async def _play_turn(stub, session_id: str, text: str, out: TextIO, kind: str = 
         actions=[common_pb2.PlayerAction(kind=kind, text=text, fields=to_struct(fields) if fields else None)],
         idempotency_key=uuid.uuid4().hex,
     )
-    completed = await _stream_turn(stub.SubmitActions(request), out, Progress(out))
+    completed = await _stream_retried(lambda: stub.SubmitActions(request), out)
     return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])
 
 
@@ -294,7 +317,7 @@ async def answer(stub, session_id: str, rest: str, out: TextIO) -> list[str]:
     started = time.monotonic()
     request = scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id=asked.id,
                                                      values=to_struct(answer_values(asked, words)), idempotency_key=uuid.uuid4().hex)
-    completed = await _stream_turn(stub.SubmitInteraction(request), out, Progress(out))
+    completed = await _stream_retried(lambda: stub.SubmitInteraction(request), out)
     return _show_turn(completed, started, out) if completed is not None else []
 
 

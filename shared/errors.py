@@ -53,11 +53,24 @@ class FieldViolation:
     description: str
 
 
+# google.rpc.ErrorInfo.domain of every reason this kernel gives (docs/api.md "Errors").
+ERROR_DOMAIN = "covel.dev"
+# Failures another try may not meet: a peer restarting or overloaded, or too slow this once.
+PASSING_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+# How long a client waits before retrying a passing failure, when nothing says better.
+RETRY_AFTER_MS = 500
+
+
 @dataclass
 class ServiceError(Exception):
+    """`reason` (UPPER_SNAKE, stable) and `metadata` go out as google.rpc.ErrorInfo; `retry_after_ms` as RetryInfo."""
+
     code: grpc.StatusCode
     message: str
     violations: list[FieldViolation] = field(default_factory=list)
+    reason: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    retry_after_ms: int | None = None
 
     def __post_init__(self) -> None:
         self.message = shortened(self.message)
@@ -77,11 +90,21 @@ class ServiceError(Exception):
                     for v in self.violations
                 ]
             )
-            packed = any_pb2.Any()
-            packed.Pack(bad_request)
-            details.append(packed)
+            details.append(_packed(bad_request))
+        if self.reason:
+            details.append(_packed(error_details_pb2.ErrorInfo(reason=self.reason, domain=ERROR_DOMAIN, metadata=self.metadata)))
+        if self.retry_after_ms is not None:
+            delay = error_details_pb2.RetryInfo()
+            delay.retry_delay.FromMilliseconds(self.retry_after_ms)
+            details.append(_packed(delay))
         status = status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
         return rpc_status.to_status(status)
+
+
+def _packed(detail: Message) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(detail)
+    return packed
 
 
 def invalid_argument(field_path: str, description: str) -> ServiceError:
@@ -106,8 +129,18 @@ def aborted(message: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.ABORTED, message)
 
 
-def unavailable(message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.UNAVAILABLE, message)
+def unavailable(message: str, reason: str = "", retry_after_ms: int = RETRY_AFTER_MS, **metadata: str) -> ServiceError:
+    """A passing failure: the client may retry (RetryInfo says when)."""
+    return ServiceError(grpc.StatusCode.UNAVAILABLE, message, reason=reason, metadata=metadata, retry_after_ms=retry_after_ms)
+
+
+def passing_failure(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, is a peer's passing failure (PASSING_CODES)."""
+    while error is not None:
+        if isinstance(error, grpc.aio.AioRpcError) and error.code() in PASSING_CODES:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def permission_denied(message: str) -> ServiceError:
@@ -116,15 +149,31 @@ def permission_denied(message: str) -> ServiceError:
 
 def field_violations(error: grpc.aio.AioRpcError | grpc.RpcError) -> list[FieldViolation]:
     """The BadRequest field violations a peer sent with an error, for tests and clients."""
-    status = rpc_status.from_call(error)
     found: list[FieldViolation] = []
-    if status is None:
-        return found
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad_request = error_details_pb2.BadRequest()
-            detail.Unpack(bad_request)
-            found.extend(FieldViolation(v.field, v.description) for v in bad_request.field_violations)
+    for bad_request in _details(error, error_details_pb2.BadRequest):
+        found.extend(FieldViolation(v.field, v.description) for v in bad_request.field_violations)
+    return found
+
+
+def error_info(error: grpc.aio.AioRpcError | grpc.RpcError) -> Any:
+    """The google.rpc.ErrorInfo a peer sent with an error, or None."""
+    return next(iter(_details(error, error_details_pb2.ErrorInfo)), None)
+
+
+def retry_after_ms(error: grpc.aio.AioRpcError | grpc.RpcError) -> int | None:
+    """The delay of the google.rpc.RetryInfo a peer sent with an error, or None."""
+    found = next(iter(_details(error, error_details_pb2.RetryInfo)), None)
+    return None if found is None else found.retry_delay.ToMilliseconds()
+
+
+def _details(error: grpc.aio.AioRpcError | grpc.RpcError, kind: Any) -> list[Any]:
+    status = rpc_status.from_call(error)
+    found = []
+    for detail in status.details if status is not None else ():
+        if detail.Is(kind.DESCRIPTOR):
+            message = kind()
+            detail.Unpack(message)
+            found.append(message)
     return found
 
 
@@ -133,8 +182,15 @@ async def _abort(context: grpc.aio.ServicerContext, error: ServiceError) -> None
 
 
 def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
-    """A peer's error passed on: caller mistakes keep their code and the fields the peer named, outages stay retryable."""
-    return ServiceError(error.code(), error.details() or "", field_violations(error))
+    """A peer's error passed on: caller mistakes keep their code, the fields the peer named and its reason; outages
+    stay retryable, with the peer's RetryInfo or RETRY_AFTER_MS."""
+    info = error_info(error)
+    retry = retry_after_ms(error)
+    if retry is None and error.code() in PASSING_CODES:
+        retry = RETRY_AFTER_MS
+    reason = info.reason if info is not None else (f"PEER_{error.code().name}" if error.code() in PASSING_CODES else "")
+    return ServiceError(error.code(), error.details() or "", field_violations(error), reason=reason,
+                        metadata=dict(info.metadata) if info is not None else {}, retry_after_ms=retry)
 
 
 def _check_request(request: Any) -> None:

@@ -44,7 +44,7 @@ from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner,
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt, public_receipt
 from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
-from shared.errors import failed_precondition, invalid_argument, permission_denied, require, rpc
+from shared.errors import failed_precondition, invalid_argument, permission_denied, require, rpc, unavailable
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
@@ -288,7 +288,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
         async def work(emit) -> None:
             turn = await self._run_turn(turn_request, emit)
-            await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+            await _completed(emit, turn)
 
         async for event in self._stream(work):
             yield event
@@ -324,6 +324,23 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             owner=request.owner or principal.name, page_size=request.page_size, page_token=request.page_token,
             include_ended=request.include_ended))
         return scheduler_pb2.ListSessionsResponse(sessions=reply.sessions, next_page_token=reply.next_page_token)
+
+    @rpc
+    async def ListDetachedJobs(self, request: scheduler_pb2.ListDetachedJobsRequest, context) -> scheduler_pb2.ListDetachedJobsResponse:
+        # A named session is checked like every session-scoped call (its owner or an operator).
+        if not request.session_id and not caller().is_operator:
+            raise permission_denied("session_id: only an operator lists every session's jobs; name one of your sessions")
+        reply = await self._peers.store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(
+            session_id=request.session_id, statuses=list(request.statuses), page_size=request.page_size, page_token=request.page_token))
+        return scheduler_pb2.ListDetachedJobsResponse(jobs=reply.jobs, next_page_token=reply.next_page_token)
+
+    @rpc
+    async def RequeueDetachedJob(self, request: scheduler_pb2.RequeueDetachedJobRequest, context) -> scheduler_pb2.RequeueDetachedJobResponse:
+        if not caller().is_operator:
+            raise permission_denied("only an operator queues a detached job again")
+        require(request.job_id, "job_id", "a job's id, as ListDetachedJobs shows it")
+        reply = await self._peers.store.RequeueDetachedJob(store_pb2.RequeueDetachedJobRequest(job_id=request.job_id))
+        return scheduler_pb2.RequeueDetachedJobResponse(job=reply.job)
 
     @rpc
     async def ListPanels(self, request: scheduler_pb2.ListPanelsRequest, context) -> scheduler_pb2.ListPanelsResponse:
@@ -376,7 +393,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             chains.add(stopped)
             try:
                 turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key, stop=stopped), accepted(emit))
-                await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+                await _completed(emit, turn)
                 # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
                 advances = 0
                 while (requests_advance(turn) and not stopped.is_set()
@@ -385,7 +402,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
                     advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
                     turn = await self._run_turn(TurnRequest(request.session_id, [advance], key, origin="continuation", stop=stopped), emit)
-                    await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+                    await _completed(emit, turn)
             finally:
                 chains.discard(stopped)
                 if not chains:
@@ -406,7 +423,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
 
         async def work(emit) -> None:
             turn = await self._run_turn(turn_request, emit)
-            await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+            await _completed(emit, turn)
 
         async for event in self._stream(work, background=request.background):
             yield event
@@ -731,6 +748,15 @@ def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPl
                 f"plugin_rejected: plugin {plugin_id!r} cannot join this session ({rejection.code}): {rejection.reason};"
                 f" {remedy} it from {field}",
             )
+
+
+async def _completed(emit, turn: store_pb2.Turn) -> None:
+    """The turn's record to the client; a retryable failure then ends the stream UNAVAILABLE with RetryInfo,
+    so a client tells it from a failure another try would meet again (docs/retries.md)."""
+    await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+    if turn.retryable:
+        raise unavailable(f"turn {turn.id} failed for a passing reason ({turn.abort_reason}); send it again with the same "
+                          "idempotency_key and it runs again", reason="TURN_FAILED_RETRYABLE", turn_id=turn.id)
 
 
 def _check_idempotency_key(key: str) -> None:

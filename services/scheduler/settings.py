@@ -17,8 +17,9 @@ def _instance_id() -> str:
 class SchedulerSettings(PrincipalSettings, ServiceSettings):
     # Who holds a turn lease, so a stuck lease can be traced to its replica.
     scheduler_instance_id: str = Field(default_factory=_instance_id)
-    # A crashed scheduler's lease lapses after this; a live one renews it every third of it.
-    scheduler_lease_ttl_ms: int = 30_000
+    # A crashed scheduler's lease lapses after this, so its sessions are playable again within it; a live
+    # one renews it every third of it (and retries a failed renewal four times as often).
+    scheduler_lease_ttl_ms: int = Field(default=3_000, ge=1000)
     # How long a submit waits for the session's running turn before answering ABORTED.
     scheduler_lease_wait_ms: int = 10_000
     # ctx.gateway: a silent first send is given up at half the time left but never sooner than this
@@ -43,7 +44,7 @@ class SchedulerSettings(PrincipalSettings, ServiceSettings):
     # none; other replicas may), how often an idle worker asks the store's queue, the job lease.
     scheduler_detached_workers: int = Field(default=2, ge=0, le=64)
     scheduler_detached_poll_ms: int = Field(default=500, ge=10)
-    scheduler_detached_lease_ttl_ms: int = Field(default=30_000, ge=1000)
+    scheduler_detached_lease_ttl_ms: int = Field(default=6_000, ge=1000)
     # SIGTERM: the whole shutdown (gateway:shutdown hooks, turns in flight and detached jobs
     # draining together, then the last RPCs) fits in this many seconds; a detached job still
     # running then goes back to the queue. Kubernetes: preStop + this < terminationGracePeriodSeconds.

@@ -5,12 +5,15 @@
 - Every committed turn's job runs, with that turn's snapshot (a memory extractor must see each
   turn), and the jobs of one (session, plugin, runtime) run one at a time, oldest first: at most
   one running, enforced by a partial unique index.
-- Claim: the oldest queued job whose runtime has no job running (PostgreSQL: `FOR UPDATE SKIP
-  LOCKED`, so concurrent workers never wait on each other or take the same job; two workers
-  racing for one runtime's next jobs meet the index, and the loser claims nothing this time).
-  Every claim first sweeps: queued jobs
-  older than max_queue_ms and running jobs past max_execution_ms become `timed-out`; running
-  jobs whose lease lapsed become `orphaned`.
+- Claim: the oldest queued job whose runtime has no job running or backing off (PostgreSQL: `FOR
+  UPDATE SKIP LOCKED`, so concurrent workers never wait on each other or take the same job; two
+  workers racing for one runtime's next jobs meet the index, and the loser claims nothing this
+  time). Every claim first sweeps: jobs queued longer than max_queue_ms and running jobs past
+  max_execution_ms become `timed-out`; a running job whose lease lapsed (its worker died) is
+  retried like a passing failure.
+- Passing failures (the worker's "retry", a lapsed lease) queue the job again after a backoff
+  (`not_before`), doubling per attempt, until the store's maximum of attempts; then it is `parked`
+  with the reason, for an operator to see (ListDetachedJobs) and queue again (RequeueDetachedJob).
 - Workers poll (every 500 ms each), so a poll first reads (`claim_in_sight`, no write lock):
   only when a job is claimable or something is due for the sweep does it claim in a write.
 - Renew extends the lease (never past the execution deadline); complete ends the job as
@@ -20,25 +23,41 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, select
+from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from covel.store.v1 import store_pb2
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, utcnow
+from services.store.page_tokens import decode_token, encode_token, page_size
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
-from shared.errors import aborted, not_found
+from shared.errors import aborted, failed_precondition, not_found
 from shared.ids import new_id
 from shared.structs import from_struct, to_struct
+from shared.telemetry import metrics
 
 DEFAULT_MAX_QUEUE_MS = 10 * 60 * 1000
 DEFAULT_MAX_EXECUTION_MS = 5 * 60 * 1000
 DEFAULT_LEASE_TTL_MS = 30_000
 FINISHED = ("succeeded", "failed")
+# What RequeueDetachedJob takes back: jobs that ended without success for a reason an operator may have fixed.
+REQUEUEABLE = ("parked", "failed", "timed-out", "orphaned")
+DEFAULT_PAGE, MAX_PAGE = 100, 500
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_ms: int = 1_000
+    max_ms: int = 60_000
+
+    def backoff(self, attempts: int) -> timedelta:
+        return timedelta(milliseconds=min(self.max_ms, self.base_ms * 2 ** min(max(0, attempts - 1), 30)))
 
 
 def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
@@ -62,6 +81,7 @@ def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
         result=to_struct(row.result) if row.result else None,
         error=row.error,
         finished_at=timestamp(row.finished_at),
+        not_before=timestamp(row.not_before),
     )
 
 
@@ -92,10 +112,15 @@ def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.De
     return enqueued, trace
 
 
+def _queued_since(row: Any) -> datetime:
+    """Its queue time counts from its last (re)queueing: a retried job waits its backoff on a fresh clock."""
+    return row.not_before or row.enqueued_at
+
+
 def _due(row: Any, now: datetime) -> bool:
-    """Whether the sweep would time out or orphan this active job now (the conditions of _sweep)."""
+    """Whether the sweep would time out or retry this active job now (the conditions of _sweep)."""
     if row.status == "queued":
-        return now >= row.enqueued_at + timedelta(milliseconds=row.max_queue_ms)
+        return now >= _queued_since(row) + timedelta(milliseconds=row.max_queue_ms)
     return bool(
         (row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms))
         or (row.lease_deadline and now >= row.lease_deadline)
@@ -105,7 +130,7 @@ def _due(row: Any, now: datetime) -> bool:
 _ACTIVE = select(
     DetachedJobRow.status, DetachedJobRow.session_id, DetachedJobRow.plugin_id, DetachedJobRow.runtime_id,
     DetachedJobRow.enqueued_at, DetachedJobRow.max_queue_ms, DetachedJobRow.claimed_at, DetachedJobRow.max_execution_ms,
-    DetachedJobRow.lease_deadline,
+    DetachedJobRow.lease_deadline, DetachedJobRow.not_before,
 )
 
 
@@ -113,9 +138,13 @@ def claim_in_sight(db: Session, session_id: str) -> bool:
     """A read: whether a claim now would sweep a job (any session's) or find one to claim."""
     now = utcnow()
     rows = db.execute(_ACTIVE.where(DetachedJobRow.status.in_(ACTIVE_JOB_STATUSES))).all()
+    queued = [row for row in rows if row.status == "queued"]
+    oldest = min((_queued_since(row) for row in queued), default=now)
+    metrics.record_detached_queue(len(queued), len(rows) - len(queued), max(0.0, (now - oldest).total_seconds()))
     if any(_due(row, now) for row in rows):
         return True
-    busy = {(row.session_id, row.plugin_id, row.runtime_id) for row in rows if row.status == "running"}
+    busy = {(row.session_id, row.plugin_id, row.runtime_id) for row in rows
+            if row.status == "running" or (row.not_before and row.not_before > now)}
     return any(
         row.status == "queued" and (not session_id or row.session_id == session_id)
         and (row.session_id, row.plugin_id, row.runtime_id) not in busy
@@ -123,26 +152,40 @@ def claim_in_sight(db: Session, session_id: str) -> bool:
     )
 
 
-def _sweep(db: Session, now: datetime) -> None:
-    """Time out and orphan what expired (portable: compare in Python on the few active rows)."""
+def _sweep(db: Session, now: datetime, policy: RetryPolicy) -> None:
+    """Time out what expired, retry what its worker left (portable: compare in Python on the few active rows)."""
     rows = db.execute(select(DetachedJobRow).where(DetachedJobRow.status.in_(("queued", "running")))).scalars()
     for row in rows:
-        if row.status == "queued" and now >= row.enqueued_at + timedelta(milliseconds=row.max_queue_ms):
+        if row.status == "queued" and now >= _queued_since(row) + timedelta(milliseconds=row.max_queue_ms):
             row.status, row.error, row.finished_at = "timed-out", f"waited longer than maxQueueMs ({row.max_queue_ms} ms)", now
         elif row.status == "running" and row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms):
             row.status, row.error, row.finished_at = "timed-out", f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)", now
         elif row.status == "running" and row.lease_deadline and now >= row.lease_deadline:
-            row.status, row.error, row.finished_at = "orphaned", "the lease of its worker expired", now
+            retry_or_park(row, now, "its worker's lease lapsed (the worker stopped or died)", policy)
     db.flush()
 
 
-def claim(db: Session, holder: str, ttl_ms: int, session_id: str) -> store_pb2.DetachedJob | None:
+def retry_or_park(row: DetachedJobRow, now: datetime, why: str, policy: RetryPolicy) -> None:
+    """A passing failure: queued again after its backoff, or parked once it has had max_attempts."""
+    row.lease_id, row.holder, row.claimed_at, row.lease_deadline = None, "", None, None
+    if row.attempts >= policy.max_attempts:
+        row.status, row.finished_at = "parked", now
+        row.error = f"parked after {row.attempts} attempts: {why}; RequeueDetachedJob queues it again"
+        return
+    wait = policy.backoff(row.attempts)
+    row.status, row.not_before = "queued", now + wait
+    row.error = f"attempt {row.attempts} of {policy.max_attempts} failed: {why}; retried in {wait.total_seconds():g} s"
+
+
+def claim(db: Session, holder: str, ttl_ms: int, session_id: str, policy: RetryPolicy) -> store_pb2.DetachedJob | None:
     now = utcnow()
-    _sweep(db, now)
+    _sweep(db, now, policy)
     busy = aliased(DetachedJobRow)
+    # Running, or its older job waits out a backoff: the runtime's jobs keep their order.
     runtime_busy = exists().where(
-        busy.status == "running", busy.session_id == DetachedJobRow.session_id, busy.plugin_id == DetachedJobRow.plugin_id,
+        busy.session_id == DetachedJobRow.session_id, busy.plugin_id == DetachedJobRow.plugin_id,
         busy.runtime_id == DetachedJobRow.runtime_id,
+        or_(busy.status == "running", and_(busy.status == "queued", busy.not_before > now)),
     )
     statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued", ~runtime_busy)
     if session_id:
@@ -170,11 +213,11 @@ def _lease_deadline(row: DetachedJobRow, now: datetime, ttl_ms: int) -> datetime
     return min(now + timedelta(milliseconds=ttl_ms), row.claimed_at + timedelta(milliseconds=row.max_execution_ms))
 
 
-def _held(db: Session, job_id: str, lease_id: str, now: datetime) -> tuple[DetachedJobRow, str]:
+def _held(db: Session, job_id: str, lease_id: str, now: datetime, policy: RetryPolicy) -> tuple[DetachedJobRow, str]:
     """The running job whose lease `lease_id` is, and "" — or the reason the lease is lost.
 
-    A lapsed lease is recorded (orphaned / timed-out) and the transaction commits that; the
-    caller answers ABORTED with the reason afterwards.
+    A lapsed lease is recorded (timed-out, or the job retried) and the transaction commits that;
+    the caller answers ABORTED with the reason afterwards.
     """
     statement = select(DetachedJobRow).where(DetachedJobRow.id == job_id)
     if db.get_bind().dialect.name == "postgresql":
@@ -185,30 +228,34 @@ def _held(db: Session, job_id: str, lease_id: str, now: datetime) -> tuple[Detac
     if row.status != "running" or row.lease_id != lease_id:
         raise aborted(f"detached job {job_id} is {row.status}; lease {lease_id} is not held")
     if row.lease_deadline and now >= row.lease_deadline:
-        over = bool(row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms))
-        row.status = "timed-out" if over else "orphaned"
-        row.error = f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)" if over else "the lease expired before the worker renewed it"
-        row.finished_at = now
+        if row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms):
+            row.status, row.finished_at = "timed-out", now
+            row.error = f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)"
+        else:
+            retry_or_park(row, now, "its lease expired before the worker renewed it", policy)
         db.flush()
-        return row, f"detached job {job_id} is {row.status}: {row.error}"
+        return row, f"detached job {job_id} lost its lease, now {row.status}: {row.error}"
     return row, ""
 
 
-def renew(db: Session, job_id: str, lease_id: str, ttl_ms: int) -> tuple[store_pb2.DetachedJob, str]:
+def renew(db: Session, job_id: str, lease_id: str, ttl_ms: int, policy: RetryPolicy) -> tuple[store_pb2.DetachedJob, str]:
     now = utcnow()
-    row, lost = _held(db, job_id, lease_id, now)
+    row, lost = _held(db, job_id, lease_id, now, policy)
     if not lost:
         row.lease_deadline = _lease_deadline(row, now, ttl_ms)
         db.flush()
     return job_to_proto(row), lost
 
 
-def complete(db: Session, request: store_pb2.CompleteDetachedJobRequest) -> tuple[store_pb2.DetachedJob, str]:
+def complete(db: Session, request: store_pb2.CompleteDetachedJobRequest, policy: RetryPolicy) -> tuple[store_pb2.DetachedJob, str]:
     now = utcnow()
-    row, lost = _held(db, request.job_id, request.lease_id, now)
+    row, lost = _held(db, request.job_id, request.lease_id, now, policy)
     if not lost and request.status == "queued":
         # Released by a worker that stops: claimable again (attempts keeps counting this claim).
         row.status, row.lease_id, row.holder, row.claimed_at, row.lease_deadline = "queued", None, "", None, None
+        db.flush()
+    elif not lost and request.status == "retry":
+        retry_or_park(row, now, request.error or "a passing failure", policy)
         db.flush()
     elif not lost:
         row.status, row.finished_at = request.status, now
@@ -218,10 +265,36 @@ def complete(db: Session, request: store_pb2.CompleteDetachedJobRequest) -> tupl
     return job_to_proto(row), lost
 
 
-def list_jobs(db: Session, session_id: str) -> list[store_pb2.DetachedJob]:
-    find_session(db, session_id)
-    rows = db.execute(
-        select(DetachedJobRow).where(DetachedJobRow.session_id == session_id).order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id)
-    ).scalars()
-    return [job_to_proto(row) for row in rows]
+def list_jobs(db: Session, request: store_pb2.ListDetachedJobsRequest) -> store_pb2.ListDetachedJobsResponse:
+    """Oldest first, a page at a time: one session's, or every session's (the operator's view)."""
+    size, after = page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE), decode_token(request.page_token)
+    statement = select(DetachedJobRow)
+    if request.session_id:
+        find_session(db, request.session_id)
+        statement = statement.where(DetachedJobRow.session_id == request.session_id)
+    if request.statuses:
+        statement = statement.where(DetachedJobRow.status.in_(list(request.statuses)))
+    if after is not None:
+        at, job_id = after
+        statement = statement.where(or_(DetachedJobRow.enqueued_at > at, and_(DetachedJobRow.enqueued_at == at, DetachedJobRow.id > job_id)))
+    rows = list(db.execute(statement.order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id).limit(size + 1)).scalars())
+    more = len(rows) > size
+    rows = rows[:size]
+    return store_pb2.ListDetachedJobsResponse(jobs=[job_to_proto(row) for row in rows],
+                                              next_page_token=encode_token(rows[-1].enqueued_at, rows[-1].id) if more else "")
 
+
+def requeue(db: Session, job_id: str) -> store_pb2.DetachedJob:
+    """A job that ended without success queued again, attempts counted afresh (its session must still be active)."""
+    row = db.get(DetachedJobRow, job_id)
+    if row is None:
+        raise not_found(f"detached job {job_id} not found")
+    if row.status not in REQUEUEABLE:
+        raise failed_precondition(f"detached job {job_id} is {row.status}; only a job {', '.join(REQUEUEABLE)} can be queued again")
+    if find_session(db, row.session_id).status != "active":
+        raise failed_precondition(f"detached job {job_id}: its session {row.session_id} has ended")
+    now = utcnow()
+    row.status, row.attempts, row.not_before, row.finished_at, row.result = "queued", 0, now, None, None
+    row.error = f"queued again by an operator (was {row.error or 'no reason recorded'})"[:2000]
+    db.flush()
+    return job_to_proto(row)

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Table, bindparam, select
+import grpc
+from sqlalchemy import CursorResult, Table, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import Database, lock_session, read_locked_session
-from services.store.models import TurnLeaseRow, TurnRow, utcnow
+from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
 from services.store.sessions import load_turn
 from shared.errors import ServiceError, aborted, failed_precondition
@@ -41,6 +42,24 @@ class Busy:
     message: str
 
 
+@dataclass
+class QueueFull(Busy):
+    """Back-pressure: the detached queue (the session's, or all of it) is at its limit."""
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    per_session: int = 16
+    total: int = 2_000
+
+
+# Turns that drain the detached queue or settle what a turn owes never wait for it.
+QUEUE_EXEMPT_ORIGINS = ("background", "settlement")
+# When a refused turn may try again.
+BUSY_RETRY_MS = 500
+QUEUE_FULL_RETRY_MS = 2_000
+
+
 def describe(row: TurnLeaseRow) -> str:
     # Callers relay this to players: the lease id and the holder (a scheduler's host name) stay out.
     return f"turn {row.turn_id}, lease until {row.deadline.isoformat()}"
@@ -53,21 +72,30 @@ def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
 
 
 def try_acquire(
-    db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str, origin: str = "player"
+    db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str, origin: str = "player",
+    limits: QueueLimits | None = None,
 ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
     """Taken once per turn: Core statements (the session and lease rows read, the lease written), no ORM objects loaded."""
     session = read_locked_session(db, session_id)
     connection = db.connection()
+    finished = None
     if idempotency_key:
-        finished = connection.execute(_FINISHED, {"b_session": session_id, "b_key": idempotency_key}).scalar_one_or_none()
-        if finished is not None:
-            return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, db.get_one(TurnRow, finished)), session=session_to_proto(session))
+        finished = connection.execute(_FINISHED, {"b_session": session_id, "b_key": idempotency_key}).one_or_none()
+        if finished is not None and not finished.retryable:
+            return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, db.get_one(TurnRow, finished.id)), session=session_to_proto(session))
     if session.status != "active":
         raise failed_precondition(f"session {session_id} has ended; no more turns run in it")
     now = utcnow()
     current = _current_lease(db, session_id)
     if current is not None and current.deadline > now:
         return _busy(session_id, current, idempotency_key)
+    if limits is not None and origin not in QUEUE_EXEMPT_ORIGINS:
+        full = _queue_full(db, session_id, limits)
+        if full is not None:
+            return full
+    if finished is not None:
+        # A retryable failure: this retry runs the turn again and takes over its key (the failed record keeps none).
+        connection.execute(_FORGET_KEY, {"b_id": finished.id})
     lease = TurnLeaseRow(
         session_id=session_id,
         lease_id=new_id(),
@@ -92,6 +120,18 @@ def try_acquire(
     return store_pb2.AcquireTurnLeaseResponse(lease=lease_to_proto(lease), session=session_to_proto(session))
 
 
+def _queue_full(db: Session, session_id: str, limits: QueueLimits) -> QueueFull | None:
+    connection = db.connection()
+    waiting = connection.execute(_SESSION_JOBS, {"b_session": session_id}).scalar_one()
+    if waiting >= limits.per_session:
+        return QueueFull(f"session {session_id} has {waiting} detached jobs queued or running (at most {limits.per_session}); "
+                         "its next turn starts once they drain")
+    queued = connection.execute(_QUEUED_JOBS).scalar_one()
+    if queued >= limits.total:
+        return QueueFull(f"the detached job queue holds {queued} jobs (at most {limits.total}); new turns start once it drains")
+    return None
+
+
 def _current_lease(db: Session, session_id: str) -> TurnLeaseRow | None:
     """The session's lease row as read with Core (a transient row)."""
     found = db.connection().execute(_CURRENT, {"b_session": session_id}).one_or_none()
@@ -103,8 +143,10 @@ async def acquire(
     request: store_pb2.AcquireTurnLeaseRequest,
     ttl_ms: int,
     time_remaining_s: float | None,
+    limits: QueueLimits | None = None,
 ) -> store_pb2.AcquireTurnLeaseResponse:
-    """Take the lease, waiting up to `wait_ms` (and the caller's deadline) for a live holder to let go."""
+    """Take the lease, waiting up to `wait_ms` (and the caller's deadline) for a live holder to let go, or
+    for the detached queue to drain below `limits` (ABORTED / RESOURCE_EXHAUSTED, with RetryInfo, after)."""
     wait_s = request.wait_ms / 1000
     if time_remaining_s is not None:
         # Answer ABORTED ourselves rather than let the caller's deadline expire on us.
@@ -114,7 +156,7 @@ async def acquire(
     while True:
         try:
             result = await database.write(
-                try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin
+                try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin, limits
             )
         except IntegrityError:
             result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
@@ -122,7 +164,10 @@ async def acquire(
             return result
         left = give_up - time.monotonic()
         if left <= 0:
-            raise aborted(result.message)
+            if isinstance(result, QueueFull):
+                raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, result.message, reason="DETACHED_QUEUE_FULL",
+                                   retry_after_ms=QUEUE_FULL_RETRY_MS)
+            raise ServiceError(grpc.StatusCode.ABORTED, result.message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MAX_S)
 
@@ -151,6 +196,14 @@ def renew(db: Session, session_id: str, lease_id: str, ttl_ms: int) -> store_pb2
     return lease_to_proto(row)
 
 
+def cut_after_restart(db: Session, grace_ms: int) -> int:
+    """At the store's start: every lease ends within `grace_ms` (their holders may have died meanwhile).
+    How many were cut."""
+    cap = utcnow() + timedelta(milliseconds=grace_ms)
+    cut = cast(CursorResult[Any], db.connection().execute(_LEASES.update().where(_LEASES.c.deadline > cap).values(deadline=cap)))
+    return cut.rowcount
+
+
 def release(db: Session, session_id: str, lease_id: str) -> None:
     """Idempotent: releasing a lease that is gone (released, taken over) does nothing.
 
@@ -162,7 +215,13 @@ def release(db: Session, session_id: str, lease_id: str) -> None:
 _LEASES = cast(Table, TurnLeaseRow.__table__)
 _TURNS = cast(Table, TurnRow.__table__)
 # Built once: building a statement costs more than running it.
-_FINISHED = select(_TURNS.c.id).where(_TURNS.c.session_id == bindparam("b_session"), _TURNS.c.idempotency_key == bindparam("b_key"))
+_FINISHED = select(_TURNS.c.id, _TURNS.c.retryable).where(
+    _TURNS.c.session_id == bindparam("b_session"), _TURNS.c.idempotency_key == bindparam("b_key"))
+_FORGET_KEY = _TURNS.update().where(_TURNS.c.id == bindparam("b_id")).values(idempotency_key=None)
+_JOBS = cast(Table, DetachedJobRow.__table__)
+_SESSION_JOBS = select(func.count()).select_from(_JOBS).where(
+    _JOBS.c.session_id == bindparam("b_session"), _JOBS.c.status.in_(ACTIVE_JOB_STATUSES))
+_QUEUED_JOBS = select(func.count()).select_from(_JOBS).where(_JOBS.c.status == "queued")
 _CURRENT = select(_LEASES).where(_LEASES.c.session_id == bindparam("b_session"))
 _TAKE_OVER = _LEASES.update().where(
     _LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"), _LEASES.c.deadline <= bindparam("b_now"),

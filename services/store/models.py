@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -117,6 +117,8 @@ class TurnRow(Base):
     # job's background turn the turn that queued it.
     trace_id: Mapped[str] = mapped_column(String(32), default="")
     source_turn_id: Mapped[str | None] = mapped_column(ID)
+    # 0015: a failed turn a retry with its idempotency key runs again (Turn.retryable).
+    retryable: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class MessageRow(Base):
@@ -358,6 +360,8 @@ class DetachedJobRow(Base):
             postgresql_where=text("status = 'running'"),
         ),
         Index("ix_detached_jobs_status_enqueued", "status", "enqueued_at"),
+        # 0015: a session's queued and running jobs, counted when a turn starts (back-pressure).
+        Index("ix_detached_jobs_session_status", "session_id", "status"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
@@ -380,6 +384,8 @@ class DetachedJobRow(Base):
     result: Mapped[Any] = mapped_column(Json, nullable=True)
     error: Mapped[str] = mapped_column(Text, default="")
     finished_at: Mapped[datetime | None]
+    # 0015: queued again after a passing failure, it is not claimed before this.
+    not_before: Mapped[datetime | None]
 
 
 # --- 0005: signals to a running turn, across scheduler replicas ---

@@ -159,7 +159,7 @@ def _turn_row_fields(row: TurnRow | TurnRecord, messages: Iterable[MessageRow | 
     return {
         "id": row.id, "session_id": row.session_id, "logical_turn": row.logical_turn, "status": TURN_STATUS[row.status],
         "idempotency_key": row.idempotency_key or "", "player_message": row.player_message, "narrative": row.narrative,
-        "abort_reason": row.abort_reason, "origin": row.origin, "trace_id": row.trace_id, "source_turn_id": row.source_turn_id or "",
+        "abort_reason": row.abort_reason, "origin": row.origin, "trace_id": row.trace_id, "source_turn_id": row.source_turn_id or "", "retryable": bool(row.retryable),
         # Through the row's datetimes: stored to the microsecond, as a read returns them.
         "started_at": timestamp(row.started_at), "finished_at": timestamp(row.finished_at),
         "messages": [message_to_proto(message) for message in messages], "events": [event_to_proto(event) for event in events],

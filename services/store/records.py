@@ -33,6 +33,7 @@ class TurnRecord:
     recorded_at: datetime
     trace_id: str
     source_turn_id: str | None
+    retryable: bool
 
 
 @dataclass(slots=True)

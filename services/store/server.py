@@ -38,6 +38,9 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     def __init__(self, database: Database, settings: StoreSettings) -> None:
         self._db = database
         self._default_ttl_ms = settings.store_default_lease_ttl_ms
+        self._retries = detached_jobs.RetryPolicy(settings.store_detached_max_attempts, settings.store_detached_retry_base_ms,
+                                                  settings.store_detached_retry_max_ms)
+        self._queue_limits = leases.QueueLimits(settings.store_detached_max_per_session, settings.store_detached_max_total)
 
     @rpc
     async def CreateSession(self, request: store_pb2.CreateSessionRequest, context) -> store_pb2.CreateSessionResponse:
@@ -96,7 +99,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
-        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining())
+        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits)
         if reply.HasField("lease"):
             log.debug("lease.acquired", session_id=request.session_id, lease_id=reply.lease.lease_id, holder=request.holder)
             if request.HasField("reads"):
@@ -200,7 +203,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         # Polled by every worker: an idle queue is answered by a read, without the write lock.
         if not await self._db.read(detached_jobs.claim_in_sight, request.session_id):
             return store_pb2.ClaimDetachedJobResponse()
-        job = await self._db.write(detached_jobs.claim, request.holder, ttl, request.session_id)
+        job = await self._db.write(detached_jobs.claim, request.holder, ttl, request.session_id, self._retries)
         if job is not None:
             log.info("job.claimed", job_id=job.id, runtime_id=job.runtime_id, holder=request.holder)
         return store_pb2.ClaimDetachedJobResponse(job=job)
@@ -209,7 +212,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def RenewDetachedJob(self, request: store_pb2.RenewDetachedJobRequest, context) -> store_pb2.RenewDetachedJobResponse:
         validation.job_lease(request.job_id, request.lease_id)
         ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
-        job, lost = await self._db.write(detached_jobs.renew, request.job_id, request.lease_id, ttl)
+        job, lost = await self._db.write(detached_jobs.renew, request.job_id, request.lease_id, ttl, self._retries)
         if lost:
             raise aborted(lost)
         return store_pb2.RenewDetachedJobResponse(job=job)
@@ -217,7 +220,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def CompleteDetachedJob(self, request: store_pb2.CompleteDetachedJobRequest, context) -> store_pb2.CompleteDetachedJobResponse:
         validation.complete_job(request)
-        job, lost = await self._db.write(detached_jobs.complete, request)
+        job, lost = await self._db.write(detached_jobs.complete, request, self._retries)
         if lost:
             raise aborted(lost)
         log.info("job.completed", job_id=job.id, status=job.status)
@@ -225,8 +228,15 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
 
     @rpc
     async def ListDetachedJobs(self, request: store_pb2.ListDetachedJobsRequest, context) -> store_pb2.ListDetachedJobsResponse:
-        validation.session_id(request.session_id)
-        return store_pb2.ListDetachedJobsResponse(jobs=await self._db.read(detached_jobs.list_jobs, request.session_id))
+        validation.list_jobs(request)
+        return await self._db.read(detached_jobs.list_jobs, request)
+
+    @rpc
+    async def RequeueDetachedJob(self, request: store_pb2.RequeueDetachedJobRequest, context) -> store_pb2.RequeueDetachedJobResponse:
+        validation.job_id(request.job_id)
+        job = await self._db.write(detached_jobs.requeue, request.job_id)
+        log.info("job.requeued", job_id=job.id, runtime_id=job.runtime_id)
+        return store_pb2.RequeueDetachedJobResponse(job=job)
 
     @rpc
     async def ListSettlements(self, request: store_pb2.ListSettlementsRequest, context) -> store_pb2.ListSettlementsResponse:
@@ -257,7 +267,8 @@ async def open_database(settings: StoreSettings) -> Database:
     )
     database = Database(engine, settings.store_pool_size, settings.store_database_schema)
     await database.migrate()
-    log.info("database.ready", backend=database.dialect, url=engine.url.render_as_string(hide_password=True))
+    cut = await database.write(leases.cut_after_restart, settings.store_restart_lease_grace_ms)
+    log.info("database.ready", backend=database.dialect, url=engine.url.render_as_string(hide_password=True), leases_cut=cut)
     return database
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from shared.settings import DataDirSetting, ServiceSettings
 
@@ -25,6 +25,19 @@ class StoreSettings(ServiceSettings, DataDirSetting):
     store_lock_timeout_ms: int = 10_000
     # Lease time-to-live when AcquireTurnLease/RenewTurnLease pass ttl_ms = 0.
     store_default_lease_ttl_ms: int = 60_000
+    # On start, every turn lease is cut to end at most this long from now: a holder that died with the
+    # store (or while it was down) no longer blocks its session for the rest of a long lease, while a live
+    # one renews within this (schedulers retry a failed renewal every quarter of their renewal interval).
+    store_restart_lease_grace_ms: int = Field(default=3_000, ge=0)
+    # Detached jobs that fail for a passing reason (a peer unavailable, their worker gone) are queued
+    # again after retry_base_ms, doubling up to retry_max_ms, until max_attempts; then parked.
+    store_detached_max_attempts: int = Field(default=5, ge=1, le=100)
+    store_detached_retry_base_ms: int = Field(default=1_000, ge=0)
+    store_detached_retry_max_ms: int = Field(default=60_000, ge=0)
+    # Back-pressure: a turn does not start while its session has this many detached jobs queued or
+    # running, or the whole queue this many queued; it waits (up to its lease wait), then RESOURCE_EXHAUSTED.
+    store_detached_max_per_session: int = Field(default=16, ge=1)
+    store_detached_max_total: int = Field(default=2_000, ge=1)
 
     @field_validator("store_database_schema")
     @classmethod

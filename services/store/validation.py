@@ -164,8 +164,11 @@ def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
             raise invalid_argument(f"revoke[{index}]", f"{plugin_id!r} is also in approve; name it in one list")
 
 
-# "queued": released unfinished (its worker is shutting down), back in the queue for another.
-JOB_STATUSES = ("succeeded", "failed", "queued")
+# "queued": released unfinished (its worker is shutting down), back in the queue for another;
+# "retry": a passing failure, queued again after a backoff or parked (detached_jobs.retry_or_park).
+JOB_STATUSES = ("succeeded", "failed", "queued", "retry")
+# Every status a job may be in (ListDetachedJobsRequest.statuses).
+JOB_STATES = ("queued", "running", "succeeded", "failed", "timed-out", "orphaned", "superseded", "cancelled", "parked")
 JOB_TIMEOUT_MAX_MS = 24 * 60 * 60 * 1000
 
 
@@ -337,10 +340,20 @@ def job_lease(job_id: str, lease_id: str) -> None:
     require(lease_id, "lease_id", "the lease_id ClaimDetachedJob returned")
 
 
+def job_id(value: str) -> None:
+    require(value, "job_id", "a job's id, as ListDetachedJobs shows it")
+
+
 def complete_job(request: store_pb2.CompleteDetachedJobRequest) -> None:
     job_lease(request.job_id, request.lease_id)
     if request.status not in JOB_STATUSES:
-        raise invalid_argument("status", f"is {request.status!r}; use succeeded, failed or queued (release)")
+        raise invalid_argument("status", f"is {request.status!r}; use succeeded, failed, retry or queued (release)")
+
+
+def list_jobs(request: store_pb2.ListDetachedJobsRequest) -> None:
+    for index, status in enumerate(request.statuses):
+        if status not in JOB_STATES:
+            raise invalid_argument(f"statuses[{index}]", f"is {status!r}; use one of {', '.join(JOB_STATES)}")
 
 
 SIGNAL_KINDS = ("cancel", "interject")

@@ -1,13 +1,13 @@
-"""A scheduler error as the HTTP API answers it: the gRPC status name, its message, the field violations and the
-retry delay it carried, under the HTTP status that means the same."""
+"""A scheduler error as the HTTP API answers it: the gRPC status name, its message, the field violations, the
+reason and the retry delay it carried, under the HTTP status that means the same."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2  # type: ignore[import-untyped]  # googleapis-common-protos ships no stubs
-from grpc_status import rpc_status
+
+from shared.errors import error_info, field_violations, retry_after_ms
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.OUT_OF_RANGE: 400, grpc.StatusCode.FAILED_PRECONDITION: 409,
@@ -19,17 +19,19 @@ HTTP_STATUS = {
 
 
 def error_body(error: grpc.aio.AioRpcError) -> tuple[int, dict[str, Any]]:
+    """{code, message} and what the error's google.rpc details say: fieldViolations, reason and metadata, retryAfterMs."""
     body: dict[str, Any] = {"code": error.code().name, "message": error.details() or ""}
-    status = rpc_status.from_call(error)
-    for detail in status.details if status is not None else []:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            found = error_details_pb2.BadRequest()
-            detail.Unpack(found)
-            body.setdefault("fieldViolations", []).extend({"field": v.field, "description": v.description} for v in found.field_violations)
-        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            retry = error_details_pb2.RetryInfo()
-            detail.Unpack(retry)
-            body["retryAfterMs"] = retry.retry_delay.seconds * 1000 + retry.retry_delay.nanos // 1_000_000
+    violations = field_violations(error)
+    if violations:
+        body["fieldViolations"] = [{"field": v.field, "description": v.description} for v in violations]
+    info = error_info(error)
+    if info is not None:
+        body["reason"] = info.reason
+        if info.metadata:
+            body["metadata"] = dict(info.metadata)
+    wait_ms = retry_after_ms(error)
+    if wait_ms is not None:
+        body["retryAfterMs"] = wait_ms
     return HTTP_STATUS.get(error.code(), 500), body
 
 

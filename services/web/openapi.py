@@ -31,7 +31,9 @@ ERROR = {"type": "object", "required": ["code", "message"], "properties": {
     "code": {"type": "string", "description": "The gRPC status name, e.g. INVALID_ARGUMENT"},
     "message": {"type": "string"},
     "fieldViolations": {"type": "array", "items": {"type": "object", "properties": {"field": {"type": "string"}, "description": {"type": "string"}}}},
-    "retryAfterMs": {"type": "integer"}}}
+    "reason": {"type": "string", "description": "google.rpc.ErrorInfo.reason: a stable code, e.g. SESSION_BUSY (docs/retries.md)"},
+    "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    "retryAfterMs": {"type": "integer", "description": "google.rpc.RetryInfo: send the same request again after this long"}}}
 
 
 class SchemaBook:

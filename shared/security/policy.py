@@ -49,7 +49,7 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
                        "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
-                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs",
+                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs", "RequeueDetachedJob",
                        "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
     },
     "covel.registry.v1.PluginRegistry": {

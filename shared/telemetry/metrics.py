@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import grpc
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from shared.settings import TelemetrySettings
 
@@ -50,6 +50,8 @@ MODEL_TOKENS = Counter("covel_model_tokens_total", "Tokens the providers reporte
 # store
 COMMITS = Counter("covel_store_commits_total", "Turns the store recorded, by turn status.", ("status",))
 PROPOSALS = Counter("covel_store_proposals_total", "Proposals of committed turns, by outcome.", ("outcome",))
+DETACHED_JOBS = Gauge("covel_detached_jobs", "Detached jobs queued or running, as the queue's last poll saw them.", ("status",))
+DETACHED_OLDEST = Gauge("covel_detached_oldest_queued_seconds", "How long the oldest queued detached job has waited (0: none).")
 # web front: per route template (bounded labels), the HTTP status; a streamed route until its first event
 WEB_REQUESTS = Counter("covel_web_requests_total", "HTTP API requests the web front answered.", ("method", "route", "status"))
 WEB_DURATION = Histogram(
@@ -148,6 +150,14 @@ def record_commit(status: str, proposal_outcomes: Iterable[str]) -> None:
     COMMITS.labels(status).inc()
     for outcome in proposal_outcomes:
         PROPOSALS.labels(outcome).inc()
+
+
+def record_detached_queue(queued: int, running: int, oldest_queued_s: float) -> None:
+    if _state["server"] is None:
+        return
+    DETACHED_JOBS.labels("queued").set(queued)
+    DETACHED_JOBS.labels("running").set(running)
+    DETACHED_OLDEST.set(oldest_queued_s)
 
 
 # ----- per-RPC counters ------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def wait_until(predicate, timeout_s: float) -> bool:
     return False
 
 
-def test_up_serves_all_five_and_stops_the_rest_when_one_dies(tmp_path: Path) -> None:
+def test_up_starts_a_killed_service_again_and_stops_the_rest_when_one_keeps_dying(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     up = subprocess.Popen(covel("up"), cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -81,11 +81,25 @@ def test_up_serves_all_five_and_stops_the_rest_when_one_dies(tmp_path: Path) -> 
         assert health.stdout.count("SERVING") == 5
         services = children_of(up.pid)
         assert set(services) == {"store", "registry", "gateway", "hooks", "scheduler", "web"}, "the five and the web front"
-        os.kill(services["gateway"], signal.SIGKILL)
+        # Killed: started again on its address, the others untouched.
+        killed = services["gateway"]
+        os.kill(killed, signal.SIGKILL)
+        assert wait_until(lambda: children_of(up.pid).get("gateway", killed) != killed and subprocess.run(
+            covel("health"), cwd=REPO_ROOT, env=env, capture_output=True).returncode == 0, 60), "the gateway did not come back"
+        assert {name: pid for name, pid in children_of(up.pid).items() if name != "gateway"} == \
+            {name: pid for name, pid in services.items() if name != "gateway"}
+        # Killed again and again: past its restarts, covel up stops everything with one clear line.
+        for _ in range(3):
+            current = children_of(up.pid).get("gateway")
+            if current is None:
+                break
+            os.kill(current, signal.SIGKILL)
+            wait_until(lambda current=current: up.poll() is not None or children_of(up.pid).get("gateway", current) != current, 60)
         _, stderr = up.communicate(timeout=60)
         assert up.returncode == 1
-        assert "service gateway exited with code -9; stopping the others" in stderr
-        assert '{"' not in stderr, "one clear line, not the service's raw JSON log"
+        assert "service gateway exited with code -9; starting it again" in stderr
+        assert "service gateway exited with code -9, more than 3 times in 60 s; stopping the others" in stderr
+        assert '{"' not in stderr, "clear lines, not the service's raw JSON log"
         for pid in services.values():
             assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     finally:

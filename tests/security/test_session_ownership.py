@@ -60,6 +60,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "InvokeAction": ("unary", scheduler_pb2.InvokeActionRequest(session_id=session_id, plugin_id="narrator", action="x")),
         "ListCommands": ("unary", scheduler_pb2.ListCommandsRequest(session_id=session_id)),
         "ListPanels": ("unary", scheduler_pb2.ListPanelsRequest(session_id=session_id)),
+        "ListDetachedJobs": ("unary", scheduler_pb2.ListDetachedJobsRequest(session_id=session_id)),
         "RunCommand": ("unary", scheduler_pb2.RunCommandRequest(session_id=session_id, text="/x")),
         "SubmitInteraction": ("stream", scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id="i")),
         "ResolveSettlement": ("unary", scheduler_pb2.ResolveSettlementRequest(session_id=session_id, source_turn_id="t", runtime_id="r",
@@ -222,3 +223,19 @@ async def test_list_sessions_gives_the_callers_own_and_an_operator_anyones(clien
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED and "only an operator" in refused.details()
     seen = await ops.ListSessions(scheduler_pb2.ListSessionsRequest(owner="alice", page_size=200), timeout=10)
     assert hers <= {s.id for s in seen.sessions}
+
+
+async def test_the_detached_queue_is_a_sessions_owners_and_all_of_it_an_operators(clients):
+    alice, ops = clients.stub("alice-token"), clients.stub("ops-token")
+    session = (await alice.CreateSession(minimal_session(), timeout=15)).session
+    own = await alice.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(session_id=session.id), timeout=10)
+    assert list(own.jobs) == [] and own.next_page_token == ""
+    refused = await refusal(alice, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=["parked"]))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED and "only an operator" in refused.details()
+    refused = await refusal(alice, "RequeueDetachedJob", "unary", scheduler_pb2.RequeueDetachedJobRequest(job_id="any"))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    await ops.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(statuses=["parked"], page_size=500), timeout=10)
+    missing = await refusal(ops, "RequeueDetachedJob", "unary", scheduler_pb2.RequeueDetachedJobRequest(job_id=MISSING_ID))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND and MISSING_ID in missing.details()
+    bad = await refusal(ops, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=["lost"]))
+    assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT and "statuses[0]" in bad.details()

@@ -85,7 +85,8 @@ async def store(request, tmp_path_factory) -> AsyncIterator[StoreUnderTest]:
     if request.param == "postgres" and (reason := postgres_reachable()):
         pytest.skip(reason)
     settings, schema = settings_for(request.param, tmp_path_factory.mktemp("store"))
-    under_test = StoreUnderTest(settings)
+    # A test module may set STORE_SETTINGS (field -> value) for a store of its own kind.
+    under_test = StoreUnderTest(settings.model_copy(update=getattr(request.module, "STORE_SETTINGS", {})))
     try:
         await under_test.start()
         yield under_test

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 from alembic.autogenerate import compare_metadata
@@ -51,6 +52,28 @@ async def test_data_survives_a_restart_on_the_same_database(store):
     await expect_error(grpc.StatusCode.ABORTED, acquire(stub, session.id))
     reply = await commit(stub, held, turn_for(held, runtime_results=[story_result()]), [story_proposal("After.")])
     assert [m.seq for m in reply.turn.messages] == [4, 5]
+
+
+async def test_a_restart_cuts_long_leases_so_a_dead_holder_blocks_its_session_briefly(store):
+    """A holder that died with the store leaves a lease the restarted store ends within its grace; a live one renews."""
+    session, busy = await new_session(store.stub), await new_session(store.stub)
+    dead = (await acquire(store.stub, session.id, holder="died-with-the-store", ttl_ms=600_000)).lease
+    live = (await acquire(store.stub, busy.id, holder="still-running", ttl_ms=600_000)).lease
+    grace = store.settings.store_restart_lease_grace_ms
+    store.settings = store.settings.model_copy(update={"store_restart_lease_grace_ms": 400})
+    try:
+        await store.restart()
+    finally:
+        store.settings = store.settings.model_copy(update={"store_restart_lease_grace_ms": grace})
+    stub = store.stub
+    renewed = (await stub.RenewTurnLease(store_pb2.RenewTurnLeaseRequest(session_id=busy.id, lease_id=live.lease_id, ttl_ms=600_000))).lease
+    started = time.monotonic()
+    taken = (await acquire(stub, session.id, holder="next", wait_ms=5_000)).lease
+    assert taken.lease_id != dead.lease_id and time.monotonic() - started < 2.0
+    await asyncio.sleep(0.5)
+    # The live holder renewed after the restart: nobody takes its session.
+    await expect_error(grpc.StatusCode.ABORTED, acquire(stub, busy.id, holder="next"))
+    assert renewed.deadline.ToMilliseconds() - renewed.acquired_at.ToMilliseconds() > 500_000
 
 
 async def test_concurrent_turns_in_many_sessions_keep_every_log_contiguous(stub):

@@ -79,6 +79,8 @@ class RuntimeOutcome:
     completion: str | None = None
     # status "suspended": what resuming it needs (agent/suspension.py).
     suspension: dict[str, Any] | None = None
+    # Failed after a peer outage (turn/outages.py): running it again may succeed.
+    retryable: bool = False
 
 
 def is_story_runtime(runtime: Runtime) -> bool:

@@ -25,6 +25,7 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
 from services.scheduler.turn.runner import TurnRequest, TurnRunner
+from shared.errors import PASSING_CODES
 from shared.ids import detached_job_key
 from shared.logs import get_logger
 from shared.structs import from_struct, to_struct
@@ -33,6 +34,8 @@ from shared.telemetry import tracing
 log = get_logger(component="detached_worker")
 # CompleteDetachedJob with this status hands a claimed job back to the queue (shutdown).
 RELEASED = "queued"
+# ... and with this one reports a passing failure: queued again after a backoff, or parked.
+RETRY = "retry"
 # Of a stop's budget, what releasing the jobs cut short may take.
 RELEASE_S = 2.0
 
@@ -154,7 +157,9 @@ class DetachedWorker:
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:
                     continue  # the session's turn lease is busy (a player turn): wait for it again
-                return "failed", {}, f"{error.code().name}: {error.details()}"
+                # A peer restarting: the store queues the job again after a backoff (or parks it).
+                status = RETRY if error.code() in PASSING_CODES else "failed"
+                return status, {}, f"{error.code().name}: {error.details()}"
             except Exception as error:  # a bad job must not take the worker down
                 log.warning("detached.execution_failed", job_id=job.id, error=repr(error), exc_info=True)
                 return "failed", {}, f"{type(error).__name__}: {error}"
@@ -164,7 +169,7 @@ class DetachedWorker:
         if turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status == "success":
             return "succeeded", summary, ""
         reason = (result.reason if result is not None and result.reason else turn.abort_reason) or "the runtime did not succeed"
-        return "failed", summary, reason
+        return RETRY if turn.retryable else "failed", summary, reason
 
     async def _keep_lease(self, job: store_pb2.DetachedJob, execution: asyncio.Task) -> bool:
         """Renew the job's lease every third of its life; True (and the execution cancelled) once it is lost."""

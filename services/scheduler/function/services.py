@@ -17,6 +17,7 @@ from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.agent.tool_calls import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.turn import outages
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
@@ -242,6 +243,7 @@ class GatewayView:
         try:
             reply = await self._gateway.GenerateOnce(request, timeout=remaining + GATEWAY_REPLY_SLACK_S)
         except grpc.aio.AioRpcError as error:
+            outages.note("gateway", error)
             raise ModelCallFailed(f"gateway: {error.code().name}: {error.details()}") from error
         if reply.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
             raise ModelCallFailed(f"gateway: the model call failed: {reply.error_message or 'no reason given'}")

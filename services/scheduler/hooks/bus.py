@@ -9,10 +9,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import grpc
+
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
+from services.scheduler.turn import outages
 from shared.hook_matches import match_from_proto
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.structs import from_struct, to_struct
@@ -173,12 +176,16 @@ class HookBus:
                         writes: list[dict[str, Any]] | None = None) -> str:
         """Run one plugin tool in the hooks service; the unified result as JSON text. The proposals a
         successful call made are added to `writes` ({type, payload})."""
-        reply = await self._hooks.CallTool(
-            hooks_pb2.CallToolRequest(
-                context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
-                arguments=call.get("arguments") or "{}", call_id=call.get("id", ""),
-            ),
-        )
+        try:
+            reply = await self._hooks.CallTool(
+                hooks_pb2.CallToolRequest(
+                    context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
+                    arguments=call.get("arguments") or "{}", call_id=call.get("id", ""),
+                ),
+            )
+        except grpc.aio.AioRpcError as error:
+            outages.note("hooks", error)
+            raise
         if writes is not None:
             writes.extend({"type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)
         return reply.result
@@ -186,10 +193,14 @@ class HookBus:
     async def call_service(self, scope: ExecutionScope, caller_plugin_id: str, runtime_id: str, contract: str,
                            arguments: str) -> hooks_pb2.CallToolResponse:
         """Call another plugin's service (covel.register_service) in the hooks service."""
-        return await self._hooks.CallService(
-            hooks_pb2.CallServiceRequest(context=scope.context(caller_plugin_id, runtime_id), contract=contract,
-                                         arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
-        )
+        try:
+            return await self._hooks.CallService(
+                hooks_pb2.CallServiceRequest(context=scope.context(caller_plugin_id, runtime_id), contract=contract,
+                                             arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
+            )
+        except grpc.aio.AioRpcError as error:
+            outages.note("hooks", error)
+            raise
 
     async def call_action(self, scope: ExecutionScope, plugin_id: str, action: str, payload_json: str) -> hooks_pb2.CallToolResponse:
         """A plugin's registered action (covel.register_rpc): the unified result and the proposals it made."""

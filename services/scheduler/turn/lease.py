@@ -4,7 +4,7 @@ it does not commit, and the Cancel / Interject signals other replicas left for i
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import time
 from collections.abc import Callable
 
 import grpc
@@ -16,12 +16,17 @@ from shared.logs import get_logger
 log = get_logger(component="turn_runner")
 # How often the lease holder asks the store for Cancel / Interject sent to another replica.
 SIGNAL_POLL_S = 0.25
+# Failures worth another try: the store restarting, or too slow this once.
+PASSING = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+RELEASE_TIMEOUT_S = 2.0
 
 
 class LeaseKeeper:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, settings: SchedulerSettings) -> None:
         self._store = store
         self._settings = settings
+        # Releases retried in the background (a reference keeps each task alive until it ends).
+        self._releasing: set[asyncio.Task] = set()
 
     async def acquire(self, session_id: str, idempotency_key: str, origin: str,
                       reads: store_pb2.TurnReads | None = None) -> store_pb2.AcquireTurnLeaseResponse:
@@ -37,9 +42,12 @@ class LeaseKeeper:
         )
 
     async def keep(self, lease: store_pb2.TurnLease) -> None:
+        """Renew every third of the lease's life; after a failed renewal (the store restarting) try again
+        four times as often, so the lease is kept as soon as the store is back."""
         interval = self._settings.scheduler_lease_ttl_ms / 3000
+        pause = interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(pause)
             try:
                 await self._store.RenewTurnLease(
                     store_pb2.RenewTurnLeaseRequest(
@@ -47,14 +55,45 @@ class LeaseKeeper:
                     ),
                     timeout=interval,  # per call: a renewal late by one interval is no use
                 )
+                pause = interval
             except grpc.aio.AioRpcError as error:
                 log.warning("lease.renew_failed", session_id=lease.session_id, code=error.code().name)
+                if error.code() == grpc.StatusCode.ABORTED:
+                    return  # taken over: the commit will say so
+                pause = interval / 4
 
     async def release(self, lease: store_pb2.TurnLease) -> None:
-        with contextlib.suppress(Exception):
+        """Released at once when the store answers; when it cannot (restarting), retried in the background
+        for a while, so the session is free as soon as the store is back rather than when the lease lapses."""
+        if not await self._release_once(lease):
+            retry = asyncio.create_task(self._release_later(lease))
+            self._releasing.add(retry)
+            retry.add_done_callback(self._releasing.discard)
+
+    async def _release_once(self, lease: store_pb2.TurnLease) -> bool:
+        """Whether this try settled it (released, or failed for a reason another try would not change)."""
+        try:
             await self._store.ReleaseTurnLease(
-                store_pb2.ReleaseTurnLeaseRequest(session_id=lease.session_id, lease_id=lease.lease_id)
+                store_pb2.ReleaseTurnLeaseRequest(session_id=lease.session_id, lease_id=lease.lease_id),
+                timeout=RELEASE_TIMEOUT_S,  # per call: retried while the store restarts
             )
+        except grpc.aio.AioRpcError as error:
+            if error.code() in PASSING:
+                return False
+            log.warning("lease.release_failed", session_id=lease.session_id, code=error.code().name)
+        return True
+
+    async def _release_later(self, lease: store_pb2.TurnLease) -> None:
+        # Past a few lease lifetimes the store's clock has let it lapse anyway.
+        give_up = time.monotonic() + 3 * self._settings.scheduler_lease_ttl_ms / 1000 + 5
+        pause = 0.1
+        while time.monotonic() < give_up:
+            await asyncio.sleep(pause)
+            if await self._release_once(lease):
+                log.info("lease.released_late", session_id=lease.session_id)
+                return
+            pause = min(pause * 2, 0.5)
+        log.warning("lease.release_gave_up", session_id=lease.session_id)
 
     async def take_signals(self, lease: store_pb2.TurnLease, cancel: Callable[[str, str, str], object],
                            interject: Callable[[str, str], object]) -> None:

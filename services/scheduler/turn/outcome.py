@@ -18,6 +18,13 @@ def story_failure(results: Iterable[store_pb2.RuntimeResult]) -> str:
     return f"story runtime {failed.runtime_id} {failed.status}: {failed.reason}"
 
 
+def story_failure_passes(results: Iterable[store_pb2.RuntimeResult]) -> bool:
+    """Whether the failure story_failure names is a passing one (its story failed after a peer outage)."""
+    stories = [result for result in results if result.story]
+    return bool(stories) and all(result.status != "success" for result in stories) and \
+        next(result for result in stories if result.status != "success").retryable
+
+
 def requests_advance(turn: store_pb2.Turn) -> bool:
     """Exactly one committed top-level story, and it yields `continue`."""
     if turn.status != store_pb2.TURN_STATUS_COMMITTED:

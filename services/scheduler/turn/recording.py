@@ -31,7 +31,7 @@ def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest)
     result = store_pb2.RuntimeResult(
         runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
         output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
-        concealed=manifest.io.concealed,
+        concealed=manifest.io.concealed, retryable=outcome.status == "failed" and outcome.retryable,
     )
     if outcome.status == "success":
         # A failed or skipped runtime's effects are stripped (spec: 失败或跳过的 handler 结果会剥离领域 effects).

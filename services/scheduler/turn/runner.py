@@ -43,7 +43,7 @@ from services.scheduler.turn.history_window import LastWindows, covers, player_t
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.interaction_answers import ResumeCall, check_answers
 from services.scheduler.turn.lease import LeaseKeeper
-from services.scheduler.turn.outcome import story_failure
+from services.scheduler.turn.outcome import story_failure, story_failure_passes
 from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
 from services.scheduler.turn.plugin_actions import ActionCall, run_action
 from services.scheduler.turn.plugin_data_reads import LastScopes, scopes_read
@@ -327,6 +327,7 @@ class TurnRunner:
         await self._run_stages(request, plugins, selected, run, stream)
         failure = await self._stop_hooks(plugins.scope, stream, started)
         if failure:
+            turn.retryable = story_failure_passes(turn.runtime_results)
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
         self._scopes.note(_reads_key(request), scopes_read(run))
         return await self._commit_phase(lease, session, run, plugins.scope, stream)

@@ -14,6 +14,7 @@ from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.story_stream import StreamedPiece
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.turn import outages
 from services.scheduler.turn.state import RUNNING_UNIT, TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit_outcome import (
@@ -54,8 +55,11 @@ class UnitRunner:
         run_id = new_id()
         scope = scope.execution(run_id)
         await stream.runtime_started(runtime.runtime_id, runtime.stage)
-        outcome = await self._execute(runtime, scope, run, stream, manifest)
+        with outages.watching() as seen:
+            outcome = await self._execute(runtime, scope, run, stream, manifest)
         outcome.run_id = run_id
+        # Failed after a peer outage: the failure may pass (turn/outages.py).
+        outcome.retryable = outcome.status == "failed" and bool(seen)
         status_before_hooks = outcome.status
         outcome = await self._post_runtime(runtime, scope, outcome, stream, resumed=run.resume is not None)
         if outcome.status != status_before_hooks:
@@ -95,6 +99,7 @@ class UnitRunner:
                 outcome = await self._agents.run(runtime, scope, run, run.player_message, manifest,
                                                  _narrative_sink(runtime, stream), inputs)
             except grpc.aio.AioRpcError as error:
+                outages.note("gateway", error)
                 outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
         await stream.record(outcome.trace)  # a function's ctx.tools calls' PreToolUse/PostToolUse, an agent's hooks
         return outcome

@@ -4,10 +4,12 @@
 const TEXT = {
   en: { title: "Covel", pickWorld: "Pick a world", resume: "Resume the last session", yourSessions: "Your sessions", kind: "Action", what: "What you do",
         send: "Send", cancel: "Stop", answer: "Answer", yes: "Yes", no: "No", down: "The story service cannot be reached; retrying…",
-        ready: "Connected", thinking: "The story is being told…", setup: "Setting up the story…", other: "中文" },
+        ready: "Connected", thinking: "The story is being told…", setup: "Setting up the story…", other: "中文",
+        retrying: "The story service is busy or restarting; trying again…" },
   zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", yourSessions: "你的故事", kind: "行动", what: "你要做什么",
         send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
-        ready: "已连接", thinking: "故事正在展开……", setup: "正在准备故事……", other: "English" },
+        ready: "已连接", thinking: "故事正在展开……", setup: "正在准备故事……", other: "English",
+        retrying: "故事服务繁忙或正在重启，正在重试……" },
 };
 const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false };
 const $ = (id) => document.getElementById(id);
@@ -84,7 +86,27 @@ async function stream(path, body, onEvent) {
       buffer = buffer.slice(end + 2);
       const name = (frame.match(/^event: (.*)$/m) || [])[1] || "message";
       const data = (frame.match(/^data: (.*)$/m) || [])[1];
-      onEvent(name, data ? JSON.parse(data) : {});
+      const parsed = data ? JSON.parse(data) : {};
+      // A turn that failed for a passing reason: sent again by streamRetried.
+      if (name === "error" && parsed.retryAfterMs !== undefined) throw new ApiError(503, parsed);
+      onEvent(name, parsed);
+    }
+  }
+}
+
+// A submit sent again, with the same body (its idempotency key), while the API says a retry may pass
+// (docs/retries.md): its RetryInfo, or the scheduler unreachable; for up to 30 s.
+async function streamRetried(path, body, makeHandler) {
+  const giveUp = Date.now() + 30000;
+  for (;;) {
+    try {
+      return await stream(path, body, makeHandler());
+    } catch (error) {
+      const wait = error.body && error.body.retryAfterMs !== undefined ? error.body.retryAfterMs : error.status === 503 || error.status === 0 ? 1000 : null;
+      if (wait === null || Date.now() + wait > giveUp) throw error;
+      for (const partial of document.querySelectorAll("#story p.live")) partial.remove();
+      setStatus(t("retrying"), true);
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }
 }
@@ -137,6 +159,7 @@ function showCues(messages) {
 }
 
 function afterTurn(turn) {
+  if (turn.retryable) return; // tried again (streamRetried): its retry shows the story
   if (turn.status === "TURN_STATUS_FAILED" || turn.status === "TURN_STATUS_ABORTED") notice("error", turn.abortReason || turn.status);
   showCues(turn.messages);
   const guide = (turn.runtimeResults || []).find((r) => r.runtimeId === "guide" && r.status === "success");
@@ -150,7 +173,7 @@ async function play(actions) {
   $("composer-error").textContent = "";
   for (const action of actions) if (action.text) addMessage("player", action.text);
   try {
-    await stream(`/api/sessions/${state.session.id}/actions`, { actions, idempotencyKey: newKey() }, turnHandler());
+    await streamRetried(`/api/sessions/${state.session.id}/actions`, { actions, idempotencyKey: newKey() }, turnHandler);
   } catch (error) {
     $("composer-error").textContent = fieldMessage(error);
   } finally { setBusy(false); }
@@ -228,8 +251,8 @@ async function answer(asked, values, form, errors) {
   form.querySelector(".form-error").textContent = "";
   setBusy(true);
   try {
-    await stream(`/api/sessions/${state.session.id}/interactions/${encodeURIComponent(asked.id)}`,
-                 { values, idempotencyKey: newKey() }, turnHandler());
+    await streamRetried(`/api/sessions/${state.session.id}/interactions/${encodeURIComponent(asked.id)}`,
+                        { values, idempotencyKey: newKey() }, turnHandler);
     form.remove();
   } catch (error) {
     let placed = false;
