@@ -293,7 +293,7 @@ def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now)
         recorded_at=now,
         trace_id=turn.trace_id,
         source_turn_id=turn.source_turn_id or None,
-        retryable=turn.retryable and turn.status == store_pb2.TURN_STATUS_FAILED,
+        retryable=turn.retryable,
     )
 
 

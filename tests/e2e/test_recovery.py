@@ -19,7 +19,7 @@ import pytest
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.errors import error_info, retry_after_ms
 from shared.grpc_client import open_channel
 from tests.conftest import POSTGRES_URL
@@ -116,3 +116,37 @@ async def test_a_killed_service_leaves_its_sessions_playable_within_seconds(tmp_
         assert failed.status == store_pb2.TURN_STATUS_FAILED and failed.retryable and "UNAVAILABLE" in failed.abort_reason
         assert error is not None and error.code() == grpc.StatusCode.UNAVAILABLE and error_info(error).reason == "TURN_FAILED_RETRYABLE"
         assert error_info(error).metadata["turn_id"] == failed.id and retry_after_ms(error) == 500
+
+
+async def job_of(store, session_id: str, until, timeout_s: float = 20.0) -> store_pb2.DetachedJob:
+    """The session's one detached job once `until(job)` holds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session_id))).jobs
+        if jobs and until(jobs[0]):
+            return jobs[0]
+        assert time.monotonic() < deadline, f"the job never got there: {list(jobs)}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_backoff(tmp_path) -> None:
+    env = {"COVEL_STORE_DETACHED_RETRY_BASE_MS": "500"}
+    async with running_services(tmp_path, script={}, extra_env=env) as group:
+        async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+            probe = "detached-model-probe"
+            session = (await stub.CreateSession(minimal_session(requested_plugins=[probe], approved_plugins=[probe]), timeout=30)).session
+            await submit_until_committed(stub, session.id, "first", "I light the lamp.")
+            await job_of(store, session.id, lambda job: job.status == "running")
+            os.kill(group.processes["gateway"].pid, signal.SIGKILL)  # while the handler waits, before it asks the model
+            retried = await job_of(store, session.id, lambda job: job.status == "queued" and job.attempts == 1)
+            assert "attempt 1 of 5 failed" in retried.error and "UNAVAILABLE" in retried.error and retried.HasField("not_before")
+            await group.restart("gateway")
+            done = await job_of(store, session.id, lambda job: job.status not in ("queued", "running"))
+            assert (done.status, done.attempts) == ("succeeded", 2), done.error
+            turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id), timeout=10)).turns
+            background = [t for t in turns if t.origin == "background"]
+            # The job's first execution committed its failed runtime, marked retryable; the second succeeded.
+            assert [[(r.status, r.retryable) for r in t.runtime_results] for t in background] == [[("failed", True)], [("success", False)]]

@@ -6,7 +6,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.errors import INTERNAL_ADDRESS, rpc
+from shared.errors import ERROR_DOMAIN, INTERNAL_ADDRESS, RETRY_AFTER_MS, error_info, retry_after_ms, rpc
 from shared.grpc_server import start_server
 from tests.conftest import free_addr
 
@@ -55,3 +55,6 @@ async def test_a_relayed_connection_failure_names_no_address() -> None:
     details = raised.value.details()
     host, port = dead_peer.rsplit(":", 1)
     assert port not in details and host not in details and INTERNAL_ADDRESS in details, details
+    # A client learns the failure may pass, and when to try again.
+    assert error_info(raised.value).reason == "PEER_UNAVAILABLE" and error_info(raised.value).domain == ERROR_DOMAIN
+    assert retry_after_ms(raised.value) == RETRY_AFTER_MS

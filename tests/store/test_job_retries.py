@@ -109,9 +109,11 @@ async def test_a_retryable_failed_turn_runs_again_under_its_key_and_a_domain_fai
     recorded = (await commit(stub, lease, domain, [])).turn
     assert not recorded.retryable
     assert (await acquire(stub, session.id, idempotency_key="k-domain")).existing_turn.id == recorded.id
-    # Only a failed turn can be retryable.
-    lease = (await acquire(stub, session.id)).lease
-    assert not (await commit(stub, lease, turn_for(lease, runtime_results=[story_result()], retryable=True), [])).turn.retryable
+    # A committed turn may be retryable too (a detached job's whose runtime failed after an outage): it runs again.
+    lease = (await acquire(stub, session.id, idempotency_key="k-job")).lease
+    job_turn = turn_for(lease, runtime_results=[story_result()], retryable=True, idempotency_key="k-job", origin="background")
+    assert (await commit(stub, lease, job_turn, [])).turn.retryable
+    assert (await acquire(stub, session.id, idempotency_key="k-job", origin="background")).HasField("lease")
 
 
 async def test_the_queue_pages_across_sessions_by_status(stub):

@@ -169,7 +169,8 @@ class DetachedWorker:
         if turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status == "success":
             return "succeeded", summary, ""
         reason = (result.reason if result is not None and result.reason else turn.abort_reason) or "the runtime did not succeed"
-        return RETRY if turn.retryable else "failed", summary, reason
+        passing = turn.retryable or (result is not None and result.retryable)
+        return RETRY if passing else "failed", summary, reason
 
     async def _keep_lease(self, job: store_pb2.DetachedJob, execution: asyncio.Task) -> bool:
         """Renew the job's lease every third of its life; True (and the execution cancelled) once it is lost."""

@@ -25,6 +25,11 @@ def story_failure_passes(results: Iterable[store_pb2.RuntimeResult]) -> bool:
         next(result for result in stories if result.status != "success").retryable
 
 
+def runtime_failure_passes(results: Iterable[store_pb2.RuntimeResult], runtime_id: str) -> bool:
+    """Whether the one runtime a job's or manual run's turn ran failed for a passing reason: running it again may succeed."""
+    return any(result.runtime_id == runtime_id and result.status == "failed" and result.retryable for result in results)
+
+
 def requests_advance(turn: store_pb2.Turn) -> bool:
     """Exactly one committed top-level story, and it yields `continue`."""
     if turn.status != store_pb2.TURN_STATUS_COMMITTED:

@@ -43,7 +43,7 @@ from services.scheduler.turn.history_window import LastWindows, covers, player_t
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.interaction_answers import ResumeCall, check_answers
 from services.scheduler.turn.lease import LeaseKeeper
-from services.scheduler.turn.outcome import story_failure, story_failure_passes
+from services.scheduler.turn.outcome import runtime_failure_passes, story_failure, story_failure_passes
 from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
 from services.scheduler.turn.plugin_actions import ActionCall, run_action
 from services.scheduler.turn.plugin_data_reads import LastScopes, scopes_read
@@ -326,8 +326,9 @@ class TurnRunner:
         run = await self._compaction(request, plugins, session, read, stream)
         await self._run_stages(request, plugins, selected, run, stream)
         failure = await self._stop_hooks(plugins.scope, stream, started)
+        turn.retryable = story_failure_passes(turn.runtime_results) if failure else \
+            request.runs_one_runtime and runtime_failure_passes(turn.runtime_results, request.named_runtime_id)
         if failure:
-            turn.retryable = story_failure_passes(turn.runtime_results)
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
         self._scopes.note(_reads_key(request), scopes_read(run))
         return await self._commit_phase(lease, session, run, plugins.scope, stream)
