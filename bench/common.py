@@ -10,6 +10,7 @@ import os
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.in_process import InProcessGroup, unix_socket_addrs
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
+from shared.errors import retry_after_ms
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
@@ -123,16 +125,26 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
 async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str
                             ) -> tuple[float, float, store_pb2.Turn, int]:
     """`play_turn`, and how many messages the SubmitActions stream sent."""
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)],
+                                                 idempotency_key=uuid.uuid4().hex)
     started = time.perf_counter()
     first_text = None
     last = None
     messages = 0
-    async for event in stub.SubmitActions(request):
-        messages += 1
-        if first_text is None and event.WhichOneof("event") == "narrative_delta":
-            first_text = time.perf_counter() - started
-        last = event
+    while True:
+        try:
+            async for event in stub.SubmitActions(request):
+                messages += 1
+                if first_text is None and event.WhichOneof("event") == "narrative_delta":
+                    first_text = time.perf_counter() - started
+                last = event
+            break
+        except grpc.aio.AioRpcError as error:
+            # As a client does (docs/retries.md): the same request again after RetryInfo (back-pressure, a busy session).
+            wait_ms = retry_after_ms(error)
+            if wait_ms is None:
+                raise
+            await asyncio.sleep(wait_ms / 1000)
     elapsed = time.perf_counter() - started
     if last is None or last.WhichOneof("event") != "turn_completed":
         raise RuntimeError("the turn stream ended without turn_completed")

@@ -122,12 +122,24 @@ def _validate_plugins(data: dict) -> Iterator[Row]:
     yield ["plugin validation", "ms per package", f"{data['all_ms_per_package']:.2f}"]
 
 
+def _recovery(data: dict) -> Iterator[Row]:
+    stuck = ", ".join(f"{row['service']} {row['stuck_s']:.2f}" if row["stuck_s"] is not None else f"{row['service']} never" for row in data["rows"])
+    yield [f"recovery, each service killed mid-turn, {data['backend']}", "stuck window s (longest: per service); submits lost",
+           f"{data['longest_stuck_s']:.2f} ({stuck}); {data['lost']}"]
+
+
+def _detached_queue(data: dict) -> Iterator[Row]:
+    drained = f"{data['drained_s']:.0f} s" if data["drained"] else f"not in {data['drained_s']:.0f} s"
+    yield [f"detached queue, {data['sessions']} demo sessions for {data['seconds']:.0f} s", "max queued; max in a session; drained in",
+           f"{data['max_queued']}; {data['max_active_in_a_session']}; {drained}"]
+
+
 # In `make bench` order; a benchmark whose JSON is missing or of another shape is listed as such.
 HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "turn_latency": _turn_latency, "concurrency": _concurrency, "history_growth": _history_growth, "split_cost": _split_cost, "agent_step": _agent_step,
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
-    "web_player": _web_player,
+    "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
 }
 
 

@@ -203,6 +203,7 @@ MANIFEST_MEANINGS: dict[str, str] = {
     "DetachedOptions.settle": "Kept with the job; the kernel does not wait on it yet.",
     "DetachedOptions.maxSettleWaitMs": "Kept with the job's snapshot.",
     "DetachedOptions.maxQueueMs": "A job still queued after this is timed out (store default 600000).",
+    "DetachedOptions.coalesce": "A new job of this runtime supersedes its jobs of the session still queued (status `superseded`): for a runtime that only needs the latest turn, not every one.",
     "DetachedOptions.maxExecutionMs": "A job still running after this is timed out (store default 300000).",
     "IO.inputs": "Named input bindings; a handler reads `ctx.inputs[name][\"value\"]`, an agent `<runtime-inputs>`.",
     "IO.selfData": "The runtime's own plugin data shown in its prompt, one row per key.",

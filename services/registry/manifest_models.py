@@ -170,6 +170,7 @@ class DetachedOptions(Strict):
     maxSettleWaitMs: Annotated[int, Field(ge=0, le=120000)] | None = None
     maxQueueMs: PositiveInt | None = None
     maxExecutionMs: PositiveInt | None = None
+    coalesce: bool | None = None
 
 
 class Schedule(Strict):

@@ -4,7 +4,8 @@
   a turn that does not commit enqueues nothing.
 - Every committed turn's job runs, with that turn's snapshot (a memory extractor must see each
   turn), and the jobs of one (session, plugin, runtime) run one at a time, oldest first: at most
-  one running, enforced by a partial unique index.
+  one running, enforced by a partial unique index. A runtime that only needs the latest turn says
+  schedule.detached.coalesce: its new job supersedes its jobs still queued.
 - Claim: the oldest queued job whose runtime has no job running or backing off (PostgreSQL: `FOR
   UPDATE SKIP LOCKED`, so concurrent workers never wait on each other or take the same job; two
   workers racing for one runtime's next jobs meet the index, and the loser claims nothing this
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import and_, exists, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -90,8 +91,11 @@ def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.De
     enqueued: list[DetachedJobRow] = []
     trace: list[dict[str, Any]] = []
     for spec in specs:
+        job_id = new_id()
+        if spec.coalesce:
+            _supersede(db, session_id, spec, job_id, turn_id, now)
         row = DetachedJobRow(
-            id=new_id(),
+            id=job_id,
             session_id=session_id,
             turn_id=turn_id,
             plugin_id=spec.plugin_id,
@@ -115,6 +119,14 @@ def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.De
 def _queued_since(row: Any) -> datetime:
     """Its queue time counts from its last (re)queueing: a retried job waits its backoff on a fresh clock."""
     return row.not_before or row.enqueued_at
+
+
+def _supersede(db: Session, session_id: str, spec: store_pb2.DetachedJobSpec, job_id: str, turn_id: str, now: datetime) -> None:
+    """schedule.detached.coalesce: the runtime's jobs of the session still queued give way to the new one."""
+    db.execute(update(DetachedJobRow).where(
+        DetachedJobRow.session_id == session_id, DetachedJobRow.plugin_id == spec.plugin_id,
+        DetachedJobRow.runtime_id == spec.runtime_id, DetachedJobRow.status == "queued",
+    ).values(status="superseded", finished_at=now, error=f"superseded by job {job_id} of turn {turn_id} (schedule.detached.coalesce)"))
 
 
 def _due(row: Any, now: datetime) -> bool:

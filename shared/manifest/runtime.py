@@ -49,6 +49,8 @@ class DetachedOptions(ManifestModel):
     max_settle_wait_ms: int
     max_queue_ms: int | None = None
     max_execution_ms: int | None = None
+    # A newer job supersedes this runtime's jobs of the session still queued (it reads the latest state).
+    coalesce: bool = False
 
 
 class Schedule(ManifestModel):

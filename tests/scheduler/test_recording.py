@@ -69,7 +69,7 @@ def test_a_detached_job_snapshots_turn_inputs_and_its_limits() -> None:
     package = compiled_package("p", {"p/a": {}, "p/job": {
         "io": {"inputs": {"mood": {"from": {"runtime": "p/a"}},
                           "ledger": {"from": {"runtime": "p/a"}, "scope": "committed", "recordAs": "gold"}}},
-        "schedule": {"stage": "post-turn", "detached": {"settle": True, "maxQueueMs": 500}}}})
+        "schedule": {"stage": "post-turn", "detached": {"settle": True, "maxQueueMs": 500, "coalesce": True}}}})
     manifest = next(r.manifest for r in package.runtimes if r.runtime_id == "p/job")
     options = manifest.schedule.detached
     assert options is not False
@@ -77,4 +77,4 @@ def test_a_detached_job_snapshots_turn_inputs_and_its_limits() -> None:
     snapshot = from_struct(job.input)
     assert snapshot == {"inputs": {"mood": "calm"}, "sourceTurnId": "turn-1", "maxSettleWaitMs": options.max_settle_wait_ms,
                         SOURCE_TRACE: {"traceparent": "00-x"}}, "committed inputs are read anew when the job runs"
-    assert (job.runtime_id, job.settle, job.max_queue_ms, job.max_execution_ms) == ("p/f", True, 500, 0)
+    assert (job.runtime_id, job.settle, job.max_queue_ms, job.max_execution_ms, job.coalesce) == ("p/f", True, 500, 0, True)

@@ -134,3 +134,19 @@ async def test_the_queue_pages_across_sessions_by_status(stub):
     assert "page_token" in bad.details()
     bad = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(page_size=501)))
     assert "page_size" in bad.details()
+
+
+async def test_a_coalescing_runtimes_new_job_supersedes_its_queued_ones_not_a_running_one(stub):
+    session = await new_session(stub)
+    await commit_turn(stub, session.id, detached_jobs=[spec("latest", coalesce=True)])
+    running = await claim(stub, session.id)
+    await commit_turn(stub, session.id, detached_jobs=[spec("latest", coalesce=True)])
+    third = await commit_turn(stub, session.id, detached_jobs=[spec("latest", coalesce=True), spec("every")])
+    newest = next(job for job in third.enqueued_jobs if job.runtime_id == "latest")
+    jobs = await jobs_of(stub, session.id)
+    latest = [(job.status, job.id) for job in jobs if job.runtime_id == "latest"]
+    assert [status for status, _ in latest] == ["running", "superseded", "queued"]
+    assert (latest[0][1], latest[2][1]) == (running.id, newest.id)
+    superseded = next(job for job in jobs if job.status == "superseded")
+    assert f"superseded by job {newest.id}" in superseded.error
+    assert [job.status for job in jobs if job.runtime_id == "every"] == ["queued"], "a runtime without coalesce is untouched"

@@ -29,4 +29,5 @@ def detached_job(runtime, options: DetachedOptions, manifest: CompiledManifest, 
         plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id, input=to_struct(snapshot),
         # 0: the store's own limits.
         settle=options.settle, max_queue_ms=options.max_queue_ms or 0, max_execution_ms=options.max_execution_ms or 0,
+        coalesce=options.coalesce,
     )
