@@ -16,7 +16,7 @@ from tests.conftest import free_addr
 from tests.gateway.conftest import running_gateway
 from tests.gateway.fake_openai import FakeOpenAI, JsonReply, completion
 from tests.gateway.test_openai_compatible import openai_settings, request
-from tests.store.helpers import acquire, commit, data_proposal, new_session, story_proposal, story_result, turn_for
+from tests.store.helpers import acquire, commit, commit_turn, data_proposal, new_session, story_proposal, story_result, turn_for
 from tests.support.identities import bare_channel_as, service_tls
 from tests.telemetry.scrape import metric_value, scrape
 
@@ -86,6 +86,10 @@ async def test_store_counts_turns_that_did_not_commit_and_rejected_proposals(tmp
             reply = await commit(stub, lease, turn_for(lease, runtime_results=[story_result()]),
                                  [data_proposal("_kernel", "x", 1, plugin_id="tracker", runtime_id="tracker"), story_proposal("calm")])
             assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED
+            # Two detached jobs queued; a worker's poll (a claim) takes one and shows the queue's depth.
+            await commit_turn(stub, session.id, detached_jobs=[store_pb2.DetachedJobSpec(plugin_id="p", runtime_id=f"p/{n}") for n in (1, 2)])
+            await stub.ClaimDetachedJob(store_pb2.ClaimDetachedJobRequest(holder="w", session_id=session.id))
+            await stub.ClaimDetachedJob(store_pb2.ClaimDetachedJobRequest(holder="w", session_id="none-such"))
             after = scrape(metrics.serving_port())
     finally:
         await running.stop(0)
@@ -95,6 +99,8 @@ async def test_store_counts_turns_that_did_not_commit_and_rejected_proposals(tmp
         return metric_value(after, name, **labels) - metric_value(before, name, **labels)
 
     assert {status: delta("covel_store_commits_total", status=status) for status in ("committed", "aborted", "failed")} == \
-        {"committed": 1, "aborted": 1, "failed": 1}
+        {"committed": 2, "aborted": 1, "failed": 1}
     assert {outcome: delta("covel_store_proposals_total", outcome=outcome) for outcome in ("committed", "rejected", "discarded")} == \
-        {"committed": 1, "rejected": 2, "discarded": 3}
+        {"committed": 2, "rejected": 2, "discarded": 3}
+    assert (metric_value(after, "covel_detached_jobs", status="queued"), metric_value(after, "covel_detached_jobs", status="running")) == (1, 1)
+    assert 0 <= metric_value(after, "covel_detached_oldest_queued_seconds") < 60
