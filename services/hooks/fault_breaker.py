@@ -1,71 +1,58 @@
-"""Pause a plugin's hooks for a session after repeated faults.
+"""Pause a plugin's hooks for a session after repeated faults, counted in the store so every hooks
+replica counts together (services/store/plugin_faults.py).
 
-Faults are handlers that raised, timed out or returned an invalid result; an abort or veto
-is the plugin doing its job and does not count, nor does a cancelled parent (its handlers
-never report). Past `threshold` faults within `window_s`, the plugin's hooks stop running
-for that session from the next execution on: the execution that tripped the breaker keeps
-its frozen plugin set.
+Faults are handlers that raised, timed out or returned an invalid result; an abort or veto is the
+plugin doing its job and does not count, nor does a cancelled parent (its handlers never report).
+Each dispatch's faults go to the store; past `threshold` faults within `window_s` the plugin is
+paused in the session. The scheduler reads the pauses with each turn's lease and names them in the
+hook context (`paused_plugin_ids`): those plugins' handlers do not run. So the execution that
+tripped the breaker keeps its plugin set, and the pause starts with the next one.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from covel.hooks.v1 import hooks_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.logs import get_logger
+from shared.plugin_pauses import paused_plugin
 
 FAULT_STATUSES = frozenset({"error", "timeout", "invalid-result"})
-
-
-@dataclass(frozen=True)
-class Pause:
-    plugin_id: str
-    reason: str
-    faults: int
-    paused_at: float
-    # The execution that tripped the breaker; it keeps running the plugin's hooks.
-    turn_id: str
+log = get_logger(component="fault_breaker")
 
 
 class FaultBreaker:
-    def __init__(self, threshold: int, window_s: float, clock=time.time) -> None:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, threshold: int, window_s: float) -> None:
+        self._store = store
         self._threshold = threshold
-        self._window_s = window_s
-        self._clock = clock
-        self._faults: dict[tuple[str, str], deque[float]] = {}
-        self._paused: dict[tuple[str, str], Pause] = {}
+        self._window_ms = int(window_s * 1000)
 
-    def record(self, session_id: str, turn_id: str, plugin_id: str, status: str, message: str) -> None:
-        if status not in FAULT_STATUSES:
+    @staticmethod
+    def excluded(context: hooks_pb2.HookContext) -> set[str]:
+        """Plugins whose hooks must not run in this execution: the session's pauses as its turn read them."""
+        return set(context.paused_plugin_ids)
+
+    async def record(self, context: hooks_pb2.HookContext, trace: Iterable[Any]) -> None:
+        """Report a dispatch's faults. A store that cannot be reached costs the count, never the dispatch."""
+        faults = [store_pb2.PluginFault(plugin_id=entry.handler_plugin_id, status=entry.status, message=entry.message[:500])
+                  for entry in trace if entry.status in FAULT_STATUSES]
+        if not faults:
             return
-        key = (session_id, plugin_id)
-        if key in self._paused:
-            return
-        now = self._clock()
-        window = self._faults.setdefault(key, deque())
-        window.append(now)
-        while window and window[0] < now - self._window_s:
-            window.popleft()
-        if len(window) >= self._threshold:
-            reason = (
-                f"{len(window)} hook faults within {self._window_s:.0f} s (last: {status}: {message}); "
-                "its hooks are paused for this session until reset"
-            )
-            self._paused[key] = Pause(plugin_id, reason, len(window), now, turn_id)
-            window.clear()
+        request = store_pb2.RecordPluginFaultsRequest(session_id=context.session_id, turn_id=context.turn_id, faults=faults,
+                                                      threshold=self._threshold, window_ms=self._window_ms)
+        try:
+            await self._store.RecordPluginFaults(request)
+        except grpc.aio.AioRpcError as error:
+            log.warning("faults.not_recorded", session_id=context.session_id, code=error.code().name, details=error.details())
 
-    def excluded(self, session_id: str, turn_id: str, plugin_ids: Iterable[str]) -> set[str]:
-        """Plugins whose hooks must not run in this execution."""
-        excluded = set()
-        for plugin_id in plugin_ids:
-            pause = self._paused.get((session_id, plugin_id))
-            if pause is not None and (not turn_id or pause.turn_id != turn_id):
-                excluded.add(plugin_id)
-        return excluded
+    async def paused(self, session_id: str) -> list[hooks_pb2.PausedPlugin]:
+        reply = await self._store.ListPausedPlugins(store_pb2.ListPausedPluginsRequest(session_id=session_id))
+        return [paused_plugin(pause) for pause in reply.plugins]
 
-    def paused(self, session_id: str) -> list[Pause]:
-        return [pause for (session, _), pause in self._paused.items() if session == session_id]
-
-    def reset(self, session_id: str, plugin_id: str) -> bool:
-        self._faults.pop((session_id, plugin_id), None)
-        return self._paused.pop((session_id, plugin_id), None) is not None
+    async def reset(self, session_id: str, plugin_id: str) -> bool:
+        reply = await self._store.ResetPluginFaults(store_pb2.ResetPluginFaultsRequest(session_id=session_id, plugin_id=plugin_id))
+        return reply.was_paused

@@ -12,6 +12,7 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
+from covel.store.v1 import store_pb2_grpc
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
@@ -74,7 +75,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     async def _dispatch(self, request: hooks_pb2.DispatchRequest) -> hooks_pb2.DispatchResponse:
         _check_dispatch(request)
         ctx = request.context
-        paused = self._breaker.excluded(ctx.session_id, ctx.turn_id, ctx.active_plugin_ids)
+        paused = self._breaker.excluded(ctx)
         execution = ExecutionContext(
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
@@ -100,8 +101,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                                     result.payload, result.reason)
         trace = result.trace
         metrics.record_hook_trace(trace)
+        await self._breaker.record(ctx, trace)
         for entry in trace:
-            self._breaker.record(ctx.session_id, ctx.turn_id, entry.handler_plugin_id, entry.status, entry.message)
             if entry.status in metrics.HOOK_FAILURE_STATUSES:
                 # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
                 log.warning("hook.handler_failed", hook_event=entry.event, plugin_id=entry.handler_plugin_id,
@@ -138,12 +139,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         self, request: hooks_pb2.ListPausedPluginsRequest, context: grpc.aio.ServicerContext
     ) -> hooks_pb2.ListPausedPluginsResponse:
         require(request.session_id, "session_id", "the session to look at")
-        plugins = []
-        for pause in self._breaker.paused(request.session_id):
-            paused = hooks_pb2.PausedPlugin(plugin_id=pause.plugin_id, reason=pause.reason, faults=pause.faults)
-            paused.paused_at.FromNanoseconds(int(pause.paused_at * 1e9))
-            plugins.append(paused)
-        return hooks_pb2.ListPausedPluginsResponse(plugins=plugins)
+        return hooks_pb2.ListPausedPluginsResponse(plugins=await self._breaker.paused(request.session_id))
 
     @rpc
     async def ResetPluginFaults(
@@ -151,7 +147,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     ) -> hooks_pb2.ResetPluginFaultsResponse:
         require(request.session_id, "session_id", "the session the plugin is paused in")
         require(request.plugin_id, "plugin_id", "the paused plugin")
-        return hooks_pb2.ResetPluginFaultsResponse(was_paused=self._breaker.reset(request.session_id, request.plugin_id))
+        return hooks_pb2.ResetPluginFaultsResponse(was_paused=await self._breaker.reset(request.session_id, request.plugin_id))
 
     @rpc
     async def ListTools(self, request: hooks_pb2.ListToolsRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.ListToolsResponse:
@@ -372,13 +368,16 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     # Before the registry channel opens, so it carries the trace context.
     configure_tracing("hooks", settings)
     registry_channel = open_channel(settings.registry_addr, security=settings)
+    # The fault breaker's counts live in the store, shared by every hooks replica (fault_breaker.py).
+    store_channel = open_channel(settings.store_addr, security=settings)
     pool = sandbox_pool("hooks", settings.log_level, settings.log_format, sandbox)
     if pool is not None:
         # The sandbox's zygote starts while the registry may still be coming up.
         pool.prewarm()
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
-    service = HookDispatcherService(sync, FaultBreaker(settings.hooks_fault_threshold, settings.hooks_fault_window_s))
+    breaker = FaultBreaker(store_pb2_grpc.TransactionalStoreStub(store_channel), settings.hooks_fault_threshold, settings.hooks_fault_window_s)
+    service = HookDispatcherService(sync, breaker)
 
     def add(server: grpc.aio.Server) -> list[str]:
         hooks_pb2_grpc.add_HookDispatcherServicer_to_server(service, server)
@@ -396,6 +395,7 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
 
     running.on_stopped.append(stop_following)
     running.on_stopped.append(registry_channel.close)
+    running.on_stopped.append(store_channel.close)
     if pool is not None:
         running.on_stopped.append(pool.close)
     return running

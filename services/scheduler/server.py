@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import grpc
 
 from covel.common.v1 import common_pb2
-from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.hooks.fault_breaker import paused_plugin
 from services.scheduler import session_plugins
 from services.scheduler.agent.context import configure_instruction_locale
 from services.scheduler.agent.loop import Resume
@@ -61,6 +61,9 @@ PLAYER_OWNER = "player"
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_INTERJECTION = 4000
 log = get_logger(component="scheduler")
+# A Cancel or Interject for a session with no turn running here waits this long for one to take the lease on
+# any replica: the next turn of an auto-advance chain starts a few milliseconds after the last one committed.
+CHAIN_GAP_WAIT_MS = 1_000
 
 
 @dataclass(frozen=True)
@@ -517,20 +520,16 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))
-        reply = await self._peers.hooks.ListPausedPlugins(
-            hooks_pb2.ListPausedPluginsRequest(session_id=request.session_id)
-        )
-        return scheduler_pb2.ListPausedPluginsResponse(plugins=reply.plugins)
+        # The store keeps the fault breaker every hooks replica reports to (services/store/plugin_faults.py).
+        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        return scheduler_pb2.ListPausedPluginsResponse(plugins=[paused_plugin(pause) for pause in session.paused_plugins])
 
     @rpc
     async def ResetPluginFaults(self, request: scheduler_pb2.ResetPluginFaultsRequest, context) -> scheduler_pb2.ResetPluginFaultsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.plugin_id, "plugin_id", "a plugin ListPausedPlugins names")
-        await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))
-        reply = await self._peers.hooks.ResetPluginFaults(
-            hooks_pb2.ResetPluginFaultsRequest(session_id=request.session_id, plugin_id=request.plugin_id)
-        )
+        reply = await self._peers.store.ResetPluginFaults(
+            store_pb2.ResetPluginFaultsRequest(session_id=request.session_id, plugin_id=request.plugin_id))
         return scheduler_pb2.ResetPluginFaultsResponse(was_paused=reply.was_paused)
 
     @rpc
@@ -677,7 +676,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if not self._runner.cancel(request.session_id, request.turn_id, reason) and not chains:
             # Not running here: the store hands the cancel to the replica holding the turn's lease.
             await self._signal_turn(store_pb2.SignalTurnRequest(
-                session_id=request.session_id, turn_id=request.turn_id, kind="cancel", reason=reason))
+                session_id=request.session_id, turn_id=request.turn_id, kind="cancel", reason=reason,
+                wait_ms=0 if request.turn_id else CHAIN_GAP_WAIT_MS))
         await self.events.command_stop(request.session_id)
         return scheduler_pb2.CancelResponse()
 
@@ -692,7 +692,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if not turn_id:
             # Not running here: the store hands it to the replica holding the turn's lease.
             signalled = await self._signal_turn(
-                store_pb2.SignalTurnRequest(session_id=request.session_id, kind="interject", text=text),
+                store_pb2.SignalTurnRequest(session_id=request.session_id, kind="interject", text=text, wait_ms=CHAIN_GAP_WAIT_MS),
                 instead="submit it as the next action instead")
             turn_id = signalled.signal.turn_id
         return scheduler_pb2.InterjectResponse(turn_id=turn_id)

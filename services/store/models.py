@@ -81,6 +81,9 @@ class SessionRow(Base):
     recorded_turns: Mapped[int] = mapped_column(BigInteger, default=0)
     # Player messages in the log (setup answers included): a tool's context.turn_number.
     player_messages: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # 0016: the fault breaker's state, by plugin id: {"at": [fault times, epoch s]} counting, or
+    # {"paused": {reason, faults, pausedAt, turnId}} (services/store/plugin_faults.py).
+    plugin_faults: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

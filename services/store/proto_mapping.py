@@ -115,7 +115,16 @@ def session_to_proto(row: SessionRow) -> store_pb2.Session:
         seats=seats_to_proto(row.seats),
         created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
+        paused_plugins=[pause_to_proto(plugin_id, state["paused"]) for plugin_id, state in sorted((row.plugin_faults or {}).items())
+                        if "paused" in state],
     )
+
+
+def pause_to_proto(plugin_id: str, paused: dict[str, Any]) -> store_pb2.PluginPause:
+    """A plugin's pause as plugin_faults.py keeps it ({reason, faults, pausedAt (epoch s), turnId})."""
+    pause = store_pb2.PluginPause(plugin_id=plugin_id, reason=paused["reason"], faults=paused["faults"], turn_id=paused["turnId"])
+    pause.paused_at.FromDatetime(datetime.fromtimestamp(paused["pausedAt"], UTC))
+    return pause
 
 
 def message_to_proto(row: MessageRow | MessageRecord | Any, with_metadata: bool = True) -> common_pb2.Message:

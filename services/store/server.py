@@ -11,6 +11,7 @@ from services.store import (
     detached_jobs,
     interactions,
     leases,
+    plugin_faults,
     session_pages,
     sessions,
     settlements,
@@ -126,7 +127,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def SignalTurn(self, request: store_pb2.SignalTurnRequest, context) -> store_pb2.SignalTurnResponse:
         validation.signal_turn(request)
-        reply = await self._db.write(turn_signals.signal, request)
+        reply = await turn_signals.signal_waiting(self._db, request)
         log.info("turn.signalled", session_id=request.session_id, turn_id=reply.signal.turn_id, kind=request.kind, holder=reply.holder)
         return reply
 
@@ -237,6 +238,27 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         job = await self._db.write(detached_jobs.requeue, request.job_id)
         log.info("job.requeued", job_id=job.id, runtime_id=job.runtime_id)
         return store_pb2.RequeueDetachedJobResponse(job=job)
+
+    @rpc
+    async def RecordPluginFaults(self, request: store_pb2.RecordPluginFaultsRequest, context) -> store_pb2.RecordPluginFaultsResponse:
+        validation.plugin_faults(request)
+        paused = await self._db.write(plugin_faults.record, request)
+        for pause in paused:
+            log.warning("plugin.paused", session_id=request.session_id, plugin_id=pause.plugin_id, reason=pause.reason)
+        return store_pb2.RecordPluginFaultsResponse(paused=paused)
+
+    @rpc
+    async def ListPausedPlugins(self, request: store_pb2.ListPausedPluginsRequest, context) -> store_pb2.ListPausedPluginsResponse:
+        validation.session_id(request.session_id)
+        session = await self._db.read(sessions.get_session, request.session_id)
+        return store_pb2.ListPausedPluginsResponse(plugins=session.paused_plugins)
+
+    @rpc
+    async def ResetPluginFaults(self, request: store_pb2.ResetPluginFaultsRequest, context) -> store_pb2.ResetPluginFaultsResponse:
+        validation.session_id(request.session_id)
+        require(request.plugin_id, "plugin_id", "the paused plugin, as Session.paused_plugins names it")
+        was_paused = await self._db.write(plugin_faults.reset, request.session_id, request.plugin_id)
+        return store_pb2.ResetPluginFaultsResponse(was_paused=was_paused)
 
     @rpc
     async def ListSettlements(self, request: store_pb2.ListSettlementsRequest, context) -> store_pb2.ListSettlementsResponse:

@@ -3,8 +3,9 @@
 A client's Cancel or Interject may land on a replica that does not run the session's turn;
 that replica leaves a signal here, and the replica holding the turn's lease takes it (it
 polls while the turn runs, and story agents with steering take before each step).
-- SignalTurn answers FAILED_PRECONDITION unless a turn of the session holds a live lease,
-  so a signal always names a turn that was running when it was sent.
+- SignalTurn answers FAILED_PRECONDITION unless a turn of the session holds a live lease (or
+  takes one within wait_ms: an auto-advance chain between two turns), so a signal always names
+  a turn that was running when it was sent.
 - TakeTurnSignals hands each signal out once (taken_at set in the same write transaction,
   under the session lock) and only to the lease's holder (ABORTED for any other lease).
 - Signals of earlier turns are useless once those turns end: SignalTurn deletes the
@@ -13,16 +14,42 @@ polls while the turn runs, and story agents with steering take before each step)
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import dataclass
+
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store.database import lock_session
+from services.store.database import Database, lock_session
 from services.store.leases import describe, held_lease
 from services.store.models import TurnLeaseRow, TurnSignalRow, utcnow
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
 from shared.errors import failed_precondition
+
+# How often a waiting SignalTurn looks for the session's next turn.
+WAIT_POLL_S = 0.02
+
+
+@dataclass
+class NoTurn:
+    """No turn of the session holds a live lease now; `message` says so."""
+
+    message: str
+
+
+async def signal_waiting(database: Database, request: store_pb2.SignalTurnRequest) -> store_pb2.SignalTurnResponse:
+    """`signal`, waiting up to request.wait_ms for a turn to take the lease (FAILED_PRECONDITION after)."""
+    give_up = time.monotonic() + request.wait_ms / 1000
+    while True:
+        reply = await database.write(signal, request)
+        if not isinstance(reply, NoTurn):
+            return reply
+        if time.monotonic() >= give_up:
+            raise failed_precondition(reply.message)
+        await asyncio.sleep(WAIT_POLL_S)
 
 
 def signal_to_proto(row: TurnSignalRow) -> store_pb2.TurnSignal:
@@ -38,13 +65,13 @@ def signal_to_proto(row: TurnSignalRow) -> store_pb2.TurnSignal:
     )
 
 
-def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.SignalTurnResponse:
+def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.SignalTurnResponse | NoTurn:
     lock_session(db, request.session_id)
     now = utcnow()
     lease = db.get(TurnLeaseRow, request.session_id)
     if lease is None or lease.deadline <= now:
         lapsed = f" (the last lease lapsed: {describe(lease)})" if lease is not None else ""
-        raise failed_precondition(f"no turn of session {request.session_id} is running{lapsed}")
+        return NoTurn(f"no turn of session {request.session_id} is running{lapsed}")
     if request.turn_id and request.turn_id != lease.turn_id:
         raise failed_precondition(
             f"turn {request.turn_id} of session {request.session_id} is not running; the running turn is {lease.turn_id}"

@@ -350,6 +350,21 @@ def complete_job(request: store_pb2.CompleteDetachedJobRequest) -> None:
         raise invalid_argument("status", f"is {request.status!r}; use succeeded, failed, retry or queued (release)")
 
 
+FAULTS_MAX = 256
+
+
+def plugin_faults(request: store_pb2.RecordPluginFaultsRequest) -> None:
+    session_id(request.session_id)
+    if request.threshold < 1:
+        raise invalid_argument("threshold", f"is {request.threshold}; at least 1 fault pauses a plugin")
+    if request.window_ms < 1:
+        raise invalid_argument("window_ms", f"is {request.window_ms}; the window is at least 1 ms")
+    if len(request.faults) > FAULTS_MAX:
+        raise invalid_argument("faults", f"holds {len(request.faults)}; report at most {FAULTS_MAX} at once")
+    for index, fault in enumerate(request.faults):
+        require(fault.plugin_id, f"faults[{index}].plugin_id", "the plugin whose handler failed")
+
+
 def list_jobs(request: store_pb2.ListDetachedJobsRequest) -> None:
     for index, status in enumerate(request.statuses):
         if status not in JOB_STATES:
@@ -361,8 +376,13 @@ SIGNAL_REASON_MAX = 2000
 SIGNAL_TEXT_MAX = 4000
 
 
+SIGNAL_WAIT_MAX_MS = 5_000
+
+
 def signal_turn(request: store_pb2.SignalTurnRequest) -> None:
     session_id(request.session_id)
+    if not 0 <= request.wait_ms <= SIGNAL_WAIT_MAX_MS:
+        raise invalid_argument("wait_ms", f"is {request.wait_ms}; 0 to {SIGNAL_WAIT_MAX_MS}")
     if request.kind not in SIGNAL_KINDS:
         raise invalid_argument("kind", f"is {request.kind!r}; use one of {', '.join(SIGNAL_KINDS)}")
     if request.kind == "cancel":

@@ -51,6 +51,12 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs", "RequeueDetachedJob",
                        "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
+    } | {
+        # The fault breaker every hooks replica shares (services/store/plugin_faults.py).
+        "RecordPluginFaults": _rule("the hooks service reports its handlers' faults", "hooks"),
+        "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",
+                                   "scheduler", "hooks", OPERATOR),
+        "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", "hooks", OPERATOR),
     },
     "covel.registry.v1.PluginRegistry": {
         "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),

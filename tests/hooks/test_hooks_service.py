@@ -9,14 +9,17 @@ import pytest
 import pytest_asyncio
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
+from services.store.server import start as start_store
+from services.store.settings import StoreSettings
 from shared.errors import field_violations
 from shared.structs import from_struct, to_struct
 from tests.conftest import free_addr
-from tests.support.identities import PolicyRoutedStub, service_tls
+from tests.support.identities import PolicyRoutedStub, bare_channel_as, service_tls
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -59,19 +62,30 @@ def write(root: Path, plugin_id: str, manifest: str, code: str | None) -> None:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def hooks_stub(tmp_path_factory):
+async def services(tmp_path_factory):
+    """Registry, store (the fault breaker's counts) and hooks; a hooks stub as its callers, a store stub as the scheduler."""
     plugins = tmp_path_factory.mktemp("plugins")
     write(plugins, "guard", GUARD_PLUGIN, GUARD_CODE)
     write(plugins, "mismatched", MISMATCHED, "def register(covel):\n    covel.on('TurnStart', lambda c, p: None)\n")
-    registry_addr, hooks_addr = free_addr(), free_addr()
+    registry_addr, hooks_addr, store_addr = free_addr(), free_addr(), free_addr()
     registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
-    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, hooks_fault_threshold=3, **service_tls("hooks")))
+    store = await start_store(StoreSettings(data_dir=tmp_path_factory.mktemp("store"), store_addr=store_addr, **service_tls("store")))
+    hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, store_addr=store_addr,
+                                            hooks_fault_threshold=3, **service_tls("hooks")))
     # Each method as a caller the policy admits for it: the scheduler, or the operator (Reload).
     stub = PolicyRoutedStub(hooks_addr, hooks_pb2_grpc.HookDispatcherStub, "covel.hooks.v1.HookDispatcher", bare=False)
-    yield stub
+    store_channel = bare_channel_as(store_addr, "scheduler")
+    yield stub, store_pb2_grpc.TransactionalStoreStub(store_channel)
     await stub.close()
+    await store_channel.close()
     await hooks.stop(0)
+    await store.stop(0)
     await registry.stop(0)
+
+
+@pytest.fixture
+def hooks_stub(services):
+    return services[0]
 
 
 def turn_start(session: str, text: str, turn: str = "t1") -> hooks_pb2.DispatchRequest:
@@ -117,16 +131,24 @@ async def test_continue_and_settings_per_session(hooks_stub) -> None:
         assert from_struct(reply.payload)["model"] == f"fast:{tier}"
 
 
-async def test_repeated_faults_pause_the_plugin_until_reset(hooks_stub) -> None:
+async def test_repeated_faults_pause_the_plugin_in_the_store_until_reset(services) -> None:
+    hooks_stub, store = services
+    session = (await store.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(locale="en")))).session
     for turn in ("t1", "t2", "t3"):
-        await hooks_stub.Dispatch(turn_start("faulty", "raise", turn))
-    paused = await hooks_stub.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id="faulty"))
+        await hooks_stub.Dispatch(turn_start(session.id, "raise", turn))
+    paused = await hooks_stub.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session.id))
     assert [p.plugin_id for p in paused.plugins] == ["guard"] and "3 hook faults" in paused.plugins[0].reason
-    reply = await hooks_stub.Dispatch(turn_start("faulty", "raise", "t4"))
+    # The store holds it for every replica; the scheduler names it in the next turn's context.
+    stored = (await store.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session
+    assert [(p.plugin_id, p.turn_id) for p in stored.paused_plugins] == [("guard", "t3")]
+    next_turn = turn_start(session.id, "raise", "t4")
+    next_turn.context.paused_plugin_ids.extend(p.plugin_id for p in stored.paused_plugins)
+    reply = await hooks_stub.Dispatch(next_turn)
     assert reply.outcome == hooks_pb2.OUTCOME_CONTINUE and list(reply.trace) == []
-    reset = await hooks_stub.ResetPluginFaults(hooks_pb2.ResetPluginFaultsRequest(session_id="faulty", plugin_id="guard"))
+    reset = await hooks_stub.ResetPluginFaults(hooks_pb2.ResetPluginFaultsRequest(session_id=session.id, plugin_id="guard"))
     assert reset.was_paused
-    reply = await hooks_stub.Dispatch(turn_start("faulty", "raise", "t5"))
+    assert list((await store.GetSession(store_pb2.GetSessionRequest(session_id=session.id))).session.paused_plugins) == []
+    reply = await hooks_stub.Dispatch(turn_start(session.id, "raise", "t5"))
     assert reply.outcome == hooks_pb2.OUTCOME_ABORT
 
 

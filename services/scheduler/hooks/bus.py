@@ -113,6 +113,7 @@ class ExecutionScope:
             subagent_call_id=self.subagent_call_id,
             parent_runtime_id=self.parent_runtime_id,
             turn_number=self.turn_number,
+            paused_plugin_ids=[pause.plugin_id for pause in self.session.paused_plugins],
         )
 
 

@@ -1,0 +1,114 @@
+"""Two replicas of the scheduler and of the hooks service (scheduler A uses hooks A, scheduler B hooks B) on one
+store: what must be shared lives in the store, so any replica serves any session (issue 23 item 4).
+
+- The fault breaker: faults seen by either hooks replica count together; the pause holds on both; a reset on
+  either lifts it.
+- Cancel sent to the replica that does not run an auto-advance chain stops the chain, also between two of its
+  turns (the store's SignalTurn waits for the chain's next turn to take the lease).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import time
+from contextlib import asynccontextmanager
+
+import pytest
+import pytest_asyncio
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2
+from shared.grpc_client import check_health, open_channel
+from shared.settings import REPO_ROOT
+from shared.structs import to_struct
+from tests.e2e.conftest import minimal_session, running_services
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+FAULTY = "rules-probe"
+CONTINUING = {"segments": [{"kind": "narration", "text": "The road unrolls ahead."}], "yield": "continue"}
+SCRIPT = {"rules": [{"match": match, "slots": ["story"], "reply": {"json": CONTINUING}} for match in ("walk on", "The player waits")]}
+
+
+def free_addr() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+@asynccontextmanager
+async def replica(group, service: str, addr: str, env: dict[str, str], security):
+    """One more process of `service` on `addr` with the group's settings and `env`, serving until the block ends."""
+    log_path = group.log_dir / f"{service}-b.log"
+    with log_path.open("ab") as log:
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", f"services.{service}", env={**group.env(service), **env},
+                                                       cwd=REPO_ROOT, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while await check_health(addr, timeout_s=1.0, security=security) != "SERVING":
+            assert process.returncode is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, f"the second {service} did not start serving"
+            await asyncio.sleep(0.1)
+        yield
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 30)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def replicas(tmp_path_factory):
+    async with running_services(tmp_path_factory.mktemp("replicas"), script=SCRIPT) as group:
+        hooks_b, scheduler_b = free_addr(), free_addr()
+        async with replica(group, "hooks", hooks_b, {"COVEL_HOOKS_ADDR": hooks_b}, group.security()):
+            async with replica(group, "scheduler", scheduler_b, {"COVEL_SCHEDULER_ADDR": scheduler_b, "COVEL_HOOKS_ADDR": hooks_b,
+                                                                 "COVEL_SCHEDULER_INSTANCE_ID": "replica-b"}, group.security("scheduler")):
+                async with open_channel(group.addrs["scheduler"]) as channel_a, open_channel(scheduler_b) as channel_b:
+                    yield scheduler_pb2_grpc.SchedulerStub(channel_a), scheduler_pb2_grpc.SchedulerStub(channel_b)
+
+
+async def hook_statuses(stub, session_id: str) -> list[str]:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text="I wait.")])
+    events = [event async for event in stub.SubmitActions(request)]
+    turn = events[-1].turn_completed
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, "a non-guard fault only skips the handler"
+    return [entry.status for entry in turn.hook_trace if entry.event == "PreLLMCall" and entry.handler_plugin_id == FAULTY]
+
+
+async def test_faults_seen_by_two_hooks_replicas_pause_the_plugin_on_both(replicas) -> None:
+    a, b = replicas
+    session = (await a.CreateSession(minimal_session(requested_plugins=[FAULTY], approved_plugins=[FAULTY],
+                                                     plugin_settings={FAULTY: to_struct({"raise": True})}))).session
+    # Three faults, on A, B, A: no replica saw three, together they trip the breaker.
+    assert [await hook_statuses(stub, session.id) for stub in (a, b, a)] == [["error"]] * 3
+    for stub in (a, b):
+        paused = await stub.ListPausedPlugins(scheduler_pb2.ListPausedPluginsRequest(session_id=session.id))
+        assert [p.plugin_id for p in paused.plugins] == [FAULTY] and p_faults(paused) == 3
+    assert await hook_statuses(b, session.id) == [], "paused on the replica that saw one fault too"
+    assert (await b.ResetPluginFaults(scheduler_pb2.ResetPluginFaultsRequest(session_id=session.id, plugin_id=FAULTY))).was_paused
+    assert await hook_statuses(a, session.id) == ["error"], "the reset on B holds on A"
+
+
+def p_faults(paused: scheduler_pb2.ListPausedPluginsResponse) -> int:
+    return paused.plugins[0].faults
+
+
+async def test_cancel_on_the_other_replica_stops_an_auto_advance_chain(replicas) -> None:
+    a, b = replicas
+    session = (await a.CreateSession(minimal_session(
+        requested_plugins=["pace-probe"], approved_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 20})}))).session
+    turns: list[store_pb2.Turn] = []
+    cancelled = None
+    async for event in a.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I walk on.")])):
+        if event.WhichOneof("event") == "turn_completed":
+            turns.append(event.turn_completed)
+            if len(turns) == 2 and cancelled is None:
+                # Between two turns of the chain, or in the next one: B runs no turn of it, the store relays.
+                cancelled = await b.Cancel(scheduler_pb2.CancelRequest(session_id=session.id, reason="stopped from replica B"))
+    assert cancelled is not None and [t.origin for t in turns[:2]] == ["player", "continuation"]
+    assert len(turns) == 3 and turns[2].status == store_pb2.TURN_STATUS_FAILED, [t.status for t in turns]
+    assert turns[2].abort_reason == "cancelled: stopped from replica B"
+    await asyncio.sleep(0.6)
+    listed = (await b.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
+    assert len(listed) == 3, "no turn ran after the chain was stopped"
