@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-
 import pytest_asyncio
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
