@@ -25,10 +25,12 @@ from services.hooks.entry_loader import (
     entry_problem,
     plugin_tools_of,
 )
+from services.hooks.hook_state import StoreState, state_capability
 from services.hooks.hookspec_adapter import _MISSING
 from shared.logs import get_logger
 from shared.plugin_sdk import HookContext, PluginRegistrar
 from shared.plugin_sdk.registrar import RegistrationError
+from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext
 from shared.sandbox import PluginWorkers, RemoteError, SandboxPool, Worker, WorkerGone
 
@@ -61,8 +63,11 @@ class SandboxedHook(_Stand):
         args = {"gen": self.plugin.generation, "i": self.index, "payload": payload,
                 "view": {name: getattr(view, name) for name in _VIEW_FIELDS},
                 "settings": view.plugin_settings.get(self.plugin.plugin_id, {})}
+        backend = STATE_BACKEND.get()
+        capabilities = state_capability(backend, view.session_id, self.plugin.plugin_id) if isinstance(backend, StoreState) else None
         try:
-            answer = await self.plugin.workers.call("hook", args, deadline=time.monotonic() + self.timeout_ms / 1000)
+            answer = await self.plugin.workers.call("hook", args, deadline=time.monotonic() + self.timeout_ms / 1000,
+                                                    capabilities=capabilities)
         except WorkerGone as gone:
             raise HandlerFailed("error", f"failed: {gone}") from gone
         except RemoteError as error:

@@ -19,6 +19,7 @@ from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.form_validators import validate_form
+from services.hooks.hook_state import StoreState
 from services.hooks.hookspec_adapter import events_for, find_replacement, tell_tool_refused
 from services.hooks.settings import HooksSettings
 from services.hooks.tool_host import action_tool, call_tool, service_tool
@@ -29,6 +30,7 @@ from shared.hook_events import EVENTS_BY_NAME
 from shared.hook_matches import match_to_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
+from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
 from shared.sandbox import SandboxSettings
 from shared.sandbox.host import sandbox_pool
@@ -50,9 +52,10 @@ def _check_dispatch(request: hooks_pb2.DispatchRequest, where: str = "") -> None
 
 
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
-    def __init__(self, sync: CatalogueSync, breaker: FaultBreaker) -> None:
+    def __init__(self, sync: CatalogueSync, breaker: FaultBreaker, state: StoreState) -> None:
         self._sync = sync
         self._breaker = breaker
+        self._state = state
         self.event_bus = EventKeyBus()
 
     @traced("covel.hooks.dispatch", lambda self, request, context: {"covel.hook.event": request.event, "covel.turn_id": request.context.turn_id})
@@ -74,6 +77,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
 
     async def _dispatch(self, request: hooks_pb2.DispatchRequest) -> hooks_pb2.DispatchResponse:
         _check_dispatch(request)
+        STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
         ctx = request.context
         paused = self._breaker.excluded(ctx)
         execution = ExecutionContext(
@@ -376,8 +380,9 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
         pool.prewarm()
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
-    breaker = FaultBreaker(store_pb2_grpc.TransactionalStoreStub(store_channel), settings.hooks_fault_threshold, settings.hooks_fault_window_s)
-    service = HookDispatcherService(sync, breaker)
+    store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+    service = HookDispatcherService(sync, FaultBreaker(store, settings.hooks_fault_threshold, settings.hooks_fault_window_s),
+                                    StoreState(store))
 
     def add(server: grpc.aio.Server) -> list[str]:
         hooks_pb2_grpc.add_HookDispatcherServicer_to_server(service, server)

@@ -410,3 +410,18 @@ class TurnSignalRow(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime]
     taken_at: Mapped[datetime | None]
+
+
+# --- 0017: hook handlers' session state (ctx.state), shared by every hooks replica ---
+
+
+class HookStateRow(Base):
+    """One key of a plugin's hook state in a session (services/store/hook_state.py)."""
+
+    __tablename__ = "hook_state"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    plugin_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[Any] = mapped_column(Json, nullable=True)
+    updated_at: Mapped[datetime]

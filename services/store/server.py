@@ -9,6 +9,7 @@ import grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.store import (
     detached_jobs,
+    hook_state,
     interactions,
     leases,
     plugin_faults,
@@ -246,6 +247,14 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         for pause in paused:
             log.warning("plugin.paused", session_id=request.session_id, plugin_id=pause.plugin_id, reason=pause.reason)
         return store_pb2.RecordPluginFaultsResponse(paused=paused)
+
+    @rpc
+    async def AccessHookState(self, request: store_pb2.AccessHookStateRequest, context) -> store_pb2.AccessHookStateResponse:
+        validation.session_id(request.session_id)
+        hook_state.check(request)
+        if request.op == "get":
+            return await self._db.read(hook_state.access, request)
+        return await self._db.write(hook_state.access, request)
 
     @rpc
     async def ListPausedPlugins(self, request: store_pb2.ListPausedPluginsRequest, context) -> store_pb2.ListPausedPluginsResponse:

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from shared.plugin_sdk.private_payload import json_copy
+from shared.plugin_sdk.session_state import SessionState
 
 
 class CancellationSignal:
@@ -68,7 +69,7 @@ class ExecutionView(NamedTuple):
 class HookContext:
     """ctx: event, session_id, turn_id, locale, plugin_id, runtime_id, active_plugin_ids,
     logical_turn, execution_id, root_execution_id, subagent_call_id, parent_runtime_id,
-    get_own_settings(), signal."""
+    get_own_settings(), signal, state."""
 
     # `_signal` stays unset until a handler or the kernel needs it: most handlers never do.
     __slots__ = ("_handler_plugin_id", "_signal", "_view")
@@ -109,6 +110,11 @@ class HookContext:
     def abort(self, reason: str) -> None:
         """Fire the signal (kernel side: timeout or cancellation)."""
         self.signal.abort(reason)
+
+    @property
+    def state(self) -> SessionState:
+        """The handler's plugin's state in this session, shared by every hooks replica (session_state.py)."""
+        return SessionState(self._view.session_id, self._handler_plugin_id)
 
     def get_own_settings(self) -> Mapping[str, Any]:
         """The handler's own plugin settings, read-only."""

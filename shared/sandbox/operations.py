@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from shared.plugin_sdk import ExecutionView, HookContext, PluginRegistrar, PrivatePayload
 from shared.plugin_sdk.event_keys import InternalEvent
 from shared.plugin_sdk.hook_match import DeclarativeMatch
+from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -87,6 +88,18 @@ def _hook_context(server: WorkerServer, call: Call, args: dict[str, Any]) -> Hoo
     return context
 
 
+class _WorkerState:
+    """ctx.state in a sandbox worker: the host answers (services/hooks/hook_state.py state_capability)."""
+
+    def __init__(self, server: WorkerServer, call: Call) -> None:
+        self._server = server
+        self._call = call
+
+    async def access(self, session_id: str, plugin_id: str, op: str, key: str, value: Any = None) -> tuple[bool, Any]:
+        answer = await self._server.host(self._call, "state", op, key, value)
+        return bool(answer.get("found")), answer.get("v")
+
+
 async def hook(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
     registration = _registrar(server, args).hooks[int(args["i"])]
     payload = args.get("payload") or {}
@@ -97,6 +110,8 @@ async def hook(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[s
                 return {"skip": True}
         except Exception as error:
             return {"failed": "error", "message": f"match raised {type(error).__name__}: {error}"}
+    # ctx.state: asked of the hooks service, which binds this call's session and plugin.
+    STATE_BACKEND.set(_WorkerState(server, call))
     try:
         outcome = await server.run_plugin(call, registration.handler, _hook_context(server, call, args), PrivatePayload(payload))
     except Exception as error:  # plugin code

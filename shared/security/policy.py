@@ -54,6 +54,7 @@ POLICY: dict[str, dict[str, Rule]] = {
     } | {
         # The fault breaker every hooks replica shares (services/store/plugin_faults.py).
         "RecordPluginFaults": _rule("the hooks service reports its handlers' faults", "hooks"),
+        "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service", "hooks"),
         "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",
                                    "scheduler", "hooks", OPERATOR),
         "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", "hooks", OPERATOR),

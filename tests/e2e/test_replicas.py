@@ -112,3 +112,16 @@ async def test_cancel_on_the_other_replica_stops_an_auto_advance_chain(replicas)
     await asyncio.sleep(0.6)
     listed = (await b.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
     assert len(listed) == 3, "no turn ran after the chain was stopped"
+
+
+async def test_a_plugins_hook_state_is_one_for_every_hooks_replica(replicas) -> None:
+    """cost-gate counts tokens with ctx.state: what hooks A counted, hooks B (another process) stops on."""
+    a, b = replicas
+    session = (await a.CreateSession(minimal_session(
+        requested_plugins=["cost-gate"], plugin_settings={"cost-gate": to_struct({"softCapTokens": 1_000_000, "hardCapTokens": 1})}))).session
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])
+    first = [event async for event in a.SubmitActions(request)][-1].turn_completed
+    assert first.status == store_pb2.TURN_STATUS_COMMITTED, "nothing was counted before the first turn"
+    second = [event async for event in b.SubmitActions(request.__class__(session_id=session.id, actions=request.actions))][-1].turn_completed
+    assert second.status == store_pb2.TURN_STATUS_ABORTED
+    assert "cost-gate: this session used" in second.abort_reason and "past its hard cap of 1" in second.abort_reason

@@ -21,6 +21,7 @@ from services.scheduler.function.runtime import FunctionContext, PluginDataView,
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal, ExecutionView, HookContext
 from shared.plugin_sdk.seeded_random import SeededRandom
+from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.settings import REPO_ROOT
 
 PLUGINS = REPO_ROOT / "plugins"
@@ -123,7 +124,32 @@ def _in_turn(event: str, turn_id: str = "t1", session_id: str = "s1") -> HookCon
                        "dice-check")
 
 
-def test_pre_tool_use_refuses_a_check_the_roller_did_not_roll_this_turn() -> None:
+class MemoryState:
+    """ctx.state in memory, for calling hook handlers directly (the store's is tested in tests/store, tests/e2e)."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str, str], object] = {}
+
+    async def access(self, session_id: str, plugin_id: str, op: str, key: str, value=None):
+        slot = (session_id, plugin_id, key)
+        if op == "set":
+            self.values[slot] = value
+        elif op == "add":
+            self.values[slot] = self.values.get(slot, 0) + value
+        elif op == "delete":
+            self.values.pop(slot, None)
+        return slot in self.values, self.values.get(slot)
+
+
+@pytest.fixture
+def memory_state():
+    token = STATE_BACKEND.set(MemoryState())
+    yield
+    STATE_BACKEND.reset(token)
+
+
+@pytest.mark.usefixtures("memory_state")
+async def test_pre_tool_use_refuses_a_check_the_roller_did_not_roll_this_turn() -> None:
     registrar = hooks_of("dice-check")
     [remember] = [h for h in registrar.hooks if h.event == "PostRuntime"]
     refuse, forget = _hook("dice-check", "PreToolUse"), _hook("dice-check", "SessionEnd")
@@ -132,22 +158,22 @@ def test_pre_tool_use_refuses_a_check_the_roller_did_not_roll_this_turn() -> Non
     assert remember.match.accepts(result, {}) and not remember.match.accepts({"result": {"runtimeId": "narrator"}}, {})
 
     # Before the roller ran this turn, no emitted check is a rolled one.
-    assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled))["action"] == "abort"
-    remember.handler(_in_turn("PostRuntime"), result)
-    assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled)) == {"action": "continue"}, "the roller's own dice pass"
-    lie = refuse.handler(_in_turn("PreToolUse"), _emit({**rolled, "outcome": "success"}))
+    assert (await refuse.handler(_in_turn("PreToolUse"), _emit(rolled)))["action"] == "abort"
+    await remember.handler(_in_turn("PostRuntime"), result)
+    assert await refuse.handler(_in_turn("PreToolUse"), _emit(rolled)) == {"action": "continue"}, "the roller's own dice pass"
+    lie = await refuse.handler(_in_turn("PreToolUse"), _emit({**rolled, "outcome": "success"}))
     assert lie["action"] == "abort" and "is a failure, not success" in lie["reason"]
-    invented = refuse.handler(_in_turn("PreToolUse"), _emit({**rolled, "roll": 17, "total": 17, "outcome": "success"}))
+    invented = await refuse.handler(_in_turn("PreToolUse"), _emit({**rolled, "roll": 17, "total": 17, "outcome": "success"}))
     assert invented["action"] == "abort" and "rolled no athletics check of 17+0 against DC 12" in invented["reason"]
     assert "This turn's rolls: athletics 3+0 vs DC 12 → failure" in invented["reason"]
-    later = refuse.handler(_in_turn("PreToolUse", turn_id="t2"), _emit(rolled))
+    later = await refuse.handler(_in_turn("PreToolUse", turn_id="t2"), _emit(rolled))
     assert later["action"] == "abort" and "no dice were rolled" in later["reason"], "last turn's roll is not this turn's"
-    other = refuse.handler(_in_turn("PreToolUse", session_id="s2"), _emit(rolled))
+    other = await refuse.handler(_in_turn("PreToolUse", session_id="s2"), _emit(rolled))
     assert other["action"] == "abort", "another session's roll does not count"
-    assert refuse.handler(_in_turn("PreToolUse"), {"toolCall": {"id": "2", "name": "emit-event", "arguments": json.dumps(
+    assert await refuse.handler(_in_turn("PreToolUse"), {"toolCall": {"id": "2", "name": "emit-event", "arguments": json.dumps(
         {"topic": "weather.changed", "payload": {}})}}) is None, "other topics are not dice-check's business"
-    forget.handler(_in_turn("SessionEnd"), {"sessionId": "s1"})
-    assert refuse.handler(_in_turn("PreToolUse"), _emit(rolled))["action"] == "abort"
+    await forget.handler(_in_turn("SessionEnd"), {"sessionId": "s1"})
+    assert (await refuse.handler(_in_turn("PreToolUse"), _emit(rolled)))["action"] == "abort"
 
 
 # ---- inventory ----------------------------------------------------------------------------------
@@ -277,20 +303,22 @@ def test_narrator_person_setting_reaches_only_its_own_prompt() -> None:
         hook.handler(hook_ctx("PostContextAssembly", "narrator", "narrator", {"person": "first"}), {"systemPrompt": "P"})
 
 
-def test_cost_gate_caps() -> None:
+@pytest.mark.usefixtures("memory_state")
+async def test_cost_gate_caps() -> None:
     count, schedule, start = _hook("cost-gate", "PostLLMResponse"), _hook("cost-gate", "PreSchedule"), _hook("cost-gate", "TurnStart")
     settings = {"softCapTokens": 5, "hardCapTokens": 12}
     context = hook_ctx("PostLLMResponse", "cost-gate", settings=settings)
-    count.handler(context, {"response": {"content": "one two three", "toolCalls": []}, "messages": [{"content": "four five"}]})
+    await count.handler(context, {"response": {"content": "one two three", "toolCalls": []}, "messages": [{"content": "four five"}]})
     triggered = {"triggered": [{"name": "guide", "stage": "post-turn"}, {"name": "narrator", "stage": "narrative"}]}
-    assert schedule.handler(hook_ctx("PreSchedule", "cost-gate", settings=settings), triggered)["replace"] == {"triggered": [triggered["triggered"][1]]}
-    assert start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {}) == {"action": "continue"}
-    count.handler(context, {"response": {"content": "a b c d e f g h"}, "messages": []})
-    stopped = start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {})
+    assert (await schedule.handler(hook_ctx("PreSchedule", "cost-gate", settings=settings), triggered))["replace"] == {"triggered": [triggered["triggered"][1]]}
+    assert await start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {}) == {"action": "continue"}
+    await count.handler(context, {"response": {"content": "a b c d e f g h"}, "messages": []})
+    stopped = await start.handler(hook_ctx("TurnStart", "cost-gate", settings=settings), {})
     assert stopped["action"] == "abort" and "hard cap of 12" in stopped["reason"]
 
 
-def test_cost_gate_counts_the_providers_usage_and_keeps_story_runtimes_by_visibility() -> None:
+@pytest.mark.usefixtures("memory_state")
+async def test_cost_gate_counts_the_providers_usage_and_keeps_story_runtimes_by_visibility() -> None:
     count, schedule, start = _hook("cost-gate", "PostLLMResponse"), _hook("cost-gate", "PreSchedule"), _hook("cost-gate", "TurnStart")
     settings = {"softCapTokens": 1000, "hardCapTokens": 1500}
     context = HookContext(ExecutionView("PostLLMResponse", "usage-session", "t1", "en", ("cost-gate",),
@@ -299,28 +327,29 @@ def test_cost_gate_counts_the_providers_usage_and_keeps_story_runtimes_by_visibi
     payload = {"response": {"content": "a b c", "toolCalls": [], "usage": {"promptTokens": 700, "completionTokens": 300,
                                                                                "totalTokens": 1000}},
                "messages": [{"role": "user", "content": "many words " * 50}]}
-    count.handler(context, payload)
+    await count.handler(context, payload)
     in_session = HookContext(ExecutionView("PreSchedule", "usage-session", "t2", "en", ("cost-gate",),
                                            plugin_settings={"cost-gate": settings}), "cost-gate")
     triggered = {"triggered": [{"name": "world-time/context", "stage": "pre-turn", "visibility": "internal"},
                                {"name": "narrator", "stage": "narrative", "visibility": "story"},
                                {"name": "chat-mode/narrate", "stage": "narrative-late", "visibility": "story"},
                                {"name": "helper", "stage": "narrative", "visibility": "internal"}]}
-    kept = schedule.handler(in_session, triggered)["replace"]["triggered"]
+    kept = (await schedule.handler(in_session, triggered))["replace"]["triggered"]
     assert [entry["name"] for entry in kept] == ["narrator", "chat-mode/narrate"], "visibility decides, not the stage name"
-    assert start.handler(in_session, {}) == {"action": "continue"}, "1000 tokens: past the soft cap, under the hard one"
-    count.handler(context, {"response": {"usage": {"totalTokens": 500}}, "messages": []})
-    stopped = start.handler(in_session, {})
+    assert await start.handler(in_session, {}) == {"action": "continue"}, "1000 tokens: past the soft cap, under the hard one"
+    await count.handler(context, {"response": {"usage": {"totalTokens": 500}}, "messages": []})
+    stopped = await start.handler(in_session, {})
     assert stopped["action"] == "abort" and "used 1500 tokens, past its hard cap of 1500" in stopped["reason"]
-    _hook("cost-gate", "SessionEnd").handler(in_session, {"sessionId": "usage-session"})
-    assert start.handler(in_session, {}) == {"action": "continue"}, "SessionEnd forgets the count"
+    await _hook("cost-gate", "SessionEnd").handler(in_session, {"sessionId": "usage-session"})
+    assert await start.handler(in_session, {}) == {"action": "continue"}, "SessionEnd forgets the count"
 
 
-def test_cost_gate_refuses_caps_that_are_not_token_counts() -> None:
+@pytest.mark.usefixtures("memory_state")
+async def test_cost_gate_refuses_caps_that_are_not_token_counts() -> None:
     start = _hook("cost-gate", "TurnStart")
     for bad in ({"hardCapTokens": "lots"}, {"softCapTokens": -1}, {"hardCapTokens": 2.5}, {"softCapTokens": True}):
         with pytest.raises(ValueError, match="must be a whole number of tokens >= 0"):
-            start.handler(hook_ctx("TurnStart", "cost-gate", settings=bad), {})
+            await start.handler(hook_ctx("TurnStart", "cost-gate", settings=bad), {})
 
 
 def test_history_compaction_summarises_the_folded_turns_within_the_target() -> None:

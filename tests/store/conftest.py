@@ -99,3 +99,10 @@ async def store(request, tmp_path_factory) -> AsyncIterator[StoreUnderTest]:
 @pytest.fixture
 def stub(store: StoreUnderTest) -> store_pb2_grpc.TransactionalStoreStub:
     return store.stub
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def hooks(store: StoreUnderTest) -> AsyncIterator[store_pb2_grpc.TransactionalStoreStub]:
+    """The store as the hooks service reaches it (RecordPluginFaults, AccessHookState are its calls alone)."""
+    async with bare_channel_as(store.settings.store_addr, "hooks") as channel:
+        yield store_pb2_grpc.TransactionalStoreStub(channel)

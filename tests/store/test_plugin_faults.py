@@ -6,18 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-import pytest_asyncio
 
-from covel.store.v1 import store_pb2, store_pb2_grpc
+from covel.store.v1 import store_pb2
 from tests.store.helpers import acquire, expect_error, new_session
-from tests.support.identities import bare_channel_as
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def hooks(store):
-    """The store as the hooks service reaches it (RecordPluginFaults is its call alone)."""
-    async with bare_channel_as(store.settings.store_addr, "hooks") as channel:
-        yield store_pb2_grpc.TransactionalStoreStub(channel)
 
 
 def faults(session_id: str, turn_id: str, *entries: tuple[str, str], threshold: int = 3, window_ms: int = 60_000):

@@ -1,7 +1,7 @@
 """cost-gate: count a session's model tokens, trim to the story at a soft cap, stop at a hard cap.
 
-Hooks never write state, so the count lives in this process, per session: it starts again from
-zero when the hooks service restarts, and each hooks replica counts the calls it saw (README).
+The count is the session's hook state (ctx.state, kept by the store): every hooks replica adds to
+the same count, and a restart of the hooks service loses none of it (README).
 """
 
 import re
@@ -9,8 +9,7 @@ import re
 DEFAULTS = {"softCapTokens": 200_000, "hardCapTokens": 400_000}
 STORY_STAGE = "narrative"
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
-used: dict[str, int] = {}
+USED = "usedTokens"
 
 
 def register(covel):
@@ -50,22 +49,22 @@ def call_tokens(payload) -> int:
     return prompt + reply
 
 
-def count_usage(ctx, payload):
-    used[ctx.session_id] = used.get(ctx.session_id, 0) + call_tokens(payload)
+async def count_usage(ctx, payload):
+    await ctx.state.add(USED, call_tokens(payload))
 
 
-def stop_at_hard_cap(ctx, payload):
+async def stop_at_hard_cap(ctx, payload):
     _, hard = caps(ctx)
-    spent = used.get(ctx.session_id, 0)
+    spent = await ctx.state.get(USED, 0)
     if spent >= hard:
         return {"action": "abort", "reason": f"cost-gate: this session used {spent} tokens, past its hard cap of {hard}; "
                                              "raise hardCapTokens to go on"}
     return {"action": "continue"}
 
 
-def story_only_at_soft_cap(ctx, payload):
+async def story_only_at_soft_cap(ctx, payload):
     soft, _ = caps(ctx)
-    if used.get(ctx.session_id, 0) < soft:
+    if await ctx.state.get(USED, 0) < soft:
         return {"action": "continue"}
     story = [entry for entry in payload.get("triggered") or [] if is_story(entry)]
     return {"action": "continue", "replace": {"triggered": story}}
@@ -76,5 +75,5 @@ def is_story(entry) -> bool:
     return entry.get("visibility") == "story" if "visibility" in entry else entry.get("stage") == STORY_STAGE
 
 
-def forget_session(ctx, payload):
-    used.pop(payload.get("sessionId") or ctx.session_id, None)
+async def forget_session(ctx, payload):
+    await ctx.state.delete(USED)

@@ -9,10 +9,10 @@ builtin tool) with topic dice-check.rolled is then refused, with the reason for 
 - a check is not one the roller rolled this turn (same skill, roll, modifier and DC; each rolled
   check answers one emitted check), including any check at all in a turn the roller rolled none.
 
-Hooks never write state: the receipt lives only in memory, one turn per session, and SessionEnd
-forgets it. A hooks service that restarted mid-turn, or another replica, does not know the turn's
-dice, so a model's emitted check is refused then (fail closed); the roller's own event is not a
-tool call and is never checked here.
+The receipt is the session's hook state (ctx.state, kept by the store), one turn's worth: every hooks
+replica reads the same one, and a restart of the hooks service keeps it. With no receipt of this
+turn a model's emitted check is refused (fail closed); the roller's own event is not a tool call
+and is never checked here.
 """
 
 import json
@@ -23,8 +23,8 @@ TOPIC = "dice-check.rolled"
 ROLLER = "dice-check/roller"
 SAME_DICE = ("skill", "roll", "modifier", "dc")
 
-# session id -> (turn id, the checks the roller rolled in that turn)
-rolled: dict[str, tuple[str, list[dict]]] = {}
+# The state key of the receipt: {"turnId", "checks": the checks the roller rolled in that turn}.
+RECEIPT = "rolled"
 
 
 def register(covel):
@@ -34,18 +34,20 @@ def register(covel):
     covel.on("SessionEnd", forget_session, timeout_ms=1000)
 
 
-def remember_rolls(ctx, payload):
+async def remember_rolls(ctx, payload):
     result = payload.get("result") or {}
     value = result.get("canonicalValue") if result.get("status") == "success" else None
     checks = value.get("checks") if isinstance(value, dict) else None
-    rolled[ctx.session_id] = (ctx.turn_id, [dict(check) for check in checks or [] if isinstance(check, dict)])
+    await ctx.state.set(RECEIPT, {"turnId": ctx.turn_id, "checks": [dict(check) for check in checks or [] if isinstance(check, dict)]})
     return None
 
 
-def turn_rolls(ctx) -> list[dict] | None:
-    """The checks the roller rolled in this turn; None when this process has not seen them."""
-    turn_id, checks = rolled.get(ctx.session_id, ("", []))
-    return checks if turn_id and turn_id == ctx.turn_id else None
+async def turn_rolls(ctx) -> list[dict] | None:
+    """The checks the roller rolled in this turn; None when no receipt of this turn is kept."""
+    receipt = await ctx.state.get(RECEIPT) or {}
+    if not receipt.get("turnId") or receipt["turnId"] != ctx.turn_id:
+        return None
+    return list(receipt.get("checks") or [])
 
 
 def unrolled(emitted: list, rolls: list[dict] | None) -> list[str]:
@@ -64,7 +66,7 @@ def unrolled(emitted: list, rolls: list[dict] | None) -> list[str]:
     return problems
 
 
-def refuse_invented_check(ctx, payload):
+async def refuse_invented_check(ctx, payload):
     call = payload.get("toolCall") or {}
     if call.get("name") != "emit-event":
         return None
@@ -78,13 +80,14 @@ def refuse_invented_check(ctx, payload):
     problems = dice.mismatches(checks)
     if problems:
         return {"action": "abort", "reason": "the check does not match its dice: " + "; ".join(problems)}
-    problems = unrolled(checks, turn_rolls(ctx))
+    rolls = await turn_rolls(ctx)
+    problems = unrolled(checks, rolls)
     if problems:
-        rolls = turn_rolls(ctx) or []
+        rolls = rolls or []
         told = "; ".join(f"{r['skill']} {r['roll']}{r['modifier']:+d} vs DC {r['dc']} → {r['outcome']}" for r in rolls) or "none"
         return {"action": "abort", "reason": "only dice-check/roller rolls dice: " + "; ".join(problems) + f". This turn's rolls: {told}"}
     return {"action": "continue"}
 
 
-def forget_session(ctx, payload):
-    rolled.pop(payload.get("sessionId") or ctx.session_id, None)
+async def forget_session(ctx, payload):
+    await ctx.state.delete(RECEIPT)

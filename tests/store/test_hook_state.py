@@ -1,0 +1,50 @@
+"""Hook handlers' session state (ctx.state): per session and plugin, atomic adds, bounded, gone with the session."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from covel.store.v1 import store_pb2
+from services.store.hook_state import KEYS_MAX
+from shared.structs import from_value, to_value
+from tests.store.helpers import expect_error, new_session
+
+
+def state(session_id: str, op: str, key: str, value=None, plugin_id: str = "cost-gate") -> store_pb2.AccessHookStateRequest:
+    return store_pb2.AccessHookStateRequest(session_id=session_id, plugin_id=plugin_id, op=op, key=key,
+                                            value=to_value(value) if value is not None else None)
+
+
+async def test_state_round_trip_and_concurrent_adds_from_replicas(stub, hooks):
+    session = await new_session(stub)
+    assert not (await hooks.AccessHookState(state(session.id, "get", "usedTokens"))).found
+    await hooks.AccessHookState(state(session.id, "set", "receipt", {"turnId": "t1", "checks": [{"roll": 3}]}))
+    got = await hooks.AccessHookState(state(session.id, "get", "receipt"))
+    assert got.found and from_value(got.value) == {"turnId": "t1", "checks": [{"roll": 3}]}
+    assert not (await hooks.AccessHookState(state(session.id, "get", "receipt", plugin_id="dice-check"))).found, "per plugin"
+    # Twenty adds at once, as several hooks replicas would: none lost.
+    await asyncio.gather(*(hooks.AccessHookState(state(session.id, "add", "usedTokens", 5)) for _ in range(20)))
+    assert from_value((await hooks.AccessHookState(state(session.id, "get", "usedTokens"))).value) == 100
+    await hooks.AccessHookState(state(session.id, "delete", "usedTokens"))
+    assert not (await hooks.AccessHookState(state(session.id, "get", "usedTokens"))).found
+
+
+async def test_mistakes_are_refused_by_field(stub, hooks):
+    session = await new_session(stub)
+    for request, field in ((state(session.id, "pop", "k"), "op"), (state(session.id, "get", ""), "key"),
+                           (state(session.id, "get", "k" * 201), "key"), (state(session.id, "add", "k", "many"), "value"),
+                           (state(session.id, "set", "k", "x" * 70_000), "value"), (state(session.id, "get", "k", plugin_id=""), "plugin_id")):
+        error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, hooks.AccessHookState(request))
+        assert error.details().startswith(f"{field}:"), error.details()
+    await hooks.AccessHookState(state(session.id, "set", "word", "hello"))
+    error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, hooks.AccessHookState(state(session.id, "add", "word", 1)))
+    assert "not a number" in error.details()
+    for index in range(KEYS_MAX - 1):
+        await hooks.AccessHookState(state(session.id, "set", f"k{index}", index))
+    error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, hooks.AccessHookState(state(session.id, "set", "one-more", 1)))
+    assert f"holds {KEYS_MAX} keys" in error.details()
+    # The scheduler may not touch it: hook state is the hooks service's.
+    refused = await expect_error(grpc.StatusCode.PERMISSION_DENIED, stub.AccessHookState(state(session.id, "get", "word")))
+    assert "hooks only" in refused.details()
