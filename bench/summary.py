@@ -134,12 +134,19 @@ def _detached_queue(data: dict) -> Iterator[Row]:
            f"{data['max_queued']}; {data['max_active_in_a_session']}; {drained}"]
 
 
+def _replicas(data: dict) -> Iterator[Row]:
+    one, two = data["rows"]
+    yield [f"scheduler replicas, {data['sessions']} narrator sessions", "turns/s two replicas / one (ratio)",
+           f"{two['turns_per_s']:.1f} / {one['turns_per_s']:.1f} = {data['two_over_one']:.2f}"]
+
+
 # In `make bench` order; a benchmark whose JSON is missing or of another shape is listed as such.
 HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "turn_latency": _turn_latency, "concurrency": _concurrency, "history_growth": _history_growth, "split_cost": _split_cost, "agent_step": _agent_step,
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
+    "replicas": _replicas,
 }
 
 
