@@ -43,8 +43,9 @@ from services.scheduler.turn.plugin_actions import (
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, unseen_events
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt, public_receipt
+from services.scheduler.turn_watch import TurnWatch, replay
 from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
-from shared.errors import failed_precondition, invalid_argument, permission_denied, require, rpc, unavailable
+from shared.errors import failed_precondition, invalid_argument, not_found, permission_denied, require, rpc, unavailable
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
@@ -64,6 +65,8 @@ log = get_logger(component="scheduler")
 # A Cancel or Interject for a session with no turn running here waits this long for one to take the lease on
 # any replica: the next turn of an auto-advance chain starts a few milliseconds after the last one committed.
 CHAIN_GAP_WAIT_MS = 1_000
+# How often WatchTurn on a replica that does not run the turn looks for its record.
+WATCH_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self._runner = runner
         # Turns keep running when their client goes away; shutdown waits for them.
         self.turns_in_flight: set[asyncio.Task] = set()
+        self.watch = TurnWatch()
         # session id -> the stop flags of its auto-advance chains: Cancel sets them (the player stops advancing).
         self._advance_chains: dict[str, set[AdvanceStop]] = {}
 
@@ -293,7 +297,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             turn = await self._run_turn(turn_request, emit)
             await _completed(emit, turn)
 
-        async for event in self._stream(work):
+        async for event in self._stream(work, session_id=request.session_id):
             yield event
 
     @rpc
@@ -411,7 +415,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 if not chains:
                     self._advance_chains.pop(request.session_id, None)
 
-        async for event in self._stream(work):
+        async for event in self._stream(work, session_id=request.session_id):
             yield event
 
     @rpc
@@ -428,13 +432,13 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             turn = await self._run_turn(turn_request, emit)
             await _completed(emit, turn)
 
-        async for event in self._stream(work, background=request.background):
+        async for event in self._stream(work, session_id=request.session_id, background=request.background):
             yield event
 
     async def _run_turn(self, turn_request: TurnRequest, emit) -> store_pb2.Turn:
         return await self._runner.run_observed(turn_request, emit)
 
-    async def _stream(self, work, *, background: bool = False):
+    async def _stream(self, work, *, session_id: str, background: bool = False):
         """Run `work(emit)` as its own task and stream what it emits. The task outlives a client that
         goes away, so a turn always commits whole; `background` ends the stream after turn_started.
         Story text emitted at once goes as one message (turn/event_coalescing.py)."""
@@ -446,7 +450,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             if event.WhichOneof("event") == "turn_completed":
                 self.events.message_sent(event.turn_completed, False, gone)
 
+        # WatchTurn reads every turn of this stream again, also once its client is gone (turn_watch.py).
+        publish, finished = self.watch.tap(session_id)
+
         async def put(event) -> None:
+            publish(event)
             if gone:
                 undelivered(event)
             elif events.put(event) and is_story_text(event):
@@ -458,6 +466,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             try:
                 await work(put)
             finally:
+                finished()
                 events.close()
 
         task = asyncio.create_task(run())
@@ -496,11 +505,10 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def ListMessages(self, request: scheduler_pb2.ListMessagesRequest, context) -> scheduler_pb2.ListMessagesResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         if request.limit < 0:
-            raise invalid_argument("limit", "must be 0 (all) or positive")
-        reply = await self._peers.store.ListMessages(
-            store_pb2.ListMessagesRequest(session_id=request.session_id, limit=request.limit)
-        )
-        return scheduler_pb2.ListMessagesResponse(messages=reply.messages)
+            raise invalid_argument("limit", "must be 0 (a page from the first) or positive (the newest)")
+        reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(
+            session_id=request.session_id, limit=request.limit, page_size=request.page_size, page_token=request.page_token))
+        return scheduler_pb2.ListMessagesResponse(messages=reply.messages, next_page_token=reply.next_page_token)
 
     @rpc
     async def GetTurn(self, request: scheduler_pb2.GetTurnRequest, context) -> scheduler_pb2.GetTurnResponse:
@@ -514,8 +522,51 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def ListTurns(self, request: scheduler_pb2.ListTurnsRequest, context) -> scheduler_pb2.ListTurnsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=request.session_id))
-        return scheduler_pb2.ListTurnsResponse(turns=[conceal_turn(turn) for turn in reply.turns])
+        reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(
+            session_id=request.session_id, page_size=request.page_size, page_token=request.page_token, newest_first=request.newest_first))
+        return scheduler_pb2.ListTurnsResponse(turns=[conceal_turn(turn) for turn in reply.turns], next_page_token=reply.next_page_token)
+
+    @rpc
+    async def WatchTurn(self, request: scheduler_pb2.WatchTurnRequest, context):
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        watched = self.watch.running_or_kept(request.session_id, request.turn_id)
+        if watched is not None and watched.session_id == request.session_id:
+            async for event in watched.follow():
+                yield event
+            return
+        turn = await self._followed_elsewhere(request.session_id, request.turn_id)
+        for event in replay(conceal_turn(turn)):
+            yield event
+
+    async def _followed_elsewhere(self, session_id: str, turn_id: str) -> store_pb2.Turn:
+        """The turn once recorded: one running on another replica is waited for (its record polled)."""
+        store = self._peers.store
+        running = (await store.GetRunningTurn(store_pb2.GetRunningTurnRequest(session_id=session_id))).turn_id
+        if not turn_id and not running:
+            latest = await store.ListTurns(store_pb2.ListTurnsRequest(session_id=session_id, page_size=1, newest_first=True))
+            if not latest.turns:
+                raise not_found(f"session {session_id} has no turn yet; submit one")
+            return latest.turns[0]
+        wanted = turn_id or running
+        while True:
+            recorded = await self._recorded(session_id, wanted)
+            if recorded is not None:
+                return recorded
+            if (await store.GetRunningTurn(store_pb2.GetRunningTurnRequest(session_id=session_id))).turn_id != wanted:
+                # Not running (any more): recorded just now, or never (its scheduler stopped mid-turn).
+                recorded = await self._recorded(session_id, wanted)
+                if recorded is None:
+                    raise not_found(f"turn {wanted} of session {session_id} is neither recorded nor running")
+                return recorded
+            await asyncio.sleep(WATCH_POLL_S)
+
+    async def _recorded(self, session_id: str, turn_id: str) -> store_pb2.Turn | None:
+        try:
+            return (await self._peers.store.GetTurn(store_pb2.GetTurnRequest(session_id=session_id, turn_id=turn_id))).turn
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            return None
 
     @rpc
     async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:

@@ -38,3 +38,23 @@ def decode_token(token: str) -> tuple[datetime, str] | None:
         return datetime.fromisoformat(key["u"]), str(key["i"])
     except (binascii.Error, ValueError, KeyError, TypeError):
         raise refusal from None
+
+
+def encode_position(position: int) -> str:
+    """A page token that is a position in an ordered log (a message's seq, a turn's record_seq)."""
+    return base64.urlsafe_b64encode(json.dumps({"p": position}).encode()).decode().rstrip("=")
+
+
+def decode_position(token: str) -> int | None:
+    if not token:
+        return None
+    refusal = invalid_argument("page_token", "is not a token this store gave; pass next_page_token unchanged, or empty for the first page")
+    if len(token) > TOKEN_MAX:
+        raise refusal
+    try:
+        position = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["p"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise refusal from None
+    if not isinstance(position, int) or isinstance(position, bool):
+        raise refusal
+    return position

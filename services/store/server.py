@@ -159,9 +159,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def ListMessages(self, request: store_pb2.ListMessagesRequest, context) -> store_pb2.ListMessagesResponse:
         validation.session_id(request.session_id)
         if request.limit < 0:
-            raise invalid_argument("limit", "must be 0 (all) or positive")
-        messages = await self._db.read(sessions.list_messages, request.session_id, request.limit)
-        return store_pb2.ListMessagesResponse(messages=messages)
+            raise invalid_argument("limit", "must be 0 (a page from the first) or positive (the newest)")
+        return await self._db.read(sessions.list_messages, request)
 
     @rpc
     async def GetTurn(self, request: store_pb2.GetTurnRequest, context) -> store_pb2.GetTurnResponse:
@@ -172,7 +171,12 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def ListTurns(self, request: store_pb2.ListTurnsRequest, context) -> store_pb2.ListTurnsResponse:
         validation.session_id(request.session_id)
-        return store_pb2.ListTurnsResponse(turns=await self._db.read(sessions.list_turns, request.session_id))
+        return await self._db.read(sessions.list_turns, request)
+
+    @rpc
+    async def GetRunningTurn(self, request: store_pb2.GetRunningTurnRequest, context) -> store_pb2.GetRunningTurnResponse:
+        validation.session_id(request.session_id)
+        return await self._db.read(sessions.running_turn, request.session_id)
 
     @rpc
     async def ListPluginData(self, request: store_pb2.ListPluginDataRequest, context) -> store_pb2.ListPluginDataResponse:

@@ -22,6 +22,7 @@ from services.store.models import (
     TurnTraceRow,
     utcnow,
 )
+from services.store.page_tokens import decode_position, encode_position, page_size
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
 from services.store.seats import seats_to_rows
 from shared.errors import failed_precondition, invalid_argument, not_found
@@ -71,14 +72,26 @@ def get_session(db: Session, session_id: str) -> store_pb2.Session:
     return session_to_proto(find_session(db, session_id))
 
 
-def list_messages(db: Session, session_id: str, limit: int) -> list:
-    find_session(db, session_id)
-    statement = select(MessageRow).where(MessageRow.session_id == session_id).order_by(MessageRow.seq.desc())
-    if limit > 0:
-        statement = statement.limit(limit)
-    rows = list(db.execute(statement).scalars())
-    rows.reverse()
-    return [message_to_proto(row) for row in rows]
+MESSAGES_PAGE = 1000
+TURNS_PAGE, TURNS_PAGE_MAX = 100, 500
+
+
+def list_messages(db: Session, request: store_pb2.ListMessagesRequest) -> store_pb2.ListMessagesResponse:
+    """The newest `limit` messages; or, without a limit, a page of them oldest first (keyset on seq)."""
+    find_session(db, request.session_id)
+    statement = select(MessageRow).where(MessageRow.session_id == request.session_id)
+    if request.limit > 0:
+        rows = list(db.execute(statement.order_by(MessageRow.seq.desc()).limit(request.limit)).scalars())
+        rows.reverse()
+        return store_pb2.ListMessagesResponse(messages=[message_to_proto(row) for row in rows])
+    size, after = page_size(request.page_size, MESSAGES_PAGE, MESSAGES_PAGE), decode_position(request.page_token)
+    if after is not None:
+        statement = statement.where(MessageRow.seq > after)
+    rows = list(db.execute(statement.order_by(MessageRow.seq).limit(size + 1)).scalars())
+    more = len(rows) > size
+    rows = rows[:size]
+    return store_pb2.ListMessagesResponse(messages=[message_to_proto(row) for row in rows],
+                                          next_page_token=encode_position(rows[-1].seq) if more else "")
 
 
 def turn_messages(db: Session, turn_id: str) -> list[MessageRow]:
@@ -101,20 +114,35 @@ def get_turn(db: Session, session_id: str, turn_id: str) -> store_pb2.Turn:
     return load_turn(db, row)
 
 
-def list_turns(db: Session, session_id: str) -> list[store_pb2.Turn]:
-    """Every recorded turn, oldest first, each with the messages it appended."""
-    find_session(db, session_id)
-    turns = db.execute(select(TurnRow).where(TurnRow.session_id == session_id).order_by(TurnRow.record_seq)).scalars()
+def list_turns(db: Session, request: store_pb2.ListTurnsRequest) -> store_pb2.ListTurnsResponse:
+    """A page of recorded turns (oldest or newest first, keyset on record_seq), each with the messages it appended."""
+    find_session(db, request.session_id)
+    size, after = page_size(request.page_size, TURNS_PAGE, TURNS_PAGE_MAX), decode_position(request.page_token)
+    statement = select(TurnRow).where(TurnRow.session_id == request.session_id)
+    order = TurnRow.record_seq.desc() if request.newest_first else TurnRow.record_seq
+    if after is not None:
+        statement = statement.where(TurnRow.record_seq < after if request.newest_first else TurnRow.record_seq > after)
+    rows = list(db.execute(statement.order_by(order).limit(size + 1)).scalars())
+    more = len(rows) > size
+    rows = rows[:size]
+    ids = [row.id for row in rows]
     by_turn: dict[str, list[MessageRow]] = defaultdict(list)
-    messages = select(MessageRow).where(MessageRow.session_id == session_id).order_by(MessageRow.seq)
-    for message in db.execute(messages).scalars():
-        if message.turn_id:
-            by_turn[message.turn_id].append(message)
-    traces = {trace.turn_id: trace for trace in db.execute(select(TurnTraceRow).where(TurnTraceRow.session_id == session_id)).scalars()}
+    for message in db.execute(select(MessageRow).where(MessageRow.turn_id.in_(ids)).order_by(MessageRow.seq)).scalars():
+        by_turn[message.turn_id or ""].append(message)
+    traces = {trace.turn_id: trace for trace in db.execute(select(TurnTraceRow).where(TurnTraceRow.turn_id.in_(ids))).scalars()}
     events: dict[str, list[TurnEventRow]] = defaultdict(list)
-    for event in db.execute(select(TurnEventRow).where(TurnEventRow.session_id == session_id).order_by(TurnEventRow.seq)).scalars():
+    for event in db.execute(select(TurnEventRow).where(TurnEventRow.turn_id.in_(ids)).order_by(TurnEventRow.seq)).scalars():
         events[event.turn_id].append(event)
-    return [turn_to_proto(row, by_turn.get(row.id, ()), traces.get(row.id), events.get(row.id, ())) for row in turns]
+    turns = [turn_to_proto(row, by_turn.get(row.id, ()), traces.get(row.id), events.get(row.id, ())) for row in rows]
+    return store_pb2.ListTurnsResponse(turns=turns, next_page_token=encode_position(rows[-1].record_seq) if more else "")
+
+
+def running_turn(db: Session, session_id: str) -> store_pb2.GetRunningTurnResponse:
+    find_session(db, session_id)
+    lease = db.get(TurnLeaseRow, session_id)
+    if lease is None or lease.deadline <= utcnow():
+        return store_pb2.GetRunningTurnResponse()
+    return store_pb2.GetRunningTurnResponse(turn_id=lease.turn_id, logical_turn=lease.logical_turn)
 
 
 def list_plugin_data(db: Session, request: store_pb2.ListPluginDataRequest) -> list[store_pb2.PluginDataEntry]:

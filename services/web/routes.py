@@ -54,6 +54,8 @@ ROUTES = (
     Route("GET", S + "/messages", "ListMessages", "The conversation log."),
     Route("GET", S + "/turns", "ListTurns", "The session's turns."),
     Route("GET", S + "/turns/{turn_id}", "GetTurn", "One turn as recorded."),
+    Route("POST", S + "/watch", "WatchTurn", "Reattach to a turn's events (the running one, else the latest, or `turnId`): "
+          "from its start, then live.", streamed=True),
     Route("POST", S + "/cancel", "Cancel", "Stop the running turn (and its auto-advance chain)."),
     Route("POST", S + "/interject", "Interject", "Say something while the turn runs."),
     Route("GET", S + "/plugins", "GetSessionPlugins", "The session's plugins, which run and why the others do not."),

@@ -47,7 +47,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         method: TURN_PATH
         for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
-                       "ListTurns", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
+                       "ListTurns", "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs", "RequeueDetachedJob",
                        "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")

@@ -15,6 +15,7 @@ import sys
 import time
 from contextlib import asynccontextmanager
 
+import grpc
 import pytest
 import pytest_asyncio
 
@@ -29,7 +30,9 @@ from tests.e2e.conftest import minimal_session, running_services
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 FAULTY = "rules-probe"
 CONTINUING = {"segments": [{"kind": "narration", "text": "The road unrolls ahead."}], "yield": "continue"}
-SCRIPT = {"rules": [{"match": match, "slots": ["story"], "reply": {"json": CONTINUING}} for match in ("walk on", "The player waits")]}
+SLOW = {"segments": [{"kind": "narration", "text": "The fog thins, slowly."}]}
+SCRIPT = {"rules": [*({"match": match, "slots": ["story"], "reply": {"json": CONTINUING}} for match in ("walk on", "The player waits")),
+                    {"match": "slowly", "slots": ["story"], "reply": {"json": SLOW, "delay_ms": 1500}}]}
 
 
 def free_addr() -> str:
@@ -125,3 +128,64 @@ async def test_a_plugins_hook_state_is_one_for_every_hooks_replica(replicas) -> 
     second = [event async for event in b.SubmitActions(request.__class__(session_id=session.id, actions=request.actions))][-1].turn_completed
     assert second.status == store_pb2.TURN_STATUS_ABORTED
     assert "cost-gate: this session used" in second.abort_reason and "past its hard cap of 1" in second.abort_reason
+
+
+async def _watch(stub, session_id: str, turn_id: str = "") -> list:
+    return [event async for event in stub.WatchTurn(scheduler_pb2.WatchTurnRequest(session_id=session_id, turn_id=turn_id), timeout=30)]
+
+
+async def test_a_client_that_lost_its_stream_reattaches_on_either_replica(replicas) -> None:
+    a, b = replicas
+    session = (await a.CreateSession(minimal_session())).session
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I go on, slowly.")])
+    stream = a.SubmitActions(request)
+    started = await stream.read()
+    assert started.WhichOneof("event") == "turn_started"
+    stream.cancel()  # the client goes away; the turn goes on
+    here, elsewhere = await asyncio.gather(_watch(a, session.id), _watch(b, session.id))
+    # The replica running it replays what was sent and follows it live; the other waits for the record and replays it.
+    for events in (here, elsewhere):
+        kinds = [event.WhichOneof("event") for event in events]
+        assert kinds[0] == "turn_started" and kinds[-1] == "turn_completed", kinds
+        assert events[0].turn_started.turn_id == started.turn_started.turn_id == events[-1].turn_completed.id
+        assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
+        assert "".join(e.narrative_delta.text for e in events if e.WhichOneof("event") == "narrative_delta") == "The fog thins, slowly."
+    assert "runtime_started" in [event.WhichOneof("event") for event in here], "live events on the replica running the turn"
+    # A finished turn, by id, from either replica; the latest without one.
+    for stub in (a, b):
+        again = await _watch(stub, session.id, started.turn_started.turn_id)
+        assert again[-1].turn_completed.id == started.turn_started.turn_id
+    missing = None
+    try:
+        await _watch(b, session.id, "00000000-0000-0000-0000-000000000000")
+    except grpc.aio.AioRpcError as error:
+        missing = error
+    assert missing is not None and missing.code() == grpc.StatusCode.NOT_FOUND and "neither recorded nor running" in missing.details()
+    fresh = (await b.CreateSession(minimal_session())).session
+    try:
+        await _watch(b, fresh.id)
+    except grpc.aio.AioRpcError as error:
+        missing = error
+    assert missing.code() == grpc.StatusCode.NOT_FOUND and "no turn yet" in missing.details()
+
+
+async def test_list_turns_and_messages_page(replicas) -> None:
+    a, _ = replicas
+    session = (await a.CreateSession(minimal_session())).session
+    for number in range(3):
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=f"I wait {number}.")])
+        [event async for event in a.SubmitActions(request)]
+    first = await a.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id, page_size=2))
+    rest = await a.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id, page_size=2, page_token=first.next_page_token))
+    assert len(first.turns) == 2 and len(rest.turns) == 1 and not rest.next_page_token
+    newest = await a.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id, page_size=1, newest_first=True))
+    assert newest.turns[0].id == rest.turns[0].id
+    page = await a.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id, page_size=4))
+    more = await a.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id, page_size=4, page_token=page.next_page_token))
+    assert [m.seq for m in page.messages] == [1, 2, 3, 4] and [m.seq for m in more.messages] == [5, 6] and not more.next_page_token
+    try:
+        await a.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id, page_token="forged"))
+    except grpc.aio.AioRpcError as error:
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith("page_token:")
+    else:
+        raise AssertionError("a forged page token was accepted")

@@ -61,6 +61,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "ListCommands": ("unary", scheduler_pb2.ListCommandsRequest(session_id=session_id)),
         "ListPanels": ("unary", scheduler_pb2.ListPanelsRequest(session_id=session_id)),
         "ListDetachedJobs": ("unary", scheduler_pb2.ListDetachedJobsRequest(session_id=session_id)),
+        "WatchTurn": ("stream", scheduler_pb2.WatchTurnRequest(session_id=session_id)),
         "RunCommand": ("unary", scheduler_pb2.RunCommandRequest(session_id=session_id, text="/x")),
         "SubmitInteraction": ("stream", scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id="i")),
         "ResolveSettlement": ("unary", scheduler_pb2.ResolveSettlementRequest(session_id=session_id, source_turn_id="t", runtime_id="r",

@@ -35,6 +35,7 @@ from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.store_pages import all_messages, all_turns
 from services.scheduler.turn.action_kinds import session_catalogue
 from services.scheduler.turn.commit import TurnCommit, now
 from services.scheduler.turn.commit_rules import setup_still_pending, turn_narrative
@@ -407,8 +408,7 @@ class TurnRunner:
         if any(needs_history(manifest) for manifest in plugins.manifests.values()):
             history = self._trigger_histories.get(session)
             if history is None:
-                turns = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id))
-                history = TriggerHistory.from_turns(turns.turns)
+                history = TriggerHistory.from_turns(await all_turns(self._peers.store, session.id))
                 self._trigger_histories.remember(session.id, session.recorded_turns, history)
         if plugins.named is not None:
             selected = [plugins.named]
@@ -465,8 +465,7 @@ class TurnRunner:
         self._windows.note(session_id, needed)
         if covers(read.player_turns, needed):
             return read.history
-        reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(session_id=session_id))
-        return list(reply.messages)
+        return await all_messages(self._peers.store, session_id)
 
     # -- phases: stages, event chain, detached --
     async def _run_stages(self, request: TurnRequest, plugins: TurnPlugins, selected: list, run: TurnState, stream: TurnStream) -> None:
