@@ -160,12 +160,12 @@ def test_network_policies_follow_the_caller_policy(base_resources, known):
     assert [p for p in problems_of(base_resources, known) if "NetworkPolicy" in p] == []
     resources = copy.deepcopy(base_resources)
     store = next(r for r in resources if r["kind"] == "NetworkPolicy" and r["metadata"]["name"] == "covel-store")
-    store["spec"]["ingress"][0]["from"].append({"podSelector": {"matchLabels": {"app.kubernetes.io/component": "hooks"}}})
+    store["spec"]["ingress"][0]["from"].append({"podSelector": {"matchLabels": {"app.kubernetes.io/component": "gateway"}}})
     resources = [r for r in resources if r["metadata"]["name"] != "covel-default-deny"]
     problems = [p for p in problems_of(resources, known) if "NetworkPolicy" in p]
     assert problems == [
         "no NetworkPolicy denies the covel pods' ingress by default (podSelector app.kubernetes.io/name: covel, no ingress rules)",
-        "NetworkPolicy: the store's gRPC port is open to ['hooks', 'scheduler'], shared/security/policy.py lets ['scheduler'] call it",
+        "NetworkPolicy: the store's gRPC port is open to ['gateway', 'hooks', 'scheduler'], shared/security/policy.py lets ['hooks', 'scheduler'] call it",
     ]
 
 
