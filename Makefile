@@ -3,7 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PROTOS := $(shell find protos -name '*.proto')
+# protos/google: the google.rpc error details, shipped for clients (Python has googleapis-common-protos).
+PROTOS := $(shell find protos/covel -name '*.proto')
 GEN := shared/gen
 
 .PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean
@@ -16,7 +17,7 @@ demo: $(VENV)/.installed
 
 # Lint and type-check first (ruff, buf, mypy), then the suite (which includes the deploy-check, Node client
 # tests and the player page's browser tests, in the headless Chromium installed below).
-test: lint typecheck $(VENV)/.browser
+test: lint typecheck $(VENV)/.browser $(VENV)/.go
 	$(PY) -m pytest -q
 
 # The browser tests (tests/web) drive Debian's Chromium with Playwright (installed by pip, no browser
@@ -25,6 +26,16 @@ $(VENV)/.browser: $(VENV)/.installed
 	@command -v chromium >/dev/null || { echo "installing Chromium for the browser tests (apt-get)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	touch $@
+
+# The Go client test (tests/polyglot/test_go_client.py) builds against Debian's Go, protoc, its Go and
+# gRPC plugins and Go libraries (GOPATH mode, offline): installed here when missing, as root or with sudo.
+GO_PACKAGES := golang-go protobuf-compiler protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev golang-google-protobuf-dev \
+               golang-google-genproto-dev
+$(VENV)/.go: $(VENV)/.installed
+	@command -v go >/dev/null && command -v protoc-gen-go-grpc >/dev/null && [ -d /usr/share/gocode/src/google.golang.org/grpc ] || \
+	  { echo "installing Go and protoc for the Go client test (apt-get)"; SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(GO_PACKAGES) >/dev/null; }
 	touch $@
 
 # The fuzz suite (tests/fuzz, docs/security.md "Fuzzing") with many examples per property; `make test`

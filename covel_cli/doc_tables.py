@@ -621,6 +621,8 @@ SETTING_MEANINGS: dict[str, str] = {
     "store_lock_timeout_ms": "How long a write waits for another writer's lock before `UNAVAILABLE`.",
     "store_default_lease_ttl_ms": "Turn lease lifetime when a caller passes `ttl_ms = 0`.",
     "store_restart_lease_grace_ms": "At start, every turn lease is cut to end within this: a holder that died meanwhile blocks its session no longer.",
+    "store_migrate": "`on-start`: the store migrates its database when it starts; `check`: it only checks the schema and refuses to start otherwise (Kubernetes migrates in the store's init container, `covel-service store-migrate`).",
+    "store_readiness_interval_s": "How often the store checks its database answers; its health is NOT_SERVING (not ready) while it does not.",
     "store_detached_max_attempts": "Attempts of a detached job failing for passing reasons before it is parked.",
     "store_detached_retry_base_ms": "Backoff before a detached job's second attempt, doubling per attempt.",
     "store_detached_retry_max_ms": "Longest backoff between a detached job's attempts.",

@@ -9,7 +9,8 @@
    period outlasts preStop plus the shutdown budget (COVEL_SCHEDULER_DRAIN_S for the scheduler,
    COVEL_SHUTDOWN_GRACE_S for the others; from the Deployment's env, else the ConfigMap, else
    the setting's default), pods run as the image's non-root user,
-   every container has requests and limits, scheduler and store have a PodDisruptionBudget,
+   every container has requests and limits, every Deployment has a PodDisruptionBudget and scheduler,
+   hooks, gateway and web a HorizontalPodAutoscaler on CPU (their containers request it),
    mounts name the pod's volumes, and an overlay brings every Secret it needs (env and volumes)
    but the per-service TLS Secrets (`covel certs` makes them: private keys are never in git);
    each Deployment mounts its own service's TLS Secret and no other's, where COVEL_TLS_* point;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import re
 import shutil
@@ -35,13 +37,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import yaml
+
+from shared.grpc_server import LIVENESS
 
 DEPLOY_DIR = Path(__file__).resolve().parent
 K8S_DIR = DEPLOY_DIR / "k8s"
 DOCKERFILE = DEPLOY_DIR / "Dockerfile"
 # Native gRPC probes are GA from 1.27; the oldest version still maintained upstream when written.
+# Custom resources of optional components (deploy/k8s/components), validated against these schemas.
+CUSTOM_SCHEMAS = {"monitoring.coreos.com/v1/ServiceMonitor": "servicemonitor.schema.json"}
+# Deployments a HorizontalPodAutoscaler scales (their shared state is the store's).
+SCALED = ("scheduler", "hooks", "gateway", "web")
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 SERVICES = ("registry", "scheduler", "hooks", "gateway", "store")
 # Read by deploy/covel_service.py (the image's entry point), not by a settings model.
@@ -87,6 +96,13 @@ def render_with_component(component: Path) -> list[dict[str, Any]]:
 def schema_problems(resources: list[dict[str, Any]], versions: tuple[str, ...] = KUBERNETES_VERSIONS) -> list[str]:
     problems = []
     for resource in resources:
+        custom = CUSTOM_SCHEMAS.get(f"{resource.get('apiVersion')}/{resource.get('kind')}")
+        if custom is not None:
+            # A custom resource (an optional component's): its CRD's schema, kept in deploy/schemas.
+            schema = json.loads((DEPLOY_DIR / "schemas" / custom).read_text())
+            problems += [f"{name_of(resource)}: {custom}: at {'/'.join(map(str, error.path)) or '(top)'}: {error.message}"
+                         for error in jsonschema.Draft202012Validator(schema).iter_errors(resource)]
+            continue
         for version in versions:
             try:
                 kubernetes_validate.validate(resource, version, strict=True)
@@ -256,13 +272,67 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
         problems += identity_problems(service, pod, {**settings, **{name: item.get("value", "") for name, item in env.items()}})
     problems += web_problems(rendered, settings, known)
     problems += network_problems(rendered)
-    for service in ("scheduler", "store"):
-        budgets = [
-            pdb for pdb in rendered.of_kind("PodDisruptionBudget")
-            if pdb["spec"]["selector"].get("matchLabels", {}).get("app.kubernetes.io/component") == service
-        ]
-        if not budgets:
-            problems.append(f"no PodDisruptionBudget for the {service} pods")
+    problems += scaling_problems(rendered)
+    problems += migration_problems(rendered)
+    problems += probe_problems(rendered)
+    return problems
+
+
+def probe_problems(rendered: Rendered) -> list[str]:
+    """Liveness is not readiness: a gRPC service's liveness probe asks the `liveness` health service
+    (shared/grpc_server.py LIVENESS), its readiness probe the overall status."""
+    problems = []
+    for deployment in rendered.of_kind("Deployment"):
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            liveness, readiness = container.get("livenessProbe", {}).get("grpc"), container.get("readinessProbe", {}).get("grpc")
+            if liveness is None:
+                continue  # the web front's probes are HTTP (/healthz, /readyz)
+            where = f"Deployment/{deployment['metadata']['name']}"
+            if liveness.get("service") != LIVENESS:
+                problems.append(f"{where}: the livenessProbe must ask the health service {LIVENESS!r}, not the readiness status")
+            if readiness is None or readiness.get("service"):
+                problems.append(f"{where}: the readinessProbe must ask the overall health status (no service)")
+    return problems
+
+
+def migration_problems(rendered: Rendered) -> list[str]:
+    """The store's schema is migrated apart (an init container running `store-migrate`) and the store only checks it."""
+    store = next((d for d in rendered.of_kind("Deployment") if d["metadata"]["name"] == "covel-store"), None)
+    if store is None:
+        return []
+    pod, problems = store["spec"]["template"]["spec"], []
+    if not any(each.get("args") == ["store-migrate"] for each in pod.get("initContainers", [])):
+        problems.append("Deployment/covel-store: no init container runs `store-migrate` (the schema migration)")
+    container = next(c for c in pod["containers"] if c["name"] == "store")
+    mode = {item["name"]: item.get("value") for item in container.get("env", [])}.get("COVEL_STORE_MIGRATE")
+    if mode != "check":
+        problems.append("Deployment/covel-store: set COVEL_STORE_MIGRATE=check (its init container migrates; the store only checks)")
+    return problems
+
+
+def scaling_problems(rendered: Rendered) -> list[str]:
+    """A PodDisruptionBudget for every Deployment's pods; an HPA for each SCALED service, on its own Deployment,
+    whose containers request CPU (an HPA on CPU utilization needs it), with 1 <= min <= max."""
+    problems = []
+    deployments = {d["metadata"]["name"]: d for d in rendered.of_kind("Deployment")}
+    budgeted = {pdb["spec"]["selector"].get("matchLabels", {}).get("app.kubernetes.io/component") for pdb in rendered.of_kind("PodDisruptionBudget")}
+    for name, deployment in deployments.items():
+        component = deployment["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/component")
+        if component not in budgeted:
+            problems.append(f"no PodDisruptionBudget for the {component} pods")
+    scalers = {hpa["spec"]["scaleTargetRef"]["name"]: hpa for hpa in rendered.of_kind("HorizontalPodAutoscaler")}
+    for service in SCALED:
+        hpa = scalers.get(f"covel-{service}")
+        if hpa is None:
+            problems.append(f"no HorizontalPodAutoscaler for Deployment/covel-{service}")
+            continue
+        spec = hpa["spec"]
+        if not 1 <= spec.get("minReplicas", 1) <= spec["maxReplicas"]:
+            problems.append(f"HorizontalPodAutoscaler/{hpa['metadata']['name']}: minReplicas must be 1..maxReplicas")
+        deployment = deployments.get(f"covel-{service}")
+        if deployment is None or any("cpu" not in c.get("resources", {}).get("requests", {})
+                                     for c in deployment["spec"]["template"]["spec"]["containers"]):
+            problems.append(f"HorizontalPodAutoscaler/{hpa['metadata']['name']}: its Deployment's containers must request cpu")
     return problems
 
 

@@ -2,6 +2,7 @@
 """`covel-service`: the container's entry point (deploy/Dockerfile installs it on PATH).
 
     covel-service <registry|scheduler|hooks|gateway|store|web>   run that service
+    covel-service store-migrate                              bring the store's database to its schema, exit
     covel-service probe [<service>]                          exit 0 when it answers SERVING
 
 A service binds its own `COVEL_<SERVICE>_ADDR` and dials its peers at theirs, so one
@@ -27,7 +28,8 @@ from covel_cli.launcher import WEB
 SERVICES = (*GRPC_SERVICES, WEB)
 from shared.settings import PeerAddresses
 
-USAGE = f"usage: covel-service <{'|'.join(SERVICES)}> | covel-service probe [<service>]"
+MIGRATE = "store-migrate"
+USAGE = f"usage: covel-service <{'|'.join(SERVICES)}> | covel-service {MIGRATE} | covel-service probe [<service>]"
 
 
 def listen_addr(configured: str, host: str) -> str:
@@ -109,6 +111,9 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return 2
+    if argv[0] == MIGRATE:
+        # The store's init container (deploy/k8s/base/store.yaml): the store itself only checks.
+        os.execvp(sys.executable, [sys.executable, "-m", "services.store.migrate"])
     if argv[0] == "probe":
         name = argv[1] if len(argv) > 1 else service_of_pid1()
         if name is None:

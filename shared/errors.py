@@ -71,6 +71,8 @@ class ServiceError(Exception):
     reason: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     retry_after_ms: int | None = None
+    # google.rpc.ResourceInfo / PreconditionFailure and any other details, packed (a peer's passed on).
+    details: list[any_pb2.Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.message = shortened(self.message)
@@ -97,6 +99,7 @@ class ServiceError(Exception):
             delay = error_details_pb2.RetryInfo()
             delay.retry_delay.FromMilliseconds(self.retry_after_ms)
             details.append(_packed(delay))
+        details.extend(self.details)
         status = status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
         return rpc_status.to_status(status)
 
@@ -117,12 +120,23 @@ def invalid_arguments(violations: list[FieldViolation]) -> ServiceError:
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{first.field}: {first.description}", list(violations))
 
 
-def not_found(message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.NOT_FOUND, message)
+def not_found(message: str, resource_type: str = "", resource_name: str = "", reason: str = "") -> ServiceError:
+    """NOT_FOUND; naming the resource adds google.rpc.ResourceInfo (its type is the proto message, e.g. covel.store.v1.Session)."""
+    details = [_packed(error_details_pb2.ResourceInfo(resource_type=resource_type, resource_name=shortened(resource_name)))] \
+        if resource_type else []
+    return ServiceError(grpc.StatusCode.NOT_FOUND, message, reason=reason, details=details)
 
 
-def failed_precondition(message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, message)
+def failed_precondition(message: str, reason: str = "", subject: str = "") -> ServiceError:
+    """FAILED_PRECONDITION; a reason adds google.rpc.PreconditionFailure (type = the reason, the subject it is about)."""
+    details = [_packed(error_details_pb2.PreconditionFailure(violations=[error_details_pb2.PreconditionFailure.Violation(
+        type=reason, subject=shortened(subject), description=shortened(message))]))] if reason else []
+    return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, message, reason=reason, details=details)
+
+
+def session_not_found(session_id: str) -> ServiceError:
+    """The one answer for a session id that names no session (or one the caller may not see)."""
+    return not_found(f"session {session_id} not found", "covel.store.v1.Session", session_id, reason="SESSION_NOT_FOUND")
 
 
 def aborted(message: str) -> ServiceError:
@@ -190,7 +204,14 @@ def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
         retry = RETRY_AFTER_MS
     reason = info.reason if info is not None else (f"PEER_{error.code().name}" if error.code() in PASSING_CODES else "")
     return ServiceError(error.code(), error.details() or "", field_violations(error), reason=reason,
-                        metadata=dict(info.metadata) if info is not None else {}, retry_after_ms=retry)
+                        metadata=dict(info.metadata) if info is not None else {}, retry_after_ms=retry, details=_other_details(error))
+
+
+def _other_details(error: grpc.aio.AioRpcError) -> list[any_pb2.Any]:
+    """A peer's details other than those ServiceError rebuilds (BadRequest, ErrorInfo, RetryInfo), as they came."""
+    status = rpc_status.from_call(error)
+    rebuilt = (error_details_pb2.BadRequest.DESCRIPTOR, error_details_pb2.ErrorInfo.DESCRIPTOR, error_details_pb2.RetryInfo.DESCRIPTOR)
+    return [detail for detail in (status.details if status is not None else ()) if not any(detail.Is(kind) for kind in rebuilt)]
 
 
 def _check_request(request: Any) -> None:

@@ -51,9 +51,36 @@ class RunningServer:
     health_port: int | None = None
 
     async def set_serving(self, serving: bool) -> None:
+        """Readiness: the overall status and the services'. LIVENESS stays SERVING: a pod that cannot
+        reach its database or peers for a while is taken out of its Service, not restarted."""
         state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", *self.service_names):
             await self.health.set(name, state)
+
+    def watch_readiness(self, check: Callable[[], Awaitable[bool]], interval_s: float, what: str) -> None:
+        """Every `interval_s`, `check()` decides readiness (set_serving); stopped with the server."""
+        log = get_logger()
+
+        async def watch() -> None:
+            ready = True
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    now = await asyncio.wait_for(check(), interval_s)
+                except Exception:  # a check that fails or hangs: not ready
+                    now = False
+                if now != ready:
+                    ready = now
+                    log.warning("readiness.changed", ready=ready, depends_on=what)
+                    await self.set_serving(ready)
+
+        task = asyncio.create_task(watch(), name="readiness")
+
+        async def stop_watching() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        self.on_shutdown.insert(0, stop_watching)
 
     async def stop(self, grace_s: float) -> None:
         """Shut down within `grace_s` overall: every step shares one deadline, so the whole stop fits
@@ -164,6 +191,8 @@ async def start_server(
     port = _bind(server, addr, credentials)
     await server.start()
     running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
+    # What a liveness probe asks (`grpc: {service: liveness}`): SERVING while the process serves at all.
+    await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     health_port = settings.health_port_of(service) if service else None
     if health_port is not None:
         try:
@@ -183,6 +212,8 @@ async def start_server(
     return running
 
 
+# The health service name a liveness probe asks: SERVING until shutdown, whatever readiness says.
+LIVENESS = "liveness"
 # The exit status of a service whose address another process holds (EADDRINUSE), so a supervisor can tell.
 EXIT_ADDRESS_IN_USE = 98
 

@@ -48,6 +48,12 @@ class Peers:
             wait.cancel()
         return [name for name, wait in waits.items() if wait in pending]
 
+    def failing(self) -> list[str]:
+        """The peers whose channel is failing to connect now (TRANSIENT_FAILURE): no RPC is made to ask."""
+        names = ("registry", "hooks", "gateway", "store")
+        return [name for name, channel in zip(names, self.channels, strict=True)
+                if channel.get_state(try_to_connect=True) == grpc.ChannelConnectivity.TRANSIENT_FAILURE]
+
     async def close(self) -> None:
         for channel in self.channels:
             await channel.close()

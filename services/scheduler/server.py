@@ -830,6 +830,8 @@ def _log_failure(task: asyncio.Task) -> None:
 # How long a starting scheduler waits for its peers to be connected before it announces itself
 # ready (`covel up` and the tests start all five at once); it serves anyway after that.
 PEERS_START_WAIT_S = 10.0
+# How often readiness looks at the peer channels (their state: no RPC).
+PEERS_READINESS_S = 5.0
 
 
 async def start(settings: SchedulerSettings) -> RunningServer:
@@ -882,4 +884,10 @@ async def start(settings: SchedulerSettings) -> RunningServer:
     running.on_stopped.append(peers.close)
     if unreachable := await peers.connected(PEERS_START_WAIT_S):
         log.warning("scheduler.peers_unreachable", peers=unreachable, waited_s=PEERS_START_WAIT_S)
+
+    async def peers_reachable() -> bool:
+        return not peers.failing()
+
+    # Readiness follows the peers a turn needs: one failing to connect takes the pod out of its Service.
+    running.watch_readiness(peers_reachable, PEERS_READINESS_S, "peers")
     return running

@@ -14,7 +14,7 @@ from google.protobuf.message import Message
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.recently_used import RecentlyUsed
-from shared.errors import ServiceError, invalid_argument, not_found
+from shared.errors import ServiceError, invalid_argument, session_not_found
 from shared.security.auth import caller
 from shared.security.principals import Principal
 
@@ -31,7 +31,7 @@ def may_use(principal: Principal, owner: str) -> bool:
 
 def missing_session(session_id: str) -> ServiceError:
     """What the store answers for an unknown session id (services/store/sessions.py)."""
-    return not_found(f"session {session_id} not found")
+    return session_not_found(session_id)
 
 
 def missing_parent(session_id: str) -> ServiceError:

@@ -26,13 +26,15 @@ from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, Table, bindparam, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.store.models import SessionRow
-from shared.errors import not_found, unavailable
+from shared.errors import session_not_found, unavailable
 from shared.logs import get_logger
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -126,6 +128,13 @@ def migrate(engine: Engine, revision: str = "head", schema: str = "") -> None:
         command.upgrade(alembic_config(connection), revision)
 
 
+def schema_revisions(engine: Engine) -> tuple[str | None, str]:
+    """(the database's alembic revision, None when it has none; the newest this store knows)."""
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    return current, ScriptDirectory.from_config(alembic_config()).get_current_head() or ""
+
+
 def lock_session(db: Session, session_id: str) -> SessionRow:
     """The session row, locked for this write transaction (PostgreSQL); NOT_FOUND if missing."""
     statement = select(SessionRow).where(SessionRow.id == session_id)
@@ -133,7 +142,7 @@ def lock_session(db: Session, session_id: str) -> SessionRow:
         statement = statement.with_for_update()
     row = db.execute(statement).scalar_one_or_none()
     if row is None:
-        raise not_found(f"session {session_id} not found")
+        raise session_not_found(session_id)
     return row
 
 
@@ -145,7 +154,7 @@ def read_locked_session(db: Session, session_id: str) -> SessionRow:
     statement = _SESSION_FOR_UPDATE if connection.dialect.name == "postgresql" else _SESSION
     found = connection.execute(statement, {"b_id": session_id}).one_or_none()
     if found is None:
-        raise not_found(f"session {session_id} not found")
+        raise session_not_found(session_id)
     return SessionRow(**found._mapping)
 
 
@@ -202,6 +211,17 @@ class Database:
     async def migrate(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._write_executor, functools.partial(migrate, self.engine, schema=self.schema))
+
+    async def revisions(self) -> tuple[str | None, str]:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, schema_revisions, self.engine)
+
+    async def ping(self) -> None:
+        """One round trip to the database (readiness)."""
+        def select_one() -> None:
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, select_one)
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()

@@ -84,7 +84,8 @@ def try_acquire(
         if finished is not None and not finished.retryable:
             return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, db.get_one(TurnRow, finished.id)), session=session_to_proto(session))
     if session.status != "active":
-        raise failed_precondition(f"session {session_id} has ended; no more turns run in it")
+        raise failed_precondition(f"session {session_id} has ended; no more turns run in it", reason="SESSION_ENDED",
+                                  subject=f"sessions/{session_id}")
     now = utcnow()
     current = _current_lease(db, session_id)
     if current is not None and current.deadline > now:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.models import CharacterRow, SessionRow
-from shared.errors import failed_precondition, invalid_argument, not_found
+from shared.errors import failed_precondition, invalid_argument, session_not_found
 
 
 def seats_to_rows(seats: list[store_pb2.Seat]) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def switch_character(db: Session, request: store_pb2.SetSeatCharacterRequest) ->
     """The seat plays `character_id` from now on; a player character of the world it was not bound to joins its characters."""
     row = db.get(SessionRow, request.session_id)
     if row is None:
-        raise not_found(f"session {request.session_id} not found")
+        raise session_not_found(request.session_id)
     if row.status != "active":
         raise failed_precondition(f"session {row.id} has ended; its seats do not change")
     seats = [dict(seat) for seat in row.seats or []]

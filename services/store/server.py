@@ -292,6 +292,10 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.ListInteractionsResponse(interactions=await self._db.read(interactions.list_interactions, request))
 
 
+class SchemaNotMigrated(RuntimeError):
+    """COVEL_STORE_MIGRATE=check and the database is not at this store's schema."""
+
+
 async def open_database(settings: StoreSettings) -> Database:
     """Connect and migrate to the newest schema (an empty database gets every table)."""
     engine = create_store_engine(
@@ -301,7 +305,15 @@ async def open_database(settings: StoreSettings) -> Database:
         lock_timeout_ms=settings.store_lock_timeout_ms,
     )
     database = Database(engine, settings.store_pool_size, settings.store_database_schema)
-    await database.migrate()
+    if settings.store_migrate == "on-start":
+        await database.migrate()
+    else:
+        current, head = await database.revisions()
+        if current != head:
+            await database.close()
+            raise SchemaNotMigrated(f"the database is at schema revision {current or '(none)'}, this store needs {head}: "
+                                    "migrate it first (`covel-service store-migrate`, the store's init container), "
+                                    "or set COVEL_STORE_MIGRATE=on-start")
     cut = await database.write(leases.cut_after_restart, settings.store_restart_lease_grace_ms)
     log.info("database.ready", backend=database.dialect, url=engine.url.render_as_string(hide_password=True), leases_cut=cut)
     return database
@@ -320,6 +332,13 @@ async def start(settings: StoreSettings) -> RunningServer:
     except BaseException:
         await database.close()
         raise
+
+    async def database_answers() -> bool:
+        await database.ping()
+        return True
+
+    # Readiness follows the database: unreachable, the pod leaves its Service (liveness stays SERVING).
+    running.watch_readiness(database_answers, settings.store_readiness_interval_s, "database")
 
     async def close_when_stopped() -> None:
         # on_shutdown runs before in-flight RPCs finish: close the database only after.

@@ -25,7 +25,7 @@ from services.store.models import (
 from services.store.page_tokens import decode_position, encode_position, page_size
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
 from services.store.seats import seats_to_rows
-from shared.errors import failed_precondition, invalid_argument, not_found
+from shared.errors import failed_precondition, invalid_argument, not_found, session_not_found
 from shared.ids import DETACHED_JOB_KEY_PREFIX, new_id
 from shared.structs import from_struct
 
@@ -64,7 +64,7 @@ def create_session(db: Session, session: store_pb2.Session) -> store_pb2.Session
 def find_session(db: Session, session_id: str) -> SessionRow:
     row = db.get(SessionRow, session_id)
     if row is None:
-        raise not_found(f"session {session_id} not found")
+        raise session_not_found(session_id)
     return row
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -29,6 +30,12 @@ class StoreSettings(ServiceSettings, DataDirSetting):
     # store (or while it was down) no longer blocks its session for the rest of a long lease, while a live
     # one renews within this (schedulers retry a failed renewal every quarter of their renewal interval).
     store_restart_lease_grace_ms: int = Field(default=3_000, ge=0)
+    # on-start: the store migrates the database to its schema when it starts (one machine, `covel up`).
+    # check: it only checks the database is at its schema and refuses to start otherwise; the migration
+    # runs apart, before it (`covel-service store-migrate`, the init container in deploy/k8s).
+    store_migrate: Literal["on-start", "check"] = "on-start"
+    # Readiness: how often the store checks the database answers (its health is NOT_SERVING while not).
+    store_readiness_interval_s: float = Field(default=5.0, gt=0)
     # Detached jobs that fail for a passing reason (a peer unavailable, their worker gone) are queued
     # again after retry_base_ms, doubling up to retry_max_ms, until max_attempts; then parked.
     store_detached_max_attempts: int = Field(default=5, ge=1, le=100)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from shared.settings import REPO_ROOT
 
@@ -113,10 +114,23 @@ def test_an_overlay_must_bring_the_secrets_it_needs(base_resources, known):
     assert problems == ["Deployment/covel-store: needs Secret 'covel-database', which this overlay does not create"]
 
 
-def test_scheduler_and_store_need_a_disruption_budget(base_resources, known):
+def test_every_deployment_needs_a_disruption_budget(base_resources, known):
     resources = [r for r in base_resources if r["kind"] != "PodDisruptionBudget"]
     problems = problems_of(resources, known)
-    assert "no PodDisruptionBudget for the scheduler pods" in problems and "no PodDisruptionBudget for the store pods" in problems
+    for component in ("scheduler", "store", "registry", "hooks", "gateway", "web"):
+        assert f"no PodDisruptionBudget for the {component} pods" in problems
+
+
+def test_the_scaled_services_need_an_autoscaler_on_the_cpu_they_request(base_resources, known):
+    resources = [r for r in copy.deepcopy(base_resources)
+                 if not (r["kind"] == "HorizontalPodAutoscaler" and r["metadata"]["name"] == "covel-hooks")]
+    del container(resources, "gateway")["resources"]["requests"]["cpu"]
+    web = next(r for r in resources if r["kind"] == "HorizontalPodAutoscaler" and r["metadata"]["name"] == "covel-web")
+    web["spec"]["minReplicas"] = 20
+    problems = problems_of(resources, known)
+    assert "no HorizontalPodAutoscaler for Deployment/covel-hooks" in problems
+    assert "HorizontalPodAutoscaler/covel-gateway: its Deployment's containers must request cpu" in problems
+    assert "HorizontalPodAutoscaler/covel-web: minReplicas must be 1..maxReplicas" in problems
 
 
 def test_with_a_health_port_the_probes_must_use_it(base_resources, known):
@@ -189,3 +203,22 @@ def test_the_web_front_runs_web_behind_its_service_with_http_probes(base_resourc
     assert "Deployment/covel-web: COVEL_WEB_PORT is no setting of the web front" in problems
     without = [r for r in resources if r["metadata"]["name"] != "covel-web" or r["kind"] != "Deployment"]
     assert "Deployment/covel-web: missing (the web front, docs/web.md)" in problems_of(without, known)
+
+
+def test_the_store_migrates_in_its_init_container_and_only_checks(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    pod = deployment(resources, "store")["spec"]["template"]["spec"]
+    pod["initContainers"] = []
+    container(resources, "store")["env"] = [item for item in container(resources, "store")["env"] if item["name"] != "COVEL_STORE_MIGRATE"]
+    problems = problems_of(resources, known)
+    assert "Deployment/covel-store: no init container runs `store-migrate` (the schema migration)" in problems
+    assert any(p.startswith("Deployment/covel-store: set COVEL_STORE_MIGRATE=check") for p in problems)
+
+
+def test_a_service_monitor_is_checked_against_its_crd_schema():
+    monitor = yaml.safe_load((deploy_check.K8S_DIR / "components" / "service-monitor" / "service-monitor.yaml").read_text())
+    assert deploy_check.schema_problems([monitor]) == []
+    monitor["spec"]["endpoints"][0]["interval"] = "soon"
+    monitor["spec"]["endpoint"] = []
+    problems = deploy_check.schema_problems([monitor])
+    assert any("spec/endpoints/0/interval" in p for p in problems) and any("'endpoint' was unexpected" in p for p in problems), problems

@@ -14,6 +14,7 @@ from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import ServiceGroup, free_port_addrs
+from shared.errors import error_info
 from shared.grpc_client import open_channel
 from shared.security.principals import API_TOKEN_PRINCIPAL, INVALID_TOKEN, MISSING_TOKEN
 from shared.settings import REPO_ROOT
@@ -149,6 +150,7 @@ async def test_a_stranger_cannot_touch_a_session_by_id_and_learns_nothing(client
         missing = await refusal(bob, method, kind, session_calls(MISSING_ID)[method][1])
         assert (refused.code(), refused.details()) == (grpc.StatusCode.NOT_FOUND, f"session {session.id} not found"), method
         assert (missing.code(), missing.details()) == (grpc.StatusCode.NOT_FOUND, f"session {MISSING_ID} not found"), method
+        assert error_info(refused).reason == error_info(missing).reason == "SESSION_NOT_FOUND", method
     # A /new from a stranger's session: the parent is as unknown as a missing one.
     for parent in (session.id, MISSING_ID):
         refused = await refusal(bob, "CreateSession", "unary", minimal_session(parent_session_id=parent, emit_command_hooks=True))

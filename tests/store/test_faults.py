@@ -17,10 +17,12 @@ import pytest
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.store.settings import StoreSettings
+from shared.grpc_client import check_health
+from shared.grpc_server import LIVENESS
 from tests.conftest import POSTGRES_URL, free_addr
 from tests.store.conftest import BACKENDS, StoreUnderTest, drop_schema, postgres_reachable
 from tests.store.helpers import acquire, data_proposal, new_session, story_proposal, story_result, turn_for
-from tests.support.identities import bare_channel_as, issued
+from tests.support.identities import bare_channel_as, issued, service_tls
 from tests.support.postgres_cluster import throwaway_cluster, why_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,3 +224,32 @@ async def test_two_schedulers_submit_to_one_session_none_lost_or_doubled(store):
     finally:
         for channel in channels:
             await channel.close()
+
+
+async def test_readiness_follows_the_database_and_liveness_does_not(tmp_path):
+    """PostgreSQL stopped: the store's health turns NOT_SERVING (its pod leaves the Service), its liveness stays
+    SERVING (no restart loop); started again: SERVING again. A throwaway cluster, never the shared server."""
+    with throwaway_cluster() as cluster:
+        settings = StoreSettings(data_dir=tmp_path, store_database_url=cluster.url, store_pool_size=2, store_readiness_interval_s=0.2)
+        store = StoreUnderTest(settings)
+        await store.start()
+        addr, security = store.settings.store_addr, StoreSettings(**service_tls("scheduler"))
+        try:
+            assert await check_health(addr, security=security) == "SERVING"
+            subprocess.run(cluster.pg_ctl("stop", "-w", "-m", "fast"), check=True, capture_output=True)
+            assert await _health_becomes(addr, security, "NOT_SERVING")
+            assert await check_health(addr, LIVENESS, security=security) == "SERVING"
+            subprocess.run(cluster.pg_ctl("start", "-w", "-l", str(cluster.data_dir / "server.log"), "-o", cluster._options()),
+                           check=True, capture_output=True)
+            assert await _health_becomes(addr, security, "SERVING")
+        finally:
+            await store.stop()
+
+
+async def _health_becomes(addr: str, security, status: str, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if await check_health(addr, security=security) == status:
+            return True
+        await asyncio.sleep(0.1)
+    return False

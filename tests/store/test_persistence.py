@@ -145,3 +145,25 @@ def test_sessions_from_before_owners_get_none(store, tmp_path):
         engine.dispose()
         if schema:
             drop_schema(schema)
+
+
+async def test_with_migrate_check_the_store_refuses_a_database_not_at_its_schema(tmp_path, monkeypatch):
+    """Kubernetes migrates in the store's init container (`covel-service store-migrate`); the store only checks."""
+    from services.store.migrate import main as migrate_main
+    from services.store.server import SchemaNotMigrated, start
+    from services.store.settings import StoreSettings
+    from tests.conftest import free_addr
+    from tests.support.identities import service_tls
+
+    settings = StoreSettings(data_dir=tmp_path, store_addr=free_addr(), store_migrate="check", **service_tls("store"))
+    try:
+        await start(settings)
+    except SchemaNotMigrated as error:
+        refused = str(error)
+    else:
+        raise AssertionError("a store in check mode started on an empty database")
+    assert "schema revision (none)" in refused and "covel-service store-migrate" in refused
+    monkeypatch.setenv("COVEL_DATA_DIR", str(tmp_path))
+    assert migrate_main() == 0
+    running = await start(settings)
+    await running.stop(0)

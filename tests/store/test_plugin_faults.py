@@ -53,3 +53,25 @@ async def test_bad_reports_are_refused_by_field(stub, hooks):
     error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, hooks.RecordPluginFaults(faults(session.id, "t", ("", "error"))))
     assert "faults[0].plugin_id" in error.details()
     await expect_error(grpc.StatusCode.NOT_FOUND, hooks.RecordPluginFaults(faults("no-such-session", "t", ("p", "error"))))
+
+
+async def test_a_missing_or_ended_session_says_so_in_the_error_details(stub):
+    from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
+
+    from shared.errors import error_info
+
+    missing = await expect_error(grpc.StatusCode.NOT_FOUND, stub.GetSession(store_pb2.GetSessionRequest(session_id="no-such-session")))
+    assert error_info(missing).reason == "SESSION_NOT_FOUND"
+    [resource] = [d for d in rpc_status.from_call(missing).details if d.Is(error_details_pb2.ResourceInfo.DESCRIPTOR)]
+    info = error_details_pb2.ResourceInfo()
+    resource.Unpack(info)
+    assert (info.resource_type, info.resource_name) == ("covel.store.v1.Session", "no-such-session")
+    session = await new_session(stub)
+    await stub.EndSession(store_pb2.EndSessionRequest(session_id=session.id))
+    ended = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, acquire(stub, session.id))
+    assert error_info(ended).reason == "SESSION_ENDED"
+    [failure] = [d for d in rpc_status.from_call(ended).details if d.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR)]
+    violations = error_details_pb2.PreconditionFailure()
+    failure.Unpack(violations)
+    assert violations.violations[0].subject == f"sessions/{session.id}"

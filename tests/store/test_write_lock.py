@@ -97,7 +97,8 @@ async def test_concurrent_sessions_write_without_waiting_for_each_others_locks(d
     for session in created:
         stored = await db.read(sessions.get_session, session.id)
         assert stored.completed_player_turns == TURNS_EACH
-        assert len(await db.read(sessions.list_messages, session.id, 0)) == 2 * TURNS_EACH
+        listed = await db.read(sessions.list_messages, store_pb2.ListMessagesRequest(session_id=session.id))
+        assert len(listed.messages) == 2 * TURNS_EACH
 
 
 async def test_the_bench_measures_a_write_waiting_for_another_connections_lock(database):
