@@ -30,10 +30,11 @@ $(VENV)/.browser: $(VENV)/.installed
 
 # The Go client test (tests/polyglot/test_go_client.py) builds against Debian's Go, protoc, its Go and
 # gRPC plugins and Go libraries (GOPATH mode, offline): installed here when missing, as root or with sudo.
+# (golang/protobuf 1.5: the APIv1 shim over APIv2, which the stubs protoc-gen-go writes need.)
 GO_PACKAGES := golang-go protobuf-compiler protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev golang-google-protobuf-dev \
-               golang-google-genproto-dev
+               golang-google-genproto-dev golang-github-golang-protobuf-1-5-dev
 $(VENV)/.go: $(VENV)/.installed
-	@command -v go >/dev/null && command -v protoc-gen-go-grpc >/dev/null && [ -d /usr/share/gocode/src/google.golang.org/grpc ] || \
+	@dpkg -s $(GO_PACKAGES) >/dev/null 2>&1 || \
 	  { echo "installing Go and protoc for the Go client test (apt-get)"; SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(GO_PACKAGES) >/dev/null; }
 	touch $@

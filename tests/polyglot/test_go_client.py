@@ -29,7 +29,8 @@ def tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
         pytest.fail(f"{name} is not on PATH: `make test` installs it (apt-get install golang-go protobuf-compiler protoc-gen-go "
-                    "protoc-gen-go-grpc golang-google-grpc-dev golang-google-protobuf-dev golang-google-genproto-dev)")
+                    "protoc-gen-go-grpc golang-google-grpc-dev golang-google-protobuf-dev golang-google-genproto-dev "
+                    "golang-github-golang-protobuf-1-5-dev)")
     return found
 
 

@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.store_pages import all_messages, all_turns
 from services.store.settings import StoreSettings
 from shared.grpc_client import check_health
 from shared.grpc_server import LIVENESS
@@ -89,8 +90,7 @@ async def commit_loop(stub, session_id: str, start: int, stop_after: int) -> Non
 
 
 async def check_whole_or_absent(stub, session_id: str) -> int:
-    turns = (await stub.ListTurns(store_pb2.ListTurnsRequest(session_id=session_id))).turns
-    messages = (await stub.ListMessages(store_pb2.ListMessagesRequest(session_id=session_id))).messages
+    turns, messages = await all_turns(stub, session_id), await all_messages(stub, session_id)
     entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session_id, namespace="log"))).entries
     session = (await stub.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
     committed = {turn.idempotency_key for turn in turns if turn.status == store_pb2.TURN_STATUS_COMMITTED}

@@ -347,7 +347,8 @@ async function openSession(session) {
   localStorage.setItem("covelSession", session.id);
   $("start").hidden = true;
   $("play").hidden = false;
-  const { messages = [] } = await api("GET", `/api/sessions/${session.id}/messages`);
+  // The newest part of the story: enough to go on from (a long session pages further with pageToken).
+  const { messages = [] } = await api("GET", `/api/sessions/${session.id}/messages?limit=200`);
   $("story").replaceChildren();
   for (const message of messages) {
     if (message.role === "player" || message.role === "story") addMessage(message.role, message.text);
