@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos/covel -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean
+.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -81,6 +81,12 @@ typecheck: $(VENV)/.installed
 # Sort imports and apply ruff's safe fixes.
 fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
+
+# deploy/requirements.lock, the image's dependencies: pyproject.toml's [project] dependencies resolved and
+# pinned with their files' hashes (the Dockerfile installs it with --require-hashes). Run after changing them.
+lock: $(VENV)/.installed
+	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
+	  --output-file deploy/requirements.lock pyproject.toml
 
 # Render deploy/k8s (base and overlays) with kustomize, validate every manifest offline against
 # the bundled Kubernetes schemas, cross-check them with the settings, hadolint the Dockerfile.

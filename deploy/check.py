@@ -10,7 +10,9 @@
    COVEL_SHUTDOWN_GRACE_S for the others; from the Deployment's env, else the ConfigMap, else
    the setting's default), pods run as the image's non-root user,
    every container has requests and limits, every Deployment has a PodDisruptionBudget and scheduler,
-   hooks, gateway and web a HorizontalPodAutoscaler on CPU (their containers request it),
+   hooks, gateway and web a HorizontalPodAutoscaler on CPU (their containers request it), the plugin
+   folders reach every pod read-only (the image, or a readOnly mount), the store migrates in an init
+   container and only checks, liveness and readiness probes differ,
    mounts name the pod's volumes, and an overlay brings every Secret it needs (env and volumes)
    but the per-service TLS Secrets (`covel certs` makes them: private keys are never in git);
    each Deployment mounts its own service's TLS Secret and no other's, where COVEL_TLS_* point;
@@ -275,6 +277,29 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
     problems += scaling_problems(rendered)
     problems += migration_problems(rendered)
     problems += probe_problems(rendered)
+    problems += plugin_folder_problems(rendered)
+    return problems
+
+
+def plugin_folder_problems(rendered: Rendered) -> list[str]:
+    """Plugin packages reach every pod read-only: each COVEL_PLUGIN_DIRS folder is in the image (the root
+    file system read-only) or on a volume mounted readOnly, never a writable volume several pods share."""
+    problems = []
+    settings = rendered.settings()
+    for deployment in rendered.of_kind("Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            env = {item["name"]: item.get("value", "") for item in container.get("env", [])}
+            folders = [f for f in (env.get("COVEL_PLUGIN_DIRS") or settings.get("COVEL_PLUGIN_DIRS", "")).split(":") if f]
+            where = f"Deployment/{deployment['metadata']['name']}"
+            for folder in folders:
+                mount = max((m for m in container.get("volumeMounts", []) if folder == m["mountPath"] or folder.startswith(m["mountPath"].rstrip("/") + "/")),
+                            key=lambda m: len(m["mountPath"]), default=None)
+                if mount is None and not container.get("securityContext", {}).get("readOnlyRootFilesystem"):
+                    problems.append(f"{where}: plugin folder {folder} is in a writable root file system; set readOnlyRootFilesystem")
+                elif mount is not None and not mount.get("readOnly"):
+                    problems.append(f"{where}: plugin folder {folder} is on volume {mount['name']}, mounted writable; "
+                                    "plugins reach the pods read-only (in the image, or a readOnly mount)")
     return problems
 
 

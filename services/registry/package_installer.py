@@ -73,17 +73,28 @@ def install_zip(
         if destination.exists() and not replace:
             # The folder is the host's business (docs/security.md): the message names the package only.
             raise InstallRefused(f"`{unpacked.plugin_id}` is already installed; set replace to overwrite it")
-        target_dir.mkdir(parents=True, exist_ok=True)
-        staging = target_dir / f".installing-{unpacked.plugin_id}"
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(unpacked.root, staging, symlinks=False)
-        if destination.exists():
-            retired = target_dir / f".replaced-{unpacked.plugin_id}"
-            shutil.rmtree(retired, ignore_errors=True)
-            destination.rename(retired)
-            staging.rename(destination)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            staging.rename(destination)
+        try:
+            _put_in_place(unpacked.root, target_dir, destination)
+        except OSError as error:
+            # A read-only folder (Kubernetes: plugins come with the image) or a full disk; the path stays out.
+            raise InstallRefused(f"`{unpacked.plugin_id}` cannot be written to this registry's community plugin folder "
+                                 f"({error.strerror or type(error).__name__}); where plugins are delivered read-only, add "
+                                 "them to the image instead (docs/operations.md, Plugins in a cluster)") from None
         outcome.installed_dir = destination
         return outcome
+
+
+def _put_in_place(unpacked: Path, target_dir: Path, destination: Path) -> None:
+    """Copy beside the destination, then swap it in with renames, so a reader never sees half a package."""
+    target_dir.mkdir(parents=True, exist_ok=True)
+    staging = target_dir / f".installing-{destination.name}"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(unpacked, staging, symlinks=False)
+    if destination.exists():
+        retired = target_dir / f".replaced-{destination.name}"
+        shutil.rmtree(retired, ignore_errors=True)
+        destination.rename(retired)
+        staging.rename(destination)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        staging.rename(destination)

@@ -222,3 +222,12 @@ def test_a_service_monitor_is_checked_against_its_crd_schema():
     monitor["spec"]["endpoint"] = []
     problems = deploy_check.schema_problems([monitor])
     assert any("spec/endpoints/0/interval" in p for p in problems) and any("'endpoint' was unexpected" in p for p in problems), problems
+
+
+def test_plugins_reach_every_pod_read_only(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    hooks = deployment(resources, "hooks")["spec"]["template"]["spec"]
+    hooks["volumes"].append({"name": "plugins", "persistentVolumeClaim": {"claimName": "covel-plugins"}})
+    hooks["containers"][0]["volumeMounts"].append({"name": "plugins", "mountPath": "/app/plugins"})
+    problems = problems_of(resources, known)
+    assert any(p.startswith("Deployment/covel-hooks: plugin folder /app/plugins is on volume plugins, mounted writable") for p in problems)

@@ -72,6 +72,16 @@ def test_an_install_never_lands_in_a_builtin_folder(tmp_path: Path) -> None:
     assert outcome.installed_dir == community / "pretender" and not (ops / "pretender").exists()
 
 
+def test_an_install_that_cannot_write_its_folder_is_refused_clearly(tmp_path: Path) -> None:
+    """Kubernetes delivers plugins in the image (read-only): InstallPackage says so, without the folder's path.
+    (A folder under a file cannot be written even by root: the same OSError a read-only file system gives.)"""
+    ops, blocker = tmp_path / "ops", tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(InstallRefused, match="add them to the image instead") as refused:
+        install_zip(package_zip("pretender", CLAIMS_CORE, FUNCTION), (ops, blocker / "community"), builtin_dirs=[ops])
+    assert str(tmp_path) not in str(refused.value)
+
+
 async def test_install_package_of_a_zip_claiming_core_installs_a_community_plugin(registry_for, tmp_path: Path) -> None:
     community = tmp_path / "community"
     client = await registry_for([*default_plugin_dirs(), community])
