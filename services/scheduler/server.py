@@ -13,7 +13,6 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.hooks.fault_breaker import paused_plugin
 from services.scheduler import session_plugins
 from services.scheduler.agent.context import configure_instruction_locale
 from services.scheduler.agent.loop import Resume
@@ -50,6 +49,8 @@ from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.lorebook import check_entry as check_lorebook_entry
+from shared.page_tokens import pages
+from shared.plugin_pauses import paused_plugin
 from shared.seats import check_seats
 from shared.security.auth import caller, client_api_interceptors
 from shared.stream_coalescing import Channel, Coalescer
@@ -301,6 +302,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             yield event
 
     @rpc
+    @pages("interactions")
     async def ListInteractions(self, request: scheduler_pb2.ListInteractionsRequest, context) -> scheduler_pb2.ListInteractionsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListInteractions(
@@ -318,6 +320,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                                   request.idempotency_key)
 
     @rpc
+    @pages("commands")
     async def ListCommands(self, request: scheduler_pb2.ListCommandsRequest, context) -> scheduler_pb2.ListCommandsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         return scheduler_pb2.ListCommandsResponse(commands=session_commands(await self._running_packages(request.session_id)))
@@ -350,6 +353,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.RequeueDetachedJobResponse(job=reply.job)
 
     @rpc
+    @pages("panels")
     async def ListPanels(self, request: scheduler_pb2.ListPanelsRequest, context) -> scheduler_pb2.ListPanelsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         check_location(request.location)
@@ -569,6 +573,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             return None
 
     @rpc
+    @pages("plugins")
     async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         # The store keeps the fault breaker every hooks replica reports to (services/store/plugin_faults.py).
@@ -616,6 +621,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                                 for u in resolved.unmet])
 
     @rpc
+    @pages("entries")
     async def ListLorebook(self, request: scheduler_pb2.ListLorebookRequest, context) -> scheduler_pb2.ListLorebookResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=request.session_id))
@@ -640,6 +646,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.DeleteLorebookEntryResponse(deleted=reply.deleted)
 
     @rpc
+    @pages("settlements")
     async def ListSettlements(self, request: scheduler_pb2.ListSettlementsRequest, context) -> scheduler_pb2.ListSettlementsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListSettlements(
@@ -669,6 +676,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return find_receipt(reply.settlements, source_turn_id, runtime_id)
 
     @rpc
+    @pages("packs")
     async def ListPacks(self, request: scheduler_pb2.ListPacksRequest, context) -> scheduler_pb2.ListPacksResponse:
         reply = await self._peers.registry.ListPacks(registry_pb2.ListPacksRequest(locale=request.locale))
         return scheduler_pb2.ListPacksResponse(packs=reply.packs)
@@ -691,6 +699,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         )
 
     @rpc
+    @pages("kinds")
     async def ListActionKinds(self, request: scheduler_pb2.ListActionKindsRequest, context) -> scheduler_pb2.ListActionKindsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
@@ -707,6 +716,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.SwitchCharacterResponse(session=reply.session)
 
     @rpc
+    @pages("worlds")
     async def ListWorlds(self, request: scheduler_pb2.ListWorldsRequest, context) -> scheduler_pb2.ListWorldsResponse:
         reply = await self._peers.registry.ListWorlds(registry_pb2.ListWorldsRequest(locale=request.locale))
         return scheduler_pb2.ListWorldsResponse(worlds=reply.worlds)

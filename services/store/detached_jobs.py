@@ -34,11 +34,11 @@ from sqlalchemy.orm import Session, aliased
 
 from covel.store.v1 import store_pb2
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, utcnow
-from services.store.page_tokens import decode_token, encode_token, page_size
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
 from shared.errors import aborted, failed_precondition, not_found
 from shared.ids import new_id
+from shared.page_tokens import decode_token, encode_token, page_size
 from shared.structs import from_struct, to_struct
 from shared.telemetry import metrics
 

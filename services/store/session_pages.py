@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.models import SessionRow
-from services.store.page_tokens import decode_token, encode_token, page_size
 from services.store.proto_mapping import session_to_proto
+from shared.page_tokens import decode_token, encode_token, page_size
 
 DEFAULT_PAGE, MAX_PAGE = 50, 200
 

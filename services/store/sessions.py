@@ -22,11 +22,11 @@ from services.store.models import (
     TurnTraceRow,
     utcnow,
 )
-from services.store.page_tokens import decode_position, encode_position, page_size
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
 from services.store.seats import seats_to_rows
 from shared.errors import failed_precondition, invalid_argument, not_found, session_not_found
 from shared.ids import DETACHED_JOB_KEY_PREFIX, new_id
+from shared.page_tokens import decode_position, encode_position, page_size
 from shared.structs import from_struct
 
 

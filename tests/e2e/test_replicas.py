@@ -189,3 +189,25 @@ async def test_list_turns_and_messages_page(replicas) -> None:
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith("page_token:")
     else:
         raise AssertionError("a forged page token was accepted")
+
+
+
+async def test_the_short_lists_page_too(replicas) -> None:
+    a, _ = replicas
+    session = (await a.CreateSession(minimal_session())).session
+    everything = await a.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session.id))
+    assert len(everything.kinds) >= 3 and not everything.next_page_token
+    seen, token = [], ""
+    while True:
+        page = await a.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session.id, page_size=2, page_token=token))
+        seen.extend(kind.kind for kind in page.kinds)
+        if not (token := page.next_page_token):
+            break
+    assert seen == [kind.kind for kind in everything.kinds]
+    for bad, field in ((scheduler_pb2.ListWorldsRequest(page_size=501), "page_size"), (scheduler_pb2.ListWorldsRequest(page_token="x"), "page_token")):
+        try:
+            await a.ListWorlds(bad)
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith(f"{field}:")
+        else:
+            raise AssertionError(f"a bad {field} was accepted")

@@ -1,4 +1,4 @@
-"""Page sizes and page tokens of the store's List RPCs.
+"""Page sizes and page tokens of the List RPCs (the store's keyset pages, the scheduler's short lists).
 
 Keyset paging on (a time, an id): a page costs the same however deep it is. The token is that key,
 opaque to clients (base64url of JSON); a token this store did not give is INVALID_ARGUMENT.
@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import Any
 
 from shared.errors import invalid_argument
 
@@ -58,3 +61,31 @@ def decode_position(token: str) -> int | None:
     if not isinstance(position, int) or isinstance(position, bool):
         raise refusal
     return position
+
+
+SHORT_PAGE, SHORT_PAGE_MAX = 100, 500
+
+
+def paged(reply: Any, field: str, request: Any) -> Any:
+    """A reply of a short list (worlds, packs, lorebook, commands, panels, ...) cut to the page `request` asks
+    for (page_size, page_token), with next_page_token. The list is read whole, then cut: an entry added or
+    removed while a client pages may shift the rest by one."""
+    size = page_size(request.page_size, SHORT_PAGE, SHORT_PAGE_MAX)
+    offset = decode_position(request.page_token) or 0
+    if offset < 0:
+        raise invalid_argument("page_token", "is not a token this service gave; pass next_page_token unchanged")
+    items = list(getattr(reply, field))
+    del getattr(reply, field)[:]
+    getattr(reply, field).extend(items[offset:offset + size])
+    reply.next_page_token = encode_position(offset + size) if offset + size < len(items) else ""
+    return reply
+
+
+def pages(field: str) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """An RPC of a short list answers one page of it: `paged` applied to what the method returns."""
+    def wrap(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(method)
+        async def paging(self: Any, request: Any, context: Any) -> Any:
+            return paged(await method(self, request, context), field, request)
+        return paging
+    return wrap
