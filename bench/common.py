@@ -155,6 +155,31 @@ async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: 
     return elapsed * 1000, (first_text if first_text is not None else elapsed) * 1000, turn, messages
 
 
+async def play_back_to_back(stubs: list, ids: list[str], seconds: float, failures: list[str] | None = None) -> list[float]:
+    """Session i (on stubs[i]) plays turns back to back until `seconds` pass; the wall time of each turn that
+    ended within them. A failing turn is kept in `failures` when given (else it raises)."""
+    latencies: list[float] = []
+    end = time.perf_counter() + seconds
+
+    async def player(index: int) -> None:
+        step = 0
+        while time.perf_counter() < end:
+            try:
+                elapsed, _, _ = await play_turn(stubs[index], ids[index], f"Player {index} walks on, step {step}.")
+            except Exception as error:  # a failing turn must show in the result, not vanish
+                if failures is None:
+                    raise
+                failures.append(str(error)[:200])
+                continue
+            finally:
+                step += 1
+            if time.perf_counter() <= end:
+                latencies.append(elapsed)
+
+    await asyncio.gather(*(player(index) for index in range(len(ids))))
+    return latencies
+
+
 def table(headers: list[str], rows: list[list[object]]) -> str:
     """A GitHub-flavoured markdown table (also readable as plain text)."""
     cells = [[_cell(value) for value in row] for row in rows]

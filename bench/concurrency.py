@@ -12,9 +12,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import time
 
-from bench.common import create_session, play_turn, running_services, summarize, table, world_session, write_result
+from bench.common import (
+    create_session,
+    play_back_to_back,
+    play_turn,
+    running_services,
+    summarize,
+    table,
+    world_session,
+    write_result,
+)
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 
@@ -38,22 +46,7 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, worl
         ids = [await start_session(stub, world) for stub in stubs]
         # One warm-up turn each (connections up, caches filled), then everyone starts at once.
         await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids)))
-        end = time.perf_counter() + seconds
-
-        async def player(index: int) -> None:
-            turn = 0
-            while time.perf_counter() < end:
-                try:
-                    elapsed, _, _ = await play_turn(stubs[index], ids[index], f"Player {index} walks on, step {turn}.")
-                except Exception as error:  # a failing turn must show in the result, not vanish
-                    failures.append(str(error)[:200])
-                    continue
-                finally:
-                    turn += 1
-                if time.perf_counter() <= end:
-                    latencies.append(elapsed)
-
-        await asyncio.gather(*(player(index) for index in range(sessions)))
+        latencies += await play_back_to_back(stubs, ids, seconds, failures)
     finally:
         for channel in channels:
             await channel.close()

@@ -15,7 +15,7 @@ import asyncio
 import os
 import time
 
-from bench.common import play_turn, running_services, table, world_session, write_result
+from bench.common import play_back_to_back, running_services, table, world_session, write_result
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
@@ -49,16 +49,6 @@ async def measure(sessions: int, seconds: float, sample_s: float, drain_limit_s:
             stubs = [scheduler_pb2_grpc.SchedulerStub(channel) for channel in channels]
             ids = await asyncio.gather(*(world_session(stub, DEMO_WORLD) for stub in stubs))
             end = time.perf_counter() + seconds
-            turns: list[float] = []
-
-            async def player(index: int) -> None:
-                step = 0
-                while time.perf_counter() < end:
-                    elapsed, _, _ = await play_turn(stubs[index], ids[index], f"Player {index} walks on, step {step}.")
-                    step += 1
-                    if time.perf_counter() <= end:
-                        turns.append(elapsed)
-
             samples: list[dict] = []
 
             async def sampler() -> None:
@@ -67,7 +57,7 @@ async def measure(sessions: int, seconds: float, sample_s: float, drain_limit_s:
                     samples.append({"at_s": round(time.perf_counter() - started, 1), **await queue_depth(store)})
                     await asyncio.sleep(sample_s)
 
-            await asyncio.gather(sampler(), *(player(index) for index in range(sessions)))
+            turns, _ = await asyncio.gather(play_back_to_back(stubs, ids, seconds), sampler())
             stopped = time.perf_counter()
             left = await queue_depth(store)
             while left["queued"] + left["running"] and time.perf_counter() - stopped < drain_limit_s:

@@ -12,22 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import sys
-import time
 
-from bench.common import create_session, play_turn, running_services, summarize, table, write_result
+from bench.common import create_session, play_back_to_back, play_turn, running_services, summarize, table, write_result
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
+from tests.conftest import free_addr
 
 SESSIONS = 32
-
-
-def free_addr() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
 async def play(addrs: list[str], sessions: int, seconds: float) -> dict:
@@ -37,18 +30,7 @@ async def play(addrs: list[str], sessions: int, seconds: float) -> dict:
         stubs = [scheduler_pb2_grpc.SchedulerStub(channel) for channel in channels]
         ids = [(await create_session(stub)).id for stub in stubs]
         await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids, strict=True)))
-        latencies: list[float] = []
-        end = time.perf_counter() + seconds
-
-        async def player(index: int) -> None:
-            step = 0
-            while time.perf_counter() < end:
-                elapsed, _, _ = await play_turn(stubs[index], ids[index], f"Player {index} walks on, step {step}.")
-                step += 1
-                if time.perf_counter() <= end:
-                    latencies.append(elapsed)
-
-        await asyncio.gather(*(player(index) for index in range(sessions)))
+        latencies = await play_back_to_back(stubs, ids, seconds)
     finally:
         for channel in channels:
             await channel.close()

@@ -31,16 +31,13 @@ def encode_token(at: datetime, row_id: str) -> str:
 
 
 def decode_token(token: str) -> tuple[datetime, str] | None:
-    if not token:
+    key = _decoded(token)
+    if key is None:
         return None
-    refusal = invalid_argument("page_token", "is not a token this store gave; pass next_page_token unchanged, or empty for the first page")
-    if len(token) > TOKEN_MAX:
-        raise refusal
     try:
-        key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         return datetime.fromisoformat(key["u"]), str(key["i"])
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        raise refusal from None
+    except (ValueError, KeyError, TypeError):
+        raise _refusal() from None
 
 
 def encode_position(position: int) -> str:
@@ -49,19 +46,32 @@ def encode_position(position: int) -> str:
 
 
 def decode_position(token: str) -> int | None:
-    if not token:
+    key = _decoded(token)
+    if key is None:
         return None
-    refusal = invalid_argument("page_token", "is not a token this store gave; pass next_page_token unchanged, or empty for the first page")
-    if len(token) > TOKEN_MAX:
-        raise refusal
-    try:
-        position = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["p"]
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        raise refusal from None
-    if not isinstance(position, int) or isinstance(position, bool):
-        raise refusal
+    position = key.get("p")
+    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+        raise _refusal()
     return position
 
+
+def _decoded(token: str) -> dict[str, Any] | None:
+    """A token's JSON object; None for no token; INVALID_ARGUMENT for anything this service did not give."""
+    if not token:
+        return None
+    if len(token) > TOKEN_MAX:
+        raise _refusal()
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError):
+        raise _refusal() from None
+    if not isinstance(key, dict):
+        raise _refusal()
+    return key
+
+
+def _refusal() -> Exception:
+    return invalid_argument("page_token", "is not a token this service gave; pass next_page_token unchanged, or empty for the first page")
 
 SHORT_PAGE, SHORT_PAGE_MAX = 100, 500
 
@@ -72,8 +82,6 @@ def paged(reply: Any, field: str, request: Any) -> Any:
     removed while a client pages may shift the rest by one."""
     size = page_size(request.page_size, SHORT_PAGE, SHORT_PAGE_MAX)
     offset = decode_position(request.page_token) or 0
-    if offset < 0:
-        raise invalid_argument("page_token", "is not a token this service gave; pass next_page_token unchanged")
     items = list(getattr(reply, field))
     del getattr(reply, field)[:]
     getattr(reply, field).extend(items[offset:offset + size])
