@@ -23,6 +23,8 @@ from shared.grpc_client import open_channel
 SESSIONS = 32
 DEMO_WORLD = "demo-world"
 ACTIVE = ("queued", "running")
+# Minutes of play pass cost-gate's default hard cap (400 000 tokens a session): lift it for the measurement.
+UNCAPPED = {"cost-gate": {"softCapTokens": 10**12, "hardCapTokens": 10**12}}
 
 
 async def queue_depth(store: store_pb2_grpc.TransactionalStoreStub) -> dict[str, int]:
@@ -47,7 +49,7 @@ async def measure(sessions: int, seconds: float, sample_s: float, drain_limit_s:
         try:
             store = store_pb2_grpc.TransactionalStoreStub(store_channel)
             stubs = [scheduler_pb2_grpc.SchedulerStub(channel) for channel in channels]
-            ids = await asyncio.gather(*(world_session(stub, DEMO_WORLD) for stub in stubs))
+            ids = await asyncio.gather(*(world_session(stub, DEMO_WORLD, UNCAPPED) for stub in stubs))
             end = time.perf_counter() + seconds
             samples: list[dict] = []
 
