@@ -48,7 +48,8 @@ def _check_zip(data: bytes, plugin_id: str) -> None:
 
 def _missing(snapshot: Snapshot, plugin_id: str) -> ServiceError:
     # The plugin folders are the host's business: the message names none.
-    return not_found(f"no plugin `{plugin_id}` in the catalogue (generation {snapshot.generation}); ListPlugins shows what it holds")
+    return not_found(f"no plugin `{plugin_id}` in the catalogue (generation {snapshot.generation}); ListPlugins shows what it holds",
+                     "covel.registry.v1.PluginPackage", plugin_id, reason="PLUGIN_NOT_FOUND")
 
 
 MAX_PATH_CHARS = 4096

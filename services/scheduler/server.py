@@ -549,7 +549,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if not turn_id and not running:
             latest = await store.ListTurns(store_pb2.ListTurnsRequest(session_id=session_id, page_size=1, newest_first=True))
             if not latest.turns:
-                raise not_found(f"session {session_id} has no turn yet; submit one")
+                raise not_found(f"session {session_id} has no turn yet; submit one", "covel.store.v1.Turn", "", reason="TURN_NOT_FOUND")
             return latest.turns[0]
         wanted = turn_id or running
         while True:
@@ -560,7 +560,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 # Not running (any more): recorded just now, or never (its scheduler stopped mid-turn).
                 recorded = await self._recorded(session_id, wanted)
                 if recorded is None:
-                    raise not_found(f"turn {wanted} of session {session_id} is neither recorded nor running")
+                    raise not_found(f"turn {wanted} of session {session_id} is neither recorded nor running", "covel.store.v1.Turn", wanted,
+                                    reason="TURN_NOT_FOUND")
                 return recorded
             await asyncio.sleep(WATCH_POLL_S)
 

@@ -22,6 +22,7 @@ import pytest_asyncio
 from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
+from shared.errors import error_info
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import to_struct
@@ -161,6 +162,7 @@ async def test_a_client_that_lost_its_stream_reattaches_on_either_replica(replic
     except grpc.aio.AioRpcError as error:
         missing = error
     assert missing is not None and missing.code() == grpc.StatusCode.NOT_FOUND and "neither recorded nor running" in missing.details()
+    assert error_info(missing).reason == "TURN_NOT_FOUND"
     fresh = (await b.CreateSession(minimal_session())).session
     try:
         await _watch(b, fresh.id)
