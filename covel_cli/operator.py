@@ -21,6 +21,7 @@ import yaml
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
+from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import client_security, configured_addrs
 from shared.grpc_client import open_channel
 from shared.security.policy import IDENTITIES, SERVICES
@@ -87,6 +88,39 @@ async def reset_faults(args: argparse.Namespace, out: TextIO = sys.stdout, err: 
     return 0
 
 
+async def jobs(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The detached job queue (docs/retries.md, Detached jobs): by status, one session's or every session's."""
+    request = store_pb2.ListDetachedJobsRequest(session_id=args.session or "", statuses=args.status or [], page_size=500)
+    async with operator_channel("store", args.addr) as channel:
+        stub = store_pb2_grpc.TransactionalStoreStub(channel)
+        listed = 0
+        while True:
+            try:
+                page = await stub.ListDetachedJobs(request)
+            except grpc.aio.AioRpcError as error:
+                return _refused("jobs", "store", error, err)
+            for job in page.jobs:
+                listed += 1
+                print(f"{job.id}  {job.status:<10} {job.runtime_id:<32} session {job.session_id}  attempts {job.attempts}"
+                      f"{'  ' + job.error if job.error else ''}", file=out)
+            if not page.next_page_token:
+                break
+            request.page_token = page.next_page_token
+    print(f"{listed} job(s)", file=out)
+    return 0
+
+
+async def requeue(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    async with operator_channel("store", args.addr) as channel:
+        try:
+            reply = await store_pb2_grpc.TransactionalStoreStub(channel).RequeueDetachedJob(
+                store_pb2.RequeueDetachedJobRequest(job_id=args.job))
+        except grpc.aio.AioRpcError as error:
+            return _refused("requeue", "store", error, err)
+    print(f"{reply.job.id} ({reply.job.runtime_id}) queued again", file=out)
+    return 0
+
+
 def cluster_hosts(namespace: str, cluster_domain: str, public_hosts: list[str]) -> Callable[[str], list[str]]:
     """The names a service's certificate must cover: its Service, short and qualified (and the
     scheduler's public names); the operator's names no host."""
@@ -132,7 +166,7 @@ async def _certs(args: argparse.Namespace) -> int:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    operator = commands.add_parser("operator", help="operator calls: install and reload packages, reset plugin faults")
+    operator = commands.add_parser("operator", help="operator calls: install and reload packages, reset plugin faults, the detached queue")
     actions = operator.add_subparsers(dest="operator_command", required=True)
     install_cmd = actions.add_parser("install", help="install a community package (a folder or a zip) into the registry")
     install_cmd.add_argument("package", help="the package folder or zip")
@@ -144,7 +178,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reset.add_argument("session")
     reset.add_argument("plugin")
     reset.set_defaults(run=reset_faults)
-    for each, service in ((install_cmd, "registry"), (reload_cmd, "registry"), (reset, "hooks")):
+    jobs_cmd = actions.add_parser("jobs", help="the detached job queue (e.g. --status parked)")
+    jobs_cmd.add_argument("--status", action="append", help="only jobs in this status (repeatable): queued, running, parked, failed, …")
+    jobs_cmd.add_argument("--session", help="one session's jobs")
+    jobs_cmd.set_defaults(run=jobs)
+    requeue_cmd = actions.add_parser("requeue", help="queue a parked, failed or timed-out detached job again")
+    requeue_cmd.add_argument("job")
+    requeue_cmd.set_defaults(run=requeue)
+    for each, service in ((install_cmd, "registry"), (reload_cmd, "registry"), (reset, "hooks"), (jobs_cmd, "store"), (requeue_cmd, "store")):
         each.add_argument("--addr", help=f"{service} address (default: COVEL_{service.upper()}_ADDR)")
     certs_cmd = commands.add_parser("certs", help="a CA and one certificate per service and the operator, for a cluster")
     certs_cmd.add_argument("--out", required=True, help="folder for ca.pem, ca.key and <identity>.pem/.key (kept: run again to renew)")

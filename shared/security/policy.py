@@ -49,11 +49,14 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
                        "ListTurns", "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
-                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob", "ListDetachedJobs", "RequeueDetachedJob",
+                       "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob",
                        "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
     } | {
         # The fault breaker every hooks replica shares (services/store/plugin_faults.py).
         "RecordPluginFaults": _rule("the hooks service reports its handlers' faults", "hooks"),
+        # The detached queue: the scheduler's API passes them on; `covel operator jobs` / `requeue` call them directly.
+        "ListDetachedJobs": _rule("the scheduler passes on its clients' calls; the operator's tools read the queue", "scheduler", OPERATOR),
+        "RequeueDetachedJob": _rule("the scheduler passes on an operator's call; the operator's tools call it too", "scheduler", OPERATOR),
         "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service", "hooks"),
         "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",
                                    "scheduler", "hooks", OPERATOR),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 
@@ -150,3 +152,10 @@ async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_bac
             background = [t for t in turns if t.origin == "background"]
             # The job's first execution committed its failed runtime, marked retryable; the second succeeded.
             assert [[(r.status, r.retryable) for r in t.runtime_results] for t in background] == [[("failed", True)], [("success", False)]]
+            # An operator sees the queue and may requeue only what ended without success.
+            listed = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "covel_cli.main", "operator", "jobs", "--session", session.id],
+                                             capture_output=True, text=True, env=group.env(), timeout=60)
+            assert listed.returncode == 0 and f"{done.id}  succeeded" in listed.stdout and "1 job(s)" in listed.stdout, listed.stderr
+            refused = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "covel_cli.main", "operator", "requeue", done.id],
+                                              capture_output=True, text=True, env=group.env(), timeout=60)
+            assert refused.returncode == 1 and "FAILED_PRECONDITION" in refused.stderr and "only a job parked" in refused.stderr
