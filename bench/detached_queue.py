@@ -42,6 +42,15 @@ async def queue_depth(store: store_pb2_grpc.TransactionalStoreStub) -> dict[str,
             return {**counts, "most_in_a_session": max(per_session.values(), default=0)}
 
 
+async def count_jobs(store: store_pb2_grpc.TransactionalStoreStub, status: str) -> int:
+    counted, token = 0, ""
+    while True:
+        page = await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(statuses=[status], page_size=500, page_token=token))
+        counted += len(page.jobs)
+        if not (token := page.next_page_token):
+            return counted
+
+
 async def measure(sessions: int, seconds: float, sample_s: float, drain_limit_s: float) -> dict:
     async with running_services() as group:
         channels = [open_channel(group.addrs["scheduler"]) for _ in range(sessions)]
@@ -66,8 +75,7 @@ async def measure(sessions: int, seconds: float, sample_s: float, drain_limit_s:
                 await asyncio.sleep(0.5)
                 left = await queue_depth(store)
             drained_s = time.perf_counter() - stopped
-            finished = {status: len((await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(statuses=[status], page_size=500))).jobs)
-                        for status in ("succeeded", "failed", "parked", "timed-out", "superseded")}
+            finished = {status: await count_jobs(store, status) for status in ("succeeded", "failed", "parked", "timed-out", "superseded")}
         finally:
             for channel in channels:
                 await channel.close()

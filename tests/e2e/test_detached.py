@@ -126,3 +126,15 @@ async def test_ending_a_session_cancels_the_detached_job_that_holds_its_lease(se
         assert not entries, "the cancelled job committed nothing"
         turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
         assert [t.origin for t in turns] == ["player"]
+
+
+async def test_a_job_whose_guard_skips_its_runtime_succeeds(services) -> None:
+    """Nothing to do this time is a job done: an operator's list of failed jobs holds real failures only."""
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        probe = "detached-guard-probe"
+        session = (await stub.CreateSession(minimal_session(requested_plugins=[probe], approved_plugins=[probe]))).session
+        await submit(stub, session.id, "I wait.")
+        [job] = (await finished_jobs(store, [session.id]))[session.id]
+        assert job.status == "succeeded" and from_struct(job.result)["runtimeStatus"] == "skipped", job.error

@@ -166,7 +166,8 @@ class DetachedWorker:
         result = next((r for r in turn.runtime_results if r.runtime_id == job.runtime_id), None)
         summary = {"turnId": turn.id, "turnStatus": store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower(),
                    "runtimeStatus": result.status if result is not None else "not run"}
-        if turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status == "success":
+        # A guard that skips the runtime (nothing to do this time) is a job done, not a failure.
+        if turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status in ("success", "skipped"):
             return "succeeded", summary, ""
         reason = (result.reason if result is not None and result.reason else turn.abort_reason) or "the runtime did not succeed"
         passing = turn.retryable or (result is not None and result.retryable)
