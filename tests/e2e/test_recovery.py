@@ -134,7 +134,10 @@ async def job_of(store, session_id: str, until, timeout_s: float = 20.0) -> stor
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_backoff(tmp_path) -> None:
     env = {"COVEL_STORE_DETACHED_RETRY_BASE_MS": "500"}
-    async with running_services(tmp_path, script={}, extra_env=env) as group:
+    # The job's model call takes 3 s, so the gateway can be killed in the middle of it (a call made while the
+    # gateway restarts waits for it instead: wait_for_ready).
+    script = {"rules": [{"match": "detached-model-probe", "reply": {"text": "The lamp was lit.", "delay_ms": 3000}}]}
+    async with running_services(tmp_path, script=script, extra_env=env) as group:
         async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             store = store_pb2_grpc.TransactionalStoreStub(store_channel)
@@ -142,7 +145,8 @@ async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_bac
             session = (await stub.CreateSession(minimal_session(requested_plugins=[probe], approved_plugins=[probe]), timeout=30)).session
             await submit_until_committed(stub, session.id, "first", "I light the lamp.")
             await job_of(store, session.id, lambda job: job.status == "running")
-            os.kill(group.processes["gateway"].pid, signal.SIGKILL)  # while the handler waits, before it asks the model
+            await asyncio.sleep(2.5)  # the handler's 1.5 s, then a second into its model call
+            os.kill(group.processes["gateway"].pid, signal.SIGKILL)
             retried = await job_of(store, session.id, lambda job: job.status == "queued" and job.attempts == 1)
             assert "attempt 1 of 5 failed" in retried.error and "UNAVAILABLE" in retried.error and retried.HasField("not_before")
             await group.restart("gateway")

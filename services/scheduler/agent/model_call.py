@@ -79,14 +79,15 @@ async def call_model(
     on_narrative: OnNarrative,
     timeout_s: float,
 ) -> tuple[gateway_pb2.GenerateResponse | None, str]:
-    """One model call; a story's text streams to the player as it arrives."""
+    """One model call; a story's text streams to the player as it arrives. wait_for_ready: a gateway restarting
+    (its channel reconnecting) is waited for within the call's time rather than failing the call at once."""
     if not stream_story:
-        reply = await gateway.GenerateOnce(request, timeout=timeout_s)
+        reply = await gateway.GenerateOnce(request, timeout=timeout_s, wait_for_ready=True)
         return reply, reply.message.content
     text_stream = SegmentTextStream()
     final: gateway_pb2.GenerateResponse | None = None
     parts: list[str] = []
-    async for event in gateway.Generate(request, timeout=timeout_s):
+    async for event in gateway.Generate(request, timeout=timeout_s, wait_for_ready=True):
         kind = event.WhichOneof("event")
         if kind == "content_delta":
             parts.append(event.content_delta)

@@ -241,7 +241,8 @@ class GatewayView:
         request.call_timeout_ms = max(1, int(first_wait * 1000))
         request.max_retries = 0 if first_wait >= remaining else 1
         try:
-            reply = await self._gateway.GenerateOnce(request, timeout=remaining + GATEWAY_REPLY_SLACK_S)
+            # wait_for_ready: a gateway restarting is waited for within the budget (agent/model_call.py).
+            reply = await self._gateway.GenerateOnce(request, timeout=remaining + GATEWAY_REPLY_SLACK_S, wait_for_ready=True)
         except grpc.aio.AioRpcError as error:
             outages.note("gateway", error)
             raise ModelCallFailed(f"gateway: {error.code().name}: {error.details()}") from error
