@@ -39,10 +39,10 @@ class FakeGateway:
             raise AssertionError(f"the model was called more often than scripted ({len(self.requests)} calls)")
         return self.replies.pop(0)
 
-    async def GenerateOnce(self, request, timeout=None):
+    async def GenerateOnce(self, request, timeout=None, wait_for_ready=None):
         return self._next(request)
 
-    async def Generate(self, request, timeout=None):
+    async def Generate(self, request, timeout=None, wait_for_ready=None):
         final = self._next(request)
         if final.message.content:
             yield gateway_pb2.GenerateEvent(content_delta=final.message.content)
