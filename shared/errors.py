@@ -148,15 +148,6 @@ def unavailable(message: str, reason: str = "", retry_after_ms: int = RETRY_AFTE
     return ServiceError(grpc.StatusCode.UNAVAILABLE, message, reason=reason, metadata=metadata, retry_after_ms=retry_after_ms)
 
 
-def passing_failure(error: BaseException | None) -> bool:
-    """Whether `error`, or an error it was raised from, is a peer's passing failure (PASSING_CODES)."""
-    while error is not None:
-        if isinstance(error, grpc.aio.AioRpcError) and error.code() in PASSING_CODES:
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
 def permission_denied(message: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.PERMISSION_DENIED, message)
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+# The trace statuses of a handler that failed (raised, timed out, returned an invalid result): the fault
+# breaker counts them, the metrics count them. "abort" is the plugin doing its job, "ok" its success.
+HANDLER_FAULTS = frozenset({"error", "timeout", "invalid-result"})
+
 
 class Scope(StrEnum):
     SESSION = "session"

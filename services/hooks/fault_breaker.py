@@ -18,10 +18,10 @@ import grpc
 
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from shared.hook_events import HANDLER_FAULTS
 from shared.logs import get_logger
 from shared.plugin_pauses import paused_plugin
 
-FAULT_STATUSES = frozenset({"error", "timeout", "invalid-result"})
 log = get_logger(component="fault_breaker")
 
 
@@ -39,7 +39,7 @@ class FaultBreaker:
     async def record(self, context: hooks_pb2.HookContext, trace: Iterable[Any]) -> None:
         """Report a dispatch's faults. A store that cannot be reached costs the count, never the dispatch."""
         faults = [store_pb2.PluginFault(plugin_id=entry.handler_plugin_id, status=entry.status, message=entry.message[:500])
-                  for entry in trace if entry.status in FAULT_STATUSES]
+                  for entry in trace if entry.status in HANDLER_FAULTS]
         if not faults:
             return
         request = store_pb2.RecordPluginFaultsRequest(session_id=context.session_id, turn_id=context.turn_id, faults=faults,

@@ -26,7 +26,7 @@ from services.hooks.tool_host import action_tool, call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
-from shared.hook_events import EVENTS_BY_NAME
+from shared.hook_events import EVENTS_BY_NAME, HANDLER_FAULTS
 from shared.hook_matches import match_to_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
@@ -107,7 +107,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         metrics.record_hook_trace(trace)
         await self._breaker.record(ctx, trace)
         for entry in trace:
-            if entry.status in metrics.HOOK_FAILURE_STATUSES:
+            if entry.status in HANDLER_FAULTS:
                 # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
                 log.warning("hook.handler_failed", hook_event=entry.event, plugin_id=entry.handler_plugin_id,
                             status=entry.status, message=entry.message)

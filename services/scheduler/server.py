@@ -578,8 +578,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def ListPausedPlugins(self, request: scheduler_pb2.ListPausedPluginsRequest, context) -> scheduler_pb2.ListPausedPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         # The store keeps the fault breaker every hooks replica reports to (services/store/plugin_faults.py).
-        session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
-        return scheduler_pb2.ListPausedPluginsResponse(plugins=[paused_plugin(pause) for pause in session.paused_plugins])
+        reply = await self._peers.store.ListPausedPlugins(store_pb2.ListPausedPluginsRequest(session_id=request.session_id))
+        return scheduler_pb2.ListPausedPluginsResponse(plugins=[paused_plugin(pause) for pause in reply.plugins])
 
     @rpc
     async def ResetPluginFaults(self, request: scheduler_pb2.ResetPluginFaultsRequest, context) -> scheduler_pb2.ResetPluginFaultsResponse:

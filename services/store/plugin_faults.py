@@ -18,14 +18,13 @@ from covel.store.v1 import store_pb2
 from services.store.database import lock_session
 from services.store.models import utcnow
 from services.store.proto_mapping import pause_to_proto
-
-FAULT_STATUSES = frozenset({"error", "timeout", "invalid-result"})
+from shared.hook_events import HANDLER_FAULTS
 
 
 def counted(state: dict[str, Any], fault: store_pb2.PluginFault, now_s: float, threshold: int, window_s: float,
             turn_id: str) -> tuple[dict[str, Any], bool]:
     """One plugin's breaker state after `fault`, and whether the fault paused it."""
-    if "paused" in state or fault.status not in FAULT_STATUSES:
+    if "paused" in state or fault.status not in HANDLER_FAULTS:
         return state, False
     window = [at for at in state.get("at", []) if at >= now_s - window_s] + [now_s]
     if len(window) < threshold:

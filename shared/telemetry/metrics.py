@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from shared.hook_events import HANDLER_FAULTS
 from shared.settings import TelemetrySettings
 
 _state: dict = {"server": None, "port": None}
@@ -109,7 +110,6 @@ def record_web_request(method: str, route: str, status: int, seconds: float) -> 
         WEB_DURATION.labels(method, route).observe(seconds)
 
 
-HOOK_FAILURE_STATUSES = frozenset({"error", "timeout", "invalid-result"})
 
 
 # Each records only while this process serves /metrics: off, a turn pays one test per call.
@@ -127,7 +127,7 @@ def record_hook_trace(trace: Iterable) -> None:
         return
     for entry in trace:
         HOOK_DURATION.labels(entry.handler_plugin_id, entry.event).observe(entry.duration_us / 1e6)
-        if entry.status in HOOK_FAILURE_STATUSES:
+        if entry.status in HANDLER_FAULTS:
             HOOK_FAILURES.labels(entry.handler_plugin_id, entry.event, entry.status).inc()
 
 

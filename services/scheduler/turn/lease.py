@@ -11,13 +11,12 @@ import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
+from shared.errors import PASSING_CODES
 from shared.logs import get_logger
 
 log = get_logger(component="turn_runner")
 # How often the lease holder asks the store for Cancel / Interject sent to another replica.
 SIGNAL_POLL_S = 0.25
-# Failures worth another try: the store restarting, or too slow this once.
-PASSING = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 RELEASE_TIMEOUT_S = 2.0
 
 
@@ -78,7 +77,7 @@ class LeaseKeeper:
                 timeout=RELEASE_TIMEOUT_S,  # per call: retried while the store restarts
             )
         except grpc.aio.AioRpcError as error:
-            if error.code() in PASSING:
+            if error.code() in PASSING_CODES:  # the store restarting, or too slow this once
                 return False
             log.warning("lease.release_failed", session_id=lease.session_id, code=error.code().name)
         return True
