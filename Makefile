@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos/covel -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock
+.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock api-release
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -64,15 +64,23 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# ruff for Python, buf (buf.yaml: STANDARD rules) for protos/, and buf breaking: protos/ as they
-# are now against the last release tag (v*), or against the last commit where none is tagged yet.
+# ruff for Python, buf (buf.yaml: STANDARD rules) for protos/, and buf breaking twice: the public API
+# (protos/covel/scheduler/v1) against its release image, and every proto against the last release tag (v*),
+# or the last commit where none is tagged yet.
 BREAKING_BASE ?= $(shell git describe --tags --abbrev=0 --match 'v*' 2>/dev/null || echo HEAD)
+API_RELEASE := protos/releases/scheduler-v1.binpb
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/buf lint
+	$(VENV)/bin/buf breaking --against $(API_RELEASE)
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
 	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
+
+# Release the public API as it is now: later changes must keep clients of it working (`make lint`).
+# Only for a deliberate new release (docs/api.md, "Compatibility").
+api-release: $(VENV)/.installed
+	$(VENV)/bin/buf build --path protos/covel/scheduler/v1 -o $(API_RELEASE)
 
 # mypy (settings in pyproject.toml) over the services, the shared library and the CLI.
 typecheck: $(VENV)/.installed

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import grpc
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.in_process import InProcessGroup, unix_socket_addrs
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
 from shared.errors import retry_after_ms
@@ -95,7 +93,7 @@ async def wait_turns_work(scheduler_addr: str, timeout_s: float = 15.0) -> None:
                 await asyncio.sleep(0.2)
 
 
-async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, *, excluded_plugins=(), **fields) -> store_pb2.Session:
+async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, *, excluded_plugins=(), **fields) -> resources_pb2.Session:
     """A session of the narrator and the requested plugins: the other core plugins (world-time, memory,
     history-compaction) are left out so that figures measure the same turn as the kernel grows."""
     excluded = [*non_story_core_plugin_ids(), *excluded_plugins]
@@ -107,7 +105,7 @@ async def world_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str, plug
     each open form answered with its defaults and a name, the opening), so what is measured is play."""
     settings = {plugin: to_struct(values) for plugin, values in (plugin_settings or {}).items()}
     session_id = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world, plugin_settings=settings))).session.id
-    advance = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="advance")])
+    advance = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="advance")])
     [event async for event in stub.SubmitActions(advance)]
     for record in (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions:
         fields = from_struct(record.interaction.spec).get("schema", {}).get("properties", {})
@@ -117,16 +115,16 @@ async def world_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str, plug
     return session_id
 
 
-async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, store_pb2.Turn]:
+async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, resources_pb2.Turn]:
     """One turn end to end: (wall ms, ms to the first story text, the turn as recorded); a turn that did not commit raises."""
     elapsed, first_text, turn, _ = await play_counted_turn(stub, session_id, text)
     return elapsed, first_text, turn
 
 
 async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str
-                            ) -> tuple[float, float, store_pb2.Turn, int]:
+                            ) -> tuple[float, float, resources_pb2.Turn, int]:
     """`play_turn`, and how many messages the SubmitActions stream sent."""
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)],
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)],
                                                  idempotency_key=uuid.uuid4().hex)
     started = time.perf_counter()
     first_text = None
@@ -150,9 +148,9 @@ async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: 
     if last is None or last.WhichOneof("event") != "turn_completed":
         raise RuntimeError("the turn stream ended without turn_completed")
     turn = last.turn_completed
-    if turn.status != store_pb2.TURN_STATUS_COMMITTED:
-        failures = [f"{r.runtime_id}: {r.reason}" for r in turn.runtime_results if r.status != "success"]
-        raise RuntimeError(f"turn did not commit ({store_pb2.TurnStatus.Name(turn.status)}): {failures}")
+    if turn.status != resources_pb2.TURN_STATUS_COMMITTED:
+        failures = [f"{r.runtime_id}: {r.reason}" for r in turn.runtime_results if r.status != resources_pb2.RUNTIME_STATUS_SUCCESS]
+        raise RuntimeError(f"turn did not commit ({resources_pb2.TurnStatus.Name(turn.status)}): {failures}")
     return elapsed * 1000, (first_text if first_text is not None else elapsed) * 1000, turn, messages
 
 

@@ -23,9 +23,7 @@ import uuid
 import grpc
 
 from bench.common import create_session, running_services, table, write_result
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import SERVICES
 from shared.errors import retry_after_ms
 from shared.grpc_client import open_channel
@@ -40,7 +38,7 @@ RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusCode
 async def submit(stub, session_id: str, text: str) -> float | None:
     """One submit re-sent until its turn commits: when (monotonic) the committed attempt's turn started; None: lost."""
     request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, idempotency_key=uuid.uuid4().hex,
-                                                 actions=[common_pb2.PlayerAction(text=text)])
+                                                 actions=[resources_pb2.PlayerAction(text=text)])
     give_up = time.monotonic() + GIVE_UP_S
     while time.monotonic() < give_up:
         started = None
@@ -48,7 +46,7 @@ async def submit(stub, session_id: str, text: str) -> float | None:
             async for event in stub.SubmitActions(request, timeout=30):
                 if event.WhichOneof("event") == "turn_started" and started is None:
                     started = time.monotonic()
-                if event.WhichOneof("event") == "turn_completed" and event.turn_completed.status == store_pb2.TURN_STATUS_COMMITTED:
+                if event.WhichOneof("event") == "turn_completed" and event.turn_completed.status == resources_pb2.TURN_STATUS_COMMITTED:
                     return started or time.monotonic()
         except grpc.aio.AioRpcError as error:
             if error.code() not in RETRIED:

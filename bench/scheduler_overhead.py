@@ -20,9 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -64,12 +62,12 @@ async def measure(count: int, turns: int) -> dict:
                 timings = []
                 for index in range(turns + 2):
                     request = scheduler_pb2.SubmitActionsRequest(
-                        session_id=session.id, actions=[common_pb2.PlayerAction(text=f"step {index}")])
+                        session_id=session.id, actions=[resources_pb2.PlayerAction(text=f"step {index}")])
                     started = time.perf_counter()
                     events = [event async for event in stub.SubmitActions(request)]
                     elapsed = (time.perf_counter() - started) * 1000
                     turn = events[-1].turn_completed
-                    assert turn.status == store_pb2.TURN_STATUS_COMMITTED and len(turn.runtime_results) == count
+                    assert turn.status == resources_pb2.TURN_STATUS_COMMITTED and len(turn.runtime_results) == count
                     if index >= 2:
                         timings.append(elapsed)
         finally:

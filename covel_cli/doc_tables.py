@@ -37,6 +37,7 @@ from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from services.gateway.settings import GatewaySettings
 from services.hooks.settings import HooksSettings
 from services.registry import manifest_models as manifest
@@ -54,7 +55,7 @@ from shared.security import policy
 from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, default_oidc_algorithms, default_plugin_dirs
 
 DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
-             REPO_ROOT / "docs" / "security.md", REPO_ROOT / "README.md")
+             REPO_ROOT / "docs" / "security.md", REPO_ROOT / "docs" / "api.md", REPO_ROOT / "README.md")
 # docs/worlds.md's tables come from covel_cli/world_doc_tables.py.
 WORLD_DOC_FILES = (REPO_ROOT / "docs" / "worlds.md",)
 BLOCK = re.compile(r"(<!-- generated: (?P<key>[\w:.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
@@ -731,6 +732,25 @@ def service_policy_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+# ----- the public API's enums (protos/covel/scheduler/v1) ------------------------------------------
+
+
+def public_enums_table() -> str:
+    """Each enum of the public package, its values (UNSPECIFIED left out) and the fields that hold it."""
+    files = (resources_pb2.DESCRIPTOR, scheduler_pb2.DESCRIPTOR)
+    holders: dict[str, list[str]] = {}
+    for file in files:
+        for message in file.message_types_by_name.values():
+            for field in message.fields:
+                if field.enum_type is not None:
+                    holders.setdefault(field.enum_type.name, []).append(f"`{message.name}.{field.name}`")
+    rows = ["| enum | values | held by |", "|---|---|---|"]
+    for enum in resources_pb2.DESCRIPTOR.enum_types_by_name.values():
+        values = ", ".join(f"`{value.name}`" for value in enum.values if value.number)
+        rows.append(f"| `{enum.name}` | {values} | {', '.join(holders.get(enum.name, []))} |")
+    return "\n".join(rows) + "\n"
+
+
 # ----- the docs --------------------------------------------------------------------------------
 
 
@@ -752,14 +772,16 @@ def generated(key: str) -> str:
             return world_table(name)
     if key == "service-policy":
         return service_policy_table()
+    if key == "public-enums":
+        return public_enums_table()
     raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service>, "
-                   "channel-rules or service-policy")
+                   "channel-rules, service-policy or public-enums")
 
 
 def all_keys() -> list[str]:
     """Every table the docs must hold."""
     return ([f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
-            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy"])
+            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy", "public-enums"])
 
 
 def regenerate(text: str) -> str:

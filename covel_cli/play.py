@@ -20,10 +20,9 @@ from typing import Any, TextIO
 
 import grpc
 
-from covel.common.v1 import common_pb2
-from covel.registry.v1 import registry_pb2
+from covel.scheduler.v1 import resources_pb2 as api
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
-from covel.store.v1 import store_pb2
+from services.scheduler.public_api import enum_text
 from shared.errors import retry_after_ms
 from shared.grpc_client import open_client_api_channel
 from shared.structs import from_struct, to_struct
@@ -60,7 +59,7 @@ COMMANDS = (
     ("a number", "take one of the guide's suggestions"),
     ("anything else", "what your character says or does this turn"),
 )
-STATUS_MARK = {"success": "✓", "failed": "✗", "skipped": "–"}
+STATUS_MARK = {api.RUNTIME_STATUS_SUCCESS: "✓", api.RUNTIME_STATUS_FAILED: "✗", api.RUNTIME_STATUS_SKIPPED: "–"}
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
@@ -85,13 +84,13 @@ async def read_terminal_line() -> str | None:
     return await future
 
 
-def turn_summary(turn: store_pb2.Turn, elapsed_s: float) -> str:
+def turn_summary(turn: api.Turn, elapsed_s: float) -> str:
     """One line: the turn's status and time, then each runtime with its status mark and time."""
     parts = [
         f"{STATUS_MARK.get(r.status, '?')} {r.runtime_id} {r.duration_ms / 1000:.1f}s" + (f" ({r.reason})" if r.reason else "")
         for r in turn.runtime_results
     ]
-    status = store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower()
+    status = enum_text(api.TurnStatus.DESCRIPTOR, turn.status) or "unknown"
     return f"[turn {turn.logical_turn} {status} in {elapsed_s:.2f}s: {', '.join(parts) or 'no runtimes'}]"
 
 
@@ -102,9 +101,9 @@ def roll_line(roll: dict[str, Any]) -> str:
     return f"{roll['expression']}: [{', '.join(map(str, roll['dice']))}]{shown} = {roll['total']}"
 
 
-def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
+def plugin_lines(turn: api.Turn) -> tuple[list[str], list[str]]:
     """What the builtin plugins did this turn, and the guide's suggestions."""
-    outputs = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results if r.status == "success"}
+    outputs = {r.runtime_id: from_struct(r.output) for r in turn.runtime_results if r.status == api.RUNTIME_STATUS_SUCCESS}
     lines = [
         f"🎲 {check['skill']}: rolled {check['roll']}{check['modifier']:+d} vs DC {check['dc']} → {check['outcome']}"
         for check in (outputs.get("dice-check/roller") or {}).get("checks") or []
@@ -129,10 +128,10 @@ def plugin_lines(turn: store_pb2.Turn) -> tuple[list[str], list[str]]:
     return lines, suggestions
 
 
-NOTIFICATION_MARKS = {"info": "ℹ", "success": "✓", "warning": "!", "error": "✗"}
+NOTIFICATION_MARKS = {api.NOTIFICATION_LEVEL_SUCCESS: "✓", api.NOTIFICATION_LEVEL_WARNING: "!", api.NOTIFICATION_LEVEL_ERROR: "✗"}
 
 
-def shown_lines(result: store_pb2.RuntimeResult) -> list[str]:
+def shown_lines(result: api.RuntimeResult) -> list[str]:
     """A runtime's notifications, UI blocks (as short summaries) and interactions, one line each."""
     lines = [f"{NOTIFICATION_MARKS.get(n.level, 'ℹ')} {n.title + ': ' if n.title else ''}{n.text}" for n in result.notifications]
     for block in result.ui:
@@ -141,10 +140,10 @@ def shown_lines(result: store_pb2.RuntimeResult) -> list[str]:
         lines.append(f"▤ {block.title or block.id or block.plugin_id}{': ' + summary if summary else ''}")
     for asked in result.interactions:
         spec = from_struct(asked.spec)
-        if asked.kind == "choice":
+        if asked.kind == api.INTERACTION_KIND_CHOICE:
             options = ", ".join(str(o.get("label")) for o in spec.get("options") or [])
             lines.append(f"? {asked.prompt or asked.title} ({options}) · /answer <option>")
-        elif asked.kind == "form":
+        elif asked.kind == api.INTERACTION_KIND_FORM:
             fields = list(spec.get("fieldOrder") or (spec.get("schema") or {}).get("properties") or {})
             lines.append(f"? {asked.title or asked.prompt or 'a form'}: {', '.join(fields)} · /answer {' '.join(f + '=…' for f in fields)}")
         else:
@@ -183,7 +182,7 @@ class Progress:
             self._shown = False
 
 
-async def _stream_retried(submit, out: TextIO) -> store_pb2.Turn | None:
+async def _stream_retried(submit, out: TextIO) -> api.Turn | None:
     """A submit streamed, and sent again (the same request: its idempotency key) while the error says a retry
     may pass (docs/retries.md): a service restarting, the session still busy, the queue full."""
     give_up = time.monotonic() + RETRY_FOR_S
@@ -202,7 +201,7 @@ async def _stream_retried(submit, out: TextIO) -> store_pb2.Turn | None:
             await asyncio.sleep(wait_s)
 
 
-async def _stream_turn(events, out: TextIO, progress: Progress) -> store_pb2.Turn | None:
+async def _stream_turn(events, out: TextIO, progress: Progress) -> api.Turn | None:
     completed = None
     streaming = False
     segment_start = True
@@ -229,7 +228,7 @@ async def _stream_turn(events, out: TextIO, progress: Progress) -> store_pb2.Tur
                     segment_start = True
                     out.write(delta.text)
                     continue
-                if segment_start and delta.segment.kind == "dialogue" and delta.segment.speaker:
+                if segment_start and delta.segment.kind == api.SEGMENT_KIND_DIALOGUE and delta.segment.speaker:
                     out.write(f"{delta.segment.speaker}: ")
                 segment_start = False
                 out.write(delta.text)
@@ -241,10 +240,10 @@ async def _stream_turn(events, out: TextIO, progress: Progress) -> store_pb2.Tur
     return completed
 
 
-def _show_turn(completed: store_pb2.Turn, started: float, out: TextIO) -> list[str]:
-    if completed.status == store_pb2.TURN_STATUS_ABORTED:
+def _show_turn(completed: api.Turn, started: float, out: TextIO) -> list[str]:
+    if completed.status == api.TURN_STATUS_ABORTED:
         out.write(f"\n(turn stopped: {completed.abort_reason})")
-    elif completed.status == store_pb2.TURN_STATUS_FAILED:
+    elif completed.status == api.TURN_STATUS_FAILED:
         out.write(f"\n(turn failed, nothing was saved: {completed.abort_reason})")
     lines, suggestions = plugin_lines(completed)
     out.write("\n")
@@ -259,17 +258,17 @@ def _show_turn(completed: store_pb2.Turn, started: float, out: TextIO) -> list[s
     return suggestions
 
 
-async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str, out: TextIO) -> store_pb2.Turn | None:
+async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str, out: TextIO) -> api.Turn | None:
     turn, _ = await _play_turn(stub, session_id, text, out)
     return turn
 
 
 async def _play_turn(stub, session_id: str, text: str, out: TextIO, kind: str = "act",
-                     fields: dict | None = None) -> tuple[store_pb2.Turn | None, list[str]]:
+                     fields: dict | None = None) -> tuple[api.Turn | None, list[str]]:
     started = time.monotonic()
     request = scheduler_pb2.SubmitActionsRequest(
         session_id=session_id,
-        actions=[common_pb2.PlayerAction(kind=kind, text=text, fields=to_struct(fields) if fields else None)],
+        actions=[api.PlayerAction(kind=kind, text=text, fields=to_struct(fields) if fields else None)],
         idempotency_key=uuid.uuid4().hex,
     )
     completed = await _stream_retried(lambda: stub.SubmitActions(request), out)
@@ -280,17 +279,17 @@ ACTION_COMMANDS = ("/roll", "/kinds", "/as", "/say", "/kind", "/answer")
 YES, NO = ("yes", "y", "true"), ("no", "n", "false")
 
 
-def answer_values(interaction: store_pb2.Interaction, words: list[str]) -> dict:
+def answer_values(interaction: api.Interaction, words: list[str]) -> dict:
     """What `/answer` words mean for an interaction: a choice's option (its id, number or label), yes / no, or a
     form's field=value pairs (a value that reads as JSON is that JSON, else text)."""
-    if interaction.kind == "choice":
+    if interaction.kind == api.INTERACTION_KIND_CHOICE:
         options = from_struct(interaction.spec).get("options") or []
         said = " ".join(words).strip().lower()
         for number, option in enumerate(options, start=1):
             if said in (str(option.get("id")).lower(), str(number), str(option.get("label")).lower()):
                 return {"option": option.get("id")}
         return {"option": said}
-    if interaction.kind == "confirm":
+    if interaction.kind == api.INTERACTION_KIND_CONFIRM:
         said = (words[0] if words else "").lower()
         return {"confirmed": True if said in YES else False if said in NO else said}
     values: dict = {}
@@ -341,11 +340,11 @@ async def show_action_kinds(stub, session_id: str, out: TextIO) -> None:
     reply = await stub.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session_id))
     for kind in reply.kinds:
         fields = ", ".join(from_struct(kind.fields_schema).get("properties", {})) if kind.HasField("fields_schema") else ""
-        out.write(f"  {kind.kind:<24} {kind.label} ({'/'.join(kind.roles)}; text {kind.text}"
+        out.write(f"  {kind.kind:<24} {kind.label} ({'/'.join(enum_text(api.SeatRole.DESCRIPTOR, role) for role in kind.roles)}; text {enum_text(api.TextRule.DESCRIPTOR, kind.text)}"
                   + (f"; fields: {fields}" if fields else "") + ")\n")
     for seat in reply.seats:
         playing = f"plays {seat.character_id}" if seat.character_id else "plays no character"
-        out.write(f"  seat {seat.id} ({seat.role}): {playing}" + (f"; may play {', '.join(seat.character_ids)}" if seat.character_ids else "") + "\n")
+        out.write(f"  seat {seat.id} ({enum_text(api.SeatRole.DESCRIPTOR, seat.role)}): {playing}" + (f"; may play {', '.join(seat.character_ids)}" if seat.character_ids else "") + "\n")
 
 
 async def switch_character(stub, session_id: str, character_id: str, out: TextIO) -> None:
@@ -354,7 +353,7 @@ async def switch_character(stub, session_id: str, character_id: str, out: TextIO
     out.write(f"(from the next turn you play {main.character_id})\n")
 
 
-async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> store_pb2.Turn | None:
+async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> api.Turn | None:
     """/roll: the dice-check plugin's manual runtime."""
     started = time.monotonic()
     request = scheduler_pb2.RunManualRequest(session_id=session_id, runtime_id="dice-check/roll",
@@ -372,7 +371,7 @@ async def show_panels(stub, session_id: str, out: TextIO) -> None:
         out.write("(no plugin of this session has a panel)\n")
     for panel in panels:
         lines = render_text(from_struct(panel.spec), from_struct(panel.state))
-        out.write(f"▤ {lines[0] if lines else panel.plugin_id} ({panel.plugin_id}, {panel.location})\n")
+        out.write(f"▤ {lines[0] if lines else panel.plugin_id} ({panel.plugin_id}, {enum_text(api.UiSlot.DESCRIPTOR, panel.location)})\n")
         out.write("".join(f"    {line}\n" for line in lines[1:]))
 
 
@@ -390,7 +389,7 @@ async def show_commands(stub, session_id: str, out: TextIO) -> None:
 async def run_command(stub, session_id: str, line: str, out: TextIO) -> None:
     """Any other /name line: a plugin command (RunCommand); its result, and what its action showed."""
     ran = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session_id, text=line, idempotency_key=uuid.uuid4().hex))
-    failed = [r for r in ran.turn.runtime_results if r.status == "failed"]
+    failed = [r for r in ran.turn.runtime_results if r.status == api.RUNTIME_STATUS_FAILED]
     if failed:
         out.write(f"(the command failed: {failed[0].reason})\n")
     elif ran.result_json not in ("null", ""):
@@ -450,7 +449,7 @@ async def start_setup(stub, session_id: str, out: TextIO) -> list[str]:
     """A session in its setup phase starts it with an `advance` (the setup plugins ask their forms; a setup with
     nothing to ask goes straight on to the opening); its open questions are shown again on a resumed session."""
     session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
-    if session.phase != "setup" or await show_open_questions(stub, session_id, out):
+    if session.phase != api.SESSION_PHASE_SETUP or await show_open_questions(stub, session_id, out):
         return []
     out.write("\n(setting up the story…)\n")
     _, suggestions = await _play_turn(stub, session_id, "", out, "advance")
@@ -461,13 +460,13 @@ async def show_open_questions(stub, session_id: str, out: TextIO, lead: str = ""
     """The session's open questions, one line each (after `lead`); whether there were any."""
     asked = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions
     if asked:
-        out.write(lead + "\n".join(shown_lines(store_pb2.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
+        out.write(lead + "\n".join(shown_lines(api.RuntimeResult(interactions=[r.interaction for r in asked]))) + "\n")
     return bool(asked)
 
 
-async def remind_open_questions(stub, session_id: str, turn: store_pb2.Turn | None, out: TextIO) -> None:
+async def remind_open_questions(stub, session_id: str, turn: api.Turn | None, out: TextIO) -> None:
     """A setup turn that told no story (a question still waits for its answer) shows the open questions again."""
-    if turn is not None and not turn.narrative and turn.status == store_pb2.TURN_STATUS_COMMITTED:
+    if turn is not None and not turn.narrative and turn.status == api.TURN_STATUS_COMMITTED:
         await show_open_questions(stub, session_id, out, lead="  (the story starts once this is answered)\n")
 
 
@@ -517,9 +516,9 @@ async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, r
     return session_id
 
 
-def world_line(world: registry_pb2.World) -> str:
+def world_line(world: api.World) -> str:
     """`demo-world  Saltmere — The Covel authors · 0.2.0`, or the world's first problem when it failed."""
-    if world.state != registry_pb2.WORLD_STATE_LOADED:
+    if world.state != api.WORLD_STATE_LOADED:
         first = next(iter(world.diagnostics), None)
         why = f"{first.file}:{first.field_path}: {first.message}" if first is not None else "see its diagnostics"
         return f"{world.id}  (failed to load: {why})"

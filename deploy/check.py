@@ -19,7 +19,8 @@
    NetworkPolicies deny every covel pod's ingress by default and open each service's gRPC port to
    exactly the services shared/security/policy.py lets call it (the scheduler's to everyone);
    each component (deploy/k8s/components/<name>) is checked applied to the base;
-4. hadolint lints deploy/Dockerfile.
+4. hadolint lints deploy/Dockerfile, and every stage's base is pinned by digest (`<image>@sha256:<64 hex>`,
+   directly or through an ARG's default).
 
 Exit 1 with every problem listed. `--out DIR` also writes the rendered manifests there.
 """
@@ -478,6 +479,23 @@ def hadolint_problems() -> list[str]:
     return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()] if result.returncode else []
 
 
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def base_image_problems(dockerfile: str) -> list[str]:
+    """Every FROM names an image by digest (or an earlier stage); an ARG's default counts for ${ARG}."""
+    defaults = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", dockerfile, flags=re.M))
+    stages: set[str] = set()
+    problems = []
+    for image, stage in re.findall(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", dockerfile, flags=re.M | re.I):
+        resolved = re.sub(r"\$\{?(\w+)\}?", lambda match: defaults.get(match.group(1), match.group(0)), image)
+        if resolved not in stages and not DIGEST.search(resolved):
+            problems.append(f"FROM {image} is not pinned by digest; write <image>@sha256:<digest>")
+        if stage:
+            stages.add(stage)
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="also write each rendered manifest set to DIR/<name>.yaml")
@@ -498,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in rendered.problems:
             print(f"  ✗ {problem}")
         failed |= bool(rendered.problems)
-    lint = hadolint_problems()
+    lint = hadolint_problems() + base_image_problems(DOCKERFILE.read_text(encoding="utf-8"))
     print(f"{'Dockerfile':<16} hadolint: {'ok' if not lint else f'{len(lint)} problem(s)'}")
     for problem in lint:
         print(f"  ✗ {problem}")

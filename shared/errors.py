@@ -136,7 +136,7 @@ def failed_precondition(message: str, reason: str = "", subject: str = "") -> Se
 
 def session_not_found(session_id: str) -> ServiceError:
     """The one answer for a session id that names no session (or one the caller may not see)."""
-    return not_found(f"session {session_id} not found", "covel.store.v1.Session", session_id, reason="SESSION_NOT_FOUND")
+    return not_found(f"session {session_id} not found", "covel.scheduler.v1.Session", session_id, reason="SESSION_NOT_FOUND")
 
 
 def aborted(message: str) -> ServiceError:

@@ -12,6 +12,8 @@ from enum import StrEnum
 # The trace statuses of a handler that failed (raised, timed out, returned an invalid result): the fault
 # breaker counts them, the metrics count them. "abort" is the plugin doing its job, "ok" its success.
 HANDLER_FAULTS = frozenset({"error", "timeout", "invalid-result"})
+# Every status a trace entry may have ("skipped": the kernel's own entries for a step that did not run).
+HANDLER_STATUSES = ("ok", "abort", "error", "timeout", "invalid-result", "skipped")
 
 
 class Scope(StrEnum):

@@ -23,7 +23,7 @@ def check_seats(seats: list[store_pb2.Seat], characters: set[str] | None, field:
             raise invalid_argument(f"{where}.id", "must be a seat id of its own, e.g. main" if seat.id in seen else f"must be 1 to {ID_MAX} characters")
         seen.add(seat.id)
         if seat.role not in ROLES:
-            raise invalid_argument(f"{where}.role", f"is {seat.role!r}; a seat is a {' or a '.join(ROLES)}")
+            raise invalid_argument(f"{where}.role", f"is {seat.role or 'unset'}; a seat is a {' or a '.join(ROLES)}")
         if len(seat.character_ids) > SEAT_CHARACTERS_MAX or len(set(seat.character_ids)) != len(seat.character_ids):
             raise invalid_argument(f"{where}.character_ids", f"must list distinct characters, at most {SEAT_CHARACTERS_MAX}")
         if seat.character_id and seat.character_id not in seat.character_ids:

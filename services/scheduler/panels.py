@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
+from services.scheduler.public_api import public_enum
 from shared.errors import invalid_argument
 from shared.structs import from_struct, from_value, to_struct
 from shared.ui_panels import LOCATIONS
@@ -45,7 +46,7 @@ def session_panels(packages: list[Package], session: store_pb2.Session, world: s
     data = plugin_data(entries)
     shared = {"world": world_state(session, world),
               "session": {"phase": session.phase, "completedPlayerTurns": session.completed_player_turns, "locale": session.locale}}
-    return [scheduler_pb2.Panel(plugin_id=package.id, location=panel.location, file=panel.file, spec=panel.spec,
+    return [scheduler_pb2.Panel(plugin_id=package.id, location=public_enum(resources_pb2.UiSlot, panel.location), file=panel.file, spec=panel.spec,
                                 state=to_struct({"data": data.get(package.id, {}), **shared}))
             for package in sorted(packages, key=lambda p: p.id) for panel in package.ui_panels
             if not location or panel.location == location]

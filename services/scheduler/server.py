@@ -11,7 +11,8 @@ import grpc
 
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.internal.v1 import turn_events_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler import session_plugins
 from services.scheduler.agent.context import configure_instruction_locale
@@ -23,6 +24,7 @@ from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.panels import check_location, session_panels
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
+from services.scheduler.public_api import convert, from_request, request_text, request_texts, respond
 from services.scheduler.session_access import SessionAccess
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.action_kinds import kind_to_proto, session_catalogue
@@ -41,7 +43,7 @@ from services.scheduler.turn.plugin_actions import (
 )
 from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, unseen_events
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
-from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt, public_receipt
+from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt
 from services.scheduler.turn_watch import TurnWatch, replay
 from services.scheduler.world_sessions import default_seats, fetch_world, import_world_data, world_start
 from shared.errors import failed_precondition, invalid_argument, not_found, permission_denied, require, rpc, unavailable
@@ -50,7 +52,6 @@ from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.lorebook import check_entry as check_lorebook_entry
 from shared.page_tokens import pages
-from shared.plugin_pauses import paused_plugin
 from shared.seats import check_seats
 from shared.security.auth import caller, client_api_interceptors
 from shared.stream_coalescing import Channel, Coalescer
@@ -124,8 +125,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             locale=previous.locale, world_id=previous.world_id, title=previous.title,
             plugin_settings=dict(previous.plugin_settings), approved_plugins=list(previous.approved_plugins),
         ), command="reset", previous=previous)
-        ended = await self.EndSession(scheduler_pb2.EndSessionRequest(session_id=previous.id, reason="ended"), context)
-        return scheduler_pb2.ResetSessionResponse(session=created.session, previous_session=ended.session, rejected=created.rejected,
+        ended = await self.EndSession(scheduler_pb2.EndSessionRequest(session_id=previous.id, reason=resources_pb2.SESSION_ENDING_ENDED), context)
+        return respond(scheduler_pb2.ResetSessionResponse, session=created.session, previous_session=ended.session, rejected=created.rejected,
                                                   unavailable=created.unavailable)
 
     async def _create_session(self, request: scheduler_pb2.CreateSessionRequest, *, command: str = "new",
@@ -154,7 +155,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     f"approved_plugins[{index}]", f"plugin {plugin_id!r} is not enabled in this session; request it too"
                 )
         await self._check_plugin_settings(request.plugin_settings, active)
-        check_seats(list(request.seats), {c.id for c in world.session_world.characters} if world is not None else set())
+        seats = [from_request(seat, store_pb2.Seat, f"seats[{index}]") for index, seat in enumerate(request.seats)]
+        check_seats(seats, {c.id for c in world.session_world.characters} if world is not None else set())
         if world is not None:
             await import_world_data(self._peers.registry, self._plugins, world, list(resolved.active), locale)
         created = await self._peers.store.CreateSession(
@@ -165,7 +167,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                     title=request.title,
                     # A session belongs to its creator; a reset one stays its owner's (session_access.py).
                     owner=(previous.owner if previous is not None else "") or caller().name,
-                    seats=list(request.seats) or default_seats(world.world if world is not None else None),
+                    seats=seats or default_seats(world.world if world is not None else None),
                     active_plugins=active,
                     approved_plugins=list(request.approved_plugins),
                     requested_plugins=list(request.requested_plugins),
@@ -193,14 +195,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         elif parent is not None:
             # command:new only for a new-session command from an existing session (spec: emitCommandHooks).
             await self.events.command_new(running, parent)
-        return scheduler_pb2.CreateSessionResponse(
+        return respond(
+            scheduler_pb2.CreateSessionResponse,
             session=session,
-            rejected=[*(world.left_out if world is not None else []), *(_rejected(r) for r in resolved.rejected if r.plugin_id not in active)],
-            unavailable=[_rejected(r) for r in resolved.unavailable],
-            unmet_requirements=[
-                scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
-                for u in resolved.unmet
-            ],
+            rejected=[*(world.left_out if world is not None else []), *(r for r in resolved.rejected if r.plugin_id not in active)],
+            unavailable=resolved.unavailable, unmet_requirements=resolved.unmet,
         )
 
     async def _parent_session(self, request: scheduler_pb2.CreateSessionRequest) -> store_pb2.Session | None:
@@ -242,14 +241,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     async def GetSession(self, request: scheduler_pb2.GetSessionRequest, context) -> scheduler_pb2.GetSessionResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))
-        return scheduler_pb2.GetSessionResponse(session=reply.session)
+        return respond(scheduler_pb2.GetSessionResponse, session=reply.session)
 
     @rpc
     async def EndSession(self, request: scheduler_pb2.EndSessionRequest, context) -> scheduler_pb2.EndSessionResponse:
         require(request.session_id, "session_id", "the session to end")
-        reason = request.reason or "ended"
-        if reason not in ("ended", "deleted"):
-            raise invalid_argument("reason", f"is {request.reason!r}; use ended or deleted")
+        reason = request_text(request, "reason") or "ended"
         before = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         reply = await self._peers.store.EndSession(
             store_pb2.EndSessionRequest(session_id=request.session_id, reason=reason)
@@ -265,13 +262,14 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 {"sessionId": before.id, "reason": reason},
             )
             _log_hook_failures(ended.trace)
-        return scheduler_pb2.EndSessionResponse(session=reply.session)
+        return respond(scheduler_pb2.EndSessionResponse, session=reply.session)
 
     @rpc
     async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context):
         require(request.session_id, "session_id", "the id CreateSession returned")
         _check_idempotency_key(request.idempotency_key)
-        async for event in self._submit(request, validate_actions(list(request.actions))):
+        async for event in self._submit(request, validate_actions([from_request(action, common_pb2.PlayerAction, f"actions[{index}]")
+                                                             for index, action in enumerate(request.actions)])):
             yield event
 
     @rpc
@@ -307,7 +305,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListInteractions(
             store_pb2.ListInteractionsRequest(session_id=request.session_id, include_answered=request.include_answered))
-        return scheduler_pb2.ListInteractionsResponse(interactions=reply.interactions)
+        return respond(scheduler_pb2.ListInteractionsResponse, interactions=reply.interactions)
 
     @rpc
     async def InvokeAction(self, request: scheduler_pb2.InvokeActionRequest, context) -> scheduler_pb2.InvokeActionResponse:
@@ -323,7 +321,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @pages("commands")
     async def ListCommands(self, request: scheduler_pb2.ListCommandsRequest, context) -> scheduler_pb2.ListCommandsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        return scheduler_pb2.ListCommandsResponse(commands=session_commands(await self._running_packages(request.session_id)))
+        return respond(scheduler_pb2.ListCommandsResponse, commands=session_commands(await self._running_packages(request.session_id)))
 
     @rpc
     async def ListSessions(self, request: scheduler_pb2.ListSessionsRequest, context) -> scheduler_pb2.ListSessionsResponse:
@@ -333,7 +331,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reply = await self._peers.store.ListSessions(store_pb2.ListSessionsRequest(
             owner=request.owner or principal.name, page_size=request.page_size, page_token=request.page_token,
             include_ended=request.include_ended))
-        return scheduler_pb2.ListSessionsResponse(sessions=reply.sessions, next_page_token=reply.next_page_token)
+        return respond(scheduler_pb2.ListSessionsResponse, sessions=reply.sessions, next_page_token=reply.next_page_token)
 
     @rpc
     async def ListDetachedJobs(self, request: scheduler_pb2.ListDetachedJobsRequest, context) -> scheduler_pb2.ListDetachedJobsResponse:
@@ -341,8 +339,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if not request.session_id and not caller().is_operator:
             raise permission_denied("session_id: only an operator lists every session's jobs; name one of your sessions")
         reply = await self._peers.store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(
-            session_id=request.session_id, statuses=list(request.statuses), page_size=request.page_size, page_token=request.page_token))
-        return scheduler_pb2.ListDetachedJobsResponse(jobs=reply.jobs, next_page_token=reply.next_page_token)
+            session_id=request.session_id, statuses=request_texts(request, "statuses"), page_size=request.page_size, page_token=request.page_token))
+        return respond(scheduler_pb2.ListDetachedJobsResponse, jobs=reply.jobs, next_page_token=reply.next_page_token)
 
     @rpc
     async def RequeueDetachedJob(self, request: scheduler_pb2.RequeueDetachedJobRequest, context) -> scheduler_pb2.RequeueDetachedJobResponse:
@@ -350,13 +348,14 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             raise permission_denied("only an operator queues a detached job again")
         require(request.job_id, "job_id", "a job's id, as ListDetachedJobs shows it")
         reply = await self._peers.store.RequeueDetachedJob(store_pb2.RequeueDetachedJobRequest(job_id=request.job_id))
-        return scheduler_pb2.RequeueDetachedJobResponse(job=reply.job)
+        return respond(scheduler_pb2.RequeueDetachedJobResponse, job=reply.job)
 
     @rpc
     @pages("panels")
     async def ListPanels(self, request: scheduler_pb2.ListPanelsRequest, context) -> scheduler_pb2.ListPanelsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        check_location(request.location)
+        location = request_text(request, "location")
+        check_location(location)
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         packages = [p for p in await self._running_packages(request.session_id, session) if p.ui_panels]
         if not packages:
@@ -366,7 +365,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             *(self._peers.store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=request.session_id, plugin_id=package.id))
               for package in packages))
         entries = [entry for reply in replies for entry in reply.entries]
-        return scheduler_pb2.ListPanelsResponse(panels=session_panels(packages, session, world, entries, request.location))
+        return respond(scheduler_pb2.ListPanelsResponse, panels=session_panels(packages, session, world, entries, location))
 
     @rpc
     async def RunCommand(self, request: scheduler_pb2.RunCommandRequest, context) -> scheduler_pb2.InvokeActionResponse:
@@ -376,12 +375,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         packages = await self._running_packages(request.session_id, session)
         command, args = parse_command(request.text.strip(), session_commands(packages))
-        payload: dict = {"args": args, "context": command_context(list(command.context), session, packages)}
+        payload: dict = {"args": args, "context": command_context(request_texts(command, "context"), session, packages)}
         return await self._invoke(request.session_id, ActionCall(command.plugin_id, command.action, payload), request.idempotency_key)
 
     async def _invoke(self, session_id: str, call: ActionCall, idempotency_key: str) -> scheduler_pb2.InvokeActionResponse:
         turn = await self._runner.run_observed(TurnRequest(session_id, [], idempotency_key, origin=ACTION_ORIGIN, action=call), unseen_events)
-        return scheduler_pb2.InvokeActionResponse(result_json=call.result_json, turn=conceal_turn(turn))
+        return respond(scheduler_pb2.InvokeActionResponse, result_json=call.result_json, turn=conceal_turn(turn))
 
     async def _running_packages(self, session_id: str, session: store_pb2.Session | None = None) -> list:
         """The packages of the session's plugins that run now."""
@@ -446,7 +445,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         """Run `work(emit)` as its own task and stream what it emits. The task outlives a client that
         goes away, so a turn always commits whole; `background` ends the stream after turn_started.
         Story text emitted at once goes as one message (turn/event_coalescing.py)."""
-        events: Channel[scheduler_pb2.TurnEvent] = Channel()
+        events: Channel[turn_events_pb2.TurnEvent] = Channel()
         # Set once the client went away: every story completed from then on is reported undelivered.
         gone = ""
 
@@ -483,7 +482,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             async with contextlib.aclosing(coalescer.items()) as coalesced:
                 async for event in coalesced:
                     delivering = event
-                    yield event
+                    yield convert(event, scheduler_pb2.TurnEvent)
                     delivering = None
                     if event.WhichOneof("event") == "turn_completed":
                         self.events.message_sent(event.turn_completed, True)
@@ -512,7 +511,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             raise invalid_argument("limit", "must be 0 (a page from the first) or positive (the newest)")
         reply = await self._peers.store.ListMessages(store_pb2.ListMessagesRequest(
             session_id=request.session_id, limit=request.limit, page_size=request.page_size, page_token=request.page_token))
-        return scheduler_pb2.ListMessagesResponse(messages=reply.messages, next_page_token=reply.next_page_token)
+        return respond(scheduler_pb2.ListMessagesResponse, messages=reply.messages, next_page_token=reply.next_page_token)
 
     @rpc
     async def GetTurn(self, request: scheduler_pb2.GetTurnRequest, context) -> scheduler_pb2.GetTurnResponse:
@@ -521,14 +520,14 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         reply = await self._peers.store.GetTurn(
             store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=request.turn_id)
         )
-        return scheduler_pb2.GetTurnResponse(turn=conceal_turn(reply.turn))
+        return respond(scheduler_pb2.GetTurnResponse, turn=conceal_turn(reply.turn))
 
     @rpc
     async def ListTurns(self, request: scheduler_pb2.ListTurnsRequest, context) -> scheduler_pb2.ListTurnsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListTurns(store_pb2.ListTurnsRequest(
             session_id=request.session_id, page_size=request.page_size, page_token=request.page_token, newest_first=request.newest_first))
-        return scheduler_pb2.ListTurnsResponse(turns=[conceal_turn(turn) for turn in reply.turns], next_page_token=reply.next_page_token)
+        return respond(scheduler_pb2.ListTurnsResponse, turns=[conceal_turn(turn) for turn in reply.turns], next_page_token=reply.next_page_token)
 
     @rpc
     async def WatchTurn(self, request: scheduler_pb2.WatchTurnRequest, context):
@@ -536,11 +535,11 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         watched = self.watch.running_or_kept(request.session_id, request.turn_id)
         if watched is not None and watched.session_id == request.session_id:
             async for event in watched.follow():
-                yield event
+                yield convert(event, scheduler_pb2.TurnEvent)
             return
         turn = await self._followed_elsewhere(request.session_id, request.turn_id)
         for event in replay(conceal_turn(turn)):
-            yield event
+            yield convert(event, scheduler_pb2.TurnEvent)
 
     async def _followed_elsewhere(self, session_id: str, turn_id: str) -> store_pb2.Turn:
         """The turn once recorded: one running on another replica is waited for (its record polled)."""
@@ -549,7 +548,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         if not turn_id and not running:
             latest = await store.ListTurns(store_pb2.ListTurnsRequest(session_id=session_id, page_size=1, newest_first=True))
             if not latest.turns:
-                raise not_found(f"session {session_id} has no turn yet; submit one", "covel.store.v1.Turn", "", reason="TURN_NOT_FOUND")
+                raise not_found(f"session {session_id} has no turn yet; submit one", "covel.scheduler.v1.Turn", "", reason="TURN_NOT_FOUND")
             return latest.turns[0]
         wanted = turn_id or running
         while True:
@@ -560,7 +559,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 # Not running (any more): recorded just now, or never (its scheduler stopped mid-turn).
                 recorded = await self._recorded(session_id, wanted)
                 if recorded is None:
-                    raise not_found(f"turn {wanted} of session {session_id} is neither recorded nor running", "covel.store.v1.Turn", wanted,
+                    raise not_found(f"turn {wanted} of session {session_id} is neither recorded nor running", "covel.scheduler.v1.Turn", wanted,
                                     reason="TURN_NOT_FOUND")
                 return recorded
             await asyncio.sleep(WATCH_POLL_S)
@@ -579,7 +578,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         # The store keeps the fault breaker every hooks replica reports to (services/store/plugin_faults.py).
         reply = await self._peers.store.ListPausedPlugins(store_pb2.ListPausedPluginsRequest(session_id=request.session_id))
-        return scheduler_pb2.ListPausedPluginsResponse(plugins=[paused_plugin(pause) for pause in reply.plugins])
+        return respond(scheduler_pb2.ListPausedPluginsResponse, plugins=reply.plugins)
 
     @rpc
     async def ResetPluginFaults(self, request: scheduler_pb2.ResetPluginFaultsRequest, context) -> scheduler_pb2.ResetPluginFaultsResponse:
@@ -600,7 +599,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             ),
         )
         await self.events.session_patch(reply.session, {"approve": list(request.approve), "revoke": list(request.revoke)})
-        return scheduler_pb2.SetPluginApprovalsResponse(session=reply.session)
+        return respond(scheduler_pb2.SetPluginApprovalsResponse, session=reply.session)
 
     @rpc
     async def SetSessionPlugins(self, request: scheduler_pb2.SetSessionPluginsRequest, context) -> scheduler_pb2.SetSessionPluginsResponse:
@@ -614,19 +613,18 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         _refuse_rejected_requests(request.enable, resolved, field="enable")
         updated = await session_plugins.store_plugins(self._peers.store, session.id, requested, excluded, resolved)
         await self.events.session_patch(updated, {"enable": list(request.enable), "disable": list(request.disable)})
-        return scheduler_pb2.SetSessionPluginsResponse(
+        return respond(
+            scheduler_pb2.SetSessionPluginsResponse,
             session=updated,
-            rejected=[_rejected(r) for r in resolved.rejected if r.plugin_id not in resolved.session_plugins],
-            unavailable=[_rejected(r) for r in resolved.unavailable],
-            unmet_requirements=[scheduler_pb2.UnmetRequirement(contract=u.contract, code=u.code, reason=u.reason, providers=list(u.providers))
-                                for u in resolved.unmet])
+            rejected=[r for r in resolved.rejected if r.plugin_id not in resolved.session_plugins],
+            unavailable=resolved.unavailable, unmet_requirements=resolved.unmet)
 
     @rpc
     @pages("entries")
     async def ListLorebook(self, request: scheduler_pb2.ListLorebookRequest, context) -> scheduler_pb2.ListLorebookResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         world = await self._peers.store.GetWorld(store_pb2.GetWorldRequest(session_id=request.session_id))
-        return scheduler_pb2.ListLorebookResponse(entries=world.lorebook)
+        return respond(scheduler_pb2.ListLorebookResponse, entries=world.lorebook)
 
     @rpc
     async def PutLorebookEntry(self, request: scheduler_pb2.PutLorebookEntryRequest, context) -> scheduler_pb2.PutLorebookEntryResponse:
@@ -636,7 +634,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                                         content=request.content, constant=request.constant, disabled=request.disabled)
         check_lorebook_entry(entry)
         reply = await self._peers.store.PutLorebookEntry(store_pb2.PutLorebookEntryRequest(session_id=request.session_id, entry=entry))
-        return scheduler_pb2.PutLorebookEntryResponse(entry=reply.entry)
+        return respond(scheduler_pb2.PutLorebookEntryResponse, entry=reply.entry)
 
     @rpc
     async def DeleteLorebookEntry(self, request: scheduler_pb2.DeleteLorebookEntryRequest, context) -> scheduler_pb2.DeleteLorebookEntryResponse:
@@ -652,25 +650,26 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         reply = await self._peers.store.ListSettlements(
             store_pb2.ListSettlementsRequest(session_id=request.session_id, include_closed=request.include_closed))
-        return scheduler_pb2.ListSettlementsResponse(settlements=[public_receipt(receipt) for receipt in reply.settlements])
+        return respond(scheduler_pb2.ListSettlementsResponse, settlements=reply.settlements)
 
     @rpc
     async def ResolveSettlement(self, request: scheduler_pb2.ResolveSettlementRequest, context) -> scheduler_pb2.ResolveSettlementResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.source_turn_id, "source_turn_id", "the receipt's source turn, as ListSettlements shows it")
         require(request.runtime_id, "runtime_id", "the receipt's maintainer runtime, as ListSettlements shows it")
-        check_resolution(request.resolution)
+        resolution = request_text(request, "resolution")
+        check_resolution(resolution)
         _check_idempotency_key(request.idempotency_key)
-        if request.resolution != RETRY:
+        if resolution != RETRY:
             closed = await self._peers.store.ResolveSettlement(store_pb2.ResolveSettlementRequest(
                 session_id=request.session_id, source_turn_id=request.source_turn_id, runtime_id=request.runtime_id,
-                resolution=request.resolution))
-            return scheduler_pb2.ResolveSettlementResponse(settlement=public_receipt(closed.settlement))
+                resolution=resolution))
+            return respond(scheduler_pb2.ResolveSettlementResponse, settlement=closed.settlement)
         receipt = await self._receipt(request.session_id, request.source_turn_id, request.runtime_id)
         check_open(receipt)
         turn = await self._runner.retry_settlement(request.session_id, receipt, request.idempotency_key)
         after = await self._receipt(request.session_id, request.source_turn_id, request.runtime_id)
-        return scheduler_pb2.ResolveSettlementResponse(settlement=public_receipt(after), turn=conceal_turn(turn))
+        return respond(scheduler_pb2.ResolveSettlementResponse, settlement=after, turn=conceal_turn(turn))
 
     async def _receipt(self, session_id: str, source_turn_id: str, runtime_id: str) -> store_pb2.DimensionSettlement:
         reply = await self._peers.store.ListSettlements(store_pb2.ListSettlementsRequest(session_id=session_id, include_closed=True))
@@ -680,23 +679,24 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @pages("packs")
     async def ListPacks(self, request: scheduler_pb2.ListPacksRequest, context) -> scheduler_pb2.ListPacksResponse:
         reply = await self._peers.registry.ListPacks(registry_pb2.ListPacksRequest(locale=request.locale))
-        return scheduler_pb2.ListPacksResponse(packs=reply.packs)
+        return respond(scheduler_pb2.ListPacksResponse, packs=reply.packs)
 
     @rpc
     async def GetPluginPlan(self, request: scheduler_pb2.GetPluginPlanRequest, context) -> scheduler_pb2.GetPluginPlanResponse:
         require(request.world_id, "world_id", "the id of a world ListWorlds lists")
         reply = await self._peers.registry.GetPluginPlan(registry_pb2.GetPluginPlanRequest(
             world_id=request.world_id, pack_id=request.pack_id, locale=request.locale, approved=list(request.approved_plugins)))
-        return scheduler_pb2.GetPluginPlanResponse(plan=reply.plan)
+        return respond(scheduler_pb2.GetPluginPlanResponse, plan=reply.plan)
 
     @rpc
     async def GetSessionPlugins(self, request: scheduler_pb2.GetSessionPluginsRequest, context) -> scheduler_pb2.GetSessionPluginsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         confirmed = await self._plugins.resolve_confirmed(session)
-        return scheduler_pb2.GetSessionPluginsResponse(
+        return respond(
+            scheduler_pb2.GetSessionPluginsResponse,
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
-            unavailable=[_rejected(r) for r in confirmed.unavailable],
+            unavailable=confirmed.unavailable,
         )
 
     @rpc
@@ -705,8 +705,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._peers.store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         catalogue = session_catalogue(await self._running_packages(request.session_id, session), session.locale)
-        return scheduler_pb2.ListActionKindsResponse(kinds=[kind_to_proto(rule) for rule in catalogue.values()],
-                                                     seats=list(session.seats) or [IMPLICIT_SEAT])
+        return respond(scheduler_pb2.ListActionKindsResponse, kinds=[kind_to_proto(rule) for rule in catalogue.values()],
+                                                     seats=session.seats or [IMPLICIT_SEAT])
 
     @rpc
     async def SwitchCharacter(self, request: scheduler_pb2.SwitchCharacterRequest, context) -> scheduler_pb2.SwitchCharacterResponse:
@@ -714,18 +714,18 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         require(request.character_id, "character_id", "one of the seat's characters (ListActionKinds lists the seats)")
         reply = await self._peers.store.SetSeatCharacter(store_pb2.SetSeatCharacterRequest(
             session_id=request.session_id, seat_id=request.seat_id or "main", character_id=request.character_id))
-        return scheduler_pb2.SwitchCharacterResponse(session=reply.session)
+        return respond(scheduler_pb2.SwitchCharacterResponse, session=reply.session)
 
     @rpc
     @pages("worlds")
     async def ListWorlds(self, request: scheduler_pb2.ListWorldsRequest, context) -> scheduler_pb2.ListWorldsResponse:
         reply = await self._peers.registry.ListWorlds(registry_pb2.ListWorldsRequest(locale=request.locale))
-        return scheduler_pb2.ListWorldsResponse(worlds=reply.worlds)
+        return respond(scheduler_pb2.ListWorldsResponse, worlds=reply.worlds)
 
     @rpc
     async def GetWorld(self, request: scheduler_pb2.GetWorldRequest, context) -> scheduler_pb2.GetWorldResponse:
         require(request.world_id, "world_id", "the id of a world ListWorlds lists")
-        return scheduler_pb2.GetWorldResponse(world=await fetch_world(self._peers.registry, request.world_id, request.locale))
+        return respond(scheduler_pb2.GetWorldResponse, world=await fetch_world(self._peers.registry, request.world_id, request.locale))
 
     @rpc
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context) -> scheduler_pb2.CancelResponse:
@@ -777,7 +777,7 @@ def _on_turn_started(announce):
     def wrap(emit):
         announced = False
 
-        async def emitting(event: scheduler_pb2.TurnEvent) -> None:
+        async def emitting(event: turn_events_pb2.TurnEvent) -> None:
             nonlocal announced
             if not announced and event.WhichOneof("event") == "turn_started":
                 announced = True
@@ -787,12 +787,6 @@ def _on_turn_started(announce):
         return emitting
 
     return wrap
-
-
-def _rejected(rejection: registry_pb2.RejectedPlugin) -> scheduler_pb2.RejectedPlugin:
-    return scheduler_pb2.RejectedPlugin(
-        plugin_id=rejection.plugin_id, code=rejection.code, reason=rejection.reason, contract=rejection.contract or rejection.topic
-    )
 
 
 def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPluginsResponse, *,
@@ -815,7 +809,7 @@ def _refuse_rejected_requests(requested, resolved: registry_pb2.ResolveSessionPl
 async def _completed(emit, turn: store_pb2.Turn) -> None:
     """The turn's record to the client; a retryable failure then ends the stream UNAVAILABLE with RetryInfo,
     so a client tells it from a failure another try would meet again (docs/retries.md)."""
-    await emit(scheduler_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
+    await emit(turn_events_pb2.TurnEvent(turn_completed=conceal_turn(turn)))
     if turn.retryable:
         raise unavailable(f"turn {turn.id} failed for a passing reason ({turn.abort_reason}); send it again with the same "
                           "idempotency_key and it runs again", reason="TURN_FAILED_RETRYABLE", turn_id=turn.id)

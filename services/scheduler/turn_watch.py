@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 
 # How long a finished turn's live events stay here; later, watchers get the replay from the record.
@@ -27,12 +27,12 @@ KEPT_TURNS = 512
 class WatchedTurn:
     session_id: str
     turn_id: str
-    events: list[scheduler_pb2.TurnEvent] = field(default_factory=list)
+    events: list[turn_events_pb2.TurnEvent] = field(default_factory=list)
     done: bool = False
     ended_at: float = 0.0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, event: scheduler_pb2.TurnEvent) -> None:
+    def add(self, event: turn_events_pb2.TurnEvent) -> None:
         self.events.append(event)
         if event.WhichOneof("event") == "turn_completed":
             self.end()
@@ -47,7 +47,7 @@ class WatchedTurn:
         self.changed.set()
         self.changed = asyncio.Event()
 
-    async def follow(self) -> AsyncIterator[scheduler_pb2.TurnEvent]:
+    async def follow(self) -> AsyncIterator[turn_events_pb2.TurnEvent]:
         """Every event from the first, then each as it comes, until the turn ends."""
         sent = 0
         while True:
@@ -71,7 +71,7 @@ class TurnWatch:
         """What a stream of `session_id` passes each event to (a chain of turns: one WatchedTurn each)."""
         current: list[WatchedTurn] = []
 
-        def publish(event: scheduler_pb2.TurnEvent) -> None:
+        def publish(event: turn_events_pb2.TurnEvent) -> None:
             if event.WhichOneof("event") == "turn_started":
                 if current:
                     current[0].end()
@@ -106,14 +106,14 @@ class TurnWatch:
                 del self._latest[oldest.session_id]
 
 
-def replay(turn: store_pb2.Turn) -> list[scheduler_pb2.TurnEvent]:
+def replay(turn: store_pb2.Turn) -> list[turn_events_pb2.TurnEvent]:
     """A recorded turn as the events a watcher gets: the story, what it showed the player, the record."""
-    events = [scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn))]
-    events.extend(scheduler_pb2.TurnEvent(narrative_delta=scheduler_pb2.NarrativeDelta(runtime_id=message.runtime_id, text=message.text))
+    events = [turn_events_pb2.TurnEvent(turn_started=turn_events_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn))]
+    events.extend(turn_events_pb2.TurnEvent(narrative_delta=turn_events_pb2.NarrativeDelta(runtime_id=message.runtime_id, text=message.text))
                   for message in turn.messages if message.role == "story" and message.text)
     for result in turn.runtime_results:
-        events.extend(scheduler_pb2.TurnEvent(notification=shown) for shown in result.notifications)
-        events.extend(scheduler_pb2.TurnEvent(ui=shown) for shown in result.ui)
-        events.extend(scheduler_pb2.TurnEvent(interaction=shown) for shown in result.interactions)
-    events.append(scheduler_pb2.TurnEvent(turn_completed=turn))
+        events.extend(turn_events_pb2.TurnEvent(notification=shown) for shown in result.notifications)
+        events.extend(turn_events_pb2.TurnEvent(ui=shown) for shown in result.ui)
+        events.extend(turn_events_pb2.TurnEvent(interaction=shown) for shown in result.interactions)
+    events.append(turn_events_pb2.TurnEvent(turn_completed=turn))
     return events

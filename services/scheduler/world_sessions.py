@@ -39,7 +39,7 @@ class WorldStart:
     # The player's request with the world's plugins, contracts, settings presets and title.
     request: scheduler_pb2.CreateSessionRequest
     session_world: store_pb2.SessionWorld
-    left_out: list[scheduler_pb2.RejectedPlugin] = field(default_factory=list)
+    left_out: list[registry_pb2.RejectedPlugin] = field(default_factory=list)
 
 
 async def import_world_data(registry: registry_pb2_grpc.PluginRegistryStub, plugins: PluginCache, start: WorldStart,
@@ -131,7 +131,7 @@ async def world_start(registry: registry_pb2_grpc.PluginRegistryStub, request: s
     player_excluded = set(request.excluded_plugins)
     wanted = [plugin_id for plugin_id in plan.default_plugin_ids if plugin_id not in player_excluded]
     left_out = [
-        scheduler_pb2.RejectedPlugin(plugin_id=missing.plugin_id, code="not-installed",
+        registry_pb2.RejectedPlugin(plugin_id=missing.plugin_id, code="not-installed",
                                      reason=f"{_asker(missing.source, world.id)} asks for it, but it is not installed or failed to load")
         for missing in plan.missing
     ]

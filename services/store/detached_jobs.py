@@ -236,7 +236,7 @@ def _held(db: Session, job_id: str, lease_id: str, now: datetime, policy: RetryP
         statement = statement.with_for_update()
     row = db.execute(statement).scalar_one_or_none()
     if row is None:
-        raise not_found(f"detached job {job_id} not found", "covel.store.v1.DetachedJob", job_id, reason="DETACHED_JOB_NOT_FOUND")
+        raise not_found(f"detached job {job_id} not found", "covel.scheduler.v1.DetachedJob", job_id, reason="DETACHED_JOB_NOT_FOUND")
     if row.status != "running" or row.lease_id != lease_id:
         raise aborted(f"detached job {job_id} is {row.status}; lease {lease_id} is not held")
     if row.lease_deadline and now >= row.lease_deadline:
@@ -300,7 +300,7 @@ def requeue(db: Session, job_id: str) -> store_pb2.DetachedJob:
     """A job that ended without success queued again, attempts counted afresh (its session must still be active)."""
     row = db.get(DetachedJobRow, job_id)
     if row is None:
-        raise not_found(f"detached job {job_id} not found", "covel.store.v1.DetachedJob", job_id, reason="DETACHED_JOB_NOT_FOUND")
+        raise not_found(f"detached job {job_id} not found", "covel.scheduler.v1.DetachedJob", job_id, reason="DETACHED_JOB_NOT_FOUND")
     if row.status not in REQUEUEABLE:
         raise failed_precondition(f"detached job {job_id} is {row.status}; only a job {', '.join(REQUEUEABLE)} can be queued again")
     if find_session(db, row.session_id).status != "active":

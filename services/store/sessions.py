@@ -110,7 +110,7 @@ def get_turn(db: Session, session_id: str, turn_id: str) -> store_pb2.Turn:
     find_session(db, session_id)
     row = db.get(TurnRow, turn_id)
     if row is None or row.session_id != session_id:
-        raise not_found(f"turn {turn_id} not found in session {session_id}", "covel.store.v1.Turn", turn_id, reason="TURN_NOT_FOUND")
+        raise not_found(f"turn {turn_id} not found in session {session_id}", "covel.scheduler.v1.Turn", turn_id, reason="TURN_NOT_FOUND")
     return load_turn(db, row)
 
 

@@ -10,8 +10,7 @@ import signal
 
 import grpc
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.settings import REPO_ROOT
@@ -35,7 +34,7 @@ async def test_sigterm_mid_turn_drains_the_turn_then_exits(tmp_path):
             session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=20)).session
             stream = stub.SubmitActions(
                 scheduler_pb2.SubmitActionsRequest(
-                    session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I open the door")]
+                    session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I open the door")]
                 ),
                 timeout=60,
             )

@@ -231,3 +231,14 @@ def test_plugins_reach_every_pod_read_only(base_resources, known):
     hooks["containers"][0]["volumeMounts"].append({"name": "plugins", "mountPath": "/app/plugins"})
     problems = problems_of(resources, known)
     assert any(p.startswith("Deployment/covel-hooks: plugin folder /app/plugins is on volume plugins, mounted writable") for p in problems)
+
+
+def test_every_stage_of_the_image_starts_from_a_base_pinned_by_digest():
+    assert deploy_check.base_image_problems((REPO_ROOT / "deploy" / "Dockerfile").read_text()) == []
+    digest = "0" * 64
+    pinned = f"ARG BASE=python:3.11-slim@sha256:{digest}\nFROM ${{BASE}} AS build\nFROM build\nFROM debian:13@sha256:{digest}\n"
+    assert deploy_check.base_image_problems(pinned) == []
+    tagged = "ARG BASE=python:3.11-slim\nFROM ${BASE} AS build\nFROM python:3.11-slim\n"
+    assert deploy_check.base_image_problems(tagged) == [
+        "FROM ${BASE} is not pinned by digest; write <image>@sha256:<digest>",
+        "FROM python:3.11-slim is not pinned by digest; write <image>@sha256:<digest>"]

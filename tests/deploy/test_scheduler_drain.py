@@ -9,8 +9,7 @@ import os
 import signal
 import time
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
@@ -37,7 +36,7 @@ async def _job_running(group: ServiceGroup, seconds: float) -> tuple[str, store_
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=["slow-detached"], approved_plugins=["slow-detached"], excluded_plugins=non_story_core_plugin_ids()), timeout=20)).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=f"wait {seconds}")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text=f"wait {seconds}")])
         [*_, last] = [event async for event in stub.SubmitActions(request, timeout=30)]
         assert last.turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
         for _ in range(200):

@@ -6,12 +6,14 @@ from the next turn."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import grpc
 import pytest
 import pytest_asyncio
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
@@ -49,7 +51,7 @@ async def new_session(stub, locale="en", seats=()) -> store_pb2.Session:
 def action(kind, text="", **fields) -> common_pb2.PlayerAction:
     extra = {key: value for key, value in fields.items() if key in ("seat_id", "actor_id")}
     payload = {key: value for key, value in fields.items() if key not in extra}
-    return common_pb2.PlayerAction(kind=kind, text=text, fields=to_struct(payload) if payload else None, **extra)
+    return resources_pb2.PlayerAction(kind=kind, text=text, fields=to_struct(payload) if payload else None, **extra)
 
 
 async def play(stub, session_id, *actions) -> store_pb2.Turn:
@@ -64,13 +66,13 @@ async def test_a_world_session_seats_its_first_player_and_lists_its_kinds(servic
         session = await new_session(stub, locale="zh")
         catalogue = await stub.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session.id))
     [seat] = session.seats
-    assert (seat.id, seat.role, seat.character_id, list(seat.character_ids)) == ("main", "player", "aya", ["aya", "bram"])
+    assert (seat.id, seat.role, seat.character_id, list(seat.character_ids)) == ("main", resources_pb2.SEAT_ROLE_PLAYER, "aya", ["aya", "bram"])
     kinds = {kind.kind: kind for kind in catalogue.kinds}
     assert list(kinds)[:6] == ["say", "act", "narrate", "direct", "advance", "command"]
-    assert (kinds["say"].label, list(kinds["narrate"].roles)) == ("说", ["director"])
+    assert (kinds["say"].label, list(kinds["narrate"].roles)) == ("说", [resources_pb2.SEAT_ROLE_DIRECTOR])
     whisper = kinds["whisper-pack/whisper"]
     assert (whisper.plugin_id, whisper.label, whisper.placeholder, whisper.icon, whisper.text, whisper.actor) == (
-        "whisper-pack", "耳语", "对某人耳语", "ear", "required", True)
+        "whisper-pack", "耳语", "对某人耳语", "ear", resources_pb2.TEXT_RULE_REQUIRED, True)
     assert from_struct(whisper.fields_schema)["required"] == ["target"] and whisper.composer
     assert list(catalogue.seats) == list(session.seats)
 
@@ -114,8 +116,8 @@ async def test_a_bad_action_is_refused_naming_its_field_and_records_no_turn(serv
 
 
 async def test_a_director_seat_narrates_and_a_switched_character_acts_next_turn(services) -> None:
-    seats = [store_pb2.Seat(id="main", role="player", character_id="aya", character_ids=["aya", "bram"]),
-             store_pb2.Seat(id="gm", role="director")]
+    seats = [resources_pb2.Seat(id="main", role=resources_pb2.SEAT_ROLE_PLAYER, character_id="aya", character_ids=["aya", "bram"]),
+             resources_pb2.Seat(id="gm", role=resources_pb2.SEAT_ROLE_DIRECTOR)]
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = await new_session(stub, seats=seats)
@@ -126,7 +128,7 @@ async def test_a_director_seat_narrates_and_a_switched_character_acts_next_turn(
         with pytest.raises(grpc.aio.AioRpcError) as npc:
             await stub.SwitchCharacter(scheduler_pb2.SwitchCharacterRequest(session_id=session.id, character_id="gull"))
         with pytest.raises(grpc.aio.AioRpcError) as bad_seats:
-            await new_session(stub, seats=[store_pb2.Seat(id="main", role="captain")])
+            await new_session(stub, seats=[resources_pb2.Seat(id="main", role=cast(Any, 7))])
     assert directed.player_message == "【narrate】The fog lifts.\n【Aya·say】Who's there?"
     assert switched.session.seats[0].character_id == "bram"
     assert turn.actions[0].actor_id == "bram" and turn.player_message == '【Bram·say】It\'s me.\n【signal】 {"flag": "green"}'

@@ -8,8 +8,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
@@ -32,7 +31,7 @@ async def _chain(stub, session_id: str, stop_after_turns: int) -> tuple[list[sto
     turns: list[store_pb2.Turn] = []
     cancelled = None
     async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session_id, actions=[common_pb2.PlayerAction(text="I walk on.")])):
+            session_id=session_id, actions=[resources_pb2.PlayerAction(text="I walk on.")])):
         if event.WhichOneof("event") == "turn_completed":
             turns.append(event.turn_completed)
             if len(turns) == stop_after_turns and cancelled is None:
@@ -48,7 +47,7 @@ async def test_the_player_stops_the_chain_with_cancel(advancing) -> None:
         turns, cancelled = await _chain(stub, session.id, stop_after_turns=2)
         assert cancelled is not None, "Cancel between or during continuation turns is not refused"
         # The chain stopped: either before the next continuation started, or by cancelling it.
-        assert [t.origin for t in turns[:2]] == ["player", "continuation"]
+        assert [t.origin for t in turns[:2]] == [resources_pb2.TURN_ORIGIN_PLAYER, resources_pb2.TURN_ORIGIN_CONTINUATION]
         assert len(turns) <= 3 and all(t.status == store_pb2.TURN_STATUS_COMMITTED for t in turns[:2])
         if len(turns) == 3:
             assert turns[2].status == store_pb2.TURN_STATUS_FAILED and turns[2].abort_reason == "cancelled: the player stops"
@@ -67,5 +66,5 @@ async def test_without_cancel_the_chain_runs_to_the_bound(advancing) -> None:
             requested_plugins=["pace-probe"], approved_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 2}),
                                                                "pace-probe": to_struct({"delayMs": 10})}))).session
         turns, _ = await _chain(stub, session.id, stop_after_turns=99)
-    assert [t.origin for t in turns] == ["player", "continuation", "continuation"]
+    assert [t.origin for t in turns] == [resources_pb2.TURN_ORIGIN_PLAYER, resources_pb2.TURN_ORIGIN_CONTINUATION, resources_pb2.TURN_ORIGIN_CONTINUATION]
 

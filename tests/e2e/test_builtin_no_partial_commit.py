@@ -18,7 +18,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
 from tests.e2e.recorded_model import RecordedModel, recorded, recorded_services
@@ -60,7 +60,7 @@ async def test_a_failed_runtime_commits_none_of_the_writes_it_made_before_failin
     turn = await play(stub, session_id, TURN_1)
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
     apply = results(turn)["inventory/apply"]
-    assert apply.status == "failed" and "cannot take 5 x 'copper coin': the player carries 3" in apply.reason
+    assert apply.status == resources_pb2.RUNTIME_STATUS_FAILED and "cannot take 5 x 'copper coin': the player carries 3" in apply.reason
     items = await data(store, session_id, "inventory", "items")
     assert set(items) == STOCKED and items["copper-coin"]["quantity"] == 3, "the key it added first did not commit"
     assert (await data(store, session_id, "affinity", "scores"))["tobin"]["score"] == 2, "the other units committed"
@@ -82,7 +82,7 @@ async def test_a_write_the_store_rejects_rolls_back_its_whole_unit(stack) -> Non
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
     ran = results(turn)
     for runtime_id in ("inventory/apply", "affinity/apply", "world-time/advance", "dice-check/recorder"):
-        assert ran[runtime_id].status == "success", (runtime_id, ran[runtime_id].reason)
+        assert ran[runtime_id].status == resources_pb2.RUNTIME_STATUS_SUCCESS, (runtime_id, ran[runtime_id].reason)
     discarded = {unit.unit_runtime_id: unit.reason for unit in turn.discarded_units}
     assert set(discarded) == {"inventory/apply", "affinity/apply", "world-time/advance", "dice-check/recorder"}, discarded
     assert all("was rejected" in reason for reason in discarded.values()), discarded

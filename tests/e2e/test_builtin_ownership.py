@@ -22,8 +22,7 @@ import jsonschema
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
@@ -55,7 +54,7 @@ async def data(store, session_id: str, plugin_id: str, namespace: str = "") -> d
 
 
 async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)],
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)],
                                                  idempotency_key=uuid.uuid4().hex)
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
@@ -71,7 +70,7 @@ async def test_a_plugin_neither_sees_nor_overwrites_the_builtin_plugins_data(ser
         first = await play(stub, session_id, "I pick up the rusty key and thank Old Tobin.")
         assert first.status == store_pb2.TURN_STATUS_COMMITTED, first.abort_reason
         reach = {r.runtime_id: r for r in first.runtime_results}["trespasser/reach"]
-        assert reach.status == "success", reach.reason
+        assert reach.status == resources_pb2.RUNTIME_STATUS_SUCCESS, reach.reason
         # Nothing of the others: not the committed inventory (stocked before), not world-time's buffered clock.
         assert from_struct(reach.output) == {"seen": {ns: None for ns in ("items", "scores", "memories", "checks", "tally", "clock")},
                                              "listed": []}

@@ -7,8 +7,7 @@ import uuid
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
@@ -41,7 +40,7 @@ async def _session(stub, settings: dict | None = None) -> str:
 
 
 async def _turn(stub, session_id: str, text: str):
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)],
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)],
                                                  idempotency_key=uuid.uuid4().hex)
     events = [event async for event in stub.SubmitActions(request)]
     return events[-1].turn_completed
@@ -67,8 +66,8 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
             turn = await _turn(stub, session_id, action)
             assert turn.status == store_pb2.TURN_STATUS_COMMITTED, (action, turn.abort_reason)
             for result in turn.runtime_results:
-                detached = result.runtime_id == "memory/extract" and result.status == "skipped" and "detached" in result.reason
-                assert result.status == "success" or detached, (action, result.runtime_id, result.status, result.reason)
+                detached = result.runtime_id == "memory/extract" and result.status == resources_pb2.RUNTIME_STATUS_SKIPPED and "detached" in result.reason
+                assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS or detached, (action, result.runtime_id, result.status, result.reason)
             turns.append(turn)
         outputs = [{r.runtime_id: from_struct(r.output) for r in turn.runtime_results} for turn in turns]
         ran = {runtime_id for output in outputs for runtime_id in output}
@@ -106,7 +105,7 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
                                                                         "sela": "world:demo-world", "traveller": "world:demo-world"}
         assert {d.id: from_value(d.value) for d in world_model.dimensions} == {"lighthouse": "dark", "missing-boats": 2}
         story_messages = [m for m in (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
-                          if m.role == "story"]
+                          if m.role == resources_pb2.MESSAGE_ROLE_STORY]
         assert any(from_struct(m.metadata).get("presentCharacterIds") for m in story_messages)
 
         # guide: 3 to 6 suggestions every turn.
@@ -114,7 +113,7 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
 
         # history-compaction: the older turns were folded into a summary the prompts read.
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
-        summaries = [m for m in messages if m.role == "summary"]
+        summaries = [m for m in messages if m.role == resources_pb2.MESSAGE_ROLE_SUMMARY]
         assert summaries and summaries[-1].plugin_id == "history-compaction"
         # The world's opening comes first: it is the first story message of the log.
         assert summaries[0].text.startswith("The evening coach leaves you at the harbor of Saltmere.\nThe player: I push open the door of the Drowned Lantern")

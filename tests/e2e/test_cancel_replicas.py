@@ -12,8 +12,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import check_health, open_channel
 from shared.settings import REPO_ROOT
@@ -59,7 +58,7 @@ async def test_cancel_and_interject_on_another_replica_reach_the_turn(two_schedu
 
         async def read() -> None:
             async for event in running_here.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-                    session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])):
+                    session_id=session.id, actions=[resources_pb2.PlayerAction(text="I wait.")])):
                 events.append(event)
 
         reader = asyncio.create_task(read())

@@ -6,8 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
@@ -29,13 +28,13 @@ async def test_a_nul_character_in_client_text_is_refused_naming_the_field(servic
         error = await refused(stub.CreateSession(minimal_session(title="a\x00b")))
         assert [v.field for v in field_violations(error)] == ["title"] and "NUL" in error.details()
         session = (await stub.CreateSession(minimal_session())).session
-        action = common_pb2.PlayerAction(kind="say", text="hello\x00")
+        action = resources_pb2.PlayerAction(kind="say", text="hello\x00")
         stream = stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[action]))
         error = await refused(stream.read())
         assert [v.field for v in field_violations(error)] == ["actions[0].text"]
-        fields = common_pb2.PlayerAction(kind="say", text="hi", fields=to_struct({"k\x00": "v"}))
+        fields = resources_pb2.PlayerAction(kind="say", text="hi", fields=to_struct({"k\x00": "v"}))
         stream = stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[fields]))
         error = await refused(stream.read())
         assert [v.field for v in field_violations(error)] == ["actions[0].fields"]
         turns = await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))
-        assert not [turn for turn in turns.turns if turn.origin == "player"]
+        assert not [turn for turn in turns.turns if turn.origin == resources_pb2.TURN_ORIGIN_PLAYER]

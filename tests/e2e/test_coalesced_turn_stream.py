@@ -8,8 +8,7 @@ import time
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.gateway.providers.scripted.provider import CHUNK_MAX
 from services.scheduler.agent.story_stream import PARAGRAPH_BREAK
@@ -25,7 +24,7 @@ async def play(scheduler_addr: str, text: str) -> list[tuple[float, scheduler_pb
     async with open_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(minimal_session())).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text=text)])
         return [(time.monotonic(), event) async for event in stub.SubmitActions(request)]
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 
@@ -24,12 +23,13 @@ async def test_a_vetoed_write_discards_its_whole_unit_and_its_readers(services) 
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I write.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I write.")]))]
         data = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE))).entries
     turn = events[-1].turn_completed
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
     assert {r.runtime_id: r.status for r in turn.runtime_results if r.plugin_id == PROBE} == {
-        "veto-probe/writer": "success", "veto-probe/bystander": "success", "veto-probe/reader": "success"}
+        "veto-probe/writer": resources_pb2.RUNTIME_STATUS_SUCCESS, "veto-probe/bystander": resources_pb2.RUNTIME_STATUS_SUCCESS,
+        "veto-probe/reader": resources_pb2.RUNTIME_STATUS_SUCCESS}
 
     # Only the bystander's unit committed: not notes/a nor the nested notes/child, though only notes/b was vetoed.
     assert [(e.namespace, e.key) for e in data] == [("other", "x")]
@@ -65,7 +65,7 @@ async def test_a_reader_of_characters_goes_with_the_upstream_that_wrote_them(ser
             session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
                 requested_plugins=["cast-probe"], approved_plugins=["cast-probe"]))).session
             events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-                session_id=session.id, actions=[common_pb2.PlayerAction(kind="act", text=text)]))]
+                session_id=session.id, actions=[resources_pb2.PlayerAction(kind="act", text=text)]))]
             data = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="cast-probe"))).entries
             turn = events[-1].turn_completed
             results[text] = (sorted(e.key for e in data), {u.unit_runtime_id: u.reason for u in turn.discarded_units}, turn)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 
@@ -21,7 +20,7 @@ async def play_turns(services, settings: dict, turns: int):
         completed = []
         for number in range(turns):
             events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-                session_id=session.id, actions=[common_pb2.PlayerAction(text=f"I walk to milestone {number}. Then I rest.")]))]
+                session_id=session.id, actions=[resources_pb2.PlayerAction(text=f"I walk to milestone {number}. Then I rest.")]))]
             completed.append(events[-1].turn_completed)
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
     return completed, list(messages)
@@ -37,13 +36,13 @@ async def test_old_turns_fold_into_a_summary_past_the_budget(services) -> None:
     assert hook_events(turns[0]) == []
     compacting = [turn for turn in turns if hook_events(turn) == ["PreCompaction", "PostCompaction"]]
     assert compacting, [hook_events(turn) for turn in turns]
-    summaries = [m for m in messages if m.role == "summary"]
+    summaries = [m for m in messages if m.role == resources_pb2.MESSAGE_ROLE_SUMMARY]
     assert summaries and summaries[-1].plugin_id == PROBE
     latest = summaries[-1]
     through = from_struct(latest.metadata)["throughSeq"]
     assert "player: I walk to milestone 0." in latest.text
     # The last player turn is kept whole: nothing of it was folded.
-    last_player = [m for m in messages if m.role == "player"][-1]
+    last_player = [m for m in messages if m.role == resources_pb2.MESSAGE_ROLE_PLAYER][-1]
     assert through < last_player.seq
     # A second compaction builds on the previous summary.
     if len(summaries) > 1:
@@ -54,4 +53,4 @@ async def test_a_pre_compaction_abort_keeps_the_history(services) -> None:
     turns, messages = await play_turns(services, {"budgetChars": 100, "keepTurns": 1, "veto": True}, 3)
     assert all(hook_events(turn) in ([], ["PreCompaction"]) for turn in turns)
     assert any(hook_events(turn) == ["PreCompaction"] for turn in turns)
-    assert not [m for m in messages if m.role == "summary"]
+    assert not [m for m in messages if m.role == resources_pb2.MESSAGE_ROLE_SUMMARY]

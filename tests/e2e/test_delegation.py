@@ -9,8 +9,7 @@ import json
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
@@ -45,7 +44,7 @@ async def play(services, settings: dict, plugins: tuple[str, ...] = (PROBE,), se
         if session_out is not None:
             session_out.append(session)
         events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I look for the key.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I look for the key.")]))]
         turn = events[-1].turn_completed
         shown = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
     async with services.channel_as("store", "scheduler") as channel:
@@ -66,7 +65,7 @@ async def test_delegate_hands_back_the_subagents_output_and_a_subagent_cannot_de
                    helper=[delegate(HELPER, "Go deeper."), {"text": "Under the mat."}])
     _, turn, _ = await play(delegating_services, {"run": "delegator"})
     result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     [handed_back] = tool_reports(turn, DELEGATOR)
     assert handed_back["result"] == {"ok": True, "data": {"output": {"content": "Under the mat."}, "stopReason": "completed"}}
     # Depth 1: the helper was offered no delegate, so its call of it was unauthorized.
@@ -83,7 +82,7 @@ async def test_a_cancelled_and_an_invalid_subagent_answer_cancelled_and_internal
                    strict=[{"text": "not json"}, {"text": "still not json"}])
     _, turn, _ = await play(delegating_services, {"run": "delegator", "helper": "cancel"})
     result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     cancelled, invalid = tool_reports(turn, DELEGATOR)
     assert cancelled["result"]["ok"] is False and cancelled["result"]["error"]["code"] == "cancelled"
     assert cancelled["result"]["stopReason"] == "cancelled"
@@ -91,7 +90,7 @@ async def test_a_cancelled_and_an_invalid_subagent_answer_cancelled_and_internal
     assert invalid["result"]["error"] == {"code": "internal", "message": "the subagent did not produce a valid answer"}
     assert invalid["result"]["stopReason"] == "invalid-output"
     marks = [(e.event, e.status) for e in turn.hook_trace if e.event.startswith("subagent.")]
-    assert marks == [("subagent.started", "ok"), ("subagent.failed", "error")] * 2
+    assert marks == [("subagent.started", resources_pb2.HOOK_STATUS_OK), ("subagent.failed", resources_pb2.HOOK_STATUS_ERROR)] * 2
 
 
 def _client_text(events, shown) -> str:
@@ -103,7 +102,7 @@ async def test_a_concealed_agent_runtimes_content_reaches_no_client(delegating_s
         {"tool_calls": [{"name": "plant-clue", "arguments": {"clue": "SECRET-CLUE-ARG"}}]}, {"text": "SECRET-SCHEMER-REPLY"}])
     events, shown, stored = await play(delegating_services, {"run": "schemer"})
     result = next(r for r in shown.runtime_results if r.runtime_id == SCHEMER)
-    assert result.status == "success" and result.concealed and not result.HasField("output")
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS and result.concealed and not result.HasField("output")
     # Prompt, reply, tool arguments and results: in no streamed event and not in GetTurn.
     assert "SECRET" not in _client_text(events, shown)
     assert any(e.runtime_id == SCHEMER and e.event == "PostToolUse" for e in shown.hook_trace), "the entries stay, emptied"
@@ -121,7 +120,7 @@ async def test_a_concealed_providers_trace_is_hidden_from_clients(delegating_ser
                    whisperer=[{"tool_calls": [{"name": "peek", "arguments": {}}]}, {"text": "SECRET-WHISPER-REPLY"}])
     events, shown, stored = await play(delegating_services, {"run": "delegator"})
     result = next(r for r in shown.runtime_results if r.runtime_id == DELEGATOR)
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     whispered = [e for e in shown.hook_trace if e.runtime_id == WHISPERER]
     assert whispered and all(not e.message for e in whispered)
     client = _client_text(events, shown)
@@ -137,7 +136,7 @@ async def test_a_nested_run_shares_the_root_executions_subagent_budget(delegatin
     # delegator it runs nested (ctx.recursive_call) finds none left.
     _, turn, _ = await play(delegating_services, {"run": "rooted", "maxSubagentCalls": 1})
     rooted = next(r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/rooted")
-    assert rooted.status == "success", rooted.reason
+    assert rooted.status == resources_pb2.RUNTIME_STATUS_SUCCESS, rooted.reason
     output = from_struct(rooted.output)
     assert output["first"]["ok"] is True and output["first"]["output"] == {"content": "First answer."}
     assert output["nested"] == "success"
@@ -152,7 +151,7 @@ async def test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_
     sessions: list = []
     _, turn, _ = await play(delegating_services, {"run": "delegator"}, plugins=(PROBE, "service-probe"), session_out=sessions)
     result = next(r for r in turn.runtime_results if r.runtime_id == DELEGATOR)
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     [recorded] = tool_reports(turn, f"{PROBE}/scribe")
     assert recorded["name"] == "write-ledger" and recorded["result"] == {"ok": True, "data": {"recorded": "from-subagent"}}
     async with delegating_services.channel_as("store", "scheduler") as channel:

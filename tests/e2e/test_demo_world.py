@@ -9,7 +9,7 @@ import json
 import pytest
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 from tests.support.builtin_plugins import SETUP_PLUGINS
@@ -33,10 +33,10 @@ async def test_the_demo_world_reveals_a_secret_the_player_asks_about(services) -
             world_id="demo-world", requested_plugins=[PROBE], approved_plugins=[PROBE], excluded_plugins=SETUP_PLUGINS))).session
         lorebook = (await stub.ListLorebook(scheduler_pb2.ListLorebookRequest(session_id=session.id))).entries
         kinds = (await stub.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session.id))).kinds
-        quiet, nothing = await narrator_prompt(stub, session.id, common_pb2.PlayerAction(kind="act", text="I sit by the fire."))
-        ask = common_pb2.PlayerAction(kind="demo-world/ask", text="What happened?", fields=to_struct({"topic": "the lens", "whom": "Sela"}))
+        quiet, nothing = await narrator_prompt(stub, session.id, resources_pb2.PlayerAction(kind="act", text="I sit by the fire."))
+        ask = resources_pb2.PlayerAction(kind="demo-world/ask", text="What happened?", fields=to_struct({"topic": "the lens", "whom": "Sela"}))
         asked, revealed = await narrator_prompt(stub, session.id, ask)
-        again, second = await narrator_prompt(stub, session.id, common_pb2.PlayerAction(kind="act", text="I look at the lighthouse."))
+        again, second = await narrator_prompt(stub, session.id, resources_pb2.PlayerAction(kind="act", text="I look at the lighthouse."))
     assert session.seats[0].character_id == "traveller"
     assert {e.id for e in lorebook} == {"lighthouse", "drowned-lantern", "the-teeth", "saltmere"}
     assert "demo-world/ask" in {k.kind for k in kinds}

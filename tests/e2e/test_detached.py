@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.detached.worker import DetachedWorker
 from services.scheduler.hooks.bus import HookBus
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
 
@@ -49,14 +48,14 @@ async def test_a_detached_runtime_commits_after_its_turn_returned(services) -> N
         session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session
         turn = await submit(stub, session.id, "I light the lamp.")
         queued = next(r for r in turn.runtime_results if r.runtime_id == "detached-probe/later")
-        assert turn.status == store_pb2.TURN_STATUS_COMMITTED and queued.status == "skipped" and queued.reason.startswith("detached")
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED and queued.status == resources_pb2.RUNTIME_STATUS_SKIPPED and queued.reason.startswith("detached")
         assert await count(store, session.id) is None, "the turn returned before its detached runtime ran"
 
         [job] = (await finished_jobs(store, [session.id]))[session.id]
         assert (job.status, job.turn_id, job.attempts) == ("succeeded", turn.id, 1), job.error
         assert await count(store, session.id) == 1
         turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
-        background = next(t for t in turns if t.origin == "background")
+        background = next(t for t in turns if t.origin == resources_pb2.TURN_ORIGIN_BACKGROUND)
         assert from_struct(job.result) == {"turnId": background.id, "turnStatus": "committed", "runtimeStatus": "success"}
         [result] = background.runtime_results
         assert from_struct(result.output) == {
@@ -95,7 +94,7 @@ async def test_competing_workers_never_run_one_job_twice(services) -> None:
                 assert (job.status, job.attempts) == ("succeeded", 1), job.error
                 assert await count(store, sid) == 1, "the job's runtime ran exactly once"
                 turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=sid))).turns
-                assert sum(t.origin == "background" for t in turns) == 1
+                assert sum(t.origin == resources_pb2.TURN_ORIGIN_BACKGROUND for t in turns) == 1
             ran_here = [job_id for _, worker in replicas for job_id in worker.finished]
             assert len(ran_here) == len(set(ran_here)), "no job was finished by two workers"
     finally:
@@ -125,7 +124,7 @@ async def test_ending_a_session_cancels_the_detached_job_that_holds_its_lease(se
             session_id=session.id, plugin_id="detached-slow-probe", namespace="runs"))).entries
         assert not entries, "the cancelled job committed nothing"
         turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns
-        assert [t.origin for t in turns] == ["player"]
+        assert [t.origin for t in turns] == [resources_pb2.TURN_ORIGIN_PLAYER]
 
 
 async def test_a_job_whose_guard_skips_its_runtime_succeeds(services) -> None:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, cast
 
 import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -56,7 +56,7 @@ async def start(stub) -> str:
 
 
 async def act(stub, session_id: str, text: str):
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="act", text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="act", text=text)])
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
 
@@ -82,19 +82,19 @@ async def test_a_failed_settlement_is_retried_then_blocks_until_resolved(cove) -
     failed = await act(stub, session_id, "I wait.")  # the tracker fails: the turn commits, its receipt stays open
     assert failed.status == store_pb2.TURN_STATUS_COMMITTED
     [receipt] = await receipts(stub, session_id)
-    assert (receipt.source_turn_id, receipt.runtime_id, receipt.status, receipt.attempts) == (failed.id, "tide-tracker/tracker", "pending", 0)
-    assert "refused" in receipt.last_error and not receipt.HasField("input")
+    assert (receipt.source_turn_id, receipt.runtime_id, receipt.status, receipt.attempts) == (failed.id, "tide-tracker/tracker", resources_pb2.SETTLEMENT_STATUS_PENDING, 0)
+    assert "refused" in receipt.last_error
 
     with pytest.raises(grpc.aio.AioRpcError) as blocked:  # the kernel's own retry fails too: the action waits
         await act(stub, session_id, "I walk on.")
     assert blocked.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert failed.id in blocked.value.details() and "ResolveSettlement" in blocked.value.details()
     [receipt] = await receipts(stub, session_id)
-    assert (receipt.status, receipt.attempts) == ("pending", 1)
+    assert (receipt.status, receipt.attempts) == (resources_pb2.SETTLEMENT_STATUS_PENDING, 1)
 
     resolved = await stub.ResolveSettlement(scheduler_pb2.ResolveSettlementRequest(
-        session_id=session_id, source_turn_id=failed.id, runtime_id="tide-tracker/tracker", resolution="retry"))
-    assert (resolved.settlement.status, resolved.settlement.attempts, resolved.turn.origin) == ("settled", 2, "settlement")
+        session_id=session_id, source_turn_id=failed.id, runtime_id="tide-tracker/tracker", resolution=resources_pb2.SETTLEMENT_RESOLUTION_RETRY))
+    assert (resolved.settlement.status, resolved.settlement.attempts, resolved.turn.origin) == (resources_pb2.SETTLEMENT_STATUS_SETTLED, 2, resources_pb2.TURN_ORIGIN_SETTLEMENT)
     assert resolved.settlement.resolved_turn_id == resolved.turn.id and resolved.turn.source_turn_id == failed.id
     assert await receipts(stub, session_id) == []
 
@@ -105,7 +105,7 @@ async def test_a_failed_settlement_is_retried_then_blocks_until_resolved(cove) -
     assert played.status == store_pb2.TURN_STATUS_COMMITTED and played.player_message.endswith("I sit down.")
     assert await receipts(stub, session_id) == [] and await tide(store, session_id) == ("low", 3)
     closed = await receipts(stub, session_id, include_closed=True)
-    assert {(r.source_turn_id, r.status) for r in closed} == {(failed.id, "settled"), (again.id, "settled")}
+    assert {(r.source_turn_id, r.status) for r in closed} == {(failed.id, resources_pb2.SETTLEMENT_STATUS_SETTLED), (again.id, resources_pb2.SETTLEMENT_STATUS_SETTLED)}
 
 
 async def test_a_receipt_closed_by_hand_is_never_settled_again(cove) -> None:
@@ -117,18 +117,18 @@ async def test_a_receipt_closed_by_hand_is_never_settled_again(cove) -> None:
         await act(stub, session_id, "I walk on.")
     assert blocked.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     request = scheduler_pb2.ResolveSettlementRequest(session_id=session_id, source_turn_id=failed.id, runtime_id="tide-tracker/tracker",
-                                                     resolution="skipped")
-    assert (await stub.ResolveSettlement(request)).settlement.status == "skipped"
-    for resolution in ("skipped", "retry"):
+                                                     resolution=resources_pb2.SETTLEMENT_RESOLUTION_SKIPPED)
+    assert (await stub.ResolveSettlement(request)).settlement.status == resources_pb2.SETTLEMENT_STATUS_SKIPPED
+    for resolution in (resources_pb2.SETTLEMENT_RESOLUTION_SKIPPED, resources_pb2.SETTLEMENT_RESOLUTION_RETRY):
         request.resolution = resolution
         with pytest.raises(grpc.aio.AioRpcError) as closed:
             await stub.ResolveSettlement(request)
         assert closed.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "skipped" in closed.value.details()
-    request.resolution = "later"
+    request.resolution = cast(Any, 9)
     with pytest.raises(grpc.aio.AioRpcError) as bad:
         await stub.ResolveSettlement(request)
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "resolution" in bad.value.details()
-    request.resolution, request.source_turn_id = "handled", "no-such-turn"
+    request.resolution, request.source_turn_id = resources_pb2.SETTLEMENT_RESOLUTION_HANDLED, "no-such-turn"
     with pytest.raises(grpc.aio.AioRpcError) as missing:
         await stub.ResolveSettlement(request)
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND

@@ -16,9 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2_grpc
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.hooks_info import info
 from covel_cli.launcher import ServiceGroup, free_port_addrs
@@ -74,7 +73,7 @@ async def test_a_session_and_a_turn_emit_their_keys_with_their_fields(services) 
         assert not await wait_for(services.data_dir, of("command:new", session.id), timeout_s=0.5)
 
         request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, idempotency_key="turn-1",
-                                                     actions=[common_pb2.PlayerAction(kind="do", text="I look around.")])
+                                                     actions=[resources_pb2.PlayerAction(kind="do", text="I look around.")])
         events = [event async for event in stub.SubmitActions(request)]
         turn = events[-1].turn_completed
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
@@ -103,7 +102,7 @@ async def test_a_session_and_a_turn_emit_their_keys_with_their_fields(services) 
     [sent] = await wait_for(services.data_dir, of("message:sent", session.id))
     assert sent["context"]["success"] is True and sent["context"]["content"] == turn.narrative
     assert sent["context"]["to"] == session.id and sent["context"]["channelId"] == "grpc" and "error" not in sent["context"]
-    story = [message for message in turn.messages if message.role == "story"]
+    story = [message for message in turn.messages if message.role == resources_pb2.MESSAGE_ROLE_STORY]
     assert sent["context"]["messageId"] == story[0].id
 
 
@@ -117,7 +116,7 @@ async def test_session_patch_and_command_stop(services) -> None:
         assert patch["context"]["patch"] == {"approve": [PROBE], "revoke": []}
         assert patch["context"]["sessionEntry"]["approvedPlugins"] == [PROBE, "slow-probe"]
 
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I wait.")])
         started = asyncio.Event()
 
         async def read() -> None:
@@ -163,7 +162,7 @@ async def test_a_hookspec_plugin_finishes_a_model_call_with_its_own_text(service
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = await new_session(stub, "example-hookspecs")
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="(pause)")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="(pause)")])
         events = [event async for event in stub.SubmitActions(request)]
     turn = events[-1].turn_completed
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED
@@ -250,7 +249,7 @@ def jsonl(data_dir: Path, name: str) -> list[dict]:
 
 async def submit(stub, session_id: str, text: str, key: str = "") -> list[scheduler_pb2.TurnEvent]:
     request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, idempotency_key=key,
-                                                 actions=[common_pb2.PlayerAction(text=text)])
+                                                 actions=[resources_pb2.PlayerAction(text=text)])
     return [event async for event in stub.SubmitActions(request)]
 
 
@@ -273,7 +272,7 @@ async def test_a_compacting_session_emits_both_compaction_keys_with_their_fields
     befores = [r for r in records(services.data_dir) if of("session:compact:before", session.id)(r)]
     afters = [r for r in records(services.data_dir) if of("session:compact:after", session.id)(r)]
     assert len(befores) == len(afters) == len(compacting)
-    summaries = [m for m in messages if m.role == "summary"]
+    summaries = [m for m in messages if m.role == resources_pb2.MESSAGE_ROLE_SUMMARY]
     for before, after, summary in zip(befores, afters, summaries):
         assert before["by"] == after["by"] == "session" and before["t"] <= after["t"]
         assert set(before["context"]) == {"sessionId", "missingSessionKey", "messageCount", "messageCountOriginal"}
@@ -285,7 +284,7 @@ async def test_a_compacting_session_emits_both_compaction_keys_with_their_fields
                                          "firstKeptEntryId"}
         assert after["context"]["summaryLength"] == len(summary.text)
         through = from_struct(summary.metadata)["throughSeq"]
-        first_kept = next(m for m in messages if m.role in ("player", "story") and m.seq > through)
+        first_kept = next(m for m in messages if m.role in (resources_pb2.MESSAGE_ROLE_PLAYER, resources_pb2.MESSAGE_ROLE_STORY) and m.seq > through)
         assert after["context"]["firstKeptEntryId"] == first_kept.id
         assert 0 < after["context"]["compactedCount"] < before["context"]["messageCount"]
         # What is left live after the fold: the log before it, less what it folded.
@@ -319,7 +318,7 @@ async def test_message_sent_reports_a_story_the_client_never_got(services) -> No
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = await new_session(stub, PROBE)
         call = stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I shout and run away.")]))
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I shout and run away.")]))
         async for event in call:
             if event.WhichOneof("event") == "turn_started":
                 # The client goes away while the turn runs; the turn goes on and commits.
@@ -369,7 +368,7 @@ async def play_hookspec_probe(services, decision: str, *extra: str, settings: di
 async def test_replace_gives_the_agent_loop_a_successful_tool_result_without_running_the_tool(services) -> None:
     result, heard = await play_hookspec_probe(services, "replace")
     # finishWith: save-note needs a successful call: the replacement is that call's data and the runtime's output.
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     assert from_struct(result.output) == {"saved": "from the hook", "by": "hookspec-probe"}
     assert not [r for r in heard if r["hook"] == "tool-ran"], "the tool never ran"
     tools = [r for r in heard if r["hook"] == "after_tool_call"]
@@ -381,19 +380,19 @@ async def test_replace_gives_the_agent_loop_a_successful_tool_result_without_run
 
 async def test_deny_refuses_the_call_in_the_agent_loop(services) -> None:
     result, heard = await play_hookspec_probe(services, "deny")
-    assert result.status == "failed", "every save-note call was refused, so finishWith never succeeded"
+    assert result.status == resources_pb2.RUNTIME_STATUS_FAILED, "every save-note call was refused, so finishWith never succeeded"
     assert not [r for r in heard if r["hook"] == "tool-ran"]
     refused = [r for r in heard if r["hook"] == "after_tool_call"]
     assert refused and all(r["error"] == "refused" and r["message"] == "hookspec-probe says no" for r in refused)
     without = await play_hookspec_probe(services, "")
-    assert without[0].status == "success" and [r for r in without[1] if r["hook"] == "tool-ran"]
+    assert without[0].status == resources_pb2.RUNTIME_STATUS_SUCCESS and [r for r in without[1] if r["hook"] == "tool-ran"]
 
 
 async def test_after_tool_call_hears_of_a_call_another_plugin_refused(services) -> None:
     """tool-probe's PreToolUse aborts the hookspec plugin's runtime's calls (a plain covel.on handler)."""
     result, heard = await play_hookspec_probe(services, "", "tool-probe",
                                               settings={"tool-probe": {"runtime": "hookspec-probe", "veto": True}})
-    assert result.status == "failed" and not [r for r in heard if r["hook"] == "tool-ran"]
+    assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and not [r for r in heard if r["hook"] == "tool-ran"]
     refused = [r for r in heard if r["hook"] == "after_tool_call"]
     assert refused and all(r["error"] == "refused" and r["message"] == "tool-probe refuses this call" for r in refused)
 
@@ -408,7 +407,7 @@ async def test_after_llm_call_hears_of_a_failed_model_call(tmp_path) -> None:
             session = await new_session(stub, "hookspec-probe")
             events = await submit(stub, session.id, "I break the model.")
     [result] = [r for r in events[-1].turn_completed.runtime_results if r.runtime_id == "hookspec-probe"]
-    assert result.status == "failed" and "refused" in result.reason, result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and "refused" in result.reason, result.reason
     heard = [r for r in jsonl(tmp_path, "hookspec-probe.jsonl")
              if r["session_id"] == session.id and r["runtime_id"] == "hookspec-probe" and r["hook"] == "after_llm_call"]
     assert len(heard) == 1 and heard[0]["usage"] is None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
@@ -20,7 +19,7 @@ async def test_committed_inputs_read_the_export_an_earlier_turn_recorded(service
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["export-probe"], approved_plugins=["export-probe"]))).session
 
         async def turn(text: str) -> tuple[store_pb2.Turn, dict]:
-            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text=text)])
             completed = [event async for event in stub.SubmitActions(request)][-1].turn_completed
             return completed, {r.runtime_id: r for r in completed.runtime_results}
 
@@ -28,7 +27,7 @@ async def test_committed_inputs_read_the_export_an_earlier_turn_recorded(service
         assert first.status == store_pb2.TURN_STATUS_COMMITTED
         assert from_struct(results["export-probe/reader"].output) == {"previous": None}, "nothing recorded before turn one"
         strict = results["export-probe/strict"]
-        assert strict.status == "skipped" and "nothing recorded under latest-note" in strict.reason
+        assert strict.status == resources_pb2.RUNTIME_STATUS_SKIPPED and "nothing recorded under latest-note" in strict.reason
         [export] = (await store.ListExports(store_pb2.ListExportsRequest(session_id=session.id))).exports
         assert (export.runtime_id, export.record_as, export.turn_id) == ("export-probe/producer", "latest-note", first.id)
         assert from_value(export.value) == {"turn": 1, "note": "heard: I knock."}
@@ -36,7 +35,7 @@ async def test_committed_inputs_read_the_export_an_earlier_turn_recorded(service
         # Optional inputs whose value fails `accepts` are left out; a required one gates its runtime.
         assert from_struct(results["export-probe/picky"].output) == {"bound": ["note"]}
         gated = results["export-probe/picky-required"]
-        assert gated.status == "skipped" and gated.reason.startswith("input turn: input-schema-invalid")
+        assert gated.status == resources_pb2.RUNTIME_STATUS_SKIPPED and gated.reason.startswith("input turn: input-schema-invalid")
 
         second, results = await turn("I knock again.")
         assert from_struct(results["export-probe/reader"].output) == {"previous": {"turn": 1, "note": "heard: I knock."}}

@@ -7,8 +7,7 @@ import json
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
@@ -45,13 +44,13 @@ async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) ->
                 store_pb2.Proposal(id="c", type="character.upsert", plugin_id="world", runtime_id="world/setup",
                                    payload=to_struct({"characterId": "npc-mira", "expectedVersion": 0, "character": {"name": "Mira", "type": "npc"}})),
             ]))
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I ask around.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I ask around.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
         looked_up = (await store.ListPluginData(store_pb2.ListPluginDataRequest(
             session_id=session.id, plugin_id="ctx-probe", namespace="looked-up"))).entries
     assert sorted(entry.key for entry in looked_up) == ["annotate", "plain", "rewritten"], "tool writes commit with the function"
     result = next(r for r in turn.runtime_results if r.runtime_id == "ctx-probe/worker")
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     output = from_struct(result.output)
     assert output["characters"] == ["Mira"] and output["schemaTypes"] == ["npc"]
     assert output["frozen"], "ctx.world and what it holds are read-only"

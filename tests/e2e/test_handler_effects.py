@@ -9,8 +9,7 @@ import json
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
@@ -21,7 +20,7 @@ PROBE = "effects-probe"
 
 
 async def submit(stub, session_id: str, text: str) -> list:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
     return [event async for event in stub.SubmitActions(request)]
 
 
@@ -36,7 +35,7 @@ async def test_effects_reach_the_player_and_completion_decides_setup(services) -
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
-        assert session.phase == "setup"
+        assert session.phase == resources_pb2.SESSION_PHASE_SETUP
 
         events = await submit(stub, session.id, "Hello")
         kinds = [event.WhichOneof("event") for event in events]
@@ -46,14 +45,14 @@ async def test_effects_reach_the_player_and_completion_decides_setup(services) -
         [asked] = [e.interaction for e in events if e.WhichOneof("event") == "interaction"]
         assert kinds.index("notification") > kinds.index("proposal") and kinds[-1] == "turn_completed", "shown after the commit"
         assert (notification.level, notification.text, notification.plugin_id, notification.runtime_id) == (
-            "success", "Welcome, traveller.", PROBE, f"{PROBE}/form")
+            resources_pb2.NOTIFICATION_LEVEL_SUCCESS, "Welcome, traveller.", PROBE, f"{PROBE}/form")
         assert (block.id, block.slot, block.title, [from_struct(part) for part in block.parts]) == (
-            "sheet", "right", "Sheet", [{"type": "text", "text": "No name yet"}])
-        assert (asked.id, asked.kind, asked.form_id, asked.runtime_id) == ("hero-name", "form", "hero", f"{PROBE}/form")
+            "sheet", resources_pb2.UI_SLOT_RIGHT, "Sheet", [{"type": "text", "text": "No name yet"}])
+        assert (asked.id, asked.kind, asked.form_id, asked.runtime_id) == ("hero-name", resources_pb2.INTERACTION_KIND_FORM, "hero", f"{PROBE}/form")
         assert from_struct(asked.spec)["schema"]["required"] == ["name"]
 
         form = next(r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/form")
-        assert form.completion == "pending" and [n.text for n in form.notifications] == ["Welcome, traveller."]
+        assert form.completion == resources_pb2.SETUP_COMPLETION_PENDING and [n.text for n in form.notifications] == ["Welcome, traveller."]
         assert from_struct(form.output) == {"asked": True, "interactions": ["not a form"], "preGameDone": True}
         assert [e.name for e in turn.events] == ["effects-probe.asked"]
         stored = (await stub.GetTurn(scheduler_pb2.GetTurnRequest(session_id=session.id, turn_id=turn.id))).turn
@@ -61,13 +60,13 @@ async def test_effects_reach_the_player_and_completion_decides_setup(services) -
         assert (await plugin_data(services, session.id))[("setup", "asked")].value.bool_value is True
 
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
-        assert after.phase == "setup", "a pending setup runtime keeps the session in setup"
+        assert after.phase == resources_pb2.SESSION_PHASE_SETUP, "a pending setup runtime keeps the session in setup"
         assert from_struct(after.setup_runtimes[f"{PROBE}/form"]) == {"state": "pending", "version": "1.0.0"}
         assert from_struct(after.setup_runtimes[f"{PROBE}/known"]) == {"state": "done", "resolution": "waived", "version": "1.0.0"}
 
         events = await submit(stub, session.id, "I am ready.")
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
-        assert after.phase == "playing"
+        assert after.phase == resources_pb2.SESSION_PHASE_PLAYING
         assert from_struct(after.setup_runtimes[f"{PROBE}/form"]) == {"state": "done", "resolution": "completed", "version": "1.0.0"}
         assert not [e for e in events if e.WhichOneof("event") in ("notification", "ui", "interaction")]
 
@@ -87,7 +86,7 @@ async def test_malformed_effects_fail_the_runtime_and_write_nothing(services, va
         events = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(
             session_id=session.id, runtime_id=f"{PROBE}/variants", payload=to_struct({"variant": variant})))]
         [result] = [r for r in events[-1].turn_completed.runtime_results if r.runtime_id == f"{PROBE}/variants"]
-        assert result.status == "failed" and result.reason.startswith(reason)
+        assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and result.reason.startswith(reason)
         assert not result.notifications and not result.ui and not result.interactions and not result.completion
 
 
@@ -102,7 +101,7 @@ async def test_channel_named_business_values_do_nothing_and_null_keeps_its_effec
             runs[variant] = (events, events[-1].turn_completed)
         events, turn = runs["channels-in-value"]
         [result] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/variants"]
-        assert result.status == "success" and not turn.events and not result.notifications and not result.completion
+        assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS and not turn.events and not result.notifications and not result.completion
         assert not [e for e in events if e.WhichOneof("event") == "notification"]
         assert ("v", "k") not in await plugin_data(services, session.id)
         events, turn = runs["null-with-effects"]
@@ -116,7 +115,7 @@ async def test_an_answer_to_a_form_is_checked_then_a_player_turn_that_closes_it(
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
         await submit(stub, session.id, "Hello")
         [record] = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id))).interactions
-        assert (record.interaction.id, record.status, record.interaction.form_id) == ("hero-name", "open", "hero")
+        assert (record.interaction.id, record.status, record.interaction.form_id) == ("hero-name", resources_pb2.INTERACTION_STATUS_OPEN, "hero")
 
         async def answer(values: dict, interaction_id: str = "hero-name") -> list:
             request = scheduler_pb2.SubmitInteractionRequest(session_id=session.id, interaction_id=interaction_id, values=to_struct(values))
@@ -142,15 +141,15 @@ async def test_an_answer_to_a_form_is_checked_then_a_player_turn_that_closes_it(
         assert turn.player_message == "name: Mira" and turn.actions[0].interaction.id == "hero-name"
         assert [e.notification.text for e in events if e.WhichOneof("event") == "notification"] == ["Welcome, Mira."]
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
-        assert after.phase == "playing"
+        assert after.phase == resources_pb2.SESSION_PHASE_PLAYING
         assert (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id))).interactions == []
         [closed] = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))).interactions
-        assert (closed.status, closed.answered_turn_id, from_struct(closed.answer)) == ("answered", turn.id, {"name": "Mira"})
+        assert (closed.status, closed.answered_turn_id, from_struct(closed.answer)) == (resources_pb2.INTERACTION_STATUS_ANSWERED, turn.id, {"name": "Mira"})
         with pytest.raises(grpc.aio.AioRpcError) as again:
             await answer({"name": "Mira"})
         assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "answered already" in again.value.details()
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
-        assert [m.text for m in messages if m.role == "player"][-1] == "name: Mira", "the answer is a player message"
+        assert [m.text for m in messages if m.role == resources_pb2.MESSAGE_ROLE_PLAYER][-1] == "name: Mira", "the answer is a player message"
         noted = await stub.InvokeAction(scheduler_pb2.InvokeActionRequest(session_id=session.id, plugin_id=PROBE, action="note",
                                                                           payload=to_struct({"topic": "people", "words": ["Mira"]})))
         assert json.loads(noted.result_json)["turnNumber"] == 2, "turnNumber counts the player's messages, the form's answer too"
@@ -167,7 +166,7 @@ async def test_commands_and_actions_run_the_plugins_handler_and_commit_under_the
 
         ran = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session.id, text='/note lore "the old" lighthouse'))
         assert json.loads(ran.result_json) == {"saved": "lore-18", "phase": "setup", "turnNumber": 0}
-        assert ran.turn.origin == "action" and [r.runtime_id for r in ran.turn.runtime_results] == [f"{PROBE}/action:note"]
+        assert ran.turn.origin == resources_pb2.TURN_ORIGIN_ACTION and [r.runtime_id for r in ran.turn.runtime_results] == [f"{PROBE}/action:note"]
         assert from_value((await plugin_data(services, session.id))[("notes", "lore-18")].value) == {"text": "the old lighthouse", "topic": "lore"}
 
         bad = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session.id, text="/note bad"))
@@ -199,18 +198,18 @@ async def test_a_plugin_turned_on_mid_game_runs_its_setup_late_before_pre_turn(s
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(excluded_plugins=SETUP_PLUGINS))).session
-        assert session.phase == "playing"
+        assert session.phase == resources_pb2.SESSION_PHASE_PLAYING
         await stub.SetSessionPlugins(scheduler_pb2.SetSessionPluginsRequest(session_id=session.id, enable=[PROBE]))
         await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=[PROBE]))
         events = await submit(stub, session.id, "I look around.")
         turn = events[-1].turn_completed
         ran = {r.runtime_id: r for r in turn.runtime_results}
-        assert ran[f"{PROBE}/form"].completion == "pending" and ran["narrator"].status == "success", "late setup, then the turn"
+        assert ran[f"{PROBE}/form"].completion == resources_pb2.SETUP_COMPLETION_PENDING and ran["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, "late setup, then the turn"
         started = [e.runtime_started.runtime_id for e in events if e.WhichOneof("event") == "runtime_started"]
         assert started.index(f"{PROBE}/form") < started.index("narrator")
         assert [e.interaction.id for e in events if e.WhichOneof("event") == "interaction"] == ["hero-name"]
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
-        assert after.phase == "playing" and from_struct(after.setup_runtimes[f"{PROBE}/form"])["state"] == "pending"
+        assert after.phase == resources_pb2.SESSION_PHASE_PLAYING and from_struct(after.setup_runtimes[f"{PROBE}/form"])["state"] == "pending"
 
         answered = [e async for e in stub.SubmitInteraction(scheduler_pb2.SubmitInteractionRequest(
             session_id=session.id, interaction_id="hero-name", values=to_struct({"name": "Ada"})))]

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
@@ -28,7 +27,7 @@ async def play(services, settings: dict, text: str = "I open the gate.") -> tupl
                 )
             )
         ).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text=text)])
         events = [event async for event in stub.SubmitActions(request)]
         messages = list((await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages)
     return events[-1].turn_completed, events, messages
@@ -50,7 +49,7 @@ async def test_pre_schedule_empty_list_schedules_nothing(services) -> None:
     turn, _, messages = await play(services, {"preSchedule": "empty"})
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED
     assert list(turn.runtime_results) == []
-    assert [m.role for m in messages] == ["player"]
+    assert [m.role for m in messages] == [resources_pb2.MESSAGE_ROLE_PLAYER]
 
 
 @pytest.mark.parametrize("mode", ["add", "abort", "mutate"])
@@ -63,9 +62,9 @@ async def test_pre_schedule_cannot_add_and_abort_or_mutation_changes_nothing(ser
 async def test_pre_runtime_abort_skips_the_runtime_with_the_reason(services) -> None:
     turn, events, messages = await play(services, {"preRuntime": "abort"})
     [result] = turn.runtime_results
-    assert (result.status, result.reason) == ("skipped", "rules-probe skips narrator")
+    assert (result.status, result.reason) == (resources_pb2.RUNTIME_STATUS_SKIPPED, "rules-probe skips narrator")
     finished = [e.runtime_finished for e in events if e.WhichOneof("event") == "runtime_finished"]
-    assert finished[0].status == "skipped"
+    assert finished[0].status == resources_pb2.RUNTIME_STATUS_SKIPPED
     assert turn.status == store_pb2.TURN_STATUS_FAILED and messages == []
 
 
@@ -87,7 +86,7 @@ async def test_pre_llm_call_rewrites_one_call(services) -> None:
 async def test_pre_llm_call_model_replace_reaches_the_gateway(services) -> None:
     turn, _, _ = await play(services, {"model": "no-such-provider:model-x"})
     [result] = turn.runtime_results
-    assert result.status == "failed" and "no-such-provider" in result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and "no-such-provider" in result.reason
 
 
 async def test_post_llm_response_correction_within_budget(services) -> None:
@@ -101,7 +100,7 @@ async def test_post_llm_response_correction_within_budget(services) -> None:
 async def test_post_llm_response_correction_past_budget_fails_invalid_output(services) -> None:
     turn, _, messages = await play(services, {"corrections": 3})
     [result] = turn.runtime_results
-    assert result.status == "failed" and result.reason.startswith("invalid-output")
+    assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and result.reason.startswith("invalid-output")
     assert turn.status == store_pb2.TURN_STATUS_FAILED and messages == []
 
 
@@ -114,20 +113,20 @@ async def test_post_llm_response_replaces_the_answer(services) -> None:
 async def test_post_runtime_status_change_discards_the_writes(services) -> None:
     turn, _, messages = await play(services, {"postRuntime": "fail"})
     [result] = turn.runtime_results
-    assert (result.status, result.reason) == ("failed", "rules-probe failed it")
+    assert (result.status, result.reason) == (resources_pb2.RUNTIME_STATUS_FAILED, "rules-probe failed it")
     assert turn.status == store_pb2.TURN_STATUS_FAILED and messages == []
 
 
 async def test_post_runtime_empty_story_fails(services) -> None:
     turn, _, _ = await play(services, {"postRuntime": "empty"})
     [result] = turn.runtime_results
-    assert result.status == "failed" and "no text" in result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and "no text" in result.reason
 
 
 async def test_post_runtime_keeps_identity_and_revalidates_a_new_story(services) -> None:
     turn, _, messages = await play(services, {"postRuntime": "rename"})
     [result] = turn.runtime_results
-    assert result.runtime_id == "narrator" and result.status == "success"
+    assert result.runtime_id == "narrator" and result.status == resources_pb2.RUNTIME_STATUS_SUCCESS
     assert turn.narrative == "Rewritten by a hook." and messages[1].text == "Rewritten by a hook."
 
 
@@ -147,7 +146,7 @@ async def test_pre_state_commit_veto_rejects_the_story_and_fails_the_turn(servic
 async def test_pre_state_commit_replaces_only_the_payload(services) -> None:
     turn, events, messages = await play(services, {"preStateCommit": "rewrite", "reportCommit": True})
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED
-    assert messages[1].role == "story" and messages[1].text == "A hook rewrote this story."
+    assert messages[1].role == resources_pb2.MESSAGE_ROLE_STORY and messages[1].text == "A hook rewrote this story."
     assert turn.narrative == "A hook rewrote this story."
     [report] = [e for e in turn.hook_trace if e.event == "PostStateCommit"]
     assert report.message == "committed narrative.append of narrator"
@@ -165,18 +164,18 @@ async def test_a_faulty_plugin_is_paused_visible_and_can_be_reset(services) -> N
         ).session
 
         async def turn() -> list:
-            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I wait.")])
             events = [event async for event in stub.SubmitActions(request)]
             assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED, "a non-guard fault only skips the handler"
             return [h.status for h in hook_entries(events, "PreLLMCall")]
 
-        assert [await turn() for _ in range(3)] == [["error"]] * 3
+        assert [await turn() for _ in range(3)] == [[resources_pb2.HOOK_STATUS_ERROR]] * 3
         paused = await stub.ListPausedPlugins(scheduler_pb2.ListPausedPluginsRequest(session_id=session.id))
         assert [p.plugin_id for p in paused.plugins] == [PROBE] and "rules-probe is broken on purpose" in paused.plugins[0].reason
         assert await turn() == [], "paused from the next execution on"
         reset = await stub.ResetPluginFaults(scheduler_pb2.ResetPluginFaultsRequest(session_id=session.id, plugin_id=PROBE))
         assert reset.was_paused
-        assert await turn() == ["error"]
+        assert await turn() == [resources_pb2.HOOK_STATUS_ERROR]
 
 
 @pytest.mark.parametrize("reason", ["ended", "deleted"])
@@ -188,10 +187,11 @@ async def test_session_start_and_end_hooks_and_what_ending_means(services, tmp_p
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"marker": str(marker)})}))).session
-        ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id, reason=reason))
+        ending = resources_pb2.SESSION_ENDING_ENDED if reason == "ended" else resources_pb2.SESSION_ENDING_DELETED
+        ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id, reason=ending))
         lines = marker.read_text().splitlines()
         assert lines == [f"SessionStart:{session.id}::''", f"SessionEnd:{session.id}:{reason}:''"]
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="hello?")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="hello?")])
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             _ = [event async for event in stub.SubmitActions(request)]
         if reason == "ended":
@@ -232,7 +232,7 @@ async def test_self_data_rows_reach_the_agents_prompt(services) -> None:
         session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE, "data-probe"], approved_plugins=[PROBE, "data-probe"],
             plugin_settings={PROBE: to_struct({"reportSystemPrompt": True})}))).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I read my notes.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I read my notes.")])
         events = [event async for event in stub.SubmitActions(request)]
     [report] = [e for e in hook_entries(events, "PreLLMCall") if e.runtime_id == "data-probe/recall"]
     system = json.loads(report.message)["system"]
@@ -245,7 +245,7 @@ async def test_static_prompt_segments_reach_story_runtimes_in_place(services) ->
         session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE, "segment-probe"], approved_plugins=[PROBE],
             plugin_settings={PROBE: to_struct({"reportMessages": True})}))).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I climb.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I climb.")])
         events = [event async for event in stub.SubmitActions(request)]
     [report] = [e for e in hook_entries(events, "PreLLMCall") if e.runtime_id == "narrator"]
     seen = json.loads(report.message)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct
 
@@ -19,13 +18,13 @@ async def test_the_reader_gets_the_digest_and_the_staged_operations_of_finished_
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=PLUGINS, approved_plugins=PLUGINS, locale="en"))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I look at the gate.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I look at the gate.")]))]
     turn = events[-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}
-    assert results["digest-probe/stager"].status == "success", results["digest-probe/stager"].reason
-    assert results["digest-probe/dropper"].status == "failed"
+    assert results["digest-probe/stager"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results["digest-probe/stager"].reason
+    assert results["digest-probe/dropper"].status == resources_pb2.RUNTIME_STATUS_FAILED
     reader = results["digest-probe/reader"]
-    assert reader.status == "success", reader.reason
+    assert reader.status == resources_pb2.RUNTIME_STATUS_SUCCESS, reader.reason
     output = from_struct(reader.output)
     digest = output["digest"]
 

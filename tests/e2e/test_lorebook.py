@@ -10,8 +10,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import NON_STORY_CORE_PLUGINS, TEST_PLUGIN_DIR, running_services
@@ -38,7 +37,7 @@ async def services(tmp_path_factory):
 
 
 async def system_prompt(stub, session_id: str, text: str) -> str:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="act", text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="act", text=text)])
     events = [event async for event in stub.SubmitActions(request)]
     reports = [e.hook for e in events if e.WhichOneof("event") == "hook" and e.hook.event == "PreLLMCall"]
     return json.loads(reports[0].message)["system"]

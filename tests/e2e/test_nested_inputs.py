@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct
 
@@ -19,11 +18,11 @@ async def test_a_nested_run_binds_only_its_own_upstream(services) -> None:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], approved_plugins=[PROBE]))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I look.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I look.")]))]
     turn = events[-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}
     caller = results["nest-view-probe/caller"]
-    assert caller.status == "success", caller.reason
+    assert caller.status == resources_pb2.RUNTIME_STATUS_SUCCESS, caller.reason
     seen = from_struct(caller.output)
     # The parent itself sees its upstream: source's value and its data.
     assert seen["up"] == {"value": {"from": "source"}} and seen["data"] == "from source"

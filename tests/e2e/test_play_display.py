@@ -9,13 +9,14 @@ import re
 
 import pytest
 
-from covel.store.v1 import store_pb2
+from covel.scheduler.v1 import resources_pb2
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, plugin_lines, roll_line, scripted_reader, shown_lines, turn_summary
 from shared.structs import to_struct
 
 
-def result(runtime_id: str, output: dict, status: str = "success", ms: int = 120, reason: str = "") -> store_pb2.RuntimeResult:
-    return store_pb2.RuntimeResult(runtime_id=runtime_id, status=status, output=to_struct(output), duration_ms=ms, reason=reason)
+def result(runtime_id: str, output: dict, status: int = resources_pb2.RUNTIME_STATUS_SUCCESS, ms: int = 120,
+           reason: str = "") -> resources_pb2.RuntimeResult:
+    return resources_pb2.RuntimeResult(runtime_id=runtime_id, status=status, output=to_struct(output), duration_ms=ms, reason=reason)
 
 
 def test_roll_lines_show_the_dice_then_the_modifier() -> None:
@@ -25,7 +26,7 @@ def test_roll_lines_show_the_dice_then_the_modifier() -> None:
 
 
 def test_plugin_lines_name_items_and_characters_and_list_the_suggestions() -> None:
-    turn = store_pb2.Turn(logical_turn=4, status=store_pb2.TURN_STATUS_COMMITTED, runtime_results=[
+    turn = resources_pb2.Turn(logical_turn=4, status=resources_pb2.TURN_STATUS_COMMITTED, runtime_results=[
         result("dice-check/roller", {"checks": [{"action": "I climb.", "skill": "athletics", "roll": 17, "modifier": 0, "dc": 11,
                                                  "total": 17, "outcome": "success"}]}),
         result("narrator", {}, ms=2350),
@@ -36,7 +37,7 @@ def test_plugin_lines_name_items_and_characters_and_list_the_suggestions() -> No
         result("world-time/advance", {"before": {"day": 1, "time": "20:30", "period": "evening"},
                                       "after": {"day": 1, "time": "21:15", "period": "evening"}, "elapsedMinutes": 45, "reason": "travel"}),
         result("guide", {"suggestions": ["I look back at the inn.", "I knock on the lighthouse door.", "I wait."]}),
-        result("affinity/judge", {}, status="failed", reason="invalid-output"),
+        result("affinity/judge", {}, status=resources_pb2.RUNTIME_STATUS_FAILED, reason="invalid-output"),
     ])
     lines, suggestions = plugin_lines(turn)
     assert lines == [
@@ -92,14 +93,14 @@ async def test_the_demo_actions_over_grpc_show_every_plugin_line(services) -> No
 
 
 def test_shown_effects_are_one_line_each() -> None:
-    shown = store_pb2.RuntimeResult(
-        notifications=[store_pb2.Notification(level="warning", title="Storm", text="The tide is rising.")],
-        ui=[store_pb2.UiBlock(id="sheet", title="Sheet", parts=[to_struct({"type": "text", "text": "Mira, scout"}),
+    shown = resources_pb2.RuntimeResult(
+        notifications=[resources_pb2.Notification(level=resources_pb2.NOTIFICATION_LEVEL_WARNING, title="Storm", text="The tide is rising.")],
+        ui=[resources_pb2.UiBlock(id="sheet", title="Sheet", parts=[to_struct({"type": "text", "text": "Mira, scout"}),
                                                                   to_struct({"type": "stat", "label": "HP 7/10"})])],
-        interactions=[store_pb2.Interaction(kind="choice", prompt="Which door?", spec=to_struct({"options": [
+        interactions=[resources_pb2.Interaction(kind=resources_pb2.INTERACTION_KIND_CHOICE, prompt="Which door?", spec=to_struct({"options": [
                           {"id": "l", "label": "Left"}, {"id": "r", "label": "Right"}]})),
-                      store_pb2.Interaction(kind="form", title="Your hero", spec=to_struct({"schema": {"properties": {"name": {}, "age": {}}},
+                      resources_pb2.Interaction(kind=resources_pb2.INTERACTION_KIND_FORM, title="Your hero", spec=to_struct({"schema": {"properties": {"name": {}, "age": {}}},
                                                                                          "fieldOrder": ["name", "age"]})),
-                      store_pb2.Interaction(kind="confirm", prompt="Rest here?")])
+                      resources_pb2.Interaction(kind=resources_pb2.INTERACTION_KIND_CONFIRM, prompt="Rest here?")])
     assert shown_lines(shown) == ["! Storm: The tide is rising.", "▤ Sheet: Mira, scout; HP 7/10", "? Which door? (Left, Right) · /answer <option>",
                                   "? Your hero: name, age · /answer name=… age=…", "? Rest here? · /answer yes | no"]

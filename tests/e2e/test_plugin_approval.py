@@ -14,8 +14,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
@@ -70,7 +69,7 @@ async def plugin_data(store, session_id: str) -> dict:
 
 
 async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
 
@@ -95,9 +94,9 @@ async def test_an_unapproved_community_plugin_runs_no_code_until_approved(gated)
         turn = await submit(stub, session.id, "I wait by the door.")
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
         results = {result.runtime_id: result for result in turn.runtime_results}
-        assert results["narrator"].status == "success"
+        assert results["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
         assert {runtime: (results[runtime].status, results[runtime].reason) for runtime in GATED} == {
-            runtime: ("skipped", APPROVAL) for runtime in GATED}
+            runtime: (resources_pb2.RUNTIME_STATUS_SKIPPED, APPROVAL) for runtime in GATED}
         assert not [entry for entry in turn.hook_trace if entry.handler_plugin_id == PROBE]
         # Nothing of it ran: no plugin data (handler, detached job), no hook, tool or guard, no model call.
         assert await plugin_data(store, session.id) == {}
@@ -108,14 +107,14 @@ async def test_an_unapproved_community_plugin_runs_no_code_until_approved(gated)
             [event async for event in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id=GATED[0]))]
         assert manual.value.code() == grpc.StatusCode.FAILED_PRECONDITION and APPROVAL in manual.value.details()
         listed = await stub.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=session.id))
-        assert PROBE not in listed.runnable and [(u.plugin_id, u.code) for u in listed.unavailable] == [(PROBE, "approval-required")]
+        assert PROBE not in listed.runnable and [(u.plugin_id, u.code) for u in listed.unavailable] == [(PROBE, resources_pb2.PLUGIN_REJECTION_APPROVAL_REQUIRED)]
 
         await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=[PROBE]))
         turn = await submit(stub, session.id, "I open the door.")
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
         results = {result.runtime_id: result for result in turn.runtime_results}
-        assert results["approval-probe/counter"].status == "success", results["approval-probe/counter"].reason
-        assert results["approval-probe/thinker"].status == "success", results["approval-probe/thinker"].reason
+        assert results["approval-probe/counter"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results["approval-probe/counter"].reason
+        assert results["approval-probe/thinker"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results["approval-probe/thinker"].reason
         assert [job.runtime_id for job in await jobs_done(store, session.id)] == ["approval-probe/later"]
         assert await plugin_data(store, session.id) == {"handler": True, "detached": True}
         assert set(notes(group.data_dir, session.id)) == {"guard", "hook", "tool"}, "the detached job runs TurnStart too"
@@ -133,8 +132,8 @@ async def test_an_unapproved_setup_runtime_is_skipped_and_runs_as_late_setup_onc
         turn = await submit(stub, session.id, "I look around.")
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
         results = {result.runtime_id: result for result in turn.runtime_results}
-        assert results[intro].status == "skipped" and results[intro].reason.startswith("approval-required: plugin `setup-probe`")
+        assert results[intro].status == resources_pb2.RUNTIME_STATUS_SKIPPED and results[intro].reason.startswith("approval-required: plugin `setup-probe`")
         await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=["setup-probe"]))
         turn = await submit(stub, session.id, "I look again.")
         results = {result.runtime_id: result for result in turn.runtime_results}
-        assert results[intro].status == "success", results[intro].reason
+        assert results[intro].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[intro].reason

@@ -7,9 +7,8 @@ import shutil
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -36,7 +35,7 @@ async def test_removed_plugin_sits_out_and_the_story_goes_on(changing_services) 
         assert "graph-probe" in session.active_plugins
         shutil.rmtree(community / "graph-probe")
         await registry_pb2_grpc.PluginRegistryStub(registry_channel).Reload(registry_pb2.ReloadRequest())
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I go on.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I go on.")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
         assert [r.runtime_id for r in turn.runtime_results] == ["narrator"]

@@ -8,8 +8,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import TEST_PLUGIN_DIR, running_services
@@ -31,9 +30,9 @@ async def services(tmp_path_factory):
 
 
 async def ran(stub, session_id) -> set[str]:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="act", text="I wait.")])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="act", text="I wait.")])
     turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
-    return {result.runtime_id.split("/")[0] for result in turn.runtime_results if result.status == "success"}
+    return {result.runtime_id.split("/")[0] for result in turn.runtime_results if result.status == resources_pb2.RUNTIME_STATUS_SUCCESS}
 
 
 async def test_the_plan_is_what_a_session_in_the_world_starts_with(services) -> None:
@@ -54,7 +53,7 @@ async def test_the_plan_is_what_a_session_in_the_world_starts_with(services) -> 
     session = created.session
     assert list(session.requested_plugins) == ["narrator", "dice-check"]
     assert set(session.active_plugins) == set(plan.resolution.session_plugins)
-    assert [(r.plugin_id, r.code) for r in created.rejected] == [("not-installed", "not-installed")]
+    assert [(r.plugin_id, r.code) for r in created.rejected] == [("not-installed", resources_pb2.PLUGIN_REJECTION_NOT_INSTALLED)]
     assert list(switched.pack_requested)[:3] == ["narrator", "dice-check", "inventory"]
     # The player's exclusion wins over the pack's request.
     assert "inventory" not in tabletop.session.active_plugins and "world-time" in tabletop.session.active_plugins

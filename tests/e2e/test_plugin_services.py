@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
@@ -24,7 +23,7 @@ async def play(services, run: str):
         session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROVIDER, CLIENT], approved_plugins=[PROVIDER, CLIENT], plugin_settings=settings))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I ask about the gate.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I ask about the gate.")]))]
     async with services.channel_as("store", "scheduler") as channel:
         entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
             store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROVIDER))).entries
@@ -36,7 +35,7 @@ async def play(services, run: str):
 async def test_a_function_calls_read_and_write_services(services) -> None:
     results, data = await play(services, "caller")
     caller = results[f"{CLIENT}/caller"]
-    assert caller.status == "success", caller.reason
+    assert caller.status == resources_pb2.RUNTIME_STATUS_SUCCESS, caller.reason
     output = from_struct(caller.output)
     assert output["found"] == {"ok": True, "data": {"place": "gate", "known": True}}
     assert output["recorded"]["ok"] is True
@@ -55,8 +54,8 @@ async def test_an_agent_imports_services_as_tools_and_a_plugin_tool_proposes(tmp
     ]}}
     async with running_services(tmp_path, script=script) as group:
         results, data = await play(group, "asker")
-        assert results[f"{CLIENT}/asker"].status == "success", results[f"{CLIENT}/asker"].reason
+        assert results[f"{CLIENT}/asker"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[f"{CLIENT}/asker"].reason
         assert data == {("ledger", "from-agent"): {"by": f"{CLIENT}/asker"}}
         results, data = await play(group, "stamper")
-        assert results[f"{PROVIDER}/stamper"].status == "success", results[f"{PROVIDER}/stamper"].reason
+        assert results[f"{PROVIDER}/stamper"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[f"{PROVIDER}/stamper"].reason
         assert data == {("stamps", "count"): {"n": 1}}

@@ -15,7 +15,7 @@ import pytest_asyncio
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -37,7 +37,7 @@ async def ported_services(tmp_path_factory):
 
 
 async def _play(stub, session_id: str, text: str):
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
     turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn
     return {result.runtime_id: result for result in turn.runtime_results}
@@ -50,9 +50,9 @@ async def test_handler_and_guard_import_the_packages_lib(ported_services) -> Non
         session = (await stub.CreateSession(minimal_session(requested_plugins=["ported-story"], approved_plugins=["ported-story"]))).session
         assert "ported-story" in session.active_plugins
         ran = (await _play(stub, session.id, "I wait."))["ported-story/tally"]
-        assert (ran.status, json.loads(ran.output_json)) == ("success", {"said": "TALLY!"}), ran.reason
+        assert (ran.status, json.loads(ran.output_json)) == (resources_pb2.RUNTIME_STATUS_SUCCESS, {"said": "TALLY!"}), ran.reason
         skipped = (await _play(stub, session.id, "skip this one"))["ported-story/tally"]
-        assert (skipped.status, json.loads(skipped.output_json)) == ("skipped", {"said": "GUARDED!"}), skipped.reason
+        assert (skipped.status, json.loads(skipped.output_json)) == (resources_pb2.RUNTIME_STATUS_SKIPPED, {"said": "GUARDED!"}), skipped.reason
 
 
 async def _hooks_tools(hooks, generation: int) -> list[str]:

@@ -10,8 +10,7 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
 from tests.e2e.recorded_model import RecordedModel, recorded, recorded_services
@@ -40,7 +39,7 @@ async def narrator_system_prompt(model: RecordedModel, stub, locale: str, reply:
     model.requests.clear()
     model.replies = {"narrator": [recorded(reply)]}
     request = scheduler_pb2.SubmitActionsRequest(
-        session_id=created.session.id, actions=[common_pb2.PlayerAction(kind="do", text="I look around.")],
+        session_id=created.session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I look around.")],
         idempotency_key=uuid.uuid4().hex)
     turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason

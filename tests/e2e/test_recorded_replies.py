@@ -20,8 +20,7 @@ import jsonschema
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from covel_cli.play import DEFAULT_WORLD
 from services.scheduler.contracts import kernel_contract_schema
@@ -84,7 +83,7 @@ async def detached_jobs_done(store, timeout_s: float = 30.0) -> None:
 
 
 async def play(stub, session_id: str, text: str) -> store_pb2.Turn:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)],
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)],
                                                  idempotency_key=uuid.uuid4().hex)
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
@@ -159,7 +158,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert first.status == store_pb2.TURN_STATUS_COMMITTED, first.abort_reason
     ran = results(first)
     for runtime_id in ("narrator", "guide", "inventory/ledger", "inventory/apply", "affinity/judge", "affinity/apply"):
-        assert ran[runtime_id].status == "success", (runtime_id, ran[runtime_id].reason)
+        assert ran[runtime_id].status == resources_pb2.RUNTIME_STATUS_SUCCESS, (runtime_id, ran[runtime_id].reason)
     memories = await wait_for_memories(store, session_id, 2)
 
     # narrator: preamble with the story contract, its prompt, the world, the bound inputs, the person rule,
@@ -248,7 +247,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     model.replies = ENGLISH_2
     second = await play(stub, session_id, TURN_2)
     assert second.status == store_pb2.TURN_STATUS_COMMITTED, second.abort_reason
-    assert all(r.status == "success" for r in second.runtime_results if r.runtime_id != "memory/extract"), \
+    assert all(r.status == resources_pb2.RUNTIME_STATUS_SUCCESS for r in second.runtime_results if r.runtime_id != "memory/extract"), \
         [(r.runtime_id, r.reason) for r in second.runtime_results]
     searched = one(model.of("narrator"), step=1)
     found = json.loads(searched.body["messages"][-1]["content"])
@@ -289,7 +288,7 @@ async def test_chinese_session_sends_the_zh_prompts_and_keeps_chinese_answers(st
     }
     turn = await play(stub, session_id, TURN_ZH)
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
-    assert all(r.status == "success" for r in turn.runtime_results if r.runtime_id != "memory/extract"), \
+    assert all(r.status == resources_pb2.RUNTIME_STATUS_SUCCESS for r in turn.runtime_results if r.runtime_id != "memory/extract"), \
         [(r.runtime_id, r.reason) for r in turn.runtime_results]
 
     narrator = one(model.of("narrator"))
@@ -325,12 +324,12 @@ async def test_answers_that_break_the_schema_fail_their_runtime_and_commit_nothi
     turn = await play(stub, session_id, TURN_1)
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, "a helper's bad answer does not stop the story"
     ran = results(turn)
-    assert ran["affinity/judge"].status == "failed" and "/changes/0/delta" in ran["affinity/judge"].reason, ran["affinity/judge"].reason
-    assert ran["affinity/apply"].status == "skipped"
-    assert ran["guide"].status == "failed" and "not JSON" in ran["guide"].reason, ran["guide"].reason
+    assert ran["affinity/judge"].status == resources_pb2.RUNTIME_STATUS_FAILED and "/changes/0/delta" in ran["affinity/judge"].reason, ran["affinity/judge"].reason
+    assert ran["affinity/apply"].status == resources_pb2.RUNTIME_STATUS_SKIPPED
+    assert ran["guide"].status == resources_pb2.RUNTIME_STATUS_FAILED and "not JSON" in ran["guide"].reason, ran["guide"].reason
     assert len(model.of("affinity/judge")) >= 2, "the kernel asked the model to repair its answer first"
     assert await data(store, session_id, "affinity", "scores") == {}
-    assert ran["inventory/apply"].status == "success", "the other plugins' data still commits"
+    assert ran["inventory/apply"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, "the other plugins' data still commits"
     # memory: the tool refused the bad record (invalid-input back to the model); nothing was saved.
     for _ in range(300):
         if len(model.of("memory/extract")) >= 2:

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
@@ -66,7 +66,7 @@ async def set_up(model, stub, store, world_id: str, locale: str, name: str) -> t
     """A session through its setup; the trackers of the opening turn see no change."""
     model.replies.update({TRACKER: [recorded("dimension-tracker-no-change")], CHARACTERS: [recorded("character-tracker-no-change")]})
     session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world_id, locale=locale, excluded_plugins=OTHERS))).session
-    await turn(stub, session.id, common_pb2.PlayerAction(kind="advance"))
+    await turn(stub, session.id, resources_pb2.PlayerAction(kind="advance"))
     opening = await answer(stub, session.id, {"name": name, "courage": 4, "role": "a lamp-maker"})
     await jobs_done(store, session.id)
     return session.id, opening
@@ -87,9 +87,9 @@ async def test_english_opening_and_trackers_send_their_prompts_and_commit_what_t
     model.replies.update({"narrator": [recorded("narrator-lamp-en")],
                           TRACKER: [recorded("dimension-tracker-en-1a"), recorded("dimension-tracker-bad-value"), recorded("dimension-tracker-en-1b")],
                           CHARACTERS: [recorded("character-tracker-en-1")]})
-    lamp = await turn(stub, session_id, common_pb2.PlayerAction(kind="act", text="I climb the tower and light the lamp."))
+    lamp = await turn(stub, session_id, resources_pb2.PlayerAction(kind="act", text="I climb the tower and light the lamp."))
     results = {r.runtime_id: r for r in lamp.runtime_results}
-    assert results[TRACKER].status == "success", results[TRACKER].reason
+    assert results[TRACKER].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[TRACKER].reason
     steps = model.of(TRACKER)[before:]
     assert [r.step for r in steps] == [0, 1, 2], "a list, a refused value, the corrected settlement"
     assert prompt_body("world-init/runtimes/dimension-tracker/RUNTIME.md") in steps[0].system
@@ -131,11 +131,11 @@ async def test_schema_gen_gives_a_bare_world_the_generated_schema_and_refuses_a_
     model, stub, store = stack
     model.replies[SCHEMA_GEN] = [recorded("schema-gen-short")]
     short = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="bare", excluded_plugins=OTHERS))).session
-    failed = await turn(stub, short.id, common_pb2.PlayerAction(kind="advance"))
+    failed = await turn(stub, short.id, resources_pb2.PlayerAction(kind="advance"))
     results = {r.runtime_id: r for r in failed.runtime_results}
-    assert results["world-init/schema-gen"].status == "failed"
+    assert results["world-init/schema-gen"].status == resources_pb2.RUNTIME_STATUS_FAILED
     assert "the model gave 10 usable attributes; at least 15 are needed" in results["world-init/schema-gen"].reason
-    assert results["char-creator/player-init"].status == "failed" and "no characterSchema yet" in results["char-creator/player-init"].reason
+    assert results["char-creator/player-init"].status == resources_pb2.RUNTIME_STATUS_FAILED and "no characterSchema yet" in results["char-creator/player-init"].reason
     assert not (await world_of(store, short.id)).HasField("character_schema"), "nothing of the failed runtime committed"
     progress = from_struct((await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=short.id))).session.setup_runtimes["world-init/schema-gen"])
     assert progress["state"] == "pending" and progress["attempts"] == 1 and "at least 15" in progress["lastError"]
@@ -143,7 +143,7 @@ async def test_schema_gen_gives_a_bare_world_the_generated_schema_and_refuses_a_
     model.replies[SCHEMA_GEN] = [recorded("schema-gen-en-1")]
     session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="bare", excluded_plugins=OTHERS))).session
     events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-        session_id=session.id, actions=[common_pb2.PlayerAction(kind="advance")]))]
+        session_id=session.id, actions=[resources_pb2.PlayerAction(kind="advance")]))]
     asked = model.of(SCHEMA_GEN)[-1]
     assert asked.body["response_format"]["json_schema"]["schema"]["properties"]["attributes"]["minItems"] == 15
     assert "You design the rules of a story world." in asked.body["messages"][-1]["content"]

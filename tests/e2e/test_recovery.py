@@ -19,8 +19,7 @@ import uuid
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.errors import error_info, retry_after_ms
 from shared.grpc_client import open_channel
@@ -39,7 +38,7 @@ RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusCode
 async def submit_until_committed(stub, session_id: str, key: str, text: str, give_up_s: float = 60.0) -> tuple[float, store_pb2.Turn]:
     """Re-send one submit until a turn commits; when (monotonic) the turn that committed started, and the turn."""
     deadline = time.monotonic() + give_up_s
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, idempotency_key=key, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, idempotency_key=key, actions=[resources_pb2.PlayerAction(text=text)])
     while True:
         started = None
         try:
@@ -64,7 +63,7 @@ async def kill_mid_turn_and_measure(group, stub, victim: str) -> tuple[float, gr
     await submit_until_committed(stub, session.id, "warm-up", "I look around.")
     key = f"slow-{victim}-{uuid.uuid4().hex[:6]}"
     request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, idempotency_key=key,
-                                                 actions=[common_pb2.PlayerAction(text="I walk on, slowly.")])
+                                                 actions=[resources_pb2.PlayerAction(text="I walk on, slowly.")])
     seen: list = []
     first = asyncio.create_task(_drain(stub.SubmitActions(request, timeout=30), seen))
     await asyncio.sleep(1.0)  # the turn holds its lease and waits for the model
@@ -80,7 +79,7 @@ async def kill_mid_turn_and_measure(group, stub, victim: str) -> tuple[float, gr
     turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id), timeout=10)).turns
     committed = [t for t in turns if t.idempotency_key == key and t.status == store_pb2.TURN_STATUS_COMMITTED]
     assert [t.id for t in committed] == [turn.id], "the key's turn committed exactly once"
-    assert [m.text for m in turn.messages if m.role == "story"] == ["The fog thins, slowly."], turn.messages
+    assert [m.text for m in turn.messages if m.role == resources_pb2.MESSAGE_ROLE_STORY] == ["The fog thins, slowly."], turn.messages
     return started - back, broken, seen
 
 
@@ -153,9 +152,9 @@ async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_bac
             done = await job_of(store, session.id, lambda job: job.status not in ("queued", "running"))
             assert (done.status, done.attempts) == ("succeeded", 2), done.error
             turns = (await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id), timeout=10)).turns
-            background = [t for t in turns if t.origin == "background"]
+            background = [t for t in turns if t.origin == resources_pb2.TURN_ORIGIN_BACKGROUND]
             # The job's first execution committed its failed runtime, marked retryable; the second succeeded.
-            assert [[(r.status, r.retryable) for r in t.runtime_results] for t in background] == [[("failed", True)], [("success", False)]]
+            assert [[(r.status, r.retryable) for r in t.runtime_results] for t in background] == [[(resources_pb2.RUNTIME_STATUS_FAILED, True)], [(resources_pb2.RUNTIME_STATUS_SUCCESS, False)]]
             # An operator sees the queue and may requeue only what ended without success.
             listed = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "covel_cli.main", "operator", "jobs", "--session", session.id],
                                              capture_output=True, text=True, env=group.env(), timeout=60)

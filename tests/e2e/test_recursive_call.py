@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct
@@ -21,21 +20,21 @@ async def test_nested_writes_commit_with_a_successful_parent_only(services) -> N
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=PLUGINS, approved_plugins=PLUGINS))).session
         events = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I nest.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I nest.")]))]
         own = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="nest-probe"))).entries
         ledger = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="service-probe"))).entries
     turn = events[-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}
     keeper = results["nest-probe/keeper"]
-    assert keeper.status == "success", keeper.reason
+    assert keeper.status == resources_pb2.RUNTIME_STATUS_SUCCESS, keeper.reason
     assert from_struct(keeper.output) == {
         "child": {"origin": "recursive", "actions": [], "depth": 1, "message": "A message for the child."}, "origin": "player", "actions": 1,
     }, "a nested run's origin is recursive and it has no player actions; its parent keeps the turn's"
     follower = results["nest-probe/follower"]
     assert from_struct(follower.output) == {"actions": [], "origin": "player"}, "an event run has no player actions"
-    assert results["nest-probe/failer"].status == "failed"
-    assert (results["nest-probe/flipped"].status, results["nest-probe/flipped"].reason) == ("failed", "nest-probe turned it failed")
-    assert results["nest-probe/revived"].status == "success", "a PostRuntime hook turned the failure into a success"
+    assert results["nest-probe/failer"].status == resources_pb2.RUNTIME_STATUS_FAILED
+    assert (results["nest-probe/flipped"].status, results["nest-probe/flipped"].reason) == (resources_pb2.RUNTIME_STATUS_FAILED, "nest-probe turned it failed")
+    assert results["nest-probe/revived"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, "a PostRuntime hook turned the failure into a success"
 
     # Only the keeper's nested run committed: its plugin data, its tool's proposal and its write service's change.
     assert sorted((e.namespace, e.key) for e in own) == [("nested", "keeper"), ("tool-marks", "keeper")]

@@ -19,8 +19,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.errors import error_info
 from shared.grpc_client import check_health, open_channel
@@ -72,8 +71,8 @@ async def replicas(tmp_path_factory):
                     yield scheduler_pb2_grpc.SchedulerStub(channel_a), scheduler_pb2_grpc.SchedulerStub(channel_b)
 
 
-async def hook_statuses(stub, session_id: str) -> list[str]:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text="I wait.")])
+async def hook_statuses(stub, session_id: str) -> list[int]:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text="I wait.")])
     events = [event async for event in stub.SubmitActions(request)]
     turn = events[-1].turn_completed
     assert turn.status == store_pb2.TURN_STATUS_COMMITTED, "a non-guard fault only skips the handler"
@@ -85,13 +84,13 @@ async def test_faults_seen_by_two_hooks_replicas_pause_the_plugin_on_both(replic
     session = (await a.CreateSession(minimal_session(requested_plugins=[FAULTY], approved_plugins=[FAULTY],
                                                      plugin_settings={FAULTY: to_struct({"raise": True})}))).session
     # Three faults, on A, B, A: no replica saw three, together they trip the breaker.
-    assert [await hook_statuses(stub, session.id) for stub in (a, b, a)] == [["error"]] * 3
+    assert [await hook_statuses(stub, session.id) for stub in (a, b, a)] == [[resources_pb2.HOOK_STATUS_ERROR]] * 3
     for stub in (a, b):
         paused = await stub.ListPausedPlugins(scheduler_pb2.ListPausedPluginsRequest(session_id=session.id))
         assert [p.plugin_id for p in paused.plugins] == [FAULTY] and p_faults(paused) == 3
     assert await hook_statuses(b, session.id) == [], "paused on the replica that saw one fault too"
     assert (await b.ResetPluginFaults(scheduler_pb2.ResetPluginFaultsRequest(session_id=session.id, plugin_id=FAULTY))).was_paused
-    assert await hook_statuses(a, session.id) == ["error"], "the reset on B holds on A"
+    assert await hook_statuses(a, session.id) == [resources_pb2.HOOK_STATUS_ERROR], "the reset on B holds on A"
 
 
 def p_faults(paused: scheduler_pb2.ListPausedPluginsResponse) -> int:
@@ -104,13 +103,13 @@ async def test_cancel_on_the_other_replica_stops_an_auto_advance_chain(replicas)
         requested_plugins=["pace-probe"], approved_plugins=["pace-probe"], plugin_settings={"framework": to_struct({"maxAutoAdvance": 20})}))).session
     turns: list[store_pb2.Turn] = []
     cancelled = None
-    async for event in a.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I walk on.")])):
+    async for event in a.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I walk on.")])):
         if event.WhichOneof("event") == "turn_completed":
             turns.append(event.turn_completed)
             if len(turns) == 2 and cancelled is None:
                 # Between two turns of the chain, or in the next one: B runs no turn of it, the store relays.
                 cancelled = await b.Cancel(scheduler_pb2.CancelRequest(session_id=session.id, reason="stopped from replica B"))
-    assert cancelled is not None and [t.origin for t in turns[:2]] == ["player", "continuation"]
+    assert cancelled is not None and [t.origin for t in turns[:2]] == [resources_pb2.TURN_ORIGIN_PLAYER, resources_pb2.TURN_ORIGIN_CONTINUATION]
     assert len(turns) == 3 and turns[2].status == store_pb2.TURN_STATUS_FAILED, [t.status for t in turns]
     assert turns[2].abort_reason == "cancelled: stopped from replica B"
     await asyncio.sleep(0.6)
@@ -123,7 +122,7 @@ async def test_a_plugins_hook_state_is_one_for_every_hooks_replica(replicas) -> 
     a, b = replicas
     session = (await a.CreateSession(minimal_session(
         requested_plugins=["cost-gate"], plugin_settings={"cost-gate": to_struct({"softCapTokens": 1_000_000, "hardCapTokens": 1})}))).session
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait.")])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I wait.")])
     first = [event async for event in a.SubmitActions(request)][-1].turn_completed
     assert first.status == store_pb2.TURN_STATUS_COMMITTED, "nothing was counted before the first turn"
     second = [event async for event in b.SubmitActions(request.__class__(session_id=session.id, actions=request.actions))][-1].turn_completed
@@ -138,7 +137,7 @@ async def _watch(stub, session_id: str, turn_id: str = "") -> list:
 async def test_a_client_that_lost_its_stream_reattaches_on_either_replica(replicas) -> None:
     a, b = replicas
     session = (await a.CreateSession(minimal_session())).session
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I go on, slowly.")])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I go on, slowly.")])
     stream = a.SubmitActions(request)
     started = await stream.read()
     assert started.WhichOneof("event") == "turn_started"
@@ -175,7 +174,7 @@ async def test_list_turns_and_messages_page(replicas) -> None:
     a, _ = replicas
     session = (await a.CreateSession(minimal_session())).session
     for number in range(3):
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=f"I wait {number}.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text=f"I wait {number}.")])
         [event async for event in a.SubmitActions(request)]
     first = await a.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id, page_size=2))
     rest = await a.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id, page_size=2, page_token=first.next_page_token))

@@ -16,8 +16,7 @@ import textwrap
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -91,10 +90,10 @@ def assert_budget_used_up(provider: FakeOpenAI, reason: str) -> None:
 async def test_a_story_agent_makes_at_most_8_requests(stack) -> None:
     provider, stub, session_id = stack
     provider.requests.clear()
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text="I wait.")])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text="I wait.")])
     events = [event async for event in stub.SubmitActions(request)]
     narrator = result_of(events[-1].turn_completed, "narrator")
-    assert narrator.status == "failed"
+    assert narrator.status == resources_pb2.RUNTIME_STATUS_FAILED
     assert all(r.body.get("stream") for r in provider.requests), "the story streams"
     assert_budget_used_up(provider, narrator.reason)
 
@@ -103,7 +102,7 @@ async def test_a_system_agent_makes_at_most_8_requests(stack) -> None:
     provider, stub, session_id = stack
     provider.requests.clear()
     think = await run_manual(stub, session_id, "budget-probe/think")
-    assert think.status == "failed"
+    assert think.status == resources_pb2.RUNTIME_STATUS_FAILED
     assert all('"budget-probe/think"' in r.body["messages"][0]["content"] for r in provider.requests)
     assert_budget_used_up(provider, think.reason)
 
@@ -112,7 +111,7 @@ async def test_a_function_gateway_call_makes_at_most_8_requests(stack) -> None:
     provider, stub, session_id = stack
     provider.requests.clear()
     ask = await run_manual(stub, session_id, "budget-probe/ask")
-    assert ask.status == "failed"
+    assert ask.status == resources_pb2.RUNTIME_STATUS_FAILED
     assert all("budget-probe/ask:" in r.body["messages"][-1]["content"] for r in provider.requests)
     assert_budget_used_up(provider, ask.reason)
 
@@ -122,7 +121,7 @@ async def test_a_stalled_function_call_is_re_sent_at_half_the_time_left_within_t
     provider.requests.clear()
     provider.responses.append(JsonReply(body=completion("too late"), delay_s=30))  # the first send stalls
     ask = await run_manual(stub, session_id, "budget-probe/ask")
-    assert ask.status == "failed"
+    assert ask.status == resources_pb2.RUNTIME_STATUS_FAILED
     # The stalled send counts: 1 + 7 refusals, falling back as any call does.
     assert models(provider) == ["primary"] * 4 + ["second"] * 3 + ["third"], models(provider)
     assert "RESOURCE_EXHAUSTED" in ask.reason and "after 8 attempt(s)" in ask.reason, ask.reason
@@ -136,5 +135,5 @@ async def test_a_stalled_function_call_with_the_floor_or_less_left_is_sent_once(
     provider.requests.clear()
     provider.responses.append(JsonReply(body=completion("too late"), delay_s=30))
     briefly = await run_manual(stub, session_id, "budget-probe/ask-briefly")  # timeoutMs 900, under the 1 s floor
-    assert briefly.status == "failed"
+    assert briefly.status == resources_pb2.RUNTIME_STATUS_FAILED
     assert len(provider.requests) == 1, briefly.reason

@@ -9,8 +9,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
@@ -24,7 +23,7 @@ PROVIDER, DEPENDENT, CONTRACT = "approval-probe", "approval-dependent", "approva
 
 
 async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
 
@@ -36,23 +35,24 @@ async def test_a_plugin_waiting_for_its_provider_stays_and_comes_back_when_the_p
         session = created.session
         # Its only provider is a community plugin not approved: it waits, recorded with the provider it waits for.
         assert {DEPENDENT, PROVIDER} <= set(session.active_plugins)
-        assert [(u.plugin_id, u.code, u.contract) for u in created.unavailable] == [(DEPENDENT, "approval-required", CONTRACT)]
+        assert [(u.plugin_id, u.code, u.contract) for u in created.unavailable] == [(DEPENDENT, resources_pb2.PLUGIN_REJECTION_APPROVAL_REQUIRED, CONTRACT)]
         assert DEPENDENT not in [r.plugin_id for r in created.rejected]
 
         turn = await submit(stub, session.id, "I wait.")
         results = {result.runtime_id: result for result in turn.runtime_results}
         follow = results[f"{DEPENDENT}/follow"]
-        assert follow.status == "skipped" and follow.reason.startswith(f"missing-provider: {CONTRACT} is required")
+        assert follow.status == resources_pb2.RUNTIME_STATUS_SKIPPED and follow.reason.startswith(f"missing-provider: {CONTRACT} is required")
         assert f"its provider `{PROVIDER}` does not run now: approval-required" in follow.reason
         listed = await stub.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=session.id))
         assert {(u.plugin_id, u.code, u.contract) for u in listed.unavailable} == {
-            (DEPENDENT, "missing-provider", CONTRACT), (PROVIDER, "approval-required", "")}
+            (DEPENDENT, resources_pb2.PLUGIN_REJECTION_MISSING_PROVIDER, CONTRACT),
+            (PROVIDER, resources_pb2.PLUGIN_REJECTION_APPROVAL_REQUIRED, "")}
 
         # The dependency returns: nothing else is done for the dependent, it runs from the next turn.
         await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=session.id, approve=[PROVIDER]))
         turn = await submit(stub, session.id, "I go on.")
         results = {result.runtime_id: result for result in turn.runtime_results}
-        assert results[f"{DEPENDENT}/follow"].status == "success", results[f"{DEPENDENT}/follow"].reason
+        assert results[f"{DEPENDENT}/follow"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[f"{DEPENDENT}/follow"].reason
         entries = (await store.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=DEPENDENT))).entries
         assert [(entry.key, from_value(entry.value)) for entry in entries] == [("follow", True)]
         listed = await stub.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=session.id))
@@ -81,9 +81,10 @@ async def test_the_worlds_requirements_reach_the_resolver_and_unmet_ones_come_ba
         assert PROVIDER in met.session.active_plugins and not met.unmet_requirements, "the only provider joins for the world"
         unmet = await stub.CreateSession(minimal_session(required_contracts=[CONTRACT, "nobody.lifecycle@1"]))
         assert {(u.contract, u.code, tuple(u.providers)) for u in unmet.unmet_requirements} == {
-            (CONTRACT, "approval-required", (PROVIDER,)), ("nobody.lifecycle@1", "missing-provider", ())}
+            (CONTRACT, resources_pb2.REQUIREMENT_GAP_APPROVAL_REQUIRED, (PROVIDER,)),
+            ("nobody.lifecycle@1", resources_pb2.REQUIREMENT_GAP_MISSING_PROVIDER, ())}
         excluded = await stub.CreateSession(minimal_session(required_contracts=[CONTRACT], excluded_plugins=[PROVIDER]))
-        assert [(u.contract, u.code) for u in excluded.unmet_requirements] == [(CONTRACT, "excluded")]
+        assert [(u.contract, u.code) for u in excluded.unmet_requirements] == [(CONTRACT, resources_pb2.REQUIREMENT_GAP_EXCLUDED)]
         assert excluded.session.status == store_pb2.SESSION_STATUS_ACTIVE, "unmet requirements never block the session"
 
 

@@ -6,13 +6,13 @@ a scheduler restart between question and answer; a world without a character sch
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -51,7 +51,7 @@ async def turn_of(events) -> tuple[list, dict]:
 
 async def advance(stub, session_id: str):
     return await turn_of(stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-        session_id=session_id, actions=[common_pb2.PlayerAction(kind="advance")])))
+        session_id=session_id, actions=[resources_pb2.PlayerAction(kind="advance")])))
 
 
 async def answer(stub, session_id: str, values: dict, key: str = ""):
@@ -86,13 +86,13 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
     async with open_channel(setup_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="demo-world"))).session
-        assert session.phase == "setup" and set(SETUP) <= set(session.setup_runtimes)
+        assert session.phase == resources_pb2.SESSION_PHASE_SETUP and set(SETUP) <= set(session.setup_runtimes)
 
         events, results = await advance(stub, session.id)
-        assert results["world-init/schema-gen"].status == "skipped", "Saltmere brings its own character schema: waived"
-        assert results["char-creator/player-init"].status == "success" and "narrator" not in results, "the story waits for the form"
+        assert results["world-init/schema-gen"].status == resources_pb2.RUNTIME_STATUS_SKIPPED, "Saltmere brings its own character schema: waived"
+        assert results["char-creator/player-init"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and "narrator" not in results, "the story waits for the form"
         [asked] = [e.interaction for e in events if e.WhichOneof("event") == "interaction"]
-        assert asked.id == "protagonist" and asked.kind == "form" and asked.plugin_id == "char-creator"
+        assert asked.id == "protagonist" and asked.kind == resources_pb2.INTERACTION_KIND_FORM and asked.plugin_id == "char-creator"
         assert from_struct(asked.spec)["fieldOrder"] == ["name", "courage", "role"], "the name, then the schema's attributes"
         progress = await setup_progress(stub, session.id)
         assert progress["world-init/schema-gen"] == {"state": "done", "resolution": "waived"}
@@ -100,7 +100,7 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
 
         # Words while the form is open: a setup turn again, the form is not asked twice.
         _, results = await turn_of(stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="Where am I?")])))
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="Where am I?")])))
         assert "narrator" not in results and not results["char-creator/player-init"].interactions
 
         with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -117,12 +117,12 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         events, results = await answer(stub, session.id, {"name": "Wren", "role": "a lamp-maker", "courage": 4}, key="wren-1")
         turn = events[-1].turn_completed
-        assert results["char-creator/player-init"].status == "success" and results["pregame"].status == "success"
+        assert results["char-creator/player-init"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and results["pregame"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
         assert from_struct(results["pregame"].output)["protagonist"]["name"] == "Wren"
-        assert results["narrator"].status == "success" and "This is where the story of Wren begins." in turn.narrative, \
+        assert results["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and "This is where the story of Wren begins." in turn.narrative, \
             "the setup finished in this turn: the narrator opens the story with pregame's brief"
         after = await session_of(stub, session.id)
-        assert after.phase == "playing" and after.completed_player_turns == 0, "setup and the opening are not player turns"
+        assert after.phase == resources_pb2.SESSION_PHASE_PLAYING and after.completed_player_turns == 0, "setup and the opening are not player turns"
         assert {rid: v for rid, v in (await setup_progress(stub, session.id)).items() if rid in SETUP} == {
             "world-init/schema-gen": {"state": "done", "resolution": "waived"},
             "char-creator/player-init": {"state": "done", "resolution": "completed"},
@@ -132,14 +132,14 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
 
         # The plugins' panels, with the state they draw: the character sheet shows the answer.
         panels = {p.plugin_id: p for p in (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id))).panels}
-        assert {"char-creator", "inventory", "world-time"} <= set(panels) and {p.location for p in panels.values()} == {"right"}
+        assert {"char-creator", "inventory", "world-time"} <= set(panels) and {p.location for p in panels.values()} == {resources_pb2.UI_SLOT_RIGHT}
         sheet = from_struct(panels["char-creator"].state)
         assert sheet["world"]["protagonist"]["name"] == "Wren" and sheet["session"]["phase"] == "playing"
         assert render_text(from_struct(panels["char-creator"].spec), sheet)[:2] == ["Character", "Wren"]
         assert from_struct(panels["world-time"].state)["data"]["clock"]["now"]["time"] == "19:50", "the opening moved the clock"
-        assert not (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id, location="segment"))).panels
+        assert not (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id, location=resources_pb2.UI_SLOT_SEGMENT))).panels
         with pytest.raises(grpc.aio.AioRpcError) as where:
-            await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id, location="left"))
+            await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session.id, location=cast(Any, 12)))
         assert where.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "location" in where.value.details()
 
         with pytest.raises(grpc.aio.AioRpcError) as again:
@@ -150,19 +150,19 @@ async def test_the_demo_world_sets_up_through_the_character_form_and_opens_the_s
     async with open_channel(setup_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         _, results = await turn_of(stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I climb the tower and light the lamp.")])))
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I climb the tower and light the lamp.")])))
         assert not set(SETUP) & set(results), "done setup runtimes do not run again"
-        assert results["world-init/dimension-context"].status == "success", results["world-init/dimension-context"].reason
-        assert results["world-init/dimension-tracker"].status == "success", results["world-init/dimension-tracker"].reason
+        assert results["world-init/dimension-context"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results["world-init/dimension-context"].reason
+        assert results["world-init/dimension-tracker"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results["world-init/dimension-tracker"].reason
         assert (await session_of(stub, session.id)).completed_player_turns == 1
         assert await dimension(setup_services, session.id, "lighthouse") == "lit"
         # edit-dimensions: the player's own edit, checked against the dimension's schema first.
         edited = await turn_of(stub.RunManual(scheduler_pb2.RunManualRequest(
             session_id=session.id, runtime_id="world-init/edit-dimensions", payload=to_struct({"updates": [{"id": "missing-boats", "value": 1}]}))))
-        assert edited[1]["world-init/edit-dimensions"].status == "success" and await dimension(setup_services, session.id, "missing-boats") == 1
+        assert edited[1]["world-init/edit-dimensions"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and await dimension(setup_services, session.id, "missing-boats") == 1
         refused = await turn_of(stub.RunManual(scheduler_pb2.RunManualRequest(
             session_id=session.id, runtime_id="world-init/edit-dimensions", payload=to_struct({"updates": [{"id": "missing-boats", "value": -3}]}))))
-        assert refused[1]["world-init/edit-dimensions"].status == "failed"
+        assert refused[1]["world-init/edit-dimensions"].status == resources_pb2.RUNTIME_STATUS_FAILED
         assert "payload.updates[0].value: -3 is less than the minimum of 0" in refused[1]["world-init/edit-dimensions"].reason
         assert await dimension(setup_services, session.id, "missing-boats") == 1, "a refused edit writes nothing"
         for _ in range(100):  # character-tracker is a detached job: it commits after the turn
@@ -178,12 +178,12 @@ async def test_a_world_without_a_character_schema_gets_one_generated_before_the_
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="bare"))).session
         events, results = await advance(stub, session.id)
         generated = from_struct(results["world-init/schema-gen"].output)
-        assert results["world-init/schema-gen"].status == "success" and generated["success"] is True
+        assert results["world-init/schema-gen"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and generated["success"] is True
         assert generated["attributeCount"] >= 15, "the scripted model fills initialize-world's 15 attributes"
         [asked] = [e.interaction for e in events if e.WhichOneof("event") == "interaction"]
         assert len(from_struct(asked.spec)["fieldOrder"]) == 13, "the name and the first 12 generated attributes"
         _, results = await answer(stub, session.id, {"name": "Ash"})
-        assert results["narrator"].status == "success" and (await session_of(stub, session.id)).phase == "playing"
+        assert results["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and (await session_of(stub, session.id)).phase == resources_pb2.SESSION_PHASE_PLAYING
         made = await characters(setup_services, session.id)
         assert {cid: c["name"] for cid, c in made.items()} == {"protagonist": "Ash"}, "no preset: a new player character"
         assert made["protagonist"]["type"] == "player" and made["protagonist"]["attributes"] == {}, "only what was answered"
@@ -194,8 +194,8 @@ async def test_a_session_without_a_world_waives_the_setup_and_plays_its_first_tu
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session
         _, results = await turn_of(stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="Hello.")])))
-        assert all(results[rid].status == "skipped" for rid in SETUP) and results["narrator"].status == "success"
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="Hello.")])))
+        assert all(results[rid].status == resources_pb2.RUNTIME_STATUS_SKIPPED for rid in SETUP) and results["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
         assert "world-init/dimension-tracker" not in results, "no dimensions: no maintainer is scheduled"
         after = await session_of(stub, session.id)
-        assert after.phase == "playing" and {from_struct(after.setup_runtimes[rid])["resolution"] for rid in SETUP} == {"waived"}
+        assert after.phase == resources_pb2.SESSION_PHASE_PLAYING and {from_struct(after.setup_runtimes[rid])["resolution"] for rid in SETUP} == {"waived"}

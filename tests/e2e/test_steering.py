@@ -7,8 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import running_services
@@ -36,11 +35,11 @@ async def test_an_interjection_is_merged_before_the_next_step(tmp_path) -> None:
             assert empty.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "text" in empty.value.details()
 
             stream = stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-                session_id=session.id, actions=[common_pb2.PlayerAction(text="I wait by the gate.")]))
+                session_id=session.id, actions=[resources_pb2.PlayerAction(text="I wait by the gate.")]))
             events = []
             async for event in stream:
                 events.append(event)
-                if event.WhichOneof("event") == "runtime_started" and event.runtime_started.stage == "narrative":
+                if event.WhichOneof("event") == "runtime_started" and event.runtime_started.stage == resources_pb2.RUNTIME_STAGE_NARRATIVE:
                     await asyncio.sleep(0.3)
                     reply = await stub.Interject(scheduler_pb2.InterjectRequest(session_id=session.id, text="Hey, over here!"))
                     assert reply.turn_id

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
@@ -28,7 +27,7 @@ async def play(services, run: str):
         session = (await stub.CreateSession(minimal_session(
             requested_plugins=[PROBE], approved_plugins=[PROBE], plugin_settings={PROBE: to_struct({"run": run})}))).session
         events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I knock at the gate.")]))]
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I knock at the gate.")]))]
     turn = events[-1].turn_completed
     return session, {r.runtime_id: r for r in turn.runtime_results}, turn
 
@@ -36,7 +35,7 @@ async def play(services, run: str):
 async def test_a_function_runs_subagents_by_contract_and_by_runtime_id(services) -> None:
     _, results, turn = await play(services, "ask")
     ask = results[f"{PROBE}/ask"]
-    assert ask.status == "success", ask.reason
+    assert ask.status == resources_pb2.RUNTIME_STATUS_SUCCESS, ask.reason
     output = from_struct(ask.output)
     for key in ("byContract", "byId"):
         assert output[key]["ok"] is True and output[key]["output"]["verdict"] in ("pass", "stop"), output[key]
@@ -46,7 +45,7 @@ async def test_a_function_runs_subagents_by_contract_and_by_runtime_id(services)
     assert f"{PROBE}/verdict" not in results
     # Its trace is the caller's: started / completed per call, tied to the call and the caller.
     marks = [(e.event, e.status) for e in turn.hook_trace if e.event.startswith("subagent.")]
-    assert marks == [("subagent.started", "ok"), ("subagent.completed", "ok")] * 2
+    assert marks == [("subagent.started", resources_pb2.HOOK_STATUS_OK), ("subagent.completed", resources_pb2.HOOK_STATUS_OK)] * 2
     calls = {e.subagent_call_id for e in turn.hook_trace if e.event.startswith("subagent.")}
     assert len(calls) == 2 and all(e.parent_runtime_id == f"{PROBE}/ask" for e in turn.hook_trace if e.subagent_call_id)
 
@@ -55,7 +54,7 @@ async def test_an_agent_writes_its_dataset_through_the_generated_tools(tmp_path)
     async with running_services(tmp_path, script=KEEPER_SCRIPT) as services:
         session, results, turn = await play(services, "keeper")
         keeper = results[f"{PROBE}/keeper"]
-        assert keeper.status == "success", keeper.reason
+        assert keeper.status == resources_pb2.RUNTIME_STATUS_SUCCESS, keeper.reason
         async with services.channel_as("store", "scheduler") as channel:
             entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id=PROBE, namespace="notes"))).entries
@@ -67,7 +66,7 @@ async def test_a_nested_agent_run_writes_with_its_parent(tmp_path) -> None:
     async with running_services(tmp_path, script=KEEPER_SCRIPT) as services:
         session, results, _ = await play(services, "nest")
         nester = results[f"{PROBE}/nester"]
-        assert nester.status == "success", nester.reason
+        assert nester.status == resources_pb2.RUNTIME_STATUS_SUCCESS, nester.reason
         output = from_struct(nester.output)
         assert output["nested"] == "success" and output["output"] == {"content": "Noted."}
         assert "ctx.agents.run" in output["refused"]
@@ -95,12 +94,12 @@ async def test_concurrent_subagents_of_one_runtime_are_told_apart_by_the_hook_co
             session = (await stub.CreateSession(minimal_session(
                 requested_plugins=["execution-probe"], approved_plugins=["execution-probe"]))).session
             events = [event async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-                session_id=session.id, actions=[common_pb2.PlayerAction(text="Three strangers at the gate.")]))]
+                session_id=session.id, actions=[resources_pb2.PlayerAction(text="Three strangers at the gate.")]))]
         turn = events[-1].turn_completed
         fan = {r.runtime_id: r for r in turn.runtime_results}["execution-probe/fan"]
         path = tmp_path / "execution-probe.jsonl"
         heard = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    assert fan.status == "success", fan.reason
+    assert fan.status == resources_pb2.RUNTIME_STATUS_SUCCESS, fan.reason
     output = from_struct(fan.output)
     assert output["[A]"]["ok"] and output["[A]"]["output"] == {"content": "A, answered by the hook."}
     assert output["[B]"]["ok"] and output["[B]"]["output"] == {"content": "B, as the model wrote it."}

@@ -13,8 +13,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import check_health
 from shared.grpc_client import open_channel
@@ -33,7 +32,7 @@ async def asking(tmp_path_factory):
 
 
 async def submit(stub, session_id: str, text: str) -> list:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
     return [event async for event in stub.SubmitActions(request)]
 
 
@@ -59,14 +58,14 @@ async def test_an_agent_suspends_on_a_question_and_the_answer_resumes_it_after_a
         events = await submit(stub, session.id, "I stand before two doors.")
         turn = events[-1].turn_completed
         ran = {r.runtime_id: r for r in turn.runtime_results}
-        assert turn.status == store_pb2.TURN_STATUS_COMMITTED and ran["narrator"].status == "success"
-        assert ran[ASKER].status == "suspended" and not ran[ASKER].HasField("suspension"), "the saved run is the kernel's"
+        assert turn.status == store_pb2.TURN_STATUS_COMMITTED and ran["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
+        assert ran[ASKER].status == resources_pb2.RUNTIME_STATUS_SUSPENDED, "the saved run is the kernel's (no field of the public record holds it)"
         [asked] = [e.interaction for e in events if e.WhichOneof("event") == "interaction"]
-        assert (asked.id, asked.kind, asked.resumes, asked.runtime_id) == ("which-door", "choice", True, ASKER)
+        assert (asked.id, asked.kind, asked.resumes, asked.runtime_id) == ("which-door", resources_pb2.INTERACTION_KIND_CHOICE, True, ASKER)
 
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(
-                kind="say", text="Left", interaction=common_pb2.InteractionAnswer(id="which-door", values=to_struct({"option": "l"})))]))]
+            [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(
+                kind="say", text="Left", interaction=resources_pb2.InteractionAnswer(id="which-door", values=to_struct({"option": "l"})))]))]
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "send it with SubmitInteraction" in refused.value.details()
 
     await restart_scheduler(asking)
@@ -79,11 +78,11 @@ async def test_an_agent_suspends_on_a_question_and_the_answer_resumes_it_after_a
         events = [e async for e in stub.SubmitInteraction(scheduler_pb2.SubmitInteractionRequest(
             session_id=session.id, interaction_id="which-door", values=to_struct({"option": "l"})))]
         resumed = events[-1].turn_completed
-        assert resumed.status == store_pb2.TURN_STATUS_COMMITTED and resumed.origin == "resume" and resumed.player_message == "Left"
-        assert [(r.runtime_id, r.status) for r in resumed.runtime_results] == [(ASKER, "success")], "only the suspended agent runs"
+        assert resumed.status == store_pb2.TURN_STATUS_COMMITTED and resumed.origin == resources_pb2.TURN_ORIGIN_RESUME and resumed.player_message == "Left"
+        assert [(r.runtime_id, r.status) for r in resumed.runtime_results] == [(ASKER, resources_pb2.RUNTIME_STATUS_SUCCESS)], "only the suspended agent runs"
         assert json.loads(from_struct(resumed.runtime_results[0].output)["content"]) == {"door": "left"}, "its answer after the resume"
         [closed] = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))).interactions
-        assert (closed.status, closed.answered_turn_id) == ("answered", resumed.id)
+        assert (closed.status, closed.answered_turn_id) == (resources_pb2.INTERACTION_STATUS_ANSWERED, resumed.id)
 
 
 @pytest.mark.asyncio(loop_scope="session")
@@ -116,7 +115,7 @@ async def test_a_handler_suspends_and_its_held_writes_commit_when_the_answer_run
         events = [e async for e in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id=f"{PROBE}/confirmer"))]
         turn = events[-1].turn_completed
         [confirmer] = [r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/confirmer"]
-        assert confirmer.status == "suspended" and [i.id for i in confirmer.interactions] == ["rest-here"]
+        assert confirmer.status == resources_pb2.RUNTIME_STATUS_SUSPENDED and [i.id for i in confirmer.interactions] == ["rest-here"]
         assert await data() == {}, "held: nothing commits while it waits"
         dropped = [json.loads(e.message) for e in turn.hook_trace if e.event == "recursive.failed"]
         assert [d["code"] for d in dropped] == ["nested-suspension-dropped"], "its nested run's suspension was dropped"
@@ -124,7 +123,7 @@ async def test_a_handler_suspends_and_its_held_writes_commit_when_the_answer_run
         events = [e async for e in stub.SubmitInteraction(scheduler_pb2.SubmitInteractionRequest(
             session_id=session.id, interaction_id="rest-here", values=to_struct({"confirmed": True})))]
         resumed = events[-1].turn_completed
-        assert resumed.origin == "resume" and resumed.player_message == "Yes"
+        assert resumed.origin == resources_pb2.TURN_ORIGIN_RESUME and resumed.player_message == "Yes"
         [confirmer] = [r for r in resumed.runtime_results if r.runtime_id == f"{PROBE}/confirmer"]
-        assert confirmer.status == "success" and from_struct(confirmer.output) == {"rested": True, "interaction": "rest-here"}
+        assert confirmer.status == resources_pb2.RUNTIME_STATUS_SUCCESS and from_struct(confirmer.output) == {"rested": True, "interaction": "rest-here"}
         assert await data() == {"asked": True, "nested": "failed", "answer": True}, "the held writes commit with the answer's run"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
@@ -27,7 +26,7 @@ async def new_session(stub, settings: dict) -> str:
 
 
 async def play(stub, session_id: str, text: str = "I wait by the well.") -> list:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)])
     return [event async for event in stub.SubmitActions(request)]
 
 
@@ -44,7 +43,7 @@ async def test_a_sync_guard_past_its_timeout_aborts_the_turn_and_counts_as_a_tim
             turn = events[-1].turn_completed
             assert turn.status == store_pb2.TURN_STATUS_ABORTED
             assert "sync-sleeper" in turn.abort_reason and "did not finish within 50 ms" in turn.abort_reason
-            assert [entry.status for entry in hooks_of(events, "TurnStart")] == ["timeout"]
+            assert [entry.status for entry in hooks_of(events, "TurnStart")] == [resources_pb2.HOOK_STATUS_TIMEOUT]
         paused = await stub.ListPausedPlugins(scheduler_pb2.ListPausedPluginsRequest(session_id=session_id))
         assert [plugin.plugin_id for plugin in paused.plugins] == [PROBE]
         assert paused.plugins[0].faults == 3 and "did not finish within 50 ms" in paused.plugins[0].reason
@@ -68,11 +67,11 @@ async def test_a_slow_sync_hook_in_one_session_does_not_hold_up_another_session(
         took = time.monotonic() - started
         assert marker.read_text() == "sleeping", f"session B's turn ({took:.2f} s) waited for session A's hook"
         assert events_b[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
-        assert [entry.status for entry in hooks_of(events_b, "PreSchedule")] == ["ok"]
+        assert [entry.status for entry in hooks_of(events_b, "PreSchedule")] == [resources_pb2.HOOK_STATUS_OK]
         assert took < 2.0
         events_a = await slow_turn
         assert events_a[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
-        assert [entry.status for entry in hooks_of(events_a, "PreSchedule")] == ["ok"]
+        assert [entry.status for entry in hooks_of(events_a, "PreSchedule")] == [resources_pb2.HOOK_STATUS_OK]
 
 
 async def test_a_sync_hook_past_its_timeout_on_a_non_guard_event_is_skipped(services) -> None:
@@ -85,4 +84,4 @@ async def test_a_sync_hook_past_its_timeout_on_a_non_guard_event_is_skipped(serv
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED and turn.narrative
         [entry] = hooks_of(events, "PreLLMCall")
         # The sandbox replaces the worker whose thread runs on, and kills it (tests/security/test_plugin_sandbox.py).
-        assert entry.status == "timeout" and "its worker process is replaced and stopped" in entry.message
+        assert entry.status == resources_pb2.HOOK_STATUS_TIMEOUT and "its worker process is replaced and stopped" in entry.message

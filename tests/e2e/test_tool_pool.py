@@ -7,8 +7,7 @@ import json
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
@@ -46,11 +45,11 @@ async def test_pool_then_barrier(scripted_services) -> None:
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=["tool-probe"], approved_plugins=["tool-probe"],
             plugin_settings={"tool-probe": to_struct({"runtime": "tool-probe/finisher", "report": True})}))).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="pool test")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="pool test")])
         events = [event async for event in stub.SubmitActions(request)]
         turn = events[-1].turn_completed
     finisher = next(r for r in turn.runtime_results if r.runtime_id == "tool-probe/finisher")
-    assert finisher.status == "success", finisher.reason
+    assert finisher.status == resources_pb2.RUNTIME_STATUS_SUCCESS, finisher.reason
     mine = [e for e in turn.hook_trace if e.event in ("PreToolUse", "PostToolUse") and e.runtime_id == "tool-probe/finisher"]
     # The pool's hooks: three PreToolUse, then three PostToolUse; then save-note alone (a barrier); then the last lookup.
     assert [e.event for e in mine] == ["PreToolUse"] * 3 + ["PostToolUse"] * 3 + ["PreToolUse", "PostToolUse"] * 2
@@ -65,13 +64,13 @@ async def test_a_repeated_call_is_perturbed_then_fails_or_falls_back(scripted_se
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=["tool-probe"], approved_plugins=["tool-probe"]))).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="loop test")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="loop test")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}
     # The system profile: 3 repeats, one perturbation, 3 more repeats, then loop-detected.
-    assert results["tool-probe/finisher"].status == "failed"
+    assert results["tool-probe/finisher"].status == resources_pb2.RUNTIME_STATUS_FAILED
     assert results["tool-probe/finisher"].reason == "loop-detected: the same tool call was repeated 3 times"
-    assert results["tool-probe/looper"].status == "success"
+    assert results["tool-probe/looper"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
 
 
 async def test_a_story_that_yields_continue_advances_up_to_the_session_bound(scripted_services) -> None:
@@ -79,16 +78,16 @@ async def test_a_story_that_yields_continue_advances_up_to_the_session_bound(scr
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             plugin_settings={"framework": to_struct({"maxAutoAdvance": 2})}))).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I keep going.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I keep going.")])
         events = [event async for event in stub.SubmitActions(request)]
         turns = [e.turn_completed for e in events if e.WhichOneof("event") == "turn_completed"]
-        assert [t.origin for t in turns] == ["player", "continuation", "continuation"]
+        assert [t.origin for t in turns] == [resources_pb2.TURN_ORIGIN_PLAYER, resources_pb2.TURN_ORIGIN_CONTINUATION, resources_pb2.TURN_ORIGIN_CONTINUATION]
         assert [t.logical_turn for t in turns] == [1, 1, 1], "an advance shares the logical turn of the input"
-        assert turns[1].actions[0].kind == "advance" and turns[1].actions[0].source == "system"
+        assert turns[1].actions[0].kind == "advance" and turns[1].actions[0].source == resources_pb2.ACTION_SOURCE_SYSTEM
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
-        assert [m.role for m in messages] == ["player", "story", "story", "story"]
+        assert [m.role for m in messages] == [resources_pb2.MESSAGE_ROLE_PLAYER, resources_pb2.MESSAGE_ROLE_STORY, resources_pb2.MESSAGE_ROLE_STORY, resources_pb2.MESSAGE_ROLE_STORY]
         player_again = [e async for e in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-            session_id=session.id, actions=[common_pb2.PlayerAction(text="I stop.")]))][-1].turn_completed
+            session_id=session.id, actions=[resources_pb2.PlayerAction(text="I stop.")]))][-1].turn_completed
         assert player_again.logical_turn == 2
 
 
@@ -96,19 +95,19 @@ async def test_builtin_emit_event_and_runtime_done(scripted_services) -> None:
     async with open_channel(scripted_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=["event-probe"], approved_plugins=["event-probe"]))).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="emit test")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="emit test")])
         turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
     results = {r.runtime_id: r for r in turn.runtime_results}
-    assert results["event-probe/announcer"].status == "success", results["event-probe/announcer"].reason
+    assert results["event-probe/announcer"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results["event-probe/announcer"].reason
     assert [e.name for e in turn.events].count("probe.rang") == 2, "the function's and the agent's"
-    assert results["event-probe/follower"].status == "success"
+    assert results["event-probe/follower"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
 
 
 async def test_an_invalid_story_gets_one_repair_request(scripted_services) -> None:
     async with open_channel(scripted_services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest())).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="repair test")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="repair test")])
         events = [event async for event in stub.SubmitActions(request)]
     turn = events[-1].turn_completed
     resets = [e for e in events if e.WhichOneof("event") == "narrative_delta" and e.narrative_delta.reset]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from shared.grpc_client import open_channel
 from shared.structs import from_struct
@@ -36,18 +35,18 @@ async def test_truncated_story_is_kept_and_other_runtimes_retry_once(scripted_se
         session = (await stub.CreateSession(minimal_session(requested_plugins=["summary-probe"], approved_plugins=["summary-probe"]))).session
 
         async def turn(text: str) -> store_pb2.Turn:
-            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text=text)])
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text=text)])
             return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
         first = await turn("I walk into the rain.")
         results = {r.runtime_id: r for r in first.runtime_results}
         assert first.status == store_pb2.TURN_STATUS_COMMITTED
         assert first.narrative == "The rain falls and"
-        assert results["narrator"].status == "success" and "mid-sentence" in results["narrator"].reason
-        assert results["summary-probe"].status == "success"
+        assert results["narrator"].status == resources_pb2.RUNTIME_STATUS_SUCCESS and "mid-sentence" in results["narrator"].reason
+        assert results["summary-probe"].status == resources_pb2.RUNTIME_STATUS_SUCCESS
         assert from_struct(results["summary-probe"].output) == {"content": "A fine summary."}
 
         second = await turn("I keep walking.")
         summary = next(r for r in second.runtime_results if r.runtime_id == "summary-probe")
-        assert summary.status == "failed" and summary.reason.startswith("truncated: the reply hit the model's output limit twice")
+        assert summary.status == resources_pb2.RUNTIME_STATUS_FAILED and summary.reason.startswith("truncated: the reply hit the model's output limit twice")
         assert second.status == store_pb2.TURN_STATUS_COMMITTED, "a failed side runtime does not stop the story"

@@ -7,9 +7,8 @@ import json
 import grpc
 import pytest
 
-from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import SERVICES
 from shared.errors import field_violations
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 async def submit(stub, session_id: str, text: str, key: str = "") -> list[scheduler_pb2.TurnEvent]:
     request = scheduler_pb2.SubmitActionsRequest(
-        session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)], idempotency_key=key
+        session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)], idempotency_key=key
     )
     return [event async for event in stub.SubmitActions(request)]
 
@@ -57,8 +56,8 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
         [outcome] = of_kind(first, "proposal")
         assert outcome.status == store_pb2.PROPOSAL_STATUS_COMMITTED
         hooks_ran = {(entry.event, entry.handler_plugin_id, entry.status) for entry in of_kind(first, "hook")}
-        assert ("TurnStart", "hook-probe", "ok") in hooks_ran
-        assert ("TurnStop", "hook-probe", "ok") in hooks_ran
+        assert ("TurnStart", "hook-probe", resources_pb2.HOOK_STATUS_OK) in hooks_ran
+        assert ("TurnStop", "hook-probe", resources_pb2.HOOK_STATUS_OK) in hooks_ran
 
         second = await submit(stub, session.id, "I open the old chest.")
         second_turn = of_kind(second, "turn_completed")[0]
@@ -66,7 +65,8 @@ async def test_two_turns_stream_commit_and_run_hooks(services) -> None:
         assert second_turn.logical_turn == turn.logical_turn + 1
 
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
-        assert [(m.role, m.seq) for m in messages] == [("player", 1), ("story", 2), ("player", 3), ("story", 4)]
+        assert [(m.role, m.seq) for m in messages] == [(resources_pb2.MESSAGE_ROLE_PLAYER, 1), (resources_pb2.MESSAGE_ROLE_STORY, 2),
+                                                        (resources_pb2.MESSAGE_ROLE_PLAYER, 3), (resources_pb2.MESSAGE_ROLE_STORY, 4)]
         assert messages[0].text == "I light the lantern and step into the cellar."
         assert messages[1].text == turn.narrative and messages[1].plugin_id == "narrator"
         assert messages[3].text == second_turn.narrative
@@ -97,7 +97,7 @@ async def test_core_plugins_join_every_session_unless_excluded(services) -> None
         turn = of_kind(await submit(stub, bare.session.id, "I look at the harbor clock."), "turn_completed")[0]
         assert turn.status == store_pb2.TURN_STATUS_COMMITTED
         ran = {r.runtime_id: r for r in turn.runtime_results}
-        assert [ran[r].status for r in ("world-time/context", "narrator", "world-time/advance")] == ["success"] * 3
+        assert [ran[r].status for r in ("world-time/context", "narrator", "world-time/advance")] == [resources_pb2.RUNTIME_STATUS_SUCCESS] * 3
         assert ran["memory/extract"].reason.startswith("detached"), "memory's extraction is queued after the turn"
 
         # An explicit exclusion wins over the core default, and over a request of the same plugin.
@@ -150,11 +150,11 @@ async def test_missing_session_is_not_found(services) -> None:
 @pytest.mark.parametrize(
     ("request_", "field"),
     [
-        (scheduler_pb2.SubmitActionsRequest(actions=[common_pb2.PlayerAction(kind="do", text="hi")]), "session_id"),
+        (scheduler_pb2.SubmitActionsRequest(actions=[resources_pb2.PlayerAction(kind="do", text="hi")]), "session_id"),
         (scheduler_pb2.SubmitActionsRequest(session_id="x"), "actions"),
-        (scheduler_pb2.SubmitActionsRequest(session_id="x", actions=[common_pb2.PlayerAction(kind="do", text="  ")]), "actions[0].text"),
-        (scheduler_pb2.SubmitActionsRequest(session_id="x", actions=[common_pb2.PlayerAction(kind="fly", text="up")]), "actions[0].kind"),
-        (scheduler_pb2.SubmitActionsRequest(session_id="x", idempotency_key="has spaces", actions=[common_pb2.PlayerAction(text="a")]), "idempotency_key"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x", actions=[resources_pb2.PlayerAction(kind="do", text="  ")]), "actions[0].text"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x", actions=[resources_pb2.PlayerAction(kind="fly", text="up")]), "actions[0].kind"),
+        (scheduler_pb2.SubmitActionsRequest(session_id="x", idempotency_key="has spaces", actions=[resources_pb2.PlayerAction(text="a")]), "idempotency_key"),
     ],
 )
 async def test_malformed_submit_is_invalid_argument_naming_the_field(services, request_, field) -> None:
@@ -223,7 +223,7 @@ async def test_story_speakers_resolve_to_the_sessions_characters(services) -> No
 
         events = await submit(stub, session.id, "I greet whoever is here.")
         turn = of_kind(events, "turn_completed")[0]
-        story = next(m for m in turn.messages if m.role == "story")
+        story = next(m for m in turn.messages if m.role == resources_pb2.MESSAGE_ROLE_STORY)
         metadata = from_struct(story.metadata)
         speakers = [s for s in metadata["segments"] if s.get("speaker")]
         assert speakers and all(s["speakerId"].startswith("npc-") for s in speakers)

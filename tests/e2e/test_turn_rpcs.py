@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.turn_costs import metrics_env, per_turn, snapshot
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.in_process import unix_socket_addrs
 from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
@@ -20,7 +19,7 @@ TURNS = 4
 
 
 async def play(stub, session_id: str, text: str) -> None:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)])
     events = [event async for event in stub.SubmitActions(request)]
     assert events[-1].turn_completed.narrative, events[-1]
 
@@ -59,11 +58,11 @@ async def test_an_event_no_declarative_match_accepts_costs_no_dispatch(tmp_path:
         before = snapshot(group, ports)
         for index in range(TURNS):
             request = scheduler_pb2.SubmitActionsRequest(
-                session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=f"I walk on, {index}.")])
+                session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text=f"I walk on, {index}.")])
             turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
             seen = [(entry.event, entry.status, entry.runtime_id) for entry in turn.hook_trace
                     if entry.handler_plugin_id == "match-probe"]
-            assert seen == [("PostRuntime", "ok", "narrator")], turn.hook_trace
+            assert seen == [("PostRuntime", resources_pb2.HOOK_STATUS_OK, "narrator")], turn.hook_trace
         rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
     assert rpcs["hooks.Dispatch"] == 2, rpcs
 

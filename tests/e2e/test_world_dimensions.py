@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import os
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -38,7 +37,7 @@ async def play_two_turns(tmp_path, builtin: bool) -> tuple[list, list]:
             world_id="cove", excluded_plugins=NON_STORY_CORE_PLUGINS, approved_plugins=["tide-keeper"]))).session
         outcomes = []
         for text in ("I watch the sea.", "I wait."):
-            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="act", text=text)])
+            request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(kind="act", text=text)])
             turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
             outcomes.append({o.code for o in turn.proposal_outcomes if o.status != store_pb2.PROPOSAL_STATUS_COMMITTED})
         world = await store_pb2_grpc.TransactionalStoreStub(store_channel).GetWorld(store_pb2.GetWorldRequest(session_id=session.id))

@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
@@ -67,7 +67,8 @@ async def test_get_world_gives_what_a_session_starts_with(world_services) -> Non
             await stub.GetWorld(scheduler_pb2.GetWorldRequest())
     assert world.opening.startswith("The tide goes out") and [from_struct(c)["id"] for c in world.characters] == ["wren", "ossa"]
     assert [d.id for d in world.dimensions] == ["tide", "dread"] and list(world.plugin_policy.requires) == ["example.facts@1"]
-    assert [(s.contract, s.visibility) for s in world.data][:2] == [("example.facts@1", "public"), ("example.rules@1", "hidden")]
+    assert [(s.contract, s.visibility) for s in world.data][:2] == [("example.facts@1", resources_pb2.DATA_VISIBILITY_PUBLIC),
+                                                           ("example.rules@1", resources_pb2.DATA_VISIBILITY_HIDDEN)]
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND and "atlantis" in missing.value.details()
     assert [v.field for v in field_violations(missing.value)] == ["world_id"]
     assert unnamed.value.code() == grpc.StatusCode.INVALID_ARGUMENT and [v.field for v in field_violations(unnamed.value)] == ["world_id"]
@@ -83,7 +84,7 @@ async def test_a_session_in_a_world_starts_with_the_world(world_services) -> Non
         messages = (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session.id))).messages
         turn = None
         async for event in stub.SubmitActions(scheduler_pb2.SubmitActionsRequest(
-                session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I look at the spires.")])):
+                session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I look at the spires.")])):
             if event.WhichOneof("event") == "turn_completed":
                 turn = event.turn_completed
     assert session.world_id == "tidefall" and session.title == "潮落城"
@@ -92,10 +93,10 @@ async def test_a_session_in_a_world_starts_with_the_world(world_services) -> Non
     # The world's presets under the player's own values.
     assert from_struct(session.plugin_settings["dice-check"]) == {"dc": 12}
     assert from_struct(session.plugin_settings["narrator"]) == {"person": "third"}
-    assert [(m.seq, m.role, m.text) for m in messages] == [(1, "story", "潮水退去，潮落城的尖塔从泥中升起。")]
+    assert [(m.seq, m.role, m.text) for m in messages] == [(1, resources_pb2.MESSAGE_ROLE_STORY, "潮水退去，潮落城的尖塔从泥中升起。")]
     assert turn is not None
     reader = next(r for r in turn.runtime_results if r.runtime_id == "lore-keeper/reader")
-    assert reader.status == "success", reader.reason
+    assert reader.status == resources_pb2.RUNTIME_STATUS_SUCCESS, reader.reason
     seen = from_struct(reader.output)
     assert [(c["id"], c["name"], c["type"]) for c in seen["characters"]] == [("ossa", "溺亡的奥莎", "spirit"), ("wren", "Wren", "player")]
     assert seen["characters"][0]["aliases"] == ["Ossa", "奥莎"] and seen["characters"][0]["attributes"] == {"courage": 2, "oath": "broken"}
@@ -142,4 +143,4 @@ async def test_a_world_plugin_that_is_not_installed_is_left_out_and_reported(wor
     async with open_channel(world_services.addrs["scheduler"]) as channel:
         created = await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(world_id="sparse"))
     assert "not-installed" not in created.session.requested_plugins and created.session.title == "Sparse"
-    assert [(r.plugin_id, r.code) for r in created.rejected if r.plugin_id == "not-installed"] == [("not-installed", "not-installed")]
+    assert [(r.plugin_id, r.code) for r in created.rejected if r.plugin_id == "not-installed"] == [("not-installed", resources_pb2.PLUGIN_REJECTION_NOT_INSTALLED)]

@@ -8,8 +8,7 @@ import grpc
 import pytest
 from grpc.aio import Metadata
 
-from covel.scheduler.v1 import scheduler_pb2
-from covel.store.v1 import store_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel_cli.play import _stream_retried
 from shared.errors import ServiceError, unavailable
 
@@ -35,7 +34,7 @@ class Flaky:
         if self.errors:
             yield scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id="first"))
             raise as_client_error(self.errors.pop(0))
-        yield scheduler_pb2.TurnEvent(turn_completed=store_pb2.Turn(id="t", status=store_pb2.TURN_STATUS_COMMITTED))
+        yield scheduler_pb2.TurnEvent(turn_completed=resources_pb2.Turn(id="t", status=resources_pb2.TURN_STATUS_COMMITTED))
 
 
 async def test_a_passing_failure_is_sent_again_and_the_turn_shown() -> None:

@@ -70,7 +70,7 @@ async def test_node_client_plays_two_turns(node_client, tmp_path):
         assert events["counts"]["narrative_delta"] > 1, "the story arrives in pieces"
         # What was streamed is what was committed.
         assert played_turn["streamed_text"] == turn["narrative"] != ""
-        assert {"runtime_id": "narrator", "plugin_id": "narrator", "status": "success", "story": True} in turn["runtime_results"]
+        assert {"runtime_id": "narrator", "plugin_id": "narrator", "status": "RUNTIME_STATUS_SUCCESS", "story": True} in turn["runtime_results"]
     assert "light the lantern" in turns[0]["turn"]["narrative"]
     # GetTurn and ListTurns return the turns as the streams recorded them.
     recorded = [played_turn["turn"] for played_turn in turns]

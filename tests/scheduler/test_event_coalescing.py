@@ -5,29 +5,29 @@ from __future__ import annotations
 import asyncio
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from services.scheduler.agent.story_stream import PARAGRAPH_BREAK
 from services.scheduler.turn.event_coalescing import how_held, join_story_text
 from shared.stream_coalescing import MAX_JOINED_CHARS, Channel, Coalescer
 
 
-def text(value: str, runtime_id: str = "narrator", kind: str = "", speaker: str = "", reset: bool = False) -> scheduler_pb2.TurnEvent:
+def text(value: str, runtime_id: str = "narrator", kind: str = "", speaker: str = "", reset: bool = False) -> turn_events_pb2.TurnEvent:
     segment = common_pb2.Segment(kind=kind, speaker=speaker) if kind else None
-    return scheduler_pb2.TurnEvent(narrative_delta=scheduler_pb2.NarrativeDelta(
+    return turn_events_pb2.TurnEvent(narrative_delta=turn_events_pb2.NarrativeDelta(
         runtime_id=runtime_id, text=value, segment=segment, reset=reset))
 
 
-def finished(runtime_id: str = "narrator") -> scheduler_pb2.TurnEvent:
-    return scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(runtime_id=runtime_id, status="success"))
+def finished(runtime_id: str = "narrator") -> turn_events_pb2.TurnEvent:
+    return turn_events_pb2.TurnEvent(runtime_finished=turn_events_pb2.RuntimeFinished(runtime_id=runtime_id, status="success"))
 
 
-def sent(events: list[scheduler_pb2.TurnEvent]) -> list[tuple[str, str]]:
-    channel: Channel[scheduler_pb2.TurnEvent] = Channel()
+def sent(events: list[turn_events_pb2.TurnEvent]) -> list[tuple[str, str]]:
+    channel: Channel[turn_events_pb2.TurnEvent] = Channel()
     for event in events:
         channel.put(event)
     channel.close()
 
-    async def read() -> list[scheduler_pb2.TurnEvent]:
+    async def read() -> list[turn_events_pb2.TurnEvent]:
         return [event async for event in Coalescer(channel, join_story_text, how_held).items()]
 
     out = asyncio.run(read())

@@ -9,9 +9,8 @@ import zipfile
 
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
@@ -59,7 +58,7 @@ async def services(tmp_path_factory):
 
 
 async def turn_of(stub, session_id: str) -> store_pb2.Turn:
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text="I wait.")])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text="I wait.")])
     events = [event async for event in stub.SubmitActions(request, timeout=60)]
     return next(event.turn_completed for event in events if event.WhichOneof("event") == "turn_completed")
 
@@ -94,12 +93,12 @@ async def test_an_installed_zip_claiming_core_joins_no_session_and_runs_nothing_
         asked = (await stub.CreateSession(minimal_session(requested_plugins=[PLUGIN]), timeout=15)).session
         turn = await turn_of(stub, asked.id)
         [result] = [result for result in turn.runtime_results if result.runtime_id == RUNTIME]
-        assert (result.status, result.reason.split(":")[0]) == ("skipped", "approval-required")
+        assert (result.status, result.reason.split(":")[0]) == (resources_pb2.RUNTIME_STATUS_SKIPPED, "approval-required")
         assert await ran(store, asked.id) == []
 
         # The check can see a run: approved, the same code runs on the next turn.
         await stub.SetPluginApprovals(scheduler_pb2.SetPluginApprovalsRequest(session_id=asked.id, approve=[PLUGIN]), timeout=15)
         turn = await turn_of(stub, asked.id)
         [result] = [result for result in turn.runtime_results if result.runtime_id == RUNTIME]
-        assert result.status == "success", result.reason
+        assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
         assert await ran(store, asked.id) == ["peek"]

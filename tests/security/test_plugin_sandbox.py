@@ -13,8 +13,7 @@ import time
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import SERVICES
 from shared.grpc_client import check_health, open_channel
@@ -44,7 +43,7 @@ async def new_session(stub, settings: dict | None = None, plugins: tuple[str, ..
 
 async def play(stub, session_id: str) -> tuple[list, float]:
     started = time.monotonic()
-    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text="I look around.")])
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text="I look around.")])
     events = [event async for event in stub.SubmitActions(request)]
     return events, time.monotonic() - started
 
@@ -87,7 +86,7 @@ async def test_a_hook_and_a_handler_see_no_secret_no_other_process_and_no_databa
         check_observation(json.loads(turn.abort_reason))
         events, _ = await play(stub, await new_session(stub, attack_settings(services, function="observe")))
         result = probe_result(events)
-        assert result.status == "success", result.reason
+        assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
         check_observation(from_struct(result.output))
 
 
@@ -99,12 +98,12 @@ async def test_os_exit_in_a_hook_or_a_handler_fails_that_call_only_and_counts_as
             events, _ = await play(stub, session)
             assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_ABORTED, "a guard that fails blocks (fail closed)"
             statuses = [(entry.status, entry.message) for entry in turn_start_trace(events)]
-            assert any(status == "error" and "exited (exit code 3)" in message for status, message in statuses), statuses
+            assert any(status == resources_pb2.HOOK_STATUS_ERROR and "exited (exit code 3)" in message for status, message in statuses), statuses
         paused = await stub.ListPausedPlugins(scheduler_pb2.ListPausedPluginsRequest(session_id=session))
         assert [plugin.plugin_id for plugin in paused.plugins] == [ATTACKER], "three faults pause the plugin for the session"
         events, _ = await play(stub, await new_session(stub, {"function": "exit"}))
         result = probe_result(events)
-        assert result.status == "failed" and "exited (exit code 3)" in result.reason
+        assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and "exited (exit code 3)" in result.reason
         assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
         # The services stay up, and the plugin's next call gets a fresh worker.
         assert await all_serving(services)
@@ -130,7 +129,7 @@ async def test_an_overrunning_hook_is_stopped_at_its_timeout_and_other_sessions_
         events, took = await slow
         assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_ABORTED
         assert took < 5.0, f"the attacked turn took {took:.2f} s: its hook was not stopped at 1000 ms"
-        assert "timeout" in [entry.status for entry in turn_start_trace(events)]
+        assert resources_pb2.HOOK_STATUS_TIMEOUT in [entry.status for entry in turn_start_trace(events)]
         # The next turn of the attacked session is not held up by the 10 s of the last one.
         events, took = await play(stub, attacked)
         assert took < 5.0 and events[-1].turn_completed.status == store_pb2.TURN_STATUS_ABORTED
@@ -147,7 +146,7 @@ async def test_an_overrunning_handler_fails_at_its_timeout_and_other_sessions_go
         assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED and took < 3.0, took
         events, took = await slow
         result = probe_result(events)
-        assert result.status == "failed" and "did not finish within 1500 ms" in result.reason
+        assert result.status == resources_pb2.RUNTIME_STATUS_FAILED and "did not finish within 1500 ms" in result.reason
         assert took < 6.0, f"the attacked turn took {took:.2f} s"
         assert events[-1].turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
         assert await all_serving(services)

@@ -11,8 +11,7 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from covel_cli.play import play, scripted_reader
@@ -147,11 +146,11 @@ async def test_a_function_runtime_reaches_declared_origins_only(secured):
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
             requested_plugins=["http-probe"], approved_plugins=["http-probe"]), timeout=10)).session
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text="I listen.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text="I listen.")])
         turn = [event.turn_completed async for event in stub.SubmitActions(request, timeout=30)
                 if event.WhichOneof("event") == "turn_completed"][0]
     result = next(r for r in turn.runtime_results if r.runtime_id == "http-probe/fetch")
-    assert result.status == "success", result.reason
+    assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     assert from_struct(result.output) == {
         "status": 200, "path": "/from-a-function",
         "denied": f"http permission denied: GET {undeclared.origin} is not declared in permissions.http of http-probe",

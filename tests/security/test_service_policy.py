@@ -13,11 +13,10 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli import operator
 from covel_cli.launcher import ServiceGroup, free_port_addrs
@@ -60,7 +59,7 @@ async def deployed(tmp_path_factory):
         async with open_channel(group.addrs["scheduler"]) as channel:
             client = scheduler_pb2_grpc.SchedulerStub(channel)
             victim = (await client.CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=20)).session
-            request = scheduler_pb2.SubmitActionsRequest(session_id=victim.id, actions=[common_pb2.PlayerAction(kind="do", text="I knock.")])
+            request = scheduler_pb2.SubmitActionsRequest(session_id=victim.id, actions=[resources_pb2.PlayerAction(kind="do", text="I knock.")])
             [_ async for _ in client.SubmitActions(request, timeout=60)]
         yield group, victim.id
     finally:
@@ -115,9 +114,9 @@ async def test_the_store_serves_no_one_but_the_scheduler(deployed):
         client = scheduler_pb2_grpc.SchedulerStub(channel)
         messages = (await client.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id), timeout=10)).messages
         # The victim's story is as its own turn left it (the player's line and the narrator's), and its next turn gets the lease.
-        assert [message.role for message in messages] == ["player", "story"]
+        assert [message.role for message in messages] == [resources_pb2.MESSAGE_ROLE_PLAYER, resources_pb2.MESSAGE_ROLE_STORY]
         assert "The hero dies." not in messages[1].text
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[common_pb2.PlayerAction(kind="do", text="I wait.")])
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text="I wait.")])
         [*_, last] = [event async for event in client.SubmitActions(request, timeout=60)]
     assert last.turn_completed.status == store_pb2.TURN_STATUS_COMMITTED
 

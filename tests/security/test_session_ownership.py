@@ -5,13 +5,13 @@ session by id, an operator can."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any, cast
 
 import grpc
 import pytest
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.errors import error_info
@@ -34,7 +34,7 @@ users:
     roles: [operator]
 """
 MISSING_ID = "00000000-0000-0000-0000-000000000000"
-SAY = [common_pb2.PlayerAction(kind="do", text="I open the door.")]
+SAY = [resources_pb2.PlayerAction(kind="do", text="I open the door.")]
 
 
 def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
@@ -66,7 +66,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "RunCommand": ("unary", scheduler_pb2.RunCommandRequest(session_id=session_id, text="/x")),
         "SubmitInteraction": ("stream", scheduler_pb2.SubmitInteractionRequest(session_id=session_id, interaction_id="i")),
         "ResolveSettlement": ("unary", scheduler_pb2.ResolveSettlementRequest(session_id=session_id, source_turn_id="t", runtime_id="r",
-                                                                             resolution="skipped")),
+                                                                             resolution=resources_pb2.SETTLEMENT_RESOLUTION_SKIPPED)),
         "SetSessionPlugins": ("unary", scheduler_pb2.SetSessionPluginsRequest(session_id=session_id, enable=["guide"])),
         "SwitchCharacter": ("unary", scheduler_pb2.SwitchCharacterRequest(session_id=session_id, character_id="nobody")),
         "ResetSession": ("unary", scheduler_pb2.ResetSessionRequest(session_id=session_id)),
@@ -233,12 +233,12 @@ async def test_the_detached_queue_is_a_sessions_owners_and_all_of_it_an_operator
     session = (await alice.CreateSession(minimal_session(), timeout=15)).session
     own = await alice.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(session_id=session.id), timeout=10)
     assert list(own.jobs) == [] and own.next_page_token == ""
-    refused = await refusal(alice, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=["parked"]))
+    refused = await refusal(alice, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=[resources_pb2.DETACHED_JOB_STATUS_PARKED]))
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED and "only an operator" in refused.details()
     refused = await refusal(alice, "RequeueDetachedJob", "unary", scheduler_pb2.RequeueDetachedJobRequest(job_id="any"))
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
-    await ops.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(statuses=["parked"], page_size=500), timeout=10)
+    await ops.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(statuses=[resources_pb2.DETACHED_JOB_STATUS_PARKED], page_size=500), timeout=10)
     missing = await refusal(ops, "RequeueDetachedJob", "unary", scheduler_pb2.RequeueDetachedJobRequest(job_id=MISSING_ID))
     assert missing.code() == grpc.StatusCode.NOT_FOUND and MISSING_ID in missing.details()
-    bad = await refusal(ops, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=["lost"]))
+    bad = await refusal(ops, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=[cast(Any, 42)]))
     assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT and "statuses[0]" in bad.details()

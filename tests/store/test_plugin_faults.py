@@ -66,7 +66,7 @@ async def test_a_missing_or_ended_session_says_so_in_the_error_details(stub):
     [resource] = [d for d in rpc_status.from_call(missing).details if d.Is(error_details_pb2.ResourceInfo.DESCRIPTOR)]
     info = error_details_pb2.ResourceInfo()
     resource.Unpack(info)
-    assert (info.resource_type, info.resource_name) == ("covel.store.v1.Session", "no-such-session")
+    assert (info.resource_type, info.resource_name) == ("covel.scheduler.v1.Session", "no-such-session")
     session = await new_session(stub)
     await stub.EndSession(store_pb2.EndSessionRequest(session_id=session.id))
     ended = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, acquire(stub, session.id))

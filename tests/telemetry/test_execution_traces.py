@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
@@ -62,7 +61,7 @@ class Traced:
 
     @property
     def background(self) -> store_pb2.Turn:
-        return next(turn for turn in self.turns if turn.origin == "background")
+        return next(turn for turn in self.turns if turn.origin == resources_pb2.TURN_ORIGIN_BACKGROUND)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -89,7 +88,7 @@ async def traced(tmp_path_factory):
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)
                 store = store_pb2_grpc.TransactionalStoreStub(store_channel)
                 session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session
-                request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(text="I light the lamp.")])
+                request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(text="I light the lamp.")])
                 [player] = [e.turn_completed async for e in stub.SubmitActions(request) if e.WhichOneof("event") == "turn_completed"]
                 job = await _finished_job(store, session.id)
                 turns = list((await stub.ListTurns(scheduler_pb2.ListTurnsRequest(session_id=session.id))).turns)
@@ -109,12 +108,12 @@ async def test_turn_records_name_their_trace_and_a_background_turn_its_source(tr
     player, job, turns, got, background = traced.player, traced.job, traced.turns, traced.got, traced.background
     assert job.status == "succeeded", job.error
     by_origin = {turn.origin: turn for turn in turns}
-    assert set(by_origin) == {"player", "background"}
+    assert set(by_origin) == {resources_pb2.TURN_ORIGIN_PLAYER, resources_pb2.TURN_ORIGIN_BACKGROUND}
     for turn in turns:
         assert len(turn.trace_id) == 32 and int(turn.trace_id, 16), turn.trace_id
         assert got[turn.id].trace_id == turn.trace_id and got[turn.id].source_turn_id == turn.source_turn_id
-    assert player.trace_id == by_origin["player"].trace_id, "the streamed turn names its trace too"
-    assert (background.source_turn_id, by_origin["player"].source_turn_id) == (player.id, "")
+    assert player.trace_id == by_origin[resources_pb2.TURN_ORIGIN_PLAYER].trace_id, "the streamed turn names its trace too"
+    assert (background.source_turn_id, by_origin[resources_pb2.TURN_ORIGIN_PLAYER].source_turn_id) == (player.id, "")
     assert background.trace_id != player.trace_id
 
 

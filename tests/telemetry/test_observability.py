@@ -10,8 +10,7 @@ import sys
 
 import pytest_asyncio
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
 from shared.grpc_client import open_channel
@@ -54,7 +53,7 @@ async def observed(tmp_path_factory):
                     excluded_plugins=non_story_core_plugin_ids()))).session
                 turns = []
                 for text in ("I look at the stars.", "I walk to the well."):
-                    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[common_pb2.PlayerAction(kind="do", text=text)])
+                    request = scheduler_pb2.SubmitActionsRequest(session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text=text)])
                     turns.extend([event.turn_completed async for event in stub.SubmitActions(request) if event.WhichOneof("event") == "turn_completed"])
                 # A caller with a trace of its own: the scheduler's work joins it.
                 await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id),

@@ -30,7 +30,7 @@ async def test_a_session_plays_through_setup_and_a_turn_in_json(web) -> None:
         worlds = (await client.get("/api/worlds")).json()["worlds"]
         assert "demo-world" in [w["id"] for w in worlds]
         session = (await client.post("/api/sessions", json={"worldId": "demo-world", "locale": "en"})).json()["session"]
-        assert session["phase"] == "setup"
+        assert session["phase"] == "SESSION_PHASE_SETUP", "enums are named in full"
         events = await sse(client, f"/api/sessions/{session['id']}/actions", {"actions": [{"kind": "advance"}]})
         [asked] = [data for name, data in events if name == "interaction"]
         assert asked["id"] == "protagonist" and events[-1][0] == "end" and events[-2][0] == "turnCompleted"
@@ -48,7 +48,7 @@ async def test_a_session_plays_through_setup_and_a_turn_in_json(web) -> None:
         turn = next(data for name, data in events if name == "turnCompleted")
         assert turn["status"] == "TURN_STATUS_COMMITTED" and turn["logicalTurn"] == "1"
         messages = (await client.get(f"/api/sessions/{session['id']}/messages")).json()["messages"]
-        assert [m["role"] for m in messages].count("player") == 3, "the advance that started the setup, the form answer, the action"
+        assert [m["role"] for m in messages].count("MESSAGE_ROLE_PLAYER") == 3, "the advance that started the setup, the form answer, the action"
 
 
 async def test_bad_requests_get_the_grpc_status_and_the_field(web) -> None:
@@ -74,7 +74,7 @@ async def test_the_openapi_description_names_every_route_with_its_json_schemas(w
     assert "text/event-stream" in submit["responses"]["200"]["content"]
     body = submit["requestBody"]["content"]["application/json"]["schema"]["properties"]
     assert set(body) == {"actions", "idempotencyKey"}, "the path carries sessionId"
-    action = document["components"]["schemas"]["covel.common.v1.PlayerAction"]["properties"]
+    action = document["components"]["schemas"]["covel.scheduler.v1.PlayerAction"]["properties"]
     assert {"kind", "text", "fields", "interaction"} <= set(action)
 
 

@@ -166,5 +166,5 @@ async def test_a_confirmation_is_answered_from_the_keyboard(web, browser) -> Non
     session_id = await page.evaluate("state.session.id")
     async with httpx.AsyncClient(base_url=web.url) as client:
         data = (await client.get(f"/api/sessions/{session_id}/interactions", params={"includeAnswered": "true"})).json()
-    assert [(r["interaction"]["id"], r["status"]) for r in data["interactions"]] == [("rest-here", "answered")]
+    assert [(r["interaction"]["id"], r["status"]) for r in data["interactions"]] == [("rest-here", "INTERACTION_STATUS_ANSWERED")]
     await page.close()

@@ -20,7 +20,7 @@ import contextlib
 
 import grpc
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
@@ -40,7 +40,7 @@ RETRY = "retry"
 RELEASE_S = 2.0
 
 
-async def _ignore(_: scheduler_pb2.TurnEvent) -> None:
+async def _ignore(_: turn_events_pb2.TurnEvent) -> None:
     """A job has no client to stream to."""
 
 

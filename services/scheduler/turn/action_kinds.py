@@ -16,8 +16,9 @@ from typing import Any
 
 from jsonschema.exceptions import SchemaError
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from services.scheduler.function.dataset_policies import package_json
+from services.scheduler.public_api import public_enum
 from shared import json_schemas
 from shared.manifest.composer import composer_can_show
 from shared.structs import to_struct
@@ -92,7 +93,8 @@ def session_catalogue(packages: Iterable[Any], locale: str) -> dict[str, ActionK
 
 
 def kind_to_proto(rule: ActionKindRule) -> scheduler_pb2.ActionKind:
-    message = scheduler_pb2.ActionKind(kind=rule.kind, plugin_id=rule.plugin_id, roles=list(rule.roles), text=rule.text,
+    message = scheduler_pb2.ActionKind(kind=rule.kind, plugin_id=rule.plugin_id, roles=[public_enum(resources_pb2.SeatRole, role) for role in rule.roles],
+                                       text=public_enum(resources_pb2.TextRule, rule.text),
                                        actor=rule.actor, label=rule.label, icon=rule.icon, placeholder=rule.placeholder,
                                        composer=rule.composer)
     if rule.schema is not None:

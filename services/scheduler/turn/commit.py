@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import timestamp_pb2
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Package
 from services.scheduler.function.dataset_policies import dataset_policies
@@ -106,7 +106,7 @@ class TurnCommit:
         committed = reply.turn
         keep_earlier_outcomes(committed, turn)
         for outcome in committed.proposal_outcomes:
-            await emit(scheduler_pb2.TurnEvent(proposal=outcome))
+            await emit(turn_events_pb2.TurnEvent(proposal=outcome))
         for event in shown_events(committed):
             await emit(event)
         return committed

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Set as AbstractSet
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 
 HIDDEN_FAILURE = "this part of the story could not be prepared; the details are hidden"
@@ -60,26 +60,26 @@ def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
     return shown
 
 
-def conceal_event(event: scheduler_pb2.TurnEvent, concealed: set[str]) -> scheduler_pb2.TurnEvent | None:
+def conceal_event(event: turn_events_pb2.TurnEvent, concealed: set[str]) -> turn_events_pb2.TurnEvent | None:
     """The stream's view of an event; None when it must not reach the client at all."""
     kind = event.WhichOneof("event")
     if kind == "turn_completed":
-        return scheduler_pb2.TurnEvent(turn_completed=conceal_turn(event.turn_completed))
+        return turn_events_pb2.TurnEvent(turn_completed=conceal_turn(event.turn_completed))
     if kind == "narrative_delta" and event.narrative_delta.runtime_id in concealed:
         return None
     if kind == "runtime_finished" and event.runtime_finished.runtime_id in concealed and event.runtime_finished.reason:
-        finished = scheduler_pb2.RuntimeFinished()
+        finished = turn_events_pb2.RuntimeFinished()
         finished.CopyFrom(event.runtime_finished)
         finished.reason = HIDDEN_FAILURE if finished.status == "failed" else ""
-        return scheduler_pb2.TurnEvent(runtime_finished=finished)
+        return turn_events_pb2.TurnEvent(runtime_finished=finished)
     if kind == "progress" and event.progress.runtime_id in concealed and event.progress.label:
-        progress = scheduler_pb2.RuntimeProgress()
+        progress = turn_events_pb2.RuntimeProgress()
         progress.CopyFrom(event.progress)
         progress.label = ""
-        return scheduler_pb2.TurnEvent(progress=progress)
+        return turn_events_pb2.TurnEvent(progress=progress)
     if kind == "hook" and event.hook.message and is_hidden_entry(event.hook, concealed):
         hook = type(event.hook)()
         hook.CopyFrom(event.hook)
         hook.message = ""
-        return scheduler_pb2.TurnEvent(hook=hook)
+        return turn_events_pb2.TurnEvent(hook=hook)
     return event

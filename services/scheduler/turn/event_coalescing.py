@@ -7,16 +7,16 @@ event go as they are, in their order (shared/stream_coalescing.py).
 
 from __future__ import annotations
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from services.scheduler.agent.story_stream import PARAGRAPH_BREAK
 from shared.stream_coalescing import FLUSH_INTERVAL, MAX_JOINED_CHARS, NEVER
 
 
-def _joinable(delta: scheduler_pb2.NarrativeDelta) -> bool:
+def _joinable(delta: turn_events_pb2.NarrativeDelta) -> bool:
     return not delta.reset and delta.text != PARAGRAPH_BREAK
 
 
-def join_story_text(first: scheduler_pb2.TurnEvent, then: scheduler_pb2.TurnEvent) -> scheduler_pb2.TurnEvent | None:
+def join_story_text(first: turn_events_pb2.TurnEvent, then: turn_events_pb2.TurnEvent) -> turn_events_pb2.TurnEvent | None:
     """One narrative_delta for two of the same runtime and segment, or None when they go apart."""
     if first.WhichOneof("event") != "narrative_delta" or then.WhichOneof("event") != "narrative_delta":
         return None
@@ -27,16 +27,16 @@ def join_story_text(first: scheduler_pb2.TurnEvent, then: scheduler_pb2.TurnEven
         return None
     if len(before.text) + len(after.text) > MAX_JOINED_CHARS:
         return None
-    joined = scheduler_pb2.TurnEvent()
+    joined = turn_events_pb2.TurnEvent()
     joined.CopyFrom(first)
     joined.narrative_delta.text += after.text
     return joined
 
 
-def is_story_text(event: scheduler_pb2.TurnEvent) -> bool:
+def is_story_text(event: turn_events_pb2.TurnEvent) -> bool:
     return event.WhichOneof("event") == "narrative_delta" and not event.narrative_delta.reset
 
 
-def how_held(event: scheduler_pb2.TurnEvent) -> str:
+def how_held(event: turn_events_pb2.TurnEvent) -> str:
     """Story text may wait the flush interval for more of itself; nothing else waits."""
     return FLUSH_INTERVAL if is_story_text(event) else NEVER

@@ -105,7 +105,7 @@ def not_open(interaction_id: str, where: str, record: store_pb2.InteractionRecor
     if record is not None:
         return failed_precondition(f"{where}: the interaction {interaction_id} was answered already (turn {record.answered_turn_id})")
     return not_found(f"{where}: this session has no interaction {interaction_id!r} (ListInteractions lists the open ones)",
-                     "covel.store.v1.Interaction", interaction_id, reason="INTERACTION_NOT_FOUND")
+                     "covel.scheduler.v1.Interaction", interaction_id, reason="INTERACTION_NOT_FOUND")
 
 
 def _validator_problems(verdict: hooks_pb2.ValidateFormResponse, where: str) -> list[FieldViolation]:

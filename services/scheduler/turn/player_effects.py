@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from shared.ids import new_id
 from shared.structs import to_struct
@@ -110,7 +110,7 @@ def shown_events(committed: store_pb2.Turn) -> list:
     store dropped those of units that did not commit)."""
     events = []
     for result in committed.runtime_results:
-        events += [scheduler_pb2.TurnEvent(notification=item) for item in result.notifications]
-        events += [scheduler_pb2.TurnEvent(ui=item) for item in result.ui]
-        events += [scheduler_pb2.TurnEvent(interaction=item) for item in result.interactions]
+        events += [turn_events_pb2.TurnEvent(notification=item) for item in result.notifications]
+        events += [turn_events_pb2.TurnEvent(ui=item) for item in result.ui]
+        events += [turn_events_pb2.TurnEvent(interaction=item) for item in result.interactions]
     return events

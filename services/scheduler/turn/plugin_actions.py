@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.public_api import public_enum
 from services.scheduler.turn.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.ids import new_id
@@ -100,7 +101,7 @@ def _command(entry: Any, plugin_id: str) -> scheduler_pb2.Command | None:
                  for a in entry.get("arguments") or [] if isinstance(a, dict) and isinstance(a.get("name"), str)]
     return scheduler_pb2.Command(name=entry["name"].lstrip("/"), plugin_id=plugin_id, action=entry["action"],
                                  description=str(entry.get("description") or ""), arguments=arguments,
-                                 context=[c for c in entry.get("context") or [] if c in COMMAND_CONTEXTS])
+                                 context=[public_enum(resources_pb2.CommandContext, c) for c in entry.get("context") or [] if c in COMMAND_CONTEXTS])
 
 
 def parse_command(text: str, commands: list[scheduler_pb2.Command]) -> tuple[scheduler_pb2.Command, dict[str, Any]]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 
 STATUSES = ("running", "succeeded", "failed", "cancelled")
-Send = Callable[[scheduler_pb2.RuntimeProgress], Awaitable[None]]
+Send = Callable[[turn_events_pb2.RuntimeProgress], Awaitable[None]]
 
 
 class ProgressRange:
@@ -38,7 +38,7 @@ class ProgressRange:
             return  # already reported
         self.jobs[(runtime_id, job_id)] = (seq, status, label or known_label)
         if self._send is not None:
-            await self._send(scheduler_pb2.RuntimeProgress(runtime_id=runtime_id, job_id=job_id, seq=seq, label=label or known_label,
+            await self._send(turn_events_pb2.RuntimeProgress(runtime_id=runtime_id, job_id=job_id, seq=seq, label=label or known_label,
                                                            done=done, total=total, status=status))
 
     async def close(self, succeeded: bool) -> None:

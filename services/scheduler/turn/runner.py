@@ -23,7 +23,7 @@ from structlog.contextvars import bind_contextvars as bind_turn_to_logs
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.registry.v1 import registry_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.catalogue import Package, Runtime
@@ -382,7 +382,7 @@ class TurnRunner:
     async def _announce(self, stream: TurnStream, plugins: TurnPlugins, logical_turn: int, one_runtime: bool) -> None:
         """turn_started, then (a turn that schedules its runtimes) those of plugins sitting it out, as skipped."""
         turn = stream.turn
-        await stream.emit(scheduler_pb2.TurnEvent(turn_started=scheduler_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
+        await stream.emit(turn_events_pb2.TurnEvent(turn_started=turn_events_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
         if one_runtime:
             return
         for skipped in sitting_out(plugins.sitting, plugins.unavailable.values(), logical_turn):

@@ -69,7 +69,7 @@ def blocked(receipts: list[store_pb2.DimensionSettlement]):
 
 def check_resolution(resolution: str) -> None:
     if resolution not in RESOLUTIONS:
-        raise invalid_argument("resolution", f"is {resolution!r}; one of {', '.join(RESOLUTIONS)}")
+        raise invalid_argument("resolution", f"name one: {', '.join('SETTLEMENT_RESOLUTION_' + r.upper() for r in RESOLUTIONS)}")
 
 
 def find_receipt(receipts, source_turn_id: str, runtime_id: str) -> store_pb2.DimensionSettlement:
@@ -85,9 +85,3 @@ def check_open(receipt: store_pb2.DimensionSettlement) -> None:
                                   "a closed receipt is never settled again")
 
 
-def public_receipt(receipt: store_pb2.DimensionSettlement) -> store_pb2.DimensionSettlement:
-    """A receipt as a client sees it: without the maintainer's input snapshot (the kernel's, for a retry)."""
-    shown = store_pb2.DimensionSettlement()
-    shown.CopyFrom(receipt)
-    shown.ClearField("input")
-    return shown

@@ -6,11 +6,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.concealment import conceal_event
 
-Emit = Callable[[scheduler_pb2.TurnEvent], Awaitable[None]]
+Emit = Callable[[turn_events_pb2.TurnEvent], Awaitable[None]]
 
 
 def concealing(emit: Emit, concealed: set[str]) -> Emit:
@@ -18,7 +18,7 @@ def concealing(emit: Emit, concealed: set[str]) -> Emit:
     if not concealed:
         return emit
 
-    async def emit_shown(event: scheduler_pb2.TurnEvent) -> None:
+    async def emit_shown(event: turn_events_pb2.TurnEvent) -> None:
         shown = conceal_event(event, concealed)
         if shown is not None:
             await emit(shown)
@@ -37,14 +37,14 @@ class TurnStream:
         """Hook trace entries: kept on the turn record and streamed as they come."""
         for entry in trace:
             self.turn.hook_trace.append(entry)
-            await self.emit(scheduler_pb2.TurnEvent(hook=entry))
+            await self.emit(turn_events_pb2.TurnEvent(hook=entry))
 
     async def runtime_started(self, runtime_id: str, stage: str) -> None:
-        await self.emit(scheduler_pb2.TurnEvent(runtime_started=scheduler_pb2.RuntimeStarted(runtime_id=runtime_id, stage=stage)))
+        await self.emit(turn_events_pb2.TurnEvent(runtime_started=turn_events_pb2.RuntimeStarted(runtime_id=runtime_id, stage=stage)))
 
     async def runtime_finished(self, runtime_id: str, status: str, reason: str, duration_ms: int = 0) -> None:
-        await self.emit(scheduler_pb2.TurnEvent(runtime_finished=scheduler_pb2.RuntimeFinished(
+        await self.emit(turn_events_pb2.TurnEvent(runtime_finished=turn_events_pb2.RuntimeFinished(
             runtime_id=runtime_id, status=status, reason=reason, duration_ms=duration_ms)))
 
-    async def progress(self, report: scheduler_pb2.RuntimeProgress) -> None:
-        await self.emit(scheduler_pb2.TurnEvent(progress=report))
+    async def progress(self, report: turn_events_pb2.RuntimeProgress) -> None:
+        await self.emit(turn_events_pb2.TurnEvent(progress=report))

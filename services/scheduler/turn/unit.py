@@ -8,7 +8,7 @@ import time
 import grpc
 
 from covel.common.v1 import common_pb2
-from covel.scheduler.v1 import scheduler_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.story_stream import StreamedPiece
@@ -136,7 +136,7 @@ def _narrative_sink(runtime, stream: TurnStream):
 
     async def on_narrative(piece: StreamedPiece) -> None:
         segment = common_pb2.Segment(kind=piece.kind, speaker=piece.speaker) if piece.kind else None
-        await stream.emit(scheduler_pb2.TurnEvent(narrative_delta=scheduler_pb2.NarrativeDelta(
+        await stream.emit(turn_events_pb2.TurnEvent(narrative_delta=turn_events_pb2.NarrativeDelta(
             runtime_id=runtime.runtime_id, text=piece.text, segment=segment, reset=piece.reset)))
 
     return on_narrative

@@ -123,6 +123,9 @@ function addMessage(role, text, speaker) {
   story.lastChild.scrollIntoView({ block: "nearest" });
 }
 
+// The API's JSON names enum values in full (MESSAGE_ROLE_STORY): the part after the prefix, lower case.
+function shortName(value, prefix) { return value ? value.slice(prefix.length).toLowerCase() : ""; }
+
 function notice(level, text) {
   $("notices").append(el("div", { class: `notice ${level || "info"}`, role: level === "error" ? "alert" : "status" }, text));
 }
@@ -135,13 +138,13 @@ function turnHandler() {
       if (data.reset) { paragraph = null; return; }
       if (data.text === "\n\n" || !paragraph) {
         paragraph = el("p", { class: "live" });
-        if (data.segment && data.segment.kind === "dialogue" && data.segment.speaker) paragraph.append(el("span", { class: "speaker" }, `${data.segment.speaker}: `));
+        if (data.segment && data.segment.kind === "SEGMENT_KIND_DIALOGUE" && data.segment.speaker) paragraph.append(el("span", { class: "speaker" }, `${data.segment.speaker}: `));
         $("story").append(paragraph);
         if (data.text === "\n\n") return;
       }
       paragraph.append(data.text);
       paragraph.scrollIntoView({ block: "nearest" });
-    } else if (name === "notification") notice(data.level, (data.title ? `${data.title}: ` : "") + data.text);
+    } else if (name === "notification") notice(shortName(data.level, "NOTIFICATION_LEVEL_"), (data.title ? `${data.title}: ` : "") + data.text);
     else if (name === "interaction") showQuestion(data);
     else if (name === "turnCompleted") afterTurn(data);
     else if (name === "error") notice("error", data.message);
@@ -151,7 +154,7 @@ function turnHandler() {
 // The story's cues (scene, who is present, mood) as one quiet line under it.
 function showCues(messages) {
   for (const message of messages || []) {
-    const cues = message.role === "story" && message.metadata && message.metadata.cues;
+    const cues = message.role === "MESSAGE_ROLE_STORY" && message.metadata && message.metadata.cues;
     if (!cues) continue;
     const parts = [cues.scene, (cues.present || []).join(", "), cues.mood].filter(Boolean);
     if (parts.length) $("story").append(el("p", { class: "cue" }, parts.join(" · ")));
@@ -162,7 +165,7 @@ function afterTurn(turn) {
   if (turn.retryable) return; // tried again (streamRetried): its retry shows the story
   if (turn.status === "TURN_STATUS_FAILED" || turn.status === "TURN_STATUS_ABORTED") notice("error", turn.abortReason || turn.status);
   showCues(turn.messages);
-  const guide = (turn.runtimeResults || []).find((r) => r.runtimeId === "guide" && r.status === "success");
+  const guide = (turn.runtimeResults || []).find((r) => r.runtimeId === "guide" && r.status === "RUNTIME_STATUS_SUCCESS");
   showSuggestions(guide && guide.output ? guide.output.suggestions || [] : []);
   refresh();
 }
@@ -205,7 +208,7 @@ function showQuestion(asked) {
   if (asked.title) form.append(el("h3", {}, asked.title));
   if (asked.prompt) form.append(el("p", {}, asked.prompt));
   const errors = {};
-  if (asked.kind === "form") {
+  if (asked.kind === "INTERACTION_KIND_FORM") {
     const properties = (spec.schema || {}).properties || {};
     for (const name of spec.fieldOrder || Object.keys(properties)) {
       const field = properties[name] || {};
@@ -232,7 +235,7 @@ function showQuestion(asked) {
       }
       answer(asked, values, form, errors);
     });
-  } else if (asked.kind === "choice") {
+  } else if (asked.kind === "INTERACTION_KIND_CHOICE") {
     for (const option of spec.options || []) {
       form.append(el("button", { type: "button", onclick: () => answer(asked, { option: option.id }, form, {}) }, option.label));
     }
@@ -310,7 +313,7 @@ async function drawPanels() {
   const { panels = [] } = await api("GET", `/api/sessions/${state.session.id}/panels`);
   const box = $("panels");
   box.hidden = panels.length === 0;
-  box.replaceChildren(...panels.map((panel) => el("section", { class: `panel ${panel.location}`, "data-plugin": panel.pluginId },
+  box.replaceChildren(...panels.map((panel) => el("section", { class: `panel ${shortName(panel.location, "UI_SLOT_")}`, "data-plugin": panel.pluginId },
                                                   drawNode(panel.spec.view, panel.state || {}))));
 }
 
@@ -318,7 +321,7 @@ async function drawPanels() {
 
 async function drawKinds() {
   const { kinds = [] } = await api("GET", `/api/sessions/${state.session.id}/action-kinds`);
-  state.kinds = kinds.filter((kind) => kind.composer !== false && (!kind.roles || kind.roles.includes("player")));
+  state.kinds = kinds.filter((kind) => kind.composer !== false && (!kind.roles || kind.roles.includes("SEAT_ROLE_PLAYER")));
   const select = $("kind");
   const current = select.value;
   select.replaceChildren(...state.kinds.map((kind) => el("option", { value: kind.kind }, kind.label || kind.kind)));
@@ -351,10 +354,10 @@ async function openSession(session) {
   const { messages = [] } = await api("GET", `/api/sessions/${session.id}/messages?limit=200`);
   $("story").replaceChildren();
   for (const message of messages) {
-    if (message.role === "player" || message.role === "story") addMessage(message.role, message.text);
+    if (message.role === "MESSAGE_ROLE_PLAYER" || message.role === "MESSAGE_ROLE_STORY") addMessage(shortName(message.role, "MESSAGE_ROLE_"), message.text);
   }
   await refresh();
-  if (session.phase === "setup" && !document.querySelector(".question")) {
+  if (session.phase === "SESSION_PHASE_SETUP" && !document.querySelector(".question")) {
     setStatus(t("setup"));
     await play([{ kind: "advance" }]);
   }

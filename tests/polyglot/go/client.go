@@ -14,9 +14,7 @@ import (
 	"strings"
 	"time"
 
-	commonv1 "covel.dev/api/gen/go/covel/common/v1"
 	schedulerv1 "covel.dev/api/gen/go/covel/scheduler/v1"
-	storev1 "covel.dev/api/gen/go/covel/store/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -87,7 +85,7 @@ func main() {
 
 func play(ctx context.Context, client schedulerv1.SchedulerClient, sessionID, text string) playedTurn {
 	stream, err := client.SubmitActions(ctx, &schedulerv1.SubmitActionsRequest{
-		SessionId: sessionID, Actions: []*commonv1.PlayerAction{{Kind: "act", Text: text}}})
+		SessionId: sessionID, Actions: []*schedulerv1.PlayerAction{{Kind: "act", Text: text}}})
 	if err != nil {
 		fail(err)
 	}
@@ -106,7 +104,7 @@ func play(ctx context.Context, client schedulerv1.SchedulerClient, sessionID, te
 			story.WriteString(delta.GetText())
 		}
 		if turn := event.GetTurnCompleted(); turn != nil {
-			played.TurnID, played.Status, played.Story = turn.GetId(), storev1.TurnStatus_name[int32(turn.GetStatus())], story.String()
+			played.TurnID, played.Status, played.Story = turn.GetId(), schedulerv1.TurnStatus_name[int32(turn.GetStatus())], story.String()
 		}
 	}
 }
