@@ -11,6 +11,8 @@ import random
 import re
 from typing import Any
 
+from services.gateway.providers.scripted import plugin_writers
+
 NARRATIVE_ENGINE = "narrative-engine@2"
 NARRATIVE_ENGINE_ID = "covel:contract:narrative-engine@2"
 
@@ -343,10 +345,11 @@ def structured_reply(name: str, schema: dict[str, Any] | None, messages, player_
         return dict(NO_CHANGE_REPLIES[name])
     title = (schema or {}).get("title") if isinstance(schema, dict) else None
     contract = title if title in STRUCTURED_WRITERS else next((c for c in STRUCTURED_WRITERS if name == c.replace("@", "-")), None)
-    if contract is None:
-        return None
     system = system_text(messages)
     inputs = runtime_inputs(system)
+    if contract is None:
+        writer = plugin_writers.writer_for(name, schema)
+        return writer(plugin_writers.WriterCall(player_text, system, inputs, seed, messages=messages)) if writer else None
     if contract == "scene-prompts@1":
         return write_suggestions(player_text, inputs, seed)
     if contract == "inventory.changes@1":
@@ -374,6 +377,12 @@ def planned_tool_call(messages, tools, tool_choice: str, player_text: str) -> tu
     for tool_name, arguments in NO_CHANGE_TOOLS.items():
         if tool_name in offered and tool_name not in called:
             return tool_name, dict(arguments)
+    for tool_name, plan in plugin_writers.tool_plans().items():
+        if tool_name in offered and tool_name not in called:
+            system = system_text(messages)
+            planned = plan(plugin_writers.WriterCall(player_text, system, runtime_inputs(system), "", tuple(called), messages))
+            if planned is not None:
+                return tool_name, planned
     business = [name for name in called if name not in ("runtime-done", "emit-event", "memory-search")]
     if "runtime-done" in offered and business:
         return "runtime-done", {"summary": "done"}
