@@ -122,6 +122,13 @@ def _validate_plugins(data: dict) -> Iterator[Row]:
     yield ["plugin validation", "ms per package", f"{data['all_ms_per_package']:.2f}"]
 
 
+def _memory_recall(data: dict) -> Iterator[Row]:
+    recall = data["recall"]
+    yield ["memory-search top-5 recall, all queries", "BM25 / hybrid", f"{recall['all']['bm25']:.2f} / {recall['all']['hybrid']:.2f}"]
+    yield ["memory-search top-5 recall, paraphrases by word forms", "BM25 / hybrid",
+           f"{recall['word forms']['bm25']:.2f} / {recall['word forms']['hybrid']:.2f}"]
+
+
 def _recovery(data: dict) -> Iterator[Row]:
     stuck = ", ".join(f"{row['service']} {row['stuck_s']:.2f}" if row["stuck_s"] is not None else f"{row['service']} never" for row in data["rows"])
     yield [f"recovery, each service killed mid-turn, {data['backend']}", "stuck window s (longest: per service); submits lost",
@@ -146,7 +153,7 @@ HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
-    "replicas": _replicas,
+    "replicas": _replicas, "memory_recall": _memory_recall,
 }
 
 

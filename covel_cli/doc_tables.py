@@ -598,6 +598,8 @@ SETTING_MEANINGS: dict[str, str] = {
     "gateway_openai_model": "Its model; setting it makes `openai` the default slot.",
     "gateway_openai_api_key_env": "The environment variable holding its API key.",
     "gateway_openai_api_key_file": "A file holding its API key, read when that variable is empty.",
+    "gateway_openai_embedding_model": "An embedding model of that provider: the `embedding` slot memory-search's vectors come "
+                                      "from (unset with a real default slot: memory-search is BM25 alone).",
     "gateway_script": "A YAML file of per-slot reply queues and rules for the offline scripted model.",
     "gateway_scripted_chunk_delay_ms": "Delay between the scripted model's streamed chunks.",
     "gateway_max_attempts": "HTTP attempts of one logical call, retries and fallbacks together.",

@@ -30,6 +30,8 @@ IDEMPOTENT_WRITES = {
     "covel.store.v1.TransactionalStore/UpdateSessionApprovals": "approve and revoke name the plugins, they do not count",
     "covel.registry.v1.PluginRegistry/Reload": "rescans the plugin folders",
     "covel.hooks.v1.HookDispatcher/Reload": "loads the registry's current catalogue",
+    "covel.store.v1.TransactionalStore/PutMemoryVectors": "puts each record's vector in place of the one it had",
+    "covel.store.v1.TransactionalStore/SearchMemoryVectors": "a read: ranks the vectors kept, changes none",
 }
 # Every other call is sent once. gRPC's transparent retry still re-sends a call that never left the
 # client (the server never saw it), so that needs no policy; a call made while its peer is not
@@ -74,6 +76,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
     "covel.gateway.v1.LlmGateway": (PEER_READ, {
         "Generate": _caller("the runtime's timeoutMs, or what a function's timeoutMs has left"),
         "GenerateOnce": _caller("the runtime's timeoutMs, or what a function's timeoutMs has left"),
+        "Embed": _caller("memory-search: 10 s for the query, 30 s for the records the index lacks"),
     }),
     "covel.hooks.v1.HookDispatcher": (PEER_READ, {
         "GetSubscriptions": CACHE_REFRESH, "ListTools": CACHE_REFRESH, "ListEventKeys": CACHE_REFRESH,

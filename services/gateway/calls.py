@@ -93,6 +93,9 @@ class CallRunner:
 
     def budget_for(self, call: Call, caller_remaining_s: float | None) -> Budget:
         seconds = call.timeout_ms / 1000 if call.timeout_ms else self.settings.gateway_call_budget_s
+        return self.budget_for_seconds(seconds, caller_remaining_s)
+
+    def budget_for_seconds(self, seconds: float, caller_remaining_s: float | None) -> Budget:
         return Budget.start(self.settings.gateway_max_attempts, seconds, caller_remaining_s)
 
     async def run(self, call: Call, *, stream: bool, caller_remaining_s: float | None = None) -> AsyncIterator[Event]:

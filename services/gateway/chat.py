@@ -86,3 +86,25 @@ class Call:
             if tool.name == self.tool_choice:
                 return tool
         return None
+
+
+@dataclass(frozen=True)
+class EmbedCall:
+    slot: str
+    inputs: tuple[str, ...]
+    timeout_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """What a provider answered: one vector per input, in order."""
+
+    vectors: list[list[float]]
+    usage: Usage
+    provider: str = ""
+    model: str = ""
+    attempts: int = 0
+
+    @property
+    def dimensions(self) -> int:
+        return len(self.vectors[0]) if self.vectors else 0

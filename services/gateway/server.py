@@ -8,13 +8,21 @@ import grpc
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.gateway.calls import CallFailed, CallRunner
+from services.gateway.embeddings import run_embed
 from services.gateway.events import Final, how_held, join_deltas
 from services.gateway.providers.base import Provider
 from services.gateway.providers.openai_compatible import OpenAICompatibleProvider
 from services.gateway.providers.scripted import Script, ScriptedProvider
 from services.gateway.settings import GatewaySettings
 from services.gateway.slots import OPENAI_COMPATIBLE, SCRIPTED, SlotTable
-from services.gateway.wire import call_from_request, event_to_proto, final_to_proto, slot_to_proto
+from services.gateway.wire import (
+    call_from_request,
+    embed_call_from_request,
+    embedded_to_proto,
+    event_to_proto,
+    final_to_proto,
+    slot_to_proto,
+)
 from shared.errors import ServiceError, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
@@ -62,6 +70,22 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
     @rpc
     async def ListSlots(self, request: gateway_pb2.ListSlotsRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.ListSlotsResponse:
         return gateway_pb2.ListSlotsResponse(slots=[slot_to_proto(s) for s in self.runner.slots.describe()])
+
+    @traced("covel.model.embed", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.inputs": len(request.inputs)})
+    @rpc
+    async def Embed(self, request: gateway_pb2.EmbedRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.EmbedResponse:
+        call = embed_call_from_request(request)
+        started = time.perf_counter()
+        try:
+            embedded = await run_embed(self.runner, call, caller_remaining_s=context.time_remaining())
+        except ServiceError as error:
+            _log_failed(call.slot or "embedding", error, started)
+            raise
+        metrics.record_model_call(call.slot or "embedding", embedded.provider, "stop", time.perf_counter() - started,
+                                  embedded.attempts, embedded.usage.prompt_tokens, 0)
+        get_logger().info("gateway.embed_finished", slot=call.slot or "embedding", provider=embedded.provider, model=embedded.model,
+                          inputs=len(call.inputs), dimensions=embedded.dimensions, attempts=embedded.attempts)
+        return embedded_to_proto(embedded)
 
 
 def _log_final(slot: str, final: Final, started: float) -> None:

@@ -21,6 +21,8 @@ class GatewaySettings(ServiceSettings):
     gateway_openai_model: str | None = None
     gateway_openai_api_key_env: str = "OPENAI_API_KEY"
     gateway_openai_api_key_file: Path | None = None
+    # An embedding model of that provider: the slot "embedding" (memory-search's vectors).
+    gateway_openai_embedding_model: str | None = None
 
     # Scripted (offline) provider.
     gateway_script: Path | None = None

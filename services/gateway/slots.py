@@ -19,7 +19,8 @@ YAML (COVEL_GATEWAY_CONFIG):
 
 Environment variables win over the file: COVEL_GATEWAY_SLOTS (JSON slot -> "provider:model"),
 and COVEL_GATEWAY_OPENAI_BASE_URL / _MODEL / _API_KEY_ENV / _API_KEY_FILE, which define the
-provider "openai" and, with a model, make it the default slot. With no configuration at all
+provider "openai" and, with a model, make it the default slot (_EMBEDDING_MODEL: the slot
+"embedding", which embeds and is never answered by the default chat slot). With no configuration at all
 every slot resolves to the offline scripted provider.
 """
 
@@ -39,6 +40,8 @@ SCRIPTED = "scripted"
 OPENAI_COMPATIBLE = "openai-compatible"
 KINDS = (SCRIPTED, OPENAI_COMPATIBLE)
 DEFAULT_SLOT = "default"
+# The slot memory-search embeds with (services/gateway/embeddings.py); it never falls back to a chat model.
+EMBEDDING_SLOT = "embedding"
 WELL_KNOWN_SLOTS = ("story", "plugin", "memory", "fast")
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -217,7 +220,7 @@ class SlotTable:
     def _apply_openai_env(
         settings: GatewaySettings, providers: dict[str, ProviderConfig], slots: dict[str, SlotEntry]
     ) -> None:
-        if not (settings.gateway_openai_base_url or settings.gateway_openai_model):
+        if not (settings.gateway_openai_base_url or settings.gateway_openai_model or settings.gateway_openai_embedding_model):
             return
         source = "env:COVEL_GATEWAY_OPENAI_*"
         existing = providers.get("openai")
@@ -232,6 +235,8 @@ class SlotTable:
         )
         if settings.gateway_openai_model:
             slots[DEFAULT_SLOT] = SlotEntry(DEFAULT_SLOT, "openai", settings.gateway_openai_model, source=source)
+        if settings.gateway_openai_embedding_model:
+            slots[EMBEDDING_SLOT] = SlotEntry(EMBEDDING_SLOT, "openai", settings.gateway_openai_embedding_model, source=source)
 
     @staticmethod
     def _entry(slot: str, spec: str, source: str) -> SlotEntry:

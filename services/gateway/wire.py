@@ -6,7 +6,7 @@ import math
 
 from covel.gateway.v1 import gateway_pb2
 from services.gateway import events
-from services.gateway.chat import ROLES, Call, Message, ResponseFormat, Tool, ToolCall
+from services.gateway.chat import ROLES, Call, EmbedCall, Embedded, Message, ResponseFormat, Tool, ToolCall
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
 from services.gateway.slots import SlotDescription
 from shared.errors import invalid_argument
@@ -14,6 +14,9 @@ from shared.structs import from_struct
 
 # agent.loop.maxRetries is at most 5 (spec: 超时和重试).
 MAX_RETRIES = 5
+# One Embed call: OpenAI takes 2048 inputs, but a turn's search needs far fewer; 32 KiB is ~8k tokens.
+EMBED_INPUTS_MAX = 256
+EMBED_INPUT_MAX_BYTES = 32 * 1024
 
 FINISH_REASONS = {
     events.STOP: gateway_pb2.FINISH_REASON_STOP,
@@ -163,4 +166,31 @@ def slot_to_proto(slot: SlotDescription) -> gateway_pb2.SlotInfo:
         credentials_present=slot.credentials_present,
         fallbacks=list(slot.fallbacks),
         source=slot.source,
+    )
+
+
+def embed_call_from_request(request: gateway_pb2.EmbedRequest) -> EmbedCall:
+    if not request.inputs:
+        raise invalid_argument("inputs", "is empty: send the texts to embed (1 to 256)")
+    if len(request.inputs) > EMBED_INPUTS_MAX:
+        raise invalid_argument("inputs", f"has {len(request.inputs)} texts; send at most {EMBED_INPUTS_MAX} per call")
+    for index, text in enumerate(request.inputs):
+        if not text.strip():
+            raise invalid_argument(f"inputs[{index}]", "is blank: leave texts with nothing to embed out")
+        if len(text.encode("utf-8")) > EMBED_INPUT_MAX_BYTES:
+            raise invalid_argument(f"inputs[{index}]", f"is larger than {EMBED_INPUT_MAX_BYTES} bytes; cut it into pieces")
+    if request.timeout_ms < 0:
+        raise invalid_argument("timeout_ms", "must not be negative (0 means the gateway's default budget)")
+    return EmbedCall(slot=request.slot.strip(), inputs=tuple(request.inputs), timeout_ms=request.timeout_ms)
+
+
+def embedded_to_proto(embedded: Embedded) -> gateway_pb2.EmbedResponse:
+    usage = embedded.usage
+    return gateway_pb2.EmbedResponse(
+        vectors=[gateway_pb2.Embedding(values=vector) for vector in embedded.vectors],
+        provider=embedded.provider,
+        model=embedded.model,
+        dimensions=embedded.dimensions,
+        usage=gateway_pb2.Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=0, total_tokens=usage.prompt_tokens),
+        attempts=embedded.attempts,
     )

@@ -95,7 +95,7 @@ class SandboxedTool(_Stand):
         args = {"gen": self.plugin.generation, "kind": self.kind, "i": self.index, "input": arguments,
                 "ctx": {"session_id": context.session_id, "turn_id": context.turn_id, "locale": context.locale,
                         "runtime_id": context.runtime_id, "logical_turn": context.logical_turn, "turn_number": context.turn_number},
-                "settings": dict(context._own_settings)}
+                "settings": dict(context._own_settings), "data": dict(context._plugin_data)}
         answer = await self.plugin.workers.call("tool", args)
         if not isinstance(answer, dict) or not isinstance(answer.get("proposals", []), list):
             raise TypeError("its worker answered something that is not {v, proposals}")

@@ -182,7 +182,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             refused = tool_error("unavailable", f"plugin {request.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        tool_context = plugin_context(ctx, request.plugin_id)
+        tool_context = plugin_context(ctx, request.plugin_id, request.plugin_data)
         replaced = await find_replacement(self._sync.current.load_result.loaded, ctx, request.call_id, request.name, request.arguments)
         # A hookspec's ToolCallDecision.replace(result) answers for the tool: it does not run.
         result = await call_tool(tool, tool_context, request.arguments) if replaced is None else tool_ok(replaced[0])
@@ -211,7 +211,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             refused = tool_error("unavailable", f"plugin {service.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        service_context = plugin_context(ctx, service.plugin_id)
+        service_context = plugin_context(ctx, service.plugin_id, request.plugin_data)
         result = await call_tool(service_tool(service), service_context, request.arguments or "{}")
         if service.access == "read":
             # A read service changes nothing: whatever it proposed is dropped.
@@ -413,10 +413,12 @@ def _tool_response(result: dict, context: ToolContext) -> hooks_pb2.CallToolResp
     return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=ok, proposals=proposals)
 
 
-def plugin_context(ctx: hooks_pb2.HookContext, plugin_id: str) -> ToolContext:
-    """What a plugin's tool, service or extension provider sees of the execution, with its own settings."""
+def plugin_context(ctx: hooks_pb2.HookContext, plugin_id: str, plugin_data: Any = None) -> ToolContext:
+    """What a plugin's tool, service or extension provider sees of the execution, with its own settings
+    (and, for a tool or service an agent calls, its own data: CallToolRequest.plugin_data)."""
     return ToolContext(
         session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
         logical_turn=ctx.logical_turn, turn_number=ctx.turn_number,
         _own_settings=from_struct(ctx.plugin_settings[plugin_id]) if plugin_id in ctx.plugin_settings else {},
+        _plugin_data=from_struct(plugin_data) if plugin_data is not None else {},
     )

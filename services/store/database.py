@@ -34,6 +34,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.store.models import SessionRow
+from services.store.vector_extension import load_sqlite_vec, log_vector_method
 from shared.errors import session_not_found, unavailable
 from shared.logs import get_logger
 
@@ -91,6 +92,8 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int) -> None:
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
+        # memory-search's vector distance, where this Python can load it (services/store/vector_extension.py).
+        load_sqlite_vec(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def on_begin(connection: Any) -> None:
@@ -184,6 +187,8 @@ class Database:
         if single_writer is None:
             single_writer = engine.dialect.name == "sqlite"
         self._write_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer") if single_writer else self._executor
+        # memory-search's ranking: "sqlite-vec" or "python" (services/store/vector_extension.py), logged once.
+        self.vector_method = log_vector_method(engine)
 
     @property
     def dialect(self) -> str:

@@ -10,7 +10,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -424,4 +437,23 @@ class HookStateRow(Base):
     plugin_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     value: Mapped[Any] = mapped_column(Json, nullable=True)
+    updated_at: Mapped[datetime]
+
+
+# --- 0018: memory-search's vector index ---
+
+
+class MemoryVectorRow(Base):
+    """A searchable record's embedding by one model (services/store/memory_vectors.py)."""
+
+    __tablename__ = "memory_vectors"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200), primary_key=True)
+    source: Mapped[str] = mapped_column(String(500), primary_key=True)
+    key: Mapped[str] = mapped_column(String(500), primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(128))
+    dimensions: Mapped[int] = mapped_column(Integer)
+    # float32 little-endian: sqlite-vec's own format, and 4 bytes a number wherever it is ranked.
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
     updated_at: Mapped[datetime]

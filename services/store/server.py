@@ -12,6 +12,7 @@ from services.store import (
     hook_state,
     interactions,
     leases,
+    memory_vectors,
     plugin_faults,
     session_pages,
     sessions,
@@ -285,6 +286,18 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         log.info("settlement.resolved", session_id=request.session_id, source_turn_id=request.source_turn_id,
                  runtime_id=request.runtime_id, resolution=request.resolution)
         return store_pb2.ResolveSettlementResponse(settlement=settlement)
+
+    @rpc
+    async def PutMemoryVectors(self, request: store_pb2.PutMemoryVectorsRequest, context) -> store_pb2.PutMemoryVectorsResponse:
+        validation.session_id(request.session_id)
+        memory_vectors.check_put(request)
+        return store_pb2.PutMemoryVectorsResponse(written=await self._db.write(memory_vectors.put, request))
+
+    @rpc
+    async def SearchMemoryVectors(self, request: store_pb2.SearchMemoryVectorsRequest, context) -> store_pb2.SearchMemoryVectorsResponse:
+        validation.session_id(request.session_id)
+        memory_vectors.check_search(request)
+        return await self._db.read(memory_vectors.search, request, self._db.vector_method)
 
     @rpc
     async def ListInteractions(self, request: store_pb2.ListInteractionsRequest, context) -> store_pb2.ListInteractionsResponse:

@@ -35,9 +35,21 @@ class ToolContext:
     _own_settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # Proposals the tool made; they commit with the calling runtime, only if the call succeeded.
     proposals: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # The plugin's own data as the calling agent run sees it, {namespace: {key: value}} (empty when a
+    # function or an action calls: they read their data through ctx.plugin_data).
+    _plugin_data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def get_own_settings(self) -> Mapping[str, Any]:
         return MappingProxyType(json_copy(dict(self._own_settings)))
+
+    def get_plugin_data(self, namespace: str, key: str, default: Any = None) -> Any:
+        """One record of the plugin's own data as the calling run sees it (a copy)."""
+        records = self._plugin_data.get(namespace) or {}
+        return json_copy(records[key]) if key in records else default
+
+    def list_plugin_data(self, namespace: str) -> dict[str, Any]:
+        """A namespace of the plugin's own data as the calling run sees it, {key: value} (a copy)."""
+        return json_copy(dict(self._plugin_data.get(namespace) or {}))
 
     def propose(self, type: str, payload: Mapping[str, Any]) -> None:
         """A tool-born proposal (plugin.data, plugin.data.update, plugin.data.delete, plugin.data.batch,

@@ -135,7 +135,8 @@ def _tool_function(registrar: PluginRegistrar, kind: str, index: int) -> Callabl
 async def tool(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """A tool, a service or an extension provider: `function(ctx, input)` with a ToolContext."""
     function = _tool_function(_registrar(server, args), str(args["kind"]), int(args["i"]))
-    context = ToolContext(**args["ctx"], signal=call.signal, _own_settings=args.get("settings") or {})
+    context = ToolContext(**args["ctx"], signal=call.signal, _own_settings=args.get("settings") or {},
+                          _plugin_data=args.get("data") or {})
     outcome = await server.run_plugin(call, function, context, args.get("input"))
     return {"v": outcome, "proposals": context.proposals}
 

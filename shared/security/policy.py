@@ -58,6 +58,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ListDetachedJobs": _rule("the scheduler passes on its clients' calls; the operator's tools read the queue", "scheduler", OPERATOR),
         "RequeueDetachedJob": _rule("the scheduler passes on an operator's call; the operator's tools call it too", "scheduler", OPERATOR),
         "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service", "hooks"),
+        "PutMemoryVectors": _rule("memory-search's index: the scheduler embeds and keeps the vectors", "scheduler"),
+        "SearchMemoryVectors": _rule("memory-search's index: the scheduler ranks a session's records", "scheduler"),
         "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",
                                    "scheduler", "hooks", OPERATOR),
         "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", "hooks", OPERATOR),
@@ -92,6 +94,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "Generate": _rule("spends the operator's model keys: turns only", "scheduler"),
         "GenerateOnce": _rule("spends the operator's model keys: turns only", "scheduler"),
         "ListSlots": SCHEDULER_OR_OPERATOR,
+        "Embed": _rule("spends the operator's model keys: memory-search in turns only", "scheduler"),
     },
 }
 

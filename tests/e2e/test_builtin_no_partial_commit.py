@@ -84,6 +84,8 @@ async def test_a_write_the_store_rejects_rolls_back_its_whole_unit(stack) -> Non
     for runtime_id in ("inventory/apply", "affinity/apply", "world-time/advance", "dice-check/recorder"):
         assert ran[runtime_id].status == resources_pb2.RUNTIME_STATUS_SUCCESS, (runtime_id, ran[runtime_id].reason)
     discarded = {unit.unit_runtime_id: unit.reason for unit in turn.discarded_units}
+    # inventory/vocabulary published the items as apply left them: it read apply's writes, so it goes with them.
+    assert discarded.pop("inventory/vocabulary") == "read data of inventory/apply that did not commit"
     assert set(discarded) == {"inventory/apply", "affinity/apply", "world-time/advance", "dice-check/recorder"}, discarded
     assert all("was rejected" in reason for reason in discarded.values()), discarded
     rejected = [o.reason for o in turn.proposal_outcomes if o.status == store_pb2.PROPOSAL_STATUS_REJECTED]

@@ -52,6 +52,13 @@ def completion(content: str = "", *, tool_calls: list[dict] | None = None, finis
     }
 
 
+def embeddings(*vectors: list[float], prompt_tokens: int = 4, shuffled: bool = False) -> dict:
+    """An /embeddings reply; `shuffled` lists the items last first (clients order them by `index`)."""
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    return {"object": "list", "data": data[::-1] if shuffled else data, "model": "embed-test",
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
+
+
 def delta(content: str | None = None, *, tool_calls: list[dict] | None = None, finish: str | None = None, role: bool = False) -> dict:
     piece: dict[str, Any] = {}
     if role:
@@ -88,7 +95,7 @@ class FakeOpenAI:
                 with fake._lock:
                     fake.requests.append(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
                     reply = fake.responses.pop(0) if fake.responses else fake.default
-                if self.path != "/v1/chat/completions":
+                if self.path not in ("/v1/chat/completions", "/v1/embeddings"):
                     reply = JsonReply(404, {"error": {"message": f"no route {self.path}"}})
                 try:
                     if isinstance(reply, JsonReply):

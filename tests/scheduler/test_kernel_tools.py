@@ -133,7 +133,7 @@ async def test_memory_search_tool_and_ranking():
 
     async def search(query, limit):
         seen.append((query, limit))
-        return [{"source": "archival:plugin_data", "text": "hit"}]
+        return {"results": [{"source": "archival:plugin_data", "text": "hit"}], "method": "bm25"}
 
     tools = KernelTools()
     add_memory_search(tools, search)

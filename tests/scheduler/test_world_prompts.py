@@ -82,10 +82,12 @@ def test_lorebook_entries_come_up_by_their_keys() -> None:
 
 
 async def test_memory_search_finds_lorebook_entries() -> None:
-    from services.scheduler.agent.execution import AgentExecution
+    from services.scheduler.agent.memory_search import lorebook_records, search_memory
     entries = [lore("lighthouse", ["lighthouse"], "Its lens was stolen three nights ago.", title="The lighthouse"),
                lore("gulls", ["gull"], "The gulls are never fed.")]
-    hits = await AgentExecution._memory_search(None, "s", [], "stolen lens", 5, entries)  # type: ignore[arg-type]
+    found = await search_memory(lorebook_records(entries), "stolen lens", 5)
+    hits = found["results"]
+    assert found["method"] == "bm25"
     assert [(h["source"], h["owner"], h["id"]) for h in hits] == [("lorebook", "world", "lighthouse")]
     assert "lens" in hits[0]["text"]
 

@@ -6,14 +6,22 @@ targetChars, locale}. It answers {summary}: the previous summary, then one line 
 player turn: what the player did and the first sentence of what answered it. No model call, so
 it is quick, repeatable and never invents anything; the summary keeps to targetChars by
 dropping its oldest lines first.
+
+With the setting `modelSlot` (e.g. `fast`), the answer also asks the kernel for one model call
+(`model: {slot, system, prompt, schema, timeoutMs}`, lib/model_prompt.py); the kernel calls again
+with the structured answer as `modelAnswer`, and the summary is made from it. When the model
+fails or times out, the mechanical summary of the first answer stands.
 """
 
 import re
+
+from ..lib.model_prompt import model_request, summary_from_answer
 
 # English sentences end at . ! ? before a space; Chinese ones at 。！？ with no space after.
 _SENTENCE = re.compile(r"^(.+?(?:[.!?](?=\s|$)|[。！？]))", re.DOTALL)
 MAX_SENTENCE = 200
 LABELS = {"en": ("The player", ": "), "zh": ("玩家", "：")}
+DEFAULT_TIMEOUT_MS = 20000
 
 
 def register(covel):
@@ -44,6 +52,19 @@ def check_request(request) -> None:
 
 def compact(ctx, request: dict) -> dict:
     check_request(request)
+    target = int(request.get("targetChars", 4000))
+    if "modelAnswer" in request:
+        return {"summary": summary_from_answer(request["modelAnswer"], request.get("locale"), target)}
+    answer = {"summary": mechanical_summary(request)}
+    settings = ctx.get_own_settings() if ctx is not None else {}
+    slot = settings.get("modelSlot")
+    if isinstance(slot, str) and slot.strip():
+        timeout = settings.get("modelTimeoutMs")
+        answer["model"] = model_request(request, slot.strip(), timeout if isinstance(timeout, int) and timeout > 0 else DEFAULT_TIMEOUT_MS)
+    return answer
+
+
+def mechanical_summary(request: dict) -> str:
     player, colon = LABELS["zh" if str(request.get("locale", "")).startswith("zh") else "en"]
     lines: list[str] = []
     for message in request.get("messages") or []:
@@ -62,4 +83,4 @@ def compact(ctx, request: dict) -> dict:
     target = int(request.get("targetChars", 4000))
     while len(summary_lines) > 1 and len("\n".join(summary_lines)) > target:
         summary_lines.pop(0)
-    return {"summary": "\n".join(summary_lines)[:target] or "(nothing happened yet)"}
+    return "\n".join(summary_lines)[:target] or "(nothing happened yet)"

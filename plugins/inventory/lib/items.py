@@ -29,3 +29,16 @@ def parse_starting_items(text: str) -> list[tuple[str, int]]:
             raise ValueError(f"startingItems: {line.strip()!r} has a count outside 1..999")
         items.append((name[:80], quantity))
     return items
+
+
+MAX_TERMS = 200
+
+
+def vocabulary(records) -> dict:
+    """world-ir.vocabulary@1 of the `items` records ({key: record} or [record]): one term per item, by name."""
+    values = records.values() if isinstance(records, dict) else records
+    terms = []
+    for record in sorted((r for r in values if isinstance(r, dict) and r.get("id") and r.get("name")), key=lambda r: r["id"]):
+        note = f"carried ×{record.get('quantity', 1)}" + (", in hand" if record.get("equipped") else "")
+        terms.append({"id": record["id"], "name": record["name"], "note": note})
+    return {"source": "inventory", "kind": "item", "terms": terms[:MAX_TERMS]}

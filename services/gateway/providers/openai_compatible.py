@@ -23,7 +23,7 @@ from httpx_sse import aconnect_sse
 
 from services.gateway import events
 from services.gateway.budget import parse_retry_after
-from services.gateway.chat import Call, Message, ToolCall, Usage
+from services.gateway.chat import Call, Embedded, Message, ToolCall, Usage
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
 from services.gateway.providers.base import GENERATION, STALL, AttemptFailed, AttemptLimits, approx_usage
 from services.gateway.secret_redaction import redact_secret
@@ -127,7 +127,8 @@ def _provider_message(body: str, key: str | None) -> str:
     return text or "(no message)"
 
 
-def http_failure(status: int, headers: httpx.Headers, body: str, target: Target, key: str | None) -> AttemptFailed:
+def http_failure(status: int, headers: httpx.Headers, body: str, target: Target, key: str | None,
+                 endpoint: str = "chat/completions") -> AttemptFailed:
     said = _provider_message(body, key)
     name = target.provider.name
     if status == 429 or status >= 500 or status == 408:
@@ -147,7 +148,7 @@ def http_failure(status: int, headers: httpx.Headers, body: str, target: Target,
         )
     if status == 404:
         return AttemptFailed(
-            f"provider {name} does not know model {target.model!r} or its chat/completions endpoint (HTTP 404): {said}",
+            f"provider {name} does not know model {target.model!r} or its {endpoint} endpoint (HTTP 404): {said}",
             retryable=False,
             status=status,
             code=grpc.StatusCode.FAILED_PRECONDITION,
@@ -226,6 +227,22 @@ def parse_completion(call: Call, target: Target, text: str, key: str | None) -> 
     return Final(message=message, finish_reason=finish_reason(choice.get("finish_reason")), usage=usage)
 
 
+def parse_embeddings(text: str, expected: int, target: Target, key: str | None) -> Embedded:
+    """An /embeddings body: `data[].embedding` put back in the inputs' order by `index`."""
+    try:
+        data = json.loads(text)
+        items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
+        vectors = [[float(x) for x in item["embedding"]] for item in items]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise AttemptFailed(f"provider {target.provider.name} sent a reply that is not an embedding list: "
+                            f"{_provider_message(text, key)}", retryable=True) from None
+    if len(vectors) != expected or not vectors or any(len(v) != len(vectors[0]) or not v for v in vectors):
+        raise AttemptFailed(f"provider {target.provider.name} sent {len(vectors)} vector(s) for {expected} input(s), "
+                            "or vectors of different lengths", retryable=True)
+    usage = _usage(data.get("usage")) or Usage(prompt_tokens=0, completion_tokens=0)
+    return Embedded(vectors, usage)
+
+
 class _StreamBroke(Exception):
     pass
 
@@ -246,8 +263,24 @@ class OpenAICompatibleProvider:
             headers["authorization"] = f"Bearer {key}"
         return headers, key
 
-    def _url(self, target: Target) -> str:
-        return target.provider.base_url.rstrip("/") + "/chat/completions"
+    def _url(self, target: Target, endpoint: str = "chat/completions") -> str:
+        return target.provider.base_url.rstrip("/") + "/" + endpoint
+
+    async def embed(self, inputs: tuple[str, ...], target: Target, *, timeout_s: float, connect_timeout_s: float) -> Embedded:
+        """One POST {base_url}/embeddings (services/gateway/embeddings.py retries it)."""
+        headers, key = self._headers(target)
+        body = {"model": target.model, "input": list(inputs), "encoding_format": "float"}
+        timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        try:
+            async with asyncio.timeout(timeout_s):
+                response = await self.client.post(self._url(target, "embeddings"), json=body, headers=headers, timeout=timeout)
+        except (TimeoutError, httpx.TimeoutException):
+            raise AttemptFailed(f"no reply within {timeout_s:.2f}s (call timeout)", retryable=True, kind=STALL) from None
+        except httpx.TransportError as error:
+            raise AttemptFailed(f"cannot reach provider {target.provider.name}: {type(error).__name__}", retryable=True) from None
+        if response.status_code != 200:
+            raise http_failure(response.status_code, response.headers, response.text, target, key, "embeddings")
+        return parse_embeddings(response.text, len(inputs), target, key)
 
     async def attempt(
         self, call: Call, target: Target, *, slot: str, stream: bool, limits: AttemptLimits

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from covel.common.v1 import common_pb2
+from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import (
@@ -23,8 +24,12 @@ from services.scheduler.agent.dimension_tools import (
     add_update_dimensions,
     dimension_snapshot,
 )
+from services.scheduler.agent.history_transforms import transform_history
+from services.scheduler.agent.indexed_vectors import IndexedVectors
 from services.scheduler.agent.loop import OnNarrative, Resume, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
 from services.scheduler.agent.lorebook_prompt import lorebook_segment
+from services.scheduler.agent.memory_search import character_records as character_memory_records
+from services.scheduler.agent.memory_search import lorebook_records, plugin_data_record, search_memory
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
 from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
@@ -48,11 +53,9 @@ from services.scheduler.turn.state import TurnState
 from services.scheduler.world_records import character_records
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
-from shared.plugin_sdk.text_rank import rank_texts, search_excerpt
 from shared.structs import from_struct, from_value
 
 log = get_logger(component="agent_execution")
-MEMORY_RESULTS_MAX = 20
 
 
 class AgentExecution:
@@ -81,6 +84,13 @@ class AgentExecution:
         if nested:
             plugin_data.upstream = []
         tools = KernelTools()
+
+        async def own_data(plugin_id: str) -> dict[str, dict[str, Any]]:
+            # The run's own tool writes count for its own plugin's tools; a service's plugin sees those attributed to it.
+            mine = tools.tool_writes if plugin_id == runtime.plugin_id else [w for w in tools.foreign_writes if w.get("pluginId") == plugin_id]
+            return await self._plugin_data.as_run_sees(run, scope.session.id, plugin_id, mine)
+
+        tools.plugin_data = own_data
         topics = _story_topics(run) if story else list(package.event_topics)
         if topics:
             add_emit_event(tools, topics)
@@ -94,8 +104,11 @@ class AgentExecution:
             add_dimension_tools(tools, dimension_snapshot(run.world))
             searchable = _searchable_namespaces(run)
             lore = [entry for entry in (run.world.lorebook if run.world is not None else []) if not entry.disabled]
+            # Characters are searched too, but alone do not offer the tool (list-characters / get-character find them).
             if searchable or lore:
-                add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit, lore))
+                origin = gateway_pb2.CallOrigin(session_id=scope.session.id, turn_id=scope.turn_id, runtime_id=runtime.runtime_id)
+                add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit, lore,
+                                                                                  characters, origin))
         elif manifest.agent_part.finish_with == UPDATE_DIMENSIONS:
             # A dimension maintainer: it reads the dimensions as the turn found them and settles them.
             add_dimension_tools(tools, dimension_snapshot(run.world))
@@ -115,8 +128,11 @@ class AgentExecution:
         segments += await dynamic_segments(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
+        history = await transform_history(
+            hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
+            scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), history=run.history)
         outcome = await run_agent(
-            runtime=runtime, scope=scope, history=run.history, player_message=player_message, gateway=self._peers.gateway,
+            runtime=runtime, scope=scope, history=history, player_message=player_message, gateway=self._peers.gateway,
             hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
             self_data=await self._plugin_data.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
@@ -228,10 +244,11 @@ class AgentExecution:
         return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or "completed", "usage": usage}
 
     async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int,
-                             lore: list[store_pb2.LorebookEntry] | None = None) -> list[dict]:
-        """The archival scope: records of searchable plugin-data namespaces of this session's plugins, and the lorebook."""
-        records: list[tuple[str, str, str, str]] = [("", f"lorebook:{entry.owner}", entry.id, f"{entry.title}: {entry.content}".strip(": "))
-                                                    for entry in lore or []]
+                             lore: list[store_pb2.LorebookEntry], characters: _CharacterCache,
+                             origin: gateway_pb2.CallOrigin) -> dict:
+        """The archival scope (services/scheduler/agent/memory_search.py): searchable plugin data of this session's
+        plugins, the lorebook and the characters, ranked by keywords and by meaning."""
+        records = lorebook_records(lore) + character_memory_records(await characters.load())
         for plugin_id, namespace, text_field in searchable:
             reply = await self._peers.store.ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace))
@@ -239,16 +256,8 @@ class AgentExecution:
                 value = from_value(entry.value)
                 text = value.get(text_field) if isinstance(value, dict) else None
                 if isinstance(text, str) and text.strip():
-                    records.append((plugin_id, namespace, entry.key, text))
-        hits = rank_texts(query, [record[3] for record in records], limit=min(limit, MEMORY_RESULTS_MAX))
-        return [_search_hit(records[hit.index], hit, query) for hit in hits]
-
-
-def _search_hit(record: tuple[str, str, str, str], hit, query: str) -> dict:
-    plugin_id, namespace, key, text = record
-    where = ({"source": "lorebook", "owner": namespace.removeprefix("lorebook:"), "id": key} if namespace.startswith("lorebook:")
-             else {"source": "archival:plugin_data", "pluginId": plugin_id, "namespace": namespace, "key": key})
-    return {**where, "text": search_excerpt(text, query), "score": round(hit.score, 3), "coverage": round(hit.coverage, 3)}
+                    records.append(plugin_data_record(plugin_id, namespace, entry.key, text))
+        return await search_memory(records, query, limit, IndexedVectors(self._peers, session_id, origin))
 
 
 def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0,

@@ -1,10 +1,10 @@
 """prompt.segment@1: dynamic prompt segments that plugins compute per agent execution.
 
 A story runtime reads every active provider's segments, another runtime its own package's
-(as with static `contributes.prompt` segments). A provider is `segment(ctx, request)` with
-request `{runtimeId, visibility, locale, playerMessage, data: {namespace: {key: value}}}` (the
-provider plugin's own data as the execution sees it: committed values, then what the plugin's runtimes
-that finished before wrote this turn; `_` namespaces left out) and answers a segment
+(as with static `contributes.prompt` segments) and those of the plugins whose services it
+imports. A provider is `segment(ctx, request)` with request `{runtimeId, visibility, locale, playerMessage, data: {namespace: {key: value}}, services}` (the provider plugin's own data as the execution sees it: committed values, then what the plugin's runtimes
+that finished before wrote this turn; `_` namespaces left out; `services`: the contracts the runtime
+imports with agent.tools.services) and answers a segment
 `{id, content, position?, role?}`, a list of them, or None. Position is system, pre-history,
 post-history (default) or {depth: N}. A provider that fails is skipped with a log line.
 """
@@ -25,8 +25,24 @@ log = get_logger(component="prompt_segments")
 
 
 def providers(runtime, story: bool, packages) -> list[str]:
-    return sorted(p.id for p in packages if (story or p.id == runtime.plugin_id)
+    """Every provider for a story runtime; else its own package's, and those of the packages whose
+    services it imports (agent.tools.services: an agent that uses a plugin's services reads its segments)."""
+    imported = imported_services(runtime)
+    return sorted(p.id for p in packages if (story or p.id == runtime.plugin_id or _serves(p, imported))
                   and any(e.startswith(f"{POINT}/") for e in p.extensions))
+
+
+def imported_services(runtime) -> set[str]:
+    manifest = getattr(runtime, "manifest", None)
+    agent = getattr(manifest, "agent", None) if manifest is not None else None
+    return {item.contract for item in agent.tools.services} if agent is not None else set()
+
+
+def _serves(package, contracts: set[str]) -> bool:
+    definition = getattr(package, "definition", None)
+    if not contracts or definition is None:
+        return False
+    return any(entry.contract in contracts for entry in definition.contributes.services or [])
 
 
 async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime,
@@ -39,7 +55,7 @@ async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitab
             if not namespace.startswith("_"):
                 data.setdefault(namespace, {})[key] = value
         request = {"runtimeId": runtime.runtime_id, "visibility": runtime.visibility, "locale": scope.session.locale,
-                   "playerMessage": player_message, "data": data}
+                   "playerMessage": player_message, "data": data, "services": sorted(imported_services(runtime))}
         for answer in await hooks.call_extension(scope, POINT, request, plugin_id=plugin_id, timeout_ms=5000):
             if not answer.ok:
                 log.warning("prompt_segment.failed", provider=f"{answer.plugin_id}/{answer.id}", reason=answer.error)

@@ -111,7 +111,10 @@ async def execute(call, runtime, scope: ExecutionScope, hooks: HookBus, tool_nam
             "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
     if call["name"] in kernel_tools:
         return await kernel_tools.call(call)
-    return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
+    if kernel_tools.plugin_data is None:
+        return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
+    return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes,
+                                 plugin_data=await kernel_tools.plugin_data(runtime.plugin_id))
 
 
 async def post_tool_use(call, result_text: str, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> ToolResult:

@@ -62,6 +62,9 @@ class KernelTools:
     # What the run's plugin tools showed (interactions, notifications, ui), and the first malformed one's problem.
     shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     shown_problem: str = ""
+    # A plugin's own data as this run sees it (its own tool writes included), handed to the plugin's tools
+    # and services it calls (ToolContext.get_plugin_data); None: they get none.
+    plugin_data: Callable[[str], Awaitable[dict[str, dict[str, Any]]]] | None = None
 
     def note_shown(self, data: dict[str, Any]) -> None:
         """A plugin tool's result: its interactions, notifications and ui become the run's (checked; a malformed
@@ -320,14 +323,16 @@ def add_character_tools(tools: KernelTools, load_characters: LoadCharacters) -> 
               get_character, read_only=True)
 
 
-Search = Callable[[str, int], Awaitable[list[dict[str, Any]]]]
+# -> {"results": [...], "method": "hybrid" | "bm25"} (services/scheduler/agent/memory_search.py).
+Search = Callable[[str, int], Awaitable[dict[str, Any]]]
 
 
 def add_memory_search(tools: KernelTools, search: Search) -> None:
     async def memory_search(args: dict[str, Any]) -> dict[str, Any]:
-        return tool_ok({"results": await search(args["query"], int(args.get("limit", 5)))})
+        return tool_ok(await search(args["query"], int(args.get("limit", 5))))
 
-    tools.add(MEMORY_SEARCH, "Search what the story remembers (facts and memories kept by plugins) for a query.",
+    tools.add(MEMORY_SEARCH, "Search what the story remembers (facts and memories kept by plugins, the lorebook, the "
+              "characters) by words and by meaning: ask in your own words.",
               {"type": "object", "required": ["query"], "properties": {
                   "query": {"type": "string", "minLength": 1, "maxLength": 500},
                   "limit": {"type": "integer", "minimum": 1, "maximum": 20}}},

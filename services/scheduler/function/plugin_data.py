@@ -12,7 +12,7 @@ from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.plugin_data_reads import entries_by_address, read_name
 from services.scheduler.turn.state import TurnState
 from shared.manifest import CompiledManifest
-from shared.plugin_data.execution_view import ExecutionView
+from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 
 
 class PluginDataViews:
@@ -37,6 +37,19 @@ class PluginDataViews:
         committed = await self.committed(run, session_id, plugin_id)
         entries, _ = ExecutionView(committed, run.plugin_data_writes(plugin_id)).list(None)
         return entries
+
+    async def as_run_sees(self, run: TurnState, session_id: str, plugin_id: str, own: list[dict]) -> dict[str, dict]:
+        """A plugin's data as a running agent sees it, for the plugin tools and services it calls: what
+        as_execution_sees gives, then the run's own plugin.data* writes of that plugin (`own`: {type, payload}),
+        as {namespace: {key: value}} without `_` namespaces."""
+        committed = await self.committed(run, session_id, plugin_id)
+        mine = [BufferedWrite("(this run)", w["type"], w["payload"]) for w in own if str(w.get("type", "")).startswith("plugin.data")]
+        entries, _ = ExecutionView(committed, run.plugin_data_writes(plugin_id), mine).list(None)
+        data: dict[str, dict] = {}
+        for (namespace, key), value in entries.items():
+            if not namespace.startswith("_"):
+                data.setdefault(namespace, {})[key] = value
+        return data
 
     def view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished

@@ -51,7 +51,11 @@ def add_service_tools(tools: KernelTools, manifest: CompiledManifest, packages: 
         writes = declaration.access == "write"
 
         async def call(args: dict[str, Any], contract: str = contract, provider: str = provider) -> dict[str, Any]:
-            reply = await hooks.call_service(scope, runtime.plugin_id, runtime.runtime_id, contract, json.dumps(args))
+            if tools.plugin_data is None:
+                reply = await hooks.call_service(scope, runtime.plugin_id, runtime.runtime_id, contract, json.dumps(args))
+            else:
+                reply = await hooks.call_service(scope, runtime.plugin_id, runtime.runtime_id, contract, json.dumps(args),
+                                                 plugin_data=await tools.plugin_data(provider))
             if reply.ok:
                 tools.foreign_writes.extend(
                     {"pluginId": provider, "type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)

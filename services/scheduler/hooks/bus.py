@@ -174,14 +174,16 @@ class HookBus:
         self._observed.pop(turn_id, None)
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
-                        writes: list[dict[str, Any]] | None = None) -> str:
+                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None) -> str:
         """Run one plugin tool in the hooks service; the unified result as JSON text. The proposals a
-        successful call made are added to `writes` ({type, payload})."""
+        successful call made are added to `writes` ({type, payload}). `plugin_data`: the plugin's own
+        data as the calling run sees it (ToolContext.get_plugin_data)."""
         try:
             reply = await self._hooks.CallTool(
                 hooks_pb2.CallToolRequest(
                     context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
                     arguments=call.get("arguments") or "{}", call_id=call.get("id", ""),
+                    plugin_data=to_struct(plugin_data) if plugin_data else None,
                 ),
             )
         except grpc.aio.AioRpcError as error:
@@ -192,12 +194,14 @@ class HookBus:
         return reply.result
 
     async def call_service(self, scope: ExecutionScope, caller_plugin_id: str, runtime_id: str, contract: str,
-                           arguments: str) -> hooks_pb2.CallToolResponse:
-        """Call another plugin's service (covel.register_service) in the hooks service."""
+                           arguments: str, plugin_data: dict[str, Any] | None = None) -> hooks_pb2.CallToolResponse:
+        """Call another plugin's service (covel.register_service) in the hooks service (`plugin_data`: the
+        service's plugin's own data as the calling run sees it)."""
         try:
             return await self._hooks.CallService(
                 hooks_pb2.CallServiceRequest(context=scope.context(caller_plugin_id, runtime_id), contract=contract,
-                                             arguments=arguments or "{}", caller_plugin_id=caller_plugin_id),
+                                             arguments=arguments or "{}", caller_plugin_id=caller_plugin_id,
+                                             plugin_data=to_struct(plugin_data) if plugin_data else None),
             )
         except grpc.aio.AioRpcError as error:
             outages.note("hooks", error)

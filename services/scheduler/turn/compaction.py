@@ -9,7 +9,9 @@ summaryId?}) → session:compact:after. This turn's prompts already read the sum
 
 The history.compact@2 contract: input {messages: [{seq, role, text}], previousSummary?,
 targetChars, locale}; output {summary: string}. The provider plugin's session settings
-`budgetChars` and `keepTurns` override the scheduler's defaults.
+`budgetChars` and `keepTurns` override the scheduler's defaults. An output may also ask for one
+model call (`model`, turn/compaction_model.py): the provider is then called again with the
+model's answer as `modelAnswer`, and its first summary stands when the model fails.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.turn.compaction_model import ask_model, model_ask
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.structs import from_struct, from_value, to_struct
@@ -63,8 +66,9 @@ def _setting(settings: dict[str, Any], name: str, default: int) -> int:
 
 async def compact_history(
     *, hooks: HookBus, scope: ExecutionScope, packages: Mapping[str, Package], history: list[common_pb2.Message],
-    budget_chars: int, keep_turns: int,
+    budget_chars: int, keep_turns: int, gateway: Any = None,
 ) -> Compaction:
+    """`gateway`: the LLM gateway stub a provider's model call goes to (None: no model call, the first summary stands)."""
     plugin_id = provider_of(packages)
     if not plugin_id:
         return Compaction(history)
@@ -87,7 +91,7 @@ async def compact_history(
     events = hooks.events
     if events is not None:
         await events.compact_before(scope.session, message_count=live_count, message_count_original=len(logged))
-    text, error = await _summarise(hooks, scope, plugin_id, folded, summary, budget)
+    text, error = await _summarise(hooks, scope, plugin_id, folded, summary, budget, gateway)
     proposal = None
     if text:
         through = folded[-1].seq
@@ -113,7 +117,8 @@ async def compact_history(
     return done
 
 
-async def _summarise(hooks: HookBus, scope: ExecutionScope, plugin_id: str, folded, summary, budget: int) -> tuple[str, str]:
+async def _summarise(hooks: HookBus, scope: ExecutionScope, plugin_id: str, folded, summary, budget: int,
+                     gateway: Any = None) -> tuple[str, str]:
     payload: dict[str, Any] = {
         "messages": [{"seq": m.seq, "role": m.role, "text": m.text} for m in folded],
         "targetChars": max(200, budget // 4),
@@ -121,13 +126,42 @@ async def _summarise(hooks: HookBus, scope: ExecutionScope, plugin_id: str, fold
     }
     if summary is not None:
         payload["previousSummary"] = summary.text
+    output, error = await _ask_provider(hooks, scope, plugin_id, payload)
+    text = _summary_of(output)
+    if not text:
+        return "", error or f"{plugin_id} returned no summary (expected {{summary: string}})"
+    if gateway is None:
+        return text, ""
+    try:
+        ask = model_ask(output)
+    except ValueError as refused:
+        log.warning("compaction.model_refused", session_id=scope.session.id, provider=plugin_id, why=str(refused))
+        return text, ""
+    if ask is None:
+        return text, ""
+    answer, failure = await ask_model(gateway, scope, plugin_id, ask)
+    if failure:
+        log.warning("compaction.model_failed", session_id=scope.session.id, provider=plugin_id, slot=ask.slot, reason=failure)
+        return text, ""
+    written, error = await _ask_provider(hooks, scope, plugin_id, {**payload, "modelAnswer": answer})
+    modelled = _summary_of(written)
+    if not modelled:
+        log.warning("compaction.model_answer_refused", session_id=scope.session.id, provider=plugin_id,
+                    reason=error or "no summary in the second answer")
+        return text, ""
+    return modelled, ""
+
+
+async def _ask_provider(hooks: HookBus, scope: ExecutionScope, plugin_id: str, payload: dict[str, Any]) -> tuple[Any, str]:
+    """(the provider's output, "") or (None, why it failed)."""
     answers = await hooks.call_extension(scope, POINT, payload, plugin_id=plugin_id)
     for answer in answers:
         if not answer.ok:
-            return "", answer.error
-        output = from_value(answer.output)
-        text = output.get("summary") if isinstance(output, dict) else None
-        if isinstance(text, str) and text.strip():
-            return text.strip(), ""
-        return "", f"{answer.plugin_id}/{answer.id} returned no summary (expected {{summary: string}})"
-    return "", f"{plugin_id} registers no {POINT} provider"
+            return None, answer.error
+        return from_value(answer.output), ""
+    return None, f"{plugin_id} registers no {POINT} provider"
+
+
+def _summary_of(output: Any) -> str:
+    text = output.get("summary") if isinstance(output, dict) else None
+    return text.strip() if isinstance(text, str) else ""

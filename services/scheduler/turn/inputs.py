@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from services.scheduler.catalogue import Package
+from services.scheduler.contracts import NARRATIVE_ENGINE
 from services.scheduler.turn.json_pointer import PointerError, resolve
 from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output
 from services.scheduler.turn.output_contracts import _contract_schema as contract_schema
 from services.scheduler.turn.output_contracts import _file_schema as file_schema
+from services.scheduler.turn.story_output import DERIVED_FIELDS
 from shared.manifest import CompiledManifest, InputBinding, KernelInput
 from shared.manifest.runtime import InputSource
 from shared.plugin_sdk import json_copy
@@ -170,6 +172,8 @@ class InputChecker:
             published = self._published(contract) if contract else None
         except SchemaUnavailable as error:
             return f"input {binding}: {error}"
+        if contract == NARRATIVE_ENGINE and isinstance(full, dict):
+            full = {key: value for key, value in full.items() if key not in DERIVED_FIELDS}
         problem = check_output(full, [(f"contract {contract}", published)]) if published is not None else None
         return f"input {binding}: the export fails {problem.removeprefix('output-schema-invalid ')}" if problem else None
 

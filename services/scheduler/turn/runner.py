@@ -431,7 +431,8 @@ class TurnRunner:
         if not request.runs_one_runtime:
             compacted = await compact_history(
                 hooks=self._hooks, scope=plugins.scope, packages={p.id: p for p in plugins.packages}, history=messages,
-                budget_chars=self._settings.scheduler_history_budget_chars, keep_turns=self._settings.scheduler_history_keep_turns)
+                budget_chars=self._settings.scheduler_history_budget_chars, keep_turns=self._settings.scheduler_history_keep_turns,
+                gateway=self._peers.gateway)
             await stream.record(compacted.trace)
             messages = compacted.history
         turn = stream.turn

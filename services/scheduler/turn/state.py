@@ -310,8 +310,8 @@ class RecordingHooks:
         return getattr(self._bus, name)
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
-                        writes: list[dict[str, Any]] | None = None) -> str:
-        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes)
+                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None) -> str:
+        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes, plugin_data=plugin_data)
         running = RUNNING_UNIT.get()
         if running is not None:
             try:
@@ -326,8 +326,9 @@ class RecordingHooks:
             running[0].tool_calls.append(ToolCallNote(running[1], ok, summary[:MAX_TOOL_SUMMARY_CHARS]))
         return text
 
-    async def call_service(self, scope: ExecutionScope, caller_plugin_id: str, runtime_id: str, contract: str, arguments: str) -> Any:
-        reply = await self._bus.call_service(scope, caller_plugin_id, runtime_id, contract, arguments)
+    async def call_service(self, scope: ExecutionScope, caller_plugin_id: str, runtime_id: str, contract: str, arguments: str,
+                           plugin_data: dict[str, Any] | None = None) -> Any:
+        reply = await self._bus.call_service(scope, caller_plugin_id, runtime_id, contract, arguments, plugin_data=plugin_data)
         running = RUNNING_UNIT.get()
         if running is not None:
             try:

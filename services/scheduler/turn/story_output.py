@@ -30,6 +30,11 @@ class EmptyStory(ValueError):
     """The reply had no story text at all."""
 
 
+# What the kernel adds to a story's output beyond what the model answered (narrative-engine@2 has no place for
+# it): a committed story export is checked against the contract without it.
+DERIVED_FIELDS = ("narrativeOutput",)
+
+
 @dataclass
 class Story:
     segments: list[dict[str, str]]

@@ -17,10 +17,12 @@ from collections.abc import AsyncIterator
 import grpc
 
 from services.gateway import events
-from services.gateway.chat import Call, Message, ToolCall
+from services.gateway.chat import Call, Embedded, Message, ToolCall, Usage
 from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
-from services.gateway.providers.base import STALL, AttemptFailed, AttemptLimits, approx_usage
+from services.gateway.providers.base import STALL, AttemptFailed, AttemptLimits, approx_tokens, approx_usage
 from services.gateway.providers.scripted.canned_replies import Reply, Script
+from services.gateway.providers.scripted.hashed_embeddings import MODEL as EMBEDDING_MODEL
+from services.gateway.providers.scripted.hashed_embeddings import embed_text
 from services.gateway.providers.scripted.schema_instances import SchemaInstanceError, generate_instance
 from services.gateway.providers.scripted.story_replies import (
     is_story_schema,
@@ -126,6 +128,11 @@ class ScriptedProvider:
 
     async def aclose(self) -> None:
         return None
+
+    async def embed(self, inputs: tuple[str, ...], target: Target, *, timeout_s: float, connect_timeout_s: float) -> Embedded:
+        """The offline embedder (hashed_embeddings.py): the same text, the same vector, everywhere."""
+        usage = Usage(prompt_tokens=sum(approx_tokens(text) for text in inputs))
+        return Embedded([embed_text(text) for text in inputs], usage, model=EMBEDDING_MODEL)
 
     def reply_for(self, call: Call, slot: str) -> Reply:
         return self.script.next_reply(slot, call.last_user_text()) or automatic_reply(call)

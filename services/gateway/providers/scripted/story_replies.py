@@ -154,6 +154,7 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     verdict = check_line(runtime_inputs(system))
     if verdict and segments:
         segments.insert(1, {"kind": "narration", "text": verdict})
+    staged = staged_events(runtime_inputs(system))
     earlier = _action(earlier_player_texts[-1]) if earlier_player_texts else ""
     if remembered.strip():
         segments.insert(1, {"kind": "narration", "text": f"You remember: {remembered.strip()}"})
@@ -161,6 +162,8 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
         segments.insert(1, {"kind": "narration", "text": rng.choice(RECALLS).format(earlier=earlier)})
     if rng.random() < 0.5:
         segments.append({"kind": "action", "speaker": name, "text": rng.choice(ACTIONS).format(name=name)})
+    # A fired story event happens in this scene, as the plan stages it (else its cue), before the rest is cut.
+    segments[1:1] = [{"kind": "narration", "text": text} for text in staged]
     # Capitalise the first letter of every segment.
     for segment in segments:
         segment["text"] = segment["text"][0].upper() + segment["text"][1:]
@@ -230,6 +233,21 @@ def world_scene(system: str) -> str:
 def _input_value(inputs: dict[str, Any], binding: str) -> Any:
     slot = inputs.get(binding)
     return slot.get("value") if isinstance(slot, dict) else None
+
+
+def staged_events(inputs: dict[str, Any]) -> list[str]:
+    """One narration per event story-events fired this turn (story-event-cue@1): its plan's beats, else its cue."""
+    cue, plan = _input_value(inputs, "storyEvent"), _input_value(inputs, "storyEventPlan")
+    events = cue.get("events") if isinstance(cue, dict) else None
+    plans = {p.get("id"): p for p in (plan.get("events") or [])} if isinstance(plan, dict) else {}
+    staged = []
+    for event in events if isinstance(events, list) else []:
+        planned = plans.get(event.get("id")) if isinstance(event, dict) else None
+        beats = planned.get("beats") if isinstance(planned, dict) else None
+        text = " ".join(str(b) for b in beats) if isinstance(beats, list) and beats else (event.get("cue") if isinstance(event, dict) else "")
+        if text:
+            staged.append(str(text))
+    return staged[:2]
 
 
 def check_line(inputs: dict[str, Any]) -> str:
