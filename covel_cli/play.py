@@ -39,8 +39,10 @@ DEMO_ACTIONS = (
     # The setup's character form (char-creator), answered: the name and two of Saltmere's attributes.
     '/answer name=Wren "role=a lamp-maker from the south" courage=4',
     "I push open the door of the Drowned Lantern and look around.",
+    "I promise Mira I will find the missing boats.",
     "I ask Old Tobin about the dark lighthouse and thank him for the warm fire.",
     "I pick up the rusty key from the table and light the lantern.",
+    "I tell Mira that Sela only wants to mend the lens; Mira now trusts Sela.",
     "At dusk I climb the cliff path to the lighthouse.",
     "/roll 2d6+1",
     "/panels",
@@ -122,20 +124,47 @@ def plugin_lines(turn: api.Turn) -> tuple[list[str], list[str]]:
     if advance:
         after = advance["after"]
         lines.append(f"🕰 day {after['day']}, {after['time']} ({after['period']}): +{advance['elapsedMinutes']} min, {advance['reason']}")
+    lines.extend(story_world_lines(outputs))
     suggestions = [str(s) for s in (outputs.get("guide") or {}).get("suggestions") or []]
     for result in turn.runtime_results:
         lines.extend(shown_lines(result))
     return lines, suggestions
 
 
+QUEST_MARKS = {"started": "new quest", "advanced": "quest", "completed": "quest done", "failed": "quest failed"}
+
+
+def story_world_lines(outputs: dict[str, Any]) -> list[str]:
+    """What the quest log, the codex and the relationship graph took from this turn's story."""
+    lines = [f"📜 {QUEST_MARKS.get(change.get('change'), 'quest')}: {change['quest']}" + (f" ({change['note']})" if change.get("note") else "")
+             for change in (outputs.get("core-quest/log") or {}).get("changes") or [] if change.get("quest")]
+    added = [str(name) for name in (outputs.get("codex") or {}).get("added") or []]
+    if added:
+        lines.append(f"📖 new in the codex: {', '.join(added)}")
+    for fact in (outputs.get("npc-graph/extractor") or {}).get("changed") or []:
+        state = fact.get("state") or "no longer " + str(fact.get("was") or "so")
+        was = f" (was: {fact['was']})" if fact.get("was") and fact.get("state") else ""
+        lines.append(f"🕸 {fact.get('subject')} {state} {fact.get('object')}{was}")
+    return lines
+
+
 NOTIFICATION_MARKS = {api.NOTIFICATION_LEVEL_SUCCESS: "✓", api.NOTIFICATION_LEVEL_WARNING: "!", api.NOTIFICATION_LEVEL_ERROR: "✗"}
+
+
+def part_text(part: dict[str, Any]) -> str:
+    """A UI part as one short text: its text, `label: value` of a key-value part, or its label."""
+    if part.get("text"):
+        return str(part["text"])
+    if part.get("label") and part.get("value") not in (None, ""):
+        return f"{part['label']}: {part['value']}"
+    return str(part.get("label") or "")
 
 
 def shown_lines(result: api.RuntimeResult) -> list[str]:
     """A runtime's notifications, UI blocks (as short summaries) and interactions, one line each."""
     lines = [f"{NOTIFICATION_MARKS.get(n.level, 'ℹ')} {n.title + ': ' if n.title else ''}{n.text}" for n in result.notifications]
     for block in result.ui:
-        texts = [str(from_struct(part).get("text") or from_struct(part).get("label") or "") for part in block.parts]
+        texts = [part_text(from_struct(part)) for part in block.parts]
         summary = "; ".join(text for text in texts if text)[:120]
         lines.append(f"▤ {block.title or block.id or block.plugin_id}{': ' + summary if summary else ''}")
     for asked in result.interactions:

@@ -95,6 +95,8 @@ def data_sources(manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBa
             sources.append(source)
     written = {source.contract for source in sources}
     for source in convention_sources(packages, files, written, len(manifest.data or [])):
+        if source.character_field and source.character_field in fields:
+            continue  # the world's own `data:` entry took that character field: it wins over a plugin's convention
         found = _character_source(source, source.character_field, fields, bag) if source.character_field else (
             _file_source(source, source.path, source.kind or None, source.key or None, files, bag))
         if found is not None:

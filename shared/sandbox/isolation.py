@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import resource
@@ -128,6 +129,39 @@ def _open_roots(roots: list[str]) -> dict[str, str]:
     return opened
 
 
+def _open_import_path() -> dict[str, str]:
+    """The import path's folders, opened now, as `_open_roots` opens the plugin folders: Python's own library
+    may sit below a folder only root may enter (/root/.pyenv), and a module not imported before the uid drop
+    (difflib, pprint, ...) must still be found after it."""
+    folders = [path for path in sys.path if path and os.path.isdir(path)]
+    return _open_roots(folders)
+
+
+def _reach_import_path(opened: dict[str, str]) -> list[str]:
+    """After the uid drop: every import-path folder this uid cannot enter by its name, by its descriptor."""
+    rerouted = []
+    for index, path in enumerate(sys.path):
+        if path in opened and not os.access(path, os.R_OK | os.X_OK):
+            sys.path[index] = opened[path]
+            rerouted.append(path)
+    if rerouted:
+        _reach_package_paths({path: opened[path] for path in rerouted})
+        importlib.invalidate_caches()
+    return rerouted
+
+
+def _reach_package_paths(moved: dict[str, str]) -> None:
+    """Packages imported before the drop (json, email, ...) find their submodules by their own __path__."""
+    for module in list(sys.modules.values()):
+        paths = getattr(module, "__path__", None)
+        if not isinstance(paths, list):
+            continue
+        for index, path in enumerate(paths):
+            origin = next((old for old in moved if path == old or path.startswith(old + os.sep)), None)
+            if origin is not None:
+                paths[index] = moved[origin] + path[len(origin):]
+
+
 def _write(path: str, text: str) -> None:
     with open(path, "w") as file:
         file.write(text)
@@ -220,10 +254,12 @@ def enter(config: IsolationConfig) -> Isolation:
     """Isolate this process (see the module doc); the report says what the kernel allowed."""
     report: dict[str, Any] = {"namespaces": "off", "hidden": []}
     roots = _open_roots(config.roots)
+    import_path = _open_import_path() if config.uid is not None else {}
     if config.namespaces:
         _namespaces(config, report)
     _limits(config)
     _drop_privileges(config)
+    report["import_path_by_descriptor"] = _reach_import_path(import_path)
     if report["namespaces"] != "off" and not str(report["namespaces"]).startswith("unavailable"):
         # A uid change clears the parent-death signal (prctl(2)): set it again, or a worker busy in
         # plugin code outlives a killed host as an orphan (seen: a hanging register() probe, for hours).

@@ -18,7 +18,7 @@ from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.conftest import TEST_PLUGIN_DIR, running_services
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGIN = "chat-mode-narrator"
@@ -35,7 +35,7 @@ async def chat_services(tmp_path_factory):
 
 
 async def _session(stub, *, plugins=(PLUGIN,), settings: dict | None = None):
-    request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=[*SETUP_PLUGINS, "memory", "history-compaction"],
+    request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=[*SETUP_PLUGINS, "memory", "history-compaction", *story_world_plugins_except()],
                                                  requested_plugins=list(plugins), approved_plugins=[p for p in plugins if p == "scene-cast-fixture"])
     for plugin_id, values in (settings or {}).items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))

@@ -14,11 +14,12 @@ from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
 from shared.ui_panels import render_text
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time"]
+OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time",
+          *story_world_plugins_except("codex")]
 
 
 async def _turn(stub, session_id: str, text: str) -> dict:
@@ -62,7 +63,7 @@ async def test_the_codex_collects_each_discovery_once_by_category(services) -> N
         codex = await _codex(store, session_id)
         assert codex["people"]["old-tobin"]["characterId"] == "tobin" and codex["people"]["old-tobin"]["aliases"] == []
         # Described by the story's sentence that names it (the scripted story words it one of a few ways).
-        assert "ou ask Tobin about the dark lighthouse and pick up the rusty key" in codex["items"]["rusty-key"]["description"]
+        assert "ask Tobin about the dark lighthouse and pick up the rusty key" in codex["items"]["rusty-key"]["description"]
         assert codex["places"]["lighthouse"]["firstSeen"] == 2
 
         # The harbour (by its other spelling) and the lighthouse are known already: no second entry for them.

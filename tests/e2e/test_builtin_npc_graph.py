@@ -15,12 +15,13 @@ from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
 from tests.e2e.conftest import running_services
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 # The demo world's other plugins stay out: this test is about npc-graph (demo-world gives the story its cast).
-OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time"]
+OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time",
+          *story_world_plugins_except("npc-graph")]
 
 
 async def _turn(stub, session_id: str, text: str):

@@ -66,13 +66,19 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
             turn = await _turn(stub, session_id, action)
             assert turn.status == store_pb2.TURN_STATUS_COMMITTED, (action, turn.abort_reason)
             for result in turn.runtime_results:
-                detached = result.runtime_id == "memory/extract" and result.status == resources_pb2.RUNTIME_STATUS_SKIPPED and "detached" in result.reason
-                assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS or detached, (action, result.runtime_id, result.status, result.reason)
+                # Skipped on purpose: a detached job (it runs after the commit), story-events' planner when no event fired.
+                skipped = result.status == resources_pb2.RUNTIME_STATUS_SKIPPED and (
+                    "detached" in result.reason or result.runtime_id == "story-events/plot")
+                assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS or skipped, (action, result.runtime_id, result.status, result.reason)
             turns.append(turn)
         outputs = [{r.runtime_id: from_struct(r.output) for r in turn.runtime_results} for turn in turns]
         ran = {runtime_id for output in outputs for runtime_id in output}
         assert {"narrator", "dice-check/roller", "dice-check/recorder", "inventory/stock", "inventory/ledger", "inventory/apply",
-                "affinity/judge", "affinity/apply", "guide", "world-time/context", "world-time/advance"} <= ran
+                "affinity/judge", "affinity/apply", "guide", "world-time/context", "world-time/advance",
+                # The story world the demo turns on besides (docs/builtin-plugins.md).
+                "inventory/vocabulary", "core-quest/log", "core-quest/vocabulary", "world-ir", "npc-graph/rag-retriever",
+                "npc-graph/extractor", "codex", "story-events/intake", "story-events/evaluate", "scene-stage/seed", "scene-stage/cast",
+                "scene-stage/resolver", "soundtrack/scene", "soundtrack/cue", "character-blueprint/presence"} <= ran
 
         # dice-check: the climb (turn 4) and the sneak (turn 7) were rolled and recorded.
         assert outputs[3]["dice-check/roller"]["checks"][0]["skill"] == "athletics"

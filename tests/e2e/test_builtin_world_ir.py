@@ -16,7 +16,7 @@ from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SCHEMAS = REPO_ROOT / "plugins" / "world-ir" / "schemas"
@@ -49,7 +49,7 @@ def _schema(name: str) -> dict:
 async def test_facts_with_stable_ids_named_by_every_vocabulary(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=SETUP_PLUGINS,
+        request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=[*SETUP_PLUGINS, *story_world_plugins_except("world-ir", "core-quest")],
                                                      requested_plugins=["world-ir", "core-quest"])
         session = (await stub.CreateSession(request)).session
         assert {"world-ir", "core-quest", "inventory"} <= set(session.active_plugins)
@@ -101,7 +101,7 @@ async def test_facts_with_stable_ids_named_by_every_vocabulary(services) -> None
 async def test_without_vocabulary_providers_world_ir_still_runs(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=[*SETUP_PLUGINS, "inventory"],
+        request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=[*SETUP_PLUGINS, "inventory", *story_world_plugins_except("world-ir")],
                                                      requested_plugins=["world-ir"])
         session = (await stub.CreateSession(request)).session
         assert "inventory" not in session.active_plugins and "core-quest" not in session.active_plugins
@@ -121,7 +121,7 @@ async def test_the_ten_demo_turns_with_world_ir_and_core_quest_on(services) -> N
 
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub, store = scheduler_pb2_grpc.SchedulerStub(channel), store_pb2_grpc.TransactionalStoreStub(store_channel)
-        request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=SETUP_PLUGINS,
+        request = scheduler_pb2.CreateSessionRequest(world_id=DEFAULT_WORLD, excluded_plugins=[*SETUP_PLUGINS, *story_world_plugins_except("world-ir", "core-quest")],
                                                      requested_plugins=["world-ir", "core-quest"])
         session = (await stub.CreateSession(request)).session
         last = None

@@ -64,10 +64,10 @@ async def test_the_demo_actions_over_grpc_show_every_plugin_line(services) -> No
     assert "(error" not in text, text
     turns = text.split("\n> ")[1:]
     assert [turn.splitlines()[0] for turn in turns] == list(DEMO_ACTIONS)
-    answer, door, tobin, key, dusk, roll, panels = turns
+    answer, door, promise, tobin, key, trust, dusk, roll, panels = turns
     assert "▤ Character (char-creator, right)\n    Wren\n" in panels and "    courage: 4\n" in panels, panels
     assert "▤ Inventory (inventory, right)" in panels and "    rusty key ×1\n" in panels, panels
-    assert "▤ Story time (world-time, right)\n    Day 1, 21:35 (evening)\n" in panels, panels
+    assert "▤ Story time (world-time, right)\n    Day 1, 22:15 (night)\n" in panels, panels
     # The setup: covel play started it (the character form), the demo answered it, and the narrator opened the story.
     setup = text.split("\n> ")[0]
     assert "(setting up the story…)" in setup and "? Your character: name, courage, role" in setup, setup
@@ -75,17 +75,23 @@ async def test_the_demo_actions_over_grpc_show_every_plugin_line(services) -> No
     assert "✓ char-creator/player-init" in answer and "✓ pregame" in answer and "✓ narrator" in answer
 
     # Every played turn ends with its runtime line, and the guide's numbered suggestions before it.
-    for number, shown in enumerate((door, tobin, key, dusk), start=1):
+    for number, shown in enumerate((door, promise, tobin, key, trust, dusk), start=1):
         assert re.search(rf"\n\[turn {number} committed in \d+\.\d\ds: ✓ ", shown), shown
         assert "✓ narrator " in shown and "\n  What next?\n   1. " in shown
     assert "🕰 day 1, 19:50 (dusk): +20 min, the turn's events" in answer, "the opening is a story turn of the clock too"
     assert "🕰 day 1, 20:10 (evening): +20 min, the turn's events" in door
+    # The story world: a quest taken on, what the codex learnt, a hidden event the story stages once its
+    # conditions hold (turn 2 on, the lamp dark, the player asking about it), a relationship that changed.
+    assert "📜 new quest: Find the missing boats" in promise and "📖 new in the codex: " in promise, promise
+    assert "Old Tobin lowers his voice. On the night the lamp went out he saw a small light" in tobin, tobin
+    assert "🕸 Mira trusts Sela" in trust, trust
+    assert "▤ Quests (core-quest, right)" in panels and "▤ Relationships (npc-graph, right)" in panels, panels
     assert re.search(r"\n  ♥ [\w ]+ \+\d+ \(now \d+\)", tobin), tobin
     assert "🎒 rusty key +1 (now 1)" in key and "🎒 brass lantern in hand" in key, key
-    assert "🕰 day 1, 20:50 (evening)" in key
-    # "At dusk" said at 20:50 is this evening: the climb takes 45 minutes, not a day.
+    assert "🕰 day 1, 21:10 (evening)" in key
+    # "At dusk" said at 21:30 is this evening's: the climb takes 45 minutes, not a day.
     assert re.search(r"🎲 athletics: rolled \d+\+0 vs DC 11 → (critical-)?(success|failure)", dusk), dusk
-    assert "🕰 day 1, 21:35 (evening): +45 min, travel" in dusk, dusk
+    assert "🕰 day 1, 22:15 (night): +45 min, travel" in dusk, dusk
     # /roll is RunManual of dice-check/roll: its line, then the manual run's own runtime line.
     rolled = re.search(r"🎲 2d6\+1: \[(\d), (\d)\] \+ 1 = (\d+)", roll)
     assert rolled and int(rolled[1]) + int(rolled[2]) + 1 == int(rolled[3]), roll

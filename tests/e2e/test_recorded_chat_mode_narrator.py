@@ -18,14 +18,14 @@ from services.scheduler.contracts import kernel_contract_schema
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
 from tests.e2e.recorded_model import Request, recorded, recorded_services
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGINS = REPO_ROOT / "plugins"
 PLUGIN = "chat-mode-narrator"
 PLAN, NARRATE = f"{PLUGIN}/plan", f"{PLUGIN}/narrate"
 # Only the story engine and the dice talk to the model here (the other builtins have their own recorded tests).
-QUIET = [*SETUP_PLUGINS, "memory", "history-compaction", "guide", "affinity", "inventory"]
+QUIET = [*SETUP_PLUGINS, "memory", "history-compaction", "guide", "affinity", "inventory", *story_world_plugins_except()]
 TURN_EN = "I ask Old Tobin about the dark lighthouse."
 TURN_ZH = "我从桌上拿起生锈的钥匙，感谢老托宾的炉火。"
 

@@ -16,13 +16,14 @@ from covel.store.v1 import store_pb2
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value
 from tests.e2e.recorded_model import Request, recorded, recorded_services
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGINS = REPO_ROOT / "plugins"
 EXTRACTOR = "format:npc-graph-facts"
 # The model-driven plugins this module is not about stay out.
-OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time"]
+OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time",
+          *story_world_plugins_except("npc-graph")]
 TURN_1 = "I ask Old Tobin why Mira never comes into the inn."
 TURN_2 = "I find Mira on the quay and tell her Tobin kept her father's boat safe all these years."
 

@@ -27,7 +27,7 @@ from services.scheduler.contracts import kernel_contract_schema
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.recorded_model import Request, recorded, recorded_services
-from tests.support.builtin_plugins import SETUP_PLUGINS
+from tests.support.builtin_plugins import SETUP_PLUGINS, STORY_WORLD_PLUGINS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGINS = REPO_ROOT / "plugins"
@@ -67,7 +67,7 @@ async def new_session(stub, locale: str = "en", store=None) -> str:
     memory/extract of an earlier test would otherwise ask the model in the middle of this one)."""
     if store is not None:
         await detached_jobs_done(store)
-    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, locale=locale, excluded_plugins=SETUP_PLUGINS)
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, locale=locale, excluded_plugins=[*SETUP_PLUGINS, *STORY_WORLD_PLUGINS])
     SESSIONS.append((await stub.CreateSession(request)).session.id)
     return SESSIONS[-1]
 
@@ -393,7 +393,7 @@ def usage_of(name: str) -> int:
 async def test_cost_gate_counts_the_providers_usage_of_every_call(stack) -> None:
     """The recorded replies carry the provider's usage; cost-gate adds exactly those totals."""
     model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, excluded_plugins=SETUP_PLUGINS)
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, excluded_plugins=[*SETUP_PLUGINS, *STORY_WORLD_PLUGINS])
     for plugin_id, values in {"cost-gate": {"softCapTokens": 10_000_000, "hardCapTokens": 5000}}.items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     await detached_jobs_done(store)
@@ -427,7 +427,7 @@ async def test_a_setting_value_its_plugin_does_not_declare_is_refused_at_create_
     import grpc
 
     model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, excluded_plugins=SETUP_PLUGINS)
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, excluded_plugins=[*SETUP_PLUGINS, *STORY_WORLD_PLUGINS])
     request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     model.requests.clear()
     with pytest.raises(grpc.aio.AioRpcError) as raised:
@@ -442,7 +442,7 @@ async def test_summaries_reach_the_story_and_the_guide_but_not_windowed_bookkeep
     includeSummaries) reads it too; the ledger (maxTurns 0) and the judge (maxTurns 1, no
     includeSummaries) do not (spec: a limited window carries no summary unless it asks)."""
     model, stub, store = stack
-    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, excluded_plugins=SETUP_PLUGINS)
+    request = scheduler_pb2.CreateSessionRequest(world_id=WORLD, excluded_plugins=[*SETUP_PLUGINS, *STORY_WORLD_PLUGINS])
     for plugin_id, values in {"history-compaction": {"budgetChars": 200, "keepTurns": 1}}.items():
         request.plugin_settings[plugin_id].CopyFrom(to_struct(values))
     await detached_jobs_done(store)

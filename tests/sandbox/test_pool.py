@@ -37,6 +37,9 @@ async def probe(ctx, payload):
             return {"v": type(error).__name__}
     if what == "ids":
         return {"v": [os.getuid(), os.getpid(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit())]}
+    if what == "import":
+        import importlib
+        return {"v": importlib.import_module(payload["module"]).__name__}
     return {"v": what}
 
 def sync_sleep(ctx, payload):
@@ -102,6 +105,18 @@ async def test_a_worker_sees_no_secrets_no_other_process_and_no_root_file(plugin
         if report["namespaces"].startswith("pid"):
             uid, pid, visible = (await hook(workers, 0, {"what": "ids"}))["v"]["v"]
             assert pid == 1 and os.getpid() not in visible
+    finally:
+        await pool.close()
+
+
+async def test_a_worker_imports_the_standard_library_after_giving_up_root(plugin_dir: Path, tmp_path: Path) -> None:
+    """Python's library may sit below a folder only root may enter (e.g. /root/.pyenv): a module nothing
+    imported before the uid drop is still found, through the folder's descriptor."""
+    pool = SandboxPool(SHIPPED, "test", data_dir=tmp_path)
+    try:
+        workers = await loaded(pool, plugin_dir)
+        for module in ("colorsys", "difflib", "pprint", "json.tool"):
+            assert (await hook(workers, 0, {"what": "import", "module": module}))["v"]["v"] == module
     finally:
         await pool.close()
 

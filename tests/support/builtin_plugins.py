@@ -30,3 +30,13 @@ def non_story_core_plugin_ids(folder: Path = BUILTIN_PLUGIN_DIR) -> tuple[str, .
 # The core plugins that take a new session of a world through its setup (docs/setup.md). A test about
 # something else excludes them, so its first action is an ordinary turn, as in a session without them.
 SETUP_PLUGINS = ("world-init", "char-creator", "pregame")
+
+# What the demo world turns on besides its first plugins, to show a story world (docs/builtin-plugins.md). Each
+# has its own tests; a test about something else leaves those it is not about out, so the model calls its
+# session makes (and the recorded replies it needs) are the ones it expects.
+STORY_WORLD_PLUGINS = ("story-events", "living-world-rules", "core-quest", "world-ir", "npc-graph", "codex", "scene-stage",
+                       "soundtrack", "character-blueprint")
+
+
+def story_world_plugins_except(*kept: str) -> tuple[str, ...]:
+    return tuple(plugin for plugin in STORY_WORLD_PLUGINS if plugin not in kept)
