@@ -100,11 +100,13 @@ async def create_session(stub: scheduler_pb2_grpc.SchedulerStub, *, excluded_plu
     return (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(excluded_plugins=excluded, **fields))).session
 
 
-async def world_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str, plugin_settings: dict | None = None) -> str:
-    """A session in `world` with its whole plugin set, taken through its setup (docs/setup.md: an `advance`,
-    each open form answered with its defaults and a name, the opening), so what is measured is play."""
+async def world_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str, plugin_settings: dict | None = None,
+                        excluded_plugins: tuple[str, ...] = ()) -> str:
+    """A session in `world` with its whole plugin set (but `excluded_plugins`), taken through its setup (docs/setup.md:
+    an `advance`, each open form answered with its defaults and a name, the opening), so what is measured is play."""
     settings = {plugin: to_struct(values) for plugin, values in (plugin_settings or {}).items()}
-    session_id = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id=world, plugin_settings=settings))).session.id
+    session_id = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(
+        world_id=world, plugin_settings=settings, excluded_plugins=list(excluded_plugins)))).session.id
     advance = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="advance")])
     [event async for event in stub.SubmitActions(advance)]
     for record in (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions:

@@ -21,6 +21,8 @@ Row = list[object]
 
 def _turn_latency(data: dict) -> Iterator[Row]:
     yield from _turn_rows(data, "turn latency, narrator, 5 processes")
+    if "demo_world_plain" in data:
+        yield from _turn_rows(data["demo_world_plain"], "turn latency, demo world without its story world, 5 processes")
     if "demo_world" in data:
         yield from _turn_rows(data["demo_world"], "turn latency, demo world, 5 processes")
 

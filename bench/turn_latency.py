@@ -33,19 +33,22 @@ from bench.turn_costs import metrics_env, per_turn, snapshot
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
+from tests.support.builtin_plugins import STORY_WORLD_PLUGINS
 
 DEMO_WORLD = "demo-world"
 
 
-async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str = TCP, world: str = "") -> dict:
-    """`world`: a session in that world with its whole plugin set; else the narrator alone."""
+async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str = TCP, world: str = "",
+                  excluded: tuple[str, ...] = ()) -> dict:
+    """`world`: a session in that world with its whole plugin set (but `excluded`); else the narrator alone."""
     env, metrics_ports = metrics_env() if mode == PROCESSES else ({}, {})
     costs: dict = {}
     async with running_services(mode, transport, env) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             if world:
-                session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=await world_session(stub, world)))).session
+                session_id = await world_session(stub, world, excluded_plugins=excluded)
+                session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
             else:
                 session = await create_session(stub)
             timings, first_text, messages, hooks_run = [], [], [], 0
@@ -105,10 +108,18 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{args.turns} turns in one session (history grows each turn), {args.mode} over {args.transport}:")
     print(render(result, "narrator only: one turn, five processes, scripted model"))
     if args.demo_turns:
+        # The peer: the same world without its story world (quests, codex, relationships, events, stage, music, ...).
+        plain = asyncio.run(measure(args.demo_turns, args.warmup, args.mode, args.transport, world=DEMO_WORLD, excluded=STORY_WORLD_PLUGINS))
+        result["demo_world_plain"] = plain
+        print(f"\n{args.demo_turns} turns in the demo world without its story world ({', '.join(plain['plugins'])}):")
+        print(render(plain, "demo world, story world left out: one turn, five processes, scripted model"))
         demo = asyncio.run(measure(args.demo_turns, args.warmup, args.mode, args.transport, world=DEMO_WORLD))
         result["demo_world"] = demo
         print(f"\n{args.demo_turns} turns in the demo world ({', '.join(demo['plugins'])}):")
         print(render(demo, "demo world: one turn, five processes, scripted model"))
+        cpu, plain_cpu = sum(demo.get("cpu_ms_per_turn", {}).values()), sum(plain.get("cpu_ms_per_turn", {}).values())
+        print(f"\nthe story world's cost: turn p50 {demo['turn_ms']['p50'] / plain['turn_ms']['p50']:.2f}x"
+              + (f", CPU per turn {cpu:.1f} ms against {plain_cpu:.1f} ms ({cpu / plain_cpu:.2f}x)" if plain_cpu else ""))
     write_result("turn_latency", result)
     return result
 
