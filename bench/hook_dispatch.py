@@ -5,6 +5,10 @@ sequential, fail-closed, each handler under its timeout) dispatched in process t
 handlers that let the call proceed, against pluggy calling 5 hookimpls and Bub's
 `before_tool_call` guard with 5 hookimpls (bench/bub_hooks.py, in Bub's venv when there is one:
 Bub needs Python >= 3.12), one run of each in turn, 15 times: the best run of each counts.
+The same run measures a Python hookspec call through the hooks service's adapter
+(services/hooks/hookspec_adapter.py): PreToolUse dispatched to one plugin whose 5 `before_tool_call`
+hookimpls (plain `def`, and `async def`) let the call proceed, against pluggy calling the same 5
+hookimpls itself (`manager.hook.before_tool_call(call=..., state=...)`).
 Then 5 plain-function handlers on TurnStart (sequential guard event) and on TurnStop
 (parallel), and 5 `async def` handlers. A plain function runs in a plugin thread
 (docs/hooks.md), so its figure is mostly the thread hop; an async one runs on the loop.
@@ -82,6 +86,58 @@ async def pre_tool_use_us(rounds: int) -> float:
     return (time.perf_counter() - started) / rounds * 1e6
 
 
+def hookspec_objects(asynchronous: bool) -> list:
+    """5 objects whose before_tool_call lets the call proceed (None)."""
+    from shared.plugin_sdk.hookspecs import hookimpl
+
+    async def proceed_async(self, call, state):
+        return None
+
+    def proceed(self, call, state):
+        return None
+
+    chosen = proceed_async if asynchronous else proceed
+    return [type(f"Policy{index}", (), {"before_tool_call": hookimpl(chosen)})() for index in range(HANDLERS)]
+
+
+def adapter_table(asynchronous: bool) -> HandlerTable:
+    from services.hooks.hookspec_adapter import register_hookimpls
+
+    registrar = PluginRegistrar("bench")
+    for obj in hookspec_objects(asynchronous):
+        registrar.register_hookimpls(obj)
+    register_hookimpls(registrar)
+    return HandlerTable(registrar.hooks, {"bench": "builtin"})
+
+
+async def adapter_us(rounds: int, asynchronous: bool = False) -> float:
+    """One run: a hookspec call through the adapter: PreToolUse to a plugin's 5 before_tool_call hookimpls."""
+    table = adapter_table(asynchronous)
+    for _ in range(200):
+        await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        await dispatch(table, "PreToolUse", AGENT_STEP, TOOL_CALL)
+    return (time.perf_counter() - started) / rounds * 1e6
+
+
+def pluggy_hookspec_us(rounds: int) -> float:
+    """One run: pluggy calling the same 5 before_tool_call hookimpls itself (CovelHookSpecs)."""
+    from shared.plugin_sdk.hookspecs import PROJECT, CovelHookSpecs, ToolCall
+
+    manager = pluggy.PluginManager(PROJECT)
+    manager.add_hookspecs(CovelHookSpecs)
+    for index, obj in enumerate(hookspec_objects(False)):
+        manager.register(obj, name=f"policy{index}")
+    call = ToolCall("t:narrator", "roll_dice", {"sides": 20, "count": 1}, "call-1")
+    for _ in range(1000):
+        manager.hook.before_tool_call(call=call, state={})
+    started = time.perf_counter()
+    for _ in range(rounds):
+        manager.hook.before_tool_call(call=call, state={})
+    return (time.perf_counter() - started) / rounds * 1e6
+
+
 class BubGuard:
     """Bub's before_tool_call with 5 hookimpls, in its interpreter (bench/bub_hooks.py): one run per `run`."""
 
@@ -113,11 +169,16 @@ async def headline(rounds: int) -> dict:
     (the machine is shared: the best run is the least disturbed, and all three see the same load)."""
     python = bub_python()
     bub = BubGuard(python) if python is not None else None
-    best = {"covel": float("inf"), "pluggy": float("inf"), "bub": float("inf")}
+    best = {"covel": float("inf"), "pluggy": float("inf"), "bub": float("inf"), "adapter": float("inf"),
+            "adapter_async": float("inf"), "pluggy_hookspec": float("inf")}
     try:
         for _ in range(REPEATS):
             best["covel"] = min(best["covel"], await pre_tool_use_us(rounds))
             best["pluggy"] = min(best["pluggy"], pluggy_us(rounds))
+            # Plain hookimpls run in plugin threads: fewer rounds keep the run short.
+            best["adapter"] = min(best["adapter"], await adapter_us(rounds // 5))
+            best["adapter_async"] = min(best["adapter_async"], await adapter_us(rounds, asynchronous=True))
+            best["pluggy_hookspec"] = min(best["pluggy_hookspec"], pluggy_hookspec_us(rounds))
             if bub is not None:
                 best["bub"] = min(best["bub"], bub.run(rounds))
     finally:
@@ -127,7 +188,9 @@ async def headline(rounds: int) -> dict:
         about = {"skipped": "Bub is not installed: it needs Python >= 3.12 (make .venv/bub/.installed builds .venv/bub)"}
     else:
         about = {**bub.about, "before_tool_call_us": best["bub"]}
-    return {"pre_tool_use_event_us": best["covel"], "pre_tool_use_pluggy_call_us": best["pluggy"], "bub": about}
+    return {"pre_tool_use_event_us": best["covel"], "pre_tool_use_pluggy_call_us": best["pluggy"], "bub": about,
+            "hookspec_adapter_call_us": best["adapter"], "hookspec_adapter_async_call_us": best["adapter_async"],
+            "hookspec_pluggy_call_us": best["pluggy_hookspec"]}
 
 
 def pluggy_us(rounds: int) -> float:
@@ -239,6 +302,12 @@ def print_headline(result: dict) -> None:
     covel, plug, bub = result["pre_tool_use_event_us"], result["pre_tool_use_pluggy_call_us"], result["bub"]
     print(f"PreToolUse, {HANDLERS} handlers (async, in process, timeouts and fail-closed): {covel:.2f} µs per event")
     print(f"  pluggy, {HANDLERS} hookimpls (no timeouts, no fail-closed): {plug:.2f} µs per call   Covel / pluggy {covel / plug:.2f}x")
+    adapter, adapter_async, hookspec = (result["hookspec_adapter_call_us"], result["hookspec_adapter_async_call_us"],
+                                        result["hookspec_pluggy_call_us"])
+    print(f"  hookspec before_tool_call, {HANDLERS} hookimpls, through the adapter (PreToolUse): plain def {adapter:.2f} µs,"
+          f" async def {adapter_async:.2f} µs per call")
+    print(f"  the same {HANDLERS} hookimpls called by pluggy: {hookspec:.2f} µs per call   adapter / pluggy"
+          f" {adapter / hookspec:.1f}x (plain), {adapter_async / hookspec:.1f}x (async)")
     if "skipped" in bub:
         print(f"  Bub before_tool_call, {HANDLERS} hookimpls: skipped, {bub['skipped']}")
     else:

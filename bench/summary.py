@@ -96,6 +96,9 @@ def _hook_dispatch(data: dict) -> Iterator[Row]:
     yield ["hook dispatch, PreToolUse, 5 async handlers", "in process per event µs (pluggy; Bub)",
            f"{data['pre_tool_use_event_us']:.2f} ({data['pre_tool_use_pluggy_call_us']:.2f}{bub_us})"]
     yield ["hook dispatch, 5 plain-function handlers", "sequential per event µs (each in a thread)", f"{data['sequential_event_us']:.0f}"]
+    if "hookspec_adapter_call_us" in data:
+        yield ["hookspec call through the adapter, 5 hookimpls", "per call µs: plain def; async def (pluggy)",
+               f"{data['hookspec_adapter_call_us']:.0f}; {data['hookspec_adapter_async_call_us']:.2f} ({data['hookspec_pluggy_call_us']:.2f})"]
     yield ["hook dispatch, 5 handlers", "gRPC Dispatch round trip µs", f"{data['grpc_dispatch_round_trip_us']:.0f}"]
 
 

@@ -56,8 +56,8 @@ from shared.settings import REPO_ROOT, ServiceSettings, default_data_dir, defaul
 
 DOC_FILES = (REPO_ROOT / "docs" / "plugins.md", REPO_ROOT / "docs" / "settings.md", REPO_ROOT / "docs" / "retries.md",
              REPO_ROOT / "docs" / "security.md", REPO_ROOT / "docs" / "api.md", REPO_ROOT / "README.md")
-# docs/worlds.md's tables come from covel_cli/world_doc_tables.py.
-WORLD_DOC_FILES = (REPO_ROOT / "docs" / "worlds.md",)
+# docs/worlds.md's tables come from covel_cli/world_doc_tables.py, docs/hookspecs.md's from covel_cli/hookspec_doc_tables.py.
+WORLD_DOC_FILES = (REPO_ROOT / "docs" / "worlds.md", REPO_ROOT / "docs" / "hookspecs.md")
 BLOCK = re.compile(r"(<!-- generated: (?P<key>[\w:.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
 WRITE_COMMAND = "python -m covel_cli.doc_tables --write"
 
@@ -776,14 +776,18 @@ def generated(key: str) -> str:
         return service_policy_table()
     if key == "public-enums":
         return public_enums_table()
+    if key == "hookspecs":
+        from covel_cli.hookspec_doc_tables import hookspecs_table
+
+        return hookspecs_table()
     raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service>, "
-                   "channel-rules, service-policy or public-enums")
+                   "channel-rules, service-policy, public-enums or hookspecs")
 
 
 def all_keys() -> list[str]:
     """Every table the docs must hold."""
     return ([f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
-            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy", "public-enums"])
+            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy", "public-enums", "hookspecs"])
 
 
 def regenerate(text: str) -> str:

@@ -8,6 +8,9 @@ import signal
 import sys
 from pathlib import Path
 
+from covel_cli.channels import HostFailed
+from covel_cli.channels import add_parser as add_channel
+from covel_cli.channels import host as host_channels
 from covel_cli.hooks_info import add_parser as add_hooks_info
 from covel_cli.launcher import (
     RESTART_WINDOW_S,
@@ -21,6 +24,8 @@ from covel_cli.launcher import (
 )
 from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
+from covel_cli.plugin_commands import add_parser as add_plugin_command
+from covel_cli.plugin_commands import run as run_plugin_command
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
 from services.web.settings import WebSettings
@@ -104,6 +109,22 @@ async def _demo(args: argparse.Namespace) -> int:
         await group.stop()
 
 
+async def _channel(args: argparse.Namespace) -> int:
+    try:
+        return await host_channels(args.plugin, args.addr or configured_addrs()["scheduler"], _world(args))
+    except HostFailed as error:
+        print(f"covel channel: {error}", file=sys.stderr)
+        return 1
+
+
+async def _plugin_command(args: argparse.Namespace) -> int:
+    try:
+        return await run_plugin_command(args)
+    except HostFailed as error:
+        print(f"covel plugin: {error}", file=sys.stderr)
+        return 1
+
+
 async def _worlds(args: argparse.Namespace) -> int:
     return await list_worlds(args.addr or configured_addrs()["scheduler"])
 
@@ -143,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     worlds.set_defaults(run=_worlds)
     health = commands.add_parser("health", help="gRPC health of the five services at their configured addresses")
     health.set_defaults(run=_health)
+    add_channel(commands, _channel)
+    add_plugin_command(commands, _plugin_command)
     add_validate_plugin(commands)
     add_validate_world(commands)
     add_hooks_info(commands)

@@ -50,11 +50,14 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     HookEvent("PreSchedule", Scope.TURN, Mode.SEQUENTIAL, False, ("triggered",)),
     HookEvent("PreRuntime", Scope.RUNTIME, Mode.SEQUENTIAL, True, ()),
     HookEvent("PostContextAssembly", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("systemPrompt", "messages")),
-    HookEvent("PreStep", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("tools", "toolChoice", "stepsRemaining", "stop")),
-    HookEvent("PreLLMCall", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("messages", "model", "tools", "stream")),
+    # replace.interjections: messages merged into the run before this step, as Interject's (docs/hooks.md).
+    HookEvent("PreStep", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("tools", "toolChoice", "stepsRemaining", "stop", "interjections")),
+    # replace.response ({content}) answers the call: the model is not asked (docs/hooks.md).
+    HookEvent("PreLLMCall", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("messages", "model", "tools", "stream", "response")),
     HookEvent("PostLLMResponse", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("response", "correction")),
     HookEvent("PostRuntime", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("result",)),
-    HookEvent("PreToolUse", Scope.RUNTIME, Mode.SEQUENTIAL, True, ("toolCall",)),
+    # replace.result answers the call: the tool does not run, the call succeeds with it as data (docs/hooks.md).
+    HookEvent("PreToolUse", Scope.RUNTIME, Mode.SEQUENTIAL, True, ("toolCall", "result")),
     HookEvent("PostToolUse", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("result", "terminate")),
     HookEvent("PreStateCommit", Scope.RUNTIME, Mode.SEQUENTIAL, True, ("proposal",)),
     HookEvent("PostStateCommit", Scope.RUNTIME, Mode.PARALLEL, False, (), cancelled_with_execution=False),

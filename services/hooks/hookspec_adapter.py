@@ -4,28 +4,40 @@ A plugin registers objects with `@hookimpl` methods (`covel.register_hookimpls(o
 module turns them into ordinary `covel.on(...)` registrations of the plugin, so the
 dispatcher, declarations (contributes.hooks) and traces treat them like any handler:
 
-| hookspec                          | events                          |
-|-----------------------------------|---------------------------------|
-| before_llm_call, after_llm_call   | PreLLMCall + PostLLMResponse    |
-| before_tool_call, after_tool_call | PreToolUse + PostToolUse        |
-| system_prompt                     | PostContextAssembly             |
-| on_error                          | PostRuntime (failed runtimes)   |
-| provide_tools                     | covel.register_tool, at load    |
+| hookspec                                               | events                          |
+|--------------------------------------------------------|---------------------------------|
+| before_llm_call, after_llm_call                        | PreLLMCall + PostLLMResponse    |
+| run_model, run_model_stream, provide_model_options     | PreLLMCall + PostLLMResponse    |
+| before_tool_call, after_tool_call                      | PreToolUse + PostToolUse        |
+| system_prompt, build_prompt, build_tape_context        | PostContextAssembly             |
+| provide_steering_inbox                                 | PreStep (replace.interjections) |
+| load_state                                             | TurnStart                       |
+| save_state, render_outbound, dispatch_outbound,        | TurnStart + the gateway key     |
+| provide_tape_sidecar                                   | message:sent (KEYS_OF_HOOK)     |
+| on_error                                               | PostRuntime (failed runtimes)   |
+| provide_tools                                          | covel.register_tool, at load    |
+| provide_channels, resolve_session                      | none: `covel channel` calls them|
+| register_cli_commands                                  | none: `covel plugin` calls it   |
+
+The turn hooks' code is in turn_hooks.py, the app hooks' in app_hooks.py; the decision chains and
+the error rule in shared/plugin_sdk/agent_plugins.py (PluginAgentHooks). A hook refused by design
+(REFUSED_BY_DESIGN: provide_tape_store) or not supported yet (NOT_SUPPORTED_YET) fails the load,
+naming it; docs/hookspecs.md is the table of all of them (covel_cli/hookspec_doc_tables.py).
 
 The difference from `covel.on` handlers: an impl that raises or returns the wrong type is
 logged and skipped (and reported to on_error); it never blocks. Impls run in pluggy's order
 (LIFO registration, tryfirst/trylast).
 
 What the kernel's results cannot say, and how it is met:
-- LLMCallDecision.finish(text): PreLLMCall's result can only rewrite messages, model, tools
-  and stream (its abort changes nothing), so it cannot answer for the model. The call is sent
-  without tools and without streaming, and PostLLMResponse replaces its answer with `text`.
-- ToolCallDecision.replace(result): PreToolUse can only refuse a call or rewrite its name and
-  arguments. For a tool registered by a plugin's entry module (it runs here, through
-  CallTool), the call goes on unchanged and CallTool answers `{"ok": true, "data": result}`
-  without running the tool (`take_replacement`): a successful call. Any other tool (the
-  kernel's own, run by the scheduler) is renamed `covel:replaced:<tool>` so nothing runs, and
-  PostToolUse gives the model the result; the kernel counts that call as failed.
+- LLMCallDecision.finish(text): PreLLMCall's replace.response answers the call with `text`; the
+  model is not asked. PostLLMResponse follows as for any reply (after_llm_call hears of it there;
+  its answer is set to `text` again, should another plugin's handler have changed it).
+- ToolCallDecision.replace(result): for a tool registered by a plugin's entry module (it runs
+  here, through CallTool), the call goes on unchanged and CallTool answers
+  `{"ok": true, "data": result}` without running the tool (`take_replacement`). Any other tool
+  (the kernel's own, run by the scheduler) is answered by PreToolUse's replace.result: the
+  scheduler does not run it. Either way a successful call. (REPLACED_PREFIX, the renaming an
+  older adapter used for kernel tools, is still stripped from names it sees.)
 - after_tool_call also hears of calls another plugin's PreToolUse refused: the hooks service
   tells every hookspec plugin of the session once a PreToolUse dispatch ends in abort
   (`tool_refused`).
@@ -62,25 +74,24 @@ from typing import Any
 
 import pluggy
 
+from services.hooks import app_hooks, turn_hooks
 from shared.hook_events import EVENTS_BY_NAME
 from shared.logs import get_logger
 from shared.plugin_sdk import HookContext
+from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
 from shared.plugin_sdk.hookspecs import (
     HOOK_NAMES,
     PROJECT,
     CovelHookSpecs,
-    LLMCallDecision,
     LLMCallRequest,
     LLMCallResult,
     RuntimeFailed,
     Tool,
     ToolCall,
-    ToolCallDecision,
     ToolCallFailed,
     ToolCallResult,
 )
 from shared.plugin_sdk.registrar import PluginRegistrar, RegistrationError
-from shared.plugin_threads import call_plugin_code
 
 log = get_logger(component="hookspecs")
 REPLACED_PREFIX = "covel:replaced:"
@@ -94,16 +105,47 @@ EVENTS_OF_HOOK: dict[str, tuple[str, ...]] = {
     "before_tool_call": ("PreToolUse", "PostToolUse"),
     "after_tool_call": ("PreToolUse", "PostToolUse"),
     "system_prompt": ("PostContextAssembly",),
+    "build_prompt": ("PostContextAssembly",),
+    # TurnStart: the turn's message (and load_state's state); the gateway key message:sent (KEYS_OF_HOOK): the story out.
+    "load_state": ("TurnStart",),
+    "save_state": ("TurnStart",),
+    "render_outbound": ("TurnStart",),
+    "dispatch_outbound": ("TurnStart",),
+    "run_model": ("PreLLMCall", "PostLLMResponse"),
+    "run_model_stream": ("PreLLMCall", "PostLLMResponse"),
+    "provide_model_options": ("PreLLMCall", "PostLLMResponse"),
+    "build_tape_context": ("PostContextAssembly",),
+    "provide_steering_inbox": ("PreStep",),
+    # Called by the CLI, not by this service: the channel host (`covel channel`, covel_cli/channels.py) and
+    # `covel plugin <plugin> <command>` (covel_cli/plugin_commands.py).
+    "provide_channels": (),
+    "resolve_session": (),
+    "register_cli_commands": (),
+    "provide_tape_sidecar": ("TurnStart",),
     "on_error": ("PostRuntime",),
     "provide_tools": (),
 }
+# Gateway event keys a hook also rides on (docs/event-hooks.md): after the turn's story was handed to the client.
+KEYS_OF_HOOK: dict[str, tuple[str, ...]] = {
+    name: ("message:sent",) for name in ("save_state", "render_outbound", "dispatch_outbound", "provide_tape_sidecar")}
+# Hooks of the spec Covel refuses by design (the plugin fails to load, with the reason).
+REFUSED_BY_DESIGN: dict[str, str] = {
+    "provide_tape_store": "the store service keeps the conversation log and commits each turn in one transaction: it "
+                          "stays the single source of truth, so a plugin cannot replace where tapes are kept; read the "
+                          "conversation with build_tape_context, follow it with provide_tape_sidecar",
+}
+# Turns whose TurnStart was seen and whose message:sent was not, per session (the newest kept).
+_TURNS_LIMIT = 1024
+# Hooks of the spec the kernel does not call yet: implementing one fails the plugin's load, naming it
+# (accepting an impl and never calling it would be silent). docs/hookspecs.md lists them.
+NOT_SUPPORTED_YET: tuple[str, ...] = tuple(name for name in HOOK_NAMES if name not in EVENTS_OF_HOOK and name not in REFUSED_BY_DESIGN)
 
 _MISSING = object()
 
 
 def events_for(hook_names: set[str]) -> list[str]:
     """The contract events a set of implemented hooks registers (what contributes.hooks must declare)."""
-    return list(dict.fromkeys(event for name in HOOK_NAMES if name in hook_names for event in EVENTS_OF_HOOK[name]))
+    return list(dict.fromkeys(event for name in HOOK_NAMES if name in hook_names for event in EVENTS_OF_HOOK.get(name, ())))
 
 
 class LLMCallFailed(Exception):
@@ -186,8 +228,8 @@ def _exec_key(ctx) -> tuple[str, str, str, str]:
     return (ctx.turn_id, root, ctx.runtime_id or "", execution_id)
 
 
-def _state(ctx) -> dict[str, Any]:
-    return {
+def _state(ctx, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {**(loaded or {}),
         "session_id": ctx.session_id, "turn_id": ctx.turn_id, "locale": ctx.locale,
         "plugin_id": ctx.plugin_id, "runtime_id": ctx.runtime_id,
         "execution_id": getattr(ctx, "execution_id", None) or "",
@@ -237,6 +279,13 @@ class HookspecAdapter:
                 "wrappers are not supported: each impl is called on its own, with the contract's rules between impls. "
                 "Use a plain @hookimpl (tryfirst/trylast to order it)"
             )
+        self._refuse_unsupported()
+        # The decision chains and the error rule, shared with in-process agents (shared/plugin_sdk/agent_plugins.py).
+        self._agent_hooks = PluginAgentHooks(self._manager, plugin_id=plugin_id, on_raised=self._on_raised)
+        self._sidecars = app_hooks.sidecars(self._agent_hooks)
+        self._inboxes = app_hooks.inboxes(self._agent_hooks)
+        # session id -> (turn id, the turn's message, load_state's state): TurnStart to message:sent.
+        self._turns: OrderedDict[str, tuple[str, dict[str, Any], dict[str, Any]]] = OrderedDict()
         self._llm_calls = _Pending()
         self._tool_calls = _Pending()
         # Calls this plugin's own deny refused (it has told after_tool_call already).
@@ -244,6 +293,54 @@ class HookspecAdapter:
         # (plugin id, tool name) of every tool an entry module registered: those run here, through CallTool
         # (set by the loader once every plugin is loaded).
         self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
+
+    def _refuse_unsupported(self) -> None:
+        refused = [f"{impl.plugin_name}.{name}: {REFUSED_BY_DESIGN[name]}" for name in REFUSED_BY_DESIGN for impl in self._impls(name)]
+        if refused:
+            raise RegistrationError(f"covel.register_hookimpls: {'; '.join(refused)} (see docs/hookspecs.md)")
+        unsupported = [f"{impl.plugin_name}.{name}" for name in NOT_SUPPORTED_YET for impl in self._impls(name)]
+        if unsupported:
+            raise RegistrationError(
+                f"covel.register_hookimpls: {', '.join(unsupported)}: a hook of the spec that Covel does not call yet "
+                f"(see docs/hookspecs.md); the hooks it calls are {', '.join(EVENTS_OF_HOOK)}"
+            )
+
+    def _state(self, ctx) -> dict[str, Any]:
+        """The hook state: the context's fields over what load_state gave this turn."""
+        turn = self._turns.get(getattr(ctx, "session_id", None) or "")
+        return _state(ctx, turn[2] if turn is not None and turn[0] == ctx.turn_id else None)
+
+    async def turn_start(self, ctx, payload) -> None:
+        """TurnStart: the turn's message, and load_state's state for this turn's hooks (never blocks the turn)."""
+        message = turn_hooks.inbound(payload, ctx)
+        loaded = await turn_hooks.load_state(self._agent_hooks, message, ctx.session_id) if self._impls("load_state") else {}
+        self._turns[ctx.session_id] = (ctx.turn_id, message, loaded)
+        self._turns.move_to_end(ctx.session_id)
+        while len(self._turns) > _TURNS_LIMIT:
+            self._turns.popitem(last=False)
+
+    async def pre_step(self, ctx, payload) -> dict[str, Any] | None:
+        """PreStep of a run that takes interjections (MessagesPending): the steering inboxes drained into it."""
+        if payload.get("steering") is not True:
+            return None
+        texts = await app_hooks.drained(self._inboxes, self.plugin_id, ctx.session_id)
+        if not texts:
+            return None
+        return {"action": "continue", "replace": {"interjections": [*(payload.get("interjections") or []), *texts]}}
+
+    async def message_sent(self, event) -> None:
+        """message:sent: save_state, render_outbound and dispatch_outbound with the story (model_output)."""
+        session_id = event.session_key or str(event.context.get("to") or "")
+        turn = self._turns.pop(session_id, None)
+        message = turn[1] if turn is not None else {"content": "", "session_id": session_id, "channel": "grpc"}
+        state = {**(turn[2] if turn is not None else {}), "session_id": session_id, "turn_id": turn[0] if turn else "",
+                 "sent": bool(event.context.get("success")), "message_id": event.context.get("messageId")}
+        story = str(event.context.get("content") or "")
+        await app_hooks.tell_sidecars(self._sidecars, self.plugin_id, session_id, [
+            {"role": "user", "content": message["content"], "turn_id": state["turn_id"]},
+            {"role": "story", "content": story, "turn_id": state["turn_id"], "message_id": state["message_id"]}])
+        delivered = await turn_hooks.after_turn(self._agent_hooks, session_id, state, message, story)
+        log.info("hookspecs.outbound", plugin_id=self.plugin_id, session_id=session_id, delivered=delivered)
 
     def implemented(self) -> set[str]:
         return {name for name in HOOK_NAMES if self._impls(name)}
@@ -253,20 +350,17 @@ class HookspecAdapter:
         return list(reversed(getattr(self._manager.hook, name).get_hookimpls()))
 
     async def _call(self, name: str, impl, **arguments: Any) -> Any:
-        """One impl; what it raised is logged, reported to on_error and turned into _MISSING."""
-        try:
-            # A plain impl runs in a plugin thread; the registration's timeout bounds the whole handler.
-            return await call_plugin_code(impl.function, **{arg: arguments[arg] for arg in impl.argnames})
-        except Exception as error:  # plugin code: logged and skipped (spec)
-            log.warning("hookimpl.raised", plugin_id=self.plugin_id, hook=name, impl=impl.plugin_name,
-                        error=f"{type(error).__name__}: {error}")
-            if name != "on_error":
-                await self._notify_error(name, error)
-            return _MISSING
+        """One impl (a plain one in a plugin thread; the registration's timeout bounds the whole handler);
+        what it raised is logged, reported to on_error and turned into _MISSING."""
+        outcome = await self._agent_hooks.call(name, impl, **arguments)
+        return _MISSING if outcome is RAISED else outcome
+
+    async def _on_raised(self, name: str, error: Exception) -> None:
+        if name != "on_error":
+            await self._notify_error(name, error)
 
     def _wrong_type(self, name: str, impl, outcome: Any, expected: str) -> None:
-        log.warning("hookimpl.wrong_return_type", plugin_id=self.plugin_id, hook=name, impl=impl.plugin_name,
-                    returned=type(outcome).__name__, expected=expected)
+        self._agent_hooks.wrong_type(name, impl, outcome, expected)
 
     async def _notify_error(self, stage: str, error: Exception) -> None:
         for impl in self._impls("on_error"):
@@ -288,37 +382,27 @@ class HookspecAdapter:
             run_id=run_key, model=str(payload.get("model") or ""), messages=list(payload.get("messages") or []),
             tool_names=tuple(payload.get("tools") or ()),
         )
-        request, decision = original, None
-        state = _state(ctx)
-        for impl in self._impls("before_llm_call"):
-            outcome = await self._call("before_llm_call", impl, request=request, state=state)
-            if outcome is None or outcome is _MISSING:
-                continue
-            if isinstance(outcome, LLMCallDecision):
-                if outcome.action != "finish" or not isinstance(outcome.text, str):
-                    self._wrong_type("before_llm_call", impl, outcome, "LLMCallDecision.finish(text)")
-                    continue
-                decision = outcome
-                break
-            if isinstance(outcome, LLMCallRequest):
-                request = outcome
-                continue
-            self._wrong_type("before_llm_call", impl, outcome, "LLMCallRequest, LLMCallDecision or None")
+        state = self._state(ctx)
+        chosen = await app_hooks.model_choice(self._agent_hooks, ctx.session_id) if self._impls("provide_model_options") else None
+        if chosen is not None:
+            # provide_model_options: the session's model, before before_llm_call sees the request.
+            original = dataclass_replace(original, model=chosen)
+        request, decision = await self._agent_hooks.before_llm_call(original, state)
         if request.max_tokens != original.max_tokens:
             log.warning("hookimpl.ignored", plugin_id=self.plugin_id, hook="before_llm_call",
                         field="max_tokens", why="PreLLMCall cannot change the output limit")
         replace: dict[str, Any] = {}
         if request.messages != original.messages:
             replace["messages"] = request.messages
-        if request.model != original.model:
+        if request.model != str(payload.get("model") or ""):
             replace["model"] = request.model
         if request.tool_names != original.tool_names:
             replace["tools"] = list(request.tool_names)
-        if decision is not None:
-            # The model is still asked (PreLLMCall cannot skip it), with no tools and no stream; its answer is replaced.
-            replace.update(tools=[], stream=False)
-        self._llm_calls.put(_exec_key(ctx), _LLMCall(request, time.perf_counter_ns(), _digest(request.messages),
-                                              decision.text if decision is not None else None))
+        # finish(text), else a run_model answer: PreLLMCall's replace.response answers the call, the model is not asked.
+        answer = decision.text if decision is not None else await turn_hooks.run_model(self._agent_hooks, request, state)
+        if answer is not None:
+            replace["response"] = {"content": answer}
+        self._llm_calls.put(_exec_key(ctx), _LLMCall(request, time.perf_counter_ns(), _digest(request.messages), answer))
         return {"action": "continue", "replace": replace} if replace else None
 
     async def post_llm_response(self, ctx, payload) -> dict[str, Any] | None:
@@ -331,7 +415,8 @@ class HookspecAdapter:
             pending = _LLMCall(LLMCallRequest(run_id=run_key, model="", messages=list(payload.get("messages") or [])), 0, sent)
         response = payload.get("response") or {}
         replace = None
-        if pending.finish is not None:
+        # The call was answered with finish's text (replace.response); another plugin's handler may have changed it since.
+        if pending.finish is not None and (response.get("content") != pending.finish or response.get("toolCalls")):
             response = {**response, "content": pending.finish, "toolCalls": []}
             replace = {"action": "continue", "replace": {"response": response}}
         usage = response.get("usage")
@@ -339,7 +424,7 @@ class HookspecAdapter:
             run_id=run_key, text=response.get("content"), tool_calls=list(response.get("toolCalls") or []),
             usage=dict(usage) if isinstance(usage, dict) else None, duration_ms=_elapsed_ms(pending.started_ns),
         )
-        await self._notify_all("after_llm_call", request=pending.request, result=result, state=_state(ctx))
+        await self._notify_all("after_llm_call", request=pending.request, result=result, state=self._state(ctx))
         return replace
 
     # PreToolUse / PostToolUse
@@ -349,24 +434,9 @@ class HookspecAdapter:
         run_key = _run_key(ctx)
         original = ToolCall(run_id=run_key, tool=str(raw.get("name") or ""), arguments=_arguments(raw.get("arguments")),
                             call_id=str(raw.get("id") or ""), context=ctx)
-        call, decision = original, None
-        state = _state(ctx)
-        for impl in self._impls("before_tool_call"):
-            outcome = await self._call("before_tool_call", impl, call=call, state=state)
-            if outcome is None or outcome is _MISSING:
-                continue
-            if not isinstance(outcome, ToolCallDecision) or outcome.action not in ("proceed", "replace", "deny"):
-                self._wrong_type("before_tool_call", impl, outcome, "ToolCallDecision or None")
-                continue
-            if outcome.action == "proceed":
-                if outcome.arguments is not None:
-                    if not isinstance(outcome.arguments, dict):
-                        self._wrong_type("before_tool_call", impl, outcome.arguments, "proceed(arguments: dict)")
-                        continue
-                    call = dataclass_replace(call, arguments=outcome.arguments)
-                continue
-            decision = outcome
-            break
+        state = self._state(ctx)
+        call, chosen = await self._agent_hooks.before_tool_call(original, state)
+        decision = chosen if chosen.action != "proceed" else None
         key = (_exec_key(ctx), original.call_id)
         if decision is not None and decision.action == "deny":
             message = decision.message or f"denied by a before_tool_call hook of plugin {self.plugin_id}"
@@ -380,8 +450,10 @@ class HookspecAdapter:
         if decision is not None:
             pending.replacement = decision.result
             if (ctx.plugin_id, call.tool) not in self.plugin_tools:
-                # Not a plugin tool run by CallTool here: renamed so nothing runs (PostToolUse gives the result).
-                return {"action": "continue", "replace": {"toolCall": {"name": REPLACED_PREFIX + call.tool, **changed}}}
+                # Not a plugin tool run by CallTool here: PreToolUse's replace.result answers it (nothing runs, a success).
+                pending.answered = True
+                replace: dict[str, Any] = {"result": json.loads(json.dumps(decision.result, ensure_ascii=False, default=str))}
+                return {"action": "continue", "replace": {**replace, "toolCall": changed} if changed else replace}
         return {"action": "continue", "replace": {"toolCall": changed}} if changed else None
 
     def take_replacement(self, context, call_id: str, name: str, arguments: str) -> Any:
@@ -415,7 +487,7 @@ class HookspecAdapter:
         if pending.replacement is not _MISSING:
             result = ToolCallResult(run_id=run_key, tool=call.tool, arguments=call.arguments, result=pending.replacement,
                                     duration_ms=duration_ms)
-            await self._notify_all("after_tool_call", call=call, result=result, state=_state(ctx))
+            await self._notify_all("after_tool_call", call=call, result=result, state=self._state(ctx))
             if pending.answered:
                 # CallTool already answered with it: a successful call as it stands.
                 return None
@@ -434,7 +506,7 @@ class HookspecAdapter:
             result = ToolCallResult(run_id=run_key, tool=call.tool, arguments=call.arguments, duration_ms=duration_ms,
                                     error=ToolCallFailed(str(error.get("code") or "error"), str(error.get("message") or ""),
                                                          str(error.get("hint") or "")))
-        await self._notify_all("after_tool_call", call=call, result=result, state=_state(ctx))
+        await self._notify_all("after_tool_call", call=call, result=result, state=self._state(ctx))
         return None
 
     async def tool_refused(self, ctx, payload, reason: str) -> None:
@@ -451,7 +523,7 @@ class HookspecAdapter:
             return
         call = pending.call if pending is not None else ToolCall(
             run_id=run_key, tool=name, arguments=_arguments(raw.get("arguments")), call_id=key[1], context=ctx)
-        await self._notify_all("after_tool_call", call=call, state=_state(ctx), result=ToolCallResult(
+        await self._notify_all("after_tool_call", call=call, state=self._state(ctx), result=ToolCallResult(
             run_id=run_key, tool=call.tool, arguments=call.arguments, error=ToolCallFailed("refused", reason),
             duration_ms=_elapsed_ms(pending.started_ns if pending is not None else None)))
 
@@ -460,7 +532,7 @@ class HookspecAdapter:
     async def post_context_assembly(self, ctx, payload) -> dict[str, Any] | None:
         messages = payload.get("messages") or []
         prompt = next((m.get("content") for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), "")
-        state = _state(ctx)
+        state = self._state(ctx)
         parts = []
         for impl in self._impls("system_prompt"):
             outcome = await self._call("system_prompt", impl, prompt=prompt or "", state=state)
@@ -471,10 +543,14 @@ class HookspecAdapter:
                 continue
             if outcome.strip():
                 parts.append(outcome.strip())
-        if not parts:
-            return None
-        system_prompt = "\n\n".join([str(payload.get("systemPrompt") or ""), *parts]).strip()
-        return {"action": "continue", "replace": {"systemPrompt": system_prompt}}
+        replace: dict[str, Any] = {}
+        if parts:
+            replace["systemPrompt"] = "\n\n".join([str(payload.get("systemPrompt") or ""), *parts]).strip()
+        viewed = await app_hooks.tape_context(self._agent_hooks, ctx.session_id, list(messages)) if self._impls("build_tape_context") else None
+        built = await turn_hooks.build_prompt(self._agent_hooks, viewed if viewed is not None else list(messages), state)
+        if built is not None or viewed is not None:
+            replace["messages"] = built if built is not None else viewed
+        return {"action": "continue", "replace": replace} if replace else None
 
     async def post_runtime(self, ctx, payload) -> None:
         result = payload.get("result") or {}
@@ -487,7 +563,7 @@ class HookspecAdapter:
         else:
             unanswered = [(key, self._llm_calls.take_all(key))]
         if any(entries for _, entries in unanswered) and self._impls("after_llm_call"):
-            state = _state(ctx)
+            state = self._state(ctx)
             for other, entries in sorted(unanswered, key=lambda found: found[0] != key):
                 for pending in entries:
                     error = LLMCallFailed(
@@ -529,9 +605,13 @@ def register_hookimpls(registrar: PluginRegistrar) -> HookspecAdapter | None:
         "PostToolUse": adapter.post_tool_use,
         "PostContextAssembly": adapter.post_context_assembly,
         "PostRuntime": adapter.post_runtime,
+        "TurnStart": adapter.turn_start,
+        "PreStep": adapter.pre_step,
     }
     for event in events_for(adapter.implemented()):
         registrar.on(event, handlers[event])
+    for key in dict.fromkeys(key for name in adapter.implemented() for key in KEYS_OF_HOOK.get(name, ())):
+        registrar.on_event(key, adapter.message_sent)
     for tool in adapter.tools():
         registrar.register_tool(tool.name, tool.handler, description=tool.description, parameters=tool.parameters,
                                 read_only=tool.read_only)

@@ -170,6 +170,82 @@ async def test_a_hookspec_plugin_finishes_a_model_call_with_its_own_text(service
     assert not [e for e in events if e.WhichOneof("event") == "narrative_delta" and e.narrative_delta.text], "nothing streamed"
 
 
+async def test_a_finished_model_call_never_reaches_the_model(tmp_path) -> None:
+    """LLMCallDecision.finish(text) is PreLLMCall's replace.response: the scheduler makes no model call. The
+    gateway's script refuses any story call about "(pause)", so a call that were made would fail the turn."""
+    script = {"rules": [{"match": "(pause)", "slots": ["story"],
+                         "reply": {"error": {"status": 400, "message": "the model was asked"}}}]}
+    async with running_services(tmp_path, script=script) as group:
+        async with open_channel(group.addrs["scheduler"]) as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            session = await new_session(stub, "example-hookspecs")
+            events = await submit(stub, session.id, "(pause)")
+            refused = await submit(stub, session.id, "I ask the model about the (pause) anyway.")
+    turn = events[-1].turn_completed
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn
+    assert turn.narrative == "The story holds its breath and waits for you."
+    # The same script does refuse a story call that is made.
+    failed = refused[-1].turn_completed
+    assert failed.status == store_pb2.TURN_STATUS_FAILED and "the model was asked" in failed.abort_reason, failed.abort_reason
+
+
+async def test_turn_hooks_build_the_prompt_and_answer_instead_of_the_model(tmp_path) -> None:
+    """turn-hooks-probe (written against the spec's signatures): load_state's state reaches build_prompt, which
+    rewrites the narrator's prompt; run_model answers its call with a story quoting that prompt (the gateway
+    refuses any story call); after the turn, save_state and render_outbound/dispatch_outbound see the story."""
+    script = {"rules": [{"match": "lantern", "slots": ["story"], "reply": {"error": {"status": 400, "message": "the model was asked"}}}]}
+    async with running_services(tmp_path, script=script) as group:
+        async with open_channel(group.addrs["scheduler"]) as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            session = await new_session(stub, "turn-hooks-probe")
+            events = await submit(stub, session.id, "I light the lantern.")
+    turn = events[-1].turn_completed
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
+    # build_tape_context marked the player's line in the narrator's conversation, before build_prompt.
+    assert turn.narrative == "The plugin answered: [built, curious] ~I light the lantern."
+    # After the story was handed to the client (message:sent): the sidecar, save_state, render_outbound -> dispatch_outbound.
+    deadline = time.monotonic() + 10
+    while len(heard := [r for r in jsonl(tmp_path, "turn-hooks-probe.jsonl") if r["session_id"] == session.id]) < 4:
+        assert time.monotonic() < deadline, heard
+        await asyncio.sleep(0.1)
+    user, story, saved, sent = heard
+    assert (user["hook"], user["role"], user["content"]) == ("on_append", "user", "I light the lantern.")
+    assert (story["hook"], story["role"], story["content"]) == ("on_append", "story", turn.narrative)
+    assert saved == {"hook": "save_state", "session_id": session.id, "mood": "curious", "heard": "I light the lantern.",
+                     "message": "I light the lantern.", "model_output": turn.narrative}
+    assert sent == {"hook": "dispatch_outbound", "channel": "probe", "session_id": session.id, "content": turn.narrative.upper()}
+
+
+async def test_run_model_stream_and_provide_model_options_through_the_services(tmp_path) -> None:
+    """run_model_stream answers the narrator (its stream collected whole); provide_model_options puts a session's
+    calls on the gateway's default slot, which the script's story-slot refusal does not cover."""
+    script = {"rules": [{"match": "lantern", "slots": ["story"], "reply": {"error": {"status": 400, "message": "the story slot was asked"}}}]}
+    async with running_services(tmp_path, script=script) as group:
+        async with open_channel(group.addrs["scheduler"]) as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            streamed = await new_session(stub, "turn-hooks-probe", settings={"turn-hooks-probe": {"mode": "stream"}})
+            streamed_turn = (await submit(stub, streamed.id, "I light the lantern."))[-1].turn_completed
+            chosen = await new_session(stub, "model-options-probe")
+            chosen_turn = (await submit(stub, chosen.id, "I light the lantern."))[-1].turn_completed
+            plain = await new_session(stub)
+            plain_turn = (await submit(stub, plain.id, "I light the lantern."))[-1].turn_completed
+    assert streamed_turn.status == store_pb2.TURN_STATUS_COMMITTED, streamed_turn.abort_reason
+    assert streamed_turn.narrative == "The plugin streamed: [built, curious] ~I light the lantern."
+    assert chosen_turn.status == store_pb2.TURN_STATUS_COMMITTED, chosen_turn.abort_reason
+    assert plain_turn.status == store_pb2.TURN_STATUS_FAILED and "the story slot was asked" in plain_turn.abort_reason
+
+
+async def test_a_steering_inbox_joins_the_narrators_run_as_an_interjection(services) -> None:
+    """steering-probe's inbox is drained at the narrator's step (PreStep with steering); turn-hooks-probe's
+    run_model answers quoting the last user message: the interjection, as Interject would have put it."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = await new_session(stub, "turn-hooks-probe", "steering-probe")
+        turn = (await submit(stub, session.id, "I light the lantern."))[-1].turn_completed
+    assert turn.status == store_pb2.TURN_STATUS_COMMITTED, turn.abort_reason
+    assert turn.narrative == "Unbuilt prompt: (The player interjects) Psst, the lantern is already lit!"
+
+
 async def test_shutdown_and_restart_waits_are_bounded_and_handlers_run_to_their_end(tmp_path) -> None:
     """Budgets 1 s (shutdown) and 2 s (pre-restart) instead of 5 s and 10 s; handlers take 3 s."""
     env = {"COVEL_PLUGIN_DIRS": os.pathsep.join([str(REPO_ROOT / "plugins"), str(TEST_PLUGIN_DIR)]),

@@ -11,8 +11,16 @@ import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.hookspec_adapter import REPLACED_PREFIX, events_for, take_replacement, tell_tool_refused
+from services.hooks.hookspec_adapter import (
+    EVENTS_OF_HOOK,
+    NOT_SUPPORTED_YET,
+    REFUSED_BY_DESIGN,
+    events_for,
+    take_replacement,
+    tell_tool_refused,
+)
 from shared.hook_events import EVENTS_BY_NAME
+from shared.plugin_sdk import hookspecs as sdk
 from shared.plugin_sdk.hookspecs import HOOK_NAMES
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -157,7 +165,9 @@ async def test_hooks_map_onto_their_events_and_tools_register(policy) -> None:
     table, _, loaded = policy
     assert {hook.event for hook in loaded.registrar.hooks} == set(ALL_EVENTS)
     assert [tool.name for tool in loaded.registrar.tools] == ["roll"] and loaded.registrar.tools[0].read_only
-    assert loaded.hookspecs.implemented() == set(HOOK_NAMES)
+    # Every agent hook and app hook the kernel calls (the turn hooks: tests/hooks/test_turn_hooks.py).
+    assert loaded.hookspecs.implemented() == {"before_llm_call", "after_llm_call", "before_tool_call", "after_tool_call",
+                                              "system_prompt", "on_error", "provide_tools"} < set(EVENTS_OF_HOOK)
     assert events_for({"before_tool_call"}) == ["PreToolUse", "PostToolUse"]
 
 
@@ -180,15 +190,18 @@ async def test_proceed_with_arguments_rewrites_them_and_the_chain_goes_on(policy
 
 
 async def test_replace_answers_for_the_tool_without_running_it(policy) -> None:
+    """A kernel tool (not one an entry module registered): PreToolUse's replace.result answers it; the scheduler
+    does not run it and counts a successful call."""
     table, seen, _ = policy
     pre = await pre_tool(table, "cached", {"q": "moon"}, call_id="c3")
-    renamed = pre.payload["toolCall"]
-    assert not pre.aborted and renamed["name"] == REPLACED_PREFIX + "cached"
-    # The agent loop finds no tool of that name (nothing runs) and PostToolUse gets its unauthorized result.
-    call = {"id": "c3", "name": renamed["name"], "arguments": json.dumps({"q": "moon"})}
-    post = await post_tool(table, call, {"ok": False, "error": {"code": "unauthorized", "message": "no such tool"}})
-    assert json.loads(post.payload["result"]["result"]) == {"ok": True, "data": {"from": "cache", "q": "moon"}}
-    assert ("after_tool", "cached", {"from": "cache", "q": "moon"}, None) in seen
+    assert not pre.aborted and pre.payload["result"] == {"from": "cache", "q": "moon"}
+    assert pre.payload["toolCall"]["name"] == "cached", "the call keeps its name"
+    # The scheduler's PostToolUse carries that result, unchanged; after_tool_call hears of it as a success.
+    ok = {"ok": True, "data": {"from": "cache", "q": "moon"}}
+    post = await post_tool(table, {"id": "c3", "name": "cached", "arguments": json.dumps({"q": "moon"})}, ok)
+    assert post.payload["result"] == {"result": json.dumps(ok), "success": True}
+    assert [entry for entry in seen if entry[0] == "after_tool" and entry[1] == "cached"] == [
+        ("after_tool", "cached", {"from": "cache", "q": "moon"}, None)], "heard once"
 
 
 async def test_after_tool_call_gets_results_and_failures(policy) -> None:
@@ -232,14 +245,22 @@ async def test_before_llm_call_returns_a_changed_request(policy) -> None:
     assert ("after_llm", "fast", "model text", "t1:policy/agent") in seen
 
 
-async def test_finish_decision_sends_the_call_toolless_unstreamed_and_replaces_the_answer(policy) -> None:
+async def test_finish_decision_answers_the_call_through_replace_response(policy) -> None:
+    """finish(text) is PreLLMCall's replace.response: the scheduler makes no model call (tests/scheduler)."""
     table, seen, _ = policy
     pre = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("finish"))
-    assert pre.payload["tools"] == [] and pre.payload["stream"] is False
-    answer = {"content": "what the model said", "finishReason": "stop", "toolCalls": [{"id": "x", "name": "roll", "arguments": "{}"}]}
+    assert pre.payload["response"] == {"content": "Finished by a hook."}
+    assert pre.payload["tools"] == ["roll"] and pre.payload["stream"] is True, "nothing else of the call is changed"
+    # The scheduler's reply to the answered call: PostLLMResponse as for any reply; after_llm_call hears the text.
+    answer = {"content": "Finished by a hook.", "finishReason": "stop", "toolCalls": []}
     post = await dispatch(table, "PostLLMResponse", EXECUTION, {"response": answer, "messages": pre.payload["messages"]})
-    assert post.payload["response"]["content"] == "Finished by a hook." and post.payload["response"]["toolCalls"] == []
+    assert post.payload["response"] == answer and post.trace[0].status == "ok"
     assert ("after_llm", "story", "Finished by a hook.", "t1:policy/agent") in seen
+    # Another plugin changed the answer since: finish's text is put back.
+    pre = await dispatch(table, "PreLLMCall", EXECUTION, llm_payload("finish"))
+    changed = {"content": "someone else's", "finishReason": "stop", "toolCalls": [{"id": "x", "name": "roll", "arguments": "{}"}]}
+    post = await dispatch(table, "PostLLMResponse", EXECUTION, {"response": changed, "messages": pre.payload["messages"]})
+    assert post.payload["response"]["content"] == "Finished by a hook." and post.payload["response"]["toolCalls"] == []
 
 
 async def test_llm_hooks_that_raise_return_garbage_or_change_max_tokens_change_nothing(policy) -> None:
@@ -268,9 +289,9 @@ async def test_loading_fails_clearly_for_undeclared_events_unknown_hooks_and_bad
     undeclared = load(tmp_path, "undeclared", POLICY, hooks=("PreToolUse",))
     assert "PostToolUse" in undeclared.errors["undeclared"] and "missing from contributes.hooks" in undeclared.errors["undeclared"]
     unknown = load(tmp_path, "unknown", "from shared.plugin_sdk.hookspecs import hookimpl\n"
-                   "class P:\n    @hookimpl\n    def render_outbound(self, message):\n        pass\n"
+                   "class P:\n    @hookimpl\n    def render_outbund(self, message):\n        pass\n"
                    "def register(covel):\n    covel.register_hookimpls(P())\n", hooks=(), tools=())
-    assert "render_outbound" in unknown.errors["unknown"] and "before_llm_call" in unknown.errors["unknown"]
+    assert "render_outbund" in unknown.errors["unknown"] and "before_llm_call" in unknown.errors["unknown"]
     bad_args = load(tmp_path, "bad-args", "from shared.plugin_sdk.hookspecs import hookimpl\n"
                     "class P:\n    @hookimpl\n    def before_tool_call(self, tool_call, state):\n        pass\n"
                     "def register(covel):\n    covel.register_hookimpls(P())\n", hooks=("PreToolUse", "PostToolUse"), tools=())
@@ -296,6 +317,58 @@ async def test_pluggy_wrappers_are_refused_at_load_with_a_diagnostic(tmp_path: P
         result = load(tmp_path, plugin_id, code, hooks=("PreToolUse", "PostToolUse"), tools=())
         message = result.errors[plugin_id]
         assert "Timing.before_tool_call is a pluggy wrapper" in message and "not supported" in message, message
+
+
+SPEC_HOOKS = (
+    "resolve_session", "load_state", "build_prompt", "run_model", "run_model_stream", "continue_prompt", "save_state",
+    "render_outbound", "dispatch_outbound", "register_cli_commands", "onboard_config", "provide_model_options",
+    "provide_environment", "on_error", "system_prompt", "provide_tape_store", "provide_lifespan", "provide_tape_sidecar",
+    "provide_channels", "build_tape_context", "admit_message", "provide_steering_inbox", "provide_tools",
+    "before_llm_call", "after_llm_call", "before_tool_call", "after_tool_call",
+)
+
+
+async def test_the_sdk_declares_every_hook_of_the_spec_and_its_types() -> None:
+    assert HOOK_NAMES == SPEC_HOOKS
+    assert set(NOT_SUPPORTED_YET) | set(EVENTS_OF_HOOK) | set(REFUSED_BY_DESIGN) == set(HOOK_NAMES)
+    for name in ("Envelope", "TurnState", "UserContent", "LegacyPrompt", "AsyncStreamEvents", "Tape", "StreamState",
+                 "ModelOptions", "Environment", "TapeStore", "AsyncTapeStore", "TapeSidecar", "TapeContext",
+                 "MessageHandler", "Channel", "TurnSnapshot", "AdmitDecision", "SteeringInbox"):
+        assert hasattr(sdk, name) and name in sdk.__all__, name
+    assert sdk.AdmitDecision.refuse("busy") == sdk.AdmitDecision("refuse", "busy")
+
+
+def spec_impl(name: str) -> str:
+    """A hookimpl of `name` written with the spec's own argument names."""
+    import inspect
+
+    params = ", ".join(["self", *list(inspect.signature(getattr(sdk.CovelHookSpecs, name)).parameters)[1:]])
+    return (f"from shared.plugin_sdk.hookspecs import hookimpl\n"
+            f"class Later:\n    @hookimpl\n    def {name}({params}):\n        return None\n"
+            "def register(covel):\n    covel.register_hookimpls(Later())\n")
+
+
+@pytest.mark.parametrize("name", NOT_SUPPORTED_YET)
+async def test_a_hook_not_supported_yet_is_known_and_refused_at_load_naming_it(tmp_path: Path, name: str) -> None:
+    """Never unknown (its spec signature validates), never accepted and silently not called."""
+    plugin_id = "later-" + name.replace("_", "-")
+    result = load(tmp_path, plugin_id, spec_impl(name), hooks=(), tools=())
+    message = result.errors[plugin_id]
+    assert f"Later.{name}: a hook of the spec that Covel does not call yet" in message, message
+    assert "docs/hookspecs.md" in message and "unknown" not in message
+
+
+@pytest.mark.parametrize("name", REFUSED_BY_DESIGN)
+async def test_a_hook_refused_by_design_fails_the_load_with_the_reason(tmp_path: Path, name: str) -> None:
+    plugin_id = "refused-" + name.replace("_", "-")
+    result = load(tmp_path, plugin_id, spec_impl(name), hooks=(), tools=())
+    assert f"Later.{name}: {REFUSED_BY_DESIGN[name]}" in result.errors[plugin_id], result.errors
+
+
+async def test_a_hook_outside_the_spec_still_fails_as_unknown(tmp_path: Path) -> None:
+    code = spec_impl("resolve_session").replace("def resolve_session", "def resolve_sesion")
+    result = load(tmp_path, "typo", code, hooks=(), tools=())
+    assert "resolve_sesion" in result.errors["typo"] and "unknown hook" in result.errors["typo"], result.errors
 
 
 async def test_after_llm_call_gets_usage_and_hears_of_a_failed_call_at_post_runtime(policy) -> None:

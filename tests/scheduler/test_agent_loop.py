@@ -483,3 +483,61 @@ async def test_a_plugin_tools_forms_and_blocks_become_the_runs_effects():
     gateway = FakeGateway([reply("", ("look", {}), finish="tool_calls"), reply('{"mood": "calm"}')])
     outcome = await run(runtime(manifest=manifest), gateway, hooks, output_schemas=SCHEMA)
     assert outcome.status == "failed" and "output-schema-invalid: a tool's effects.notifications[0].level is 'loud'" in outcome.reason
+
+
+async def test_a_pre_llm_call_response_answers_the_call_without_the_model():
+    """PreLLMCall's replace.response (a hookspec's LLMCallDecision.finish): no gateway call; PostLLMResponse sees it."""
+    reviewed = []
+    answered = iter([{"response": {"content": json.dumps({"mood": "tense"})}}])
+    hooks = FakeHooks(handlers={"PreLLMCall": lambda payload: next(answered, None),
+                                "PostLLMResponse": lambda payload: reviewed.append(payload["response"])})
+    gateway = FakeGateway([])
+    outcome = await run(runtime(), gateway, hooks, output_schemas=SCHEMA)
+    assert outcome.status == "success" and outcome.output == {"mood": "tense"}
+    assert gateway.requests == [], "the model was not asked"
+    assert reviewed == [{"content": '{"mood": "tense"}', "finishReason": "stop", "toolCalls": [],
+                         "usage": {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}}]
+    # A response without text content is ignored: the model answers.
+    hooks = FakeHooks(handlers={"PreLLMCall": lambda payload: {"response": {"content": 7}}})
+    gateway = FakeGateway([reply(json.dumps({"mood": "calm"}))])
+    outcome = await run(runtime(), gateway, hooks, output_schemas=SCHEMA)
+    assert outcome.output == {"mood": "calm"} and len(gateway.requests) == 1
+
+
+async def test_a_pre_tool_use_result_answers_the_call_without_running_it():
+    """PreToolUse's replace.result (a hookspec's ToolCallDecision.replace of a kernel tool): nothing runs, a successful call."""
+    posted = []
+    manifest = {"agent": {"tools": {"plugin": ["save"]}, "finishWith": "save"}}
+    hooks = FakeHooks(plugin_tools={"save": ({"type": "object"}, False)},
+                      handlers={"PreToolUse": lambda payload: {"result": {"answered": payload["toolCall"]["name"]}},
+                                "PostToolUse": lambda payload: posted.append(payload["result"])})
+    gateway = FakeGateway([reply("", ("save", {"n": 1}))])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    # A successful call of the finishWith tool: its answer is the output.
+    assert outcome.status == "success" and outcome.stop_reason == "tool-finished", outcome.reason
+    assert outcome.output == {"answered": "save"} and hooks.tool_calls == [], "the tool never ran"
+    assert posted == [{"result": json.dumps({"ok": True, "data": {"answered": "save"}}), "success": True}]
+
+    # A kernel tool answered by a hook does not run either: what it would have done does not happen.
+    manifest = {"agent": {"completion": {"require": "explicit"}}}
+    gateway = FakeGateway([reply("", ("runtime-done", {}))])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "failed" and "runtime-done" in outcome.reason and len(gateway.requests) == 1
+    assert json.loads(posted[-1]["result"]) == {"ok": True, "data": {"answered": "runtime-done"}} and posted[-1]["success"]
+
+
+async def test_pre_step_interjections_join_a_steering_run_as_interject_does():
+    """PreStep's replace.interjections (a hookspec steering inbox drained): merged before the step's model call."""
+    steps = []
+    hooks = FakeHooks(plugin_tools={"look": ({"type": "object"}, True)},
+                      handlers={"PreStep": lambda payload: steps.append(payload["steering"]) or {"interjections": ["Psst!"]}})
+    manifest = {"agent": {"tools": {"plugin": ["look"]}}}
+    gateway = FakeGateway([reply("The harbour is quiet.")])
+    outcome = await run(runtime(manifest=manifest, visibility="story"), gateway, hooks)
+    assert outcome.status == "success" and steps == [True]
+    assert gateway.requests[0].messages[-1].content == "(The player interjects) Psst!"
+    # A run without steering (a system agent) ignores them, and says so in step.completed.
+    gateway = FakeGateway([reply("Done.")])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert all("interjects" not in message.content for message in gateway.requests[0].messages)
+    assert any("interjections: this run takes no interjections" in entry.message for entry in outcome.trace)

@@ -31,6 +31,7 @@ from services.scheduler.agent.model_call import (
     apply_pre_llm_call,
     call_model,
     chat_message,
+    hook_answer,
     response_format,
     wire_choice,
 )
@@ -292,6 +293,17 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         if self.settings.steering:
             conversation.extend(interjection_message(text) for text in self.interjections())
 
+    def _hook_interjections(self, progress: ExecutionProgress, texts: Any) -> list[str]:
+        """PreStep's replace.interjections, merged as Interject's messages are; what could not be, as `ignored` notes."""
+        if texts is None:
+            return []
+        if not self.settings.steering:
+            return ["interjections: this run takes no interjections (agent.loop.steering)"]
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            return ["interjections: not a list of texts"]
+        progress.conversation.extend(interjection_message(text) for text in texts if text.strip())
+        return []
+
     def _completion_unmet(self, progress: ExecutionProgress) -> str:
         return self.completion.unmet(done_called=self.kernel_tools.done_called, finished_by_tool=progress.finish_output is not None,
                                      business_call=progress.successful_business_call)
@@ -368,11 +380,12 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         progress.step += 1
         step_choice = "required" if progress.force_required else self.base_choice
         payload = {"step": progress.step, "stepsRemaining": progress.steps_remaining, "maxSteps": self.settings.max_steps,
-                   "toolNames": list(self.tool_names), "toolChoice": step_choice}
+                   "toolNames": list(self.tool_names), "toolChoice": step_choice, "steering": self.settings.steering}
         pre_step = await self.hooks.dispatch("PreStep", self.scope, payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
         self.trace.extend(pre_step.trace)
-        plan = apply_pre_step(self.tool_names, step_choice, progress.steps_remaining, replaced_fields(payload, pre_step.payload),
-                              correcting=progress.force_required)
+        replaced = replaced_fields(payload, pre_step.payload)
+        plan = apply_pre_step(self.tool_names, step_choice, progress.steps_remaining, replaced, correcting=progress.force_required)
+        plan.ignored += self._hook_interjections(progress, replaced.get("interjections"))
         if plan.ignored:
             # What the hook asked for that this step could not honour (spec: PreStep, step.completed).
             self.trace.append(framework_entry("step.completed", "ok", runtime.runtime_id, {"step": progress.step, "ignored": plan.ignored}))
@@ -403,10 +416,15 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.trace.extend(pre.trace)
         choices = apply_pre_llm_call(pre.payload, call_messages, self.model, plan.tools, available=self.available,
                                      tools_offered=progress.tools_offered, stream=self.settings.stream)
-        request = self._request(choices, plan.tool_choice, remaining_s)
-        # The gateway enforces the runtime's time; the gRPC deadline only guards against a lost peer.
-        final, progress.content = await call_model(self.gateway, request, choices.stream, self.on_narrative,
-                                                   remaining_s + STREAM_DEADLINE_SLACK_S)
+        final: gateway_pb2.GenerateResponse | None
+        if choices.answer is not None:
+            # A hook answered the call (replace.response): the model is not asked.
+            final, progress.content = hook_answer(choices.answer), choices.answer
+        else:
+            request = self._request(choices, plan.tool_choice, remaining_s)
+            # The gateway enforces the runtime's time; the gRPC deadline only guards against a lost peer.
+            final, progress.content = await call_model(self.gateway, request, choices.stream, self.on_narrative,
+                                                       remaining_s + STREAM_DEADLINE_SLACK_S)
         if final is None:
             return self.failed("the model stream ended without a final message")
         progress.deadline += final.streamed_ms / 1000

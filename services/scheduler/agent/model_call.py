@@ -25,19 +25,30 @@ class CallChoices:
     model: str
     tools: list[str]
     stream: bool
+    # A hook's replace.response: the call's answer, and the model is not asked.
+    answer: str | None = None
 
 
 def apply_pre_llm_call(payload: dict[str, Any], messages: list[Any], model: str, plan_tools: list[str], *,
                        available: dict[str, Any], tools_offered: bool, stream: bool) -> CallChoices:
-    """PreLLMCall's replace of messages, model, tools (only known ones) and stream (only off)."""
+    """PreLLMCall's replace of messages, model, tools (only known ones), stream (only off) and response (its text)."""
     replaced_messages, replaced_model, replaced_tools = payload.get("messages"), payload.get("model"), payload.get("tools")
     tools = [name for name in replaced_tools if name in available] if isinstance(replaced_tools, list) else plan_tools
+    response = payload.get("response")
+    answer = response.get("content") if isinstance(response, dict) else None
     return CallChoices(
         messages=replaced_messages if isinstance(replaced_messages, list) else messages,
         model=replaced_model if isinstance(replaced_model, str) and replaced_model else model,
         tools=tools if tools_offered else [],
-        stream=stream and payload.get("stream") is not False,
+        stream=stream and payload.get("stream") is not False and not isinstance(answer, str),
+        answer=answer if isinstance(answer, str) else None,
     )
+
+
+def hook_answer(text: str) -> gateway_pb2.GenerateResponse:
+    """The reply of a call a PreLLMCall hook answered: its text, finish reason stop, no usage."""
+    return gateway_pb2.GenerateResponse(message=gateway_pb2.ChatMessage(role="assistant", content=text),
+                                        finish_reason=gateway_pb2.FINISH_REASON_STOP)
 
 
 def response_format(schema_ref: Any, contract: Any, story: bool, schemas: list[tuple[str, dict[str, Any]]] | None = None

@@ -15,7 +15,7 @@ from services.scheduler.agent.loop_state import ExecutionProgress, Next
 from services.scheduler.agent.model_view import model_facing
 from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.hooks.rules import apply_post_tool_use, apply_pre_tool_use, refused_tool_result
+from services.scheduler.hooks.rules import answered_result, apply_post_tool_use, apply_pre_tool_use, refused_tool_result
 
 if TYPE_CHECKING:
     from services.scheduler.agent.loop import RuntimeOutcome
@@ -77,15 +77,17 @@ async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_
     every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
     runs alone after the pool, keeping the hook result it already has."""
     prepared = [await pre_tool_use(call, runtime, scope, hooks, trace) for call in batch]
-    in_pool = [p for p in prepared if p[0] is None and (len(batch) == 1 or is_read_only(p[1]["name"]))]
+    # A call a PreToolUse hook answered (replace.result) does not run: its answer is its result.
+    executed = {id(p): p[2] for p in prepared if p[0] is None and p[2] is not None}
+    in_pool = [p for p in prepared if p[0] is None and id(p) not in executed and (len(batch) == 1 or is_read_only(p[1]["name"]))]
     pooled = await asyncio.gather(*(execute(p[1], runtime, scope, hooks, tool_names, kernel_tools) for p in in_pool))
-    executed = {id(p): text for p, text in zip(in_pool, pooled, strict=True)}
+    executed.update({id(p): text for p, text in zip(in_pool, pooled, strict=True)})
     for p in prepared:
         if p[0] is None and id(p) not in executed:
             executed[id(p)] = await execute(p[1], runtime, scope, hooks, tool_names, kernel_tools)
     results = []
     for p in prepared:
-        refused, call = p
+        refused, call, _ = p
         if refused is not None:
             # Refused: the model reads why; not an executed call, so no PostToolUse.
             results.append((refused, False, False))
@@ -94,14 +96,15 @@ async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_
     return results
 
 
-async def pre_tool_use(call, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any]]:
-    """PreToolUse: the refusal text when a hook aborted the call, else the call as the hooks left it."""
+async def pre_tool_use(call, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any], str | None]:
+    """PreToolUse: (the refusal text when a hook aborted the call, the call as the hooks left it, the result
+    text when a hook answered it with replace.result: the tool then does not run)."""
     pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
     trace.extend(pre.trace)
     if pre.aborted:
         trace.extend(skipped_tool_entries(call, runtime.runtime_id, "hook-aborted"))
-        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call
-    return None, apply_pre_tool_use(call, replaced_fields({"toolCall": call}, pre.payload))
+        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call, None
+    return None, apply_pre_tool_use(call, replaced_fields({"toolCall": call}, pre.payload)), answered_result(pre.payload)
 
 
 async def execute(call, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:

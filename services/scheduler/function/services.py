@@ -167,9 +167,13 @@ class ToolsView:
 
     async def call(self, name: str, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
         call = {"id": new_id(), "name": name, "arguments": json.dumps(thaw(args or {}), ensure_ascii=False)}
-        refused, call = await pre_tool_use(call, self._runtime, self._scope, self._hooks, self._trace)
+        refused, call, answer = await pre_tool_use(call, self._runtime, self._scope, self._hooks, self._trace)
         if refused is not None:
             return json.loads(refused)
+        if answer is not None:
+            # A PreToolUse hook answered the call (replace.result): the tool does not run.
+            text, _, _ = await post_tool_use(call, answer, self._runtime, self._scope, self._hooks, self._trace)
+            return json.loads(text)
         if call["name"] not in self._allowed:
             # After PreToolUse: a hook may rename the call, but only to a tool the manifest allows.
             return tool_error("unauthorized", f"the tool {call['name']} is not in function.tools of {self._runtime.runtime_id}",

@@ -106,6 +106,13 @@ def apply_pre_tool_use(tool_call: dict[str, Any], replace: dict[str, Any]) -> di
     return call
 
 
+def answered_result(payload: dict[str, Any]) -> str | None:
+    """PreToolUse replace.result answers the call: `{"ok": true, "data": result}`, a successful call (None: not answered)."""
+    if "result" not in payload:
+        return None
+    return json.dumps({"ok": True, "data": payload["result"]}, ensure_ascii=False)
+
+
 @dataclass
 class ToolOutcome:
     """What the model reads of a tool call, and what stays the tool's own."""

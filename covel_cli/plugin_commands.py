@@ -1,0 +1,51 @@
+"""`covel plugin <plugin> <command> …`: the subcommands a hookspec plugin adds with register_cli_commands(app).
+
+`app` is the argparse sub-command set of `covel plugin <plugin>`: a plugin adds a command with
+`app.add_parser(name, help=…)`, its arguments with `add_argument`, and what runs with
+`set_defaults(run=function)`; `function(args)` (plain or async) returns the exit code (None: 0). The
+plugin's register(covel) runs in this process, as `covel channel` runs it (covel_cli/channels.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from typing import Any
+
+from covel_cli.channels import HostFailed, plugin_root
+from services.hooks.entry_loader import EntryFailed, run_register
+from services.registry.settings import RegistrySettings
+from shared.plugin_sdk.agent_plugins import hook_runtime
+from shared.plugin_sdk.registrar import RegistrationError
+
+
+def plugin_parser(plugin_id: str) -> argparse.ArgumentParser:
+    """`covel plugin <plugin_id>` with the plugin's register_cli_commands subcommands."""
+    try:
+        registrar, _ = run_register(plugin_id, plugin_root(plugin_id, RegistrySettings().plugin_dirs), "server/index.py", generation=0)
+    except (RegistrationError, EntryFailed) as error:
+        raise HostFailed(f"{plugin_id}: {error}") from error
+    parser = argparse.ArgumentParser(prog=f"covel plugin {plugin_id}")
+    app = parser.add_subparsers(dest="plugin_command", required=True)
+    runtime = hook_runtime(registrar.hookimpl_objects)
+    for impl in reversed(runtime.hook.register_cli_commands.get_hookimpls()):
+        impl.function(app=app)
+    if not app.choices:
+        raise HostFailed(f"{plugin_id} adds no command (register_cli_commands)")
+    return parser
+
+
+async def run(args: argparse.Namespace) -> int:
+    chosen = plugin_parser(args.plugin).parse_args(args.rest)
+    outcome: Any = chosen.run(chosen)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    return int(outcome or 0)
+
+
+def add_parser(commands: Any, run_command: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "plugin", help="run a command a plugin adds (register_cli_commands): covel plugin <plugin> <command> …")
+    parser.add_argument("plugin", help="the plugin id (in COVEL_PLUGIN_DIRS)")
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="the plugin's command and its arguments")
+    parser.set_defaults(run=run_command)

@@ -1,0 +1,147 @@
+"""The turn hooks of the Python hookspecs the hooks service calls (spec: python-hookspecs, "Turn Hooks"),
+on the events the adapter registers for them (services/hooks/hookspec_adapter.py):
+
+| hook         | event               | what its answer does                                              |
+|--------------|---------------------|-------------------------------------------------------------------|
+| run_model    | PreLLMCall          | the call's answer: replace.response, the model is not asked       |
+| run_model_stream | PreLLMCall      | the same, its stream collected whole (not streamed to the player) |
+| build_prompt | PostContextAssembly | the runtime's prompt: the last user message's content, replaced   |
+
+Each calls the impls in pluggy's order and takes the first answer that is not None; an impl that
+raises or answers the wrong type is logged and skipped (PluginAgentHooks' rules).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
+from shared.plugin_sdk.hookspecs import LLMCallRequest, StreamEvent, TurnState
+from shared.plugin_threads import call_plugin_code
+
+
+async def run_model(hooks: PluginAgentHooks, request: LLMCallRequest, state: TurnState) -> str | None:
+    """run_model(prompt, session_id, state), then run_model_stream: `prompt` is the call's messages; the first
+    text answers the call (a stream's, collected whole)."""
+    arguments = {"prompt": request.messages, "session_id": state["session_id"], "state": state}
+    for impl in hooks.impls("run_model"):
+        outcome = await hooks.call("run_model", impl, **arguments)
+        if outcome is None or outcome is RAISED:
+            continue
+        if isinstance(outcome, str):
+            return outcome
+        hooks.wrong_type("run_model", impl, outcome, "str or None")
+    for impl in hooks.impls("run_model_stream"):
+        outcome = await hooks.call("run_model_stream", impl, **arguments)
+        if outcome is None or outcome is RAISED:
+            continue
+        text = await stream_text(hooks, impl, outcome)
+        if text is not None:
+            return text
+    return None
+
+
+async def stream_text(hooks: PluginAgentHooks, impl: Any, stream: Any) -> str | None:
+    """A run_model_stream answer's text: its `final` event's, else its `text` pieces joined (str pieces count
+    as text); a stream that is not one, or that raises, is logged and skipped (None)."""
+    pieces: list[str] = []
+    try:
+        if hasattr(stream, "__aiter__"):
+            events = [event async for event in stream]
+        elif hasattr(stream, "__iter__") and not isinstance(stream, (str, bytes, dict)):
+            events = await call_plugin_code(list, stream)
+        else:
+            hooks.wrong_type("run_model_stream", impl, stream, "an (async) iterator of StreamEvent")
+            return None
+    except Exception as error:  # plugin code: logged and skipped (spec)
+        hooks.wrong_type("run_model_stream", impl, error, "a stream that ends without raising")
+        return None
+    for event in events:
+        if isinstance(event, StreamEvent) and event.kind == "final":
+            return event.text
+        if isinstance(event, StreamEvent) and event.kind == "text":
+            pieces.append(event.text)
+        elif isinstance(event, str):
+            pieces.append(event)
+    return "".join(pieces)
+
+
+def envelope(messages: list[Any], state: TurnState) -> dict[str, Any] | None:
+    """The inbound message of this runtime's prompt as an envelope: the last user message's content."""
+    content = next((m.get("content") for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None)
+    if content is None:
+        return None
+    return {"content": content, "session_id": state["session_id"], "channel": "grpc", "turn_id": state["turn_id"]}
+
+
+def prompt_text(outcome: Any) -> str | None:
+    """A build_prompt answer as the message content the gateway takes: a string, or the text of content parts."""
+    if isinstance(outcome, str):
+        return outcome
+    if isinstance(outcome, list) and all(isinstance(part, dict) for part in outcome):
+        return "\n".join(str(part.get("text") or "") for part in outcome if part.get("type", "text") == "text")
+    return None
+
+
+async def build_prompt(hooks: PluginAgentHooks, messages: list[Any], state: TurnState) -> list[Any] | None:
+    """The messages with the last user message's content replaced by the first build_prompt answer (None: unchanged)."""
+    message = envelope(messages, state)
+    if message is None:
+        return None
+    for impl in hooks.impls("build_prompt"):
+        outcome = await hooks.call("build_prompt", impl, message=message, session_id=state["session_id"], state=state)
+        if outcome is None or outcome is RAISED:
+            continue
+        text = prompt_text(outcome)
+        if text is None:
+            hooks.wrong_type("build_prompt", impl, outcome, "list[UserContent] or str")
+            continue
+        index = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
+        return [*messages[:index], {**messages[index], "content": text}, *messages[index + 1:]]
+    return None
+
+
+# ----- around the turn: load_state on TurnStart; save_state, render_outbound, dispatch_outbound on message:sent
+
+
+def inbound(payload: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """TurnStart's player message as an envelope."""
+    return {"content": str(payload.get("playerMessage") or ""), "session_id": ctx.session_id, "channel": "grpc",
+            "turn_id": ctx.turn_id, "actions": list(payload.get("actions") or [])}
+
+
+async def load_state(hooks: PluginAgentHooks, message: dict[str, Any], session_id: str) -> dict[str, Any]:
+    """Every load_state answer merged (the impl pluggy calls first wins a key); a non-dict answer is logged and skipped."""
+    state: dict[str, Any] = {}
+    for impl in reversed(hooks.impls("load_state")):
+        outcome = await hooks.call("load_state", impl, message=message, session_id=session_id)
+        if isinstance(outcome, dict):
+            state.update(outcome)
+        elif outcome is not None and outcome is not RAISED:
+            hooks.wrong_type("load_state", impl, outcome, "dict")
+    return state
+
+
+async def after_turn(hooks: PluginAgentHooks, session_id: str, state: TurnState, message: dict[str, Any], model_output: str) -> int:
+    """save_state, then render_outbound's envelopes each handed to dispatch_outbound (the first impl that
+    answers True delivered it); the number delivered."""
+    await hooks.notify_all("save_state", session_id=session_id, state=state, message=message, model_output=model_output)
+    outbound: list[Any] = []
+    for impl in hooks.impls("render_outbound"):
+        outcome = await hooks.call("render_outbound", impl, message=message, session_id=session_id, state=state,
+                                   model_output=model_output)
+        if isinstance(outcome, list):
+            outbound.extend(outcome)
+        elif outcome is not None and outcome is not RAISED:
+            hooks.wrong_type("render_outbound", impl, outcome, "list[Envelope]")
+    return sum([await dispatch_one(hooks, envelope) for envelope in outbound])
+
+
+async def dispatch_one(hooks: PluginAgentHooks, envelope: Any) -> bool:
+    for impl in hooks.impls("dispatch_outbound"):
+        outcome = await hooks.call("dispatch_outbound", impl, message=envelope)
+        if outcome is True:
+            return True
+        if outcome is not None and outcome is not RAISED and not isinstance(outcome, bool):
+            hooks.wrong_type("dispatch_outbound", impl, outcome, "bool")
+    return False
