@@ -6,6 +6,7 @@ from pathlib import Path
 
 from shared.plugin_sdk import thaw
 from shared.plugin_sdk.characters import acting_character_of
+from shared.plugin_sdk.package_files import prompt_body
 
 from .lib import codex
 
@@ -15,9 +16,7 @@ ENTRIES_SCHEMA = json.loads((HERE / "schemas" / "entries.schema.json").read_text
 
 def prompt(locale: str) -> str:
     """The body of PLUGIN.md, or of PLUGIN.zh.md for a zh session."""
-    path = HERE / "PLUGIN.zh.md" if str(locale).lower().startswith("zh") else HERE / "PLUGIN.md"
-    text = path.read_text(encoding="utf-8")
-    return text.split("---", 2)[2].strip()
+    return prompt_body(HERE, "PLUGIN", locale)
 
 
 def player_id(ctx, characters) -> str | None:

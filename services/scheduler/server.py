@@ -126,8 +126,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             plugin_settings=dict(previous.plugin_settings), approved_plugins=list(previous.approved_plugins),
         ), command="reset", previous=previous)
         ended = await self.EndSession(scheduler_pb2.EndSessionRequest(session_id=previous.id, reason=resources_pb2.SESSION_ENDING_ENDED), context)
-        return respond(scheduler_pb2.ResetSessionResponse, session=created.session, previous_session=ended.session, rejected=created.rejected,
-                                                  unavailable=created.unavailable)
+        return respond(scheduler_pb2.ResetSessionResponse, session=created.session, previous_session=ended.session,
+                       rejected=created.rejected, unavailable=created.unavailable)
 
     async def _create_session(self, request: scheduler_pb2.CreateSessionRequest, *, command: str = "new",
                               previous: store_pb2.Session | None = None) -> scheduler_pb2.CreateSessionResponse:

@@ -6,8 +6,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from shared.plugin_sdk.package_files import media_ref
+
 MEDIA_KINDS = ("avatar", "portrait", "voice")
-_URL = re.compile(r"^https?://\S+$")
 
 
 def norm(text: Any) -> str:
@@ -26,18 +27,6 @@ def find_character(name: str, characters: Iterable[Mapping[str, Any]]) -> Mappin
             return hits[0]
     hits = [c for c in characters if wanted in (norm(a) for a in c.get("aliases") or ())]
     return hits[0] if len(hits) == 1 else None
-
-
-def media_ref(value: Any) -> dict[str, str] | None:
-    """A profile's media string as clients need it: {src, source: url | world}; None when it is not one."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    value = value.strip()
-    if _URL.match(value):
-        return {"src": value, "source": "url"}
-    if value.startswith("/") or ".." in value or "\\" in value or ":" in value:
-        return None
-    return {"src": value, "source": "world"}
 
 
 def media_of(profile: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:

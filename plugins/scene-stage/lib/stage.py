@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_URL = re.compile(r"^https?://\S+$")
+from shared.plugin_sdk.package_files import media_ref
+
 _ARTICLE = re.compile(r"^(the|a|an)\s+", re.IGNORECASE)
 SCENE_FIELDS = ("id", "name", "location", "kind", "timeOfDay", "lighting")
 PERFORMANCE = ("pose", "expression", "position")
@@ -51,17 +52,6 @@ def find_scene(name: Any, scenes: Iterable[Mapping[str, Any]]) -> Mapping[str, A
     hits = [s for s in scenes if any(len(bare(n)) >= 4 and re.search(rf"(?<!\w){re.escape(bare(n))}(?!\w)", wanted)
                                      for n in [s.get("name"), *(s.get("aliases") or ())] if n)]
     return hits[0] if len(hits) == 1 else None
-
-
-def media_ref(value: Any) -> dict[str, str] | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    value = value.strip()
-    if _URL.match(value):
-        return {"src": value, "source": "url"}
-    if value.startswith("/") or ".." in value or "\\" in value or ":" in value:
-        return None
-    return {"src": value, "source": "world"}
 
 
 def scene_from_world(scene: Mapping[str, Any]) -> dict[str, Any]:

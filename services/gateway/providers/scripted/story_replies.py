@@ -121,7 +121,8 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     as one story and shows that the history reached the model. A memory-search hit
     (`remembered`) is recalled instead, so a found memory shows in the story.
     """
-    opening = _input_value(runtime_inputs(system), "opening")
+    inputs = runtime_inputs(system)
+    opening = _input_value(inputs, "opening")
     if isinstance(opening, dict) and opening.get("brief"):
         # The opening after the setup (pregame's session.opening@1): the first scene, not an answer to the form.
         player_text = ""
@@ -151,10 +152,10 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     protagonist = (opening or {}).get("protagonist") if isinstance(opening, dict) else None
     if isinstance(protagonist, dict) and protagonist.get("name"):
         segments.insert(0, {"kind": "narration", "text": f"This is where the story of {protagonist['name']} begins."})
-    verdict = check_line(runtime_inputs(system))
+    verdict = check_line(inputs)
     if verdict and segments:
         segments.insert(1, {"kind": "narration", "text": verdict})
-    staged = staged_events(runtime_inputs(system))
+    staged = staged_events(inputs)
     earlier = _action(earlier_player_texts[-1]) if earlier_player_texts else ""
     if remembered.strip():
         segments.insert(1, {"kind": "narration", "text": f"You remember: {remembered.strip()}"})
@@ -395,10 +396,12 @@ def planned_tool_call(messages, tools, tool_choice: str, player_text: str) -> tu
     for tool_name, arguments in NO_CHANGE_TOOLS.items():
         if tool_name in offered and tool_name not in called:
             return tool_name, dict(arguments)
-    for tool_name, plan in plugin_writers.tool_plans().items():
-        if tool_name in offered and tool_name not in called:
-            system = system_text(messages)
-            planned = plan(plugin_writers.WriterCall(player_text, system, runtime_inputs(system), "", tuple(called), messages))
+    plans = [(tool_name, plan) for tool_name, plan in plugin_writers.tool_plans().items() if tool_name in offered and tool_name not in called]
+    if plans:
+        system = system_text(messages)
+        call = plugin_writers.WriterCall(player_text, system, runtime_inputs(system), "", tuple(called), messages)
+        for tool_name, plan in plans:
+            planned = plan(call)
             if planned is not None:
                 return tool_name, planned
     business = [name for name in called if name not in ("runtime-done", "emit-event", "memory-search")]

@@ -41,20 +41,19 @@ class WriterCall:
 
 
 def writes(contract: str) -> Callable[[Writer], Writer]:
-    def register(writer: Writer) -> Writer:
-        if contract in WRITERS:
-            raise ValueError(f"two scripted writers for {contract}")
-        WRITERS[contract] = writer
-        return writer
-    return register
+    return _registering(WRITERS, contract, "scripted writers for")
 
 
 def plans_tool(tool_name: str) -> Callable[[ToolPlan], ToolPlan]:
-    def register(plan: ToolPlan) -> ToolPlan:
-        if tool_name in TOOL_PLANS:
-            raise ValueError(f"two scripted plans for the tool {tool_name}")
-        TOOL_PLANS[tool_name] = plan
-        return plan
+    return _registering(TOOL_PLANS, tool_name, "scripted plans for the tool")
+
+
+def _registering(table: dict[str, Any], key: str, what: str) -> Callable[[Any], Any]:
+    def register(function: Any) -> Any:
+        if key in table:
+            raise ValueError(f"two {what} {key}")
+        table[key] = function
+        return function
     return register
 
 
