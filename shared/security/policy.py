@@ -83,7 +83,7 @@ POLICY: dict[str, dict[str, Rule]] = {
     },
     "covel.hooks.v1.HookDispatcher": {
         **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent",
-                                            "ValidateForm", "CallAction")},
+                                            "ValidateForm", "CallAction", "AdmitMessage", "StreamModelAnswer")},
         "GetSubscriptions": SCHEDULER_OR_OPERATOR,
         "ListEventKeys": SCHEDULER_OR_OPERATOR,
         "ListPausedPlugins": SCHEDULER_OR_OPERATOR,
