@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from services.hooks.hookspec_adapter import EVENTS_OF_HOOK, KEYS_OF_HOOK, NOT_SUPPORTED_YET, REFUSED_BY_DESIGN
+from services.hooks.hookspec_adapter import EVENTS_OF_HOOK, KEYS_OF_HOOK, NOT_SUPPORTED_YET
 from shared.plugin_sdk.hookspecs import HOOK_NAMES, CovelHookSpecs
 
 TURN, APP, AGENT = "turn", "app", "agent"
@@ -30,9 +30,16 @@ MEANINGS: dict[str, tuple[str, str, str, str]] = {
                   "`prompt` is the call's messages", "the call's answer (`PreLLMCall`'s `replace.response`): the model is "
                   "not asked; the first text wins, `None` leaves the call to the model", SKIPPED + "; the model answers"),
     "run_model_stream": (TURN, "like `run_model`, when no `run_model` answered", "`StreamEvent`s (or text pieces), sync or "
-                         "async: the `final` event's text, else the pieces joined, answer the call; collected whole, not "
-                         "streamed to the player yet", SKIPPED + "; a stream that raises: skipped"),
-    "continue_prompt": (TURN, "a step ends with status `continue`", "the next step's prompt; `None` ends the run", ""),
+                         "async, answer the call as they come: a story's text streams to the player as a model's does; "
+                         "the `final` event's text, else the pieces joined, is the reply (`PreLLMCall`'s "
+                         "`replace.responseStream`)", SKIPPED + "; a stream that raises before its first piece: skipped, "
+                         "later: the model answers (what streamed withdrawn)"),
+    "continue_prompt": (TURN, "an agent run's step ended with status `continue` (it made tool calls and the run asks the "
+                        "model again), at the next step's `PreStep`; `prompt` is the run's last user message before that "
+                        "step, `tape` its conversation, `state` a `StreamState` (`step` the step that ended, `output` its "
+                        "text, `extra` the usual state)", "the next step's prompt: a user message joining the run before "
+                        "its next model call (`PreStep`'s `replace.nextPrompt`); the first text wins; `None`: no prompt, "
+                        "the run goes on as it would", SKIPPED),
     "save_state": (TURN, "after the turn's story was handed to the client (`message:sent`), with the turn's "
                    "state (`sent`: `message:sent`'s `success`), message and story (`model_output`)", "nothing", SKIPPED),
     "render_outbound": (TURN, "after `save_state`, with the same arguments", "envelopes that leave (every impl's, in order)",
@@ -43,18 +50,38 @@ MEANINGS: dict[str, tuple[str, str, str, str]] = {
                               "`covel plugin <plugin>`", "nothing: it adds commands (`app.add_parser(name)`, "
                               "`set_defaults(run=function)`; `function(args)`, plain or async, returns the exit code)",
                               "`covel plugin` fails with the error"),
-    "onboard_config": (APP, "`covel onboard`", "settings to add, or `None`", ""),
+    "onboard_config": (APP, "`covel onboard` runs (in the CLI's process; plugins in id order); `current_config` is a copy "
+                       "of the config file's settings as merged so far", "settings to add: `COVEL_*` settings the kernel "
+                       "knows are written to the config file (a `--set` value wins); the plugin's own settings and unknown "
+                       "keys are refused, named; `None`: nothing", "`covel onboard` reports it and skips that impl"),
     "provide_model_options": (APP, "each model call of the session's agent runtimes, before `before_llm_call`; "
                               "`workspace` is `None`", "`ModelOptions.model` (`provider:model`), else `.slot` (a gateway "
                               "slot), becomes the call's model (the gateway's `model_override`); `temperature`, "
                               "`max_tokens`: ignored (logged)", SKIPPED),
-    "provide_environment": (APP, "a session's runtimes start", "variables and a workspace, or `None`", ""),
+    "provide_environment": (APP, "once per session, before the plugin's first call of it in the process that runs its "
+                            "code (its worker; once per hooks replica); `workspace` is the plugin's folder for the session, "
+                            "`<data dir>/workspaces/<plugin>/<session>`, made first", "`variables` (str → str) and `workspace` "
+                            "(a folder inside the given one, else that one) for the plugin's own code in that session: "
+                            "`ctx.environment` / `ctx.workspace` of its handlers, tools and services, `state[\"environment\"]` "
+                            "/ `state[\"workspace\"]` of its hooks; the first answer that is not `None` wins",
+                            SKIPPED + " (no environment for that session); a value that is not text, a workspace outside "
+                            "the folder: logged, skipped"),
     "on_error": (APP, "a runtime of the plugin failed (`stage` `runtime`), or another of its hooks raised (`stage` the hook's name); "
                  "`message` is `None`", "nothing (another return is logged)", "logged, never fatal"),
     "system_prompt": (APP, "a runtime's context is assembled; `prompt` is the player's message",
                       "text added to the system prompt (non-text: logged, skipped)", SKIPPED),
-    "provide_tape_store": (APP, "the hosting service starts", "where tapes (conversation logs) are kept", ""),
-    "provide_lifespan": (APP, "the hosting service starts and stops", "a context manager entered and left with it", ""),
+    "provide_tape_store": (APP, "once, when the plugin loads; after each turn's story was handed to the client "
+                           "(`message:sent`) its `read(tape)`, then `append(tape, entry)` of the turn's entries (as "
+                           "`provide_tape_sidecar`'s); a tape it does not have yet (`read` gives `None`) is first filled "
+                           "with the session's earlier committed turns", "a `TapeStore` or `AsyncTapeStore` that keeps a "
+                           "**mirror** of each session's tape: the store service's log stays the source of truth, the "
+                           "kernel never reads it", SKIPPED + " (that store, for that turn; every call bounded)"),
+    "provide_lifespan": (APP, "the plugin's code is loaded (after `register(covel)`, before its first call; again in a fresh "
+                         "worker) and unloaded: a Reload (the old load, once the new one serves), its worker stopped on "
+                         "purpose, the service's graceful shutdown; not a worker killed for a fault",
+                         "a context manager or a generator that yields once (sync or async), entered in pluggy's order, "
+                         "left in reverse", SKIPPED + " (an enter past 30 s too): the plugin loads; exits share 5 s, one "
+                         "past it is abandoned (logged)"),
     "provide_tape_sidecar": (APP, "once, when the plugin loads; its `on_append(tape, entry)` after each turn's story was "
                              "handed to the client (`message:sent`): `tape` is the session id, the entries `{role: user, "
                              "content, turn_id}` and `{role: story, content, turn_id, message_id}`",
@@ -68,7 +95,14 @@ MEANINGS: dict[str, tuple[str, str, str, str]] = {
                            "a `TapeContext`: `select(tape)` picks entries of a read-only tape over the runtime's "
                            "conversation (the store's log as assembled), `render(entry)` turns each into a message; "
                            "the result is the runtime's conversation", SKIPPED + " (also a `select`/`render` that raises)"),
-    "admit_message": (APP, "a submit arrives while the session's turn runs", "queue, merge as steering, or refuse", ""),
+    "admit_message": (APP, "a submit (`SubmitActions`) meets the session's running turn and a plugin of the session implements it; "
+                      "`message` is `{content, session_id, channel: grpc, actions}`, `turn` the running turn (`turn_id`, "
+                      "`step` 0: unknown, `pending`: its interjections waiting)", "the first `AdmitDecision` of the session's "
+                      "plugins, in their order: `queue()` (also `None` from all): the submit waits for its own turn; `steer()`: "
+                      "its text joins the running turn as `Interject`'s does and its stream follows that turn (no text: queued); "
+                      "`refuse(reason)`: the submit fails `FAILED_PRECONDITION` naming the plugin and the reason",
+                      "logged, reported to `on_error`, skipped (also a plugin that takes over 1 s; a hooks service that does "
+                      "not answer in 2 s: queued)"),
     "provide_steering_inbox": (APP, "once, when the plugin loads; its `drain(session_id)` before each step of a run that "
                                "takes interjections (`PreStep` with `steering`: story runtimes, not subagents)",
                                "a `SteeringInbox`: what `drain` gives (envelopes' `content`, or texts) joins the run before "
@@ -104,8 +138,6 @@ def returns(name: str) -> str:
 
 
 def rides_on(name: str) -> str:
-    if name in REFUSED_BY_DESIGN:
-        return f"refused by design: a plugin implementing it **fails to load**: {REFUSED_BY_DESIGN[name]}"
     if name in NOT_SUPPORTED_YET:
         return "not supported yet: a plugin implementing it **fails to load**, naming it"
     events = [*EVENTS_OF_HOOK[name], *KEYS_OF_HOOK.get(name, ())]
@@ -113,6 +145,14 @@ def rides_on(name: str) -> str:
         return "the channel host, `covel channel <plugin>` (not the hooks service)"
     if name == "register_cli_commands":
         return "`covel plugin <plugin> <command>` (not the hooks service)"
+    if name == "onboard_config":
+        return "`covel onboard` (not the hooks service)"
+    if name == "admit_message":
+        return "the scheduler's submit, through the hooks service's `AdmitMessage` (no event)"
+    if name == "provide_lifespan":
+        return "the load of the plugin's code, where it runs (its sandbox worker), and `covel plugin` (no event)"
+    if name == "provide_environment":
+        return "a session's first call of the plugin's code, where it runs (no event)"
     return ", ".join(f"`{event}`" for event in events) if events else "the plugin's load (`covel.register_tool`)"
 
 
@@ -124,8 +164,7 @@ def hookspecs_table() -> str:
             raise MissingMeaning(f"hook {name} has no row in covel_cli/hookspec_doc_tables.py MEANINGS")
         group, when, does, failure = MEANINGS[name]
         supported = name in EVENTS_OF_HOOK
-        planned = "planned: " if name in NOT_SUPPORTED_YET else "would be: "
-        cells = [signature(name), group, when if supported else f"{planned}{when}", returns(name).replace("|", "\\|"),
+        cells = [signature(name), group, when if supported else f"planned: {when}", returns(name).replace("|", "\\|"),
                  does, rides_on(name), (failure or "") if supported else "—"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ import httpx
 
 from shared.grpc_client import check_health, open_channel
 from shared.security.service_identity import DevPki
-from shared.settings import PeerAddresses, SecuritySettings
+from shared.settings import CONFIG_FILE_VARIABLE, PeerAddresses, SecuritySettings, config_file
 
 # Start order: hooks loads entry modules from the registry's catalogue; the scheduler comes last.
 SERVICES = ("store", "registry", "gateway", "hooks", "scheduler")
@@ -119,6 +119,8 @@ class ServiceGroup:
         """The environment of service `name`: its own certificate (each process holds only its own
         key); without a name, the group's settings but no certificate."""
         env = dict(os.environ)
+        # Services run from the repository: the config file is the one of this process's working directory.
+        env[CONFIG_FILE_VARIABLE] = str(config_file().resolve())
         for service, addr in self.addrs.items():
             env[f"COVEL_{service.upper()}_ADDR"] = addr
         env["COVEL_DATA_DIR"] = str(self.data_dir)

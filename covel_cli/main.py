@@ -22,6 +22,8 @@ from covel_cli.launcher import (
     configured_addrs,
     free_port_addrs,
 )
+from covel_cli.onboard import add_parser as add_onboard
+from covel_cli.onboard import onboard
 from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.plugin_commands import add_parser as add_plugin_command
@@ -166,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     health.set_defaults(run=_health)
     add_channel(commands, _channel)
     add_plugin_command(commands, _plugin_command)
+    add_onboard(commands, onboard)
     add_validate_plugin(commands)
     add_validate_world(commands)
     add_hooks_info(commands)

@@ -238,7 +238,13 @@ async def _stream_turn(events, out: TextIO, progress: Progress) -> api.Turn | No
     try:
         async for event in events:
             kind = event.WhichOneof("event")
-            if kind == "runtime_started":
+            if kind == "turn_started" and event.turn_started.steered_by:
+                # admit_message steered the message into the turn already running: this is that turn.
+                progress.pause()
+                out.write(f"\n(your words join the turn already under way, as {event.turn_started.steered_by} decided)\n")
+                out.flush()
+                progress.start()
+            elif kind == "runtime_started":
                 progress.running.append(event.runtime_started.runtime_id)
             elif kind == "runtime_finished":
                 with contextlib.suppress(ValueError):

@@ -3,7 +3,9 @@
 `app` is the argparse sub-command set of `covel plugin <plugin>`: a plugin adds a command with
 `app.add_parser(name, help=…)`, its arguments with `add_argument`, and what runs with
 `set_defaults(run=function)`; `function(args)` (plain or async) returns the exit code (None: 0). The
-plugin's register(covel) runs in this process, as `covel channel` runs it (covel_cli/channels.py).
+plugin's register(covel) runs in this process, as `covel channel` runs it (covel_cli/channels.py); its
+provide_lifespan is entered before the command runs and left after it (services/hooks/lifespans.py:
+one that fails to enter is reported and skipped, the command runs all the same).
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ from typing import Any
 
 from covel_cli.channels import HostFailed, plugin_root
 from services.hooks.entry_loader import EntryFailed, run_register
+from services.hooks.hookspec_adapter import HookspecAdapter
 from services.registry.settings import RegistrySettings
 from shared.plugin_sdk.agent_plugins import hook_runtime
 from shared.plugin_sdk.registrar import RegistrationError
 
 
-def plugin_parser(plugin_id: str) -> argparse.ArgumentParser:
-    """`covel plugin <plugin_id>` with the plugin's register_cli_commands subcommands."""
+def plugin_parser(plugin_id: str) -> tuple[argparse.ArgumentParser, HookspecAdapter | None]:
+    """`covel plugin <plugin_id>` with the plugin's register_cli_commands subcommands, and its hookspec adapter."""
     try:
-        registrar, _ = run_register(plugin_id, plugin_root(plugin_id, RegistrySettings().plugin_dirs), "server/index.py", generation=0)
+        registrar, adapter = run_register(plugin_id, plugin_root(plugin_id, RegistrySettings().plugin_dirs), "server/index.py",
+                                          generation=0)
     except (RegistrationError, EntryFailed) as error:
         raise HostFailed(f"{plugin_id}: {error}") from error
     parser = argparse.ArgumentParser(prog=f"covel plugin {plugin_id}")
@@ -32,14 +36,21 @@ def plugin_parser(plugin_id: str) -> argparse.ArgumentParser:
         impl.function(app=app)
     if not app.choices:
         raise HostFailed(f"{plugin_id} adds no command (register_cli_commands)")
-    return parser
+    return parser, adapter
 
 
 async def run(args: argparse.Namespace) -> int:
-    chosen = plugin_parser(args.plugin).parse_args(args.rest)
-    outcome: Any = chosen.run(chosen)
-    if inspect.isawaitable(outcome):
-        outcome = await outcome
+    parser, adapter = plugin_parser(args.plugin)
+    chosen = parser.parse_args(args.rest)
+    if adapter is not None:
+        await adapter.lifespans.enter()
+    try:
+        outcome: Any = chosen.run(chosen)
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+    finally:
+        if adapter is not None:
+            await adapter.lifespans.leave()
     return int(outcome or 0)
 
 

@@ -50,10 +50,14 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     HookEvent("PreSchedule", Scope.TURN, Mode.SEQUENTIAL, False, ("triggered",)),
     HookEvent("PreRuntime", Scope.RUNTIME, Mode.SEQUENTIAL, True, ()),
     HookEvent("PostContextAssembly", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("systemPrompt", "messages")),
-    # replace.interjections: messages merged into the run before this step, as Interject's (docs/hooks.md).
-    HookEvent("PreStep", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("tools", "toolChoice", "stepsRemaining", "stop", "interjections")),
-    # replace.response ({content}) answers the call: the model is not asked (docs/hooks.md).
-    HookEvent("PreLLMCall", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("messages", "model", "tools", "stream", "response")),
+    # replace.interjections: messages merged into the run before this step, as Interject's; replace.nextPrompt: a user
+    # message before this step's model call (docs/hooks.md).
+    HookEvent("PreStep", Scope.RUNTIME, Mode.SEQUENTIAL, False,
+              ("tools", "toolChoice", "stepsRemaining", "stop", "interjections", "nextPrompt")),
+    # replace.response ({content}) answers the call: the model is not asked (docs/hooks.md); replace.responseStream
+    # ({plugin, streamId}) too, its text read through the hooks service's StreamModelAnswer (kernel-internal: run_model_stream).
+    HookEvent("PreLLMCall", Scope.RUNTIME, Mode.SEQUENTIAL, False,
+              ("messages", "model", "tools", "stream", "response", "responseStream")),
     HookEvent("PostLLMResponse", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("response", "correction")),
     HookEvent("PostRuntime", Scope.RUNTIME, Mode.SEQUENTIAL, False, ("result",)),
     # replace.result answers the call: the tool does not run, the call succeeds with it as data (docs/hooks.md).

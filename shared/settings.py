@@ -2,17 +2,46 @@
 
 Every service reads `COVEL_<SERVICE>_ADDR` for where it listens and where its peers are,
 so the same variables serve `covel up`, tests and a Kubernetes ConfigMap.
+
+Every settings class derives from CovelSettings: besides the environment it reads the config file
+(`COVEL_CONFIG_FILE`, default `covel.env` in the working directory; KEY=VALUE lines, dotenv format,
+written by `covel onboard`). The environment wins over the file; a missing file is no error.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, DotEnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where the config file is: an environment variable only (the file cannot say where it is itself).
+CONFIG_FILE_VARIABLE = "COVEL_CONFIG_FILE"
+DEFAULT_CONFIG_FILE = "covel.env"
+
+
+def config_file() -> Path:
+    """The config file every settings class reads: COVEL_CONFIG_FILE, else `covel.env` in the working directory."""
+    return Path(os.environ.get(CONFIG_FILE_VARIABLE) or DEFAULT_CONFIG_FILE).expanduser()
+
+
+class CovelSettings(BaseSettings):
+    """COVEL_* settings: the environment first, then the config file (config_file()), then the defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore", env_file_encoding="utf-8")
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file is looked up when a settings object is made, so COVEL_CONFIG_FILE may change in between (tests).
+        config = DotEnvSettingsSource(settings_cls, env_file=config_file())
+        return init_settings, env_settings, config, file_secret_settings
 
 DEFAULT_ADDRS = {
     "registry": "127.0.0.1:50151",
@@ -23,10 +52,8 @@ DEFAULT_ADDRS = {
 }
 
 
-class PeerAddresses(BaseSettings):
+class PeerAddresses(CovelSettings):
     """Where each service listens; a service binds its own and dials the others."""
-
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
 
     registry_addr: str = DEFAULT_ADDRS["registry"]
     hooks_addr: str = DEFAULT_ADDRS["hooks"]
@@ -38,10 +65,8 @@ class PeerAddresses(BaseSettings):
         return getattr(self, f"{service}_addr")
 
 
-class SecuritySettings(BaseSettings):
+class SecuritySettings(CovelSettings):
     """Bearer token of the client API and TLS between services (shared/security)."""
-
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
 
     # The scheduler's client API requires `authorization: Bearer <token>` when a token is set,
     # given as the value or as a file (a mounted Kubernetes Secret); the covel CLI sends it.
@@ -107,11 +132,11 @@ class PrincipalSettings(SecuritySettings):
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
 
-class TelemetrySettings(BaseSettings):
+class TelemetrySettings(CovelSettings):
     """Tracing and metrics (shared/telemetry); everything off by default."""
 
     # populate_by_name: settings given in code name the field (traces_exporter=…), not its env alias.
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(populate_by_name=True)
 
     # `none`, `otlp` (OTEL_EXPORTER_OTLP_* say where and how: http/protobuf or grpc), `console`;
     # several separated by commas. OTEL_TRACES_EXPORTER is read too.
@@ -149,6 +174,5 @@ def default_plugin_dirs() -> list[Path]:
     return [REPO_ROOT / "plugins"]
 
 
-class DataDirSetting(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
+class DataDirSetting(CovelSettings):
     data_dir: Path = Field(default_factory=default_data_dir)

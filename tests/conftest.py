@@ -22,6 +22,8 @@ OBSERVABLE_SANDBOX = {
 SHIPPED_SANDBOX = {"COVEL_SANDBOX_HIDE_DIRS": "true", "COVEL_SANDBOX_DROP_PRIVILEGES": "true", "COVEL_SANDBOX_PASS_ENV": ""}
 for _name, _value in OBSERVABLE_SANDBOX.items():
     os.environ.setdefault(_name, _value)
+# A covel.env in the checkout (what `covel onboard` writes) must not change what the suite runs against.
+os.environ.setdefault("COVEL_CONFIG_FILE", os.devnull)
 
 
 def free_addr() -> str:

@@ -14,6 +14,7 @@ from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.hooks.dispatcher import HandlerTable
 from services.hooks.entry_loader import LoadResult, PluginEntry, load_entries
 from services.hooks.event_keys import EventKeyTable
+from services.hooks.lifespans import enter_all, leave_all
 from services.hooks.sandboxed_entries import load_sandboxed
 from shared.logs import get_logger
 from shared.manifest import parse_definition, parse_manifest
@@ -90,6 +91,9 @@ class CatalogueSync:
                 # Importing plugin modules is blocking work: keep it off the event loop.
                 result = await asyncio.to_thread(load_entries, entries, reply.generation)
             result.errors.update(_failed_by_registry(reply))
+            # provide_lifespan: entered before the generation takes a call; the old one's left once the new one serves.
+            await enter_all(result.loaded)
+            previous = self.current
             registrations = [hook for loaded in result.loaded for hook in loaded.registrar.hooks]
             sources = {entry.plugin_id: entry.source for entry in entries}
             event_handlers = [handler for loaded in result.loaded for handler in loaded.registrar.event_handlers]
@@ -102,7 +106,13 @@ class CatalogueSync:
                 if handler.warning:
                     log.warning("event_key.unknown", plugin_id=handler.plugin_id, key=handler.key, warning=handler.warning)
             log.info("handlers.loaded", generation=reply.generation, plugins=len(result.loaded), handlers=len(registrations))
+            await leave_all(previous.load_result.loaded)
             return self.current
+
+    async def leave_lifespans(self) -> None:
+        """The service stops: the loaded plugins' lifespans are left (each plugin's bounded: lifespans.py)."""
+        async with self._lock:
+            await leave_all(self.current.load_result.loaded)
 
     async def follow_registry(self, max_delay_s: float = 5.0) -> None:
         """Reload whenever the registry's catalogue generation differs from the one loaded (a Reload or

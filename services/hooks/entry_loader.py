@@ -1,7 +1,10 @@
 """Load plugin entry modules (`server/index.py`) and collect what `register(covel)` registers.
 
 Plugin code is imported by shared/plugin_code (a package namespace per plugin, so an entry
-module imports its `lib/` package-relatively, as function handlers and guards do).
+module imports its `lib/` package-relatively, as function handlers and guards do). A plugin that
+implements provide_environment has its code wrapped to see each session's environment, in the
+process that runs it (environments.py); its provide_lifespan is entered once the whole load was
+accepted (lifespans.py, from CatalogueSync.reload).
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.hooks import environments
 from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
 from shared.plugin_code import PluginFile, load_module
 from shared.plugin_code.declarations import Registrations, declaration_problems
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.http_client import invalid_http_permissions
 from shared.plugin_sdk.registrar import RegistrationError
+from shared.settings import DataDirSetting
 
 if TYPE_CHECKING:
     from services.hooks.sandboxed_entries import SandboxedHookspecs
@@ -101,8 +106,10 @@ def entry_problem(plugin: PluginEntry) -> str | None:
 
 
 def run_register(plugin_id: str, root: Path, entry: str, generation: int | None,
-                 http_permissions: tuple[tuple[str, Any], ...] = ()) -> tuple[PluginRegistrar, HookspecAdapter | None]:
-    """Import the entry module and run its register(covel) (in the process that runs the plugin's code)."""
+                 http_permissions: tuple[tuple[str, Any], ...] = (), workspaces: Path | None = None,
+                 ) -> tuple[PluginRegistrar, HookspecAdapter | None]:
+    """Import the entry module and run its register(covel) (in the process that runs the plugin's code).
+    `workspaces`: where this process reaches the plugin's session folders (None: it runs no sessions, a CLI)."""
     registrar = PluginRegistrar(plugin_id, http_permissions=http_permissions)
     try:
         # A new catalogue generation imports the plugin afresh (its module state starts over).
@@ -114,13 +121,17 @@ def run_register(plugin_id: str, root: Path, entry: str, generation: int | None,
         if inspect.isawaitable(outcome):
             raise RegistrationError(f"{entry}: register(covel) must be a plain function, not async")
         hookspecs = register_hookimpls(registrar)
+        if hookspecs is not None:
+            environments.attach(registrar, hookspecs.environments, workspaces)
     except Exception as error:  # plugin code: any failure fails that plugin only
         raise EntryFailed(f"{entry} failed to load: {type(error).__name__}: {error}") from error
     return registrar, hookspecs
 
 
-def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
-    """Every plugin's entry module in this process (COVEL_SANDBOX_ENABLED=false; the sandbox: sandboxed_entries.py)."""
+def load_entries(plugins: list[PluginEntry], generation: int, data_dir: Path | None = None) -> LoadResult:
+    """Every plugin's entry module in this process (COVEL_SANDBOX_ENABLED=false; the sandbox: sandboxed_entries.py);
+    the plugins' session workspaces below `data_dir` (default COVEL_DATA_DIR)."""
+    data_dir = data_dir if data_dir is not None else DataDirSetting().data_dir
     result = LoadResult()
     for plugin in plugins:
         problem = entry_problem(plugin)
@@ -129,7 +140,8 @@ def load_entries(plugins: list[PluginEntry], generation: int) -> LoadResult:
                 result.errors[plugin.plugin_id] = problem
             continue
         try:
-            registrar, hookspecs = run_register(plugin.plugin_id, plugin.root_dir, plugin.entry, generation, plugin.http_permissions)
+            registrar, hookspecs = run_register(plugin.plugin_id, plugin.root_dir, plugin.entry, generation, plugin.http_permissions,
+                                                environments.workspace_root(data_dir, plugin.plugin_id))
         except EntryFailed as failed:
             result.errors[plugin.plugin_id] = str(failed)
             continue

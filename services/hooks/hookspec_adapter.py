@@ -11,18 +11,24 @@ dispatcher, declarations (contributes.hooks) and traces treat them like any hand
 | before_tool_call, after_tool_call                      | PreToolUse + PostToolUse        |
 | system_prompt, build_prompt, build_tape_context        | PostContextAssembly             |
 | provide_steering_inbox                                 | PreStep (replace.interjections) |
+| continue_prompt                                        | PreStep (previous; nextPrompt)  |
 | load_state                                             | TurnStart                       |
 | save_state, render_outbound, dispatch_outbound,        | TurnStart + the gateway key     |
-| provide_tape_sidecar                                   | message:sent (KEYS_OF_HOOK)     |
+| provide_tape_sidecar, provide_tape_store (a mirror:    | message:sent (KEYS_OF_HOOK)     |
+| tape_mirror.py)                                        |                                 |
 | on_error                                               | PostRuntime (failed runtimes)   |
 | provide_tools                                          | covel.register_tool, at load    |
 | provide_channels, resolve_session                      | none: `covel channel` calls them|
 | register_cli_commands                                  | none: `covel plugin` calls it   |
+| onboard_config                                         | none: `covel onboard` calls it  |
+| admit_message                                          | none: AdmitMessage (a submit)   |
+| provide_lifespan                                       | none: entered/left with its code|
+| provide_environment                                    | none: a session's first call    |
 
-The turn hooks' code is in turn_hooks.py, the app hooks' in app_hooks.py; the decision chains and
-the error rule in shared/plugin_sdk/agent_plugins.py (PluginAgentHooks). A hook refused by design
-(REFUSED_BY_DESIGN: provide_tape_store) or not supported yet (NOT_SUPPORTED_YET) fails the load,
-naming it; docs/hookspecs.md is the table of all of them (covel_cli/hookspec_doc_tables.py).
+The turn hooks' code is in turn_hooks.py, the app hooks' in app_hooks.py (provide_lifespan in lifespans.py,
+provide_environment in environments.py, both run where the plugin's code runs); the decision chains and
+the error rule in shared/plugin_sdk/agent_plugins.py (PluginAgentHooks). A hook not supported yet
+(NOT_SUPPORTED_YET) fails the load, naming it; docs/hookspecs.md is the table of all of them (covel_cli/hookspec_doc_tables.py).
 
 The difference from `covel.on` handlers: an impl that raises or returns the wrong type is
 logged and skipped (and reported to on_error); it never blocks. Impls run in pluggy's order
@@ -32,6 +38,9 @@ What the kernel's results cannot say, and how it is met:
 - LLMCallDecision.finish(text): PreLLMCall's replace.response answers the call with `text`; the
   model is not asked. PostLLMResponse follows as for any reply (after_llm_call hears of it there;
   its answer is set to `text` again, should another plugin's handler have changed it).
+- run_model_stream: a stream answers as it goes. PreLLMCall keeps it open in this process and answers
+  replace.responseStream {plugin, streamId}; the scheduler reads it through StreamModelAnswer and
+  streams it to the player like a model's reply (model_streams.py).
 - ToolCallDecision.replace(result): for a tool registered by a plugin's entry module (it runs
   here, through CallTool), the call goes on unchanged and CallTool answers
   `{"ok": true, "data": result}` without running the tool (`take_replacement`). Any other tool
@@ -74,7 +83,10 @@ from typing import Any
 
 import pluggy
 
-from services.hooks import app_hooks, turn_hooks
+from services.hooks import admission, app_hooks, tape_mirror, turn_hooks, turn_share
+from services.hooks.environments import SessionEnvironments, state_fields
+from services.hooks.lifespans import Lifespans
+from services.hooks.model_streams import OPEN_STREAMS, StreamAnswer
 from shared.hook_events import EVENTS_BY_NAME
 from shared.logs import get_logger
 from shared.plugin_sdk import HookContext
@@ -116,29 +128,36 @@ EVENTS_OF_HOOK: dict[str, tuple[str, ...]] = {
     "provide_model_options": ("PreLLMCall", "PostLLMResponse"),
     "build_tape_context": ("PostContextAssembly",),
     "provide_steering_inbox": ("PreStep",),
+    # PreStep's `previous`: the step before ended with status continue (the spec's StepFinished); replace.nextPrompt.
+    "continue_prompt": ("PreStep",),
     # Called by the CLI, not by this service: the channel host (`covel channel`, covel_cli/channels.py) and
     # `covel plugin <plugin> <command>` (covel_cli/plugin_commands.py).
     "provide_channels": (),
     "resolve_session": (),
     "register_cli_commands": (),
+    # `covel onboard` (covel_cli/onboard.py).
+    "onboard_config": (),
     "provide_tape_sidecar": ("TurnStart",),
+    # A mirror of each session's tape (tape_mirror.py): the store service's log stays the source of truth.
+    "provide_tape_store": ("TurnStart",),
     "on_error": ("PostRuntime",),
     "provide_tools": (),
+    # Rides on no event: the scheduler's submit asks it (AdmitMessage, services/hooks/admission.py) when it meets a running turn.
+    "admit_message": (),
+    # The hooks service enters it when the plugin's code is loaded, leaves it when that code is unloaded (lifespans.py).
+    "provide_lifespan": (),
+    # Asked by the process that runs the plugin's code before its first call of a session (environments.py).
+    "provide_environment": (),
 }
 # Gateway event keys a hook also rides on (docs/event-hooks.md): after the turn's story was handed to the client.
 KEYS_OF_HOOK: dict[str, tuple[str, ...]] = {
-    name: ("message:sent",) for name in ("save_state", "render_outbound", "dispatch_outbound", "provide_tape_sidecar")}
-# Hooks of the spec Covel refuses by design (the plugin fails to load, with the reason).
-REFUSED_BY_DESIGN: dict[str, str] = {
-    "provide_tape_store": "the store service keeps the conversation log and commits each turn in one transaction: it "
-                          "stays the single source of truth, so a plugin cannot replace where tapes are kept; read the "
-                          "conversation with build_tape_context, follow it with provide_tape_sidecar",
-}
+    name: ("message:sent",) for name in ("save_state", "render_outbound", "dispatch_outbound", "provide_tape_sidecar",
+                                           "provide_tape_store")}
 # Turns whose TurnStart was seen and whose message:sent was not, per session (the newest kept).
 _TURNS_LIMIT = 1024
 # Hooks of the spec the kernel does not call yet: implementing one fails the plugin's load, naming it
 # (accepting an impl and never calling it would be silent). docs/hookspecs.md lists them.
-NOT_SUPPORTED_YET: tuple[str, ...] = tuple(name for name in HOOK_NAMES if name not in EVENTS_OF_HOOK and name not in REFUSED_BY_DESIGN)
+NOT_SUPPORTED_YET: tuple[str, ...] = tuple(name for name in HOOK_NAMES if name not in EVENTS_OF_HOOK)
 
 _MISSING = object()
 
@@ -235,6 +254,8 @@ def _state(ctx, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
         "execution_id": getattr(ctx, "execution_id", None) or "",
         "subagent_call_id": getattr(ctx, "subagent_call_id", None) or "",
         "parent_runtime_id": getattr(ctx, "parent_runtime_id", None) or "", "ctx": ctx,
+        # provide_environment's answer for this session (environments.py); empty without.
+        "environment": dict(getattr(ctx, "environment", None) or {}), "workspace": getattr(ctx, "workspace", None),
     }
 
 
@@ -283,9 +304,15 @@ class HookspecAdapter:
         # The decision chains and the error rule, shared with in-process agents (shared/plugin_sdk/agent_plugins.py).
         self._agent_hooks = PluginAgentHooks(self._manager, plugin_id=plugin_id, on_raised=self._on_raised)
         self._sidecars = app_hooks.sidecars(self._agent_hooks)
+        self._tape_mirror = tape_mirror.TapeMirror(self._agent_hooks, self._notify_error)
         self._inboxes = app_hooks.inboxes(self._agent_hooks)
+        # provide_lifespan and provide_environment, run by the process that runs this plugin's code.
+        self.lifespans = Lifespans(self._agent_hooks)
+        self.environments = SessionEnvironments(plugin_id, self._agent_hooks)
         # session id -> (turn id, the turn's message, load_state's state): TurnStart to message:sent.
-        self._turns: OrderedDict[str, tuple[str, dict[str, Any], dict[str, Any]]] = OrderedDict()
+        self._turns: OrderedDict[str, turn_share.Turn] = OrderedDict()
+        # (session, turn) that neither this process nor the store knows (asked once).
+        self._unshared: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._llm_calls = _Pending()
         self._tool_calls = _Pending()
         # Calls this plugin's own deny refused (it has told after_tool_call already).
@@ -295,9 +322,6 @@ class HookspecAdapter:
         self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
 
     def _refuse_unsupported(self) -> None:
-        refused = [f"{impl.plugin_name}.{name}: {REFUSED_BY_DESIGN[name]}" for name in REFUSED_BY_DESIGN for impl in self._impls(name)]
-        if refused:
-            raise RegistrationError(f"covel.register_hookimpls: {'; '.join(refused)} (see docs/hookspecs.md)")
         unsupported = [f"{impl.plugin_name}.{name}" for name in NOT_SUPPORTED_YET for impl in self._impls(name)]
         if unsupported:
             raise RegistrationError(
@@ -314,36 +338,78 @@ class HookspecAdapter:
         """TurnStart: the turn's message, and load_state's state for this turn's hooks (never blocks the turn)."""
         message = turn_hooks.inbound(payload, ctx)
         loaded = await turn_hooks.load_state(self._agent_hooks, message, ctx.session_id) if self._impls("load_state") else {}
-        self._turns[ctx.session_id] = (ctx.turn_id, message, loaded)
-        self._turns.move_to_end(ctx.session_id)
+        self._remember(ctx.session_id, (ctx.turn_id, message, loaded))
+        # The turn's later events may reach another hooks replica: it reads the turn from the store (turn_share.py).
+        await turn_share.share(self.plugin_id, ctx.session_id, (ctx.turn_id, message, loaded))
+
+    def _remember(self, session_id: str, turn: turn_share.Turn) -> None:
+        self._turns[session_id] = turn
+        self._turns.move_to_end(session_id)
         while len(self._turns) > _TURNS_LIMIT:
             self._turns.popitem(last=False)
 
+    def with_turn(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """A handler of a turn's later event, run once this process knows the turn TurnStart began (another
+        replica may have served TurnStart: the turn is then read from the store, once per turn)."""
+        async def handle(ctx, payload) -> Any:
+            await self._known_turn(ctx.session_id, ctx.turn_id)
+            return await handler(ctx, payload)
+
+        return handle
+
+    async def _known_turn(self, session_id: str, turn_id: str) -> turn_share.Turn | None:
+        turn = self._turns.get(session_id)
+        if not session_id or (turn is not None and (turn[0] == turn_id or not turn_id)) or (session_id, turn_id) in self._unshared:
+            return turn
+        found = await turn_share.fetch(self.plugin_id, session_id)
+        if found is not None and (found[0] == turn_id or not turn_id):
+            self._remember(session_id, found)
+            return found
+        self._unshared[(session_id, turn_id)] = None
+        while len(self._unshared) > _TURNS_LIMIT:
+            self._unshared.popitem(last=False)
+        return turn
+
     async def pre_step(self, ctx, payload) -> dict[str, Any] | None:
-        """PreStep of a run that takes interjections (MessagesPending): the steering inboxes drained into it."""
-        if payload.get("steering") is not True:
-            return None
-        texts = await app_hooks.drained(self._inboxes, self.plugin_id, ctx.session_id)
-        if not texts:
-            return None
-        return {"action": "continue", "replace": {"interjections": [*(payload.get("interjections") or []), *texts]}}
+        """PreStep: the steering inboxes drained into a run that takes interjections (MessagesPending); after a step
+        that continued (`previous`, StepFinished), continue_prompt's answer as the next step's prompt."""
+        replace: dict[str, Any] = {}
+        texts = await app_hooks.drained(self._inboxes, self.plugin_id, ctx.session_id) if payload.get("steering") is True else []
+        if texts:
+            replace["interjections"] = [*(payload.get("interjections") or []), *texts]
+        if self._impls("continue_prompt"):
+            next_prompt = await turn_hooks.continue_prompt(self._agent_hooks, payload, self._state(ctx))
+            if next_prompt is not None:
+                replace["nextPrompt"] = next_prompt
+        return {"action": "continue", "replace": replace} if replace else None
 
     async def message_sent(self, event) -> None:
         """message:sent: save_state, render_outbound and dispatch_outbound with the story (model_output)."""
         session_id = event.session_key or str(event.context.get("to") or "")
-        turn = self._turns.pop(session_id, None)
+        turn = await self._known_turn(session_id, "")
+        self._turns.pop(session_id, None)
         message = turn[1] if turn is not None else {"content": "", "session_id": session_id, "channel": "grpc"}
         state = {**(turn[2] if turn is not None else {}), "session_id": session_id, "turn_id": turn[0] if turn else "",
-                 "sent": bool(event.context.get("success")), "message_id": event.context.get("messageId")}
+                 "sent": bool(event.context.get("success")), "message_id": event.context.get("messageId"),
+                 **state_fields(await self.environments.of(session_id) if session_id else None)}
         story = str(event.context.get("content") or "")
-        await app_hooks.tell_sidecars(self._sidecars, self.plugin_id, session_id, [
-            {"role": "user", "content": message["content"], "turn_id": state["turn_id"]},
-            {"role": "story", "content": story, "turn_id": state["turn_id"], "message_id": state["message_id"]}])
+        entries = tape_mirror.turn_entries(state["turn_id"], message["content"], story, state["message_id"])
+        await app_hooks.tell_sidecars(self._sidecars, self.plugin_id, session_id, [dict(entry) for entry in entries])
         delivered = await turn_hooks.after_turn(self._agent_hooks, session_id, state, message, story)
         log.info("hookspecs.outbound", plugin_id=self.plugin_id, session_id=session_id, delivered=delivered)
+        # provide_tape_store: last, as a fill from the store's log may take a while.
+        await self._tape_mirror.mirror(session_id, state["turn_id"], entries)
+
+    async def admit_message(self, session_id: str, message: dict[str, Any], turn: dict[str, Any]) -> dict[str, str] | None:
+        """AdmitMessage: this plugin's admit_message decision for a submit meeting a running turn (admission.py)."""
+        return await admission.decide(self._agent_hooks, session_id, message, admission.snapshot(session_id, turn))
 
     def implemented(self) -> set[str]:
         return {name for name in HOOK_NAMES if self._impls(name)}
+
+    def registered(self) -> list[str]:
+        """The contract events this plugin's hooks register."""
+        return events_for(self.implemented())
 
     def _impls(self, name: str) -> list:
         # pluggy calls the last of get_hookimpls() first.
@@ -398,12 +464,22 @@ class HookspecAdapter:
             replace["model"] = request.model
         if request.tool_names != original.tool_names:
             replace["tools"] = list(request.tool_names)
-        # finish(text), else a run_model answer: PreLLMCall's replace.response answers the call, the model is not asked.
+        # finish(text), else a run_model answer: PreLLMCall's replace.response answers the call, the model is not asked;
+        # a run_model_stream kept open: replace.responseStream, which the scheduler reads (services/hooks/model_streams.py).
         answer = decision.text if decision is not None else await turn_hooks.run_model(self._agent_hooks, request, state)
-        if answer is not None:
+        if isinstance(answer, StreamAnswer):
+            replace["responseStream"], answer = answer.wire(), None
+        elif answer is not None:
             replace["response"] = {"content": answer}
         self._llm_calls.put(_exec_key(ctx), _LLMCall(request, time.perf_counter_ns(), _digest(request.messages), answer))
         return {"action": "continue", "replace": replace} if replace else None
+
+    async def stream_batch(self, stream_id: str, *, session_id: str, claim: bool, wait_s: float) -> dict[str, Any]:
+        """StreamModelAnswer: the next batch of a run_model_stream this plugin's PreLLMCall kept open."""
+        return await OPEN_STREAMS.next_batch(self.plugin_id, stream_id, session_id=session_id, claim=claim, wait_s=wait_s)
+
+    async def close_stream(self, stream_id: str) -> None:
+        OPEN_STREAMS.close(self.plugin_id, stream_id)
 
     async def post_llm_response(self, ctx, payload) -> dict[str, Any] | None:
         run_key = _run_key(ctx)
@@ -608,8 +684,10 @@ def register_hookimpls(registrar: PluginRegistrar) -> HookspecAdapter | None:
         "TurnStart": adapter.turn_start,
         "PreStep": adapter.pre_step,
     }
+    wants_turn = "TurnStart" in adapter.registered()
     for event in events_for(adapter.implemented()):
-        registrar.on(event, handlers[event])
+        handler = handlers[event]
+        registrar.on(event, adapter.with_turn(handler) if wants_turn and event != "TurnStart" else handler)
     for key in dict.fromkeys(key for name in adapter.implemented() for key in KEYS_OF_HOOK.get(name, ())):
         registrar.on_event(key, adapter.message_sent)
     for tool in adapter.tools():

@@ -6,7 +6,9 @@ CallExtension and the event-key bus run them as they ran the plugin's own functi
 same timeouts and with the same statuses. What a worker answers is checked here as the plugin's
 word (registrations through the registrar's own checks, results through the dispatcher's). A
 worker that crashes or is stopped fails the calls in flight (status `error`, a fault of the
-plugin); a fresh one loads the entry module again before it takes the next call.
+plugin); a fresh one loads the entry module again (and enters its lifespans) before it takes the
+next call. A worker stopped on purpose leaves the plugin's lifespans first (its teardown); each
+worker may write the plugin's session workspaces (provide_environment, environments.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import dataclasses
 import time
 from typing import Any
 
+from services.hooks.admission import ADMIT_TIMEOUT_S
 from services.hooks.dispatcher import HandlerFailed, HandlerSkipped
 from services.hooks.entry_loader import (
     LoadedPlugin,
@@ -25,8 +28,11 @@ from services.hooks.entry_loader import (
     entry_problem,
     plugin_tools_of,
 )
+from services.hooks.environments import workspace_root
 from services.hooks.hook_state import StoreState, state_capability
 from services.hooks.hookspec_adapter import _MISSING
+from services.hooks.lifespans import WorkerLifespans
+from services.hooks.tape_mirror import with_turns
 from shared.logs import get_logger
 from shared.plugin_sdk import HookContext, PluginRegistrar
 from shared.plugin_sdk.registrar import RegistrationError
@@ -119,8 +125,15 @@ class SandboxedEventHandler(_Stand):
     async def call(self, event: Any) -> None:
         args = {"gen": self.plugin.generation, "i": self.index, "key": event.key, "session_key": event.session_key,
                 "context": event.context, "timestamp": event.timestamp}
+        # ctx.state of the event's session (a hookspec adapter reads the turn another replica began: turn_share.py).
+        backend = STATE_BACKEND.get()
+        capabilities = (state_capability(backend, event.session_key, self.plugin.plugin_id)
+                        if isinstance(backend, StoreState) and event.session_key else None)
+        if event.session_key and self.plugin.hookspecs is not None and "provide_tape_store" in self.plugin.hookspecs.implemented():
+            # provide_tape_store fills a new tape from the committed turns of this event's session (tape_mirror.py).
+            capabilities = with_turns(capabilities, event.session_key)
         try:
-            answer = await self.plugin.workers.call("event", args)
+            answer = await self.plugin.workers.call("event", args, capabilities=capabilities)
         except RemoteError as error:
             if error.__class__.__name__ != "NotJson":
                 raise
@@ -138,6 +151,7 @@ class SandboxedHookspecs:
         self.plugin_id = plugin.plugin_id
         self._implemented = {str(name) for name in implemented}
         self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
+        self.lifespans = WorkerLifespans(plugin, "provide_lifespan" in self._implemented)
 
     def implemented(self) -> set[str]:
         return set(self._implemented)
@@ -165,6 +179,22 @@ class SandboxedHookspecs:
                                   context={field: getattr(context, field, "") or "" for field in fields})
         return answer.get("v") if isinstance(answer, dict) and answer.get("found") else _MISSING
 
+    async def admit_message(self, session_id: str, message: dict[str, Any], turn: dict[str, Any]) -> Any:
+        """AdmitMessage: the worker's admit_message decision ({action, reason} or None); the caller bounds the wait,
+        the deadline lets the worker stop a late answer (services/hooks/admission.py)."""
+        args = {"gen": self._plugin.generation, "method": "admit_message", "session_id": session_id, "message": message, "turn": turn}
+        answer = await self._plugin.workers.call("hookspec", args, deadline=time.monotonic() + ADMIT_TIMEOUT_S)
+        return answer.get("v") if isinstance(answer, dict) else answer
+
+    async def stream_batch(self, stream_id: str, *, session_id: str, claim: bool, wait_s: float) -> Any:
+        """StreamModelAnswer: the next batch of a run_model_stream kept open in the worker (services/hooks/model_streams.py;
+        the worker's word: the caller checks it and bounds the wait)."""
+        args = {"method": "next", "stream_id": stream_id, "session_id": session_id, "claim": claim, "wait_s": wait_s}
+        return await self._plugin.workers.call("model_stream", args, deadline=time.monotonic() + wait_s)
+
+    async def close_stream(self, stream_id: str) -> None:
+        await self._plugin.workers.call("model_stream", {"method": "close", "stream_id": stream_id})
+
 
 class SandboxedPlugin:
     """One plugin's entry module in its worker, at one catalogue generation."""
@@ -176,10 +206,14 @@ class SandboxedPlugin:
         self.generation = generation
         self.loaded: dict[str, Any] | None = None
         self.hookspecs: SandboxedHookspecs | None = None
+        data_dir = workers.pool.data_dir
+        # The plugin's session workspaces (provide_environment): its workers may write there, and only there.
+        self.workspaces = str(workspace_root(data_dir, self.plugin_id)) if data_dir is not None else None
+        workers.writable = [self.workspaces] if self.workspaces else []
 
     def _load_request(self) -> dict[str, Any]:
         return {"root": str(self.entry.root_dir), "entry": self.entry.entry, "gen": self.generation,
-                "http_permissions": [list(pair) for pair in self.entry.http_permissions]}
+                "http_permissions": [list(pair) for pair in self.entry.http_permissions], "workspaces": self.workspaces}
 
     async def load(self) -> dict[str, Any]:
         answer = await asyncio.wait_for(self.workers.call("load", self._load_request()), LOAD_TIMEOUT_S)
@@ -188,7 +222,13 @@ class SandboxedPlugin:
         self.loaded = answer
         # A worker started after this one (a crash, a stop) loads the same entry before it serves.
         self.workers.setup = self.reload
+        self.workers.teardown = self.tear_down
         return answer
+
+    async def tear_down(self, worker: Worker) -> None:
+        """The worker is stopped on purpose: the plugin's lifespans are left there first."""
+        if self.hookspecs is not None and self.hookspecs.lifespans.implemented:
+            await self.hookspecs.lifespans.leave_all(worker)
 
     async def reload(self, worker: Worker) -> None:
         answer = await asyncio.wait_for(worker.call("load", self._load_request()), LOAD_TIMEOUT_S)
@@ -196,6 +236,7 @@ class SandboxedPlugin:
             raise RuntimeError(f"{self.entry.entry} registered something else when its worker was started again")
         if self.hookspecs is not None:
             await self.hookspecs.share_tools(self.hookspecs.plugin_tools, worker)
+            await self.hookspecs.lifespans.enter(worker=worker)
 
     def registrar(self, found: dict[str, Any]) -> PluginRegistrar:
         """The worker's registrations, through the registrar's own checks."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -13,6 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2_grpc
+from services.hooks import admission
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
@@ -21,7 +22,9 @@ from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.form_validators import validate_form
 from services.hooks.hook_state import StoreState
 from services.hooks.hookspec_adapter import events_for, find_replacement, tell_tool_refused
+from services.hooks.model_answers import model_answer_chunks
 from services.hooks.settings import HooksSettings
+from services.hooks.tape_mirror import COMMITTED_TURNS, StoreTurns
 from services.hooks.tool_host import action_tool, call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
@@ -52,10 +55,12 @@ def _check_dispatch(request: hooks_pb2.DispatchRequest, where: str = "") -> None
 
 
 class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
-    def __init__(self, sync: CatalogueSync, breaker: FaultBreaker, state: StoreState) -> None:
+    def __init__(self, sync: CatalogueSync, breaker: FaultBreaker, state: StoreState, turns: StoreTurns | None = None) -> None:
         self._sync = sync
         self._breaker = breaker
         self._state = state
+        # provide_tape_store's fill of a new tape (tape_mirror.py): the store's committed turns.
+        self._turns = turns
         self.event_bus = EventKeyBus()
 
     @traced("covel.hooks.dispatch", lambda self, request, context: {"covel.hook.event": request.event, "covel.turn_id": request.context.turn_id})
@@ -126,6 +131,28 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                 for entry in trace
             ],
         )
+
+    @rpc
+    async def AdmitMessage(self, request: hooks_pb2.AdmitMessageRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.AdmitMessageResponse:
+        """A submit meeting the session's running turn: the first admit_message decision of its plugins (admission.py)."""
+        require(request.context.session_id, "context.session_id", "the session the message was submitted to")
+        require(request.turn_id, "turn_id", "the session's running turn")
+        if request.step < 0 or request.pending < 0:
+            raise invalid_argument("step" if request.step < 0 else "pending", "must be 0 or more")
+        ctx = request.context
+        asked = admission.asked_in_order(self._sync.current.load_result.loaded, list(ctx.active_plugin_ids),
+                                         set(ctx.approved_plugin_ids), self._breaker.excluded(ctx))
+        message = {**from_struct(request.message), "session_id": ctx.session_id}
+        decided = await admission.admit(asked, ctx.session_id, message,
+                                        {"turn_id": request.turn_id, "step": request.step, "pending": request.pending})
+        return hooks_pb2.AdmitMessageResponse(action=decided.action, reason=decided.reason, plugin_id=decided.plugin_id)
+
+    @rpc
+    async def StreamModelAnswer(self, request: hooks_pb2.StreamModelAnswerRequest,
+                                context: grpc.aio.ServicerContext) -> AsyncIterator[hooks_pb2.StreamModelAnswerChunk]:
+        """The pieces of a run_model_stream answer PreLLMCall's replace.responseStream names, as they come (model_answers.py)."""
+        async for chunk in model_answer_chunks(self._sync.current.load_result.loaded, request):
+            yield chunk
 
     @rpc
     async def GetSubscriptions(
@@ -267,6 +294,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         if request.wait_budget_ms < 0:
             raise invalid_argument("wait_budget_ms", "0 (wait for every handler) or a positive number of milliseconds")
         audience = Audience()
+        STATE_BACKEND.set(self._state)  # the session's ctx.state for handlers that read it (turn_share.py)
+        COMMITTED_TURNS.set(self._turns)  # the session's committed turns for a tape mirror (tape_mirror.py)
         if request.HasField("session"):
             require(request.session.session_id, "session.session_id", "the session the event is about, or leave session unset")
             audience = Audience(request.session.session_id, frozenset(request.session.active_plugin_ids),
@@ -364,6 +393,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                 )
                 for plugin_id, message in loaded.load_result.errors.items()
             ],
+            admitting_plugin_ids=admission.admitting_plugins(loaded.load_result.loaded),
         )
 
 
@@ -382,7 +412,7 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     await sync.reload_when_registry_is_up(settings.hooks_registry_wait_s)
     store = store_pb2_grpc.TransactionalStoreStub(store_channel)
     service = HookDispatcherService(sync, FaultBreaker(store, settings.hooks_fault_threshold, settings.hooks_fault_window_s),
-                                    StoreState(store))
+                                    StoreState(store), StoreTurns(store))
 
     def add(server: grpc.aio.Server) -> list[str]:
         hooks_pb2_grpc.add_HookDispatcherServicer_to_server(service, server)
@@ -399,6 +429,8 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
         await asyncio.gather(following, return_exceptions=True)
 
     running.on_stopped.append(stop_following)
+    # provide_lifespan: the plugins' lifespans are left (bounded) before their workers stop (services/hooks/lifespans.py).
+    running.on_stopped.append(sync.leave_lifespans)
     running.on_stopped.append(registry_channel.close)
     running.on_stopped.append(store_channel.close)
     if pool is not None:

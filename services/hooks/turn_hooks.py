@@ -4,8 +4,9 @@ on the events the adapter registers for them (services/hooks/hookspec_adapter.py
 | hook         | event               | what its answer does                                              |
 |--------------|---------------------|-------------------------------------------------------------------|
 | run_model    | PreLLMCall          | the call's answer: replace.response, the model is not asked       |
-| run_model_stream | PreLLMCall      | the same, its stream collected whole (not streamed to the player) |
+| run_model_stream | PreLLMCall      | the same, or its stream kept open: replace.responseStream (model_streams.py) |
 | build_prompt | PostContextAssembly | the runtime's prompt: the last user message's content, replaced   |
+| continue_prompt | PreStep after a step that continued | the next step's prompt: replace.nextPrompt  |
 
 Each calls the impls in pluggy's order and takes the first answer that is not None; an impl that
 raises or answers the wrong type is logged and skipped (PluginAgentHooks' rules).
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.hooks.app_hooks import MessagesTape
+from services.hooks.model_streams import StreamAnswer, open_answer
 from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
-from shared.plugin_sdk.hookspecs import LLMCallRequest, StreamEvent, TurnState
-from shared.plugin_threads import call_plugin_code
+from shared.plugin_sdk.hookspecs import LLMCallRequest, StreamState, TurnState
 
 
-async def run_model(hooks: PluginAgentHooks, request: LLMCallRequest, state: TurnState) -> str | None:
+async def run_model(hooks: PluginAgentHooks, request: LLMCallRequest, state: TurnState) -> str | StreamAnswer | None:
     """run_model(prompt, session_id, state), then run_model_stream: `prompt` is the call's messages; the first
-    text answers the call (a stream's, collected whole)."""
+    answer wins: a text, or a stream kept open for StreamModelAnswer (model_streams.open_answer)."""
     arguments = {"prompt": request.messages, "session_id": state["session_id"], "state": state}
     for impl in hooks.impls("run_model"):
         outcome = await hooks.call("run_model", impl, **arguments)
@@ -35,35 +37,10 @@ async def run_model(hooks: PluginAgentHooks, request: LLMCallRequest, state: Tur
         outcome = await hooks.call("run_model_stream", impl, **arguments)
         if outcome is None or outcome is RAISED:
             continue
-        text = await stream_text(hooks, impl, outcome)
-        if text is not None:
-            return text
+        answer = await open_answer(hooks, impl, outcome, state["session_id"])
+        if answer is not None:
+            return answer
     return None
-
-
-async def stream_text(hooks: PluginAgentHooks, impl: Any, stream: Any) -> str | None:
-    """A run_model_stream answer's text: its `final` event's, else its `text` pieces joined (str pieces count
-    as text); a stream that is not one, or that raises, is logged and skipped (None)."""
-    pieces: list[str] = []
-    try:
-        if hasattr(stream, "__aiter__"):
-            events = [event async for event in stream]
-        elif hasattr(stream, "__iter__") and not isinstance(stream, (str, bytes, dict)):
-            events = await call_plugin_code(list, stream)
-        else:
-            hooks.wrong_type("run_model_stream", impl, stream, "an (async) iterator of StreamEvent")
-            return None
-    except Exception as error:  # plugin code: logged and skipped (spec)
-        hooks.wrong_type("run_model_stream", impl, error, "a stream that ends without raising")
-        return None
-    for event in events:
-        if isinstance(event, StreamEvent) and event.kind == "final":
-            return event.text
-        if isinstance(event, StreamEvent) and event.kind == "text":
-            pieces.append(event.text)
-        elif isinstance(event, str):
-            pieces.append(event)
-    return "".join(pieces)
 
 
 def envelope(messages: list[Any], state: TurnState) -> dict[str, Any] | None:
@@ -98,6 +75,29 @@ async def build_prompt(hooks: PluginAgentHooks, messages: list[Any], state: Turn
             continue
         index = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
         return [*messages[:index], {**messages[index], "content": text}, *messages[index + 1:]]
+    return None
+
+
+async def continue_prompt(hooks: PluginAgentHooks, payload: dict[str, Any], state: TurnState) -> str | None:
+    """PreStep after a step that ended with status "continue" (`previous`, the spec's StepFinished): the first
+    text continue_prompt(prompt, tape, state) answers is the next step's prompt (replace.nextPrompt). None: no
+    next prompt, the run goes on as it would; also when an earlier plugin's handler already set one."""
+    previous = payload.get("previous")
+    if not isinstance(previous, dict) or previous.get("status") != "continue" or isinstance(payload.get("nextPrompt"), str):
+        return None
+    step = payload.get("step")
+    ended = StreamState(
+        session_id=state["session_id"], run_id=f"{state['turn_id']}:{state['runtime_id']}",
+        step=step - 1 if isinstance(step, int) and step > 1 else 0, status="continue",
+        output=str(previous.get("output") or ""), extra=state)
+    tape = MessagesTape(state["session_id"], tuple(m for m in previous.get("messages") or () if isinstance(m, dict)))
+    for impl in hooks.impls("continue_prompt"):
+        outcome = await hooks.call("continue_prompt", impl, prompt=previous.get("prompt"), tape=tape, state=ended)
+        if outcome is None or outcome is RAISED:
+            continue
+        if isinstance(outcome, str):
+            return outcome
+        hooks.wrong_type("continue_prompt", impl, outcome, "str or None")
     return None
 
 

@@ -15,6 +15,7 @@ from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler import session_plugins
+from services.scheduler.admission import Steered, SubmitAdmission
 from services.scheduler.agent.context import configure_instruction_locale
 from services.scheduler.agent.loop import Resume
 from services.scheduler.detached.worker import DetachedWorker
@@ -106,6 +107,8 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self.watch = TurnWatch()
         # session id -> the stop flags of its auto-advance chains: Cancel sets them (the player stops advancing).
         self._advance_chains: dict[str, set[AdvanceStop]] = {}
+        # A submit meeting a running turn: queued, steered into it or refused (admit_message hookspecs).
+        self._admission = SubmitAdmission(peers.store, hooks, runner)
 
     @rpc
     async def CreateSession(self, request: scheduler_pb2.CreateSessionRequest, context) -> scheduler_pb2.CreateSessionResponse:
@@ -394,6 +397,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         # message:received / message:preprocessed once the turn is accepted (its lease taken): not for a
         # retried submit answered with the first turn, nor for one refused (busy session, ended session).
         accepted = _on_turn_started(lambda: self.events.player_message(request.session_id, actions, request.idempotency_key))
+        # A submit steered into the running turn follows that turn (admission.py); a retry of one, again. An
+        # interaction's answer (SubmitInteraction) is no message to admit: it waits for its own turn.
+        steered: list[Steered | None] = [self._admission.steered_before(request.session_id, request.idempotency_key)]
+        answers = any(action.HasField("interaction") for action in actions)
+        when_busy = (self._admission.when_busy(request.session_id, actions, request.idempotency_key)
+                     if not steered[0] and not answers and await self._admission.asks() else None)
 
         async def work(emit) -> None:
             # Cancel stops this submit's turn and its auto-advance chain, at any point (stop is checked
@@ -402,7 +411,12 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
             chains = self._advance_chains.setdefault(request.session_id, set())
             chains.add(stopped)
             try:
-                turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key, stop=stopped), accepted(emit))
+                try:
+                    turn = await self._run_turn(TurnRequest(request.session_id, actions, request.idempotency_key, stop=stopped,
+                                                            when_busy=when_busy), accepted(emit))
+                except Steered as joined:
+                    steered[0] = joined
+                    return
                 await _completed(emit, turn)
                 # Auto-advance: a story that yields `continue` asks for the next turn, up to the session's bound.
                 advances = 0
@@ -418,8 +432,15 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
                 if not chains:
                     self._advance_chains.pop(request.session_id, None)
 
-        async for event in self._stream(work, session_id=request.session_id):
-            yield event
+        if not steered[0]:
+            async for event in self._stream(work, session_id=request.session_id):
+                yield event
+        joined = steered[0]
+        if joined is not None:
+            async for event in self._followed(request.session_id, joined.turn_id):
+                if event.WhichOneof("event") == "turn_started":
+                    event.turn_started.steered_by = joined.plugin_id
+                yield event
 
     @rpc
     async def RunManual(self, request: scheduler_pb2.RunManualRequest, context):
@@ -532,12 +553,17 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     @rpc
     async def WatchTurn(self, request: scheduler_pb2.WatchTurnRequest, context):
         require(request.session_id, "session_id", "the id CreateSession returned")
-        watched = self.watch.running_or_kept(request.session_id, request.turn_id)
-        if watched is not None and watched.session_id == request.session_id:
+        async for event in self._followed(request.session_id, request.turn_id):
+            yield event
+
+    async def _followed(self, session_id: str, turn_id: str):
+        """The turn's events (the session's latest turn without `turn_id`): live while it runs here, else its record replayed."""
+        watched = self.watch.running_or_kept(session_id, turn_id)
+        if watched is not None and watched.session_id == session_id:
             async for event in watched.follow():
                 yield convert(event, scheduler_pb2.TurnEvent)
             return
-        turn = await self._followed_elsewhere(request.session_id, request.turn_id)
+        turn = await self._followed_elsewhere(session_id, turn_id)
         for event in replay(conceal_turn(turn)):
             yield convert(event, scheduler_pb2.TurnEvent)
 

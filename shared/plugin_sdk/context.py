@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -42,6 +43,14 @@ class CancellationSignal:
         await self._event.wait()
 
 
+class SessionEnvironment(NamedTuple):
+    """What the plugin's provide_environment gave a session (services/hooks/environments.py): its variables
+    and its workspace folder, as the plugin's own code sees them (never os.environ)."""
+
+    variables: Mapping[str, str]
+    workspace: Path | None
+
+
 class ExecutionView(NamedTuple):
     """What every handler of one dispatch shares.
 
@@ -69,11 +78,13 @@ class ExecutionView(NamedTuple):
 class HookContext:
     """ctx: event, session_id, turn_id, locale, plugin_id, runtime_id, active_plugin_ids,
     logical_turn, execution_id, root_execution_id, subagent_call_id, parent_runtime_id,
-    get_own_settings(), signal, state."""
+    get_own_settings(), signal, state, environment, workspace."""
 
-    # `_signal` stays unset until a handler or the kernel needs it: most handlers never do.
-    __slots__ = ("_handler_plugin_id", "_signal", "_view")
+    # `_signal` stays unset until a handler or the kernel needs it: most handlers never do; so does
+    # `_environment` unless the handler's plugin implements provide_environment.
+    __slots__ = ("_environment", "_handler_plugin_id", "_signal", "_view")
     _signal: CancellationSignal
+    _environment: SessionEnvironment
 
     def __init__(self, view: ExecutionView, handler_plugin_id: str) -> None:
         self._view = view
@@ -119,6 +130,18 @@ class HookContext:
     def get_own_settings(self) -> Mapping[str, Any]:
         """The handler's own plugin settings, read-only."""
         return MappingProxyType(json_copy(dict(self._view.plugin_settings.get(self._handler_plugin_id, {}))))
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The variables the handler's plugin gave this session (provide_environment), read-only; empty without."""
+        found: SessionEnvironment | None = getattr(self, "_environment", None)
+        return MappingProxyType(dict(found.variables)) if found is not None else MappingProxyType({})
+
+    @property
+    def workspace(self) -> Path | None:
+        """The session's workspace folder of the handler's plugin (provide_environment); None without."""
+        found: SessionEnvironment | None = getattr(self, "_environment", None)
+        return found.workspace if found is not None else None
 
     def __repr__(self) -> str:
         return f"HookContext(event={self.event!r}, session_id={self.session_id!r}, turn_id={self.turn_id!r})"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from shared.plugin_sdk.context import CancellationSignal
+from shared.plugin_sdk.context import CancellationSignal, SessionEnvironment
 from shared.plugin_sdk.private_payload import json_copy
 
 
@@ -38,6 +39,18 @@ class ToolContext:
     # The plugin's own data as the calling agent run sees it, {namespace: {key: value}} (empty when a
     # function or an action calls: they read their data through ctx.plugin_data).
     _plugin_data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    # What the tool's plugin's provide_environment gave this session (set where the tool runs).
+    _environment: SessionEnvironment | None = field(default=None, repr=False)
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The variables the tool's plugin gave this session (provide_environment), read-only; empty without."""
+        return MappingProxyType(dict(self._environment.variables) if self._environment is not None else {})
+
+    @property
+    def workspace(self) -> Path | None:
+        """The session's workspace folder of the tool's plugin (provide_environment); None without."""
+        return self._environment.workspace if self._environment is not None else None
 
     def get_own_settings(self) -> Mapping[str, Any]:
         return MappingProxyType(json_copy(dict(self._own_settings)))

@@ -7,7 +7,9 @@ cancelled. A timeout, code that runs on in a thread, or a worker that does not c
 within COVEL_SANDBOX_STOP_GRACE_MS, gets the worker replaced: it takes calls until a fresh one is
 up, and is SIGKILLed once its other calls are done (at once when it is hung), threads and all. A worker that exits
 fails its calls in flight (`WorkerGone`) and is replaced on the next call. Each replacement counts
-as a fault of the plugin (`faults`), with the reason in the log.
+as a fault of the plugin (`faults`), with the reason in the log. A worker stopped on purpose (its
+plugin forgotten, the pool closed) first runs the plugin's `teardown` (the hooks service leaves its
+lifespans), bounded by TEARDOWN_TIMEOUT_S; one killed for a fault runs none.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 from shared.logs import get_logger
 from shared.sandbox.channel import ChannelClosed, encode, read_frame
 from shared.sandbox.errors import WorkerGone, describe, rebuild
-from shared.sandbox.isolation import IsolationConfig, worker_env
+from shared.sandbox.isolation import IsolationConfig, prepare_writable, worker_env
 from shared.sandbox.settings import SandboxSettings
 
 log = get_logger(component="sandbox")
@@ -42,6 +44,9 @@ Capabilities = Callable[[str, list[Any], dict[str, Any]], Awaitable[Any]]
 Notes = Callable[[str, list[Any]], None]
 # What a fresh worker must do before it serves (the hooks service loads the entry module).
 Setup = Callable[["Worker"], Awaitable[None]]
+# What a worker stopped on purpose does first (the hooks service leaves the plugin's lifespans), and its bound.
+Teardown = Callable[["Worker"], Awaitable[None]]
+TEARDOWN_TIMEOUT_S = 7.0
 
 
 @dataclass
@@ -346,6 +351,9 @@ class PluginWorkers:
         self.root = root
         self.current: Worker | None = None
         self.setup: Setup | None = None
+        self.teardown: Teardown | None = None
+        # Folders its workers may write (IsolationConfig.writable), made by the pool before each start.
+        self.writable: list[str] = []
         self.faults = 0
         # A worker whose cancelled call runs on in a thread: it takes calls until its replacement is up.
         self._draining: Worker | None = None
@@ -416,6 +424,19 @@ class PluginWorkers:
         self._watched.add(task)
         task.add_done_callback(self._watched.discard)
 
+    async def tear_down(self) -> None:
+        """Its live workers run the teardown (stopped on purpose), each bounded; what fails is logged."""
+        teardown = self.teardown
+        workers = [worker for worker in (self.current, self._draining) if worker is not None and worker.gone is None]
+        if teardown is None or not workers:
+            return
+        outcomes = await asyncio.gather(*(asyncio.wait_for(teardown(worker), TEARDOWN_TIMEOUT_S) for worker in workers),
+                                        return_exceptions=True)
+        for worker, outcome in zip(workers, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.warning("sandbox.teardown_failed", plugin_id=self.plugin_id, pid=worker.pid,
+                            error=f"{type(outcome).__name__}: {outcome}")
+
     async def close(self) -> None:
         for worker in (self.current, self._draining):
             if worker is not None:
@@ -439,6 +460,8 @@ class SandboxPool:
         self._workers: set[Worker] = set()
         self._spawning = asyncio.Semaphore(SPAWNS_AT_ONCE)
         self._zygote_start: asyncio.Task[Zygote] | None = None
+        # Forgotten plugins whose workers run their teardown before they go.
+        self._forgetting: set[asyncio.Task] = set()
 
     def plugin(self, plugin_id: str, root: str | Path) -> PluginWorkers:
         key = (plugin_id, str(root))
@@ -451,8 +474,23 @@ class SandboxPool:
         return list(self._plugins.values())
 
     def forget(self, workers: PluginWorkers) -> None:
-        """A plugin (folder) no longer loaded: its workers go once their calls are done."""
+        """A plugin (folder) no longer loaded: its workers run its teardown, then go once their calls are done."""
         self._plugins.pop((workers.plugin_id, workers.root), None)
+        if workers.teardown is not None:
+            task = asyncio.get_running_loop().create_task(self._retire_after_teardown(workers), context=contextvars.Context())
+            self._forgetting.add(task)
+            task.add_done_callback(self._forgetting.discard)
+            return
+        self._retire(workers)
+
+    async def _retire_after_teardown(self, workers: PluginWorkers) -> None:
+        try:
+            await workers.tear_down()
+        finally:
+            self._retire(workers)
+
+    @staticmethod
+    def _retire(workers: PluginWorkers) -> None:
         for worker in (workers.current, workers._draining):
             if worker is not None:
                 worker.retire()
@@ -481,8 +519,10 @@ class SandboxPool:
     async def _spawn(self, owner: PluginWorkers) -> Worker:
         zygote = await self._zygote()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        config = {"plugin_id": owner.plugin_id, "service": self.service, **self._log,
-                  "isolation": asdict(IsolationConfig.of(self.settings, [owner.root], self.data_dir))}
+        isolation = IsolationConfig.of(self.settings, [owner.root], self.data_dir, owner.writable)
+        for problem in prepare_writable(isolation):
+            log.warning("sandbox.writable_refused", plugin_id=owner.plugin_id, problem=problem)
+        config = {"plugin_id": owner.plugin_id, "service": self.service, **self._log, "isolation": asdict(isolation)}
         try:
             process = await zygote.spawn(config, child, self.settings.sandbox_start_timeout_s)
         finally:
@@ -510,6 +550,8 @@ class SandboxPool:
         plugins = self.plugins()
         # Forgotten first, so that no worker killed here is replaced.
         self._plugins.clear()
+        # Stopped on purpose: every plugin's teardown first, all at once (each bounded).
+        await asyncio.gather(*(plugin.tear_down() for plugin in plugins), *self._forgetting, return_exceptions=True)
         for plugin in plugins:
             await plugin.close()
         for worker in list(self._workers):

@@ -5,7 +5,10 @@ scrubbed environment and an `IsolationConfig`; the worker calls `enter` first th
 the plugin folders are opened (so they stay reachable as /proc/self/fd/N after the uid drop, even
 below a folder only root may enter); private PID and mount namespaces where the kernel allows
 (the worker is PID 1 of its own, with its own /proc, and an empty tmpfs over the data dir and
-/tmp); resource limits; then, when started as root, the sandbox uid and gid, no new privileges.
+/tmp, with the worker's `writable` folders bound back at their own paths: the hooks service's
+session workspaces of that plugin, services/hooks/environments.py); resource limits; then, when
+started as root, the sandbox uid and gid, no new privileges. The host makes the writable folders
+and gives them to the sandbox uid first (`prepare_writable`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from shared.sandbox.settings import SandboxSettings
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 # CPU seconds between the soft limit (SIGXCPU: the worker asks to be replaced) and the hard one (SIGKILL).
 CPU_GRACE_S = 30
@@ -48,6 +51,8 @@ class IsolationConfig:
     cpu_s: int = 0
     open_files: int = 0
     processes: int = 0
+    # Folders the worker may write, reachable at their own paths even below a hidden one (only this plugin's).
+    writable: list[str] = field(default_factory=list)
 
     def to_arg(self) -> str:
         return json.dumps(asdict(self))
@@ -57,15 +62,32 @@ class IsolationConfig:
         return cls(**json.loads(text))
 
     @classmethod
-    def of(cls, settings: SandboxSettings, roots: list[str], data_dir: Path | None) -> IsolationConfig:
+    def of(cls, settings: SandboxSettings, roots: list[str], data_dir: Path | None, writable: Sequence[str] = ()) -> IsolationConfig:
         dropping = os.geteuid() == 0 and settings.sandbox_drop_privileges
         hidden = hidden_dirs([data_dir, Path("/tmp")] if data_dir is not None else [Path("/tmp")]) if settings.sandbox_hide_dirs else []
         return cls(
             roots=roots, uid=settings.sandbox_uid if dropping else None, gid=settings.sandbox_gid if dropping else None,
             namespaces=settings.sandbox_namespaces, hidden=hidden, memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
             cpu_s=settings.sandbox_cpu_s, open_files=settings.sandbox_open_files,
-            processes=settings.sandbox_processes if dropping else 0,
+            processes=settings.sandbox_processes if dropping else 0, writable=list(writable),
         )
+
+
+def prepare_writable(config: IsolationConfig) -> list[str]:
+    """The host's part: each writable folder made, and given to the sandbox uid when the worker drops to it.
+    A folder that cannot be is left out of `config.writable`; the problems are returned."""
+    kept, problems = [], []
+    for folder in config.writable:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            if config.uid is not None and os.stat(folder).st_uid != config.uid:
+                os.chown(folder, config.uid, config.gid if config.gid is not None else config.uid)
+        except OSError as error:
+            problems.append(f"{folder}: {error.strerror or error}")
+            continue
+        kept.append(folder)
+    config.writable = kept
+    return problems
 
 
 @dataclass
@@ -162,6 +184,11 @@ def _reach_package_paths(moved: dict[str, str]) -> None:
                 paths[index] = moved[origin] + path[len(origin):]
 
 
+def _reach_writable(opened: dict[str, str]) -> dict[str, str]:
+    """After the uid drop: each writable folder by its path when this process may write there, else by its descriptor."""
+    return {path: path if os.access(path, os.W_OK | os.X_OK) else reached for path, reached in opened.items()}
+
+
 def _write(path: str, text: str) -> None:
     with open(path, "w") as file:
         file.write(text)
@@ -191,15 +218,25 @@ def _become_pid_one() -> None:
     _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
 
 
-def _mount_private(libc: ctypes.CDLL, hidden: list[str]) -> list[str]:
+def _mount_private(libc: ctypes.CDLL, hidden: list[str], writable: list[str]) -> list[str]:
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    # Opened in this mount namespace (a bind mount's source must be in it), before the tmpfs covers them.
+    kept = _open_roots([path for path in writable if any(_below(path, folder) for folder in hidden)])
     covered = []
     for path in hidden:
         if Path(path).is_dir():
             _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=16m,mode=1777"), f"mount tmpfs {path}")
             covered.append(path)
+    for path, reached in kept.items():
+        os.makedirs(path, exist_ok=True)
+        _check(libc.mount(reached.encode(), path.encode(), None, MS_BIND | MS_REC, None), f"mount --bind {path}")
+        os.close(int(reached.rsplit("/", 1)[1]))
     return covered
+
+
+def _below(path: str, folder: str) -> bool:
+    return Path(path).resolve().is_relative_to(Path(folder).resolve())
 
 
 def _lock_mounts(libc: ctypes.CDLL) -> None:
@@ -220,7 +257,7 @@ def _namespaces(config: IsolationConfig, report: dict[str, Any]) -> None:
         report["namespaces"] = f"unavailable ({error.strerror}); running without a private /proc"
         return
     _become_pid_one()
-    report["hidden"] = _mount_private(libc, config.hidden)
+    report["hidden"] = _mount_private(libc, config.hidden, config.writable)
     if rootless:
         _lock_mounts(libc)
     report["namespaces"] = "pid+mount" + ("+user" if rootless else "")
@@ -254,12 +291,15 @@ def enter(config: IsolationConfig) -> Isolation:
     """Isolate this process (see the module doc); the report says what the kernel allowed."""
     report: dict[str, Any] = {"namespaces": "off", "hidden": []}
     roots = _open_roots(config.roots)
+    # Reached by descriptor only when the uid dropped to cannot enter them by their paths.
+    writable = _open_roots(config.writable)
     import_path = _open_import_path() if config.uid is not None else {}
     if config.namespaces:
         _namespaces(config, report)
     _limits(config)
     _drop_privileges(config)
     report["import_path_by_descriptor"] = _reach_import_path(import_path)
+    roots.update(_reach_writable(writable))
     if report["namespaces"] != "off" and not str(report["namespaces"]).startswith("unavailable"):
         # A uid change clears the parent-death signal (prctl(2)): set it again, or a worker busy in
         # plugin code outlives a killed host as an orphan (seen: a hanging register() probe, for hours).

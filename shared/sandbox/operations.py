@@ -1,6 +1,7 @@
 """What a sandbox worker does for the hooks service: load an entry module, and run what it
 registered (hook handlers with their match, tools, services, extension providers, event-key
-handlers, hookspec bookkeeping). The function runtimes' operation is in function_context.py.
+handlers, hookspec bookkeeping, run_model_stream answers kept open), and enter and leave its lifespans
+(services/hooks/lifespans.py). The function runtimes' operation is in function_context.py.
 
 Each answer is plain data; a hook's own failure comes back in-band ({failed, message}) with the
 wording the dispatcher has always used, anything else a plugin raises as the call's error.
@@ -8,6 +9,7 @@ wording the dispatcher has always used, anything else a plugin raises as the cal
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -65,17 +67,53 @@ async def load(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[s
 
     permissions = tuple((str(where), entry) for where, entry in args.get("http_permissions") or [])
     root = Path(server.isolation.path_of(str(args["root"])))
+    # The plugin's session workspaces, where this worker reaches them (provide_environment).
+    workspaces = Path(server.isolation.path_of(str(args["workspaces"]))) if args.get("workspaces") else None
     try:
         # Importing is blocking work: in a plugin thread (counted: a stop that finds it running replaces the worker).
         registrar, hookspecs = await server.run_plugin(call, run_register, server.plugin_id, root, str(args["entry"]),
-                                                       args.get("gen"), permissions)
+                                                       args.get("gen"), permissions, workspaces)
     except EntryFailed as failed:
         return {"error": str(failed)}
     generations = server.state.setdefault("generations", {})
+    # Loaded again under the same generation (a Reload of an unchanged catalogue): the one replaced is unloaded.
+    unloaded = [generations[args.get("gen")]] if args.get("gen") in generations else []
     generations[args.get("gen")] = (registrar, hookspecs)
-    for old in sorted(generations, key=lambda gen: gen or 0)[:-KEPT_GENERATIONS]:
-        del generations[old]
+    server.state["loads"] = server.state.get("loads", 0) + 1
+    server.state.setdefault("load_numbers", {})[args.get("gen")] = server.state["loads"]
+    unloaded.extend(generations.pop(old) for old in sorted(generations, key=lambda gen: gen or 0)[:-KEPT_GENERATIONS])
+    for _, adapter in unloaded:
+        if adapter is not None:
+            _leave_later(server, adapter)
     return _descriptors(registrar, hookspecs)
+
+
+def _leave_later(server: WorkerServer, adapter: Any) -> None:
+    """An unloaded generation's lifespans are left in the background (bounded by Lifespans.leave)."""
+    task = asyncio.get_running_loop().create_task(adapter.lifespans.leave())
+    leaving = server.state.setdefault("leaving", set())
+    leaving.add(task)
+    task.add_done_callback(leaving.discard)
+
+
+async def lifespans(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """provide_lifespan: `enter` one generation's (answers which load of it, and the impls entered); `leave` one
+    generation's (only the load `load` names: a later load of the same generation is another), or every one's."""
+    generations = server.state.get("generations", {})
+    numbers = server.state.get("load_numbers", {})
+    if args.get("action") == "enter":
+        adapter = generations.get(args.get("gen"), (None, None))[1]
+        if adapter is None:
+            raise LookupError(f"{server.plugin_id} has no hookspec objects in generation {args.get('gen')}")
+        entered = await adapter.lifespans.enter(float(args.get("timeout_s") or 30))
+        return {"load": numbers.get(args.get("gen")), "entered": entered}
+    if "gen" in args:
+        chosen = [args["gen"]] if args["gen"] in generations and numbers.get(args["gen"]) == args.get("load") else []
+    else:
+        chosen = list(generations)
+    adapters = [generations[gen][1] for gen in chosen if generations[gen][1] is not None]
+    await asyncio.gather(*(adapter.lifespans.leave(float(args.get("timeout_s") or 5)) for adapter in adapters))
+    return {}
 
 
 def _hook_context(server: WorkerServer, call: Call, args: dict[str, Any]) -> HookContext:
@@ -145,6 +183,12 @@ async def event(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[
     registration = _registrar(server, args).event_handlers[int(args["i"])]
     handed = InternalEvent(key=str(args["key"]), session_key=args.get("session_key"), context=args.get("context") or {},
                            timestamp=float(args.get("timestamp") or 0))
+    if handed.session_key:
+        from services.hooks.tape_mirror import COMMITTED_TURNS, WorkerTurns
+
+        STATE_BACKEND.set(_WorkerState(server, call))
+        # provide_tape_store's fill of a new tape: the host reads the committed turns of this event's session.
+        COMMITTED_TURNS.set(WorkerTurns(lambda op, *values: server.host(call, op, *values)))
     await server.run_plugin(call, registration.handler, handed)
     return {"context": handed.context}
 
@@ -166,7 +210,21 @@ async def hookspec(server: WorkerServer, call: Call, args: dict[str, Any]) -> di
         found = adapter.take_replacement(SimpleNamespace(**args["context"]), str(args["call_id"]), str(args["name"]),
                                          str(args.get("arguments") or ""))
         return {"found": False} if found is _MISSING else {"found": True, "v": found}
+    if method == "admit_message":
+        return {"v": await adapter.admit_message(str(args["session_id"]), args.get("message") or {}, args.get("turn") or {})}
     raise LookupError(f"no hookspec method {method!r}")
+
+
+async def model_stream(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """A run_model_stream answer kept open in this worker (services/hooks/model_streams.py): its next batch, or closed.
+    Not per generation: a stream opened before a reload is read to its end."""
+    from services.hooks.model_streams import OPEN_STREAMS
+
+    if args.get("method") == "close":
+        OPEN_STREAMS.close(server.plugin_id, str(args["stream_id"]))
+        return {}
+    return await OPEN_STREAMS.next_batch(server.plugin_id, str(args["stream_id"]), session_id=str(args.get("session_id") or ""),
+                                         claim=args.get("claim") is True, wait_s=float(args["wait_s"]))
 
 
 async def function(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -176,5 +234,6 @@ async def function(server: WorkerServer, call: Call, args: dict[str, Any]) -> di
 
 
 OPERATIONS: dict[str, Operation] = {
-    "load": load, "hook": hook, "tool": tool, "event": event, "hookspec": hookspec, "function": function,
+    "load": load, "lifespans": lifespans, "hook": hook, "tool": tool, "event": event, "hookspec": hookspec, "function": function,
+    "model_stream": model_stream,
 }

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode
+
+from shared.settings import CovelSettings
 
 
-class SandboxSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
-
+class SandboxSettings(CovelSettings):
     # Plugin code (entry modules, hooks, tools, handlers, guards, the registry's probe) runs in worker
     # processes. `false` runs it inside the service, for debugging only: it then reaches every secret.
     sandbox_enabled: bool = True

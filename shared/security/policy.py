@@ -47,7 +47,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         method: TURN_PATH
         for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
-                       "ListTurns", "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
+                       "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob",
                        "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
@@ -58,6 +58,9 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ListDetachedJobs": _rule("the scheduler passes on its clients' calls; the operator's tools read the queue", "scheduler", OPERATOR),
         "RequeueDetachedJob": _rule("the scheduler passes on an operator's call; the operator's tools call it too", "scheduler", OPERATOR),
         "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service", "hooks"),
+        # The hooks service reads a session's committed turns only to fill a plugin's tape mirror (provide_tape_store,
+        # services/hooks/tape_mirror.py), for the session of the message:sent it handles; plugin code never holds the stub.
+        "ListTurns": _rule("the turn runner's history; the hooks service fills a provide_tape_store mirror", "scheduler", "hooks"),
         "PutMemoryVectors": _rule("memory-search's index: the scheduler embeds and keeps the vectors", "scheduler"),
         "SearchMemoryVectors": _rule("memory-search's index: the scheduler ranks a session's records", "scheduler"),
         "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",

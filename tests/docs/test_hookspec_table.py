@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from covel_cli import doc_tables, hookspec_doc_tables
-from services.hooks.hookspec_adapter import EVENTS_OF_HOOK, NOT_SUPPORTED_YET, REFUSED_BY_DESIGN
+from services.hooks.hookspec_adapter import EVENTS_OF_HOOK, NOT_SUPPORTED_YET
 from shared.plugin_sdk.hookspecs import HOOK_NAMES
 from shared.settings import REPO_ROOT
 
@@ -22,7 +22,7 @@ def test_the_table_is_up_to_date_and_rewritten_by_doc_tables() -> None:
 def test_every_hook_has_a_row_with_its_events_or_its_refusal() -> None:
     rows = {line.split(" | ")[0].removeprefix("| `").split("(")[0]: line for line in hookspec_doc_tables.hookspecs_table().splitlines()[2:]}
     assert list(rows) == list(HOOK_NAMES)
-    for name in (*NOT_SUPPORTED_YET, *REFUSED_BY_DESIGN):
+    for name in NOT_SUPPORTED_YET:
         assert "**fails to load**" in rows[name], rows[name]
     for name, events in EVENTS_OF_HOOK.items():
         assert all(f"`{event}`" in rows[name] for event in events), rows[name]

@@ -216,21 +216,51 @@ async def test_turn_hooks_build_the_prompt_and_answer_instead_of_the_model(tmp_p
     assert sent == {"hook": "dispatch_outbound", "channel": "probe", "session_id": session.id, "content": turn.narrative.upper()}
 
 
+async def timed_submit(stub, session_id: str, text: str) -> list[tuple[float, scheduler_pb2.TurnEvent]]:
+    request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(text=text)])
+    return [(time.monotonic(), event) async for event in stub.SubmitActions(request)]
+
+
+def story_deltas(events) -> list[tuple[float, str, bool]]:
+    return [(at, e.narrative_delta.text, e.narrative_delta.reset) for at, e in events if e.WhichOneof("event") == "narrative_delta"]
+
+
 async def test_run_model_stream_and_provide_model_options_through_the_services(tmp_path) -> None:
-    """run_model_stream answers the narrator (its stream collected whole); provide_model_options puts a session's
-    calls on the gateway's default slot, which the script's story-slot refusal does not cover."""
+    """run_model_stream answers the narrator, streamed to the client piece by piece as the plugin writes it (the
+    hooks service's StreamModelAnswer, read by the scheduler); one that fails midway leaves the call to the model,
+    what streamed of it withdrawn; provide_model_options puts a session's calls on the gateway's default slot,
+    which the script's story-slot refusal does not cover."""
     script = {"rules": [{"match": "lantern", "slots": ["story"], "reply": {"error": {"status": 400, "message": "the story slot was asked"}}}]}
     async with running_services(tmp_path, script=script) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             streamed = await new_session(stub, "turn-hooks-probe", settings={"turn-hooks-probe": {"mode": "stream"}})
-            streamed_turn = (await submit(stub, streamed.id, "I light the lantern."))[-1].turn_completed
+            streamed_events = await timed_submit(stub, streamed.id, "I light the lantern.")
+            failing = await new_session(stub, "turn-hooks-probe", settings={"turn-hooks-probe": {"mode": "stream-fails"}})
+            failing_events = await timed_submit(stub, failing.id, "I open the door.")
             chosen = await new_session(stub, "model-options-probe")
             chosen_turn = (await submit(stub, chosen.id, "I light the lantern."))[-1].turn_completed
             plain = await new_session(stub)
             plain_turn = (await submit(stub, plain.id, "I light the lantern."))[-1].turn_completed
+    streamed_turn = streamed_events[-1][1].turn_completed
     assert streamed_turn.status == store_pb2.TURN_STATUS_COMMITTED, streamed_turn.abort_reason
     assert streamed_turn.narrative == "The plugin streamed: [built, curious] ~I light the lantern."
+    # The story text came in several pieces, as the plugin wrote them (50 ms apart), before the turn completed.
+    deltas = story_deltas(streamed_events)
+    assert len(deltas) >= 3 and not any(reset for _, _, reset in deltas), deltas
+    assert "".join(text for _, text, _ in deltas) == streamed_turn.narrative
+    assert deltas[-1][0] - deltas[0][0] >= 0.1 and deltas[-1][0] <= streamed_events[-1][0]
+    # Failed after five pieces: what the player saw of it withdrawn (a reset), then the model's story streamed and committed.
+    failing_turn = failing_events[-1][1].turn_completed
+    assert failing_turn.status == store_pb2.TURN_STATUS_COMMITTED, failing_turn.abort_reason
+    failed = story_deltas(failing_events)
+    resets = [index for index, (_, _, reset) in enumerate(failed) if reset]
+    seen = "".join(text for _, text, _ in failed[:resets[0]]) if resets else ""
+    assert len(seen) > 10 and "The plugin streamed: [built, curious] I open the door.".startswith(seen), failed
+    assert "".join(text for _, text, _ in failed[resets[-1] + 1:]) == failing_turn.narrative
+    assert "plugin streamed" not in failing_turn.narrative
+    [stream_failed] = [e.hook for _, e in failing_events if e.WhichOneof("event") == "hook" and e.hook.event == "model.plugin_stream_failed"]
+    assert "the plugin's model went away" in json.loads(stream_failed.message)["error"]
     assert chosen_turn.status == store_pb2.TURN_STATUS_COMMITTED, chosen_turn.abort_reason
     assert plain_turn.status == store_pb2.TURN_STATUS_FAILED and "the story slot was asked" in plain_turn.abort_reason
 

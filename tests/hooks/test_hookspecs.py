@@ -14,7 +14,6 @@ from services.hooks.entry_loader import PluginEntry, load_entries
 from services.hooks.hookspec_adapter import (
     EVENTS_OF_HOOK,
     NOT_SUPPORTED_YET,
-    REFUSED_BY_DESIGN,
     events_for,
     take_replacement,
     tell_tool_refused,
@@ -330,7 +329,7 @@ SPEC_HOOKS = (
 
 async def test_the_sdk_declares_every_hook_of_the_spec_and_its_types() -> None:
     assert HOOK_NAMES == SPEC_HOOKS
-    assert set(NOT_SUPPORTED_YET) | set(EVENTS_OF_HOOK) | set(REFUSED_BY_DESIGN) == set(HOOK_NAMES)
+    assert set(NOT_SUPPORTED_YET) | set(EVENTS_OF_HOOK) == set(HOOK_NAMES)
     for name in ("Envelope", "TurnState", "UserContent", "LegacyPrompt", "AsyncStreamEvents", "Tape", "StreamState",
                  "ModelOptions", "Environment", "TapeStore", "AsyncTapeStore", "TapeSidecar", "TapeContext",
                  "MessageHandler", "Channel", "TurnSnapshot", "AdmitDecision", "SteeringInbox"):
@@ -348,21 +347,45 @@ def spec_impl(name: str) -> str:
             "def register(covel):\n    covel.register_hookimpls(Later())\n")
 
 
-@pytest.mark.parametrize("name", NOT_SUPPORTED_YET)
-async def test_a_hook_not_supported_yet_is_known_and_refused_at_load_naming_it(tmp_path: Path, name: str) -> None:
-    """Never unknown (its spec signature validates), never accepted and silently not called."""
-    plugin_id = "later-" + name.replace("_", "-")
-    result = load(tmp_path, plugin_id, spec_impl(name), hooks=(), tools=())
-    message = result.errors[plugin_id]
-    assert f"Later.{name}: a hook of the spec that Covel does not call yet" in message, message
+@pytest.mark.parametrize("name", HOOK_NAMES)
+async def test_every_hook_of_the_spec_loads_written_with_its_own_signature(tmp_path: Path, name: str) -> None:
+    """No hook of the spec is refused: an impl with the spec's argument names loads and registers its events."""
+    assert NOT_SUPPORTED_YET == ()
+    plugin_id = "spec-" + name.replace("_", "-")
+    result = load(tmp_path, plugin_id, spec_impl(name), hooks=events_for({name}), tools=())
+    assert not result.errors, result.errors
+    assert result.loaded[0].hookspecs.implemented() == {name}
+    assert {hook.event for hook in result.loaded[0].registrar.hooks} == set(events_for({name}))
+
+
+async def test_a_hook_the_kernel_would_not_call_is_refused_at_load_naming_it(tmp_path: Path, monkeypatch) -> None:
+    """A hook a later spec adds, before the kernel calls it: never accepted and silently not called."""
+    from services.hooks import hookspec_adapter
+
+    monkeypatch.setattr(hookspec_adapter, "NOT_SUPPORTED_YET", ("provide_lifespan",))
+    result = load(tmp_path, "later-lifespan", spec_impl("provide_lifespan"), hooks=(), tools=())
+    message = result.errors["later-lifespan"]
+    assert "Later.provide_lifespan: a hook of the spec that Covel does not call yet" in message, message
     assert "docs/hookspecs.md" in message and "unknown" not in message
 
 
-@pytest.mark.parametrize("name", REFUSED_BY_DESIGN)
-async def test_a_hook_refused_by_design_fails_the_load_with_the_reason(tmp_path: Path, name: str) -> None:
-    plugin_id = "refused-" + name.replace("_", "-")
+@pytest.mark.parametrize("name", ["onboard_config", "provide_tape_store"])
+async def test_onboard_config_and_provide_tape_store_load_with_their_events(tmp_path: Path, name: str) -> None:
+    """No hook is refused by design any more: a tape store is a mirror (services/hooks/tape_mirror.py), onboard_config
+    is `covel onboard`'s (covel_cli/onboard.py)."""
+    plugin_id = "loads-" + name.replace("_", "-")
+    result = load(tmp_path, plugin_id, spec_impl(name), hooks=EVENTS_OF_HOOK[name], tools=())
+    assert not result.errors, result.errors
+    assert result.loaded[0].hookspecs.implemented() == {name}
+
+
+@pytest.mark.parametrize("name", ["provide_lifespan", "provide_environment"])
+async def test_provide_lifespan_and_provide_environment_load_and_register_no_event(tmp_path: Path, name: str) -> None:
+    """Run by the process that runs the plugin's code (services/hooks/lifespans.py, environments.py), on no event."""
+    plugin_id = "loads-" + name.replace("_", "-")
     result = load(tmp_path, plugin_id, spec_impl(name), hooks=(), tools=())
-    assert f"Later.{name}: {REFUSED_BY_DESIGN[name]}" in result.errors[plugin_id], result.errors
+    assert not result.errors, result.errors
+    assert result.loaded[0].hookspecs.implemented() == {name} and result.loaded[0].registrar.hooks == []
 
 
 async def test_a_hook_outside_the_spec_still_fails_as_unknown(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.model_streams import OPEN_STREAMS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -247,11 +248,23 @@ def in_session(session_id: str) -> ExecutionContext:
                             plugin_id="models", runtime_id="narrator")
 
 
-@pytest.mark.parametrize(("said", "answer"), [("pieces", "abc"), ("final", "whole"), ("async", "async"), ("broken", None),
-                                              ("wrong", None), ("other", None)])
-async def test_run_model_stream_answers_with_its_collected_text(models, said, answer) -> None:
+@pytest.mark.parametrize(("said", "end"), [("pieces", {"final": "abc"}), ("final", {"final": "whole"}), ("async", {"final": "async"}),
+                                           ("broken", {"error": "RuntimeError: stream bug"}), ("wrong", None), ("other", None)])
+async def test_run_model_stream_answers_with_a_stream_kept_open(models, said, end) -> None:
+    """Its stream stays open for StreamModelAnswer (replace.responseStream), read here to its end; not a stream, or
+    none: no answer (tests/hooks/test_model_streams.py has the RPC)."""
     pre = await dispatch(models, "PreLLMCall", in_session("s"), call(said))
-    assert pre.payload.get("response") == ({"content": answer} if answer is not None else None)
+    assert "response" not in pre.payload
+    if end is None:
+        assert "responseStream" not in pre.payload
+        return
+    stream = pre.payload["responseStream"]
+    assert stream["plugin"] == "models"
+    batches, claim = [], True
+    while not batches or not ({"final", "error"} & batches[-1].keys()):
+        batches.append(await OPEN_STREAMS.next_batch("models", stream["streamId"], session_id="s", claim=claim, wait_s=5))
+        claim = False
+    assert {key: batches[-1][key] for key in ("final", "error") if key in batches[-1]} == end
 
 
 @pytest.mark.parametrize(("session_id", "model"), [("s-slot", "fast"), ("s-model", "openai:gpt-4o"), ("s-wrong", "story"),

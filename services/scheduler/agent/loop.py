@@ -5,8 +5,9 @@ AgentLoop holds what one execution is given; ExecutionProgress what changes from
 to the next. run() drives rounds of step methods: limits, PreStep, the model call, its corrections,
 then the final answer or the tools; the completion check builds the outcome. The rules the steps
 decide by are pure functions in agent/loop_rules.py; the loop's behaviour comes from its profile
-(agent/loop_profile.py); the tools the kernel answers itself are in agent/tools.py; subagents
-(ctx.agents.run, delegate) run through the same loop.
+(agent/loop_profile.py); the tools the kernel answers itself are in agent/tools.py; what PreStep tells of a
+step that continued (tool calls, then another model call) and its nextPrompt in agent/continued_step.py;
+subagents (ctx.agents.run, delegate) run through the same loop.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.scheduler.agent import loop_rules
 from services.scheduler.agent.answers import completion_split, log_model_effects
 from services.scheduler.agent.context import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
+from services.scheduler.agent.continued_step import next_prompt_message, previous_step, without_previous
 from services.scheduler.agent.corrections import CorrectionSteps, interjection_message
 from services.scheduler.agent.loop_profile import loop_settings
 from services.scheduler.agent.loop_state import ExecutionProgress, ModelReply, Next
@@ -35,6 +37,7 @@ from services.scheduler.agent.model_call import (
     response_format,
     wire_choice,
 )
+from services.scheduler.agent.plugin_stream import read_plugin_stream
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.agent.suspension import SUSPEND, restore_writes, resumed_progress, saved_state
 from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, replaced_fields
@@ -194,6 +197,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.usage = {"promptTokens": 0, "completionTokens": 0}
         self.stop_reason = ""
         self.finalizer_used = False
+        # The last step ended with status "continue" (tool calls, and the loop asks again): the next PreStep says so.
+        self.continued = False
         self.unregistered_tools: list[str] = []
         # prompt.segment@1 segments computed for this execution (agent/prompt_segments.py).
         self.extra_segments: list[dict[str, Any]] = []
@@ -345,7 +350,9 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         progress.steps_remaining -= 1
         if not progress.tools_offered or not reply.calls:
             return await self._final_answer(progress, reply)
-        return await self._answer_tools(progress, reply.calls)
+        ended = await self._answer_tools(progress, reply.calls)
+        self.continued = ended is Next.ROUND
+        return ended
 
     # -- limits and PreStep -------------------------------------------------------------------------
     def _limits(self, progress: ExecutionProgress) -> RuntimeOutcome | None:
@@ -372,8 +379,9 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.stop_reason = stop_reason
 
     async def _plan_step(self, progress: ExecutionProgress) -> StepPlan | Next | RuntimeOutcome:
-        """PreStep: this step's tools, tool choice and steps left, or a stop. The finaliser and a
-        tools-off answer have no PreStep."""
+        """PreStep: this step's tools, tool choice, steps left and next prompt, or a stop. The finaliser and a
+        tools-off answer have no PreStep. After a step that continued, the payload tells of it (`previous`)."""
+        continued, self.continued = self.continued, False
         if not progress.tools_offered:
             return StepPlan([], "auto", max(progress.steps_remaining, 1))
         runtime = self.runtime
@@ -381,10 +389,14 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         step_choice = "required" if progress.force_required else self.base_choice
         payload = {"step": progress.step, "stepsRemaining": progress.steps_remaining, "maxSteps": self.settings.max_steps,
                    "toolNames": list(self.tool_names), "toolChoice": step_choice, "steering": self.settings.steering}
+        if continued:
+            payload["previous"] = previous_step(progress.conversation)
         pre_step = await self.hooks.dispatch("PreStep", self.scope, payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
         self.trace.extend(pre_step.trace)
-        replaced = replaced_fields(payload, pre_step.payload)
+        replaced = replaced_fields(without_previous(payload), without_previous(pre_step.payload))
         plan = apply_pre_step(self.tool_names, step_choice, progress.steps_remaining, replaced, correcting=progress.force_required)
+        if plan.next_prompt is not None:
+            progress.conversation.append(next_prompt_message(plan.next_prompt))
         plan.ignored += self._hook_interjections(progress, replaced.get("interjections"))
         if plan.ignored:
             # What the hook asked for that this step could not honour (spec: PreStep, step.completed).
@@ -417,9 +429,10 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         choices = apply_pre_llm_call(pre.payload, call_messages, self.model, plan.tools, available=self.available,
                                      tools_offered=progress.tools_offered, stream=self.settings.stream)
         final: gateway_pb2.GenerateResponse | None
-        if choices.answer is not None:
-            # A hook answered the call (replace.response): the model is not asked.
-            final, progress.content = hook_answer(choices.answer), choices.answer
+        answered = await self._hook_answer(choices, remaining_s)
+        if answered is not None:
+            # A hook answered the call (replace.response, or a plugin's stream): the model is not asked.
+            final, progress.content = answered
         else:
             request = self._request(choices, plan.tool_choice, remaining_s)
             # The gateway enforces the runtime's time; the gRPC deadline only guards against a lost peer.
@@ -436,6 +449,23 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             final, finish=gateway_pb2.FinishReason.Name(final.finish_reason).removeprefix("FINISH_REASON_").lower(),
             calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in final.message.tool_calls],
             sent_messages=choices.messages, streamed=choices.stream)
+
+    async def _hook_answer(self, choices: CallChoices, remaining_s: float) -> tuple[gateway_pb2.GenerateResponse, str] | None:
+        """PreLLMCall's replace.response, or a plugin's stream read to its end (replace.responseStream, agent/plugin_stream.py);
+        None: the model answers (a plugin stream that failed: withdrawn from the player, noted on the trace)."""
+        if choices.answer is not None:
+            return hook_answer(choices.answer), choices.answer
+        if choices.plugin_stream is None:
+            return None
+        runtime = self.runtime
+        read = await read_plugin_stream(self.hooks, self.scope, runtime.plugin_id, runtime.runtime_id, choices.plugin_stream,
+                                        stream_story=choices.stream, on_narrative=self.on_narrative,
+                                        timeout_s=remaining_s + STREAM_DEADLINE_SLACK_S, idle_s=self.settings.idle_timeout_ms / 1000)
+        if read.text is not None:
+            return hook_answer(read.text, read.streamed_ms), read.text
+        self.trace.append(framework_entry("model.plugin_stream_failed", "error", runtime.runtime_id, {
+            "pluginId": choices.plugin_stream.plugin_id, "error": read.error, "then": "the model answers the call"}))
+        return None
 
     def _request(self, choices: CallChoices, tool_choice: Any, remaining_s: float) -> gateway_pb2.GenerateRequest:
         settings, runtime, session = self.settings, self.runtime, self.scope.session
@@ -474,6 +504,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             if name in self.usage and isinstance(value, int):
                 self.usage[name] = value
         begun = ExecutionProgress.begin([], self.settings, time.monotonic())
+        # The suspended step called tools (suspend) and the run goes on: it continued.
+        self.continued = True
         return await self.run(resumed_progress(resume.state, resume.answer, begun))
 
     # -- completion ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """One model call of the agent loop: what a PreLLMCall hook may change, the gateway request, and the
-call itself (a story's text streams to the player as it arrives)."""
+call itself (a story's text streams to the player as it arrives). A plugin's streamed answer
+(replace.responseStream) is read in agent/plugin_stream.py."""
 
 from __future__ import annotations
 
@@ -18,6 +19,24 @@ STREAM_DEADLINE_SLACK_S = 600.0
 
 
 @dataclass(frozen=True)
+class PluginStreamRef:
+    """replace.responseStream: whose stream, and its id in the hooks service."""
+
+    plugin_id: str
+    stream_id: str
+
+
+def stream_ref(value: Any) -> PluginStreamRef | None:
+    """replace.responseStream as the hooks service writes it ({plugin, streamId}, two texts); else None (ignored)."""
+    if not isinstance(value, dict):
+        return None
+    plugin, stream_id = value.get("plugin"), value.get("streamId")
+    if isinstance(plugin, str) and isinstance(stream_id, str) and plugin and stream_id:
+        return PluginStreamRef(plugin, stream_id)
+    return None
+
+
+@dataclass(frozen=True)
 class CallChoices:
     """This call as PreLLMCall left it: a replace changes this one call, not the runtime's conversation."""
 
@@ -27,11 +46,14 @@ class CallChoices:
     stream: bool
     # A hook's replace.response: the call's answer, and the model is not asked.
     answer: str | None = None
+    # Else a plugin's run_model_stream (replace.responseStream {plugin, streamId}): read through the hooks service.
+    plugin_stream: PluginStreamRef | None = None
 
 
 def apply_pre_llm_call(payload: dict[str, Any], messages: list[Any], model: str, plan_tools: list[str], *,
                        available: dict[str, Any], tools_offered: bool, stream: bool) -> CallChoices:
-    """PreLLMCall's replace of messages, model, tools (only known ones), stream (only off) and response (its text)."""
+    """PreLLMCall's replace of messages, model, tools (only known ones), stream (only off), response (its text) and
+    responseStream ({plugin, streamId}; a response wins)."""
     replaced_messages, replaced_model, replaced_tools = payload.get("messages"), payload.get("model"), payload.get("tools")
     tools = [name for name in replaced_tools if name in available] if isinstance(replaced_tools, list) else plan_tools
     response = payload.get("response")
@@ -42,13 +64,15 @@ def apply_pre_llm_call(payload: dict[str, Any], messages: list[Any], model: str,
         tools=tools if tools_offered else [],
         stream=stream and payload.get("stream") is not False and not isinstance(answer, str),
         answer=answer if isinstance(answer, str) else None,
+        plugin_stream=stream_ref(payload.get("responseStream")) if not isinstance(answer, str) else None,
     )
 
 
-def hook_answer(text: str) -> gateway_pb2.GenerateResponse:
-    """The reply of a call a PreLLMCall hook answered: its text, finish reason stop, no usage."""
+def hook_answer(text: str, streamed_ms: int = 0) -> gateway_pb2.GenerateResponse:
+    """The reply of a call a PreLLMCall hook answered: its text, finish reason stop, no usage (and how long a
+    plugin's stream of it took, credited as a model's streaming time)."""
     return gateway_pb2.GenerateResponse(message=gateway_pb2.ChatMessage(role="assistant", content=text),
-                                        finish_reason=gateway_pb2.FINISH_REASON_STOP)
+                                        finish_reason=gateway_pb2.FINISH_REASON_STOP, streamed_ms=streamed_ms)
 
 
 def response_format(schema_ref: Any, contract: Any, story: bool, schemas: list[tuple[str, dict[str, Any]]] | None = None

@@ -123,6 +123,8 @@ class HookBus:
         # The gateway event keys (hooks/event_keys.py), carried to context assembly and compaction.
         self.events = events
         self._listeners: dict[str, Listeners] = {}
+        # Plugins implementing the admit_message hookspec (GetSubscriptions' admitting_plugin_ids).
+        self._admitting: frozenset[str] = frozenset()
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
         self._tools: dict[str, tuple[float, dict]] = {}
@@ -136,8 +138,21 @@ class HookBus:
                 if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
                     reply = await self._hooks.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest())
                     self._listeners = {sub.event: Listeners.from_proto(sub) for sub in reply.subscriptions}
+                    self._admitting = frozenset(reply.admitting_plugin_ids)
                     self._fetched_at = time.monotonic()
         return self._listeners
+
+    async def admitting_plugins(self) -> frozenset[str]:
+        """The plugins that implement admit_message (any session's): none, and a submit never asks AdmitMessage."""
+        await self._subscriptions()
+        return self._admitting
+
+    async def admit_message(self, context: hooks_pb2.HookContext, message: dict[str, Any], turn_id: str, *, step: int = 0,
+                            pending: int = 0, timeout_s: float) -> hooks_pb2.AdmitMessageResponse:
+        """The session's plugins' admit_message decision for a message submitted while `turn_id` runs."""
+        return await self._hooks.AdmitMessage(
+            hooks_pb2.AdmitMessageRequest(context=context, message=to_struct(message), turn_id=turn_id, step=step, pending=pending),
+            timeout=timeout_s)
 
     def refresh(self) -> None:
         self._fetched_at = 0.0
@@ -216,6 +231,12 @@ class HookBus:
         """A plugin's form validator on a player's answer (found: false when the plugin registered none)."""
         return await self._hooks.ValidateForm(
             hooks_pb2.ValidateFormRequest(context=scope.context(plugin_id), plugin_id=plugin_id, form_id=form_id, values=to_struct(values)))
+
+    def stream_model_answer(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, stream_plugin_id: str, stream_id: str,
+                            timeout_s: float) -> Any:
+        """A plugin's run_model_stream answer (PreLLMCall's replace.responseStream): the call whose chunks to read."""
+        return self._hooks.StreamModelAnswer(hooks_pb2.StreamModelAnswerRequest(
+            context=scope.context(plugin_id, runtime_id), plugin_id=stream_plugin_id, stream_id=stream_id), timeout=timeout_s)
 
     async def call_extension(self, scope: ExecutionScope, point: str, payload: dict[str, Any], *, plugin_id: str = "",
                              timeout_ms: int = 30_000) -> list[hooks_pb2.ExtensionAnswer]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
@@ -31,7 +31,7 @@ from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.turn.player_input import render_player_message
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import KEYS_BY_NAME, Delivery, matches
-from shared.settings import DataDirSetting, PeerAddresses
+from shared.settings import CovelSettings, DataDirSetting, PeerAddresses
 from shared.structs import from_struct, to_struct
 
 log = get_logger(component="event_keys")
@@ -47,10 +47,8 @@ _PROCESS_STARTED = time.monotonic()
 SECRET_NAME = re.compile(r"token|secret|password|key|cert|credential", re.IGNORECASE)
 
 
-class EventKeySettings(BaseSettings):
+class EventKeySettings(CovelSettings):
     """COVEL_SCHEDULER_SHUTDOWN_HOOK_BUDGET_MS, COVEL_SCHEDULER_PRE_RESTART_HOOK_BUDGET_MS."""
-
-    model_config = SettingsConfigDict(env_prefix="COVEL_", extra="ignore")
 
     scheduler_shutdown_hook_budget_ms: int = KEYS_BY_NAME["gateway:shutdown"].budget_ms
     scheduler_pre_restart_hook_budget_ms: int = KEYS_BY_NAME["gateway:pre-restart"].budget_ms

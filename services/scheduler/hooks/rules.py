@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STOP_REASONS = ("tool-finished", "cancelled")
+# PreStep's replace.nextPrompt: a user message that stays in the run's conversation, so bounded.
+MAX_NEXT_PROMPT_CHARS = 20_000
 
 
 def filter_schedule(selected_names: list[str], triggered: Any) -> list[str]:
@@ -33,16 +35,19 @@ class StepPlan:
     stop: dict[str, str] | None = None
     # What the hook asked for that this step cannot honour, for step.completed.
     ignored: list[str] = field(default_factory=list)
+    # A user message joining the conversation before this step's model call (replace.nextPrompt).
+    next_prompt: str | None = None
 
 
 def apply_pre_step(
     tool_names: list[str], tool_choice: Any, steps_remaining: int, replace: dict[str, Any], *, correcting: bool = False
 ) -> StepPlan:
-    """PreStep's four fields with their limits.
+    """PreStep's fields with their limits (interjections are the loop's: they depend on the run).
 
     tools: a subset of this step's tools (others ignored and listed); toolChoice: "auto",
     "required" or {name} of an offered tool ("auto" does not lift a correction's required call);
-    stepsRemaining: only lower, at least 1; stop: {reason: tool-finished | cancelled, message?}.
+    stepsRemaining: only lower, at least 1; stop: {reason: tool-finished | cancelled, message?};
+    nextPrompt: a non-empty text of at most MAX_NEXT_PROMPT_CHARS (not sent when the step stops).
     """
     plan = StepPlan(list(tool_names), tool_choice, steps_remaining)
     if "tools" in replace:
@@ -75,7 +80,23 @@ def apply_pre_step(
             plan.stop = {"reason": stop["reason"], **({"message": str(stop["message"])} if stop.get("message") else {})}
         else:
             plan.ignored.append("stop: reason must be tool-finished or cancelled")
+    if "nextPrompt" in replace:
+        plan.next_prompt, problem = _next_prompt(replace["nextPrompt"], stopped=plan.stop is not None)
+        plan.ignored += [f"nextPrompt: {problem}"] if problem else []
     return plan
+
+
+def _next_prompt(text: Any, *, stopped: bool) -> tuple[str | None, str]:
+    """(the text, "") when PreStep's nextPrompt is one to send, else (None, why not)."""
+    if not isinstance(text, str):
+        return None, f"not a text ({type(text).__name__})"
+    if not text.strip():
+        return None, "empty"
+    if len(text) > MAX_NEXT_PROMPT_CHARS:
+        return None, f"{len(text)} characters (at most {MAX_NEXT_PROMPT_CHARS})"
+    if stopped:
+        return None, "not sent: the step was stopped"
+    return text, ""
 
 
 def stopped_by_pre_step_error(runtime_id: str, stop: dict[str, str]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -27,18 +27,29 @@ class LeaseKeeper:
         # Releases retried in the background (a reference keeps each task alive until it ends).
         self._releasing: set[asyncio.Task] = set()
 
-    async def acquire(self, session_id: str, idempotency_key: str, origin: str,
-                      reads: store_pb2.TurnReads | None = None) -> store_pb2.AcquireTurnLeaseResponse:
+    async def acquire(self, session_id: str, idempotency_key: str, origin: str, reads: store_pb2.TurnReads | None = None,
+                      when_busy: Callable[[str], Awaitable[None]] | None = None) -> store_pb2.AcquireTurnLeaseResponse:
         """The lease (waiting up to scheduler_lease_wait_ms for a running turn) with the `reads` the turn
-        asks for, or a retried submit's existing turn."""
+        asks for, or a retried submit's existing turn. With `when_busy`, a first try does not wait: when a
+        turn holds the lease, `when_busy(why)` is called with the store's answer (it may raise) before the wait."""
         settings = self._settings
-        return await self._store.AcquireTurnLease(
-            store_pb2.AcquireTurnLeaseRequest(
-                session_id=session_id, holder=settings.scheduler_instance_id, ttl_ms=settings.scheduler_lease_ttl_ms,
-                idempotency_key=idempotency_key, wait_ms=settings.scheduler_lease_wait_ms, origin=origin, reads=reads,
-            ),
-            timeout=settings.scheduler_lease_wait_ms / 1000 + 10,  # per call: the lease wait is a setting
+        request = store_pb2.AcquireTurnLeaseRequest(
+            session_id=session_id, holder=settings.scheduler_instance_id, ttl_ms=settings.scheduler_lease_ttl_ms,
+            idempotency_key=idempotency_key, wait_ms=settings.scheduler_lease_wait_ms, origin=origin, reads=reads,
         )
+        if when_busy is not None:
+            first = store_pb2.AcquireTurnLeaseRequest()
+            first.CopyFrom(request)
+            first.wait_ms = 0
+            try:
+                return await self._store.AcquireTurnLease(first, timeout=10)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.ABORTED:
+                    raise
+                busy = error.details() or ""
+            await when_busy(busy)
+        # Per call: the lease wait is a setting.
+        return await self._store.AcquireTurnLease(request, timeout=settings.scheduler_lease_wait_ms / 1000 + 10)
 
     async def keep(self, lease: store_pb2.TurnLease) -> None:
         """Renew every third of the lease's life; after a failed renewal (the store restarting) try again

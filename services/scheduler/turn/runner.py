@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -88,6 +89,9 @@ class TurnRequest:
     action: ActionCall | None = None
     # SubmitInteraction answering a suspended agent: the interaction it asked, and what it saved (origin "resume").
     resume: ResumeCall | None = None
+    # A submit's admission (services/scheduler/admission.py): called with the store's answer when a turn holds the
+    # session's lease, before this one waits for it; it returns (queue) or raises (steered, refused).
+    when_busy: Callable[[str], Awaitable[None]] | None = None
 
     @property
     def named_runtime_id(self) -> str:
@@ -200,6 +204,10 @@ class TurnRunner:
         self._interjections.setdefault(session_id, []).append(text)
         return running.turn_id
 
+    def pending_interjections(self, session_id: str) -> int:
+        """How many interjections wait for the session's turn running here."""
+        return len(self._interjections.get(session_id, ()))
+
     def _take_interjections(self, session_id: str) -> list[str]:
         return self._interjections.pop(session_id, [])
 
@@ -238,7 +246,8 @@ class TurnRunner:
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         window = store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id), without_metadata=True)
         reads = store_pb2.TurnReads(world=True, history=window, plugin_data=self._scopes.get(_reads_key(request)))
-        lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads)
+        lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads,
+                                                when_busy=request.when_busy)
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
             check_retry(lease_reply.existing_turn, request)

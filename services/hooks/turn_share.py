@@ -1,0 +1,49 @@
+"""A turn's message and load_state's state, shared between hooks replicas.
+
+load_state runs on TurnStart, which one hooks replica serves; the turn's later events (PreLLMCall,
+PostContextAssembly, the gateway key message:sent, …) may reach another one. The hookspec adapter keeps
+the turn in its own process and also in the plugin's session state (ctx.state: one store call, the
+plugin's own keys, shared by every replica); a replica whose process lacks the turn reads it once.
+
+A state that is not JSON data, or larger than ctx.state takes (64 KiB), stays in the replica that loaded
+it (logged): hooks another replica runs then see no loaded state, as before.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.logs import get_logger
+from shared.plugin_sdk.session_state import SessionState
+
+log = get_logger(component="hookspecs")
+# The plugin's ctx.state key (documented in docs/hookspecs.md: a plugin's own keys should not use it).
+KEY = "covel.hookspecs.turn"
+
+# (turn id, the turn's message, load_state's state)
+Turn = tuple[str, dict[str, Any], dict[str, Any]]
+
+
+async def share(plugin_id: str, session_id: str, turn: Turn) -> None:
+    """Leave the turn where every replica finds it; a state that cannot be shared is logged and kept local."""
+    turn_id, message, loaded = turn
+    try:
+        value = json.loads(json.dumps({"turn_id": turn_id, "message": message, "state": loaded}, ensure_ascii=False))
+        await SessionState(session_id, plugin_id).set(KEY, value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        log.warning("hookspecs.turn_not_shared", plugin_id=plugin_id, session_id=session_id, turn_id=turn_id,
+                    why=f"{type(error).__name__}: {error}")
+
+
+async def fetch(plugin_id: str, session_id: str) -> Turn | None:
+    """The session's newest shared turn of this plugin; None when there is none or the store cannot say."""
+    try:
+        value = await SessionState(session_id, plugin_id).get(KEY)
+    except (ValueError, RuntimeError) as error:
+        log.warning("hookspecs.turn_not_read", plugin_id=plugin_id, session_id=session_id, why=f"{type(error).__name__}: {error}")
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("turn_id"), str):
+        return None
+    message, loaded = value.get("message"), value.get("state")
+    return value["turn_id"], message if isinstance(message, dict) else {}, loaded if isinstance(loaded, dict) else {}
