@@ -48,6 +48,9 @@ class Steered(Exception):
     """The submit's text joined the running turn `turn_id`, as `plugin_id` decided: its stream follows that turn
     (its turn_started says `steered_by`)."""
 
+    # The turn metric's status of such a submit (covel_turn_duration_seconds).
+    turn_status = "steered"
+
     def __init__(self, turn_id: str, plugin_id: str) -> None:
         super().__init__(f"steered into turn {turn_id} by {plugin_id}")
         self.turn_id = turn_id

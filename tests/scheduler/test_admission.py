@@ -178,3 +178,22 @@ async def test_a_retry_of_the_running_turns_own_submit_waits_for_it_unasked() ->
     admission = SubmitAdmission(Store(), hooks, Runner())  # type: ignore[arg-type]
     await admission.when_busy("s", SAY, "k-1")("a turn with idempotency key 'k-1' is still running in session s: turn t-1, …")
     assert hooks.asked == []
+
+
+@pytest.mark.parametrize(("raised", "status"), [(Steered("t-running", "admission-probe"), "steered"), (RuntimeError("lost"), "error")])
+async def test_the_turn_metric_counts_a_steered_submit_as_steered_not_as_an_error(monkeypatch, raised, status) -> None:
+    from types import SimpleNamespace
+
+    from services.scheduler.turn import runner
+    from services.scheduler.turn.runner import TurnRunner
+
+    recorded = []
+    monkeypatch.setattr(runner.metrics, "record_turn", lambda origin, status, seconds: recorded.append((origin, status)))
+
+    async def run(request, emit):
+        raise raised
+
+    request = SimpleNamespace(session_id="s", origin="player")
+    with pytest.raises(type(raised)):
+        await TurnRunner.run_observed(SimpleNamespace(run=run), request, emit=None)
+    assert recorded == [("player", status)]

@@ -236,6 +236,10 @@ class TurnRunner:
                 turn = await self.run(request, emit)
                 status = store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower()
                 span.set_attributes({"covel.turn_id": turn.id, "covel.turn.status": status, "covel.logical_turn": turn.logical_turn})
+            except Exception as error:
+                # A submit steered into the running turn (scheduler/admission.py) made no turn of its own: no error.
+                status = getattr(error, "turn_status", "error")
+                raise
             finally:
                 elapsed = time.perf_counter() - started
                 metrics.record_turn(request.origin, status, elapsed)
