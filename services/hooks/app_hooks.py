@@ -81,19 +81,7 @@ async def tape_context(hooks: PluginAgentHooks, session_id: str, messages: list[
 
 def sidecars(hooks: PluginAgentHooks) -> list[Any]:
     """provide_tape_sidecar, called once when the plugin loads: the sidecars with an on_append."""
-    found = []
-    for impl in hooks.impls("provide_tape_sidecar"):
-        try:
-            sidecar = impl.function()
-        except Exception as error:  # plugin code: logged and skipped (spec)
-            log.warning("hookimpl.raised", plugin_id=hooks.plugin_id, hook="provide_tape_sidecar", impl=impl.plugin_name,
-                        error=f"{type(error).__name__}: {error}")
-            continue
-        if callable(getattr(sidecar, "on_append", None)):
-            found.append(sidecar)
-        elif sidecar is not None:
-            hooks.wrong_type("provide_tape_sidecar", impl, sidecar, "TapeSidecar (on_append)")
-    return found
+    return hooks.provided("provide_tape_sidecar", having=("on_append",), expected="TapeSidecar (on_append)")
 
 
 async def tell_sidecars(found: list[Any], plugin_id: str, tape: str, entries: list[dict[str, Any]]) -> None:
@@ -109,19 +97,7 @@ async def tell_sidecars(found: list[Any], plugin_id: str, tape: str, entries: li
 
 def inboxes(hooks: PluginAgentHooks) -> list[Any]:
     """provide_steering_inbox, called once when the plugin loads: the inboxes with a drain."""
-    found = []
-    for impl in hooks.impls("provide_steering_inbox"):
-        try:
-            inbox = impl.function()
-        except Exception as error:  # plugin code: logged and skipped (spec)
-            log.warning("hookimpl.raised", plugin_id=hooks.plugin_id, hook="provide_steering_inbox", impl=impl.plugin_name,
-                        error=f"{type(error).__name__}: {error}")
-            continue
-        if callable(getattr(inbox, "drain", None)):
-            found.append(inbox)
-        elif inbox is not None:
-            hooks.wrong_type("provide_steering_inbox", impl, inbox, "SteeringInbox (drain)")
-    return found
+    return hooks.provided("provide_steering_inbox", having=("drain",), expected="SteeringInbox (drain)")
 
 
 async def drained(found: list[Any], plugin_id: str, session_id: str) -> list[str]:

@@ -337,7 +337,7 @@ class HookspecAdapter:
     async def turn_start(self, ctx, payload) -> None:
         """TurnStart: the turn's message, and load_state's state for this turn's hooks (never blocks the turn)."""
         message = turn_hooks.inbound(payload, ctx)
-        loaded = await turn_hooks.load_state(self._agent_hooks, message, ctx.session_id) if self._impls("load_state") else {}
+        loaded = await self._agent_hooks.merged_state(message, ctx.session_id) if self._impls("load_state") else {}
         self._remember(ctx.session_id, (ctx.turn_id, message, loaded))
         # The turn's later events may reach another hooks replica: it reads the turn from the store (turn_share.py).
         await turn_share.share(self.plugin_id, ctx.session_id, (ctx.turn_id, message, loaded))

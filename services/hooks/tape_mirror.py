@@ -123,19 +123,7 @@ class WorkerTurns:
 
 def tape_stores(hooks: PluginAgentHooks) -> list[Any]:
     """provide_tape_store, called once when the plugin loads: the stores with read and append (sync or async)."""
-    found = []
-    for impl in hooks.impls(HOOK):
-        try:
-            store = impl.function()
-        except Exception as error:  # plugin code: logged and skipped (spec)
-            log.warning("hookimpl.raised", plugin_id=hooks.plugin_id, hook=HOOK, impl=impl.plugin_name,
-                        error=f"{type(error).__name__}: {error}")
-            continue
-        if callable(getattr(store, "read", None)) and callable(getattr(store, "append", None)):
-            found.append(store)
-        elif store is not None:
-            hooks.wrong_type(HOOK, impl, store, "TapeStore or AsyncTapeStore (read, append)")
-    return found
+    return hooks.provided(HOOK, having=("read", "append"), expected="TapeStore or AsyncTapeStore (read, append)")
 
 
 async def _bounded(store: Any, method: str, *args: Any) -> Any:

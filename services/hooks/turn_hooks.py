@@ -26,13 +26,9 @@ async def run_model(hooks: PluginAgentHooks, request: LLMCallRequest, state: Tur
     """run_model(prompt, session_id, state), then run_model_stream: `prompt` is the call's messages; the first
     answer wins: a text, or a stream kept open for StreamModelAnswer (model_streams.open_answer)."""
     arguments = {"prompt": request.messages, "session_id": state["session_id"], "state": state}
-    for impl in hooks.impls("run_model"):
-        outcome = await hooks.call("run_model", impl, **arguments)
-        if outcome is None or outcome is RAISED:
-            continue
-        if isinstance(outcome, str):
-            return outcome
-        hooks.wrong_type("run_model", impl, outcome, "str or None")
+    text = await hooks.first_text("run_model", **arguments)
+    if text is not None:
+        return text
     for impl in hooks.impls("run_model_stream"):
         outcome = await hooks.call("run_model_stream", impl, **arguments)
         if outcome is None or outcome is RAISED:
@@ -91,14 +87,7 @@ async def continue_prompt(hooks: PluginAgentHooks, payload: dict[str, Any], stat
         step=step - 1 if isinstance(step, int) and step > 1 else 0, status="continue",
         output=str(previous.get("output") or ""), extra=state)
     tape = MessagesTape(state["session_id"], tuple(m for m in previous.get("messages") or () if isinstance(m, dict)))
-    for impl in hooks.impls("continue_prompt"):
-        outcome = await hooks.call("continue_prompt", impl, prompt=previous.get("prompt"), tape=tape, state=ended)
-        if outcome is None or outcome is RAISED:
-            continue
-        if isinstance(outcome, str):
-            return outcome
-        hooks.wrong_type("continue_prompt", impl, outcome, "str or None")
-    return None
+    return await hooks.first_text("continue_prompt", prompt=previous.get("prompt"), tape=tape, state=ended)
 
 
 # ----- around the turn: load_state on TurnStart; save_state, render_outbound, dispatch_outbound on message:sent
@@ -109,17 +98,6 @@ def inbound(payload: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"content": str(payload.get("playerMessage") or ""), "session_id": ctx.session_id, "channel": "grpc",
             "turn_id": ctx.turn_id, "actions": list(payload.get("actions") or [])}
 
-
-async def load_state(hooks: PluginAgentHooks, message: dict[str, Any], session_id: str) -> dict[str, Any]:
-    """Every load_state answer merged (the impl pluggy calls first wins a key); a non-dict answer is logged and skipped."""
-    state: dict[str, Any] = {}
-    for impl in reversed(hooks.impls("load_state")):
-        outcome = await hooks.call("load_state", impl, message=message, session_id=session_id)
-        if isinstance(outcome, dict):
-            state.update(outcome)
-        elif outcome is not None and outcome is not RAISED:
-            hooks.wrong_type("load_state", impl, outcome, "dict")
-    return state
 
 
 async def after_turn(hooks: PluginAgentHooks, session_id: str, state: TurnState, message: dict[str, Any], model_output: str) -> int:

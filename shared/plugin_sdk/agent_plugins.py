@@ -90,6 +90,45 @@ class PluginAgentHooks:
             if outcome is not None and outcome is not RAISED:
                 self.wrong_type(name, impl, outcome, "None")
 
+    async def first_text(self, name: str, **arguments: Any) -> str | None:
+        """The first impl's answer that is a str (continue_prompt, run_model); None and a raise pass to the next
+        impl, another type is logged and skipped."""
+        for impl in self.impls(name):
+            outcome = await self.call(name, impl, **arguments)
+            if isinstance(outcome, str):
+                return outcome
+            if outcome is not None and outcome is not RAISED:
+                self.wrong_type(name, impl, outcome, "str or None")
+        return None
+
+    async def merged_state(self, message: Envelope, session_id: str) -> TurnState:
+        """Every load_state answer merged (the impl pluggy calls first wins a key); a non-dict is logged and skipped."""
+        state: TurnState = {}
+        for impl in reversed(self.impls("load_state")):
+            outcome = await self.call("load_state", impl, message=message, session_id=session_id)
+            if isinstance(outcome, dict):
+                state.update(outcome)
+            elif outcome is not None and outcome is not RAISED:
+                self.wrong_type("load_state", impl, outcome, "dict")
+        return state
+
+    def provided(self, name: str, *, having: tuple[str, ...], expected: str) -> list[Any]:
+        """A provide_* hook called once (at load): every answer with the methods `having`; one that raises is
+        logged and skipped, one without them logged as the wrong type."""
+        found = []
+        for impl in self.impls(name):
+            try:
+                component = impl.function()
+            except Exception as error:  # plugin code: logged and skipped (spec)
+                log.warning("hookimpl.raised", plugin_id=self.plugin_id, hook=name, impl=impl.plugin_name,
+                            error=f"{type(error).__name__}: {error}")
+                continue
+            if all(callable(getattr(component, method, None)) for method in having):
+                found.append(component)
+            elif component is not None:
+                self.wrong_type(name, impl, component, expected)
+        return found
+
     async def before_llm_call(self, request: LLMCallRequest, state: TurnState) -> tuple[LLMCallRequest, LLMCallDecision | None]:
         for impl in self.impls("before_llm_call"):
             outcome = await self.call("before_llm_call", impl, request=request, state=state)
@@ -224,13 +263,9 @@ class AgentPlugins:
     async def _continue_prompt(self, event: StepFinished) -> None:
         if event.status != "continue":
             return
-        for impl in self.hooks.impls("continue_prompt"):
-            outcome = await self.hooks.call("continue_prompt", impl, prompt=event.prompt, tape=event.tape, state=event.state)
-            if isinstance(outcome, str):
-                event.next_prompt = outcome
-                return
-            if outcome is not None and outcome is not RAISED:
-                self.hooks.wrong_type("continue_prompt", impl, outcome, "str or None")
+        text = await self.hooks.first_text("continue_prompt", prompt=event.prompt, tape=event.tape, state=event.state)
+        if text is not None:
+            event.next_prompt = text
 
     async def _steering(self, event: MessagesPending) -> None:
         for inbox in self._all("provide_steering_inbox"):
@@ -248,14 +283,7 @@ class AgentPlugins:
 
     async def build_state(self, session_id: str, *, message: Envelope | None = None, agent: Any = None) -> TurnState:
         """load_state of every plugin merged (the impl pluggy calls first wins a key), with session_id (and agent)."""
-        state: TurnState = {}
-        if message is not None:
-            for impl in reversed(self.hooks.impls("load_state")):
-                outcome = await self.hooks.call("load_state", impl, message=message, session_id=session_id)
-                if isinstance(outcome, dict):
-                    state.update(outcome)
-                elif outcome is not None and outcome is not RAISED:
-                    self.hooks.wrong_type("load_state", impl, outcome, "dict")
+        state: TurnState = await self.hooks.merged_state(message, session_id) if message is not None else {}
         state["session_id"] = session_id
         if agent is not None:
             state["agent"] = agent

@@ -173,8 +173,7 @@ async def test_a_log_that_cannot_be_read_appends_nothing_and_the_next_turn_fills
 
 def mirror_of(store: Any) -> tuple[tape_mirror.TapeMirror, list[tuple[str, str]]]:
     """A TapeMirror of one store, with what it reports."""
-    hooks = SimpleNamespace(plugin_id="stores", impls=lambda name: [SimpleNamespace(function=lambda: store, plugin_name="one")],
-                            wrong_type=lambda *args: None)
+    hooks = SimpleNamespace(plugin_id="stores", provided=lambda name, having, expected: [store])
     reported: list[tuple[str, str]] = []
 
     async def on_failure(stage: str, error: Exception) -> None:
