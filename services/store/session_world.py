@@ -12,9 +12,10 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import lorebook, sessions, world
+from services.store.apply_context import Rejected, json_sized
 from services.store.datasets import DatasetViolation, dataset
 from services.store.models import MessageRow, PluginDataRow, SessionRow
-from services.store.proposals import Rejected, check_namespace, entry_address, json_sized
+from services.store.proposals import check_namespace, entry_address
 from shared import json_schemas
 from shared.errors import invalid_argument
 from shared.ids import new_id

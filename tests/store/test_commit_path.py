@@ -17,7 +17,7 @@ from sqlalchemy import inspect as sqlalchemy_inspect
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.store import leases, proposals, sessions
+from services.store import apply_context, leases, sessions
 from services.store.database import Database
 from services.store.models import MessageRow, TurnEventRow, TurnRow
 from services.store.proto_mapping import outcome_to_json
@@ -220,17 +220,17 @@ async def test_commits_reuse_a_datasets_compiled_schema(stub):
 
 @pytest.mark.parametrize("value", [{"text": "plain"}, "Zoë «quoted» 😀", [1, 2.5, None, {"a": "ü"}], None, 7])
 def test_a_value_is_sized_by_the_text_it_is_written_as(value):
-    text = proposals.json_sized("a value", value)
+    text = apply_context.json_sized("a value", value)
     assert len(text.encode()) == json_size(value) and json.loads(text) == value
 
 
 @pytest.mark.parametrize("letter", ["x", "ü", "😀"])
 def test_the_size_limit_counts_utf8_bytes_of_the_written_text(letter):
     width = len(letter.encode())
-    fits = letter * ((proposals.VALUE_MAX_BYTES - 2) // width)  # 2: the quotes
-    proposals.json_sized("a value", fits)
-    with pytest.raises(proposals.Rejected, match="the limit is"):
-        proposals.json_sized("a value", fits + letter * (1 + (proposals.VALUE_MAX_BYTES - 2) % width))
+    fits = letter * ((apply_context.VALUE_MAX_BYTES - 2) // width)  # 2: the quotes
+    apply_context.json_sized("a value", fits)
+    with pytest.raises(apply_context.Rejected, match="the limit is"):
+        apply_context.json_sized("a value", fits + letter * (1 + (apply_context.VALUE_MAX_BYTES - 2) % width))
 
 
 async def test_plugin_data_written_as_its_json_text_reads_back_as_the_value(stub):

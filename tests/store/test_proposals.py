@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
-from services.store.proposals import VALUE_MAX_BYTES
+from services.store.apply_context import VALUE_MAX_BYTES
 from shared.plugin_data.operations import apply_operations
 from shared.structs import from_struct, from_value, to_struct, to_value
 from tests.store.helpers import commit_turn, new_session, outcomes_by_id, plugin_data, proposal, story_proposal, story_result
