@@ -13,7 +13,7 @@ A table sits between marker comments and is replaced whole:
     …
     <!-- end generated -->
 
-`manifest-fields:<Model>` is one manifest group (services/registry/manifest_models.py),
+`manifest-fields:<Model>` is one manifest group (services/registry/manifest_models.py, runtime_models.py, manifest_fields.py),
 `settings:<service>` one settings model (`shared` for what every service reads), `channel-rules`
 the deadlines and retries of every method our channels call. Meanings live
 here rather than as Field(description=…) on the models, because the models' files are edited by
@@ -40,6 +40,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from services.gateway.settings import GatewaySettings
 from services.hooks.settings import HooksSettings
+from services.registry import manifest_fields
 from services.registry import manifest_models as manifest
 from services.registry import runtime_compiler as compiler
 from services.registry import world_models
@@ -71,10 +72,10 @@ class MissingMeaning(LookupError):
 ROOT_MODEL = manifest.PluginManifest
 # Fields whose named validator says more than their base type.
 VALIDATED_TYPES: dict[Callable[..., Any], str] = {
-    manifest._contract_id: "contract id (`name@N`)",
-    manifest._hook_event: "hook event name",
-    manifest._action_name: "action name",
-    manifest._https_link: "https URL",
+    manifest_fields._contract_id: "contract id (`name@N`)",
+    manifest_fields._hook_event: "hook event name",
+    manifest_fields._action_name: "action name",
+    manifest_fields._https_link: "https URL",
     world_models._item_id: "id (letters, digits, `.`, `_`, `-`)",
     world_models._plugin_id: "plugin id",
     world_models._contract_target: "`contract:<id>`",

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.manifest_models import BASE_ACTION_KINDS, ActionKindDecl
+from services.registry.manifest_fields import BASE_ACTION_KINDS
+from services.registry.manifest_models import ActionKindDecl
 from services.registry.package_files import PackageFiles
 from shared.manifest.composer import composer_can_show
 

@@ -9,7 +9,8 @@ from typing import Any
 from services.registry.code_paths import resolve_code_file
 from services.registry.dataset_rules import FRAMEWORK_TOOLS
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.manifest_models import KERNEL_EXTENSION_POINTS, EventDecl, PluginManifest, SettingDecl
+from services.registry.manifest_fields import KERNEL_EXTENSION_POINTS
+from services.registry.manifest_models import EventDecl, PluginManifest, SettingDecl
 from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
 from shared.plugin_settings import KNOWN_TYPES as KNOWN_SETTING_TYPES

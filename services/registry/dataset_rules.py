@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.manifest_models import DATASET_OPS, DataDecl, DatasetDecl
+from services.registry.manifest_fields import DATASET_OPS
+from services.registry.manifest_models import DataDecl, DatasetDecl
 from services.registry.package_files import PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
 

@@ -10,14 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag, Severity, unknown_field_hint
-from services.registry.manifest_models import (
-    CONTRIBUTES_FIELDS,
-    GUARDED_ROOT_FIELDS,
-    GUARDED_RUNTIME_FIELDS,
-    ROOT_FIELDS,
-    RUNTIME_FIELDS,
-    Strict,
-)
+from services.registry.manifest_fields import Strict
+from services.registry.manifest_models import CONTRIBUTES_FIELDS, GUARDED_ROOT_FIELDS, GUARDED_RUNTIME_FIELDS, ROOT_FIELDS
+from services.registry.runtime_models import RUNTIME_FIELDS
 from shared import ui_panels
 
 PLUGIN_FILE = "PLUGIN.md"

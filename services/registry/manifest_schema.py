@@ -15,7 +15,8 @@ import json
 import sys
 from typing import Any
 
-from services.registry.manifest_models import PluginManifest, RuntimeDecl
+from services.registry.manifest_models import PluginManifest
+from services.registry.runtime_models import RuntimeDecl
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

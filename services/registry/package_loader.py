@@ -35,16 +35,8 @@ from services.registry.diagnostics import (
 from services.registry.frontmatter import Document, parse_document
 from services.registry.host_compatibility import host_version, parse_range, satisfies
 from services.registry.locale_files import compile_locales, inline_locale_maps
-from services.registry.manifest_models import (
-    PLUGIN_ID,
-    RESERVED_PLUGIN_IDS,
-    Contributes,
-    ExtensionDecl,
-    HookDecl,
-    PluginManifest,
-    ProvidesDecl,
-    ServiceDecl,
-)
+from services.registry.manifest_fields import PLUGIN_ID, RESERVED_PLUGIN_IDS
+from services.registry.manifest_models import Contributes, ExtensionDecl, HookDecl, PluginManifest, ProvidesDecl, ServiceDecl
 from services.registry.manifest_reading import (
     KNOWN_FIELDS,
     PLUGIN_FILE,

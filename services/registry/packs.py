@@ -19,7 +19,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from services.registry.diagnostics import Diagnostic, DiagnosticBag, add_validation_errors
-from services.registry.manifest_models import Strict
+from services.registry.manifest_fields import Strict
 from services.registry.world_models import Name, PluginId, Text
 from shared.bounded_yaml import load_yaml
 from shared.logs import get_logger

@@ -16,7 +16,7 @@ from typing import Any
 
 from services.registry.code_paths import resolve_code_file
 from services.registry.diagnostics import DiagnosticBag, Severity
-from services.registry.manifest_models import (
+from services.registry.runtime_models import (
     DatasetImport,
     DependencyRef,
     DetachedOptions,

@@ -10,11 +10,8 @@ from pydantic import ValidationError
 from services.registry.diagnostics import DiagnosticBag, Severity, add_validation_errors
 from services.registry.frontmatter import Document, parse_document
 from services.registry.locale_files import inline_locale_maps
-from services.registry.manifest_models import (
-    PACKAGE_ONLY_FIELDS,
-    PLUGIN_ID,
-    RuntimeDecl,
-)
+from services.registry.manifest_fields import PLUGIN_ID
+from services.registry.manifest_models import PACKAGE_ONLY_FIELDS
 from services.registry.manifest_reading import (
     KNOWN_FIELDS,
     PLUGIN_FILE,
@@ -24,6 +21,7 @@ from services.registry.manifest_reading import (
     exact_child,
     read_text,
 )
+from services.registry.runtime_models import RuntimeDecl
 
 
 @dataclass

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.manifest_models import CONTRACT_ID, Contributes, PluginManifest
+from services.registry.manifest_fields import CONTRACT_ID
+from services.registry.manifest_models import Contributes, PluginManifest
 from services.registry.package_files import CONTRACT_SCHEMA_PREFIX, PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
 from shared import ui_panels

@@ -11,7 +11,7 @@ import grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.registry.catalogue import Catalogue, Snapshot
 from services.registry.diagnostics import has_errors
-from services.registry.manifest_models import PLUGIN_ID
+from services.registry.manifest_fields import PLUGIN_ID
 from services.registry.package_installer import InstallRefused, install_zip, validate_zip
 from services.registry.package_validator import NotAPackage, validate_paths
 from services.registry.plugin_plan import UnknownPack, pack_to_proto, plan_to_proto, plugin_plan

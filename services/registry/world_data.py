@@ -23,7 +23,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 
 from services.registry.diagnostics import DiagnosticBag, format_path
-from services.registry.manifest_models import DATASET_OPS
+from services.registry.manifest_fields import DATASET_OPS
 from services.registry.manifest_reading import read_text
 from services.registry.package_files import MAX_JSON_BYTES, PackageFiles
 from services.registry.package_loader import LoadedPackage

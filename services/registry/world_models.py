@@ -15,15 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from services.registry.manifest_models import (
-    PLUGIN_ID,
-    Author,
-    ContractId,
-    HttpsLink,
-    NonEmpty,
-    Strict,
-    either,
-)
+from services.registry.manifest_fields import PLUGIN_ID, ContractId, HttpsLink, NonEmpty, Strict, either
+from services.registry.manifest_models import Author
 
 WORLD_ID = PLUGIN_ID
 # Characters, attributes and dimensions: readable ids (`npc-lin-yao`), not UUIDs the model cannot copy.
@@ -60,7 +53,7 @@ def _contract_target(value: str) -> str:
             "invalid-data-target", "`{value}`: a data source goes `to: contract:<id>`, e.g. contract:example.facts@1",
             {"value": value[:80]},
         )
-    from services.registry.manifest_models import _contract_id
+    from services.registry.manifest_fields import _contract_id
 
     _contract_id(value.removeprefix(CONTRACT_TARGET_PREFIX))
     return value

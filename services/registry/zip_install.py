@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from services.registry.diagnostics import Diagnostic, DiagnosticBag
-from services.registry.manifest_models import PLUGIN_ID, RESERVED_PLUGIN_IDS
+from services.registry.manifest_fields import PLUGIN_ID, RESERVED_PLUGIN_IDS
 
 MAX_ZIP_BYTES = 16 * 1024 * 1024
 MAX_MEMBERS = 2000
