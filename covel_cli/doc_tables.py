@@ -40,10 +40,8 @@ from pydantic_settings import BaseSettings, EnvSettingsSource
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from services.gateway.settings import GatewaySettings
 from services.hooks.settings import HooksSettings
-from services.registry import manifest_fields
+from services.registry import manifest_fields, runtime_defaults, world_models
 from services.registry import manifest_models as manifest
-from services.registry import runtime_compiler as compiler
-from services.registry import world_models
 from services.registry.settings import RegistrySettings, default_pack_files, default_world_dirs
 from services.scheduler.settings import SchedulerSettings
 from services.store.settings import StoreSettings
@@ -83,12 +81,12 @@ VALIDATED_TYPES: dict[Callable[..., Any], str] = {
 
 
 def _loop_limit(index: int) -> str:
-    story, system = compiler.LOOP_LIMITS["story"][index], compiler.LOOP_LIMITS["system"][index]
+    story, system = runtime_defaults.LOOP_LIMITS["story"][index], runtime_defaults.LOOP_LIMITS["system"][index]
     return f"`{story}` (story), `{system}` (system)"
 
 
 def _profile_default(key: str) -> str:
-    return ", ".join(f"`{_literal(values[key])}` ({profile})" for profile, values in compiler.LOOP_PROFILES.items())
+    return ", ".join(f"`{_literal(values[key])}` ({profile})" for profile, values in runtime_defaults.LOOP_PROFILES.items())
 
 
 def _literal(value: Any) -> str:
@@ -107,11 +105,11 @@ MANIFEST_DEFAULTS: dict[str, str] = {
     "Schedule.background": "`false`",
     "Schedule.subagentOnly": "`false`",
     "DetachedOptions.settle": "`false`",
-    "DetachedOptions.maxSettleWaitMs": f"`{compiler.DEFAULT_SETTLE_WAIT_MS}`",
+    "DetachedOptions.maxSettleWaitMs": f"`{runtime_defaults.DEFAULT_SETTLE_WAIT_MS}`",
     "InputBinding.scope": "`turn`",
     "InputBinding.required": "`true`",
-    "SelfData.format": f"`{compiler.DEFAULT_SELF_DATA_FORMAT}`",
-    "SelfData.maxEntries": f"`{compiler.DEFAULT_SELF_DATA_MAX_ENTRIES}`",
+    "SelfData.format": f"`{runtime_defaults.DEFAULT_SELF_DATA_FORMAT}`",
+    "SelfData.maxEntries": f"`{runtime_defaults.DEFAULT_SELF_DATA_MAX_ENTRIES}`",
     "IO.visibility": "`system`",
     "IO.concealed": "`false`",
     "Agent.model": "`story` (story runtimes), `plugin`",
@@ -122,10 +120,10 @@ MANIFEST_DEFAULTS: dict[str, str] = {
     "Loop.timeoutMs": _loop_limit(0),
     "Loop.callTimeoutMs": _loop_limit(1),
     "Loop.maxRetries": _loop_limit(2),
-    "Loop.idleTimeoutMs": f"`{compiler.DEFAULT_IDLE_TIMEOUT_MS}`",
-    "Loop.loopDetection": f"`{compiler.DEFAULT_LOOP_DETECTION}`",
-    "Loop.maxRecursionDepth": f"`{compiler.DEFAULT_MAX_RECURSION_DEPTH}`",
-    "Loop.maxSteps": f"`{compiler.DEFAULT_MAX_STEPS}`",
+    "Loop.idleTimeoutMs": f"`{runtime_defaults.DEFAULT_IDLE_TIMEOUT_MS}`",
+    "Loop.loopDetection": f"`{runtime_defaults.DEFAULT_LOOP_DETECTION}`",
+    "Loop.maxRecursionDepth": f"`{runtime_defaults.DEFAULT_MAX_RECURSION_DEPTH}`",
+    "Loop.maxSteps": f"`{runtime_defaults.DEFAULT_MAX_STEPS}`",
     "Loop.stream": _profile_default("stream"),
     "Loop.steering": _profile_default("steering"),
     "Loop.truncation": _profile_default("truncation"),
@@ -133,10 +131,10 @@ MANIFEST_DEFAULTS: dict[str, str] = {
     "Loop.finalizer": "`{maxSteps: true, deadlineReserveMs: 0}`",
     "Finalizer.maxSteps": "`true`",
     "Finalizer.deadlineReserveMs": "`0`",
-    **{f"Corrections.{name}": f"`{value}`" for name, value in compiler.DEFAULT_CORRECTIONS.items()},
-    "Function.handler": f"`{compiler.DEFAULT_HANDLER}`",
+    **{f"Corrections.{name}": f"`{value}`" for name, value in runtime_defaults.DEFAULT_CORRECTIONS.items()},
+    "Function.handler": f"`{runtime_defaults.DEFAULT_HANDLER}`",
     "Function.model": f"`{FUNCTION_SLOT_WHEN_UNWRITTEN}`",
-    "Function.timeoutMs": f"`{compiler.DEFAULT_FUNCTION_TIMEOUT_MS}`",
+    "Function.timeoutMs": f"`{runtime_defaults.DEFAULT_FUNCTION_TIMEOUT_MS}`",
     "HookDecl.enforce": "`normal`",
     "DatasetDecl.ops": "all of them",
     "DatasetDecl.tools": "`get`, `list`; `upsert` with `set`; `update` with any other op",

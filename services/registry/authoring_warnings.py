@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag
-from services.registry.runtime_compiler import (
+from services.registry.runtime_compiler import CompiledRuntime
+from services.registry.runtime_defaults import (
     DEFAULT_CORRECTIONS,
     DEFAULT_HANDLER,
     DEFAULT_IDLE_TIMEOUT_MS,
@@ -18,7 +19,6 @@ from services.registry.runtime_compiler import (
     DEFAULT_SELF_DATA_MAX_ENTRIES,
     LOOP_LIMITS,
     LOOP_PROFILES,
-    CompiledRuntime,
 )
 
 DEFAULT_CODE = "default-value"

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from services.registry.action_kinds import compile_action_kinds
 from services.registry.authoring_warnings import root_warnings, runtime_warnings
 from services.registry.code_paths import resolve_code_file
+from services.registry.compile_scope import RuntimeSource
 from services.registry.contributes_rules import (
     check_contributes,
     check_projection_handlers,
@@ -50,7 +51,7 @@ from services.registry.manifest_reading import (
 )
 from services.registry.package_files import PackageFiles
 from services.registry.prompt_variants import Variant, locale_variants
-from services.registry.runtime_compiler import CompiledRuntime, RuntimeSource, compile_runtime
+from services.registry.runtime_compiler import CompiledRuntime, compile_runtime
 from services.registry.runtime_files import RuntimeFile, discover_runtime_files
 from services.registry.schema_references import check_root_schemas, check_runtime_schemas
 from services.registry.served_manifests import check_served_manifests

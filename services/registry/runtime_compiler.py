@@ -9,48 +9,27 @@ are checked here; rules that span runtimes live in package_loader.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from services.registry.code_paths import resolve_code_file
-from services.registry.diagnostics import DiagnosticBag, Severity
+from services.registry.agent_compiler import compile_agent, compile_function
+from services.registry.compile_scope import CompileScope, RuntimeSource
+from services.registry.diagnostics import DiagnosticBag
+from services.registry.runtime_defaults import (
+    DEFAULT_FUNCTION_TIMEOUT_MS,
+    DEFAULT_SELF_DATA_FORMAT,
+    DEFAULT_SELF_DATA_MAX_ENTRIES,
+    DEFAULT_SETTLE_WAIT_MS,
+    KERNEL_INPUT_OPTIONS,
+    KERNEL_INPUTS,
+)
 from services.registry.runtime_models import (
-    DatasetImport,
     DependencyRef,
     DetachedOptions,
-    Finalizer,
     InputBinding,
-    NamedToolChoice,
     RuntimeDecl,
-    ServiceImport,
 )
 from shared.manifest import CompiledManifest
-from shared.manifest.runtime import MAX_RECURSION_DEPTH
-
-# agent.loop defaults by io.visibility (timeoutMs, callTimeoutMs, maxRetries).
-LOOP_LIMITS = {"story": (240_000, 120_000, 1), "system": (120_000, 60_000, 3)}
-DEFAULT_CORRECTIONS = {"toolUse": 1, "review": 2, "loopPerturbation": 1, "outputRepair": 1}
-LOOP_PROFILES: dict[str, dict[str, Any]] = {
-    "story": {"stream": True, "steering": True, "truncation": "accept", "fallback": "answer-without-tools"},
-    "actor": {"stream": False, "steering": False, "truncation": "reject", "fallback": "answer-without-tools"},
-    "system": {"stream": False, "steering": False, "truncation": "reject", "fallback": "fail"},
-}
-DEFAULT_LOOP_DETECTION = 3
-# agent.loop.maxSteps: then the finalizer asks for the answer.
-DEFAULT_MAX_STEPS = 8
-DEFAULT_MAX_RECURSION_DEPTH = MAX_RECURSION_DEPTH
-DEFAULT_IDLE_TIMEOUT_MS = 120_000
-DEFAULT_SELF_DATA_FORMAT = "summary"
-DEFAULT_SELF_DATA_MAX_ENTRIES = 50
-DEFAULT_HANDLER = "./handler.py"
-# function.timeoutMs, and the time limit of a guard (an agent runtime's guard has no function block).
-DEFAULT_FUNCTION_TIMEOUT_MS = 30_000
-# schedule.detached.maxSettleWaitMs, kept with the job's snapshot.
-DEFAULT_SETTLE_WAIT_MS = 120_000
-KERNEL_INPUT_OPTIONS = ("select", "accepts", "scope", "recordAs", "required")
-KERNEL_INPUTS = ("turn-digest@1", "operations@1", "world.dimensions@1", "session.world-context@1")
 
 
 def json_pointer_problem(pointer: str) -> str | None:
@@ -66,25 +45,6 @@ def json_pointer_problem(pointer: str) -> str | None:
                 return "`~` must be escaped as `~0` (and `/` as `~1`)"
             index += 2
     return None
-
-
-@dataclass
-class RuntimeSource:
-    """Where a runtime was written and what it inherits from its package."""
-
-    plugin_id: str
-    runtime_id: str
-    package_root: Path
-    # The manifest file, relative to the package root ("PLUGIN.md", "runtimes/x/RUNTIME.md").
-    file: str
-    # Field path prefix: "runtime" for an inline runtime, "" in a RUNTIME.md.
-    prefix: str
-    inline: bool
-    plugin_version: str
-    contributed_tools: list[str] = field(default_factory=list)
-    # Load mode drops unrunnable runtimes with a warning; strict mode (validate/install) errors.
-    strict: bool = False
-
 
 @dataclass
 class CompiledRuntime:
@@ -109,61 +69,8 @@ class CompiledRuntime:
     def trigger_type(self) -> str:
         return str(self.manifest["schedule"]["trigger"]["type"])
 
-
-class _Compiler:
-    def __init__(self, decl: RuntimeDecl, source: RuntimeSource, bag: DiagnosticBag) -> None:
-        self.decl = decl
-        self.source = source
-        self.bag = bag
-        self.unrunnable = False
-
-    # -- diagnostics --------------------------------------------------------------------------
-
-    def path(self, relative: str) -> str:
-        return f"{self.source.prefix}.{relative}" if self.source.prefix else relative
-
-    def error(self, code: str, message: str, relative: str, hint: str = "") -> None:
-        self.bag.error(code, message, file=self.source.file, field_path=self.path(relative), hint=hint)
-
-    def drop(self, code: str, message: str, relative: str, hint: str = "") -> None:
-        """A problem that makes only this runtime unrunnable: dropped at load, an error when strict."""
-        self.unrunnable = True
-        severity = Severity.ERROR if self.source.strict else Severity.WARNING
-        suffix = "" if self.source.strict else f"; runtime {self.source.runtime_id} is not loaded"
-        self.bag.add(severity, code, message + suffix, file=self.source.file, field_path=self.path(relative), hint=hint)
-
-    # -- files --------------------------------------------------------------------------------
-
-    def package_file(self, written: str) -> tuple[str | None, str]:
-        """A path written relative to the manifest, as a package-relative path (None: outside)."""
-        manifest_dir = posixpath.dirname(self.source.file)
-        if written.startswith("/") or "\\" in written:
-            return None, written
-        joined = posixpath.normpath(posixpath.join(manifest_dir, written))
-        if joined == ".." or joined.startswith("../") or joined == ".":
-            return None, joined
-        return joined, joined
-
-    def code_file(self, written: str, relative_field: str) -> str | None:
-        """A written handler or guard path as the package-relative module it loads (None: outside)."""
-        relative, _ = self.package_file(written)
-        if relative is None:
-            return None
-        return resolve_code_file(
-            relative, self.existing_file, self.bag, written=written, file=self.source.file, field_path=self.path(relative_field)
-        )
-
-    def existing_file(self, relative: str) -> bool:
-        target = self.source.package_root / relative
-        try:
-            resolved = target.resolve()
-            root = self.source.package_root.resolve()
-        except OSError:
-            return False
-        return target.is_file() and resolved.is_relative_to(root)
-
-    # -- groups -------------------------------------------------------------------------------
-
+class _Compiler(CompileScope):
+    # -- groups
     def compile(self) -> dict[str, Any]:
         decl = self.decl
         is_function = decl.function is not None
@@ -194,9 +101,9 @@ class _Compiler:
             "io": io,
         }
         if is_function:
-            manifest["function"] = self.compile_function()
+            manifest["function"] = compile_function(self)
         else:
-            manifest["agent"] = self.compile_agent(visibility, subagent_only=schedule["subagentOnly"])
+            manifest["agent"] = compile_agent(self, visibility, subagent_only=schedule["subagentOnly"])
         if decl.guard is not None:
             guard = self.code_file(decl.guard, "guard")
             if guard is None:
@@ -411,125 +318,6 @@ class _Compiler:
                         f"schedule.needs[{index}]",
                     )
         return compiled_io
-
-    def compile_agent(self, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
-        agent = self.decl.agent
-        written = agent.model_dump(by_alias=True, exclude_none=True) if agent else {}
-        compiled: dict[str, Any] = {
-            "model": written.get("model") or ("story" if visibility == "story" else "plugin"),
-            "reasoning": written.get("reasoning", True),
-        }
-        finish_with = agent.finishWith if agent else None
-        if agent and agent.toolChoice is not None:
-            choice = agent.toolChoice
-            compiled["toolChoice"] = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice
-        elif finish_with:
-            compiled["toolChoice"] = "required"
-        if finish_with and agent and agent.completion is not None:
-            self.error("finish-with-and-completion", "write finishWith or completion, not both", "agent.completion")
-        if finish_with:
-            compiled["finishWith"] = finish_with
-            compiled["completion"] = {"require": "tool-use", "afterTools": [finish_with]}
-        elif "completion" in written:
-            compiled["completion"] = written["completion"]
-            if written["completion"].get("require") == "explicit" and visibility == "story":
-                self.error("story-explicit-completion", "a story runtime cannot use completion.require: explicit", "agent.completion.require")
-        if "history" in written:
-            compiled["history"] = written["history"]
-        compiled["tools"] = self.agent_tools()
-        compiled["loop"] = self.compile_loop(visibility, subagent_only=subagent_only)
-        return compiled
-
-    def agent_tools(self) -> dict[str, Any]:
-        tools = self.decl.agent.tools if self.decl.agent else None
-        plugin = tools.plugin if tools and tools.plugin is not None else None
-        if plugin is None:
-            # Only the inline runtime of a one-runtime package gets contributes.tools by default.
-            plugin = list(self.source.contributed_tools) if self.source.inline else []
-        services = [
-            item.model_dump(by_alias=True, exclude_none=True) if isinstance(item, ServiceImport) else {"contract": item}
-            for item in (tools.services if tools else None) or []
-        ]
-        datasets = [
-            item.model_dump(exclude_none=True) if isinstance(item, DatasetImport) else {"dataset": item}
-            for item in (tools.datasets if tools else None) or []
-        ]
-        return {"plugin": list(plugin), "services": services, "datasets": datasets}
-
-    def compile_loop(self, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
-        loop = self.decl.agent.loop if self.decl.agent else None
-        written = loop.model_dump(by_alias=True, exclude_none=True) if loop else {}
-        default_profile = "actor" if subagent_only else ("story" if visibility == "story" else "system")
-        profile = written.get("profile") or default_profile
-        if profile == "story" and visibility != "story":
-            self.error("story-profile", "agent.loop.profile: story needs io.visibility: story", "agent.loop.profile")
-        timeout, call_timeout, retries = LOOP_LIMITS["story" if visibility == "story" else "system"]
-        compiled: dict[str, Any] = {
-            "profile": profile,
-            "timeoutMs": written.get("timeoutMs", timeout),
-            "callTimeoutMs": written.get("callTimeoutMs", call_timeout),
-            "maxRetries": written.get("maxRetries", retries),
-            "idleTimeoutMs": written.get("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS),
-            "loopDetection": written.get("loopDetection", DEFAULT_LOOP_DETECTION),
-            "maxRecursionDepth": written.get("maxRecursionDepth", DEFAULT_MAX_RECURSION_DEPTH),
-            "maxSteps": written.get("maxSteps", DEFAULT_MAX_STEPS),
-        }
-        if "firstTokenTimeoutMs" in written:
-            compiled["firstTokenTimeoutMs"] = written["firstTokenTimeoutMs"]
-        for key, value in LOOP_PROFILES[profile].items():
-            compiled[key] = written.get(key, value)
-        finalizer: dict[str, Any] = {"maxSteps": True, "deadlineReserveMs": 0}
-        written_finalizer = loop.finalizer if loop else None
-        if written_finalizer is False:
-            finalizer = {"maxSteps": False, "deadlineReserveMs": 0}
-        elif isinstance(written_finalizer, Finalizer):
-            finalizer.update(written_finalizer.model_dump(exclude_none=True))
-        compiled["finalizer"] = finalizer
-        compiled["corrections"] = {**DEFAULT_CORRECTIONS, **written.get("corrections", {})}
-        if compiled["stream"] and visibility != "story":
-            self.error("stream-not-story", "stream: true needs io.visibility: story", "agent.loop.stream")
-        if compiled["steering"] and visibility != "story":
-            self.error("steering-not-story", "steering: true needs io.visibility: story", "agent.loop.steering")
-        if compiled["truncation"] == "accept" and not compiled["stream"]:
-            self.error(
-                "truncation-without-stream",
-                "truncation: accept needs stream: true; write truncation: reject",
-                "agent.loop.truncation",
-            )
-        if finalizer["deadlineReserveMs"] >= compiled["timeoutMs"]:
-            self.error(
-                "deadline-reserve",
-                "finalizer.deadlineReserveMs must be less than timeoutMs",
-                "agent.loop.finalizer.deadlineReserveMs",
-            )
-        return compiled
-
-    def compile_function(self) -> dict[str, Any]:
-        function = self.decl.function
-        assert function is not None
-        written_handler = function.handler or DEFAULT_HANDLER
-        handler = self.code_file(written_handler, "function.handler")
-        shown = handler or self.package_file(written_handler)[1]
-        compiled: dict[str, Any] = {"tools": list(function.tools or [])}
-        if handler is None:
-            self.error("handler-outside-package", f"the handler `{written_handler}` is outside the package", "function.handler")
-        elif not self.existing_file(handler):
-            what = (
-                f"the function handler `{written_handler}` does not exist (looked for {shown})"
-                if function.handler
-                else f"function.handler is not written and the default {shown} does not exist"
-            )
-            self.drop(
-                "handler-missing",
-                what,
-                "function.handler" if function.handler else "function",
-                hint="add handler.py with `async def handler(ctx)`, or point function.handler at the module",
-            )
-        compiled["handler"] = shown
-        if function.model is not None:
-            compiled["model"] = function.model
-        compiled["timeoutMs"] = function.timeoutMs or DEFAULT_FUNCTION_TIMEOUT_MS
-        return compiled
 
 
 def compile_runtime(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from covel.registry.v1 import registry_pb2
-from services.registry import runtime_compiler
+from services.registry import agent_compiler, runtime_defaults
 from services.registry.package_loader import PackageState, load_package
 from shared.manifest import CompiledManifest, KernelInput, ManifestError, PackageDefinition, parse_definition, parse_manifest
 from shared.settings import default_plugin_dirs
@@ -42,7 +42,7 @@ def test_the_narrator_reads_as_typed_attributes() -> None:
     assert manifest is not None
     loop = manifest.agent_part.loop
     assert (loop.timeout_ms, loop.call_timeout_ms, loop.max_retries, loop.max_steps) == (240_000, 120_000, 1, 8)
-    assert loop.corrections.output_repair == runtime_compiler.DEFAULT_CORRECTIONS["outputRepair"]
+    assert loop.corrections.output_repair == runtime_defaults.DEFAULT_CORRECTIONS["outputRepair"]
     assert manifest.schedule.trigger.type == "auto" and not manifest.is_detached
     assert manifest.io.visibility == "story" and manifest.io.output.contract == "narrative-engine@2"
     with pytest.raises(TypeError, match="narrator is an agent runtime; it has no function block"):
@@ -77,10 +77,10 @@ def test_a_function_gets_its_limits_from_the_registry(tmp_path: Path) -> None:
     [runtime] = load_package(root, source="community").runtimes
     assert runtime.compiled is not None
     function = runtime.compiled.function_part
-    assert (function.model, function.slot, function.timeout_ms) == (None, "plugin", runtime_compiler.DEFAULT_FUNCTION_TIMEOUT_MS)
-    assert runtime.compiled.guard_timeout_ms == runtime_compiler.DEFAULT_FUNCTION_TIMEOUT_MS
+    assert (function.model, function.slot, function.timeout_ms) == (None, "plugin", runtime_defaults.DEFAULT_FUNCTION_TIMEOUT_MS)
+    assert runtime.compiled.guard_timeout_ms == runtime_defaults.DEFAULT_FUNCTION_TIMEOUT_MS
     detached = runtime.compiled.schedule.detached
-    assert detached is not False and detached.max_settle_wait_ms == runtime_compiler.DEFAULT_SETTLE_WAIT_MS
+    assert detached is not False and detached.max_settle_wait_ms == runtime_defaults.DEFAULT_SETTLE_WAIT_MS
 
 
 def test_a_missing_required_field_is_named() -> None:
@@ -93,12 +93,12 @@ def test_a_missing_required_field_is_named() -> None:
 
 
 def test_a_compile_bug_fails_the_package_in_the_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    real = runtime_compiler._Compiler.compile_loop
+    real = agent_compiler.compile_loop
 
-    def forgets_max_steps(self: Any, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
-        return {k: v for k, v in real(self, visibility, subagent_only=subagent_only).items() if k != "maxSteps"}
+    def forgets_max_steps(scope: Any, visibility: str, *, subagent_only: bool) -> dict[str, Any]:
+        return {k: v for k, v in real(scope, visibility, subagent_only=subagent_only).items() if k != "maxSteps"}
 
-    monkeypatch.setattr(runtime_compiler._Compiler, "compile_loop", forgets_max_steps)
+    monkeypatch.setattr(agent_compiler, "compile_loop", forgets_max_steps)
     root = write_plugin(tmp_path, "thinker", "runtime:\n  schedule: {stage: post-turn}", body="Think.")
     package = load_package(root, source="community")
     assert package.state is PackageState.FAILED and package.runtimes == []
