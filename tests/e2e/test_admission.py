@@ -16,7 +16,8 @@ import pytest_asyncio
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from covel_cli.play import Progress, _stream_turn
+from covel_cli.play import _stream_turn
+from covel_cli.play_display import Progress
 from shared.grpc_client import open_channel
 from shared.structs import to_struct
 from tests.e2e.conftest import running_services

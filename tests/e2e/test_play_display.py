@@ -10,7 +10,8 @@ import re
 import pytest
 
 from covel.scheduler.v1 import resources_pb2
-from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, plugin_lines, roll_line, scripted_reader, shown_lines, turn_summary
+from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, scripted_reader
+from covel_cli.play_display import plugin_lines, roll_line, shown_lines, turn_summary
 from shared.structs import to_struct
 
 
