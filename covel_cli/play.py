@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TextIO
 
 import grpc
@@ -85,7 +85,7 @@ async def read_terminal_line() -> str | None:
     return await future
 
 
-async def _stream_retried(submit, out: TextIO) -> api.Turn | None:
+async def _stream_retried(submit: Callable[[], AsyncIterator[scheduler_pb2.TurnEvent]], out: TextIO) -> api.Turn | None:
     """A submit streamed, and sent again (the same request: its idempotency key) while the error says a retry
     may pass (docs/retries.md): a service restarting, the session still busy, the queue full."""
     give_up = time.monotonic() + RETRY_FOR_S
@@ -104,7 +104,7 @@ async def _stream_retried(submit, out: TextIO) -> api.Turn | None:
             await asyncio.sleep(wait_s)
 
 
-async def _stream_turn(events, out: TextIO, progress: Progress) -> api.Turn | None:
+async def _stream_turn(events: AsyncIterator[scheduler_pb2.TurnEvent], out: TextIO, progress: Progress) -> api.Turn | None:
     completed = None
     streaming = False
     segment_start = True
@@ -172,7 +172,7 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
     return turn
 
 
-async def _play_turn(stub, session_id: str, text: str, out: TextIO, kind: str = "act",
+async def _play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str, out: TextIO, kind: str = "act",
                      fields: dict | None = None) -> tuple[api.Turn | None, list[str]]:
     started = time.monotonic()
     request = scheduler_pb2.SubmitActionsRequest(
@@ -211,7 +211,7 @@ def answer_values(interaction: api.Interaction, words: list[str]) -> dict:
     return values
 
 
-async def answer(stub, session_id: str, rest: str, out: TextIO) -> list[str]:
+async def answer(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, rest: str, out: TextIO) -> list[str]:
     """/answer [id] ...: the open interaction it names (else the newest), answered with SubmitInteraction."""
     open_ones = [r.interaction for r in (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions]
     if not open_ones:
@@ -245,7 +245,7 @@ def action_of(command: str, rest: str) -> tuple[str, str, dict | None]:
     return kind, text.strip(), fields if isinstance(fields, dict) else None
 
 
-async def show_action_kinds(stub, session_id: str, out: TextIO) -> None:
+async def show_action_kinds(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, out: TextIO) -> None:
     reply = await stub.ListActionKinds(scheduler_pb2.ListActionKindsRequest(session_id=session_id))
     for kind in reply.kinds:
         fields = ", ".join(from_struct(kind.fields_schema).get("properties", {})) if kind.HasField("fields_schema") else ""
@@ -256,13 +256,13 @@ async def show_action_kinds(stub, session_id: str, out: TextIO) -> None:
         out.write(f"  seat {seat.id} ({enum_text(api.SeatRole.DESCRIPTOR, seat.role)}): {playing}" + (f"; may play {', '.join(seat.character_ids)}" if seat.character_ids else "") + "\n")
 
 
-async def switch_character(stub, session_id: str, character_id: str, out: TextIO) -> None:
+async def switch_character(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, character_id: str, out: TextIO) -> None:
     reply = await stub.SwitchCharacter(scheduler_pb2.SwitchCharacterRequest(session_id=session_id, character_id=character_id))
     main = next(seat for seat in reply.session.seats if seat.id == "main")
     out.write(f"(from the next turn you play {main.character_id})\n")
 
 
-async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> api.Turn | None:
+async def roll_dice(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, expression: str, out: TextIO) -> api.Turn | None:
     """/roll: the dice-check plugin's manual runtime."""
     started = time.monotonic()
     request = scheduler_pb2.RunManualRequest(session_id=session_id, runtime_id="dice-check/roll",
@@ -273,7 +273,7 @@ async def roll_dice(stub, session_id: str, expression: str, out: TextIO) -> api.
     return completed
 
 
-async def show_panels(stub, session_id: str, out: TextIO) -> None:
+async def show_panels(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, out: TextIO) -> None:
     """Each panel of the session's plugins as a few text lines (shared/ui_panels.render_text)."""
     panels = (await stub.ListPanels(scheduler_pb2.ListPanelsRequest(session_id=session_id))).panels
     if not panels:
@@ -284,7 +284,7 @@ async def show_panels(stub, session_id: str, out: TextIO) -> None:
         out.write("".join(f"    {line}\n" for line in lines[1:]))
 
 
-async def show_commands(stub, session_id: str, out: TextIO) -> None:
+async def show_commands(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, out: TextIO) -> None:
     """/commands: the session's plugin commands (ListCommands), one line each."""
     commands = (await stub.ListCommands(scheduler_pb2.ListCommandsRequest(session_id=session_id))).commands
     if not commands:
@@ -295,7 +295,7 @@ async def show_commands(stub, session_id: str, out: TextIO) -> None:
         out.write(f"  /{command.name} {arguments}".rstrip() + f"  {command.description} ({command.plugin_id})\n")
 
 
-async def run_command(stub, session_id: str, line: str, out: TextIO) -> None:
+async def run_command(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, line: str, out: TextIO) -> None:
     """Any other /name line: a plugin command (RunCommand); its result, and what its action showed."""
     ran = await stub.RunCommand(scheduler_pb2.RunCommandRequest(session_id=session_id, text=line, idempotency_key=uuid.uuid4().hex))
     failed = [r for r in ran.turn.runtime_results if r.status == api.RUNTIME_STATUS_FAILED]
@@ -354,7 +354,7 @@ async def play(
                     return 1
 
 
-async def start_setup(stub, session_id: str, out: TextIO) -> list[str]:
+async def start_setup(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, out: TextIO) -> list[str]:
     """A session in its setup phase starts it with an `advance` (the setup plugins ask their forms; a setup with
     nothing to ask goes straight on to the opening); its open questions are shown again on a resumed session."""
     session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
@@ -365,7 +365,7 @@ async def start_setup(stub, session_id: str, out: TextIO) -> list[str]:
     return suggestions
 
 
-async def show_open_questions(stub, session_id: str, out: TextIO, lead: str = "") -> bool:
+async def show_open_questions(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, out: TextIO, lead: str = "") -> bool:
     """The session's open questions, one line each (after `lead`); whether there were any."""
     asked = (await stub.ListInteractions(scheduler_pb2.ListInteractionsRequest(session_id=session_id))).interactions
     if asked:
@@ -373,13 +373,13 @@ async def show_open_questions(stub, session_id: str, out: TextIO, lead: str = ""
     return bool(asked)
 
 
-async def remind_open_questions(stub, session_id: str, turn: api.Turn | None, out: TextIO) -> None:
+async def remind_open_questions(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, turn: api.Turn | None, out: TextIO) -> None:
     """A setup turn that told no story (a question still waits for its answer) shows the open questions again."""
     if turn is not None and not turn.narrative and turn.status == api.TURN_STATUS_COMMITTED:
         await show_open_questions(stub, session_id, out, lead="  (the story starts once this is answered)\n")
 
 
-async def _one_line(stub, session_id: str, line: str, out: TextIO) -> list[str] | None:
+async def _one_line(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, line: str, out: TextIO) -> list[str] | None:
     """One line of the player's: a command, or a turn; the guide's new suggestions after a turn (None otherwise)."""
     command, _, rest = line.partition(" ") if line.startswith("/") else ("", "", line)
     if command == "/commands":

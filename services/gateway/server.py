@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -39,7 +40,7 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
 
     @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": True})
     @rpc
-    async def Generate(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext):
+    async def Generate(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[gateway_pb2.GenerateEvent]:
         call = call_from_request(request)
         started = time.perf_counter()
         try:

@@ -16,8 +16,9 @@ import operator
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import delete, func, insert, select, tuple_
+from sqlalchemy import Select, delete, func, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -121,7 +122,7 @@ def _key(source: str, key: str, content_hash: str) -> store_pb2.MemoryRecordKey:
     return store_pb2.MemoryRecordKey(source=source, key=key, content_hash=content_hash)
 
 
-def _rows(request: store_pb2.SearchMemoryVectorsRequest, *columns):
+def _rows(request: store_pb2.SearchMemoryVectorsRequest, *columns: Any) -> Select[Any]:
     return select(MemoryVectorRow.source, MemoryVectorRow.key, MemoryVectorRow.content_hash, *columns).where(
         MemoryVectorRow.session_id == request.session_id, MemoryVectorRow.model == request.model,
         MemoryVectorRow.dimensions == len(request.query))

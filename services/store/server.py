@@ -46,7 +46,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         self._queue_limits = leases.QueueLimits(settings.store_detached_max_per_session, settings.store_detached_max_total)
 
     @rpc
-    async def CreateSession(self, request: store_pb2.CreateSessionRequest, context) -> store_pb2.CreateSessionResponse:
+    async def CreateSession(self, request: store_pb2.CreateSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.CreateSessionResponse:
         session = validation.new_session(request)
         initial_world = request.world if request.HasField("world") else None
         if initial_world is not None:
@@ -56,41 +56,41 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.CreateSessionResponse(session=created)
 
     @rpc
-    async def PutLorebookEntry(self, request: store_pb2.PutLorebookEntryRequest, context) -> store_pb2.PutLorebookEntryResponse:
+    async def PutLorebookEntry(self, request: store_pb2.PutLorebookEntryRequest, context: grpc.aio.ServicerContext) -> store_pb2.PutLorebookEntryResponse:
         validation.session_id(request.session_id)
         check_lorebook_entry(request.entry, "entry")
         return store_pb2.PutLorebookEntryResponse(entry=await self._db.write(sessions.put_lorebook_entry, request))
 
     @rpc
-    async def DeleteLorebookEntry(self, request: store_pb2.DeleteLorebookEntryRequest, context) -> store_pb2.DeleteLorebookEntryResponse:
+    async def DeleteLorebookEntry(self, request: store_pb2.DeleteLorebookEntryRequest, context: grpc.aio.ServicerContext) -> store_pb2.DeleteLorebookEntryResponse:
         validation.session_id(request.session_id)
         require(request.owner, "owner", "world, player or plugin:<pluginId>")
         require(request.id, "id", "the entry's id")
         return store_pb2.DeleteLorebookEntryResponse(deleted=await self._db.write(sessions.delete_lorebook_entry, request))
 
     @rpc
-    async def UpdateSessionPlugins(self, request: store_pb2.UpdateSessionPluginsRequest, context) -> store_pb2.UpdateSessionPluginsResponse:
+    async def UpdateSessionPlugins(self, request: store_pb2.UpdateSessionPluginsRequest, context: grpc.aio.ServicerContext) -> store_pb2.UpdateSessionPluginsResponse:
         validation.session_plugins(request)
         return store_pb2.UpdateSessionPluginsResponse(session=await self._db.write(sessions.update_session_plugins, request))
 
     @rpc
-    async def SetSeatCharacter(self, request: store_pb2.SetSeatCharacterRequest, context) -> store_pb2.SetSeatCharacterResponse:
+    async def SetSeatCharacter(self, request: store_pb2.SetSeatCharacterRequest, context: grpc.aio.ServicerContext) -> store_pb2.SetSeatCharacterResponse:
         validation.session_id(request.session_id)
         require(request.seat_id, "seat_id", "the seat whose character changes, e.g. main")
         require(request.character_id, "character_id", "one of the session's characters")
         return store_pb2.SetSeatCharacterResponse(session=await self._db.write(sessions.set_seat_character, request))
 
     @rpc
-    async def GetSession(self, request: store_pb2.GetSessionRequest, context) -> store_pb2.GetSessionResponse:
+    async def GetSession(self, request: store_pb2.GetSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.GetSessionResponse:
         validation.session_id(request.session_id)
         return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id))
 
     @rpc
-    async def ListSessions(self, request: store_pb2.ListSessionsRequest, context) -> store_pb2.ListSessionsResponse:
+    async def ListSessions(self, request: store_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListSessionsResponse:
         return await self._db.read(session_pages.list_sessions, request)
 
     @rpc
-    async def EndSession(self, request: store_pb2.EndSessionRequest, context) -> store_pb2.EndSessionResponse:
+    async def EndSession(self, request: store_pb2.EndSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.EndSessionResponse:
         validation.session_id(request.session_id)
         reason = request.reason or "ended"
         if reason not in ("ended", "deleted"):
@@ -99,7 +99,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.EndSessionResponse(session=session, changed=changed)
 
     @rpc
-    async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context) -> store_pb2.AcquireTurnLeaseResponse:
+    async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
         reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits)
@@ -112,7 +112,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return reply
 
     @rpc
-    async def RenewTurnLease(self, request: store_pb2.RenewTurnLeaseRequest, context) -> store_pb2.RenewTurnLeaseResponse:
+    async def RenewTurnLease(self, request: store_pb2.RenewTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.RenewTurnLeaseResponse:
         validation.session_id(request.session_id)
         require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
@@ -120,21 +120,21 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.RenewTurnLeaseResponse(lease=lease)
 
     @rpc
-    async def ReleaseTurnLease(self, request: store_pb2.ReleaseTurnLeaseRequest, context) -> store_pb2.ReleaseTurnLeaseResponse:
+    async def ReleaseTurnLease(self, request: store_pb2.ReleaseTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.ReleaseTurnLeaseResponse:
         validation.session_id(request.session_id)
         require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
         await self._db.write(leases.release, request.session_id, request.lease_id)
         return store_pb2.ReleaseTurnLeaseResponse()
 
     @rpc
-    async def SignalTurn(self, request: store_pb2.SignalTurnRequest, context) -> store_pb2.SignalTurnResponse:
+    async def SignalTurn(self, request: store_pb2.SignalTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.SignalTurnResponse:
         validation.signal_turn(request)
         reply = await turn_signals.signal_waiting(self._db, request)
         log.info("turn.signalled", session_id=request.session_id, turn_id=reply.signal.turn_id, kind=request.kind, holder=reply.holder)
         return reply
 
     @rpc
-    async def TakeTurnSignals(self, request: store_pb2.TakeTurnSignalsRequest, context) -> store_pb2.TakeTurnSignalsResponse:
+    async def TakeTurnSignals(self, request: store_pb2.TakeTurnSignalsRequest, context: grpc.aio.ServicerContext) -> store_pb2.TakeTurnSignalsResponse:
         validation.take_signals(request)
         # Polled while every turn runs: a read answers the usual "nothing pending" without the write lock.
         if not await self._db.read(turn_signals.any_pending, request.session_id, request.lease_id):
@@ -144,7 +144,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
 
     @traced("covel.store.commit", lambda self, request, context: {"covel.session_id": request.session_id, "covel.turn_id": request.turn.id})
     @rpc
-    async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context) -> store_pb2.CommitTurnResponse:
+    async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.CommitTurnResponse:
         validation.commit(request)
         reply = await self._db.write(commit_turn, request)
         record_commit(reply.turn)
@@ -157,36 +157,36 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return reply
 
     @rpc
-    async def ListMessages(self, request: store_pb2.ListMessagesRequest, context) -> store_pb2.ListMessagesResponse:
+    async def ListMessages(self, request: store_pb2.ListMessagesRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListMessagesResponse:
         validation.session_id(request.session_id)
         if request.limit < 0:
             raise invalid_argument("limit", "must be 0 (a page from the first) or positive (the newest)")
         return await self._db.read(sessions.list_messages, request)
 
     @rpc
-    async def GetTurn(self, request: store_pb2.GetTurnRequest, context) -> store_pb2.GetTurnResponse:
+    async def GetTurn(self, request: store_pb2.GetTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.GetTurnResponse:
         validation.session_id(request.session_id)
         require(request.turn_id, "turn_id", "a turn id from CommitTurn or ListTurns")
         return store_pb2.GetTurnResponse(turn=await self._db.read(sessions.get_turn, request.session_id, request.turn_id))
 
     @rpc
-    async def ListTurns(self, request: store_pb2.ListTurnsRequest, context) -> store_pb2.ListTurnsResponse:
+    async def ListTurns(self, request: store_pb2.ListTurnsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListTurnsResponse:
         validation.session_id(request.session_id)
         return await self._db.read(sessions.list_turns, request)
 
     @rpc
-    async def GetRunningTurn(self, request: store_pb2.GetRunningTurnRequest, context) -> store_pb2.GetRunningTurnResponse:
+    async def GetRunningTurn(self, request: store_pb2.GetRunningTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.GetRunningTurnResponse:
         validation.session_id(request.session_id)
         return await self._db.read(sessions.running_turn, request.session_id)
 
     @rpc
-    async def ListPluginData(self, request: store_pb2.ListPluginDataRequest, context) -> store_pb2.ListPluginDataResponse:
+    async def ListPluginData(self, request: store_pb2.ListPluginDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListPluginDataResponse:
         validation.session_id(request.session_id)
         return store_pb2.ListPluginDataResponse(entries=await self._db.read(sessions.list_plugin_data, request))
 
     @rpc
     async def UpdateSessionApprovals(
-        self, request: store_pb2.UpdateSessionApprovalsRequest, context
+        self, request: store_pb2.UpdateSessionApprovalsRequest, context: grpc.aio.ServicerContext
     ) -> store_pb2.UpdateSessionApprovalsResponse:
         validation.approvals(request)
         session = await self._db.write(sessions.update_approvals, request)
@@ -194,17 +194,17 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.UpdateSessionApprovalsResponse(session=session)
 
     @rpc
-    async def GetWorld(self, request: store_pb2.GetWorldRequest, context) -> store_pb2.GetWorldResponse:
+    async def GetWorld(self, request: store_pb2.GetWorldRequest, context: grpc.aio.ServicerContext) -> store_pb2.GetWorldResponse:
         validation.session_id(request.session_id)
         return await self._db.read(world.get_world, request.session_id)
 
     @rpc
-    async def ListExports(self, request: store_pb2.ListExportsRequest, context) -> store_pb2.ListExportsResponse:
+    async def ListExports(self, request: store_pb2.ListExportsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListExportsResponse:
         validation.session_id(request.session_id)
         return store_pb2.ListExportsResponse(exports=await self._db.read(world.list_exports, request))
 
     @rpc
-    async def ClaimDetachedJob(self, request: store_pb2.ClaimDetachedJobRequest, context) -> store_pb2.ClaimDetachedJobResponse:
+    async def ClaimDetachedJob(self, request: store_pb2.ClaimDetachedJobRequest, context: grpc.aio.ServicerContext) -> store_pb2.ClaimDetachedJobResponse:
         validation.claim_job(request)
         ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
         # Polled by every worker: an idle queue is answered by a read, without the write lock.
@@ -216,7 +216,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.ClaimDetachedJobResponse(job=job)
 
     @rpc
-    async def RenewDetachedJob(self, request: store_pb2.RenewDetachedJobRequest, context) -> store_pb2.RenewDetachedJobResponse:
+    async def RenewDetachedJob(self, request: store_pb2.RenewDetachedJobRequest, context: grpc.aio.ServicerContext) -> store_pb2.RenewDetachedJobResponse:
         validation.job_lease(request.job_id, request.lease_id)
         ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
         job, lost = await self._db.write(detached_jobs.renew, request.job_id, request.lease_id, ttl, self._retries)
@@ -225,7 +225,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.RenewDetachedJobResponse(job=job)
 
     @rpc
-    async def CompleteDetachedJob(self, request: store_pb2.CompleteDetachedJobRequest, context) -> store_pb2.CompleteDetachedJobResponse:
+    async def CompleteDetachedJob(self, request: store_pb2.CompleteDetachedJobRequest, context: grpc.aio.ServicerContext) -> store_pb2.CompleteDetachedJobResponse:
         validation.complete_job(request)
         job, lost = await self._db.write(detached_jobs.complete, request, self._retries)
         if lost:
@@ -234,19 +234,19 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.CompleteDetachedJobResponse(job=job)
 
     @rpc
-    async def ListDetachedJobs(self, request: store_pb2.ListDetachedJobsRequest, context) -> store_pb2.ListDetachedJobsResponse:
+    async def ListDetachedJobs(self, request: store_pb2.ListDetachedJobsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListDetachedJobsResponse:
         validation.list_jobs(request)
         return await self._db.read(detached_jobs.list_jobs, request)
 
     @rpc
-    async def RequeueDetachedJob(self, request: store_pb2.RequeueDetachedJobRequest, context) -> store_pb2.RequeueDetachedJobResponse:
+    async def RequeueDetachedJob(self, request: store_pb2.RequeueDetachedJobRequest, context: grpc.aio.ServicerContext) -> store_pb2.RequeueDetachedJobResponse:
         validation.job_id(request.job_id)
         job = await self._db.write(detached_jobs.requeue, request.job_id)
         log.info("job.requeued", job_id=job.id, runtime_id=job.runtime_id)
         return store_pb2.RequeueDetachedJobResponse(job=job)
 
     @rpc
-    async def RecordPluginFaults(self, request: store_pb2.RecordPluginFaultsRequest, context) -> store_pb2.RecordPluginFaultsResponse:
+    async def RecordPluginFaults(self, request: store_pb2.RecordPluginFaultsRequest, context: grpc.aio.ServicerContext) -> store_pb2.RecordPluginFaultsResponse:
         validation.plugin_faults(request)
         paused = await self._db.write(plugin_faults.record, request)
         for pause in paused:
@@ -254,7 +254,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.RecordPluginFaultsResponse(paused=paused)
 
     @rpc
-    async def AccessHookState(self, request: store_pb2.AccessHookStateRequest, context) -> store_pb2.AccessHookStateResponse:
+    async def AccessHookState(self, request: store_pb2.AccessHookStateRequest, context: grpc.aio.ServicerContext) -> store_pb2.AccessHookStateResponse:
         validation.session_id(request.session_id)
         hook_state.check(request)
         if request.op == "get":
@@ -262,25 +262,25 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return await self._db.write(hook_state.access, request)
 
     @rpc
-    async def ListPausedPlugins(self, request: store_pb2.ListPausedPluginsRequest, context) -> store_pb2.ListPausedPluginsResponse:
+    async def ListPausedPlugins(self, request: store_pb2.ListPausedPluginsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListPausedPluginsResponse:
         validation.session_id(request.session_id)
         session = await self._db.read(sessions.get_session, request.session_id)
         return store_pb2.ListPausedPluginsResponse(plugins=session.paused_plugins)
 
     @rpc
-    async def ResetPluginFaults(self, request: store_pb2.ResetPluginFaultsRequest, context) -> store_pb2.ResetPluginFaultsResponse:
+    async def ResetPluginFaults(self, request: store_pb2.ResetPluginFaultsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ResetPluginFaultsResponse:
         validation.session_id(request.session_id)
         require(request.plugin_id, "plugin_id", "the paused plugin, as Session.paused_plugins names it")
         was_paused = await self._db.write(plugin_faults.reset, request.session_id, request.plugin_id)
         return store_pb2.ResetPluginFaultsResponse(was_paused=was_paused)
 
     @rpc
-    async def ListSettlements(self, request: store_pb2.ListSettlementsRequest, context) -> store_pb2.ListSettlementsResponse:
+    async def ListSettlements(self, request: store_pb2.ListSettlementsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListSettlementsResponse:
         validation.session_id(request.session_id)
         return store_pb2.ListSettlementsResponse(settlements=await self._db.read(settlements.list_settlements, request))
 
     @rpc
-    async def ResolveSettlement(self, request: store_pb2.ResolveSettlementRequest, context) -> store_pb2.ResolveSettlementResponse:
+    async def ResolveSettlement(self, request: store_pb2.ResolveSettlementRequest, context: grpc.aio.ServicerContext) -> store_pb2.ResolveSettlementResponse:
         validation.resolve_settlement(request)
         settlement = await self._db.write(settlements.resolve, request)
         log.info("settlement.resolved", session_id=request.session_id, source_turn_id=request.source_turn_id,
@@ -288,19 +288,19 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.ResolveSettlementResponse(settlement=settlement)
 
     @rpc
-    async def PutMemoryVectors(self, request: store_pb2.PutMemoryVectorsRequest, context) -> store_pb2.PutMemoryVectorsResponse:
+    async def PutMemoryVectors(self, request: store_pb2.PutMemoryVectorsRequest, context: grpc.aio.ServicerContext) -> store_pb2.PutMemoryVectorsResponse:
         validation.session_id(request.session_id)
         memory_vectors.check_put(request)
         return store_pb2.PutMemoryVectorsResponse(written=await self._db.write(memory_vectors.put, request))
 
     @rpc
-    async def SearchMemoryVectors(self, request: store_pb2.SearchMemoryVectorsRequest, context) -> store_pb2.SearchMemoryVectorsResponse:
+    async def SearchMemoryVectors(self, request: store_pb2.SearchMemoryVectorsRequest, context: grpc.aio.ServicerContext) -> store_pb2.SearchMemoryVectorsResponse:
         validation.session_id(request.session_id)
         memory_vectors.check_search(request)
         return await self._db.read(memory_vectors.search, request, self._db.vector_method)
 
     @rpc
-    async def ListInteractions(self, request: store_pb2.ListInteractionsRequest, context) -> store_pb2.ListInteractionsResponse:
+    async def ListInteractions(self, request: store_pb2.ListInteractionsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListInteractionsResponse:
         validation.session_id(request.session_id)
         return store_pb2.ListInteractionsResponse(interactions=await self._db.read(interactions.list_interactions, request))
 

@@ -35,6 +35,7 @@ Order inside the transaction (the session row locked, see database.read_locked_s
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, or_, select
@@ -193,7 +194,7 @@ _TURN_COLUMNS = tuple(column.name for column in _TURNS.columns)
 _TRACE_INSERT = _TRACES.insert()
 
 
-def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now) -> TurnRecord:
+def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now: datetime) -> TurnRecord:
     """The turn as recorded (written with Core, kept for the reply)."""
     return TurnRecord(
         id=turn.id,
@@ -240,7 +241,7 @@ def _failed_before_applying(request: store_pb2.CommitTurnRequest, failure: str, 
     return discarded
 
 
-def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest, now) -> None:
+def _advance_session(session: SessionRow, row: TurnRecord, request: store_pb2.CommitTurnRequest, now: datetime) -> None:
     """Setup progress, the player-turn count and the phase after this turn."""
     if request.setup_progress:
         progress = dict(session.setup_runtimes or {})

@@ -18,7 +18,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import ColumnElement, delete, exists, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -88,7 +88,7 @@ def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.Signa
     return store_pb2.SignalTurnResponse(signal=signal_to_proto(row), holder=lease.holder)
 
 
-def _pending(session_id: str, turn_id: str):
+def _pending(session_id: str, turn_id: str) -> tuple[ColumnElement[bool], ...]:
     return (TurnSignalRow.session_id == session_id, TurnSignalRow.turn_id == turn_id, TurnSignalRow.taken_at.is_(None))
 
 

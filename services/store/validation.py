@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+
+from google.protobuf import struct_pb2
 
 from covel.store.v1 import store_pb2
 from shared.errors import invalid_argument, require
@@ -177,7 +179,7 @@ SETUP_STATES = {"pending": (), "done": ("resolution",), "blocked": ("reason",)}
 SETUP_FIELDS = {"state", "lastError", "resolution", "warning", "reason", "version", "attempts"}
 
 
-def setup_progress(progress, field: str) -> None:
+def setup_progress(progress: Mapping[str, struct_pb2.Struct], field: str) -> None:
     """{state: pending, lastError?} | {state: done, resolution: completed|waived, warning?} | {state: blocked, reason, lastError?}."""
     for runtime_id, struct in progress.items():
         where = f"{field}[{runtime_id}]"

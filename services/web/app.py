@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -39,7 +40,7 @@ class BadRequest(ValueError):
         self.field = field
 
 
-def to_json(message) -> dict[str, Any]:
+def to_json(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=False)
 
 
@@ -80,7 +81,7 @@ def _typed(field: FieldDescriptor, name: str, value: str) -> Any:
     return value
 
 
-async def build_request(route: routes.Route, request: Request):
+async def build_request(route: routes.Route, request: Request) -> Message:
     values = _query(route, request) if route.method == "GET" else await _body(request)
     for name in route.path_fields:
         values[name] = request.path_params[name]
@@ -98,7 +99,7 @@ def _metadata(request: Request) -> tuple[tuple[str, str], ...]:
     return (("authorization", authorization),) if authorization else ()
 
 
-def _event_name(event) -> str:
+def _event_name(event: Message) -> str:
     return event.WhichOneof("event") or "event"
 
 
@@ -106,7 +107,7 @@ def _sse(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def _event(event) -> bytes:
+def _event(event: Message) -> bytes:
     """`event: <the TurnEvent's field>`, `data: <that field's message as JSON>`."""
     name = _event_name(event)
     if not event.HasField(name):
@@ -114,7 +115,7 @@ def _event(event) -> bytes:
     return _sse(event.DESCRIPTOR.fields_by_name[name].json_name, to_json(getattr(event, name)))
 
 
-async def _stream(first, call) -> AsyncIterator[bytes]:
+async def _stream(first: Message, call: AsyncIterator[Message]) -> AsyncIterator[bytes]:
     yield _event(first)
     try:
         async for event in call:
@@ -125,7 +126,7 @@ async def _stream(first, call) -> AsyncIterator[bytes]:
     yield _sse("end", {})
 
 
-def _endpoint(route: routes.Route, state: dict[str, Any], timeout_s: float):
+def _endpoint(route: routes.Route, state: dict[str, Any], timeout_s: float) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
         response = await answer(request)

@@ -69,7 +69,7 @@ class PluginAgentHooks:
         # pluggy calls the last of get_hookimpls() first.
         return list(reversed(getattr(self.runtime.hook, name).get_hookimpls()))
 
-    async def call(self, name: str, impl, **arguments: Any) -> Any:
+    async def call(self, name: str, impl: pluggy.HookImpl, **arguments: Any) -> Any:
         """One impl; what it raised is logged, told to on_raised, and RAISED is returned."""
         try:
             return await call_plugin_code(impl.function, **{arg: arguments[arg] for arg in impl.argnames})
@@ -80,7 +80,7 @@ class PluginAgentHooks:
                 await self.on_raised(name, error)
             return RAISED
 
-    def wrong_type(self, name: str, impl, outcome: Any, expected: str) -> None:
+    def wrong_type(self, name: str, impl: pluggy.HookImpl, outcome: Any, expected: str) -> None:
         log.warning("hookimpl.wrong_return_type", plugin_id=self.plugin_id, hook=name, impl=impl.plugin_name,
                     returned=type(outcome).__name__, expected=expected)
 

@@ -20,6 +20,9 @@ from shared.security.principals import (
 )
 from shared.settings import PrincipalSettings, SecuritySettings
 
+# A grpc method behaviour (unary or streaming, request or iterator in, response or iterator out).
+Handler = Callable[..., Any]
+
 __all__ = ["INVALID_TOKEN", "MISSING_TOKEN", "Authorize", "PrincipalInterceptor", "caller", "client_api_interceptors", "load_api_token"]
 
 AUTHORIZATION = "authorization"
@@ -67,13 +70,15 @@ def bearer_of(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
 def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
     """A handler of the same kind that answers `code` without running the method."""
 
-    async def reject(request_or_iterator, context: grpc.aio.ServicerContext):
+    async def reject(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(code, message)
 
     return _same_kind(handler, reject, reject, reject, reject)
 
 
-def _same_kind(handler: grpc.RpcMethodHandler, unary_unary, unary_stream, stream_unary, stream_stream) -> grpc.RpcMethodHandler:
+def _same_kind(
+    handler: grpc.RpcMethodHandler, unary_unary: Handler, unary_stream: Handler, stream_unary: Handler, stream_stream: Handler
+) -> grpc.RpcMethodHandler:
     kwargs = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
@@ -102,7 +107,7 @@ def _as(principal: Principal, handler: grpc.RpcMethodHandler, method: str, autho
     """The handler, run with `principal` as the caller (each call runs in a task of its own), once
     `authorize` passed its request."""
 
-    async def admitted(request, context) -> bool:
+    async def admitted(request: Any, context: grpc.aio.ServicerContext) -> bool:
         if authorize is None:
             return True
         try:
@@ -143,7 +148,10 @@ class PrincipalInterceptor(grpc.aio.ServerInterceptor):
         self._authenticator = authenticator
         self._authorize = authorize
 
-    async def intercept_service(self, continuation, handler_call_details: grpc.HandlerCallDetails):
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_METHOD_PREFIXES):
             return handler

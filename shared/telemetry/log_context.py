@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import cast
+from typing import Any, cast
 
 import grpc
 import structlog
@@ -98,7 +98,7 @@ def _bind_ids(request: object) -> None:
         structlog.contextvars.bind_contextvars(**ids)
 
 
-def _unary(behavior: Callable):
+def _unary(behavior: Callable[..., Any]) -> Callable[..., Any]:
     async def bound(request, context):
         _bind_ids(request)
         return await behavior(request, context)
@@ -106,7 +106,7 @@ def _unary(behavior: Callable):
     return bound
 
 
-def _streaming(behavior: Callable):
+def _streaming(behavior: Callable[..., Any]) -> Callable[..., Any]:
     async def bound(request, context):
         _bind_ids(request)
         async for item in behavior(request, context):

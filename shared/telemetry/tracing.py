@@ -93,7 +93,7 @@ def shutdown_tracing() -> None:
         _state.update(enabled=False, provider=None)
 
 
-def _is_traced(details) -> bool:
+def _is_traced(details: object) -> bool:
     method = getattr(details, "method", "")
     if isinstance(method, bytes):
         method = method.decode()
@@ -116,14 +116,14 @@ def client_interceptors() -> list:
     return aio_client_interceptors(filter_=_is_traced)
 
 
-def span(name: str, attributes: Attributes | None = None):
+def span(name: str, attributes: Attributes | None = None) -> contextlib.AbstractContextManager[Any]:
     """A child span of the current one as a context manager (a no-op span when tracing is off)."""
     if not _state["enabled"]:
         return _NO_SPAN
     return _tracer.start_as_current_span(name, attributes=attributes)
 
 
-def root_span(name: str, attributes: Attributes | None = None, *, linked: Mapping[str, str] | None = None):
+def root_span(name: str, attributes: Attributes | None = None, *, linked: Mapping[str, str] | None = None) -> contextlib.AbstractContextManager[Any]:
     """Like `span`, but the first span of a trace of its own whatever span is current, with a span
     link to the span whose W3C trace context `linked` carries (from `trace_context`), if any."""
     if not _state["enabled"]:
@@ -166,7 +166,7 @@ def traced(
     name: str,
     attributes: Callable[..., Attributes] | None = None,
     result_attributes: Callable[[Any], Attributes] | None = None,
-):
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate an async function or async generator to run in a span named `name`.
 
     `attributes(*args, **kwargs)` and `result_attributes(result)` add attributes; both are

@@ -14,6 +14,7 @@ import string
 # Python 3.11+ (requires-python); the old sre_* modules are deprecated aliases of these.
 from re import _constants as sre_constants  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
 
 # How far past its minimum an open-ended repeat (*, +, {n,}) may go.
 OPEN_REPEAT_EXTRA = 3
@@ -42,14 +43,14 @@ class _Walker:
     def sequence(self, items: list) -> str:
         return "".join(self.item(op, arg) for op, arg in items)
 
-    def item(self, op, arg) -> str:
+    def item(self, op: Any, arg: Any) -> str:
         text = self._item(op, arg)
         self.produced += len(text)
         if self.produced > self.limit:
             raise PatternTooLong(f"over {self.limit} characters")
         return text
 
-    def _item(self, op, arg) -> str:  # op, arg: parse-tree nodes (private re module, untyped)
+    def _item(self, op: Any, arg: Any) -> str:  # op, arg: parse-tree nodes (private re module, untyped)
         if op is sre_constants.LITERAL:
             return chr(arg)
         if op is sre_constants.NOT_LITERAL:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted import plugin_writers
 
 NARRATIVE_ENGINE = "narrative-engine@2"
@@ -193,7 +195,7 @@ _FRIENDLY = ("thank", "help", "smile", "kind", "gently", "buy a drink", "comfort
 _HOSTILE = ("threaten", "insult", "shove", "attack", "lie to", "steal", "mock", "shout at", "威胁", "骂")
 
 
-def system_text(messages) -> str:
+def system_text(messages: Sequence[Message]) -> str:
     return next((m.content for m in messages if m.role == "system"), "")
 
 
@@ -337,7 +339,7 @@ def write_affinity_changes(player_text: str, inputs: dict[str, Any]) -> dict[str
     return {"changes": [{"character": name, "delta": delta, "reason": "how the player treated them this turn"} for name in names[:3]]}
 
 
-def memory_record(call_messages, system: str) -> dict[str, Any] | None:
+def memory_record(call_messages: Sequence[Message], system: str) -> dict[str, Any] | None:
     """A memories-upsert value from the turn digest: the player's action as one sentence."""
     digest = _input_value(runtime_inputs(system), "digest")
     if not isinstance(digest, dict):
@@ -358,7 +360,7 @@ NO_CHANGE_REPLIES: dict[str, dict[str, Any]] = {"character-changes": {"changes":
 NO_CHANGE_TOOLS: dict[str, dict[str, Any]] = {"update-dimensions": {"updates": []}}
 
 
-def structured_reply(name: str, schema: dict[str, Any] | None, messages, player_text: str, seed: str) -> dict[str, Any] | None:
+def structured_reply(name: str, schema: dict[str, Any] | None, messages: Sequence[Message], player_text: str, seed: str) -> dict[str, Any] | None:
     """The builtin plugins' JSON answers, by output contract; None for other schemas."""
     if name in NO_CHANGE_REPLIES:
         return dict(NO_CHANGE_REPLIES[name])
@@ -376,7 +378,7 @@ def structured_reply(name: str, schema: dict[str, Any] | None, messages, player_
     return write_affinity_changes(player_text, inputs)
 
 
-def planned_tool_call(messages, tools, tool_choice: str, player_text: str) -> tuple[str, dict[str, Any]] | None:
+def planned_tool_call(messages: Sequence[Message], tools: Sequence[Tool], tool_choice: str, player_text: str) -> tuple[str, dict[str, Any]] | None:
     """A tool call the builtin plugins' agents expect, or None to answer (or fall back to schema filling).
 
     - memory-search, once per turn, when the story has history: the player's words as the query;
