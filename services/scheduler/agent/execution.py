@@ -26,15 +26,16 @@ from services.scheduler.agent.dimension_tools import (
 )
 from services.scheduler.agent.history_transforms import transform_history
 from services.scheduler.agent.indexed_vectors import IndexedVectors
-from services.scheduler.agent.loop import OnNarrative, Resume, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
+from services.scheduler.agent.loop import OnNarrative, run_agent
 from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.memory_search import character_records as character_memory_records
 from services.scheduler.agent.memory_search import lorebook_records, plugin_data_record, search_memory
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
-from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
-from services.scheduler.agent.suspension import NESTED_SUSPENSION_REASON, SUSPEND, add_suspend_tool, nested_suspension_dropped
-from services.scheduler.agent.tools import (
+from services.scheduler.agent.suspension import SUSPEND, add_suspend_tool
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
+from services.scheduler.execution.kernel_tools import (
     DELEGATE,
     KernelTools,
     add_character_tools,
@@ -43,13 +44,14 @@ from services.scheduler.agent.tools import (
     add_memory_search,
     wanted_datasets,
 )
-from services.scheduler.catalogue import Runtime
-from services.scheduler.function.plugin_data import PluginDataViews
-from services.scheduler.function.plugin_services import add_service_tools
+from services.scheduler.execution.outcome import Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.plugin_services import add_service_tools
+from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
-from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
-from services.scheduler.turn.state import TurnState
 from services.scheduler.world_records import character_records
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest

@@ -10,11 +10,16 @@ from typing import Protocol
 
 from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.loop import RuntimeOutcome
-from services.scheduler.agent.subagents import Subagents
-from services.scheduler.agent.suspension import NESTED_SUSPENSION_REASON, nested_suspension_dropped
-from services.scheduler.function.plugin_data import PluginDataViews
-from services.scheduler.function.plugin_services import ServicesView
+from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
+from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.plugin_services import ServicesView
+from services.scheduler.execution.progress import ProgressRange
+from services.scheduler.execution.state import RunningTurn, TurnState
+from services.scheduler.execution.subagents import Subagents
+from services.scheduler.execution.world_context import POINT as WORLD_CONTEXT
+from services.scheduler.execution.world_context import world_context
 from services.scheduler.function.runtime import FunctionContext
 from services.scheduler.function.sandboxed import prewarm_function_pool, run_function
 from services.scheduler.function.services import (
@@ -26,12 +31,7 @@ from services.scheduler.function.services import (
     WorldView,
 )
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.turn.inputs import CommittedExports, Export, InputChecker, bind_inputs
-from services.scheduler.turn.player_input import action_dict
-from services.scheduler.turn.progress import ProgressRange
-from services.scheduler.turn.state import RunningTurn, TurnState
-from services.scheduler.turn.world_context import POINT as WORLD_CONTEXT
-from services.scheduler.turn.world_context import world_context
+from services.scheduler.player_message import action_dict
 from shared.ids import new_id
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import InputSource

@@ -15,9 +15,9 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.tool_calls import post_tool_use, pre_tool_use
+from services.scheduler import outages
+from services.scheduler.execution.tool_call_hooks import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.turn import outages
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error

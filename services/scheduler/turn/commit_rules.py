@@ -9,9 +9,9 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.execution.state import TurnState
 from services.scheduler.turn.selection import setup_progress
 from services.scheduler.turn.speakers import resolve_speakers
-from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct, to_struct
 
 

@@ -4,9 +4,9 @@ contracts it satisfied and the proposals it commits with. Pure state updates, no
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
-from services.scheduler.turn.player_effects import add_shown
-from services.scheduler.turn.state import TurnState
+from services.scheduler.execution.outcome import RuntimeOutcome, is_story_runtime
+from services.scheduler.execution.player_effects import add_shown
+from services.scheduler.execution.state import TurnState
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest

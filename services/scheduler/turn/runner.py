@@ -28,12 +28,16 @@ from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.plugin_data_reads import LastScopes, scopes_read
+from services.scheduler.execution.plugin_data_reads import seed as seed_plugin_data
+from services.scheduler.execution.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.function.execution import FunctionExecution
-from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
 from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
+from services.scheduler.player_message import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.store_pages import all_messages, all_turns
@@ -46,16 +50,13 @@ from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.interaction_answers import ResumeCall, check_answers
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import runtime_failure_passes, story_failure, story_failure_passes
-from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
+from services.scheduler.turn.player_input import check_session_actions
 from services.scheduler.turn.plugin_actions import ActionCall, run_action
-from services.scheduler.turn.plugin_data_reads import LastScopes, scopes_read
-from services.scheduler.turn.plugin_data_reads import seed as seed_plugin_data
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
 from services.scheduler.turn.settlements import SETTLEMENT_ORIGIN, STORY_ORIGINS, blocked, open_receipts, to_retry
 from services.scheduler.turn.stages import StageRunner
-from services.scheduler.turn.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.turn.stream import Emit, TurnStream, concealing
 from services.scheduler.turn.unit import UnitRunner
 from shared.errors import ServiceError

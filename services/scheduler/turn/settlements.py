@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import UPDATE_DIMENSIONS
-from services.scheduler.turn.state import TurnState
+from services.scheduler.execution.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.manifest import CompiledManifest
 from shared.structs import to_struct

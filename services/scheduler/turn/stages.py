@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.state import TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.turn.detached_jobs import QUEUED, detached_job
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
-from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit import UnitRunner
 from shared.ids import new_id

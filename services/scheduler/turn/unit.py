@@ -9,13 +9,13 @@ import grpc
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.internal.v1 import turn_events_pb2
+from services.scheduler import outages
 from services.scheduler.agent.execution import AgentExecution
-from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.story_stream import StreamedPiece
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.state import RUNNING_UNIT, TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.turn import outages
-from services.scheduler.turn.state import RUNNING_UNIT, TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit_outcome import (
     apply_post_runtime,
@@ -58,7 +58,7 @@ class UnitRunner:
         with outages.watching() as seen:
             outcome = await self._execute(runtime, scope, run, stream, manifest)
         outcome.run_id = run_id
-        # Failed after a peer outage: the failure may pass (turn/outages.py).
+        # Failed after a peer outage: the failure may pass (outages.py).
         outcome.retryable = outcome.status == "failed" and bool(seen)
         status_before_hooks = outcome.status
         outcome = await self._post_runtime(runtime, scope, outcome, stream, resumed=run.resume is not None)

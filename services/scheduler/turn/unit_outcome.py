@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
 from services.scheduler.catalogue import Package
-from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.execution.outcome import RuntimeOutcome, is_story_runtime
+from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.execution.story_output import EmptyStory, normalize_story
 from services.scheduler.turn.runtime_result import apply_replaced_result
-from services.scheduler.turn.story_output import EmptyStory, normalize_story
 from shared.manifest import CompiledManifest
 
 

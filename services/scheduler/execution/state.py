@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import Resume, RuntimeOutcome
-from services.scheduler.agent.model_view import model_facing
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.inputs import CommittedExports
+from services.scheduler.execution.model_view import model_facing
+from services.scheduler.execution.outcome import Resume, RuntimeOutcome
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn.inputs import CommittedExports
-from services.scheduler.turn.player_input import action_dict
+from services.scheduler.player_message import action_dict
 from services.scheduler.world_records import dimension_records
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite
@@ -149,7 +149,7 @@ class TurnState:
     retry_from_turn_id: str = ""
     # A resumed agent's saved run and the answer (origin "resume"; agent/suspension.py).
     resume: Resume | None = None
-    # session.world-context@1, once a runtime of the turn bound it (turn/world_context.py).
+    # session.world-context@1, once a runtime of the turn bound it (execution/world_context.py).
     world_context: dict[str, Any] | None = None
 
     def output_contracts(self) -> dict[str, str]:

@@ -6,11 +6,11 @@ that both executions receive at construction."""
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.context import self_data_block
-from services.scheduler.function.runtime import PluginDataView
+from services.scheduler.execution.plugin_data_reads import entries_by_address, read_name
+from services.scheduler.execution.plugin_data_view import PluginDataView
+from services.scheduler.execution.self_data import self_data_block
+from services.scheduler.execution.state import TurnState
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn.plugin_data_reads import entries_by_address, read_name
-from services.scheduler.turn.state import TurnState
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 
