@@ -42,7 +42,8 @@ from services.scheduler.turn.plugin_actions import (
     parse_command,
     session_commands,
 )
-from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, unseen_events
+from services.scheduler.turn.request import AdvanceStop, TurnRequest
+from services.scheduler.turn.runner import TurnRunner, unseen_events
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt
 from services.scheduler.turn_watch import TurnWatch, replay

@@ -24,7 +24,8 @@ from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
-from services.scheduler.turn.runner import TurnRequest, TurnRunner
+from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.runner import TurnRunner
 from shared.errors import PASSING_CODES
 from shared.ids import detached_job_key
 from shared.logs import get_logger
