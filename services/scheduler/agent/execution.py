@@ -163,7 +163,7 @@ class AgentExecution:
         # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
         return RuntimeOutcome("failed", NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
 
-    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
+    def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
                       budget: SubagentBudget | None = None) -> Subagents:
         """ctx.agents / delegate for `caller`: a root execution gets a new budget from the session's
         settings; a nested run passes its root's `budget` (calls, actors and the 8 running are shared)."""
@@ -190,7 +190,7 @@ class AgentExecution:
         reply = await self._peers.hooks.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session_id))
         return any(paused.plugin_id == plugin_id for paused in reply.plugins)
 
-    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list,
+    async def _run_subagent(self, plan, caller: Runtime, scope: ExecutionScope, run: TurnState, characters, sink: list,
                             trace: list) -> dict[str, Any]:
         provider, manifest = plan.provider, plan.manifest
         package = run.packages[provider.plugin_id]
@@ -262,7 +262,7 @@ class AgentExecution:
         return await search_memory(records, query, limit, IndexedVectors(self._peers, session_id, origin))
 
 
-def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0,
+def _subagent_entry(event: str, status: str, provider: Runtime, caller: Runtime, call_id: str, duration_us: int = 0,
                     message: str = "") -> common_pb2.HookTraceEntry:
     return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=provider.runtime_id,
                                      subagent_call_id=call_id, parent_runtime_id=caller.runtime_id, duration_us=duration_us,

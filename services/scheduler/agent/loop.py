@@ -121,7 +121,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     """One agent execution: what it is given, its context step, the driver and the steps it owns; the
     correction steps and the tools step are in agent/corrections.py and agent/tool_calls.py."""
 
-    def __init__(self, *, runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
+    def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
                  manifest: CompiledManifest, kernel_tools: KernelTools, output_schemas, subagent: SubagentCall | None,
                  interjections) -> None:
         self.runtime = runtime

@@ -12,6 +12,7 @@ from covel.common.v1 import common_pb2
 from services.scheduler.agent import loop_rules
 from services.scheduler.agent.loop_profile import LoopSettings
 from services.scheduler.agent.loop_state import ExecutionProgress, Next
+from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import skipped_tool_entries
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
 from services.scheduler.execution.model_view import model_facing
@@ -50,7 +51,7 @@ def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[
     return batches
 
 
-async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
+async def run_batch(batch, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
                     kernel_tools: KernelTools, is_read_only: IsReadOnly) -> list[ToolResult]:
     """A pool: every member's PreToolUse first, in model order; then the tools together; then
     every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
@@ -75,7 +76,7 @@ async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_
     return results
 
 
-async def execute(call, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
+async def execute(call, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
     if call["name"] not in tool_names:
         return json.dumps({"ok": False, "error": {
             "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",

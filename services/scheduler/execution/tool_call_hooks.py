@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import skipped_tool_entries
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import answered_result, apply_post_tool_use, apply_pre_tool_use, refused_tool_result
@@ -18,7 +19,7 @@ def replaced_fields(original: dict[str, Any], merged: dict[str, Any]) -> dict[st
     return {key: value for key, value in merged.items() if key not in original or original[key] != value}
 
 
-async def pre_tool_use(call, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any], str | None]:
+async def pre_tool_use(call, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any], str | None]:
     """PreToolUse: (the refusal text when a hook aborted the call, the call as the hooks left it, the result
     text when a hook answered it with replace.result: the tool then does not run)."""
     pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
@@ -29,7 +30,7 @@ async def pre_tool_use(call, runtime, scope: ExecutionScope, hooks: HookBus, tra
     return None, apply_pre_tool_use(call, replaced_fields({"toolCall": call}, pre.payload)), answered_result(pre.payload)
 
 
-async def post_tool_use(call, result_text: str, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> ToolResult:
+async def post_tool_use(call, result_text: str, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, trace) -> ToolResult:
     """PostToolUse: the result as the hooks left it, whether the call succeeded, whether a hook terminated the loop."""
     ok = json.loads(result_text).get("ok") is True
     original = {"result": result_text, "success": ok}

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
 from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.execution.outcome import RuntimeOutcome
@@ -72,9 +73,9 @@ def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
 class NestedAgents(Protocol):
     """What a handler's ctx.agents and ctx.recursive_call of an agent runtime run on (agent/execution.py)."""
 
-    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState) -> Subagents: ...
+    def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnState) -> Subagents: ...
 
-    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
+    async def run_nested(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                          inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome: ...
 
 
@@ -108,7 +109,7 @@ class FunctionExecution:
             )
         return run.exports
 
-    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
+    async def bind(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
                    nested_message: str | None = None) -> tuple[dict, str]:
         """The runtime's inputs, and why it must not run ("" when it may): a required input whose
         value failed its checks, a required committed input with no export yet, or a required
@@ -167,7 +168,7 @@ class FunctionExecution:
                          world_id=scope.session.world_id)
 
     def context(
-        self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
+        self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
         activation: dict | None = None, inputs: dict | None = None, world: WorldView | None = None,
     ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
@@ -216,7 +217,7 @@ class FunctionExecution:
                                           self._stall_resend_min_s)
         return context
 
-    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest,
+    async def run_guard(self, runtime: Runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest,
                         inputs: dict | None = None) -> RuntimeOutcome | None:
         """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
 
@@ -238,7 +239,7 @@ class FunctionExecution:
         return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
                               events=done.events, canonical_value=output, has_value=True, guard_skipped=True, trace=context.trace)
 
-    async def _recursive_call(self, parent, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: CompiledManifest,
+    async def _recursive_call(self, parent: Runtime, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: CompiledManifest,
                               depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
         limit = parent_manifest.max_recursion_depth
         if depth + 1 > limit:
@@ -289,7 +290,7 @@ class FunctionExecution:
             return {"status": "failed", "reason": NESTED_SUSPENSION_REASON, "output": {}}
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
-    async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: CompiledManifest, inputs,
+    async def _recursive_agent(self, target: Runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest, inputs,
                                parent_context: FunctionContext) -> dict:
         """A nested agent run (non-story): its tool writes and events follow the parent like a nested function's."""
         if self._agents is None or target.visibility == "story":
@@ -306,7 +307,7 @@ class FunctionExecution:
         return {"status": outcome.status, "reason": outcome.reason, "output": outcome.output}
 
     # Handlers and guards run in their plugin's sandbox worker (in this process when the sandbox is off).
-    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
+    async def run_function(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                            inputs: dict | None = None) -> RuntimeOutcome:
         session = scope.session
         function = manifest.function_part

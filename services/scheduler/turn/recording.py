@@ -4,6 +4,7 @@ contracts it satisfied and the proposals it commits with. Pure state updates, no
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
+from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import RuntimeOutcome, is_story_runtime
 from services.scheduler.execution.player_effects import add_shown
 from services.scheduler.execution.state import TurnState
@@ -20,14 +21,14 @@ def output_contracts(manifest: CompiledManifest) -> tuple[str, ...]:
     return (contract,) if contract else ()
 
 
-def proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
+def proposal(runtime: Runtime, kind: str, payload: dict) -> store_pb2.Proposal:
     return store_pb2.Proposal(
         id=new_id(), type=kind, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
     )
 
 
-def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
+def runtime_result(runtime: Runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
     result = store_pb2.RuntimeResult(
         runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
         output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
@@ -44,7 +45,7 @@ def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest)
     return result
 
 
-def unit_proposals(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> list[store_pb2.Proposal]:
+def unit_proposals(runtime: Runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> list[store_pb2.Proposal]:
     """What a successful (or guard-skipped) unit commits: its story, its writes, its write services'
     staged changes, its recordAs export and the events it emitted, in that order."""
     proposals = []
@@ -66,7 +67,7 @@ def unit_proposals(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest)
     return proposals
 
 
-def record_outcome(runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
+def record_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
     """Note a finished (or skipped) runtime on the turn's shared state and its record."""
     run.outcomes[runtime.runtime_id] = outcome
     run.statuses[runtime.runtime_id] = outcome.status

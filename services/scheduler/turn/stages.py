@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import RuntimeOutcome
 from services.scheduler.execution.state import TurnState
 from services.scheduler.function.execution import FunctionExecution
@@ -77,6 +78,6 @@ class StageRunner:
             run.detached_jobs.append(detached_job(runtime, options, manifest, inputs, stream.turn.id, tracing.trace_context()))
             await self.skip(runtime, QUEUED, run, stream)
 
-    async def skip(self, runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
+    async def skip(self, runtime: Runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
         await stream.runtime_finished(runtime.runtime_id, "skipped", reason)
         record_outcome(runtime, RuntimeOutcome("skipped", reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.scheduler.catalogue import Package
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.outcome import RuntimeOutcome, is_story_runtime
 from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.execution.story_output import EmptyStory, normalize_story
@@ -33,7 +33,7 @@ def gate_outcome(pre_aborted: bool, pre_reason: str, input_gate: str) -> Runtime
     return None
 
 
-def post_runtime_result(runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[str, Any]:
+def post_runtime_result(runtime: Runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[str, Any]:
     """The result PostRuntime hooks are shown (and may replace)."""
     result: dict[str, Any] = {
         "pluginId": runtime.plugin_id,
@@ -54,7 +54,7 @@ def post_runtime_result(runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[
     return result
 
 
-def apply_post_runtime(runtime, outcome: RuntimeOutcome, original: dict[str, Any], replaced: Any) -> RuntimeOutcome:
+def apply_post_runtime(runtime: Runtime, outcome: RuntimeOutcome, original: dict[str, Any], replaced: Any) -> RuntimeOutcome:
     """A hook's replaced result on the outcome; the kernel keeps identity and writes (runtime_result.py)."""
     if replaced == original:
         return outcome
@@ -80,7 +80,7 @@ def apply_post_runtime(runtime, outcome: RuntimeOutcome, original: dict[str, Any
     return outcome
 
 
-def check_unit_output(runtime, manifest: CompiledManifest, package: Package, outcome: RuntimeOutcome) -> RuntimeOutcome:
+def check_unit_output(runtime: Runtime, manifest: CompiledManifest, package: Package, outcome: RuntimeOutcome) -> RuntimeOutcome:
     """The published contract at the output boundary, for a successful or guard-skipped non-story
     runtime: a failing result commits nothing."""
     if not ((outcome.status == "success" or outcome.guard_skipped) and not is_story_runtime(runtime)):
