@@ -44,7 +44,7 @@ from services.scheduler.execution.kernel_tools import (
     add_memory_search,
     wanted_datasets,
 )
-from services.scheduler.execution.outcome import Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
 from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_services import add_service_tools
@@ -81,7 +81,7 @@ class AgentExecution:
             try:
                 schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
             except SchemaUnavailable as error:
-                return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
+                return RuntimeOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}")
         plugin_data = self._plugin_data.view(runtime, scope.session.id, run)
         if nested:
             plugin_data.upstream = []
@@ -142,7 +142,7 @@ class AgentExecution:
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = plugin_data.writes + tools.tool_writes
             outcome.foreign_writes = list(tools.foreign_writes) + subagents.writes
             outcome.read_from = set(plugin_data.read_from)
@@ -158,10 +158,10 @@ class AgentExecution:
 
         root_budget = root_agents.budget if root_agents is not None else None
         outcome = await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget, nested=True)
-        if outcome.status != "suspended":
+        if outcome.status != OutcomeStatus.SUSPENDED:
             return outcome
         # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
-        return RuntimeOutcome("failed", NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
+        return RuntimeOutcome(OutcomeStatus.FAILED, NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
 
     def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
                       budget: SubagentBudget | None = None) -> Subagents:
@@ -224,12 +224,12 @@ class AgentExecution:
         for entry in outcome.trace:
             entry.subagent_call_id, entry.parent_runtime_id = plan.call_id, caller.runtime_id
         trace.extend(outcome.trace)
-        problem = check_output(outcome.output, schemas) if schemas and outcome.status == "success" else None
-        failed = outcome.status != "success" or problem
+        problem = check_output(outcome.output, schemas) if schemas and outcome.status == OutcomeStatus.SUCCESS else None
+        failed = outcome.status != OutcomeStatus.SUCCESS or problem
         trace.append(_subagent_entry("subagent.failed" if failed else "subagent.completed", "error" if failed else "ok",
                                      provider, caller, plan.call_id, int((time.monotonic() - started) * 1e6)))
         usage = {key: value for key, value in outcome.usage.items() if isinstance(value, int)}
-        if outcome.status != "success":
+        if outcome.status != OutcomeStatus.SUCCESS:
             # The caller reads a fixed text; the real reason is for the operator.
             log.warning("subagent failed", provider=provider.runtime_id, caller=caller.runtime_id, call_id=plan.call_id,
                         reason=outcome.reason)

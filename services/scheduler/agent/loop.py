@@ -44,7 +44,7 @@ from services.scheduler.agent.tool_calls import ToolSteps
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import framework_entry
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
-from services.scheduler.execution.outcome import Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
 from services.scheduler.execution.player_effects import ShownInvalid
 from services.scheduler.execution.story_output import EmptyStory, normalize_story
 from services.scheduler.execution.tool_call_hooks import replaced_fields
@@ -237,7 +237,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             self.tool_names.append(RUNTIME_DONE)
 
     def failed(self, reason: str) -> RuntimeOutcome:
-        return RuntimeOutcome("failed", reason, usage=self.usage, trace=self.trace, stop_reason=self.stop_reason or "error")
+        return RuntimeOutcome(OutcomeStatus.FAILED, reason, usage=self.usage, trace=self.trace, stop_reason=self.stop_reason or "error")
 
     def _merge_interjections(self, conversation: list[dict[str, Any]]) -> None:
         if self.settings.steering:
@@ -436,7 +436,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         """The suspend tool was called: the run stops, its interaction shown, its state saved with the turn."""
         suspension = self.kernel_tools.suspension or {}
         self.stop_reason = "suspended"
-        return RuntimeOutcome("suspended", "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason="suspended",
+        return RuntimeOutcome(OutcomeStatus.SUSPENDED, "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason="suspended",
                               shown={"interactions": [suspension["interaction"]]},
                               suspension=saved_state(progress, self.system_prompt, self.kernel_tools, self.usage))
 
@@ -467,7 +467,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         unmet = self._completion_unmet(progress)
         self.usage["durationMs"] = int((time.monotonic() - progress.started) * 1000)
         self.stop_reason = self.stop_reason or "completed"
-        succeeded = RuntimeOutcome("success", usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
+        succeeded = RuntimeOutcome(OutcomeStatus.SUCCESS, usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
                                    stop_reason=self.stop_reason, finalizer=self.finalizer_used, shown=dict(self.kernel_tools.shown))
         if unmet:
             return self.failed(unmet)

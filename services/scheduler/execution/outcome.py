@@ -4,6 +4,7 @@ call, a suspended run's resume."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from covel.common.v1 import common_pb2
@@ -11,9 +12,18 @@ from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.story_output import Story
 
 
+class OutcomeStatus(StrEnum):
+    SUCCESS = "success"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    # Waiting for the player's answer (agent/suspension.py).
+    SUSPENDED = "suspended"
+
+
 @dataclass
 class RuntimeOutcome:
-    status: str  # success | failed | skipped
+    # A PostRuntime hook may write a status of its own: it is kept as written.
+    status: OutcomeStatus | str
     reason: str = ""
     story: Story | None = None
     output: dict[str, Any] = field(default_factory=dict)

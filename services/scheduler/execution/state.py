@@ -14,7 +14,8 @@ from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.inputs import CommittedExports
 from services.scheduler.execution.model_view import model_facing
-from services.scheduler.execution.outcome import Resume, RuntimeOutcome
+from services.scheduler.execution.origins import TurnOrigin
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.player_message import action_dict
 from services.scheduler.world_records import dimension_records
@@ -62,7 +63,7 @@ class TurnState:
     providers: dict[str, list[str]] = field(default_factory=dict)
     actions: list[common_pb2.PlayerAction] = field(default_factory=list)
     player_message: str = ""
-    origin: str = "player"
+    origin: str = TurnOrigin.PLAYER
     activation: dict | None = None
     # Event followers: runtime id -> {"events": [...]} that triggered it.
     activations: dict[str, dict] = field(default_factory=dict)
@@ -164,7 +165,7 @@ class TurnState:
         committable = self._committable_units()
         concealed = {runtime_id for runtime_id, manifest in self.manifests.items() if manifest.io.concealed}
         narrative = "\n\n".join(
-            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == "success"
+            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == OutcomeStatus.SUCCESS
         )
         digest = {
             "turnId": scope.turn_id,
@@ -196,7 +197,7 @@ class TurnState:
         return {note.unit for note in self._committable_operations(self._committable_units())}
 
     def _committable_units(self) -> set[str]:
-        return {runtime_id for runtime_id, outcome in self.outcomes.items() if outcome.status == "success" or outcome.guard_skipped}
+        return {runtime_id for runtime_id, outcome in self.outcomes.items() if outcome.status == OutcomeStatus.SUCCESS or outcome.guard_skipped}
 
     def _committable_operations(self, committable: set[str]) -> list[OperationNote]:
         """Operations of finished committable units still staged with them: not those of a nested

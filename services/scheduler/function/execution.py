@@ -13,7 +13,8 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
 from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
-from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.origins import RECURSIVE_EXECUTION
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_services import ServicesView
 from services.scheduler.execution.progress import ProgressRange
@@ -185,7 +186,7 @@ class FunctionExecution:
             player_message=player_message,
             player_actions=() if nested or triggered_by_event else tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
-            execution=MappingProxyType({"origin": "recursive" if nested else run.origin, "locale": session.locale or "en"}),
+            execution=MappingProxyType({"origin": RECURSIVE_EXECUTION if nested else run.origin, "locale": session.locale or "en"}),
             activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
@@ -230,13 +231,13 @@ class FunctionExecution:
         guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest.guard)
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
         done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard", turn_id=scope.turn_id)
-        if done.status != "success":
-            return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
+        if done.status != OutcomeStatus.SUCCESS:
+            return RuntimeOutcome(OutcomeStatus.FAILED, f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
         if not isinstance(verdict, dict) or verdict.get("skip") is not True:
             return None
         output = {key: value for key, value in verdict.items() if key != "skip"}
-        return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
+        return RuntimeOutcome(OutcomeStatus.SKIPPED, "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
                               events=done.events, canonical_value=output, has_value=True, guard_skipped=True, trace=context.trace)
 
     async def _recursive_call(self, parent: Runtime, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: CompiledManifest,
@@ -274,7 +275,7 @@ class FunctionExecution:
         context.agents = parent_context.agents
         handler = PluginFile(parent.plugin_id, Path(package.root_dir), manifest.function_part.handler)
         done = await run_function(context, handler, manifest.function_part.timeout_ms, turn_id=scope.turn_id)
-        if done.status == "success":
+        if done.status == OutcomeStatus.SUCCESS:
             # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
             # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
             parent_context.plugin_data.own.extend(context.plugin_data.own)
@@ -284,7 +285,7 @@ class FunctionExecution:
             if context.services is not None and parent_context.services is not None:
                 parent_context.services.writes.extend(context.services.writes)
         parent_context.trace.extend(context.trace)
-        if done.status == "suspended":
+        if done.status == OutcomeStatus.SUSPENDED:
             # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
             parent_context.trace.append(nested_suspension_dropped(target.runtime_id))
             return {"status": "failed", "reason": NESTED_SUSPENSION_REASON, "output": {}}
@@ -297,7 +298,7 @@ class FunctionExecution:
             raise LookupError(f"recursive_call({target.runtime_id!r}): a story runtime cannot run nested; call a system runtime")
         # The nested agent's delegate calls share the root execution's subagent budget.
         outcome = await self._agents.run_nested(target, scope, run, player_message, manifest, inputs, parent_context.agents)
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             parent_context.plugin_data.own.extend(
                 BufferedWrite(target.runtime_id, write["type"], write["payload"]) for write in outcome.writes)
             parent_context.emitted.extend(outcome.events)
@@ -323,21 +324,21 @@ class FunctionExecution:
         context.progress = progress.reporter(runtime.runtime_id)
         done = await run_function(context, handler, function.timeout_ms, turn_id=scope.turn_id)
         # Jobs the handler left open end with it.
-        await progress.close(done.status == "success")
+        await progress.close(done.status == OutcomeStatus.SUCCESS)
         if agents is not None:
             # Subagents the handler did not wait for finish before the runtime does.
             await agents.close()
             context.trace.extend(agents.trace)
         # Write services' staged changes (the handler's own calls and its subagents'), for a success only.
         foreign = [*(context.services.writes if context.services is not None else []), *(agents.writes if agents else [])]
-        if done.status == "suspended" and done.suspension is not None:
+        if done.status == OutcomeStatus.SUSPENDED and done.suspension is not None:
             # Held until the answer runs the handler again: its writes (its tools' too), its events, its inputs.
             held = {**done.suspension, "writes": [*(context.tools.writes if context.tools is not None else []), *done.suspension["writes"]],
                     "foreign": foreign, "inputs": dict(inputs or {})}
-            return RuntimeOutcome("suspended", done.reason, trace=context.trace, shown=done.shown, suspension=held)
-        tool_writes = context.tools.writes if context.tools is not None and done.status == "success" else []
+            return RuntimeOutcome(OutcomeStatus.SUSPENDED, done.reason, trace=context.trace, shown=done.shown, suspension=held)
+        tool_writes = context.tools.writes if context.tools is not None and done.status == OutcomeStatus.SUCCESS else []
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=[*tool_writes, *done.writes],
             canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
-            trace=context.trace, foreign_writes=foreign if done.status == "success" else [], shown=done.shown, completion=done.completion,
+            trace=context.trace, foreign_writes=foreign if done.status == OutcomeStatus.SUCCESS else [], shown=done.shown, completion=done.completion,
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from services.scheduler.execution.outcome import OutcomeStatus
 from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.function.handler_result import (
     EffectsInvalid,
@@ -93,7 +94,7 @@ class FunctionContext:
 
 @dataclass
 class FunctionOutcome:
-    status: str
+    status: OutcomeStatus
     reason: str = ""
     output: dict[str, Any] = field(default_factory=dict)
     canonical_value: Any = None
@@ -144,10 +145,10 @@ async def run_function(
         raise
     except TimeoutError:
         context.signal.abort("timeout")
-        return finished(FunctionOutcome("failed", f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
     except Exception as error:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
-        return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler raised {type(error).__name__}: {error}"))
     return finished(outcome_of(context, result_message(result)))
 
 
@@ -156,14 +157,14 @@ def outcome_of(context: FunctionContext, answer: Any) -> FunctionOutcome:
     if isinstance(answer, dict) and answer.get("kind") == "suspend":
         return suspended_outcome(context, answer.get("interaction"))
     if not isinstance(answer, dict) or answer.get("kind") not in ("none", "null", "value"):
-        return FunctionOutcome("failed", "the handler's worker answered something that is not a result")
+        return FunctionOutcome(OutcomeStatus.FAILED, "the handler's worker answered something that is not a result")
     try:
         effects = check_effects(answer["effects"]) if "effects" in answer else {}
         completion = check_completion(answer.get("completion"))
         buffer_effects(context, effects)
     except EffectsInvalid as error:
-        return FunctionOutcome("failed", f"output-schema-invalid: {error}")
-    outcome = FunctionOutcome("success", output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
+        return FunctionOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}")
+    outcome = FunctionOutcome(OutcomeStatus.SUCCESS, output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
                               events=list(context.emitted), shown=shown_effects(effects), completion=completion)
     if answer["kind"] != "none":
         # No value (spec: 没有值时投影为空对象); a handler gives JSON null by returning NULL.
@@ -177,6 +178,6 @@ def suspended_outcome(context: FunctionContext, asked: Any) -> FunctionOutcome:
     try:
         shown = suspended_outcome_parts(asked)
     except EffectsInvalid as error:
-        return FunctionOutcome("failed", f"output-schema-invalid: {error}")
-    return FunctionOutcome("suspended", "waiting for the player's answer", read_from=set(context.plugin_data.read_from), shown=shown,
+        return FunctionOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}")
+    return FunctionOutcome(OutcomeStatus.SUSPENDED, "waiting for the player's answer", read_from=set(context.plugin_data.read_from), shown=shown,
                            suspension={"writes": context.plugin_data.writes, "events": list(context.emitted)})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from services.scheduler.catalogue import Runtime
-from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.execution.state import TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope
@@ -80,4 +80,4 @@ class StageRunner:
 
     async def skip(self, runtime: Runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
         await stream.runtime_finished(runtime.runtime_id, "skipped", reason)
-        record_outcome(runtime, RuntimeOutcome("skipped", reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])
+        record_outcome(runtime, RuntimeOutcome(OutcomeStatus.SKIPPED, reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])

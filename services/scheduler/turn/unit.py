@@ -13,7 +13,7 @@ from services.scheduler import outages
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.agent.story_stream import StreamedPiece
 from services.scheduler.catalogue import Runtime
-from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.execution.state import RUNNING_UNIT, TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
@@ -60,7 +60,7 @@ class UnitRunner:
             outcome = await self._execute(runtime, scope, run, stream, manifest)
         outcome.run_id = run_id
         # Failed after a peer outage: the failure may pass (outages.py).
-        outcome.retryable = outcome.status == "failed" and bool(seen)
+        outcome.retryable = outcome.status == OutcomeStatus.FAILED and bool(seen)
         status_before_hooks = outcome.status
         outcome = await self._post_runtime(runtime, scope, outcome, stream, resumed=run.resume is not None)
         if outcome.status != status_before_hooks:
@@ -101,7 +101,7 @@ class UnitRunner:
                                                  _narrative_sink(runtime, stream), inputs)
             except grpc.aio.AioRpcError as error:
                 outages.note("gateway", error)
-                outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
+                outcome = RuntimeOutcome(OutcomeStatus.FAILED, f"model call failed: {error.code().name}: {error.details()}")
         await stream.record(outcome.trace)  # a function's ctx.tools calls' PreToolUse/PostToolUse, an agent's hooks
         return outcome
 
@@ -114,7 +114,7 @@ class UnitRunner:
             return await self._agents.run(runtime, scope, run, run.player_message, manifest, _narrative_sink(runtime, stream), None,
                                           resume=resume)
         outcome = await self._functions.run_function(runtime, scope, run, run.player_message, manifest, resume.state.get("inputs") or {})
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = [*(resume.state.get("writes") or []), *outcome.writes]
             outcome.events = [*(resume.state.get("events") or []), *outcome.events]
             outcome.foreign_writes = [*(resume.state.get("foreign") or []), *outcome.foreign_writes]
@@ -123,7 +123,7 @@ class UnitRunner:
     async def _post_runtime(self, runtime: Runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream,
                             resumed: bool = False) -> RuntimeOutcome:
         """PostRuntime hooks may rewrite the result; the kernel keeps identity and writes (runtime_result.py)."""
-        if outcome.status == "suspended":
+        if outcome.status == OutcomeStatus.SUSPENDED:
             return outcome  # PostRuntime fires once, when the resumed run really ends (spec: 挂起时不触发)
         original = post_runtime_result(runtime, outcome, scope.turn_id)
         payload = {"result": original, **({"resumed": True} if resumed else {})}
