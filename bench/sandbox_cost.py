@@ -19,8 +19,9 @@ from bench.common import summarize, table, write_result
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
 from services.hooks.sandboxed_entries import load_sandboxed
+from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.function import runtime
-from services.scheduler.function.runtime import FunctionContext, PluginDataView
+from services.scheduler.function.runtime import FunctionContext
 from services.scheduler.function.sandboxed import run_sandboxed
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal

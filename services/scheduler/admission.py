@@ -29,8 +29,8 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.player_message import action_dict, render_player_message
 from services.scheduler.recently_used import RecentlyUsed
-from services.scheduler.turn.player_input import action_dict, render_player_message
 from services.scheduler.turn.runner import TurnRunner
 from shared.errors import failed_precondition
 from shared.logs import get_logger

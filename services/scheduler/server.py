@@ -17,8 +17,8 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler import session_plugins
 from services.scheduler.admission import Steered, SubmitAdmission
 from services.scheduler.agent.context import configure_instruction_locale
-from services.scheduler.agent.loop import Resume
 from services.scheduler.detached.worker import DetachedWorker
+from services.scheduler.execution.outcome import Resume
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys, public_cfg, restart
 from services.scheduler.known_sessions import KnownSessions
@@ -42,7 +42,8 @@ from services.scheduler.turn.plugin_actions import (
     parse_command,
     session_commands,
 )
-from services.scheduler.turn.runner import AdvanceStop, TurnRequest, TurnRunner, unseen_events
+from services.scheduler.turn.request import AdvanceStop, TurnRequest
+from services.scheduler.turn.runner import TurnRunner, unseen_events
 from services.scheduler.turn.setting_values import FRAMEWORK, check_plugin_settings
 from services.scheduler.turn.settlements import RETRY, check_open, check_resolution, find_receipt
 from services.scheduler.turn_watch import TurnWatch, replay

@@ -23,7 +23,7 @@ from covel.common.v1 import common_pb2
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.function.dataset_policies import policies_of
+from services.scheduler.execution.dataset_policies import policies_of
 from services.scheduler.plugin_cache import PluginCache
 from shared.errors import FieldViolation, ServiceError, failed_precondition
 from shared.structs import from_struct, to_struct

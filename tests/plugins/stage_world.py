@@ -7,7 +7,8 @@ from types import MappingProxyType, SimpleNamespace
 
 import yaml
 
-from services.scheduler.function.runtime import FunctionContext, PluginDataView
+from services.scheduler.execution.plugin_data_view import PluginDataView
+from services.scheduler.function.runtime import FunctionContext
 from shared.plugin_sdk import CancellationSignal
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.settings import REPO_ROOT

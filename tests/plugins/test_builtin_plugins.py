@@ -17,7 +17,8 @@ from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted.story_replies import planned_tool_call, structured_reply
 from services.hooks.entry_loader import PluginEntry, load_entries
 from services.registry.package_loader import load_package
-from services.scheduler.function.runtime import FunctionContext, PluginDataView, run_function
+from services.scheduler.execution.plugin_data_view import PluginDataView
+from services.scheduler.function.runtime import FunctionContext, run_function
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal, ExecutionView, HookContext
 from shared.plugin_sdk.seeded_random import SeededRandom

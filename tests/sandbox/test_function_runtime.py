@@ -10,7 +10,8 @@ from types import MappingProxyType
 
 import pytest
 
-from services.scheduler.function.runtime import FunctionContext, PluginDataView
+from services.scheduler.execution.plugin_data_view import PluginDataView
+from services.scheduler.function.runtime import FunctionContext
 from services.scheduler.function.sandboxed import run_sandboxed
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import CancellationSignal

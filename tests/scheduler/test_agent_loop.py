@@ -9,11 +9,12 @@ import pytest
 from services.scheduler.agent import answers
 from services.scheduler.agent import loop as agent_runtime
 from services.scheduler.agent.answers import split_effects
-from services.scheduler.agent.loop import SubagentCall, run_agent
+from services.scheduler.agent.loop import run_agent
 from services.scheduler.agent.loop_profile import loop_settings
-from services.scheduler.agent.tools import KernelTools, add_runtime_done
+from services.scheduler.execution.kernel_tools import KernelTools, add_runtime_done
+from services.scheduler.execution.outcome import SubagentCall
+from services.scheduler.execution.player_effects import ShownInvalid
 from services.scheduler.hooks.bus import HookOutcome
-from services.scheduler.turn.player_effects import ShownInvalid
 from shared.manifest.runtime import Loop
 from tests.scheduler.agent_harness import FakeGateway, FakeHooks, no_stream, reply, runtime, scope
 from tests.scheduler.compiled import compiled_manifest
@@ -442,8 +443,8 @@ async def test_a_story_corrected_for_missing_tool_work_withdraws_its_streamed_pr
 
 
 async def test_suspend_saves_the_run_and_resume_hands_the_answer_as_the_calls_result():
-    from services.scheduler.agent.loop import Resume
     from services.scheduler.agent.suspension import add_suspend_tool
+    from services.scheduler.execution.outcome import Resume
 
     asked = {"kind": "confirm", "id": "rest", "prompt": "Rest here?"}
     tools = KernelTools()

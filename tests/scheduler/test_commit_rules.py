@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.state import TurnState
 from services.scheduler.turn.commit_rules import (
     asks_hooks,
     commit_unit,
@@ -20,7 +21,6 @@ from services.scheduler.turn.commit_rules import (
     veto,
     whole_turn_units,
 )
-from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct, to_struct
 
 

@@ -10,9 +10,10 @@ import json
 import pytest
 
 from services.scheduler.agent.continued_step import previous_step
-from services.scheduler.agent.loop import Resume, run_agent
+from services.scheduler.agent.loop import run_agent
 from services.scheduler.agent.suspension import add_suspend_tool
-from services.scheduler.agent.tools import KernelTools
+from services.scheduler.execution.kernel_tools import KernelTools
+from services.scheduler.execution.outcome import Resume
 from services.scheduler.hooks.rules import MAX_NEXT_PROMPT_CHARS, apply_pre_step
 from tests.scheduler.agent_harness import FakeGateway, FakeHooks, no_stream, reply, runtime, scope
 

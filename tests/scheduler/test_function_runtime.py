@@ -37,7 +37,8 @@ def test_a_random_snapshot_rolls_on_as_the_original():
 def _context():
     from types import MappingProxyType
 
-    from services.scheduler.function.runtime import FunctionContext, PluginDataView
+    from services.scheduler.execution.plugin_data_view import PluginDataView
+    from services.scheduler.function.runtime import FunctionContext
     from shared.plugin_sdk import CancellationSignal
     from shared.plugin_sdk.seeded_random import SeededRandom
 

@@ -8,7 +8,7 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.idempotent_retry import check_retry, retry_mismatch
-from services.scheduler.turn.runner import TurnRequest
+from services.scheduler.turn.request import TurnRequest
 from shared.errors import ServiceError
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.scheduler.turn.inputs import CommittedExports, Export, bind_inputs
+from services.scheduler.execution.inputs import CommittedExports, Export, bind_inputs
 from shared.manifest import CompiledManifest
 from tests.scheduler.compiled import compiled_package
 

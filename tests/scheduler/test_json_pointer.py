@@ -1,6 +1,6 @@
 import pytest
 
-from services.scheduler.turn.json_pointer import PointerError, resolve
+from services.scheduler.execution.json_pointer import PointerError, resolve
 
 DOC = {"a": [10, 20, {"b/c": 1, "m~n": 2}], "": 3}
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.state import MAX_OPERATION_PART_CHARS, OperationNote, ToolCallNote, TurnState
+from services.scheduler.execution.story_output import normalize_story
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn.state import MAX_OPERATION_PART_CHARS, OperationNote, ToolCallNote, TurnState
-from services.scheduler.turn.story_output import normalize_story
 from tests.scheduler.compiled import compiled_manifest
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from services.scheduler.agent.tools import (
+from services.scheduler.catalogue import Package
+from services.scheduler.execution.kernel_tools import (
     KernelTools,
     add_character_tools,
     add_dataset_tools,
@@ -13,8 +14,7 @@ from services.scheduler.agent.tools import (
     provided_dataset_tools,
     wanted_datasets,
 )
-from services.scheduler.catalogue import Package
-from services.scheduler.function.runtime import PluginDataView
+from services.scheduler.execution.plugin_data_view import PluginDataView
 from shared.manifest.runtime import Dataset
 from shared.plugin_sdk.text_rank import rank_texts, search_terms
 from tests.scheduler.compiled import compiled_package

@@ -1,6 +1,6 @@
 """The model-hidden bookkeeping fields, per the spec's table and reference rules."""
 
-from services.scheduler.agent.model_view import model_facing
+from services.scheduler.execution.model_view import model_facing
 
 A = "0b6c3e8e-1f1d-4a61-9a0e-3b2f8f0c1a11"
 B = "7d3f2c9a-5b4e-4c3d-8e2f-1a0b9c8d7e66"
@@ -44,7 +44,7 @@ def test_runtime_inputs_block_projects_values() -> None:
 
 
 def test_self_data_rows() -> None:
-    from services.scheduler.agent.context import self_data_block
+    from services.scheduler.execution.self_data import self_data_block
     from tests.scheduler.compiled import compiled_manifest
 
     def declared(**written):
@@ -60,7 +60,7 @@ def test_self_data_rows() -> None:
 
 
 def test_story_problems_for_the_repair_request() -> None:
-    from services.scheduler.turn.story_output import story_problems
+    from services.scheduler.execution.story_output import story_problems
 
     assert story_problems('{"segments": [{"kind": "narration", "text": "Rain."}]}') == []
     assert story_problems("Just prose.") == ["the reply is plain text, not the JSON object with segments"]

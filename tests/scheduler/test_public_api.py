@@ -15,8 +15,9 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.registry import session_resolution
 from services.registry.manifest_models import ActionKindDecl
+from services.scheduler.execution import player_effects, progress, story_output
 from services.scheduler.public_api import convert, enum_number, enum_text, request_text, request_texts, respond
-from services.scheduler.turn import player_effects, plugin_actions, progress, selection, settlements, story_output
+from services.scheduler.turn import plugin_actions, selection, settlements
 from services.store import validation
 from shared import seats
 from shared.errors import ServiceError

@@ -5,11 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.story_output import normalize_story
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE, detached_job
 from services.scheduler.turn.recording import record_outcome, unit_proposals
-from services.scheduler.turn.state import TurnState
-from services.scheduler.turn.story_output import normalize_story
 from shared.structs import from_struct
 from tests.scheduler.compiled import compiled_manifest, compiled_package
 

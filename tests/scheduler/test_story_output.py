@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.scheduler.turn.story_output import (
+from services.scheduler.execution.story_output import (
     MAX_MOOD_CHARS,
     MAX_PRESENT,
     MAX_SCENE_CHARS,

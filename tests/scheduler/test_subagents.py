@@ -9,9 +9,9 @@ import pytest
 
 from covel.hooks.v1 import hooks_pb2
 from services.scheduler.agent.execution import AgentExecution
-from services.scheduler.agent.subagents import MAX_CONCURRENT, SubagentBudget, Subagents, subagent_limits
-from services.scheduler.agent.tools import KernelTools
-from services.scheduler.turn.state import TurnState
+from services.scheduler.execution.kernel_tools import KernelTools
+from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.subagents import MAX_CONCURRENT, SubagentBudget, Subagents, subagent_limits
 from shared.structs import to_struct
 from tests.scheduler.agent_harness import runtime, scope
 

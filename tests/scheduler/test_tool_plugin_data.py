@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.prompt_segments import providers
-from services.scheduler.function.plugin_data import PluginDataViews
-from services.scheduler.turn.state import TurnState
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.state import TurnState
 from shared.plugin_sdk.tools import ToolContext
 from shared.structs import to_struct, to_value
 from tests.scheduler.agent_harness import runtime

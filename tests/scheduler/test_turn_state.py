@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.turn.state import TurnState
+from services.scheduler.execution.state import TurnState
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.structs import to_struct
 

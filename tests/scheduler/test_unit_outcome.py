@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from services.scheduler.agent.loop import RuntimeOutcome
-from services.scheduler.turn.story_output import normalize_story
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.story_output import normalize_story
 from services.scheduler.turn.unit_outcome import (
     apply_post_runtime,
     gate_outcome,

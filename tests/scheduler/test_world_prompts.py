@@ -9,7 +9,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import add_dimension_tools, add_update_dimensions, dimension_snapshot
 from services.scheduler.agent.prompt_templates import render, template_values
-from services.scheduler.agent.tools import KernelTools
+from services.scheduler.execution.kernel_tools import KernelTools
 from shared.structs import to_struct, to_value
 
 

@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from services.scheduler.turn.player_effects import SHOWN_CHANNELS, check_shown
-from services.scheduler.turn.story_output import story_problems
+from services.scheduler.execution.player_effects import SHOWN_CHANNELS, check_shown
+from services.scheduler.execution.story_output import story_problems
 from shared import json_schemas
 from shared.logs import get_logger
 

@@ -7,10 +7,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from covel.common.v1 import common_pb2
-from services.scheduler.agent.model_view import model_facing
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
-from shared.manifest.runtime import SelfData
+from services.scheduler.execution.model_view import model_facing
 from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
@@ -138,25 +137,6 @@ def history_messages(messages: list[common_pb2.Message], max_turns: int, include
 
 
 SUMMARY_HEADING = "Summary of the story so far (earlier turns, compacted):"
-SUMMARY_CHARS = 200
-
-
-def self_data_block(declaration: SelfData, entries: dict[str, Any]) -> str:
-    """io.selfData: one row per key, `- <key> | <value JSON>` (summary: cut to 200 characters),
-    newest keys last, bookkeeping fields removed, an `id` equal to the key not repeated."""
-    namespace = declaration.namespace
-    tag = (declaration.as_ or f"<{namespace}>").strip("<>") or namespace
-    rows = []
-    for key, value in list(entries.items())[-declaration.max_entries:]:
-        shown = model_facing(value)
-        if isinstance(shown, dict) and shown.get("id") == key:
-            shown = {field: item for field, item in shown.items() if field != "id"}
-        text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
-        if declaration.format == "summary" and len(text) > SUMMARY_CHARS:
-            text = text[: SUMMARY_CHARS - 1] + "…"
-        rows.append(f"- {key} | {text}")
-    body = "\n".join(rows) if rows else "(none yet)"
-    return f"<{tag}>\n{body}\n</{tag}>"
 
 
 def static_segments(runtime: Runtime, story: bool, packages: list[Package], locale: str = "") -> list[dict[str, Any]]:

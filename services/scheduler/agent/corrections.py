@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
@@ -17,10 +17,8 @@ from services.scheduler.agent.loop_profile import MIN_ANSWER_TIME_S, LoopSetting
 from services.scheduler.agent.loop_state import ExecutionProgress, ModelReply, Next
 from services.scheduler.agent.model_call import OnNarrative
 from services.scheduler.agent.story_stream import StreamedPiece
+from services.scheduler.execution.outcome import RuntimeOutcome
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-
-if TYPE_CHECKING:
-    from services.scheduler.agent.loop import RuntimeOutcome
 
 
 def interjection_message(text: str) -> dict[str, Any]:

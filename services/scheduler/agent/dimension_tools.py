@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.tools import KernelTools
+from services.scheduler.execution.kernel_tools import KernelTools
 from services.scheduler.world_records import dimension_records
 from shared import json_schemas
 from shared.plugin_sdk.tools import tool_error, tool_ok

@@ -26,15 +26,16 @@ from services.scheduler.agent.dimension_tools import (
 )
 from services.scheduler.agent.history_transforms import transform_history
 from services.scheduler.agent.indexed_vectors import IndexedVectors
-from services.scheduler.agent.loop import OnNarrative, Resume, RuntimeOutcome, SubagentCall, is_story_runtime, run_agent
+from services.scheduler.agent.loop import OnNarrative, run_agent
 from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.memory_search import character_records as character_memory_records
 from services.scheduler.agent.memory_search import lorebook_records, plugin_data_record, search_memory
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
-from services.scheduler.agent.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
-from services.scheduler.agent.suspension import NESTED_SUSPENSION_REASON, SUSPEND, add_suspend_tool, nested_suspension_dropped
-from services.scheduler.agent.tools import (
+from services.scheduler.agent.suspension import SUSPEND, add_suspend_tool
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
+from services.scheduler.execution.kernel_tools import (
     DELEGATE,
     KernelTools,
     add_character_tools,
@@ -43,13 +44,14 @@ from services.scheduler.agent.tools import (
     add_memory_search,
     wanted_datasets,
 )
-from services.scheduler.catalogue import Runtime
-from services.scheduler.function.plugin_data import PluginDataViews
-from services.scheduler.function.plugin_services import add_service_tools
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.plugin_services import add_service_tools
+from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
-from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
-from services.scheduler.turn.state import TurnState
 from services.scheduler.world_records import character_records
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
@@ -79,7 +81,7 @@ class AgentExecution:
             try:
                 schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
             except SchemaUnavailable as error:
-                return RuntimeOutcome("failed", f"output-schema-invalid: {error}")
+                return RuntimeOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}")
         plugin_data = self._plugin_data.view(runtime, scope.session.id, run)
         if nested:
             plugin_data.upstream = []
@@ -140,7 +142,7 @@ class AgentExecution:
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = plugin_data.writes + tools.tool_writes
             outcome.foreign_writes = list(tools.foreign_writes) + subagents.writes
             outcome.read_from = set(plugin_data.read_from)
@@ -156,12 +158,12 @@ class AgentExecution:
 
         root_budget = root_agents.budget if root_agents is not None else None
         outcome = await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget, nested=True)
-        if outcome.status != "suspended":
+        if outcome.status != OutcomeStatus.SUSPENDED:
             return outcome
         # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
-        return RuntimeOutcome("failed", NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
+        return RuntimeOutcome(OutcomeStatus.FAILED, NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
 
-    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
+    def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
                       budget: SubagentBudget | None = None) -> Subagents:
         """ctx.agents / delegate for `caller`: a root execution gets a new budget from the session's
         settings; a nested run passes its root's `budget` (calls, actors and the 8 running are shared)."""
@@ -188,7 +190,7 @@ class AgentExecution:
         reply = await self._peers.hooks.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session_id))
         return any(paused.plugin_id == plugin_id for paused in reply.plugins)
 
-    async def _run_subagent(self, plan, caller, scope: ExecutionScope, run: TurnState, characters, sink: list,
+    async def _run_subagent(self, plan, caller: Runtime, scope: ExecutionScope, run: TurnState, characters, sink: list,
                             trace: list) -> dict[str, Any]:
         provider, manifest = plan.provider, plan.manifest
         package = run.packages[provider.plugin_id]
@@ -222,12 +224,12 @@ class AgentExecution:
         for entry in outcome.trace:
             entry.subagent_call_id, entry.parent_runtime_id = plan.call_id, caller.runtime_id
         trace.extend(outcome.trace)
-        problem = check_output(outcome.output, schemas) if schemas and outcome.status == "success" else None
-        failed = outcome.status != "success" or problem
+        problem = check_output(outcome.output, schemas) if schemas and outcome.status == OutcomeStatus.SUCCESS else None
+        failed = outcome.status != OutcomeStatus.SUCCESS or problem
         trace.append(_subagent_entry("subagent.failed" if failed else "subagent.completed", "error" if failed else "ok",
                                      provider, caller, plan.call_id, int((time.monotonic() - started) * 1e6)))
         usage = {key: value for key, value in outcome.usage.items() if isinstance(value, int)}
-        if outcome.status != "success":
+        if outcome.status != OutcomeStatus.SUCCESS:
             # The caller reads a fixed text; the real reason is for the operator.
             log.warning("subagent failed", provider=provider.runtime_id, caller=caller.runtime_id, call_id=plan.call_id,
                         reason=outcome.reason)
@@ -260,7 +262,7 @@ class AgentExecution:
         return await search_memory(records, query, limit, IndexedVectors(self._peers, session_id, origin))
 
 
-def _subagent_entry(event: str, status: str, provider, caller, call_id: str, duration_us: int = 0,
+def _subagent_entry(event: str, status: str, provider: Runtime, caller: Runtime, call_id: str, duration_us: int = 0,
                     message: str = "") -> common_pb2.HookTraceEntry:
     return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=provider.runtime_id,
                                      subagent_call_id=call_id, parent_runtime_id=caller.runtime_id, duration_us=duration_us,

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from covel.common.v1 import common_pb2
+from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.logs import get_logger
 from shared.structs import from_struct, from_value
@@ -34,7 +35,7 @@ class TransformRefused(ValueError):
     """A provider's answer that is not a history (the provider is skipped)."""
 
 
-def providers(runtime, story: bool, packages) -> list[tuple[str, str]]:
+def providers(runtime: Runtime, story: bool, packages) -> list[tuple[str, str]]:
     """(plugin id, provider id) in the order they run."""
     found: list[tuple[int, str, str]] = []
     for package in packages:
@@ -83,7 +84,7 @@ def apply_answer(live: list[common_pb2.Message], output: Any) -> list[common_pb2
     return result
 
 
-async def transform_history(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime,
+async def transform_history(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime: Runtime,
                             story: bool, packages, history: list[common_pb2.Message]) -> list[common_pb2.Message]:
     """The history this execution sends: every provider's transform in turn (`committed` as in prompt_segments)."""
     chain = providers(runtime, story, packages)

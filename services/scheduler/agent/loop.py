@@ -5,7 +5,7 @@ AgentLoop holds what one execution is given; ExecutionProgress what changes from
 to the next. run() drives rounds of step methods: limits, PreStep, the model call, its corrections,
 then the final answer or the tools; the completion check builds the outcome. The rules the steps
 decide by are pure functions in agent/loop_rules.py; the loop's behaviour comes from its profile
-(agent/loop_profile.py); the tools the kernel answers itself are in agent/tools.py; what PreStep tells of a
+(agent/loop_profile.py); the tools the kernel answers itself are in execution/kernel_tools.py; what PreStep tells of a
 step that continued (tool calls, then another model call) and its nextPrompt in agent/continued_step.py;
 subagents (ctx.agents.run, delegate) run through the same loop.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from covel.common.v1 import common_pb2
@@ -40,65 +40,18 @@ from services.scheduler.agent.model_call import (
 from services.scheduler.agent.plugin_stream import read_plugin_stream
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.agent.suspension import SUSPEND, restore_writes, resumed_progress, saved_state
-from services.scheduler.agent.tool_calls import ToolSteps, framework_entry, replaced_fields
-from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
+from services.scheduler.agent.tool_calls import ToolSteps
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import framework_entry
+from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.player_effects import ShownInvalid
+from services.scheduler.execution.story_output import EmptyStory, normalize_story
+from services.scheduler.execution.tool_call_hooks import replaced_fields
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import StepPlan, apply_pre_step, stopped_by_pre_step_error
-from services.scheduler.turn.player_effects import ShownInvalid
-from services.scheduler.turn.story_output import EmptyStory, Story, normalize_story
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Agent, HistoryWindow, NamedToolChoice
-
-
-@dataclass
-class RuntimeOutcome:
-    status: str  # success | failed | skipped
-    reason: str = ""
-    story: Story | None = None
-    output: dict[str, Any] = field(default_factory=dict)
-    usage: dict[str, int] = field(default_factory=dict)
-    trace: list[common_pb2.HookTraceEntry] = field(default_factory=list)
-    run_id: str = ""
-    # plugin.data writes ({namespace, key, value}) a function runtime proposes.
-    writes: list[dict[str, Any]] = field(default_factory=list)
-    # Events ({topic, payload}) the runtime emitted; they count only if it succeeds.
-    events: list[dict[str, Any]] = field(default_factory=list)
-    # Upstream runtimes whose buffered plugin data this runtime read.
-    read_from: set[str] = field(default_factory=set)
-    # A guard returned {skip: true, ...}: skipped, yet its output binds and its writes commit.
-    guard_skipped: bool = False
-    # A function's business value as returned (output is its projection).
-    canonical_value: Any = None
-    has_value: bool = False
-    # Why an agent loop ended (completed, tool-finished, max-steps, deadline, timeout, …), and whether
-    # the finaliser (tools off, one last request) gave the answer.
-    stop_reason: str = ""
-    finalizer: bool = False
-    # Writes of other plugins' write services this runtime called ({pluginId, type, payload}).
-    foreign_writes: list[dict[str, Any]] = field(default_factory=list)
-    # What the player is shown (notifications, ui, interactions) and the setup completion signal
-    # ("done" / "pending"): HandlerResult's, or an agent's tools' and final output's.
-    shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    completion: str | None = None
-    # status "suspended": what resuming it needs (agent/suspension.py).
-    suspension: dict[str, Any] | None = None
-    # Failed after a peer outage (turn/outages.py): running it again may succeed.
-    retryable: bool = False
-
-
-def is_story_runtime(runtime: Runtime) -> bool:
-    return runtime.visibility == "story"
-
-
-@dataclass
-class SubagentCall:
-    """A subagent run: the brief is its only user message; no history, hooks or streaming of its own."""
-
-    brief: str
-    budget: dict[str, Any] = field(default_factory=dict)
-    call_id: str = ""
-    parent_runtime_id: str = ""
 
 
 def tools_wanted(manifest: CompiledManifest) -> list[str]:
@@ -164,19 +117,11 @@ async def run_agent(
     return await loop.run()
 
 
-@dataclass
-class Resume:
-    """A suspended run's saved state (RuntimeResult.suspension) and the player's answer."""
-
-    state: dict[str, Any]
-    answer: dict[str, Any]
-
-
 class AgentLoop(CorrectionSteps, ToolSteps):
     """One agent execution: what it is given, its context step, the driver and the steps it owns; the
     correction steps and the tools step are in agent/corrections.py and agent/tool_calls.py."""
 
-    def __init__(self, *, runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
+    def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
                  manifest: CompiledManifest, kernel_tools: KernelTools, output_schemas, subagent: SubagentCall | None,
                  interjections) -> None:
         self.runtime = runtime
@@ -292,7 +237,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             self.tool_names.append(RUNTIME_DONE)
 
     def failed(self, reason: str) -> RuntimeOutcome:
-        return RuntimeOutcome("failed", reason, usage=self.usage, trace=self.trace, stop_reason=self.stop_reason or "error")
+        return RuntimeOutcome(OutcomeStatus.FAILED, reason, usage=self.usage, trace=self.trace, stop_reason=self.stop_reason or "error")
 
     def _merge_interjections(self, conversation: list[dict[str, Any]]) -> None:
         if self.settings.steering:
@@ -491,7 +436,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         """The suspend tool was called: the run stops, its interaction shown, its state saved with the turn."""
         suspension = self.kernel_tools.suspension or {}
         self.stop_reason = "suspended"
-        return RuntimeOutcome("suspended", "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason="suspended",
+        return RuntimeOutcome(OutcomeStatus.SUSPENDED, "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason="suspended",
                               shown={"interactions": [suspension["interaction"]]},
                               suspension=saved_state(progress, self.system_prompt, self.kernel_tools, self.usage))
 
@@ -522,7 +467,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         unmet = self._completion_unmet(progress)
         self.usage["durationMs"] = int((time.monotonic() - progress.started) * 1000)
         self.stop_reason = self.stop_reason or "completed"
-        succeeded = RuntimeOutcome("success", usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
+        succeeded = RuntimeOutcome(OutcomeStatus.SUCCESS, usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
                                    stop_reason=self.stop_reason, finalizer=self.finalizer_used, shown=dict(self.kernel_tools.shown))
         if unmet:
             return self.failed(unmet)

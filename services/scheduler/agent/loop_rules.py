@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from services.scheduler.agent.loop_profile import MIN_ANSWER_TIME_S
-from services.scheduler.agent.tools import RUNTIME_DONE
+from services.scheduler.execution.kernel_tools import RUNTIME_DONE
 
 LOOP_PERTURBATION = (
     "You have made the same tool call several times in a row with the same arguments. "

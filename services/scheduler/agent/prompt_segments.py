@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from services.scheduler.catalogue import Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.logs import get_logger
 from shared.structs import from_value
@@ -24,7 +25,7 @@ MAX_SEGMENT_CHARS = 8000
 log = get_logger(component="prompt_segments")
 
 
-def providers(runtime, story: bool, packages) -> list[str]:
+def providers(runtime: Runtime, story: bool, packages) -> list[str]:
     """Every provider for a story runtime; else its own package's, and those of the packages whose
     services it imports (agent.tools.services: an agent that uses a plugin's services reads its segments)."""
     imported = imported_services(runtime)
@@ -32,7 +33,7 @@ def providers(runtime, story: bool, packages) -> list[str]:
                   and any(e.startswith(f"{POINT}/") for e in p.extensions))
 
 
-def imported_services(runtime) -> set[str]:
+def imported_services(runtime: Runtime) -> set[str]:
     manifest = getattr(runtime, "manifest", None)
     agent = getattr(manifest, "agent", None) if manifest is not None else None
     return {item.contract for item in agent.tools.services} if agent is not None else set()
@@ -45,7 +46,7 @@ def _serves(package, contracts: set[str]) -> bool:
     return any(entry.contract in contracts for entry in definition.contributes.services or [])
 
 
-async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime,
+async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime: Runtime,
                            story: bool, packages, player_message: str) -> list[dict[str, Any]]:
     """`committed(plugin_id)`: the plugin's data as the execution sees it, (namespace, key) -> value."""
     found: list[dict[str, Any]] = []

@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from covel.common.v1 import common_pb2
 from services.scheduler.agent.loop_state import ExecutionProgress
-from services.scheduler.agent.tool_calls import framework_entry
-from services.scheduler.agent.tools import KernelTools
-from services.scheduler.turn.player_effects import ShownInvalid, interaction
+from services.scheduler.execution.kernel_tools import KernelTools
+from services.scheduler.execution.player_effects import ShownInvalid, interaction
 from shared.ids import new_id
 from shared.plugin_sdk.tools import tool_error, tool_ok
 
@@ -86,10 +84,3 @@ def restore_writes(state: dict[str, Any], tools: KernelTools) -> None:
     tools.emitted = list(state.get("emitted") or [])
 
 
-NESTED_SUSPENSION_REASON = "nested-suspension-dropped: a nested run cannot wait for the player"
-
-
-def nested_suspension_dropped(runtime_id: str) -> common_pb2.HookTraceEntry:
-    """The trace entry of a nested run (ctx.recursive_call) whose suspension was dropped."""
-    return framework_entry("recursive.failed", "error", runtime_id, {"code": "nested-suspension-dropped",
-                                                                    "message": "a nested run cannot wait for the player"})

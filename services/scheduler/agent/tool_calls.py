@@ -6,36 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from covel.common.v1 import common_pb2
 from services.scheduler.agent import loop_rules
 from services.scheduler.agent.loop_profile import LoopSettings
 from services.scheduler.agent.loop_state import ExecutionProgress, Next
-from services.scheduler.agent.model_view import model_facing
-from services.scheduler.agent.tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import skipped_tool_entries
+from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
+from services.scheduler.execution.model_view import model_facing
+from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.tool_call_hooks import ToolResult, post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.hooks.rules import answered_result, apply_post_tool_use, apply_pre_tool_use, refused_tool_result
-
-if TYPE_CHECKING:
-    from services.scheduler.agent.loop import RuntimeOutcome
 
 IsReadOnly = Callable[[str], bool]
-# A call's result: the text the model reads, whether it succeeded, whether a PostToolUse hook ended the loop.
-ToolResult = tuple[str, bool, bool]
-
-
-def framework_entry(event: str, status: str, runtime_id: str, detail: dict[str, Any]) -> common_pb2.HookTraceEntry:
-    """A trace record of the loop itself (not of a hook handler); its details as JSON in `message`."""
-    return common_pb2.HookTraceEntry(event=event, handler_plugin_id="framework", status=status, runtime_id=runtime_id,
-                                     message=json.dumps(detail, ensure_ascii=False))
-
-
-def skipped_tool_entries(call: dict[str, Any], runtime_id: str, skip_reason: str) -> list[common_pb2.HookTraceEntry]:
-    """tool.calling / tool.failed of a call that never ran: a PreToolUse abort ("hook-aborted") or a
-    terminated loop ("terminated"). Not an executed call, not a failure (spec: hooks-reference)."""
-    detail = {"toolCallId": call.get("id", ""), "name": call.get("name", ""), "skipped": True, "skipReason": skip_reason}
-    return [framework_entry(event, "skipped", runtime_id, detail) for event in ("tool.calling", "tool.failed")]
 
 
 def cancelled_result(call: dict[str, Any]) -> dict[str, Any]:
@@ -55,11 +40,6 @@ def model_result_text(result_text: str) -> str:
     return json.dumps({**result, "data": model_facing(result["data"])}, ensure_ascii=False)
 
 
-def replaced_fields(original: dict[str, Any], merged: dict[str, Any]) -> dict[str, Any]:
-    """What a hook's merged payload changed: the fields that are new or differ from the original."""
-    return {key: value for key, value in merged.items() if key not in original or original[key] != value}
-
-
 def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[list[dict[str, Any]]]:
     """Consecutive read-only calls form one concurrent pool; any other call is a barrier run alone."""
     batches: list[list[dict[str, Any]]] = []
@@ -71,7 +51,7 @@ def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[
     return batches
 
 
-async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
+async def run_batch(batch, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
                     kernel_tools: KernelTools, is_read_only: IsReadOnly) -> list[ToolResult]:
     """A pool: every member's PreToolUse first, in model order; then the tools together; then
     every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
@@ -96,18 +76,7 @@ async def run_batch(batch, runtime, scope: ExecutionScope, hooks: HookBus, tool_
     return results
 
 
-async def pre_tool_use(call, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any], str | None]:
-    """PreToolUse: (the refusal text when a hook aborted the call, the call as the hooks left it, the result
-    text when a hook answered it with replace.result: the tool then does not run)."""
-    pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
-    trace.extend(pre.trace)
-    if pre.aborted:
-        trace.extend(skipped_tool_entries(call, runtime.runtime_id, "hook-aborted"))
-        return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call, None
-    return None, apply_pre_tool_use(call, replaced_fields({"toolCall": call}, pre.payload)), answered_result(pre.payload)
-
-
-async def execute(call, runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
+async def execute(call, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
     if call["name"] not in tool_names:
         return json.dumps({"ok": False, "error": {
             "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
@@ -118,19 +87,6 @@ async def execute(call, runtime, scope: ExecutionScope, hooks: HookBus, tool_nam
         return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
     return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes,
                                  plugin_data=await kernel_tools.plugin_data(runtime.plugin_id))
-
-
-async def post_tool_use(call, result_text: str, runtime, scope: ExecutionScope, hooks: HookBus, trace) -> ToolResult:
-    """PostToolUse: the result as the hooks left it, whether the call succeeded, whether a hook terminated the loop."""
-    ok = json.loads(result_text).get("ok") is True
-    original = {"result": result_text, "success": ok}
-    post = await hooks.dispatch(
-        "PostToolUse", scope, {"toolCall": call, "result": original}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
-    )
-    trace.extend(post.trace)
-    outcome = apply_post_tool_use(original, replaced_fields({"toolCall": call, "result": original}, post.payload))
-    text = outcome.result.get("result")
-    return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)), ok, outcome.terminate
 
 
 class ToolSteps:

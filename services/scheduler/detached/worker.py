@@ -22,9 +22,11 @@ import grpc
 
 from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
-from services.scheduler.turn.runner import TurnRequest, TurnRunner
+from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.runner import TurnRunner
 from shared.errors import PASSING_CODES
 from shared.ids import detached_job_key
 from shared.logs import get_logger
@@ -148,7 +150,7 @@ class DetachedWorker:
         return status
 
     async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str]:
-        request = TurnRequest(job.session_id, [], detached_job_key(job.id), origin="background", detached_job=job)
+        request = TurnRequest(job.session_id, [], detached_job_key(job.id), origin=TurnOrigin.BACKGROUND, detached_job=job)
         while True:
             try:
                 # The span this job's trace started with (run) is the execution's turn span.

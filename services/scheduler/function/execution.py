@@ -10,11 +10,18 @@ from typing import Protocol
 
 from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.loop import RuntimeOutcome
-from services.scheduler.agent.subagents import Subagents
-from services.scheduler.agent.suspension import NESTED_SUSPENSION_REASON, nested_suspension_dropped
-from services.scheduler.function.plugin_data import PluginDataViews
-from services.scheduler.function.plugin_services import ServicesView
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
+from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
+from services.scheduler.execution.origins import RECURSIVE_EXECUTION
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.plugin_services import ServicesView
+from services.scheduler.execution.progress import ProgressRange
+from services.scheduler.execution.state import RunningTurn, TurnState
+from services.scheduler.execution.subagents import Subagents
+from services.scheduler.execution.world_context import POINT as WORLD_CONTEXT
+from services.scheduler.execution.world_context import world_context
 from services.scheduler.function.runtime import FunctionContext
 from services.scheduler.function.sandboxed import prewarm_function_pool, run_function
 from services.scheduler.function.services import (
@@ -26,12 +33,7 @@ from services.scheduler.function.services import (
     WorldView,
 )
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.turn.inputs import CommittedExports, Export, InputChecker, bind_inputs
-from services.scheduler.turn.player_input import action_dict
-from services.scheduler.turn.progress import ProgressRange
-from services.scheduler.turn.state import RunningTurn, TurnState
-from services.scheduler.turn.world_context import POINT as WORLD_CONTEXT
-from services.scheduler.turn.world_context import world_context
+from services.scheduler.player_message import action_dict
 from shared.ids import new_id
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import InputSource
@@ -72,9 +74,9 @@ def nested_kernel_inputs(kernel: dict, player_message: str) -> dict:
 class NestedAgents(Protocol):
     """What a handler's ctx.agents and ctx.recursive_call of an agent runtime run on (agent/execution.py)."""
 
-    def subagents_for(self, caller, scope: ExecutionScope, run: TurnState) -> Subagents: ...
+    def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnState) -> Subagents: ...
 
-    async def run_nested(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
+    async def run_nested(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                          inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome: ...
 
 
@@ -108,7 +110,7 @@ class FunctionExecution:
             )
         return run.exports
 
-    async def bind(self, runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
+    async def bind(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
                    nested_message: str | None = None) -> tuple[dict, str]:
         """The runtime's inputs, and why it must not run ("" when it may): a required input whose
         value failed its checks, a required committed input with no export yet, or a required
@@ -167,7 +169,7 @@ class FunctionExecution:
                          world_id=scope.session.world_id)
 
     def context(
-        self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
+        self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest, depth: int = 0,
         activation: dict | None = None, inputs: dict | None = None, world: WorldView | None = None,
     ) -> FunctionContext:
         """The ctx of a function handler, and of any runtime's guard."""
@@ -184,7 +186,7 @@ class FunctionExecution:
             player_message=player_message,
             player_actions=() if nested or triggered_by_event else tuple(action_dict(action) for action in run.actions),
             logical_turn=scope.logical_turn,
-            execution=MappingProxyType({"origin": "recursive" if nested else run.origin, "locale": session.locale or "en"}),
+            execution=MappingProxyType({"origin": RECURSIVE_EXECUTION if nested else run.origin, "locale": session.locale or "en"}),
             activation=MappingProxyType(activation if activation is not None else (run.activations.get(runtime.runtime_id) or run.activation or {})),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
@@ -216,7 +218,7 @@ class FunctionExecution:
                                           self._stall_resend_min_s)
         return context
 
-    async def run_guard(self, runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest,
+    async def run_guard(self, runtime: Runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest,
                         inputs: dict | None = None) -> RuntimeOutcome | None:
         """The runtime's guard, before any model call or handler: None to run as usual, or the skip.
 
@@ -229,16 +231,16 @@ class FunctionExecution:
         guard = PluginFile(runtime.plugin_id, Path(package.root_dir), manifest.guard)
         context = self.context(runtime, scope, run, player_message, manifest, inputs=inputs, world=await self.world_view(scope, run))
         done = await run_function(context, guard, manifest.guard_timeout_ms, entry="guard", turn_id=scope.turn_id)
-        if done.status != "success":
-            return RuntimeOutcome("failed", f"guard: {done.reason}", trace=context.trace)
+        if done.status != OutcomeStatus.SUCCESS:
+            return RuntimeOutcome(OutcomeStatus.FAILED, f"guard: {done.reason}", trace=context.trace)
         verdict = done.canonical_value if done.has_value else None
         if not isinstance(verdict, dict) or verdict.get("skip") is not True:
             return None
         output = {key: value for key, value in verdict.items() if key != "skip"}
-        return RuntimeOutcome("skipped", "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
+        return RuntimeOutcome(OutcomeStatus.SKIPPED, "guard skipped", output=output, writes=done.writes, read_from=done.read_from,
                               events=done.events, canonical_value=output, has_value=True, guard_skipped=True, trace=context.trace)
 
-    async def _recursive_call(self, parent, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: CompiledManifest,
+    async def _recursive_call(self, parent: Runtime, runtime_id: str, scope, run: TurnState, player_message: str, parent_manifest: CompiledManifest,
                               depth: int, parent_context: FunctionContext, activation: dict | None) -> dict:
         limit = parent_manifest.max_recursion_depth
         if depth + 1 > limit:
@@ -273,7 +275,7 @@ class FunctionExecution:
         context.agents = parent_context.agents
         handler = PluginFile(parent.plugin_id, Path(package.root_dir), manifest.function_part.handler)
         done = await run_function(context, handler, manifest.function_part.timeout_ms, turn_id=scope.turn_id)
-        if done.status == "success":
+        if done.status == OutcomeStatus.SUCCESS:
             # Writes follow the parent: they commit with its unit, or not at all if it fails (or a
             # PostRuntime hook changes its status): plugin data, tool proposals, write services' changes.
             parent_context.plugin_data.own.extend(context.plugin_data.own)
@@ -283,20 +285,20 @@ class FunctionExecution:
             if context.services is not None and parent_context.services is not None:
                 parent_context.services.writes.extend(context.services.writes)
         parent_context.trace.extend(context.trace)
-        if done.status == "suspended":
+        if done.status == OutcomeStatus.SUSPENDED:
             # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
             parent_context.trace.append(nested_suspension_dropped(target.runtime_id))
             return {"status": "failed", "reason": NESTED_SUSPENSION_REASON, "output": {}}
         return {"status": done.status, "reason": done.reason, "output": done.output}
 
-    async def _recursive_agent(self, target, scope, run: TurnState, player_message: str, manifest: CompiledManifest, inputs,
+    async def _recursive_agent(self, target: Runtime, scope, run: TurnState, player_message: str, manifest: CompiledManifest, inputs,
                                parent_context: FunctionContext) -> dict:
         """A nested agent run (non-story): its tool writes and events follow the parent like a nested function's."""
         if self._agents is None or target.visibility == "story":
             raise LookupError(f"recursive_call({target.runtime_id!r}): a story runtime cannot run nested; call a system runtime")
         # The nested agent's delegate calls share the root execution's subagent budget.
         outcome = await self._agents.run_nested(target, scope, run, player_message, manifest, inputs, parent_context.agents)
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             parent_context.plugin_data.own.extend(
                 BufferedWrite(target.runtime_id, write["type"], write["payload"]) for write in outcome.writes)
             parent_context.emitted.extend(outcome.events)
@@ -306,7 +308,7 @@ class FunctionExecution:
         return {"status": outcome.status, "reason": outcome.reason, "output": outcome.output}
 
     # Handlers and guards run in their plugin's sandbox worker (in this process when the sandbox is off).
-    async def run_function(self, runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
+    async def run_function(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
                            inputs: dict | None = None) -> RuntimeOutcome:
         session = scope.session
         function = manifest.function_part
@@ -322,21 +324,21 @@ class FunctionExecution:
         context.progress = progress.reporter(runtime.runtime_id)
         done = await run_function(context, handler, function.timeout_ms, turn_id=scope.turn_id)
         # Jobs the handler left open end with it.
-        await progress.close(done.status == "success")
+        await progress.close(done.status == OutcomeStatus.SUCCESS)
         if agents is not None:
             # Subagents the handler did not wait for finish before the runtime does.
             await agents.close()
             context.trace.extend(agents.trace)
         # Write services' staged changes (the handler's own calls and its subagents'), for a success only.
         foreign = [*(context.services.writes if context.services is not None else []), *(agents.writes if agents else [])]
-        if done.status == "suspended" and done.suspension is not None:
+        if done.status == OutcomeStatus.SUSPENDED and done.suspension is not None:
             # Held until the answer runs the handler again: its writes (its tools' too), its events, its inputs.
             held = {**done.suspension, "writes": [*(context.tools.writes if context.tools is not None else []), *done.suspension["writes"]],
                     "foreign": foreign, "inputs": dict(inputs or {})}
-            return RuntimeOutcome("suspended", done.reason, trace=context.trace, shown=done.shown, suspension=held)
-        tool_writes = context.tools.writes if context.tools is not None and done.status == "success" else []
+            return RuntimeOutcome(OutcomeStatus.SUSPENDED, done.reason, trace=context.trace, shown=done.shown, suspension=held)
+        tool_writes = context.tools.writes if context.tools is not None and done.status == OutcomeStatus.SUCCESS else []
         return RuntimeOutcome(
             done.status, done.reason, output=done.output, writes=[*tool_writes, *done.writes],
             canonical_value=done.canonical_value, has_value=done.has_value, read_from=done.read_from, events=done.events,
-            trace=context.trace, foreign_writes=foreign if done.status == "success" else [], shown=done.shown, completion=done.completion,
+            trace=context.trace, foreign_writes=foreign if done.status == OutcomeStatus.SUCCESS else [], shown=done.shown, completion=done.completion,
         )

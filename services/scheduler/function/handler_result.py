@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.turn.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
+from services.scheduler.execution.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
 from shared.ids import new_id
 from shared.plugin_sdk.private_payload import json_copy
 from shared.plugin_sdk.values import COMPLETIONS

@@ -7,15 +7,15 @@ A handler is plugin code: whatever it raises or however long it hangs, the runti
 from __future__ import annotations
 
 import asyncio
-import builtins
 import inspect
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from services.scheduler.execution.outcome import OutcomeStatus
+from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.function.handler_result import (
     EffectsInvalid,
     buffer_effects,
@@ -26,8 +26,7 @@ from services.scheduler.function.handler_result import (
 )
 from shared.logs import get_logger
 from shared.plugin_code import PluginFile, load_callable
-from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
-from shared.plugin_data.operations import DELETED, MISSING, apply_operations
+from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal, json_copy
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
@@ -35,70 +34,6 @@ from shared.plugin_threads import in_plugin_thread
 from shared.sandbox.function_context import FUNCTION_PROPOSAL_TYPES
 
 log = get_logger(component="function_runtime")
-
-
-LoadNamespace = Callable[[str | None], Awaitable[dict[tuple[str, str], Any]]]
-
-
-@dataclass
-class PluginDataView:
-    """ctx.plugin_data, with the spec's in-execution visibility.
-
-    Reads see the committed value, then the buffered writes of this plugin's completed upstream
-    runtimes in commit order, then this runtime's own writes (shared/plugin_data). Each read
-    records which upstream runtimes it now depends on; writes become proposals of this runtime.
-    """
-
-    plugin_id: str
-    load_committed: LoadNamespace
-    upstream: list[BufferedWrite] = field(default_factory=list)
-    own: list[BufferedWrite] = field(default_factory=list)
-    read_from: set[str] = field(default_factory=set)
-    _committed: dict[tuple[str, str], Any] = field(default_factory=dict)
-    _loaded: set[str | None] = field(default_factory=set)
-
-    async def _view(self, namespace: str | None) -> ExecutionView:
-        if namespace not in self._loaded and None not in self._loaded:
-            self._committed.update(await self.load_committed(namespace))
-            self._loaded.add(namespace)
-        return ExecutionView(self._committed, self.upstream, self.own)
-
-    async def get(self, namespace: str, key: str, default: Any = None) -> Any:
-        value, depends = (await self._view(namespace)).get(namespace, key)
-        self.read_from |= depends
-        return default if value is MISSING else json_copy(value)
-
-    async def list(self, namespace: str | None = None) -> dict[str, Any]:
-        """{key: value} of one namespace, or {"namespace/key": value} of all this plugin's data."""
-        entries, depends = (await self._view(namespace)).list(namespace)
-        self.read_from |= depends
-        if namespace is not None:
-            return {key: json_copy(value) for (_, key), value in entries.items()}
-        return {f"{ns}/{key}": json_copy(value) for (ns, key), value in entries.items()}
-
-    def buffer(self, kind: str, payload: dict[str, Any]) -> None:
-        """One plugin-data write of this runtime (set, delete or update), committed with its unit."""
-        namespace, key = payload.get("namespace"), payload.get("key")
-        if not isinstance(namespace, str) or not namespace or not isinstance(key, str) or not key:
-            raise ValueError("plugin_data: namespace and key are non-empty strings")
-        self.own.append(BufferedWrite(self.plugin_id, kind, json_copy(payload)))
-
-    async def set(self, namespace: str, key: str, value: Any) -> None:
-        self.buffer("plugin.data", {"namespace": namespace, "key": key, "value": value})
-
-    async def delete(self, namespace: str, key: str) -> None:
-        self.buffer("plugin.data.delete", {"namespace": namespace, "key": key})
-
-    async def update(self, namespace: str, key: str, operations: Sequence[dict[str, Any]]) -> Any:
-        """Apply operations (set, merge, inc, append, insert, remove, upsertItem, delete); returns the new value."""
-        current = await self.get(namespace, key, MISSING)
-        value = apply_operations(current, list(operations))  # raises OperationError early, like the commit would
-        self.buffer("plugin.data.update", {"namespace": namespace, "key": key, "operations": list(operations)})
-        return None if value in (MISSING, DELETED) else json_copy(value)
-
-    @property
-    def writes(self) -> builtins.list[dict[str, Any]]:  # builtins: `list` here is the method above
-        return [{"type": write.type, "payload": dict(write.payload)} for write in self.own]
 
 
 @dataclass
@@ -157,11 +92,9 @@ class FunctionContext:
         self.emitted.append({"topic": topic, "payload": json_copy(payload)})
 
 
-
-
 @dataclass
 class FunctionOutcome:
-    status: str
+    status: OutcomeStatus
     reason: str = ""
     output: dict[str, Any] = field(default_factory=dict)
     canonical_value: Any = None
@@ -212,10 +145,10 @@ async def run_function(
         raise
     except TimeoutError:
         context.signal.abort("timeout")
-        return finished(FunctionOutcome("failed", f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
     except Exception as error:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error), exc_info=True)
-        return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler raised {type(error).__name__}: {error}"))
     return finished(outcome_of(context, result_message(result)))
 
 
@@ -224,14 +157,14 @@ def outcome_of(context: FunctionContext, answer: Any) -> FunctionOutcome:
     if isinstance(answer, dict) and answer.get("kind") == "suspend":
         return suspended_outcome(context, answer.get("interaction"))
     if not isinstance(answer, dict) or answer.get("kind") not in ("none", "null", "value"):
-        return FunctionOutcome("failed", "the handler's worker answered something that is not a result")
+        return FunctionOutcome(OutcomeStatus.FAILED, "the handler's worker answered something that is not a result")
     try:
         effects = check_effects(answer["effects"]) if "effects" in answer else {}
         completion = check_completion(answer.get("completion"))
         buffer_effects(context, effects)
     except EffectsInvalid as error:
-        return FunctionOutcome("failed", f"output-schema-invalid: {error}")
-    outcome = FunctionOutcome("success", output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
+        return FunctionOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}")
+    outcome = FunctionOutcome(OutcomeStatus.SUCCESS, output={}, writes=context.plugin_data.writes, read_from=set(context.plugin_data.read_from),
                               events=list(context.emitted), shown=shown_effects(effects), completion=completion)
     if answer["kind"] != "none":
         # No value (spec: 没有值时投影为空对象); a handler gives JSON null by returning NULL.
@@ -245,6 +178,6 @@ def suspended_outcome(context: FunctionContext, asked: Any) -> FunctionOutcome:
     try:
         shown = suspended_outcome_parts(asked)
     except EffectsInvalid as error:
-        return FunctionOutcome("failed", f"output-schema-invalid: {error}")
-    return FunctionOutcome("suspended", "waiting for the player's answer", read_from=set(context.plugin_data.read_from), shown=shown,
+        return FunctionOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}")
+    return FunctionOutcome(OutcomeStatus.SUSPENDED, "waiting for the player's answer", read_from=set(context.plugin_data.read_from), shown=shown,
                            suspension={"writes": context.plugin_data.writes, "events": list(context.emitted)})

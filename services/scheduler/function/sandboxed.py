@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from services.scheduler.execution.outcome import OutcomeStatus
 from services.scheduler.function import runtime
 from services.scheduler.function.runtime import FunctionContext, FunctionOutcome, outcome_of
 from shared.logs import get_logger
@@ -164,7 +165,7 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     try:
         worker = await pool.plugin(code.plugin_id, code.root).worker()
     except WorkerGone as gone:
-        return finished(FunctionOutcome("failed", f"handler failed: {gone}"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler failed: {gone}"))
     context.deadline = time.monotonic() + limit_ms / 1000
     args = {"root": str(code.root), "file": code.relative, "entry": entry, "ctx": context_data(context), "epoch": turn_id}
     try:
@@ -176,12 +177,12 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
         raise
     except TimeoutError:
         context.signal.abort("timeout")
-        return finished(FunctionOutcome("failed", f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"function.timeoutMs: the handler did not finish within {limit_ms} ms"))
     except WorkerGone as gone:
-        return finished(FunctionOutcome("failed", f"handler failed: {gone}"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler failed: {gone}"))
     except Exception as error:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error))
-        return finished(FunctionOutcome("failed", f"handler raised {type(error).__name__}: {error}"))
+        return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler raised {type(error).__name__}: {error}"))
     return finished(outcome_of(context, answer))
 
 

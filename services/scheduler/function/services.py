@@ -15,9 +15,10 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.tool_calls import post_tool_use, pre_tool_use
+from services.scheduler import outages
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.tool_call_hooks import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.turn import outages
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
@@ -156,7 +157,7 @@ class ToolsView:
     """ctx.tools.call(name, args): a plugin tool of function.tools, with PreToolUse before and
     PostToolUse after, as an agent's call has. Answers the unified result {ok, data | error}."""
 
-    def __init__(self, runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry]) -> None:
+    def __init__(self, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry]) -> None:
         self._runtime = runtime
         self._scope = scope
         self._hooks = hooks
@@ -191,7 +192,7 @@ class GatewayView:
     """ctx.gateway: text and JSON model calls through the LLM gateway, in the runtime's
     function.model slot (`plugin` when not written; a session override for the runtime wins)."""
 
-    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime, scope: ExecutionScope, slot: str, deadline: Any,
+    def __init__(self, gateway: gateway_pb2_grpc.LlmGatewayStub, runtime: Runtime, scope: ExecutionScope, slot: str, deadline: Any,
                  stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
         self._gateway = gateway
         self._stall_resend_min_s = stall_resend_min_s

@@ -15,7 +15,7 @@ from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
-from services.scheduler.turn import outages
+from services.scheduler import outages
 from shared.hook_matches import match_from_proto
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.structs import from_struct, to_struct

@@ -28,7 +28,7 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
 from services.scheduler.known_sessions import KnownSessions
-from services.scheduler.turn.player_input import render_player_message
+from services.scheduler.player_message import render_player_message
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import KEYS_BY_NAME, Delivery, matches
 from shared.settings import CovelSettings, DataDirSetting, PeerAddresses

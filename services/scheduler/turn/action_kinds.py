@@ -17,7 +17,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
-from services.scheduler.function.dataset_policies import package_json
+from services.scheduler.execution.dataset_policies import package_json
 from services.scheduler.public_api import public_enum
 from shared import json_schemas
 from shared.manifest.composer import composer_can_show

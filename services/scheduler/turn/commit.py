@@ -12,7 +12,9 @@ from google.protobuf import timestamp_pb2
 from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Package
-from services.scheduler.function.dataset_policies import dataset_policies
+from services.scheduler.execution.dataset_policies import dataset_policies
+from services.scheduler.execution.player_effects import shown_events
+from services.scheduler.execution.state import TurnState
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.turn.commit_rules import (
     asks_hooks,
@@ -26,9 +28,7 @@ from services.scheduler.turn.commit_rules import (
     veto,
     whole_turn_units,
 )
-from services.scheduler.turn.player_effects import shown_events
 from services.scheduler.turn.settlements import duties
-from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import Emit, TurnStream
 from services.scheduler.world_records import character_records
 from shared.structs import from_struct, to_struct

@@ -9,9 +9,10 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.execution.outcome import OutcomeStatus
+from services.scheduler.execution.state import TurnState
 from services.scheduler.turn.selection import setup_progress
 from services.scheduler.turn.speakers import resolve_speakers
-from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct, to_struct
 
 
@@ -75,7 +76,7 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
         previous = from_struct(session.setup_runtimes[result.runtime_id]) if result.runtime_id in session.setup_runtimes else None
         ran = outcome is not None and result.runtime_id not in run.rewritten
         pending = ran and outcome is not None and outcome.completion == "pending"
-        completed = ran and outcome is not None and result.status == "success" and not pending
+        completed = ran and outcome is not None and result.status == OutcomeStatus.SUCCESS and not pending
         waived = ran and outcome is not None and outcome.guard_skipped
         recorded = setup_progress(previous, version, result.status, result.reason, completed=completed, waived=waived, pending=pending)
         if recorded is not None:

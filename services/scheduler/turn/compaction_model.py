@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 
 from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from services.scheduler import outages
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn import outages
 from shared.structs import to_struct
 
 DEFAULT_TIMEOUT_MS = 20_000

@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 
 from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.execution.outcome import OutcomeStatus
 
 HIDDEN_FAILURE = "this part of the story could not be prepared; the details are hidden"
 
@@ -50,7 +51,7 @@ def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
         if result.concealed:
             result.ClearField("output")
             result.ClearField("output_json")
-            if result.status == "failed":
+            if result.status == OutcomeStatus.FAILED:
                 result.reason = HIDDEN_FAILURE
             elif result.reason:
                 result.reason = ""
@@ -70,7 +71,7 @@ def conceal_event(event: turn_events_pb2.TurnEvent, concealed: set[str]) -> turn
     if kind == "runtime_finished" and event.runtime_finished.runtime_id in concealed and event.runtime_finished.reason:
         finished = turn_events_pb2.RuntimeFinished()
         finished.CopyFrom(event.runtime_finished)
-        finished.reason = HIDDEN_FAILURE if finished.status == "failed" else ""
+        finished.reason = HIDDEN_FAILURE if finished.status == OutcomeStatus.FAILED else ""
         return turn_events_pb2.TurnEvent(runtime_finished=finished)
     if kind == "progress" and event.progress.runtime_id in concealed and event.progress.label:
         progress = turn_events_pb2.RuntimeProgress()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from covel.store.v1 import store_pb2
+from services.scheduler.catalogue import Runtime
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import DetachedOptions
 from shared.structs import to_struct
@@ -18,7 +19,7 @@ SOURCE_TRACE = "sourceTrace"
 QUEUED = "detached: queued to run after the turn commits"
 
 
-def detached_job(runtime, options: DetachedOptions, manifest: CompiledManifest, inputs: Mapping[str, Any],
+def detached_job(runtime: Runtime, options: DetachedOptions, manifest: CompiledManifest, inputs: Mapping[str, Any],
                  source_turn_id: str, trace_context: Any) -> store_pb2.DetachedJobSpec:
     committed = {b for b, spec in manifest.io.bindings().items() if spec.scope == "committed"}
     snapshot = {"inputs": {b: v for b, v in inputs.items() if b not in committed}, "sourceTurnId": source_turn_id,

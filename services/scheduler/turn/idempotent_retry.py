@@ -11,6 +11,7 @@ from typing import Protocol
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.execution.origins import TurnOrigin
 from shared.errors import ServiceError, failed_precondition
 
 
@@ -23,9 +24,9 @@ class RetriedRequest(Protocol):
 
 def retry_mismatch(recorded: store_pb2.Turn, request: RetriedRequest) -> str:
     """What differs between the recorded turn and the request that reuses its key ("" when nothing)."""
-    recorded_origin = recorded.origin or "player"
-    if recorded_origin != (request.origin or "player"):
-        return f"it was a {recorded_origin} turn, this is a {request.origin or 'player'} request"
+    recorded_origin = recorded.origin or TurnOrigin.PLAYER
+    if recorded_origin != (request.origin or TurnOrigin.PLAYER):
+        return f"it was a {recorded_origin} turn, this is a {request.origin or TurnOrigin.PLAYER} request"
     if list(recorded.actions) != list(request.actions):
         return "its actions differ from this request's"
     if request.manual_runtime_id and all(r.runtime_id != request.manual_runtime_id for r in recorded.runtime_results):

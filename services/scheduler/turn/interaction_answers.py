@@ -17,7 +17,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import Resume
+from services.scheduler.execution.outcome import Resume
 from shared import json_schemas
 from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument, invalid_arguments, not_found
 from shared.structs import from_struct

@@ -7,10 +7,8 @@ characters; turn/action_kinds.py). Either refuses with INVALID_ARGUMENT naming `
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
@@ -23,7 +21,6 @@ MAX_ACTIONS = 16
 MAX_KIND = 200
 BASE_RULES = {rule.kind: rule for rule in base_rules("en")}
 PLUGIN_KIND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-PLAIN_KINDS = ("say", "act")
 # A session from before seats: one player seat, playing no character.
 IMPLICIT_SEAT = store_pb2.Seat(id="main", role="player")
 
@@ -112,38 +109,3 @@ def _check_actor(where: str, action: common_pb2.PlayerAction, rule: ActionKindRu
                                                     f"({', '.join(seat.character_ids) or 'it has none'})")
 
 
-def render_player_message(actions: list[common_pb2.PlayerAction], labels: Mapping[str, str] | None = None,
-                          names: Mapping[str, str] | None = None) -> str:
-    """What the runtimes read. One character's say and act stay as written (speech quoted when mixed with deeds);
-    anything else is marked with the character's name and the kind's label: 【Aya·whispers】Over here. {"target": "guard"}."""
-    actors = {action.actor_id for action in actions}
-    plain = len(actors) <= 1 and all(action.kind in PLAIN_KINDS and not _fields(action) for action in actions)
-    if plain:
-        if len(actions) == 1:
-            return actions[0].text
-        return "\n".join(f'"{action.text}"' if action.kind == "say" else action.text for action in actions)
-    return "\n".join(_marked(action, labels or {}, names or {}) for action in actions)
-
-
-def _marked(action: common_pb2.PlayerAction, labels: Mapping[str, str], names: Mapping[str, str]) -> str:
-    label = labels.get(action.kind, action.kind)
-    who = names.get(action.actor_id, action.actor_id) if action.actor_id else ""
-    fields = _fields(action)
-    text = action.text + (f" {json.dumps(fields, ensure_ascii=False)}" if fields else "")
-    return f"【{who}·{label}】{text}" if who else f"【{label}】{text}"
-
-
-def _fields(action: common_pb2.PlayerAction) -> dict[str, Any]:
-    return from_struct(action.fields) if action.HasField("fields") else {}
-
-
-def action_dict(action: common_pb2.PlayerAction) -> dict:
-    """An action as ctx.playerActions and hook payloads carry it: fields as given."""
-    rendered: dict[str, Any] = {"seatId": action.seat_id, "kind": action.kind, "text": action.text, "source": action.source}
-    if action.actor_id:
-        rendered["actorId"] = action.actor_id
-    if action.HasField("fields"):
-        rendered["fields"] = from_struct(action.fields)
-    if action.HasField("interaction"):
-        rendered["interaction"] = {"id": action.interaction.id, "values": from_struct(action.interaction.values)}
-    return rendered

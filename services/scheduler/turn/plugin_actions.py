@@ -16,15 +16,16 @@ from typing import Any
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
+from services.scheduler.execution.origins import TurnOrigin
+from services.scheduler.execution.state import TurnState
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.public_api import public_enum
-from services.scheduler.turn.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.ids import new_id
 from shared.plugin_sdk.registrar import RESERVED_ACTION_PREFIXES
 from shared.structs import to_struct
 
-ACTION_ORIGIN = "action"
+ACTION_ORIGIN = TurnOrigin.ACTION
 COMMAND_CONTEXTS = ("session", "active-runtimes", "models")
 
 

@@ -4,9 +4,10 @@ contracts it satisfied and the proposals it commits with. Pure state updates, no
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
-from services.scheduler.turn.player_effects import add_shown
-from services.scheduler.turn.state import TurnState
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome, is_story_runtime
+from services.scheduler.execution.player_effects import add_shown
+from services.scheduler.execution.state import TurnState
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
@@ -20,31 +21,31 @@ def output_contracts(manifest: CompiledManifest) -> tuple[str, ...]:
     return (contract,) if contract else ()
 
 
-def proposal(runtime, kind: str, payload: dict) -> store_pb2.Proposal:
+def proposal(runtime: Runtime, kind: str, payload: dict) -> store_pb2.Proposal:
     return store_pb2.Proposal(
         id=new_id(), type=kind, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         unit_runtime_id=runtime.runtime_id, payload=to_struct(payload),
     )
 
 
-def runtime_result(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
+def runtime_result(runtime: Runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
     result = store_pb2.RuntimeResult(
         runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
         output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
-        concealed=manifest.io.concealed, retryable=outcome.status == "failed" and outcome.retryable,
+        concealed=manifest.io.concealed, retryable=outcome.status == OutcomeStatus.FAILED and outcome.retryable,
     )
-    if outcome.status == "success":
+    if outcome.status == OutcomeStatus.SUCCESS:
         # A failed or skipped runtime's effects are stripped (spec: 失败或跳过的 handler 结果会剥离领域 effects).
         add_shown(result, outcome.shown)
         result.completion = outcome.completion or ""
-    elif outcome.status == "suspended" and outcome.suspension is not None:
+    elif outcome.status == OutcomeStatus.SUSPENDED and outcome.suspension is not None:
         # Its question is shown; answering it resumes the run from what is saved here (agent/suspension.py).
         add_shown(result, outcome.shown, resumes=True)
         result.suspension.CopyFrom(to_struct(outcome.suspension))
     return result
 
 
-def unit_proposals(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> list[store_pb2.Proposal]:
+def unit_proposals(runtime: Runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> list[store_pb2.Proposal]:
     """What a successful (or guard-skipped) unit commits: its story, its writes, its write services'
     staged changes, its recordAs export and the events it emitted, in that order."""
     proposals = []
@@ -66,22 +67,22 @@ def unit_proposals(runtime, outcome: RuntimeOutcome, manifest: CompiledManifest)
     return proposals
 
 
-def record_outcome(runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
+def record_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
     """Note a finished (or skipped) runtime on the turn's shared state and its record."""
     run.outcomes[runtime.runtime_id] = outcome
     run.statuses[runtime.runtime_id] = outcome.status
     turn.runtime_results.append(runtime_result(runtime, outcome, manifest))
-    if outcome.status == "failed" and manifest.io.concealed:
+    if outcome.status == OutcomeStatus.FAILED and manifest.io.concealed:
         # A concealed runtime's real failure goes to the server log only.
         log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
-    if outcome.status != "success" and not outcome.guard_skipped:
+    if outcome.status != OutcomeStatus.SUCCESS and not outcome.guard_skipped:
         return
     if runtime.type != "function" or outcome.has_value:
         # Downstream inputs bind the business value: a function's canonicalValue, projected.
         run.outputs[runtime.runtime_id] = outcome.output
     for contract in output_contracts(manifest):
         run.providers.setdefault(contract, []).append(runtime.runtime_id)
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             run.satisfied.add(contract)
     run.proposals.extend(unit_proposals(runtime, outcome, manifest))
     # Upstream units it read buffered plugin data or staged operations (operations@1) of.

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -28,12 +27,16 @@ from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.plugin_data import PluginDataViews
+from services.scheduler.execution.plugin_data_reads import LastScopes, scopes_read
+from services.scheduler.execution.plugin_data_reads import seed as seed_plugin_data
+from services.scheduler.execution.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.function.execution import FunctionExecution
-from services.scheduler.function.plugin_data import PluginDataViews
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
 from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
+from services.scheduler.player_message import action_dict, render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.store_pages import all_messages, all_turns
@@ -43,19 +46,17 @@ from services.scheduler.turn.commit_rules import setup_still_pending, turn_narra
 from services.scheduler.turn.compaction import compact_history
 from services.scheduler.turn.history_window import LastWindows, covers, player_turns_needed
 from services.scheduler.turn.idempotent_retry import check_retry
-from services.scheduler.turn.interaction_answers import ResumeCall, check_answers
+from services.scheduler.turn.interaction_answers import check_answers
 from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import runtime_failure_passes, story_failure, story_failure_passes
-from services.scheduler.turn.player_input import action_dict, check_session_actions, render_player_message
-from services.scheduler.turn.plugin_actions import ActionCall, run_action
-from services.scheduler.turn.plugin_data_reads import LastScopes, scopes_read
-from services.scheduler.turn.plugin_data_reads import seed as seed_plugin_data
+from services.scheduler.turn.player_input import check_session_actions
+from services.scheduler.turn.plugin_actions import run_action
+from services.scheduler.turn.request import TurnRequest
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
 from services.scheduler.turn.settlements import SETTLEMENT_ORIGIN, STORY_ORIGINS, blocked, open_receipts, to_retry
 from services.scheduler.turn.stages import StageRunner
-from services.scheduler.turn.state import RecordingHooks, RunningTurn, TurnState
 from services.scheduler.turn.stream import Emit, TurnStream, concealing
 from services.scheduler.turn.unit import UnitRunner
 from shared.errors import ServiceError
@@ -66,73 +67,6 @@ from shared.structs import from_struct
 from shared.telemetry import metrics, tracing
 
 log = get_logger(component="turn_runner")
-
-
-@dataclass
-class TurnRequest:
-    session_id: str
-    actions: list[common_pb2.PlayerAction]
-    idempotency_key: str
-    origin: str = "player"
-    # RunManual: the one runtime this execution runs, and what the caller hands it.
-    manual_runtime_id: str = ""
-    activation: dict | None = None
-    # A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot.
-    detached_job: store_pb2.DetachedJob | None = None
-    # A submit's turns (its own and its continuations): Cancel stops them, even one still taking its lease.
-    stop: AdvanceStop | None = None
-    # A settlement retry: the open receipt whose maintainer this execution runs on the source turn's inputs.
-    settlement: store_pb2.DimensionSettlement | None = None
-    # The kernel already retried the session's open receipts for this request (settlements.py).
-    settled_first: bool = False
-    # InvokeAction / RunCommand: the plugin action this execution runs (plugin_actions.py).
-    action: ActionCall | None = None
-    # SubmitInteraction answering a suspended agent: the interaction it asked, and what it saved (origin "resume").
-    resume: ResumeCall | None = None
-    # A submit's admission (services/scheduler/admission.py): called with the store's answer when a turn holds the
-    # session's lease, before this one waits for it; it returns (queue) or raises (steered, refused).
-    when_busy: Callable[[str], Awaitable[None]] | None = None
-
-    @property
-    def named_runtime_id(self) -> str:
-        """The one runtime a follow-up or RunManual names ("" for a turn that schedules its own, or an action)."""
-        if self.detached_job is not None:
-            return self.detached_job.runtime_id
-        if self.resume is not None:
-            return self.resume.record.interaction.runtime_id
-        return self.settlement.runtime_id if self.settlement is not None else self.manual_runtime_id
-
-    @property
-    def follows_up(self) -> bool:
-        """A detached job, a settlement retry or a resume: it runs the runtime a committed turn named, whatever its trigger."""
-        return any(one is not None for one in (self.detached_job, self.settlement, self.resume))
-
-    @property
-    def runs_one_runtime(self) -> bool:
-        """RunManual, an action and a follow-up run one unit alone: no stages, event chain or compaction."""
-        return bool(self.manual_runtime_id) or self.action is not None or self.follows_up
-
-    @property
-    def source_turn_id(self) -> str:
-        """The turn a follow-up follows up ("" otherwise)."""
-        if self.detached_job is not None:
-            return self.detached_job.turn_id
-        if self.resume is not None:
-            return self.resume.record.turn_id
-        return self.settlement.source_turn_id if self.settlement is not None else ""
-
-
-@dataclass(eq=False)
-class AdvanceStop:
-    """Set by Cancel while a submit runs: its turn is cancelled and its auto-advance chain starts no more turns."""
-
-    reason: str = ""
-
-    def set(self, reason: str) -> None:
-        self.reason = self.reason or reason
-
-    def is_set(self) -> bool:
-        return bool(self.reason)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from covel.store.v1.store_pb2 import TURN_STATUS_COMMITTED as COMMITTED
 from services.scheduler.catalogue import Package
+from services.scheduler.execution.outcome import OutcomeStatus
 from services.scheduler.recently_used import RecentlyUsed
 from shared.manifest import CompiledManifest
 
@@ -35,7 +36,7 @@ class TriggerHistory:
         if turn.status != COMMITTED:
             return
         for result in turn.runtime_results:
-            if result.status in ("success", "failed"):
+            if result.status in (OutcomeStatus.SUCCESS, OutcomeStatus.FAILED):
                 self.counts[result.runtime_id] = self.counts.get(result.runtime_id, 0) + 1
                 self.last_turn[result.runtime_id] = max(self.last_turn.get(result.runtime_id, 0), turn.logical_turn)
 

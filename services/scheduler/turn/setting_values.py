@@ -17,8 +17,8 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from services.scheduler.agent.subagents import FRAMEWORK, MAX_ACTORS_RANGE, MAX_SUBAGENT_CALLS_RANGE
 from services.scheduler.catalogue import Package
+from services.scheduler.execution.subagents import FRAMEWORK, MAX_ACTORS_RANGE, MAX_SUBAGENT_CALLS_RANGE
 from shared.errors import invalid_argument
 from shared.manifest import Setting
 from shared.plugin_settings import value_problem

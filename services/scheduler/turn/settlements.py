@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import UPDATE_DIMENSIONS
-from services.scheduler.turn.state import TurnState
+from services.scheduler.execution.origins import TurnOrigin
+from services.scheduler.execution.outcome import OutcomeStatus
+from services.scheduler.execution.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.manifest import CompiledManifest
 from shared.structs import to_struct
 
 # The origin of a turn that retries an open receipt.
-SETTLEMENT_ORIGIN = "settlement"
+SETTLEMENT_ORIGIN = TurnOrigin.SETTLEMENT
 # Turns that must not start while a receipt is open: the player's, and the story's own continuations.
-STORY_ORIGINS = ("player", "continuation")
+STORY_ORIGINS = (TurnOrigin.PLAYER, TurnOrigin.CONTINUATION)
 # ResolveSettlement's resolutions: run the maintainer again, or close the receipt as it is.
 RETRY = "retry"
 RESOLUTIONS = (RETRY, "handled", "skipped")
@@ -39,7 +41,7 @@ def duties(run: TurnState) -> list[store_pb2.SettlementDuty]:
         if manifest is None or not is_maintainer(manifest):
             continue
         outcome = run.outcomes.get(runtime_id)
-        error = "it did not run" if outcome is None else "" if outcome.status == "success" else f"it {outcome.status}: {outcome.reason}"
+        error = "it did not run" if outcome is None else "" if outcome.status == OutcomeStatus.SUCCESS else f"it {outcome.status}: {outcome.reason}"
         owed.append(store_pb2.SettlementDuty(plugin_id=manifest.plugin_id, runtime_id=runtime_id, error=error,
                                              input=to_struct({"inputs": run.bound_inputs.get(runtime_id) or {}}),
                                              retry_from_turn_id=run.retry_from_turn_id))

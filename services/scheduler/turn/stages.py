@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from services.scheduler.agent.loop import RuntimeOutcome
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
+from services.scheduler.execution.state import TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.turn.detached_jobs import QUEUED, detached_job
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
-from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit import UnitRunner
 from shared.ids import new_id
@@ -77,6 +78,6 @@ class StageRunner:
             run.detached_jobs.append(detached_job(runtime, options, manifest, inputs, stream.turn.id, tracing.trace_context()))
             await self.skip(runtime, QUEUED, run, stream)
 
-    async def skip(self, runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
+    async def skip(self, runtime: Runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
         await stream.runtime_finished(runtime.runtime_id, "skipped", reason)
-        record_outcome(runtime, RuntimeOutcome("skipped", reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])
+        record_outcome(runtime, RuntimeOutcome(OutcomeStatus.SKIPPED, reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])

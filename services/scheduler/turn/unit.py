@@ -9,13 +9,14 @@ import grpc
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.internal.v1 import turn_events_pb2
+from services.scheduler import outages
 from services.scheduler.agent.execution import AgentExecution
-from services.scheduler.agent.loop import RuntimeOutcome
 from services.scheduler.agent.story_stream import StreamedPiece
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
+from services.scheduler.execution.state import RUNNING_UNIT, TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.turn import outages
-from services.scheduler.turn.state import RUNNING_UNIT, TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit_outcome import (
     apply_post_runtime,
@@ -39,7 +40,7 @@ class UnitRunner:
 
     @traced("covel.runtime", lambda self, runtime, *_: {"covel.runtime_id": runtime.runtime_id, "covel.runtime.type": runtime.type},
             lambda outcome: {"covel.runtime.status": outcome.status})
-    async def run(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
+    async def run(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
                   manifest: CompiledManifest) -> RuntimeOutcome:
         # Its tool and service calls, nested calls' and subagents' included, are noted against it.
         unit = RUNNING_UNIT.set((run.activity, runtime.runtime_id))
@@ -48,7 +49,7 @@ class UnitRunner:
         finally:
             RUNNING_UNIT.reset(unit)
 
-    async def _run(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
+    async def _run(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
                    manifest: CompiledManifest) -> RuntimeOutcome:
         started = time.monotonic()
         # Its run id is the execution id every hook of this run (nested and subagent runs' too) is told of.
@@ -58,8 +59,8 @@ class UnitRunner:
         with outages.watching() as seen:
             outcome = await self._execute(runtime, scope, run, stream, manifest)
         outcome.run_id = run_id
-        # Failed after a peer outage: the failure may pass (turn/outages.py).
-        outcome.retryable = outcome.status == "failed" and bool(seen)
+        # Failed after a peer outage: the failure may pass (outages.py).
+        outcome.retryable = outcome.status == OutcomeStatus.FAILED and bool(seen)
         status_before_hooks = outcome.status
         outcome = await self._post_runtime(runtime, scope, outcome, stream, resumed=run.resume is not None)
         if outcome.status != status_before_hooks:
@@ -68,7 +69,7 @@ class UnitRunner:
         await stream.runtime_finished(runtime.runtime_id, outcome.status, outcome.reason, int((time.monotonic() - started) * 1000))
         return outcome
 
-    async def _execute(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
+    async def _execute(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream,
                        manifest: CompiledManifest) -> RuntimeOutcome:
         """PreRuntime, the inputs (bound once, for the guard and the runtime), the guard, then the runtime itself.
         A resumed agent goes on where it stopped: PreRuntime, its inputs and its guard were its first run's."""
@@ -100,11 +101,11 @@ class UnitRunner:
                                                  _narrative_sink(runtime, stream), inputs)
             except grpc.aio.AioRpcError as error:
                 outages.note("gateway", error)
-                outcome = RuntimeOutcome("failed", f"model call failed: {error.code().name}: {error.details()}")
+                outcome = RuntimeOutcome(OutcomeStatus.FAILED, f"model call failed: {error.code().name}: {error.details()}")
         await stream.record(outcome.trace)  # a function's ctx.tools calls' PreToolUse/PostToolUse, an agent's hooks
         return outcome
 
-    async def _resumed(self, runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream, manifest: CompiledManifest) -> RuntimeOutcome:
+    async def _resumed(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, stream: TurnStream, manifest: CompiledManifest) -> RuntimeOutcome:
         """A suspended runtime answered: an agent goes on from its saved conversation; a function's handler runs again
         on its first run's inputs (the answer in ctx.activation["resume"]) and, if it succeeds, what it held commits too."""
         resume = run.resume
@@ -113,16 +114,16 @@ class UnitRunner:
             return await self._agents.run(runtime, scope, run, run.player_message, manifest, _narrative_sink(runtime, stream), None,
                                           resume=resume)
         outcome = await self._functions.run_function(runtime, scope, run, run.player_message, manifest, resume.state.get("inputs") or {})
-        if outcome.status == "success":
+        if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = [*(resume.state.get("writes") or []), *outcome.writes]
             outcome.events = [*(resume.state.get("events") or []), *outcome.events]
             outcome.foreign_writes = [*(resume.state.get("foreign") or []), *outcome.foreign_writes]
         return outcome
 
-    async def _post_runtime(self, runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream,
+    async def _post_runtime(self, runtime: Runtime, scope: ExecutionScope, outcome: RuntimeOutcome, stream: TurnStream,
                             resumed: bool = False) -> RuntimeOutcome:
         """PostRuntime hooks may rewrite the result; the kernel keeps identity and writes (runtime_result.py)."""
-        if outcome.status == "suspended":
+        if outcome.status == OutcomeStatus.SUSPENDED:
             return outcome  # PostRuntime fires once, when the resumed run really ends (spec: 挂起时不触发)
         original = post_runtime_result(runtime, outcome, scope.turn_id)
         payload = {"result": original, **({"resumed": True} if resumed else {})}
@@ -131,7 +132,7 @@ class UnitRunner:
         return apply_post_runtime(runtime, outcome, original, post.payload.get("result"))
 
 
-def _narrative_sink(runtime, stream: TurnStream):
+def _narrative_sink(runtime: Runtime, stream: TurnStream):
     """Streams a story agent's narrative as it comes, as narrative_delta events."""
 
     async def on_narrative(piece: StreamedPiece) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.scheduler.agent.loop import RuntimeOutcome, is_story_runtime
-from services.scheduler.catalogue import Package
-from services.scheduler.turn.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome, is_story_runtime
+from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
+from services.scheduler.execution.story_output import EmptyStory, normalize_story
 from services.scheduler.turn.runtime_result import apply_replaced_result
-from services.scheduler.turn.story_output import EmptyStory, normalize_story
 from shared.manifest import CompiledManifest
 
 
@@ -27,13 +27,13 @@ def may_guard(pre_aborted: bool, input_gate: str, manifest: CompiledManifest) ->
 def gate_outcome(pre_aborted: bool, pre_reason: str, input_gate: str) -> RuntimeOutcome | None:
     """The skip when a PreRuntime hook aborted the runtime or a required input failed; None when it runs."""
     if pre_aborted:
-        return RuntimeOutcome("skipped", pre_reason)
+        return RuntimeOutcome(OutcomeStatus.SKIPPED, pre_reason)
     if input_gate:
-        return RuntimeOutcome("skipped", input_gate)
+        return RuntimeOutcome(OutcomeStatus.SKIPPED, input_gate)
     return None
 
 
-def post_runtime_result(runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[str, Any]:
+def post_runtime_result(runtime: Runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[str, Any]:
     """The result PostRuntime hooks are shown (and may replace)."""
     result: dict[str, Any] = {
         "pluginId": runtime.plugin_id,
@@ -54,7 +54,7 @@ def post_runtime_result(runtime, outcome: RuntimeOutcome, turn_id: str) -> dict[
     return result
 
 
-def apply_post_runtime(runtime, outcome: RuntimeOutcome, original: dict[str, Any], replaced: Any) -> RuntimeOutcome:
+def apply_post_runtime(runtime: Runtime, outcome: RuntimeOutcome, original: dict[str, Any], replaced: Any) -> RuntimeOutcome:
     """A hook's replaced result on the outcome; the kernel keeps identity and writes (runtime_result.py)."""
     if replaced == original:
         return outcome
@@ -80,15 +80,15 @@ def apply_post_runtime(runtime, outcome: RuntimeOutcome, original: dict[str, Any
     return outcome
 
 
-def check_unit_output(runtime, manifest: CompiledManifest, package: Package, outcome: RuntimeOutcome) -> RuntimeOutcome:
+def check_unit_output(runtime: Runtime, manifest: CompiledManifest, package: Package, outcome: RuntimeOutcome) -> RuntimeOutcome:
     """The published contract at the output boundary, for a successful or guard-skipped non-story
     runtime: a failing result commits nothing."""
-    if not ((outcome.status == "success" or outcome.guard_skipped) and not is_story_runtime(runtime)):
+    if not ((outcome.status == OutcomeStatus.SUCCESS or outcome.guard_skipped) and not is_story_runtime(runtime)):
         return outcome
     try:
         schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
     except SchemaUnavailable as error:
-        return RuntimeOutcome("failed", f"output-schema-invalid: {error}", run_id=outcome.run_id, trace=outcome.trace)
+        return RuntimeOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}", run_id=outcome.run_id, trace=outcome.trace)
     if not schemas:
         return outcome
     if runtime.type == "function" and not outcome.has_value:
@@ -99,12 +99,12 @@ def check_unit_output(runtime, manifest: CompiledManifest, package: Package, out
     value = outcome.canonical_value if runtime.type == "function" else outcome.output
     problem = check_output(value, schemas)
     if problem:
-        return RuntimeOutcome("failed", problem, run_id=outcome.run_id, trace=outcome.trace)
+        return RuntimeOutcome(OutcomeStatus.FAILED, problem, run_id=outcome.run_id, trace=outcome.trace)
     return outcome
 
 
 def without_discarded_writes(outcome: RuntimeOutcome) -> RuntimeOutcome:
     """Only a success (or a guard's skip) keeps its writes."""
-    if outcome.status != "success" and not outcome.guard_skipped:
+    if outcome.status != OutcomeStatus.SUCCESS and not outcome.guard_skipped:
         outcome.writes = []
     return outcome

@@ -11,12 +11,13 @@ from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.agent.loop import Resume, RuntimeOutcome
-from services.scheduler.agent.model_view import model_facing
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.inputs import CommittedExports
+from services.scheduler.execution.model_view import model_facing
+from services.scheduler.execution.origins import TurnOrigin
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn.inputs import CommittedExports
-from services.scheduler.turn.player_input import action_dict
+from services.scheduler.player_message import action_dict
 from services.scheduler.world_records import dimension_records
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite
@@ -62,7 +63,7 @@ class TurnState:
     providers: dict[str, list[str]] = field(default_factory=dict)
     actions: list[common_pb2.PlayerAction] = field(default_factory=list)
     player_message: str = ""
-    origin: str = "player"
+    origin: str = TurnOrigin.PLAYER
     activation: dict | None = None
     # Event followers: runtime id -> {"events": [...]} that triggered it.
     activations: dict[str, dict] = field(default_factory=dict)
@@ -149,7 +150,7 @@ class TurnState:
     retry_from_turn_id: str = ""
     # A resumed agent's saved run and the answer (origin "resume"; agent/suspension.py).
     resume: Resume | None = None
-    # session.world-context@1, once a runtime of the turn bound it (turn/world_context.py).
+    # session.world-context@1, once a runtime of the turn bound it (execution/world_context.py).
     world_context: dict[str, Any] | None = None
 
     def output_contracts(self) -> dict[str, str]:
@@ -164,7 +165,7 @@ class TurnState:
         committable = self._committable_units()
         concealed = {runtime_id for runtime_id, manifest in self.manifests.items() if manifest.io.concealed}
         narrative = "\n\n".join(
-            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == "success"
+            outcome.story.narrative_output for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == OutcomeStatus.SUCCESS
         )
         digest = {
             "turnId": scope.turn_id,
@@ -196,7 +197,7 @@ class TurnState:
         return {note.unit for note in self._committable_operations(self._committable_units())}
 
     def _committable_units(self) -> set[str]:
-        return {runtime_id for runtime_id, outcome in self.outcomes.items() if outcome.status == "success" or outcome.guard_skipped}
+        return {runtime_id for runtime_id, outcome in self.outcomes.items() if outcome.status == OutcomeStatus.SUCCESS or outcome.guard_skipped}
 
     def _committable_operations(self, committable: set[str]) -> list[OperationNote]:
         """Operations of finished committable units still staged with them: not those of a nested

@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from services.scheduler.agent.tools import KernelTools
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.kernel_tools import KernelTools
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.manifest import CompiledManifest
 from shared.manifest.package import ServiceEntry

@@ -6,11 +6,12 @@ that both executions receive at construction."""
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from services.scheduler.agent.context import self_data_block
-from services.scheduler.function.runtime import PluginDataView
+from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.plugin_data_reads import entries_by_address, read_name
+from services.scheduler.execution.plugin_data_view import PluginDataView
+from services.scheduler.execution.self_data import self_data_block
+from services.scheduler.execution.state import TurnState
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn.plugin_data_reads import entries_by_address, read_name
-from services.scheduler.turn.state import TurnState
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 
@@ -51,7 +52,7 @@ class PluginDataViews:
                 data.setdefault(namespace, {})[key] = value
         return data
 
-    def view(self, runtime, session_id: str, run: TurnState) -> PluginDataView:
+    def view(self, runtime: Runtime, session_id: str, run: TurnState) -> PluginDataView:
         """ctx.plugin_data: committed values, then this plugin's writes from runtimes that finished
         before this one's layer (in commit order), then the runtime's own."""
 
@@ -60,7 +61,7 @@ class PluginDataViews:
 
         return PluginDataView(runtime.plugin_id, load_committed, upstream=run.plugin_data_writes(runtime.plugin_id))
 
-    async def self_data_blocks(self, runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
+    async def self_data_blocks(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, manifest: CompiledManifest,
                                upstream: bool = True) -> list[str]:
         """io.selfData: the runtime's own plugin data as prompt rows, seen as its handler would see it
         (`upstream=False` for a nested run: committed values only)."""

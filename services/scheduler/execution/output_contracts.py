@@ -3,7 +3,7 @@
 Sources: `io.output.schema` (a path next to the manifest, or `contract:<id>`), and the schema
 the package publishes for its output contract (`contracts.<id>.schema`). Kernel contracts
 (narrative-engine@2) are the kernel's own files. Story runtimes are shaped by the story
-rules instead (turn/story_output.py).
+rules instead (execution/story_output.py).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.gateway.v1 import gateway_pb2
-from services.scheduler.function.dataset_policies import dataset_schema
-from services.scheduler.turn.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
+from services.scheduler.execution.dataset_policies import dataset_schema
+from services.scheduler.execution.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
 from shared import json_schemas
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset

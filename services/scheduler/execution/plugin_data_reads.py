@@ -9,8 +9,8 @@ what its previous turn read makes no ListPluginData call. A turn that reads some
 from __future__ import annotations
 
 from covel.store.v1 import store_pb2
+from services.scheduler.execution.state import TurnState
 from services.scheduler.recently_used import RecentlyUsed
-from services.scheduler.turn.state import TurnState
 from shared.structs import from_value
 
 PREFIX = "plugin-data/"
