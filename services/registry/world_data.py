@@ -23,10 +23,10 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 
 from services.registry.diagnostics import DiagnosticBag, format_path
+from services.registry.loaded_package import LoadedPackage
 from services.registry.manifest_models import DATASET_OPS
 from services.registry.manifest_reading import read_text
 from services.registry.package_files import MAX_JSON_BYTES, PackageFiles
-from services.registry.package_loader import LoadedPackage
 from services.registry.world_loader import WORLD_FILE, LoadedWorld, WorldDataSource, read_yaml_file
 from services.registry.world_models import CONTRACT_TARGET_PREFIX, WorldManifest
 from services.registry.world_references import Record, ReferenceChecker

@@ -22,9 +22,9 @@ import yaml
 from pydantic import ValidationError
 
 from services.registry.diagnostics import Diagnostic, DiagnosticBag, add_validation_errors, format_path
+from services.registry.loaded_package import LoadedPackage
 from services.registry.manifest_reading import exact_child, read_text
 from services.registry.package_files import PackageFiles
-from services.registry.package_loader import LoadedPackage
 from services.registry.packs import Packs, builtin_packs
 from services.registry.world_models import WORLD_FIELDS, WORLD_ID, CharacterDecl, WorldManifest, WorldTranslation
 from shared.bounded_yaml import load_yaml

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.registry.package_loader import LoadedPackage, load_package
+from services.registry.loaded_package import LoadedPackage
+from services.registry.package_loader import load_package
 from services.registry.world_import import import_records
 from services.registry.world_loader import WorldState, load_world
 from shared.settings import REPO_ROOT

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.registry.package_loader import LoadedPackage, load_package
+from services.registry.loaded_package import LoadedPackage
+from services.registry.package_loader import load_package
 from services.registry.world_catalogue import scan_worlds
 from services.registry.world_loader import WorldState, load_world, load_world_guarded
 from services.registry.world_proto import world_to_proto
