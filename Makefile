@@ -64,14 +64,16 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# ruff for Python, buf (buf.yaml: STANDARD rules) for protos/, and buf breaking twice: the public API
-# (protos/covel/scheduler/v1) against its release image, and every proto against the last release tag (v*),
-# or the last commit where none is tagged yet.
+# ruff for Python, the import contracts (lint-imports: pyproject.toml's [tool.importlinter]; the scheduler's
+# layers, scheduler-layers.importlinter, are not run yet: see that file), buf (buf.yaml: STANDARD rules) for
+# protos/, and buf breaking twice: the public API (protos/covel/scheduler/v1) against its release image, and
+# every proto against the last release tag (v*), or the last commit where none is tagged yet.
 BREAKING_BASE ?= $(shell git describe --tags --abbrev=0 --match 'v*' 2>/dev/null || echo HEAD)
 API_RELEASE := protos/releases/scheduler-v1.binpb
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/buf lint
 	$(VENV)/bin/buf breaking --against $(API_RELEASE)
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \

@@ -56,7 +56,7 @@ class BadFlags(ValueError):
 def kernel_settings() -> set[str]:
     """Every environment variable the kernel's settings read (docs/settings.md's generated tables), but the
     config file's own: it cannot say where it is."""
-    from covel_cli.doc_tables import SETTINGS_MODELS, env_names  # the settings tables' own list (a heavy import)
+    from covel_cli.settings_doc_tables import SETTINGS_MODELS, env_names  # the settings tables' own list (a heavy import)
 
     names = {name for model in SETTINGS_MODELS.values() for field_name, info in model.model_fields.items()
              for name in env_names(model, field_name, info)}

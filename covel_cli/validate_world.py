@@ -18,10 +18,11 @@ from typing import TextIO
 
 from covel_cli.validate_plugin import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, format_diagnostic
 from services.registry.catalogue import package_folders
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WORLD_FILE, LoadedWorld
 from services.registry.package_guard import load_package_guarded
-from services.registry.package_loader import LoadedPackage
 from services.registry.settings import RegistrySettings, source_of
-from services.registry.world_loader import WORLD_FILE, LoadedWorld, load_world_guarded
+from services.registry.world_loader import load_world_guarded
 
 
 class NotAWorld(ValueError):

@@ -11,6 +11,8 @@ import typing
 
 from pydantic import BaseModel
 
+from covel_cli.manifest_doc_tables import MANIFEST_MEANINGS, author_type
+from covel_cli.table_cells import MissingMeaning
 from services.registry import world_models as world
 from services.registry.manifest_models import Author, AuthorLink
 
@@ -124,8 +126,6 @@ WORLD_MEANINGS: dict[str, str] = {
 
 
 def world_table(name: str) -> str:
-    from covel_cli.doc_tables import MANIFEST_MEANINGS, MissingMeaning, author_type
-
     model, where = WORLD_MODELS[name]
     hints = typing.get_type_hints(model, include_extras=True)
     rows = ["| field | type | default | meaning |", "|---|---|---|---|"]

@@ -15,8 +15,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from shared.decode_guard import DecodeGuardInterceptor
 from shared.logs import get_logger
-from shared.request_limits import DecodeGuardInterceptor
 from shared.security.service_identity import CallerPolicyInterceptor
 from shared.security.tls import listening_credentials, load_tls
 from shared.settings import ServiceSettings

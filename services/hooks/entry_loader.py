@@ -12,19 +12,17 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.hooks import environments
 from services.hooks.hookspec_adapter import HookspecAdapter, register_hookimpls
+from services.hooks.sandboxed_hookspecs import SandboxedHookspecs
 from shared.plugin_code import PluginFile, load_module
 from shared.plugin_code.declarations import Registrations, declaration_problems
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.http_client import invalid_http_permissions
 from shared.plugin_sdk.registrar import RegistrationError
 from shared.settings import DataDirSetting
-
-if TYPE_CHECKING:
-    from services.hooks.sandboxed_entries import SandboxedHookspecs
 
 
 @dataclass(frozen=True)

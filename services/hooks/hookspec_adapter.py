@@ -1,29 +1,9 @@
 """Python hookspecs onto the contract's events (spec: python-hookspecs, "App Hooks 与 Agent 事件").
 
-A plugin registers objects with `@hookimpl` methods (`covel.register_hookimpls(obj)`); this
-module turns them into ordinary `covel.on(...)` registrations of the plugin, so the
-dispatcher, declarations (contributes.hooks) and traces treat them like any handler:
-
-| hookspec                                               | events                          |
-|--------------------------------------------------------|---------------------------------|
-| before_llm_call, after_llm_call                        | PreLLMCall + PostLLMResponse    |
-| run_model, run_model_stream, provide_model_options     | PreLLMCall + PostLLMResponse    |
-| before_tool_call, after_tool_call                      | PreToolUse + PostToolUse        |
-| system_prompt, build_prompt, build_tape_context        | PostContextAssembly             |
-| provide_steering_inbox                                 | PreStep (replace.interjections) |
-| continue_prompt                                        | PreStep (previous; nextPrompt)  |
-| load_state                                             | TurnStart                       |
-| save_state, render_outbound, dispatch_outbound,        | TurnStart + the gateway key     |
-| provide_tape_sidecar, provide_tape_store (a mirror:    | message:sent (KEYS_OF_HOOK)     |
-| tape_mirror.py)                                        |                                 |
-| on_error                                               | PostRuntime (failed runtimes)   |
-| provide_tools                                          | covel.register_tool, at load    |
-| provide_channels, resolve_session                      | none: `covel channel` calls them|
-| register_cli_commands                                  | none: `covel plugin` calls it   |
-| onboard_config                                         | none: `covel onboard` calls it  |
-| admit_message                                          | none: AdmitMessage (a submit)   |
-| provide_lifespan                                       | none: entered/left with its code|
-| provide_environment                                    | none: a session's first call    |
+A plugin registers objects with `@hookimpl` methods (`covel.register_hookimpls(obj)`); this module
+turns them into ordinary `covel.on(...)` registrations of the plugin on the events hookspec_events.py
+maps each hook to, so the dispatcher, declarations (contributes.hooks) and traces treat them like any
+handler. What a Pre… event leaves for its Post… is in pending_calls.py.
 
 The turn hooks' code is in turn_hooks.py, the app hooks' in app_hooks.py (provide_lifespan in lifespans.py,
 provide_environment in environments.py, both run where the plugin's code runs); the decision chains and
@@ -72,24 +52,34 @@ What the kernel's results cannot say, and how it is met:
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from typing import Any
 
 import pluggy
 
-from services.hooks import admission, app_hooks, tape_mirror, turn_hooks, turn_share
+from services.hooks import admission, app_hooks, hookspec_events, tape_mirror, turn_hooks, turn_share
 from services.hooks.environments import SessionEnvironments, state_fields
+from services.hooks.hookspec_events import EVENTS_OF_HOOK, KEYS_OF_HOOK, events_for
 from services.hooks.lifespans import Lifespans
 from services.hooks.model_streams import OPEN_STREAMS, StreamAnswer
-from shared.hook_events import EVENTS_BY_NAME
+from services.hooks.pending_calls import (
+    MISSING,
+    REPLACED_PREFIX,
+    LLMCallFailed,
+    Pending,
+    PendingLLMCall,
+    PendingToolCall,
+    digest,
+    elapsed_ms,
+    execution_key,
+    hook_state,
+    run_id_of,
+    tool_arguments,
+)
 from shared.logs import get_logger
-from shared.plugin_sdk import HookContext
 from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
 from shared.plugin_sdk.hookspecs import (
     HOOK_NAMES,
@@ -106,175 +96,6 @@ from shared.plugin_sdk.hookspecs import (
 from shared.plugin_sdk.registrar import PluginRegistrar, RegistrationError
 
 log = get_logger(component="hookspecs")
-REPLACED_PREFIX = "covel:replaced:"
-# Calls seen by a Pre* hook and not yet by its Post* (a failed model call never reaches PostLLMResponse).
-_PENDING_LIMIT = 4096
-
-EVENTS_OF_HOOK: dict[str, tuple[str, ...]] = {
-    "before_llm_call": ("PreLLMCall", "PostLLMResponse"),
-    # PostRuntime: a call that never reached PostLLMResponse (failed) is reported when its runtime ends.
-    "after_llm_call": ("PreLLMCall", "PostLLMResponse", "PostRuntime"),
-    "before_tool_call": ("PreToolUse", "PostToolUse"),
-    "after_tool_call": ("PreToolUse", "PostToolUse"),
-    "system_prompt": ("PostContextAssembly",),
-    "build_prompt": ("PostContextAssembly",),
-    # TurnStart: the turn's message (and load_state's state); the gateway key message:sent (KEYS_OF_HOOK): the story out.
-    "load_state": ("TurnStart",),
-    "save_state": ("TurnStart",),
-    "render_outbound": ("TurnStart",),
-    "dispatch_outbound": ("TurnStart",),
-    "run_model": ("PreLLMCall", "PostLLMResponse"),
-    "run_model_stream": ("PreLLMCall", "PostLLMResponse"),
-    "provide_model_options": ("PreLLMCall", "PostLLMResponse"),
-    "build_tape_context": ("PostContextAssembly",),
-    "provide_steering_inbox": ("PreStep",),
-    # PreStep's `previous`: the step before ended with status continue (the spec's StepFinished); replace.nextPrompt.
-    "continue_prompt": ("PreStep",),
-    # Called by the CLI, not by this service: the channel host (`covel channel`, covel_cli/channels.py) and
-    # `covel plugin <plugin> <command>` (covel_cli/plugin_commands.py).
-    "provide_channels": (),
-    "resolve_session": (),
-    "register_cli_commands": (),
-    # `covel onboard` (covel_cli/onboard.py).
-    "onboard_config": (),
-    "provide_tape_sidecar": ("TurnStart",),
-    # A mirror of each session's tape (tape_mirror.py): the store service's log stays the source of truth.
-    "provide_tape_store": ("TurnStart",),
-    "on_error": ("PostRuntime",),
-    "provide_tools": (),
-    # Rides on no event: the scheduler's submit asks it (AdmitMessage, services/hooks/admission.py) when it meets a running turn.
-    "admit_message": (),
-    # The hooks service enters it when the plugin's code is loaded, leaves it when that code is unloaded (lifespans.py).
-    "provide_lifespan": (),
-    # Asked by the process that runs the plugin's code before its first call of a session (environments.py).
-    "provide_environment": (),
-}
-# Gateway event keys a hook also rides on (docs/event-hooks.md): after the turn's story was handed to the client.
-KEYS_OF_HOOK: dict[str, tuple[str, ...]] = {
-    name: ("message:sent",) for name in ("save_state", "render_outbound", "dispatch_outbound", "provide_tape_sidecar",
-                                           "provide_tape_store")}
-# Turns whose TurnStart was seen and whose message:sent was not, per session (the newest kept).
-_TURNS_LIMIT = 1024
-# Hooks of the spec the kernel does not call yet: implementing one fails the plugin's load, naming it
-# (accepting an impl and never calling it would be silent). docs/hookspecs.md lists them.
-NOT_SUPPORTED_YET: tuple[str, ...] = tuple(name for name in HOOK_NAMES if name not in EVENTS_OF_HOOK)
-
-_MISSING = object()
-
-
-def events_for(hook_names: set[str]) -> list[str]:
-    """The contract events a set of implemented hooks registers (what contributes.hooks must declare)."""
-    return list(dict.fromkeys(event for name in HOOK_NAMES if name in hook_names for event in EVENTS_OF_HOOK.get(name, ())))
-
-
-class LLMCallFailed(Exception):
-    """after_llm_call's error for a call that got no answer to PostLLMResponse."""
-
-
-@dataclass
-class _LLMCall:
-    request: LLMCallRequest
-    started_ns: int
-    # What this plugin left the messages as: PostLLMResponse carries the messages sent.
-    sent: str
-    finish: str | None = None
-
-
-@dataclass
-class _ToolCall:
-    call: ToolCall
-    started_ns: int
-    replacement: Any = _MISSING
-    # CallTool answered with the replacement (the call then counts as a successful one).
-    answered: bool = False
-
-
-class _Pending:
-    """Calls a Pre* event saw and its Post* has not: a list per key (several executions of one
-    runtime may be in flight at once), oldest keys dropped past _PENDING_LIMIT entries."""
-
-    def __init__(self) -> None:
-        self._by_key: OrderedDict[Any, list[Any]] = OrderedDict()
-        self._count = 0
-
-    def put(self, key: Any, value: Any) -> None:
-        self._by_key.setdefault(key, []).append(value)
-        self._count += 1
-        while self._count > _PENDING_LIMIT:
-            _, dropped = self._by_key.popitem(last=False)
-            self._count -= len(dropped)
-
-    def take(self, key: Any, prefer: Callable[[Any], bool] = lambda entry: True, *, newest: bool = False) -> Any:
-        """The first entry `prefer` accepts, else the oldest; with `newest`, the newest; None when there is none."""
-        entries = self._by_key.get(key)
-        if not entries:
-            return None
-        index = len(entries) - 1 if newest else next((i for i, entry in enumerate(entries) if prefer(entry)), 0)
-        entry = entries.pop(index)
-        self._count -= 1
-        if not entries:
-            del self._by_key[key]
-        return entry
-
-    def find(self, key: Any, prefer: Callable[[Any], bool]) -> Any:
-        return next((entry for entry in self._by_key.get(key, ()) if prefer(entry)), None)
-
-    def take_all(self, key: Any) -> list[Any]:
-        entries = self._by_key.pop(key, [])
-        self._count -= len(entries)
-        return entries
-
-    def take_where(self, wanted: Callable[[Any], bool]) -> list[tuple[Any, list[Any]]]:
-        """(key, entries) of every key `wanted` accepts, removed."""
-        found = [(key, self._by_key.pop(key)) for key in [key for key in self._by_key if wanted(key)]]
-        self._count -= sum(len(entries) for _, entries in found)
-        return found
-
-    def __len__(self) -> int:
-        return self._count
-
-
-def _run_key(ctx) -> str:
-    """LLMCallRequest.run_id and friends: "<turn id>:<runtime id>"."""
-    return f"{ctx.turn_id}:{ctx.runtime_id}"
-
-
-def _exec_key(ctx) -> tuple[str, str, str, str]:
-    """Where an execution's pending calls are kept: (turn, root execution, runtime, execution).
-    Without an execution id in the context, one key per runtime in the turn (matched by content)."""
-    execution_id = getattr(ctx, "execution_id", None) or ""
-    root = (getattr(ctx, "root_execution_id", None) or execution_id) if execution_id else ""
-    return (ctx.turn_id, root, ctx.runtime_id or "", execution_id)
-
-
-def _state(ctx, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {**(loaded or {}),
-        "session_id": ctx.session_id, "turn_id": ctx.turn_id, "locale": ctx.locale,
-        "plugin_id": ctx.plugin_id, "runtime_id": ctx.runtime_id,
-        "execution_id": getattr(ctx, "execution_id", None) or "",
-        "subagent_call_id": getattr(ctx, "subagent_call_id", None) or "",
-        "parent_runtime_id": getattr(ctx, "parent_runtime_id", None) or "", "ctx": ctx,
-        # provide_environment's answer for this session (environments.py); empty without.
-        "environment": dict(getattr(ctx, "environment", None) or {}), "workspace": getattr(ctx, "workspace", None),
-    }
-
-
-def _arguments(text: Any) -> dict[str, Any]:
-    if isinstance(text, dict):
-        return text
-    try:
-        value = json.loads(text) if isinstance(text, str) and text else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _digest(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _elapsed_ms(started_ns: int | None) -> int:
-    return (time.perf_counter_ns() - started_ns) // 1_000_000 if started_ns else 0
 
 
 class HookspecAdapter:
@@ -309,20 +130,18 @@ class HookspecAdapter:
         # provide_lifespan and provide_environment, run by the process that runs this plugin's code.
         self.lifespans = Lifespans(self._agent_hooks)
         self.environments = SessionEnvironments(plugin_id, self._agent_hooks)
-        # session id -> (turn id, the turn's message, load_state's state): TurnStart to message:sent.
-        self._turns: OrderedDict[str, turn_share.Turn] = OrderedDict()
-        # (session, turn) that neither this process nor the store knows (asked once).
-        self._unshared: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._llm_calls = _Pending()
-        self._tool_calls = _Pending()
+        # Each session's turn (its message, load_state's state) from TurnStart to message:sent.
+        self._turns = turn_share.KnownTurns(plugin_id)
+        self._llm_calls = Pending()
+        self._tool_calls = Pending()
         # Calls this plugin's own deny refused (it has told after_tool_call already).
-        self._denied = _Pending()
+        self._denied = Pending()
         # (plugin id, tool name) of every tool an entry module registered: those run here, through CallTool
         # (set by the loader once every plugin is loaded).
         self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
 
     def _refuse_unsupported(self) -> None:
-        unsupported = [f"{impl.plugin_name}.{name}" for name in NOT_SUPPORTED_YET for impl in self._impls(name)]
+        unsupported = [f"{impl.plugin_name}.{name}" for name in hookspec_events.NOT_SUPPORTED_YET for impl in self._impls(name)]
         if unsupported:
             raise RegistrationError(
                 f"covel.register_hookimpls: {', '.join(unsupported)}: a hook of the spec that Covel does not call yet "
@@ -332,43 +151,24 @@ class HookspecAdapter:
     def _state(self, ctx) -> dict[str, Any]:
         """The hook state: the context's fields over what load_state gave this turn."""
         turn = self._turns.get(getattr(ctx, "session_id", None) or "")
-        return _state(ctx, turn[2] if turn is not None and turn[0] == ctx.turn_id else None)
+        return hook_state(ctx, turn[2] if turn is not None and turn[0] == ctx.turn_id else None)
 
     async def turn_start(self, ctx, payload) -> None:
         """TurnStart: the turn's message, and load_state's state for this turn's hooks (never blocks the turn)."""
         message = turn_hooks.inbound(payload, ctx)
         loaded = await self._agent_hooks.merged_state(message, ctx.session_id) if self._impls("load_state") else {}
-        self._remember(ctx.session_id, (ctx.turn_id, message, loaded))
+        self._turns.remember(ctx.session_id, (ctx.turn_id, message, loaded))
         # The turn's later events may reach another hooks replica: it reads the turn from the store (turn_share.py).
         await turn_share.share(self.plugin_id, ctx.session_id, (ctx.turn_id, message, loaded))
-
-    def _remember(self, session_id: str, turn: turn_share.Turn) -> None:
-        self._turns[session_id] = turn
-        self._turns.move_to_end(session_id)
-        while len(self._turns) > _TURNS_LIMIT:
-            self._turns.popitem(last=False)
 
     def with_turn(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         """A handler of a turn's later event, run once this process knows the turn TurnStart began (another
         replica may have served TurnStart: the turn is then read from the store, once per turn)."""
         async def handle(ctx, payload) -> Any:
-            await self._known_turn(ctx.session_id, ctx.turn_id)
+            await self._turns.known(ctx.session_id, ctx.turn_id)
             return await handler(ctx, payload)
 
         return handle
-
-    async def _known_turn(self, session_id: str, turn_id: str) -> turn_share.Turn | None:
-        turn = self._turns.get(session_id)
-        if not session_id or (turn is not None and (turn[0] == turn_id or not turn_id)) or (session_id, turn_id) in self._unshared:
-            return turn
-        found = await turn_share.fetch(self.plugin_id, session_id)
-        if found is not None and (found[0] == turn_id or not turn_id):
-            self._remember(session_id, found)
-            return found
-        self._unshared[(session_id, turn_id)] = None
-        while len(self._unshared) > _TURNS_LIMIT:
-            self._unshared.popitem(last=False)
-        return turn
 
     async def pre_step(self, ctx, payload) -> dict[str, Any] | None:
         """PreStep: the steering inboxes drained into a run that takes interjections (MessagesPending); after a step
@@ -386,8 +186,8 @@ class HookspecAdapter:
     async def message_sent(self, event) -> None:
         """message:sent: save_state, render_outbound and dispatch_outbound with the story (model_output)."""
         session_id = event.session_key or str(event.context.get("to") or "")
-        turn = await self._known_turn(session_id, "")
-        self._turns.pop(session_id, None)
+        turn = await self._turns.known(session_id, "")
+        self._turns.forget(session_id)
         message = turn[1] if turn is not None else {"content": "", "session_id": session_id, "channel": "grpc"}
         state = {**(turn[2] if turn is not None else {}), "session_id": session_id, "turn_id": turn[0] if turn else "",
                  "sent": bool(event.context.get("success")), "message_id": event.context.get("messageId"),
@@ -417,9 +217,9 @@ class HookspecAdapter:
 
     async def _call(self, name: str, impl, **arguments: Any) -> Any:
         """One impl (a plain one in a plugin thread; the registration's timeout bounds the whole handler);
-        what it raised is logged, reported to on_error and turned into _MISSING."""
+        what it raised is logged, reported to on_error and turned into MISSING."""
         outcome = await self._agent_hooks.call(name, impl, **arguments)
-        return _MISSING if outcome is RAISED else outcome
+        return MISSING if outcome is RAISED else outcome
 
     async def _on_raised(self, name: str, error: Exception) -> None:
         if name != "on_error":
@@ -431,19 +231,19 @@ class HookspecAdapter:
     async def _notify_error(self, stage: str, error: Exception) -> None:
         for impl in self._impls("on_error"):
             outcome = await self._call("on_error", impl, stage=stage, error=error, message=None)
-            if outcome is not None and outcome is not _MISSING:
+            if outcome is not None and outcome is not MISSING:
                 self._wrong_type("on_error", impl, outcome, "None")
 
     async def _notify_all(self, name: str, **arguments: Any) -> None:
         for impl in self._impls(name):
             outcome = await self._call(name, impl, **arguments)
-            if outcome is not None and outcome is not _MISSING:
+            if outcome is not None and outcome is not MISSING:
                 self._wrong_type(name, impl, outcome, "None")
 
     # PreLLMCall / PostLLMResponse
 
     async def pre_llm_call(self, ctx, payload) -> dict[str, Any] | None:
-        run_key = _run_key(ctx)
+        run_key = run_id_of(ctx)
         original = LLMCallRequest(
             run_id=run_key, model=str(payload.get("model") or ""), messages=list(payload.get("messages") or []),
             tool_names=tuple(payload.get("tools") or ()),
@@ -471,7 +271,7 @@ class HookspecAdapter:
             replace["responseStream"], answer = answer.wire(), None
         elif answer is not None:
             replace["response"] = {"content": answer}
-        self._llm_calls.put(_exec_key(ctx), _LLMCall(request, time.perf_counter_ns(), _digest(request.messages), answer))
+        self._llm_calls.put(execution_key(ctx), PendingLLMCall(request, time.perf_counter_ns(), digest(request.messages), answer))
         return {"action": "continue", "replace": replace} if replace else None
 
     async def stream_batch(self, stream_id: str, *, session_id: str, claim: bool, wait_s: float) -> dict[str, Any]:
@@ -482,13 +282,13 @@ class HookspecAdapter:
         OPEN_STREAMS.close(self.plugin_id, stream_id)
 
     async def post_llm_response(self, ctx, payload) -> dict[str, Any] | None:
-        run_key = _run_key(ctx)
-        sent = _digest(list(payload.get("messages") or []))
-        key = _exec_key(ctx)
+        run_key = run_id_of(ctx)
+        sent = digest(list(payload.get("messages") or []))
+        key = execution_key(ctx)
         # One execution's model calls follow one another: the newest pending one is answered (older ones got no answer).
-        pending: _LLMCall | None = self._llm_calls.take(key, lambda entry: entry.sent == sent, newest=bool(key[3]))
+        pending: PendingLLMCall | None = self._llm_calls.take(key, lambda entry: entry.sent == sent, newest=bool(key[3]))
         if pending is None:
-            pending = _LLMCall(LLMCallRequest(run_id=run_key, model="", messages=list(payload.get("messages") or [])), 0, sent)
+            pending = PendingLLMCall(LLMCallRequest(run_id=run_key, model="", messages=list(payload.get("messages") or [])), 0, sent)
         response = payload.get("response") or {}
         replace = None
         # The call was answered with finish's text (replace.response); another plugin's handler may have changed it since.
@@ -498,7 +298,7 @@ class HookspecAdapter:
         usage = response.get("usage")
         result = LLMCallResult(
             run_id=run_key, text=response.get("content"), tool_calls=list(response.get("toolCalls") or []),
-            usage=dict(usage) if isinstance(usage, dict) else None, duration_ms=_elapsed_ms(pending.started_ns),
+            usage=dict(usage) if isinstance(usage, dict) else None, duration_ms=elapsed_ms(pending.started_ns),
         )
         await self._notify_all("after_llm_call", request=pending.request, result=result, state=self._state(ctx))
         return replace
@@ -507,20 +307,20 @@ class HookspecAdapter:
 
     async def pre_tool_use(self, ctx, payload) -> dict[str, Any] | None:
         raw = payload.get("toolCall") or {}
-        run_key = _run_key(ctx)
-        original = ToolCall(run_id=run_key, tool=str(raw.get("name") or ""), arguments=_arguments(raw.get("arguments")),
+        run_key = run_id_of(ctx)
+        original = ToolCall(run_id=run_key, tool=str(raw.get("name") or ""), arguments=tool_arguments(raw.get("arguments")),
                             call_id=str(raw.get("id") or ""), context=ctx)
         state = self._state(ctx)
         call, chosen = await self._agent_hooks.before_tool_call(original, state)
         decision = chosen if chosen.action != "proceed" else None
-        key = (_exec_key(ctx), original.call_id)
+        key = (execution_key(ctx), original.call_id)
         if decision is not None and decision.action == "deny":
             message = decision.message or f"denied by a before_tool_call hook of plugin {self.plugin_id}"
             self._denied.put(key, call.tool)
             await self._notify_all("after_tool_call", call=call, state=state, result=ToolCallResult(
                 run_id=run_key, tool=call.tool, arguments=call.arguments, error=ToolCallFailed("refused", message)))
             return {"action": "abort", "reason": message}
-        pending = _ToolCall(call, time.perf_counter_ns())
+        pending = PendingToolCall(call, time.perf_counter_ns())
         self._tool_calls.put(key, pending)
         changed = {"arguments": call.arguments} if call.arguments != original.arguments else {}
         if decision is not None:
@@ -533,34 +333,34 @@ class HookspecAdapter:
         return {"action": "continue", "replace": {"toolCall": changed}} if changed else None
 
     def take_replacement(self, context, call_id: str, name: str, arguments: str) -> Any:
-        """CallTool: the result a replace decision gave this call (and it is answered), or _MISSING.
+        """CallTool: the result a replace decision gave this call (and it is answered), or MISSING.
         `context`: the CallTool request's HookContext (turn, runtime and execution of the call)."""
-        key = (_exec_key(context), call_id)
-        wanted = _arguments(arguments)
+        key = (execution_key(context), call_id)
+        wanted = tool_arguments(arguments)
 
-        def replaced(entry: _ToolCall) -> bool:
-            return entry.replacement is not _MISSING and not entry.answered
+        def replaced(entry: PendingToolCall) -> bool:
+            return entry.replacement is not MISSING and not entry.answered
 
-        pending: _ToolCall | None = self._tool_calls.find(
+        pending: PendingToolCall | None = self._tool_calls.find(
             key, lambda entry: replaced(entry) and entry.call.tool == name and entry.call.arguments == wanted
         ) or self._tool_calls.find(key, replaced)
         if pending is None:
-            return _MISSING
+            return MISSING
         pending.answered = True
         return pending.replacement
 
     async def post_tool_use(self, ctx, payload) -> dict[str, Any] | None:
         raw = payload.get("toolCall") or {}
-        run_key = _run_key(ctx)
-        key = (_exec_key(ctx), str(raw.get("id") or ""))
+        run_key = run_id_of(ctx)
+        key = (execution_key(ctx), str(raw.get("id") or ""))
         name = str(raw.get("name") or "").removeprefix(REPLACED_PREFIX)
-        arguments = _arguments(raw.get("arguments"))
-        pending: _ToolCall | None = self._tool_calls.take(
+        arguments = tool_arguments(raw.get("arguments"))
+        pending: PendingToolCall | None = self._tool_calls.take(
             key, lambda entry: entry.call.tool == name and entry.call.arguments == arguments)
         if pending is None:
-            pending = _ToolCall(ToolCall(run_id=run_key, tool=name, arguments=arguments, call_id=key[1], context=ctx), 0)
-        call, duration_ms = pending.call, _elapsed_ms(pending.started_ns)
-        if pending.replacement is not _MISSING:
+            pending = PendingToolCall(ToolCall(run_id=run_key, tool=name, arguments=arguments, call_id=key[1], context=ctx), 0)
+        call, duration_ms = pending.call, elapsed_ms(pending.started_ns)
+        if pending.replacement is not MISSING:
             result = ToolCallResult(run_id=run_key, tool=call.tool, arguments=call.arguments, result=pending.replacement,
                                     duration_ms=duration_ms)
             await self._notify_all("after_tool_call", call=call, result=result, state=self._state(ctx))
@@ -589,19 +389,19 @@ class HookspecAdapter:
         """A PreToolUse dispatch ended in abort (another plugin refused, or a guard failed closed):
         after_tool_call hears of it, unless this plugin's own deny already told it."""
         raw = payload.get("toolCall") or {}
-        run_key = _run_key(ctx)
-        key = (_exec_key(ctx), str(raw.get("id") or ""))
+        run_key = run_id_of(ctx)
+        key = (execution_key(ctx), str(raw.get("id") or ""))
         name = str(raw.get("name") or "").removeprefix(REPLACED_PREFIX)
         if self._denied.take(key, lambda tool: tool == name) is not None:
             return
-        pending: _ToolCall | None = self._tool_calls.take(key, lambda entry: entry.call.tool == name)
+        pending: PendingToolCall | None = self._tool_calls.take(key, lambda entry: entry.call.tool == name)
         if not self._impls("after_tool_call"):
             return
         call = pending.call if pending is not None else ToolCall(
-            run_id=run_key, tool=name, arguments=_arguments(raw.get("arguments")), call_id=key[1], context=ctx)
+            run_id=run_key, tool=name, arguments=tool_arguments(raw.get("arguments")), call_id=key[1], context=ctx)
         await self._notify_all("after_tool_call", call=call, state=self._state(ctx), result=ToolCallResult(
             run_id=run_key, tool=call.tool, arguments=call.arguments, error=ToolCallFailed("refused", reason),
-            duration_ms=_elapsed_ms(pending.started_ns if pending is not None else None)))
+            duration_ms=elapsed_ms(pending.started_ns if pending is not None else None)))
 
     # PostContextAssembly / PostRuntime
 
@@ -612,7 +412,7 @@ class HookspecAdapter:
         parts = []
         for impl in self._impls("system_prompt"):
             outcome = await self._call("system_prompt", impl, prompt=prompt or "", state=state)
-            if outcome is None or outcome is _MISSING:
+            if outcome is None or outcome is MISSING:
                 continue
             if not isinstance(outcome, str):
                 self._wrong_type("system_prompt", impl, outcome, "str")
@@ -633,7 +433,7 @@ class HookspecAdapter:
         reason = str(result.get("reason") or "")
         # Model calls of this execution that never reached PostLLMResponse: failed (or a cut-off answer asked again);
         # and those of the subagent and nested runs it started, which have no PostRuntime of their own.
-        key = _exec_key(ctx)
+        key = execution_key(ctx)
         if key[3]:
             unanswered = self._llm_calls.take_where(lambda other: other[0] == key[0] and other[1] == key[1])
         else:
@@ -648,7 +448,7 @@ class HookspecAdapter:
                         f"the model call of {other[2]} (execution {other[3]}, run by {ctx.runtime_id}) got no answer: "
                         "that run ended before PostLLMResponse (its model call failed, or a cut-off answer was asked again)")
                     await self._notify_all("after_llm_call", request=pending.request, state=state, result=LLMCallResult(
-                        run_id=pending.request.run_id, error=error, duration_ms=_elapsed_ms(pending.started_ns)))
+                        run_id=pending.request.run_id, error=error, duration_ms=elapsed_ms(pending.started_ns)))
         if result.get("status") == "failed":
             await self._notify_error("runtime", RuntimeFailed(reason or "the runtime failed"))
 
@@ -694,38 +494,3 @@ def register_hookimpls(registrar: PluginRegistrar) -> HookspecAdapter | None:
         registrar.register_tool(tool.name, tool.handler, description=tool.description, parameters=tool.parameters,
                                 read_only=tool.read_only)
     return adapter
-
-
-def _loaded_adapters(loaded: list, table, execution) -> list[HookspecAdapter]:
-    """The hookspec adapters whose PreToolUse handlers this execution runs (active, approved)."""
-    running = {handler.plugin_id for handler in table.handlers_for("PreToolUse", execution)}
-    return [plugin.hookspecs for plugin in loaded if plugin.hookspecs is not None and plugin.entry.plugin_id in running]
-
-
-async def tell_tool_refused(loaded: list, table, execution, payload: dict[str, Any], reason: str) -> None:
-    """After a PreToolUse dispatch that ended in abort: each hookspec plugin's after_tool_call hears of it."""
-    view = execution.view(EVENTS_BY_NAME["PreToolUse"])
-    for adapter in _loaded_adapters(loaded, table, execution):
-        await adapter.tool_refused(HookContext(view, adapter.plugin_id), payload, reason)
-
-
-async def find_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
-    """take_replacement for adapters that may live in a sandbox worker (their answer is awaited)."""
-    for plugin in loaded:
-        if plugin.hookspecs is not None:
-            found = plugin.hookspecs.take_replacement(context, call_id, name, arguments)
-            if inspect.isawaitable(found):
-                found = await found
-            if found is not _MISSING:
-                return (found,)
-    return None
-
-
-def take_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
-    """CallTool: (result,) when a hookspec plugin's replace decision answers this call; else None."""
-    for plugin in loaded:
-        if plugin.hookspecs is not None:
-            found = plugin.hookspecs.take_replacement(context, call_id, name, arguments)
-            if found is not _MISSING:
-                return (found,)
-    return None

@@ -199,7 +199,7 @@ async def leave_all(loaded: list[Any], timeout_s: float = EXIT_TIMEOUT_S) -> Non
 
 class WorkerLifespans:
     """The host's side of a sandboxed plugin's lifespans (they live in its worker: the `lifespans` operation,
-    shared/sandbox/operations.py). A worker call that fails is logged: the plugin loads all the same."""
+    services/hooks/worker_operations.py). A worker call that fails is logged: the plugin loads all the same."""
 
     def __init__(self, plugin: Any, implemented: bool) -> None:
         # A SandboxedPlugin (services/hooks/sandboxed_entries.py): its workers, generation and id.

@@ -18,7 +18,7 @@ import dataclasses
 import time
 from typing import Any
 
-from services.hooks.admission import ADMIT_TIMEOUT_S
+from services.hooks import worker_operations
 from services.hooks.dispatcher import HandlerFailed, HandlerSkipped
 from services.hooks.entry_loader import (
     LoadedPlugin,
@@ -30,21 +30,17 @@ from services.hooks.entry_loader import (
 )
 from services.hooks.environments import workspace_root
 from services.hooks.hook_state import StoreState, state_capability
-from services.hooks.hookspec_adapter import _MISSING
-from services.hooks.lifespans import WorkerLifespans
+from services.hooks.sandboxed_hookspecs import VIEW_FIELDS, SandboxedHookspecs
 from services.hooks.tape_mirror import with_turns
-from shared.logs import get_logger
 from shared.plugin_sdk import HookContext, PluginRegistrar
 from shared.plugin_sdk.registrar import RegistrationError
 from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext
 from shared.sandbox import PluginWorkers, RemoteError, SandboxPool, Worker, WorkerGone
+from shared.sandbox.operations import register_operations
 
-log = get_logger(component="hookspecs")
 # register(covel) and the imports before it, the worker's start included.
 LOAD_TIMEOUT_S = 30.0
-_VIEW_FIELDS = ("event", "session_id", "turn_id", "locale", "active_plugin_ids", "plugin_id", "runtime_id", "logical_turn",
-                "execution_id", "root_execution_id", "subagent_call_id", "parent_runtime_id")
 
 
 class _Stand:
@@ -67,7 +63,7 @@ class SandboxedHook(_Stand):
     async def __call__(self, context: HookContext, payload: dict[str, Any]) -> Any:
         view = context._view
         args = {"gen": self.plugin.generation, "i": self.index, "payload": payload,
-                "view": {name: getattr(view, name) for name in _VIEW_FIELDS},
+                "view": {name: getattr(view, name) for name in VIEW_FIELDS},
                 "settings": view.plugin_settings.get(self.plugin.plugin_id, {})}
         backend = STATE_BACKEND.get()
         capabilities = state_capability(backend, view.session_id, self.plugin.plugin_id) if isinstance(backend, StoreState) else None
@@ -141,59 +137,6 @@ class SandboxedEventHandler(_Stand):
             return
         context = answer.get("context") if isinstance(answer, dict) else None
         event.context = context if isinstance(context, dict) else _NotJson()
-
-
-class SandboxedHookspecs:
-    """The plugin's hookspec adapter, which lives in its worker (services/hooks/hookspec_adapter.py)."""
-
-    def __init__(self, plugin: SandboxedPlugin, implemented: list[str]) -> None:
-        self._plugin = plugin
-        self.plugin_id = plugin.plugin_id
-        self._implemented = {str(name) for name in implemented}
-        self.plugin_tools: frozenset[tuple[str, str]] = frozenset()
-        self.lifespans = WorkerLifespans(plugin, "provide_lifespan" in self._implemented)
-
-    def implemented(self) -> set[str]:
-        return set(self._implemented)
-
-    async def _call(self, method: str, **args: Any) -> Any:
-        return await self._plugin.workers.call("hookspec", {"gen": self._plugin.generation, "method": method, **args})
-
-    async def share_tools(self, plugin_tools: frozenset[tuple[str, str]], worker: Worker | None = None) -> None:
-        self.plugin_tools = plugin_tools
-        args = {"gen": self._plugin.generation, "method": "plugin_tools", "tools": sorted(plugin_tools)}
-        await (worker.call("hookspec", args) if worker is not None else self._plugin.workers.call("hookspec", args))
-
-    async def tool_refused(self, ctx: HookContext, payload: dict[str, Any], reason: str) -> None:
-        view = ctx._view
-        try:
-            await self._call("tool_refused", view={name: getattr(view, name) for name in _VIEW_FIELDS},
-                             settings=view.plugin_settings.get(self._plugin.plugin_id, {}), payload=payload, reason=reason)
-        except (WorkerGone, RemoteError) as error:
-            # Plugin code (its after_tool_call impls): the refusal stands whatever they do.
-            log.warning("hookimpl.tool_refused_failed", plugin_id=self.plugin_id, error=f"{type(error).__name__}: {error}")
-
-    async def take_replacement(self, context: Any, call_id: str, name: str, arguments: str) -> Any:
-        fields = ("turn_id", "root_execution_id", "runtime_id", "execution_id")
-        answer = await self._call("take_replacement", call_id=call_id, name=name, arguments=arguments,
-                                  context={field: getattr(context, field, "") or "" for field in fields})
-        return answer.get("v") if isinstance(answer, dict) and answer.get("found") else _MISSING
-
-    async def admit_message(self, session_id: str, message: dict[str, Any], turn: dict[str, Any]) -> Any:
-        """AdmitMessage: the worker's admit_message decision ({action, reason} or None); the caller bounds the wait,
-        the deadline lets the worker stop a late answer (services/hooks/admission.py)."""
-        args = {"gen": self._plugin.generation, "method": "admit_message", "session_id": session_id, "message": message, "turn": turn}
-        answer = await self._plugin.workers.call("hookspec", args, deadline=time.monotonic() + ADMIT_TIMEOUT_S)
-        return answer.get("v") if isinstance(answer, dict) else answer
-
-    async def stream_batch(self, stream_id: str, *, session_id: str, claim: bool, wait_s: float) -> Any:
-        """StreamModelAnswer: the next batch of a run_model_stream kept open in the worker (services/hooks/model_streams.py;
-        the worker's word: the caller checks it and bounds the wait)."""
-        args = {"method": "next", "stream_id": stream_id, "session_id": session_id, "claim": claim, "wait_s": wait_s}
-        return await self._plugin.workers.call("model_stream", args, deadline=time.monotonic() + wait_s)
-
-    async def close_stream(self, stream_id: str) -> None:
-        await self._plugin.workers.call("model_stream", {"method": "close", "stream_id": stream_id})
 
 
 class SandboxedPlugin:
@@ -304,6 +247,8 @@ async def _load_one(pool: SandboxPool, plugin: PluginEntry, generation: int) -> 
 
 async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generation: int) -> LoadResult:
     """Every plugin's entry module, each in its worker (all at once); workers of plugins gone are retired."""
+    # The operations these workers serve (the service registers them at its start; a pool made without it here).
+    register_operations(worker_operations)
     result = LoadResult()
     outcomes = await asyncio.gather(*(_load_one(pool, plugin, generation) for plugin in plugins))
     for plugin, outcome in zip(plugins, outcomes, strict=True):

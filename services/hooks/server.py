@@ -13,7 +13,7 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2_grpc
-from services.hooks import admission
+from services.hooks import admission, worker_operations
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
@@ -21,7 +21,8 @@ from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.form_validators import validate_form
 from services.hooks.hook_state import StoreState
-from services.hooks.hookspec_adapter import events_for, find_replacement, tell_tool_refused
+from services.hooks.hookspec_events import events_for
+from services.hooks.loaded_hookspecs import find_replacement, tell_tool_refused
 from services.hooks.model_answers import model_answer_chunks
 from services.hooks.settings import HooksSettings
 from services.hooks.tape_mirror import COMMITTED_TURNS, StoreTurns
@@ -37,6 +38,7 @@ from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
 from shared.sandbox import SandboxSettings
 from shared.sandbox.host import sandbox_pool
+from shared.sandbox.operations import register_operations
 from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.tracing import configure_tracing, traced
@@ -406,6 +408,8 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     store_channel = open_channel(settings.store_addr, security=settings)
     pool = sandbox_pool("hooks", settings.log_level, settings.log_format, sandbox)
     if pool is not None:
+        # What this service's workers serve: registered before the zygote starts, so it preloads them.
+        register_operations(worker_operations)
         # The sandbox's zygote starts while the registry may still be coming up.
         pool.prewarm()
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)

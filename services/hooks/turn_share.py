@@ -12,6 +12,7 @@ it (logged): hooks another replica runs then see no loaded state, as before.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
 from shared.logs import get_logger
@@ -23,6 +24,8 @@ KEY = "covel.hookspecs.turn"
 
 # (turn id, the turn's message, load_state's state)
 Turn = tuple[str, dict[str, Any], dict[str, Any]]
+# Turns whose TurnStart was seen and whose message:sent was not, per session (the newest kept).
+_TURNS_LIMIT = 1024
 
 
 async def share(plugin_id: str, session_id: str, turn: Turn) -> None:
@@ -47,3 +50,40 @@ async def fetch(plugin_id: str, session_id: str) -> Turn | None:
         return None
     message, loaded = value.get("message"), value.get("state")
     return value["turn_id"], message if isinstance(message, dict) else {}, loaded if isinstance(loaded, dict) else {}
+
+
+class KnownTurns:
+    """One plugin's turns in this process, by session: TurnStart to message:sent (the newest kept)."""
+
+    def __init__(self, plugin_id: str) -> None:
+        self.plugin_id = plugin_id
+        # session id -> (turn id, the turn's message, load_state's state).
+        self._turns: OrderedDict[str, Turn] = OrderedDict()
+        # (session, turn) that neither this process nor the store knows (asked once).
+        self._unshared: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def get(self, session_id: str) -> Turn | None:
+        return self._turns.get(session_id)
+
+    def forget(self, session_id: str) -> None:
+        self._turns.pop(session_id, None)
+
+    def remember(self, session_id: str, turn: Turn) -> None:
+        self._turns[session_id] = turn
+        self._turns.move_to_end(session_id)
+        while len(self._turns) > _TURNS_LIMIT:
+            self._turns.popitem(last=False)
+
+    async def known(self, session_id: str, turn_id: str) -> Turn | None:
+        """The session's turn `turn_id` (any turn when empty), read from the store once when this process lacks it."""
+        turn = self._turns.get(session_id)
+        if not session_id or (turn is not None and (turn[0] == turn_id or not turn_id)) or (session_id, turn_id) in self._unshared:
+            return turn
+        found = await fetch(self.plugin_id, session_id)
+        if found is not None and (found[0] == turn_id or not turn_id):
+            self.remember(session_id, found)
+            return found
+        self._unshared[(session_id, turn_id)] = None
+        while len(self._unshared) > _TURNS_LIMIT:
+            self._unshared.popitem(last=False)
+        return turn

@@ -15,12 +15,12 @@ from pathlib import Path
 from services.registry.contract_schemas import check_contract_schemas
 from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.entry_registrations import check_entry_registrations
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import LoadedWorld
 from services.registry.package_guard import load_package_guarded
-from services.registry.package_loader import LoadedPackage
 from services.registry.packs import DEFAULT_PACK_FILES, Packs, load_packs
 from services.registry.settings import source_of
 from services.registry.world_catalogue import scan_worlds
-from services.registry.world_loader import LoadedWorld
 from shared.logs import get_logger
 
 log = get_logger(component="catalogue")

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.registry.diagnostics import Diagnostic, Severity
+from services.registry.loaded_package import LoadedPackage, PackageState
 from services.registry.manifest_reading import PLUGIN_FILE
 from services.registry.package_files import CONTRACT_SCHEMA_PREFIX, PackageFiles
-from services.registry.package_loader import LoadedPackage, PackageState
 
 
 def _published(package: LoadedPackage) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.registry.diagnostics import Diagnostic, Severity
-from services.registry.package_loader import LoadedPackage, PackageState
+from services.registry.loaded_package import LoadedPackage, PackageState
 from shared.plugin_code.declarations import (
     ENTRY_LOAD_FAILED_CODE,
     ENTRY_REGISTRATIONS_CODE,

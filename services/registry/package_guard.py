@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.registry.diagnostics import DiagnosticBag
+from services.registry.loaded_package import LoadedPackage, PackageState
 from services.registry.manifest_reading import PLUGIN_FILE
-from services.registry.package_loader import LoadedPackage, PackageState, load_package
+from services.registry.package_loader import load_package
 from shared.logs import get_logger
 
 log = get_logger(component="package_guard")

@@ -8,7 +8,6 @@ plugin code; files are only read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +22,20 @@ from services.registry.contributes_rules import (
     check_projection_handlers,
     check_runtime_tools,
     check_story_requires,
-    event_topics,
 )
 from services.registry.dataset_rules import check_agent_datasets, compile_datasets
 from services.registry.dependency_warnings import warn_dependency_cycles
 from services.registry.diagnostics import (
-    Diagnostic,
     DiagnosticBag,
     add_validation_errors,
     has_errors,
 )
 from services.registry.frontmatter import Document, parse_document
 from services.registry.host_compatibility import host_version, parse_range, satisfies
+from services.registry.loaded_package import DEFAULT_VERSION, LoadedPackage, PackageState
 from services.registry.locale_files import compile_locales, inline_locale_maps
 from services.registry.manifest_fields import PLUGIN_ID, RESERVED_PLUGIN_IDS
-from services.registry.manifest_models import Contributes, ExtensionDecl, HookDecl, PluginManifest, ProvidesDecl, ServiceDecl
+from services.registry.manifest_models import PluginManifest
 from services.registry.manifest_reading import (
     KNOWN_FIELDS,
     PLUGIN_FILE,
@@ -49,128 +47,18 @@ from services.registry.manifest_reading import (
     package_relative,
     read_text,
 )
+from services.registry.package_definition import contributes_of, derived_tags, package_definition, provided_contracts
 from services.registry.package_files import PackageFiles
 from services.registry.prompt_variants import Variant, locale_variants
-from services.registry.runtime_compiler import CompiledRuntime, compile_runtime
+from services.registry.runtime_compiler import compile_runtime
 from services.registry.runtime_files import RuntimeFile, discover_runtime_files
 from services.registry.schema_references import check_root_schemas, check_runtime_schemas
 from services.registry.served_manifests import check_served_manifests
 from services.registry.settings import BUILTIN
-from shared.manifest import PackageDefinition
 
 DEFAULT_ENTRY = "server/index.py"
-DEFAULT_VERSION = "0.0.0"
 # Only Simplified Chinese has prompt variants; other locale files are not read.
-DERIVED_TAG_PREFIXES = ("cost:", "ui:")
 IGNORED_FILES = ("llm.toml",)
-
-
-class PackageState(StrEnum):
-    LOADED = "loaded"
-    FAILED = "failed"
-
-
-@dataclass
-class LoadedPackage:
-    id: str
-    root_dir: Path
-    source: str
-    state: PackageState
-    diagnostics: list[Diagnostic]
-    kind: str = "plugin"
-    version: str = DEFAULT_VERSION
-    display_name: str = ""
-    description: str = ""
-    tags: list[str] = field(default_factory=list)
-    provides: list[str] = field(default_factory=list)
-    default_provides: list[str] = field(default_factory=list)
-    requires: list[str] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    entry: str = ""
-    hooks: list[tuple[str, str]] = field(default_factory=list)
-    # What the entry module must register, from contributes (the hooks service checks both ways).
-    tools: list[str] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    services: list[str] = field(default_factory=list)
-    # "<point>/<id>" of contributes.extensions.
-    extensions: list[str] = field(default_factory=list)
-    forms: list[str] = field(default_factory=list)
-    # Topics of contributes.events (one declarer per topic in a session).
-    event_topics: list[str] = field(default_factory=list)
-    # contributes.ui panels that passed their checks: (location, file, spec).
-    ui_panels: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    runtimes: list[CompiledRuntime] = field(default_factory=list)
-    prompt: str = ""
-    prompt_variants: dict[str, str] = field(default_factory=dict)
-    # contributes.prompt content by locale, then segment id (PLUGIN.<locale>.md frontmatter).
-    prompt_segment_variants: dict[str, dict[str, str]] = field(default_factory=dict)
-    definition: dict[str, Any] = field(default_factory=dict)
-    # `definition` checked against the shared model (only a package without errors has one).
-    compiled_definition: PackageDefinition | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return self.state is PackageState.LOADED
-
-
-def _derived_tags(author_tags: list[str], runtimes: list[CompiledRuntime], entry: str, contributes: Contributes | None) -> list[str]:
-    tags = [tag for tag in author_tags if not tag.startswith(DERIVED_TAG_PREFIXES)]
-    derived: list[str] = []
-    calls_model = any(rt.type == "agent" or rt.manifest.get("function", {}).get("model") for rt in runtimes)
-    plain_function = any(rt.type == "function" and not rt.manifest["function"].get("model") for rt in runtimes)
-    projections = bool(contributes and contributes.worldProjections)
-    if calls_model:
-        derived.append("cost:llm")
-    if plain_function or (not runtimes and (entry or projections)):
-        derived.append("cost:function")
-    ui = (contributes.ui if contributes else None) or {}
-    if ui.get("right"):
-        derived.append("ui:right-panel")
-    if ui.get("message"):
-        derived.append("ui:message-block")
-    manual = any(rt.trigger_type == "manual" and not rt.manifest["schedule"]["subagentOnly"] for rt in runtimes)
-    if manual or (contributes and (contributes.actions or contributes.commands)):
-        derived.append("ui:manual-action")
-    return list(dict.fromkeys([*tags, *derived]))
-
-
-def _compile_contributes(contributes: Contributes | None) -> dict[str, Any]:
-    if contributes is None:
-        return {}
-    compiled = contributes.model_dump(by_alias=True, exclude_none=True)
-    if contributes.hooks is not None:
-        compiled["hooks"] = [
-            {"event": hook.event, "enforce": hook.enforce or "normal"}
-            if isinstance(hook, HookDecl)
-            else {"event": hook, "enforce": "normal"}
-            for hook in contributes.hooks
-        ]
-    if contributes.services is not None:
-        compiled["services"] = [
-            {"modelFacing": False, "access": "read", **item.model_dump(exclude_none=True)}
-            if isinstance(item, ServiceDecl)
-            else {"contract": item, "modelFacing": False, "access": "read"}
-            for item in contributes.services
-        ]
-    if contributes.data is not None:
-        compiled["data"] = {
-            namespace: {"version": 1, **decl.model_dump(by_alias=True, exclude_none=True)}
-            for namespace, decl in contributes.data.items()
-        }
-    if contributes.prompt is not None:
-        compiled["prompt"] = [
-            {"role": "system", **segment.model_dump(by_alias=True, exclude_none=True)} for segment in contributes.prompt
-        ]
-    if contributes.extensions is not None:
-        extensions = []
-        for item in contributes.extensions:
-            if isinstance(item, ExtensionDecl):
-                extensions.append({"order": 0, **item.model_dump(exclude_none=True)})
-            else:
-                point, _, ext_id = item.rpartition("/")
-                extensions.append({"point": point, "id": ext_id, "order": 0})
-        compiled["extensions"] = extensions
-    return compiled
 
 
 def _check_runtime_references(package: LoadedPackage, declared_ids: set[str], bag: DiagnosticBag) -> None:
@@ -273,14 +161,14 @@ def load_package(root: Path, *, source: str, strict: bool = False) -> LoadedPack
     datasets, action_kinds = _static_checks(package, PackageFiles(root), manifest, contributed_tools, bag)
     locales = compile_locales(root, runtimes.frontmatters, bag, strict=strict)
 
-    package.provides, package.default_provides = _provided_contracts(manifest, package.runtimes, bag)
+    package.provides, package.default_provides = provided_contracts(manifest, package.runtimes, bag)
     package.requires = list(manifest.requires or [])
     package.conflicts = list(manifest.conflicts or [])
-    package.tags = _derived_tags(list(manifest.tags or []), package.runtimes, package.entry, manifest.contributes)
-    contributes = _contributes_of(package, manifest, datasets, action_kinds)
+    package.tags = derived_tags(list(manifest.tags or []), package.runtimes, package.entry, manifest.contributes)
+    contributes = contributes_of(package, manifest, datasets, action_kinds)
     if strict:
         _validation_advice(root, data, package, runtimes.raw, bag)
-    package.definition = _definition(package, manifest, contributes, locales)
+    package.definition = package_definition(package, manifest, contributes, locales)
     if not has_errors(bag.items):
         check_served_manifests(package, bag)
     if has_errors(bag.items):
@@ -500,93 +388,3 @@ def _static_checks(
         runtime.manifest["datasets"] = datasets
     check_story_requires(manifest, package.runtimes, bag, file=PLUGIN_FILE)
     return datasets, action_kinds
-
-
-def _provided_contracts(manifest: PluginManifest, runtimes: list[CompiledRuntime], bag: DiagnosticBag) -> tuple[list[str], list[str]]:
-    """(provides, the ones it is the default provider of): written provides + each runtime's
-    io.output.contract; two runtimes cannot share one."""
-    provides: list[str] = []
-    defaults: list[str] = []
-    for item in manifest.provides or []:
-        contract = item.contract if isinstance(item, ProvidesDecl) else item
-        if contract not in provides:
-            provides.append(contract)
-        if isinstance(item, ProvidesDecl) and item.default:
-            defaults.append(contract)
-    producers: dict[str, str] = {}
-    for runtime in runtimes:
-        contract = runtime.output_contract
-        if not contract:
-            continue
-        if contract in producers:
-            bag.error(
-                "ambiguous-output-contract",
-                f"runtimes {producers[contract]} and {runtime.runtime_id} both output {contract}",
-                file=runtime.file,
-                field_path=("runtime." if runtime.file == PLUGIN_FILE else "") + "io.output.contract",
-            )
-            continue
-        producers[contract] = runtime.runtime_id
-        if contract not in provides:
-            provides.append(contract)
-    return provides, defaults
-
-
-def _contributes_of(
-    package: LoadedPackage, manifest: PluginManifest, datasets: dict[str, dict[str, Any]], action_kinds: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The compiled contributes; the package's hook, tool, action, service, extension, form and topic lists from it."""
-    contributes = _compile_contributes(manifest.contributes)
-    if datasets or "datasets" in contributes:
-        contributes["datasets"] = datasets
-    if action_kinds or "actionKinds" in contributes:
-        contributes["actionKinds"] = action_kinds
-    package.event_topics = event_topics(manifest)
-    if "events" in contributes:
-        contributes["events"] = [
-            item if isinstance(item, dict) else {"topic": item} for item in contributes["events"]
-        ]
-    package.hooks = [(hook["event"], hook["enforce"]) for hook in contributes.get("hooks", [])]
-    package.tools = list(contributes.get("tools", []))
-    package.actions = list(contributes.get("actions", []))
-    package.services = [item["contract"] for item in contributes.get("services", [])]
-    package.extensions = [f"{item['point']}/{item['id']}" for item in contributes.get("extensions", [])]
-    package.forms = list(contributes.get("forms", []))
-    return contributes
-
-
-def _definition(
-    package: LoadedPackage, manifest: PluginManifest, contributes: dict[str, Any], locales: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    """The package's compiled definition (what the registry serves)."""
-    definition: dict[str, Any] = {
-        "id": package.id,
-        "kind": package.kind,
-        "version": package.version,
-        "displayName": package.display_name,
-        "description": package.description,
-        "tags": package.tags,
-        "provides": [{"contract": contract, "default": contract in package.default_provides} for contract in package.provides],
-        "requires": package.requires,
-        "conflicts": package.conflicts,
-        "contracts": {key: value.model_dump(by_alias=True) for key, value in (manifest.contracts or {}).items()},
-        "contributes": contributes,
-        "runtimes": [runtime.runtime_id for runtime in package.runtimes],
-        "source": package.source,
-    }
-    if package.entry:
-        definition["entry"] = package.entry
-    if locales:
-        definition["locales"] = locales
-    if package.prompt_segment_variants:
-        # Captured with the definition: the scheduler picks the session's locale from this snapshot.
-        definition["promptSegmentVariants"] = package.prompt_segment_variants
-    for optional in ("license", "homepage", "covel"):
-        value = getattr(manifest, optional)
-        if value is not None:
-            definition[optional] = value
-    if manifest.author is not None:
-        definition["author"] = manifest.author if isinstance(manifest.author, str) else manifest.author.model_dump(exclude_none=True)
-    if manifest.permissions is not None:
-        definition["permissions"] = manifest.permissions.model_dump(exclude_none=True)
-    return definition

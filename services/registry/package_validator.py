@@ -12,9 +12,9 @@ from pathlib import Path
 
 from services.registry.diagnostics import Diagnostic, Severity, has_errors
 from services.registry.entry_registrations import check_entry_registrations
+from services.registry.loaded_package import LoadedPackage
 from services.registry.manifest_reading import PLUGIN_FILE, RUNTIME_FILE, RUNTIMES_DIR
 from services.registry.package_guard import load_package_guarded
-from services.registry.package_loader import LoadedPackage
 
 
 class NotAPackage(ValueError):

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from covel.registry.v1 import registry_pb2
-from services.registry.package_loader import LoadedPackage
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import LoadedWorld
 from services.registry.packs import Pack, Packs
 from services.registry.proto_mapping import resolution_to_proto
 from services.registry.session_resolution import Resolution, resolve_session_plugins
-from services.registry.world_loader import LoadedWorld
 
 
 @dataclass(frozen=True)

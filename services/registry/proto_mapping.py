@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from covel.registry.v1 import registry_pb2
-from services.registry.package_loader import LoadedPackage
+from services.registry.loaded_package import LoadedPackage
 from services.registry.runtime_compiler import CompiledRuntime
 from services.registry.session_resolution import ConfirmedResolution, Rejection, Resolution
 from shared.structs import to_struct

@@ -7,13 +7,9 @@ the package fails to load with the fields named, instead of a reader failing mid
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from services.registry.diagnostics import DiagnosticBag
+from services.registry.loaded_package import LoadedPackage
 from shared.manifest import ManifestError, parse_definition, parse_manifest
-
-if TYPE_CHECKING:
-    from services.registry.package_loader import LoadedPackage
 
 BUG_HINT = "this is a registry bug, not the author's: report it with the package"
 

@@ -11,6 +11,7 @@ import grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.registry.catalogue import Catalogue, Snapshot
 from services.registry.diagnostics import has_errors
+from services.registry.loaded_world import LoadedWorld, WorldState
 from services.registry.manifest_fields import PLUGIN_ID
 from services.registry.package_installer import InstallRefused, install_zip, validate_zip
 from services.registry.package_validator import NotAPackage, validate_paths
@@ -19,7 +20,6 @@ from services.registry.proto_mapping import confirmed_to_proto, package_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
 from services.registry.settings import BUILTIN, RegistrySettings
 from services.registry.world_import import import_records
-from services.registry.world_loader import LoadedWorld, WorldState
 from services.registry.world_proto import unknown_world, world_to_proto
 from services.registry.world_translations import LOCALE
 from services.registry.zip_install import MAX_ZIP_BYTES

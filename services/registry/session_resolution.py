@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.registry.package_loader import LoadedPackage
+from services.registry.loaded_package import LoadedPackage
 
 NOT_FOUND = "not-found"
 FAILED_TO_LOAD = "failed-to-load"

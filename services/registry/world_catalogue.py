@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from services.registry.diagnostics import Diagnostic, Severity
-from services.registry.package_loader import LoadedPackage
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WORLD_FILE, LoadedWorld
 from services.registry.packs import Packs
-from services.registry.world_loader import WORLD_FILE, LoadedWorld, load_world_guarded
+from services.registry.world_loader import load_world_guarded
 from shared.logs import get_logger
 
 log = get_logger(component="world_catalogue")

@@ -10,10 +10,10 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 
 from services.registry.diagnostics import DiagnosticBag
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WORLD_FILE, LoadedWorld, WorldDimension
 from services.registry.package_files import PackageFiles
-from services.registry.package_loader import LoadedPackage
 from services.registry.packs import Packs
-from services.registry.world_loader import WORLD_FILE, LoadedWorld, WorldDimension
 from services.registry.world_models import DEFAULT_CHARACTER_TYPES, PLAYER_TYPE, AttributeDecl, WorldManifest
 from shared import json_schemas
 from shared.plugin_settings import declared_settings, value_problem

@@ -23,11 +23,13 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 
 from services.registry.diagnostics import DiagnosticBag, format_path
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WORLD_FILE, LoadedWorld, WorldDataSource
 from services.registry.manifest_fields import DATASET_OPS
 from services.registry.manifest_reading import read_text
 from services.registry.package_files import MAX_JSON_BYTES, PackageFiles
-from services.registry.package_loader import LoadedPackage
-from services.registry.world_loader import WORLD_FILE, LoadedWorld, WorldDataSource, read_yaml_file
+from services.registry.world_data_translations import translated_records
+from services.registry.world_files import read_yaml_file
 from services.registry.world_models import CONTRACT_TARGET_PREFIX, WorldManifest
 from services.registry.world_references import Record, ReferenceChecker
 from shared import json_schemas
@@ -330,8 +332,6 @@ def remind_hidden_fields(record: Record, bag: DiagnosticBag) -> None:
 def check_records(world: LoadedWorld, files: PackageFiles, bag: DiagnosticBag, packages: Sequence[LoadedPackage]) -> None:
     """Every source's records (and their translations) against the namespaces receiving its contract; characters
     for hidden fields. The checked records are kept on the world for the sessions that import them."""
-    from services.registry.world_data_translations import translated_records
-
     references = ReferenceChecker(world, bag)
     prefix = (world.characters_prefix,) if world.characters_prefix else ()
     for index, character in enumerate(world.characters):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag, format_path
-from services.registry.world_loader import WorldDataSource
+from services.registry.loaded_world import WorldDataSource
 from services.registry.world_references import Record
 
 ReadFile = Callable[[str], list[tuple[str, Record]]]

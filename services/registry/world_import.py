@@ -15,9 +15,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.registry.package_loader import LoadedPackage
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import LoadedWorld
 from services.registry.world_data import HIDDEN_PREFIX, receivers
-from services.registry.world_loader import LoadedWorld
 
 
 @dataclass(frozen=True)

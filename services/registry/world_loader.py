@@ -6,153 +6,35 @@ written), the data files its `data:` sources name, and `world.<locale>.yaml` tra
 Every problem is a diagnostic naming the file and the field (diagnostics.py); a world with an
 error is FAILED and no session starts in it. `load_world` never raises for bad input: the net
 in `load_world_guarded` turns anything unforeseen into one `world-unloadable` diagnostic.
+
+The loaded world is loaded_world.py's LoadedWorld; reading the package's YAML files is world_files.py;
+the checks are world_checks, world_data, world_lorebook and world_translations, in the order below.
 """
 
 from __future__ import annotations
 
-import datetime
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from services.registry.diagnostics import Diagnostic, DiagnosticBag, add_validation_errors, format_path
-from services.registry.manifest_reading import exact_child, read_text
+from services.registry import world_checks, world_data, world_lorebook, world_translations
+from services.registry.diagnostics import DiagnosticBag, add_validation_errors
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WORLD_FILE, LoadedWorld
+from services.registry.manifest_reading import exact_child
 from services.registry.package_files import PackageFiles
-from services.registry.package_loader import LoadedPackage
 from services.registry.packs import Packs, builtin_packs
-from services.registry.world_models import WORLD_FIELDS, WORLD_ID, CharacterDecl, WorldManifest, WorldTranslation
-from shared.bounded_yaml import load_yaml
+from services.registry.world_files import listed_items, read_yaml_file
+from services.registry.world_models import WORLD_FIELDS, WORLD_ID, CharacterDecl, WorldManifest
 from shared.logs import get_logger
 
 log = get_logger(component="world_loader")
 
-WORLD_FILE = "world.yaml"
 DEFAULT_CHARACTERS_FILE = "characters.yaml"
 CHARACTERS_YAML_CODE = "characters-yaml"
 CHARACTERS_NOT_LIST_CODE = "characters-not-list"
-
-
-class WorldState(StrEnum):
-    LOADED = "loaded"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class WorldDimension:
-    id: str
-    name: str
-    description: str
-    schema: dict[str, Any]
-    initial: Any
-
-
-@dataclass(frozen=True)
-class WorldDataSource:
-    """A `data[]` entry with its files found: package-relative paths in file-name order."""
-
-    index: int
-    contract: str
-    visibility: str
-    # "list", "map", "document", or "" (by what each file holds: a list, or one record).
-    kind: str = ""
-    key: str = ""
-    files: tuple[str, ...] = ()
-    character_field: str = ""
-    locale_array_keys: tuple[str, ...] = ()
-    # Where diagnostics point: `data[2]`, or the plugin namespace whose authoring.source it is by convention.
-    where: str = ""
-    # Data file -> its translations by locale (`facts.zh.yaml` beside `facts.yaml`).
-    translations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
-
-
-@dataclass
-class LoadedWorld:
-    id: str
-    root_dir: Path
-    diagnostics: list[Diagnostic]
-    manifest: WorldManifest | None = None
-    # As sessions store them: {id, name, type, aliases?, description?, attributes?}; characterField data left out.
-    characters: list[dict[str, Any]] = field(default_factory=list)
-    # characterField -> {character id: the value} (what the data import hands to the accepting plugins).
-    character_data: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Every character id written, valid characters or not (translations are matched against these).
-    written_character_ids: set[str] = field(default_factory=set)
-    # Where the characters were written: world.yaml (prefix `characters`) or the characters file (no prefix).
-    characters_file: str = WORLD_FILE
-    characters_prefix: str = "characters"
-    # {types, attributes} as sessions store it; None when the world writes no characterSchema.
-    character_schema: dict[str, Any] | None = None
-    dimensions: list[WorldDimension] = field(default_factory=list)
-    data_sources: list[WorldDataSource] = field(default_factory=list)
-    # Lorebook entries as LorebookDecl dumps them ({id, title?, keys?, content, constant?}).
-    lorebook: list[dict[str, Any]] = field(default_factory=list)
-    # Each source's checked records: (key, world_references.Record), what sessions import (world_import.py);
-    # and by locale, the records with that locale's translations merged in.
-    records: list[tuple[WorldDataSource, list[tuple[str, Any]]]] = field(default_factory=list)
-    translated_records: dict[str, list[tuple[WorldDataSource, list[tuple[str, Any]]]]] = field(default_factory=dict)
-    translations: dict[str, WorldTranslation] = field(default_factory=dict)
-    # pluginPolicy.plus entries that are not installed (left out of a session's request).
-    missing_plugins: list[str] = field(default_factory=list)
-
-    @property
-    def loaded(self) -> bool:
-        return self.manifest is not None and not any(item.is_error for item in self.diagnostics)
-
-    @property
-    def state(self) -> WorldState:
-        return WorldState.LOADED if self.loaded else WorldState.FAILED
-
-
-class NotJson(ValueError):
-    """A YAML value JSON cannot hold (binary, a set, NaN); `path` is where."""
-
-    def __init__(self, path: str, what: str) -> None:
-        super().__init__(what)
-        self.path = path
-
-
-def json_ready(value: Any, path: tuple[str | int, ...] = ()) -> Any:
-    """YAML's values as JSON: dates and times as ISO text (as if quoted), mapping keys as text."""
-    if isinstance(value, dict):
-        return {str(key): json_ready(item, (*path, str(key))) for key, item in value.items()}
-    if isinstance(value, list):
-        return [json_ready(item, (*path, index)) for index, item in enumerate(value)]
-    if isinstance(value, datetime.date | datetime.datetime):
-        return value.isoformat()
-    if isinstance(value, float) and not math.isfinite(value):
-        raise NotJson(format_path(path), f"`{value}` is not a number JSON can hold")
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    raise NotJson(format_path(path), f"a {type(value).__name__} value (YAML `!!binary`, `!!set`, …) cannot be world data")
-
-
-def read_yaml_file(files: PackageFiles, relative: str, bag: DiagnosticBag, *, code: str, referred_from: tuple[str, str] | None = None) -> Any:
-    """A package YAML file as JSON-ready data, or None after a diagnostic (on the file itself, or
-    on the field that named it when it is missing or outside the package)."""
-    where_file, where_field = referred_from or (relative, "")
-    if not files.is_file(relative):
-        bag.error("file-missing", f"`{relative}` does not exist in the world package", file=where_file, field_path=where_field,
-                  hint=f"add {relative}, or fix the path")
-        return None
-    text = read_text(files.root / relative, bag, relative)
-    if text is None:
-        return None
-    try:
-        return json_ready(load_yaml(text))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error)
-        bag.error(code, f"not valid YAML{at}: {problem}", file=relative, hint="fix the YAML; quote text that YAML reads as something else")
-    except NotJson as error:
-        bag.error("world-value-not-json", str(error), file=relative, field_path=error.path, hint="write it as text (quoted)")
-    return None
 
 
 def _manifest(root: Path, files: PackageFiles, bag: DiagnosticBag) -> tuple[WorldManifest | None, dict[str, Any]]:
@@ -183,40 +65,6 @@ def _check_id(world: LoadedWorld, manifest: WorldManifest, bag: DiagnosticBag) -
     if manifest.id is not None and manifest.id != world.id:
         bag.error("id-mismatch", f"`id` is `{manifest.id}` but the folder is `{world.id}`", field_path="id",
                   hint="the id is the folder name: rename one of them, or leave `id` out")
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A list of a world package as written: its items, the file they are in, their field path prefix there."""
-
-    items: list[Any]
-    file: str = WORLD_FILE
-    prefix: str = ""
-
-
-def listed_items(written: str | list[Any] | None, field: str, default_file: str, noun: str, files: PackageFiles,
-                 bag: DiagnosticBag, *, codes: tuple[str, str]) -> Listed:
-    """A list world.yaml holds under `field` inline, or in a YAML file of the package it names (`default_file` by
-    convention when the field is not written), the file holding `[...]` or `{<field>: [...]}`. `codes`: the
-    diagnostic codes of a file that is not YAML and of one that holds no list."""
-    yaml_code, not_list_code = codes
-    if isinstance(written, list):
-        return Listed(written, WORLD_FILE, field)
-    if written is None and not files.is_file(default_file):
-        return Listed([], WORLD_FILE, field)
-    relative = default_file if written is None else files.relative(WORLD_FILE, written)
-    if relative is None:
-        bag.error("file-outside-package", f"the {field} file `{written}` points outside the world package", field_path=field,
-                  hint=f"write a path inside the package, e.g. ./{default_file}")
-        return Listed([], WORLD_FILE, field)
-    data = read_yaml_file(files, relative, bag, code=yaml_code, referred_from=(WORLD_FILE, field))
-    if isinstance(data, dict) and isinstance(data.get(field), list):
-        return Listed(list(data[field]), relative, field)
-    if data is None or isinstance(data, list):
-        return Listed(data or [], relative, "")
-    bag.error(not_list_code, f"{relative} holds a {type(data).__name__}; write a list of {noun} (or `{field}: [...]`)",
-              file=relative)
-    return Listed([], relative, "")
 
 
 def _character_list(world: LoadedWorld, manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag) -> list[Any]:
@@ -256,8 +104,6 @@ def _characters(world: LoadedWorld, written: Sequence[Any], extra_fields: frozen
 
 def load_world(root: Path, packages: Sequence[LoadedPackage] = (), packs: Packs | None = None) -> LoadedWorld:
     """The world package in folder `root`, checked against the installed plugin `packages`."""
-    from services.registry import world_checks, world_data, world_lorebook, world_translations
-
     bag = DiagnosticBag(plugin_id="", file=WORLD_FILE)
     world = LoadedWorld(id=root.name, root_dir=root.resolve(), diagnostics=bag.items)
     files = PackageFiles(root)

@@ -10,8 +10,9 @@ from pydantic import ValidationError
 
 from covel.store.v1 import store_pb2
 from services.registry.diagnostics import DiagnosticBag, add_validation_errors
+from services.registry.loaded_world import LoadedWorld
 from services.registry.package_files import PackageFiles
-from services.registry.world_loader import LoadedWorld, listed_items
+from services.registry.world_files import listed_items
 from services.registry.world_models import WORLD_FIELDS, LorebookDecl, WorldManifest
 from shared.errors import ServiceError
 from shared.lorebook import ENTRIES_MAX, check_entry

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from covel.registry.v1 import registry_pb2
-from services.registry.world_loader import LoadedWorld
+from services.registry.loaded_world import LoadedWorld
 from services.registry.world_translations import localized_characters, localized_lorebook, localized_schema, localized_texts
 from shared.errors import FieldViolation, ServiceError
 from shared.structs import to_struct, to_value

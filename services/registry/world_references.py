@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.registry.diagnostics import DiagnosticBag, format_path
-from services.registry.world_loader import LoadedWorld
+from services.registry.loaded_world import LoadedWorld
 from shared import json_schemas
 
 Path = tuple[str | int, ...]

@@ -16,8 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.registry.diagnostics import DiagnosticBag, add_validation_errors
+from services.registry.loaded_world import LoadedWorld
 from services.registry.package_files import PackageFiles
-from services.registry.world_loader import LoadedWorld, read_yaml_file
+from services.registry.world_files import read_yaml_file
 from services.registry.world_models import WORLD_FIELDS, Author, WorldManifest, WorldTranslation
 
 TRANSLATION_FILE = re.compile(r"^world\.(?P<locale>[^.]+)\.yaml$")

@@ -172,7 +172,7 @@ class Tool:
 
 class CovelHookSpecs:
     """Every hook of the spec, with its signature: argument names are checked against these. Which ones the
-    kernel calls, and onto what, is services/hooks/hookspec_adapter.py (docs/hookspecs.md); implementing one
+    kernel calls, and onto what, is services/hooks/hookspec_events.py (docs/hookspecs.md); implementing one
     it does not call yet fails the plugin's load with a message naming it."""
 
     # ----- turn hooks

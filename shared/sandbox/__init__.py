@@ -1,7 +1,9 @@
 """Plugin code in worker processes apart from the kernel's services (docs/security.md, "Plugin sandbox").
 
 host.py: a service's pool of warm workers, one per plugin; worker.py: the worker's entry point;
-isolation.py: what a worker gives up before plugin code runs; channel.py: the frames between them.
+worker_server.py: its end of the channel; operations.py: what a worker serves, registered by the services
+(register_operations); isolation.py: what a worker gives up before plugin code runs; channel.py: the frames
+between them.
 """
 
 from shared.sandbox.errors import RemoteError, WorkerGone

@@ -20,7 +20,7 @@ from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
 
 if TYPE_CHECKING:
-    from shared.sandbox.worker import Call, WorkerServer
+    from shared.sandbox.worker_server import Call, Operation, WorkerServer
 
 FUNCTION_PROPOSAL_TYPES = ("plugin.data", "plugin.data.batch", "plugin.data.delete", "plugin.data.update", "character.schema.set",
                            "character.upsert", "dimension.initialize", "dimension.update", "lorebook.upsert", "lorebook.delete")
@@ -203,3 +203,6 @@ async def run_handler(server: WorkerServer, call: Call, args: dict[str, Any]) ->
     # Loaded already this turn: found on the loop; else imported (blocking work) in a plugin thread.
     handler = loaded_callable(file, entry, epoch=epoch) or await server.run_plugin(call, load_callable, file, entry, epoch=epoch)
     return result_message(await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"])))
+
+
+OPERATIONS: dict[str, Operation] = {"function": run_handler}

@@ -32,6 +32,7 @@ from shared.logs import get_logger
 from shared.sandbox.channel import ChannelClosed, encode, read_frame
 from shared.sandbox.errors import WorkerGone, describe, rebuild
 from shared.sandbox.isolation import IsolationConfig, prepare_writable, worker_env
+from shared.sandbox.operations import operation_modules
 from shared.sandbox.settings import SandboxSettings
 
 log = get_logger(component="sandbox")
@@ -104,6 +105,7 @@ class Zygote:
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "shared.sandbox.zygote", str(requests_child.fileno()), str(events_child.fileno()),
+                json.dumps(operation_modules()),
                 env=env, cwd="/", stdin=asyncio.subprocess.DEVNULL, pass_fds=(requests_child.fileno(), events_child.fileno()),
                 start_new_session=True,
             )
@@ -522,7 +524,8 @@ class SandboxPool:
         isolation = IsolationConfig.of(self.settings, [owner.root], self.data_dir, owner.writable)
         for problem in prepare_writable(isolation):
             log.warning("sandbox.writable_refused", plugin_id=owner.plugin_id, problem=problem)
-        config = {"plugin_id": owner.plugin_id, "service": self.service, **self._log, "isolation": asdict(isolation)}
+        config = {"plugin_id": owner.plugin_id, "service": self.service, **self._log, "isolation": asdict(isolation),
+                  "operations": operation_modules()}
         try:
             process = await zygote.spawn(config, child, self.settings.sandbox_start_timeout_s)
         finally:

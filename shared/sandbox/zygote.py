@@ -1,8 +1,9 @@
-"""`python -m shared.sandbox.zygote <requests fd> <events fd>`: starts sandbox workers by fork.
+"""`python -m shared.sandbox.zygote <requests fd> <events fd> <operation modules>`: starts sandbox workers by fork.
 
 A service's pool starts one zygote (with a worker's scrubbed environment) that has imported what
-a worker needs once; each worker is then a fork of it, a few milliseconds instead of a Python
-start and its imports (about 0.3 s of CPU), so a service loading many plugins starts quickly and
+a worker needs once (the sandbox's modules, and the operation modules its service registered, a
+JSON list: shared/sandbox/operations.py); each worker is then a fork of it, a few milliseconds
+instead of a Python start and its imports (about 0.3 s of CPU), so a service loading many plugins starts quickly and
 a worker replaced after a timeout is back at once. The zygote runs no plugin code: a forked child
 isolates itself (shared/sandbox/isolation.py) before it loads any.
 
@@ -25,8 +26,8 @@ from shared.sandbox import isolation
 from shared.sandbox.channel import encode
 
 # Preloaded so that a fork needs no import of its own: the worker and what it runs plugin code with.
-from shared.sandbox import function_context, operations, worker  # noqa: F401  # isort: skip
-from services.hooks import entry_loader  # noqa: F401  # isort: skip
+from shared.sandbox import function_context, worker  # noqa: F401  # isort: skip
+from shared.sandbox.operations import load_operations  # isort: skip
 
 PR_SET_PDEATHSIG = 1
 
@@ -82,6 +83,7 @@ def _handle(message: bytes, fds: list[int], children: set[int], requests: socket
 def main() -> None:
     requests = socket.socket(fileno=int(sys.argv[1]))
     events = socket.socket(fileno=int(sys.argv[2]))
+    load_operations(json.loads(sys.argv[3]) if len(sys.argv) > 3 else ())
     isolation._libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     wakeup_read, wakeup_write = os.pipe()
     os.set_blocking(wakeup_write, False)

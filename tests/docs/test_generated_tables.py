@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from covel_cli import doc_tables
+from covel_cli import doc_tables, manifest_doc_tables, settings_doc_tables, table_cells
 from shared.security import policy
 from shared.settings import REPO_ROOT
 
@@ -46,7 +46,7 @@ def test_security_md_holds_who_may_call_what() -> None:
 
 def test_every_manifest_model_has_its_table_in_plugins_md() -> None:
     documented = blocks_of(PLUGINS_DOC)
-    for name in doc_tables.manifest_models():
+    for name in manifest_doc_tables.manifest_models():
         assert f"manifest-fields:{name}" in documented, (
             f"docs/plugins.md has no table of {name}: add `<!-- generated: manifest-fields:{name} -->` "
             f"and `<!-- end generated -->` where it belongs, then run {doc_tables.WRITE_COMMAND}"
@@ -55,7 +55,7 @@ def test_every_manifest_model_has_its_table_in_plugins_md() -> None:
 
 def test_every_manifest_field_appears_as_the_author_writes_it() -> None:
     documented = blocks_of(PLUGINS_DOC)
-    for name, (model, _) in doc_tables.manifest_models().items():
+    for name, (model, _) in manifest_doc_tables.manifest_models().items():
         rows = documented[f"manifest-fields:{name}"]
         for field_name, info in model.model_fields.items():
             assert f"| `{info.alias or field_name}` |" in rows, f"{name}.{info.alias or field_name} is not in docs/plugins.md"
@@ -63,42 +63,42 @@ def test_every_manifest_field_appears_as_the_author_writes_it() -> None:
 
 def test_every_settings_model_field_appears_with_its_variable() -> None:
     documented = blocks_of(SETTINGS_DOC)
-    for service, model in doc_tables.SETTINGS_MODELS.items():
+    for service, model in settings_doc_tables.SETTINGS_MODELS.items():
         rows = documented.get(f"settings:{service}")
         assert rows is not None, f"docs/settings.md has no `<!-- generated: settings:{service} -->` table"
-        for field_name, info in doc_tables.settings_fields(service).items():
+        for field_name, info in settings_doc_tables.settings_fields(service).items():
             variable = f"COVEL_{field_name.upper()}"
             assert f"`{variable}`" in rows, f"{model.__name__}.{field_name} ({variable}) is not in docs/settings.md"
-    every_field = {name for model in doc_tables.SETTINGS_MODELS.values() for name in model.model_fields}
-    tabled = {name for service in doc_tables.SETTINGS_MODELS for name in doc_tables.settings_fields(service)}
+    every_field = {name for model in settings_doc_tables.SETTINGS_MODELS.values() for name in model.model_fields}
+    tabled = {name for service in settings_doc_tables.SETTINGS_MODELS for name in settings_doc_tables.settings_fields(service)}
     assert every_field == tabled
 
 
 def test_environment_names_are_what_pydantic_settings_reads(monkeypatch) -> None:
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
-    model = doc_tables.SETTINGS_MODELS["shared"]
-    assert doc_tables.env_names(model, "traces_exporter", model.model_fields["traces_exporter"]) == [
+    model = settings_doc_tables.SETTINGS_MODELS["shared"]
+    assert settings_doc_tables.env_names(model, "traces_exporter", model.model_fields["traces_exporter"]) == [
         "COVEL_TRACES_EXPORTER", "OTEL_TRACES_EXPORTER",
     ]
     assert model().traces_exporter == "console"
 
 
 def test_a_field_without_a_meaning_fails_naming_it(monkeypatch) -> None:
-    monkeypatch.delitem(doc_tables.SETTING_MEANINGS, "store_pool_size")
-    with pytest.raises(doc_tables.MissingMeaning, match="StoreSettings.store_pool_size"):
+    monkeypatch.delitem(settings_doc_tables.SETTING_MEANINGS, "store_pool_size")
+    with pytest.raises(table_cells.MissingMeaning, match="StoreSettings.store_pool_size"):
         doc_tables.generated("settings:store")
-    monkeypatch.delitem(doc_tables.MANIFEST_MEANINGS, "InputBinding.from")
-    with pytest.raises(doc_tables.MissingMeaning, match="InputBinding.from"):
+    monkeypatch.delitem(manifest_doc_tables.MANIFEST_MEANINGS, "InputBinding.from")
+    with pytest.raises(table_cells.MissingMeaning, match="InputBinding.from"):
         doc_tables.generated("manifest-fields:InputBinding")
 
 
 def test_meanings_name_only_fields_that_exist() -> None:
-    manifest_keys = {f"{name}.{info.alias or field}" for name, (model, _) in doc_tables.manifest_models().items()
+    manifest_keys = {f"{name}.{info.alias or field}" for name, (model, _) in manifest_doc_tables.manifest_models().items()
                      for field, info in model.model_fields.items()}
-    assert set(doc_tables.MANIFEST_MEANINGS) <= manifest_keys
-    assert set(doc_tables.MANIFEST_DEFAULTS) <= manifest_keys
-    settings_keys = {name for model in doc_tables.SETTINGS_MODELS.values() for name in model.model_fields}
-    assert set(doc_tables.SETTING_MEANINGS) <= settings_keys
+    assert set(manifest_doc_tables.MANIFEST_MEANINGS) <= manifest_keys
+    assert set(manifest_doc_tables.MANIFEST_DEFAULTS) <= manifest_keys
+    settings_keys = {name for model in settings_doc_tables.SETTINGS_MODELS.values() for name in model.model_fields}
+    assert set(settings_doc_tables.SETTING_MEANINGS) <= settings_keys
 
 
 def test_the_module_checks_and_rewrites_a_stale_table(tmp_path, monkeypatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from covel_cli import doc_tables, world_doc_tables
+from covel_cli import doc_tables, table_cells, world_doc_tables
 from shared.settings import REPO_ROOT
 
 WORLDS_DOC = REPO_ROOT / "docs" / "worlds.md"
@@ -28,5 +28,5 @@ def test_every_world_field_appears_as_the_author_writes_it() -> None:
 
 def test_a_world_field_without_a_meaning_fails_naming_it(monkeypatch) -> None:
     monkeypatch.delitem(world_doc_tables.WORLD_MEANINGS, "DimensionDecl.initial")
-    with pytest.raises(doc_tables.MissingMeaning, match="DimensionDecl.initial"):
+    with pytest.raises(table_cells.MissingMeaning, match="DimensionDecl.initial"):
         doc_tables.generated("world-fields:DimensionDecl")

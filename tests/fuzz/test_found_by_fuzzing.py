@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from covel.registry.v1 import registry_pb2
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from shared.bounded_yaml import load_yaml
 from shared.settings import REPO_ROOT
 from tests.registry.conftest import started_registry

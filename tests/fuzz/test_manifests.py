@@ -17,7 +17,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from services.registry.proto_mapping import package_to_proto
 from shared.settings import REPO_ROOT
 from tests.fuzz.profiles import fuzzed

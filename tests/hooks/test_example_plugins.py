@@ -11,7 +11,7 @@ import pytest
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
 from services.hooks.event_keys import Audience, EventKeyBus, EventKeyTable
-from services.hooks.hookspec_adapter import tell_tool_refused
+from services.hooks.loaded_hookspecs import tell_tool_refused
 from shared.settings import REPO_ROOT
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

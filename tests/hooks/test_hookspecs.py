@@ -11,13 +11,8 @@ import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.hookspec_adapter import (
-    EVENTS_OF_HOOK,
-    NOT_SUPPORTED_YET,
-    events_for,
-    take_replacement,
-    tell_tool_refused,
-)
+from services.hooks.hookspec_events import EVENTS_OF_HOOK, NOT_SUPPORTED_YET, events_for
+from services.hooks.loaded_hookspecs import take_replacement, tell_tool_refused
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk import hookspecs as sdk
 from shared.plugin_sdk.hookspecs import HOOK_NAMES
@@ -360,9 +355,9 @@ async def test_every_hook_of_the_spec_loads_written_with_its_own_signature(tmp_p
 
 async def test_a_hook_the_kernel_would_not_call_is_refused_at_load_naming_it(tmp_path: Path, monkeypatch) -> None:
     """A hook a later spec adds, before the kernel calls it: never accepted and silently not called."""
-    from services.hooks import hookspec_adapter
+    from services.hooks import hookspec_events
 
-    monkeypatch.setattr(hookspec_adapter, "NOT_SUPPORTED_YET", ("provide_lifespan",))
+    monkeypatch.setattr(hookspec_events, "NOT_SUPPORTED_YET", ("provide_lifespan",))
     result = load(tmp_path, "later-lifespan", spec_impl("provide_lifespan"), hooks=(), tools=())
     message = result.errors["later-lifespan"]
     assert "Later.provide_lifespan: a hook of the spec that Covel does not call yet" in message, message

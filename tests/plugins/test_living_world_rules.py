@@ -11,8 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from services.registry.loaded_world import WorldState
 from services.registry.package_loader import load_package
-from services.registry.world_loader import WorldState, load_world
+from services.registry.world_loader import load_world
 from shared.plugin_code import PluginFile
 from shared.plugin_code.loader import load_module
 from shared.settings import REPO_ROOT

@@ -16,8 +16,9 @@ import yaml
 
 from services.gateway.chat import Message
 from services.gateway.providers.scripted.story_replies import structured_reply
+from services.registry.loaded_world import WorldState
 from services.registry.package_loader import load_package
-from services.registry.world_loader import WorldState, load_world
+from services.registry.world_loader import load_world
 from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.function.runtime import FunctionContext, run_function
 from shared.plugin_code import PluginFile

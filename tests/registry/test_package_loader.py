@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from services.registry.diagnostics import Severity
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from shared.settings import default_plugin_dirs
 from tests.registry.conftest import FIXTURES, write_plugin
 

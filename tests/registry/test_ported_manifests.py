@@ -7,7 +7,8 @@ import io
 
 from covel_cli.validate_plugin import run
 from services.registry.diagnostics import Severity
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from services.registry.package_validator import validate_package
 from shared.plugin_settings import value_problem
 from tests.registry.conftest import FIXTURES

@@ -10,7 +10,8 @@ import pytest
 
 from covel.registry.v1 import registry_pb2
 from services.registry import agent_compiler, runtime_defaults
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from shared.manifest import CompiledManifest, KernelInput, ManifestError, PackageDefinition, parse_definition, parse_manifest
 from shared.settings import default_plugin_dirs
 from shared.structs import from_struct

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from services.registry.diagnostics import Severity
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from tests.registry.conftest import write_plugin
 
 BASE = """

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from covel_cli.main import build_parser
 from covel_cli.validate_plugin import run
 from services.registry.diagnostics import Severity
-from services.registry.package_loader import PackageState, load_package
+from services.registry.loaded_package import PackageState
+from services.registry.package_loader import load_package
 from services.registry.package_validator import NotAPackage, package_root_of, validate_package
 from shared.settings import default_plugin_dirs
 from tests.registry.conftest import FIXTURES

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from services.registry.package_loader import LoadedPackage, load_package
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WorldState
+from services.registry.package_loader import load_package
 from services.registry.world_import import import_records
-from services.registry.world_loader import WorldState, load_world
+from services.registry.world_loader import load_world
 from shared.settings import REPO_ROOT
 from tests.registry.test_world_loader import TIDEFALL, WORLD_PLUGINS, edit, problems, write
 

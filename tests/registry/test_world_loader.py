@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from services.registry.package_loader import LoadedPackage, load_package
+from services.registry.loaded_package import LoadedPackage
+from services.registry.loaded_world import WorldState
+from services.registry.package_loader import load_package
 from services.registry.world_catalogue import scan_worlds
-from services.registry.world_loader import WorldState, load_world, load_world_guarded
+from services.registry.world_loader import load_world, load_world_guarded
 from services.registry.world_proto import world_to_proto
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value

@@ -6,7 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from services.registry.world_loader import WorldState, load_world
+from services.registry.loaded_world import WorldState
+from services.registry.world_loader import load_world
 from services.registry.world_proto import world_to_proto
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from services.hooks import worker_operations
 from shared.sandbox import SandboxPool, SandboxSettings, WorkerGone
+from shared.sandbox.operations import register_operations
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 # The sandbox as it ships (the suite's default keeps probe plugins' folders: tests/conftest.py).
@@ -57,6 +59,12 @@ def crash(ctx, payload):
 
 def view(event: str) -> dict:
     return {"event": event, "session_id": "s", "turn_id": "t", "locale": "en", "active_plugin_ids": ["probe"]}
+
+
+@pytest.fixture(autouse=True)
+def hooks_operations() -> None:
+    """The workers serve the hooks service's operations (load, hook), registered as the service registers them."""
+    register_operations(worker_operations)
 
 
 @pytest.fixture
