@@ -10,9 +10,9 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import OutcomeStatus
-from services.scheduler.execution.state import TurnState
 from services.scheduler.turn.selection import setup_progress
 from services.scheduler.turn.speakers import resolve_speakers
+from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct, to_struct
 
 
@@ -72,7 +72,7 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
         if not result.setup:
             continue
         outcome = run.outcomes.get(result.runtime_id)
-        version = run.packages[result.plugin_id].version
+        version = run.shared.packages[result.plugin_id].version
         previous = from_struct(session.setup_runtimes[result.runtime_id]) if result.runtime_id in session.setup_runtimes else None
         ran = outcome is not None and result.runtime_id not in run.rewritten
         pending = ran and outcome is not None and outcome.completion == "pending"
@@ -83,7 +83,7 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
             progress[result.runtime_id] = recorded
     fields: dict = {"setup_progress": {rid: to_struct(value) for rid, value in progress.items()}} if progress else {}
     if session.phase == "setup":
-        setup_ids = [rid for rid, manifest in run.manifests.items() if manifest.schedule.stage == "setup"]
+        setup_ids = [rid for rid, manifest in run.shared.manifests.items() if manifest.schedule.stage == "setup"]
         merged = {rid: from_struct(value) for rid, value in session.setup_runtimes.items()} | progress
         if all((merged.get(rid) or {}).get("state") in ("done", "blocked") for rid in setup_ids):
             fields["phase"] = "playing"
@@ -94,7 +94,7 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
 
 def setup_still_pending(results: Iterable[store_pb2.RuntimeResult], run: TurnState) -> bool:
     """A session in its setup phase whose setup runtimes, with this turn's results, are not all done (or blocked)."""
-    session = run.session
+    session = run.shared.session
     return session is not None and session.phase == "setup" and "phase" not in setup_commit(results, run, session)
 
 

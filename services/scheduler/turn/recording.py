@@ -7,7 +7,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome, is_story_runtime
 from services.scheduler.execution.player_effects import add_shown
-from services.scheduler.execution.state import TurnState
+from services.scheduler.turn.state import TurnState
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
@@ -84,7 +84,7 @@ def record_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, tu
         run.providers.setdefault(contract, []).append(runtime.runtime_id)
         if outcome.status == OutcomeStatus.SUCCESS:
             run.satisfied.add(contract)
-    run.proposals.extend(unit_proposals(runtime, outcome, manifest))
+    run.shared.proposals.extend(unit_proposals(runtime, outcome, manifest))
     # Upstream units it read buffered plugin data or staged operations (operations@1) of.
     run.read_from[runtime.runtime_id] = set(outcome.read_from) | run.operation_reads.get(runtime.runtime_id, set())
     run.emitted.extend({**event, "source": runtime.runtime_id} for event in outcome.events)

@@ -30,7 +30,9 @@ from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_data_reads import LastScopes, scopes_read
 from services.scheduler.execution.plugin_data_reads import seed as seed_plugin_data
-from services.scheduler.execution.state import RecordingHooks, RunningTurn, TurnState
+from services.scheduler.execution.running_turn import RunningTurn
+from services.scheduler.execution.runtime_scope import Emit, unseen_events
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
@@ -41,6 +43,7 @@ from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.store_pages import all_messages, all_turns
 from services.scheduler.turn.action_kinds import session_catalogue
+from services.scheduler.turn.activity import RecordingHooks
 from services.scheduler.turn.commit import TurnCommit, now
 from services.scheduler.turn.commit_rules import setup_still_pending, turn_narrative
 from services.scheduler.turn.compaction import compact_history
@@ -57,7 +60,8 @@ from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
 from services.scheduler.turn.settlements import SETTLEMENT_ORIGIN, STORY_ORIGINS, blocked, open_receipts, to_retry
 from services.scheduler.turn.stages import StageRunner
-from services.scheduler.turn.stream import Emit, TurnStream, concealing
+from services.scheduler.turn.state import TurnState
+from services.scheduler.turn.stream import TurnStream, concealing
 from services.scheduler.turn.unit import UnitRunner
 from shared.errors import ServiceError
 from shared.ids import new_id
@@ -278,7 +282,7 @@ class TurnRunner:
             request.runs_one_runtime and runtime_failure_passes(turn.runtime_results, request.named_runtime_id)
         if failure:
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
-        self._scopes.note(_reads_key(request), scopes_read(run))
+        self._scopes.note(_reads_key(request), scopes_read(run.shared))
         return await self._commit_phase(lease, session, run, plugins.scope, stream)
 
     # -- phase: plugins --
@@ -383,17 +387,15 @@ class TurnRunner:
             await stream.record(compacted.trace)
             messages = compacted.history
         turn = stream.turn
+        shared = TurnShared(history=messages, packages={p.id: p for p in plugins.packages}, manifests=plugins.manifests,
+                            session=session, world=read.world)
+        seed_plugin_data(shared, read.plugin_data)
         run = TurnState(
-            history=messages, packages={p.id: p for p in plugins.packages}, actions=list(request.actions),
-            player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=plugins.manifests,
-            player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
+            shared, actions=list(request.actions), player_message=turn.player_message, origin=request.origin,
+            activation=request.activation, emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
         )
-        run.session = session
-        run.world = read.world
-        seed_plugin_data(run, read.plugin_data)
-        run.send_progress = stream.progress
         if compacted is not None and compacted.proposal is not None:
-            run.proposals.append(compacted.proposal)
+            run.shared.proposals.append(compacted.proposal)
         if request.detached_job is not None:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
         if request.resume is not None:
@@ -455,8 +457,8 @@ class TurnRunner:
                             scope: ExecutionScope, stream: TurnStream) -> store_pb2.Turn:
         """Speakers, PreStateCommit, one store transaction, PostStateCommit (commit.py)."""
         turn = stream.turn
-        self._commit.resolve_speakers(run.world, run.proposals, turn)
-        vetted = await self._commit.vet(run.proposals, scope, stream)
+        self._commit.resolve_speakers(run.shared.world, run.shared.proposals, turn)
+        vetted = await self._commit.vet(run.shared.proposals, scope, stream)
         turn.narrative = turn_narrative(vetted.kept, vetted.vetoed_units)
         turn.status = store_pb2.TURN_STATUS_COMMITTED
         committed = await self._commit.commit(turn, lease, vetted.kept, stream.emit, run)
@@ -470,10 +472,6 @@ class TurnRunner:
         turn.abort_reason = reason
         del turn.proposal_outcomes[:]
         return await self._commit.commit(turn, lease, [], emit)
-
-
-async def unseen_events(_event) -> None:
-    """The emit of an execution whose events reach no client stream (a settlement retry, an action)."""
 
 
 def _reads_key(request: TurnRequest) -> str:

@@ -12,7 +12,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import UPDATE_DIMENSIONS
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.execution.outcome import OutcomeStatus
-from services.scheduler.execution.state import TurnState
+from services.scheduler.turn.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.manifest import CompiledManifest
 from shared.structs import to_struct
@@ -33,11 +33,11 @@ def is_maintainer(manifest: CompiledManifest) -> bool:
 def duties(run: TurnState) -> list[store_pb2.SettlementDuty]:
     """What the turn's maintainers owed: those the schedule picked in a story turn of a world with dimensions,
     or the one a settlement retry runs."""
-    if run.world is None or not run.world.dimensions:
+    if run.shared.world is None or not run.shared.world.dimensions:
         return []
     owed = []
     for runtime_id in run.scheduled:
-        manifest = run.manifests.get(runtime_id)
+        manifest = run.shared.manifests.get(runtime_id)
         if manifest is None or not is_maintainer(manifest):
             continue
         outcome = run.outcomes.get(runtime_id)
