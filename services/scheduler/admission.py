@@ -29,6 +29,7 @@ import grpc
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.kinds import ActionSource
 from services.scheduler.player_message import action_dict, render_player_message
 from services.scheduler.recently_used import RecentlyUsed
 from services.scheduler.turn.runner import TurnRunner
@@ -59,7 +60,7 @@ class Steered(Exception):
 
 def steering_text(actions: list[common_pb2.PlayerAction]) -> str:
     """The player's text of a submit ("" when it has none: only a message with text can steer)."""
-    said = [action for action in actions if action.text.strip() and action.source != "system"]
+    said = [action for action in actions if action.text.strip() and action.source != ActionSource.SYSTEM]
     return render_player_message(said).strip() if said else ""
 
 

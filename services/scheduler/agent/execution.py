@@ -45,7 +45,7 @@ from services.scheduler.execution.kernel_tools import (
     add_memory_search,
     wanted_datasets,
 )
-from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, StopReason, SubagentCall, is_story_runtime
 from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_services import add_service_tools
@@ -207,7 +207,7 @@ class AgentExecution:
             schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
         except SchemaUnavailable as error:
             log.warning("subagent output schema unavailable", provider=provider.runtime_id, reason=str(error))
-            return subagent_error("internal", INTERNAL_FAILURE, "error")
+            return subagent_error("internal", INTERNAL_FAILURE, StopReason.ERROR)
         tools = KernelTools()
         declared = package.contributes.datasets or {}
         # A subagent reads the committed world (recursive upstream is not inherited): a fresh view.
@@ -242,17 +242,17 @@ class AgentExecution:
             # The caller reads a fixed text; the real reason is for the operator.
             log.warning("subagent failed", provider=provider.runtime_id, caller=caller.runtime_id, call_id=plan.call_id,
                         reason=outcome.reason)
-            code = "timeout" if outcome.stop_reason == "timeout" else ("cancelled" if outcome.stop_reason == "cancelled" else "internal")
+            code = "timeout" if outcome.stop_reason == StopReason.TIMEOUT else ("cancelled" if outcome.stop_reason == StopReason.CANCELLED else "internal")
             message = {"timeout": f"the subagent {provider.runtime_id} used its time",
                        "cancelled": "the subagent was cancelled"}.get(code, INTERNAL_FAILURE)
             # Output still invalid after its repair: internal / invalid-output (spec: 角色委托).
-            stop_reason = "invalid-output" if outcome.reason.startswith("invalid-output") else (outcome.stop_reason or "error")
+            stop_reason = StopReason.INVALID_OUTPUT if outcome.reason.startswith("invalid-output") else (outcome.stop_reason or StopReason.ERROR)
             return {**subagent_error(code, message, stop_reason), "usage": usage}
         if problem:
             log.warning("subagent output invalid", provider=provider.runtime_id, call_id=plan.call_id, reason=problem)
-            return {**subagent_error("internal", INTERNAL_FAILURE, "invalid-output"), "usage": usage}
+            return {**subagent_error("internal", INTERNAL_FAILURE, StopReason.INVALID_OUTPUT), "usage": usage}
         sink.extend(tools.foreign_writes)
-        return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or "completed", "usage": usage}
+        return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or StopReason.COMPLETED, "usage": usage}
 
     async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int,
                              lore: list[store_pb2.LorebookEntry], characters: _CharacterCache,

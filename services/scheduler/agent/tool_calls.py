@@ -16,7 +16,7 @@ from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import skipped_tool_entries
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
 from services.scheduler.execution.model_view import model_facing
-from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.outcome import RuntimeOutcome, StopReason
 from services.scheduler.execution.tool_call_hooks import ToolResult, post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 
@@ -116,7 +116,7 @@ class ToolSteps:
             return self._suspended(progress)
         if progress.finish_output is not None or terminated:
             # afterTools / finishWith: a listed tool succeeded (or a hook terminated): no new request.
-            self.stop_reason = "tool-finished"
+            self.stop_reason = StopReason.TOOL_FINISHED
             return Next.FINISH
         return self._detect_loop(progress, calls)
 
@@ -175,6 +175,6 @@ class ToolSteps:
         elif verdict == "tools-off":
             progress.tools_off = True
         elif verdict == "fail":
-            self.stop_reason = "loop-detected"
+            self.stop_reason = StopReason.LOOP_DETECTED
             return self.failed(f"loop-detected: the same tool call was repeated {progress.repeats} times")
         return Next.ROUND

@@ -12,6 +12,7 @@ from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.execution.self_data import self_data_block
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.kinds import ProposalType
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 
@@ -44,7 +45,7 @@ class PluginDataViews:
         as_execution_sees gives, then the run's own plugin.data* writes of that plugin (`own`: {type, payload}),
         as {namespace: {key: value}} without `_` namespaces."""
         committed = await self.committed(shared, session_id, plugin_id)
-        mine = [BufferedWrite("(this run)", w["type"], w["payload"]) for w in own if str(w.get("type", "")).startswith("plugin.data")]
+        mine = [BufferedWrite("(this run)", w["type"], w["payload"]) for w in own if str(w.get("type", "")).startswith(ProposalType.PLUGIN_DATA)]
         entries, _ = ExecutionView(committed, shared.plugin_data_writes(plugin_id), mine).list(None)
         data: dict[str, dict] = {}
         for (namespace, key), value in entries.items():

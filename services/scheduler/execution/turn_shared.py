@@ -14,7 +14,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.inputs import CommittedExports
-from services.scheduler.runtime_kinds import RuntimeType
+from services.scheduler.kinds import ProposalType, RuntimeType
 from shared.manifest import CompiledManifest
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.structs import from_struct
@@ -53,7 +53,7 @@ class TurnShared:
         Each proposal is converted once, as it comes (proposals only grow during the stages): every runtime's
         ctx.plugin_data converted them all, N² from_struct calls for N runtimes that write."""
         for proposal in self.proposals[self._proposals_indexed:]:
-            if proposal.type.startswith("plugin.data"):
+            if proposal.type.startswith(ProposalType.PLUGIN_DATA):
                 write = BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
                 self._plugin_data_writes.setdefault(proposal.plugin_id, []).append(write)
         self._proposals_indexed = len(self.proposals)

@@ -35,7 +35,7 @@ from services.scheduler.function.services import (
     WorldView,
 )
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.runtime_kinds import RuntimeType, Visibility
+from services.scheduler.kinds import RuntimeType, Visibility
 from shared.ids import new_id
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import InputSource

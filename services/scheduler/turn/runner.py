@@ -36,6 +36,7 @@ from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
+from services.scheduler.kinds import ActionSource, Stage
 from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
 from services.scheduler.player_message import action_dict, render_player_message
@@ -296,7 +297,7 @@ class TurnRunner:
         unavailable = {missing.plugin_id: missing for missing in confirmed.unavailable}
         installed = [plugin_id for plugin_id, missing in unavailable.items() if missing.code != "not-found"]
         sitting = await self._plugins.packages(installed, timeout_s=10) if installed else []
-        speaks = any(action.source != "system" for action in request.actions)  # its player message is recorded with it
+        speaks = any(action.source != ActionSource.SYSTEM for action in request.actions)  # its player message is recorded with it
         scope = ExecutionScope(session=execution_session(session, confirmed.runnable, packages), turn_id=turn.id,
                                logical_turn=turn.logical_turn, turn_number=session.player_messages + int(speaks))
         runtimes = loaded_runtimes(packages)
@@ -311,7 +312,7 @@ class TurnRunner:
         """The player's actions against the session's action kinds and seats, and their interaction answers against
         the open interactions (INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION: the lease is released and nothing
         is recorded), then the player message rendered with the kinds' labels and the actors' names."""
-        players = [action for action in request.actions if action.source != "system"]
+        players = [action for action in request.actions if action.source != ActionSource.SYSTEM]
         if not players:
             return
         catalogue = session_catalogue(plugins.packages, session.locale)
@@ -431,7 +432,7 @@ class TurnRunner:
         batches = stage_batches(selected, plugins.manifests)
         for batch in batches.stages:
             await self._stages.run_stage(batch, run, scope, stream)
-            if batch[0].stage == "setup" and setup_still_pending(stream.turn.runtime_results, run):
+            if batch[0].stage == Stage.SETUP and setup_still_pending(stream.turn.runtime_results, run):
                 # The rest of the turn (the opening, the player's first story) waits for the setup to finish:
                 # what did not run owes nothing (no settlement duty).
                 run.scheduled = [runtime.runtime_id for runtime in batch]
@@ -483,7 +484,7 @@ def _reads_key(request: TurnRequest) -> str:
 def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session) -> store_pb2.Turn:
     return store_pb2.Turn(
         id=lease.turn_id, session_id=session.id, logical_turn=lease.logical_turn, idempotency_key=request.idempotency_key,
-        actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != "system"]),
+        actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != ActionSource.SYSTEM]),
         origin=request.origin, started_at=now(), trace_id=tracing.current_trace_id(),
         source_turn_id=request.source_turn_id,
     )

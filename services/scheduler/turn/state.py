@@ -14,6 +14,7 @@ from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeO
 from services.scheduler.execution.runtime_scope import Emit, RuntimeScope, unseen_events
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.kinds import ActionSource
 from services.scheduler.player_message import action_dict
 from services.scheduler.turn.activity import OperationNote, TurnActivity
 from services.scheduler.world_records import dimension_records
@@ -148,7 +149,7 @@ class TurnState:
         if self._last_player_input is not None:
             return self._last_player_input or None
         submission: dict[str, Any] = {}
-        player_actions = [action for action in self.actions if action.source != "system"]
+        player_actions = [action for action in self.actions if action.source != ActionSource.SYSTEM]
         if player_actions:
             values: dict[str, Any] = {"text": self.player_message}
             form_id = None

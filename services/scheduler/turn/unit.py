@@ -13,7 +13,7 @@ from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.runtime_kinds import RuntimeType
+from services.scheduler.kinds import RuntimeType
 from services.scheduler.turn.activity import RUNNING_UNIT
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
