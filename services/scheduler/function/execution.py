@@ -184,7 +184,7 @@ class FunctionExecution:
             if not nested and runtime_scope.source_inputs is not None:
                 bound.update({b: v for b, v in runtime_scope.source_inputs.items() if b in specs and b not in committed_specs})
         else:
-            bound = bind_inputs(manifest, dict(runtime_scope.outputs), dict(runtime_scope.providers), kernel, committed=committed,
+            bound = bind_inputs(manifest, runtime_scope.outputs, runtime_scope.providers, kernel, committed=committed,
                                 check=checker, rejected=rejected)
         return bound, _input_gate(bindings, bound, rejected, committed_specs, nested, runtime_scope)
 
@@ -209,7 +209,7 @@ class FunctionExecution:
         session = scope.session
         shared = runtime_scope.turn
         if inputs is None:
-            inputs = bind_inputs(manifest, dict(runtime_scope.outputs), dict(runtime_scope.providers), runtime_scope.kernel_inputs)
+            inputs = bind_inputs(manifest, runtime_scope.outputs, runtime_scope.providers, runtime_scope.kernel_inputs)
         context = FunctionContext(
             runtime_id=runtime.runtime_id,
             plugin_id=runtime.plugin_id,
