@@ -41,7 +41,7 @@ from services.scheduler.agent.plugin_stream import read_plugin_stream
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.agent.suspension import SUSPEND, restore_writes, resumed_progress, saved_state
 from services.scheduler.agent.tool_calls import ToolSteps
-from services.scheduler.catalogue import Runtime
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.framework_trace import framework_entry
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
 from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, StopReason, SubagentCall, is_story_runtime
@@ -89,7 +89,7 @@ async def run_agent(
     inputs: dict[str, Any] | None = None,
     self_data: list[str] | None = None,
     event_topics: list[str] | None = None,
-    packages: list | None = None,
+    packages: list[Package] | None = None,
     manifest: CompiledManifest | None = None,
     kernel_tools: KernelTools | None = None,
     output_schemas: list[tuple[str, dict[str, Any]]] | None = None,
@@ -121,9 +121,10 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     """One agent execution: what it is given, its context step, the driver and the steps it owns; the
     correction steps and the tools step are in agent/corrections.py and agent/tool_calls.py."""
 
-    def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
-                 manifest: CompiledManifest, kernel_tools: KernelTools, output_schemas, subagent: SubagentCall | None,
-                 interjections) -> None:
+    def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway: gateway_pb2_grpc.LlmGatewayStub, hooks: HookBus,
+                 on_narrative: OnNarrative, manifest: CompiledManifest, kernel_tools: KernelTools,
+                 output_schemas: list[tuple[str, dict[str, Any]]], subagent: SubagentCall | None,
+                 interjections: Callable[[], list[str]] | None) -> None:
         self.runtime = runtime
         self.scope = scope
         self.gateway = gateway
@@ -163,7 +164,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.base_choice = _tool_choice(agent)
 
     # -- context ------------------------------------------------------------------------------------
-    async def prepare(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
+    async def prepare(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
+                      inputs: dict[str, Any] | None, self_data: list[str] | None, packages: list[Package]) -> None:
         """What the model sees: the system prompt and messages, then the tools it may call."""
         if self.subagent is not None:
             # Its own conversation: the provider's prompt with the framework's frame, then the brief.
@@ -173,7 +175,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             await self._post_context_assembly()
         await self._resolve_tools()
 
-    async def _assemble_context(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
+    async def _assemble_context(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
+                                inputs: dict[str, Any] | None, self_data: list[str] | None, packages: list[Package]) -> None:
         runtime, session = self.runtime, self.scope.session
         window = self.manifest.agent_part.history or HistoryWindow()
         max_turns = window.max_turns if window.max_turns is not None else history_max_turns

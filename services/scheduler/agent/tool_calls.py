@@ -51,7 +51,8 @@ def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[
     return batches
 
 
-async def run_batch(batch, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
+async def run_batch(batch: list[dict[str, Any]], runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str],
+                    trace: list[common_pb2.HookTraceEntry],
                     kernel_tools: KernelTools, is_read_only: IsReadOnly) -> list[ToolResult]:
     """A pool: every member's PreToolUse first, in model order; then the tools together; then
     every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
@@ -76,7 +77,7 @@ async def run_batch(batch, runtime: Runtime, scope: ExecutionScope, hooks: HookB
     return results
 
 
-async def execute(call, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
+async def execute(call: dict[str, Any], runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
     if call["name"] not in tool_names:
         return json.dumps({"ok": False, "error": {
             "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",

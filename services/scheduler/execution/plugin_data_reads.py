@@ -8,6 +8,9 @@ what its previous turn read makes no ListPluginData call. A turn that reads some
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.recently_used import RecentlyUsed
@@ -24,7 +27,7 @@ def read_name(plugin_id: str, namespace: str | None) -> str:
     return f"{PREFIX}{plugin_id}/{namespace or ''}"
 
 
-def entries_by_address(entries) -> dict:
+def entries_by_address(entries: Iterable[store_pb2.PluginDataEntry]) -> dict[tuple[str, str], Any]:
     """(namespace, key) -> value, as PluginDataViews.committed reads them."""
     return {(entry.namespace, entry.key): from_value(entry.value) for entry in entries}
 

@@ -220,7 +220,9 @@ class GatewayView:
         except json.JSONDecodeError as error:
             raise ModelCallFailed(f"gateway.generate_object(): the reply is not JSON: {error}") from error
 
-    async def _generate(self, prompt, messages, system, response_format, temperature, max_tokens) -> gateway_pb2.GenerateResponse:
+    async def _generate(self, prompt: str | None, messages: list[dict[str, str]] | None, system: str | None,
+                        response_format: gateway_pb2.ResponseFormat | None, temperature: float | None,
+                        max_tokens: int | None) -> gateway_pb2.GenerateResponse:
         chat = [{"role": "system", "content": system}] if system else []
         chat += [dict(m) for m in messages or []]
         if prompt is not None:
