@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -161,8 +161,8 @@ class EventKeyBus:
             await asyncio.wait(set(self._running))
 
 
-def _log_late_failure(key: str, plugin_id: str):
-    def check(task: asyncio.Task) -> None:
+def _log_late_failure(key: str, plugin_id: str) -> Callable[[asyncio.Task[Any]], None]:
+    def check(task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:
             # Also marks the exception as retrieved for a handler that failed after its timeout.
             log.info("event_handler.finished_with_error", key=key, plugin_id=plugin_id, error=repr(task.exception()))

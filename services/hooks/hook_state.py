@@ -4,6 +4,7 @@ the host binds the session and the plugin, the worker names only the operation, 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -33,7 +34,7 @@ class StoreState:
         return reply.found, from_value(reply.value) if reply.found else None
 
 
-def state_capability(backend: StoreState, session_id: str, plugin_id: str):
+def state_capability(backend: StoreState, session_id: str, plugin_id: str) -> Callable[[str, list[Any], dict[str, Any]], Awaitable[dict[str, Any]]]:
     """A sandboxed hook call's ctx capability: `state` (op, key, value) for its own session and plugin only."""
 
     async def capability(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:

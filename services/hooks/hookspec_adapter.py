@@ -68,6 +68,7 @@ from services.hooks.model_streams import OPEN_STREAMS, StreamAnswer
 from services.hooks.pending_calls import (
     MISSING,
     REPLACED_PREFIX,
+    CallContext,
     LLMCallFailed,
     Pending,
     PendingLLMCall,
@@ -80,7 +81,9 @@ from services.hooks.pending_calls import (
     tool_arguments,
 )
 from shared.logs import get_logger
+from shared.plugin_sdk import HookContext
 from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
+from shared.plugin_sdk.event_keys import InternalEvent
 from shared.plugin_sdk.hookspecs import (
     HOOK_NAMES,
     PROJECT,
@@ -148,12 +151,12 @@ class HookspecAdapter:
                 f"(see docs/hookspecs.md); the hooks it calls are {', '.join(EVENTS_OF_HOOK)}"
             )
 
-    def _state(self, ctx) -> dict[str, Any]:
+    def _state(self, ctx: HookContext) -> dict[str, Any]:
         """The hook state: the context's fields over what load_state gave this turn."""
         turn = self._turns.get(getattr(ctx, "session_id", None) or "")
         return hook_state(ctx, turn[2] if turn is not None and turn[0] == ctx.turn_id else None)
 
-    async def turn_start(self, ctx, payload) -> None:
+    async def turn_start(self, ctx: HookContext, payload: dict[str, Any]) -> None:
         """TurnStart: the turn's message, and load_state's state for this turn's hooks (never blocks the turn)."""
         message = turn_hooks.inbound(payload, ctx)
         loaded = await self._agent_hooks.merged_state(message, ctx.session_id) if self._impls("load_state") else {}
@@ -164,13 +167,13 @@ class HookspecAdapter:
     def with_turn(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         """A handler of a turn's later event, run once this process knows the turn TurnStart began (another
         replica may have served TurnStart: the turn is then read from the store, once per turn)."""
-        async def handle(ctx, payload) -> Any:
+        async def handle(ctx: HookContext, payload: dict[str, Any]) -> Any:
             await self._turns.known(ctx.session_id, ctx.turn_id)
             return await handler(ctx, payload)
 
         return handle
 
-    async def pre_step(self, ctx, payload) -> dict[str, Any] | None:
+    async def pre_step(self, ctx: HookContext, payload: dict[str, Any]) -> dict[str, Any] | None:
         """PreStep: the steering inboxes drained into a run that takes interjections (MessagesPending); after a step
         that continued (`previous`, StepFinished), continue_prompt's answer as the next step's prompt."""
         replace: dict[str, Any] = {}
@@ -183,7 +186,7 @@ class HookspecAdapter:
                 replace["nextPrompt"] = next_prompt
         return {"action": "continue", "replace": replace} if replace else None
 
-    async def message_sent(self, event) -> None:
+    async def message_sent(self, event: InternalEvent) -> None:
         """message:sent: save_state, render_outbound and dispatch_outbound with the story (model_output)."""
         session_id = event.session_key or str(event.context.get("to") or "")
         turn = await self._turns.known(session_id, "")
@@ -211,11 +214,11 @@ class HookspecAdapter:
         """The contract events this plugin's hooks register."""
         return events_for(self.implemented())
 
-    def _impls(self, name: str) -> list:
+    def _impls(self, name: str) -> list[pluggy.HookImpl]:
         # pluggy calls the last of get_hookimpls() first.
         return list(reversed(getattr(self._manager.hook, name).get_hookimpls()))
 
-    async def _call(self, name: str, impl, **arguments: Any) -> Any:
+    async def _call(self, name: str, impl: pluggy.HookImpl, **arguments: Any) -> Any:
         """One impl (a plain one in a plugin thread; the registration's timeout bounds the whole handler);
         what it raised is logged, reported to on_error and turned into MISSING."""
         outcome = await self._agent_hooks.call(name, impl, **arguments)
@@ -225,7 +228,7 @@ class HookspecAdapter:
         if name != "on_error":
             await self._notify_error(name, error)
 
-    def _wrong_type(self, name: str, impl, outcome: Any, expected: str) -> None:
+    def _wrong_type(self, name: str, impl: pluggy.HookImpl, outcome: Any, expected: str) -> None:
         self._agent_hooks.wrong_type(name, impl, outcome, expected)
 
     async def _notify_error(self, stage: str, error: Exception) -> None:
@@ -242,7 +245,7 @@ class HookspecAdapter:
 
     # PreLLMCall / PostLLMResponse
 
-    async def pre_llm_call(self, ctx, payload) -> dict[str, Any] | None:
+    async def pre_llm_call(self, ctx: HookContext, payload: dict[str, Any]) -> dict[str, Any] | None:
         run_key = run_id_of(ctx)
         original = LLMCallRequest(
             run_id=run_key, model=str(payload.get("model") or ""), messages=list(payload.get("messages") or []),
@@ -281,7 +284,7 @@ class HookspecAdapter:
     async def close_stream(self, stream_id: str) -> None:
         OPEN_STREAMS.close(self.plugin_id, stream_id)
 
-    async def post_llm_response(self, ctx, payload) -> dict[str, Any] | None:
+    async def post_llm_response(self, ctx: HookContext, payload: dict[str, Any]) -> dict[str, Any] | None:
         run_key = run_id_of(ctx)
         sent = digest(list(payload.get("messages") or []))
         key = execution_key(ctx)
@@ -305,7 +308,7 @@ class HookspecAdapter:
 
     # PreToolUse / PostToolUse
 
-    async def pre_tool_use(self, ctx, payload) -> dict[str, Any] | None:
+    async def pre_tool_use(self, ctx: HookContext, payload: dict[str, Any]) -> dict[str, Any] | None:
         raw = payload.get("toolCall") or {}
         run_key = run_id_of(ctx)
         original = ToolCall(run_id=run_key, tool=str(raw.get("name") or ""), arguments=tool_arguments(raw.get("arguments")),
@@ -332,7 +335,7 @@ class HookspecAdapter:
                 return {"action": "continue", "replace": {**replace, "toolCall": changed} if changed else replace}
         return {"action": "continue", "replace": {"toolCall": changed}} if changed else None
 
-    def take_replacement(self, context, call_id: str, name: str, arguments: str) -> Any:
+    def take_replacement(self, context: CallContext, call_id: str, name: str, arguments: str) -> Any:
         """CallTool: the result a replace decision gave this call (and it is answered), or MISSING.
         `context`: the CallTool request's HookContext (turn, runtime and execution of the call)."""
         key = (execution_key(context), call_id)
@@ -349,7 +352,7 @@ class HookspecAdapter:
         pending.answered = True
         return pending.replacement
 
-    async def post_tool_use(self, ctx, payload) -> dict[str, Any] | None:
+    async def post_tool_use(self, ctx: HookContext, payload: dict[str, Any]) -> dict[str, Any] | None:
         raw = payload.get("toolCall") or {}
         run_key = run_id_of(ctx)
         key = (execution_key(ctx), str(raw.get("id") or ""))
@@ -385,7 +388,7 @@ class HookspecAdapter:
         await self._notify_all("after_tool_call", call=call, result=result, state=self._state(ctx))
         return None
 
-    async def tool_refused(self, ctx, payload, reason: str) -> None:
+    async def tool_refused(self, ctx: HookContext, payload: dict[str, Any], reason: str) -> None:
         """A PreToolUse dispatch ended in abort (another plugin refused, or a guard failed closed):
         after_tool_call hears of it, unless this plugin's own deny already told it."""
         raw = payload.get("toolCall") or {}
@@ -405,7 +408,7 @@ class HookspecAdapter:
 
     # PostContextAssembly / PostRuntime
 
-    async def post_context_assembly(self, ctx, payload) -> dict[str, Any] | None:
+    async def post_context_assembly(self, ctx: HookContext, payload: dict[str, Any]) -> dict[str, Any] | None:
         messages = payload.get("messages") or []
         prompt = next((m.get("content") for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), "")
         state = self._state(ctx)
@@ -428,7 +431,7 @@ class HookspecAdapter:
             replace["messages"] = built if built is not None else viewed
         return {"action": "continue", "replace": replace} if replace else None
 
-    async def post_runtime(self, ctx, payload) -> None:
+    async def post_runtime(self, ctx: HookContext, payload: dict[str, Any]) -> None:
         result = payload.get("result") or {}
         reason = str(result.get("reason") or "")
         # Model calls of this execution that never reached PostLLMResponse: failed (or a cut-off answer asked again);

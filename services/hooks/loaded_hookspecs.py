@@ -7,26 +7,30 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from services.hooks.dispatcher import ExecutionContext, HandlerTable
+from services.hooks.entry_loader import LoadedPlugin
 from services.hooks.hookspec_adapter import HookspecAdapter
-from services.hooks.pending_calls import MISSING
+from services.hooks.pending_calls import MISSING, CallContext
+from services.hooks.sandboxed_hookspecs import SandboxedHookspecs
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk import HookContext
 
 
-def _loaded_adapters(loaded: list, table, execution) -> list[HookspecAdapter]:
+def _loaded_adapters(loaded: list[LoadedPlugin], table: HandlerTable, execution: ExecutionContext) -> list[HookspecAdapter | SandboxedHookspecs]:
     """The hookspec adapters whose PreToolUse handlers this execution runs (active, approved)."""
     running = {handler.plugin_id for handler in table.handlers_for("PreToolUse", execution)}
     return [plugin.hookspecs for plugin in loaded if plugin.hookspecs is not None and plugin.entry.plugin_id in running]
 
 
-async def tell_tool_refused(loaded: list, table, execution, payload: dict[str, Any], reason: str) -> None:
+async def tell_tool_refused(loaded: list[LoadedPlugin], table: HandlerTable, execution: ExecutionContext, payload: dict[str, Any],
+                            reason: str) -> None:
     """After a PreToolUse dispatch that ended in abort: each hookspec plugin's after_tool_call hears of it."""
     view = execution.view(EVENTS_BY_NAME["PreToolUse"])
     for adapter in _loaded_adapters(loaded, table, execution):
         await adapter.tool_refused(HookContext(view, adapter.plugin_id), payload, reason)
 
 
-async def find_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
+async def find_replacement(loaded: list[LoadedPlugin], context: CallContext, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
     """take_replacement for adapters that may live in a sandbox worker (their answer is awaited)."""
     for plugin in loaded:
         if plugin.hookspecs is not None:
@@ -38,7 +42,7 @@ async def find_replacement(loaded: list, context, call_id: str, name: str, argum
     return None
 
 
-def take_replacement(loaded: list, context, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
+def take_replacement(loaded: list[LoadedPlugin], context: CallContext, call_id: str, name: str, arguments: str) -> tuple[Any] | None:
     """CallTool: (result,) when a hookspec plugin's replace decision answers this call; else None."""
     for plugin in loaded:
         if plugin.hookspecs is not None:

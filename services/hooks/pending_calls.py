@@ -11,7 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from covel.hooks.v1 import hooks_pb2
+from shared.plugin_sdk import HookContext
 from shared.plugin_sdk.hookspecs import LLMCallRequest, ToolCall
+
+# Whose calls these are: a handler's ctx, or a CallTool request's HookContext (turn, runtime, execution of the call).
+CallContext = HookContext | hooks_pb2.HookContext
 
 REPLACED_PREFIX = "covel:replaced:"
 # Calls seen by a Pre* hook and not yet by its Post* (a failed model call never reaches PostLLMResponse).
@@ -87,12 +92,12 @@ class Pending:
         return self._count
 
 
-def run_id_of(ctx) -> str:
+def run_id_of(ctx: CallContext) -> str:
     """LLMCallRequest.run_id and friends: "<turn id>:<runtime id>"."""
     return f"{ctx.turn_id}:{ctx.runtime_id}"
 
 
-def execution_key(ctx) -> tuple[str, str, str, str]:
+def execution_key(ctx: CallContext) -> tuple[str, str, str, str]:
     """Where an execution's pending calls are kept: (turn, root execution, runtime, execution).
     Without an execution id in the context, one key per runtime in the turn (matched by content)."""
     execution_id = getattr(ctx, "execution_id", None) or ""
@@ -100,7 +105,7 @@ def execution_key(ctx) -> tuple[str, str, str, str]:
     return (ctx.turn_id, root, ctx.runtime_id or "", execution_id)
 
 
-def hook_state(ctx, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
+def hook_state(ctx: HookContext, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
     return {**(loaded or {}),
         "session_id": ctx.session_id, "turn_id": ctx.turn_id, "locale": ctx.locale,
         "plugin_id": ctx.plugin_id, "runtime_id": ctx.runtime_id,

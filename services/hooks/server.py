@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
@@ -34,6 +34,7 @@ from shared.hook_events import EVENTS_BY_NAME, HANDLER_FAULTS
 from shared.hook_matches import match_to_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
+from shared.plugin_sdk.registrar import PluginRegistrar, ToolRegistration
 from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
 from shared.sandbox import SandboxSettings
@@ -43,6 +44,8 @@ from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.tracing import configure_tracing, traced
 
+# One kind of registration of a plugin (its forms, its RPCs, ...).
+R = TypeVar("R")
 log = get_logger(component="hooks")
 
 
@@ -247,7 +250,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             service_context.proposals.clear()
         return _tool_response(result, service_context)
 
-    def _registration(self, ctx: hooks_pb2.HookContext, plugin_id: str, registrations: Callable[[Any], list], wanted: Callable[[Any], bool]):
+    def _registration(self, ctx: hooks_pb2.HookContext, plugin_id: str, registrations: Callable[[PluginRegistrar], Sequence[R]],
+                      wanted: Callable[[R], bool]) -> tuple[R, bool] | tuple[None, bool]:
         """One registration of an active plugin of the session (None when there is none), and whether its code may run
         (a community plugin's only once the player approved it)."""
         for plugin in self._sync.current.load_result.loaded:
@@ -255,7 +259,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                 continue
             found = next((item for item in registrations(plugin.registrar) if wanted(item)), None)
             approved = plugin.entry.source != "community" or plugin_id in ctx.approved_plugin_ids
-            return found, approved
+            return (None, approved) if found is None else (found, approved)
         return None, False
 
     @rpc
@@ -365,7 +369,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                 error=answer.error, duration_us=answer.duration_us))
         return hooks_pb2.CallExtensionResponse(answers=answers)
 
-    def _tool(self, plugin_id: str, name: str):
+    def _tool(self, plugin_id: str, name: str) -> tuple[ToolRegistration, str] | None:
         """(registration, package source) of a plugin's tool, or None."""
         for plugin in self._sync.current.load_result.loaded:
             if plugin.entry.plugin_id == plugin_id:

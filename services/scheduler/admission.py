@@ -27,8 +27,10 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from covel.common.v1 import common_pb2
+from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.kinds import ActionSource
 from services.scheduler.player_message import action_dict, render_player_message
 from services.scheduler.recently_used import RecentlyUsed
 from services.scheduler.turn.runner import TurnRunner
@@ -59,7 +61,7 @@ class Steered(Exception):
 
 def steering_text(actions: list[common_pb2.PlayerAction]) -> str:
     """The player's text of a submit ("" when it has none: only a message with text can steer)."""
-    said = [action for action in actions if action.text.strip() and action.source != "system"]
+    said = [action for action in actions if action.text.strip() and action.source != ActionSource.SYSTEM]
     return render_player_message(said).strip() if said else ""
 
 
@@ -119,7 +121,8 @@ class SubmitAdmission:
             self._steered.put((session_id, idempotency_key), steered)
         raise steered
 
-    async def _ask(self, session: store_pb2.Session, turn_id: str, actions: list[common_pb2.PlayerAction]):
+    async def _ask(self, session: store_pb2.Session, turn_id: str,
+                   actions: list[common_pb2.PlayerAction]) -> hooks_pb2.AdmitMessageResponse | None:
         """The hooks service's decision; None when it cannot give one in time (the submit queues)."""
         message = {"content": render_player_message(actions), "session_id": session.id, "channel": "grpc",
                    "actions": [action_dict(action) for action in actions]}

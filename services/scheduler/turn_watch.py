@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from covel.scheduler.internal.v1 import turn_events_pb2
@@ -67,7 +67,7 @@ class TurnWatch:
         self._turns: OrderedDict[str, WatchedTurn] = OrderedDict()
         self._latest: dict[str, str] = {}
 
-    def tap(self, session_id: str):
+    def tap(self, session_id: str) -> tuple[Callable[[turn_events_pb2.TurnEvent], None], Callable[[], None]]:
         """What a stream of `session_id` passes each event to (a chain of turns: one WatchedTurn each)."""
         current: list[WatchedTurn] = []
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import RuntimeOutcome
-from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.turn.commit_rules import (
     asks_hooks,
     commit_unit,
@@ -21,6 +21,7 @@ from services.scheduler.turn.commit_rules import (
     veto,
     whole_turn_units,
 )
+from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct, to_struct
 
 
@@ -72,7 +73,7 @@ def test_the_narrative_joins_the_stories_of_units_not_vetoed() -> None:
 
 
 def test_dependencies_list_sorted_needs_and_reads_of_units_that_ran() -> None:
-    run = TurnState(history=[], packages={})
+    run = TurnState(TurnShared(history=[], packages={}))
     run.outcomes = {"p/a": RuntimeOutcome("success"), "p/b": RuntimeOutcome("success"), "p/c": RuntimeOutcome("skipped")}
     run.needs = {"p/b": {"p/z", "p/a"}, "p/gone": {"p/a"}}
     run.read_from = {"p/b": {"p/a"}, "p/c": set()}
@@ -81,8 +82,8 @@ def test_dependencies_list_sorted_needs_and_reads_of_units_that_ran() -> None:
 
 
 def setup_run(*setup_ids: str) -> TurnState:
-    run = TurnState(history=[], packages={"p": SimpleNamespace(version="2.0.0")})
-    run.manifests = {rid: SimpleNamespace(schedule=SimpleNamespace(stage="setup")) for rid in setup_ids}
+    run = TurnState(TurnShared(history=[], packages={"p": SimpleNamespace(version="2.0.0")}))
+    run.shared.manifests = {rid: SimpleNamespace(schedule=SimpleNamespace(stage="setup")) for rid in setup_ids}
     return run
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import RuntimeOutcome
-from services.scheduler.execution.state import MAX_OPERATION_PART_CHARS, OperationNote, ToolCallNote, TurnState
 from services.scheduler.execution.story_output import normalize_story
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.hooks.bus import ExecutionScope
+from services.scheduler.turn.activity import MAX_OPERATION_PART_CHARS, OperationNote, ToolCallNote
+from services.scheduler.turn.state import TurnState
 from tests.scheduler.compiled import compiled_manifest
 
 
@@ -15,8 +17,8 @@ def _scope(locale: str = "zh") -> ExecutionScope:
     return ExecutionScope(session=store_pb2.Session(id="s1", locale=locale), turn_id="t2", logical_turn=2)
 
 
-def _state(**fields) -> TurnState:
-    return TurnState(**{"history": [], "packages": {}, **fields})
+def _state(history: list | None = None, manifests: dict | None = None, **fields) -> TurnState:
+    return TurnState(TurnShared(history=history or [], packages={}, manifests=manifests or {}), **fields)
 
 
 def test_only_finished_committable_visible_runtimes_count() -> None:
@@ -61,7 +63,7 @@ def test_last_player_input_is_this_turns_submission_or_the_latest_player_message
                           actions=[common_pb2.PlayerAction(kind="advance", source="system")])
     assert continuation.last_player_input(_scope()) == {"id": "m1", "sessionId": "s1", "turnId": "t1", "formId": None,
                                                         "values": {"text": "Hello."}, "createdAt": "2026-12-03T07:00:00Z"}
-    assert TurnState(history=[], packages={}).last_player_input(_scope()) is None
+    assert _state().last_player_input(_scope()) is None
 
 
 def test_an_operation_withdrawn_from_its_unit_is_left_out() -> None:
@@ -78,25 +80,26 @@ def test_an_operation_withdrawn_from_its_unit_is_left_out() -> None:
 
 def test_kernel_inputs_are_built_only_for_a_runtime_that_declares_one() -> None:
     """They list every finished runtime: built for each of N runtimes they made a turn N²."""
-    from services.scheduler.function.execution import kernel_inputs_for
+    from types import SimpleNamespace
 
     run = _state(player_message="I look.")
     run.outcomes = {"p/ok": RuntimeOutcome("success")}
     run.statuses = {"p/ok": "success"}
     reader = compiled_manifest({"io": {"inputs": {"digest": {"from": {"kernel": "turn-digest@1"}}}}}, runtime_id="p/reader")
-    assert kernel_inputs_for(reader, run, _scope()) == run.kernel_inputs(_scope())
-    assert kernel_inputs_for(compiled_manifest(runtime_id="p/plain"), run, _scope()) is None
+    assert run.runtime_scope(SimpleNamespace(runtime_id="p/reader"), reader, _scope()).kernel_inputs == run.kernel_inputs(_scope())
+    plain = compiled_manifest(runtime_id="p/plain")
+    assert run.runtime_scope(SimpleNamespace(runtime_id="p/plain"), plain, _scope()).kernel_inputs is None
 
 
 
 def test_world_dimensions_are_the_snapshot_the_turn_found() -> None:
     from shared.structs import to_struct, to_value
-    run = TurnState(history=[], packages={})
+    run = _state()
     assert run.kernel_inputs(_scope())["world.dimensions@1"] == {}
-    run.world = store_pb2.GetWorldResponse(dimensions=[
+    run.shared.world = store_pb2.GetWorldResponse(dimensions=[
         store_pb2.Dimension(id="tide", name="Tide", schema=to_struct({"enum": ["low", "high"]}), value=to_value("low"), version=4)])
-    run.proposals.append(store_pb2.Proposal(type="dimension.update", plugin_id="keeper",
-                                            payload=to_struct({"updates": [{"id": "tide", "value": "high", "expectedVersion": 4}]})))
+    run.shared.proposals.append(store_pb2.Proposal(type="dimension.update", plugin_id="keeper",
+                                                   payload=to_struct({"updates": [{"id": "tide", "value": "high", "expectedVersion": 4}]})))
     # Committed values only: an upstream proposal shows in ctx.world.dimensions, never in the snapshot.
     assert run.kernel_inputs(_scope())["world.dimensions@1"] == {"tide": {"name": "Tide", "schema": {"enum": ["low", "high"]},
                                                                            "value": "low", "version": 4}}

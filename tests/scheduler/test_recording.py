@@ -6,10 +6,11 @@ from types import SimpleNamespace
 
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import RuntimeOutcome
-from services.scheduler.execution.state import TurnState
 from services.scheduler.execution.story_output import normalize_story
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE, detached_job
 from services.scheduler.turn.recording import record_outcome, unit_proposals
+from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct
 from tests.scheduler.compiled import compiled_manifest, compiled_package
 
@@ -39,7 +40,7 @@ def test_a_function_without_a_value_records_no_export() -> None:
 
 
 def test_a_success_binds_downstream_and_satisfies_its_contract() -> None:
-    run, turn = TurnState(history=[], packages={}), store_pb2.Turn(session_id="s")
+    run, turn = TurnState(TurnShared(history=[], packages={})), store_pb2.Turn(session_id="s")
     outcome = RuntimeOutcome("success", output={"v": 1}, canonical_value=1, has_value=True, read_from={"p/up"}, run_id="run",
                              events=[{"topic": "t"}])
     run.operation_reads = {"p/f": {"p/ops"}}
@@ -48,18 +49,18 @@ def test_a_success_binds_downstream_and_satisfies_its_contract() -> None:
     assert (result.runtime_id, result.status, result.run_id, result.story, result.setup) == ("p/f", "success", "run", False, False)
     assert run.outputs == {"p/f": {"v": 1}} and run.providers == {"mood@1": ["p/f"]} and run.satisfied == {"mood@1"}
     assert run.read_from == {"p/f": {"p/up", "p/ops"}} and run.emitted == [{"topic": "t", "source": "p/f"}]
-    assert [p.type for p in run.proposals] == ["export.record", "event.emit"]
+    assert [p.type for p in run.shared.proposals] == ["export.record", "event.emit"]
 
 
 def test_a_failure_is_noted_but_binds_and_commits_nothing() -> None:
-    run, turn = TurnState(history=[], packages={}), store_pb2.Turn(session_id="s")
+    run, turn = TurnState(TurnShared(history=[], packages={})), store_pb2.Turn(session_id="s")
     record_outcome(FUNCTION, RuntimeOutcome("failed", "boom", writes=[{"type": "x", "payload": {}}]), run, turn, PROVIDES)
     assert run.statuses == {"p/f": "failed"} and turn.runtime_results[0].reason == "boom"
-    assert not run.outputs and not run.proposals and not run.satisfied
+    assert not run.outputs and not run.shared.proposals and not run.satisfied
 
 
 def test_a_guard_skip_binds_its_output_but_satisfies_no_contract() -> None:
-    run, turn = TurnState(history=[], packages={}), store_pb2.Turn(session_id="s")
+    run, turn = TurnState(TurnShared(history=[], packages={})), store_pb2.Turn(session_id="s")
     record_outcome(FUNCTION, RuntimeOutcome("skipped", output={"v": 2}, canonical_value={"v": 2}, has_value=True, guard_skipped=True),
                    run, turn, PROVIDES)
     assert run.outputs == {"p/f": {"v": 2}} and run.providers == {"mood@1": ["p/f"]} and not run.satisfied

@@ -10,8 +10,8 @@ import pytest
 from covel.hooks.v1 import hooks_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.execution.kernel_tools import KernelTools
-from services.scheduler.execution.state import TurnState
 from services.scheduler.execution.subagents import MAX_CONCURRENT, SubagentBudget, Subagents, subagent_limits
+from services.scheduler.execution.turn_shared import TurnShared
 from shared.structs import to_struct
 from tests.scheduler.agent_harness import runtime, scope
 
@@ -170,7 +170,7 @@ async def test_production_subagents_read_the_session_limits_and_refuse_a_paused_
             return hooks_pb2.ListPausedPluginsResponse(plugins=[hooks_pb2.PausedPlugin(plugin_id=p) for p in sorted(paused)])
 
     helper, _ = provider("other/helper", "helper@1")
-    run = TurnState(history=[], packages={"other": SimpleNamespace(runtimes=[helper])})
+    run = TurnShared(history=[], packages={"other": SimpleNamespace(runtimes=[helper])})
     execution = AgentExecution(SimpleNamespace(hooks=PausedPlugins()), hooks=None, plugin_data=None, history_max_turns=5)
     session_scope = scope()
     session_scope.session.plugin_settings["gate"].CopyFrom(to_struct({"maxSubagentCalls": 3, "maxActors": 1}))

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.prompt_segments import providers
 from services.scheduler.execution.plugin_data import PluginDataViews
-from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.turn_shared import TurnShared
 from shared.plugin_sdk.tools import ToolContext
 from shared.structs import to_struct, to_value
 from tests.scheduler.agent_harness import runtime
@@ -22,7 +22,7 @@ class Store:
 
 
 async def test_a_run_sees_committed_then_upstream_then_its_own_writes_without_hidden_namespaces() -> None:
-    run = TurnState(history=[], packages={})
+    run = TurnShared(history=[], packages={})
     run.proposals.append(store_pb2.Proposal(plugin_id="memory", runtime_id="memory/a", type="plugin.data",
                                             payload=to_struct({"namespace": "blocks", "key": "player", "value": {"value": "Wren."}})))
     own = [{"type": "plugin.data", "payload": {"namespace": "blocks", "key": "scene", "value": {"value": "Inn. Rain."}}},

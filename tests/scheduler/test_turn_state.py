@@ -1,4 +1,4 @@
-"""What TurnState keeps for a turn's runtimes as they run: reads shared by a layer, buffered plugin data."""
+"""What TurnShared keeps for a turn's runtimes as they run: reads shared by a layer, buffered plugin data."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.turn_shared import TurnShared
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.structs import to_struct
 
 
-def _state(**fields) -> TurnState:
-    return TurnState(**{"history": [], "packages": {}, **fields})
+def _state(**fields) -> TurnShared:
+    return TurnShared(**{"history": [], "packages": {}, **fields})
 
 
 async def test_a_turns_shared_read_is_sent_once_for_callers_that_start_together() -> None:

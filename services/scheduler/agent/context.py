@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -10,6 +11,7 @@ from covel.common.v1 import common_pb2
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.model_view import model_facing
+from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
@@ -80,7 +82,8 @@ def prompt_file(runtime: Runtime, locale: str, workspace_dir: str) -> dict[str, 
     return {"name": name, "path": path, "missing": False, "content": runtime_prompt(runtime, locale)}
 
 
-async def resolve_bootstrap(hooks, scope, runtime: Runtime, packages) -> list[dict[str, Any]] | None:
+async def resolve_bootstrap(hooks: HookBus, scope: ExecutionScope, runtime: Runtime,
+                            packages: Iterable[Package] | None) -> list[dict[str, Any]] | None:
     """agent:bootstrap (awaited): handlers may replace or extend the bootstrap files; None when
     they left them as they were (or nobody listens), so the prompt is assembled as usual."""
     events = getattr(hooks, "events", None)

@@ -13,6 +13,7 @@ from typing import Any
 
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.kernel_tools import KernelTools
+from services.scheduler.kinds import ProposalType
 from services.scheduler.world_records import dimension_records
 from shared import json_schemas
 from shared.plugin_sdk.tools import tool_error, tool_ok
@@ -68,7 +69,7 @@ def add_update_dimensions(tools: KernelTools, snapshot: dict[str, dict[str, Any]
         checked, problem = _checked_updates(updates, frozen)
         if problem is not None:
             return problem
-        tools.tool_writes.append({"type": "dimension.update", "payload": {"updates": checked}})
+        tools.tool_writes.append({"type": ProposalType.DIMENSION_UPDATE, "payload": {"updates": checked}})
         return tool_ok({"settled": True, "updated": [item["id"] for item in checked]})
 
     tools.add(UPDATE_DIMENSIONS,

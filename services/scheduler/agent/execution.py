@@ -26,12 +26,13 @@ from services.scheduler.agent.dimension_tools import (
 )
 from services.scheduler.agent.history_transforms import transform_history
 from services.scheduler.agent.indexed_vectors import IndexedVectors
-from services.scheduler.agent.loop import OnNarrative, run_agent
+from services.scheduler.agent.loop import run_agent
 from services.scheduler.agent.lorebook_prompt import lorebook_segment
 from services.scheduler.agent.memory_search import character_records as character_memory_records
 from services.scheduler.agent.memory_search import lorebook_records, plugin_data_record, search_memory
 from services.scheduler.agent.prompt_segments import dynamic_segments
 from services.scheduler.agent.prompt_templates import template_values
+from services.scheduler.agent.story_stream import StreamedPiece, narrative_deltas
 from services.scheduler.agent.suspension import SUSPEND, add_suspend_tool
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
@@ -44,12 +45,20 @@ from services.scheduler.execution.kernel_tools import (
     add_memory_search,
     wanted_datasets,
 )
-from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, StopReason, SubagentCall, is_story_runtime
 from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_services import add_service_tools
-from services.scheduler.execution.state import TurnState
-from services.scheduler.execution.subagents import INTERNAL_FAILURE, SubagentBudget, Subagents, subagent_error, subagent_limits
+from services.scheduler.execution.runtime_scope import RuntimeScope
+from services.scheduler.execution.subagents import (
+    INTERNAL_FAILURE,
+    SubagentBudget,
+    SubagentPlan,
+    Subagents,
+    subagent_error,
+    subagent_limits,
+)
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.peers import Peers
 from services.scheduler.world_records import character_records
@@ -69,11 +78,14 @@ class AgentExecution:
         self._history_max_turns = history_max_turns
         self._interjections = interjections
 
-    async def run(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
-                  on_narrative: OnNarrative, inputs: dict | None, root_budget: SubagentBudget | None = None,
-                  nested: bool = False, resume: Resume | None = None) -> RuntimeOutcome:
+    async def run(self, runtime: Runtime, scope: ExecutionScope, runtime_scope: RuntimeScope, player_message: str,
+                  manifest: CompiledManifest, inputs: dict[str, Any] | None, root_budget: SubagentBudget | None = None,
+                  resume: Resume | None = None) -> RuntimeOutcome:
         """One agent execution; `root_budget` is the subagent budget of the root execution a nested run belongs to.
-        A `nested` run (ctx.recursive_call) reads no upstream plugin data: it sees none of its parent's upstream."""
+        A nested run (ctx.recursive_call) reads no upstream plugin data: it sees none of its parent's upstream;
+        its story text reaches no stream."""
+        run = runtime_scope.turn
+        nested = runtime_scope.nested
         package = run.packages[runtime.plugin_id]
         story = is_story_runtime(runtime)
         schemas: list = []
@@ -135,7 +147,7 @@ class AgentExecution:
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), history=run.history)
         outcome = await run_agent(
             runtime=runtime, scope=scope, history=history, player_message=player_message, gateway=self._peers.gateway,
-            hooks=self._hooks, on_narrative=on_narrative, history_max_turns=self._history_max_turns, inputs=inputs,
+            hooks=self._hooks, on_narrative=narrative_deltas(runtime.runtime_id, runtime_scope.emit), history_max_turns=self._history_max_turns, inputs=inputs,
             self_data=await self._plugin_data.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments, world_values=template_values(run.world), resume=resume,
@@ -148,23 +160,19 @@ class AgentExecution:
             outcome.read_from = set(plugin_data.read_from)
         return outcome
 
-    async def run_nested(self, runtime: Runtime, scope: ExecutionScope, run: TurnState, player_message: str, manifest: CompiledManifest,
-                         inputs: dict | None, root_agents: Subagents | None = None) -> RuntimeOutcome:
-        """ctx.recursive_call of an agent runtime: a full agent run whose writes the caller keeps or drops.
-        Its delegate calls use the root execution's budget (`root_agents`, the root's ctx.agents)."""
-
-        async def no_stream(_piece) -> None:
-            return None
-
+    async def run_nested(self, runtime: Runtime, scope: ExecutionScope, runtime_scope: RuntimeScope, player_message: str,
+                         manifest: CompiledManifest, inputs: dict[str, Any] | None, root_agents: Subagents | None = None) -> RuntimeOutcome:
+        """ctx.recursive_call of an agent runtime (`runtime_scope` a nested one): a full agent run whose writes the
+        caller keeps or drops. Its delegate calls use the root execution's budget (`root_agents`, the root's ctx.agents)."""
         root_budget = root_agents.budget if root_agents is not None else None
-        outcome = await self.run(runtime, scope, run, player_message, manifest, no_stream, inputs, root_budget=root_budget, nested=True)
+        outcome = await self.run(runtime, scope, runtime_scope, player_message, manifest, inputs, root_budget=root_budget)
         if outcome.status != OutcomeStatus.SUSPENDED:
             return outcome
         # A nested run that suspends is not kept: nothing of it is saved or resumed (spec: nested-suspension-dropped).
         return RuntimeOutcome(OutcomeStatus.FAILED, NESTED_SUSPENSION_REASON, trace=[*outcome.trace, nested_suspension_dropped(runtime.runtime_id)])
 
-    def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnState, characters=None, remaining_s=None,
-                      budget: SubagentBudget | None = None) -> Subagents:
+    def subagents_for(self, caller: Runtime, scope: ExecutionScope, run: TurnShared, characters: _CharacterCache | None = None,
+                      remaining_s: Callable[[], float] | None = None, budget: SubagentBudget | None = None) -> Subagents:
         """ctx.agents / delegate for `caller`: a root execution gets a new budget from the session's
         settings; a nested run passes its root's `budget` (calls, actors and the 8 running are shared)."""
         characters = characters or _CharacterCache(self._peers, scope.session.id, run)
@@ -174,7 +182,7 @@ class AgentExecution:
             budget = SubagentBudget(max_calls=max_calls, max_actors=max_actors)
         providers = run.subagent_providers()
 
-        async def run_provider(plan) -> dict[str, Any]:
+        async def run_provider(plan: SubagentPlan) -> dict[str, Any]:
             return await self._run_subagent(plan, caller, scope, run, characters, subagents.writes, subagents.trace)
 
         subagents = Subagents(
@@ -190,23 +198,24 @@ class AgentExecution:
         reply = await self._peers.hooks.ListPausedPlugins(hooks_pb2.ListPausedPluginsRequest(session_id=session_id))
         return any(paused.plugin_id == plugin_id for paused in reply.plugins)
 
-    async def _run_subagent(self, plan, caller: Runtime, scope: ExecutionScope, run: TurnState, characters, sink: list,
-                            trace: list) -> dict[str, Any]:
+    async def _run_subagent(self, plan: SubagentPlan, caller: Runtime, scope: ExecutionScope, run: TurnShared,
+                            characters: _CharacterCache, sink: list[dict[str, Any]],
+                            trace: list[common_pb2.HookTraceEntry]) -> dict[str, Any]:
         provider, manifest = plan.provider, plan.manifest
         package = run.packages[provider.plugin_id]
         try:
             schemas = output_schemas(manifest, package.contracts, Path(package.root_dir))
         except SchemaUnavailable as error:
             log.warning("subagent output schema unavailable", provider=provider.runtime_id, reason=str(error))
-            return subagent_error("internal", INTERNAL_FAILURE, "error")
+            return subagent_error("internal", INTERNAL_FAILURE, StopReason.ERROR)
         tools = KernelTools()
         declared = package.contributes.datasets or {}
         # A subagent reads the committed world (recursive upstream is not inherited): a fresh view.
-        plugin_data = self._plugin_data.view(provider, scope.session.id, TurnState(history=[], packages=run.packages))
+        plugin_data = self._plugin_data.view(provider, scope.session.id, TurnShared(history=[], packages=run.packages))
         add_dataset_tools(tools, wanted_datasets(manifest, declared), declared, package.root_dir, plugin_data)
         add_service_tools(tools, manifest, run.packages, self._hooks, scope, provider)
 
-        async def no_stream(_piece) -> None:
+        async def no_stream(_piece: StreamedPiece) -> None:
             return None
 
         started = time.monotonic()
@@ -233,17 +242,17 @@ class AgentExecution:
             # The caller reads a fixed text; the real reason is for the operator.
             log.warning("subagent failed", provider=provider.runtime_id, caller=caller.runtime_id, call_id=plan.call_id,
                         reason=outcome.reason)
-            code = "timeout" if outcome.stop_reason == "timeout" else ("cancelled" if outcome.stop_reason == "cancelled" else "internal")
+            code = "timeout" if outcome.stop_reason == StopReason.TIMEOUT else ("cancelled" if outcome.stop_reason == StopReason.CANCELLED else "internal")
             message = {"timeout": f"the subagent {provider.runtime_id} used its time",
                        "cancelled": "the subagent was cancelled"}.get(code, INTERNAL_FAILURE)
             # Output still invalid after its repair: internal / invalid-output (spec: 角色委托).
-            stop_reason = "invalid-output" if outcome.reason.startswith("invalid-output") else (outcome.stop_reason or "error")
+            stop_reason = StopReason.INVALID_OUTPUT if outcome.reason.startswith("invalid-output") else (outcome.stop_reason or StopReason.ERROR)
             return {**subagent_error(code, message, stop_reason), "usage": usage}
         if problem:
             log.warning("subagent output invalid", provider=provider.runtime_id, call_id=plan.call_id, reason=problem)
-            return {**subagent_error("internal", INTERNAL_FAILURE, "invalid-output"), "usage": usage}
+            return {**subagent_error("internal", INTERNAL_FAILURE, StopReason.INVALID_OUTPUT), "usage": usage}
         sink.extend(tools.foreign_writes)
-        return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or "completed", "usage": usage}
+        return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or StopReason.COMPLETED, "usage": usage}
 
     async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int,
                              lore: list[store_pb2.LorebookEntry], characters: _CharacterCache,
@@ -272,7 +281,7 @@ def _subagent_entry(event: str, status: str, provider: Runtime, caller: Runtime,
 class _CharacterCache:
     """The session's characters, from the committed world the turn read with its lease (else read once)."""
 
-    def __init__(self, peers: Peers, session_id: str, run: TurnState) -> None:
+    def __init__(self, peers: Peers, session_id: str, run: TurnShared) -> None:
         self._peers = peers
         self._session_id = session_id
         self._run = run
@@ -286,7 +295,7 @@ class _CharacterCache:
         return self._characters
 
 
-def _story_topics(run: TurnState) -> list[str]:
+def _story_topics(run: TurnShared) -> list[str]:
     """What a story may emit: every active plugin's event topics except those declared `advertise: false`."""
     topics: list[str] = []
     for _, package in sorted(run.packages.items()):
@@ -295,7 +304,7 @@ def _story_topics(run: TurnState) -> list[str]:
     return topics
 
 
-def _searchable_namespaces(run: TurnState) -> list[tuple[str, str, str]]:
+def _searchable_namespaces(run: TurnShared) -> list[tuple[str, str, str]]:
     """(pluginId, namespace, text field) of every contributes.data namespace that declares search.text."""
     found = []
     for plugin_id, package in sorted(run.packages.items()):

@@ -16,11 +16,11 @@ The stored log never changes: only what this execution sends.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from covel.common.v1 import common_pb2
-from services.scheduler.catalogue import Runtime
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.logs import get_logger
 from shared.structs import from_struct, from_value
@@ -35,7 +35,7 @@ class TransformRefused(ValueError):
     """A provider's answer that is not a history (the provider is skipped)."""
 
 
-def providers(runtime: Runtime, story: bool, packages) -> list[tuple[str, str]]:
+def providers(runtime: Runtime, story: bool, packages: Iterable[Package]) -> list[tuple[str, str]]:
     """(plugin id, provider id) in the order they run."""
     found: list[tuple[int, str, str]] = []
     for package in packages:
@@ -85,7 +85,7 @@ def apply_answer(live: list[common_pb2.Message], output: Any) -> list[common_pb2
 
 
 async def transform_history(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime: Runtime,
-                            story: bool, packages, history: list[common_pb2.Message]) -> list[common_pb2.Message]:
+                            story: bool, packages: Iterable[Package], history: list[common_pb2.Message]) -> list[common_pb2.Message]:
     """The history this execution sends: every provider's transform in turn (`committed` as in prompt_segments)."""
     chain = providers(runtime, story, packages)
     if not chain:

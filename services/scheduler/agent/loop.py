@@ -41,10 +41,10 @@ from services.scheduler.agent.plugin_stream import read_plugin_stream
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.agent.suspension import SUSPEND, restore_writes, resumed_progress, saved_state
 from services.scheduler.agent.tool_calls import ToolSteps
-from services.scheduler.catalogue import Runtime
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.framework_trace import framework_entry
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools, add_emit_event, add_runtime_done
-from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, SubagentCall, is_story_runtime
+from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, StopReason, SubagentCall, is_story_runtime
 from services.scheduler.execution.player_effects import ShownInvalid
 from services.scheduler.execution.story_output import EmptyStory, normalize_story
 from services.scheduler.execution.tool_call_hooks import replaced_fields
@@ -89,7 +89,7 @@ async def run_agent(
     inputs: dict[str, Any] | None = None,
     self_data: list[str] | None = None,
     event_topics: list[str] | None = None,
-    packages: list | None = None,
+    packages: list[Package] | None = None,
     manifest: CompiledManifest | None = None,
     kernel_tools: KernelTools | None = None,
     output_schemas: list[tuple[str, dict[str, Any]]] | None = None,
@@ -121,9 +121,10 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     """One agent execution: what it is given, its context step, the driver and the steps it owns; the
     correction steps and the tools step are in agent/corrections.py and agent/tool_calls.py."""
 
-    def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway, hooks: HookBus, on_narrative: OnNarrative,
-                 manifest: CompiledManifest, kernel_tools: KernelTools, output_schemas, subagent: SubagentCall | None,
-                 interjections) -> None:
+    def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway: gateway_pb2_grpc.LlmGatewayStub, hooks: HookBus,
+                 on_narrative: OnNarrative, manifest: CompiledManifest, kernel_tools: KernelTools,
+                 output_schemas: list[tuple[str, dict[str, Any]]], subagent: SubagentCall | None,
+                 interjections: Callable[[], list[str]] | None) -> None:
         self.runtime = runtime
         self.scope = scope
         self.gateway = gateway
@@ -163,7 +164,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.base_choice = _tool_choice(agent)
 
     # -- context ------------------------------------------------------------------------------------
-    async def prepare(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
+    async def prepare(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
+                      inputs: dict[str, Any] | None, self_data: list[str] | None, packages: list[Package]) -> None:
         """What the model sees: the system prompt and messages, then the tools it may call."""
         if self.subagent is not None:
             # Its own conversation: the provider's prompt with the framework's frame, then the brief.
@@ -173,7 +175,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             await self._post_context_assembly()
         await self._resolve_tools()
 
-    async def _assemble_context(self, history, player_message: str, history_max_turns: int, inputs, self_data, packages) -> None:
+    async def _assemble_context(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
+                                inputs: dict[str, Any] | None, self_data: list[str] | None, packages: list[Package]) -> None:
         runtime, session = self.runtime, self.scope.session
         window = self.manifest.agent_part.history or HistoryWindow()
         max_turns = window.max_turns if window.max_turns is not None else history_max_turns
@@ -237,7 +240,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             self.tool_names.append(RUNTIME_DONE)
 
     def failed(self, reason: str) -> RuntimeOutcome:
-        return RuntimeOutcome(OutcomeStatus.FAILED, reason, usage=self.usage, trace=self.trace, stop_reason=self.stop_reason or "error")
+        return RuntimeOutcome(OutcomeStatus.FAILED, reason, usage=self.usage, trace=self.trace, stop_reason=self.stop_reason or StopReason.ERROR)
 
     def _merge_interjections(self, conversation: list[dict[str, Any]]) -> None:
         if self.settings.steering:
@@ -307,18 +310,18 @@ class AgentLoop(CorrectionSteps, ToolSteps):
                                         finalizer_allowed=settings.finalizer_max_steps, tool_steps=progress.tool_steps,
                                         completion_met=not self._completion_unmet(progress))
         if budget == "fail":
-            self.stop_reason = "max-steps"
+            self.stop_reason = StopReason.MAX_STEPS
             return self.failed(f"max-steps: the agent used its {settings.max_steps} steps without finishing")
         if budget == "finalize":
             # The finalizer: tools off, one more request for the final answer (no PreStep for it).
-            self._start_finalizer(progress, "max-steps")
+            self._start_finalizer(progress, StopReason.MAX_STEPS)
         elif loop_rules.deadline_reserve_reached(progress.deadline - time.monotonic(), settings.deadline_reserve_s,
                                                  step=progress.step, finalizing=progress.finalizing,
                                                  completion_met=not self._completion_unmet(progress)):
-            self._start_finalizer(progress, "deadline")
+            self._start_finalizer(progress, StopReason.DEADLINE)
         return None
 
-    def _start_finalizer(self, progress: ExecutionProgress, stop_reason: str) -> None:
+    def _start_finalizer(self, progress: ExecutionProgress, stop_reason: StopReason) -> None:
         progress.finalizing = True
         self.finalizer_used = True
         self.stop_reason = stop_reason
@@ -350,9 +353,9 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         if plan.stop is None:
             return plan
         if plan.stop["reason"] == "cancelled":
-            self.stop_reason = "cancelled"
+            self.stop_reason = StopReason.CANCELLED
             return self.failed(stopped_by_pre_step_error(runtime.runtime_id, plan.stop))
-        self.stop_reason = "tool-finished"
+        self.stop_reason = StopReason.TOOL_FINISHED
         return Next.FINISH
 
     # -- the model call -----------------------------------------------------------------------------
@@ -360,7 +363,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         """PreLLMCall, then one model call through the gateway; its usage counted, its streaming time credited."""
         remaining_s = progress.deadline - time.monotonic()
         if remaining_s <= 0:
-            self.stop_reason = "timeout"
+            self.stop_reason = StopReason.TIMEOUT
             return self.failed(f"timeout: the runtime used its agent.loop.timeoutMs ({self.settings.timeout_ms} ms)")
         runtime = self.runtime
         call_messages = [{"role": "system", "content": self.system_prompt}, *progress.conversation]
@@ -435,8 +438,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     def _suspended(self, progress: ExecutionProgress) -> RuntimeOutcome:
         """The suspend tool was called: the run stops, its interaction shown, its state saved with the turn."""
         suspension = self.kernel_tools.suspension or {}
-        self.stop_reason = "suspended"
-        return RuntimeOutcome(OutcomeStatus.SUSPENDED, "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason="suspended",
+        self.stop_reason = StopReason.SUSPENDED
+        return RuntimeOutcome(OutcomeStatus.SUSPENDED, "waiting for the player's answer", usage=self.usage, trace=self.trace, stop_reason=StopReason.SUSPENDED,
                               shown={"interactions": [suspension["interaction"]]},
                               suspension=saved_state(progress, self.system_prompt, self.kernel_tools, self.usage))
 
@@ -466,7 +469,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         """The one completion check at the loop's return, whichever way it ended (spec: 完成条件)."""
         unmet = self._completion_unmet(progress)
         self.usage["durationMs"] = int((time.monotonic() - progress.started) * 1000)
-        self.stop_reason = self.stop_reason or "completed"
+        self.stop_reason = self.stop_reason or StopReason.COMPLETED
         succeeded = RuntimeOutcome(OutcomeStatus.SUCCESS, usage=self.usage, trace=self.trace, events=self.kernel_tools.emitted,
                                    stop_reason=self.stop_reason, finalizer=self.finalizer_used, shown=dict(self.kernel_tools.shown))
         if unmet:

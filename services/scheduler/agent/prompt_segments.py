@@ -11,10 +11,11 @@ post-history (default) or {depth: N}. A provider that fails is skipped with a lo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from services.scheduler.catalogue import Runtime
+from covel.hooks.v1 import hooks_pb2
+from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.logs import get_logger
 from shared.structs import from_value
@@ -25,7 +26,7 @@ MAX_SEGMENT_CHARS = 8000
 log = get_logger(component="prompt_segments")
 
 
-def providers(runtime: Runtime, story: bool, packages) -> list[str]:
+def providers(runtime: Runtime, story: bool, packages: Iterable[Package]) -> list[str]:
     """Every provider for a story runtime; else its own package's, and those of the packages whose
     services it imports (agent.tools.services: an agent that uses a plugin's services reads its segments)."""
     imported = imported_services(runtime)
@@ -39,7 +40,7 @@ def imported_services(runtime: Runtime) -> set[str]:
     return {item.contract for item in agent.tools.services} if agent is not None else set()
 
 
-def _serves(package, contracts: set[str]) -> bool:
+def _serves(package: Package, contracts: set[str]) -> bool:
     definition = getattr(package, "definition", None)
     if not contracts or definition is None:
         return False
@@ -47,7 +48,7 @@ def _serves(package, contracts: set[str]) -> bool:
 
 
 async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime: Runtime,
-                           story: bool, packages, player_message: str) -> list[dict[str, Any]]:
+                           story: bool, packages: Iterable[Package], player_message: str) -> list[dict[str, Any]]:
     """`committed(plugin_id)`: the plugin's data as the execution sees it, (namespace, key) -> value."""
     found: list[dict[str, Any]] = []
     for plugin_id in providers(runtime, story, packages):
@@ -71,7 +72,7 @@ def _items(output: Any) -> list[Any]:
     return output if isinstance(output, list) else [output]
 
 
-def _segment(item: Any, answer) -> dict[str, Any] | None:
+def _segment(item: Any, answer: hooks_pb2.ExtensionAnswer) -> dict[str, Any] | None:
     if not isinstance(item, dict) or not isinstance(item.get("content"), str) or not item["content"].strip():
         log.warning("prompt_segment.ignored", provider=f"{answer.plugin_id}/{answer.id}", why="no content")
         return None

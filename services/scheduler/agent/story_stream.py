@@ -9,7 +9,12 @@ is plain prose and streams as it is.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.internal.v1 import turn_events_pb2
+from services.scheduler.execution.runtime_scope import Emit
 
 # Between two segments' text; always a piece of its own (clients start a segment after it).
 PARAGRAPH_BREAK = "\n\n"
@@ -180,3 +185,14 @@ def _merge(pieces: list[StreamedPiece]) -> list[StreamedPiece]:
             continue
         merged.append(StreamedPiece(piece.text, piece.kind, piece.speaker))
     return merged
+
+
+def narrative_deltas(runtime_id: str, emit: Emit) -> Callable[[StreamedPiece], Awaitable[None]]:
+    """Streams a story agent's narrative as it comes, as narrative_delta events of the turn's stream."""
+
+    async def on_narrative(piece: StreamedPiece) -> None:
+        segment = common_pb2.Segment(kind=piece.kind, speaker=piece.speaker) if piece.kind else None
+        await emit(turn_events_pb2.TurnEvent(narrative_delta=turn_events_pb2.NarrativeDelta(
+            runtime_id=runtime_id, text=piece.text, segment=segment, reset=piece.reset)))
+
+    return on_narrative

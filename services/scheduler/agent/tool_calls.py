@@ -16,7 +16,7 @@ from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import skipped_tool_entries
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
 from services.scheduler.execution.model_view import model_facing
-from services.scheduler.execution.outcome import RuntimeOutcome
+from services.scheduler.execution.outcome import RuntimeOutcome, StopReason
 from services.scheduler.execution.tool_call_hooks import ToolResult, post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 
@@ -51,7 +51,8 @@ def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[
     return batches
 
 
-async def run_batch(batch, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], trace,
+async def run_batch(batch: list[dict[str, Any]], runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str],
+                    trace: list[common_pb2.HookTraceEntry],
                     kernel_tools: KernelTools, is_read_only: IsReadOnly) -> list[ToolResult]:
     """A pool: every member's PreToolUse first, in model order; then the tools together; then
     every PostToolUse in model order. A member a hook rewrote into a non-read-only call waits and
@@ -76,7 +77,7 @@ async def run_batch(batch, runtime: Runtime, scope: ExecutionScope, hooks: HookB
     return results
 
 
-async def execute(call, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
+async def execute(call: dict[str, Any], runtime: Runtime, scope: ExecutionScope, hooks: HookBus, tool_names: list[str], kernel_tools: KernelTools) -> str:
     if call["name"] not in tool_names:
         return json.dumps({"ok": False, "error": {
             "code": "unauthorized", "message": f"the tool {call['name']} is not available to this runtime",
@@ -116,7 +117,7 @@ class ToolSteps:
             return self._suspended(progress)
         if progress.finish_output is not None or terminated:
             # afterTools / finishWith: a listed tool succeeded (or a hook terminated): no new request.
-            self.stop_reason = "tool-finished"
+            self.stop_reason = StopReason.TOOL_FINISHED
             return Next.FINISH
         return self._detect_loop(progress, calls)
 
@@ -175,6 +176,6 @@ class ToolSteps:
         elif verdict == "tools-off":
             progress.tools_off = True
         elif verdict == "fail":
-            self.stop_reason = "loop-detected"
+            self.stop_reason = StopReason.LOOP_DETECTED
             return self.failed(f"loop-detected: the same tool call was repeated {progress.repeats} times")
         return Next.ROUND

@@ -17,6 +17,7 @@ from typing import Any
 
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
+from services.scheduler.kinds import ProposalType
 from shared.manifest.runtime import Dataset
 from shared.structs import to_struct
 
@@ -48,7 +49,7 @@ def dataset_schema(package_root: str, declaration: Dataset) -> dict[str, Any] | 
 
 
 def dataset_policies(packages: Mapping[str, Package], proposals: Iterable[store_pb2.Proposal]) -> list[store_pb2.DatasetPolicy]:
-    writers = sorted({p.plugin_id for p in proposals if p.type.startswith("plugin.data")})
+    writers = sorted({p.plugin_id for p in proposals if p.type.startswith(ProposalType.PLUGIN_DATA)})
     return policies_of(packages[plugin_id] for plugin_id in writers if plugin_id in packages)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from covel.gateway.v1 import gateway_pb2
 from services.scheduler.execution.dataset_policies import dataset_schema
 from services.scheduler.execution.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
+from services.scheduler.execution.plugin_data_view import PluginDataView
 from shared import json_schemas
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset
@@ -168,7 +169,7 @@ def provided_dataset_tools(declaration: Dataset) -> list[str]:
 
 
 def add_dataset_tools(tools: KernelTools, wanted: dict[str, list[str]], declared: Mapping[str, Dataset], package_root: str,
-                      plugin_data) -> None:
+                      plugin_data: PluginDataView) -> None:
     """The generated tools read through the execution's plugin-data view and write as this runtime's proposals."""
     for name, kinds in wanted.items():
         declaration = declared[name]
@@ -184,7 +185,7 @@ class _DatasetTools:
     """The generated tools of one dataset: <name>-get, -list, -upsert and -update."""
 
     def __init__(self, tools: KernelTools, name: str, declaration: Dataset, schema: dict[str, Any] | None,
-                 key_field: str | None, about: str, plugin_data) -> None:
+                 key_field: str | None, about: str, plugin_data: PluginDataView) -> None:
         self.tools, self.name, self.schema, self.key_field, self.about = tools, name, schema, key_field, about
         self.ops = list(declaration.ops)
         self.plugin_data = plugin_data

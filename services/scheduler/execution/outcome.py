@@ -10,6 +10,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.story_output import Story
+from services.scheduler.kinds import Visibility
 
 
 class OutcomeStatus(StrEnum):
@@ -18,6 +19,21 @@ class OutcomeStatus(StrEnum):
     SKIPPED = "skipped"
     # Waiting for the player's answer (agent/suspension.py).
     SUSPENDED = "suspended"
+
+
+class StopReason(StrEnum):
+    """Why an agent loop ended (RuntimeOutcome.stop_reason, a subagent's stopReason)."""
+
+    COMPLETED = "completed"
+    TOOL_FINISHED = "tool-finished"
+    MAX_STEPS = "max-steps"
+    DEADLINE = "deadline"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+    LOOP_DETECTED = "loop-detected"
+    INVALID_OUTPUT = "invalid-output"
+    ERROR = "error"
 
 
 @dataclass
@@ -58,7 +74,7 @@ class RuntimeOutcome:
 
 
 def is_story_runtime(runtime: Runtime) -> bool:
-    return runtime.visibility == "story"
+    return runtime.visibility == Visibility.STORY
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Committed plugin data a turn reads, asked for with its lease (store.proto TurnReads.plugin_data).
 
-Runtimes read a plugin's committed data once per turn (TurnState.read_once, `plugin-data/<plugin>/<namespace>`).
+Runtimes read a plugin's committed data once per turn (TurnShared.read_once, `plugin-data/<plugin>/<namespace>`).
 What the session's previous turn on this replica read is what the next lease asks for: the store answers
 those reads in the same reader unit as the lease, and they seed the turn's reads, so a turn that reads
 what its previous turn read makes no ListPluginData call. A turn that reads something else reads it then.
@@ -8,8 +8,11 @@ what its previous turn read makes no ListPluginData call. A turn that reads some
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from covel.store.v1 import store_pb2
-from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.recently_used import RecentlyUsed
 from shared.structs import from_value
 
@@ -20,29 +23,29 @@ REMEMBERED_SESSIONS = 10_000
 
 
 def read_name(plugin_id: str, namespace: str | None) -> str:
-    """The TurnState.read_once name of one plugin's committed data (a namespace, or all of it)."""
+    """The TurnShared.read_once name of one plugin's committed data (a namespace, or all of it)."""
     return f"{PREFIX}{plugin_id}/{namespace or ''}"
 
 
-def entries_by_address(entries) -> dict:
+def entries_by_address(entries: Iterable[store_pb2.PluginDataEntry]) -> dict[tuple[str, str], Any]:
     """(namespace, key) -> value, as PluginDataViews.committed reads them."""
     return {(entry.namespace, entry.key): from_value(entry.value) for entry in entries}
 
 
-def scopes_read(run: TurnState) -> list[store_pb2.PluginDataScope]:
+def scopes_read(shared: TurnShared) -> list[store_pb2.PluginDataScope]:
     """The plugin data scopes this turn read (the first SCOPES_MAX)."""
     scopes = []
-    for name in run.read_names():
+    for name in shared.read_names():
         if name.startswith(PREFIX):
             plugin_id, _, namespace = name.removeprefix(PREFIX).partition("/")
             scopes.append(store_pb2.PluginDataScope(plugin_id=plugin_id, namespace=namespace))
     return scopes[:SCOPES_MAX]
 
 
-def seed(run: TurnState, reads: list[store_pb2.PluginDataRead]) -> None:
+def seed(shared: TurnShared, reads: list[store_pb2.PluginDataRead]) -> None:
     """The lease's reads as the turn's own: a runtime that reads one of these scopes reads it from here."""
     for read in reads:
-        run.seed(read_name(read.scope.plugin_id, read.scope.namespace), entries_by_address(read.entries))
+        shared.seed(read_name(read.scope.plugin_id, read.scope.namespace), entries_by_address(read.entries))
 
 
 class LastScopes:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.scheduler.kinds import ProposalType
 from shared.plugin_data.execution_view import BufferedWrite, ExecutionView
 from shared.plugin_data.operations import DELETED, MISSING, apply_operations
 from shared.plugin_sdk import json_copy
@@ -58,16 +59,16 @@ class PluginDataView:
         self.own.append(BufferedWrite(self.plugin_id, kind, json_copy(payload)))
 
     async def set(self, namespace: str, key: str, value: Any) -> None:
-        self.buffer("plugin.data", {"namespace": namespace, "key": key, "value": value})
+        self.buffer(ProposalType.PLUGIN_DATA, {"namespace": namespace, "key": key, "value": value})
 
     async def delete(self, namespace: str, key: str) -> None:
-        self.buffer("plugin.data.delete", {"namespace": namespace, "key": key})
+        self.buffer(ProposalType.PLUGIN_DATA_DELETE, {"namespace": namespace, "key": key})
 
     async def update(self, namespace: str, key: str, operations: Sequence[dict[str, Any]]) -> Any:
         """Apply operations (set, merge, inc, append, insert, remove, upsertItem, delete); returns the new value."""
         current = await self.get(namespace, key, MISSING)
         value = apply_operations(current, list(operations))  # raises OperationError early, like the commit would
-        self.buffer("plugin.data.update", {"namespace": namespace, "key": key, "operations": list(operations)})
+        self.buffer(ProposalType.PLUGIN_DATA_UPDATE, {"namespace": namespace, "key": key, "operations": list(operations)})
         return None if value in (MISSING, DELETED) else json_copy(value)
 
     @property

@@ -8,20 +8,19 @@ still open when the root runtime ends finish with it: succeeded, or cancelled wh
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from covel.scheduler.internal.v1 import turn_events_pb2
+from services.scheduler.execution.runtime_scope import Emit
 
 STATUSES = ("running", "succeeded", "failed", "cancelled")
-Send = Callable[[turn_events_pb2.RuntimeProgress], Awaitable[None]]
 
 
 class ProgressRange:
     """The progress jobs of one root execution (shared with its nested calls)."""
 
-    def __init__(self, send: Send | None) -> None:
-        self._send = send
+    def __init__(self, emit: Emit) -> None:
+        self._emit_event = emit
         # (runtime id, job id) -> (last seq, status, label)
         self.jobs: dict[tuple[str, str], tuple[int, str, str]] = {}
 
@@ -37,9 +36,8 @@ class ProgressRange:
         if seq <= last:
             return  # already reported
         self.jobs[(runtime_id, job_id)] = (seq, status, label or known_label)
-        if self._send is not None:
-            await self._send(turn_events_pb2.RuntimeProgress(runtime_id=runtime_id, job_id=job_id, seq=seq, label=label or known_label,
-                                                           done=done, total=total, status=status))
+        await self._emit_event(turn_events_pb2.TurnEvent(progress=turn_events_pb2.RuntimeProgress(
+            runtime_id=runtime_id, job_id=job_id, seq=seq, label=label or known_label, done=done, total=total, status=status)))
 
     async def close(self, succeeded: bool) -> None:
         for (runtime_id, job_id), (_, status, label) in list(self.jobs.items()):

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.outcome import StopReason
+from services.scheduler.kinds import RuntimeType
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
@@ -108,7 +110,7 @@ class Subagents:
         self._caller_plugin_id = caller_plugin_id
         self._caller_runtime_id = caller_runtime_id
         self._providers = [(runtime, manifest) for runtime, manifest in providers
-                           if manifest.schedule.subagent_only and runtime.type == "agent"]
+                           if manifest.schedule.subagent_only and runtime.type == RuntimeType.AGENT]
         self._run_provider = run_provider
         self._characters = characters
         self._remaining_s = remaining_s
@@ -156,7 +158,7 @@ class Subagents:
             raise
         except Exception as error:  # a kernel or peer failure inside the subagent
             log.warning("subagent failed", provider=plan.provider.runtime_id, call_id=plan.call_id, reason=repr(error))
-            return subagent_error("internal", INTERNAL_FAILURE, "error")
+            return subagent_error("internal", INTERNAL_FAILURE, StopReason.ERROR)
         finally:
             self.budget.running -= 1
             self._tasks.discard(task)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from covel.common.v1 import common_pb2
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import skipped_tool_entries
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
@@ -19,7 +20,8 @@ def replaced_fields(original: dict[str, Any], merged: dict[str, Any]) -> dict[st
     return {key: value for key, value in merged.items() if key not in original or original[key] != value}
 
 
-async def pre_tool_use(call, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, trace) -> tuple[str | None, dict[str, Any], str | None]:
+async def pre_tool_use(call: dict[str, Any], runtime: Runtime, scope: ExecutionScope, hooks: HookBus,
+                       trace: list[common_pb2.HookTraceEntry]) -> tuple[str | None, dict[str, Any], str | None]:
     """PreToolUse: (the refusal text when a hook aborted the call, the call as the hooks left it, the result
     text when a hook answered it with replace.result: the tool then does not run)."""
     pre = await hooks.dispatch("PreToolUse", scope, {"toolCall": call}, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
@@ -30,7 +32,8 @@ async def pre_tool_use(call, runtime: Runtime, scope: ExecutionScope, hooks: Hoo
     return None, apply_pre_tool_use(call, replaced_fields({"toolCall": call}, pre.payload)), answered_result(pre.payload)
 
 
-async def post_tool_use(call, result_text: str, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, trace) -> ToolResult:
+async def post_tool_use(call: dict[str, Any], result_text: str, runtime: Runtime, scope: ExecutionScope, hooks: HookBus,
+                        trace: list[common_pb2.HookTraceEntry]) -> ToolResult:
     """PostToolUse: the result as the hooks left it, whether the call succeeded, whether a hook terminated the loop."""
     ok = json.loads(result_text).get("ok") is True
     original = {"result": result_text, "success": ok}

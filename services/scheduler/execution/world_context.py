@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from covel.store.v1 import store_pb2
+from services.scheduler.catalogue import Package
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.world_records import dimension_records
 from shared.logs import get_logger
@@ -43,12 +45,12 @@ def kernel_part(session: store_pb2.Session | None, world: store_pb2.GetWorldResp
             "dimensions": dimensions, "pendingSettlements": pending}
 
 
-def providers(packages) -> list[str]:
+def providers(packages: Iterable[Package]) -> list[str]:
     return sorted(p.id for p in packages if any(e.startswith(f"{POINT}/") for e in p.extensions))
 
 
 async def world_context(hooks: HookBus, scope: ExecutionScope, session: store_pb2.Session | None, world: store_pb2.GetWorldResponse | None,
-                        packages) -> dict[str, Any]:
+                        packages: Iterable[Package]) -> dict[str, Any]:
     """The kernel's part and each active provider's, as the turn found them."""
     snapshot = kernel_part(session, world)
     parts: dict[str, Any] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.scheduler.execution.player_effects import SHOWN_CHANNELS, ShownInvalid, check_shown
+from services.scheduler.kinds import ProposalType
 from shared.ids import new_id
 from shared.plugin_sdk.private_payload import json_copy
 from shared.plugin_sdk.values import COMPLETIONS
@@ -61,9 +62,9 @@ def buffer_effects(context: Any, effects: dict[str, list[dict[str, Any]]]) -> No
             context.emit_event(item.get("topic"), item.get("payload"))
         for item in effects.get("pluginData", []):
             if item.get("delete") is True:
-                context.plugin_data.buffer("plugin.data.delete", {"namespace": item.get("namespace"), "key": item.get("key")})
+                context.plugin_data.buffer(ProposalType.PLUGIN_DATA_DELETE, {"namespace": item.get("namespace"), "key": item.get("key")})
             elif "value" in item:
-                context.plugin_data.buffer("plugin.data", {"namespace": item.get("namespace"), "key": item.get("key"), "value": item["value"]})
+                context.plugin_data.buffer(ProposalType.PLUGIN_DATA, {"namespace": item.get("namespace"), "key": item.get("key"), "value": item["value"]})
             else:
                 raise ValueError("effects.pluginData: each item is {namespace, key, value} or {namespace, key, delete: true}")
     except ValueError as error:

@@ -19,6 +19,7 @@ from services.scheduler import outages
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.tool_call_hooks import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.kinds import ProposalType
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
@@ -72,7 +73,7 @@ class WorldView:
                     if isinstance(item, dict) and item.get("id") and item["id"] not in dimensions:
                         dimensions[item["id"]] = {"name": item.get("name", ""), "description": item.get("description", ""),
                                                   "schema": item.get("schema"), "value": item.get("value"), "version": 1}
-            elif proposal.type == "dimension.update":
+            elif proposal.type == ProposalType.DIMENSION_UPDATE:
                 for item in payload.get("updates") or []:
                     if isinstance(item, dict) and item.get("id") in dimensions:
                         current = dimensions[item["id"]]
@@ -118,7 +119,8 @@ class WorldView:
         return self._characterSchema
 
 
-WORLD_PROPOSALS = ("character.schema.set", "character.upsert", "dimension.initialize", "dimension.update")
+WORLD_PROPOSALS = (ProposalType.CHARACTER_SCHEMA_SET, ProposalType.CHARACTER_UPSERT, ProposalType.DIMENSION_INITIALIZE,
+                   ProposalType.DIMENSION_UPDATE)
 
 
 class StoreView:
@@ -218,7 +220,9 @@ class GatewayView:
         except json.JSONDecodeError as error:
             raise ModelCallFailed(f"gateway.generate_object(): the reply is not JSON: {error}") from error
 
-    async def _generate(self, prompt, messages, system, response_format, temperature, max_tokens) -> gateway_pb2.GenerateResponse:
+    async def _generate(self, prompt: str | None, messages: list[dict[str, str]] | None, system: str | None,
+                        response_format: gateway_pb2.ResponseFormat | None, temperature: float | None,
+                        max_tokens: int | None) -> gateway_pb2.GenerateResponse:
         chat = [{"role": "system", "content": system}] if system else []
         chat += [dict(m) for m in messages or []]
         if prompt is not None:

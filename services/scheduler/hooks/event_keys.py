@@ -137,7 +137,8 @@ class SchedulerEventKeys:
         self._observed.add(task)
         task.add_done_callback(self._observed.discard)
 
-    async def _send(self, key, context, session: Session, budget_ms: int | None, wait_for_ready: bool) -> hooks_pb2.EmitEventResponse | None:
+    async def _send(self, key: str, context: dict[str, Any], session: Session, budget_ms: int | None,
+                    wait_for_ready: bool) -> hooks_pb2.EmitEventResponse | None:
         loop = asyncio.get_running_loop()
         # A bounded key: one deadline for the whole wait, a subscription refresh and session read included.
         deadline = loop.time() + budget_ms / 1000 if budget_ms else None

@@ -14,8 +14,9 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Package
 from services.scheduler.execution.dataset_policies import dataset_policies
 from services.scheduler.execution.player_effects import shown_events
-from services.scheduler.execution.state import TurnState
+from services.scheduler.execution.runtime_scope import Emit
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.kinds import ProposalType, SessionPhase
 from services.scheduler.turn.commit_rules import (
     asks_hooks,
     commit_unit,
@@ -29,7 +30,8 @@ from services.scheduler.turn.commit_rules import (
     whole_turn_units,
 )
 from services.scheduler.turn.settlements import duties
-from services.scheduler.turn.stream import Emit, TurnStream
+from services.scheduler.turn.state import TurnState
+from services.scheduler.turn.stream import TurnStream
 from services.scheduler.world_records import character_records
 from shared.structs import from_struct, to_struct
 
@@ -79,10 +81,10 @@ class TurnCommit:
         return vetted
 
     @staticmethod
-    def resolve_speakers(world: store_pb2.GetWorldResponse, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
+    def resolve_speakers(world: store_pb2.GetWorldResponse | None, proposals: list[store_pb2.Proposal], turn: store_pb2.Turn) -> None:
         """Story speakers and cues.present become the session's characters (the committed world, read with
         the lease: nothing else writes it while the turn holds it) where a name matches exactly."""
-        stories = [p for p in proposals if p.type == "narrative.append"]
+        stories = [p for p in proposals if p.type == ProposalType.NARRATIVE_APPEND]
         if not stories:
             return
         characters = character_records(world)
@@ -95,9 +97,9 @@ class TurnCommit:
         turn.finished_at.CopyFrom(now())
         extras: dict = {}
         if run is not None:
-            session = run.session if run.session is not None else store_pb2.Session(id=turn.session_id, phase="playing")
+            session = run.shared.session if run.shared.session is not None else store_pb2.Session(id=turn.session_id, phase=SessionPhase.PLAYING)
             extras = {"dependencies": unit_dependencies(run), "detached_jobs": run.detached_jobs,
-                      "datasets": dataset_policies(run.packages, proposals), "dimension_owners": dimension_owners(run.packages),
+                      "datasets": dataset_policies(run.shared.packages, proposals), "dimension_owners": dimension_owners(run.shared.packages),
                       "settlements": duties(run), **setup_commit(turn.runtime_results, run, session)}
         reply = await self._store.CommitTurn(
             store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,

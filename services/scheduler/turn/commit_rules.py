@@ -10,9 +10,10 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import OutcomeStatus
-from services.scheduler.execution.state import TurnState
+from services.scheduler.kinds import ProposalType, SessionPhase, Stage
 from services.scheduler.turn.selection import setup_progress
 from services.scheduler.turn.speakers import resolve_speakers
+from services.scheduler.turn.state import TurnState
 from shared.structs import from_struct, to_struct
 
 
@@ -51,7 +52,7 @@ def replaced_payload(verdict: dict[str, Any]) -> dict | None:
 def turn_narrative(kept: Iterable[store_pb2.Proposal], vetoed_units: set[str]) -> str:
     return "\n\n".join(
         str(from_struct(proposal.payload).get("text", "")) for proposal in kept
-        if proposal.type == "narrative.append" and commit_unit(proposal) not in vetoed_units
+        if proposal.type == ProposalType.NARRATIVE_APPEND and commit_unit(proposal) not in vetoed_units
     )
 
 
@@ -72,7 +73,7 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
         if not result.setup:
             continue
         outcome = run.outcomes.get(result.runtime_id)
-        version = run.packages[result.plugin_id].version
+        version = run.shared.packages[result.plugin_id].version
         previous = from_struct(session.setup_runtimes[result.runtime_id]) if result.runtime_id in session.setup_runtimes else None
         ran = outcome is not None and result.runtime_id not in run.rewritten
         pending = ran and outcome is not None and outcome.completion == "pending"
@@ -82,11 +83,11 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
         if recorded is not None:
             progress[result.runtime_id] = recorded
     fields: dict = {"setup_progress": {rid: to_struct(value) for rid, value in progress.items()}} if progress else {}
-    if session.phase == "setup":
-        setup_ids = [rid for rid, manifest in run.manifests.items() if manifest.schedule.stage == "setup"]
+    if session.phase == SessionPhase.SETUP:
+        setup_ids = [rid for rid, manifest in run.shared.manifests.items() if manifest.schedule.stage == Stage.SETUP]
         merged = {rid: from_struct(value) for rid, value in session.setup_runtimes.items()} | progress
         if all((merged.get(rid) or {}).get("state") in ("done", "blocked") for rid in setup_ids):
-            fields["phase"] = "playing"
+            fields["phase"] = SessionPhase.PLAYING
             fields["first_player_turn"] = any(action.text and not action.HasField("interaction") and action.kind != "advance"
                                               for action in run.actions)
     return fields
@@ -94,8 +95,8 @@ def setup_commit(results: Iterable[store_pb2.RuntimeResult], run: TurnState, ses
 
 def setup_still_pending(results: Iterable[store_pb2.RuntimeResult], run: TurnState) -> bool:
     """A session in its setup phase whose setup runtimes, with this turn's results, are not all done (or blocked)."""
-    session = run.session
-    return session is not None and session.phase == "setup" and "phase" not in setup_commit(results, run, session)
+    session = run.shared.session
+    return session is not None and session.phase == SessionPhase.SETUP and "phase" not in setup_commit(results, run, session)
 
 
 def keep_earlier_outcomes(committed: store_pb2.Turn, turn: store_pb2.Turn) -> None:

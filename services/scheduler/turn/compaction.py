@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.common.v1 import common_pb2
+from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
@@ -117,8 +118,9 @@ async def compact_history(
     return done
 
 
-async def _summarise(hooks: HookBus, scope: ExecutionScope, plugin_id: str, folded, summary, budget: int,
-                     gateway: Any = None) -> tuple[str, str]:
+async def _summarise(hooks: HookBus, scope: ExecutionScope, plugin_id: str, folded: list[common_pb2.Message],
+                     summary: common_pb2.Message | None, budget: int,
+                     gateway: gateway_pb2_grpc.LlmGatewayStub | None = None) -> tuple[str, str]:
     payload: dict[str, Any] = {
         "messages": [{"seq": m.seq, "role": m.role, "text": m.text} for m in folded],
         "targetChars": max(200, budget // 4),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Set as AbstractSet
 
+from covel.common.v1 import common_pb2
 from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import OutcomeStatus
@@ -31,9 +32,10 @@ def concealed_subagent_calls(turn: store_pb2.Turn) -> set[str]:
     return calls
 
 
-def is_hidden_entry(entry, concealed_runtimes: AbstractSet[str], concealed_calls: AbstractSet[str] = frozenset()) -> bool:
+def is_hidden_entry(entry: common_pb2.HookTraceEntry, concealed_runtimes: AbstractSet[str],
+                    concealed_calls: AbstractSet[str] = frozenset()) -> bool:
     """A trace entry of a concealed runtime, of a subagent it delegated to, or of a concealed subagent provider."""
-    return (entry.runtime_id in concealed_runtimes or (entry.parent_runtime_id and entry.parent_runtime_id in concealed_runtimes)
+    return bool(entry.runtime_id in concealed_runtimes or (entry.parent_runtime_id and entry.parent_runtime_id in concealed_runtimes)
             or (entry.subagent_call_id and entry.subagent_call_id in concealed_calls))
 
 

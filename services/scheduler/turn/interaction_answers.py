@@ -16,6 +16,7 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
+from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import Resume
 from shared import json_schemas
@@ -114,7 +115,7 @@ def _validator_problems(verdict: hooks_pb2.ValidateFormResponse, where: str) -> 
     return [FieldViolation(f"{where}.{problem.field}" if problem.field else where, problem.message) for problem in verdict.problems]
 
 
-def answer_action(request, records: list[store_pb2.InteractionRecord]) -> tuple[store_pb2.InteractionRecord, common_pb2.PlayerAction]:
+def answer_action(request: scheduler_pb2.SubmitInteractionRequest, records: list[store_pb2.InteractionRecord]) -> tuple[store_pb2.InteractionRecord, common_pb2.PlayerAction]:
     """SubmitInteraction's interaction and player action: the interaction's kind, the rendered answer as its text, the
     answer attached. NOT_FOUND / FAILED_PRECONDITION here already for an unknown or answered interaction (the turn
     checks it again)."""

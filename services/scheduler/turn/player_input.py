@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.kinds import ActionSource
 from services.scheduler.turn.action_kinds import ALIASES, ActionKindRule, base_rules
 from shared.errors import invalid_argument
 from shared.structs import from_struct
@@ -39,14 +40,14 @@ def validate_actions(actions: list[common_pb2.PlayerAction]) -> list[common_pb2.
                                                              "or <pluginId>/<name>; ListActionKinds lists the session's")
         if kind in BASE_RULES and BASE_RULES[kind].text == "required" and not action.text.strip():
             raise invalid_argument(f"actions[{index}].text", f"is empty: a {kind} action says what happens")
-        if action.source not in ("", "player"):
+        if action.source not in ("", ActionSource.PLAYER):
             raise invalid_argument(f"actions[{index}].source", "only the kernel submits system actions; leave it empty or 'player'")
         if len(action.text) > MAX_ACTION_TEXT:
             raise invalid_argument(f"actions[{index}].text", f"is {len(action.text)} characters; at most {MAX_ACTION_TEXT}")
         normalized = common_pb2.PlayerAction()
         normalized.CopyFrom(action)
         normalized.kind = kind
-        normalized.source = "player"
+        normalized.source = ActionSource.PLAYER
         normalized.seat_id = action.seat_id or "main"
         normalized.text = action.text.strip()
         checked.append(normalized)
@@ -59,7 +60,7 @@ def check_session_actions(actions: list[common_pb2.PlayerAction], catalogue: Map
     actor fit the kind. An actor-taking action without actor_id gets its seat's current character."""
     by_id = {seat.id: seat for seat in seats or [IMPLICIT_SEAT]}
     for index, action in enumerate(actions):
-        if action.source == "system":
+        if action.source == ActionSource.SYSTEM:
             continue
         where = f"actions[{index}]"
         rule = catalogue.get(action.kind)

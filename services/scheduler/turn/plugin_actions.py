@@ -17,9 +17,9 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.execution.origins import TurnOrigin
-from services.scheduler.execution.state import TurnState
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.public_api import public_enum
+from services.scheduler.turn.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
 from shared.ids import new_id
 from shared.plugin_sdk.registrar import RESERVED_ACTION_PREFIXES
@@ -65,7 +65,7 @@ async def run_action(hooks: HookBus, call: ActionCall, scope: ExecutionScope, ru
     if result.get("ok"):
         call.result_json = json.dumps(result.get("data"), ensure_ascii=False)
         output = result["data"] if isinstance(result.get("data"), dict) else {"value": result.get("data")}
-        run.proposals.extend(
+        run.shared.proposals.extend(
             store_pb2.Proposal(id=new_id(), type=p.type, plugin_id=call.plugin_id, runtime_id=call.unit_id, unit_runtime_id=call.unit_id,
                                payload=p.payload) for p in reply.proposals)
     else:

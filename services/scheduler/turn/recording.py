@@ -7,7 +7,8 @@ from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome, is_story_runtime
 from services.scheduler.execution.player_effects import add_shown
-from services.scheduler.execution.state import TurnState
+from services.scheduler.kinds import ProposalType, RuntimeType, Stage
+from services.scheduler.turn.state import TurnState
 from shared.ids import new_id
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
@@ -31,7 +32,7 @@ def proposal(runtime: Runtime, kind: str, payload: dict) -> store_pb2.Proposal:
 def runtime_result(runtime: Runtime, outcome: RuntimeOutcome, manifest: CompiledManifest) -> store_pb2.RuntimeResult:
     result = store_pb2.RuntimeResult(
         runtime_id=runtime.runtime_id, plugin_id=runtime.plugin_id, status=outcome.status, reason=outcome.reason,
-        output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == "setup",
+        output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == Stage.SETUP,
         concealed=manifest.io.concealed, retryable=outcome.status == OutcomeStatus.FAILED and outcome.retryable,
     )
     if outcome.status == OutcomeStatus.SUCCESS:
@@ -50,7 +51,7 @@ def unit_proposals(runtime: Runtime, outcome: RuntimeOutcome, manifest: Compiled
     staged changes, its recordAs export and the events it emitted, in that order."""
     proposals = []
     if outcome.story is not None:
-        proposals.append(proposal(runtime, "narrative.append", {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
+        proposals.append(proposal(runtime, ProposalType.NARRATIVE_APPEND, {"text": outcome.story.narrative_output, **outcome.story.to_output()}))
     proposals.extend(proposal(runtime, write["type"], write["payload"]) for write in outcome.writes)
     for write in outcome.foreign_writes:
         # A write service's staged change: the service's plugin owns it, it commits with this unit.
@@ -59,10 +60,10 @@ def unit_proposals(runtime: Runtime, outcome: RuntimeOutcome, manifest: Compiled
         proposals.append(staged)
     # recordAs: the business value, frozen as an export at commit (a function without a value records none).
     record_as = manifest.io.output.record_as
-    if record_as and (runtime.type != "function" or outcome.has_value):
-        value = outcome.canonical_value if runtime.type == "function" else outcome.output
-        proposals.append(proposal(runtime, "export.record", {"recordAs": record_as, "value": value}))
-    proposals.extend(proposal(runtime, "event.emit", {"name": event["topic"], "payload": event.get("payload")})
+    if record_as and (runtime.type != RuntimeType.FUNCTION or outcome.has_value):
+        value = outcome.canonical_value if runtime.type == RuntimeType.FUNCTION else outcome.output
+        proposals.append(proposal(runtime, ProposalType.EXPORT_RECORD, {"recordAs": record_as, "value": value}))
+    proposals.extend(proposal(runtime, ProposalType.EVENT_EMIT, {"name": event["topic"], "payload": event.get("payload")})
                      for event in outcome.events)
     return proposals
 
@@ -77,14 +78,14 @@ def record_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, tu
         log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
     if outcome.status != OutcomeStatus.SUCCESS and not outcome.guard_skipped:
         return
-    if runtime.type != "function" or outcome.has_value:
+    if runtime.type != RuntimeType.FUNCTION or outcome.has_value:
         # Downstream inputs bind the business value: a function's canonicalValue, projected.
         run.outputs[runtime.runtime_id] = outcome.output
     for contract in output_contracts(manifest):
         run.providers.setdefault(contract, []).append(runtime.runtime_id)
         if outcome.status == OutcomeStatus.SUCCESS:
             run.satisfied.add(contract)
-    run.proposals.extend(unit_proposals(runtime, outcome, manifest))
+    run.shared.proposals.extend(unit_proposals(runtime, outcome, manifest))
     # Upstream units it read buffered plugin data or staged operations (operations@1) of.
     run.read_from[runtime.runtime_id] = set(outcome.read_from) | run.operation_reads.get(runtime.runtime_id, set())
     run.emitted.extend({**event, "source": runtime.runtime_id} for event in outcome.events)

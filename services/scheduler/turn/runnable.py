@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.kinds import TriggerType
 from services.scheduler.turn.selection import unavailable_reason
 from shared.errors import failed_precondition, not_found
 from shared.manifest import CompiledManifest
@@ -75,7 +76,7 @@ def _manual_runtime(runtimes: list[Runtime], manifests: Mapping[str, CompiledMan
     if runtime is None:
         raise not_found(f"runtime {runtime_id} is not in this session's plugins")
     trigger = manifests[runtime_id].schedule.trigger.type
-    if trigger != "manual" or manifests[runtime_id].schedule.subagent_only:
+    if trigger != TriggerType.MANUAL or manifests[runtime_id].schedule.subagent_only:
         raise failed_precondition(
             f"runtime {runtime_id} is triggered by {trigger}; only schedule.trigger.type: manual runtimes run on request"
         )

@@ -30,10 +30,13 @@ from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_data_reads import LastScopes, scopes_read
 from services.scheduler.execution.plugin_data_reads import seed as seed_plugin_data
-from services.scheduler.execution.state import RecordingHooks, RunningTurn, TurnState
+from services.scheduler.execution.running_turn import RunningTurn
+from services.scheduler.execution.runtime_scope import Emit, unseen_events
+from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.rules import filter_schedule
+from services.scheduler.kinds import ActionSource, Stage
 from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
 from services.scheduler.player_message import action_dict, render_player_message
@@ -41,6 +44,7 @@ from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.store_pages import all_messages, all_turns
 from services.scheduler.turn.action_kinds import session_catalogue
+from services.scheduler.turn.activity import RecordingHooks
 from services.scheduler.turn.commit import TurnCommit, now
 from services.scheduler.turn.commit_rules import setup_still_pending, turn_narrative
 from services.scheduler.turn.compaction import compact_history
@@ -57,7 +61,8 @@ from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
 from services.scheduler.turn.settlements import SETTLEMENT_ORIGIN, STORY_ORIGINS, blocked, open_receipts, to_retry
 from services.scheduler.turn.stages import StageRunner
-from services.scheduler.turn.stream import Emit, TurnStream, concealing
+from services.scheduler.turn.state import TurnState
+from services.scheduler.turn.stream import TurnStream, concealing
 from services.scheduler.turn.unit import UnitRunner
 from shared.errors import ServiceError
 from shared.ids import new_id
@@ -278,7 +283,7 @@ class TurnRunner:
             request.runs_one_runtime and runtime_failure_passes(turn.runtime_results, request.named_runtime_id)
         if failure:
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
-        self._scopes.note(_reads_key(request), scopes_read(run))
+        self._scopes.note(_reads_key(request), scopes_read(run.shared))
         return await self._commit_phase(lease, session, run, plugins.scope, stream)
 
     # -- phase: plugins --
@@ -292,7 +297,7 @@ class TurnRunner:
         unavailable = {missing.plugin_id: missing for missing in confirmed.unavailable}
         installed = [plugin_id for plugin_id, missing in unavailable.items() if missing.code != "not-found"]
         sitting = await self._plugins.packages(installed, timeout_s=10) if installed else []
-        speaks = any(action.source != "system" for action in request.actions)  # its player message is recorded with it
+        speaks = any(action.source != ActionSource.SYSTEM for action in request.actions)  # its player message is recorded with it
         scope = ExecutionScope(session=execution_session(session, confirmed.runnable, packages), turn_id=turn.id,
                                logical_turn=turn.logical_turn, turn_number=session.player_messages + int(speaks))
         runtimes = loaded_runtimes(packages)
@@ -307,7 +312,7 @@ class TurnRunner:
         """The player's actions against the session's action kinds and seats, and their interaction answers against
         the open interactions (INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION: the lease is released and nothing
         is recorded), then the player message rendered with the kinds' labels and the actors' names."""
-        players = [action for action in request.actions if action.source != "system"]
+        players = [action for action in request.actions if action.source != ActionSource.SYSTEM]
         if not players:
             return
         catalogue = session_catalogue(plugins.packages, session.locale)
@@ -383,17 +388,15 @@ class TurnRunner:
             await stream.record(compacted.trace)
             messages = compacted.history
         turn = stream.turn
+        shared = TurnShared(history=messages, packages={p.id: p for p in plugins.packages}, manifests=plugins.manifests,
+                            session=session, world=read.world)
+        seed_plugin_data(shared, read.plugin_data)
         run = TurnState(
-            history=messages, packages={p.id: p for p in plugins.packages}, actions=list(request.actions),
-            player_message=turn.player_message, origin=request.origin, activation=request.activation, manifests=plugins.manifests,
-            player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
+            shared, actions=list(request.actions), player_message=turn.player_message, origin=request.origin,
+            activation=request.activation, emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
         )
-        run.session = session
-        run.world = read.world
-        seed_plugin_data(run, read.plugin_data)
-        run.send_progress = stream.progress
         if compacted is not None and compacted.proposal is not None:
-            run.proposals.append(compacted.proposal)
+            run.shared.proposals.append(compacted.proposal)
         if request.detached_job is not None:
             run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
         if request.resume is not None:
@@ -429,7 +432,7 @@ class TurnRunner:
         batches = stage_batches(selected, plugins.manifests)
         for batch in batches.stages:
             await self._stages.run_stage(batch, run, scope, stream)
-            if batch[0].stage == "setup" and setup_still_pending(stream.turn.runtime_results, run):
+            if batch[0].stage == Stage.SETUP and setup_still_pending(stream.turn.runtime_results, run):
                 # The rest of the turn (the opening, the player's first story) waits for the setup to finish:
                 # what did not run owes nothing (no settlement duty).
                 run.scheduled = [runtime.runtime_id for runtime in batch]
@@ -455,8 +458,8 @@ class TurnRunner:
                             scope: ExecutionScope, stream: TurnStream) -> store_pb2.Turn:
         """Speakers, PreStateCommit, one store transaction, PostStateCommit (commit.py)."""
         turn = stream.turn
-        self._commit.resolve_speakers(run.world, run.proposals, turn)
-        vetted = await self._commit.vet(run.proposals, scope, stream)
+        self._commit.resolve_speakers(run.shared.world, run.shared.proposals, turn)
+        vetted = await self._commit.vet(run.shared.proposals, scope, stream)
         turn.narrative = turn_narrative(vetted.kept, vetted.vetoed_units)
         turn.status = store_pb2.TURN_STATUS_COMMITTED
         committed = await self._commit.commit(turn, lease, vetted.kept, stream.emit, run)
@@ -472,10 +475,6 @@ class TurnRunner:
         return await self._commit.commit(turn, lease, [], emit)
 
 
-async def unseen_events(_event) -> None:
-    """The emit of an execution whose events reach no client stream (a settlement retry, an action)."""
-
-
 def _reads_key(request: TurnRequest) -> str:
     """Whose plugin data reads the next lease asks for: the session's turns, or one runtime's own runs (a detached
     job's or RunManual's), which read other data than the turns between them."""
@@ -485,7 +484,7 @@ def _reads_key(request: TurnRequest) -> str:
 def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session) -> store_pb2.Turn:
     return store_pb2.Turn(
         id=lease.turn_id, session_id=session.id, logical_turn=lease.logical_turn, idempotency_key=request.idempotency_key,
-        actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != "system"]),
+        actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != ActionSource.SYSTEM]),
         origin=request.origin, started_at=now(), trace_id=tracing.current_trace_id(),
         source_turn_id=request.source_turn_id,
     )

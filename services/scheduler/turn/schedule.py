@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
+from services.scheduler.kinds import Stage
 from services.scheduler.turn.dependency_graph import StagePlan
 from services.scheduler.turn.selection import STAGES, TriggerHistory, scheduled_this_turn, setup_due
 from services.scheduler.turn.settlements import is_maintainer
@@ -27,7 +28,7 @@ def select_runtimes(runtimes: list[Runtime], manifests: Mapping[str, CompiledMan
     they would have nothing to settle)."""
     selected = [runtime for runtime in runtimes
                 if scheduled_this_turn(manifests[runtime.runtime_id], runtime.stage, logical_turn, history)]
-    selected = [r for r in selected if r.stage != "setup"
+    selected = [r for r in selected if r.stage != Stage.SETUP
                 or setup_due(from_struct(session.setup_runtimes[r.runtime_id]) if r.runtime_id in session.setup_runtimes else None,
                              versions.get(r.plugin_id, ""))]
     if not world_has_dimensions:

@@ -11,10 +11,11 @@ from covel.store.v1 import store_pb2
 from covel.store.v1.store_pb2 import TURN_STATUS_COMMITTED as COMMITTED
 from services.scheduler.catalogue import Package
 from services.scheduler.execution.outcome import OutcomeStatus
+from services.scheduler.kinds import Stage, TriggerType
 from services.scheduler.recently_used import RecentlyUsed
 from shared.manifest import CompiledManifest
 
-STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
+STAGES = tuple(Stage)
 
 
 @dataclass
@@ -111,7 +112,7 @@ def scheduled_this_turn(
     if schedule.subagent_only or stage not in STAGES:
         return False
     trigger = schedule.trigger
-    if trigger.type != "auto":
+    if trigger.type != TriggerType.AUTO:
         return False
     if schedule.every > 1 and logical_turn % schedule.every != 0:
         return False

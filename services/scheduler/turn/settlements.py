@@ -8,12 +8,14 @@ inputs); a receipt still open then blocks play until ResolveSettlement retries, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import UPDATE_DIMENSIONS
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.execution.outcome import OutcomeStatus
-from services.scheduler.execution.state import TurnState
-from shared.errors import failed_precondition, invalid_argument, not_found
+from services.scheduler.turn.state import TurnState
+from shared.errors import ServiceError, failed_precondition, invalid_argument, not_found
 from shared.manifest import CompiledManifest
 from shared.structs import to_struct
 
@@ -33,11 +35,11 @@ def is_maintainer(manifest: CompiledManifest) -> bool:
 def duties(run: TurnState) -> list[store_pb2.SettlementDuty]:
     """What the turn's maintainers owed: those the schedule picked in a story turn of a world with dimensions,
     or the one a settlement retry runs."""
-    if run.world is None or not run.world.dimensions:
+    if run.shared.world is None or not run.shared.world.dimensions:
         return []
     owed = []
     for runtime_id in run.scheduled:
-        manifest = run.manifests.get(runtime_id)
+        manifest = run.shared.manifests.get(runtime_id)
         if manifest is None or not is_maintainer(manifest):
             continue
         outcome = run.outcomes.get(runtime_id)
@@ -57,7 +59,7 @@ def to_retry(receipts: list[store_pb2.DimensionSettlement]) -> list[store_pb2.Di
     return [receipt for receipt in receipts if receipt.attempts == 0]
 
 
-def blocked(receipts: list[store_pb2.DimensionSettlement]):
+def blocked(receipts: list[store_pb2.DimensionSettlement]) -> ServiceError:
     """FAILED_PRECONDITION for an action that waits on open receipts: which, why, and what to do."""
     first = receipts[0]
     listed = "; ".join(f"turn {r.source_logical_turn} ({r.source_turn_id}) by {r.runtime_id}: {r.last_error or 'not settled'}"
@@ -74,7 +76,7 @@ def check_resolution(resolution: str) -> None:
         raise invalid_argument("resolution", f"name one: {', '.join('SETTLEMENT_RESOLUTION_' + r.upper() for r in RESOLUTIONS)}")
 
 
-def find_receipt(receipts, source_turn_id: str, runtime_id: str) -> store_pb2.DimensionSettlement:
+def find_receipt(receipts: Iterable[store_pb2.DimensionSettlement], source_turn_id: str, runtime_id: str) -> store_pb2.DimensionSettlement:
     found = next((r for r in receipts if r.source_turn_id == source_turn_id and r.runtime_id == runtime_id), None)
     if found is None:
         raise not_found(f"no settlement receipt of turn {source_turn_id} by {runtime_id} in this session (ListSettlements shows them)")

@@ -7,13 +7,13 @@ import asyncio
 
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
-from services.scheduler.execution.state import TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
 from services.scheduler.turn.detached_jobs import QUEUED, detached_job
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
+from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit import UnitRunner
 from shared.ids import new_id
@@ -27,7 +27,7 @@ class StageRunner:
 
     async def run_stage(self, in_stage: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
         """One stage: its dependency graph layer by layer; a layer's runtimes run concurrently."""
-        manifests = run.manifests
+        manifests = run.shared.manifests
         by_id = {runtime.runtime_id: runtime for runtime in in_stage}
         nodes = [Node(runtime.runtime_id, provides=output_contracts(manifests[runtime.runtime_id]),
                       dependencies=dependencies_of(manifests[runtime.runtime_id])) for runtime in in_stage]
@@ -51,12 +51,12 @@ class StageRunner:
 
     async def run_event_chain(self, runtimes: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
         """Event runtimes follow topics that successful producers emitted this turn, one layer after another."""
-        followers = {r.runtime_id: r for r in runtimes if run.manifests[r.runtime_id].schedule.trigger.topics}
+        followers = {r.runtime_id: r for r in runtimes if run.shared.manifests[r.runtime_id].schedule.trigger.topics}
         seen = 0
         for _ in range(MAX_EVENT_LAYERS):
             fresh = run.emitted[seen:]
             seen = len(run.emitted)
-            layer = next_event_layer(followers, run.manifests, fresh, run.outcomes)
+            layer = next_event_layer(followers, run.shared.manifests, fresh, run.outcomes)
             if not layer:
                 return
             for runtime_id, matched in layer.items():
@@ -67,8 +67,8 @@ class StageRunner:
         """Detached runtimes do not run in the turn: each becomes a job the commit enqueues (only if the
         turn commits), with its inputs bound now, from the finished turn (the source snapshot)."""
         for runtime in detached:
-            manifest = run.manifests[runtime.runtime_id]
-            inputs, gate = await self._functions.bind(runtime, scope, run, manifest)
+            manifest = run.shared.manifests[runtime.runtime_id]
+            inputs, gate = await self._functions.bind(runtime, scope, run.runtime_scope(runtime, manifest, scope), manifest)
             if gate:
                 await self.skip(runtime, gate, run, stream)
                 continue
@@ -80,4 +80,4 @@ class StageRunner:
 
     async def skip(self, runtime: Runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
         await stream.runtime_finished(runtime.runtime_id, "skipped", reason)
-        record_outcome(runtime, RuntimeOutcome(OutcomeStatus.SKIPPED, reason, run_id=new_id()), run, stream.turn, run.manifests[runtime.runtime_id])
+        record_outcome(runtime, RuntimeOutcome(OutcomeStatus.SKIPPED, reason, run_id=new_id()), run, stream.turn, run.shared.manifests[runtime.runtime_id])

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from covel.common.v1 import common_pb2
 from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.execution.runtime_scope import Emit
 from services.scheduler.turn.concealment import conceal_event
-
-Emit = Callable[[turn_events_pb2.TurnEvent], Awaitable[None]]
 
 
 def concealing(emit: Emit, concealed: set[str]) -> Emit:
@@ -45,6 +44,3 @@ class TurnStream:
     async def runtime_finished(self, runtime_id: str, status: str, reason: str, duration_ms: int = 0) -> None:
         await self.emit(turn_events_pb2.TurnEvent(runtime_finished=turn_events_pb2.RuntimeFinished(
             runtime_id=runtime_id, status=status, reason=reason, duration_ms=duration_ms)))
-
-    async def progress(self, report: turn_events_pb2.RuntimeProgress) -> None:
-        await self.emit(turn_events_pb2.TurnEvent(progress=report))

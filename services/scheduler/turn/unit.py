@@ -7,16 +7,15 @@ import time
 
 import grpc
 
-from covel.common.v1 import common_pb2
-from covel.scheduler.internal.v1 import turn_events_pb2
 from services.scheduler import outages
 from services.scheduler.agent.execution import AgentExecution
-from services.scheduler.agent.story_stream import StreamedPiece
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
-from services.scheduler.execution.state import RUNNING_UNIT, TurnState
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.kinds import RuntimeType
+from services.scheduler.turn.activity import RUNNING_UNIT
+from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit_outcome import (
     apply_post_runtime,
@@ -65,7 +64,7 @@ class UnitRunner:
         outcome = await self._post_runtime(runtime, scope, outcome, stream, resumed=run.resume is not None)
         if outcome.status != status_before_hooks:
             run.rewritten.add(runtime.runtime_id)  # a setup runtime a hook turned into a success is not complete
-        outcome = without_discarded_writes(check_unit_output(runtime, manifest, run.packages[runtime.plugin_id], outcome))
+        outcome = without_discarded_writes(check_unit_output(runtime, manifest, run.shared.packages[runtime.plugin_id], outcome))
         await stream.runtime_finished(runtime.runtime_id, outcome.status, outcome.reason, int((time.monotonic() - started) * 1000))
         return outcome
 
@@ -81,24 +80,24 @@ class UnitRunner:
             plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         await stream.record(pre.trace)
-        inputs, input_gate = await self._functions.bind(runtime, scope, run, manifest)
+        given = run.runtime_scope(runtime, manifest, scope)
+        inputs, input_gate = await self._functions.bind(runtime, scope, given, manifest)
         run.bound_inputs[runtime.runtime_id] = inputs  # a dimension maintainer's receipt keeps them (turn/settlements.py)
         if reads_operations(manifest):
             run.operation_reads[runtime.runtime_id] = run.operation_units()
         guarded = None
         if may_guard(pre.aborted, input_gate, manifest):
-            guarded = await self._functions.run_guard(runtime, scope, run, run.player_message, manifest, inputs)
+            guarded = await self._functions.run_guard(runtime, scope, given, run.player_message, manifest, inputs)
         skipped = gate_outcome(pre.aborted, pre.reason, input_gate)
         if skipped is not None:
             return skipped
         if guarded is not None:
             outcome = guarded
-        elif runtime.type == "function":
-            outcome = await self._functions.run_function(runtime, scope, run, run.player_message, manifest, inputs)
+        elif runtime.type == RuntimeType.FUNCTION:
+            outcome = await self._functions.run_function(runtime, scope, given, run.player_message, manifest, inputs)
         else:
             try:
-                outcome = await self._agents.run(runtime, scope, run, run.player_message, manifest,
-                                                 _narrative_sink(runtime, stream), inputs)
+                outcome = await self._agents.run(runtime, scope, given, run.player_message, manifest, inputs)
             except grpc.aio.AioRpcError as error:
                 outages.note("gateway", error)
                 outcome = RuntimeOutcome(OutcomeStatus.FAILED, f"model call failed: {error.code().name}: {error.details()}")
@@ -110,10 +109,10 @@ class UnitRunner:
         on its first run's inputs (the answer in ctx.activation["resume"]) and, if it succeeds, what it held commits too."""
         resume = run.resume
         assert resume is not None
-        if runtime.type != "function":
-            return await self._agents.run(runtime, scope, run, run.player_message, manifest, _narrative_sink(runtime, stream), None,
-                                          resume=resume)
-        outcome = await self._functions.run_function(runtime, scope, run, run.player_message, manifest, resume.state.get("inputs") or {})
+        given = run.runtime_scope(runtime, manifest, scope)
+        if runtime.type != RuntimeType.FUNCTION:
+            return await self._agents.run(runtime, scope, given, run.player_message, manifest, None, resume=resume)
+        outcome = await self._functions.run_function(runtime, scope, given, run.player_message, manifest, resume.state.get("inputs") or {})
         if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = [*(resume.state.get("writes") or []), *outcome.writes]
             outcome.events = [*(resume.state.get("events") or []), *outcome.events]
@@ -131,13 +130,3 @@ class UnitRunner:
         await stream.record(post.trace)
         return apply_post_runtime(runtime, outcome, original, post.payload.get("result"))
 
-
-def _narrative_sink(runtime: Runtime, stream: TurnStream):
-    """Streams a story agent's narrative as it comes, as narrative_delta events."""
-
-    async def on_narrative(piece: StreamedPiece) -> None:
-        segment = common_pb2.Segment(kind=piece.kind, speaker=piece.speaker) if piece.kind else None
-        await stream.emit(turn_events_pb2.TurnEvent(narrative_delta=turn_events_pb2.NarrativeDelta(
-            runtime_id=runtime.runtime_id, text=piece.text, segment=segment, reset=piece.reset)))
-
-    return on_narrative

@@ -10,6 +10,7 @@ from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome, is_story_runtime
 from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.execution.story_output import EmptyStory, normalize_story
+from services.scheduler.kinds import ProposalType, RuntimeType
 from services.scheduler.turn.runtime_result import apply_replaced_result
 from shared.manifest import CompiledManifest
 
@@ -43,7 +44,7 @@ def post_runtime_result(runtime: Runtime, outcome: RuntimeOutcome, turn_id: str)
         "status": outcome.status,
         "reason": outcome.reason,
         "output": outcome.output,
-        "pendingProposals": [{"type": "narrative.append"}] if outcome.story is not None else [],
+        "pendingProposals": [{"type": ProposalType.NARRATIVE_APPEND}] if outcome.story is not None else [],
     }
     if outcome.has_value:
         result["canonicalValue"] = outcome.canonical_value
@@ -59,7 +60,7 @@ def apply_post_runtime(runtime: Runtime, outcome: RuntimeOutcome, original: dict
     if replaced == original:
         return outcome
     result = apply_replaced_result(original, replaced)
-    if runtime.type == "function":
+    if runtime.type == RuntimeType.FUNCTION:
         outcome.has_value = "canonicalValue" in result
         outcome.canonical_value = result.get("canonicalValue")
         if isinstance(result.get("output"), dict):
@@ -91,12 +92,12 @@ def check_unit_output(runtime: Runtime, manifest: CompiledManifest, package: Pac
         return RuntimeOutcome(OutcomeStatus.FAILED, f"output-schema-invalid: {error}", run_id=outcome.run_id, trace=outcome.trace)
     if not schemas:
         return outcome
-    if runtime.type == "function" and not outcome.has_value:
+    if runtime.type == RuntimeType.FUNCTION and not outcome.has_value:
         return RuntimeOutcome(
             "failed", "output-schema-invalid: no business value for the output contract (a PostRuntime hook replaced "
             "output without canonicalValue, or the handler returned nothing)", run_id=outcome.run_id, trace=outcome.trace,
         )
-    value = outcome.canonical_value if runtime.type == "function" else outcome.output
+    value = outcome.canonical_value if runtime.type == RuntimeType.FUNCTION else outcome.output
     problem = check_output(value, schemas)
     if problem:
         return RuntimeOutcome(OutcomeStatus.FAILED, problem, run_id=outcome.run_id, trace=outcome.trace)
