@@ -27,6 +27,8 @@ from shared.stream_coalescing import Channel, Coalescer
 log = get_logger(component="scheduler")
 T = TypeVar("T")
 Work = Callable[[Emit], Awaitable[T]]
+# What a stream passes each event to for WatchTurn, and what it calls once it ends (TurnWatch.tap).
+Tap = tuple[Callable[[turn_events_pb2.TurnEvent], None], Callable[[], None]]
 GONE = "the client went away before the story was delivered"
 
 
@@ -62,7 +64,7 @@ class TurnStreams:
 class Streamed(Generic[T]):
     """One work's task and the events it emits, delivered to the client while it listens."""
 
-    def __init__(self, work: Work[T], tap, events: SchedulerEventKeys) -> None:
+    def __init__(self, work: Work[T], tap: Tap, events: SchedulerEventKeys) -> None:
         self._channel: Channel[turn_events_pb2.TurnEvent] = Channel()
         self._publish, self._finished = tap
         self._events = events
