@@ -64,8 +64,8 @@ $(VENV)/.installed: pyproject.toml $(GEN)/.stamp
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# ruff for Python, the import contracts (lint-imports: pyproject.toml's [tool.importlinter]; the scheduler's
-# layers, scheduler-layers.importlinter, are not run yet: see that file), buf (buf.yaml: STANDARD rules) for
+# ruff for Python, the import contracts (lint-imports: pyproject.toml's [tool.importlinter], the services apart,
+# shared below them, the scheduler's layers; docs/architecture.md), buf (buf.yaml: STANDARD rules) for
 # protos/, and buf breaking twice: the public API (protos/covel/scheduler/v1) against its release image, and
 # every proto against the last release tag (v*), or the last commit where none is tagged yet.
 BREAKING_BASE ?= $(shell git describe --tags --abbrev=0 --match 'v*' 2>/dev/null || echo HEAD)

@@ -35,7 +35,7 @@ def missing_session(session_id: str) -> ServiceError:
 
 
 def missing_parent(session_id: str) -> ServiceError:
-    """What CreateSession answers for an unknown parent_session_id (server._parent_session)."""
+    """What CreateSession answers for an unknown parent_session_id (api/session_creation.py SessionCreation._parent_session)."""
     return invalid_argument("parent_session_id", f"no session {session_id!r}; name an existing session")
 
 

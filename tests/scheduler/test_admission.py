@@ -1,4 +1,4 @@
-"""A submit meeting a running turn (services/scheduler/admission.py, turn/lease.py): the lease tried without
+"""A submit meeting a running turn (services/scheduler/api/admission.py, turn/lease.py): the lease tried without
 waiting only when a plugin implements admit_message; AdmitMessage asked only when one of the session's
 plugins does; queue, steer (here or on another replica, once per idempotency key) and refuse; a hooks
 service that does not answer queues."""
@@ -11,7 +11,7 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
-from services.scheduler.admission import Steered, SubmitAdmission, steering_text
+from services.scheduler.api.admission import Steered, SubmitAdmission, steering_text
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.lease import LeaseKeeper
 from shared.errors import ServiceError

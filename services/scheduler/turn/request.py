@@ -32,7 +32,7 @@ class TurnRequest:
     action: ActionCall | None = None
     # SubmitInteraction answering a suspended agent: the interaction it asked, and what it saved (origin "resume").
     resume: ResumeCall | None = None
-    # A submit's admission (services/scheduler/admission.py): called with the store's answer when a turn holds the
+    # A submit's admission (services/scheduler/api/admission.py): called with the store's answer when a turn holds the
     # session's lease, before this one waits for it; it returns (queue) or raises (steered, refused).
     when_busy: Callable[[str], Awaitable[None]] | None = None
 

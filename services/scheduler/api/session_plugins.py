@@ -6,6 +6,8 @@ running now keeps the set its lease found.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import grpc
 
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
@@ -58,3 +60,20 @@ async def store_plugins(store: store_pb2_grpc.TransactionalStoreStub, session_id
     reply = await store.UpdateSessionPlugins(store_pb2.UpdateSessionPluginsRequest(
         session_id=session_id, active_plugins=list(resolved.session_plugins), requested_plugins=requested, excluded_plugins=excluded))
     return reply.session
+
+
+def refuse_rejected_requests(requested: Iterable[str], resolved: registry_pb2.ResolveSessionPluginsResponse, *,
+                             field: str = "requested_plugins") -> None:
+    """A requested plugin rejected for anything but a missing dependency (those stay, unavailable):
+    a conflict, not installed, failed to load, fails the create naming it (spec: plugin_rejected)."""
+    kept = set(resolved.session_plugins)
+    why = {r.plugin_id: r for r in resolved.rejected if r.plugin_id not in kept}
+    for index, plugin_id in enumerate(requested):
+        if plugin_id in why:
+            rejection = why[plugin_id]
+            remedy = "exclude the plugin it conflicts with or drop" if "conflict" in rejection.code else "drop"
+            raise invalid_argument(
+                f"{field}[{index}]",
+                f"plugin_rejected: plugin {plugin_id!r} cannot join this session ({rejection.code}): {rejection.reason};"
+                f" {remedy} it from {field}",
+            )

@@ -42,7 +42,7 @@ log = get_logger(component="admission")
 ADMIT_WAIT_S = 2.0
 # Steered submits remembered by (session, idempotency key), for their retries.
 STEERED_KEPT = 4096
-# As Interject takes (services/scheduler/server.py MAX_INTERJECTION).
+# As Interject takes (services/scheduler/api/turn_signals.py MAX_INTERJECTION).
 MAX_STEERING_TEXT = 4000
 
 

@@ -1,0 +1,83 @@
+"""Turns: SubmitActions, RunManual, WatchTurn, GetTurn, ListTurns, ListMessages."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from covel.common.v1 import common_pb2
+from covel.scheduler.v1 import scheduler_pb2
+from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.scheduler.api.idempotency_keys import check_idempotency_key
+from services.scheduler.api.relay import relay
+from services.scheduler.api.submit import Submissions
+from services.scheduler.api.turn_follow import TurnFollower
+from services.scheduler.api.turn_stream import TurnStreams
+from services.scheduler.public_api import from_request, respond
+from services.scheduler.turn.concealment import conceal_turn
+from services.scheduler.turn.player_input import validate_actions
+from services.scheduler.turn.request import TurnRequest
+from shared.errors import invalid_argument, require, rpc
+from shared.structs import from_struct
+
+
+class Turns:
+    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, submissions: Submissions, streams: TurnStreams,
+                 follower: TurnFollower) -> None:
+        self._store = store
+        self._submissions = submissions
+        self._streams = streams
+        self._follower = follower
+
+    @rpc
+    async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        check_idempotency_key(request.idempotency_key)
+        actions = validate_actions([from_request(action, common_pb2.PlayerAction, f"actions[{index}]")
+                                    for index, action in enumerate(request.actions)])
+        async for event in self._submissions.submit(request, actions):
+            yield event
+
+    @rpc
+    async def RunManual(self, request: scheduler_pb2.RunManualRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.runtime_id, "runtime_id", "a runtime with schedule.trigger.type: manual")
+        check_idempotency_key(request.idempotency_key)
+        turn_request = TurnRequest(
+            request.session_id, [], request.idempotency_key, origin="background" if request.background else "manual",
+            manual_runtime_id=request.runtime_id, activation=from_struct(request.payload),
+        )
+        async for event in self._streams.one_turn(turn_request, background=request.background):
+            yield event
+
+    @rpc
+    async def WatchTurn(self, request: scheduler_pb2.WatchTurnRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        async for event in self._follower.followed(request.session_id, request.turn_id):
+            yield event
+
+    @rpc
+    async def ListMessages(self, request: scheduler_pb2.ListMessagesRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.ListMessagesResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        if request.limit < 0:
+            raise invalid_argument("limit", "must be 0 (a page from the first) or positive (the newest)")
+        return await relay(self._store.ListMessages, store_pb2.ListMessagesRequest(
+            session_id=request.session_id, limit=request.limit, page_size=request.page_size, page_token=request.page_token),
+            scheduler_pb2.ListMessagesResponse, "messages", "next_page_token")
+
+    @rpc
+    async def GetTurn(self, request: scheduler_pb2.GetTurnRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.GetTurnResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        require(request.turn_id, "turn_id", "a turn id from the turn stream or ListTurns")
+        reply = await self._store.GetTurn(
+            store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=request.turn_id)
+        )
+        return respond(scheduler_pb2.GetTurnResponse, turn=conceal_turn(reply.turn))
+
+    @rpc
+    async def ListTurns(self, request: scheduler_pb2.ListTurnsRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.ListTurnsResponse:
+        require(request.session_id, "session_id", "the id CreateSession returned")
+        reply = await self._store.ListTurns(store_pb2.ListTurnsRequest(
+            session_id=request.session_id, page_size=request.page_size, page_token=request.page_token, newest_first=request.newest_first))
+        return respond(scheduler_pb2.ListTurnsResponse, turns=[conceal_turn(turn) for turn in reply.turns], next_page_token=reply.next_page_token)
