@@ -17,7 +17,6 @@ from shared.sandbox.settings import SandboxSettings
 from tests.security.http_site import Site
 
 
-
 @pytest.fixture(scope="module")
 def site():
     found = Site()
