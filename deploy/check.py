@@ -17,7 +17,8 @@
    but the per-service TLS Secrets (`covel certs` makes them: private keys are never in git);
    each Deployment mounts its own service's TLS Secret and no other's, where COVEL_TLS_* point;
    NetworkPolicies deny every covel pod's ingress by default and open each service's gRPC port to
-   exactly the services shared/security/policy.py lets call it (the scheduler's to everyone);
+   exactly the services shared/security/policy.py lets call it (the scheduler's to everyone), and
+   the pods that run plugin code (hooks, scheduler) reach only the services they call, and DNS;
    each component (deploy/k8s/components/<name>) is checked applied to the base;
 4. hadolint lints deploy/Dockerfile, and every stage's base is pinned by digest (`<image>@sha256:<64 hex>`,
    directly or through an ARG's default).
@@ -447,6 +448,44 @@ def expected_callers(service: str) -> set[str]:
     return {"anyone"} if policy.CLIENT in callers else callers - {policy.OPERATOR}
 
 
+# The services that run plugin code: their pods' egress is limited to their peers and DNS.
+PLUGIN_HOSTS = ("hooks", "scheduler")
+
+
+def reaches(policies: list[dict[str, Any]], service: str) -> set[str] | None:
+    """The covel components `service`'s pods may connect to on their gRPC port ("outside" for other
+    destinations but DNS), or None when no Egress policy selects them (they reach anything)."""
+    labels = {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service}
+    selecting = [policy for policy in policies
+                 if "Egress" in policy["spec"].get("policyTypes", []) and _selects(policy["spec"]["podSelector"], labels)]
+    if not selecting:
+        return None
+    allowed: set[str] = set()
+    for policy in selecting:
+        for rule in policy["spec"].get("egress", []):
+            ports = {port.get("port") for port in rule.get("ports", [])}
+            if ports and ports <= {53}:
+                continue  # DNS
+            if "to" not in rule:
+                allowed.add("anyone")
+                continue
+            allowed |= set().union(*(_sources(peer) for peer in rule["to"]))
+    return allowed
+
+
+def egress_problems(policies: list[dict[str, Any]]) -> list[str]:
+    problems = []
+    for service in PLUGIN_HOSTS:
+        allowed = reaches(policies, service)
+        expected = {callee for callee in SERVICES if service in expected_callers(callee)}
+        if allowed is None:
+            problems.append(f"NetworkPolicy: no Egress policy selects the {service} service's pods, which run plugin code")
+        elif allowed != expected:
+            problems.append(f"NetworkPolicy: the {service} service's pods may reach {sorted(allowed) or 'nobody'} besides DNS, "
+                            f"shared/security/policy.py has it call {sorted(expected)}")
+    return problems
+
+
 def network_problems(rendered: Rendered) -> list[str]:
     policies = rendered.of_kind("NetworkPolicy")
     deny_all = [p for p in policies if not p["spec"].get("ingress") and "Ingress" in p["spec"].get("policyTypes", [])
@@ -457,7 +496,7 @@ def network_problems(rendered: Rendered) -> list[str]:
         if allowed != expected:
             problems.append(f"NetworkPolicy: the {service}'s gRPC port is open to {sorted(allowed) or 'nobody'}, "
                             f"shared/security/policy.py lets {sorted(expected)} call it")
-    return problems
+    return problems + egress_problems(policies)
 
 
 def check(directory: Path, *, self_contained: bool, known: dict[str, set[str]], uid: int) -> Rendered:
