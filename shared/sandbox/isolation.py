@@ -126,13 +126,13 @@ def python_paths() -> list[Path]:
 
 
 def hidden_dirs(candidates: list[Path]) -> list[str]:
-    """The candidates that exist and are not Python's own folder nor inside one (a folder of Python's
+    """The candidates that are not Python's own folder nor inside one (a folder of Python's
     below a hidden one, e.g. a checkout under /tmp, is bound back read-only in the worker)."""
     needed = python_paths()
     chosen: list[str] = []
     for candidate in candidates:
         folder = candidate.resolve()
-        if folder.is_dir() and not any(folder == path or path in folder.parents for path in needed) and str(folder) not in chosen:
+        if not any(folder == path or path in folder.parents for path in needed) and str(folder) not in chosen:
             chosen.append(str(folder))
     return chosen
 

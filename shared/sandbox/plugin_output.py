@@ -14,6 +14,7 @@ their own (control characters, newlines included, are escaped).
 from __future__ import annotations
 
 import contextvars
+import itertools
 import time
 from typing import Any
 
@@ -28,7 +29,8 @@ MAX_FIELDS = 20
 
 def clean(text: str, limit: int) -> str:
     """`text` with control characters escaped, cut to `limit` UTF-8 bytes."""
-    escaped = "".join(ch if ch.isprintable() or ch == "\t" else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    # Cut first: a worker may send a frame of megabytes.
+    escaped = "".join(ch if ch.isprintable() or ch == "\t" else ch.encode("unicode_escape").decode("ascii") for ch in text[:limit])
     encoded = escaped.encode("utf-8")
     if len(encoded) <= limit:
         return escaped
@@ -75,7 +77,7 @@ class PluginOutput:
         extra: dict[str, Any] = {}
         if isinstance(fields, dict) and fields:
             extra["fields"] = {clean(str(key), 64): clean(str(value), self._line_bytes // 4)
-                               for key, value in list(fields.items())[:MAX_FIELDS]}
+                               for key, value in itertools.islice(fields.items(), MAX_FIELDS)}
         self._emit(context, level if level in LEVELS else "info", "plugin.log", stream=stream if stream in STREAMS else "log",
                    message=clean(str(frame.get("m") or ""), self._line_bytes), **extra)
 

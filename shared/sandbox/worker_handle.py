@@ -24,6 +24,9 @@ from shared.sandbox.zygote_client import ZygoteChild
 if TYPE_CHECKING:
     from shared.sandbox.host import PluginWorkers
 
+# covel.http requests of one worker in flight or waiting, per COVEL_SANDBOX_HTTP_CONCURRENCY; more are refused.
+HTTP_REQUESTS_QUEUED = 4
+
 # What a call's ctx capabilities are: (operation, args, kwargs) -> answer, run by the host.
 Capabilities = Callable[[str, list[Any], dict[str, Any]], Awaitable[Any]]
 # One-way messages of a call (ctx.propose, ctx.emit_event).
@@ -63,6 +66,7 @@ class Worker:
         self.gone: str | None = None
         # Requests to the host outside any call (covel.http in a lifespan's task).
         self._background: set[asyncio.Task] = set()
+        self._http_requests = 0
         # Its own context: not that of whichever call happened to start the worker.
         self._reading = asyncio.get_running_loop().create_task(self._read(), name=f"sandbox-read-{owner.plugin_id}",
                                                                context=contextvars.Context())
@@ -222,6 +226,9 @@ class Worker:
         if message.get("op") != "sandbox.http" or not isinstance(args, list) or len(args) != 1 or not isinstance(args[0], dict):
             self._answer(request_id, error=LookupError(f"the sandbox has no {message.get('op')!r} with these arguments"))
             return
+        if self._http_requests >= HTTP_REQUESTS_QUEUED * self.owner.pool.settings.sandbox_http_concurrency:
+            self._answer(request_id, error=RuntimeError("http: too many requests of this plugin are waiting to be sent"))
+            return
         rules = pending.http if pending is not None and pending.http is not None else self.owner.http_rules
         gate, plugin_id = self.owner.pool.http_gate, self.owner.plugin_id
 
@@ -233,6 +240,11 @@ class Worker:
         tasks = pending.tasks if pending is not None else self._background
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+        self._http_requests += 1
+        task.add_done_callback(self._http_request_done)
+
+    def _http_request_done(self, task: asyncio.Task) -> None:
+        self._http_requests -= 1
 
     async def _run_capability(self, request_id: int, capabilities: Capabilities, op: str, args: list, kwargs: dict) -> None:
         try:

@@ -66,6 +66,16 @@ async def probe(ctx, payload):
         except OSError as error:
             seen = type(error).__name__
         return {"v": seen}
+    if what == "import":
+        import importlib
+        return {"v": importlib.import_module(payload["module"]).VALUE}
+    if what == "write":
+        try:
+            with open(payload["path"], "w") as file:
+                file.write("from the plugin")
+            return {"v": "written"}
+        except OSError as error:
+            return {"v": type(error).__name__}
     if what == "http":
         try:
             reply = await covel.http.request(payload.get("method", "GET"), payload["url"])
@@ -240,5 +250,28 @@ async def test_print_is_a_plugin_line_and_each_line_stays_one(plugin_dir: Path) 
         printed = [line for line in lines if line.get("stream") == "stdout"]
         assert [line["message"] for line in printed] == ["printed", '{"event": "service.security", "forged": true}']
         assert all(line["event"] == "plugin.log" and line["plugin_id"] == "reach" for line in printed)
+    finally:
+        await pool.close()
+
+
+async def test_a_checkout_below_tmp_is_read_only_and_the_rest_of_tmp_hidden(plugin_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """Where the clone lives under /tmp, /tmp is still the worker's own: Python's folders below it are bound back read-only."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "reach_checkout_module.py").write_text("VALUE = 'from the checkout'\n")
+    for path in (tmp_path, checkout, checkout / "reach_checkout_module.py"):
+        path.chmod(0o755)
+    secret = tmp_path / "host-file"
+    secret.write_text("the host's")
+    secret.chmod(0o644)
+    monkeypatch.syspath_prepend(str(checkout))
+    pool = SandboxPool(settings(), "test")
+    try:
+        workers = await loaded(pool, plugin_dir, [])
+        assert await probe(workers, what="import", module="reach_checkout_module") == "from the checkout"
+        assert "/tmp" in (pool.isolation_report or {})["hidden"]
+        assert await probe(workers, what="tmp", path="/tmp/mine", host_file=str(secret)) == "FileNotFoundError"
+        assert await probe(workers, what="write", path=str(checkout / "planted.py")) in ("OSError", "PermissionError")
+        assert not (checkout / "planted.py").exists()
     finally:
         await pool.close()
