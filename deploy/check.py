@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -46,6 +47,19 @@ import kubernetes_validate
 import yaml
 
 from shared.grpc_server import LIVENESS
+
+
+def _sibling(name: str) -> Any:
+    """A module beside this file (deploy/ is no package: this file also runs as a script and is loaded by path)."""
+    spec = importlib.util.spec_from_file_location(f"deploy_{name}", Path(__file__).resolve().parent / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The NetworkPolicies' checks (ingress by the caller policy, egress of the pods that run plugin code).
+network_checks = _sibling("network_checks")
 
 DEPLOY_DIR = Path(__file__).resolve().parent
 K8S_DIR = DEPLOY_DIR / "k8s"
@@ -275,7 +289,7 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
                 problems.append(f"{where}: mounts volume {mount['name']!r}, which the pod does not have")
         problems += identity_problems(service, pod, {**settings, **{name: item.get("value", "") for name, item in env.items()}})
     problems += web_problems(rendered, settings, known)
-    problems += network_problems(rendered)
+    problems += network_checks.network_problems(rendered.of_kind("NetworkPolicy"))
     problems += scaling_problems(rendered)
     problems += migration_problems(rendered)
     problems += probe_problems(rendered)
@@ -380,17 +394,6 @@ def identity_problems(service: str, pod: dict[str, Any], settings: dict[str, str
     return problems
 
 
-def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        present = expression["key"] in labels
-        inside = present and labels[expression["key"]] in expression.get("values", [])
-        if {"In": not inside, "NotIn": inside, "Exists": not present, "DoesNotExist": present}[expression["operator"]]:
-            return False
-    return True
-
-
 def web_problems(rendered: Rendered, settings: dict[str, str], known: dict[str, set[str]]) -> list[str]:
     """The web front: its Deployment runs `web`, serves the port of COVEL_WEB_ADDR through that Service,
     probes over HTTP, and sets only web settings."""
@@ -413,90 +416,6 @@ def web_problems(rendered: Rendered, settings: dict[str, str], known: dict[str, 
         if item["name"].startswith("COVEL_") and item["name"] not in known["web"]:
             problems.append(f"Deployment/covel-web: {item['name']} is no setting of the web front")
     return problems
-
-
-def _sources(peer: dict[str, Any]) -> set[str]:
-    """The covel components a `from` entry admits; "outside" for anything beyond the namespace's covel pods."""
-    if set(peer) != {"podSelector"}:
-        return {"outside"}
-    admitted = {service for service in SERVICES
-                if _selects(peer["podSelector"], {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service})}
-    return admitted if admitted else {"outside"}
-
-
-def reachable_from(policies: list[dict[str, Any]], service: str) -> set[str]:
-    """Who may open a connection to `service`'s gRPC port: components, "outside", or "anyone"."""
-    labels = {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service}
-    allowed: set[str] = set()
-    for policy in policies:
-        if not _selects(policy["spec"]["podSelector"], labels):
-            continue
-        for rule in policy["spec"].get("ingress", []):
-            ports = [port.get("port") for port in rule.get("ports", [])]
-            if ports and "grpc" not in ports:
-                continue
-            allowed |= {"anyone"} if "from" not in rule else set().union(*(_sources(peer) for peer in rule["from"]))
-    return allowed
-
-
-def expected_callers(service: str) -> set[str]:
-    """The services shared/security/policy.py lets call `service` (operators reach it by port-forward)."""
-    from shared.security import policy
-
-    full_name = next(name for name in policy.POLICY if name.split(".")[1] == service)
-    callers = set().union(*(rule.callers for rule in policy.POLICY[full_name].values()))
-    return {"anyone"} if policy.CLIENT in callers else callers - {policy.OPERATOR}
-
-
-# The services that run plugin code: their pods' egress is limited to their peers and DNS.
-PLUGIN_HOSTS = ("hooks", "scheduler")
-
-
-def reaches(policies: list[dict[str, Any]], service: str) -> set[str] | None:
-    """The covel components `service`'s pods may connect to on their gRPC port ("outside" for other
-    destinations but DNS), or None when no Egress policy selects them (they reach anything)."""
-    labels = {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service}
-    selecting = [policy for policy in policies
-                 if "Egress" in policy["spec"].get("policyTypes", []) and _selects(policy["spec"]["podSelector"], labels)]
-    if not selecting:
-        return None
-    allowed: set[str] = set()
-    for policy in selecting:
-        for rule in policy["spec"].get("egress", []):
-            ports = {port.get("port") for port in rule.get("ports", [])}
-            if ports and ports <= {53}:
-                continue  # DNS
-            if "to" not in rule:
-                allowed.add("anyone")
-                continue
-            allowed |= set().union(*(_sources(peer) for peer in rule["to"]))
-    return allowed
-
-
-def egress_problems(policies: list[dict[str, Any]]) -> list[str]:
-    problems = []
-    for service in PLUGIN_HOSTS:
-        allowed = reaches(policies, service)
-        expected = {callee for callee in SERVICES if service in expected_callers(callee)}
-        if allowed is None:
-            problems.append(f"NetworkPolicy: no Egress policy selects the {service} service's pods, which run plugin code")
-        elif allowed != expected:
-            problems.append(f"NetworkPolicy: the {service} service's pods may reach {sorted(allowed) or 'nobody'} besides DNS, "
-                            f"shared/security/policy.py has it call {sorted(expected)}")
-    return problems
-
-
-def network_problems(rendered: Rendered) -> list[str]:
-    policies = rendered.of_kind("NetworkPolicy")
-    deny_all = [p for p in policies if not p["spec"].get("ingress") and "Ingress" in p["spec"].get("policyTypes", [])
-                and p["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "covel"}}]
-    problems = [] if deny_all else ["no NetworkPolicy denies the covel pods' ingress by default (podSelector app.kubernetes.io/name: covel, no ingress rules)"]
-    for service in SERVICES:
-        allowed, expected = reachable_from(policies, service), expected_callers(service)
-        if allowed != expected:
-            problems.append(f"NetworkPolicy: the {service}'s gRPC port is open to {sorted(allowed) or 'nobody'}, "
-                            f"shared/security/policy.py lets {sorted(expected)} call it")
-    return problems + egress_problems(policies)
 
 
 def check(directory: Path, *, self_contained: bool, known: dict[str, set[str]], uid: int) -> Rendered:
