@@ -29,7 +29,7 @@ from shared.plugin_sdk.http_client import HttpRule
 from shared.sandbox.channel import ChannelClosed, read_frame
 from shared.sandbox.errors import WorkerGone
 from shared.sandbox.http_gate import HttpGate
-from shared.sandbox.isolation import IsolationConfig, prepare_writable, worker_env
+from shared.sandbox.isolation import IsolationConfig, network_probe, prepare_writable, worker_env
 from shared.sandbox.operations import operation_modules
 from shared.sandbox.plugin_output import PluginOutput
 from shared.sandbox.settings import SandboxSettings
@@ -168,6 +168,9 @@ class SandboxPool:
         self.isolation_report: dict[str, Any] | None = None
         # covel.http of every worker: sent by the host, checked here.
         self.http_gate = HttpGate(settings)
+        # "isolated", or why workers share the service's network: checked at start, then by each worker's report.
+        self.network: str | None = None
+        self._network_check: asyncio.Task | None = None
         self._workers: set[Worker] = set()
         self._spawning = asyncio.Semaphore(SPAWNS_AT_ONCE)
         self._zygote_start: asyncio.Task[Zygote] | None = None
@@ -221,6 +224,27 @@ class SandboxPool:
                                                                           or self._zygote_start.exception() is not None
                                                                           or self._zygote_start.result().gone)):
             self._zygote_start = asyncio.get_running_loop().create_task(Zygote.start(worker_env(self.settings.sandbox_pass_env)))
+        if self._network_check is None:
+            self._network_check = asyncio.get_running_loop().create_task(self._check_network(), context=contextvars.Context())
+
+    async def _check_network(self) -> None:
+        """At start: whether workers will have a network of their own (each worker's report says it again)."""
+        argv = network_probe(self.settings)
+        if argv is None:
+            self._note_network("shared (COVEL_SANDBOX_NAMESPACES or COVEL_SANDBOX_NETWORK_ISOLATION is false)")
+            return
+        process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                                                       stderr=asyncio.subprocess.DEVNULL)
+        if await process.wait() == 0:
+            self._note_network("isolated")
+        else:
+            self._note_network("shared (the kernel refuses a network namespace)")
+
+    def _note_network(self, network: str) -> None:
+        """Said once, and again only if a worker finds otherwise than the check at start."""
+        if self.network is None or (network == "isolated") != (self.network == "isolated"):
+            note_network(self.service, network)
+        self.network = network
 
     async def _zygote(self) -> Zygote:
         self.prewarm()
@@ -251,7 +275,7 @@ class SandboxPool:
         if self.isolation_report is None:
             self.isolation_report = report
             log.info("sandbox.isolation", service=self.service, **{k: v for k, v in report.items() if k != "pid"})
-            note_network(self.service, report)
+        self._note_network(str(report.get("network")))
         worker = Worker(owner, process, reader, writer, report)
         self._workers.add(worker)
         return worker
@@ -269,6 +293,8 @@ class SandboxPool:
             await plugin.close()
         for worker in list(self._workers):
             worker.kill("the service stops")
+        if self._network_check is not None:
+            self._network_check.cancel()
         if self._zygote_start is not None:
             if self._zygote_start.done() and not self._zygote_start.cancelled() and self._zygote_start.exception() is None:
                 self._zygote_start.result().close()
@@ -276,14 +302,14 @@ class SandboxPool:
                 self._zygote_start.cancel()
 
 
-def note_network(service: str, report: dict[str, Any]) -> None:
-    """The first worker's network, as a gauge (covel_sandbox_network_isolated) and, when shared, a warning."""
+def note_network(service: str, network: str) -> None:
+    """Whether workers have a network of their own, as a gauge (covel_sandbox_network_isolated) and, when not, a warning."""
     from shared.telemetry.metrics import record_sandbox_network
 
-    isolated = report.get("network") == "isolated"
+    isolated = network == "isolated"
     record_sandbox_network(service, isolated)
     if not isolated:
-        log.warning("sandbox.network_shared", service=service, network=report.get("network"),
+        log.warning("sandbox.network_shared", service=service, network=network,
                     why="plugin code reaches the network as the service does: its own sockets to services, databases, "
                         "the cloud metadata address (docs/security.md, \"What plugin code can reach\")")
 

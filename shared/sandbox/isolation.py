@@ -240,6 +240,16 @@ def _unshare(libc: ctypes.CDLL, network: bool, report: dict[str, Any]) -> None:
     _write("/proc/self/gid_map", f"0 {gid} 1")
 
 
+def network_probe(settings: SandboxSettings) -> list[str] | None:
+    """The argv of a process that exits 0 when it could make a network namespace as a worker does
+    (the host's check at start), or None when the settings give workers none."""
+    if not (settings.sandbox_namespaces and settings.sandbox_network_isolation):
+        return None
+    flags = CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER)
+    code = f"import ctypes, sys; sys.exit(0 if ctypes.CDLL(None).unshare({flags}) == 0 else 1)"
+    return [sys.executable, "-S", "-I", "-c", code]
+
+
 def _become_pid_one() -> None:
     """Fork into the new PID namespace. The parent stays outside only to pass on the exit status;
     the child dies with it (the host stops a worker by killing its direct child)."""

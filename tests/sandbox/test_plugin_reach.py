@@ -277,22 +277,26 @@ async def test_a_checkout_below_tmp_is_read_only_and_the_rest_of_tmp_hidden(plug
         await pool.close()
 
 
-async def test_a_shared_network_is_said_once_in_the_log_and_in_a_gauge(plugin_dir: Path) -> None:
+async def test_a_shared_network_is_said_once_at_start_in_the_log_and_in_a_gauge(plugin_dir: Path) -> None:
     from shared.telemetry.metrics import SANDBOX_NETWORK_ISOLATED
 
     pool = SandboxPool(settings(sandbox_network_isolation=False), "shared-net")
     try:
         with capture_logs() as lines:
+            pool.prewarm()  # as a service does at start, before any worker
+            await asyncio.wait_for(asyncio.shield(pool._network_check), 10)
+            assert SANDBOX_NETWORK_ISOLATED.labels("shared-net")._value.get() == 0
             await loaded(pool, plugin_dir, [])
         warned = [line for line in lines if line["event"] == "sandbox.network_shared"]
         assert len(warned) == 1 and warned[0]["network"].startswith("shared"), lines
-        assert SANDBOX_NETWORK_ISOLATED.labels("shared-net")._value.get() == 0
     finally:
         await pool.close()
     pool = SandboxPool(settings(), "own-net")
     try:
+        pool.prewarm()
+        await asyncio.wait_for(asyncio.shield(pool._network_check), 10)
+        assert pool.network == "isolated" and SANDBOX_NETWORK_ISOLATED.labels("own-net")._value.get() == 1
         await loaded(pool, plugin_dir, [])
-        if network_isolated(pool):
-            assert SANDBOX_NETWORK_ISOLATED.labels("own-net")._value.get() == 1
+        assert network_isolated(pool)
     finally:
         await pool.close()
