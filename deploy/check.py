@@ -17,7 +17,8 @@
    but the per-service TLS Secrets (`covel certs` makes them: private keys are never in git);
    each Deployment mounts its own service's TLS Secret and no other's, where COVEL_TLS_* point;
    NetworkPolicies deny every covel pod's ingress by default and open each service's gRPC port to
-   exactly the services shared/security/policy.py lets call it (the scheduler's to everyone);
+   exactly the services shared/security/policy.py lets call it (the scheduler's to everyone), and
+   the pods that run plugin code (hooks, scheduler) reach only the services they call, and DNS;
    each component (deploy/k8s/components/<name>) is checked applied to the base;
 4. hadolint lints deploy/Dockerfile, and every stage's base is pinned by digest (`<image>@sha256:<64 hex>`,
    directly or through an ARG's default).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -45,6 +47,19 @@ import kubernetes_validate
 import yaml
 
 from shared.grpc_server import LIVENESS
+
+
+def _sibling(name: str) -> Any:
+    """A module beside this file (deploy/ is no package: this file also runs as a script and is loaded by path)."""
+    spec = importlib.util.spec_from_file_location(f"deploy_{name}", Path(__file__).resolve().parent / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The NetworkPolicies' checks (ingress by the caller policy, egress of the pods that run plugin code).
+network_checks = _sibling("network_checks")
 
 DEPLOY_DIR = Path(__file__).resolve().parent
 K8S_DIR = DEPLOY_DIR / "k8s"
@@ -274,7 +289,7 @@ def consistency_problems(rendered: Rendered, known: dict[str, set[str]], uid: in
                 problems.append(f"{where}: mounts volume {mount['name']!r}, which the pod does not have")
         problems += identity_problems(service, pod, {**settings, **{name: item.get("value", "") for name, item in env.items()}})
     problems += web_problems(rendered, settings, known)
-    problems += network_problems(rendered)
+    problems += network_checks.network_problems(rendered.of_kind("NetworkPolicy"))
     problems += scaling_problems(rendered)
     problems += migration_problems(rendered)
     problems += probe_problems(rendered)
@@ -379,17 +394,6 @@ def identity_problems(service: str, pod: dict[str, Any], settings: dict[str, str
     return problems
 
 
-def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        present = expression["key"] in labels
-        inside = present and labels[expression["key"]] in expression.get("values", [])
-        if {"In": not inside, "NotIn": inside, "Exists": not present, "DoesNotExist": present}[expression["operator"]]:
-            return False
-    return True
-
-
 def web_problems(rendered: Rendered, settings: dict[str, str], known: dict[str, set[str]]) -> list[str]:
     """The web front: its Deployment runs `web`, serves the port of COVEL_WEB_ADDR through that Service,
     probes over HTTP, and sets only web settings."""
@@ -411,52 +415,6 @@ def web_problems(rendered: Rendered, settings: dict[str, str], known: dict[str, 
     for item in container.get("env", []):
         if item["name"].startswith("COVEL_") and item["name"] not in known["web"]:
             problems.append(f"Deployment/covel-web: {item['name']} is no setting of the web front")
-    return problems
-
-
-def _sources(peer: dict[str, Any]) -> set[str]:
-    """The covel components a `from` entry admits; "outside" for anything beyond the namespace's covel pods."""
-    if set(peer) != {"podSelector"}:
-        return {"outside"}
-    admitted = {service for service in SERVICES
-                if _selects(peer["podSelector"], {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service})}
-    return admitted if admitted else {"outside"}
-
-
-def reachable_from(policies: list[dict[str, Any]], service: str) -> set[str]:
-    """Who may open a connection to `service`'s gRPC port: components, "outside", or "anyone"."""
-    labels = {"app.kubernetes.io/name": "covel", "app.kubernetes.io/component": service}
-    allowed: set[str] = set()
-    for policy in policies:
-        if not _selects(policy["spec"]["podSelector"], labels):
-            continue
-        for rule in policy["spec"].get("ingress", []):
-            ports = [port.get("port") for port in rule.get("ports", [])]
-            if ports and "grpc" not in ports:
-                continue
-            allowed |= {"anyone"} if "from" not in rule else set().union(*(_sources(peer) for peer in rule["from"]))
-    return allowed
-
-
-def expected_callers(service: str) -> set[str]:
-    """The services shared/security/policy.py lets call `service` (operators reach it by port-forward)."""
-    from shared.security import policy
-
-    full_name = next(name for name in policy.POLICY if name.split(".")[1] == service)
-    callers = set().union(*(rule.callers for rule in policy.POLICY[full_name].values()))
-    return {"anyone"} if policy.CLIENT in callers else callers - {policy.OPERATOR}
-
-
-def network_problems(rendered: Rendered) -> list[str]:
-    policies = rendered.of_kind("NetworkPolicy")
-    deny_all = [p for p in policies if not p["spec"].get("ingress") and "Ingress" in p["spec"].get("policyTypes", [])
-                and p["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "covel"}}]
-    problems = [] if deny_all else ["no NetworkPolicy denies the covel pods' ingress by default (podSelector app.kubernetes.io/name: covel, no ingress rules)"]
-    for service in SERVICES:
-        allowed, expected = reachable_from(policies, service), expected_callers(service)
-        if allowed != expected:
-            problems.append(f"NetworkPolicy: the {service}'s gRPC port is open to {sorted(allowed) or 'nobody'}, "
-                            f"shared/security/policy.py lets {sorted(expected)} call it")
     return problems
 
 

@@ -33,6 +33,7 @@ from services.hooks.hook_state import StoreState, state_capability
 from services.hooks.sandboxed_hookspecs import VIEW_FIELDS, SandboxedHookspecs
 from services.hooks.tape_mirror import with_turns
 from shared.plugin_sdk import HookContext, PluginRegistrar
+from shared.plugin_sdk.http_client import http_rules
 from shared.plugin_sdk.registrar import RegistrationError
 from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext
@@ -153,6 +154,8 @@ class SandboxedPlugin:
         # The plugin's session workspaces (provide_environment): its workers may write there, and only there.
         self.workspaces = str(workspace_root(data_dir, self.plugin_id)) if data_dir is not None else None
         workers.writable = [self.workspaces] if self.workspaces else []
+        # What its covel.http may reach, held by the host: the worker's own check is only the first.
+        workers.http_rules = http_rules(entry.http_permissions)
 
     def _load_request(self) -> dict[str, Any]:
         return {"root": str(self.entry.root_dir), "entry": self.entry.entry, "gen": self.generation,

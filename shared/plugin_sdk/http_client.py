@@ -14,6 +14,10 @@ is sent, with `HttpPermissionDenied: http permission denied: POST https://other.
 declared in permissions.http of my-plugin`. Redirects are followed only while they stay on
 declared origins: every hop passes the same check. The client is httpx's `AsyncClient`
 (`request`, `get`, `post`, … return an `httpx.Response`).
+
+In a sandbox worker (which has no network) the client's requests go to the host, which checks
+them again against the rules it holds and sends them (shared/sandbox/http_gate.py): the worker
+sets the transport of every client made there (`set_default_transport`).
 """
 
 from __future__ import annotations
@@ -104,6 +108,17 @@ def invalid_http_permissions(declared: Iterable[tuple[str, Mapping]]) -> str | N
     return "; ".join(problems) or None
 
 
+def http_rules(declared: Iterable[tuple[str, Mapping]]) -> tuple[HttpRule, ...]:
+    """The rules of the declarations that parse (one that does not allows nothing; the plugin does not load)."""
+    rules = []
+    for where, entry in declared:
+        try:
+            rules.append(parse_rule(entry, where))
+        except ValueError:
+            continue
+    return tuple(rules)
+
+
 class _PermissionCheck(httpx.AsyncBaseTransport):
     """Checks every request, redirect hops included, before the wrapped transport sends it."""
 
@@ -142,6 +157,13 @@ class _SharedPool(httpx.AsyncBaseTransport):
 
 
 _shared: dict[str, _SharedPool] = {}
+# Makes the transport of clients given none (a sandbox worker: to the host over its channel).
+_default_transport: list[Callable[[], httpx.AsyncBaseTransport]] = []
+
+
+def set_default_transport(make: Callable[[], httpx.AsyncBaseTransport]) -> None:
+    """Every PluginHttpClient of this process made without a transport sends through `make()`'s."""
+    _default_transport[:] = [make]
 
 
 def shared_pool() -> httpx.AsyncBaseTransport:
@@ -181,7 +203,7 @@ class PluginHttpClient:
 
     def _open(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            inner = self._transport or httpx.AsyncHTTPTransport()
+            inner = self._transport or (_default_transport[0]() if _default_transport else httpx.AsyncHTTPTransport())
             self._client = httpx.AsyncClient(
                 transport=_PermissionCheck(self.plugin_id, self.rules, inner), timeout=self._timeout_s,
                 follow_redirects=True, max_redirects=MAX_REDIRECTS,

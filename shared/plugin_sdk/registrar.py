@@ -12,6 +12,7 @@ from shared.hook_events import DEFAULT_HOOK_TIMEOUT_MS, ENFORCE_GROUPS, EVENTS_B
 from shared.plugin_sdk.event_keys import DEFAULT_EVENT_HANDLER_TIMEOUT_MS, KEY_PATTERN, subscription_warning
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.plugin_sdk.http_client import PluginHttpClient
+from shared.plugin_sdk.plugin_log import PluginLog
 
 
 class RegistrationError(ValueError):
@@ -124,6 +125,11 @@ class PluginRegistrar:
     def http(self) -> PluginHttpClient:
         """covel.http: an httpx client limited to the origins and methods of permissions.http."""
         return PluginHttpClient(self.plugin_id, self.http_permissions)
+
+    @functools.cached_property
+    def log(self) -> PluginLog:
+        """covel.log: the plugin's log lines (shared/plugin_sdk/plugin_log.py)."""
+        return PluginLog(self.plugin_id)
 
     def on(
         self,

@@ -1,9 +1,11 @@
 """Plugin code in worker processes apart from the kernel's services (docs/security.md, "Plugin sandbox").
 
-host.py: a service's pool of warm workers, one per plugin; worker.py: the worker's entry point;
-worker_server.py: its end of the channel; operations.py: what a worker serves, registered by the services
-(register_operations); isolation.py: what a worker gives up before plugin code runs; channel.py: the frames
-between them.
+host.py: a service's pool of warm workers, one per plugin (worker_handle.py: one worker as the host
+sees it; zygote_client.py: the fork server that starts them, zygote.py); worker.py: the worker's entry
+point; worker_server.py: its end of the channel; operations.py: what a worker serves, registered by the
+services (register_operations); isolation.py: what a worker gives up before plugin code runs (its network
+among them); worker_output.py: its stdio, output and HTTP sent to the host; http_gate.py and
+plugin_output.py: the host's checks of that HTTP and those log lines; channel.py: the frames between them.
 """
 
 from shared.sandbox.errors import RemoteError, WorkerGone

@@ -5,7 +5,9 @@ plugin code may write whatever it likes to the channel. Frames past MAX_FRAME_BY
 
 Kinds (`k`): `req` {id, op, a} a call (either way: host to worker for plugin code, worker to host
 for a ctx capability, with `of` the host call it belongs to); `res` {id, ok, v | e} its answer;
-`note` {of, op, a} a one-way message of a call (ctx.propose, ctx.emit_event); `stop` {id, why}
+`note` {of, op, a} a one-way message of a call (ctx.propose, ctx.emit_event); `log` {of, lv, m, s, f}
+a line of plugin output (shared/sandbox/worker_output.py); a worker's `req` whose op is `sandbox.http`
+is a covel.http request the host checks and sends (`of` 0: outside any call); `stop` {id, why}
 the host gave up on a call; `ack` {id, running} the worker's answer to it; `ready` {report};
 `retire` {why} a worker that asks to be replaced.
 """

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from shared.plugin_code import PluginFile, load_callable, loaded_callable
 from shared.plugin_sdk import freeze, json_copy
 from shared.plugin_sdk.http_client import PluginHttpClient
+from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
 
@@ -176,7 +177,9 @@ class SandboxFunctionContext:
         self.plugin_data = PluginData(server, call, "plugin_data")
         self.store = Store(server, call, "store")
         self.world = World(data["world"], lambda name: server.note(call, "world_read", name)) if data.get("world") is not None else None
+        # Its requests go to the host, which checks them against the rules it holds (shared/sandbox/http_gate.py).
         self.http = PluginHttpClient(self.plugin_id, [(str(where), entry) for where, entry in data.get("http") or []])
+        self.log = PluginLog(self.plugin_id)
         capabilities = set(data.get("capabilities") or ())
         self.tools = Tools(server, call, "tools") if "tools" in capabilities else None
         self.services = Services(server, call, "services") if "services" in capabilities else None

@@ -3,10 +3,13 @@
 The host starts a worker (`python -m shared.sandbox.worker`, or the registry's probe) with a
 scrubbed environment and an `IsolationConfig`; the worker calls `enter` first thing. In order:
 the plugin folders are opened (so they stay reachable as /proc/self/fd/N after the uid drop, even
-below a folder only root may enter); private PID and mount namespaces where the kernel allows
-(the worker is PID 1 of its own, with its own /proc, and an empty tmpfs over the data dir and
-/tmp, with the worker's `writable` folders bound back at their own paths: the hooks service's
-session workspaces of that plugin, services/hooks/environments.py); resource limits; then, when
+below a folder only root may enter); private PID, mount and network namespaces where the kernel allows
+(the worker is PID 1 of its own, with its own /proc; a network of its own with only a loopback
+that is down, so plugin code reaches no service, database or address of any kind: covel.http is
+sent by the host, shared/sandbox/http_gate.py; an empty tmpfs over the data dir, /tmp and /run,
+with Python's own folders below them bound back read-only and the worker's `writable` folders
+bound back at their own paths: the hooks service's session workspaces of that plugin,
+services/hooks/environments.py); resource limits; then, when
 started as root, the sandbox uid and gid, no new privileges. The host makes the writable folders
 and gives them to the sandbox uid first (`prepare_writable`).
 """
@@ -31,12 +34,17 @@ from shared.sandbox.settings import SandboxSettings
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_REMOUNT = 1, 32
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 # CPU seconds between the soft limit (SIGXCPU: the worker asks to be replaced) and the hard one (SIGKILL).
 CPU_GRACE_S = 30
 # Environment variables a worker keeps: finding programs and modules, the locale. Nothing of COVEL_*.
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+# Covered by an empty tmpfs besides the data dir: the host's scratch files and sockets (/run: the
+# services' and databases' Unix sockets; /dev/shm: shared memory).
+HIDDEN_ALWAYS = ("/tmp", "/run", "/dev/shm")
 
 
 @dataclass
@@ -45,6 +53,8 @@ class IsolationConfig:
     uid: int | None = None
     gid: int | None = None
     namespaces: bool = True
+    # A network namespace of its own (with the other namespaces).
+    network: bool = True
     # Folders covered by an empty tmpfs in the worker's mount namespace (the data dir, /tmp).
     hidden: list[str] = field(default_factory=list)
     memory_bytes: int = 0
@@ -64,10 +74,11 @@ class IsolationConfig:
     @classmethod
     def of(cls, settings: SandboxSettings, roots: list[str], data_dir: Path | None, writable: Sequence[str] = ()) -> IsolationConfig:
         dropping = os.geteuid() == 0 and settings.sandbox_drop_privileges
-        hidden = hidden_dirs([data_dir, Path("/tmp")] if data_dir is not None else [Path("/tmp")]) if settings.sandbox_hide_dirs else []
+        candidates = [*([data_dir] if data_dir is not None else []), *(Path(path) for path in HIDDEN_ALWAYS)]
+        hidden = hidden_dirs(candidates) if settings.sandbox_hide_dirs else []
         return cls(
             roots=roots, uid=settings.sandbox_uid if dropping else None, gid=settings.sandbox_gid if dropping else None,
-            namespaces=settings.sandbox_namespaces, hidden=hidden, memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
+            namespaces=settings.sandbox_namespaces, network=settings.sandbox_network_isolation, hidden=hidden, memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
             cpu_s=settings.sandbox_cpu_s, open_files=settings.sandbox_open_files,
             processes=settings.sandbox_processes if dropping else 0, writable=list(writable),
         )
@@ -102,14 +113,26 @@ class Isolation:
         return self.roots.get(root, root)
 
 
+def python_paths() -> list[Path]:
+    """Python's own folders: the interpreter's, the import path's, this checkout's."""
+    needed = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, Path(sys.executable).resolve().parent,
+              Path(__file__).parent.parent.parent, *(Path(p) for p in sys.path if p)]
+    found: list[Path] = []
+    for path in needed:
+        resolved = path.resolve()
+        if resolved.is_dir() and resolved not in found:
+            found.append(resolved)
+    return found
+
+
 def hidden_dirs(candidates: list[Path]) -> list[str]:
-    """The candidates that hold none of Python's own files (the interpreter, the import path, this checkout)."""
-    needed = [Path(sys.prefix), Path(sys.executable), Path(__file__), *(Path(p) for p in sys.path if p)]
-    needed = [path.resolve() for path in needed]
-    chosen = []
+    """The candidates that are not Python's own folder nor inside one (a folder of Python's
+    below a hidden one, e.g. a checkout under /tmp, is bound back read-only in the worker)."""
+    needed = python_paths()
+    chosen: list[str] = []
     for candidate in candidates:
         folder = candidate.resolve()
-        if not any(path == folder or folder in path.parents for path in needed):
+        if not any(folder == path or path in folder.parents for path in needed) and str(folder) not in chosen:
             chosen.append(str(folder))
     return chosen
 
@@ -194,16 +217,37 @@ def _write(path: str, text: str) -> None:
         file.write(text)
 
 
-def _unshare(libc: ctypes.CDLL) -> None:
-    """New mount and PID namespaces; as a non-root user, inside a user namespace of its own."""
-    if os.geteuid() == 0:
-        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
-        return
+def _unshare(libc: ctypes.CDLL, network: bool, report: dict[str, Any]) -> None:
+    """New mount and PID namespaces, and a network one when `network` and the kernel allows; as a
+    non-root user, inside a user namespace of its own. report["network"] says which."""
+    rootless = os.geteuid() != 0
     uid, gid = os.geteuid(), os.getegid()
-    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    flags = CLONE_NEWNS | CLONE_NEWPID | (CLONE_NEWUSER if rootless else 0)
+    report["network"] = "shared (COVEL_SANDBOX_NETWORK_ISOLATION=false)"
+    if network:
+        if libc.unshare(flags | CLONE_NEWNET) == 0:
+            report["network"] = "isolated"
+            flags = 0
+        else:
+            errno = ctypes.get_errno()
+            report["network"] = f"shared (a network namespace: {os.strerror(errno)})"
+    if flags:
+        _check(libc.unshare(flags), "unshare")
+    if not rootless:
+        return
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"0 {uid} 1")
     _write("/proc/self/gid_map", f"0 {gid} 1")
+
+
+def network_probe(settings: SandboxSettings) -> list[str] | None:
+    """The argv of a process that exits 0 when it could make a network namespace as a worker does
+    (the host's check at start), or None when the settings give workers none."""
+    if not (settings.sandbox_namespaces and settings.sandbox_network_isolation):
+        return None
+    flags = CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER)
+    code = f"import ctypes, sys; sys.exit(0 if ctypes.CDLL(None).unshare({flags}) == 0 else 1)"
+    return [sys.executable, "-S", "-I", "-c", code]
 
 
 def _become_pid_one() -> None:
@@ -223,16 +267,32 @@ def _mount_private(libc: ctypes.CDLL, hidden: list[str], writable: list[str]) ->
     _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
     # Opened in this mount namespace (a bind mount's source must be in it), before the tmpfs covers them.
     kept = _open_roots([path for path in writable if any(_below(path, folder) for folder in hidden)])
+    python = _open_roots(_outermost([str(path) for path in python_paths() if any(_below(str(path), folder) for folder in hidden)]))
     covered = []
     for path in hidden:
         if Path(path).is_dir():
             _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=16m,mode=1777"), f"mount tmpfs {path}")
             covered.append(path)
+    for path, reached in python.items():
+        _bind(libc, path, reached)
+        # Read-only; the flags the mount had (nosuid, nodev, noexec) are kept, or the kernel refuses.
+        # Left writable where the kernel refuses (the sandbox uid still cannot write root's files).
+        flags = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        libc.mount(None, path.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, None)
     for path, reached in kept.items():
-        os.makedirs(path, exist_ok=True)
-        _check(libc.mount(reached.encode(), path.encode(), None, MS_BIND | MS_REC, None), f"mount --bind {path}")
-        os.close(int(reached.rsplit("/", 1)[1]))
+        _bind(libc, path, reached)
     return covered
+
+
+def _bind(libc: ctypes.CDLL, path: str, reached: str) -> None:
+    os.makedirs(path, exist_ok=True)
+    _check(libc.mount(reached.encode(), path.encode(), None, MS_BIND | MS_REC, None), f"mount --bind {path}")
+    os.close(int(reached.rsplit("/", 1)[1]))
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """The paths that are not inside another of them."""
+    return [path for path in paths if not any(other != path and _below(path, other) for other in paths)]
 
 
 def _below(path: str, folder: str) -> bool:
@@ -252,15 +312,16 @@ def _namespaces(config: IsolationConfig, report: dict[str, Any]) -> None:
     libc = _libc()
     rootless = os.geteuid() != 0
     try:
-        _unshare(libc)
+        _unshare(libc, config.network, report)
     except OSError as error:
         report["namespaces"] = f"unavailable ({error.strerror}); running without a private /proc"
+        report["network"] = "shared (no namespaces)"
         return
     _become_pid_one()
     report["hidden"] = _mount_private(libc, config.hidden, config.writable)
     if rootless:
         _lock_mounts(libc)
-    report["namespaces"] = "pid+mount" + ("+user" if rootless else "")
+    report["namespaces"] = "pid+mount" + ("+net" if report["network"] == "isolated" else "") + ("+user" if rootless else "")
 
 
 def _limits(config: IsolationConfig) -> None:
@@ -289,7 +350,7 @@ def _drop_privileges(config: IsolationConfig) -> None:
 
 def enter(config: IsolationConfig) -> Isolation:
     """Isolate this process (see the module doc); the report says what the kernel allowed."""
-    report: dict[str, Any] = {"namespaces": "off", "hidden": []}
+    report: dict[str, Any] = {"namespaces": "off", "hidden": [], "network": "shared (no namespaces)"}
     roots = _open_roots(config.roots)
     # Reached by descriptor only when the uid dropped to cannot enter them by their paths.
     writable = _open_roots(config.writable)

@@ -34,8 +34,23 @@ class SandboxSettings(CovelSettings):
     sandbox_stop_grace_ms: int = Field(250, ge=10)
     # How long a new worker may take to start (isolation and imports).
     sandbox_start_timeout_s: float = Field(20.0, gt=0)
+    # Workers have a network namespace of their own (no route anywhere); `false` only where the kernel forbids one.
+    sandbox_network_isolation: bool = True
+    # covel.http / ctx.http, sent by the host: origins (scheme://host:port) whose requests may reach loopback,
+    # private, link-local or metadata addresses (still only when permissions.http declares them). Empty: none.
+    sandbox_http_allow_private_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Bounds of one request: its body, the response's (decoded) body, the time of all its hops; and per plugin,
+    # the requests in flight at once.
+    sandbox_http_max_request_bytes: int = Field(1024 * 1024, ge=0)
+    sandbox_http_max_response_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    sandbox_http_timeout_s: float = Field(30.0, gt=0)
+    sandbox_http_concurrency: int = Field(8, ge=1)
+    # Plugin log lines (covel.log, ctx.log, print): per plugin, lines a second and burst, and each line's size.
+    sandbox_log_lines_per_s: float = Field(50.0, gt=0)
+    sandbox_log_burst: int = Field(200, ge=1)
+    sandbox_log_line_bytes: int = Field(4096, ge=128)
 
-    @field_validator("sandbox_pass_env", mode="before")
+    @field_validator("sandbox_pass_env", "sandbox_http_allow_private_origins", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value

@@ -25,6 +25,7 @@ from shared.logs import configure_logging, get_logger
 from shared.sandbox.channel import ChannelClosed
 from shared.sandbox.isolation import Isolation, IsolationConfig, enter
 from shared.sandbox.operations import OPERATIONS, load_operations, operation_modules
+from shared.sandbox.worker_output import inherit_nothing, send_output_to_host
 from shared.sandbox.worker_server import WorkerServer
 
 log = get_logger(component="sandbox-worker")
@@ -41,6 +42,12 @@ async def _main(config: dict[str, Any], isolation: Isolation) -> None:
     sock = socket.socket(fileno=int(config["channel_fd"]))
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     server = WorkerServer(str(config["plugin_id"]), isolation, writer, OPERATIONS)
+    # Output (print, covel.log, this process's own log lines) and HTTP go to the host from here on.
+    send_output_to_host(server)
+    configure_logging(str(config.get("service") or "sandbox"), str(config.get("log_level") or "info"), "json")
+    import structlog
+
+    structlog.contextvars.bind_contextvars(sandbox_plugin_id=config["plugin_id"])
     _retire_on_cpu_limit(server)
     server.send({"k": "ready", "report": isolation.report})
     with contextlib.suppress(ChannelClosed):
@@ -51,16 +58,13 @@ def run(config: dict[str, Any]) -> None:
     """Isolate this process, then serve the host until the channel closes (never returns)."""
     # The services' operations (preloaded by the zygote; imported here when the worker started on its own).
     load_operations(config.get("operations") or operation_modules())
+    # Nothing of the service's: not its log file (stdout, stderr), nor any descriptor but the channel.
+    inherit_nothing(int(config["channel_fd"]))
     isolation = enter(IsolationConfig(**config["isolation"]))
-    configure_logging(str(config.get("service") or "sandbox"), str(config.get("log_level") or "info"),
-                      str(config.get("log_format") or "json"))
-    import structlog
-
-    structlog.contextvars.bind_contextvars(sandbox_plugin_id=config["plugin_id"])
     try:
         asyncio.run(_main(config, isolation))
     except Exception:
-        traceback.print_exc()
+        traceback.print_exc()  # to the host while the channel is up, else to /dev/null
         os._exit(70)
     # Plugin threads may still run: they end with the process.
     os._exit(0)

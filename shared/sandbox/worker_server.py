@@ -44,12 +44,16 @@ class WorkerServer:
 
     async def host(self, call: Call, op: str, *args: Any, **kwargs: Any) -> Any:
         """A ctx capability: `op` run by the host for call `call`."""
+        return await self.host_any(call.id, op, *args, **kwargs)
+
+    async def host_any(self, call_id: int, op: str, *args: Any, **kwargs: Any) -> Any:
+        """`op` run by the host for call `call_id` (0: none, e.g. a lifespan's task; only the sandbox's own ops)."""
         self._next_id += 1
         request_id = self._next_id
         future = asyncio.get_running_loop().create_future()
         self._host_calls[request_id] = future
         try:
-            self.send({"k": "req", "id": request_id, "of": call.id, "op": op, "a": list(args), "kw": kwargs})
+            self.send({"k": "req", "id": request_id, "of": call_id, "op": op, "a": list(args), "kw": kwargs})
             return await future
         finally:
             self._host_calls.pop(request_id, None)

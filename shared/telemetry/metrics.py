@@ -53,6 +53,9 @@ COMMITS = Counter("covel_store_commits_total", "Turns the store recorded, by tur
 PROPOSALS = Counter("covel_store_proposals_total", "Proposals of committed turns, by outcome.", ("outcome",))
 DETACHED_JOBS = Gauge("covel_detached_jobs", "Detached jobs queued or running, as the queue's last poll saw them.", ("status",))
 DETACHED_OLDEST = Gauge("covel_detached_oldest_queued_seconds", "How long the oldest queued detached job has waited (0: none).")
+# sandbox: whether plugin code has a network namespace of its own (set by a service's first worker)
+SANDBOX_NETWORK_ISOLATED = Gauge("covel_sandbox_network_isolated", "1: sandbox workers have no network of their own; 0: they share the service's.",
+                                 ("service",))
 # web front: per route template (bounded labels), the HTTP status; a streamed route until its first event
 WEB_REQUESTS = Counter("covel_web_requests_total", "HTTP API requests the web front answered.", ("method", "route", "status"))
 WEB_DURATION = Histogram(
@@ -103,6 +106,11 @@ def stop_metrics_server() -> None:
 
 
 # ----- recording helpers: the call sites stay one line -----------------------------------------
+
+def record_sandbox_network(service: str, isolated: bool) -> None:
+    """Set whether or not /metrics is served: the gauge is read at scrape time only."""
+    SANDBOX_NETWORK_ISOLATED.labels(service).set(1 if isolated else 0)
+
 
 def record_web_request(method: str, route: str, status: int, seconds: float) -> None:
     if enabled():

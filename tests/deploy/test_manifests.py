@@ -242,3 +242,17 @@ def test_every_stage_of_the_image_starts_from_a_base_pinned_by_digest():
     assert deploy_check.base_image_problems(tagged) == [
         "FROM ${BASE} is not pinned by digest; write <image>@sha256:<digest>",
         "FROM python:3.11-slim is not pinned by digest; write <image>@sha256:<digest>"]
+
+
+def test_the_pods_that_run_plugin_code_reach_only_their_peers_and_dns(base_resources, known):
+    resources = copy.deepcopy(base_resources)
+    hooks = next(r for r in resources if r["kind"] == "NetworkPolicy" and r["metadata"]["name"] == "covel-hooks-egress")
+    # An egress rule to anywhere (a database, the metadata address) is caught; so is a pod no Egress policy selects.
+    hooks["spec"]["egress"].append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 5432}]})
+    resources = [r for r in resources if r["metadata"]["name"] != "covel-scheduler-egress"]
+    problems = [p for p in problems_of(resources, known) if "NetworkPolicy" in p]
+    assert problems == [
+        "NetworkPolicy: the hooks service's pods may reach ['outside', 'registry', 'store'] besides DNS, "
+        "shared/security/policy.py has it call ['registry', 'store']",
+        "NetworkPolicy: no Egress policy selects the scheduler service's pods, which run plugin code",
+    ]

@@ -1,4 +1,5 @@
-"""A real HTTP server on 127.0.0.1 for covel.http tests."""
+"""A real HTTP server on 127.0.0.1 for covel.http tests (`/redirect?to=URL`, `/big?bytes=N`,
+`/host`: its Host header, else the request as JSON)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Site:
     """A real HTTP server on 127.0.0.1 that records what reached it."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.seen: list[tuple[str, str]] = []
         site = self
 
@@ -23,7 +24,15 @@ class Site:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                body = json.dumps({"method": self.command, "path": self.path}).encode()
+                if self.path.startswith("/big?bytes="):
+                    size = int(self.path.removeprefix("/big?bytes="))
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    self.wfile.write(b"x" * size)
+                    return
+                answer = {"host": self.headers.get("Host")} if self.path == "/host" else {"method": self.command, "path": self.path}
+                body = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -35,7 +44,7 @@ class Site:
             def log_message(self, *args) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.origin = f"http://127.0.0.1:{self._server.server_port}"
 

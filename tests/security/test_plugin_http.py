@@ -158,6 +158,9 @@ async def hooks_with_fetcher(tmp_path_factory, sites):
     _write(plugins, "bad-origin", "---\npermissions:\n  http:\n    - origin: https://api.example.com/v1\n---\n",
            "def register(covel):\n    pass\n")
     registry_addr, hooks_addr = free_addr(), free_addr()
+    # The declared site is on 127.0.0.1: the operator allows it (the sandbox's host refuses local addresses otherwise).
+    patch = pytest.MonkeyPatch()
+    patch.setenv("COVEL_SANDBOX_HTTP_ALLOW_PRIVATE_ORIGINS", declared.origin)
     registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
     hooks = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, **service_tls("hooks")))
     channel = channel_as(hooks_addr, "scheduler")
@@ -165,6 +168,7 @@ async def hooks_with_fetcher(tmp_path_factory, sites):
     await channel.close()
     await hooks.stop(0)
     await registry.stop(0)
+    patch.undo()
 
 
 async def _fetch(stub, method: str, url: str) -> dict:

@@ -56,6 +56,8 @@ async def secured(tmp_path_factory):
     env = {
         "COVEL_PLUGIN_DIRS": f"{REPO_ROOT / 'plugins'}:{folder / 'plugins'}",
         "COVEL_API_TOKEN_FILE": str(token_file),
+        # The declared site is on 127.0.0.1: the operator allows it (the sandbox's host refuses local addresses otherwise).
+        "COVEL_SANDBOX_HTTP_ALLOW_PRIVATE_ORIGINS": sites[0].origin,
     }
     group = ServiceGroup(free_port_addrs(), folder / "data", extra_env=env, scheduler_tls=True)
     try:

@@ -28,6 +28,7 @@ from shared.logs import get_logger
 from shared.plugin_code import PluginFile, load_callable
 from shared.plugin_data.execution_view import BufferedWrite
 from shared.plugin_sdk import CancellationSignal, json_copy
+from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
 from shared.plugin_threads import in_plugin_thread
@@ -70,12 +71,18 @@ class FunctionContext:
     agents: Any = None
     # await ctx.http.get(url): HTTP limited to permissions.http (shared/plugin_sdk/http_client.py).
     http: Any = None
+    # ctx.log.info(message, **fields): the plugin's log lines (shared/plugin_sdk/plugin_log.py), set in __post_init__.
+    log: Any = None
     # await ctx.services.call(contract, args): another plugin's service (covel.register_service).
     services: Any = None
     # await ctx.progress.report(job_id, label, done=, total=) / finish(job_id, status): progress.py.
     progress: Any = None
     # ctx.session: {lastPlayerInput} (a PlayerInputSubmission or None), frozen when the execution started.
     session: Any = None
+
+    def __post_init__(self) -> None:
+        if self.log is None:
+            self.log = PluginLog(self.plugin_id)
 
     def propose(self, type: str, payload: Any) -> None:
         """A world or data proposal of this runtime (character.upsert, character.schema.set,

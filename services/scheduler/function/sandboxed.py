@@ -21,6 +21,7 @@ from services.scheduler.function.runtime import FunctionContext, FunctionOutcome
 from shared.logs import get_logger
 from shared.plugin_code import PluginFile
 from shared.plugin_sdk import json_copy, thaw
+from shared.plugin_sdk.http_client import HttpRule
 from shared.sandbox import SandboxPool, WorkerGone
 from shared.sandbox.host import sandbox_pool
 
@@ -74,6 +75,14 @@ def _http(context: FunctionContext) -> list[list[Any]]:
         return []
     return [["permissions.http", {"origin": rule.origin, **({"methods": sorted(rule.methods)} if rule.methods else {})}]
             for rule in rules]
+
+
+def _rules(context: FunctionContext) -> tuple[HttpRule, ...]:
+    """ctx.http's rules, checked by the sandbox's host for every request the handler's worker sends."""
+    try:
+        return tuple(context.http.rules) if context.http is not None else ()
+    except ValueError:
+        return ()
 
 
 def context_data(context: FunctionContext) -> dict[str, Any]:
@@ -170,7 +179,8 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     args = {"root": str(code.root), "file": code.relative, "entry": entry, "ctx": context_data(context), "epoch": turn_id}
     try:
         answer = await asyncio.wait_for(
-            worker.call("function", args, capabilities=capabilities(context), notes=notes(context), deadline=context.deadline),
+            worker.call("function", args, capabilities=capabilities(context), notes=notes(context), deadline=context.deadline,
+                        http=_rules(context)),
             limit_ms / 1000)
     except asyncio.CancelledError:
         context.signal.abort("cancelled")
