@@ -80,15 +80,16 @@ class InMemoryHookBus:
                                                                    parameters=to_struct(TOOL_SCHEMA))}
         self.dispatched = 0
 
-    async def dispatch(self, event, scope, payload, *, plugin_id="", runtime_id="", timeout_s=60.0) -> HookOutcome:
-        handlers = self.handlers.get(event)
+    async def dispatch(self, record, scope, *, plugin_id="", runtime_id="", timeout_s=60.0) -> HookOutcome:
+        payload = record.wire()
+        handlers = self.handlers.get(record.event)
         if not handlers:
-            return HookOutcome(False, "", payload)
+            return HookOutcome(False, "", payload, sent=payload)
         merged = dict(payload)
         for handler in handlers:
             self.dispatched += 1
             merged.update(handler(merged) or {})
-        return HookOutcome(False, "", merged)
+        return HookOutcome(False, "", merged, sent=payload)
 
     async def tools(self, plugin_id):
         return self.tool_definitions

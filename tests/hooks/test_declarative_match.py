@@ -142,15 +142,16 @@ class FakeHooks:
 
 async def test_events_only_observers_take_are_sent_together_before_the_turn_stops() -> None:
     from services.scheduler.hooks.bus import HookBus
+    from services.scheduler.hooks.payloads import PostLLMResponse, PreLLMCall, TurnStop
     hooks = FakeHooks([hooks_pb2.Subscription(event="PostLLMResponse", plugin_ids=["cost"], observers=["cost"]),
                        hooks_pb2.Subscription(event="PreLLMCall", plugin_ids=["cost", "guard"], observers=["cost"]),
                        hooks_pb2.Subscription(event="TurnStop", plugin_ids=["cost"], observers=["cost"])])
     bus = HookBus(hooks)  # type: ignore[arg-type]
     turn = scope("cost", "guard")
     for _ in range(3):
-        await bus.dispatch("PostLLMResponse", turn, {"response": {}})
-    await bus.dispatch("PreLLMCall", turn, {"model": "story"})  # guard takes it too: sent at once
-    await bus.dispatch("TurnStop", turn, {})  # not one a watcher may hear late: sent at once
+        await bus.dispatch(PostLLMResponse("", "stop", [], 0, 0, []), turn)
+    await bus.dispatch(PreLLMCall([], "story", [], False, []), turn)  # guard takes it too: sent at once
+    await bus.dispatch(TurnStop([], 0), turn)  # not one a watcher may hear late: sent at once
     assert hooks.dispatched == ["PreLLMCall", "TurnStop"] and hooks.observed == []
     trace = await bus.flush_observed(turn.turn_id)
     assert hooks.observed == [["PostLLMResponse"] * 3] and len(trace) == 3

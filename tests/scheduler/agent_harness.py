@@ -59,11 +59,12 @@ class FakeHooks:
     dispatched: list[tuple[str, str]] = field(default_factory=list)
     tool_calls: list[dict] = field(default_factory=list)
 
-    async def dispatch(self, event, scope, payload, *, plugin_id="", runtime_id="", timeout_s=60.0) -> HookOutcome:
+    async def dispatch(self, record, scope, *, plugin_id="", runtime_id="", timeout_s=60.0) -> HookOutcome:
+        event, payload = record.event, record.wire()
         self.dispatched.append((event, runtime_id))
         handler = self.handlers.get(event)
         replace = handler(payload) if handler else None
-        return HookOutcome(False, "", {**payload, **(replace or {})})
+        return HookOutcome(False, "", {**payload, **(replace or {})}, sent=payload)
 
     async def tools(self, plugin_id):
         return {name: gateway_pb2.ToolDefinition(name=name, parameters=to_struct(schema))

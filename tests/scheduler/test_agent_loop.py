@@ -337,11 +337,12 @@ async def test_a_repair_after_a_late_interjection_leaves_out_the_earlier_draft()
 class AbortingHooks(FakeHooks):
     """PreToolUse aborts calls of `refuse`; PostToolUse of `stop` terminates the loop."""
 
-    async def dispatch(self, event, scope, payload, *, plugin_id="", runtime_id="", timeout_s=60.0):
+    async def dispatch(self, record, scope, *, plugin_id="", runtime_id="", timeout_s=60.0):
+        event, payload = record.event, record.wire()
         if event == "PreToolUse" and payload["toolCall"]["name"] == "refuse":
             self.dispatched.append((event, runtime_id))
-            return HookOutcome(True, "not now", payload)
-        return await super().dispatch(event, scope, payload, plugin_id=plugin_id, runtime_id=runtime_id, timeout_s=timeout_s)
+            return HookOutcome(True, "not now", payload, sent=payload)
+        return await super().dispatch(record, scope, plugin_id=plugin_id, runtime_id=runtime_id, timeout_s=timeout_s)
 
 
 def _skips(outcome):

@@ -8,12 +8,12 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import RuntimeOutcome
 from services.scheduler.execution.turn_shared import TurnShared
+from services.scheduler.hooks.rules import replaced_payload
 from services.scheduler.turn.commit_rules import (
     asks_hooks,
     commit_unit,
     keep_earlier_outcomes,
     landed,
-    replaced_payload,
     resolve_story_speakers,
     setup_commit,
     turn_narrative,

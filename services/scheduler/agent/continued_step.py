@@ -32,11 +32,6 @@ def _last_index(conversation: list[dict[str, Any]], before: int, wanted: Callabl
     return next((index for index in range(before - 1, -1, -1) if wanted(conversation[index])), None)
 
 
-def without_previous(payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload less `previous`: what a hook may have replaced (comparing the conversation would cost a deep compare)."""
-    return {key: value for key, value in payload.items() if key != "previous"}
-
-
 def next_prompt_message(text: str) -> dict[str, Any]:
     """PreStep's replace.nextPrompt as the run's conversation takes it: a plain user message (an interjection
     is marked as the player's; this is the run's own next prompt)."""

@@ -19,6 +19,8 @@ from services.scheduler.agent.model_call import OnNarrative
 from services.scheduler.agent.story_stream import StreamedPiece
 from services.scheduler.execution.outcome import RuntimeOutcome
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.payloads import PostLLMResponse
+from services.scheduler.hooks.replies import PostLLMResponseReply
 
 
 def interjection_message(text: str) -> dict[str, Any]:
@@ -69,15 +71,13 @@ class CorrectionSteps:
         """PostLLMResponse: a hook's correction (within the review budget) asks again; its replaced content is the reply."""
         usage, runtime = reply.final.usage, self.runtime
         reviewed = await self.hooks.dispatch(
-            "PostLLMResponse", self.scope,
-            {"response": {"content": progress.content, "finishReason": reply.finish, "toolCalls": reply.calls, "usage": {
-                "promptTokens": usage.prompt_tokens, "completionTokens": usage.completion_tokens,
-                "totalTokens": usage.prompt_tokens + usage.completion_tokens}}, "messages": reply.sent_messages},
-            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+            PostLLMResponse(progress.content, reply.finish, reply.calls, usage.prompt_tokens, usage.completion_tokens, reply.sent_messages),
+            self.scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         self.trace.extend(reviewed.trace)
-        correction = reviewed.payload.get("correction")
-        if isinstance(correction, str) and correction.strip():
+        review = PostLLMResponseReply.of(reviewed)
+        correction = review.correction
+        if correction is not None:
             budget = self.settings.corrections["review"]
             if progress.reviews_used >= budget:
                 return self.failed(
@@ -86,9 +86,8 @@ class CorrectionSteps:
             await self._withdraw_streamed(reply)
             progress.conversation += [{"role": "assistant", "content": progress.content}, {"role": "user", "content": correction}]
             return Next.ROUND
-        response = reviewed.payload.get("response")
-        if isinstance(response, dict) and isinstance(response.get("content"), str):
-            progress.content = response["content"]
+        if review.content is not None:
+            progress.content = review.content
         return None
 
     async def _final_answer(self, progress: ExecutionProgress, reply: ModelReply) -> Next | RuntimeOutcome:

@@ -22,7 +22,7 @@ from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.scheduler.agent import loop_rules
 from services.scheduler.agent.answers import completion_split, log_model_effects
 from services.scheduler.agent.context import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
-from services.scheduler.agent.continued_step import next_prompt_message, previous_step, without_previous
+from services.scheduler.agent.continued_step import next_prompt_message, previous_step
 from services.scheduler.agent.corrections import CorrectionSteps, interjection_message
 from services.scheduler.agent.loop_profile import loop_settings
 from services.scheduler.agent.loop_state import ExecutionProgress, ModelReply, Next
@@ -47,8 +47,9 @@ from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, 
 from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, StopReason, SubagentCall, is_story_runtime
 from services.scheduler.execution.player_effects import ShownInvalid
 from services.scheduler.execution.story_output import EmptyStory, normalize_story
-from services.scheduler.execution.tool_call_hooks import replaced_fields
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.payloads import PostContextAssembly, PreLLMCall, PreStep
+from services.scheduler.hooks.replies import PostContextAssemblyReply, PreLLMCallReply, PreStepReply
 from services.scheduler.hooks.rules import StepPlan, apply_pre_step, stopped_by_pre_step_error
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Agent, HistoryWindow, NamedToolChoice
@@ -195,22 +196,20 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     async def _post_context_assembly(self) -> None:
         # The character the main seat plays now (a session may have several player characters).
         main = next((seat for seat in self.scope.session.seats if seat.id == "main"), None)
-        playing = {"currentCharacterId": main.character_id} if main is not None and main.character_id else {}
         assembled = await self.hooks.dispatch(
-            "PostContextAssembly", self.scope,
-            {"systemPrompt": self.system_prompt, "messages": self.messages, "outputKind": "story" if self.story else "system",
-             "promptTemplate": runtime_prompt(self.runtime, self.scope.session.locale), "promptSegments": self.prompt_segments,
-             **playing},
-            plugin_id=self.runtime.plugin_id, runtime_id=self.runtime.runtime_id,
+            PostContextAssembly(self.system_prompt, self.messages, self.story, runtime_prompt(self.runtime, self.scope.session.locale),
+                                self.prompt_segments, main.character_id if main is not None else ""),
+            self.scope, plugin_id=self.runtime.plugin_id, runtime_id=self.runtime.runtime_id,
         )
         self.trace.extend(assembled.trace)
-        if assembled.payload.get("systemPrompt") != self.system_prompt:
+        reply = PostContextAssemblyReply.of(assembled)
+        if reply.system_prompt != self.system_prompt:
             # The framework's own preamble always comes first, whatever a hook wrote.
             preamble = framework_preamble(self.runtime, self.scope.session.locale, self.story)
-            replaced = str(assembled.payload.get("systemPrompt") or "")
+            replaced = str(reply.system_prompt or "")
             self.system_prompt = replaced if replaced.startswith(preamble) else f"{preamble}\n\n{replaced}"
-        if isinstance(assembled.payload.get("messages"), list):
-            self.messages = assembled.payload["messages"]
+        if reply.messages is not None:
+            self.messages = reply.messages
 
     async def _resolve_tools(self) -> None:
         runtime = self.runtime
@@ -335,17 +334,15 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         runtime = self.runtime
         progress.step += 1
         step_choice = "required" if progress.force_required else self.base_choice
-        payload = {"step": progress.step, "stepsRemaining": progress.steps_remaining, "maxSteps": self.settings.max_steps,
-                   "toolNames": list(self.tool_names), "toolChoice": step_choice, "steering": self.settings.steering}
-        if continued:
-            payload["previous"] = previous_step(progress.conversation)
-        pre_step = await self.hooks.dispatch("PreStep", self.scope, payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+        record = PreStep(progress.step, progress.steps_remaining, self.settings.max_steps, list(self.tool_names), step_choice,
+                         self.settings.steering, previous_step(progress.conversation) if continued else None)
+        pre_step = await self.hooks.dispatch(record, self.scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
         self.trace.extend(pre_step.trace)
-        replaced = replaced_fields(without_previous(payload), without_previous(pre_step.payload))
-        plan = apply_pre_step(self.tool_names, step_choice, progress.steps_remaining, replaced, correcting=progress.force_required)
+        replaced = PreStepReply.of(pre_step)
+        plan = apply_pre_step(self.tool_names, step_choice, progress.steps_remaining, replaced.replace, correcting=progress.force_required)
         if plan.next_prompt is not None:
             progress.conversation.append(next_prompt_message(plan.next_prompt))
-        plan.ignored += self._hook_interjections(progress, replaced.get("interjections"))
+        plan.ignored += self._hook_interjections(progress, replaced.interjections)
         if plan.ignored:
             # What the hook asked for that this step could not honour (spec: PreStep, step.completed).
             self.trace.append(framework_entry("step.completed", "ok", runtime.runtime_id, {"step": progress.step, "ignored": plan.ignored}))
@@ -368,13 +365,11 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         runtime = self.runtime
         call_messages = [{"role": "system", "content": self.system_prompt}, *progress.conversation]
         pre = await self.hooks.dispatch(
-            "PreLLMCall", self.scope,
-            {"messages": call_messages, "model": self.model, "tools": list(plan.tools), "stream": self.settings.stream,
-             "promptSegments": self.prompt_segments},
-            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
+            PreLLMCall(call_messages, self.model, list(plan.tools), self.settings.stream, self.prompt_segments),
+            self.scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
         )
         self.trace.extend(pre.trace)
-        choices = apply_pre_llm_call(pre.payload, call_messages, self.model, plan.tools, available=self.available,
+        choices = apply_pre_llm_call(PreLLMCallReply.of(pre).payload, call_messages, self.model, plan.tools, available=self.available,
                                      tools_offered=progress.tools_offered, stream=self.settings.stream)
         final: gateway_pb2.GenerateResponse | None
         answered = await self._hook_answer(choices, remaining_s)

@@ -17,6 +17,7 @@ from services.scheduler.api.session_plugins import refuse_rejected_requests
 from services.scheduler.api.world_sessions import WorldStart, default_seats, import_world_data, world_start
 from services.scheduler.hooks.bus import HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys
+from services.scheduler.hooks.payloads import SessionStart
 from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.public_api import from_request, respond
@@ -57,8 +58,7 @@ class SessionCreation:
             await import_world_data(self._registry, self._plugins, world, list(resolved.active), locale)
         session = await self._store_session(request, locale, seats, world, resolved, previous)
         running = _running(session, resolved)
-        await dispatch_session_event(self._hooks, "SessionStart", running,
-                                     {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})})
+        await dispatch_session_event(self._hooks, SessionStart(session.id, session.world_id), running)
         if command == "reset" and previous is not None:
             await self._events.command_reset(running, previous)
         elif parent is not None:

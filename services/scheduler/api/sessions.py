@@ -10,6 +10,7 @@ from services.scheduler.api.relay import relay
 from services.scheduler.api.session_creation import SessionCreation
 from services.scheduler.api.session_hooks import dispatch_session_event
 from services.scheduler.hooks.bus import HookBus
+from services.scheduler.hooks.payloads import SessionEnd
 from services.scheduler.public_api import request_text, respond
 from services.scheduler.turn.runner import TurnRunner
 from shared.errors import failed_precondition, permission_denied, require, rpc
@@ -66,7 +67,7 @@ class Sessions:
             # stop it now rather than at its next lease renewal.
             self._runner.cancel(request.session_id, running, "the session ended")
         if reply.changed:
-            await dispatch_session_event(self._hooks, "SessionEnd", before, {"sessionId": before.id, "reason": reason})
+            await dispatch_session_event(self._hooks, SessionEnd(before.id, reason), before)
         return respond(scheduler_pb2.EndSessionResponse, session=reply.session)
 
     @rpc

@@ -16,6 +16,7 @@ from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler import outages
+from services.scheduler.hooks.payloads import HookPayload
 from shared.hook_matches import match_from_proto
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.structs import from_struct, to_struct
@@ -70,10 +71,14 @@ NO_LISTENERS = Listeners()
 
 @dataclass
 class HookOutcome:
+    """What one dispatch came to: whether a handler aborted (and why), the payload as the handlers left it (the sent
+    one with their replace; hooks/replies.py reads each event's), the handlers' trace and the payload as it was sent."""
+
     aborted: bool
     reason: str
     payload: dict[str, Any]
     trace: list[common_pb2.HookTraceEntry] = field(default_factory=list)
+    sent: dict[str, Any] = field(kw_only=True)
 
 
 @dataclass
@@ -250,23 +255,24 @@ class HookBus:
 
     async def dispatch(
         self,
-        event: str,
+        record: HookPayload,
         scope: ExecutionScope,
-        payload: dict[str, Any],
         *,
         plugin_id: str = "",
         runtime_id: str = "",
         timeout_s: float | None = None,  # None: Dispatch's deadline in shared/grpc_client.py
     ) -> HookOutcome:
+        """Run `record`'s event with its payload for the plugins that take it."""
+        event, payload = record.event, record.wire()
         listeners = (await self._subscriptions()).get(event, NO_LISTENERS)
         takers = listeners.takers(scope, payload, plugin_id, runtime_id)
         if not takers:
-            return HookOutcome(False, "", payload)
+            return HookOutcome(False, "", payload, sent=payload)
         request = hooks_pb2.DispatchRequest(event=event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload))
         if event in DEFERRABLE and scope.turn_id and listeners.observers.issuperset(takers):
             # Only watchers take it: it goes with the turn's others, at once, before the turn stops.
             self._observed.setdefault(scope.turn_id, []).append(request)
-            return HookOutcome(False, "", payload)
+            return HookOutcome(False, "", payload, sent=payload)
         reply = await self._hooks.Dispatch(request, timeout=timeout_s)
         trace = list(reply.trace)
         if runtime_id:
@@ -277,4 +283,5 @@ class HookBus:
             reason=reply.reason,
             payload=from_struct(reply.payload),
             trace=trace,
+            sent=payload,
         )

@@ -12,6 +12,14 @@ STOP_REASONS = ("tool-finished", "cancelled")
 MAX_NEXT_PROMPT_CHARS = 20_000
 
 
+def replaced_payload(verdict: dict[str, Any]) -> dict | None:
+    """PreStateCommit: the proposal payload a hook replaced, if any: type, source and id stay the kernel's."""
+    replaced = verdict.get("proposal", {})
+    if isinstance(replaced, dict) and isinstance(replaced.get("payload"), dict):
+        return replaced["payload"]
+    return None
+
+
 def filter_schedule(selected_names: list[str], triggered: Any) -> list[str]:
     """PreSchedule: drop or reorder the selected runtimes by `name`; never add one."""
     if not isinstance(triggered, list):

@@ -16,13 +16,14 @@ from services.scheduler.execution.dataset_policies import dataset_policies
 from services.scheduler.execution.player_effects import shown_events
 from services.scheduler.execution.runtime_scope import Emit
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.payloads import PostStateCommit, PreStateCommit
+from services.scheduler.hooks.replies import PreStateCommitReply
 from services.scheduler.kinds import ProposalType, SessionPhase
 from services.scheduler.turn.commit_rules import (
     asks_hooks,
     commit_unit,
     keep_earlier_outcomes,
     landed,
-    replaced_payload,
     resolve_story_speakers,
     setup_commit,
     unit_dependencies,
@@ -33,7 +34,7 @@ from services.scheduler.turn.settlements import duties
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.world_records import character_records
-from shared.structs import from_struct, to_struct
+from shared.structs import to_struct
 
 
 def now() -> timestamp_pb2.Timestamp:
@@ -66,16 +67,13 @@ class TurnCommit:
             vetted.kept.append(proposal)
             if not asks_hooks(unit, vetted.vetoed_units, whole_turn):
                 continue
-            verdict = await self._hooks.dispatch(
-                "PreStateCommit", scope, {"proposal": {"id": proposal.id, "type": proposal.type, "payload": from_struct(proposal.payload)}},
-                plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id,
-            )
+            verdict = await self._hooks.dispatch(PreStateCommit(proposal), scope, plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id)
             await stream.record(verdict.trace)
             if verdict.aborted:
                 stream.turn.proposal_outcomes.append(veto(proposal, verdict.trace, verdict.reason))
                 vetted.vetoed_units.add(unit)
                 continue
-            payload = replaced_payload(verdict.payload)
+            payload = PreStateCommitReply.of(verdict).payload
             if payload is not None:
                 proposal.payload.CopyFrom(to_struct(payload))
         return vetted
@@ -119,12 +117,7 @@ class TurnCommit:
         for proposal in kept:
             if proposal.id not in committed_ids:
                 continue
-            post = await self._hooks.dispatch(
-                "PostStateCommit", scope,
-                {"proposal": {"id": proposal.id, "type": proposal.type, "payload": from_struct(proposal.payload)},
-                 "result": {"committed": True}},
-                plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id,
-            )
+            post = await self._hooks.dispatch(PostStateCommit(proposal), scope, plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id)
             committed.hook_trace.extend(post.trace)
 
 

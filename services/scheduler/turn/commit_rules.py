@@ -41,14 +41,6 @@ def veto(proposal: store_pb2.Proposal, trace: Iterable[common_pb2.HookTraceEntry
     )
 
 
-def replaced_payload(verdict: dict[str, Any]) -> dict | None:
-    """The payload a PreStateCommit hook replaced, if any: type, source and id stay the kernel's."""
-    replaced = verdict.get("proposal", {})
-    if isinstance(replaced, dict) and isinstance(replaced.get("payload"), dict):
-        return replaced["payload"]
-    return None
-
-
 def turn_narrative(kept: Iterable[store_pb2.Proposal], vetoed_units: set[str]) -> str:
     return "\n\n".join(
         str(from_struct(proposal.payload).get("text", "")) for proposal in kept

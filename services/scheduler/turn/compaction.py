@@ -25,6 +25,7 @@ from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.payloads import PostCompaction, PreCompaction
 from services.scheduler.turn.compaction_model import ask_model, model_ask
 from shared.ids import new_id
 from shared.logs import get_logger
@@ -80,7 +81,7 @@ async def compact_history(
     if size <= budget or not folded:
         return Compaction(history)
     done = Compaction(history)
-    pre = await hooks.dispatch("PreCompaction", scope, {"messageCount": len(folded)})
+    pre = await hooks.dispatch(PreCompaction(len(folded)), scope)
     done.trace.extend(pre.trace)
     if pre.aborted:
         return done
@@ -107,8 +108,7 @@ async def compact_history(
         done.proposal = proposal
     else:
         log.warning("compaction.failed", session_id=scope.session.id, provider=plugin_id, reason=error)
-    post = await hooks.dispatch("PostCompaction", scope, {"compacted": proposal is not None,
-                                                          **({"summaryId": proposal.id} if proposal is not None else {})})
+    post = await hooks.dispatch(PostCompaction(proposal.id if proposal is not None else None), scope)
     done.trace.extend(post.trace)
     if proposal is not None and events is not None:
         # messageCount: what the prompt reads in full after the fold (before's messageCount less compactedCount).

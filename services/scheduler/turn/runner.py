@@ -35,11 +35,13 @@ from services.scheduler.execution.runtime_scope import Emit, unseen_events
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.payloads import PreSchedule, TurnStart, TurnStop
+from services.scheduler.hooks.replies import PreScheduleReply
 from services.scheduler.hooks.rules import filter_schedule
 from services.scheduler.kinds import ActionSource, Stage
 from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
-from services.scheduler.player_message import action_dict, render_player_message
+from services.scheduler.player_message import render_player_message
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.store_pages import all_messages, all_turns
@@ -344,11 +346,8 @@ class TurnRunner:
     # -- phase: start hooks --
     async def _start_hooks(self, request: TurnRequest, plugins: TurnPlugins, stream: TurnStream) -> str | None:
         """TurnStart: the abort reason when a hook aborted the turn, else None."""
-        turn_start = await self._hooks.dispatch("TurnStart", plugins.scope, {
-            "playerMessage": stream.turn.player_message,
-            "actions": [action_dict(action) for action in request.actions],
-            "activeRuntimes": [runtime.runtime_id for runtime in plugins.runtimes],
-        })
+        turn_start = await self._hooks.dispatch(TurnStart(stream.turn.player_message, request.actions,
+                                                          [runtime.runtime_id for runtime in plugins.runtimes]), plugins.scope)
         await stream.record(turn_start.trace)
         return turn_start.reason if turn_start.aborted else None
 
@@ -368,11 +367,10 @@ class TurnRunner:
             versions = {package.id: package.version for package in plugins.packages}
             selected = select_runtimes(plugins.runtimes, plugins.manifests, logical_turn, history, session, versions,
                                        world_has_dimensions=world_has_dimensions)
-        schedule = await self._hooks.dispatch("PreSchedule", plugins.scope, {"triggered": [
-            {"name": r.runtime_id, "stage": r.stage, "visibility": r.visibility, "pluginId": r.plugin_id} for r in selected]})
+        schedule = await self._hooks.dispatch(PreSchedule.of(selected), plugins.scope)
         await stream.record(schedule.trace)
         by_name = {runtime.runtime_id: runtime for runtime in selected}
-        return [by_name[name] for name in filter_schedule(list(by_name), schedule.payload.get("triggered"))]
+        return [by_name[name] for name in filter_schedule(list(by_name), PreScheduleReply.of(schedule).triggered)]
 
     # -- phase: compaction --
     async def _compaction(self, request: TurnRequest, plugins: TurnPlugins, session: store_pb2.Session, read: LeaseReads,
@@ -446,10 +444,7 @@ class TurnRunner:
         """The turn's observer-only events, then TurnStop; then why the turn fails ("" when it goes on to commit)."""
         await stream.record(await self._hooks.flush_observed(scope.turn_id))
         results = stream.turn.runtime_results
-        stop = await self._hooks.dispatch("TurnStop", scope, {
-            "runtimeResults": [{"runtimeId": r.runtime_id, "status": r.status} for r in results],
-            "durationMs": int((time.monotonic() - started) * 1000),
-        })
+        stop = await self._hooks.dispatch(TurnStop(results, int((time.monotonic() - started) * 1000)), scope)
         await stream.record(stop.trace)
         return story_failure(results)
 

@@ -13,6 +13,8 @@ from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.hooks.payloads import PostRuntime, PreRuntime
+from services.scheduler.hooks.replies import PostRuntimeReply
 from services.scheduler.kinds import RuntimeType
 from services.scheduler.turn.activity import RUNNING_UNIT
 from services.scheduler.turn.state import TurnState
@@ -74,11 +76,8 @@ class UnitRunner:
         A resumed agent goes on where it stopped: PreRuntime, its inputs and its guard were its first run's."""
         if run.resume is not None:
             return await self._resumed(runtime, scope, run, stream, manifest)
-        pre = await self._hooks.dispatch(
-            "PreRuntime", scope,
-            {"manifest": {"runtimeId": runtime.runtime_id, "stage": runtime.stage}, "input": {"playerMessage": run.player_message}},
-            plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id,
-        )
+        pre = await self._hooks.dispatch(PreRuntime(runtime.runtime_id, runtime.stage, run.player_message), scope,
+                                         plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
         await stream.record(pre.trace)
         given = run.runtime_scope(runtime, manifest, scope)
         inputs, input_gate = await self._functions.bind(runtime, scope, given, manifest)
@@ -125,8 +124,7 @@ class UnitRunner:
         if outcome.status == OutcomeStatus.SUSPENDED:
             return outcome  # PostRuntime fires once, when the resumed run really ends (spec: 挂起时不触发)
         original = post_runtime_result(runtime, outcome, scope.turn_id)
-        payload = {"result": original, **({"resumed": True} if resumed else {})}
-        post = await self._hooks.dispatch("PostRuntime", scope, payload, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+        post = await self._hooks.dispatch(PostRuntime(original, resumed), scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
         await stream.record(post.trace)
-        return apply_post_runtime(runtime, outcome, original, post.payload.get("result"))
+        return apply_post_runtime(runtime, outcome, original, PostRuntimeReply.of(post).result)
 
