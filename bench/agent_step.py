@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.common import create_session, play_turn, plugin_dirs_env, running_services, table, write_observer_plugin, write_result
 from covel.gateway.v1 import gateway_pb2
-from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.registry.package_loader import load_package
 from services.registry.proto_mapping import package_to_proto
@@ -60,7 +60,7 @@ class InstantGateway:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def GenerateOnce(self, request, timeout=None) -> gateway_pb2.GenerateResponse:
+    async def GenerateOnce(self, request, timeout=None, wait_for_ready=None) -> gateway_pb2.GenerateResponse:
         self.calls += 1
         if not request.tools:
             return gateway_pb2.GenerateResponse(
@@ -159,7 +159,7 @@ async def _turns(stub, steps: int, with_hooks: bool, turns: int) -> float:
     for index in range(turns + 1):
         elapsed, _, turn = await play_turn(stub, session.id, f"step {index}")
         result = next(r for r in turn.runtime_results if r.runtime_id == f"{PLUGIN}-{steps}/stepper")
-        if result.status != "success":
+        if result.status != resources_pb2.RUNTIME_STATUS_SUCCESS:
             raise RuntimeError(f"the {steps}-step agent failed: {result.reason}")
         if with_hooks and len([e for e in turn.hook_trace if e.event == "PreStep"]) != steps:
             raise RuntimeError("the loop hooks did not run on every step")
