@@ -57,6 +57,8 @@ class SessionCreation:
             await import_world_data(self._registry, self._plugins, world, list(resolved.active), locale)
         session = await self._store_session(request, locale, seats, world, resolved, previous)
         running = _running(session, resolved)
+        # Approved community plugins' code loads now (once), so SessionStart reaches them (HookBus.load_approved).
+        await self._hooks.load_approved([plugin for plugin in session.approved_plugins if plugin in active])
         await dispatch_session_event(self._hooks, "SessionStart", running,
                                      {"sessionId": session.id, **({"worldId": session.world_id} if session.world_id else {})})
         if command == "reset" and previous is not None:

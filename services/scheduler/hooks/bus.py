@@ -17,14 +17,20 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler import outages
 from shared.hook_matches import match_from_proto
+from shared.logs import get_logger
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.structs import from_struct, to_struct
 
 if TYPE_CHECKING:
     from services.scheduler.hooks.event_keys import SchedulerEventKeys
 
+log = get_logger(component="hook_bus")
+
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
+# How long approving a community plugin waits for the hooks service to load its code (its register(covel)
+# has 30 s: services/hooks/sandboxed_entries.py LOAD_TIMEOUT_S).
+APPROVED_LOAD_WAIT_S = 35.0
 # Events an observer-only handler may receive later in the turn: those of its stages, before TurnStop flushes them.
 DEFERRABLE = frozenset({"TurnStart", "PreCompaction", "PostCompaction", "PreSchedule", "PreRuntime", "PostContextAssembly", "PreStep",
                         "PreLLMCall", "PostLLMResponse", "PostRuntime", "PreToolUse", "PostToolUse"})
@@ -157,6 +163,25 @@ class HookBus:
     def refresh(self) -> None:
         self._fetched_at = 0.0
         self._tools = {}
+
+    async def load_approved(self, plugin_ids: list[str]) -> None:
+        """A session approved these plugins: the hooks service loads the community ones' code now (once), and the
+        subscription table (and the event keys') is read afresh, so the session's next hook event reaches them.
+        A hooks service that cannot be reached loads them at the first call naming them (services/hooks/catalogue_sync.py)."""
+        if not plugin_ids:
+            return
+        try:
+            reply = await self._hooks.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=plugin_ids),
+                                                          timeout=APPROVED_LOAD_WAIT_S)
+        except grpc.aio.AioRpcError as error:
+            log.warning("hooks.approved_load_failed", plugins=plugin_ids, code=error.code().name, details=error.details())
+            return
+        for diagnostic in reply.load_errors:
+            log.warning("hooks.approved_plugin_failed", plugin_id=diagnostic.plugin_id, message=diagnostic.message)
+        if reply.loaded:
+            self.refresh()
+            if self.events is not None:
+                self.events.refresh()
 
     async def tools(self, plugin_id: str) -> dict[str, gateway_pb2.ToolDefinition]:
         """The tools a plugin's entry module registered, as the model is offered them (cached)."""
