@@ -28,9 +28,6 @@ log = get_logger(component="hook_bus")
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
-# How long approving a community plugin waits for the hooks service to load its code (its register(covel)
-# has 30 s: services/hooks/sandboxed_entries.py LOAD_TIMEOUT_S).
-APPROVED_LOAD_WAIT_S = 35.0
 # Events an observer-only handler may receive later in the turn: those of its stages, before TurnStop flushes them.
 DEFERRABLE = frozenset({"TurnStart", "PreCompaction", "PostCompaction", "PreSchedule", "PreRuntime", "PostContextAssembly", "PreStep",
                         "PreLLMCall", "PostLLMResponse", "PostRuntime", "PreToolUse", "PostToolUse"})
@@ -171,8 +168,7 @@ class HookBus:
         if not plugin_ids:
             return
         try:
-            reply = await self._hooks.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=plugin_ids),
-                                                          timeout=APPROVED_LOAD_WAIT_S)
+            reply = await self._hooks.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=plugin_ids))
         except grpc.aio.AioRpcError as error:
             log.warning("hooks.approved_load_failed", plugins=plugin_ids, code=error.code().name, details=error.details())
             return
