@@ -1,6 +1,8 @@
-"""`covel validate-plugin <dir|PLUGIN.md|RUNTIME.md>…`: static validation of plugin packages.
+"""`covel validate-plugin [--probe] <dir|PLUGIN.md|RUNTIME.md>…`: validation of plugin packages.
 
-Runs the registry's validator in this process (no server needed) and prints, per package,
+Static by default: no plugin code runs. `--probe` also runs each entry module's register(covel) in a
+sandboxed probe process and checks what it registers against contributes (what the hooks service checks
+when it loads the plugin). Runs the registry's validator in this process (no server needed) and prints, per package,
 ✓ or ✗ with its diagnostics as `file:field: code message (hint)`. Exit status: 0 when no
 package has an error, 1 when one has, 2 for bad usage (a path that names no package).
 """
@@ -38,12 +40,12 @@ def print_report(report: ValidationReport, out: TextIO) -> None:
         print(f"  {format_diagnostic(diagnostic)}", file=out)
 
 
-def run(paths: list[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(paths: list[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr, *, probe: bool = False) -> int:
     if not paths:
         print("covel validate-plugin: name at least one package folder, PLUGIN.md or RUNTIME.md", file=err)
         return EXIT_USAGE
     try:
-        reports = validate_paths([Path(path) for path in paths])
+        reports = validate_paths([Path(path) for path in paths], probe=probe)
     except NotAPackage as error:
         print(f"covel validate-plugin: {error}", file=err)
         return EXIT_USAGE
@@ -59,13 +61,18 @@ def run(paths: list[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
 
 
 async def command(args: argparse.Namespace) -> int:
-    return run(args.paths)
+    return run(args.paths, probe=args.probe)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "validate-plugin",
-        help="statically validate plugin packages (a folder, its PLUGIN.md, or a RUNTIME.md)",
+        help="statically validate plugin packages (a folder, its PLUGIN.md, or a RUNTIME.md); no plugin code runs without --probe",
+        description="Validate plugin packages statically: manifests, runtimes, files and contributes. No plugin code runs "
+                    "unless --probe is given.",
     )
     parser.add_argument("paths", nargs="+", metavar="dir|PLUGIN.md|RUNTIME.md")
+    parser.add_argument("--probe", action="store_true",
+                        help="also run each entry module's register(covel) (server/index.py) in a sandboxed probe process and "
+                             "check what it registers against contributes; this runs the package's code")
     parser.set_defaults(run=command)

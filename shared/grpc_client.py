@@ -30,6 +30,7 @@ IDEMPOTENT_WRITES = {
     "covel.store.v1.TransactionalStore/UpdateSessionApprovals": "approve and revoke name the plugins, they do not count",
     "covel.registry.v1.PluginRegistry/Reload": "rescans the plugin folders",
     "covel.hooks.v1.HookDispatcher/Reload": "loads the registry's current catalogue",
+    "covel.hooks.v1.HookDispatcher/LoadApprovedPlugins": "loads each named plugin once; a loaded one is left as it is",
     "covel.store.v1.TransactionalStore/PutMemoryVectors": "puts each record's vector in place of the one it had",
     "covel.store.v1.TransactionalStore/SearchMemoryVectors": "a read: ranks the vectors kept, changes none",
 }
@@ -84,7 +85,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
         "CallExtension": _caller("the extension point's timeoutMs + 10 s"),
         "StreamModelAnswer": _caller("the model call's time left, as a gateway stream's; each piece its idleTimeoutMs"),
         "EmitEvent": _caller("a bounded key's budget left + 0.5 s, an awaited key 60 s"),
-        "Reload": PLUGIN_RESCAN,
+        "Reload": PLUGIN_RESCAN, "LoadApprovedPlugins": PLUGIN_CALL,
     }),
     "covel.registry.v1.PluginRegistry": (PEER_READ, {
         "Reload": PLUGIN_RESCAN, "InstallPackage": PLUGIN_RESCAN, "ValidatePackage": PLUGIN_RESCAN,

@@ -79,7 +79,7 @@ class EventKeyTable:
         for registration in ordered:
             if audience.session_id is None:
                 # Gateway events carry no session data and have no player to approve anything: every
-                # installed plugin's handlers run (its entry module already ran at load, approved or not).
+                # loaded plugin's handlers run (a community plugin is loaded only once some session approved it).
                 allowed = True
             else:
                 community = self._sources.get(registration.plugin_id) == "community"

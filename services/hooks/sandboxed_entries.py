@@ -248,8 +248,10 @@ async def _load_one(pool: SandboxPool, plugin: PluginEntry, generation: int) -> 
     return LoadedPlugin(plugin, registrar, sandboxed.hookspecs)
 
 
-async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generation: int) -> LoadResult:
-    """Every plugin's entry module, each in its worker (all at once); workers of plugins gone are retired."""
+async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generation: int, *, retire: bool = True) -> LoadResult:
+    """Every plugin's entry module, each in its worker (all at once); with `retire`, the workers of plugins not
+    among them are retired (a whole generation); without it, the others' workers are left as they are (plugins a
+    session approved, loaded alongside a generation's)."""
     # The operations these workers serve (the service registers them at its start; a pool made without it here).
     register_operations(worker_operations)
     result = LoadResult()
@@ -259,11 +261,18 @@ async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generati
             result.loaded.append(outcome)
         elif outcome:
             result.errors[plugin.plugin_id] = outcome
-    plugin_tools = plugin_tools_of(result)
-    adapters = [hookspecs for hookspecs in (loaded.hookspecs for loaded in result.loaded) if isinstance(hookspecs, SandboxedHookspecs)]
-    await asyncio.gather(*(adapter.share_tools(plugin_tools) for adapter in adapters), return_exceptions=True)
+    if not retire:
+        return result
+    await share_sandboxed_tools(result)
     kept = {(plugin.plugin_id, str(plugin.root_dir)) for plugin in plugins if plugin.entry}
     for workers in pool.plugins():
         if (workers.plugin_id, workers.root) not in kept:
             pool.forget(workers)
     return result
+
+
+async def share_sandboxed_tools(result: LoadResult) -> None:
+    """Every loaded plugin's tools, told to each sandboxed hookspec adapter (its replace(result) answers through CallTool)."""
+    plugin_tools = plugin_tools_of(result)
+    adapters = [hookspecs for hookspecs in (loaded.hookspecs for loaded in result.loaded) if isinstance(hookspecs, SandboxedHookspecs)]
+    await asyncio.gather(*(adapter.share_tools(plugin_tools) for adapter in adapters), return_exceptions=True)

@@ -87,6 +87,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
 
     async def _dispatch(self, request: hooks_pb2.DispatchRequest) -> hooks_pb2.DispatchResponse:
         _check_dispatch(request)
+        await self._sync.load_approved(request.context.approved_plugin_ids)
         STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
         ctx = request.context
         paused = self._breaker.excluded(ctx)
@@ -145,6 +146,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         if request.step < 0 or request.pending < 0:
             raise invalid_argument("step" if request.step < 0 else "pending", "must be 0 or more")
         ctx = request.context
+        await self._sync.load_approved(ctx.approved_plugin_ids)
         asked = admission.asked_in_order(self._sync.current.load_result.loaded, list(ctx.active_plugin_ids),
                                          set(ctx.approved_plugin_ids), self._breaker.excluded(ctx))
         message = {**from_struct(request.message), "session_id": ctx.session_id}
@@ -169,6 +171,15 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     async def Reload(self, request: hooks_pb2.ReloadRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.ReloadResponse:
         loaded = await self._sync.reload()
         return hooks_pb2.ReloadResponse(generation=loaded.generation)
+
+    @rpc
+    async def LoadApprovedPlugins(self, request: hooks_pb2.LoadApprovedPluginsRequest,
+                                  context: grpc.aio.ServicerContext) -> hooks_pb2.LoadApprovedPluginsResponse:
+        """A session approved these plugins: their entry modules load now, not at its first call (catalogue_sync.py)."""
+        loaded = await self._sync.load_approved(request.plugin_ids)
+        errors = self._subscriptions().load_errors
+        return hooks_pb2.LoadApprovedPluginsResponse(generation=self._sync.current.generation, loaded=loaded,
+                                                     load_errors=[e for e in errors if e.plugin_id in request.plugin_ids])
 
     @rpc
     async def ListPausedPlugins(
@@ -205,6 +216,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.context.session_id, "context.session_id", "the execution's session")
         require(request.plugin_id, "plugin_id", "the plugin that registered the tool")
         require(request.name, "name", "the tool's name")
+        await self._sync.load_approved(request.context.approved_plugin_ids)
         found = self._tool(request.plugin_id, request.name)
         if found is None:
             raise not_found(f"plugin {request.plugin_id!r} registers no tool {request.name!r}")
@@ -225,6 +237,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.context.session_id, "context.session_id", "the execution's session")
         require(request.contract, "contract", "the service contract, e.g. notes.search@1")
         ctx = request.context
+        await self._sync.load_approved(ctx.approved_plugin_ids)
         active = set(ctx.active_plugin_ids)
         providers = [
             (service, plugin.entry.source)
@@ -268,6 +281,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.plugin_id, "plugin_id", "the plugin whose form was answered")
         require(request.form_id, "form_id", "the form's id (Interaction.form_id)")
         ctx = request.context
+        await self._sync.load_approved(ctx.approved_plugin_ids)
         form, approved = self._registration(ctx, request.plugin_id, lambda registrar: registrar.forms, lambda f: f.form_id == request.form_id)
         if form is None:
             return hooks_pb2.ValidateFormResponse(found=False)
@@ -281,6 +295,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.plugin_id, "plugin_id", "the plugin whose action to call")
         require(request.action, "action", "an action the plugin registered with covel.register_rpc")
         ctx = request.context
+        await self._sync.load_approved(ctx.approved_plugin_ids)
         action, approved = self._registration(ctx, request.plugin_id, lambda registrar: registrar.rpcs, lambda r: r.action == request.action)
         if action is None:
             refused = tool_error("not-found", f"plugin {request.plugin_id} has no action {request.action!r} running in this session")
@@ -304,6 +319,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         COMMITTED_TURNS.set(self._turns)  # the session's committed turns for a tape mirror (tape_mirror.py)
         if request.HasField("session"):
             require(request.session.session_id, "session.session_id", "the session the event is about, or leave session unset")
+            await self._sync.load_approved(request.session.approved_plugin_ids)
             audience = Audience(request.session.session_id, frozenset(request.session.active_plugin_ids),
                                 frozenset(request.session.approved_plugin_ids))
         emission = await self.event_bus.emit(
@@ -350,6 +366,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         require(request.context.session_id, "context.session_id", "the execution's session")
         require(request.point, "point", "the extension point, e.g. history.compact@2")
         ctx = request.context
+        await self._sync.load_approved(ctx.approved_plugin_ids)
         active = set(ctx.active_plugin_ids)
         providers = ordered_providers([
             extension

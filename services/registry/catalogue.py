@@ -19,7 +19,7 @@ from services.registry.loaded_package import LoadedPackage
 from services.registry.loaded_world import LoadedWorld
 from services.registry.package_guard import load_package_guarded
 from services.registry.packs import DEFAULT_PACK_FILES, Packs, load_packs
-from services.registry.settings import source_of
+from services.registry.settings import COMMUNITY, source_of
 from services.registry.world_catalogue import scan_worlds
 from shared.logs import get_logger
 
@@ -77,7 +77,9 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
             by_id[package.id] = package
             packages.append(package)
     check_contract_schemas(packages)
-    check_entry_registrations(packages)
+    # The operator's packages' register(covel) is probed here; a community package's code runs only once a session
+    # approved it: the hooks service checks its registrations when it loads it then (services/hooks/catalogue_sync.py).
+    check_entry_registrations([package for package in packages if package.source != COMMUNITY])
     for package in packages:
         for diagnostic in package.diagnostics:
             if diagnostic.severity is not Severity.INFO:

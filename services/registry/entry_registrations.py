@@ -4,7 +4,9 @@
 registrar, with no environment of ours but the import path, in the plugin sandbox (its own uid,
 namespaces and limits: shared/sandbox/isolation.py), and a time limit per plugin; one that
 overruns is killed and the rest are probed afresh. A package whose entry fails
-or disagrees is FAILED with the reason, as the hooks service would find it at load.
+or disagrees is FAILED with the reason, as the hooks service would find it at load. Probed: the
+builtin packages at a scan, and any package `covel validate-plugin --probe` names; a community
+package's code otherwise runs only once a session approved it (the hooks service checks it then).
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def _probe_env() -> dict[str, str]:
 
 
 def _isolation(roots: list[str]) -> list[str]:
-    """The probe's sandbox (argv), as the hooks service's workers have it: entry code of a community
-    package runs here before anyone approved it. None when COVEL_SANDBOX_ENABLED=false."""
+    """The probe's sandbox (argv), as the hooks service's workers have it: what it runs is untrusted (an
+    author's `validate-plugin --probe`, or an operator's folder). None when COVEL_SANDBOX_ENABLED=false."""
     settings = SandboxSettings()
     if not settings.sandbox_enabled:
         return []

@@ -1,8 +1,9 @@
 """Static validation of a plugin package, as `covel validate-plugin`, ValidatePackage and
 InstallPackage run it: the loader in strict mode. Problems that only drop a runtime at load
 (a missing stage or handler, a missing RUNTIME.md) and unknown fields are errors here, and
-validation adds the advice warnings (defaults written out, longer forms). Plugin code runs only
-in the registration probe (entry_registrations.py), never in this process.
+validation adds the advice warnings (defaults written out, longer forms). No plugin code runs
+unless the caller asks for the registration probe (`probe=True`, `covel validate-plugin --probe`:
+entry_registrations.py runs register(covel) in a sandboxed process, never in this one).
 """
 
 from __future__ import annotations
@@ -70,14 +71,17 @@ def package_root_of(path: Path) -> Path:
     raise NotAPackage(f"{path}: name a package folder, its {PLUGIN_FILE}, or a {RUNTIMES_DIR}/<id>/{RUNTIME_FILE}")
 
 
-def validate_package(root: Path, *, source: str = "community") -> ValidationReport:
+def validate_package(root: Path, *, source: str = "community", probe: bool = False) -> ValidationReport:
+    """The package's static checks; with `probe`, its entry's register(covel) too, against contributes."""
     package = load_package_guarded(root, source=source, strict=True)
-    check_entry_registrations([package])
+    if probe:
+        check_entry_registrations([package])
     return ValidationReport(root=root, plugin_id=package.id, diagnostics=list(package.diagnostics), package=package)
 
 
-def validate_paths(paths: list[Path]) -> list[ValidationReport]:
-    """One report per package, in the order first named; NotAPackage for a path that names none."""
+def validate_paths(paths: list[Path], *, probe: bool = False) -> list[ValidationReport]:
+    """One report per package, in the order first named; NotAPackage for a path that names none.
+    `probe`: run each entry's register(covel) in the probe's sandbox (static checks only without)."""
     roots: dict[Path, list[str]] = {}
     for path in paths:
         root = package_root_of(path)
@@ -86,7 +90,7 @@ def validate_paths(paths: list[Path]) -> list[ValidationReport]:
             named.append(str(path))
     reports = []
     for root, named in roots.items():
-        report = validate_package(root, source=source_for(root))
+        report = validate_package(root, source=source_for(root), probe=probe)
         report.named = named
         reports.append(report)
     return reports

@@ -96,7 +96,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
         Settlements(store, runner),
         Actions(store, runner, running_packages),
         Seats(store, running_packages),
-        Plugins(peers, plugins, running_packages, events),
+        Plugins(peers, plugins, running_packages, events, hooks),
         Worlds(peers.registry),
         Lorebook(store),
         Jobs(store),

@@ -92,6 +92,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ListPausedPlugins": SCHEDULER_OR_OPERATOR,
         "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", OPERATOR),
         "Reload": OPERATOR_ONLY,
+        "LoadApprovedPlugins": _rule("a session approved community plugins: the scheduler has their code loaded", "scheduler"),
     },
     "covel.gateway.v1.LlmGateway": {
         "Generate": _rule("spends the operator's model keys: turns only", "scheduler"),

@@ -42,6 +42,10 @@ def moves(records: list[dict], load: str) -> list[tuple[str, str]]:
 
 async def test_lifespans_are_entered_at_load_and_left_on_reload_and_at_shutdown(tmp_path) -> None:
     async with running_services(tmp_path) as group:
+        # A community plugin: its code loads (its lifespans entered) once a session approved it.
+        assert lifespan_records(tmp_path) == []
+        async with open_channel(group.addrs["scheduler"]) as channel:
+            await new_session(scheduler_pb2_grpc.SchedulerStub(channel), "lifespan-probe")
         first = await until(tmp_path, lambda found: len(found) >= 3)
         load = first[0]["load"]
         # In the plugin's sandbox worker, not in the hooks service's process.

@@ -255,8 +255,10 @@ async def test_shutdown_joins_handlers_still_running(servers, tmp_path) -> None:
                               SandboxSettings(sandbox_hide_dirs=False, sandbox_drop_privileges=False))
     marker = tmp_path / "joined"
     async with channel_as(hooks_addr, "scheduler") as channel:
-        reply = await emit(hooks_pb2_grpc.HookDispatcherStub(channel), "gateway:shutdown",
-                           {"sleep": 0.6, "marker": str(marker)}, budget_ms=50)
+        fresh = hooks_pb2_grpc.HookDispatcherStub(channel)
+        # A community plugin: its code loads once a session approved it.
+        await fresh.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=["keys"]))
+        reply = await emit(fresh, "gateway:shutdown", {"sleep": 0.6, "marker": str(marker)}, budget_ms=50)
     assert not reply.completed
     started = time.monotonic()
     await hooks.stop(0)

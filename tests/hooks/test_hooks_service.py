@@ -98,6 +98,9 @@ def turn_start(session: str, text: str, turn: str = "t1") -> hooks_pb2.DispatchR
 
 
 async def test_subscriptions_and_load_errors(hooks_stub) -> None:
+    # Community plugins: their entry modules load once a session approved them.
+    approved = await hooks_stub.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=["guard", "mismatched"]))
+    assert list(approved.loaded) == ["guard"] and [e.plugin_id for e in approved.load_errors] == ["mismatched"]
     reply = await hooks_stub.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest())
     assert {s.event: list(s.plugin_ids) for s in reply.subscriptions} == {"TurnStart": ["guard"], "PreLLMCall": ["guard"]}
     [error] = reply.load_errors

@@ -47,10 +47,14 @@ async def test_registry_reload_reloads_the_hooks_service(tmp_path: Path) -> None
         async with channel_as(registry_addr, "operator") as registry_channel, channel_as(hooks_addr, "scheduler") as hooks_channel:
             registry_stub = registry_pb2_grpc.PluginRegistryStub(registry_channel)
             hooks_stub = hooks_pb2_grpc.HookDispatcherStub(hooks_channel)
+            # Community plugins: their code loads once a session approved them (and then with every generation).
+            await hooks_stub.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=["first"]))
             assert await _tools_when(hooks_stub, 1) == ["first/shout"]
             _tool_plugin(tmp_path, "second", "whisper")
             reloaded = await registry_stub.Reload(registry_pb2.ReloadRequest(), timeout=10)
             assert reloaded.generation == 2
+            assert await _tools_when(hooks_stub, 2) == ["first/shout"]
+            await hooks_stub.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=["first", "second"]))
             assert await _tools_when(hooks_stub, 2) == ["first/shout", "second/whisper"]
     finally:
         await hooks.stop(0)

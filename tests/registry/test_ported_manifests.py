@@ -91,14 +91,23 @@ def test_covel_validate_plugin_passes_the_ported_package() -> None:
 
 
 def test_an_entry_that_registers_other_than_it_declares_fails_validation() -> None:
-    report = validate_package(PORTED / "shout-declared")
+    report = validate_package(PORTED / "shout-declared", probe=True)
     [mismatch] = report.diagnostics
     assert (mismatch.code, mismatch.file, mismatch.field_path) == ("entry-registrations", "server/index.py", "contributes")
     assert "contributes.tools declares shout but server code registers no tool" in mismatch.message
     assert "covel.register_tool('yell') is registered but yell is missing from contributes.tools" in mismatch.message
     out = io.StringIO()
-    assert run([str(PORTED / "shout-declared")], out=out, err=io.StringIO()) == 1
+    assert run([str(PORTED / "shout-declared")], out=out, err=io.StringIO(), probe=True) == 1
     assert "✗ shout-declared" in out.getvalue()
+
+
+def test_validation_runs_no_plugin_code_unless_asked_to_probe() -> None:
+    """Static by default: the entry's register(covel) is not run, so its mismatch is not found."""
+    report = validate_package(PORTED / "shout-declared")
+    assert report.ok and not [d for d in report.diagnostics if d.code in ("entry-registrations", "entry-load-failed")]
+    out = io.StringIO()
+    assert run([str(PORTED / "shout-declared")], out=out, err=io.StringIO()) == 0
+    assert "✓ shout-declared" in out.getvalue()
 
 
 def test_a_register_that_never_returns_fails_only_its_package() -> None:
@@ -120,10 +129,24 @@ async def test_the_registry_lists_a_mismatched_entry_as_a_load_failure(registry_
 
     for name in ("shout-declared", "ported-story"):
         shutil.copytree(PORTED / name, tmp_path / name)
-    client = await registry_for([tmp_path])
+    # The operator's own folder: the registry probes its packages' entries (a community package's code runs only
+    # once a session approved it, in the hooks service, which checks it then).
+    client = await registry_for([tmp_path], builtin_dirs=[tmp_path])
     reply = await client.stub.GetPlugins(registry_pb2.GetPluginsRequest(plugin_ids=["shout-declared", "ported-story"]), timeout=5)
     shout, story = reply.plugins
     assert shout.state == registry_pb2.PLUGIN_STATE_FAILED
     errors = [(d.code, d.file) for d in shout.diagnostics if d.severity == common_pb2.SEVERITY_ERROR]
     assert errors == [("entry-registrations", "server/index.py")]
     assert story.state == registry_pb2.PLUGIN_STATE_LOADED and story.entry == "server/index.py"
+
+
+async def test_the_registry_runs_no_community_entry_code(registry_for, tmp_path) -> None:
+    import shutil
+
+    from covel.registry.v1 import registry_pb2
+
+    shutil.copytree(PORTED / "shout-declared", tmp_path / "shout-declared")
+    client = await registry_for([tmp_path])
+    [shout] = (await client.stub.GetPlugins(registry_pb2.GetPluginsRequest(plugin_ids=["shout-declared"]), timeout=5)).plugins
+    assert shout.source == "community" and shout.state == registry_pb2.PLUGIN_STATE_LOADED
+    assert not [d for d in shout.diagnostics if d.code in ("entry-registrations", "entry-load-failed")]

@@ -13,6 +13,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.api import session_plugins
 from services.scheduler.api.relay import relay
 from services.scheduler.api.running_packages import RunningPackages
+from services.scheduler.hooks.bus import HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys
 from services.scheduler.panels import check_location, session_panels
 from services.scheduler.peers import Peers
@@ -23,7 +24,10 @@ from shared.page_tokens import pages
 
 
 class Plugins:
-    def __init__(self, peers: Peers, plugins: PluginCache, running_packages: RunningPackages, events: SchedulerEventKeys) -> None:
+    def __init__(self, peers: Peers, plugins: PluginCache, running_packages: RunningPackages, events: SchedulerEventKeys,
+                 hooks: HookBus | None = None) -> None:
+        # Approving a community plugin has the hooks service load its code (HookBus.load_approved).
+        self._hooks = hooks
         self._store = peers.store
         self._registry = peers.registry
         self._plugins = plugins
@@ -69,6 +73,9 @@ class Plugins:
                 session_id=request.session_id, approve=list(request.approve), revoke=list(request.revoke)
             ),
         )
+        if self._hooks is not None:
+            # Its code loads now (once), and this scheduler's subscription table sees it before the next turn.
+            await self._hooks.load_approved(list(request.approve))
         await self._events.session_patch(reply.session, {"approve": list(request.approve), "revoke": list(request.revoke)})
         return respond(scheduler_pb2.SetPluginApprovalsResponse, session=reply.session)
 

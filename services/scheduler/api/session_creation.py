@@ -58,6 +58,8 @@ class SessionCreation:
             await import_world_data(self._registry, self._plugins, world, list(resolved.active), locale)
         session = await self._store_session(request, locale, seats, world, resolved, previous)
         running = _running(session, resolved)
+        # Approved community plugins' code loads now (once), so SessionStart reaches them (HookBus.load_approved).
+        await self._hooks.load_approved([plugin for plugin in session.approved_plugins if plugin in active])
         await dispatch_session_event(self._hooks, SessionStart(session.id, session.world_id), running)
         if command == "reset" and previous is not None:
             await self._events.command_reset(running, previous)

@@ -18,11 +18,14 @@ from covel.store.v1 import store_pb2
 from services.scheduler import outages
 from services.scheduler.hooks.payloads import HookPayload
 from shared.hook_matches import match_from_proto
+from shared.logs import get_logger
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
 from shared.structs import from_struct, to_struct
 
 if TYPE_CHECKING:
     from services.scheduler.hooks.event_keys import SchedulerEventKeys
+
+log = get_logger(component="hook_bus")
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
@@ -162,6 +165,24 @@ class HookBus:
     def refresh(self) -> None:
         self._fetched_at = 0.0
         self._tools = {}
+
+    async def load_approved(self, plugin_ids: list[str]) -> None:
+        """A session approved these plugins: the hooks service loads the community ones' code now (once), and the
+        subscription table (and the event keys') is read afresh, so the session's next hook event reaches them.
+        A hooks service that cannot be reached loads them at the first call naming them (services/hooks/catalogue_sync.py)."""
+        if not plugin_ids:
+            return
+        try:
+            reply = await self._hooks.LoadApprovedPlugins(hooks_pb2.LoadApprovedPluginsRequest(plugin_ids=plugin_ids))
+        except grpc.aio.AioRpcError as error:
+            log.warning("hooks.approved_load_failed", plugins=plugin_ids, code=error.code().name, details=error.details())
+            return
+        for diagnostic in reply.load_errors:
+            log.warning("hooks.approved_plugin_failed", plugin_id=diagnostic.plugin_id, message=diagnostic.message)
+        if reply.loaded:
+            self.refresh()
+            if self.events is not None:
+                self.events.refresh()
 
     async def tools(self, plugin_id: str) -> dict[str, gateway_pb2.ToolDefinition]:
         """The tools a plugin's entry module registered, as the model is offered them (cached)."""
