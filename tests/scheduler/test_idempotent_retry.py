@@ -8,7 +8,7 @@ import pytest
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.idempotent_retry import check_retry, retry_mismatch
-from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.request import ManualRun, TurnRequest
 from shared.errors import ServiceError
 
 
@@ -22,19 +22,19 @@ def _recorded(**fields) -> store_pb2.Turn:
 
 def test_the_same_request_is_a_retry() -> None:
     recorded = _recorded(actions=[_action("open the door")])
-    assert retry_mismatch(recorded, TurnRequest("s", [_action("open the door")], "k")) == ""
+    assert retry_mismatch(recorded, TurnRequest.player("s", [_action("open the door")], "k")) == ""
 
 
 def test_other_actions_are_refused_naming_the_turn() -> None:
     recorded = _recorded(actions=[_action("open the door")])
     with pytest.raises(ServiceError) as refused:
-        check_retry(recorded, TurnRequest("s", [_action("burn the door")], "k"))
+        check_retry(recorded, TurnRequest.player("s", [_action("burn the door")], "k"))
     assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "turn-1" in refused.value.message and "actions differ" in refused.value.message
 
 
 def test_another_origin_or_manual_runtime_is_refused() -> None:
     manual = _recorded(origin="manual", runtime_results=[store_pb2.RuntimeResult(runtime_id="p.tick")])
-    assert retry_mismatch(manual, TurnRequest("s", [], "k", origin="manual", manual_runtime_id="p.tick")) == ""
-    assert "did not run runtime" in retry_mismatch(manual, TurnRequest("s", [], "k", origin="manual", manual_runtime_id="p.other"))
-    assert "manual turn" in retry_mismatch(manual, TurnRequest("s", [_action("x")], "k"))
+    assert retry_mismatch(manual, TurnRequest("s", "k", ManualRun("p.tick", {}), origin="manual")) == ""
+    assert "did not run runtime" in retry_mismatch(manual, TurnRequest("s", "k", ManualRun("p.other", {}), origin="manual"))
+    assert "manual turn" in retry_mismatch(manual, TurnRequest.player("s", [_action("x")], "k"))

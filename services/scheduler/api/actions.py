@@ -20,7 +20,7 @@ from services.scheduler.turn.plugin_actions import (
     parse_command,
     session_commands,
 )
-from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.request import ActionRun, TurnRequest
 from services.scheduler.turn.runner import TurnRunner
 from shared.errors import require, rpc
 from shared.page_tokens import pages
@@ -61,5 +61,5 @@ class Actions:
         return await self._invoke(request.session_id, ActionCall(command.plugin_id, command.action, payload), request.idempotency_key)
 
     async def _invoke(self, session_id: str, call: ActionCall, idempotency_key: str) -> scheduler_pb2.InvokeActionResponse:
-        turn = await self._runner.run_observed(TurnRequest(session_id, [], idempotency_key, origin=ACTION_ORIGIN, action=call), unseen_events)
+        turn = await self._runner.run_observed(TurnRequest(session_id, idempotency_key, ActionRun(call), origin=ACTION_ORIGIN), unseen_events)
         return respond(scheduler_pb2.InvokeActionResponse, result_json=call.result_json, turn=conceal_turn(turn))

@@ -16,7 +16,7 @@ from services.scheduler.api.submit import Submissions
 from services.scheduler.api.turn_stream import TurnStreams
 from services.scheduler.turn.interaction_answers import ResumeCall, answer_action
 from services.scheduler.turn.player_input import validate_actions
-from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.request import ResumeRun, TurnRequest
 from shared.errors import failed_precondition, require, rpc
 from shared.page_tokens import pages
 from shared.structs import from_struct
@@ -53,6 +53,6 @@ class Interactions:
         if saved is None:
             raise failed_precondition(f"interaction_id: the run that asked {request.interaction_id} left nothing to resume")
         resume = ResumeCall(record, Resume(from_struct(saved), from_struct(request.values)))
-        turn_request = TurnRequest(request.session_id, validate_actions([action]), request.idempotency_key, origin="resume", resume=resume)
+        turn_request = TurnRequest(request.session_id, request.idempotency_key, ResumeRun(validate_actions([action]), resume), origin="resume")
         async for event in self._streams.one_turn(turn_request):
             yield event

@@ -97,7 +97,7 @@ class Submissions:
     async def _first_turn(self, request: scheduler_pb2.SubmitActionsRequest, actions: list[common_pb2.PlayerAction],
                           when_busy: WhenBusy | None, stop: AdvanceStop, emit: Emit) -> Completed | Joined:
         """The submit's own turn, or the running turn its text joined (the admission raises Steered for it)."""
-        turn_request = TurnRequest(request.session_id, actions, request.idempotency_key, stop=stop, when_busy=when_busy)
+        turn_request = TurnRequest.player(request.session_id, actions, request.idempotency_key, stop=stop, when_busy=when_busy)
         accepted = AnnouncedOnStart(emit, partial(self._events.player_message, request.session_id, actions, request.idempotency_key))
         try:
             return Completed(await self._streams.run(turn_request, accepted))
@@ -113,7 +113,7 @@ class Submissions:
             advances += 1
             key = f"{request.idempotency_key}:advance:{advances}" if request.idempotency_key else ""
             advance = common_pb2.PlayerAction(seat_id="main", kind="advance", source="system")
-            turn = await self._streams.run(TurnRequest(request.session_id, [advance], key, origin="continuation", stop=stop), emit)
+            turn = await self._streams.run(TurnRequest.player(request.session_id, [advance], key, origin="continuation", stop=stop), emit)
             await send_completed(emit, turn)
 
     async def _session_max_auto_advance(self, session_id: str) -> int:

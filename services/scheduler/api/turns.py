@@ -17,7 +17,7 @@ from services.scheduler.api.turn_stream import TurnStreams
 from services.scheduler.public_api import from_request, respond
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.player_input import validate_actions
-from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.request import ManualRun, TurnRequest
 from shared.errors import invalid_argument, require, rpc
 from shared.structs import from_struct
 
@@ -45,8 +45,8 @@ class Turns:
         require(request.runtime_id, "runtime_id", "a runtime with schedule.trigger.type: manual")
         check_idempotency_key(request.idempotency_key)
         turn_request = TurnRequest(
-            request.session_id, [], request.idempotency_key, origin="background" if request.background else "manual",
-            manual_runtime_id=request.runtime_id, activation=from_struct(request.payload),
+            request.session_id, request.idempotency_key, ManualRun(request.runtime_id, from_struct(request.payload)),
+            origin="background" if request.background else "manual",
         )
         async for event in self._streams.one_turn(turn_request, background=request.background):
             yield event

@@ -25,7 +25,7 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
-from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.request import DetachedRun, TurnRequest
 from services.scheduler.turn.runner import TurnRunner
 from shared.errors import PASSING_CODES
 from shared.ids import detached_job_key
@@ -150,7 +150,7 @@ class DetachedWorker:
         return status
 
     async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str]:
-        request = TurnRequest(job.session_id, [], detached_job_key(job.id), origin=TurnOrigin.BACKGROUND, detached_job=job)
+        request = TurnRequest(job.session_id, detached_job_key(job.id), DetachedRun(job), origin=TurnOrigin.BACKGROUND)
         while True:
             try:
                 # The span this job's trace started with (run) is the execution's turn span.

@@ -7,34 +7,26 @@ caller's mistake, and silently replaying the old turn would hide it.
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.origins import TurnOrigin
+from services.scheduler.turn.request import ManualRun, TurnRequest
 from shared.errors import ServiceError, failed_precondition
 
 
-class RetriedRequest(Protocol):
-    idempotency_key: str
-    actions: list[common_pb2.PlayerAction]
-    origin: str
-    manual_runtime_id: str
-
-
-def retry_mismatch(recorded: store_pb2.Turn, request: RetriedRequest) -> str:
+def retry_mismatch(recorded: store_pb2.Turn, request: TurnRequest) -> str:
     """What differs between the recorded turn and the request that reuses its key ("" when nothing)."""
     recorded_origin = recorded.origin or TurnOrigin.PLAYER
     if recorded_origin != (request.origin or TurnOrigin.PLAYER):
         return f"it was a {recorded_origin} turn, this is a {request.origin or TurnOrigin.PLAYER} request"
     if list(recorded.actions) != list(request.actions):
         return "its actions differ from this request's"
-    if request.manual_runtime_id and all(r.runtime_id != request.manual_runtime_id for r in recorded.runtime_results):
-        return f"it did not run runtime {request.manual_runtime_id!r}"
+    manual = request.work.runtime_id if isinstance(request.work, ManualRun) else ""
+    if manual and all(r.runtime_id != manual for r in recorded.runtime_results):
+        return f"it did not run runtime {manual!r}"
     return ""
 
 
-def check_retry(recorded: store_pb2.Turn, request: RetriedRequest) -> None:
+def check_retry(recorded: store_pb2.Turn, request: TurnRequest) -> None:
     """FAILED_PRECONDITION when `request` reuses `recorded`'s idempotency key for something else."""
     mismatch = retry_mismatch(recorded, request)
     if mismatch:

@@ -1,68 +1,142 @@
-"""What a turn is asked to run (TurnRequest), and the stop a Cancel sets on a submit's turns."""
+"""What a turn is asked to run (TurnRequest: what every turn shares, and its work, one type per kind of turn), and the
+stop a Cancel sets on a submit's turns."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from google.protobuf import struct_pb2
+
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.interaction_answers import ResumeCall
 from services.scheduler.turn.plugin_actions import ActionCall
+from shared.structs import from_struct
 
 
-@dataclass
-class TurnRequest:
-    session_id: str
+@dataclass(frozen=True)
+class PlayerTurn:
+    """A submit's turn (or a continuation of it): the player's actions; it schedules its runtimes by trigger, stage by stage."""
+
     actions: list[common_pb2.PlayerAction]
+
+
+@dataclass(frozen=True)
+class ManualRun:
+    """RunManual: the one runtime this execution runs, and what the caller hands it."""
+
+    runtime_id: str
+    activation: dict
+
+
+@dataclass(frozen=True)
+class DetachedRun:
+    """A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot."""
+
+    job: store_pb2.DetachedJob
+
+    @property
+    def runtime_id(self) -> str:
+        return self.job.runtime_id
+
+    @property
+    def source_turn_id(self) -> str:
+        return self.job.turn_id
+
+    def source_inputs(self) -> dict:
+        """The inputs the source turn bound for the job's runtime."""
+        return _inputs(self.job.input)
+
+
+@dataclass(frozen=True)
+class SettlementRetry:
+    """A settlement retry: the open receipt whose maintainer this execution runs on the source turn's inputs."""
+
+    receipt: store_pb2.DimensionSettlement
+
+    @property
+    def runtime_id(self) -> str:
+        return self.receipt.runtime_id
+
+    @property
+    def source_turn_id(self) -> str:
+        return self.receipt.source_turn_id
+
+    def source_inputs(self) -> dict:
+        """The inputs the source turn bound for the maintainer."""
+        return _inputs(self.receipt.input)
+
+
+@dataclass(frozen=True)
+class ActionRun:
+    """InvokeAction / RunCommand: the plugin action this execution runs (plugin_actions.py)."""
+
+    call: ActionCall
+
+
+@dataclass(frozen=True)
+class ResumeRun:
+    """SubmitInteraction answering a suspended agent: the answer as the turn's actions, the interaction it asked and
+    what it saved."""
+
+    actions: list[common_pb2.PlayerAction]
+    call: ResumeCall
+
+    @property
+    def runtime_id(self) -> str:
+        return self.call.record.interaction.runtime_id
+
+    @property
+    def source_turn_id(self) -> str:
+        return self.call.record.turn_id
+
+
+# It runs the runtime a committed turn named, whatever its trigger.
+FollowUp = DetachedRun | SettlementRetry | ResumeRun
+# It names the one runtime it runs alone: no stages, event chain or compaction.
+NamedRun = ManualRun | FollowUp
+TurnWork = PlayerTurn | ActionRun | NamedRun
+
+
+def named_runtime_id(work: TurnWork) -> str:
+    """The one runtime a follow-up or RunManual names ("" for a turn that schedules its own, or an action)."""
+    return work.runtime_id if isinstance(work, NamedRun) else ""
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What every kind of turn shares; `work` is the kind, with what differs (the runner dispatches on it)."""
+
+    session_id: str
     idempotency_key: str
+    work: TurnWork
     origin: str = "player"
-    # RunManual: the one runtime this execution runs, and what the caller hands it.
-    manual_runtime_id: str = ""
-    activation: dict | None = None
-    # A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot.
-    detached_job: store_pb2.DetachedJob | None = None
     # A submit's turns (its own and its continuations): Cancel stops them, even one still taking its lease.
     stop: AdvanceStop | None = None
-    # A settlement retry: the open receipt whose maintainer this execution runs on the source turn's inputs.
-    settlement: store_pb2.DimensionSettlement | None = None
     # The kernel already retried the session's open receipts for this request (settlements.py).
     settled_first: bool = False
-    # InvokeAction / RunCommand: the plugin action this execution runs (plugin_actions.py).
-    action: ActionCall | None = None
-    # SubmitInteraction answering a suspended agent: the interaction it asked, and what it saved (origin "resume").
-    resume: ResumeCall | None = None
     # A submit's admission (services/scheduler/api/admission.py): called with the store's answer when a turn holds the
     # session's lease, before this one waits for it; it returns (queue) or raises (steered, refused).
     when_busy: Callable[[str], Awaitable[None]] | None = None
 
-    @property
-    def named_runtime_id(self) -> str:
-        """The one runtime a follow-up or RunManual names ("" for a turn that schedules its own, or an action)."""
-        if self.detached_job is not None:
-            return self.detached_job.runtime_id
-        if self.resume is not None:
-            return self.resume.record.interaction.runtime_id
-        return self.settlement.runtime_id if self.settlement is not None else self.manual_runtime_id
+    @classmethod
+    def player(cls, session_id: str, actions: list[common_pb2.PlayerAction], idempotency_key: str, *, origin: str = "player",
+               stop: AdvanceStop | None = None, when_busy: Callable[[str], Awaitable[None]] | None = None) -> TurnRequest:
+        """A player turn: a submit's (origin "player") or its continuation's."""
+        return cls(session_id, idempotency_key, PlayerTurn(actions), origin=origin, stop=stop, when_busy=when_busy)
 
     @property
-    def follows_up(self) -> bool:
-        """A detached job, a settlement retry or a resume: it runs the runtime a committed turn named, whatever its trigger."""
-        return any(one is not None for one in (self.detached_job, self.settlement, self.resume))
+    def actions(self) -> list[common_pb2.PlayerAction]:
+        """The actions the turn records: a player turn's, or a resume's answer (none for the other kinds)."""
+        match self.work:
+            case PlayerTurn(actions=actions) | ResumeRun(actions=actions):
+                return actions
+        return []
 
-    @property
-    def runs_one_runtime(self) -> bool:
-        """RunManual, an action and a follow-up run one unit alone: no stages, event chain or compaction."""
-        return bool(self.manual_runtime_id) or self.action is not None or self.follows_up
 
-    @property
-    def source_turn_id(self) -> str:
-        """The turn a follow-up follows up ("" otherwise)."""
-        if self.detached_job is not None:
-            return self.detached_job.turn_id
-        if self.resume is not None:
-            return self.resume.record.turn_id
-        return self.settlement.source_turn_id if self.settlement is not None else ""
+def _inputs(source: struct_pb2.Struct) -> dict:
+    return from_struct(source).get("inputs") or {}
 
 
 @dataclass(eq=False)

@@ -57,7 +57,17 @@ from services.scheduler.turn.lease import LeaseKeeper
 from services.scheduler.turn.outcome import runtime_failure_passes, story_failure, story_failure_passes
 from services.scheduler.turn.player_input import check_session_actions
 from services.scheduler.turn.plugin_actions import run_action
-from services.scheduler.turn.request import TurnRequest
+from services.scheduler.turn.request import (
+    ActionRun,
+    DetachedRun,
+    FollowUp,
+    ManualRun,
+    PlayerTurn,
+    ResumeRun,
+    SettlementRetry,
+    TurnRequest,
+    named_runtime_id,
+)
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
 from services.scheduler.turn.schedule import select_runtimes, stage_batches
 from services.scheduler.turn.selection import TriggerHistories, TriggerHistory, needs_history, sitting_out
@@ -258,7 +268,7 @@ class TurnRunner:
     async def retry_settlement(self, session_id: str, receipt: store_pb2.DimensionSettlement, idempotency_key: str) -> store_pb2.Turn:
         """A turn of origin "settlement": the receipt's maintainer alone, on its source turn's inputs; its commit
         settles the receipt or records why not. Its events reach no client stream."""
-        retry = TurnRequest(session_id, [], idempotency_key, origin=SETTLEMENT_ORIGIN, settlement=receipt)
+        retry = TurnRequest(session_id, idempotency_key, SettlementRetry(receipt), origin=SETTLEMENT_ORIGIN)
         return await self.run_observed(retry, unseen_events)
 
     async def _run_leased(
@@ -271,18 +281,18 @@ class TurnRunner:
         plugins = await self._plugins_phase(request, session, turn)
         await self._player_input(request, plugins, session, read, turn)
         stream = TurnStream(turn, concealing(emit, concealed_runtimes(plugins.manifests)))
-        await self._announce(stream, plugins, lease.logical_turn, request.runs_one_runtime)
+        await self._announce(stream, plugins, lease.logical_turn, not isinstance(request.work, PlayerTurn))
         aborted = await self._start_hooks(request, plugins, stream)
         if aborted is not None:
             await stream.record(await self._hooks.flush_observed(turn.id))
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
-        selected = [] if request.action is not None else await self._schedule(plugins, session, lease.logical_turn, stream,
+        selected = [] if isinstance(request.work, ActionRun) else await self._schedule(plugins, session, lease.logical_turn, stream,
                                                                                       bool(read.world and read.world.dimensions))
         run = await self._compaction(request, plugins, session, read, stream)
         await self._run_stages(request, plugins, selected, run, stream)
         failure = await self._stop_hooks(plugins.scope, stream, started)
         turn.retryable = story_failure_passes(turn.runtime_results) if failure else \
-            request.runs_one_runtime and runtime_failure_passes(turn.runtime_results, request.named_runtime_id)
+            not isinstance(request.work, PlayerTurn) and runtime_failure_passes(turn.runtime_results, named_runtime_id(request.work))
         if failure:
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
         self._scopes.note(_reads_key(request), scopes_read(run.shared))
@@ -304,7 +314,7 @@ class TurnRunner:
                                logical_turn=turn.logical_turn, turn_number=session.player_messages + int(speaks))
         runtimes = loaded_runtimes(packages)
         manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
-        named = named_runtime(request.named_runtime_id, detached=request.follows_up, runtimes=runtimes, manifests=manifests,
+        named = named_runtime(named_runtime_id(request.work), detached=isinstance(request.work, FollowUp), runtimes=runtimes, manifests=manifests,
                               sitting=sitting, unavailable=unavailable)
         return TurnPlugins(packages, runtimes, manifests, sitting, unavailable, scope, named)
 
@@ -327,7 +337,7 @@ class TurnRunner:
             reply = await self._peers.store.ListInteractions(store_pb2.ListInteractionsRequest(session_id=session.id, include_answered=True))
             return list(reply.interactions)
 
-        await check_answers(players, list(read.world.open_interactions), validate, list_all, resuming=request.resume is not None)
+        await check_answers(players, list(read.world.open_interactions), validate, list_all, resuming=isinstance(request.work, ResumeRun))
         names = {character.id: str(from_struct(character.data).get("name") or character.id) for character in read.world.characters}
         del turn.actions[:]
         turn.actions.extend(request.actions)
@@ -378,7 +388,7 @@ class TurnRunner:
         """The history the turn's runtimes read, compacted when over budget; the state the stages share."""
         messages = await self._history(request, plugins, session.id, read)
         compacted = None
-        if not request.runs_one_runtime:
+        if isinstance(request.work, PlayerTurn):
             compacted = await compact_history(
                 hooks=self._hooks, scope=plugins.scope, packages={p.id: p for p in plugins.packages}, history=messages,
                 budget_chars=self._settings.scheduler_history_budget_chars, keep_turns=self._settings.scheduler_history_keep_turns,
@@ -391,26 +401,29 @@ class TurnRunner:
         seed_plugin_data(shared, read.plugin_data)
         run = TurnState(
             shared, actions=list(request.actions), player_message=turn.player_message, origin=request.origin,
-            activation=request.activation, emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
+            emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
         )
         if compacted is not None and compacted.proposal is not None:
             run.shared.proposals.append(compacted.proposal)
-        if request.detached_job is not None:
-            run.source_inputs = from_struct(request.detached_job.input).get("inputs") or {}
-        if request.resume is not None:
-            run.resume = request.resume.resume
-            # A function's handler runs again: this is how it knows, and what the player answered.
-            run.activation = {"resume": {"interactionId": request.resume.record.interaction.id, "answer": request.resume.resume.answer}}
-        if request.settlement is not None:
-            run.source_inputs = from_struct(request.settlement.input).get("inputs") or {}
-            run.retry_from_turn_id = request.settlement.source_turn_id
-            run.activation = {"retryFromTurnId": request.settlement.source_turn_id}
+        match request.work:
+            case ManualRun(activation=activation):
+                run.activation = activation
+            case DetachedRun() as detached:
+                run.source_inputs = detached.source_inputs()
+            case ResumeRun(call=call):
+                run.resume = call.resume
+                # A function's handler runs again: this is how it knows, and what the player answered.
+                run.activation = {"resume": {"interactionId": call.record.interaction.id, "answer": call.resume.answer}}
+            case SettlementRetry() as retry:
+                run.source_inputs = retry.source_inputs()
+                run.retry_from_turn_id = retry.source_turn_id
+                run.activation = {"retryFromTurnId": retry.source_turn_id}
         return run
 
     async def _history(self, request: TurnRequest, plugins: TurnPlugins, session_id: str, read: LeaseReads) -> list[common_pb2.Message]:
         """The log window read with the lease, or the whole log when this turn needs more than it (history_window.py)."""
         needed = player_turns_needed({p.id: p for p in plugins.packages}, plugins.manifests,
-                                     self._settings.scheduler_history_max_turns, compacts=not request.runs_one_runtime)
+                                     self._settings.scheduler_history_max_turns, compacts=isinstance(request.work, PlayerTurn))
         self._windows.note(session_id, needed)
         if covers(read.player_turns, needed):
             return read.history
@@ -420,10 +433,10 @@ class TurnRunner:
     async def _run_stages(self, request: TurnRequest, plugins: TurnPlugins, selected: list, run: TurnState, stream: TurnStream) -> None:
         scope = plugins.scope
         run.scheduled = [runtime.runtime_id for runtime in selected]
-        if request.action is not None:
-            await run_action(self._hooks, request.action, scope, run, stream.turn)
+        if isinstance(request.work, ActionRun):
+            await run_action(self._hooks, request.work.call, scope, run, stream.turn)
             return
-        if request.runs_one_runtime:
+        if not isinstance(request.work, PlayerTurn):  # a named runtime, alone
             if selected:
                 await self._stages.run_stage(selected, run, scope, stream)
             return
@@ -473,7 +486,7 @@ class TurnRunner:
 def _reads_key(request: TurnRequest) -> str:
     """Whose plugin data reads the next lease asks for: the session's turns, or one runtime's own runs (a detached
     job's or RunManual's), which read other data than the turns between them."""
-    return f"{request.session_id}/{request.named_runtime_id}" if request.runs_one_runtime else request.session_id
+    return request.session_id if isinstance(request.work, PlayerTurn) else f"{request.session_id}/{named_runtime_id(request.work)}"
 
 
 def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session) -> store_pb2.Turn:
@@ -481,5 +494,5 @@ def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_p
         id=lease.turn_id, session_id=session.id, logical_turn=lease.logical_turn, idempotency_key=request.idempotency_key,
         actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != ActionSource.SYSTEM]),
         origin=request.origin, started_at=now(), trace_id=tracing.current_trace_id(),
-        source_turn_id=request.source_turn_id,
+        source_turn_id=request.work.source_turn_id if isinstance(request.work, FollowUp) else "",
     )
