@@ -16,9 +16,11 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/covel demo
 
 # Lint and type-check first (ruff, buf, mypy), then the suite (which includes the deploy-check, Node client
-# tests and the player page's browser tests, in the headless Chromium installed below).
+# tests and the player page's browser tests, in the headless Chromium installed below), on two workers
+# (pytest-xdist; a file's tests stay on one worker, so its module fixtures start once).
+PYTEST_WORKERS ?= 2
 test: lint typecheck $(VENV)/.browser $(VENV)/.go
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The browser tests (tests/web) drive Debian's Chromium with Playwright (installed by pip, no browser
 # download): installed here when the machine has none, as root or with sudo.

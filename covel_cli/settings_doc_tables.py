@@ -106,6 +106,7 @@ SETTING_MEANINGS: dict[str, str] = {
     "plugin_dirs": "Folders of plugin packages, separated by `:` or `,`, scanned in order (the first of two equal ids wins); folders not in COVEL_BUILTIN_PLUGIN_DIRS hold community plugins.",
     "pack_files": "Files of packs ([docs/worlds.md](worlds.md#plugin-policy-and-packs)), separated by `:` or `,`; the first of two packs with the same id wins.",
     "world_dirs": "Folders of world packages ([docs/worlds.md](worlds.md)), separated by `:` or `,`, scanned in order (the first of two equal ids wins).",
+    "registry_cache_dir": "Where validation results of unchanged plugin packages are kept between starts (keyed by the hashes of their files and of the kernel's code); none: `registry-cache` in the data dir.",
     "builtin_plugin_dirs": "The operator's own folders among them: their packages are builtin (`kind: core` counts, code runs unapproved, InstallPackage cannot replace them); every other folder, and so every installed package, is community.",
     # scheduler: principals (docs/security.md, Principals and sessions)
     "api_users_file": "YAML or JSON `users: [{principal, token or token_sha256, roles}]`: one bearer token per person; roles `player` (default), `operator`.",

@@ -20,6 +20,7 @@ from services.registry.loaded_world import LoadedWorld
 from services.registry.package_guard import load_package_guarded
 from services.registry.packs import DEFAULT_PACK_FILES, Packs, load_packs
 from services.registry.settings import COMMUNITY, source_of
+from services.registry.validation_cache import ValidationCache
 from services.registry.world_catalogue import scan_worlds
 from shared.logs import get_logger
 
@@ -54,15 +55,17 @@ def package_folders(plugin_dir: Path) -> list[Path]:
     return [child for child in children if child.is_dir() and not child.name.startswith((".", "_"))]
 
 
-def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None) -> list[LoadedPackage]:
+def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None,
+         cache: ValidationCache | None = None) -> list[LoadedPackage]:
     """Load every package folder of every plugin dir, in order; the first package of an id wins.
-    Packages of `builtin_dirs` (default: the repository's plugins/) are builtin, the others community."""
+    Packages of `builtin_dirs` (default: the repository's plugins/) are builtin, the others community.
+    `cache`: packages whose files did not change are not validated again (services/registry/validation_cache.py)."""
     packages: list[LoadedPackage] = []
     by_id: dict[str, LoadedPackage] = {}
     for plugin_dir in plugin_dirs:
         source = source_of(plugin_dir, builtin_dirs)
         for folder in package_folders(plugin_dir):
-            package = load_package_guarded(folder, source=source, strict=strict)
+            package = load_package_guarded(folder, source=source, strict=strict, cache=cache)
             first = by_id.get(package.id)
             if first is not None:
                 first.diagnostics.append(
@@ -79,7 +82,7 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
     check_contract_schemas(packages)
     # The operator's packages' register(covel) is probed here; a community package's code runs only once a session
     # approved it: the hooks service checks its registrations when it loads it then (services/hooks/catalogue_sync.py).
-    check_entry_registrations([package for package in packages if package.source != COMMUNITY])
+    check_entry_registrations([package for package in packages if package.source != COMMUNITY], cache=cache)
     for package in packages:
         for diagnostic in package.diagnostics:
             if diagnostic.severity is not Severity.INFO:
@@ -89,21 +92,24 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
 
 def scan_all(plugin_dirs: Sequence[Path], world_dirs: Sequence[Path], *, strict: bool = False,
              builtin_dirs: Sequence[Path] | None = None,
-             pack_files: Sequence[Path] = DEFAULT_PACK_FILES) -> tuple[list[LoadedPackage], list[LoadedWorld], Packs]:
+             pack_files: Sequence[Path] = DEFAULT_PACK_FILES,
+             cache: ValidationCache | None = None) -> tuple[list[LoadedPackage], list[LoadedWorld], Packs]:
     """The packages and the packs, then the worlds checked against them (a world names plugins, settings, contracts, a pack)."""
-    packages = scan(plugin_dirs, strict=strict, builtin_dirs=builtin_dirs)
+    packages = scan(plugin_dirs, strict=strict, builtin_dirs=builtin_dirs, cache=cache)
     packs = load_packs(pack_files)
     return packages, scan_worlds(world_dirs, packages, packs), packs
 
 
 class Catalogue:
     def __init__(self, plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Sequence[Path] | None = None,
-                 world_dirs: Sequence[Path] = (), pack_files: Sequence[Path] = DEFAULT_PACK_FILES) -> None:
+                 world_dirs: Sequence[Path] = (), pack_files: Sequence[Path] = DEFAULT_PACK_FILES,
+                 cache: ValidationCache | None = None) -> None:
         self._plugin_dirs = tuple(Path(path) for path in plugin_dirs)
         self._world_dirs = tuple(Path(path) for path in world_dirs)
         self._pack_files = tuple(Path(path) for path in pack_files)
         self._builtin_dirs = None if builtin_dirs is None else tuple(Path(path) for path in builtin_dirs)
         self._strict = strict
+        self._cache = cache
         self._lock = asyncio.Lock()
         self._snapshot = Snapshot(generation=0, packages=(), plugin_dirs=self._plugin_dirs)
         # Set and replaced on every publish: watchers of the generation wait on the current one.
@@ -125,7 +131,7 @@ class Catalogue:
     def load_now(self) -> Snapshot:
         """Scan synchronously (at start, before serving)."""
         return self._publish(*scan_all(self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs,
-                                       pack_files=self._pack_files))
+                                       pack_files=self._pack_files, cache=self._cache))
 
     async def next_after(self, generation: int) -> Snapshot | None:
         """The current snapshot once its generation is past `generation`; None once closed."""
@@ -143,7 +149,7 @@ class Catalogue:
         async with self._lock:
             scanned = await asyncio.to_thread(
                 scan_all, self._plugin_dirs, self._world_dirs, strict=self._strict, builtin_dirs=self._builtin_dirs,
-                pack_files=self._pack_files,
+                pack_files=self._pack_files, cache=self._cache,
             )
             return self._publish(*scanned)
 

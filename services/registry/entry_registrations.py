@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.loaded_package import LoadedPackage, PackageState
@@ -32,6 +32,9 @@ from shared.sandbox.isolation import IsolationConfig
 from shared.sandbox.settings import SandboxSettings
 from shared.settings import DataDirSetting
 
+if TYPE_CHECKING:
+    from services.registry.validation_cache import ValidationCache
+
 # Time for one register(covel), the probe's start included.
 PROBE_TIMEOUT_S = 10.0
 
@@ -41,6 +44,8 @@ class _Answer:
     error: str = ""
     registrations: Registrations | None = None
     hookimpls: bool = False
+    # False when the probe gave no answer (a time-out, a probe that died): never kept by a cache.
+    given: bool = True
 
 
 def _declared(package: LoadedPackage) -> Registrations:
@@ -82,12 +87,12 @@ def _run_probe(packages: list[LoadedPackage], answers: dict[str, _Answer], timeo
         while pending:
             if not selector.select(max(deadline - time.monotonic(), 0)):
                 stuck = pending.pop(0)
-                answers[stuck.id] = _Answer(error=f"{stuck.entry}: register(covel) did not return within {timeout_s:g} s")
+                answers[stuck.id] = _Answer(error=f"{stuck.entry}: register(covel) did not return within {timeout_s:g} s", given=False)
                 return pending
             chunk = os.read(process.stdout.fileno(), 65536)
             if not chunk:
                 stuck = pending.pop(0)
-                answers[stuck.id] = _Answer(error=f"{stuck.entry} ended the process that loaded it (exit status {process.wait()})")
+                answers[stuck.id] = _Answer(error=f"{stuck.entry} ended the process that loaded it (exit status {process.wait()})", given=False)
                 return pending
             buffer += chunk
             while b"\n" in buffer and pending:
@@ -118,12 +123,17 @@ def probe_entries(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOU
     return answers
 
 
-def check_entry_registrations(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Fail each package (whose manifest compiled) with an entry that fails to load or disagrees with contributes."""
+def check_entry_registrations(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOUT_S,
+                              cache: ValidationCache | None = None) -> None:
+    """Fail each package (whose manifest compiled) with an entry that fails to load or disagrees with contributes.
+    `cache`: answers kept for the same files are not probed again."""
     targets = [package for package in packages if package.entry and package.definition]
     if not targets:
         return
-    answers = probe_entries(targets, timeout_s)
+    if cache is None:
+        answers = probe_entries(targets, timeout_s)
+    else:
+        answers = cache.probe_answers(targets, lambda missing: probe_entries(missing, timeout_s), lambda answer: answer.given)
     for package in targets:
         answer = answers[package.id]
         if answer.error:

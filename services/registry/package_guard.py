@@ -13,13 +13,17 @@ from services.registry.diagnostics import DiagnosticBag
 from services.registry.loaded_package import LoadedPackage, PackageState
 from services.registry.manifest_reading import PLUGIN_FILE
 from services.registry.package_loader import load_package
+from services.registry.validation_cache import ValidationCache
 from shared.logs import get_logger
 
 log = get_logger(component="package_guard")
 
 
-def load_package_guarded(root: Path, *, source: str, strict: bool = False) -> LoadedPackage:
+def load_package_guarded(root: Path, *, source: str, strict: bool = False, cache: ValidationCache | None = None) -> LoadedPackage:
+    """`cache`: the result kept for the same files, when there is one (services/registry/validation_cache.py)."""
     try:
+        if cache is not None:
+            return cache.load(root, source, strict, lambda: load_package(root, source=source, strict=strict))
         return load_package(root, source=source, strict=strict)
     except Exception as error:  # the net: any failure is this package's diagnostic, never the registry's end
         log.exception("package.load_crashed", package_dir=str(root))

@@ -19,6 +19,7 @@ from services.registry.plugin_plan import UnknownPack, pack_to_proto, plan_to_pr
 from services.registry.proto_mapping import confirmed_to_proto, package_to_proto, resolution_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
 from services.registry.settings import BUILTIN, RegistrySettings
+from services.registry.validation_cache import ValidationCache
 from services.registry.world_import import import_records
 from services.registry.world_proto import unknown_world, world_to_proto
 from services.registry.world_translations import LOCALE
@@ -283,7 +284,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
 async def start(settings: RegistrySettings) -> RunningServer:
     """Scan the plugin folders, then serve the registry on settings.registry_addr."""
     catalogue = Catalogue(settings.plugin_dirs, builtin_dirs=settings.builtin_plugin_dirs, world_dirs=settings.world_dirs,
-                          pack_files=settings.pack_files)
+                          pack_files=settings.pack_files, cache=ValidationCache(settings.validation_cache_dir()))
     catalogue.load_now()
     service = PluginRegistryService(catalogue)
 

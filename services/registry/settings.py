@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from shared.settings import REPO_ROOT, ServiceSettings, default_plugin_dirs
+from shared.settings import REPO_ROOT, DataDirSetting, ServiceSettings, default_plugin_dirs
 
 BUILTIN = "builtin"
 COMMUNITY = "community"
@@ -43,6 +43,12 @@ class RegistrySettings(ServiceSettings):
     world_dirs: Annotated[list[Path], NoDecode] = Field(default_factory=default_world_dirs)
     # Files of packs (docs/worlds.md, "Plugin policy and packs"). Default: the repository's packs/builtin.yaml.
     pack_files: Annotated[list[Path], NoDecode] = Field(default_factory=default_pack_files)
+    # Where validation results of unchanged packages are kept between starts (services/registry/validation_cache.py).
+    # Default: `registry-cache` in the data dir.
+    registry_cache_dir: Path | None = None
+
+    def validation_cache_dir(self) -> Path:
+        return self.registry_cache_dir if self.registry_cache_dir is not None else DataDirSetting().data_dir / "registry-cache"
 
     @field_validator("plugin_dirs", "builtin_plugin_dirs", "world_dirs", "pack_files", mode="before")
     @classmethod

@@ -102,7 +102,32 @@ async def restart_gateway(group: ServiceGroup, script: dict, timeout_s: float = 
         await asyncio.sleep(0.05)
 
 
+class SharedGroup:
+    """The default group, started once a session for the modules that set SHARED_SERVICES (and stopped at its end)."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack, tmp_path_factory) -> None:
+        self._stack, self._tmp_path_factory, self._group = stack, tmp_path_factory, None
+
+    async def group(self) -> ServiceGroup:
+        if self._group is None:
+            data_dir = self._tmp_path_factory.mktemp("covel-data-shared")
+            self._group = await self._stack.enter_async_context(running_services(data_dir))
+        return self._group
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_group(tmp_path_factory):
+    async with contextlib.AsyncExitStack() as stack:
+        yield SharedGroup(stack, tmp_path_factory)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def services(tmp_path_factory):
+async def services(request, shared_group, tmp_path_factory):
+    """The default group. A module that only opens sessions of its own in it (no stopped or restarted
+    service, no reading of the group's data dir or logs, nothing counted from a fresh start) sets
+    `SHARED_SERVICES = True` and gets the session's one group; every other module a group of its own."""
+    if getattr(request.module, "SHARED_SERVICES", False):
+        yield await shared_group.group()
+        return
     async with running_services(tmp_path_factory.mktemp("covel-data")) as group:
         yield group

@@ -14,6 +14,9 @@ from shared.structs import from_struct, from_value
 from tests.e2e.conftest import minimal_session
 from tests.e2e.test_history_transform import PROBE, story_prompts
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGIN = "branch-reply"
 

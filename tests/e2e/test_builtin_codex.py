@@ -16,6 +16,9 @@ from shared.structs import from_struct, from_value
 from shared.ui_panels import render_text
 from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 OTHERS = [*SETUP_PLUGINS, "dice-check", "inventory", "affinity", "guide", "cost-gate", "memory", "history-compaction", "world-time",

@@ -15,6 +15,9 @@ from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
 from tests.support.builtin_plugins import SETUP_PLUGINS
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 ACTIONS = (

@@ -17,6 +17,9 @@ from shared.structs import from_struct, from_value
 from tests.e2e.conftest import running_services
 from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 # The demo world's other plugins stay out: this test is about npc-graph (demo-world gives the story its cast).

@@ -18,6 +18,9 @@ from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value
 from tests.support.builtin_plugins import SETUP_PLUGINS, story_world_plugins_except
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SCHEMAS = REPO_ROOT / "plugins" / "world-ir" / "schemas"
 

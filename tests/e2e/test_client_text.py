@@ -12,6 +12,9 @@ from shared.grpc_client import open_channel
 from shared.structs import to_struct
 from tests.e2e.conftest import minimal_session
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 

@@ -15,6 +15,9 @@ from services.scheduler.agent.story_stream import PARAGRAPH_BREAK
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import minimal_session, running_services
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 CHUNK_DELAY_S = 0.04
 

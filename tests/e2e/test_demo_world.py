@@ -14,6 +14,9 @@ from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 from tests.support.builtin_plugins import SETUP_PLUGINS
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 PROBE = "event-key-probe"  # its PreLLMCall guard reports each model call's system prompt (and stops the call)
 
 

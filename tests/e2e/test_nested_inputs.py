@@ -9,6 +9,9 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "nest-view-probe"
 

@@ -9,6 +9,9 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 INTRO = "setup-probe/intro"
 

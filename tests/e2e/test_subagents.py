@@ -12,6 +12,9 @@ from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.conftest import minimal_session, running_services
 
+# Only sessions of its own: the session's default group will do (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "subagent-probe"
 KEEPER_SCRIPT = {"queues": {"plugin": [

@@ -106,7 +106,9 @@ async def test_a_narrow_screen_and_a_service_that_cannot_be_reached(web, browser
     await page.route("**/api/**", lambda route: route.abort())
     await page.locator("#q-protagonist-name").fill("Ash")
     await page.locator("#q-protagonist-name").press("Enter")
-    await page.locator("#status.down", has_text="cannot be reached").wait_for()
+    # The page retries for 30 s ("trying again…") before it says the service cannot be reached: the
+    # wait allows that and more than the default 30 s, which a loaded machine overran.
+    await page.locator("#status.down", has_text="cannot be reached").wait_for(timeout=90_000)
     await page.close()
 
 
