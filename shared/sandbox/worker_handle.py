@@ -14,7 +14,7 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.plugin_sdk.http_client import HttpRule
 from shared.sandbox.channel import ChannelClosed, encode, read_frame
@@ -22,7 +22,43 @@ from shared.sandbox.errors import WorkerGone, describe, rebuild
 from shared.sandbox.zygote_client import ZygoteChild
 
 if TYPE_CHECKING:
-    from shared.sandbox.host import PluginWorkers
+    from shared.sandbox.http_gate import HttpGate
+    from shared.sandbox.plugin_output import PluginOutput
+    from shared.sandbox.settings import SandboxSettings
+
+
+class WorkerPool(Protocol):
+    """What a worker needs of the pool it belongs to (shared/sandbox/host.py's SandboxPool)."""
+
+    @property
+    def settings(self) -> SandboxSettings: ...
+
+    @property
+    def http_gate(self) -> HttpGate: ...
+
+    def discard(self, worker: Worker) -> None: ...
+
+
+class PluginWorkers(Protocol):
+    """What a worker needs of its plugin's workers (shared/sandbox/host.py's PluginWorkers)."""
+
+    @property
+    def pool(self) -> WorkerPool: ...
+
+    @property
+    def plugin_id(self) -> str: ...
+
+    @property
+    def http_rules(self) -> tuple[HttpRule, ...]: ...
+
+    @property
+    def output(self) -> PluginOutput: ...
+
+    def retired(self, worker: Worker) -> None: ...
+
+    def fault(self, worker: Worker, why: str) -> None: ...
+
+    def watch(self, coroutine: Awaitable[None]) -> None: ...
 
 # covel.http requests of one worker in flight or waiting, per COVEL_SANDBOX_HTTP_CONCURRENCY; more are refused.
 HTTP_REQUESTS_QUEUED = 4
