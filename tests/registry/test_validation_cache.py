@@ -19,6 +19,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures" / "plugins"
 PACKAGES = ("cli-probe", "admission-probe", "whisper-pack")
 
 
+# The scans below read the folder as an operator's (builtin): only their register(covel) is probed at a scan.
 @pytest.fixture
 def plugin_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "plugins"
@@ -33,18 +34,18 @@ def outcome(packages) -> list:
 
 
 def test_a_second_scan_takes_every_result_from_the_cache_and_equals_a_scan_without_it(plugin_dir, tmp_path) -> None:
-    uncached = scan([plugin_dir])
+    uncached = scan([plugin_dir], builtin_dirs=[plugin_dir])
     first = ValidationCache(tmp_path / "cache")
-    assert outcome(scan([plugin_dir], cache=first)) == outcome(uncached)
+    assert outcome(scan([plugin_dir], builtin_dirs=[plugin_dir], cache=first)) == outcome(uncached)
     probed = sum(1 for p in uncached if p.entry)
     assert (first.hits, first.misses) == (0, len(PACKAGES) + probed)
     second = ValidationCache(tmp_path / "cache")
-    assert outcome(scan([plugin_dir], cache=second)) == outcome(uncached)
+    assert outcome(scan([plugin_dir], builtin_dirs=[plugin_dir], cache=second)) == outcome(uncached)
     assert (second.hits, second.misses) == (len(PACKAGES) + probed, 0)
 
 
 def test_a_changed_file_validates_that_package_again_even_with_its_old_size_and_time(plugin_dir, tmp_path) -> None:
-    scan([plugin_dir], cache=ValidationCache(tmp_path / "cache"))
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(tmp_path / "cache"))
     manifest = plugin_dir / "whisper-pack" / "PLUGIN.md"
     before = manifest.stat()
     text = manifest.read_text()
@@ -53,24 +54,24 @@ def test_a_changed_file_validates_that_package_again_even_with_its_old_size_and_
     manifest.write_text(changed)
     os.utime(manifest, ns=(before.st_atime_ns, before.st_mtime_ns))
     cache = ValidationCache(tmp_path / "cache")
-    packages = {p.id: p for p in scan([plugin_dir], cache=cache)}
+    packages = {p.id: p for p in scan([plugin_dir], builtin_dirs=[plugin_dir], cache=cache)}
     assert packages["whisper-pack"].description.startswith("X")
     assert cache.misses == 1  # whisper-pack has no entry: its load only
-    assert outcome(packages.values()) == outcome(scan([plugin_dir]))
+    assert outcome(packages.values()) == outcome(scan([plugin_dir], builtin_dirs=[plugin_dir]))
 
 
 def test_a_changed_entry_module_is_probed_again(plugin_dir, tmp_path) -> None:
-    scan([plugin_dir], cache=ValidationCache(tmp_path / "cache"))
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(tmp_path / "cache"))
     entry = plugin_dir / "cli-probe" / "server" / "index.py"
     good = entry.read_text()
     entry.write_text(good + "\nraise ImportError('broken on purpose')\n")
     cache = ValidationCache(tmp_path / "cache")
-    broken = {p.id: p for p in scan([plugin_dir], cache=cache)}["cli-probe"]
+    broken = {p.id: p for p in scan([plugin_dir], builtin_dirs=[plugin_dir], cache=cache)}["cli-probe"]
     assert not broken.loaded and any(d.code == "entry-load-failed" for d in broken.diagnostics), broken.diagnostics
     assert cache.misses == 2  # its load and its probe
     entry.write_text(good)
     cache = ValidationCache(tmp_path / "cache")
-    assert {p.id: p for p in scan([plugin_dir], cache=cache)}["cli-probe"].loaded
+    assert {p.id: p for p in scan([plugin_dir], builtin_dirs=[plugin_dir], cache=cache)}["cli-probe"].loaded
     assert cache.misses == 0  # the good files' results were kept
 
 
@@ -99,23 +100,24 @@ def test_a_package_with_a_symbolic_link_is_validated_every_time_and_never_kept(p
     (plugin_dir / "whisper-pack" / "link.md").symlink_to(tmp_path / "elsewhere.md")
     assert folder_digest(plugin_dir / "whisper-pack") is None
     first = ValidationCache(tmp_path / "cache")
-    scan([plugin_dir], cache=first)
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=first)
     second = ValidationCache(tmp_path / "cache")
-    scan([plugin_dir], cache=second)
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=second)
     assert second.misses == 1 and second.hits == first.misses - 1
 
 
 def test_other_kernel_code_source_or_strictness_validates_again(plugin_dir, tmp_path, monkeypatch) -> None:
-    scan([plugin_dir], cache=ValidationCache(tmp_path / "cache"))
-    as_builtin = ValidationCache(tmp_path / "cache")
-    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=as_builtin)
-    assert as_builtin.hits == 2 and as_builtin.misses == len(PACKAGES)  # the probe does not depend on the source
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(tmp_path / "cache"))
+    as_community = ValidationCache(tmp_path / "cache")
+    scan([plugin_dir], cache=as_community)
+    # Each load again (the source is part of its key); a community package's code is not probed at a scan.
+    assert as_community.hits == 0 and as_community.misses == len(PACKAGES)
     strict = ValidationCache(tmp_path / "cache")
-    scan([plugin_dir], strict=True, cache=strict)
+    scan([plugin_dir], builtin_dirs=[plugin_dir], strict=True, cache=strict)
     assert strict.misses >= len(PACKAGES)
     monkeypatch.setattr(validation_cache, "kernel_fingerprint", lambda: "another kernel")
     other_kernel = ValidationCache(tmp_path / "cache")
-    scan([plugin_dir], cache=other_kernel)
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=other_kernel)
     assert other_kernel.hits == 0
 
 
@@ -130,24 +132,24 @@ def test_the_kernel_hash_covers_the_code_files(tmp_path) -> None:
 
 
 def test_the_probe_environment_is_part_of_the_key(plugin_dir, tmp_path, monkeypatch) -> None:
-    scan([plugin_dir], cache=ValidationCache(tmp_path / "cache"))
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(tmp_path / "cache"))
     monkeypatch.setenv("COVEL_SANDBOX_MEMORY_MB", "333")
     cache = ValidationCache(tmp_path / "cache")
-    scan([plugin_dir], cache=cache)
+    scan([plugin_dir], builtin_dirs=[plugin_dir], cache=cache)
     assert cache.misses == 2 and cache.hits == len(PACKAGES)  # the two entries were probed again
 
 
 def test_a_torn_cache_file_is_a_miss(plugin_dir, tmp_path) -> None:
-    expected = outcome(scan([plugin_dir], cache=ValidationCache(tmp_path / "cache")))
+    expected = outcome(scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(tmp_path / "cache")))
     for kept in (tmp_path / "cache").rglob("*.pickle"):
         kept.write_bytes(kept.read_bytes()[:10])
     cache = ValidationCache(tmp_path / "cache")
-    assert outcome(scan([plugin_dir], cache=cache)) == expected and cache.hits == 0
-    assert outcome(scan([plugin_dir], cache=ValidationCache(tmp_path / "cache"))) == expected
+    assert outcome(scan([plugin_dir], builtin_dirs=[plugin_dir], cache=cache)) == expected and cache.hits == 0
+    assert outcome(scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(tmp_path / "cache"))) == expected
 
 
 def test_answers_the_probe_did_not_give_are_not_kept(plugin_dir, tmp_path) -> None:
-    package = next(p for p in scan([plugin_dir]) if p.entry)
+    package = next(p for p in scan([plugin_dir], builtin_dirs=[plugin_dir]) if p.entry)
     cache = ValidationCache(tmp_path / "cache")
     calls = []
 
@@ -165,7 +167,7 @@ def test_answers_the_probe_did_not_give_are_not_kept(plugin_dir, tmp_path) -> No
 def test_an_unwritable_cache_folder_costs_only_the_time(plugin_dir, tmp_path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
-    assert outcome(scan([plugin_dir], cache=ValidationCache(blocked / "cache"))) == outcome(scan([plugin_dir]))
+    assert outcome(scan([plugin_dir], builtin_dirs=[plugin_dir], cache=ValidationCache(blocked / "cache"))) == outcome(scan([plugin_dir], builtin_dirs=[plugin_dir]))
 
 
 def test_the_cache_folder_is_a_setting_with_a_default_in_the_data_dir(tmp_path, monkeypatch) -> None:

@@ -139,6 +139,8 @@ class HookBus:
         self._read_only: dict[str, set[str]] = {}
         # turn id -> events only observers take, sent at once by flush_observed (DispatchObserved).
         self._observed: dict[str, list[hooks_pb2.DispatchRequest]] = {}
+        # Approved plugins this scheduler last asked its hooks service to load, and when (ensure_loaded).
+        self._asked_to_load: dict[str, float] = {}
 
     async def _subscriptions(self) -> dict[str, Listeners]:
         if time.monotonic() - self._fetched_at > SUBSCRIPTIONS_TTL_S:
@@ -183,6 +185,16 @@ class HookBus:
             self.refresh()
             if self.events is not None:
                 self.events.refresh()
+
+    async def ensure_loaded(self, session: store_pb2.Session) -> None:
+        """The session's approved plugins are loaded on this scheduler's hooks service before its turn dispatches: another
+        replica, or a hooks service that restarted, loads them here (at most once a subscription period per plugin)."""
+        now = time.monotonic()
+        wanted = [plugin for plugin in session.approved_plugins if plugin in session.active_plugins
+                  and now - self._asked_to_load.get(plugin, -SUBSCRIPTIONS_TTL_S) >= SUBSCRIPTIONS_TTL_S]
+        if wanted:
+            self._asked_to_load.update(dict.fromkeys(wanted, now))
+            await self.load_approved(wanted)
 
     async def tools(self, plugin_id: str) -> dict[str, gateway_pb2.ToolDefinition]:
         """The tools a plugin's entry module registered, as the model is offered them (cached)."""

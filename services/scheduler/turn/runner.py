@@ -312,6 +312,7 @@ class TurnRunner:
         speaks = any(action.source != ActionSource.SYSTEM for action in request.actions)  # its player message is recorded with it
         scope = ExecutionScope(session=execution_session(session, confirmed.runnable, packages), turn_id=turn.id,
                                logical_turn=turn.logical_turn, turn_number=session.player_messages + int(speaks))
+        await self._hooks.ensure_loaded(scope.session)  # its approved community plugins, on this scheduler's hooks service
         runtimes = loaded_runtimes(packages)
         manifests = {runtime.runtime_id: runtime.manifest for runtime in runtimes}
         named = named_runtime(named_runtime_id(request.work), detached=isinstance(request.work, FollowUp), runtimes=runtimes, manifests=manifests,
