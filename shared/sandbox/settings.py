@@ -13,6 +13,9 @@ from shared.settings import CovelSettings
 class SandboxSettings(CovelSettings):
     # Plugin code (entry modules, hooks, tools, handlers, guards, the registry's probe) runs in worker
     # processes. `false` runs it inside the service, for debugging only: it then reaches every secret.
+    # Builtin and community code get the same workers and the same isolation (no network, nothing inherited, their
+    # own /tmp): no setting exempts builtins, so a builtin reaches nothing a community plugin cannot. Trust decides
+    # only when code loads (a community plugin's once a session approved it), never what it reaches.
     sandbox_enabled: bool = True
     # A service running as root starts its workers as this uid and gid (nobody), with no new privileges.
     sandbox_drop_privileges: bool = True
