@@ -305,7 +305,11 @@ async def test_shutdown_and_restart_waits_are_bounded_and_handlers_run_to_their_
         assert pre_restart["context"]["reason"] == "restart" and pre_restart["context"]["restartExpectedMs"] > 0
         assert shutdown["context"] == pre_restart["context"]
         waited_pre_restart = shutdown["t"] - pre_restart["t"]
-        assert 2.0 <= waited_pre_restart < 2.8, waited_pre_restart
+        # The budget (2 s) starts when the scheduler dispatches pre-restart, after the signal and before the handler
+        # records its start (late on a loaded machine): the wait is at least 2 s from the signal, and at most 2.8 s
+        # from the handler's start.
+        assert shutdown["t"] - hup >= 2.0, shutdown["t"] - hup
+        assert waited_pre_restart < 2.8, waited_pre_restart
         # Serving again once the restarted process is up.
         # (The first start's gateway:startup found the probe not loaded yet: no session had approved it.)
         while await check_health(group.addrs["scheduler"], timeout_s=0.5) != "SERVING" or len(records_of(tmp_path, "gateway:startup")) < 1:
