@@ -19,6 +19,8 @@ from typing import BinaryIO
 import grpc
 import httpx
 
+from covel_cli import service_forks
+from covel_cli.service_forks import ForkedProcess, ServiceForks
 from shared.grpc_client import check_health, open_channel
 from shared.security.service_identity import DevPki
 from shared.settings import CONFIG_FILE_VARIABLE, PeerAddresses, SecuritySettings, config_file
@@ -93,13 +95,16 @@ class ServiceGroup:
     addrs: dict[str, str]
     data_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
-    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    processes: dict[str, asyncio.subprocess.Process | ForkedProcess] = field(default_factory=dict)
     # The scheduler's client API over TLS (its certificate; no client certificate asked), as in a
     # cluster. Off: it listens in plaintext on its loopback address, as `covel play` expects.
     scheduler_tls: bool = False
     # Where the web front (the player page and the HTTP/JSON API, services/web) listens; None: no web front.
     # It is a public client of the scheduler, started after it and stopped first.
     web_addr: str | None = None
+    # Services forked from fork servers that imported them once (the test suite: covel_cli/service_forks.py); None:
+    # each is a `python -m services.<name>` of its own, as `covel up` starts them.
+    forks: ServiceForks | None = field(default_factory=service_forks.enabled)
     # Where each service's output files stood when it was started: its READY line comes after.
     _log_offsets: dict[Path, int] = field(default_factory=dict)
 
@@ -195,6 +200,10 @@ class ServiceGroup:
         # The child keeps its own copies of the descriptors; ours close once it is started.
         with contextlib.ExitStack() as outputs:
             stdout, stderr = self._open_outputs(name, outputs)
+            if self.forks is not None:
+                self.processes[name] = await self.forks.spawn(name, env if env is not None else self.env(name), REPO_ROOT,
+                                                              stdout, stderr)
+                return
             self.processes[name] = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", f"services.{name}", env=env if env is not None else self.env(name), cwd=REPO_ROOT,
                 stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,

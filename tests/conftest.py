@@ -67,6 +67,12 @@ def _ensure_worker_database(url: str, worker_url: str) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     global POSTGRES_URL
+    # Every ServiceGroup of the suite forks its services from fork servers that imported them once
+    # (covel_cli/service_forks.py): the ~110 group starts of a run skip ~5 s of imports each.
+    from covel_cli import service_forks
+    from shared.settings import REPO_ROOT
+
+    service_forks.enable(REPO_ROOT)
     if XDIST_WORKER:
         worker_url = _worker_database_url(POSTGRES_URL, XDIST_WORKER)
         if _ensure_worker_database(POSTGRES_URL, worker_url):

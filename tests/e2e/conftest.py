@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,8 +13,7 @@ import pytest_asyncio
 import yaml
 
 from covel.scheduler.v1 import scheduler_pb2
-from covel_cli.launcher import READY_LINE, ServiceGroup, free_port_addrs
-from shared.grpc_client import check_health
+from covel_cli.launcher import ServiceGroup, free_port_addrs
 from shared.settings import REPO_ROOT
 from tests.support.builtin_plugins import core_plugin_ids, non_story_core_plugin_ids
 
@@ -80,26 +77,7 @@ async def restart_gateway(group: ServiceGroup, script: dict, timeout_s: float = 
         old.send_signal(signal.SIGTERM)
         await asyncio.wait_for(old.wait(), timeout_s)
     script_file.write_text(yaml.safe_dump(script))
-    log_path = group.log_dir / "gateway.log"
-    offset = log_path.stat().st_size if log_path.exists() else 0
-    with open(log_path, "ab") as log_file:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.gateway", env=group.env("gateway"), cwd=REPO_ROOT,
-            stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL,
-        )
-    group.processes["gateway"] = process
-    ready, deadline, security = READY_LINE.format(name="gateway"), time.monotonic() + timeout_s, group.security()
-    while True:
-        if process.returncode is not None:
-            raise RuntimeError(f"the gateway exited with code {process.returncode} on restart:\n{group.log_tail('gateway')}")
-        with log_path.open("rb") as log:
-            log.seek(offset)
-            started = ready in log.read().decode(errors="replace")
-        if started and await check_health(group.addrs["gateway"], timeout_s=1.0, security=security) == "SERVING":
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the gateway did not serve again within {timeout_s:.0f} s:\n{group.log_tail('gateway')}")
-        await asyncio.sleep(0.05)
+    await group.restart("gateway", timeout_s)
 
 
 class SharedGroup:
