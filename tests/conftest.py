@@ -9,6 +9,8 @@ import tempfile
 
 import pytest
 
+from tests.support import file_order
+
 POSTGRES_URL = os.environ.get("COVEL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 # Under pytest-xdist (`make test` runs `-n 2`) each worker has a database of its own in that server
 # (`test_gw0`, ...), made by pytest_configure below: the workers' schemas and connections never meet.
@@ -65,8 +67,19 @@ def _ensure_worker_database(url: str, worker_url: str) -> bool:
         engine.dispose()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-file-durations", action="store_true",
+                     help="write each test file's time in this run to tests/file_durations.json (the order make test runs files in)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = file_order.longest_first(items, file_order.recorded())
+
+
 def pytest_configure(config: pytest.Config) -> None:
     global POSTGRES_URL
+    if config.getoption("record_file_durations"):
+        config.pluginmanager.register(file_order.FileDurations(), "file-durations")
     # Every ServiceGroup of the suite forks its services from fork servers that imported them once
     # (covel_cli/service_forks.py): the ~110 group starts of a run skip ~5 s of imports each.
     from covel_cli import service_forks
