@@ -16,6 +16,9 @@ from covel_cli.play import DEFAULT_WORLD
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGIN = "tabletop-rules"
 CREATION, CHECK = f"{PLUGIN}/creation", f"{PLUGIN}/check"

@@ -10,6 +10,9 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "veto-probe"
 REJECTED, DISCARDED, COMMITTED = (store_pb2.PROPOSAL_STATUS_REJECTED, store_pb2.PROPOSAL_STATUS_DISCARDED,

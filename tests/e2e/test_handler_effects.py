@@ -15,6 +15,9 @@ from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value, to_struct
 from tests.support.builtin_plugins import SETUP_PLUGINS
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "effects-probe"
 

@@ -13,6 +13,9 @@ from covel_cli.launcher import free_port_addrs, last_problem
 from covel_cli.play import COMMANDS, play, scripted_reader
 from shared.grpc_client import open_channel
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_help_lists_the_commands_and_an_unknown_one_points_to_it(services) -> None:

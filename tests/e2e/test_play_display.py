@@ -14,6 +14,9 @@ from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, play, scripted_reader
 from covel_cli.play_display import plugin_lines, roll_line, shown_lines, turn_summary
 from shared.structs import to_struct
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 
 def result(runtime_id: str, output: dict, status: int = resources_pb2.RUNTIME_STATUS_SUCCESS, ms: int = 120,
            reason: str = "") -> resources_pb2.RuntimeResult:

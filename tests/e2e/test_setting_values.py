@@ -11,6 +11,9 @@ from shared.errors import field_violations
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, to_struct
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROBE = "rules-probe"
 

@@ -16,6 +16,9 @@ from shared.grpc_client import check_health, open_channel
 from tests.e2e.conftest import CORE_PLUGINS, minimal_session
 from tests.support.builtin_plugins import SETUP_PLUGINS
 
+# Its own sessions only: the session's shared group (tests/e2e/conftest.py).
+SHARED_SERVICES = True
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
