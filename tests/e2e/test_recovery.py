@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import grpc
 import pytest
@@ -119,6 +120,13 @@ async def test_a_killed_service_leaves_its_sessions_playable_within_seconds(tmp_
         assert error_info(error).metadata["turn_id"] == failed.id and retry_after_ms(error) == 500
 
 
+async def wait_for_path(path: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.05)
+
+
 async def job_of(store, session_id: str, until, timeout_s: float = 20.0) -> store_pb2.DetachedJob:
     """The session's one detached job once `until(job)` holds."""
     deadline = time.monotonic() + timeout_s
@@ -133,9 +141,9 @@ async def job_of(store, session_id: str, until, timeout_s: float = 20.0) -> stor
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_backoff(tmp_path) -> None:
     env = {"COVEL_STORE_DETACHED_RETRY_BASE_MS": "500"}
-    # The job's model call takes 3 s, so the gateway can be killed in the middle of it (a call made while the
-    # gateway restarts waits for it instead: wait_for_ready).
-    script = {"rules": [{"match": "detached-model-probe", "reply": {"text": "The lamp was lit.", "delay_ms": 3000}}]}
+    # The job's model call takes 6 s, so the gateway can be killed in the middle of it (a call made while the
+    # gateway restarts waits for it instead: wait_for_ready). The handler marks the moment it calls.
+    script = {"rules": [{"match": "detached-model-probe", "reply": {"text": "The lamp was lit.", "delay_ms": 6000}}]}
     async with running_services(tmp_path, script=script, extra_env=env) as group:
         async with open_channel(group.addrs["scheduler"]) as channel, group.channel_as("store", "scheduler") as store_channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
@@ -144,7 +152,8 @@ async def test_a_detached_job_cut_off_by_a_gateway_outage_is_retried_after_a_bac
             session = (await stub.CreateSession(minimal_session(requested_plugins=[probe], approved_plugins=[probe]), timeout=30)).session
             await submit_until_committed(stub, session.id, "first", "I light the lamp.")
             await job_of(store, session.id, lambda job: job.status == "running")
-            await asyncio.sleep(2.5)  # the handler's 1.5 s, then a second into its model call
+            await wait_for_path(tmp_path / "detached-model-probe.calling")
+            await asyncio.sleep(1.5)  # into its model call (an RPC away), well before the answer's 6 s
             os.kill(group.processes["gateway"].pid, signal.SIGKILL)
             retried = await job_of(store, session.id, lambda job: job.status == "queued" and job.attempts == 1)
             assert "attempt 1 of 5 failed" in retried.error and "UNAVAILABLE" in retried.error and retried.HasField("not_before")
