@@ -105,6 +105,7 @@ def try_acquire(
         idempotency_key=idempotency_key or None,
         # A player's input opens a logical turn; what follows it (continuations, manual runs) shares it.
         logical_turn=session.completed_player_turns + 1 if origin in ("", "player") else max(session.completed_player_turns, 1),
+        origin=origin or "player",
         acquired_at=now,
         deadline=now + timedelta(milliseconds=ttl_ms),
     )

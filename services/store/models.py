@@ -170,6 +170,8 @@ class TurnLeaseRow(Base):
     holder: Mapped[str] = mapped_column(String(200), default="")
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
     logical_turn: Mapped[int] = mapped_column(BigInteger)
+    # Why its turn runs ("player", "continuation", "background", ...): an interjection reaches a player's turn only.
+    origin: Mapped[str] = mapped_column(String(32), default="player", server_default="player")
     acquired_at: Mapped[datetime]
     deadline: Mapped[datetime]
 

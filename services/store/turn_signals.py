@@ -5,7 +5,7 @@ that replica leaves a signal here, and the replica holding the turn's lease take
 polls while the turn runs, and story agents with steering take before each step).
 - SignalTurn answers FAILED_PRECONDITION unless a turn of the session holds a live lease (or
   takes one within wait_ms: an auto-advance chain between two turns), so a signal always names
-  a turn that was running when it was sent.
+  a turn that was running when it was sent; an interjection needs a player's turn (HEARS_INTERJECTIONS).
 - TakeTurnSignals hands each signal out once (taken_at set in the same write transaction,
   under the session lock) and only to the lease's holder (ABORTED for any other lease).
 - Signals of earlier turns are useless once those turns end: SignalTurn deletes the
@@ -29,6 +29,10 @@ from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
 from shared.errors import failed_precondition
 
+# The turns an interjection may join: a player's, and what continues it with the player watching. Background work
+# (detached jobs, settlements), manual runs and actions never get the player's words (a waiting Interject waits for
+# a player's turn instead, then says none runs). The scheduler's own check: services/scheduler/turn/runner.py.
+HEARS_INTERJECTIONS = ("player", "continuation", "resume")
 # How often a waiting SignalTurn looks for the session's next turn.
 WAIT_POLL_S = 0.02
 
@@ -72,6 +76,9 @@ def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.Signa
     if lease is None or lease.deadline <= now:
         lapsed = f" (the last lease lapsed: {describe(lease)})" if lease is not None else ""
         return NoTurn(f"no turn of session {request.session_id} is running{lapsed}")
+    if request.kind == "interject" and lease.origin not in HEARS_INTERJECTIONS:
+        return NoTurn(f"no player's turn of session {request.session_id} is running: turn {lease.turn_id} is "
+                      f"{lease.origin} work, which hears no interjection")
     if request.turn_id and request.turn_id != lease.turn_id:
         raise failed_precondition(
             f"turn {request.turn_id} of session {request.session_id} is not running; the running turn is {lease.turn_id}"

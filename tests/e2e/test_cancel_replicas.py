@@ -82,6 +82,11 @@ async def test_cancel_and_interject_on_another_replica_reach_the_turn(two_schedu
         turn = events[-1].turn_completed
         assert turn.id == turn_id and turn.status == store_pb2.TURN_STATUS_FAILED
         assert turn.abort_reason == "cancelled: stopped from another replica"
+        # The handler hears the signal in its sandbox worker and writes so there, maybe after the turn has ended.
+        for _ in range(200):
+            if marker.read_text() != "started":
+                break
+            await asyncio.sleep(0.05)
         assert marker.read_text() == "signal=True:cancelled", "the handler saw the cancellation signal"
 
         for stub in (elsewhere, running_here):

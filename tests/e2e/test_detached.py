@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -14,6 +15,7 @@ from services.scheduler.peers import Peers
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.runner import TurnRunner
+from shared.errors import error_info
 from shared.grpc_client import open_channel
 from shared.structs import from_struct, from_value
 from tests.e2e.conftest import minimal_session
@@ -137,3 +139,27 @@ async def test_a_job_whose_guard_skips_its_runtime_succeeds(services) -> None:
         await submit(stub, session.id, "I wait.")
         [job] = (await finished_jobs(store, [session.id]))[session.id]
         assert job.status == "succeeded" and from_struct(job.result)["runtimeStatus"] == "skipped", job.error
+
+
+async def test_an_interjection_never_joins_a_background_turn(services) -> None:
+    """A detached job's turn holds the session's lease right after the player's turn: an Interject then is refused
+    (FAILED_PRECONDITION with ErrorInfo, saying why and what to do), and the job's turn never hears the words."""
+    async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session
+        await submit(stub, session.id, "I wait by the fire.")
+        for _ in range(400):
+            jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
+            if jobs and jobs[0].status == "running":
+                break
+            await asyncio.sleep(0.05)
+        assert jobs[0].status == "running"
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.Interject(scheduler_pb2.InterjectRequest(session_id=session.id, text="Wait, I hear footsteps!"))
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        details = raised.value.details()
+        assert "no player's turn" in details and "background work" in details and "submit it as the next action instead" in details
+        assert error_info(raised.value).reason == "NO_RUNNING_TURN"
+        ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id))
+        assert ended.session.status == store_pb2.SESSION_STATUS_ENDED

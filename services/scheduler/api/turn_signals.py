@@ -60,8 +60,8 @@ class TurnSignals:
             return await self._store.SignalTurn(signal)
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.FAILED_PRECONDITION:
-                raise failed_precondition(
-                    f"no turn of session {signal.session_id} is running" + (f" with id {signal.turn_id}" if signal.turn_id else "")
-                    + (f"; {instead}" if instead else "")
-                ) from error
+                # The store says which turn runs, if any (and that background work hears no interjection).
+                why = error.details() or f"no turn of session {signal.session_id} is running"
+                raise failed_precondition(why + (f"; {instead}" if instead else ""), reason="NO_RUNNING_TURN",
+                                          subject=f"sessions/{signal.session_id}") from error
             raise

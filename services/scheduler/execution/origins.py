@@ -15,5 +15,9 @@ class TurnOrigin(StrEnum):
     RESUME = "resume"
 
 
+# The turns an interjection may join: a player's, and what continues it with the player watching (the store keeps
+# the same rule for a signal left for another replica: services/store/turn_signals.py HEARS_INTERJECTIONS).
+HEARS_INTERJECTIONS = frozenset({TurnOrigin.PLAYER, TurnOrigin.CONTINUATION, TurnOrigin.RESUME})
+
 # ctx.execution.origin of a nested execution (ctx.recursive_call): not a turn's origin.
 RECURSIVE_EXECUTION = "recursive"

@@ -13,6 +13,8 @@ from shared.plugin_sdk import CancellationSignal
 class RunningTurn:
     turn_id: str
     task: asyncio.Task[Any]
+    # Why it runs (TurnOrigin's value): an interjection joins a player's turn only.
+    origin: str = "player"
     cancel_reason: str = ""
     # The cancellation signals of the handlers running in this turn.
     signals: list[CancellationSignal] = field(default_factory=list)

@@ -27,6 +27,7 @@ from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.origins import HEARS_INTERJECTIONS
 from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_data_reads import LastScopes, scopes_read
 from services.scheduler.execution.plugin_data_reads import seed as seed_plugin_data
@@ -148,9 +149,9 @@ class TurnRunner:
         return running.turn_id if running is not None else ""
 
     def interject(self, session_id: str, text: str) -> str:
-        """Queue a player interjection for the turn running here; its turn id, or "" when none runs here."""
+        """Queue a player interjection for the player's turn running here (HEARS_INTERJECTIONS); its id, or "" if none."""
         running = self._running.get(session_id)
-        if running is None:
+        if running is None or running.origin not in HEARS_INTERJECTIONS:
             return ""
         self._interjections.setdefault(session_id, []).append(text)
         return running.turn_id
@@ -219,7 +220,7 @@ class TurnRunner:
         read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns,
                           plugin_data=list(lease_reply.plugin_data))
         work = asyncio.create_task(self._run_leased(request, lease, session, read, turn, emit))
-        running = RunningTurn(turn.id, work)
+        running = RunningTurn(turn.id, work, origin=request.origin)
         self._running[session.id] = running
         if request.stop is not None and request.stop.is_set():
             # Cancelled while this turn took its lease: it ends as cancelled, like one cancelled running.
