@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from shared import grpc_client
+from shared.error_reasons import REASONS
 from shared.security import policy
 
 # ----- channels: deadlines and retries (shared/grpc_client.py) -------------------------------
@@ -72,4 +73,15 @@ def public_enums_table() -> str:
     for enum in resources_pb2.DESCRIPTOR.enum_types_by_name.values():
         values = ", ".join(f"`{value.name}`" for value in enum.values if value.number)
         rows.append(f"| `{enum.name}` | {values} | {', '.join(holders.get(enum.name, []))} |")
+    return "\n".join(rows) + "\n"
+
+
+# ----- the stable reasons of ErrorInfo (shared/error_reasons.py) -----------------------------------
+
+
+def error_reasons_table() -> str:
+    """Each reason of shared/error_reasons.py: its status code, the details that come with it, what it means."""
+    rows = ["| reason | code | with | meaning |", "|---|---|---|---|"]
+    for name, reason in sorted(REASONS.items(), key=lambda item: (item[1].code.name, item[0])):
+        rows.append(f"| `{name}` | `{reason.code.name}` | {reason.details} | {reason.meaning} |")
     return "\n".join(rows) + "\n"

@@ -14,7 +14,7 @@ A table sits between marker comments and is replaced whole:
     <!-- end generated -->
 
 `manifest-fields:<Model>` and `compiled-fields:<Model>` are manifest_doc_tables.py's,
-`settings:<service>` settings_doc_tables.py's, `channel-rules`, `service-policy` and `public-enums`
+`settings:<service>` settings_doc_tables.py's, `channel-rules`, `service-policy`, `public-enums` and `error-reasons`
 api_doc_tables.py's, `world-fields:<Model>` world_doc_tables.py's, `hookspecs` hookspec_doc_tables.py's.
 Meanings live in those modules rather than as Field(description=…) on the models; every field must
 have one, so a new field fails the test.
@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from covel_cli.api_doc_tables import channel_rules_table, public_enums_table, service_policy_table
+from covel_cli.api_doc_tables import channel_rules_table, error_reasons_table, public_enums_table, service_policy_table
 from covel_cli.hookspec_doc_tables import hookspecs_table
 from covel_cli.manifest_doc_tables import COMPILED_MODELS, compiled_table, manifest_models, manifest_table
 from covel_cli.settings_doc_tables import SETTINGS_MODELS, settings_table
@@ -59,16 +59,18 @@ def generated(key: str) -> str:
         return service_policy_table()
     if key == "public-enums":
         return public_enums_table()
+    if key == "error-reasons":
+        return error_reasons_table()
     if key == "hookspecs":
         return hookspecs_table()
     raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service>, "
-                   "channel-rules, service-policy, public-enums or hookspecs")
+                   "channel-rules, service-policy, public-enums, error-reasons or hookspecs")
 
 
 def all_keys() -> list[str]:
     """Every table the docs must hold."""
     return ([f"manifest-fields:{name}" for name in manifest_models()] + [f"settings:{name}" for name in SETTINGS_MODELS]
-            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy", "public-enums", "hookspecs"])
+            + [f"compiled-fields:{name}" for name in COMPILED_MODELS] + ["channel-rules", "service-policy", "public-enums", "error-reasons", "hookspecs"])
 
 
 def regenerate(text: str) -> str:

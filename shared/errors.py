@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]  # googleapis-common-protos ships no stubs
 from grpc_status import rpc_status
 
+from shared.error_reasons import ERROR_DOMAIN, PEER_PREFIX, default_reason
 from shared.logs import get_logger
 from shared.request_limits import request_violation
 
@@ -54,7 +55,6 @@ class FieldViolation:
 
 
 # google.rpc.ErrorInfo.domain of every reason this kernel gives (docs/api.md "Errors").
-ERROR_DOMAIN = "covel.dev"
 # Failures another try may not meet: a peer restarting or overloaded, or too slow this once.
 PASSING_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 # How long a client waits before retrying a passing failure, when nothing says better.
@@ -93,8 +93,9 @@ class ServiceError(Exception):
                 ]
             )
             details.append(_packed(bad_request))
-        if self.reason:
-            details.append(_packed(error_details_pb2.ErrorInfo(reason=self.reason, domain=ERROR_DOMAIN, metadata=self.metadata)))
+        # Every error carries ErrorInfo: its reason (shared/error_reasons.py), else its code's name.
+        reason = self.reason or default_reason(self.code)
+        details.append(_packed(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=self.metadata)))
         if self.retry_after_ms is not None:
             delay = error_details_pb2.RetryInfo()
             delay.retry_delay.FromMilliseconds(self.retry_after_ms)
@@ -186,6 +187,11 @@ async def _abort(context: grpc.aio.ServicerContext, error: ServiceError) -> None
     await context.abort_with_status(error.to_status())
 
 
+async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str = "") -> None:
+    """End the call with `code` and its ErrorInfo (for code outside an `rpc` method: interceptors, checks)."""
+    await _abort(context, ServiceError(code, message, reason=reason))
+
+
 def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
     """A peer's error passed on: caller mistakes keep their code, the fields the peer named and its reason; outages
     stay retryable, with the peer's RetryInfo or RETRY_AFTER_MS."""
@@ -193,7 +199,7 @@ def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
     retry = retry_after_ms(error)
     if retry is None and error.code() in PASSING_CODES:
         retry = RETRY_AFTER_MS
-    reason = info.reason if info is not None else (f"PEER_{error.code().name}" if error.code() in PASSING_CODES else "")
+    reason = info.reason if info is not None else (f"{PEER_PREFIX}{error.code().name}" if error.code() in PASSING_CODES else "")
     return ServiceError(error.code(), error.details() or "", field_violations(error), reason=reason,
                         metadata=dict(info.metadata) if info is not None else {}, retry_after_ms=retry, details=_other_details(error))
 
@@ -230,7 +236,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 await _abort(context, _relay(error))
             except Exception:
                 get_logger(rpc=name).exception("rpc.failed")
-                await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}; see the server log")
+                await abort(context, grpc.StatusCode.INTERNAL, f"internal error in {name}; see the server log")
 
         return stream_wrapper
 
@@ -245,7 +251,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
             await _abort(context, _relay(error))
         except Exception:
             get_logger(rpc=name).exception("rpc.failed")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}; see the server log")
+            await abort(context, grpc.StatusCode.INTERNAL, f"internal error in {name}; see the server log")
 
     return unary_wrapper
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from shared.errors import ServiceError
+from shared.errors import ServiceError, abort
 from shared.logs import get_logger
 from shared.security.principals import (
     INVALID_TOKEN,
@@ -71,7 +71,7 @@ def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: s
     """A handler of the same kind that answers `code` without running the method."""
 
     async def reject(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(code, message)
+        await abort(context, code, message)
 
     return _same_kind(handler, reject, reject, reject, reject)
 
@@ -98,9 +98,9 @@ async def _refuse(context: grpc.aio.ServicerContext, error: Exception) -> None:
     if isinstance(error, ServiceError):
         await context.abort_with_status(error.to_status())
     if isinstance(error, grpc.aio.AioRpcError):
-        await context.abort(error.code(), error.details() or "")
+        await abort(context, error.code(), error.details() or "")
     get_logger().error("auth.authorize_failed", error=repr(error))
-    await context.abort(grpc.StatusCode.INTERNAL, "the access check failed; see the server log")
+    await abort(context, grpc.StatusCode.INTERNAL, "the access check failed; see the server log")
 
 
 def _as(principal: Principal, handler: grpc.RpcMethodHandler, method: str, authorize: Authorize | None) -> grpc.RpcMethodHandler:
@@ -136,7 +136,7 @@ def _as(principal: Principal, handler: grpc.RpcMethodHandler, method: str, autho
 
     async def refused(request_iterator, context):
         # A client-streaming request is not one message to check: refused rather than let through.
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} streams requests; the client API authorizes single requests only")
+        await abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{method} streams requests; the client API authorizes single requests only")
 
     return _same_kind(handler, single, streaming, refused, refused)
 

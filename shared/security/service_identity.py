@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from shared.errors import abort
 from shared.security.policy import CLIENT, IDENTITIES, is_open, rule_of
 from shared.settings import SecuritySettings
 
@@ -91,7 +92,7 @@ def _wrapped(handler: grpc.RpcMethodHandler, path: str) -> grpc.RpcMethodHandler
     async def admitted(context: grpc.aio.ServicerContext) -> bool:
         refused = refusal(path, peer_certificate(context))
         if refused is not None:
-            await context.abort(*refused)
+            await abort(context, *refused)
         return refused is None
 
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -15,6 +15,7 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import ServiceGroup, free_port_addrs
 from covel_cli.play import play, scripted_reader
+from shared.errors import error_info
 from shared.grpc_client import open_channel
 from shared.security.auth import INVALID_TOKEN, MISSING_TOKEN
 from shared.settings import REPO_ROOT, SecuritySettings
@@ -88,6 +89,10 @@ async def test_the_client_api_requires_the_bearer_token(secured):
                 pass
     assert (wrong.value.code(), wrong.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, INVALID_TOKEN)
     assert (wrong_stream.value.code(), wrong_stream.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, INVALID_TOKEN)
+    # A program can act on it: ErrorInfo with a stable reason, refused by the interceptor before any method ran.
+    for refused in (missing, wrong, wrong_stream):
+        info = error_info(refused.value)
+        assert (info.reason, info.domain) == ("UNAUTHENTICATED", "covel.dev")
     async with open_channel(addr, security=client, bearer_token=TOKEN) as channel:
         created = await scheduler_pb2_grpc.SchedulerStub(channel).CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=10)
     assert created.session.id
