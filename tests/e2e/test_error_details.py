@@ -35,3 +35,17 @@ async def test_cancel_with_no_running_turn_says_so_with_its_reason(services) -> 
                 await call
             assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
             assert error_info(raised.value).reason == "NO_RUNNING_TURN"
+
+
+async def test_run_manual_of_an_unknown_or_unmanual_runtime_names_it(services) -> None:
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(), timeout=30)).session
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            async for _ in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id="nobody/nothing"), timeout=30):
+                pass
+        assert (unknown.value.code(), error_info(unknown.value).reason) == (grpc.StatusCode.NOT_FOUND, "RUNTIME_NOT_FOUND")
+        with pytest.raises(grpc.aio.AioRpcError) as story:
+            async for _ in stub.RunManual(scheduler_pb2.RunManualRequest(session_id=session.id, runtime_id="narrator"), timeout=30):
+                pass
+        assert (story.value.code(), error_info(story.value).reason) == (grpc.StatusCode.FAILED_PRECONDITION, "RUNTIME_NOT_MANUAL")

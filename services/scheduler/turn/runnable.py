@@ -74,12 +74,13 @@ def _manual_runtime(runtimes: list[Runtime], manifests: Mapping[str, CompiledMan
     """The runtime RunManual names: in the session's plugins, and triggered manually."""
     runtime = next((r for r in runtimes if r.runtime_id == runtime_id), None)
     if runtime is None:
-        raise not_found(f"runtime {runtime_id} is not in this session's plugins")
+        raise not_found(f"runtime {runtime_id} is not in this session's plugins", "covel.scheduler.v1.Runtime", runtime_id,
+                        reason="RUNTIME_NOT_FOUND")
     trigger = manifests[runtime_id].schedule.trigger.type
     if trigger != TriggerType.MANUAL or manifests[runtime_id].schedule.subagent_only:
         raise failed_precondition(
-            f"runtime {runtime_id} is triggered by {trigger}; only schedule.trigger.type: manual runtimes run on request"
-        )
+            f"runtime {runtime_id} is triggered by {trigger}; only schedule.trigger.type: manual runtimes run on request",
+            reason="RUNTIME_NOT_MANUAL", subject=f"runtimes/{runtime_id}")
     return runtime
 
 
