@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from shared.decode_guard import DecodeGuardInterceptor
 from shared.logs import get_logger
+from shared.reflection import enable_reflection
 from shared.security.service_identity import CallerPolicyInterceptor
 from shared.security.tls import listening_credentials, load_tls
 from shared.settings import ServiceSettings
@@ -184,10 +184,7 @@ async def start_server(
     service_names = list(add_servicers(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
-        server,
-    )
+    enable_reflection([*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name], server)
     port = _bind(server, addr, credentials)
     await server.start()
     running = RunningServer(server=server, health=health_servicer, service_names=service_names, port=port)
