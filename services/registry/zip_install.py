@@ -4,7 +4,7 @@ Limits (also in the proto's InstallPackageRequest): at most 16 MiB of zip, 2000 
 8 MiB per file, 64 MiB unpacked in all and 10 s of unpacking. Only stored and deflated members
 are read: zipfile inflates bzip2 and LZMA data without an output bound, so a few hundred bytes
 of either could take gigabytes before the size count sees them. Members with an absolute path (`/x`, `C:x`), a
-`..` component, a backslash, a NUL, a symlink or any other non-regular file type, and
+`..` component, a backslash, a NUL, a name longer than a file system takes, a symlink or any other non-regular file type, and
 encrypted members are rejected before anything is written; sizes are enforced while
 extracting too (a member's declared size is not trusted).
 
@@ -31,6 +31,9 @@ MAX_MEMBERS = 2000
 MAX_MEMBER_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_UNPACK_SECONDS = 10.0
+# What a file system takes (NAME_MAX), and a bound on a whole member path.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
 READ_CHUNK = 64 * 1024
 # Deflate output is bounded per read (zipfile passes max_length); the other methods' is not.
 READABLE_COMPRESSIONS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
@@ -66,6 +69,9 @@ def _member_problem(info: zipfile.ZipInfo) -> tuple[str, str] | None:
         return "zip-absolute-path", f"`{name}` is an absolute path"
     if any(part == ".." for part in PurePosixPath(name).parts):
         return "zip-path-traversal", f"`{name}` leaves the package through `..`"
+    if len(name.encode()) > MAX_PATH_BYTES or any(len(part.encode()) > MAX_NAME_BYTES for part in PurePosixPath(name).parts):
+        return "zip-path-too-long", (f"`{name[:80]}…` is too long a path: at most {MAX_NAME_BYTES} bytes a folder or file name "
+                                     f"and {MAX_PATH_BYTES} in all")
     # Unix mode in the high bits; archivers that store only permission bits leave the type 0.
     file_type = stat.S_IFMT(info.external_attr >> 16)
     if file_type == stat.S_IFLNK:
@@ -126,9 +132,13 @@ def unpack(data: bytes, *, plugin_id: str = "") -> Unpacked:
     tmp = Path(tempfile.mkdtemp(prefix="covel-install-"))
     result._tmp = tmp
     root = tmp / resolved_id
-    root.mkdir()
-    if _extract(archive, infos, prefix, root, bag):
-        result.root = root
+    try:
+        root.mkdir()
+        if _extract(archive, infos, prefix, root, bag):
+            result.root = root
+    except BaseException:
+        result.cleanup()  # nothing of a refused package stays behind
+        raise
     return result
 
 
@@ -161,12 +171,12 @@ def _extract(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], prefix: str
         if not target.resolve().is_relative_to(root.resolve()):
             bag.error("zip-path-traversal", f"`{info.filename}` leaves the package", field_path=info.filename)
             return False
-        if info.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
         written = 0
         try:
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
             with archive.open(info) as source, open(target, "xb") as sink:
                 while chunk := source.read(READ_CHUNK):
                     written += len(chunk)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import struct
+import tempfile
 import time
 import tracemalloc
 import zipfile
@@ -174,5 +175,30 @@ async def test_a_member_that_cannot_be_unpacked_is_named_without_the_registrys_f
     client = await registry_for([])
     long_name = "long/" + "n" * 300 + ".md"
     reply, _, _ = await validate_measured(client, zip=zip_of({"long/PLUGIN.md": b"---\nid: long\n---\n", long_name: b"x"}))
-    [problem] = [d for d in reply.diagnostics if d.code == "zip-invalid"]
-    assert "File name too long" in problem.message and "/tmp" not in problem.message, problem.message
+    # Refused from the zip's directory, before anything is written (it was the file system's error, naming the folder).
+    [problem] = [d for d in reply.diagnostics if d.code == "zip-path-too-long"]
+    assert "at most 255 bytes" in problem.message and "/tmp" not in problem.message, problem.message
+
+
+@pytest.mark.parametrize("member", ["long/" + "d" * 300 + "/x.md", "long/" + "f" * 300, "long/" + "/".join(["a" * 200] * 6) + "/x"])
+async def test_a_member_path_too_long_for_a_file_system_is_a_diagnostic_and_leaves_nothing(registry_for, tmp_path: Path,
+                                                                                        monkeypatch, member: str) -> None:
+    # The registry (in this process) unpacks into the temporary folder: a private one shows what a refused zip leaves.
+    unpack_dir = tmp_path / "tmp"
+    unpack_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(unpack_dir))
+    community = tmp_path / "community"
+    community.mkdir()
+    client = await registry_for([community])
+    data = zip_of({"long/PLUGIN.md": b"---\nid: long\nkind: plugin\n---\n", member: b"x"})
+    for call in (client.stub.ValidatePackage(registry_pb2.ValidatePackageRequest(zip=data), timeout=30),
+                 client.stub.InstallPackage(registry_pb2.InstallPackageRequest(zip=data), timeout=30)):
+        try:
+            reply = await call
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+            assert "zip-path-too-long" in error.details(), error.details()
+        else:
+            assert not reply.ok and [d.code for d in reply.diagnostics] == ["zip-path-too-long"], reply
+    assert not list(unpack_dir.iterdir()), "a refused zip leaves no unpack folder"
+    assert not list(community.iterdir()), "nothing was installed"
