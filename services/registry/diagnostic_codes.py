@@ -166,6 +166,7 @@ CODES: dict[str, str] = {
     "zip-duplicate-member": "a member name twice",
     "zip-layout": "not one package folder (or files at the root without a plugin id)",
     "zip-compression": "a member compressed other than deflate or stored (bzip2 and LZMA inflate without bound)",
+    "zip-path-too-long": "a member whose folder or file name is longer than 255 bytes, or whose path is longer than 1024",
     "zip-too-slow": "unpacking took longer than its time limit",
     # World packages (services/registry/world_*.py; docs/worlds.md)
     "world-manifest-missing": "a world folder without world.yaml",
