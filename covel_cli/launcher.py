@@ -50,6 +50,15 @@ def free_port_addrs() -> FreePorts:
     return addrs
 
 
+def own_metrics_port(env: dict[str, str], name: str) -> dict[str, str]:
+    """Five services on one host cannot share COVEL_METRICS_PORT: each gets that port plus its place in SERVICES
+    (store +0, registry +1, gateway +2, hooks +3, scheduler +4), unless its own COVEL_<NAME>_METRICS_PORT is set."""
+    own, shared = f"COVEL_{name.upper()}_METRICS_PORT", env.get("COVEL_METRICS_PORT", "").strip()
+    if env.get(own) or not shared.isdigit():
+        return {}
+    return {own: str(int(shared) + SERVICES.index(name))}
+
+
 def configured_addrs() -> dict[str, str]:
     peers = PeerAddresses()
     return {name: peers.addr_of(name) for name in SERVICES}
@@ -134,6 +143,8 @@ class ServiceGroup:
             if name == "scheduler":
                 env.update({"COVEL_TLS_REQUIRE_CLIENT_CERT": "false"} if self.scheduler_tls else {"COVEL_TLS_LISTEN_PLAINTEXT": "true"})
         env.update(self.extra_env)
+        if name in SERVICES:
+            env.update(own_metrics_port(env, name))
         return env
 
     def security(self, name: str | None = None) -> SecuritySettings:

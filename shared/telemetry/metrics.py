@@ -17,6 +17,7 @@ import grpc
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from shared.hook_events import HANDLER_FAULTS
+from shared.logs import get_logger
 from shared.settings import TelemetrySettings
 
 _state: dict = {"server": None, "port": None}
@@ -92,7 +93,15 @@ def start_metrics_server(service: str, settings: TelemetrySettings, default_host
     if port is None or _state["server"] is not None:
         return _state["port"]
     host = settings.metrics_host or default_host
-    server, _thread = start_http_server(port, addr=host)
+    try:
+        server, _thread = start_http_server(port, addr=host)
+    except OSError as error:
+        # The service still serves; only its /metrics is off, and its log says which setting to change.
+        setting = f"COVEL_{service.upper()}_METRICS_PORT" if getattr(settings, f"{service}_metrics_port", None) is not None \
+            else "COVEL_METRICS_PORT"
+        get_logger().error("metrics.port_unavailable", port=port, host=host, setting=setting, error=error.strerror or str(error),
+                           fix=f"give {service} a free port with {setting} (covel up gives each service COVEL_METRICS_PORT + its place)")
+        return None
     _state.update(server=server, port=server.server_port)
     return _state["port"]
 

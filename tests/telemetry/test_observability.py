@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -12,7 +13,7 @@ import pytest_asyncio
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs
+from covel_cli.launcher import SERVICES, ServiceGroup, free_port_addrs, own_metrics_port
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from tests.support.builtin_plugins import non_story_core_plugin_ids
@@ -23,16 +24,30 @@ PROBE_DIR = REPO_ROOT / "tests" / "fixtures" / "plugins"
 CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _free_run(count: int) -> int:
+    """The first of `count` consecutive ports free on the loopback now."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count >= 65536:
+            continue
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(base, base + count):
+                    held.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def observed(tmp_path_factory):
     """The services with tracing to a local OTLP/HTTP receiver and /metrics on, after two turns."""
-    metrics_ports = {name: _free_port() for name in SERVICES}
+    # One COVEL_METRICS_PORT for the group, as an operator sets it for `covel up`: each service gets it plus its place.
+    base = _free_run(len(SERVICES))
+    metrics_ports = {name: base + place for place, name in enumerate(SERVICES)}
     with OtlpReceiver() as receiver:
         env = {
             "COVEL_PLUGIN_DIRS": f"{REPO_ROOT / 'plugins'}:{PROBE_DIR}",
@@ -41,7 +56,7 @@ async def observed(tmp_path_factory):
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
             "OTEL_BSP_SCHEDULE_DELAY": "100",
-            **{f"COVEL_{name.upper()}_METRICS_PORT": str(port) for name, port in metrics_ports.items()},
+            "COVEL_METRICS_PORT": str(base),
         }
         group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("observed"), extra_env=env)
         try:
@@ -191,7 +206,7 @@ async def test_the_other_services_log_lines_of_a_turn_carry_its_ids(observed):
 async def test_a_service_on_a_unix_socket_serves_metrics_on_loopback(tmp_path):
     """The side ports of a service whose gRPC address is a unix socket listen on 127.0.0.1 (the
     host part of `unix:/path` is no host: the service used to exit at start)."""
-    metrics_port = _free_port()
+    metrics_port = _free_run(1)
     env = {**os.environ, "COVEL_DATA_DIR": str(tmp_path), "COVEL_GATEWAY_ADDR": f"unix:{tmp_path / 'gateway.sock'}",
            "COVEL_GATEWAY_METRICS_PORT": str(metrics_port)}
     process = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.gateway", cwd=REPO_ROOT, env=env,
@@ -204,3 +219,34 @@ async def test_a_service_on_a_unix_socket_serves_metrics_on_loopback(tmp_path):
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_a_taken_metrics_port_turns_off_metrics_not_the_service(tmp_path):
+    """COVEL_METRICS_PORT that another process holds: the service serves all the same and its log names the setting."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        env = {**os.environ, "COVEL_DATA_DIR": str(tmp_path), "COVEL_GATEWAY_ADDR": f"unix:{tmp_path / 'gateway.sock'}",
+               "COVEL_METRICS_PORT": str(taken)}
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.gateway", cwd=REPO_ROOT, env=env,
+                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        seen = []
+        try:
+            async with asyncio.timeout(30):
+                while b"COVEL_READY" not in (line := await process.stdout.readline()):
+                    assert line, f"the gateway exited before it served: {seen}"
+                    seen.append(line.decode(errors="replace"))
+        finally:
+            process.terminate()
+            await process.wait()
+    [refused] = [json.loads(line) for line in seen if "metrics.port_unavailable" in line]
+    assert (refused["port"], refused["setting"]) == (taken, "COVEL_METRICS_PORT") and "COVEL_METRICS_PORT" in refused["fix"]
+
+
+def test_covel_up_gives_each_service_its_own_metrics_port():
+    assert [own_metrics_port({"COVEL_METRICS_PORT": "9100"}, name) for name in SERVICES] == [
+        {f"COVEL_{name.upper()}_METRICS_PORT": str(9100 + place)} for place, name in enumerate(SERVICES)]
+    # A service's own setting wins; no shared port, or not a number: nothing added.
+    assert own_metrics_port({"COVEL_METRICS_PORT": "9100", "COVEL_STORE_METRICS_PORT": "9300"}, "store") == {}
+    assert own_metrics_port({}, "store") == own_metrics_port({"COVEL_METRICS_PORT": "x"}, "store") == {}
