@@ -8,7 +8,6 @@ every caller is the one local principal, an operator (the dev default of `covel 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -17,11 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import grpc
-import httpx
 import jwt
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from shared.security.jwks import IssuerKeys
 from shared.settings import PrincipalSettings
 
 PLAYER = "player"
@@ -31,7 +30,6 @@ PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:|-]{0,199}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 # HS* would need the issuer's shared secret here, and `none` signs nothing.
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"})
-JWKS_TIMEOUT_S = 5.0
 MISSING_TOKEN = "missing bearer token: send metadata 'authorization: Bearer <token>'"
 INVALID_TOKEN = "invalid bearer token"
 
@@ -170,26 +168,11 @@ class OidcVerifier:
         self._algorithms = list(settings.oidc_algorithms)
         self._principal_claim = settings.oidc_principal_claim
         self._roles_claim = settings.oidc_roles_claim
-        self._jwks_url = settings.oidc_jwks_url
-        self._keys: jwt.PyJWKClient | None = jwt.PyJWKClient(self._jwks_url, timeout=JWKS_TIMEOUT_S) if self._jwks_url else None
+        # Fetched once at a time, kept while they serve (shared/security/jwks.py).
+        self._keys = IssuerKeys(settings.oidc_issuer, settings.oidc_jwks_url or "")
 
-    def _key_client(self) -> jwt.PyJWKClient:
-        """The JWKS client; without COVEL_OIDC_JWKS_URL, the issuer's discovery document says where its keys are."""
-        if self._keys is None:
-            discovery = f"{self._issuer.rstrip('/')}/.well-known/openid-configuration"
-            try:
-                document = httpx.get(discovery, timeout=JWKS_TIMEOUT_S).raise_for_status().json()
-            except (httpx.HTTPError, ValueError) as error:
-                raise jwt.PyJWKClientConnectionError(f"cannot read {discovery}: {error}") from None
-            jwks_uri = document.get("jwks_uri") if isinstance(document, dict) else None
-            if not isinstance(jwks_uri, str) or not jwks_uri:
-                raise jwt.PyJWKClientConnectionError(f"{discovery} names no jwks_uri")
-            self._keys = jwt.PyJWKClient(jwks_uri, timeout=JWKS_TIMEOUT_S)
-        return self._keys
-
-    def _verify(self, token: str) -> Principal:
-        """Blocking (a JWKS fetch when the cached key set lacks the token's key): run it in a thread."""
-        key = self._key_client().get_signing_key_from_jwt(token)
+    async def _verify(self, token: str) -> Principal:
+        key = await self._keys.key_for(jwt.get_unverified_header(token).get("kid"))
         claims = jwt.decode(
             token, key, algorithms=self._algorithms, audience=self._audience, issuer=self._issuer,
             options={"require": ["exp", "iss", "aud", self._principal_claim]},
@@ -201,7 +184,7 @@ class OidcVerifier:
 
     async def verify(self, token: str) -> Principal:
         try:
-            return await asyncio.to_thread(self._verify, token)
+            return await self._verify(token)
         except jwt.PyJWKClientConnectionError:
             raise AuthenticationFailed(
                 "cannot check the bearer token now: the OIDC issuer's keys (JWKS) cannot be fetched; try again", grpc.StatusCode.UNAVAILABLE

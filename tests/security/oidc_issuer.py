@@ -26,12 +26,17 @@ class Issuer:
         self.key = new_key()
         self.kid = "key-1"
         self.jwks_fetches = 0
+        # Cleared: /jwks.json stalls until it is set again.
+        self.released = threading.Event()
+        self.released.set()
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 if self.path == "/jwks.json":
                     issuer.jwks_fetches += 1
+                    # A stalled issuer: the request hangs until released (or 30 s).
+                    issuer.released.wait(30)
                     jwk = {**RSAAlgorithm.to_jwk(issuer.key.public_key(), as_dict=True), "kid": issuer.kid, "alg": "RS256", "use": "sig"}
                     self._json({"keys": [jwk]})
                 elif self.path == "/.well-known/openid-configuration":
@@ -63,5 +68,6 @@ class Issuer:
         return jwt.encode(payload, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
 
     def close(self) -> None:
+        self.released.set()
         self._server.shutdown()
         self._server.server_close()
