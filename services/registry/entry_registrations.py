@@ -12,11 +12,14 @@ package's code otherwise runs only once a session approved it (the hooks service
 from __future__ import annotations
 
 import json
+import math
 import os
 import selectors
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +38,11 @@ from shared.settings import DataDirSetting
 if TYPE_CHECKING:
     from services.registry.validation_cache import ValidationCache
 
-# Time for one register(covel), the probe's start included.
+# Time for one register(covel), from the probe's ready line; and for the probe's start before it.
 PROBE_TIMEOUT_S = 10.0
+PROBE_START_TIMEOUT_S = 30.0
+# Probe processes at once (each loads its packages one after another).
+PROBE_LANES = 4
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,16 @@ def _run_probe(packages: list[LoadedPackage], answers: dict[str, _Answer], timeo
     selector.register(process.stdout, selectors.EVENT_READ)
     buffer = b""
     pending = list(packages)
-    deadline = time.monotonic() + timeout_s
+    # Its start (a Python process, its imports, its isolation) has a bound of its own: on a loaded machine, with
+    # other probes starting beside it, it may take seconds that are no package's fault.
+    deadline, ready = time.monotonic() + PROBE_START_TIMEOUT_S, False
     try:
         while pending:
             if not selector.select(max(deadline - time.monotonic(), 0)):
                 stuck = pending.pop(0)
-                answers[stuck.id] = _Answer(error=f"{stuck.entry}: register(covel) did not return within {timeout_s:g} s", given=False)
+                why = f"register(covel) did not return within {timeout_s:g} s" if ready else \
+                    f"the probe that loads it did not start within {PROBE_START_TIMEOUT_S:g} s"
+                answers[stuck.id] = _Answer(error=f"{stuck.entry}: {why}", given=False)
                 return pending
             chunk = os.read(process.stdout.fileno(), 65536)
             if not chunk:
@@ -98,6 +108,9 @@ def _run_probe(packages: list[LoadedPackage], answers: dict[str, _Answer], timeo
             while b"\n" in buffer and pending:
                 line, buffer = buffer.split(b"\n", 1)
                 answer = json.loads(line)
+                if answer.get("ready") is True:
+                    deadline, ready = time.monotonic() + timeout_s, True
+                    continue
                 done = pending.pop(0)
                 answers[done.id] = _parse(answer)
                 deadline = time.monotonic() + timeout_s
@@ -115,11 +128,27 @@ def _parse(answer: dict[str, Any]) -> _Answer:
     return _Answer(registrations=Registrations.from_json(answer["registrations"]), hookimpls=bool(answer.get("hookimpls")))
 
 
-def probe_entries(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, _Answer]:
+def probe_entries(packages: list[LoadedPackage], timeout_s: float = PROBE_TIMEOUT_S, lanes: int = PROBE_LANES) -> dict[str, _Answer]:
+    """Each package's answer. Probes run in up to `lanes` processes at once, each taking the next few packages when it
+    is done, so a package whose import hangs holds up one lane for `timeout_s`, not every package after it."""
     answers: dict[str, _Answer] = {}
-    pending = list(packages)
-    while pending:
-        pending = _run_probe(pending, answers, timeout_s)
+    queue = list(packages)
+    batch = max(1, math.ceil(len(queue) / (max(1, lanes) * 3)))
+    lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with lock:
+                taken, queue[:batch] = queue[:batch], []
+            while taken:
+                taken = _run_probe(taken, answers, timeout_s)
+            if not queue:
+                return
+
+    workers = min(max(1, lanes), len(queue)) or 1
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="registration-probe") as pool:
+        for done in [pool.submit(lane) for _ in range(workers)]:
+            done.result()
     return answers
 
 

@@ -2,8 +2,8 @@
 recording registrar and print what each registers, so a process that must not import plugin
 code (the registry) can check it against contributes.
 
-stdin: a JSON list of {pluginId, root, entry}. stdout: one JSON line per plugin, in order, as
-soon as it is done: {pluginId, registrations, hookimpls} or {pluginId, error}. The caller bounds
+stdin: a JSON list of {pluginId, root, entry}. stdout: {ready: true} once started and isolated, then one
+JSON line per plugin, in order, as soon as it is done: {pluginId, registrations, hookimpls} or {pluginId, error}. The caller bounds
 the time of each and kills the process on overrun (registry: services/registry/entry_registrations.py).
 With the sandbox on, the probe isolates itself first, as a sandbox worker does (argv[1]).
 """
@@ -47,8 +47,11 @@ def main() -> None:
     isolation = enter(IsolationConfig.from_arg(sys.argv[1])) if len(sys.argv) > 1 else None
     if isolation is None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    requests = json.load(sys.stdin)
     out = sys.stdout
+    # Started and isolated: the caller's time for each register(covel) runs from here.
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
+    requests = json.load(sys.stdin)
     # Plugin code printing to stdout must not garble the answers.
     sys.stdout = sys.stderr
     for request in requests:

@@ -151,3 +151,26 @@ async def test_the_registry_runs_no_community_entry_code(registry_for, tmp_path)
     [shout] = (await client.stub.GetPlugins(registry_pb2.GetPluginsRequest(plugin_ids=["shout-declared"]), timeout=5)).plugins
     assert shout.source == "community" and shout.state == registry_pb2.PLUGIN_STATE_LOADED
     assert not [d for d in shout.diagnostics if d.code in ("entry-registrations", "entry-load-failed")]
+
+
+def test_packages_whose_import_hangs_hold_up_one_lane_each_not_the_start(tmp_path) -> None:
+    """Three packages whose register(covel) waits forever (on a lock, the network...), among others: the probes run
+    side by side, so the whole takes about one time-out, not three one after another."""
+    import shutil
+    import time
+
+    from services.registry.entry_registrations import check_entry_registrations
+
+    packages = []
+    for index in range(3):
+        copy = tmp_path / f"register-hangs-{index}"
+        shutil.copytree(PORTED / "register-hangs", copy)  # its id is its folder's name
+        (copy / "server" / "index.py").write_text("import time\n\n\ndef register(covel):\n    time.sleep(3600)\n")
+        packages.append(load_package(copy, source="community"))
+    story = load_package(PORTED / "ported-story", source="community")
+    started = time.monotonic()
+    check_entry_registrations([*packages, story], timeout_s=6)
+    elapsed = time.monotonic() - started
+    assert [p.state for p in packages] == [PackageState.FAILED] * 3 and story.state is PackageState.LOADED
+    # One after another it took 3 x 6 s and more; side by side 6 s plus the probes' starts (a loaded machine's margin).
+    assert elapsed < 16, elapsed

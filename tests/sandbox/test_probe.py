@@ -33,7 +33,9 @@ def test_the_probe_runs_entry_code_in_the_sandbox(tmp_path: Path, monkeypatch) -
     requests = [{"pluginId": "spy", "root": str(root), "entry": "server/index.py"}]
     done = subprocess.run([sys.executable, "-m", "shared.plugin_code.registration_probe", *_isolation([str(root)])],
                           input=json.dumps(requests).encode(), capture_output=True, env=_probe_env(), cwd="/", timeout=60, check=True)
-    answer = json.loads(done.stdout.decode().splitlines()[0])
+    ready, line = done.stdout.decode().splitlines()[:2]
+    assert json.loads(ready) == {"ready": True}
+    answer = json.loads(line)
     seen = json.loads(answer["error"].split("RuntimeError: ", 1)[1])
     assert seen["covelEnv"] == []
     if os.geteuid() == 0:
