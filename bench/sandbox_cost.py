@@ -17,7 +17,8 @@ from types import MappingProxyType
 
 from bench.common import summarize, table, write_result
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from services.hooks.sandboxed_entries import load_sandboxed
 from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.function import runtime

@@ -18,9 +18,10 @@ import dataclasses
 import time
 from typing import Any
 
-from services.hooks import worker_operations
+from services.hooks.common.workspaces import workspace_root
 from services.hooks.dispatcher import HandlerFailed, HandlerSkipped
-from services.hooks.entry_loader import (
+from services.hooks.hook_state import StoreState, state_capability
+from services.hooks.plugin_entries import (
     LoadedPlugin,
     LoadResult,
     PluginEntry,
@@ -28,10 +29,8 @@ from services.hooks.entry_loader import (
     entry_problem,
     plugin_tools_of,
 )
-from services.hooks.environments import workspace_root
-from services.hooks.hook_state import StoreState, state_capability
 from services.hooks.sandboxed_hookspecs import VIEW_FIELDS, SandboxedHookspecs
-from services.hooks.tape_mirror import with_turns
+from services.hooks.store_turns import with_turns
 from shared.plugin_sdk import HookContext, PluginRegistrar
 from shared.plugin_sdk.http_client import http_rules
 from shared.plugin_sdk.registrar import RegistrationError
@@ -40,6 +39,8 @@ from shared.plugin_sdk.tools import ToolContext
 from shared.sandbox import PluginWorkers, RemoteError, SandboxPool, Worker, WorkerGone
 from shared.sandbox.operations import register_operations
 
+# What this service's workers serve (plugin_side/operations.py), by name: the host never imports the plugin side.
+WORKER_OPERATIONS = "services.hooks.plugin_side.operations"
 # register(covel) and the imports before it, the worker's start included.
 LOAD_TIMEOUT_S = 30.0
 
@@ -253,7 +254,7 @@ async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generati
     among them are retired (a whole generation); without it, the others' workers are left as they are (plugins a
     session approved, loaded alongside a generation's)."""
     # The operations these workers serve (the service registers them at its start; a pool made without it here).
-    register_operations(worker_operations)
+    register_operations(WORKER_OPERATIONS)
     result = LoadResult()
     outcomes = await asyncio.gather(*(_load_one(pool, plugin, generation) for plugin in plugins))
     for plugin, outcome in zip(plugins, outcomes, strict=True):

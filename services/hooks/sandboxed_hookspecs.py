@@ -1,6 +1,6 @@
 """A sandboxed plugin's hookspec adapter, seen from the hooks service: the adapter lives in the plugin's
 worker (hookspec_adapter.py there); this stand-in calls it through the worker's `hookspec`, `lifespans`
-and `model_stream` operations (worker_operations.py).
+and `model_stream` operations (plugin_side/operations.py).
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from services.hooks.admission import ADMIT_TIMEOUT_S
-from services.hooks.lifespans import WorkerLifespans
-from services.hooks.pending_calls import MISSING
+from services.hooks.common.bounds import ADMIT_TIMEOUT_S
+from services.hooks.common.markers import MISSING
+from services.hooks.worker_lifespans import WorkerLifespans
 from shared.logs import get_logger
 from shared.plugin_sdk import HookContext
 from shared.sandbox import PluginWorkers, RemoteError, Worker, WorkerGone
@@ -30,7 +30,7 @@ class WorkerPlugin(Protocol):
 
 
 class SandboxedHookspecs:
-    """The plugin's hookspec adapter, which lives in its worker (services/hooks/hookspec_adapter.py)."""
+    """The plugin's hookspec adapter, which lives in its worker (services/hooks/plugin_side/hookspec_adapter.py)."""
 
     def __init__(self, plugin: WorkerPlugin, implemented: list[str]) -> None:
         self._plugin = plugin
@@ -73,7 +73,7 @@ class SandboxedHookspecs:
         return answer.get("v") if isinstance(answer, dict) else answer
 
     async def stream_batch(self, stream_id: str, *, session_id: str, claim: bool, wait_s: float) -> Any:
-        """StreamModelAnswer: the next batch of a run_model_stream kept open in the worker (services/hooks/model_streams.py;
+        """StreamModelAnswer: the next batch of a run_model_stream kept open in the worker (services/hooks/plugin_side/model_streams.py;
         the worker's word: the caller checks it and bounds the wait)."""
         args = {"method": "next", "stream_id": stream_id, "session_id": session_id, "claim": claim, "wait_s": wait_s}
         return await self._plugin.workers.call("model_stream", args, deadline=time.monotonic() + wait_s)

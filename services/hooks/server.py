@@ -13,19 +13,21 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2_grpc
-from services.hooks import admission, worker_operations
+from services.hooks import admission
 from services.hooks.catalogue_sync import CatalogueSync
+from services.hooks.common.committed_turns import COMMITTED_TURNS
+from services.hooks.common.hookspec_events import events_for
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.form_validators import validate_form
 from services.hooks.hook_state import StoreState
-from services.hooks.hookspec_events import events_for
 from services.hooks.loaded_hookspecs import find_replacement, tell_tool_refused
 from services.hooks.model_answers import model_answer_chunks
+from services.hooks.sandboxed_entries import WORKER_OPERATIONS
 from services.hooks.settings import HooksSettings
-from services.hooks.tape_mirror import COMMITTED_TURNS, StoreTurns
+from services.hooks.store_turns import StoreTurns
 from services.hooks.tool_host import action_tool, call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
@@ -430,7 +432,7 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     pool = sandbox_pool("hooks", settings.log_level, settings.log_format, sandbox)
     if pool is not None:
         # What this service's workers serve: registered before the zygote starts, so it preloads them.
-        register_operations(worker_operations)
+        register_operations(WORKER_OPERATIONS)
         # The sandbox's zygote starts while the registry may still be coming up.
         pool.prewarm()
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)
@@ -454,7 +456,7 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
         await asyncio.gather(following, return_exceptions=True)
 
     running.on_stopped.append(stop_following)
-    # provide_lifespan: the plugins' lifespans are left (bounded) before their workers stop (services/hooks/lifespans.py).
+    # provide_lifespan: the plugins' lifespans are left (bounded) before their workers stop (services/hooks/plugin_side/lifespans.py).
     running.on_stopped.append(sync.leave_lifespans)
     running.on_stopped.append(registry_channel.close)
     running.on_stopped.append(store_channel.close)

@@ -2,9 +2,10 @@
 
 A service whose plugin code runs in workers registers the module that holds its operations (a
 module-level OPERATIONS: name -> async (server, call, args) -> plain data) before its pool starts
-workers: `register_operations(module)`. The sandbox imports no service: the pool hands the names of
-the registered modules to its zygote (shared/sandbox/zygote.py, preloaded before it forks) and to every
-worker it starts (its config), and the worker imports and registers them in its own process
+workers: `register_operations("services.<name>.plugin_side.operations")`, by name, so the service's
+own process never imports what runs beside plugin code. The sandbox imports no service: the pool hands
+the names of the registered modules to its zygote (shared/sandbox/zygote.py, preloaded before it forks)
+and to every worker it starts (its config), and the worker imports and registers them in its own process
 (`load_operations`). The function runtimes' operation (function_context.py) is the sandbox's own.
 """
 
@@ -22,11 +23,14 @@ OPERATIONS: dict[str, Operation] = {}
 _MODULES: list[str] = ["shared.sandbox.function_context"]
 
 
-def register_operations(module: ModuleType) -> None:
-    """`module`'s OPERATIONS, served by this process's workers from now on (registering again changes nothing)."""
-    if module.__name__ not in _MODULES:
-        _MODULES.append(module.__name__)
-    OPERATIONS.update(module.OPERATIONS)
+def register_operations(module: ModuleType | str) -> None:
+    """`module`'s OPERATIONS, served by this process's workers from now on (registering again changes nothing).
+    A module name is only recorded here (imported where workers run); a module is also registered in this process."""
+    name = module if isinstance(module, str) else module.__name__
+    if name not in _MODULES:
+        _MODULES.append(name)
+    if not isinstance(module, str):
+        OPERATIONS.update(module.OPERATIONS)
 
 
 def operation_modules() -> list[str]:

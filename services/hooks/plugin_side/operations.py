@@ -16,10 +16,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from services.hooks.entry_loader import EntryFailed, run_register
-from services.hooks.model_streams import OPEN_STREAMS
-from services.hooks.pending_calls import MISSING
-from services.hooks.tape_mirror import COMMITTED_TURNS, WorkerTurns
+from services.hooks.common.committed_turns import COMMITTED_TURNS
+from services.hooks.common.markers import MISSING
+from services.hooks.plugin_side.entry_loader import EntryFailed, run_register
+from services.hooks.plugin_side.model_streams import OPEN_STREAMS
+from services.hooks.plugin_side.tape_mirror import WorkerTurns
 from shared.plugin_sdk import ExecutionView, HookContext, PluginRegistrar, PrivatePayload
 from shared.plugin_sdk.event_keys import InternalEvent
 from shared.plugin_sdk.hook_match import DeclarativeMatch
@@ -212,7 +213,7 @@ async def hookspec(server: WorkerServer, call: Call, args: dict[str, Any]) -> di
 
 
 async def model_stream(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    """A run_model_stream answer kept open in this worker (services/hooks/model_streams.py): its next batch, or closed.
+    """A run_model_stream answer kept open in this worker (services/hooks/plugin_side/model_streams.py): its next batch, or closed.
     Not per generation: a stream opened before a reload is read to its end."""
     if args.get("method") == "close":
         OPEN_STREAMS.close(server.plugin_id, str(args["stream_id"]))
