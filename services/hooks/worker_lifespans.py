@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 from services.hooks.common.bounds import ENTER_TIMEOUT_S, EXIT_TIMEOUT_S
+from services.hooks.common.worker_messages import LifespansArgs, LifespansReply
 from shared.logs import get_logger
 
 log = get_logger(component="hookspecs")
@@ -42,27 +43,28 @@ class WorkerLifespans:
         """Entered in the plugin's worker (or in `worker`, a fresh one that is not serving yet)."""
         if not self.implemented:
             return
-        args = {"gen": self._plugin.generation, "action": "enter", "timeout_s": timeout_s}
+        args = LifespansArgs("enter", self._plugin.generation, timeout_s=timeout_s)
         try:
-            calling = worker.call("lifespans", args) if worker is not None else self._plugin.workers.call("lifespans", args)
+            calling = (worker.call("lifespans", args, reply=LifespansReply) if worker is not None
+                       else self._plugin.workers.call("lifespans", args, reply=LifespansReply))
             answer = await asyncio.wait_for(calling, timeout_s + 5.0)
         except Exception as error:  # the worker's failure (gone, hung): the plugin's other code still serves
             log.warning("lifespan.not_entered", plugin_id=self._plugin.plugin_id, error=f"{type(error).__name__}: {error}")
             return
-        self._load = answer.get("load") if isinstance(answer, dict) else None
+        self._load = answer.load
 
     async def leave(self, timeout_s: float = EXIT_TIMEOUT_S) -> None:
         """Left in the plugin's worker, if that worker is still kept (a forgotten one leaves them in its teardown)."""
         workers = self._plugin.workers
         if not self.implemented or self._load is None or not workers.pool.is_kept(workers):
             return
-        args = {"gen": self._plugin.generation, "action": "leave", "load": self._load, "timeout_s": timeout_s}
+        args = LifespansArgs("leave", self._plugin.generation, self._load, timeout_s)
         self._load = None
         try:
-            await asyncio.wait_for(workers.call("lifespans", args), timeout_s + 2.0)
+            await asyncio.wait_for(workers.call("lifespans", args, reply=LifespansReply), timeout_s + 2.0)
         except Exception as error:  # the worker's failure: nothing more to leave there
             log.warning("lifespan.not_left", plugin_id=self._plugin.plugin_id, error=f"{type(error).__name__}: {error}")
 
     async def leave_all(self, worker: Any) -> None:
         """A worker stopped on purpose (PluginWorkers.teardown): every generation's lifespans left there."""
-        await worker.call("lifespans", {"action": "leave", "timeout_s": EXIT_TIMEOUT_S})
+        await worker.call("lifespans", LifespansArgs("leave", timeout_s=EXIT_TIMEOUT_S), reply=LifespansReply)
