@@ -53,6 +53,9 @@ class HookBatches:
                   event: HookEvent) -> list[Outcome]:
         args = self._args(members, view, payload, event)
         received: dict[int, HookOutcome] = {}
+        grace_s = self.workers.pool.settings.sandbox_stop_grace_ms / 1000
+        timeouts_s = [timeout / 1000 for timeout in args.timeouts_ms]
+        timer: asyncio.Timeout | None = None
 
         def note(op: str, values: list[Any]) -> None:
             if op != "hooks.outcome" or len(values) != 2 or type(values[0]) is not int or not 0 <= values[0] < len(members):
@@ -61,21 +64,29 @@ class HookBatches:
                 received[values[0]] = msgspec.convert(values[1], HookOutcome)
             except msgspec.ValidationError as error:
                 raise ProtocolError(f"a handler's outcome is not the protocol's: {error}") from error
+            if args.chain and timer is not None and values[0] + 1 < len(members):
+                # The next handler of the chain starts now: the host's bound is its own time (and the grace).
+                timer.reschedule(asyncio.get_running_loop().time() + timeouts_s[values[0] + 1] + grace_s)
 
         backend = STATE_BACKEND.get()
         capabilities = state_capability(backend, view.session_id, self.plugin_id) if isinstance(backend, StoreState) else None
-        budget_ms = sum(args.timeouts_ms) if args.chain else max(args.timeouts_ms)
         failure: tuple[str, str] | None = None
         self.round_trips += 1
+        worker = None
         try:
             worker = await self.workers.worker()
-            grace_s = self.workers.pool.settings.sandbox_stop_grace_ms / 1000
-            reply = await asyncio.wait_for(
-                worker.call("hooks", args, reply=HooksReply, notes=note, capabilities=capabilities,
-                            deadline=time.monotonic() + budget_ms / 1000), budget_ms / 1000 + grace_s)
+            # The first handler's time (a parallel batch: the longest); each outcome of a chain moves it (note).
+            async with asyncio.timeout((timeouts_s[0] if args.chain else max(timeouts_s)) + grace_s) as timer:
+                # The call's deadline lies past every bound of the timer: the caller's cancellation is no fault.
+                reply = await worker.call("hooks", args, reply=HooksReply, notes=note, capabilities=capabilities,
+                                          deadline=time.monotonic() + sum(timeouts_s) + grace_s * (len(members) + 1))
         except TimeoutError:
-            # The worker's own timers did not answer: its loop is held. The call's stop replaces it (worker_handle.py).
+            # The worker's own timer did not answer in time: its loop is held by the handler that has no outcome. It is
+            # stopped now, so that the handlers after it run alone on a fresh worker.
             failure = ("timeout", "")
+            if worker is not None:
+                worker.owner.fault(worker, "a handler held its loop past its timeout")
+                worker.kill("a handler held its loop past its timeout")
         except WorkerGone as gone:
             failure = ("error", f"failed: {gone}")
         except RemoteError as error:

@@ -114,6 +114,8 @@ class Worker:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
+        # Calls sent to this worker (round trips): what a batch saves is seen here.
+        self.calls = 0
         self._pending: dict[int, _Pending] = {}
         self._acks: dict[int, asyncio.Future] = {}
         self.retiring = False
@@ -140,6 +142,7 @@ class Worker:
         if self.gone is not None:
             raise WorkerGone(self.gone)
         call_id = next(self._ids)
+        self.calls += 1
         pending = _Pending(asyncio.get_running_loop().create_future(), op, reply, capabilities, notes, deadline,
                            http=tuple(http) if http is not None else None)
         self._pending[call_id] = pending
