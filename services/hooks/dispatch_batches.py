@@ -33,6 +33,9 @@ class BatchRunner(Protocol):
     async def run(self, members: Sequence[HookRegistration], view: ExecutionView, payload: dict[str, Any],
                   event: HookEvent) -> list[Outcome]: ...
 
+    async def run_observed(self, events: Sequence[tuple[Sequence[HookRegistration], ExecutionView, dict[str, Any], HookEvent]],
+                           ) -> list[list[Outcome]]: ...
+
 
 class HookBatch:
     __slots__ = ("members", "runner")
@@ -46,7 +49,8 @@ class HookBatch:
 Plan = dict[int, "HookBatch | None"]
 
 
-def _runner(handler: HookRegistration) -> Any:
+def runner_of(handler: HookRegistration) -> BatchRunner | None:
+    """What runs the handler's batches (its plugin's worker), or None: it runs alone (in this process)."""
     return getattr(handler.handler, "batch", None) if handler.sandboxed else None
 
 
@@ -55,14 +59,14 @@ def plan_batches(event: HookEvent, handlers: Sequence[HookRegistration]) -> Plan
     if event.mode is Mode.PARALLEL:
         by_runner: dict[int, list[HookRegistration]] = {}
         for handler in handlers:
-            runner = _runner(handler)
+            runner = runner_of(handler)
             if runner is not None:
                 by_runner.setdefault(id(runner), []).append(handler)
         groups = list(by_runner.values())
     else:
         for handler in handlers:
-            runner = _runner(handler)
-            if runner is not None and groups and _runner(groups[-1][-1]) is runner:
+            runner = runner_of(handler)
+            if runner is not None and groups and runner_of(groups[-1][-1]) is runner:
                 groups[-1].append(handler)
             else:
                 groups.append([handler] if runner is not None else [])
@@ -70,7 +74,10 @@ def plan_batches(event: HookEvent, handlers: Sequence[HookRegistration]) -> Plan
     for members in groups:
         if len(members) < 2:
             continue
-        plan[id(members[0])] = HookBatch(_runner(members[0]), tuple(members))
+        runner = runner_of(members[0])
+        if runner is None:
+            continue
+        plan[id(members[0])] = HookBatch(runner, tuple(members))
         for member in members[1:]:
             plan[id(member)] = None
     return plan

@@ -27,7 +27,7 @@ from types import CoroutineType
 from typing import Any, NamedTuple, NoReturn
 
 from services.hooks.common.hook_results import HandlerFailed, parse_result
-from services.hooks.dispatch_batches import NOT_BATCHED, Plan, finish_batch, plan_batches, run_batch
+from services.hooks.dispatch_batches import NOT_BATCHED, Outcome, Plan, finish_batch, plan_batches, run_batch
 from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, Scope
 from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
 from shared.plugin_sdk.hook_match import DeclarativeMatch
@@ -321,8 +321,11 @@ def _batched(event: HookEvent, handler: HookRegistration, got: tuple, result: Di
 
 
 async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (timeouts, fail-closed, replace); split costs per-call overhead
-    table: HandlerTable, event_name: str, execution: ExecutionContext, payload: dict[str, Any]
+    table: HandlerTable, event_name: str, execution: ExecutionContext, payload: dict[str, Any],
+    prefetched: Mapping[int, Outcome] | None = None,
 ) -> DispatchResult:
+    """Run the event's handlers; `prefetched`: outcomes of some of them already run in their workers, by
+    id(handler) (DispatchObserved's batches across events: observed_batches.py)."""
     event = EVENTS_BY_NAME[event_name]
     handlers, plan = table.plan_for(event, execution)
     result = DispatchResult(False, "", payload, [])
@@ -338,13 +341,14 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
     # Locals: this loop runs per handler and is measured against pluggy (bench/hook_dispatch.py).
     perf, make_context, private, append = _perf_ns, HookContext, PrivatePayload, trace.append
     # Outcomes of a batch (a plugin's handlers in one round trip to its worker), by handler, not read yet.
-    answered: dict[int, tuple] = {}
+    answered = dict(prefetched) if prefetched else {}
     # One clock read per handler: each handler's end is the next one's start.
     now = perf()
     for handler in handlers:
         started = now
-        if plan:
-            batch = plan.get(id(handler), NOT_BATCHED)
+        if plan or answered:
+            got = answered.pop(id(handler), None) if answered else None
+            batch = plan.get(id(handler), NOT_BATCHED) if got is None and plan else NOT_BATCHED
             if batch is not NOT_BATCHED:
                 if parallel:
                     if batch is not None:
@@ -354,12 +358,12 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
                 if batch is not None:
                     answered = await run_batch(batch, view, current, event)
                 got = answered.pop(id(handler), None)
-                if got is not None:
-                    stop, current = _batched(event, handler, got, result, current)
-                    now = perf()
-                    if stop:
-                        break
-                    continue
+            if got is not None:
+                stop, current = _batched(event, handler, got, result, current)
+                now = perf()
+                if stop:
+                    break
+                continue
         context = make_context(view, handler.plugin_id)
         try:
             if handler.match is not None and not _matches(handler.match, current, view):

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from services.hooks.common.worker_messages import HookOutcome, HooksArgs, HooksReply
+from services.hooks.common.worker_messages import HookOutcome, HooksArgs, HooksReply, ObservedArgs
 from services.hooks.dispatch_batches import Outcome
 from services.hooks.hook_state import StoreState, state_capability
 from services.hooks.sandboxed_hookspecs import view_of
@@ -51,35 +51,49 @@ class HookBatches:
 
     async def run(self, members: Sequence[HookRegistration], view: ExecutionView, payload: dict[str, Any],
                   event: HookEvent) -> list[Outcome]:
+        """One event's handlers of this plugin (Dispatch): their outcomes in order (fewer when the chain ended early)."""
         args = self._args(members, view, payload, event)
+        return (await self._round_trip("hooks", args, [(members, args)]))[0]
+
+    async def run_observed(self, events: Sequence[tuple[Sequence[HookRegistration], ExecutionView, dict[str, Any], HookEvent]],
+                           ) -> list[list[Outcome]]:
+        """Several held events' handlers of this plugin (DispatchObserved), event after event, in one round trip."""
+        parts = [(members, self._args(members, view, payload, event)) for members, view, payload, event in events]
+        return await self._round_trip("observed", ObservedArgs([args for _, args in parts]), parts)
+
+    async def _round_trip(self, op: str, args: Any, parts: list[tuple[Sequence[HookRegistration], HooksArgs]]) -> list[list[Outcome]]:
         received: dict[int, HookOutcome] = {}
+        total = sum(len(members) for members, _ in parts)
         grace_s = self.workers.pool.settings.sandbox_stop_grace_ms / 1000
-        timeouts_s = [timeout / 1000 for timeout in args.timeouts_ms]
+        # One chain: the host's bound follows it handler by handler (note); else the sum of each event's bound.
+        timeouts_s = [timeout / 1000 for timeout in parts[0][1].timeouts_ms] if len(parts) == 1 and parts[0][1].chain else None
         timer: asyncio.Timeout | None = None
 
         def note(op: str, values: list[Any]) -> None:
-            if op != "hooks.outcome" or len(values) != 2 or type(values[0]) is not int or not 0 <= values[0] < len(members):
-                raise ProtocolError(f"a batch's note is ({op!r}, position, outcome) for one of {len(members)} handlers")
+            if op != "hooks.outcome" or len(values) != 2 or type(values[0]) is not int or not 0 <= values[0] < total:
+                raise ProtocolError(f"a batch's note is ({op!r}, position, outcome) for one of {total} handlers")
             try:
                 received[values[0]] = msgspec.convert(values[1], HookOutcome)
             except msgspec.ValidationError as error:
                 raise ProtocolError(f"a handler's outcome is not the protocol's: {error}") from error
-            if args.chain and timer is not None and values[0] + 1 < len(members):
+            if timeouts_s is not None and timer is not None and values[0] + 1 < total:
                 # The next handler of the chain starts now: the host's bound is its own time (and the grace).
                 timer.reschedule(asyncio.get_running_loop().time() + timeouts_s[values[0] + 1] + grace_s)
 
+        bounds_s = [sum(part.timeouts_ms) / 1000 if part.chain else max(part.timeouts_ms) / 1000 for _, part in parts]
         backend = STATE_BACKEND.get()
-        capabilities = state_capability(backend, view.session_id, self.plugin_id) if isinstance(backend, StoreState) else None
+        session_id = parts[0][1].view.session_id
+        capabilities = state_capability(backend, session_id, self.plugin_id) if isinstance(backend, StoreState) else None
         failure: tuple[str, str] | None = None
         self.round_trips += 1
         worker = None
         try:
             worker = await self.workers.worker()
-            # The first handler's time (a parallel batch: the longest); each outcome of a chain moves it (note).
-            async with asyncio.timeout((timeouts_s[0] if args.chain else max(timeouts_s)) + grace_s) as timer:
+            first_s = timeouts_s[0] if timeouts_s is not None else sum(bounds_s)
+            async with asyncio.timeout(first_s + grace_s) as timer:
                 # The call's deadline lies past every bound of the timer: the caller's cancellation is no fault.
-                reply = await worker.call("hooks", args, reply=HooksReply, notes=note, capabilities=capabilities,
-                                          deadline=time.monotonic() + sum(timeouts_s) + grace_s * (len(members) + 1))
+                reply = await worker.call(op, args, reply=HooksReply, notes=note, capabilities=capabilities,
+                                          deadline=time.monotonic() + sum(bounds_s) + grace_s * (total + 1))
         except TimeoutError:
             # The worker's own timer did not answer in time: its loop is held by the handler that has no outcome. It is
             # stopped now, so that the handlers after it run alone on a fresh worker.
@@ -95,22 +109,36 @@ class HookBatches:
             if reply.running or any(outcome.status == "timeout" for outcome in received.values()):
                 worker.owner.fault(worker, "a call's timeout" + (": its code ran on in a thread" if reply.running else ""))
                 worker.retire()
-        return self._outcomes(members, args, received, failure)
+        return _outcomes(parts, received, failure)
 
-    @staticmethod
-    def _outcomes(members: Sequence[HookRegistration], args: HooksArgs, received: dict[int, HookOutcome],
-                  failure: tuple[str, str] | None) -> list[Outcome]:
+
+def _outcomes(parts: list[tuple[Sequence[HookRegistration], HooksArgs]], received: dict[int, HookOutcome],
+              failure: tuple[str, str] | None) -> list[list[Outcome]]:
+    """Each event's outcomes in order. Where outcomes stop: a chain that ended early (an abort, a guard's failure)
+    stops there too; after a failure of the call, the handler that had none is that failure (every such one of a
+    parallel event), and what comes after it was not reached: it runs alone (dispatcher.py)."""
+    found: list[list[Outcome]] = []
+    offset = 0
+    for members, args in parts:
         outcomes: list[Outcome] = []
+        found.append(outcomes)
+        missing = False
         for position, member in enumerate(members):
-            outcome = received.get(position)
+            outcome = received.get(offset + position)
             if outcome is None:
+                missing = True
                 if failure is None:
-                    break  # the chain ended before it (an abort, a guard's failure): the dispatcher stops there too
+                    break
                 status, message = failure
                 outcomes.append((status, None, message or f"did not finish within {member.timeout_ms} ms{OVERRUN}", 0))
                 if args.chain:
-                    break  # the ones after it were not reached: they run alone
+                    break
                 continue
             message = f"did not finish within {member.timeout_ms} ms{OVERRUN}" if outcome.status == "timeout" else outcome.message
             outcomes.append((outcome.status, outcome.v, message, outcome.us))
-        return outcomes
+        if missing and failure is not None:
+            # The events after it were not reached.
+            found.extend([] for _ in parts[len(found):])
+            break
+        offset += len(members)
+    return found

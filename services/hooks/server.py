@@ -17,6 +17,7 @@ from services.hooks import admission
 from services.hooks.catalogue_sync import CatalogueSync
 from services.hooks.common.committed_turns import COMMITTED_TURNS
 from services.hooks.common.hookspec_events import events_for
+from services.hooks.dispatch_batches import Outcome
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
@@ -25,6 +26,7 @@ from services.hooks.form_validators import validate_form
 from services.hooks.hook_state import StoreState
 from services.hooks.loaded_hookspecs import find_replacement, tell_tool_refused
 from services.hooks.model_answers import model_answer_chunks
+from services.hooks.observed_batches import observed_outcomes
 from services.hooks.sandboxed_entries import WORKER_OPERATIONS
 from services.hooks.settings import HooksSettings
 from services.hooks.store_turns import StoreTurns
@@ -82,18 +84,20 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             raise invalid_argument("events", f"holds {len(request.events)} events; send at most {MAX_OBSERVED_EVENTS} at once")
         for index, event in enumerate(request.events):
             _check_dispatch(event, f"events[{index}].")  # all of them before any runs
-        trace: list[common_pb2.HookTraceEntry] = []
         for event in request.events:
-            trace.extend((await self._dispatch(event)).trace)
+            await self._sync.load_approved(event.context.approved_plugin_ids)
+        STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
+        items = [(event.event, self._execution(event.context), from_struct(event.payload)) for event in request.events]
+        # A plugin's watchers of these events run first, in one round trip to its worker (observed_batches.py).
+        prefetched = await observed_outcomes(self._sync.current.table, items)
+        trace: list[common_pb2.HookTraceEntry] = []
+        for event, (_, execution, payload), outcomes in zip(request.events, items, prefetched, strict=True):
+            trace.extend((await self._dispatch(event, execution, payload, outcomes)).trace)
         return hooks_pb2.DispatchObservedResponse(trace=trace)
 
-    async def _dispatch(self, request: hooks_pb2.DispatchRequest) -> hooks_pb2.DispatchResponse:
-        _check_dispatch(request)
-        await self._sync.load_approved(request.context.approved_plugin_ids)
-        STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
-        ctx = request.context
+    def _execution(self, ctx: hooks_pb2.HookContext) -> ExecutionContext:
         paused = self._breaker.excluded(ctx)
-        execution = ExecutionContext(
+        return ExecutionContext(
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             locale=ctx.locale or "en",
@@ -106,7 +110,18 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             execution_id=ctx.execution_id, root_execution_id=ctx.root_execution_id,
             subagent_call_id=ctx.subagent_call_id, parent_runtime_id=ctx.parent_runtime_id,
         )
-        running = dispatch(self._sync.current.table, request.event, execution, from_struct(request.payload))
+
+    async def _dispatch(self, request: hooks_pb2.DispatchRequest, execution: ExecutionContext | None = None,
+                        payload: dict[str, Any] | None = None, prefetched: dict[int, Outcome] | None = None,
+                        ) -> hooks_pb2.DispatchResponse:
+        if execution is None:
+            _check_dispatch(request)
+            await self._sync.load_approved(request.context.approved_plugin_ids)
+            STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
+            execution = self._execution(request.context)
+        ctx = request.context
+        running = dispatch(self._sync.current.table, request.event, execution,
+                           from_struct(request.payload) if payload is None else payload, prefetched)
         if EVENTS_BY_NAME[request.event].cancelled_with_execution:
             result = await running
         else:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
+from services.hooks.observed_batches import observed_outcomes
 from services.hooks.plugin_entries import PluginEntry
 from services.hooks.sandboxed_entries import load_sandboxed
 from shared.sandbox import SandboxPool, SandboxSettings
@@ -36,6 +37,10 @@ def register(covel):
     covel.on("TurnStart", quick, timeout_ms=5000)
     covel.on("TurnStart", aborts, timeout_ms=5000)
     covel.on("TurnStart", never, timeout_ms=5000)
+    # Watchers of three events (a turn holds them for DispatchObserved); the last fails.
+    covel.on("PreStep", watch_step, timeout_ms=5000, observe=True)
+    covel.on("PreLLMCall", watch_call, timeout_ms=5000, observe=True)
+    covel.on("PostLLMResponse", watch_fails, timeout_ms=5000, observe=True)
     # PreSchedule: the second holds the worker's loop past its time (no timer of the worker can fire).
     covel.on("PreSchedule", quick, timeout_ms=5000)
     covel.on("PreSchedule", spins, timeout_ms=300)
@@ -65,12 +70,25 @@ async def aborts(ctx, payload):
 async def never(ctx, payload):
     raise AssertionError("a guard's chain went on past an abort")
 
+SEEN = []
+
+async def watch_step(ctx, payload):
+    SEEN.append(("PreStep", payload["n"]))
+
+async def watch_call(ctx, payload):
+    SEEN.append(("PreLLMCall", payload["n"]))
+    return {"seen": list(SEEN)}
+
+async def watch_fails(ctx, payload):
+    raise RuntimeError("seen " + repr(SEEN))
+
 async def spins(ctx, payload):
     end = time.monotonic() + 30
     while time.monotonic() < end:
         pass
 '''
-EVENTS = (("PostContextAssembly", "normal"), ("PostCompaction", "normal"), ("TurnStart", "normal"), ("PreSchedule", "normal"))
+EVENTS = (("PostContextAssembly", "normal"), ("PostCompaction", "normal"), ("TurnStart", "normal"), ("PreSchedule", "normal"),
+          ("PreStep", "normal"), ("PreLLMCall", "normal"), ("PostLLMResponse", "normal"))
 EXECUTION = ExecutionContext("s", "t", "en", ("batched",), runtime_id="r", plugin_id="batched")
 
 
@@ -137,3 +155,16 @@ async def test_a_handler_holding_the_workers_loop_is_the_one_that_timed_out_and_
         ("batched", "ok"), ("batched", "timeout"), ("batched", "ok")]
     assert "did not finish within 300 ms" in result.trace[1].message
     assert pool.plugin("batched", next(iter(pool.plugins())).root).faults >= 1
+
+
+async def test_a_plugins_watchers_of_the_held_events_are_one_round_trip_in_the_events_order(table) -> None:
+    handlers, pool = table
+    held = [("PreStep", EXECUTION, {"n": 1}), ("PreLLMCall", EXECUTION, {"n": 2}), ("PostLLMResponse", EXECUTION, {"n": 3})]
+    before = round_trips(pool)
+    prefetched = await observed_outcomes(handlers, held)
+    traces = [(await dispatch(handlers, name, execution, payload, outcomes)).trace
+              for (name, execution, payload), outcomes in zip(held, prefetched, strict=True)]
+    assert round_trips(pool) - before == 1, "three events' watchers of one plugin are one round trip"
+    assert [[(entry.event, entry.status, entry.message) for entry in trace] for trace in traces] == [
+        [("PreStep", "ok", "")], [("PreLLMCall", "ok", "")],
+        [("PostLLMResponse", "error", "raised RuntimeError: seen [('PreStep', 1), ('PreLLMCall', 2)]")]]

@@ -140,6 +140,13 @@ class HooksArgs(_Message):
     settings: dict[str, Any] = {}
 
 
+class ObservedArgs(_Message):
+    """DispatchObserved: a plugin's watchers of several held events in one round trip, event after event; each
+    event's handlers as a HooksArgs. Outcome positions count across the events, in order."""
+
+    events: list[HooksArgs]
+
+
 class HooksReply(_Message):
     """A batch ended (each handler's outcome came as a `hooks.outcome` note as it ended: [position, HookOutcome];
     a chain that ended early, at an abort or a guard's failure, has fewer). `running`: code of a handler that timed

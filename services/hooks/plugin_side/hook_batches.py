@@ -68,11 +68,11 @@ def _tell(server: WorkerServer, call: Call, position: int, outcome: HookOutcome)
 
 
 async def _chain(server: WorkerServer, call: Call, args: HooksArgs, registrations: list[HookRegistration],
-                 contexts: list[HookContext]) -> None:
+                 contexts: list[HookContext], offset: int) -> None:
     current = args.payload
     fields = frozenset(args.replace_fields)
     for position, registration in enumerate(registrations):
-        outcome = _tell(server, call, position, await _run_one(server, call, registration, contexts[position], current,
+        outcome = _tell(server, call, offset + position, await _run_one(server, call, registration, contexts[position], current,
                                                                args.timeouts_ms[position]))
         if outcome.status == "skip":
             continue
@@ -93,14 +93,19 @@ async def _chain(server: WorkerServer, call: Call, args: HooksArgs, registration
             current = {**current, **replace}
 
 
-async def run_batch(server: WorkerServer, call: Call, args: HooksArgs,
-                    registrations: list[HookRegistration], contexts: list[HookContext]) -> HooksReply:
+async def run_batch(server: WorkerServer, call: Call, args: HooksArgs, registrations: list[HookRegistration],
+                    contexts: list[HookContext], offset: int = 0) -> None:
+    """One event's handlers; their outcomes are told at `offset` + their position (several events in one call)."""
     if args.chain:
-        await _chain(server, call, args, registrations, contexts)
-    else:
-        async def one(position: int) -> None:
-            _tell(server, call, position, await _run_one(server, call, registrations[position], contexts[position],
-                                                         args.payload, args.timeouts_ms[position]))
+        await _chain(server, call, args, registrations, contexts, offset)
+        return
 
-        await asyncio.gather(*(one(position) for position in range(len(registrations))))
+    async def one(position: int) -> None:
+        _tell(server, call, offset + position, await _run_one(server, call, registrations[position], contexts[position],
+                                                              args.payload, args.timeouts_ms[position]))
+
+    await asyncio.gather(*(one(position) for position in range(len(registrations))))
+
+
+def batch_ended(call: Call) -> HooksReply:
     return HooksReply(running=threads_running(call.id) > 0)

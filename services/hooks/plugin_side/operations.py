@@ -35,6 +35,7 @@ from services.hooks.common.worker_messages import (
     LifespansReply,
     LoadArgs,
     ModelStreamArgs,
+    ObservedArgs,
     Proposal,
     Registrations,
     RpcInfo,
@@ -45,7 +46,7 @@ from services.hooks.common.worker_messages import (
     View,
 )
 from services.hooks.plugin_side.entry_loader import EntryFailed, run_register
-from services.hooks.plugin_side.hook_batches import run_batch
+from services.hooks.plugin_side.hook_batches import batch_ended, run_batch
 from services.hooks.plugin_side.model_streams import OPEN_STREAMS
 from services.hooks.plugin_side.tape_mirror import WorkerTurns
 from shared.plugin_sdk import ExecutionView, HookContext, PluginRegistrar, PrivatePayload
@@ -193,8 +194,21 @@ async def hooks(server: WorkerServer, call: Call, args: HooksArgs) -> HooksReply
     registrar = _registrar(server, args.gen)
     registrations = [registrar.hooks[i] for i in args.items]
     STATE_BACKEND.set(_WorkerState(server, call))
-    contexts = [_hook_context(server, call, args.view, args.settings) for _ in registrations]
-    return await run_batch(server, call, args, registrations, contexts)
+    await run_batch(server, call, args, registrations, [_hook_context(server, call, args.view, args.settings) for _ in registrations])
+    return batch_ended(call)
+
+
+async def observed(server: WorkerServer, call: Call, args: ObservedArgs) -> HooksReply:
+    """DispatchObserved's watchers of this plugin: each held event's batch in turn."""
+    STATE_BACKEND.set(_WorkerState(server, call))
+    offset = 0
+    for event in args.events:
+        registrar = _registrar(server, event.gen)
+        registrations = [registrar.hooks[i] for i in event.items]
+        contexts = [_hook_context(server, call, event.view, event.settings) for _ in registrations]
+        await run_batch(server, call, event, registrations, contexts, offset)
+        offset += len(registrations)
+    return batch_ended(call)
 
 
 def _tool_function(registrar: PluginRegistrar, kind: str, index: int) -> Callable[..., Any]:
@@ -263,6 +277,6 @@ async def model_stream(server: WorkerServer, call: Call, args: ModelStreamArgs) 
 
 OPERATIONS: dict[str, Operation] = {
     "load": Operation(load, LoadArgs), "lifespans": Operation(lifespans, LifespansArgs), "hook": Operation(hook, HookArgs),
-    "hooks": Operation(hooks, HooksArgs), "tool": Operation(tool, ToolArgs), "event": Operation(event, EventArgs),
+    "hooks": Operation(hooks, HooksArgs), "observed": Operation(observed, ObservedArgs), "tool": Operation(tool, ToolArgs), "event": Operation(event, EventArgs),
     "hookspec": Operation(hookspec, HookspecArgs), "model_stream": Operation(model_stream, ModelStreamArgs),
 }
