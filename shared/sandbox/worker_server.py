@@ -32,6 +32,13 @@ class Call:
     id: int
     signal: CancellationSignal = field(default_factory=CancellationSignal)
     task: asyncio.Task | None = None
+    # The signals of the handlers a batch runs (each its own: one's timeout is not the others'); a stop fires them all.
+    parts: list[CancellationSignal] = field(default_factory=list)
+
+    def part_signal(self) -> CancellationSignal:
+        signal = CancellationSignal()
+        self.parts.append(signal)
+        return signal
 
 
 class WorkerServer:
@@ -126,6 +133,8 @@ class WorkerServer:
         call = self._calls.get(message.id)
         if call is not None:
             call.signal.abort(message.why or "cancelled")
+            for part in call.parts:
+                part.abort(message.why or "cancelled")
             if call.task is not None:
                 call.task.cancel()
         # Threads cannot be stopped: the host replaces a worker whose cancelled call runs on in one.

@@ -56,6 +56,8 @@ async def sleeps(ctx, payload):
     await asyncio.sleep(30)
 
 def sees_first(ctx, payload):
+    # Its own signal: the handler before it timed out, not this one.
+    assert not ctx.signal.aborted, ctx.signal.reason
     return {"replace": {"messages": [{"role": "system", "content": "saw: " + payload["systemPrompt"]}]}}
 
 async def watches(ctx, payload):

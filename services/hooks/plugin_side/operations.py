@@ -147,13 +147,13 @@ async def lifespans(server: WorkerServer, call: Call, args: LifespansArgs) -> Li
     return LifespansReply()
 
 
-def _hook_context(server: WorkerServer, call: Call, view: View, settings: dict[str, Any]) -> HookContext:
+def _hook_context(server: WorkerServer, call: Call, view: View, settings: dict[str, Any], *, part: bool = False) -> HookContext:
     context = HookContext(ExecutionView(
         view.event, view.session_id, view.turn_id, view.locale, tuple(view.active_plugin_ids), view.plugin_id,
         view.runtime_id, view.logical_turn, {server.plugin_id: settings}, view.execution_id, view.root_execution_id,
         view.subagent_call_id, view.parent_runtime_id), server.plugin_id)
-    # The host's stop fires it (timeout or cancellation).
-    context._signal = call.signal
+    # The host's stop fires it (timeout or cancellation); a batch's handler has its own, which the stop fires too.
+    context._signal = call.part_signal() if part else call.signal
     return context
 
 
@@ -194,7 +194,8 @@ async def hooks(server: WorkerServer, call: Call, args: HooksArgs) -> HooksReply
     registrar = _registrar(server, args.gen)
     registrations = [registrar.hooks[i] for i in args.items]
     STATE_BACKEND.set(_WorkerState(server, call))
-    await run_batch(server, call, args, registrations, [_hook_context(server, call, args.view, args.settings) for _ in registrations])
+    await run_batch(server, call, args, registrations,
+                    [_hook_context(server, call, args.view, args.settings, part=True) for _ in registrations])
     return batch_ended(call)
 
 
@@ -205,7 +206,7 @@ async def observed(server: WorkerServer, call: Call, args: ObservedArgs) -> Hook
     for event in args.events:
         registrar = _registrar(server, event.gen)
         registrations = [registrar.hooks[i] for i in event.items]
-        contexts = [_hook_context(server, call, event.view, event.settings) for _ in registrations]
+        contexts = [_hook_context(server, call, event.view, event.settings, part=True) for _ in registrations]
         await run_batch(server, call, event, registrations, contexts, offset)
         offset += len(registrations)
     return batch_ended(call)
