@@ -34,13 +34,12 @@ OVERRUN = "; its worker process is replaced and stopped"
 
 
 class HookBatches:
-    """One plugin generation's batches (the `batch` of its SandboxedHook stand-ins); `round_trips` counts them."""
+    """One plugin generation's batches (the `batch` of its SandboxedHook stand-ins)."""
 
     def __init__(self, plugin_id: str, workers: PluginWorkers, generation: int) -> None:
         self.plugin_id = plugin_id
         self.workers = workers
         self.generation = generation
-        self.round_trips = 0
 
     def _args(self, members: Sequence[HookRegistration], view: ExecutionView, payload: dict[str, Any],
               event: HookEvent) -> HooksArgs:
@@ -85,7 +84,6 @@ class HookBatches:
         session_id = parts[0][1].view.session_id
         capabilities = state_capability(backend, session_id, self.plugin_id) if isinstance(backend, StoreState) else None
         failure: tuple[str, str] | None = None
-        self.round_trips += 1
         worker = None
         try:
             worker = await self.workers.worker()
