@@ -356,7 +356,8 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
                     now = perf()
                     continue
                 if batch is not None:
-                    answered = await run_batch(batch, view, current, event)
+                    # Added to what is not read yet (prefetched watchers of other plugins keep theirs).
+                    answered.update(await run_batch(batch, view, current, event))
                 got = answered.pop(id(handler), None)
             if got is not None:
                 stop, current = _batched(event, handler, got, result, current)

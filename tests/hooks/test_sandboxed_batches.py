@@ -89,31 +89,50 @@ async def spins(ctx, payload):
     while time.monotonic() < end:
         pass
 '''
+# Another plugin, before it in the table, with two watchers of PreStep (one batch of its own in that dispatch).
+PAIR = '''
+CALLS = []
+
+def register(covel):
+    covel.on("PreStep", one, timeout_ms=5000, observe=True)
+    covel.on("PreStep", two, timeout_ms=5000, observe=True)
+
+async def one(ctx, payload):
+    CALLS.append(1)
+
+async def two(ctx, payload):
+    CALLS.append(2)
+    return {"calls": list(CALLS)}
+'''
 EVENTS = (("PostContextAssembly", "normal"), ("PostCompaction", "normal"), ("TurnStart", "normal"), ("PreSchedule", "normal"),
           ("PreStep", "normal"), ("PreLLMCall", "normal"), ("PostLLMResponse", "normal"))
-EXECUTION = ExecutionContext("s", "t", "en", ("batched",), runtime_id="r", plugin_id="batched")
+EXECUTION = ExecutionContext("s", "t", "en", ("pair", "batched"), runtime_id="r", plugin_id="batched")
 
 
 @pytest.fixture
 async def table(tmp_path: Path) -> AsyncIterator[tuple[HandlerTable, SandboxPool]]:
     tmp_path.chmod(0o755)
-    root = tmp_path / "batched"
-    (root / "server").mkdir(parents=True)
-    (root / "server" / "index.py").write_text(ENTRY)
-    for path in (root, root / "server", root / "server" / "index.py"):
-        path.chmod(0o755)
+    entries = []
+    for name, code, events in (("pair", PAIR, (("PreStep", "normal"),)), ("batched", ENTRY, EVENTS)):
+        root = tmp_path / name
+        (root / "server").mkdir(parents=True)
+        (root / "server" / "index.py").write_text(code)
+        for path in (root, root / "server", root / "server" / "index.py"):
+            path.chmod(0o755)
+        entries.append(PluginEntry(name, root, "server/index.py", events, "builtin"))
     pool = SandboxPool(SandboxSettings(), "hooks-test")
     try:
-        loaded = await load_sandboxed(pool, [PluginEntry("batched", root, "server/index.py", EVENTS, "builtin")], 1)
+        loaded = await load_sandboxed(pool, entries, 1)
         assert not loaded.errors, loaded.errors
-        yield HandlerTable(loaded.loaded[0].registrar.hooks, {"batched": "builtin"}), pool
+        registrations = [hook for plugin in loaded.loaded for hook in plugin.registrar.hooks]
+        yield HandlerTable(registrations, {"pair": "builtin", "batched": "builtin"}), pool
     finally:
         await pool.close()
 
 
-def round_trips(pool: SandboxPool) -> int:
-    """Calls sent to the plugin's workers so far (every worker it had)."""
-    workers = pool.plugin("batched", next(iter(pool.plugins())).root)
+def round_trips(pool: SandboxPool, plugin_id: str = "batched") -> int:
+    """Calls sent to the plugin's live workers so far."""
+    workers = next(workers for workers in pool.plugins() if workers.plugin_id == plugin_id)
     return sum(worker.calls for worker in (workers.current, workers._draining) if worker is not None)
 
 
@@ -156,17 +175,21 @@ async def test_a_handler_holding_the_workers_loop_is_the_one_that_timed_out_and_
     assert [(entry.handler_plugin_id, entry.status) for entry in result.trace] == [
         ("batched", "ok"), ("batched", "timeout"), ("batched", "ok")]
     assert "did not finish within 300 ms" in result.trace[1].message
-    assert pool.plugin("batched", next(iter(pool.plugins())).root).faults >= 1
+    assert next(workers for workers in pool.plugins() if workers.plugin_id == "batched").faults >= 1
 
 
 async def test_a_plugins_watchers_of_the_held_events_are_one_round_trip_in_the_events_order(table) -> None:
     handlers, pool = table
     held = [("PreStep", EXECUTION, {"n": 1}), ("PreLLMCall", EXECUTION, {"n": 2}), ("PostLLMResponse", EXECUTION, {"n": 3})]
-    before = round_trips(pool)
+    before, pair_before = round_trips(pool), round_trips(pool, "pair")
     prefetched = await observed_outcomes(handlers, held)
     traces = [(await dispatch(handlers, name, execution, payload, outcomes)).trace
               for (name, execution, payload), outcomes in zip(held, prefetched, strict=True)]
     assert round_trips(pool) - before == 1, "three events' watchers of one plugin are one round trip"
-    assert [[(entry.event, entry.status, entry.message) for entry in trace] for trace in traces] == [
-        [("PreStep", "ok", "")], [("PreLLMCall", "ok", "")],
-        [("PostLLMResponse", "error", "raised RuntimeError: seen [('PreStep', 1), ('PreLLMCall', 2)]")]]
+    # The other plugin watches one of the events: its two watchers are that dispatch's batch, and the first plugin's
+    # watcher of it, run already, does not run again.
+    assert round_trips(pool, "pair") - pair_before == 1
+    assert [[(entry.event, entry.handler_plugin_id, entry.status, entry.message) for entry in trace] for trace in traces] == [
+        [("PreStep", "pair", "ok", ""), ("PreStep", "pair", "ok", ""), ("PreStep", "batched", "ok", "")],
+        [("PreLLMCall", "batched", "ok", "")],
+        [("PostLLMResponse", "batched", "error", "raised RuntimeError: seen [('PreStep', 1), ('PreLLMCall', 2)]")]]
