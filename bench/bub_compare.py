@@ -7,7 +7,9 @@ fake model that answers at once, and the same number of plugin hook implementati
   to the offline scripted model, the turn committed to SQLite), with 1 plugin hook (the
   narrator's PostContextAssembly adds the narrative-person line) and with 6 (plus a
   generated plugin observing TurnStart, PreLLMCall, PostLLMResponse, TurnStop,
-  PostStateCommit); as five processes and as one process (covel_cli/in_process.py).
+  PostStateCommit), and with the same 6 where the 5 are watchers (observe=True: the turn holds
+  TurnStart, PreLLMCall and PostLLMResponse for one DispatchObserved, one round trip to the
+  plugin's worker); as five processes and as one process (covel_cli/in_process.py).
 - Bub: `BubFramework.process_inbound` with its builtin hooks and its agent loop over the
   session tape (JSONL files), the provider call replaced by a fixed story text; with 1 extra
   hookimpl (system_prompt adds the same line) and 6 (plus load_state, before_llm_call,
@@ -46,15 +48,46 @@ from bench.common import (
     write_observer_plugin,
     write_result,
 )
+from bench.turn_costs import cpu_seconds
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 
 OBSERVERS = "bench-observers"
+# The same handlers as watchers (observe=True): what they return changes nothing, so the kernel may hold their events.
+WATCHERS = "bench-watchers"
 OBSERVED_EVENTS = ("TurnStart", "PreLLMCall", "PostLLMResponse", "TurnStop", "PostStateCommit")
 BUB_SCRIPT = Path(__file__).with_name("bub_turn.py")
 BUB_VENV_PYTHON = REPO_ROOT / ".venv" / "bub" / "bin" / "python"
 HOOK_COUNTS = (1, 1 + len(OBSERVED_EVENTS))
+
+
+def _parents() -> dict[int, int]:
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def tree_cpu_s(roots: list[int]) -> float:
+    """CPU seconds so far of `roots` and every process below them (the hooks service's zygote and sandbox workers)."""
+    parents = _parents()
+    chosen, grew = set(roots), True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in chosen} - chosen
+        grew = bool(below)
+        chosen |= below
+    total = 0.0
+    for pid in chosen:
+        try:
+            total += cpu_seconds(pid)
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    return total
 
 
 def bench_requirements() -> list[str]:
@@ -76,21 +109,26 @@ async def covel_side(mode: str, turns: int, warmup: int) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         write_observer_plugin(Path(folder) / OBSERVERS, "no-op turn observers", OBSERVED_EVENTS)
+        write_observer_plugin(Path(folder) / WATCHERS, "no-op turn watchers", OBSERVED_EVENTS, watch=True)
         async with running_services(mode, extra_env=plugin_dirs_env(Path(folder))) as group:
             async with open_channel(group.addrs["scheduler"]) as channel:
                 stub = scheduler_pb2_grpc.SchedulerStub(channel)
-                for hooks in HOOK_COUNTS:
-                    extra = [OBSERVERS] if hooks > 1 else []
+                for hooks, extra in ((HOOK_COUNTS[0], []), (HOOK_COUNTS[1], [OBSERVERS]), (HOOK_COUNTS[1], [WATCHERS])):
                     session = await create_session(stub, requested_plugins=extra, approved_plugins=extra)
-                    timings = []
+                    timings, cpu = [], 0.0
+                    # The five processes, or this one (the services in its loop, and this client); their workers too.
+                    roots = [process.pid for process in getattr(group, "processes", {}).values()] or [os.getpid()]
                     for index in range(warmup + turns):
+                        if index == warmup and roots:
+                            cpu = tree_cpu_s(roots)
                         elapsed, _, turn = await play_turn(stub, session.id, f"I walk on, step {index}.")
                         if len(turn.hook_trace) != hooks:
                             raise RuntimeError(f"expected {hooks} hook calls in the turn, the trace has {len(turn.hook_trace)}")
                         if index >= warmup:
                             timings.append(elapsed)
+                    cpu_ms = round((tree_cpu_s(roots) - cpu) * 1000 / turns, 2) if roots else None
                     rows.append({"framework": f"covel, {mode}", "python": sys.version.split()[0], "plugin_hooks": hooks,
-                                 "turn_ms": summarize(timings)})
+                                 "watching": extra == [WATCHERS], "turn_ms": summarize(timings), "cpu_ms_per_turn": cpu_ms})
     return rows
 
 
@@ -110,8 +148,9 @@ def bub_side(python: str, turns: int, warmup: int) -> list[dict]:
 
 
 def render(rows: list[dict]) -> str:
-    return table(["framework", "python", "plugin hooks", "turn p50 ms", "turn p95 ms"],
-                 [[r["framework"], r["python"], r["plugin_hooks"], r["turn_ms"]["p50"], r["turn_ms"]["p95"]] for r in rows])
+    return table(["framework", "python", "plugin hooks", "turn p50 ms", "turn p95 ms", "CPU ms a turn (all processes)"],
+                 [[r["framework"], r["python"], f"{r['plugin_hooks']}{' (5 watching)' if r.get('watching') else ''}",
+                   r["turn_ms"]["p50"], r["turn_ms"]["p95"], r.get("cpu_ms_per_turn") or "—"] for r in rows])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -204,11 +204,12 @@ __all__ = ["SERVICES", "PROCESSES", "IN_PROCESS", "TCP", "UNIX", "running_servic
            "summarize", "percentile", "write_result", "table", "plugin_dirs_env", "RESULTS"]
 
 
-def write_observer_plugin(folder: Path, description: str, events: tuple[str, ...] | list[str]) -> None:
-    """A plugin package at `folder` with one no-op handler (returns None) for each of `events`."""
+def write_observer_plugin(folder: Path, description: str, events: tuple[str, ...] | list[str], *, watch: bool = False) -> None:
+    """A plugin package at `folder` with one no-op handler (returns None) for each of `events`; with `watch`, each is a
+    watcher (observe=True: the kernel may hold its event and send it with the turn's others, docs/hooks.md)."""
     (folder / "server").mkdir(parents=True)
     (folder / "PLUGIN.md").write_text(
         f"---\nversion: 0.1.0\ndescription: {description}\ncontributes:\n  hooks: [{', '.join(events)}]\n---\n")
     (folder / "server" / "index.py").write_text(
-        "def register(covel):\n" + "".join(f"    covel.on({event!r}, observe)\n" for event in events)
+        "def register(covel):\n" + "".join(f"    covel.on({event!r}, observe{', observe=True' if watch else ''})\n" for event in events)
         + "\n\ndef observe(ctx, payload):\n    return None\n")

@@ -6,7 +6,7 @@ handlers that let the call proceed, against pluggy calling 5 hookimpls and Bub's
 `before_tool_call` guard with 5 hookimpls (bench/bub_hooks.py, in Bub's venv when there is one:
 Bub needs Python >= 3.12), one run of each in turn, 15 times: the best run of each counts.
 The same run measures a Python hookspec call through the hooks service's adapter
-(services/hooks/hookspec_adapter.py): PreToolUse dispatched to one plugin whose 5 `before_tool_call`
+(services/hooks/plugin_side/hookspec_adapter.py): PreToolUse dispatched to one plugin whose 5 `before_tool_call`
 hookimpls (plain `def`, and `async def`) let the call proceed, against pluggy calling the same 5
 hookimpls itself (`manager.hook.before_tool_call(call=..., state=...)`).
 Then 5 plain-function handlers on TurnStart (sequential guard event) and on TurnStop
@@ -101,7 +101,7 @@ def hookspec_objects(asynchronous: bool) -> list:
 
 
 def adapter_table(asynchronous: bool) -> HandlerTable:
-    from services.hooks.hookspec_adapter import register_hookimpls
+    from services.hooks.plugin_side.hookspec_adapter import register_hookimpls
 
     registrar = PluginRegistrar("bench")
     for obj in hookspec_objects(asynchronous):

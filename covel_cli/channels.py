@@ -19,7 +19,7 @@ from typing import Any
 
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from covel_cli.play import _create_session, _one_line, start_setup
-from services.hooks.entry_loader import EntryFailed, run_register
+from services.hooks.plugin_side.entry_loader import EntryFailed, run_register
 from services.registry.settings import RegistrySettings
 from shared.grpc_client import open_client_api_channel
 from shared.logs import get_logger

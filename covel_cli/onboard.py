@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from covel_cli.config_file import Unwritable, assignment, read_config, shown, write_config
-from services.hooks.entry_loader import EntryFailed, run_register
+from services.hooks.plugin_side.entry_loader import EntryFailed, run_register
 from services.registry.diagnostics import DiagnosticBag
 from services.registry.frontmatter import parse_document
 from services.registry.settings import RegistrySettings

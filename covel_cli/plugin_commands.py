@@ -4,7 +4,7 @@
 `app.add_parser(name, help=…)`, its arguments with `add_argument`, and what runs with
 `set_defaults(run=function)`; `function(args)` (plain or async) returns the exit code (None: 0). The
 plugin's register(covel) runs in this process, as `covel channel` runs it (covel_cli/channels.py); its
-provide_lifespan is entered before the command runs and left after it (services/hooks/lifespans.py:
+provide_lifespan is entered before the command runs and left after it (services/hooks/plugin_side/lifespans.py:
 one that fails to enter is reported and skipped, the command runs all the same).
 """
 
@@ -15,8 +15,8 @@ import inspect
 from typing import Any
 
 from covel_cli.channels import HostFailed, plugin_root
-from services.hooks.entry_loader import EntryFailed, run_register
-from services.hooks.hookspec_adapter import HookspecAdapter
+from services.hooks.plugin_side.entry_loader import EntryFailed, run_register
+from services.hooks.plugin_side.hookspec_adapter import HookspecAdapter
 from services.registry.settings import RegistrySettings
 from shared.plugin_sdk.agent_plugins import hook_runtime
 from shared.plugin_sdk.registrar import RegistrationError

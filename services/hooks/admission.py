@@ -4,10 +4,10 @@ queued for its own turn, merged into the running turn as steering, or refused.
 The scheduler's submit asks the hooks service (AdmitMessage) when it meets a running turn and one of the
 session's active plugins implements the hook (GetSubscriptions' admitting_plugin_ids):
 
-- `admit` (hooks service): the plugins in the session's plugin order (paused ones and community plugins
+- `admit` (here): the plugins in the session's plugin order (paused ones and community plugins
   not approved are not asked), each bounded by ADMIT_TIMEOUT_S; the first decision wins.
-- `decide` (the plugin's hookspec adapter, in its sandbox worker when sandboxed): its impls in pluggy
-  order; the first AdmitDecision wins, None asks the next.
+- `decide` (the plugin's hookspec adapter, in its sandbox worker when sandboxed: plugin_side/admission.py): its
+  impls in pluggy order; the first AdmitDecision wins, None asks the next.
 
 An impl that raises or answers something else than an AdmitDecision, or a plugin that does not answer in
 time, is logged and skipped: no decision from any plugin means queue (the submit waits, as it always did).
@@ -20,15 +20,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.hooks.common.admission_terms import ACTIONS, HOOK
+from services.hooks.common.bounds import ADMIT_TIMEOUT_S
 from shared.logs import get_logger
-from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
-from shared.plugin_sdk.app_types import AdmitDecision, TurnSnapshot
 
 log = get_logger(component="hookspecs")
-HOOK = "admit_message"
-ACTIONS = ("queue", "steer", "refuse")
-# Per plugin: a submit waits for its admission, so one slow plugin must not hold it long.
-ADMIT_TIMEOUT_S = 1.0
 # A refusal's reason is shown to the player; a plugin's long text is cut.
 MAX_REASON = 500
 
@@ -43,25 +39,6 @@ class Admission:
     action: str = "queue"
     reason: str = ""
     plugin_id: str = ""
-
-
-def snapshot(session_id: str, turn: dict[str, Any]) -> TurnSnapshot:
-    """The running turn as the hook gets it (request fields: turn_id, step, pending)."""
-    return TurnSnapshot(session_id=session_id, turn_id=str(turn.get("turn_id") or ""), running=True,
-                        step=int(turn.get("step") or 0), pending=int(turn.get("pending") or 0))
-
-
-async def decide(hooks: PluginAgentHooks, session_id: str, message: dict[str, Any], turn: TurnSnapshot) -> dict[str, str] | None:
-    """One plugin's impls in pluggy order: the first AdmitDecision as {action, reason}; None when none decided."""
-    for impl in hooks.impls(HOOK):
-        outcome = await hooks.call(HOOK, impl, session_id=session_id, message=dict(message), turn=turn)
-        if outcome is None or outcome is RAISED:
-            continue
-        if not isinstance(outcome, AdmitDecision) or outcome.action not in ACTIONS:
-            hooks.wrong_type(HOOK, impl, outcome, "AdmitDecision (queue(), steer(), refuse(reason)) or None")
-            continue
-        return {"action": outcome.action, "reason": str(outcome.reason or "")}
-    return None
 
 
 def _decision(plugin_id: str, answer: Any) -> Admission | None:

@@ -20,10 +20,11 @@ import grpc
 
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.hooks.dispatcher import HandlerTable
-from services.hooks.entry_loader import LoadResult, PluginEntry, entry_problem, load_entries, share_plugin_tools
 from services.hooks.event_keys import EventKeyTable
-from services.hooks.lifespans import enter_all, leave_all
+from services.hooks.in_process import load_entries, share_plugin_tools
+from services.hooks.plugin_entries import LoadResult, PluginEntry, entry_problem
 from services.hooks.sandboxed_entries import load_sandboxed, share_sandboxed_tools
+from services.hooks.worker_lifespans import enter_all, leave_all
 from shared.logs import get_logger
 from shared.manifest import parse_definition, parse_manifest
 from shared.plugin_code.declarations import ENTRY_CODES

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import CoroutineType
 from typing import Any, NamedTuple, NoReturn
 
+from services.hooks.common.hook_results import HandlerFailed, parse_result
+from services.hooks.dispatch_batches import NOT_BATCHED, Outcome, Plan, finish_batch, plan_batches, run_batch
 from shared.hook_events import ENFORCE_GROUPS, EVENTS_BY_NAME, HookEvent, Mode, Scope
 from shared.plugin_sdk import ExecutionView, HookContext, HookRegistration, PrivatePayload
 from shared.plugin_sdk.hook_match import DeclarativeMatch
@@ -96,13 +98,6 @@ class ExecutionContext:
         ))
 
 
-class HandlerFailed(Exception):
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class HandlerSkipped(Exception):
     """A sandboxed handler whose `match` (run in its worker) did not accept the payload."""
 
@@ -124,6 +119,8 @@ class HandlerTable:
         }
         # handlers_for's answers by (event, active plugins, approved plugins).
         self._chosen: dict[tuple[str, tuple[str, ...], frozenset[str]], tuple[HookRegistration, ...]] = {}
+        # plan_for's: which of those handlers go to their worker together (dispatch_batches.py), by the same key.
+        self._plans: dict[tuple[str, tuple[str, ...], frozenset[str]], Plan] = {}
 
     def subscribers(self) -> dict[str, list[str]]:
         return {
@@ -168,6 +165,17 @@ class HandlerTable:
             chosen = self._chosen[key] = self._choose(self._by_event[event], execution)
         return chosen
 
+    def plan_for(self, event: HookEvent, execution: ExecutionContext) -> tuple[tuple[HookRegistration, ...], Plan]:
+        """handlers_for, and which of them travel to their worker as one batch (empty for in-process handlers)."""
+        handlers = self.handlers_for(event.name, execution)
+        key = (event.name, execution.active_plugin_ids, execution.approved_plugin_ids)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= CHOSEN_KEPT:
+                self._plans.clear()
+            plan = self._plans[key] = plan_batches(event, handlers)
+        return handlers, plan
+
     def _choose(self, handlers: tuple[HookRegistration, ...], execution: ExecutionContext) -> tuple[HookRegistration, ...]:
         active = execution.active_plugin_ids
         approved = execution.approved_plugin_ids
@@ -182,25 +190,7 @@ class HandlerTable:
 
 def _parse_result(event: HookEvent, result: Any) -> tuple[str, str, dict[str, Any] | None]:
     """(action, reason, replace) from what a handler returned; HandlerFailed when malformed."""
-    if result is None:
-        return "continue", "", None
-    if not isinstance(result, Mapping):
-        raise HandlerFailed("invalid-result", f"returned {type(result).__name__}; return None or a dict with action")
-    action = result.get("action", "continue")
-    if action == "abort":
-        reason = result.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            raise HandlerFailed("invalid-result", "returned abort without a reason string")
-        return "abort", reason, None
-    if action != "continue":
-        raise HandlerFailed("invalid-result", f"returned action {action!r}; use 'continue' or 'abort'")
-    replace = result.get("replace")
-    if replace is None:
-        return "continue", "", None
-    if not isinstance(replace, Mapping):
-        raise HandlerFailed("invalid-result", f"returned replace of type {type(replace).__name__}; it must be a dict")
-    fields = event.replace_fields
-    return "continue", "", {key: value for key, value in replace.items() if key in fields}
+    return parse_result(event.replace_fields, result)
 
 
 async def _in_thread(handler: HookRegistration, context: HookContext, payload: PrivatePayload) -> Any:
@@ -300,11 +290,44 @@ async def _finish(
     return (event.name, handler.plugin_id, "abort" if action == "abort" else "ok", reason, (_perf_ns() - started) // 1000)
 
 
+def _batched(event: HookEvent, handler: HookRegistration, got: tuple, result: DispatchResult,
+             current: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """A sequential event's handler whose outcome came in a batch: traced and applied as if it had run alone;
+    (whether the dispatch stops here, the payload for the next handler)."""
+    status, value, message, took = got
+    if status == "skip":
+        return False, current
+    try:
+        if status != "ok":
+            raise HandlerFailed(status, message)
+        action, reason, replace = _parse_result(event, value)
+    except HandlerFailed as failure:
+        result.raw_trace.append((event.name, handler.plugin_id, failure.status, failure.message, took))
+        if event.guard and not handler.observe:
+            result.aborted = True
+            result.reason = f"{event.name} hook of plugin {handler.plugin_id} failed ({failure.message}); blocked"
+            return True, current
+        return False, current
+    result.raw_trace.append((event.name, handler.plugin_id, "abort" if action == "abort" else "ok", reason, took))
+    if handler.observe:
+        return False, current
+    if action == "abort":
+        if event.guard:
+            result.aborted = True
+            result.reason = reason
+            return True, current
+        return False, current
+    return False, {**current, **replace} if replace else current
+
+
 async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (timeouts, fail-closed, replace); split costs per-call overhead
-    table: HandlerTable, event_name: str, execution: ExecutionContext, payload: dict[str, Any]
+    table: HandlerTable, event_name: str, execution: ExecutionContext, payload: dict[str, Any],
+    prefetched: Mapping[int, Outcome] | None = None,
 ) -> DispatchResult:
+    """Run the event's handlers; `prefetched`: outcomes of some of them already run in their workers, by
+    id(handler) (DispatchObserved's batches across events: observed_batches.py)."""
     event = EVENTS_BY_NAME[event_name]
-    handlers = table.handlers_for(event_name, execution)
+    handlers, plan = table.plan_for(event, execution)
     result = DispatchResult(False, "", payload, [])
     if not handlers:
         return result
@@ -313,14 +336,35 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
     name = event.name
     parallel = event.mode is Mode.PARALLEL
     # Parallel: every awaitable (a thread's included) runs concurrently, each with its timer.
-    waiting = []
+    waiting: list[Any] = []
     current = payload
     # Locals: this loop runs per handler and is measured against pluggy (bench/hook_dispatch.py).
     perf, make_context, private, append = _perf_ns, HookContext, PrivatePayload, trace.append
+    # Outcomes of a batch (a plugin's handlers in one round trip to its worker), by handler, not read yet.
+    answered = dict(prefetched) if prefetched else {}
     # One clock read per handler: each handler's end is the next one's start.
     now = perf()
     for handler in handlers:
         started = now
+        if plan or answered:
+            got = answered.pop(id(handler), None) if answered else None
+            batch = plan.get(id(handler), NOT_BATCHED) if got is None and plan else NOT_BATCHED
+            if batch is not NOT_BATCHED:
+                if parallel:
+                    if batch is not None:
+                        waiting.append(finish_batch(event, batch, view, current))
+                    now = perf()
+                    continue
+                if batch is not None:
+                    # Added to what is not read yet (prefetched watchers of other plugins keep theirs).
+                    answered.update(await run_batch(batch, view, current, event))
+                got = answered.pop(id(handler), None)
+            if got is not None:
+                stop, current = _batched(event, handler, got, result, current)
+                now = perf()
+                if stop:
+                    break
+                continue
         context = make_context(view, handler.plugin_id)
         try:
             if handler.match is not None and not _matches(handler.match, current, view):
@@ -378,7 +422,11 @@ async def dispatch(  # noqa: C901 -- the hot path: one flat pass over handlers (
         elif replace:
             current = {**current, **replace}
     if waiting:
-        trace.extend(entry for entry in await asyncio.gather(*waiting) if entry is not None)
+        for entry in await asyncio.gather(*waiting):
+            if type(entry) is list:
+                trace.extend(entry)
+            elif entry is not None:
+                trace.append(entry)
     if not parallel:
         result.payload = current
     return result

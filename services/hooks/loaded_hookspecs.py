@@ -7,17 +7,16 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from services.hooks.common.markers import MISSING, CallContext
 from services.hooks.dispatcher import ExecutionContext, HandlerTable
-from services.hooks.entry_loader import LoadedPlugin
-from services.hooks.hookspec_adapter import HookspecAdapter
-from services.hooks.pending_calls import MISSING, CallContext
-from services.hooks.sandboxed_hookspecs import SandboxedHookspecs
+from services.hooks.plugin_entries import LoadedPlugin
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk import HookContext
 
 
-def _loaded_adapters(loaded: list[LoadedPlugin], table: HandlerTable, execution: ExecutionContext) -> list[HookspecAdapter | SandboxedHookspecs]:
-    """The hookspec adapters whose PreToolUse handlers this execution runs (active, approved)."""
+def _loaded_adapters(loaded: list[LoadedPlugin], table: HandlerTable, execution: ExecutionContext) -> list[Any]:
+    """The hookspec adapters whose PreToolUse handlers this execution runs (active, approved): a HookspecAdapter in
+    this process (in_process.py) or a SandboxedHookspecs (its worker's)."""
     running = {handler.plugin_id for handler in table.handlers_for("PreToolUse", execution)}
     return [plugin.hookspecs for plugin in loaded if plugin.hookspecs is not None and plugin.entry.plugin_id in running]
 

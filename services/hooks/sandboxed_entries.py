@@ -18,9 +18,21 @@ import dataclasses
 import time
 from typing import Any
 
-from services.hooks import worker_operations
+from services.hooks.common.worker_messages import (
+    EventArgs,
+    EventReply,
+    HookArgs,
+    HookOutcome,
+    LoadArgs,
+    Registrations,
+    ToolArgs,
+    ToolCallContext,
+    ToolReply,
+)
+from services.hooks.common.workspaces import workspace_root
 from services.hooks.dispatcher import HandlerFailed, HandlerSkipped
-from services.hooks.entry_loader import (
+from services.hooks.hook_state import StoreState, state_capability
+from services.hooks.plugin_entries import (
     LoadedPlugin,
     LoadResult,
     PluginEntry,
@@ -28,10 +40,9 @@ from services.hooks.entry_loader import (
     entry_problem,
     plugin_tools_of,
 )
-from services.hooks.environments import workspace_root
-from services.hooks.hook_state import StoreState, state_capability
-from services.hooks.sandboxed_hookspecs import VIEW_FIELDS, SandboxedHookspecs
-from services.hooks.tape_mirror import with_turns
+from services.hooks.sandboxed_batches import OVERRUN, HookBatches
+from services.hooks.sandboxed_hookspecs import SandboxedHookspecs, view_of
+from services.hooks.store_turns import with_turns
 from shared.plugin_sdk import HookContext, PluginRegistrar
 from shared.plugin_sdk.http_client import http_rules
 from shared.plugin_sdk.registrar import RegistrationError
@@ -40,6 +51,8 @@ from shared.plugin_sdk.tools import ToolContext
 from shared.sandbox import PluginWorkers, RemoteError, SandboxPool, Worker, WorkerGone
 from shared.sandbox.operations import register_operations
 
+# What this service's workers serve (plugin_side/operations.py), by name: the host never imports the plugin side.
+WORKER_OPERATIONS = "services.hooks.plugin_side.operations"
 # register(covel) and the imports before it, the worker's start included.
 LOAD_TIMEOUT_S = 30.0
 
@@ -59,30 +72,28 @@ class SandboxedHook(_Stand):
         super().__init__(plugin, index)
         self.timeout_ms = timeout_ms
         # What the dispatcher adds to a timeout's message (shared/sandbox/host.py replaces the worker).
-        self.overrun_note = "; its worker process is replaced and stopped"
+        self.overrun_note = OVERRUN
+        # The plugin's handlers of one event go to its worker together (dispatch_batches.py).
+        self.batch = plugin.batches
 
     async def __call__(self, context: HookContext, payload: dict[str, Any]) -> Any:
         view = context._view
-        args = {"gen": self.plugin.generation, "i": self.index, "payload": payload,
-                "view": {name: getattr(view, name) for name in VIEW_FIELDS},
-                "settings": view.plugin_settings.get(self.plugin.plugin_id, {})}
+        args = HookArgs(self.index, view_of(view), payload, self.plugin.generation,
+                        dict(view.plugin_settings.get(self.plugin.plugin_id, {})))
         backend = STATE_BACKEND.get()
         capabilities = state_capability(backend, view.session_id, self.plugin.plugin_id) if isinstance(backend, StoreState) else None
         try:
-            answer = await self.plugin.workers.call("hook", args, deadline=time.monotonic() + self.timeout_ms / 1000,
-                                                    capabilities=capabilities)
+            answer = await self.plugin.workers.call("hook", args, reply=HookOutcome, capabilities=capabilities,
+                                                    deadline=time.monotonic() + self.timeout_ms / 1000)
         except WorkerGone as gone:
             raise HandlerFailed("error", f"failed: {gone}") from gone
         except RemoteError as error:
             raise HandlerFailed("invalid-result", f"returned a value that is not JSON data ({error})") from error
-        if not isinstance(answer, dict):
-            raise HandlerFailed("invalid-result", "its worker answered something that is not an object")
-        if answer.get("skip"):
+        if answer.status == "skip":
             raise HandlerSkipped
-        if "failed" in answer:
-            status = answer["failed"] if answer["failed"] in ("error", "invalid-result") else "error"
-            raise HandlerFailed(status, str(answer.get("message") or ""))
-        return answer.get("v")
+        if answer.status != "ok":
+            raise HandlerFailed(answer.status if answer.status in ("error", "invalid-result") else "error", answer.message)
+        return answer.v
 
 
 class SandboxedTool(_Stand):
@@ -95,19 +106,15 @@ class SandboxedTool(_Stand):
         self.parameters = parameters
 
     async def call(self, context: ToolContext, arguments: Any) -> Any:
-        args = {"gen": self.plugin.generation, "kind": self.kind, "i": self.index, "input": arguments,
-                "ctx": {"session_id": context.session_id, "turn_id": context.turn_id, "locale": context.locale,
-                        "runtime_id": context.runtime_id, "logical_turn": context.logical_turn, "turn_number": context.turn_number},
-                "settings": dict(context._own_settings), "data": dict(context._plugin_data)}
-        answer = await self.plugin.workers.call("tool", args)
-        if not isinstance(answer, dict) or not isinstance(answer.get("proposals", []), list):
-            raise TypeError("its worker answered something that is not {v, proposals}")
-        for proposal in answer.get("proposals") or []:
-            if not isinstance(proposal, dict) or not isinstance(proposal.get("payload"), dict):
-                raise TypeError("its worker sent a proposal that is not {type, payload}")
+        args = ToolArgs(self.kind, self.index, ToolCallContext(
+            context.session_id, context.turn_id, context.locale, context.runtime_id or "", context.logical_turn or 0,
+            context.turn_number), arguments, self.plugin.generation, dict(context._own_settings),
+            {namespace: dict(values) for namespace, values in context._plugin_data.items()})
+        answer = await self.plugin.workers.call("tool", args, reply=ToolReply)
+        for proposal in answer.proposals:
             # The same check as in the plugin's process: only the proposal types a tool may make.
-            context.propose(str(proposal.get("type")), proposal["payload"])
-        return answer.get("v")
+            context.propose(proposal.type, proposal.payload)
+        return answer.v
 
 
 class SandboxedService(SandboxedTool):
@@ -120,8 +127,7 @@ class _NotJson:
 
 class SandboxedEventHandler(_Stand):
     async def call(self, event: Any) -> None:
-        args = {"gen": self.plugin.generation, "i": self.index, "key": event.key, "session_key": event.session_key,
-                "context": event.context, "timestamp": event.timestamp}
+        args = EventArgs(self.index, event.key, event.context, self.plugin.generation, event.session_key, float(event.timestamp or 0))
         # ctx.state of the event's session (a hookspec adapter reads the turn another replica began: turn_share.py).
         backend = STATE_BACKEND.get()
         capabilities = (state_capability(backend, event.session_key, self.plugin.plugin_id)
@@ -130,14 +136,13 @@ class SandboxedEventHandler(_Stand):
             # provide_tape_store fills a new tape from the committed turns of this event's session (tape_mirror.py).
             capabilities = with_turns(capabilities, event.session_key)
         try:
-            answer = await self.plugin.workers.call("event", args, capabilities=capabilities)
+            answer = await self.plugin.workers.call("event", args, reply=EventReply, capabilities=capabilities)
         except RemoteError as error:
             if error.__class__.__name__ != "NotJson":
                 raise
             event.context = _NotJson()
             return
-        context = answer.get("context") if isinstance(answer, dict) else None
-        event.context = context if isinstance(context, dict) else _NotJson()
+        event.context = answer.context
 
 
 class SandboxedPlugin:
@@ -148,8 +153,9 @@ class SandboxedPlugin:
         self.entry = entry
         self.plugin_id = entry.plugin_id
         self.generation = generation
-        self.loaded: dict[str, Any] | None = None
+        self.loaded: Registrations | None = None
         self.hookspecs: SandboxedHookspecs | None = None
+        self.batches = HookBatches(self.plugin_id, workers, generation)
         data_dir = workers.pool.data_dir
         # The plugin's session workspaces (provide_environment): its workers may write there, and only there.
         self.workspaces = str(workspace_root(data_dir, self.plugin_id)) if data_dir is not None else None
@@ -157,14 +163,11 @@ class SandboxedPlugin:
         # What its covel.http may reach, held by the host: the worker's own check is only the first.
         workers.http_rules = http_rules(entry.http_permissions)
 
-    def _load_request(self) -> dict[str, Any]:
-        return {"root": str(self.entry.root_dir), "entry": self.entry.entry, "gen": self.generation,
-                "http_permissions": [list(pair) for pair in self.entry.http_permissions], "workspaces": self.workspaces}
+    def _load_request(self) -> LoadArgs:
+        return LoadArgs(str(self.entry.root_dir), self.entry.entry, self.generation, list(self.entry.http_permissions), self.workspaces)
 
-    async def load(self) -> dict[str, Any]:
-        answer = await asyncio.wait_for(self.workers.call("load", self._load_request()), LOAD_TIMEOUT_S)
-        if not isinstance(answer, dict):
-            raise RegistrationError("its worker answered the load with something that is not an object")
+    async def load(self) -> Registrations:
+        answer = await asyncio.wait_for(self.workers.call("load", self._load_request(), reply=Registrations), LOAD_TIMEOUT_S)
         self.loaded = answer
         # A worker started after this one (a crash, a stop) loads the same entry before it serves.
         self.workers.setup = self.reload
@@ -177,44 +180,41 @@ class SandboxedPlugin:
             await self.hookspecs.lifespans.leave_all(worker)
 
     async def reload(self, worker: Worker) -> None:
-        answer = await asyncio.wait_for(worker.call("load", self._load_request()), LOAD_TIMEOUT_S)
+        answer = await asyncio.wait_for(worker.call("load", self._load_request(), reply=Registrations), LOAD_TIMEOUT_S)
         if answer != self.loaded:
             raise RuntimeError(f"{self.entry.entry} registered something else when its worker was started again")
         if self.hookspecs is not None:
             await self.hookspecs.share_tools(self.hookspecs.plugin_tools, worker)
             await self.hookspecs.lifespans.enter(worker=worker)
 
-    def registrar(self, found: dict[str, Any]) -> PluginRegistrar:
+    def registrar(self, found: Registrations) -> PluginRegistrar:
         """The worker's registrations, through the registrar's own checks."""
-        if "error" in found:
-            raise RegistrationError(str(found["error"]))
+        if found.error is not None:
+            raise RegistrationError(found.error)
         registrar = PluginRegistrar(self.plugin_id, http_permissions=self.entry.http_permissions)
-        for index, hook in enumerate(found.get("hooks") or []):
-            hook_stand = SandboxedHook(self, index, int(hook["timeout_ms"]))
-            registrar.on(str(hook["event"]), hook_stand, match=hook.get("match"), timeout_ms=int(hook["timeout_ms"]),
-                         enforce=str(hook["enforce"]), observe=hook.get("observe") is True)
+        for index, hook in enumerate(found.hooks):
+            registrar.on(hook.event, SandboxedHook(self, index, hook.timeout_ms), match=hook.match, timeout_ms=hook.timeout_ms,
+                         enforce=hook.enforce, observe=hook.observe)
             registrar.hooks[-1] = dataclasses.replace(registrar.hooks[-1], is_async=True, sandboxed=True)
-        for index, tool in enumerate(found.get("tools") or []):
-            registrar.register_tool(str(tool["name"]), SandboxedTool(self, index, "tool").call,
-                                    description=str(tool.get("description") or ""),
-                                    parameters=_schema(tool.get("parameters")), read_only=bool(tool.get("read_only")))
-        for index, service in enumerate(found.get("services") or []):
-            stand: Any = SandboxedService(self, index, "service", str(service.get("description") or ""), service.get("parameters"))
-            if not service.get("callable"):
+        for index, tool in enumerate(found.tools):
+            registrar.register_tool(tool.name, SandboxedTool(self, index, "tool").call, description=tool.description,
+                                    parameters=_schema(tool.parameters), read_only=tool.read_only)
+        for index, service in enumerate(found.services):
+            stand: Any = SandboxedService(self, index, "service", service.description, service.parameters)
+            if not service.callable:
                 stand.call = None  # service_tool reports a service that is neither callable nor has call()
-            registrar.register_service(str(service["contract"]), stand, model_facing=bool(service.get("model_facing")),
-                                       access=str(service.get("access")))
-        for index, extension in enumerate(found.get("extensions") or []):
-            registrar.provide_extension(str(extension["point"]), str(extension["id"]), SandboxedTool(self, index, "extension").call,
-                                        order=int(extension.get("order") or 0), slot=extension.get("slot"))
-        for index, handler in enumerate(found.get("event_handlers") or []):
-            registrar.on_event(str(handler["key"]), SandboxedEventHandler(self, index).call, timeout_ms=int(handler["timeout_ms"]))
-        for index, rpc in enumerate(found.get("rpcs") or []):
-            registrar.register_rpc(str(rpc["action"]), SandboxedTool(self, index, "rpc").call, description=str(rpc.get("description") or ""))
-        for index, form_id in enumerate(found.get("forms") or []):
-            registrar.register_form_validator(str(form_id), SandboxedTool(self, index, "form").call)
-        if found.get("hookspecs") is not None:
-            self.hookspecs = SandboxedHookspecs(self, list(found["hookspecs"]))
+            registrar.register_service(service.contract, stand, model_facing=service.model_facing, access=service.access)
+        for index, extension in enumerate(found.extensions):
+            registrar.provide_extension(extension.point, extension.id, SandboxedTool(self, index, "extension").call,
+                                        order=extension.order, slot=extension.slot)
+        for index, handler in enumerate(found.event_handlers):
+            registrar.on_event(handler.key, SandboxedEventHandler(self, index).call, timeout_ms=handler.timeout_ms)
+        for index, rpc in enumerate(found.rpcs):
+            registrar.register_rpc(rpc.action, SandboxedTool(self, index, "rpc").call, description=rpc.description)
+        for index, form_id in enumerate(found.forms):
+            registrar.register_form_validator(form_id, SandboxedTool(self, index, "form").call)
+        if found.hookspecs is not None:
+            self.hookspecs = SandboxedHookspecs(self, found.hookspecs)
         return registrar
 
 
@@ -253,7 +253,7 @@ async def load_sandboxed(pool: SandboxPool, plugins: list[PluginEntry], generati
     among them are retired (a whole generation); without it, the others' workers are left as they are (plugins a
     session approved, loaded alongside a generation's)."""
     # The operations these workers serve (the service registers them at its start; a pool made without it here).
-    register_operations(worker_operations)
+    register_operations(WORKER_OPERATIONS)
     result = LoadResult()
     outcomes = await asyncio.gather(*(_load_one(pool, plugin, generation) for plugin in plugins))
     for plugin, outcome in zip(plugins, outcomes, strict=True):

@@ -13,19 +13,23 @@ from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2_grpc
-from services.hooks import admission, worker_operations
+from services.hooks import admission
 from services.hooks.catalogue_sync import CatalogueSync
+from services.hooks.common.committed_turns import COMMITTED_TURNS
+from services.hooks.common.hookspec_events import events_for
+from services.hooks.dispatch_batches import Outcome
 from services.hooks.dispatcher import ExecutionContext, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, subscription_kind
 from services.hooks.extension_host import call_extension, ordered_providers
 from services.hooks.fault_breaker import FaultBreaker
 from services.hooks.form_validators import validate_form
 from services.hooks.hook_state import StoreState
-from services.hooks.hookspec_events import events_for
 from services.hooks.loaded_hookspecs import find_replacement, tell_tool_refused
 from services.hooks.model_answers import model_answer_chunks
+from services.hooks.observed_batches import observed_outcomes
+from services.hooks.sandboxed_entries import WORKER_OPERATIONS
 from services.hooks.settings import HooksSettings
-from services.hooks.tape_mirror import COMMITTED_TURNS, StoreTurns
+from services.hooks.store_turns import StoreTurns
 from services.hooks.tool_host import action_tool, call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
@@ -80,18 +84,20 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             raise invalid_argument("events", f"holds {len(request.events)} events; send at most {MAX_OBSERVED_EVENTS} at once")
         for index, event in enumerate(request.events):
             _check_dispatch(event, f"events[{index}].")  # all of them before any runs
-        trace: list[common_pb2.HookTraceEntry] = []
         for event in request.events:
-            trace.extend((await self._dispatch(event)).trace)
+            await self._sync.load_approved(event.context.approved_plugin_ids)
+        STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
+        items = [(event.event, self._execution(event.context), from_struct(event.payload)) for event in request.events]
+        # A plugin's watchers of these events run first, in one round trip to its worker (observed_batches.py).
+        prefetched = await observed_outcomes(self._sync.current.table, items)
+        trace: list[common_pb2.HookTraceEntry] = []
+        for event, (_, execution, payload), outcomes in zip(request.events, items, prefetched, strict=True):
+            trace.extend((await self._dispatch(event, execution, payload, outcomes)).trace)
         return hooks_pb2.DispatchObservedResponse(trace=trace)
 
-    async def _dispatch(self, request: hooks_pb2.DispatchRequest) -> hooks_pb2.DispatchResponse:
-        _check_dispatch(request)
-        await self._sync.load_approved(request.context.approved_plugin_ids)
-        STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
-        ctx = request.context
+    def _execution(self, ctx: hooks_pb2.HookContext) -> ExecutionContext:
         paused = self._breaker.excluded(ctx)
-        execution = ExecutionContext(
+        return ExecutionContext(
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             locale=ctx.locale or "en",
@@ -104,7 +110,18 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             execution_id=ctx.execution_id, root_execution_id=ctx.root_execution_id,
             subagent_call_id=ctx.subagent_call_id, parent_runtime_id=ctx.parent_runtime_id,
         )
-        running = dispatch(self._sync.current.table, request.event, execution, from_struct(request.payload))
+
+    async def _dispatch(self, request: hooks_pb2.DispatchRequest, execution: ExecutionContext | None = None,
+                        payload: dict[str, Any] | None = None, prefetched: dict[int, Outcome] | None = None,
+                        ) -> hooks_pb2.DispatchResponse:
+        if execution is None:
+            _check_dispatch(request)
+            await self._sync.load_approved(request.context.approved_plugin_ids)
+            STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
+            execution = self._execution(request.context)
+        ctx = request.context
+        running = dispatch(self._sync.current.table, request.event, execution,
+                           from_struct(request.payload) if payload is None else payload, prefetched)
         if EVENTS_BY_NAME[request.event].cancelled_with_execution:
             result = await running
         else:
@@ -430,7 +447,7 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     pool = sandbox_pool("hooks", settings.log_level, settings.log_format, sandbox)
     if pool is not None:
         # What this service's workers serve: registered before the zygote starts, so it preloads them.
-        register_operations(worker_operations)
+        register_operations(WORKER_OPERATIONS)
         # The sandbox's zygote starts while the registry may still be coming up.
         pool.prewarm()
     sync = CatalogueSync(registry_pb2_grpc.PluginRegistryStub(registry_channel), pool)
@@ -454,7 +471,7 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
         await asyncio.gather(following, return_exceptions=True)
 
     running.on_stopped.append(stop_following)
-    # provide_lifespan: the plugins' lifespans are left (bounded) before their workers stop (services/hooks/lifespans.py).
+    # provide_lifespan: the plugins' lifespans are left (bounded) before their workers stop (services/hooks/plugin_side/lifespans.py).
     running.on_stopped.append(sync.leave_lifespans)
     running.on_stopped.append(registry_channel.close)
     running.on_stopped.append(store_channel.close)

@@ -6,7 +6,7 @@ hookimpl objects driving an agent in process, with the hookspec rules.
         agent = plugins.attach(my_agent)           # my_agent.events: an agent_events.EventBus
         state = await plugins.build_state("s-1", message={"content": "hi"})
 
-The rules (the same the hooks service applies to a plugin's hookimpls, services/hooks/hookspec_adapter.py,
+The rules (the same the hooks service applies to a plugin's hookimpls, services/hooks/plugin_side/hookspec_adapter.py,
 which runs its decision chains through PluginAgentHooks): impls run in pluggy's order (the last registered
 first, tryfirst/trylast); one that raises is logged and skipped (`on_raised` hears of it), one that returns
 the wrong type is logged and skipped. A changed LLMCallRequest and proceed(arguments) pass to the next impl;

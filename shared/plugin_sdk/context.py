@@ -44,7 +44,7 @@ class CancellationSignal:
 
 
 class SessionEnvironment(NamedTuple):
-    """What the plugin's provide_environment gave a session (services/hooks/environments.py): its variables
+    """What the plugin's provide_environment gave a session (services/hooks/plugin_side/environments.py): its variables
     and its workspace folder, as the plugin's own code sees them (never os.environ)."""
 
     variables: Mapping[str, str]

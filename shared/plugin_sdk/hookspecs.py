@@ -11,13 +11,13 @@
     def register(covel):
         covel.register_hookimpls(Policy())
 
-The hooks service maps the hooks onto the contract's events (services/hooks/hookspec_adapter.py):
+The hooks service maps the hooks onto the contract's events (services/hooks/plugin_side/hookspec_adapter.py):
 before_llm_call / after_llm_call onto PreLLMCall and PostLLMResponse (after_llm_call also onto
 PostRuntime, where it hears of calls that failed, a subagent's at its caller's PostRuntime;
 a Post… event is matched to its Pre… by the context's execution_id), before_tool_call /
 after_tool_call onto PreToolUse and PostToolUse, system_prompt onto PostContextAssembly,
 on_error onto PostRuntime, provide_tools onto registered tools; and some turn and app hooks
-(services/hooks/turn_hooks.py, app_hooks.py: build_prompt, run_model, load_state, save_state, …), and the
+(services/hooks/plugin_side/turn_hooks.py, app_hooks.py: build_prompt, run_model, load_state, save_state, …), and the
 channel host `covel channel` calls provide_channels and resolve_session. Every other hook of the spec is
 declared here (CovelHookSpecs, with the types of turn_types.py and app_types.py) but not called by
 the kernel yet: a plugin implementing one fails to load with a message naming it (docs/hookspecs.md
@@ -172,7 +172,7 @@ class Tool:
 
 class CovelHookSpecs:
     """Every hook of the spec, with its signature: argument names are checked against these. Which ones the
-    kernel calls, and onto what, is services/hooks/hookspec_events.py (docs/hookspecs.md); implementing one
+    kernel calls, and onto what, is services/hooks/common/hookspec_events.py (docs/hookspecs.md); implementing one
     it does not call yet fails the plugin's load with a message naming it."""
 
     # ----- turn hooks

@@ -5,7 +5,8 @@ sees it; zygote_client.py: the fork server that starts them, zygote.py); worker.
 point; worker_server.py: its end of the channel; operations.py: what a worker serves, registered by the
 services (register_operations); isolation.py: what a worker gives up before plugin code runs (its network
 among them); worker_output.py: its stdio, output and HTTP sent to the host; http_gate.py and
-plugin_output.py: the host's checks of that HTTP and those log lines; channel.py: the frames between them.
+plugin_output.py: the host's checks of that HTTP and those log lines; protocol.py: the frames between them, as
+types (versioned, validated on decode); channel.py: their bytes.
 """
 
 from shared.sandbox.errors import RemoteError, WorkerGone

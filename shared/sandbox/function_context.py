@@ -13,15 +13,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from shared.plugin_code import PluginFile, load_callable, loaded_callable
 from shared.plugin_sdk import freeze, json_copy
 from shared.plugin_sdk.http_client import PluginHttpClient
 from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
+from shared.sandbox.operations import Operation
 
 if TYPE_CHECKING:
-    from shared.sandbox.worker_server import Call, Operation, WorkerServer
+    from shared.sandbox.worker_server import Call, WorkerServer
 
 FUNCTION_PROPOSAL_TYPES = ("plugin.data", "plugin.data.batch", "plugin.data.delete", "plugin.data.update", "character.schema.set",
                            "character.upsert", "dimension.initialize", "dimension.update", "lorebook.upsert", "lorebook.delete")
@@ -199,13 +202,34 @@ class SandboxFunctionContext:
         self._server.note(self._call, "emit_event", topic, json_copy(payload))
 
 
-async def run_handler(server: WorkerServer, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+class FunctionArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """The `function` operation: the handler (or guard) file of the plugin at `root`, its entry, and its ctx."""
+
+    root: str
+    file: str
+    ctx: dict[str, Any]
+    entry: str = "handler"
+    epoch: str | None = None
+
+
+class FunctionReply(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What the handler returned (shared/plugin_sdk/values.py result_message): `kind` none, null, value (`v`) or
+    suspend (`interaction`), and its effects and completion."""
+
+    kind: str
+    v: Any = None
+    effects: Any = None
+    completion: Any = None
+    interaction: Any = None
+
+
+async def run_handler(server: WorkerServer, call: Call, args: FunctionArgs) -> dict[str, Any]:
     """Import the handler (or guard) file and call it: {kind: none | null | value, v?, effects?, completion?}."""
-    file = PluginFile(server.plugin_id, Path(server.isolation.path_of(str(args["root"]))), str(args["file"]))
-    entry, epoch = str(args.get("entry") or "handler"), args.get("epoch")
+    file = PluginFile(server.plugin_id, Path(server.isolation.path_of(args.root)), args.file)
+    entry, epoch = args.entry, args.epoch
     # Loaded already this turn: found on the loop; else imported (blocking work) in a plugin thread.
     handler = loaded_callable(file, entry, epoch=epoch) or await server.run_plugin(call, load_callable, file, entry, epoch=epoch)
-    return result_message(await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args["ctx"])))
+    return result_message(await server.run_plugin(call, handler, SandboxFunctionContext(server, call, args.ctx)))
 
 
-OPERATIONS: dict[str, Operation] = {"function": run_handler}
+OPERATIONS: dict[str, Operation] = {"function": Operation(run_handler, FunctionArgs)}

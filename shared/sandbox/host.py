@@ -26,12 +26,13 @@ from typing import Any
 
 from shared.logs import get_logger
 from shared.plugin_sdk.http_client import HttpRule
-from shared.sandbox.channel import ChannelClosed, read_frame
+from shared.sandbox.channel import ChannelClosed, read_body
 from shared.sandbox.errors import WorkerGone
 from shared.sandbox.http_gate import HttpGate
 from shared.sandbox.isolation import IsolationConfig, network_probe, prepare_writable, worker_env
 from shared.sandbox.operations import operation_modules
 from shared.sandbox.plugin_output import PluginOutput
+from shared.sandbox.protocol import ProtocolError, Ready, check_version, decode_worker_frame
 from shared.sandbox.settings import SandboxSettings
 from shared.sandbox.worker_handle import Worker
 from shared.sandbox.zygote_client import Zygote
@@ -109,7 +110,7 @@ class PluginWorkers:
             draining.replaced()
         return worker
 
-    async def call(self, op: str, args: dict[str, Any], **options: Any) -> Any:
+    async def call(self, op: str, args: Any, **options: Any) -> Any:
         return await (await self.worker()).call(op, args, **options)
 
     def retired(self, worker: Worker) -> None:
@@ -265,13 +266,21 @@ class SandboxPool:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
         try:
-            ready = await asyncio.wait_for(read_frame(reader), self.settings.sandbox_start_timeout_s)
-        except (TimeoutError, ChannelClosed) as error:
+            ready = decode_worker_frame(await asyncio.wait_for(read_body(reader), self.settings.sandbox_start_timeout_s))
+        except (TimeoutError, ChannelClosed, ProtocolError) as error:
             process.kill()
             writer.close()
             raise RuntimeError(f"no ready message ({type(error).__name__}: {error})") from error
-        found = ready.get("report")
-        report: dict[str, Any] = found if isinstance(found, dict) else {}
+        try:
+            if not isinstance(ready, Ready):
+                raise ProtocolError(f"its first frame is {type(ready).__name__}, not ready")
+            check_version(ready)
+        except ProtocolError as error:
+            process.kill()
+            writer.close()
+            log.warning("sandbox.protocol_mismatch", plugin_id=owner.plugin_id, error=str(error))
+            raise RuntimeError(f"its worker does not speak this host's protocol ({error})") from error
+        report = ready.report
         if self.isolation_report is None:
             self.isolation_report = report
             log.info("sandbox.isolation", service=self.service, **{k: v for k, v in report.items() if k != "pid"})

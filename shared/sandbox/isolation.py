@@ -9,7 +9,7 @@ that is down, so plugin code reaches no service, database or address of any kind
 sent by the host, shared/sandbox/http_gate.py; an empty tmpfs over the data dir, /tmp and /run,
 with Python's own folders below them bound back read-only and the worker's `writable` folders
 bound back at their own paths: the hooks service's session workspaces of that plugin,
-services/hooks/environments.py); resource limits; then, when
+services/hooks/plugin_side/environments.py); resource limits; then, when
 started as root, the sandbox uid and gid, no new privileges. The host makes the writable folders
 and gives them to the sandbox uid first (`prepare_writable`).
 """

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from shared.logs import get_logger
+from shared.sandbox.protocol import Log
 from shared.sandbox.settings import SandboxSettings
 
 log = get_logger(component="plugin")
@@ -59,7 +60,7 @@ class PluginOutput:
             return True
         return False
 
-    def write(self, frame: dict[str, Any], context: contextvars.Context | None) -> None:
+    def write(self, frame: Log, context: contextvars.Context | None) -> None:
         """A `log` frame of a worker, in the log context of the call it belongs to (else the host's own)."""
         if not self._admit():
             self.dropped += 1
@@ -71,15 +72,13 @@ class PluginOutput:
         if self._dropping:
             self._emit(context, "warning", "plugin.log_resumed", dropped=self._dropping)
             self._dropping = 0
-        level = str(frame.get("lv"))
-        stream = str(frame.get("s"))
-        fields = frame.get("f")
+        level, stream, fields = frame.lv, frame.s, frame.f
         extra: dict[str, Any] = {}
-        if isinstance(fields, dict) and fields:
+        if fields:
             extra["fields"] = {clean(str(key), 64): clean(str(value), self._line_bytes // 4)
                                for key, value in itertools.islice(fields.items(), MAX_FIELDS)}
         self._emit(context, level if level in LEVELS else "info", "plugin.log", stream=stream if stream in STREAMS else "log",
-                   message=clean(str(frame.get("m") or ""), self._line_bytes), **extra)
+                   message=clean(frame.m, self._line_bytes), **extra)
 
     def _emit(self, context: contextvars.Context | None, level: str, event: str, **fields: Any) -> None:
         def write() -> None:

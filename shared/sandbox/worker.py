@@ -25,6 +25,7 @@ from shared.logs import configure_logging, get_logger
 from shared.sandbox.channel import ChannelClosed
 from shared.sandbox.isolation import Isolation, IsolationConfig, enter
 from shared.sandbox.operations import OPERATIONS, load_operations, operation_modules
+from shared.sandbox.protocol import PROTOCOL_VERSION, Ready, Retire
 from shared.sandbox.worker_output import inherit_nothing, send_output_to_host
 from shared.sandbox.worker_server import WorkerServer
 
@@ -35,7 +36,7 @@ def _retire_on_cpu_limit(server: WorkerServer) -> None:
     """Past the soft CPU limit the worker asks to be replaced (the hard limit kills it)."""
     with contextlib.suppress(ValueError, RuntimeError):
         asyncio.get_running_loop().add_signal_handler(
-            signal.SIGXCPU, lambda: server.send({"k": "retire", "why": "its CPU time limit"}))
+            signal.SIGXCPU, lambda: server.send(Retire("its CPU time limit")))
 
 
 async def _main(config: dict[str, Any], isolation: Isolation) -> None:
@@ -49,7 +50,7 @@ async def _main(config: dict[str, Any], isolation: Isolation) -> None:
 
     structlog.contextvars.bind_contextvars(sandbox_plugin_id=config["plugin_id"])
     _retire_on_cpu_limit(server)
-    server.send({"k": "ready", "report": isolation.report})
+    server.send(Ready(PROTOCOL_VERSION, isolation.report))
     with contextlib.suppress(ChannelClosed):
         await server.serve(reader)
 

@@ -16,9 +16,26 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from shared.plugin_sdk.http_client import HttpRule
-from shared.sandbox.channel import ChannelClosed, encode, read_frame
+from shared.sandbox.channel import ChannelClosed, frame, read_body
 from shared.sandbox.errors import WorkerGone, describe, rebuild
+from shared.sandbox.protocol import (
+    Ack,
+    Answer,
+    Ask,
+    Log,
+    Note,
+    Reply,
+    Retire,
+    Stop,
+    WorkerFrame,
+    decode_as,
+    decode_worker_frame,
+    encode,
+)
+from shared.sandbox.protocol import Call as CallFrame
 from shared.sandbox.zygote_client import ZygoteChild
 
 if TYPE_CHECKING:
@@ -72,6 +89,9 @@ Notes = Callable[[str, list[Any]], None]
 @dataclass
 class _Pending:
     future: asyncio.Future
+    # The operation, and the type its reply is decoded to (None: any JSON).
+    op: str
+    reply: Any
     capabilities: Capabilities | None
     notes: Notes | None
     deadline: float | None
@@ -94,6 +114,8 @@ class Worker:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
+        # Calls sent to this worker (round trips): what a batch saves is seen here.
+        self.calls = 0
         self._pending: dict[int, _Pending] = {}
         self._acks: dict[int, asyncio.Future] = {}
         self.retiring = False
@@ -111,18 +133,21 @@ class Worker:
     def serving(self) -> bool:
         return self.gone is None and not self.retiring
 
-    async def call(self, op: str, args: dict[str, Any], *, capabilities: Capabilities | None = None,
+    async def call(self, op: str, args: Any, *, reply: Any = None, capabilities: Capabilities | None = None,
                    notes: Notes | None = None, deadline: float | None = None, http: Sequence[HttpRule] | None = None) -> Any:
-        """`op` in the worker; its error re-raised here. Cancelling the caller stops the call there.
+        """`op` in the worker with `args` (its arguments' Struct, or JSON data of that shape); its reply decoded as
+        `reply` (a type: a reply that is not of it is a malformed frame, the worker is stopped; None: any JSON), its
+        error re-raised here. Cancelling the caller stops the call there.
         `http`: what covel.http may reach during this call (else the plugin's PluginWorkers.http_rules)."""
         if self.gone is not None:
             raise WorkerGone(self.gone)
         call_id = next(self._ids)
-        pending = _Pending(asyncio.get_running_loop().create_future(), capabilities, notes, deadline,
+        self.calls += 1
+        pending = _Pending(asyncio.get_running_loop().create_future(), op, reply, capabilities, notes, deadline,
                            http=tuple(http) if http is not None else None)
         self._pending[call_id] = pending
         try:
-            self._writer.write(encode({"k": "req", "id": call_id, "op": op, "a": args}))
+            self._writer.write(frame(encode(CallFrame(call_id, op, msgspec.Raw(encode(args))))))
             return await pending.future
         except asyncio.CancelledError:
             self._abandon(call_id, pending)
@@ -144,7 +169,7 @@ class Worker:
             return
         ack = self._acks[call_id] = asyncio.get_running_loop().create_future()
         with contextlib.suppress(ConnectionError, RuntimeError):
-            self._writer.write(encode({"k": "stop", "id": call_id, "why": why}))
+            self._writer.write(frame(encode(Stop(call_id, why))))
         self.owner.watch(self._confirm_stop(call_id, ack, why))
 
     async def _confirm_stop(self, call_id: int, ack: asyncio.Future, why: str) -> None:
@@ -196,7 +221,7 @@ class Worker:
     async def _read(self) -> None:
         try:
             while True:
-                self._dispatch(await read_frame(self._reader))
+                self._dispatch(decode_worker_frame(await read_body(self._reader)))
         except ChannelClosed as closed:
             if self.gone is None:
                 code = await self._exit_code()
@@ -204,7 +229,7 @@ class Worker:
                 self._gone(f"its worker process exited ({code or closed}); a fresh one takes the next call")
         except Exception as error:  # a frame that makes no sense: the worker is not to be trusted further
             self.owner.fault(self, f"it sent a malformed frame ({type(error).__name__}: {error})")
-            self.kill("malformed frame")
+            self.kill(f"malformed frame: {error}")
 
     async def _exit_code(self) -> str:
         try:
@@ -213,54 +238,56 @@ class Worker:
             return ""
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        kind = message.get("k")
-        if kind == "res":
-            pending = self._pending.get(int(message["id"]))
-            if pending is not None and not pending.future.done():
-                if message.get("ok"):
-                    pending.future.set_result(message.get("v"))
-                else:
-                    pending.future.set_exception(rebuild(message.get("e")))
-        elif kind == "req" and str(message.get("op")).startswith("sandbox."):
-            self._sandbox_request(message)
-        elif kind == "req":
-            self._capability(message)
-        elif kind == "log":
-            pending = self._pending.get(int(message.get("of") or 0))
+    def _dispatch(self, message: WorkerFrame) -> None:
+        if isinstance(message, Reply):
+            self._replied(message)
+        elif isinstance(message, Ask):
+            if message.op.startswith("sandbox."):
+                self._sandbox_request(message)
+            else:
+                self._capability(message)
+        elif isinstance(message, Log):
+            pending = self._pending.get(message.of)
             self.owner.output.write(message, pending.context if pending is not None else None)
-        elif kind == "note":
-            pending = self._pending.get(int(message["of"]))
+        elif isinstance(message, Note):
+            pending = self._pending.get(message.of)
             if pending is not None and pending.notes is not None:
-                pending.notes(str(message.get("op")), list(message.get("a") or []))
-        elif kind == "ack":
-            ack = self._acks.get(int(message["id"]))
+                pending.notes(message.op, message.a)
+        elif isinstance(message, Ack):
+            ack = self._acks.get(message.id)
             if ack is not None and not ack.done():
-                ack.set_result(bool(message.get("running")))
-        elif kind == "retire":
-            self.owner.fault(self, f"it reached {message.get('why') or 'a limit'}")
+                ack.set_result(message.running)
+        elif isinstance(message, Retire):
+            self.owner.fault(self, f"it reached {message.why or 'a limit'}")
             self.retire()
 
-    def _capability(self, message: dict[str, Any]) -> None:
-        request_id, pending = int(message["id"]), self._pending.get(int(message.get("of") or 0))
+    def _replied(self, message: Reply) -> None:
+        pending = self._pending.get(message.id)
+        if pending is None or pending.future.done():
+            return
+        if message.ok:
+            # A reply that is not of its operation's type is the worker's malformed frame (ProtocolError: _read).
+            pending.future.set_result(decode_as(message.v, pending.reply if pending.reply is not None else Any,
+                                                f"its reply to {pending.op!r}"))
+        else:
+            pending.future.set_exception(rebuild(message.e))
+
+    def _capability(self, message: Ask) -> None:
+        request_id, pending = message.id, self._pending.get(message.of)
         if pending is None or pending.capabilities is None:
             self._answer(request_id, error=LookupError("that call is over, or has no ctx capabilities"))
             return
-        args, kwargs = message.get("a"), message.get("kw")
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
-            self._answer(request_id, error=TypeError("a ctx call's arguments are a list and an object"))
-            return
         task = asyncio.get_running_loop().create_task(
-            self._run_capability(request_id, pending.capabilities, str(message.get("op")), args, kwargs), context=pending.context)
+            self._run_capability(request_id, pending.capabilities, message.op, message.a, message.kw), context=pending.context)
         pending.tasks.add(task)
         task.add_done_callback(pending.tasks.discard)
 
-    def _sandbox_request(self, message: dict[str, Any]) -> None:
+    def _sandbox_request(self, message: Ask) -> None:
         """What the sandbox itself does for a worker: covel.http (shared/sandbox/http_gate.py), with the host's rules."""
-        request_id, pending = int(message["id"]), self._pending.get(int(message.get("of") or 0))
-        args = message.get("a")
-        if message.get("op") != "sandbox.http" or not isinstance(args, list) or len(args) != 1 or not isinstance(args[0], dict):
-            self._answer(request_id, error=LookupError(f"the sandbox has no {message.get('op')!r} with these arguments"))
+        request_id, pending = message.id, self._pending.get(message.of)
+        args = message.a
+        if message.op != "sandbox.http" or len(args) != 1 or not isinstance(args[0], dict) or message.kw:
+            self._answer(request_id, error=LookupError(f"the sandbox has no {message.op!r} with these arguments"))
             return
         if self._http_requests >= HTTP_REQUESTS_QUEUED * self.owner.pool.settings.sandbox_http_concurrency:
             self._answer(request_id, error=RuntimeError("http: too many requests of this plugin are waiting to be sent"))
@@ -293,10 +320,8 @@ class Worker:
     def _answer(self, request_id: int, *, value: Any = None, error: BaseException | None = None) -> None:
         if self.gone is not None:
             return
-        message = {"k": "res", "id": request_id, "ok": error is None}
-        message.update({"e": describe(error)} if error is not None else {"v": value})
         try:
-            frame = encode(message)
+            body = encode(Answer(request_id, True, value) if error is None else Answer(request_id, False, e=describe(error)))
         except (TypeError, ValueError) as bad:
-            frame = encode({"k": "res", "id": request_id, "ok": False, "e": describe(TypeError(f"the answer is not JSON: {bad}"))})
-        self._writer.write(frame)
+            body = encode(Answer(request_id, False, e=describe(TypeError(f"the answer is not JSON: {bad}"))))
+        self._writer.write(frame(body))

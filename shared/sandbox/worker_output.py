@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from shared.plugin_sdk import http_client, plugin_log
 from shared.plugin_threads import thread_owner
 from shared.sandbox.http_channel import ChannelTransport
+from shared.sandbox.protocol import Log
 
 if TYPE_CHECKING:
     from shared.sandbox.worker_server import WorkerServer
@@ -53,20 +54,19 @@ class _Sender:
         self._loop_thread = threading.get_ident()
 
     def line(self, level: str, message: str, stream: str, fields: dict[str, Any] | None = None) -> None:
-        frame = {"k": "log", "of": thread_owner.get() or 0, "lv": level, "m": message[:MAX_SENT_LINE], "s": stream,
-                 "f": fields or {}}
+        frame = Log(thread_owner.get() or 0, level, message[:MAX_SENT_LINE], stream, fields or {})
         if threading.get_ident() == self._loop_thread:
             self._send(frame)
         else:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the worker is ending
                 self._loop.call_soon_threadsafe(self._send, frame)
 
-    def _send(self, frame: dict[str, Any]) -> None:
+    def _send(self, frame: Log) -> None:
         try:
             try:
                 self._server.send(frame)
             except (TypeError, ValueError):  # fields that are not JSON
-                self._server.send({**frame, "f": {}})
+                self._server.send(Log(frame.of, frame.lv, frame.m, frame.s))
         except Exception:  # the channel is closing: the line is lost with the worker
             pass
 

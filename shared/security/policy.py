@@ -59,7 +59,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "RequeueDetachedJob": _rule("the scheduler passes on an operator's call; the operator's tools call it too", "scheduler", OPERATOR),
         "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service", "hooks"),
         # The hooks service reads a session's committed turns only to fill a plugin's tape mirror (provide_tape_store,
-        # services/hooks/tape_mirror.py), for the session of the message:sent it handles; plugin code never holds the stub.
+        # services/hooks/plugin_side/tape_mirror.py), for the session of the message:sent it handles; plugin code never holds the stub.
         "ListTurns": _rule("the turn runner's history; the hooks service fills a provide_tape_store mirror", "scheduler", "hooks"),
         "PutMemoryVectors": _rule("memory-search's index: the scheduler embeds and keeps the vectors", "scheduler"),
         "SearchMemoryVectors": _rule("memory-search's index: the scheduler ranks a session's records", "scheduler"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from covel_cli import doc_tables, hookspec_doc_tables
-from services.hooks.hookspec_events import EVENTS_OF_HOOK, NOT_SUPPORTED_YET
+from services.hooks.common.hookspec_events import EVENTS_OF_HOOK, NOT_SUPPORTED_YET
 from shared.plugin_sdk.hookspecs import HOOK_NAMES
 from shared.settings import REPO_ROOT
 

@@ -15,7 +15,7 @@ import pytest
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from covel.store.v1 import store_pb2
-from services.hooks.environments import workspace_root
+from services.hooks.common.workspaces import workspace_root
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import running_services
 from tests.e2e.test_event_keys import new_session, submit

@@ -1,4 +1,4 @@
-"""The app hooks the hooks service calls (services/hooks/app_hooks.py): build_tape_context on
+"""The app hooks the hooks service calls (services/hooks/plugin_side/app_hooks.py): build_tape_context on
 PostContextAssembly and provide_tape_sidecar on message:sent, loaded from a real entry module."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from shared.plugin_sdk.event_keys import InternalEvent
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,4 +1,4 @@
-"""continue_prompt on PreStep after a step that continued (services/hooks/turn_hooks.py continue_prompt, the
+"""continue_prompt on PreStep after a step that continued (services/hooks/plugin_side/turn_hooks.py continue_prompt, the
 adapter's pre_step): loaded from a real entry module, run by the real dispatcher."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 
 
 def write_plugin(root: Path, plugin_id: str, code: str) -> Path:

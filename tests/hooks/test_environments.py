@@ -1,4 +1,4 @@
-"""provide_environment (services/hooks/environments.py): asked once per session by the process that runs the
+"""provide_environment (services/hooks/plugin_side/environments.py): asked once per session by the process that runs the
 plugin's code, with a workspace folder per (plugin, session); what it gives reaches that plugin's own code only
 (ctx.environment / ctx.workspace, state["environment"] / state["workspace"]), in process and in a sandbox worker
 as it ships (the data dir hidden, the uid dropped)."""
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from services.hooks.common.workspaces import workspace_root
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.environments import workspace_root
-from services.hooks.hookspec_adapter import HookspecAdapter
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
+from services.hooks.plugin_side.hookspec_adapter import HookspecAdapter
 from services.hooks.sandboxed_entries import load_sandboxed
 from services.hooks.tool_host import call_tool
 from shared.plugin_sdk import ToolContext

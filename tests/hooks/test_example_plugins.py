@@ -9,9 +9,10 @@ import json
 import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
 from services.hooks.event_keys import Audience, EventKeyBus, EventKeyTable
+from services.hooks.in_process import load_entries
 from services.hooks.loaded_hookspecs import tell_tool_refused
+from services.hooks.plugin_entries import PluginEntry
 from shared.settings import REPO_ROOT
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from tests.hooks.test_hookspecs import ALL_EVENTS, POLICY, llm_payload, write_plugin
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

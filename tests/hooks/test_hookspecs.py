@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from services.hooks.common.hookspec_events import EVENTS_OF_HOOK, NOT_SUPPORTED_YET, events_for
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.hookspec_events import EVENTS_OF_HOOK, NOT_SUPPORTED_YET, events_for
+from services.hooks.in_process import load_entries
 from services.hooks.loaded_hookspecs import take_replacement, tell_tool_refused
+from services.hooks.plugin_entries import PluginEntry
 from shared.hook_events import EVENTS_BY_NAME
 from shared.plugin_sdk import hookspecs as sdk
 from shared.plugin_sdk.hookspecs import HOOK_NAMES
@@ -355,7 +356,7 @@ async def test_every_hook_of_the_spec_loads_written_with_its_own_signature(tmp_p
 
 async def test_a_hook_the_kernel_would_not_call_is_refused_at_load_naming_it(tmp_path: Path, monkeypatch) -> None:
     """A hook a later spec adds, before the kernel calls it: never accepted and silently not called."""
-    from services.hooks import hookspec_events
+    from services.hooks.common import hookspec_events
 
     monkeypatch.setattr(hookspec_events, "NOT_SUPPORTED_YET", ("provide_lifespan",))
     result = load(tmp_path, "later-lifespan", spec_impl("provide_lifespan"), hooks=(), tools=())
@@ -366,7 +367,7 @@ async def test_a_hook_the_kernel_would_not_call_is_refused_at_load_naming_it(tmp
 
 @pytest.mark.parametrize("name", ["onboard_config", "provide_tape_store"])
 async def test_onboard_config_and_provide_tape_store_load_with_their_events(tmp_path: Path, name: str) -> None:
-    """No hook is refused by design any more: a tape store is a mirror (services/hooks/tape_mirror.py), onboard_config
+    """No hook is refused by design any more: a tape store is a mirror (services/hooks/plugin_side/tape_mirror.py), onboard_config
     is `covel onboard`'s (covel_cli/onboard.py)."""
     plugin_id = "loads-" + name.replace("_", "-")
     result = load(tmp_path, plugin_id, spec_impl(name), hooks=EVENTS_OF_HOOK[name], tools=())
@@ -376,7 +377,7 @@ async def test_onboard_config_and_provide_tape_store_load_with_their_events(tmp_
 
 @pytest.mark.parametrize("name", ["provide_lifespan", "provide_environment"])
 async def test_provide_lifespan_and_provide_environment_load_and_register_no_event(tmp_path: Path, name: str) -> None:
-    """Run by the process that runs the plugin's code (services/hooks/lifespans.py, environments.py), on no event."""
+    """Run by the process that runs the plugin's code (services/hooks/plugin_side/lifespans.py, environments.py), on no event."""
     plugin_id = "loads-" + name.replace("_", "-")
     result = load(tmp_path, plugin_id, spec_impl(name), hooks=(), tools=())
     assert not result.errors, result.errors

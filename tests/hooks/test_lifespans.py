@@ -1,4 +1,4 @@
-"""provide_lifespan (services/hooks/lifespans.py): entered in pluggy's order after a plugin loads, left in
+"""provide_lifespan (services/hooks/plugin_side/lifespans.py): entered in pluggy's order after a plugin loads, left in
 reverse when its code is unloaded (a Reload's old generation, the service stopping); a lifespan whose enter
 raises or hangs is logged, reported to on_error and skipped; exits are bounded."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from covel.registry.v1 import registry_pb2
 from services.hooks.catalogue_sync import CatalogueSync
-from services.hooks.hookspec_adapter import HookspecAdapter
-from services.hooks.lifespans import Lifespans
+from services.hooks.plugin_side.hookspec_adapter import HookspecAdapter
+from services.hooks.plugin_side.lifespans import Lifespans
 from services.registry.package_loader import load_package
 from services.registry.proto_mapping import package_to_proto
 from shared.plugin_sdk.hookspecs import hookimpl
@@ -219,8 +219,8 @@ async def test_in_a_sandbox_worker_a_fault_runs_no_exits_and_a_forgotten_plugin_
     """A worker killed (a fault) leaves nothing, and its replacement enters them again before it serves; a plugin
     gone from the catalogue has its worker leave them (its teardown) before it goes."""
     from services.hooks.catalogue_sync import _entries
-    from services.hooks.lifespans import enter_all
     from services.hooks.sandboxed_entries import load_sandboxed
+    from services.hooks.worker_lifespans import enter_all
     from shared.sandbox import SandboxPool, SandboxSettings
 
     monkeypatch.setenv("COVEL_DATA_DIR", str(tmp_path))

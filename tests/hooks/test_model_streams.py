@@ -1,5 +1,5 @@
 """run_model_stream answered piece by piece: PreLLMCall keeps the plugin's stream open (replace.responseStream)
-and StreamModelAnswer relays it (services/hooks/model_streams.py, model_answers.py), through a real hooks
+and StreamModelAnswer relays it (services/hooks/plugin_side/model_streams.py, model_answers.py), through a real hooks
 service over gRPC with the plugin in process and in its sandbox worker; and the open streams' bounds."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import pytest_asyncio
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
-from services.hooks import model_streams
-from services.hooks.model_streams import OpenStreams, PluginStream
+from services.hooks.plugin_side import model_streams
+from services.hooks.plugin_side.model_streams import OpenStreams, PluginStream
 from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry

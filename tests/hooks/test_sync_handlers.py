@@ -11,7 +11,7 @@ import time
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
 from services.hooks.event_keys import Audience, EventKeyBus, EventKeyTable
 from services.hooks.extension_host import call_extension
-from services.hooks.hookspec_adapter import register_hookimpls
+from services.hooks.plugin_side.hookspec_adapter import register_hookimpls
 from services.hooks.tool_host import call_tool
 from shared.plugin_sdk import PluginRegistrar
 from shared.plugin_sdk.hookspecs import hookimpl

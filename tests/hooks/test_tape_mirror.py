@@ -1,4 +1,4 @@
-"""provide_tape_store as a mirror (services/hooks/tape_mirror.py), loaded from a real entry module: each turn's entries
+"""provide_tape_store as a mirror (services/hooks/plugin_side/tape_mirror.py), loaded from a real entry module: each turn's entries
 appended on message:sent, a new tape first filled from the committed turns, failures bounded, logged and reported."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import pytest
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
-from services.hooks import tape_mirror
+from services.hooks.common.committed_turns import COMMITTED_TURNS
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.tape_mirror import COMMITTED_TURNS, StoreTurns, with_turns
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
+from services.hooks.plugin_side import tape_mirror
+from services.hooks.store_turns import StoreTurns, with_turns
 from shared.plugin_sdk.event_keys import InternalEvent
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,4 +1,4 @@
-"""The turn hooks the hooks service calls (services/hooks/turn_hooks.py): run_model on PreLLMCall,
+"""The turn hooks the hooks service calls (services/hooks/plugin_side/turn_hooks.py): run_model on PreLLMCall,
 build_prompt on PostContextAssembly, loaded from a real entry module and run by the real dispatcher."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from services.hooks.dispatcher import ExecutionContext, HandlerTable, dispatch
-from services.hooks.entry_loader import PluginEntry, load_entries
-from services.hooks.model_streams import OPEN_STREAMS
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
+from services.hooks.plugin_side.model_streams import OPEN_STREAMS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

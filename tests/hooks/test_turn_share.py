@@ -1,4 +1,4 @@
-"""load_state across hooks replicas (services/hooks/turn_share.py): TurnStart served by replica A, the turn's
+"""load_state across hooks replicas (services/hooks/plugin_side/turn_share.py): TurnStart served by replica A, the turn's
 later events and its message:sent by replica B, one real store between them; B's hooks see A's loaded state."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest_asyncio
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.hooks.plugin_side.turn_share import KEY
 from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
-from services.hooks.turn_share import KEY
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
 from services.store.server import start as start_store

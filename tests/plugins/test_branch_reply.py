@@ -7,7 +7,8 @@ import pytest
 
 from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted.story_replies import planned_tool_call
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from shared.plugin_sdk import ToolError
 from shared.plugin_sdk.tools import ToolContext
 from shared.settings import REPO_ROOT

@@ -15,7 +15,8 @@ import yaml
 
 from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted.story_replies import planned_tool_call, structured_reply
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from services.registry.package_loader import load_package
 from services.scheduler.execution.plugin_data_view import PluginDataView
 from services.scheduler.function.runtime import FunctionContext, run_function

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from shared.plugin_sdk import ToolError
 from shared.plugin_sdk.tools import ToolContext
 from shared.settings import REPO_ROOT

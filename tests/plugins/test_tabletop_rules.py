@@ -7,7 +7,8 @@ import importlib.util
 
 import pytest
 
-from services.hooks.entry_loader import PluginEntry, load_entries
+from services.hooks.in_process import load_entries
+from services.hooks.plugin_entries import PluginEntry
 from tests.plugins.test_builtin_plugins import PLUGINS, ctx, hook_ctx, run
 
 PLUGIN = "tabletop-rules"

@@ -15,7 +15,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from services.hooks import worker_operations
+from services.hooks.sandboxed_entries import WORKER_OPERATIONS
 from shared.plugin_sdk.http_client import http_rules
 from shared.sandbox import SandboxPool, SandboxSettings
 from shared.sandbox.operations import register_operations
@@ -93,7 +93,7 @@ async def probe(ctx, payload):
 
 @pytest.fixture(autouse=True)
 def hooks_operations() -> None:
-    register_operations(worker_operations)
+    register_operations(WORKER_OPERATIONS)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.hooks import worker_operations
+from services.hooks.sandboxed_entries import WORKER_OPERATIONS
 from shared.sandbox import SandboxPool, SandboxSettings, WorkerGone
 from shared.sandbox.operations import register_operations
 
@@ -64,7 +64,7 @@ def view(event: str) -> dict:
 @pytest.fixture(autouse=True)
 def hooks_operations() -> None:
     """The workers serve the hooks service's operations (load, hook), registered as the service registers them."""
-    register_operations(worker_operations)
+    register_operations(WORKER_OPERATIONS)
 
 
 @pytest.fixture

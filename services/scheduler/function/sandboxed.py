@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
+
 from services.scheduler.execution.outcome import OutcomeStatus
 from services.scheduler.function import runtime
 from services.scheduler.function.runtime import FunctionContext, FunctionOutcome, outcome_of
@@ -23,6 +25,7 @@ from shared.plugin_code import PluginFile
 from shared.plugin_sdk import json_copy, thaw
 from shared.plugin_sdk.http_client import HttpRule
 from shared.sandbox import SandboxPool, WorkerGone
+from shared.sandbox.function_context import FunctionArgs, FunctionReply
 from shared.sandbox.host import sandbox_pool
 
 log = get_logger(component="function_runtime")
@@ -176,11 +179,11 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     except WorkerGone as gone:
         return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler failed: {gone}"))
     context.deadline = time.monotonic() + limit_ms / 1000
-    args = {"root": str(code.root), "file": code.relative, "entry": entry, "ctx": context_data(context), "epoch": turn_id}
+    args = FunctionArgs(str(code.root), code.relative, context_data(context), entry, turn_id)
     try:
-        answer = await asyncio.wait_for(
-            worker.call("function", args, capabilities=capabilities(context), notes=notes(context), deadline=context.deadline,
-                        http=_rules(context)),
+        reply = await asyncio.wait_for(
+            worker.call("function", args, reply=FunctionReply, capabilities=capabilities(context), notes=notes(context),
+                        deadline=context.deadline, http=_rules(context)),
             limit_ms / 1000)
     except asyncio.CancelledError:
         context.signal.abort("cancelled")
@@ -193,7 +196,7 @@ async def run_sandboxed(pool: SandboxPool, context: FunctionContext, code: Plugi
     except Exception as error:
         log.warning("function.failed", runtime_id=context.runtime_id, error=repr(error))
         return finished(FunctionOutcome(OutcomeStatus.FAILED, f"handler raised {type(error).__name__}: {error}"))
-    return finished(outcome_of(context, answer))
+    return finished(outcome_of(context, msgspec.to_builtins(reply)))
 
 
 async def run_function(context: FunctionContext, code: PluginFile, limit_ms: int, entry: str = "handler",

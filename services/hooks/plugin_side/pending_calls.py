@@ -11,18 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from covel.hooks.v1 import hooks_pb2
+from services.hooks.common.markers import MISSING, CallContext
 from shared.plugin_sdk import HookContext
 from shared.plugin_sdk.hookspecs import LLMCallRequest, ToolCall
-
-# Whose calls these are: a handler's ctx, or a CallTool request's HookContext (turn, runtime, execution of the call).
-CallContext = HookContext | hooks_pb2.HookContext
 
 REPLACED_PREFIX = "covel:replaced:"
 # Calls seen by a Pre* hook and not yet by its Post* (a failed model call never reaches PostLLMResponse).
 PENDING_LIMIT = 4096
-# A replacement not given (a hook raised, or no replace decision for the call).
-MISSING = object()
 
 
 class LLMCallFailed(Exception):

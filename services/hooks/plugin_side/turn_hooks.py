@@ -1,5 +1,5 @@
 """The turn hooks of the Python hookspecs the hooks service calls (spec: python-hookspecs, "Turn Hooks"),
-on the events the adapter registers for them (services/hooks/hookspec_adapter.py):
+on the events the adapter registers for them (services/hooks/plugin_side/hookspec_adapter.py):
 
 | hook         | event               | what its answer does                                              |
 |--------------|---------------------|-------------------------------------------------------------------|
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.hooks.app_hooks import MessagesTape
-from services.hooks.model_streams import StreamAnswer, open_answer
+from services.hooks.plugin_side.app_hooks import MessagesTape
+from services.hooks.plugin_side.model_streams import StreamAnswer, open_answer
 from shared.plugin_sdk.agent_plugins import RAISED, PluginAgentHooks
 from shared.plugin_sdk.hookspecs import LLMCallRequest, StreamState, TurnState
 

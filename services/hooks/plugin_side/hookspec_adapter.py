@@ -60,15 +60,15 @@ from typing import Any
 
 import pluggy
 
-from services.hooks import admission, app_hooks, hookspec_events, tape_mirror, turn_hooks, turn_share
-from services.hooks.environments import SessionEnvironments, state_fields
-from services.hooks.hookspec_events import EVENTS_OF_HOOK, KEYS_OF_HOOK, events_for
-from services.hooks.lifespans import Lifespans
-from services.hooks.model_streams import OPEN_STREAMS, StreamAnswer
-from services.hooks.pending_calls import (
-    MISSING,
+from services.hooks.common import hookspec_events
+from services.hooks.common.hookspec_events import EVENTS_OF_HOOK, KEYS_OF_HOOK, events_for
+from services.hooks.common.markers import MISSING, CallContext
+from services.hooks.plugin_side import admission, app_hooks, tape_mirror, turn_hooks, turn_share
+from services.hooks.plugin_side.environments import SessionEnvironments, state_fields
+from services.hooks.plugin_side.lifespans import Lifespans
+from services.hooks.plugin_side.model_streams import OPEN_STREAMS, StreamAnswer
+from services.hooks.plugin_side.pending_calls import (
     REPLACED_PREFIX,
-    CallContext,
     LLMCallFailed,
     Pending,
     PendingLLMCall,
@@ -268,7 +268,7 @@ class HookspecAdapter:
         if request.tool_names != original.tool_names:
             replace["tools"] = list(request.tool_names)
         # finish(text), else a run_model answer: PreLLMCall's replace.response answers the call, the model is not asked;
-        # a run_model_stream kept open: replace.responseStream, which the scheduler reads (services/hooks/model_streams.py).
+        # a run_model_stream kept open: replace.responseStream, which the scheduler reads (services/hooks/plugin_side/model_streams.py).
         answer = decision.text if decision is not None else await turn_hooks.run_model(self._agent_hooks, request, state)
         if isinstance(answer, StreamAnswer):
             replace["responseStream"], answer = answer.wire(), None

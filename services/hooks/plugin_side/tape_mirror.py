@@ -11,9 +11,9 @@ the mirror does, on the gateway key message:sent (after the turn's story was han
 | a list holding this turn's id  | nothing (the turn is mirrored already)                                         |
 | any other list                 | this turn: `{role: user, content, turn_id}`, `{role: story, content, turn_id, message_id}` |
 
-Earlier turns come from COMMITTED_TURNS: in the hooks service a StoreTurns (the store's ListTurns); in a sandbox
-worker the host answers a `turns` capability bound to the session of the message:sent being handled
-(with_turns), so plugin code never holds the store's stub and reads no other session. Every call into the
+Earlier turns come from COMMITTED_TURNS: in the hooks service a StoreTurns (the store's ListTurns,
+services/hooks/store_turns.py); in a sandbox worker a WorkerTurns: the host answers a `turns` capability bound to
+the session of the message:sent being handled (with_turns), so plugin code never holds the store's stub and reads no other session. Every call into the
 plugin's store is bounded (STORE_CALL_TIMEOUT_S, the log's reading LOG_TIMEOUT_S); what raises, times out or
 answers the wrong type is logged, reported to on_error (stage `provide_tape_store`) and skips that store for
 this turn. A failed reading of the log appends nothing, so the next turn fills the tape again.
@@ -25,10 +25,9 @@ import asyncio
 import inspect
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any
 
-from covel.store.v1 import store_pb2, store_pb2_grpc
+from services.hooks.common.committed_turns import COMMITTED_TURNS
 from shared.logs import get_logger
 from shared.plugin_sdk.agent_plugins import PluginAgentHooks
 from shared.plugin_threads import call_plugin_code
@@ -39,7 +38,6 @@ HOOK = "provide_tape_store"
 STORE_CALL_TIMEOUT_S = 5.0
 # Reading a session's committed turns, every page.
 LOG_TIMEOUT_S = 30.0
-TURNS_PAGE_SIZE = 200
 # Sessions whose mirroring is serialised (message:sent of consecutive turns may arrive together).
 _LOCKS_LIMIT = 1024
 
@@ -50,63 +48,10 @@ class MirrorFailed(Exception):
     """A tape store call that raised, timed out or answered the wrong type, or a log that could not be read."""
 
 
-class CommittedTurns(Protocol):
-    """A session's committed turns with a story, oldest first, a page at a time:
-    ([{turn_id, user, story, message_id}], the next page's token or "")."""
-
-    async def page(self, session_id: str, page_token: str) -> tuple[list[dict[str, Any]], str]: ...
-
-
-# What the mirror reads earlier turns from, set per call: the hooks service's EmitEvent, a sandbox worker's event call.
-COMMITTED_TURNS: ContextVar[CommittedTurns | None] = ContextVar("covel_committed_turns", default=None)
-
-
 def turn_entries(turn_id: str, user: str, story: str, message_id: str | None) -> list[dict[str, Any]]:
     """A turn as tape entries (provide_tape_sidecar's too)."""
     return [{"role": "user", "content": user, "turn_id": turn_id},
             {"role": "story", "content": story, "turn_id": turn_id, "message_id": message_id}]
-
-
-class StoreTurns:
-    """CommittedTurns from the store service (ListTurns; the hooks service's store policy row)."""
-
-    def __init__(self, store: store_pb2_grpc.TransactionalStoreStub) -> None:
-        self._store = store
-
-    async def page(self, session_id: str, page_token: str) -> tuple[list[dict[str, Any]], str]:
-        reply = await self._store.ListTurns(store_pb2.ListTurnsRequest(
-            session_id=session_id, page_size=TURNS_PAGE_SIZE, page_token=page_token))
-        turns = []
-        for turn in reply.turns:
-            # message:sent fires only for a committed turn with a story: the same turns, the same entries.
-            if turn.status != store_pb2.TURN_STATUS_COMMITTED or not turn.narrative:
-                continue
-            story = next((message.id for message in turn.messages if message.role == "story" and message.id), None)
-            turns.append({"turn_id": turn.id, "user": turn.player_message, "story": turn.narrative, "message_id": story})
-        return turns, reply.next_page_token
-
-
-Capability = Callable[[str, list[Any], dict[str, Any]], Awaitable[Any]]
-
-
-def with_turns(others: Capability | None, session_id: str) -> Capability:
-    """A sandboxed event call's capabilities plus `turns(page_token)`: that session's committed turns only, read by
-    the host (COMMITTED_TURNS of the EmitEvent it serves); any other operation goes to `others`."""
-
-    async def capability(op: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if op != "turns":
-            if others is None:
-                raise LookupError(f"an event call has no capability {op!r}")
-            return await others(op, args, kwargs)
-        source = COMMITTED_TURNS.get()
-        if len(args) != 1 or not isinstance(args[0], str) or kwargs:
-            raise LookupError("the capability is turns(page_token)")
-        if source is None:
-            raise LookupError("this hooks service reads no committed turns")
-        turns, next_token = await source.page(session_id, args[0])
-        return {"turns": turns, "next": next_token}
-
-    return capability
 
 
 class WorkerTurns:

@@ -44,11 +44,6 @@ ENVIRONMENT_TIMEOUT_S = 10.0
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def workspace_root(data_dir: Path, plugin_id: str) -> Path:
-    """The plugin's workspaces: one folder per session below it."""
-    return data_dir / "workspaces" / plugin_id
-
-
 class SessionEnvironments:
     """One plugin generation's provide_environment answers, by session, in the process that runs its code."""
 

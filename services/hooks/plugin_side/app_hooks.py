@@ -1,5 +1,5 @@
 """The app hooks of the Python hookspecs the hooks service calls besides system_prompt, on_error and
-provide_tools (services/hooks/hookspec_adapter.py has those):
+provide_tools (services/hooks/plugin_side/hookspec_adapter.py has those):
 
 | hook                  | event      | what its answer does                                                   |
 |-----------------------|------------|------------------------------------------------------------------------|
