@@ -55,6 +55,8 @@ LOAD_BROKEN = [
     ('ui-spec-missing', 'ui-spec-missing', 'file-missing', 'PLUGIN.md', 'contributes.ui.right'),
     ('ui-spec-shape', 'ui-spec-shape', 'ui-spec-shape', 'PLUGIN.md', 'contributes.ui.message'),
     ('ui-spec-invalid', 'ui-spec-invalid', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
+    ('ui-webview-missing', 'ui-webview-missing', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
+    ('ui-webview-same-origin', 'ui-webview-same-origin', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
     ('story-requires-plugin-contract', 'story-requires-plugin-contract', 'story-requires-plugin-contract', 'PLUGIN.md', 'requires[0]'),
     ('invalid-conflict', 'invalid-conflict', 'invalid-conflict', 'PLUGIN.md', 'conflicts[0]'),
     ('command-action-undeclared', 'command-action-undeclared', 'command-action-undeclared', 'PLUGIN.md', 'contributes.commands[0].action'),
@@ -82,6 +84,7 @@ LOAD_BROKEN = [
 
 VALIDATION_BROKEN = [
     ('locale-untranslatable', 'locale-untranslatable', 'locale-untranslatable-field', 'locales/zh.yaml', 'PLUGIN.md.version'),
+    ('locale-unknown-item', 'locale-unknown-item', 'locale-unknown-item', 'locales/zh.yaml', 'PLUGIN.md.contributes.commands[0]'),
     ('locale-unknown-section', 'locale-unknown-section', 'locale-unknown-section', 'locales/zh.yaml', 'runtimes/gone/RUNTIME.md'),
     ('background-turn-input', 'background-turn-input', 'background-turn-input', 'PLUGIN.md', 'runtime.io.inputs.narrative'),
     ('ui-unknown-location', 'ui-unknown-location', 'unknown-field', 'PLUGIN.md', 'contributes.ui.left'),
