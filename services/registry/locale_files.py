@@ -95,12 +95,12 @@ def _walk(
         for index, item in enumerate(section):
             identity = _identity(item)
             if identity is None:
-                here: tuple[str | int, ...] = (*path, index)
+                position = (*path, index)
                 target = manifest[index] if isinstance(manifest, list) and index < len(manifest) else None
                 if target is None:
-                    problems.append(("locale-unknown-field", format_path(here), f"the manifest has no `{format_path(here)}`"))
+                    problems.append(("locale-unknown-field", format_path(position), f"the manifest has no `{format_path(position)}`"))
                     continue
-                _walk(item, target, here, out, problems)
+                _walk(item, target, position, out, problems)
                 continue
             field, value = identity
             found = _find_item(manifest, field, value)

@@ -17,8 +17,8 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.execution.origins import TurnOrigin
-from services.scheduler.plugin_locale import labels
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.plugin_locale import labels
 from services.scheduler.public_api import public_enum
 from services.scheduler.turn.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
