@@ -333,7 +333,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             return StepPlan([], "auto", max(progress.steps_remaining, 1))
         runtime = self.runtime
         progress.step += 1
-        step_choice = "required" if progress.force_required else self.base_choice
+        step_choice = loop_rules.correction_choice(self.base_choice) if progress.force_required else self.base_choice
         record = PreStep(progress.step, progress.steps_remaining, self.settings.max_steps, list(self.tool_names), step_choice,
                          self.settings.steering, previous_step(progress.conversation) if continued else None)
         pre_step = await self.hooks.dispatch(record, self.scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
