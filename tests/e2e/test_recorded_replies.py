@@ -218,11 +218,11 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     upsert = extract.body["tools"][0]["function"]["parameters"]
     record = schema("memory/schemas/memory.schema.json")
     assert upsert["properties"]["value"]["properties"] == record["properties"] and upsert["required"] == ["value"]
-    # Detached after its turn: that turn only (maxTurns 0; on the first turn the world's opening
-    # before it too), then the task, not a story continuation.
-    assert [role for role, _ in chat(extract)] == ["assistant", "user", "assistant", "user"]
-    assert chat(extract)[:2] == [("assistant", OPENING), ("user", TURN_1)]
-    assert chat(extract)[3] == ("user", "(The turn above is over. Do your task for it now.)")
+    # Detached after its turn: that turn only (maxTurns 0 counts turns by turn id: the world's opening is a
+    # turn of its own), then the task, not a story continuation.
+    assert [role for role, _ in chat(extract)] == ["user", "assistant", "user"]
+    assert chat(extract)[0] == ("user", TURN_1)
+    assert chat(extract)[2] == ("user", "(The turn above is over. Do your task for it now.)")
     second_step = one(model.of("memory/extract"), step=1)
     assert [m["tool_call_id"] for m in second_step.body["messages"] if m["role"] == "tool"] == ["call_Mem1", "call_Mem2"]
 
@@ -262,8 +262,8 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     guide_2 = one(model.of("guide"))
     assert [role for role, _ in chat(guide_2)] == ["assistant", "user", "assistant", "user"], "guide reads the last two turns and the opening before them"
     assert chat(one(model.of("inventory/ledger"))) == [("user", TURN_2)], "maxTurns 0: no earlier turns"
-    # maxTurns 1: the last turn (the first one, so the opening before it too); then its own plugin's standing segment.
-    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["assistant", "user", "assistant", "system", "user"]
+    # maxTurns 1: the last turn (the first one; the opening is a turn of its own); then its own plugin's standing segment.
+    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["user", "assistant", "system", "user"]
     shown = one(model.of("affinity/judge")).system.split("<affinity>\n", 1)[1].split("\n</affinity>", 1)[0]
     assert shown.startswith("- tobin | ") and json.loads(shown.removeprefix("- tobin | "))["name"] == "Old Tobin"
     scores = await data(store, session_id, "affinity", "scores")

@@ -405,7 +405,7 @@ def _history(turns: int):
     for turn in range(1, turns + 1):
         for role, text in (("player", f"player {turn}"), ("story", f"story {turn}")):
             seq += 1
-            messages.append(common_pb2.Message(role=role, text=text, seq=seq))
+            messages.append(common_pb2.Message(role=role, text=text, seq=seq, turn_id=f"t{turn}"))
     return messages
 
 

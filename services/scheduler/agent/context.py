@@ -119,15 +119,15 @@ def bootstrap_text(files: list[dict[str, Any]], own_prompt: str) -> list[str]:
 
 
 def history_messages(messages: list[common_pb2.Message], max_turns: int, include_summaries: bool = True) -> list[dict[str, Any]]:
-    """The conversation log as chat messages: the last `max_turns` player turns and what followed them.
+    """The conversation log as chat messages: those of the last `max_turns` turns, counted by turn id (a
+    continuation turn without a player message counts, a turn with two player messages counts once).
 
     After a history compaction the log up to the latest summary's throughSeq is read as that
     summary (first, as a system message) instead of the messages it folded."""
     summary = next((m for m in reversed(messages) if m.role == "summary"), None)
     through = int(from_struct(summary.metadata).get("throughSeq", 0)) if summary is not None else 0
     messages = [m for m in messages if m.role != "summary" and m.seq > through]
-    player_positions = [index for index, message in enumerate(messages) if message.role == "player"]
-    start = player_positions[-max_turns] if len(player_positions) > max_turns else 0
+    start = window_start(messages, max_turns)
     chat: list[dict[str, Any]] = []
     if summary is not None and include_summaries:
         chat.append({"role": "system", "content": f"{SUMMARY_HEADING}\n{summary.text}"})
@@ -137,6 +137,18 @@ def history_messages(messages: list[common_pb2.Message], max_turns: int, include
         elif message.role == "story":
             chat.append({"role": "assistant", "content": message.text})
     return chat
+
+
+def window_start(messages: list[common_pb2.Message], max_turns: int) -> int:
+    """The index of the first message of the last `max_turns` turns (a message without a turn id is a turn alone)."""
+    turns: list[str] = []
+    firsts: list[int] = []
+    for index, message in enumerate(messages):
+        turn = message.turn_id or f"seq:{message.seq}"
+        if not turns or turns[-1] != turn:
+            turns.append(turn)
+            firsts.append(index)
+    return firsts[-max_turns] if 0 < max_turns < len(firsts) else 0
 
 
 SUMMARY_HEADING = "Summary of the story so far (earlier turns, compacted):"
