@@ -103,6 +103,7 @@ CODES: dict[str, str] = {
     "reserved-tool-name": "a contributes tool named like a framework tool",
     "reserved-prompt-id": "a prompt segment with the id static-prompt",
     "authoring-without-accepts": "data authoring on a namespace that accepts no contract",
+    "reference-within-ambiguous": "an authoring reference with `values` whose `within` names more than one field",
     "duplicate-tool": "a tool declared twice",
     "duplicate-action": "an action declared twice",
     "duplicate-form": "a form declared twice",

@@ -77,6 +77,8 @@ LOAD_BROKEN = [
     ('invalid-host-range', 'invalid-host-range', 'invalid-host-range', 'PLUGIN.md', 'covel'),
     ('reserved-prompt-id', 'reserved-prompt-id', 'reserved-prompt-id', 'PLUGIN.md', 'contributes.prompt[0].id'),
     ('prompt-bad-position', 'prompt-bad-position', 'invalid-value', 'PLUGIN.md', 'contributes.prompt[0].position'),
+    ('reference-within-ambiguous', 'reference-within-ambiguous', 'reference-within-ambiguous', 'PLUGIN.md',
+     'contributes.data.events.authoring.references[0].within'),
     ('authoring-without-accepts', 'authoring-without-accepts', 'authoring-without-accepts', 'PLUGIN.md', 'contributes.data.facts.authoring'),
     ('data-unknown-key', 'data-unknown-key', 'unknown-key', 'PLUGIN.md', 'contributes.data.facts.serach'),
     ('service-bad-contract', 'service-bad-contract', 'invalid-contract-id', 'PLUGIN.md', 'contributes.services[0]'),
