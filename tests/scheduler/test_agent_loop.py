@@ -517,7 +517,8 @@ async def test_a_pre_llm_call_response_answers_the_call_without_the_model():
 
 
 async def test_a_pre_tool_use_result_answers_the_call_without_running_it():
-    """PreToolUse's replace.result (a hookspec's ToolCallDecision.replace of a kernel tool): nothing runs, a successful call."""
+    """PreToolUse's replace.result, this kernel's extension (docs/hooks.md; issue 40, 13), which a hookspec's
+    ToolCallDecision.replace rides on: nothing runs, a successful call."""
     posted = []
     manifest = {"agent": {"tools": {"plugin": ["save"]}, "finishWith": "save"}}
     hooks = FakeHooks(plugin_tools={"save": ({"type": "object"}, False)},
