@@ -158,4 +158,4 @@ async def test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_
         entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(store_pb2.ListPluginDataRequest(
             session_id=sessions[0].id, plugin_id="service-probe", namespace="ledger"))).entries
     # The staged operation belongs to the service's plugin, called as the subagent, committed with the delegator.
-    assert {e.key: from_value(e.value) for e in entries} == {"from-subagent": {"by": f"{PROBE}/scribe"}}
+    assert {e.key: from_value(e.value) for e in entries} == {"from-subagent": {"by": f"{PROBE}/scribe", "committedAs": "service-probe service:probe.ledger@1"}}
