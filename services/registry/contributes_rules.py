@@ -209,13 +209,14 @@ def check_projection_handlers(projections: Any, files: PackageFiles, bag: Diagno
 def _check_reference_within(references: Any, namespace: str, bag: DiagnosticBag, file: str) -> None:
     """A reference with `values` checks its candidates against the place one `within` field names: at most one."""
     for index, reference in enumerate(references if isinstance(references, list) else []):
-        within = reference.get("within") if isinstance(reference, dict) else None
-        if reference.get("values") if isinstance(reference, dict) else None:
-            if isinstance(within, list) and len(within) > 1:
-                bag.error(
-                    "reference-within-ambiguous",
-                    f"a reference with `values` checks them against one place; `within` names {len(within)} fields",
-                    file=file,
-                    field_path=f"contributes.data.{namespace}.authoring.references[{index}].within",
-                    hint="keep the one field that holds the place the values are checked against",
-                )
+        if not isinstance(reference, dict):
+            continue
+        within = reference.get("within")
+        if reference.get("values") and isinstance(within, list) and len(within) > 1:
+            bag.error(
+                "reference-within-ambiguous",
+                f"a reference with `values` checks them against one place; `within` names {len(within)} fields",
+                file=file,
+                field_path=f"contributes.data.{namespace}.authoring.references[{index}].within",
+                hint="keep the one field that holds the place the values are checked against",
+            )

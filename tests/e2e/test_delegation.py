@@ -106,6 +106,9 @@ async def test_a_concealed_agent_runtimes_content_reaches_no_client(delegating_s
     # Prompt, reply, tool arguments and results: in no streamed event and not in GetTurn.
     assert "SECRET" not in _client_text(events, shown)
     assert any(e.runtime_id == SCHEMER and e.event == "PostToolUse" for e in shown.hook_trace), "the entries stay, emptied"
+    # ... keeping the tool's name, status and time (issue 40, 11).
+    tool_entries = [e for e in shown.hook_trace if e.runtime_id == SCHEMER and e.event in ("PreToolUse", "PostToolUse")]
+    assert {e.tool_name for e in tool_entries} == {"plant-clue"} and all(e.status and not e.message for e in tool_entries)
     # The hooks received them all the same; the stored turn keeps them (for retries).
     [planted] = tool_reports(stored, SCHEMER)
     assert planted["arguments"] == {"clue": "SECRET-CLUE-ARG"} and planted["result"]["data"] == {"planted": "SECRET-CLUE-ARG"}
