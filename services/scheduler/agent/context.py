@@ -16,6 +16,8 @@ from shared.structs import from_struct
 
 CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
 TASK_PROMPT = "(The turn above is over. Do your task for it now.)"
+# What an input bound to this execution's story reads: the story is the assistant message of the conversation.
+STORY_POINTER = "(the story of this turn: the assistant message after the player's input in the conversation; not repeated here)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 
 
@@ -172,6 +174,19 @@ def static_segments(runtime: Runtime, story: bool, packages: list[Package], loca
     return found
 
 
+def story_pointers(inputs: dict[str, Any], story: str) -> dict[str, Any]:
+    """Inputs whose value is this execution's story text read a pointer to its message instead of a copy."""
+    if not story:
+        return inputs
+    pointed: dict[str, Any] = {}
+    for binding, bound in inputs.items():
+        if isinstance(bound, dict) and bound.get("value") == story:
+            pointed[binding] = {**bound, "value": STORY_POINTER}
+        else:
+            pointed[binding] = STORY_POINTER if bound == story else bound
+    return pointed
+
+
 def runtime_inputs_block(inputs: dict[str, Any]) -> str:
     """The bound inputs as the model reads them: runtime-inputs.<binding>.value, bookkeeping fields removed."""
     if not inputs:
@@ -193,8 +208,11 @@ def assemble(
     bootstrap: list[dict[str, Any]] | None = None,
     include_summaries: bool = True,
     world_values: dict[str, Any] | None = None,
+    execution_story: str = "",
 ) -> tuple[str, list[dict[str, Any]]]:
-    """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`."""
+    """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`.
+    `execution_story`: the story this execution told already (a runtime after the story): it follows the player's
+    input as an assistant message, and an input bound to it reads a pointer to that message."""
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
     # agent:bootstrap handlers changed the files: they stand where the runtime's prompt stands.
@@ -203,7 +221,7 @@ def assemble(
     system_prompt = "\n\n".join(
         part
         for part in (framework_preamble(runtime, locale, story), *prompt_parts, *system_segments,
-                     runtime_inputs_block(inputs or {}), *(self_data or []))
+                     runtime_inputs_block(story_pointers(inputs or {}, execution_story)), *(self_data or []))
         if part
     )
 
@@ -221,7 +239,9 @@ def assemble(
     messages += [as_message(seg) for seg in segments if seg.get("position") == "post-history"]
     if player_message:
         messages.append({"role": "user", "content": player_message})
-    elif past and past[-1]["role"] == "assistant":
+    if execution_story:
+        messages += [{"role": "assistant", "content": execution_story}, {"role": "user", "content": TASK_PROMPT}]
+    elif not player_message and past and past[-1]["role"] == "assistant":
         # No new player input: the story goes on from where it stopped; any other runtime (a detached
         # job after its turn) is told to do its task, not to continue a story it does not write.
         messages.append({"role": "user", "content": CONTINUE_PROMPT if story else TASK_PROMPT})
