@@ -23,8 +23,9 @@ import pytest_asyncio
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from covel_cli.play import DEFAULT_WORLD
-from services.scheduler.agent.context import STORY_POINTER, TASK_PROMPT
+from services.scheduler.agent.context import STORY_POINTER
 from services.scheduler.contracts import kernel_contract_schema
+from shared.kernel_prompts import TASK_PROMPT
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.recorded_model import Request, recorded, recorded_services

@@ -12,10 +12,9 @@ from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.model_view import model_facing
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from shared.kernel_prompts import CONTINUE_PROMPT, TASK_PROMPT
 from shared.structs import from_struct
 
-CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
-TASK_PROMPT = "(The turn above is over. Do your task for it now.)"
 # What an input bound to this execution's story reads: the story is the assistant message of the conversation.
 STORY_POINTER = "(the story of this turn: the assistant message after the player's input in the conversation; not repeated here)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
