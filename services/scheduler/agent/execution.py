@@ -197,7 +197,7 @@ class AgentExecution:
             caller_plugin_id=caller.plugin_id, caller_runtime_id=caller.runtime_id, providers=providers,
             run_provider=run_provider, characters=characters.load,
             remaining_s=remaining_s or (lambda: 120.0), is_paused=lambda plugin_id: self._paused(scope.session.id, plugin_id),
-            budget=budget,
+            budget=budget, history=lambda: run.history,
         )
         return subagents
 
