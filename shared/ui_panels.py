@@ -2,7 +2,7 @@
 checks the registry runs at load, and a plain-text rendering (covel play's summaries; the web player renders
 the same tree as HTML).
 
-A spec is `{"view": <node>}`. A node is `{"type": <component>, ...props}`; containers have `children`. A string
+A spec's `view` is a node (the spec's metadata and `webview`: shared/ui_panel_specs.py). A node is `{"type": <component>, ...props}`; containers have `children`. A string
 prop may hold bindings, `{{ /json/pointer }}` into the panel's state (ListPanels: `{data, world, session}`) or,
 inside a `list`, `{{ $item.field }}` / `{{ $key }}` of the item being drawn. A `list` repeats its children over
 `repeat.statePath` (a JSON pointer to an array, or to an object whose values are drawn in key order).
@@ -31,18 +31,19 @@ MAX_DEPTH = 8
 MAX_NODES = 200
 # Lines a text rendering keeps (a list draws at most this many items).
 MAX_ITEMS = 50
+# What a client shows for a `webview` panel: this kernel's clients do not run a plugin's own page (docs/ui.md).
+WEBVIEW_PLACEHOLDER = "This panel is a page of the plugin's own; this client does not show it."
 BINDING = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")
 ITEM_REF = re.compile(r"^\$(item(\.[A-Za-z0-9_-]+)*|key)$")
 
 
-def check_view(spec: Any) -> list[tuple[str, str]]:
-    """(path, problem) for each thing wrong with a `{"view": ...}` spec; [] when it can be drawn."""
-    if not isinstance(spec, dict) or set(spec) != {"view"}:
-        return [("", "a panel spec is an object with one key, `view` (a `webview` is not served by this kernel)")]
+def check_view_node(view: Any) -> list[tuple[str, str]]:
+    """(path, problem) for each thing wrong with a spec's `view` tree; [] when it can be drawn. The spec as a
+    whole (metadata, `view` or `webview`) is checked by shared/ui_panel_specs.check_spec."""
     problems: list[tuple[str, str]] = []
     count = [0]
-    _check_node(spec["view"], "view", 0, False, problems, count)
+    _check_node(view, "view", 0, False, problems, count)
     return problems
 
 
@@ -140,9 +141,23 @@ def _scalar(value: Any) -> str:
 
 def render_text(spec: dict[str, Any], state: Any) -> list[str]:
     """The panel as short text lines (a terminal's summary of it)."""
+    title = spec.get("label") or spec.get("id") or ""
+    if "view" not in spec:
+        return [title or "panel", WEBVIEW_PLACEHOLDER]
+    if is_empty(spec, state):
+        return [title, spec["emptyState"]["message"]] if title else [spec["emptyState"]["message"]]
     lines: list[str] = []
     _render(spec["view"], state, None, "", lines)
     return [line for line in lines if line.strip()]
+
+
+def is_empty(spec: dict[str, Any], state: Any) -> bool:
+    """True when the spec names a dataSource and an emptyState and that namespace holds nothing yet."""
+    namespace = (spec.get("dataSource") or {}).get("namespace")
+    if not namespace or not (spec.get("emptyState") or {}).get("message"):
+        return False
+    data = state.get("data") if isinstance(state, dict) else None
+    return not (data or {}).get(namespace)
 
 
 def _render(node: dict[str, Any], state: Any, item: Any, key: str, lines: list[str]) -> None:

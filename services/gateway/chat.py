@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.kernel_prompts import KERNEL_PROMPTS
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -72,7 +74,8 @@ class Call:
 
     def last_user_text(self) -> str:
         for message in reversed(self.messages):
-            if message.role == "user" and message.content.strip():
+            # The kernel's task and continue prompts are not the player's words (shared/kernel_prompts.py).
+            if message.role == "user" and message.content.strip() and message.content.strip() not in KERNEL_PROMPTS:
                 return message.content.strip()
         return ""
 

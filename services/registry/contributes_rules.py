@@ -83,6 +83,7 @@ def check_contributes(manifest: PluginManifest, bag: DiagnosticBag, *, file: str
                 field_path=f"contributes.data.{namespace}.authoring",
                 hint="add `accepts: [<contract>]`, or remove authoring",
             )
+        _check_reference_within((decl.authoring or {}).get("references"), namespace, bag, file)
     _check_settings(contributes.settings or [], bag, file)
     for index, command in enumerate(contributes.commands or []):
         action = command.get("action")
@@ -203,3 +204,19 @@ def check_projection_handlers(projections: Any, files: PackageFiles, bag: Diagno
         if not files.is_file(relative):
             bag.error("file-missing", f"the projection handler `{written}` does not exist (looked for {relative})",
                       file=file, field_path=path, hint=f"add {relative} to the package, or fix the path")
+
+
+def _check_reference_within(references: Any, namespace: str, bag: DiagnosticBag, file: str) -> None:
+    """A reference with `values` checks its candidates against the place one `within` field names: at most one."""
+    for index, reference in enumerate(references if isinstance(references, list) else []):
+        if not isinstance(reference, dict):
+            continue
+        within = reference.get("within")
+        if reference.get("values") and isinstance(within, list) and len(within) > 1:
+            bag.error(
+                "reference-within-ambiguous",
+                f"a reference with `values` checks them against one place; `within` names {len(within)} fields",
+                file=file,
+                field_path=f"contributes.data.{namespace}.authoring.references[{index}].within",
+                hint="keep the one field that holds the place the values are checked against",
+            )

@@ -103,6 +103,7 @@ CODES: dict[str, str] = {
     "reserved-tool-name": "a contributes tool named like a framework tool",
     "reserved-prompt-id": "a prompt segment with the id static-prompt",
     "authoring-without-accepts": "data authoring on a namespace that accepts no contract",
+    "reference-within-ambiguous": "an authoring reference with `values` whose `within` names more than one field",
     "duplicate-tool": "a tool declared twice",
     "duplicate-action": "an action declared twice",
     "duplicate-form": "a form declared twice",
@@ -112,7 +113,7 @@ CODES: dict[str, str] = {
     "invalid-setting": "a setting declaration the host cannot check values against: a select without options, min above max, a default its own rules refuse",
     "unknown-setting-type": "a setting type the host does not know; its values are not checked",
     "ui-spec-shape": "a UI spec with neither or both of view and webview",
-    "ui-spec-invalid": "a UI panel view with an unknown component, a prop its component does not take, a bad binding or repeat.statePath, or a webview",
+    "ui-spec-invalid": "a UI panel spec with a bad metadata field (id, group, label, shortLabel, icon, groupOrder, dataSource, emptyState), a view with an unknown component, a prop its component does not take, a bad binding or repeat.statePath, or a webview whose page is not in the package or whose sandbox asks too much",
     "contract-schema-divergent": "two providers publish different schemas for one contract",
     # Datasets
     "invalid-dataset-name": "not a dataset name (letter first, letters/digits/_/-, ≤ 64)",
@@ -143,6 +144,7 @@ CODES: dict[str, str] = {
     "locale-unknown-section": "a section for a file that is not a manifest of the package (ignored at load)",
     "locale-unknown-field": "a translation of a field the manifest does not have (ignored at load)",
     "locale-untranslatable-field": "a translation of a field that is not a label (ignored at load)",
+    "locale-unknown-item": "a locale list entry whose identity (key, name, id or value) names no item of the manifest list (ignored at load)",
     "locale-invalid-text": "a translation that is not text",
     # Entry modules (a probe process runs register(covel); services/registry/entry_registrations.py)
     "entry-load-failed": "the entry module fails to import, has no plain register(covel), or overruns the probe's time",

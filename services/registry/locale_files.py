@@ -2,7 +2,10 @@
 
 A locale file has one section per manifest file (`PLUGIN.md`, `runtimes/<id>/RUNTIME.md`)
 that mirrors the manifest's structure but holds only label fields (displayName,
-description, label, title, summary, about, placeholder; list items match by position),
+description, label, title, summary, about, placeholder). A list item names the manifest item it translates by
+its identity (`key` for settings, `name` for commands and action kinds, `id` for prompt segments, `value` for
+options: IDENTITY_FIELDS), and by its position only where it holds none; an identity that matches nothing is a
+`locale-unknown-item`. The compiled map keys an entry by the manifest item's position.
 and an optional `messages` section (English text -> translation) for UI specs and code.
 An entry on any other field (a contract, a prompt, an id) is ignored at load and an error
 in validation; so is a section for a file that does not exist. A label written in the main
@@ -24,6 +27,9 @@ from shared.bounded_yaml import load_yaml
 
 LOCALES_DIR = "locales"
 LABEL_FIELDS = frozenset({"displayName", "description", "label", "title", "summary", "about", "placeholder"})
+# A list item is named by the first of these it holds (settings by key, commands by name, panels and prompt segments
+# by id, action kinds by name, options by value); an item holding none is matched by its position.
+IDENTITY_FIELDS = ("key", "name", "id", "value")
 LOCALE_NAME = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 MESSAGES = "messages"
 
@@ -87,12 +93,38 @@ def _walk(
                 out[format_path(here)] = value
     elif isinstance(section, list):
         for index, item in enumerate(section):
-            here = (*path, index)
-            target = manifest[index] if isinstance(manifest, list) and index < len(manifest) else None
-            if target is None:
-                problems.append(("locale-unknown-field", format_path(here), f"the manifest has no `{format_path(here)}`"))
+            identity = _identity(item)
+            if identity is None:
+                position = (*path, index)
+                target = manifest[index] if isinstance(manifest, list) and index < len(manifest) else None
+                if target is None:
+                    problems.append(("locale-unknown-field", format_path(position), f"the manifest has no `{format_path(position)}`"))
+                    continue
+                _walk(item, target, position, out, problems)
                 continue
-            _walk(item, target, here, out, problems)
+            field, value = identity
+            found = _find_item(manifest, field, value)
+            if found is None:
+                where = format_path((*path, index))
+                problems.append(("locale-unknown-item", where, f"`{format_path(path)}` has no item whose {field} is `{value}`"))
+                continue
+            _walk({k: v for k, v in item.items() if k != field}, manifest[found], (*path, found), out, problems)
+
+
+def _identity(item: Any) -> tuple[str, str] | None:
+    """(field, value) naming the manifest list item a locale entry translates, or None (matched by position)."""
+    if not isinstance(item, dict):
+        return None
+    for field in IDENTITY_FIELDS:
+        if isinstance(item.get(field), str):
+            return field, item[field]
+    return None
+
+
+def _find_item(manifest: Any, field: str, value: str) -> int | None:
+    if not isinstance(manifest, list):
+        return None
+    return next((index for index, entry in enumerate(manifest) if isinstance(entry, dict) and entry.get(field) == value), None)
 
 
 def compile_locales(

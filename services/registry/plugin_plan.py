@@ -4,8 +4,9 @@ for but is not installed, and the set the session resolver makes of it. CreateSe
 from the same plan, so what a player saw before is what the session gets.
 
 The pack is the world's `pluginPolicy.preset`, or another one the player picked (`pack_id`): switching
-packs replaces the pack's requests; the world's `plus` stays. A world's `plus` wins over its pack's
-`excluded`; the player's own exclusions win over both (CreateSession).
+packs replaces the pack's requests; the world's `plus` stays as a request. An exclusion wins over every request
+(the pack's `excluded` over the world's `plus` too; the player can turn the plugin on again), and a plugin that is
+not installed is not listed among the exclusions.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def plugin_plan(world: LoadedWorld, packs: Packs, packages: Sequence[LoadedPacka
                 plan.missing.append(MissingPlugin(plugin_id, source, "not installed, or failed to load"))
     plan.default_plugin_ids = list(dict.fromkeys([*plan.pack_requested, *plan.world_plus]))
     if pack is not None:
-        plan.excluded = [p for p in dict.fromkeys(pack.decl.excluded) if p not in plan.world_plus]
+        plan.excluded = [p for p in dict.fromkeys(pack.decl.excluded) if p in installed]
         plan.recommended = [p for p in dict.fromkeys(pack.decl.recommended)
                             if p in installed and p not in plan.default_plugin_ids and p not in plan.excluded]
     plan.resolution = resolve_session_plugins(packages, plan.default_plugin_ids, plan.excluded, approved=approved,

@@ -14,7 +14,7 @@ from services.registry.manifest_fields import CONTRACT_ID
 from services.registry.manifest_models import Contributes, PluginManifest
 from services.registry.package_files import CONTRACT_SCHEMA_PREFIX, PackageFiles
 from services.registry.runtime_compiler import CompiledRuntime
-from shared import ui_panels
+from shared import ui_panel_specs, ui_panels
 
 
 def _contract_reference(written: str, bag: DiagnosticBag, *, file: str, field_path: str) -> bool:
@@ -74,6 +74,7 @@ def _ui_paths(value: Any, path: str) -> list[tuple[str, str]]:
 def _check_ui(contributes: Contributes, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> list[tuple[str, str, dict]]:
     """(location, file, spec) of each panel that can be drawn; a diagnostic for each problem of the others."""
     panels = []
+    seen: set[str] = set()
     for location, value in (contributes.ui or {}).items():
         if location not in ui_panels.LOCATIONS:
             continue  # dropped with a warning by the loader
@@ -83,22 +84,41 @@ def _check_ui(contributes: Contributes, files: PackageFiles, bag: DiagnosticBag,
                 continue
             kinds = [key for key in ("view", "webview") if key in spec]
             if len(kinds) != 1:
-                bag.error(
-                    "ui-spec-shape",
-                    f"the UI spec {relative} must declare exactly one of `view` or `webview`"
-                    + (" (it declares both)" if len(kinds) == 2 else ""),
-                    file=file,
-                    field_path=path,
-                    hint=f"fix {relative}",
-                )
+                bag.error("ui-spec-shape", f"the UI spec {relative} must declare exactly one of `view` or `webview`"
+                          + (" (it declares both)" if len(kinds) == 2 else ""), file=file, field_path=path, hint=f"fix {relative}")
                 continue
-            problems = ui_panels.check_view(spec)
+            problems = ui_panel_specs.check_spec(spec)
+            if not problems:
+                problems = _webview_page_problems(spec, relative, files) + _duplicate_id(spec, seen)
             for where, problem in problems[:10]:
-                bag.error("ui-spec-invalid", f"{relative}: {where}: {problem}", file=file, field_path=path,
-                          hint="docs/ui.md lists the components and how bindings are written")
+                bag.error("ui-spec-invalid", f"{relative}: {where or '(the spec)'}: {problem}", file=file, field_path=path,
+                          hint="docs/ui.md lists the panel fields, the components and how bindings are written")
             if not problems:
                 panels.append((location, relative, spec))
     return panels
+
+
+def _webview_page_problems(spec: dict[str, Any], relative: str, files: PackageFiles) -> list[tuple[str, str]]:
+    """A webview's page must be a file inside the package (its path is relative to the spec file)."""
+    webview = ui_panel_specs.webview_of(spec)
+    if webview is None:
+        return []
+    page = files.relative(relative, webview[0])
+    if page is None:
+        return [("webview.src", f"`{webview[0]}` points outside the package")]
+    if not files.is_file(page):
+        return [("webview.src", f"`{webview[0]}` does not exist (looked for {page})")]
+    return []
+
+
+def _duplicate_id(spec: dict[str, Any], seen: set[str]) -> list[tuple[str, str]]:
+    panel_id = spec.get("id")
+    if not isinstance(panel_id, str):
+        return []
+    if panel_id in seen:
+        return [("id", f"another panel of this plugin is `{panel_id}` already; a panel id is unique in its plugin")]
+    seen.add(panel_id)
+    return []
 
 
 def check_runtime_schemas(runtime: CompiledRuntime, files: PackageFiles, bag: DiagnosticBag) -> None:

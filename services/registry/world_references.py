@@ -176,7 +176,8 @@ class ReferenceChecker:
             return
         schema: Any = dimension.schema
         within = [field for field in reference.get("within") or [] if isinstance(field, str)]
-        for field in within[:1] if reference.get("values") else within:
+        # With `values`, `within` names one field (more is refused when the plugin loads: reference-within-ambiguous).
+        for field in within:
             place = _place(parent.get(field)) if field in parent else None
             if not place:
                 continue

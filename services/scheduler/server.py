@@ -90,7 +90,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
     running_packages = RunningPackages(store, plugins)
     service = SchedulerService(
         Sessions(store, SessionCreation(peers, plugins, hooks, events), hooks, runner),
-        Turns(store, submissions, streams, follower),
+        Turns(store, submissions, streams, follower, running_packages),
         TurnSignals(store, runner, chains, events),
         Interactions(store, submissions, streams),
         Settlements(store, runner),

@@ -107,9 +107,10 @@ class ToolCall:
     run_id: str
     tool: str
     arguments: dict[str, Any]
-    # The model's id of this call.
-    call_id: str = ""
     context: Any = field(default=None, repr=False, compare=False)
+    # The model's id of this call: this kernel's addition, after the spec's fields so that the spec's positional
+    # form ToolCall(run_id, tool, arguments, context) means the same here.
+    call_id: str = ""
 
 
 @dataclass(frozen=True)

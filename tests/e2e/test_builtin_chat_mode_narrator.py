@@ -1,5 +1,5 @@
 """chat-mode-narrator through the five services on the scripted model: a session that requests it tells its story
-with it instead of the narrator (plan, then narrate, the plan bound to narrate and the last story read back by the
+with it instead of the narrator (plan, a pre-turn function, then narrate, the plan bound to narrate and the last story read back by the
 next turn's plan through the committed latest-story export), with and without a scene-cast@1 provider on stage,
 with the dice receipt, streaming, settings, and a story that yields continue."""
 
@@ -70,7 +70,7 @@ async def test_a_session_requesting_it_tells_the_story_as_a_planned_conversation
         assert results[PLAN].status == resources_pb2.RUNTIME_STATUS_SUCCESS and results[NARRATE].status == resources_pb2.RUNTIME_STATUS_SUCCESS
         assert results[NARRATE].story and not results[PLAN].story and "narrator" not in results
         plan = from_struct(results[PLAN].output)
-        assert plan["beats"] and plan["beats"][0]["beat"].startswith("The player's action: I push open the door")
+        assert (plan["source"], plan["speakers"]) == ("none", []), "a function: nobody on stage and no story yet, nobody chosen"
         deltas = [e.narrative_delta for e in events if e.WhichOneof("event") == "narrative_delta"]
         assert deltas and {d.runtime_id for d in deltas} == {NARRATE}, "the story streams from narrate"
         story = (await _stories(stub, session.id))[-1]
@@ -98,7 +98,7 @@ async def test_a_session_requesting_it_tells_the_story_as_a_planned_conversation
         plan = from_struct(results[PLAN].output)
         verdict = {"critical-success": "it goes better than hoped", "success": "it works", "failure": "it does not work",
                    "critical-failure": "it goes badly wrong"}[check["outcome"]]
-        assert plan["beats"][0]["beat"].endswith(f"({verdict})")
+        assert plan["outcome"] == check["outcome"] and verdict
         told = {"critical-success": "It goes better than you dared to hope.", "success": "It works, though not without effort.",
                 "failure": "It does not go the way you hoped.", "critical-failure": "It goes badly wrong."}[check["outcome"]]
         assert told in (await _stories(stub, session.id))[-1].text
@@ -138,7 +138,7 @@ async def test_settings_are_checked_and_a_story_can_yield_continue(chat_services
         assert all(_results(t)[NARRATE].status == resources_pb2.RUNTIME_STATUS_SUCCESS for t in turns)
         hooks = [(entry.runtime_id, entry.status) for t in turns for entry in t.hook_trace
                  if entry.handler_plugin_id == PLUGIN and entry.event == "PostContextAssembly"]
-        assert set(hooks) == {(PLAN, resources_pb2.HOOK_STATUS_OK), (NARRATE, resources_pb2.HOOK_STATUS_OK)}, "the settings reached both prompts"
+        assert set(hooks) == {(NARRATE, resources_pb2.HOOK_STATUS_OK)}, "the settings reached the story's prompt (the plan is a function)"
 
 
 async def test_the_next_plan_reads_the_last_story_through_the_committed_export(chat_services) -> None:
@@ -150,5 +150,5 @@ async def test_the_next_plan_reads_the_last_story_through_the_committed_export(c
         spoke = list(dict.fromkeys(s["speaker"] for s in metadata["segments"] if s["kind"] in ("dialogue", "action") and s.get("speaker")))
         _, turn = await _turn(stub, session.id, "I ask about the missing boats.")
         plan = from_struct(_results(turn)[PLAN].output)
-        assert [s["name"] for s in plan["speakers"]] == spoke[:2], "who spoke last time goes on"
+        assert plan["source"] == "story" and [s["name"] for s in plan["speakers"]] == spoke[:3], "who spoke last time goes on"
         assert plan.get("scene") == metadata["cues"]["scene"]

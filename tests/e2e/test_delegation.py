@@ -106,6 +106,9 @@ async def test_a_concealed_agent_runtimes_content_reaches_no_client(delegating_s
     # Prompt, reply, tool arguments and results: in no streamed event and not in GetTurn.
     assert "SECRET" not in _client_text(events, shown)
     assert any(e.runtime_id == SCHEMER and e.event == "PostToolUse" for e in shown.hook_trace), "the entries stay, emptied"
+    # ... keeping the tool's name, status and time (issue 40, 11).
+    tool_entries = [e for e in shown.hook_trace if e.runtime_id == SCHEMER and e.event in ("PreToolUse", "PostToolUse")]
+    assert {e.tool_name for e in tool_entries} == {"plant-clue"} and all(e.status and not e.message for e in tool_entries)
     # The hooks received them all the same; the stored turn keeps them (for retries).
     [planted] = tool_reports(stored, SCHEMER)
     assert planted["arguments"] == {"clue": "SECRET-CLUE-ARG"} and planted["result"]["data"] == {"planted": "SECRET-CLUE-ARG"}
@@ -158,4 +161,4 @@ async def test_a_subagent_keeps_an_imported_write_service_and_its_write_commits_
         entries = (await store_pb2_grpc.TransactionalStoreStub(channel).ListPluginData(store_pb2.ListPluginDataRequest(
             session_id=sessions[0].id, plugin_id="service-probe", namespace="ledger"))).entries
     # The staged operation belongs to the service's plugin, called as the subagent, committed with the delegator.
-    assert {e.key: from_value(e.value) for e in entries} == {"from-subagent": {"by": f"{PROBE}/scribe"}}
+    assert {e.key: from_value(e.value) for e in entries} == {"from-subagent": {"by": f"{PROBE}/scribe", "committedAs": "service-probe service:probe.ledger@1"}}

@@ -142,6 +142,7 @@ async def test_an_answer_to_a_form_is_checked_then_a_player_turn_that_closes_it(
         form = next(r for r in turn.runtime_results if r.runtime_id == f"{PROBE}/form")
         assert from_struct(form.output) == {"hero": "Mira", "form": "hero", "said": "name: Mira"}
         assert turn.player_message == "name: Mira" and turn.actions[0].interaction.id == "hero-name"
+        assert turn.actions[0].kind == "act", "a form's answer is an act unless the form names its actionKind (issue 40, 5)"
         assert [e.notification.text for e in events if e.WhichOneof("event") == "notification"] == ["Welcome, Mira."]
         after = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session.id))).session
         assert after.phase == resources_pb2.SESSION_PHASE_PLAYING

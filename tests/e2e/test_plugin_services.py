@@ -41,7 +41,8 @@ async def test_a_function_calls_read_and_write_services(services) -> None:
     assert output["recorded"]["ok"] is True
     assert (output["bad"], output["missing"]) == ("invalid-input", "not-found")
     # The write service's change belongs to its own plugin and committed with the caller.
-    assert data == {("ledger", "from-code"): {"by": f"{CLIENT}/caller"}}
+    # It reaches PreStateCommit from the provider as `service:<contract>`, the caller unnamed (issue 40, 7).
+    assert data == {("ledger", "from-code"): {"by": f"{CLIENT}/caller", "committedAs": f"{PROVIDER} service:probe.ledger@1"}}
 
 
 async def test_an_agent_imports_services_as_tools_and_a_plugin_tool_proposes(tmp_path) -> None:
@@ -55,7 +56,7 @@ async def test_an_agent_imports_services_as_tools_and_a_plugin_tool_proposes(tmp
     async with running_services(tmp_path, script=script) as group:
         results, data = await play(group, "asker")
         assert results[f"{CLIENT}/asker"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[f"{CLIENT}/asker"].reason
-        assert data == {("ledger", "from-agent"): {"by": f"{CLIENT}/asker"}}
+        assert data == {("ledger", "from-agent"): {"by": f"{CLIENT}/asker", "committedAs": f"{PROVIDER} service:probe.ledger@1"}}
         results, data = await play(group, "stamper")
         assert results[f"{PROVIDER}/stamper"].status == resources_pb2.RUNTIME_STATUS_SUCCESS, results[f"{PROVIDER}/stamper"].reason
         assert data == {("stamps", "count"): {"n": 1}}

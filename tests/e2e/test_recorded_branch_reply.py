@@ -12,6 +12,8 @@ import pytest_asyncio
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.agent.context import STORY_POINTER
+from shared.kernel_prompts import TASK_PROMPT
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value
 from tests.e2e.conftest import minimal_session
@@ -63,10 +65,14 @@ async def test_recorded_variants_are_kept_and_the_pick_is_what_the_story_reads_n
     body = prompt_body("branch-reply/PLUGIN.zh.md" if locale == "zh" else "branch-reply/PLUGIN.md")
     assert request.system.startswith(preamble + "\n\n" + body)
     story = json.loads(recorded(f"narrator-{locale}-1")["choices"][0]["message"]["content"])
-    told = inputs_of(request)["narrative"]["value"]
+    # The story it branches is the assistant message after the player's input; its input points there (issue 40, 3).
+    assert inputs_of(request)["narrative"]["value"] == STORY_POINTER
+    conversation = [(m["role"], m.get("content")) for m in request.body["messages"][1:]]
+    assert [role for role, _ in conversation] == ["user", "assistant", "user"] and conversation[0] == ("user", first_action)
+    told = conversation[1][1]
     assert all(segment["text"] in told for segment in story["segments"]), told
+    assert conversation[2] == ("user", TASK_PROMPT)
     assert request.tool_names == ["offer-variants"] and request.body["tool_choice"] == "required"
-    assert [(m["role"], m.get("content")) for m in request.body["messages"][1:]] == [("user", first_action)]
 
     recorded_variants = json.loads(recorded(f"branch-reply-{locale}-1")["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
     texts = [v["text"] for v in recorded_variants["variants"]]

@@ -1,7 +1,7 @@
-"""chat-mode-narrator against recorded real-model replies, through the five services: the requests its plan and
-narrate send (preamble, their own prompts and zh variants, the settings rules, the inputs: the plan bound to
-narrate, the dice receipt; the plan's response format and narrate's story contract, streaming, tools) and what
-the recorded answers commit; a plan that breaks its schema fails with the reason and the story is told without it."""
+"""chat-mode-narrator against recorded real-model replies, through the five services: its plan is a pre-turn function
+(no model call) choosing who may speak; the request narrate sends (preamble, its prompt and zh variant, the settings
+rules, the inputs: the plan bound to narrate, the dice receipt; the story contract, streaming, tools) and what the
+recorded answers commit; the next turn's plan chooses who spoke in the last story."""
 
 from __future__ import annotations
 
@@ -75,32 +75,27 @@ def recorded_json(name: str) -> dict:
     return json.loads(recorded(name)["choices"][0]["message"]["content"])
 
 
+NO_PLAN = {"source": "none", "speakers": []}
+
+
 async def test_english_plan_then_narrate_send_their_prompts_and_commit_the_recorded_story(stack) -> None:
     model, stub, _ = stack
     model.requests.clear()
-    model.replies.update({PLAN: [recorded("chat-mode-narrator-plan-en-1")], NARRATE: [recorded("chat-mode-narrator-narrate-en-1")]})
+    model.replies.update({NARRATE: [recorded("chat-mode-narrator-narrate-en-1")]})
     session_id = await session(stub, "en", {PLUGIN: {"person": "third", "maxSpeakers": 2}})
     events, turn = await play(stub, session_id, TURN_EN)
     ran = results(turn)
     assert ran[PLAN].status == resources_pb2.RUNTIME_STATUS_SUCCESS and ran[NARRATE].status == resources_pb2.RUNTIME_STATUS_SUCCESS
-
-    plan = only(model.of(PLAN))
-    assert plan.system.startswith(preamble(PLAN))
-    assert prompt_body("chat-mode-narrator/runtimes/plan/RUNTIME.md") in plan.system
-    assert plan.system.endswith("never address them as \"you\".\nAt most 2 characters besides the player's speak this turn."), "the settings"
-    assert inputs_of(plan) == {"check": {"value": {"checks": []}}}, "the dice receipt (nothing risky); no stage, no story yet"
-    wanted = plan.body["response_format"]
-    assert wanted["type"] == "json_schema"
-    assert wanted["json_schema"]["schema"] == json.loads((PLUGINS / "chat-mode-narrator/schemas/plan.schema.json").read_text())
-    assert "tools" not in plan.body and plan.body["messages"][-1] == {"role": "user", "content": TURN_EN}
-    assert from_struct(ran[PLAN].output) == recorded_json("chat-mode-narrator-plan-en-1")
+    # The plan is a pre-turn function (issue 40, 12): no model call; no stage and no story yet, nobody chosen.
+    assert model.of(PLAN) == [] and from_struct(ran[PLAN].output) == NO_PLAN
 
     narrate = only(model.of(NARRATE))
     assert narrate.system.startswith(preamble(NARRATE) + "\nReply with one JSON object that matches the response format narrative-engine@2")
     assert prompt_body("chat-mode-narrator/runtimes/narrate/RUNTIME.md") in narrate.system
     assert narrate.system.index(prompt_body("chat-mode-narrator/runtimes/narrate/RUNTIME.md")) < narrate.system.index("World: Saltmere")
     bound = inputs_of(narrate)
-    assert bound["plan"] == {"value": recorded_json("chat-mode-narrator-plan-en-1")} and bound["check"] == {"value": {"checks": []}}
+    assert bound["plan"] == {"value": NO_PLAN} and bound["check"] == {"value": {"checks": []}}
+    assert narrate.system.endswith("never address them as \"you\".\nAt most 2 characters besides the player's speak this turn."), "the settings"
     assert narrate.body["response_format"]["json_schema"]["schema"] == kernel_contract_schema("narrative-engine@2")
     assert narrate.body["stream"] is True and "memory-search" in [t["function"]["name"] for t in narrate.body.get("tools") or []]
 
@@ -115,32 +110,31 @@ async def test_english_plan_then_narrate_send_their_prompts_and_commit_the_recor
     assert set(metadata["presentCharacterIds"]) == {"tobin", "mira"}
 
 
-async def test_a_plan_that_breaks_its_schema_fails_and_the_story_goes_on_without_it(stack) -> None:
+async def test_the_next_plan_chooses_who_spoke_in_the_last_story(stack) -> None:
     model, stub, _ = stack
     model.requests.clear()
-    model.replies.update({PLAN: [recorded("chat-mode-narrator-plan-bad-beats")], NARRATE: [recorded("chat-mode-narrator-narrate-en-1")]})
+    model.replies.update({NARRATE: [recorded("chat-mode-narrator-narrate-en-1"), recorded("chat-mode-narrator-narrate-en-1")]})
     session_id = await session(stub, "en")
-    _, turn = await play(stub, session_id, TURN_EN)
-    ran = results(turn)
-    assert turn.status == store_pb2.TURN_STATUS_COMMITTED
-    assert ran[PLAN].status == resources_pb2.RUNTIME_STATUS_FAILED and "beats" in ran[PLAN].reason
-    assert ran[NARRATE].status == resources_pb2.RUNTIME_STATUS_SUCCESS and "plan" not in inputs_of(only(model.of(NARRATE)))
+    await play(stub, session_id, TURN_EN)
+    _, turn = await play(stub, session_id, "I ask Mira whether the boats came back.")
+    plan = from_struct(results(turn)[PLAN].output)
+    assert plan["source"] == "story" and [s["name"] for s in plan["speakers"]] == ["Old Tobin", "Mira"]
+    assert inputs_of(model.of(NARRATE)[-1])["plan"] == {"value": plan}
 
 
 async def test_chinese_session_sends_the_zh_prompts(stack) -> None:
     model, stub, _ = stack
     model.requests.clear()
-    model.replies.update({PLAN: [recorded("chat-mode-narrator-plan-zh-1")], NARRATE: [recorded("chat-mode-narrator-narrate-zh-1")]})
+    model.replies.update({NARRATE: [recorded("chat-mode-narrator-narrate-zh-1")]})
     session_id = await session(stub, "zh")
     _, turn = await play(stub, session_id, TURN_ZH)
     ran = results(turn)
     assert ran[NARRATE].status == resources_pb2.RUNTIME_STATUS_SUCCESS
-    plan, narrate = only(model.of(PLAN)), only(model.of(NARRATE))
-    assert plan.system.startswith(preamble(PLAN, "Simplified Chinese"))
-    assert prompt_body("chat-mode-narrator/runtimes/plan/RUNTIME.zh.md") in plan.system
+    narrate = only(model.of(NARRATE))
+    assert model.of(PLAN) == [] and narrate.system.startswith(preamble(NARRATE, "Simplified Chinese"))
     assert prompt_body("chat-mode-narrator/runtimes/narrate/RUNTIME.zh.md") in narrate.system
     assert narrate.system.endswith("叙事人称：第二人称。用“你”称呼玩家的角色。\n这一回合除玩家的角色外，最多 3 个角色开口。")
-    assert inputs_of(narrate)["plan"] == {"value": recorded_json("chat-mode-narrator-plan-zh-1")}
+    assert inputs_of(narrate)["plan"] == {"value": NO_PLAN}
     told = [m for m in (await stub.ListMessages(scheduler_pb2.ListMessagesRequest(session_id=session_id))).messages
             if m.role == resources_pb2.MESSAGE_ROLE_STORY][-1]
     assert told.text.startswith("不客气，不客气。") and "鸥角" in told.text

@@ -23,7 +23,9 @@ import pytest_asyncio
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from covel_cli.play import DEFAULT_WORLD
+from services.scheduler.agent.context import STORY_POINTER
 from services.scheduler.contracts import kernel_contract_schema
+from shared.kernel_prompts import TASK_PROMPT
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value, to_struct
 from tests.e2e.recorded_model import Request, recorded, recorded_services
@@ -178,15 +180,17 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     # guide: its prompt, the story it follows as runtime-inputs.narrative, its schema, no tools.
     guide = one(model.of("guide"))
     assert guide.system.startswith(preamble("guide", "guide") + "\n\n" + prompt_body("guide/PLUGIN.md"))
-    story_text = inputs_of(guide)["narrative"]["value"]
+    # This turn's story is a message of its conversation; its input reads a pointer to it (issue 40, 3).
+    story_text = chat(guide)[2][1]
+    assert inputs_of(guide)["narrative"]["value"] == STORY_POINTER
     assert story_text.startswith("The key is cold and crusted with salt") and "That key was left here" in story_text
     assert reply_format(guide) == ("scene-prompts-1", schema("guide/schemas/scene-prompts.schema.json"))
-    assert "tools" not in guide.body and chat(guide) == [("assistant", OPENING), ("user", TURN_1)]
+    assert "tools" not in guide.body and chat(guide) == [("assistant", OPENING), ("user", TURN_1), ("assistant", story_text), ("user", TASK_PROMPT)]
 
     # inventory/ledger: the stocked inventory as <inventory>, the items tools, its schema; it looked an item up first.
     ledger = one(model.of("inventory/ledger"))
     assert ledger.system.startswith(preamble("inventory/ledger", "inventory") + "\n\n" + prompt_body("inventory/runtimes/ledger/RUNTIME.md"))
-    assert inputs_of(ledger) == {"narrative": {"value": story_text}}
+    assert inputs_of(ledger) == {"narrative": {"value": STORY_POINTER}}
     shown = ledger.system.split("<inventory>\n", 1)[1].split("\n</inventory>", 1)[0].splitlines()
     assert {row.split(" | ")[0]: json.loads(row.split(" | ")[1]) for row in shown} == {
         "- brass-lantern": {"name": "brass lantern", "quantity": 1, "equipped": False},
@@ -194,7 +198,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
         "- worn-map": {"name": "worn map", "quantity": 1, "equipped": False}}
     assert ledger.tool_names == ["items-get", "items-list"]
     assert reply_format(ledger) == ("inventory_changes-1", schema("inventory/schemas/changes.schema.json"))
-    assert chat(ledger) == [("user", TURN_1)]
+    assert chat(ledger) == [("user", TURN_1), ("assistant", story_text), ("user", TASK_PROMPT)]
     looked_up = one(model.of("inventory/ledger"), step=1)
     tool_answer = json.loads(looked_up.body["messages"][-1]["content"])
     assert looked_up.body["messages"][-1]["tool_call_id"] == "call_Ledg1"
@@ -207,7 +211,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert [s["kind"] for s in segments] == ["narration", "action", "dialogue"] and segments[2]["speaker"] == "Old Tobin"
     assert judge.system.endswith("<affinity>\n(none yet)\n</affinity>")
     assert reply_format(judge) == ("affinity_changes-1", schema("affinity/schemas/changes.schema.json"))
-    assert "tools" not in judge.body and chat(judge) == [("assistant", OPENING), ("user", TURN_1)]
+    assert "tools" not in judge.body and chat(judge) == [("assistant", OPENING), ("user", TURN_1), ("assistant", story_text), ("user", TASK_PROMPT)]
 
     # memory/extract (detached): the turn digest, only memories-upsert with the record's shape, no response format.
     extract = one(model.of("memory/extract"))
@@ -218,11 +222,11 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     upsert = extract.body["tools"][0]["function"]["parameters"]
     record = schema("memory/schemas/memory.schema.json")
     assert upsert["properties"]["value"]["properties"] == record["properties"] and upsert["required"] == ["value"]
-    # Detached after its turn: that turn only (maxTurns 0; on the first turn the world's opening
-    # before it too), then the task, not a story continuation.
-    assert [role for role, _ in chat(extract)] == ["assistant", "user", "assistant", "user"]
-    assert chat(extract)[:2] == [("assistant", OPENING), ("user", TURN_1)]
-    assert chat(extract)[3] == ("user", "(The turn above is over. Do your task for it now.)")
+    # Detached after its turn: that turn only (maxTurns 0 counts turns by turn id: the world's opening is a
+    # turn of its own), then the task, not a story continuation.
+    assert [role for role, _ in chat(extract)] == ["user", "assistant", "user"]
+    assert chat(extract)[0] == ("user", TURN_1)
+    assert chat(extract)[2] == ("user", "(The turn above is over. Do your task for it now.)")
     second_step = one(model.of("memory/extract"), step=1)
     assert [m["tool_call_id"] for m in second_step.body["messages"] if m["role"] == "tool"] == ["call_Mem1", "call_Mem2"]
 
@@ -260,10 +264,11 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert chat(narrator_2)[3] == ("system", "How the characters feel about the player:\n- Old Tobin: 2 (neutral)")
     assert chat(narrator_2)[4] == ("user", TURN_2)
     guide_2 = one(model.of("guide"))
-    assert [role for role, _ in chat(guide_2)] == ["assistant", "user", "assistant", "user"], "guide reads the last two turns and the opening before them"
-    assert chat(one(model.of("inventory/ledger"))) == [("user", TURN_2)], "maxTurns 0: no earlier turns"
-    # maxTurns 1: the last turn (the first one, so the opening before it too); then its own plugin's standing segment.
-    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["assistant", "user", "assistant", "system", "user"]
+    assert [role for role, _ in chat(guide_2)] == ["assistant", "user", "assistant", "user", "assistant", "user"], \
+        "guide reads the last two turns (the opening and turn 1), then this turn's input and story"
+    assert [text for role, text in chat(one(model.of("inventory/ledger")))][::2] == [TURN_2, TASK_PROMPT], "maxTurns 0: no earlier turns"
+    # maxTurns 1: the last turn (the first one; the opening is a turn of its own); then its own plugin's standing segment.
+    assert [role for role, _ in chat(one(model.of("affinity/judge")))] == ["user", "assistant", "system", "user", "assistant", "user"]
     shown = one(model.of("affinity/judge")).system.split("<affinity>\n", 1)[1].split("\n</affinity>", 1)[0]
     assert shown.startswith("- tobin | ") and json.loads(shown.removeprefix("- tobin | "))["name"] == "Old Tobin"
     scores = await data(store, session_id, "affinity", "scores")
@@ -301,7 +306,8 @@ async def test_chinese_session_sends_the_zh_prompts_and_keeps_chinese_answers(st
         request = one(model.of(runtime_id))
         assert request.system.startswith(preamble(runtime_id, plugin_id, "Simplified Chinese") + "\n\n" + prompt_body(path)), runtime_id
         # A window of one turn or more reaches back to the opening on the first turn; the ledger's (maxTurns 0) does not.
-        assert chat(request) == ([] if runtime_id == "inventory/ledger" else [("assistant", OPENING_ZH)]) + [("user", TURN_ZH)]
+        assert chat(request)[:-2] == ([] if runtime_id == "inventory/ledger" else [("assistant", OPENING_ZH)]) + [("user", TURN_ZH)]
+        assert chat(request)[-1] == ("user", TASK_PROMPT) and chat(request)[-2][0] == "assistant"
     await wait_for_memories(store, session_id, 1)
     extract = one(model.of("memory/extract"))
     assert prompt_body("memory/runtimes/extract/RUNTIME.zh.md") in extract.system

@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
+from shared.kernel_prompts import TASK_PROMPT
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, from_value
 from tests.e2e.conftest import NON_STORY_CORE_PLUGINS
@@ -103,7 +104,7 @@ async def test_the_direction_request_and_its_recorded_answer(stack) -> None:
     wanted = direction.body["response_format"]
     assert wanted["type"] == "json_schema" and wanted["json_schema"]["name"] == "stage-direction-1"
     assert wanted["json_schema"]["schema"] == json.loads((PLUGINS / "scene-stage/schemas/stage-direction.schema.json").read_text())
-    assert "tools" not in direction.body and chat(direction) == [("assistant", OPENING), ("user", TURN_EN)]
+    assert "tools" not in direction.body and chat(direction)[:2] == [("assistant", OPENING), ("user", TURN_EN)] and chat(direction)[3] == ("user", TASK_PROMPT)
 
     # What committed: the quay, its backdrop URL, Mira with her performance; Old Tobin stayed at the inn.
     committed = await stage(store, session_id)
@@ -127,7 +128,7 @@ async def test_a_chinese_session_sends_the_zh_prompt(stack) -> None:
     assert "当前场景：The Drowned Lantern（" not in narrator.system and "当前场景：The Drowned Lantern (the harbor of Saltmere)" in narrator.system
     [direction] = model.of("scene-stage/direction")
     assert direction.system.startswith(preamble("Simplified Chinese") + "\n\n" + prompt_body("scene-stage/runtimes/direction/RUNTIME.zh.md"))
-    assert chat(direction) == [("assistant", OPENING), ("user", TURN_ZH)]
+    assert chat(direction)[:2] == [("assistant", OPENING), ("user", TURN_ZH)] and chat(direction)[2][0] == "assistant"
     committed = await stage(store, session_id)
     # 米拉 is Mira's alias, 码头 the quay's: the Chinese answer maps onto the world's ids.
     assert committed["scene"]["id"] == "quay" and committed["scene"]["name"] == "The quay"

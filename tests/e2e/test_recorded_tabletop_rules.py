@@ -4,7 +4,6 @@ checks, from the plugin's prompt segment (narrator, narrate) and its tabletop-ch
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -71,14 +70,13 @@ async def test_the_narrator_is_told_the_checks_outcome(stack) -> None:
 
 async def test_chat_mode_narrator_reads_the_receipt_and_the_segment(stack) -> None:
     model, stub, _ = stack
-    plan_reply = recorded("chat-mode-narrator-plan-en-1")
-    model.replies.update({"chat-mode-narrator/plan": [plan_reply], "chat-mode-narrator/narrate": [recorded("chat-mode-narrator-narrate-en-1")]})
+    model.replies.update({"chat-mode-narrator/narrate": [recorded("chat-mode-narrator-narrate-en-1")]})
     session_id = await _setup(stub, [PLUGIN, "chat-mode-narrator"])
     model.requests.clear()
     ran = await _climb(stub, session_id)
     receipt = from_struct(ran[f"{PLUGIN}/check"].output)
-    [plan] = model.of("chat-mode-narrator/plan")
-    inputs = json.loads(plan.system.split("<runtime-inputs>\n", 1)[1].split("\n</runtime-inputs>", 1)[0])
-    assert inputs["tabletop"] == {"value": receipt}
+    # The plan (a function) passes the receipt's verdict on to narrate.
+    assert model.of("chat-mode-narrator/plan") == []
+    assert from_struct(ran["chat-mode-narrator/plan"].output)["outcome"] == receipt["checks"][0]["outcome"]
     [narrate] = model.of("chat-mode-narrator/narrate")
     assert HEADING in narrate.system and ran["chat-mode-narrator/narrate"].status == resources_pb2.RUNTIME_STATUS_SUCCESS

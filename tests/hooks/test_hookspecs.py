@@ -472,3 +472,14 @@ async def test_concurrent_executions_of_one_runtime_keep_their_own_calls(policy)
     await post_tool(table, {"id": "call-1", "name": "roll", "arguments": json.dumps({"run": 1})}, {"ok": True, "data": 1})
     module = __import__("sys").modules["covel_plugin_policy_g1.server.index"]
     assert [(call.arguments, result.result) for call, result in module.TOOL_RESULTS[-2:]] == [({"run": 2}, 2), ({"run": 1}, 1)]
+
+
+def test_tool_call_takes_the_specs_positional_form() -> None:
+    """ToolCall(run_id, tool, arguments, context): the spec's order; call_id, this kernel's addition, comes after
+    (divergence 9 of issue 40)."""
+    from shared.plugin_sdk.hookspecs import ToolCall
+
+    context = object()
+    call = ToolCall("run-1", "lookup", {"q": "x"}, context)
+    assert call.context is context and call.call_id == ""
+    assert ToolCall("run-1", "lookup", {}, None, "call_1").call_id == "call_1"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-from services.gateway.providers.scripted.plugin_writers import writer_for
-from services.gateway.providers.scripted.plugin_writers.chat_mode_narrator import names_of, write_plan
 from services.registry.package_loader import load_package
 from tests.plugins.test_builtin_plugins import PLUGINS, hook_ctx, hooks_of
 
@@ -43,22 +43,46 @@ def test_plan_then_narrate_with_committed_and_optional_inputs() -> None:
         assert all(not spec.required for spec in runtime.io.inputs.values()), "works without any other plugin"
 
 
-def test_the_scripted_plan_follows_the_stage_then_the_last_story() -> None:
-    assert writer_for("plan", {"title": "chat-mode-narrator.plan@1"}) is not None
-    cast = {"scene": {"name": "The inn"}, "present": [{"name": "Mira"}, {"name": "Old Tobin"}, {"name": "Sela"}]}
+def _plan_module():
+    spec = importlib.util.spec_from_file_location("chat_mode_plan", PLUGINS / PLUGIN / "runtimes" / "plan" / "handler.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Ctx:
+    """What the plan function reads of its ctx; `policy` answers ctx.services.call (None: no provider)."""
+
+    def __init__(self, inputs, settings=None, policy=None):
+        self.inputs, self.user_settings, self.player_message, self.calls = inputs, settings or {}, "I wave.", []
+        self.services = self
+        self._policy = policy
+
+    async def call(self, contract, args):
+        self.calls.append((contract, args))
+        return self._policy if self._policy is not None else {"ok": False, "error": {"code": "not-found"}}
+
+
+CAST = {"scene": {"id": "inn", "name": "The inn"}, "present": [{"id": "mira", "name": "Mira"}, {"id": "tobin", "name": "Old  Tobin"},
+                                                             {"id": "x", "name": "<b>Sela</b>"}, {"id": "sela", "name": "Sela"}]}
+STORY = {"segments": [{"kind": "narration", "text": "Rain."}, {"kind": "dialogue", "speaker": "Sela", "text": "Hm."}], "cues": {"scene": "Pier"}}
+
+
+async def test_the_plan_is_a_function_choosing_safe_names_and_calling_the_policy_once() -> None:
+    """Divergence 12 of issue 40: a pre-turn function (no model call), safe names from the stage, else the last story."""
+    plan = _plan_module()
+    runtimes = {r.runtime_id: r.compiled for r in load_package(PLUGINS / PLUGIN, source="builtin").runtimes}
+    assert runtimes[f"{PLUGIN}/plan"].type == "function" and runtimes[f"{PLUGIN}/narrate"].io.visibility == "story"
     check = {"checks": [{"outcome": "failure"}]}
-    plan = write_plan("I climb the wall.", "At most 3 characters besides", {"cast": {"value": cast}, "check": {"value": check}}, "seed")
-    assert [s["name"] for s in plan["speakers"]] == ["Mira", "Old Tobin"] and plan["scene"] == "The inn"
-    assert plan["beats"][0] == {"beat": "The player's action: I climb the wall (it does not work)"}
-    assert [b.get("speaker") for b in plan["beats"]] == [None, "Mira", "Old Tobin", "Mira"]
-    assert write_plan("I climb the wall.", "", {"cast": {"value": cast}}, "seed") == write_plan("I climb the wall.", "", {"cast": {"value": cast}}, "seed")
-    one = write_plan("I wave.", "At most 1 characters besides", {"cast": {"value": cast}}, "s")
-    assert [s["name"] for s in one["speakers"]] == ["Mira"]
-    story = {"segments": [{"kind": "narration", "text": "Rain."}, {"kind": "dialogue", "speaker": "Sela", "text": "Hm."}], "cues": {"scene": "Pier"}}
-    later = write_plan("我问她灯塔的事。", "", {"previous": {"value": story}}, "s")
-    assert [s["name"] for s in later["speakers"]] == ["Sela"] and later["scene"] == "Pier" and later["beats"][0]["beat"].startswith("玩家的行动")
-    empty_stage = write_plan("I wait.", "", {"cast": {"value": {"scene": None, "present": []}}, "previous": {"value": story}}, "s")
-    assert [s["name"] for s in empty_stage["speakers"]] == ["Sela"], "nobody placed on stage yet: the story's own speakers"
-    nobody = write_plan("I wait.", "", {"cast": {"value": {"scene": None, "present": []}}}, "s")
-    assert nobody["speakers"] == [] and nobody["beats"][-1] == {"beat": "the scene settles, waiting for the player's next move"}
-    assert names_of(["Mira", {"name": "Tobin"}, "Mira"]) == ["Mira", "Tobin"]
+    ctx = _Ctx({"cast": {"value": CAST}, "check": {"value": check}}, {"maxSpeakers": 2})
+    answer = await plan.handler(ctx)
+    assert answer == {"source": "cast", "scene": "The inn", "outcome": "failure",
+                      "speakers": [{"name": "Mira", "characterId": "mira"}, {"name": "Old Tobin", "characterId": "tobin"}]}
+    assert ctx.calls == [(plan.POLICY, {"candidates": ["Mira", "Old Tobin", "Sela"], "playerMessage": "I wave.", "maxSpeakers": 2})]
+    # The policy orders and drops; a name it adds is not taken.
+    ordered = await plan.handler(_Ctx({"cast": {"value": CAST}}, policy={"ok": True, "data": {"speakers": ["Sela", "Nobody", "Mira"]}}))
+    assert ordered["source"] == "policy" and [s["name"] for s in ordered["speakers"]] == ["Sela", "Mira"]
+    later = await plan.handler(_Ctx({"cast": {"value": {"scene": None, "present": []}}, "previous": {"value": STORY}}))
+    assert later == {"source": "story", "scene": "Pier", "speakers": [{"name": "Sela"}]}
+    nobody = _Ctx({})
+    assert await plan.handler(nobody) == {"source": "none", "speakers": []} and nobody.calls == [], "no candidate: no policy call"

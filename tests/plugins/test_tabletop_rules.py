@@ -142,9 +142,9 @@ async def test_creation_refuses_an_answer_that_is_not_a_valid_sheet_and_writes_n
 def test_the_panel_draws_the_sheet_and_the_checks() -> None:
     import json
 
-    from shared import ui_panels
+    from shared import ui_panel_specs, ui_panels
     spec = json.loads((PLUGINS / PLUGIN / "ui" / "right.json").read_text(encoding="utf-8"))
-    assert ui_panels.check_view(spec) == []
+    assert ui_panel_specs.check_spec(spec) == []
     state = {"data": {"sheet": {"player": {"id": "player", "scores": {"wits": 3}, "spent": 3, "budget": 8}},
                       "checks": {"t2-1": {"attribute": "agility", "difficulty": "hard", "total": 14, "target": 16, "outcome": "failure"}}}}
     assert ui_panels.render_text(spec, state) == ["Tabletop", "3 / 8 points spent", "agility (hard): 14 vs 16 · failure"]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shared import ui_panels
+from shared import ui_panel_specs, ui_panels
 from shared.settings import REPO_ROOT
 
 STATE = {"data": {"items": {"rusty-key": {"name": "rusty key", "quantity": 1}, "brass-lantern": {"name": "brass lantern", "quantity": 1}},
@@ -18,7 +18,16 @@ STATE = {"data": {"items": {"rusty-key": {"name": "rusty key", "quantity": 1}, "
 
 
 @pytest.mark.parametrize(("spec", "problem"), [
-    ({"webview": "./page.html"}, "one key, `view`"),
+    ({"webview": {"src": "./page.html", "sandbox": ["allow-scripts", "allow-same-origin"]}}, "would let the page leave its sandbox"),
+    ({"webview": {"src": "./page.html", "sandbox": ["allow-everything"]}}, "not an iframe sandbox token"),
+    ({"webview": {"src": "./page.js"}}, "the path of an .html page"),
+    ({"webview": "./page.html", "view": {"type": "text", "text": "x"}}, "exactly one of `view` or `webview`"),
+    ({"label": "Standing"}, "exactly one of `view` or `webview`"),
+    ({"id": "a b", "view": {"type": "text", "text": "x"}}, "letters, digits"),
+    ({"groupOrder": "second", "view": {"type": "text", "text": "x"}}, "a whole number"),
+    ({"dataSource": "scores", "view": {"type": "text", "text": "x"}}, "an object with one key, `namespace`"),
+    ({"emptyState": {"message": ""}, "view": {"type": "text", "text": "x"}}, "text of 1 to 200 characters"),
+    ({"colour": "red", "view": {"type": "text", "text": "x"}}, "a panel spec takes no `colour`"),
     ({"view": {"type": "marquee"}}, "'marquee' is not a component"),
     ({"view": {"type": "text", "text": "x", "colour": "red"}}, "`text` takes no `colour`"),
     ({"view": {"type": "text", "text": "{{ $item.name }}"}}, "only drawn inside a `list`"),
@@ -28,7 +37,7 @@ STATE = {"data": {"items": {"rusty-key": {"name": "rusty key", "quantity": 1}, "
     ({"view": {"type": "stack", "children": "none"}}, "a list of nodes"),
 ])
 def test_a_view_that_cannot_be_drawn_is_refused_naming_where(spec, problem) -> None:
-    problems = ui_panels.check_view(spec)
+    problems = ui_panel_specs.check_spec(spec)
     assert problems and any(problem in text for _, text in problems), problems
 
 
@@ -36,9 +45,9 @@ def test_a_deep_or_huge_view_is_refused() -> None:
     deep: dict = {"type": "text", "text": "x"}
     for _ in range(12):
         deep = {"type": "stack", "children": [deep]}
-    assert any("nested at most" in text for _, text in ui_panels.check_view({"view": deep}))
+    assert any("nested at most" in text for _, text in ui_panel_specs.check_spec({"view": deep}))
     wide = {"type": "stack", "children": [{"type": "text", "text": "x"}] * 250}
-    assert any("at most 200 nodes" in text for _, text in ui_panels.check_view({"view": wide}))
+    assert any("at most 200 nodes" in text for _, text in ui_panel_specs.check_spec({"view": wide}))
 
 
 def test_bindings_read_pointers_items_and_keys_and_leave_missing_values_empty() -> None:
@@ -57,5 +66,24 @@ def test_bindings_read_pointers_items_and_keys_and_leave_missing_values_empty() 
 ])
 def test_the_builtin_panels_pass_their_checks_and_draw_their_state(plugin, lines) -> None:
     spec = json.loads((REPO_ROOT / "plugins" / plugin / "ui" / "right.json").read_text(encoding="utf-8"))
-    assert ui_panels.check_view(spec) == []
+    assert ui_panel_specs.check_spec(spec) == []
     assert ui_panels.render_text(spec, STATE) == lines
+
+
+COVEL_PANEL = {"id": "standing", "group": "people", "label": "Standing", "shortLabel": "Std", "icon": "heart", "groupOrder": 2,
+               "dataSource": {"namespace": "items"}, "emptyState": {"message": "Nothing carried."},
+               "view": {"type": "list", "repeat": {"statePath": "/data/items"}, "children": [{"type": "text", "text": "{{ $item.name }}"}]}}
+
+
+def test_a_panel_in_covels_shape_passes_and_draws_its_empty_state_while_its_namespace_is_empty() -> None:
+    assert ui_panel_specs.check_spec(COVEL_PANEL) == []
+    assert ui_panels.render_text(COVEL_PANEL, STATE) == ["brass lantern", "rusty key"]
+    empty = {**STATE, "data": {"items": {}}}
+    assert ui_panels.render_text(COVEL_PANEL, empty) == ["Standing", "Nothing carried."]
+
+
+def test_a_webview_panel_passes_and_a_text_client_shows_its_placeholder() -> None:
+    spec = {"id": "map", "label": "Map", "webview": {"src": "./map.html", "sandbox": ["allow-scripts", "allow-forms"]}}
+    assert ui_panel_specs.check_spec(spec) == [] and ui_panel_specs.check_spec({"webview": "./map.html"}) == []
+    assert ui_panel_specs.webview_of(spec) == ("./map.html", ("allow-scripts", "allow-forms"))
+    assert ui_panels.render_text(spec, STATE) == ["Map", ui_panels.WEBVIEW_PLACEHOLDER]

@@ -69,9 +69,9 @@ def test_switching_packs_replaces_the_packs_requests_and_the_worlds_plus_stays(t
     loaded = world(tmp_path, "{preset: tabletop, plus: [guide]}", packages)
     plan = plugin_plan(loaded, builtin_packs(), packages, pack_id="quiet")
     assert plan.pack.id == "quiet" and plan.default_plugin_ids == ["narrator", "guide"]
-    # The pack excludes guide, but the world asks for it: the world's plus wins over its pack.
-    assert "guide" not in plan.excluded and {"affinity", "world-time", "memory"} <= set(plan.excluded)
-    assert "world-time" not in plan.resolution.active and "guide" in plan.resolution.active
+    # The pack excludes guide and the world asks for it: the exclusion wins (issue 40, 6); the plus stays a request.
+    assert "guide" in plan.excluded and {"affinity", "world-time", "memory"} <= set(plan.excluded)
+    assert "world-time" not in plan.resolution.active and "guide" not in plan.resolution.active
     with pytest.raises(UnknownPack):
         plugin_plan(loaded, builtin_packs(), packages, pack_id="nope")
 
@@ -81,3 +81,12 @@ def test_a_world_naming_no_pack_of_the_kernel_is_warned(tmp_path: Path, packages
     assert [(d.code, d.field_path) for d in loaded.diagnostics] == [("world-pack-missing", "pluginPolicy.preset")]
     plan = plugin_plan(loaded, builtin_packs(), packages)
     assert plan.pack is None and plan.default_plugin_ids == ["guide"]
+
+
+def test_a_packs_exclusion_lists_only_installed_plugins(tmp_path: Path, packages) -> None:
+    pack_file = tmp_path / "packs.yaml"
+    pack_file.write_text("packs:\n  - {id: lean, name: Lean, requested: [narrator], excluded: [guide, never-installed]}\n", encoding="utf-8")
+    packs = load_packs([pack_file])
+    loaded = world(tmp_path, "{preset: lean}", packages, packs)
+    plan = plugin_plan(loaded, packs, packages)
+    assert plan.excluded == ["guide"] and "guide" not in plan.resolution.active

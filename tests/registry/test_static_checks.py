@@ -55,6 +55,8 @@ LOAD_BROKEN = [
     ('ui-spec-missing', 'ui-spec-missing', 'file-missing', 'PLUGIN.md', 'contributes.ui.right'),
     ('ui-spec-shape', 'ui-spec-shape', 'ui-spec-shape', 'PLUGIN.md', 'contributes.ui.message'),
     ('ui-spec-invalid', 'ui-spec-invalid', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
+    ('ui-webview-missing', 'ui-webview-missing', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
+    ('ui-webview-same-origin', 'ui-webview-same-origin', 'ui-spec-invalid', 'PLUGIN.md', 'contributes.ui.right'),
     ('story-requires-plugin-contract', 'story-requires-plugin-contract', 'story-requires-plugin-contract', 'PLUGIN.md', 'requires[0]'),
     ('invalid-conflict', 'invalid-conflict', 'invalid-conflict', 'PLUGIN.md', 'conflicts[0]'),
     ('command-action-undeclared', 'command-action-undeclared', 'command-action-undeclared', 'PLUGIN.md', 'contributes.commands[0].action'),
@@ -75,6 +77,8 @@ LOAD_BROKEN = [
     ('invalid-host-range', 'invalid-host-range', 'invalid-host-range', 'PLUGIN.md', 'covel'),
     ('reserved-prompt-id', 'reserved-prompt-id', 'reserved-prompt-id', 'PLUGIN.md', 'contributes.prompt[0].id'),
     ('prompt-bad-position', 'prompt-bad-position', 'invalid-value', 'PLUGIN.md', 'contributes.prompt[0].position'),
+    ('reference-within-ambiguous', 'reference-within-ambiguous', 'reference-within-ambiguous', 'PLUGIN.md',
+     'contributes.data.events.authoring.references[0].within'),
     ('authoring-without-accepts', 'authoring-without-accepts', 'authoring-without-accepts', 'PLUGIN.md', 'contributes.data.facts.authoring'),
     ('data-unknown-key', 'data-unknown-key', 'unknown-key', 'PLUGIN.md', 'contributes.data.facts.serach'),
     ('service-bad-contract', 'service-bad-contract', 'invalid-contract-id', 'PLUGIN.md', 'contributes.services[0]'),
@@ -82,6 +86,7 @@ LOAD_BROKEN = [
 
 VALIDATION_BROKEN = [
     ('locale-untranslatable', 'locale-untranslatable', 'locale-untranslatable-field', 'locales/zh.yaml', 'PLUGIN.md.version'),
+    ('locale-unknown-item', 'locale-unknown-item', 'locale-unknown-item', 'locales/zh.yaml', 'PLUGIN.md.contributes.commands[0]'),
     ('locale-unknown-section', 'locale-unknown-section', 'locale-unknown-section', 'locales/zh.yaml', 'runtimes/gone/RUNTIME.md'),
     ('background-turn-input', 'background-turn-input', 'background-turn-input', 'PLUGIN.md', 'runtime.io.inputs.narrative'),
     ('ui-unknown-location', 'ui-unknown-location', 'unknown-field', 'PLUGIN.md', 'contributes.ui.left'),

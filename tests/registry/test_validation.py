@@ -119,6 +119,20 @@ def test_journal_compiles_datasets_action_kinds_and_locales() -> None:
     assert recall.manifest["agent"]["tools"]["datasets"] == [{"dataset": "journal", "tools": ["get", "list"]}]
 
 
+def test_a_locale_file_names_list_items_by_their_identity() -> None:
+    """Settings by key, commands by name, options by value (or position where an entry names none); the compiled
+    map keys each translation by the manifest item's position (tests/fixtures/covel-shape)."""
+    from shared.settings import REPO_ROOT
+
+    package = load_package(REPO_ROOT / "tests" / "fixtures" / "covel-shape" / "covel-standing", source="community", strict=True)
+    assert package.state is PackageState.LOADED and not package.diagnostics, [str(d) for d in package.diagnostics]
+    zh = package.definition["locales"]["zh"]["PLUGIN.md"]
+    assert zh["contributes.settings[0].label"] == "叙事人称" and zh["contributes.settings[1].label"] == "显示分数"
+    assert zh["contributes.settings[0].options[0].label"] == "第一人称" and zh["contributes.settings[0].options[1].label"] == "第二人称"
+    assert zh["contributes.commands[0].label"] == "推一把" and zh["contributes.commands[1].label"] == "遗忘"
+    assert zh["contributes.commands[0].arguments[0].description"] == "推谁"
+
+
 def test_a_runtime_md_or_plugin_md_names_its_package(tmp_path: Path) -> None:
     facts = FIXTURES / "good" / "facts"
     assert package_root_of(facts / "runtimes" / "extract" / "RUNTIME.md") == facts

@@ -225,6 +225,16 @@ async def test_finish_with_answering_prose_twice_fails_after_one_correction():
     assert gateway.requests[1].messages[-1].content == "You must finish by calling save."
 
 
+async def test_a_correction_keeps_a_named_tool_choice():
+    """Divergence 1 (issue 40): the request after a correction still names the manifest's tool, not `required`."""
+    hooks = FakeHooks(plugin_tools={"save": ({"type": "object"}, False), "look": ({"type": "object"}, True)})
+    manifest = {"agent": {"tools": {"plugin": ["save", "look"]}, "toolChoice": {"name": "save"}, "completion": {"require": "tool-use"}}}
+    gateway = FakeGateway([reply("I would save it."), reply("", ("save", {})), reply("Saved.")])
+    outcome = await run(runtime(manifest=manifest), gateway, hooks)
+    assert outcome.status == "success", outcome.reason
+    assert _tool_choices(gateway)[:2] == ["save", "save"] and gateway.requests[1].messages[-1].content.startswith("You must")
+
+
 async def test_tool_use_without_after_tools_ends_with_the_models_reviewed_answer():
     hooks = FakeHooks(plugin_tools={"draft": ({"type": "object"}, False)},
                       tool_results={"draft": {"ok": True, "data": {"mood": "tense", "draft": True}}})
@@ -395,7 +405,7 @@ def _history(turns: int):
     for turn in range(1, turns + 1):
         for role, text in (("player", f"player {turn}"), ("story", f"story {turn}")):
             seq += 1
-            messages.append(common_pb2.Message(role=role, text=text, seq=seq))
+            messages.append(common_pb2.Message(role=role, text=text, seq=seq, turn_id=f"t{turn}"))
     return messages
 
 
@@ -507,7 +517,8 @@ async def test_a_pre_llm_call_response_answers_the_call_without_the_model():
 
 
 async def test_a_pre_tool_use_result_answers_the_call_without_running_it():
-    """PreToolUse's replace.result (a hookspec's ToolCallDecision.replace of a kernel tool): nothing runs, a successful call."""
+    """PreToolUse's replace.result, this kernel's extension (docs/hooks.md; issue 40, 13), which a hookspec's
+    ToolCallDecision.replace rides on: nothing runs, a successful call."""
     posted = []
     manifest = {"agent": {"tools": {"plugin": ["save"]}, "finishWith": "save"}}
     hooks = FakeHooks(plugin_tools={"save": ({"type": "object"}, False)},

@@ -1,60 +1,28 @@
-"""How much of the log a turn asks for with its lease (turn/history_window.py), and what the
-sessions this replica ran are remembered as (known_sessions.py)."""
+"""agent.history.maxTurns counts turns by their turn id (divergence 2 of issue 40): a continuation turn without a
+player message is a turn, a turn with two player messages is one turn; 0 sends no earlier turn."""
 
 from __future__ import annotations
 
-from covel.store.v1 import store_pb2
-from services.scheduler.known_sessions import KnownSessions
-from services.scheduler.turn.history_window import SINCE_SUMMARY, LastWindows, covers, player_turns_needed
-from tests.scheduler.compiled import compiled_manifest, compiled_package
+from covel.common.v1 import common_pb2
+from services.scheduler.agent.context import assemble, history_messages
+from tests.scheduler.agent_harness import runtime
 
 
-def agents(*windows: dict | None) -> dict:
-    """One agent runtime per window (its agent.history; None: none declared)."""
-    compiled = [compiled_manifest({"agent": {"history": window}} if window is not None else {}, runtime_id=f"p/a{index}")
-                for index, window in enumerate(windows)]
-    return {f"p/a{index}": manifest for index, manifest in enumerate(compiled)}
+def log(*entries: tuple[str, str, str]) -> list[common_pb2.Message]:
+    return [common_pb2.Message(seq=seq, turn_id=turn, role=role, text=text) for seq, (turn, role, text) in enumerate(entries, start=1)]
 
 
-def test_the_most_player_turns_any_agent_reads() -> None:
-    assert player_turns_needed({}, agents({"maxTurns": 3}), 20, compacts=True) == 3
-    assert player_turns_needed({}, agents({"maxTurns": 3}, {"maxTurns": 40}), 20, compacts=True) == 40
-    # No window declared: the scheduler's setting.
-    assert player_turns_needed({}, agents(None), 20, compacts=True) == 20
+HISTORY = log(("t1", "player", "I knock."), ("t1", "story", "The door opens."),
+              ("t2", "story", "A draught blows the candle out."),  # a continuation turn: no player message
+              ("t3", "player", "I light it."), ("t3", "player", "And I look around."), ("t3", "story", "Shelves of jars."))
 
 
-def test_at_least_the_latest_player_turn() -> None:
-    assert player_turns_needed({}, agents({"maxTurns": 0}), 20, compacts=True) == 1
-    assert player_turns_needed({}, {}, 20, compacts=True) == 1
+def test_the_window_counts_turn_ids() -> None:
+    assert [m["content"] for m in history_messages(HISTORY, 1)] == ["I light it.", "And I look around.", "Shelves of jars."]
+    assert [m["content"] for m in history_messages(HISTORY, 2)][0] == "A draught blows the candle out."
+    assert len(history_messages(HISTORY, 3)) == len(history_messages(HISTORY, 10)) == 6
 
 
-def test_a_compaction_provider_reads_everything_since_the_summary() -> None:
-    provider = compiled_package("compactor", package={"contributes": {"extensions": ["history.compact@2/summaries"]}})
-    assert player_turns_needed({"compactor": provider}, agents(None), 20, compacts=True) == SINCE_SUMMARY
-    # RunManual and detached jobs do not compact: their agents' window is enough.
-    assert player_turns_needed({"compactor": provider}, agents(None), 20, compacts=False) == 20
-
-
-def test_covers() -> None:
-    assert covers(SINCE_SUMMARY, 20) and covers(SINCE_SUMMARY, SINCE_SUMMARY)
-    assert covers(20, 20) and covers(20, 3)
-    assert not covers(3, 20) and not covers(20, SINCE_SUMMARY)
-
-
-def test_last_windows_default_to_everything_and_forget_the_oldest() -> None:
-    windows = LastWindows(capacity=2)
-    assert windows.get("a") == SINCE_SUMMARY
-    windows.note("a", 5)
-    windows.note("b", 6)
-    windows.note("a", 7)
-    windows.note("c", 8)
-    assert (windows.get("a"), windows.get("b"), windows.get("c")) == (7, SINCE_SUMMARY, 8)
-
-
-def test_known_sessions_keep_the_newest() -> None:
-    known = KnownSessions(capacity=2)
-    for name in ("a", "b", "c"):
-        known.note(store_pb2.Session(id=name, active_plugins=[name]))
-    assert known.get("a") is None and list(known.get("c").active_plugins) == ["c"]  # type: ignore[union-attr]
-    known.pop("c")
-    assert known.get("c") is None
+def test_max_turns_zero_sends_no_earlier_turn_but_the_current_input() -> None:
+    _, messages = assemble(runtime(), "en", False, HISTORY, "I open a jar.", max_turns=0)
+    assert [m["content"] for m in messages if m["role"] != "system"] == ["I open a jar."]

@@ -180,3 +180,39 @@ async def test_production_subagents_read_the_session_limits_and_refuse_a_paused_
     assert result["error"]["code"] == "unavailable" and "paused" in result["error"]["message"]
     # A nested run passes its root's budget on.
     assert execution.subagents_for(runtime("gate/plan"), session_scope, run, budget=agents.budget).budget is agents.budget
+
+
+def _story(text: str, present: list[str]):
+    from covel.common.v1 import common_pb2
+
+    return common_pb2.Message(role="story", text=text, metadata=to_struct({"presentCharacterIds": present}))
+
+
+async def test_a_character_request_sends_the_assembled_brief_within_its_limit():
+    """Divergence 8 of issue 40: profile, the story the character witnessed, the brief and the instruction, at most
+    40,000 characters: the oldest witnessed story goes first, then an oversized profile field."""
+    from services.scheduler.execution.character_brief import MAX_ASSEMBLED_CHARS
+
+    history = [_story("OLD " + "o" * 25_000, ["npc-mara"]), _story("Elsewhere, without her.", ["npc-tobin"]),
+               _story("NEW: Mara saw the lamp go out.", ["npc-mara"])]
+    agents = subagents([provider("cast/actor", "character-actor@1")], history=lambda: history)
+    sent = (await agents.run({"target": {"contract": "character-actor@1"}, "characterId": "npc-mara",
+                              "brief": "b" * 19_000, "instruction": "Be short."}))["output"]["brief"]
+    assert len(sent) <= MAX_ASSEMBLED_CHARS and '"name": "Mara"' in sent and '"description": "A guard."' in sent
+    assert "NEW: Mara saw the lamp go out." in sent and "OLD" not in sent and "without her" not in sent
+    assert sent.endswith("Be short.")
+
+    async def huge_profile():
+        return [{"id": "npc-mara", "name": "Mara", "description": "d" * 30_000}]
+
+    agents = Subagents(caller_plugin_id="gate", caller_runtime_id="gate/plan", providers=[provider("cast/actor", "character-actor@1")],
+                       run_provider=lambda plan: _echo(plan), characters=huge_profile, remaining_s=lambda: 30.0)
+    sent = (await agents.run({"target": {"contract": "character-actor@1"}, "characterId": "npc-mara", "brief": "b" * 19_000}))["output"]["brief"]
+    assert '"name": "Mara"' in sent and "ddd" not in sent, "the oversized field is left out, the name kept"
+    refused = await agents.run({"target": {"contract": "character-actor@1"}, "characterId": "npc-mara", "brief": "b" * 19_000,
+                                "instruction": "i" * 25_000})
+    assert refused["error"]["code"] == "invalid-input" and "40000" in refused["error"]["message"]
+
+
+async def _echo(plan):
+    return {"ok": True, "output": {"brief": plan.brief}, "stopReason": "completed"}

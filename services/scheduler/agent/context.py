@@ -12,10 +12,11 @@ from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.model_view import model_facing
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from shared.kernel_prompts import CONTINUE_PROMPT, TASK_PROMPT
 from shared.structs import from_struct
 
-CONTINUE_PROMPT = "(The player waits. Continue the story from where it stopped.)"
-TASK_PROMPT = "(The turn above is over. Do your task for it now.)"
+# What an input bound to this execution's story reads: the story is the assistant message of the conversation.
+STORY_POINTER = "(the story of this turn: the assistant message after the player's input in the conversation; not repeated here)"
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 
 
@@ -119,15 +120,15 @@ def bootstrap_text(files: list[dict[str, Any]], own_prompt: str) -> list[str]:
 
 
 def history_messages(messages: list[common_pb2.Message], max_turns: int, include_summaries: bool = True) -> list[dict[str, Any]]:
-    """The conversation log as chat messages: the last `max_turns` player turns and what followed them.
+    """The conversation log as chat messages: those of the last `max_turns` turns, counted by turn id (a
+    continuation turn without a player message counts, a turn with two player messages counts once).
 
     After a history compaction the log up to the latest summary's throughSeq is read as that
     summary (first, as a system message) instead of the messages it folded."""
     summary = next((m for m in reversed(messages) if m.role == "summary"), None)
     through = int(from_struct(summary.metadata).get("throughSeq", 0)) if summary is not None else 0
     messages = [m for m in messages if m.role != "summary" and m.seq > through]
-    player_positions = [index for index, message in enumerate(messages) if message.role == "player"]
-    start = player_positions[-max_turns] if len(player_positions) > max_turns else 0
+    start = window_start(messages, max_turns)
     chat: list[dict[str, Any]] = []
     if summary is not None and include_summaries:
         chat.append({"role": "system", "content": f"{SUMMARY_HEADING}\n{summary.text}"})
@@ -137,6 +138,18 @@ def history_messages(messages: list[common_pb2.Message], max_turns: int, include
         elif message.role == "story":
             chat.append({"role": "assistant", "content": message.text})
     return chat
+
+
+def window_start(messages: list[common_pb2.Message], max_turns: int) -> int:
+    """The index of the first message of the last `max_turns` turns (a message without a turn id is a turn alone)."""
+    turns: list[str] = []
+    firsts: list[int] = []
+    for index, message in enumerate(messages):
+        turn = message.turn_id or f"seq:{message.seq}"
+        if not turns or turns[-1] != turn:
+            turns.append(turn)
+            firsts.append(index)
+    return firsts[-max_turns] if 0 < max_turns < len(firsts) else 0
 
 
 SUMMARY_HEADING = "Summary of the story so far (earlier turns, compacted):"
@@ -160,6 +173,19 @@ def static_segments(runtime: Runtime, story: bool, packages: list[Package], loca
     return found
 
 
+def story_pointers(inputs: dict[str, Any], story: str) -> dict[str, Any]:
+    """Inputs whose value is this execution's story text read a pointer to its message instead of a copy."""
+    if not story:
+        return inputs
+    pointed: dict[str, Any] = {}
+    for binding, bound in inputs.items():
+        if isinstance(bound, dict) and bound.get("value") == story:
+            pointed[binding] = {**bound, "value": STORY_POINTER}
+        else:
+            pointed[binding] = STORY_POINTER if bound == story else bound
+    return pointed
+
+
 def runtime_inputs_block(inputs: dict[str, Any]) -> str:
     """The bound inputs as the model reads them: runtime-inputs.<binding>.value, bookkeeping fields removed."""
     if not inputs:
@@ -181,8 +207,11 @@ def assemble(
     bootstrap: list[dict[str, Any]] | None = None,
     include_summaries: bool = True,
     world_values: dict[str, Any] | None = None,
+    execution_story: str = "",
 ) -> tuple[str, list[dict[str, Any]]]:
-    """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`."""
+    """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`.
+    `execution_story`: the story this execution told already (a runtime after the story): it follows the player's
+    input as an assistant message, and an input bound to it reads a pointer to that message."""
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
     # agent:bootstrap handlers changed the files: they stand where the runtime's prompt stands.
@@ -191,7 +220,7 @@ def assemble(
     system_prompt = "\n\n".join(
         part
         for part in (framework_preamble(runtime, locale, story), *prompt_parts, *system_segments,
-                     runtime_inputs_block(inputs or {}), *(self_data or []))
+                     runtime_inputs_block(story_pointers(inputs or {}, execution_story)), *(self_data or []))
         if part
     )
 
@@ -209,7 +238,9 @@ def assemble(
     messages += [as_message(seg) for seg in segments if seg.get("position") == "post-history"]
     if player_message:
         messages.append({"role": "user", "content": player_message})
-    elif past and past[-1]["role"] == "assistant":
+    if execution_story:
+        messages += [{"role": "assistant", "content": execution_story}, {"role": "user", "content": TASK_PROMPT}]
+    elif not player_message and past and past[-1]["role"] == "assistant":
         # No new player input: the story goes on from where it stopped; any other runtime (a detached
         # job after its turn) is told to do its task, not to continue a story it does not write.
         messages.append({"role": "user", "content": CONTINUE_PROMPT if story else TASK_PROMPT})

@@ -60,6 +60,7 @@ from services.scheduler.execution.subagents import (
 )
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.kinds import ProposalType
 from services.scheduler.peers import Peers
 from services.scheduler.world_records import character_records
 from shared.logs import get_logger
@@ -67,6 +68,12 @@ from shared.manifest import CompiledManifest
 from shared.structs import from_struct, from_value
 
 log = get_logger(component="agent_execution")
+
+
+def execution_story(proposals: list[store_pb2.Proposal]) -> str:
+    """The story text this execution's story runtimes told so far (their narrative.append proposals)."""
+    texts = [str(from_struct(p.payload).get("text") or "") for p in proposals if p.type == ProposalType.NARRATIVE_APPEND]
+    return "\n\n".join(text for text in texts if text)
 
 
 class AgentExecution:
@@ -151,6 +158,7 @@ class AgentExecution:
             self_data=await self._plugin_data.self_data_blocks(runtime, scope, run, manifest, upstream=not nested),
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments, world_values=template_values(run.world), resume=resume,
+            execution_story="" if story or nested else execution_story(run.proposals),
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)
@@ -189,7 +197,7 @@ class AgentExecution:
             caller_plugin_id=caller.plugin_id, caller_runtime_id=caller.runtime_id, providers=providers,
             run_provider=run_provider, characters=characters.load,
             remaining_s=remaining_s or (lambda: 120.0), is_paused=lambda plugin_id: self._paused(scope.session.id, plugin_id),
-            budget=budget,
+            budget=budget, history=lambda: run.history,
         )
         return subagents
 

@@ -99,6 +99,7 @@ async def run_agent(
     extra_segments: list[dict[str, Any]] | None = None,
     world_values: dict[str, Any] | None = None,
     resume: Resume | None = None,
+    execution_story: str = "",
 ) -> RuntimeOutcome:
     """One agent execution: context assembly, then steps until an answer, a completion or a failure.
     `resume`: a suspended run goes on from its saved conversation, the answer as its suspend call's result."""
@@ -110,6 +111,7 @@ async def run_agent(
     )
     loop.extra_segments = list(extra_segments or [])
     loop.world_values = world_values or {}
+    loop.execution_story = execution_story
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
     if resume is not None:
@@ -151,6 +153,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.extra_segments: list[dict[str, Any]] = []
         # What prompt placeholders read ({{ world.dimensions.<id>.value }}; prompt_templates.py).
         self.world_values: dict[str, Any] = {}
+        # The story this execution told already (a runtime after the story reads it as a message).
+        self.execution_story = ""
         # What the model sees and may call: set by prepare().
         self.system_prompt = ""
         self.messages: list[dict[str, Any]] = []
@@ -191,7 +195,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         include_summaries = window.include_summaries if window.include_summaries is not None else not windowed
         self.system_prompt, self.messages = assemble(
             runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
-            include_summaries, self.world_values)
+            include_summaries, self.world_values, self.execution_story)
 
     async def _post_context_assembly(self) -> None:
         # The character the main seat plays now (a session may have several player characters).
@@ -333,7 +337,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             return StepPlan([], "auto", max(progress.steps_remaining, 1))
         runtime = self.runtime
         progress.step += 1
-        step_choice = "required" if progress.force_required else self.base_choice
+        step_choice = loop_rules.correction_choice(self.base_choice) if progress.force_required else self.base_choice
         record = PreStep(progress.step, progress.steps_remaining, self.settings.max_steps, list(self.tool_names), step_choice,
                          self.settings.steering, previous_step(progress.conversation) if continued else None)
         pre_step = await self.hooks.dispatch(record, self.scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)

@@ -56,6 +56,12 @@ class Completion:
         return f"You must finish by calling {' or '.join(choices) or 'one of your tools'}."
 
 
+def correction_choice(base: str | dict[str, Any]) -> str | dict[str, Any]:
+    """The tool choice of the request after a correction: a tool call is required, and a tool the manifest names
+    (`toolChoice: {name}`) stays named (spec: 完成条件)."""
+    return base if isinstance(base, dict) else "required"
+
+
 def step_budget(steps_remaining: int, *, finalizing: bool, finalizer_allowed: bool, tool_steps: int,
                 completion_met: bool) -> StepBudget:
     """Before a step: "go"; out of steps after tool work with the completion met, "finalize" (tools off,

@@ -47,7 +47,9 @@ class Actions:
     @pages("commands")
     async def ListCommands(self, request: scheduler_pb2.ListCommandsRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.ListCommandsResponse:
         require(request.session_id, "session_id", "the id CreateSession returned")
-        return respond(scheduler_pb2.ListCommandsResponse, commands=session_commands(await self._running_packages.of(request.session_id)))
+        session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        packages = await self._running_packages.of(request.session_id, session)
+        return respond(scheduler_pb2.ListCommandsResponse, commands=session_commands(packages, session.locale))
 
     @rpc
     async def RunCommand(self, request: scheduler_pb2.RunCommandRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.InvokeActionResponse:

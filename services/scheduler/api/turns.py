@@ -11,6 +11,7 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.api.idempotency_keys import check_idempotency_key
 from services.scheduler.api.relay import relay
+from services.scheduler.api.running_packages import RunningPackages
 from services.scheduler.api.submit import Submissions
 from services.scheduler.api.turn_follow import TurnFollower
 from services.scheduler.api.turn_stream import TurnStreams
@@ -24,8 +25,9 @@ from shared.structs import from_struct
 
 class Turns:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, submissions: Submissions, streams: TurnStreams,
-                 follower: TurnFollower) -> None:
+                 follower: TurnFollower, running_packages: RunningPackages) -> None:
         self._store = store
+        self._running_packages = running_packages
         self._submissions = submissions
         self._streams = streams
         self._follower = follower
@@ -44,12 +46,20 @@ class Turns:
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.runtime_id, "runtime_id", "a runtime with schedule.trigger.type: manual")
         check_idempotency_key(request.idempotency_key)
+        # schedule.background: true runs it as a job outside the graph whatever the request says: the caller gets the
+        # turn id (its job) with turn_started at once; without it, the request's flag decides.
+        background = request.background or await self._declared_background(request.session_id, request.runtime_id)
         turn_request = TurnRequest(
             request.session_id, request.idempotency_key, ManualRun(request.runtime_id, from_struct(request.payload)),
-            origin="background" if request.background else "manual",
+            origin="background" if background else "manual",
         )
-        async for event in self._streams.one_turn(turn_request, background=request.background):
+        async for event in self._streams.one_turn(turn_request, background=background):
             yield event
+
+    async def _declared_background(self, session_id: str, runtime_id: str) -> bool:
+        packages = await self._running_packages.of(session_id)
+        runtime = next((r for p in packages for r in p.runtimes if r.runtime_id == runtime_id), None)
+        return runtime is not None and runtime.manifest.schedule.background is True
 
     @rpc
     async def WatchTurn(self, request: scheduler_pb2.WatchTurnRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:

@@ -57,14 +57,20 @@ def add_service_tools(tools: KernelTools, manifest: CompiledManifest, packages: 
                 reply = await hooks.call_service(scope, runtime.plugin_id, runtime.runtime_id, contract, json.dumps(args),
                                                  plugin_data=await tools.plugin_data(provider))
             if reply.ok:
-                tools.foreign_writes.extend(
-                    {"pluginId": provider, "type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)
+                tools.foreign_writes.extend(staged_writes(provider, contract, reply.proposals))
             return json.loads(reply.result)
 
         description = f"The {contract} service of {provider}."
         # A subagent keeps imported write services too: it calls them as itself and the staged
         # operations go with the delegating run (spec: 子 agent).
         tools.add(name, description, {"type": "object"}, call, read_only=not writes, subagent_keeps=True)
+
+
+def staged_writes(provider: str, contract: str, proposals: Any) -> list[dict[str, Any]]:
+    """A write service's staged changes: {pluginId: its provider, service: its contract, type, payload}. They reach
+    PreStateCommit from the provider, as runtime `service:<contract>` (the caller is not named), and commit with the
+    calling unit."""
+    return [{"pluginId": provider, "service": contract, "type": p.type, "payload": from_struct(p.payload)} for p in proposals]
 
 
 class ServicesView:
@@ -85,5 +91,5 @@ class ServicesView:
         reply = await self._hooks.call_service(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, contract,
                                                json.dumps(dict(args or {}), ensure_ascii=False))
         if reply.ok:
-            self.writes.extend({"pluginId": provider, "type": p.type, "payload": from_struct(p.payload)} for p in reply.proposals)
+            self.writes.extend(staged_writes(provider, contract, reply.proposals))
         return json.loads(reply.result)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.character_brief import MAX_ASSEMBLED_CHARS, character_brief, witnessed_story
 from services.scheduler.execution.outcome import StopReason
 from services.scheduler.kinds import RuntimeType
 from shared.ids import new_id
@@ -106,6 +107,7 @@ class Subagents:
         remaining_s: Callable[[], float],
         is_paused: Callable[[str], bool | Awaitable[bool]] = lambda plugin_id: False,
         budget: SubagentBudget | None = None,
+        history: Callable[[], list[Any]] = list,
     ) -> None:
         self._caller_plugin_id = caller_plugin_id
         self._caller_runtime_id = caller_runtime_id
@@ -113,6 +115,8 @@ class Subagents:
                            if manifest.schedule.subagent_only and runtime.type == RuntimeType.AGENT]
         self._run_provider = run_provider
         self._characters = characters
+        # The session's log as the turn read it: a character's witnessed story comes from it.
+        self._history = history
         self._remaining_s = remaining_s
         self._is_paused = is_paused
         self.budget = budget or SubagentBudget()
@@ -200,7 +204,10 @@ class Subagents:
             character = await self._character(character_id)
             if isinstance(character, str):
                 return subagent_error("invalid-input", character)
-            text = _character_brief(character, brief, request.get("instruction"))
+            assembled = character_brief(character, witnessed_story(self._history(), character["id"]), brief, request.get("instruction"))
+            if assembled is None:
+                return subagent_error("invalid-input", f"the brief and instruction with the character's name exceed {MAX_ASSEMBLED_CHARS} characters")
+            text = assembled
         else:
             if character_id is not None or request.get("instruction") is not None:
                 return subagent_error("invalid-input", "characterId and instruction are only for character-actor@1 requests")
@@ -260,10 +267,3 @@ class Subagents:
                 return character
         return f"no character {character_id} in this session's world"
 
-
-def _character_brief(character: dict[str, Any], brief: str, instruction: Any) -> str:
-    profile = {key: character[key] for key in ("name", "aliases", "description", "fields") if key in character}
-    parts = [f"<character>\n{json.dumps(profile, ensure_ascii=False)}\n</character>", brief]
-    if isinstance(instruction, str) and instruction.strip():
-        parts.append(instruction)
-    return "\n\n".join(parts)

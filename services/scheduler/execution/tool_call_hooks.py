@@ -22,7 +22,7 @@ async def pre_tool_use(call: dict[str, Any], runtime: Runtime, scope: ExecutionS
     """PreToolUse: (the refusal text when a hook aborted the call, the call as the hooks left it, the result
     text when a hook answered it with replace.result: the tool then does not run)."""
     pre = await hooks.dispatch(PreToolUse(call), scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
-    trace.extend(pre.trace)
+    trace.extend(_named(pre.trace, call))
     if pre.aborted:
         trace.extend(skipped_tool_entries(call, runtime.runtime_id, "hook-aborted"))
         return json.dumps(refused_tool_result(pre.reason), ensure_ascii=False), call, None
@@ -36,7 +36,14 @@ async def post_tool_use(call: dict[str, Any], result_text: str, runtime: Runtime
     ok = json.loads(result_text).get("ok") is True
     record = PostToolUse(call, result_text, ok)
     post = await hooks.dispatch(record, scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
-    trace.extend(post.trace)
+    trace.extend(_named(post.trace, call))
     outcome = apply_post_tool_use(record.tool_result(), PostToolUseReply.of(post).replace)
     text = outcome.result.get("result")
     return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)), ok, outcome.terminate
+
+
+def _named(entries: list[common_pb2.HookTraceEntry], call: dict[str, Any]) -> list[common_pb2.HookTraceEntry]:
+    """The entries of a call's hooks, each naming its tool (what concealment keeps of them)."""
+    for entry in entries:
+        entry.tool_name = str(call.get("name") or "")
+    return entries

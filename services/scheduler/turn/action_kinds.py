@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from services.scheduler.execution.dataset_policies import package_json
+from services.scheduler.plugin_locale import labels
 from services.scheduler.public_api import public_enum
 from shared import json_schemas
 from shared.manifest.composer import composer_can_show
@@ -70,7 +71,7 @@ def base_rules(locale: str) -> list[ActionKindRule]:
 def plugin_rules(package: Any, locale: str) -> list[ActionKindRule]:
     """A running package's action kinds, labelled in the session's language (locales/<locale>.yaml)."""
     found = []
-    translated = ((package.definition.locales or {}).get(locale) or {}).get("PLUGIN.md", {}) if package.definition else {}
+    translated = labels(package, locale)
     for index, kind in enumerate(package.contributes.action_kinds or []):
         display = kind.display
         where = f"contributes.actionKinds[{index}].display"

@@ -1,8 +1,10 @@
 """io.concealed runtimes: what clients see of them (spec: 隐藏内容的 runtime).
 
 The turn is stored in full (for retries); everything a client receives (the turn stream,
-GetTurn, ListTurns) keeps only the runtime's name, status and timing: no output, no tool or
-hook content, and a fixed text instead of its real failure reason.
+GetTurn, ListTurns) keeps only the runtime's name, tool names, status, timing and usage: no output,
+no prompt, tool arguments or results, no hook text, and a fixed text instead of its real failure reason.
+A trace entry of a hook handler keeps its event, status, time and tool name (`tool_name`) and loses its
+message; a kernel entry (its details as a JSON object) keeps the fields in KEPT_DETAILS.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from covel.scheduler.internal.v1 import turn_events_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.outcome import OutcomeStatus
 
+# What a kernel trace entry of a concealed runtime keeps of its JSON details (spec: name, tools, status, time, usage).
+KEPT_DETAILS = frozenset({"name", "tools", "toolCallId", "status", "durationMs", "usage", "step", "skipped", "skipReason", "code",
+                          "runtimeId", "stopReason"})
 HIDDEN_FAILURE = "this part of the story could not be prepared; the details are hidden"
 
 
@@ -59,8 +64,22 @@ def conceal_turn(turn: store_pb2.Turn) -> store_pb2.Turn:
                 result.reason = ""
     for entry in shown.hook_trace:
         if is_hidden_entry(entry, concealed, concealed_calls):
-            entry.message = ""
+            entry.message = kept_message(entry)
     return shown
+
+
+def kept_message(entry: common_pb2.HookTraceEntry) -> str:
+    """What a concealed runtime's trace entry keeps of its message: a kernel entry's safe details, else nothing."""
+    if entry.handler_plugin_id != "framework" or not entry.message:
+        return ""
+    try:
+        detail = json.loads(entry.message)
+    except json.JSONDecodeError:
+        return ""
+    if not isinstance(detail, dict):
+        return ""
+    kept = {key: value for key, value in detail.items() if key in KEPT_DETAILS}
+    return json.dumps(kept, ensure_ascii=False) if kept else ""
 
 
 def conceal_event(event: turn_events_pb2.TurnEvent, concealed: set[str]) -> turn_events_pb2.TurnEvent | None:
@@ -83,6 +102,6 @@ def conceal_event(event: turn_events_pb2.TurnEvent, concealed: set[str]) -> turn
     if kind == "hook" and event.hook.message and is_hidden_entry(event.hook, concealed):
         hook = type(event.hook)()
         hook.CopyFrom(event.hook)
-        hook.message = ""
+        hook.message = kept_message(event.hook)
         return turn_events_pb2.TurnEvent(hook=hook)
     return event

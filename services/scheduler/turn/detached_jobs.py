@@ -17,6 +17,10 @@ from shared.structs import to_struct
 SOURCE_TRACE = "sourceTrace"
 # The skip reason a detached runtime is recorded with in the turn that queues it.
 QUEUED = "detached: queued to run after the turn commits"
+# ... and a schedule.background event follower, queued as a job with the events that activated it.
+BACKGROUND_QUEUED = "background: queued as a job to run after the turn commits"
+# The job snapshot's key for a background runtime's activation payload ({events}).
+ACTIVATION = "activation"
 
 
 def detached_job(runtime: Runtime, options: DetachedOptions, manifest: CompiledManifest, inputs: Mapping[str, Any],
@@ -32,3 +36,10 @@ def detached_job(runtime: Runtime, options: DetachedOptions, manifest: CompiledM
         settle=options.settle, max_queue_ms=options.max_queue_ms or 0, max_execution_ms=options.max_execution_ms or 0,
         coalesce=options.coalesce,
     )
+
+
+def background_job(runtime: Runtime, activation: Mapping[str, Any], source_turn_id: str, trace_context: Any) -> store_pb2.DetachedJobSpec:
+    """A schedule.background event follower's job: no inputs of the turn (it has no upstream in it), the events that
+    activated it; the store's own queue and run limits."""
+    snapshot = {"inputs": {}, ACTIVATION: dict(activation), "sourceTurnId": source_turn_id, SOURCE_TRACE: trace_context}
+    return store_pb2.DetachedJobSpec(plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id, input=to_struct(snapshot))

@@ -2,7 +2,7 @@
 
 Before the turn runs (after its lease, which read the session's open interactions) each answer is checked:
 the interaction is open (NOT_FOUND for an unknown one, FAILED_PRECONDITION for one answered already), the
-action's kind is the interaction's (`actionKind`, `say` by default), the values fit it (a form's schema, one of a
+action's kind is the interaction's (`actionKind`; by default `say` for a choice, `act` for a form or a confirmation), the values fit it (a form's schema, one of a
 choice's options, a confirmation's yes or no) and the asking plugin's form validator accepts them; a refusal is
 INVALID_ARGUMENT naming the field (`actions[i].interaction.values.<field>`). The turn's commit closes it.
 """
@@ -23,7 +23,9 @@ from shared import json_schemas
 from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument, invalid_arguments, not_found
 from shared.structs import from_struct
 
-DEFAULT_KIND = "say"
+# The action kind an answer counts as when the interaction names none (spec: a choice's answer is `say`, a form's
+# and a confirmation's `act`).
+DEFAULT_KINDS = {"choice": "say", "form": "act", "confirm": "act"}
 # Asks the hooks service for a plugin's form validator's verdict (HookBus.validate_form).
 ValidateForm = Callable[[str, str, dict[str, Any]], Awaitable[hooks_pb2.ValidateFormResponse]]
 # Reads the session's interactions, answered ones too (only to tell an answered one from an unknown one).
@@ -31,7 +33,7 @@ ListAll = Callable[[], Awaitable[list[store_pb2.InteractionRecord]]]
 
 
 def answer_kind(interaction: store_pb2.Interaction) -> str:
-    return interaction.action_kind or DEFAULT_KIND
+    return interaction.action_kind or DEFAULT_KINDS.get(interaction.kind, "act")
 
 
 def rendered_answer(interaction: store_pb2.Interaction, values: dict[str, Any]) -> str:

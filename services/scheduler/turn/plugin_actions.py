@@ -18,6 +18,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from services.scheduler.plugin_locale import labels
 from services.scheduler.public_api import public_enum
 from services.scheduler.turn.state import TurnState
 from shared.errors import failed_precondition, invalid_argument, not_found
@@ -81,27 +82,34 @@ async def run_action(hooks: HookBus, call: ActionCall, scope: ExecutionScope, ru
 
 
 # -- commands ---------------------------------------------------------------------------------------
-def session_commands(packages: list[Package]) -> list[scheduler_pb2.Command]:
-    """The commands the running plugins declare whose action they declare too (a malformed entry is left out)."""
+def session_commands(packages: list[Package], locale: str = "") -> list[scheduler_pb2.Command]:
+    """The commands the running plugins declare whose action they declare too (a malformed entry is left out), their
+    label and descriptions in `locale` where the plugin translates them (locales/<locale>.yaml)."""
     commands = []
     for package in packages:
         contributes = package.definition.contributes if package.definition is not None else None
         actions = set(contributes.actions or []) if contributes is not None else set()
-        for entry in (contributes.commands or []) if contributes is not None else []:
-            command = _command(entry, package.id)
+        translated = labels(package, locale)
+        for index, entry in enumerate((contributes.commands or []) if contributes is not None else []):
+            command = _command(entry, package.id, translated, f"contributes.commands[{index}]")
             if command is not None and command.action in actions:
                 commands.append(command)
     return sorted(commands, key=lambda c: (c.name, c.plugin_id))
 
 
-def _command(entry: Any, plugin_id: str) -> scheduler_pb2.Command | None:
+def _command(entry: Any, plugin_id: str, translated: dict[str, str], path: str) -> scheduler_pb2.Command | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(entry.get("action"), str):
         return None
-    arguments = [scheduler_pb2.CommandArgument(name=str(a["name"]), description=str(a.get("description") or ""), required=a.get("required") is True,
-                                               variadic=a.get("variadic") is True, choices=[str(c) for c in a.get("choices") or []])
-                 for a in entry.get("arguments") or [] if isinstance(a, dict) and isinstance(a.get("name"), str)]
+
+    def text(item: dict, field: str, where: str) -> str:
+        return translated.get(f"{where}.{field}") or str(item.get(field) or "")
+
+    arguments = [scheduler_pb2.CommandArgument(name=str(a["name"]), description=text(a, "description", f"{path}.arguments[{i}]"),
+                                               required=a.get("required") is True, variadic=a.get("variadic") is True,
+                                               choices=[str(c) for c in a.get("choices") or []])
+                 for i, a in enumerate(entry.get("arguments") or []) if isinstance(a, dict) and isinstance(a.get("name"), str)]
     return scheduler_pb2.Command(name=entry["name"].lstrip("/"), plugin_id=plugin_id, action=entry["action"],
-                                 description=str(entry.get("description") or ""), arguments=arguments,
+                                 description=text(entry, "description", path), label=text(entry, "label", path), arguments=arguments,
                                  context=[public_enum(resources_pb2.CommandContext, c) for c in entry.get("context") or [] if c in COMMAND_CONTEXTS])
 
 

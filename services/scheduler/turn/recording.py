@@ -57,6 +57,9 @@ def unit_proposals(runtime: Runtime, outcome: RuntimeOutcome, manifest: Compiled
         # A write service's staged change: the service's plugin owns it, it commits with this unit.
         staged = proposal(runtime, write["type"], write["payload"])
         staged.plugin_id = write["pluginId"]
+        if write.get("service"):
+            # Its source is the provider's service, not the caller (spec: 写服务的操作); its unit stays the caller's.
+            staged.runtime_id = f"service:{write['service']}"
         proposals.append(staged)
     # recordAs: the business value, frozen as an export at commit (a function without a value records none).
     record_as = manifest.io.output.record_as

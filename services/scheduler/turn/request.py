@@ -48,6 +48,11 @@ class DetachedRun:
         """The inputs the source turn bound for the job's runtime."""
         return _inputs(self.job.input)
 
+    def activation(self) -> dict:
+        """A background runtime's activation payload ({events}); {} for a detached runtime's job."""
+        found = from_struct(self.job.input).get("activation")
+        return found if isinstance(found, dict) else {}
+
 
 @dataclass(frozen=True)
 class SettlementRetry:

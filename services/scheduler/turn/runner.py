@@ -412,6 +412,7 @@ class TurnRunner:
                 run.activation = activation
             case DetachedRun() as detached:
                 run.source_inputs = detached.source_inputs()
+                run.activation = detached.activation()
             case ResumeRun(call=call):
                 run.resume = call.resume
                 # A function's handler runs again: this is how it knows, and what the player answered.

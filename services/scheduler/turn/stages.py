@@ -10,7 +10,7 @@ from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
-from services.scheduler.turn.detached_jobs import QUEUED, detached_job
+from services.scheduler.turn.detached_jobs import BACKGROUND_QUEUED, QUEUED, background_job, detached_job
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
 from services.scheduler.turn.state import TurnState
@@ -59,9 +59,17 @@ class StageRunner:
             layer = next_event_layer(followers, run.shared.manifests, fresh, run.outcomes)
             if not layer:
                 return
+            in_turn = []
             for runtime_id, matched in layer.items():
+                if run.shared.manifests[runtime_id].schedule.background is True:
+                    # schedule.background: a job outside the graph, run after the turn commits with its events.
+                    run.detached_jobs.append(background_job(followers[runtime_id], {"events": matched}, stream.turn.id,
+                                                            tracing.trace_context()))
+                    await self.skip(followers[runtime_id], BACKGROUND_QUEUED, run, stream)
+                    continue
                 run.activations[runtime_id] = {"events": matched}
-            await self.run_stage([followers[runtime_id] for runtime_id in layer], run, scope, stream)
+                in_turn.append(followers[runtime_id])
+            await self.run_stage(in_turn, run, scope, stream)
 
     async def queue_detached(self, detached: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
         """Detached runtimes do not run in the turn: each becomes a job the commit enqueues (only if the

@@ -313,8 +313,16 @@ async function drawPanels() {
   const { panels = [] } = await api("GET", `/api/sessions/${state.session.id}/panels`);
   const box = $("panels");
   box.hidden = panels.length === 0;
-  box.replaceChildren(...panels.map((panel) => el("section", { class: `panel ${shortName(panel.location, "UI_SLOT_")}`, "data-plugin": panel.pluginId },
-                                                  drawNode(panel.spec.view, panel.state || {}))));
+  box.replaceChildren(...panels.map((panel) => el("section", { class: `panel ${shortName(panel.location, "UI_SLOT_")}`, "data-plugin": panel.pluginId,
+                                                              "data-panel": panel.id || "" }, ...panelBody(panel))));
+}
+
+// A webview panel (a page of the plugin's own) is not run by this page: its label and a placeholder (docs/ui.md).
+function panelBody(panel) {
+  const title = panel.label ? el("h3", {}, panel.label) : null;
+  if (panel.webview) return [title, el("p", { class: "empty webview" }, "This panel is a page of the plugin's own; this page does not show it.")];
+  if (panel.empty) return [title, el("p", { class: "empty" }, panel.emptyStateMessage)];
+  return [drawNode(panel.spec.view, panel.state || {})];
 }
 
 // ---- session -------------------------------------------------------------------------------------
