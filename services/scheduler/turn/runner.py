@@ -1,7 +1,6 @@
 """One turn: lease, plugins, hooks, runtimes stage by stage, one commit.
 
-The turn runs as its own task: a client that disconnects mid-stream does not stop the
-commit, so a turn is always either committed whole or not at all.
+The turn runs as its own task (a client that disconnects does not stop the commit): committed whole or not at all.
 
 `_run_leased` is the turn as its phases, in order; each phase's decisions are pure functions in
 the turn/ modules named for them (runnable, schedule, outcome, commit_rules, unit_outcome,
