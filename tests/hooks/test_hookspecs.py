@@ -474,7 +474,7 @@ async def test_concurrent_executions_of_one_runtime_keep_their_own_calls(policy)
     assert [(call.arguments, result.result) for call, result in module.TOOL_RESULTS[-2:]] == [({"run": 2}, 2), ({"run": 1}, 1)]
 
 
-def test_tool_call_takes_the_specs_positional_form() -> None:
+async def test_tool_call_takes_the_specs_positional_form() -> None:
     """ToolCall(run_id, tool, arguments, context): the spec's order; call_id, this kernel's addition, comes after
     (divergence 9 of issue 40)."""
     from shared.plugin_sdk.hookspecs import ToolCall
