@@ -16,17 +16,11 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.recently_used import RecentlyUsed
 from shared.errors import ServiceError, invalid_argument, session_not_found
 from shared.security.auth import caller
-from shared.security.principals import Principal
 
 SCHEDULER_METHODS = f"/{scheduler_pb2.DESCRIPTOR.services_by_name['Scheduler'].full_name}/"
 
 
 OWNERS_CACHED = 10_000
-
-
-def may_use(principal: Principal, owner: str) -> bool:
-    """Its owner or an operator; a session from before owners ("") only an operator."""
-    return principal.is_operator or (bool(owner) and owner == principal.name)
 
 
 def missing_session(session_id: str) -> ServiceError:
@@ -68,15 +62,17 @@ class SessionAccess:
         for session_id, refusal in _named_sessions(request):
             if self._owners.get(session_id) == principal.name:
                 continue
-            # Anyone else is looked up every time: a refusal takes as long for a session that exists.
-            if not may_use(principal, await self._owner_of(session_id, refusal)):
-                raise refusal
+            # Anyone else is asked of the store every time, by the caller's name: another's session and a missing one
+            # are the same query and the same NOT_FOUND there, so a refusal costs the same for a session that exists.
+            await self._check_owned(session_id, principal.name, refusal)
             self._owners.put(session_id, principal.name)
 
-    async def _owner_of(self, session_id: str, refusal: ServiceError) -> str:
+    async def _check_owned(self, session_id: str, owner: str, refusal: ServiceError) -> None:
+        if not owner:  # an empty owner asks the store for any session: a principal always has a name, never that
+            raise refusal
         try:
             # The channel gives the call its deadline (shared/grpc_client.py DEADLINES).
-            return (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session.owner
+            await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id, owner=owner))
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise refusal from None

@@ -83,7 +83,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def GetSession(self, request: store_pb2.GetSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.GetSessionResponse:
         validation.session_id(request.session_id)
-        return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id))
+        return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id, request.owner))
 
     @rpc
     async def ListSessions(self, request: store_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListSessionsResponse:

@@ -68,8 +68,14 @@ def find_session(db: Session, session_id: str) -> SessionRow:
     return row
 
 
-def get_session(db: Session, session_id: str) -> store_pb2.Session:
-    return session_to_proto(find_session(db, session_id))
+def get_session(db: Session, session_id: str, owner: str = "") -> store_pb2.Session:
+    """The session; with `owner`, only if that principal owns it (NOT_FOUND alike for a missing one and another's)."""
+    if not owner:
+        return session_to_proto(find_session(db, session_id))
+    row = db.execute(select(SessionRow).where(SessionRow.id == session_id, SessionRow.owner == owner)).scalar_one_or_none()
+    if row is None:
+        raise session_not_found(session_id)
+    return session_to_proto(row)
 
 
 MESSAGES_PAGE = 1000

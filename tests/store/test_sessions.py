@@ -193,3 +193,20 @@ async def test_a_session_keeps_the_owner_it_was_created_with(stub):
     error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.CreateSession(
         store_pb2.CreateSessionRequest(session=store_pb2.Session(owner="x" * 201))))
     assert violated_fields(error) == ["session.owner"]
+
+
+async def test_get_by_owner_answers_another_owners_session_as_a_missing_one(stub):
+    """The scheduler's ownership check: the same query and the same NOT_FOUND for a session of another owner, of no
+    owner, and for one that does not exist (ids cannot be told apart, by answer or by cost)."""
+    mine = await new_session(stub, owner="alice")
+    theirs = await new_session(stub, owner="bob")
+    ownerless = await new_session(stub)
+    asked = (await stub.GetSession(store_pb2.GetSessionRequest(session_id=mine.id, owner="alice"))).session
+    assert asked == mine
+    missing = "00000000-0000-4000-8000-000000000000"
+    answers = {}
+    for session_id in (theirs.id, ownerless.id, missing):
+        error = await expect_error(grpc.StatusCode.NOT_FOUND,
+                                   stub.GetSession(store_pb2.GetSessionRequest(session_id=session_id, owner="alice")))
+        answers[session_id] = error.details().replace(session_id, "<id>")
+    assert len(set(answers.values())) == 1, answers
