@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from covel.store.v1 import store_pb2
-from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, utcnow
+from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, SessionRow, utcnow
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
 from shared.errors import aborted, failed_precondition, not_found
@@ -199,7 +199,9 @@ def claim(db: Session, holder: str, ttl_ms: int, session_id: str, policy: RetryP
         busy.runtime_id == DetachedJobRow.runtime_id,
         or_(busy.status == "running", and_(busy.status == "queued", busy.not_before > now)),
     )
-    statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued", ~runtime_busy)
+    # A session whose player's turn waits for its lease: its jobs wait behind that turn (services/store/leases.py).
+    player_waiting = exists().where(SessionRow.id == DetachedJobRow.session_id, SessionRow.player_waiting_until > now)
+    statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued", ~runtime_busy, ~player_waiting)
     if session_id:
         statement = statement.where(DetachedJobRow.session_id == session_id)
     statement = statement.order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id).limit(1)

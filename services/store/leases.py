@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store.database import Database, lock_session, read_locked_session
+from services.store.database import Database, lock_session, read_locked_session, write_session
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
 from services.store.sessions import load_turn
@@ -55,6 +55,9 @@ class QueueLimits:
 
 # Turns that drain the detached queue or settle what a turn owes never wait for it.
 QUEUE_EXEMPT_ORIGINS = ("background", "settlement")
+# A player's turn waiting for the lease goes before them: it marks the session for this long at each poll.
+PLAYER_ORIGINS = ("", "player", "continuation", "resume")
+PLAYER_WAIT_MARK = timedelta(seconds=2)
 # When a refused turn may try again.
 BUSY_RETRY_MS = 500
 QUEUE_FULL_RETRY_MS = 2_000
@@ -88,8 +91,15 @@ def try_acquire(
                                   subject=f"sessions/{session_id}")
     now = utcnow()
     current = _current_lease(db, session_id)
+    player_facing = origin in PLAYER_ORIGINS
     if current is not None and current.deadline > now:
+        if player_facing:
+            # Renewed at each poll of its wait: the session's detached work is not claimed, nor takes the lease, meanwhile.
+            session.player_waiting_until = now + PLAYER_WAIT_MARK
+            write_session(db, session, ("player_waiting_until",))
         return _busy(session_id, current, idempotency_key)
+    if origin in QUEUE_EXEMPT_ORIGINS and session.player_waiting_until is not None and session.player_waiting_until > now:
+        return Busy(f"session {session_id}: a player's turn waits for it, and goes first")
     if limits is not None and origin not in QUEUE_EXEMPT_ORIGINS:
         full = _queue_full(db, session_id, limits)
         if full is not None:
@@ -109,6 +119,9 @@ def try_acquire(
         acquired_at=now,
         deadline=now + timedelta(milliseconds=ttl_ms),
     )
+    if player_facing and session.player_waiting_until is not None:
+        session.player_waiting_until = None
+        write_session(db, session, ("player_waiting_until",))
     values = {column.name: getattr(lease, column.name) for column in _LEASES.columns}
     if current is None:
         # Fails with IntegrityError if another acquirer inserted first (see acquire()).

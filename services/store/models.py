@@ -97,6 +97,8 @@ class SessionRow(Base):
     # 0016: the fault breaker's state, by plugin id: {"at": [fault times, epoch s]} counting, or
     # {"paused": {reason, faults, pausedAt, turnId}} (services/store/plugin_faults.py).
     plugin_faults: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
+    # 0020: a player's turn waits for the lease until about then: detached work of the session waits behind it.
+    player_waiting_until: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -118,3 +118,21 @@ async def test_concurrent_workers_never_claim_the_same_job(stub):
     claimed = await asyncio.gather(*(claim(stub, session.id, holder=f"w{number}") for number in range(8)))
     ids = [job.id for job in claimed if job is not None]
     assert len(ids) == 6 and len(set(ids)) == 6
+
+
+async def test_a_player_waiting_for_the_lease_goes_before_the_sessions_queued_jobs(stub):
+    """After a kill a replica may find a backlog of a session's detached work: a player's turn waiting for the lease
+    goes first; the session's jobs are not claimed, nor take the lease, while it waits."""
+    session = await new_session(stub)
+    await commit_turn(stub, session.id, detached_jobs=[spec("first"), spec("second")])
+    holding = (await acquire(stub, session.id, origin="background", ttl_ms=30_000)).lease
+    player = asyncio.create_task(acquire(stub, session.id, origin="player", wait_ms=20_000, ttl_ms=30_000))
+    await asyncio.sleep(1.0)  # its first try (at once) found the lease held and marked the session
+    assert await claim(stub, session.id) is None, "no job of the session is claimed while its player waits"
+    assert not player.done()
+    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=holding.lease_id))
+    lease = (await asyncio.wait_for(player, 30)).lease
+    assert lease.lease_id, "the player's turn took the lease"
+    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=lease.lease_id))
+    job = await claim(stub, session.id)
+    assert job is not None and job.runtime_id in ("first", "second"), "once the player's turn is done, its jobs run again"
