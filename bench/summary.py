@@ -146,6 +146,20 @@ def _detached_queue(data: dict) -> Iterator[Row]:
            f"{data['max_queued']}; {data['max_active_in_a_session']}; {drained}"]
 
 
+def _model_latency(data: dict) -> Iterator[Row]:
+    name = f"demo world on a paced model ({data['ttft_ms']:.0f} ms to first token, {data['tokens_per_s']:.0f} tokens/s)"
+    first, turn = data["first_text_ms"], data["turn_ms"]
+    yield [name, "first story text p50 ms (critical path; over it)",
+           f"{first['p50']:.0f} ({data['path_first_text_ms']['p50']:.0f}; {data['over_path_first_text_ms']['p50']:+.0f})"]
+    yield [name, "turn p50 ms (critical path; over it)",
+           f"{turn['p50']:.0f} ({data['path_turn_ms']['p50']:.0f}; {data['over_path_turn_ms']['p50']:+.0f})"]
+    totals = data["totals"]
+    yield [name, "model calls; prompt / completion tokens per turn; prompt prefix reused",
+           f"{totals['calls']:.1f}; {totals['prompt_tokens']:.0f} / {totals['completion_tokens']:.0f}; {totals['prefix_reuse']:.0%}"]
+    unread = ", ".join(data["unread_on_story_path"]) or "none"
+    yield [name, "agents on the story's path it does not read", unread]
+
+
 def _replicas(data: dict) -> Iterator[Row]:
     one, two = data["rows"]
     yield [f"scheduler replicas, {data['sessions']} narrator sessions", "turns/s two replicas / one (ratio)",
@@ -158,7 +172,7 @@ HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
-    "replicas": _replicas, "memory_recall": _memory_recall,
+    "replicas": _replicas, "memory_recall": _memory_recall, "model_latency": _model_latency,
 }
 
 
@@ -179,7 +193,7 @@ def summary_rows() -> list[Row]:
 def main() -> str:
     header = (f"Covel benchmarks, {time.strftime('%Y-%m-%d %H:%M')}, Python {sys.version.split()[0]}, "
               f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-              "scripted model with zero latency throughout.")
+              "scripted model with zero latency throughout, but model_latency's paced model.")
     summary = table(["benchmark", "measure", "figure"], summary_rows())
     print(header)
     print(summary)
