@@ -160,6 +160,17 @@ def _model_latency(data: dict) -> Iterator[Row]:
     yield [name, "agents on the story's path it does not read", unread]
 
 
+def _scale(data: dict) -> Iterator[Row]:
+    for row in [*data["documented"], *data["this_run"]]:
+        yield [f"scale model vs measured, {row['profile']}, {row['sessions']} sessions", "turns/s; p50 ms (model error)",
+               f"{row['simulated_turns_per_s']:.1f} vs {row['measured_turns_per_s']:.1f} ({row['turns_per_s_error']:+.0%}); "
+               f"{row['simulated_p50_ms']:.0f} vs {row['measured_p50_ms']:.0f} ({row['p50_error']:+.0%})"]
+    for row in data["predictions"]:
+        replicas = " ".join(f"{service} {n}" for service, n in row["replicas"].items())
+        yield [f"scale model, {row['profile']}, {row['players']} players", "turns/s; replicas; p50 over the model ms",
+               f"{row['turns_per_s']:.0f}; {replicas}; {row['over_model_p50_ms']:+.0f}"]
+
+
 def _replicas(data: dict) -> Iterator[Row]:
     one, two = data["rows"]
     yield [f"scheduler replicas, {data['sessions']} narrator sessions", "turns/s two replicas / one (ratio)",
@@ -173,6 +184,7 @@ HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
     "replicas": _replicas, "memory_recall": _memory_recall, "model_latency": _model_latency,
+    "scale": _scale,
 }
 
 

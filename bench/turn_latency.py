@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 
 from bench.common import (
     IN_PROCESS,
@@ -53,9 +54,11 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
                 session = await create_session(stub)
             timings, first_text, messages, hooks_run = [], [], [], 0
             before = None
+            client_cpu_s = 0.0
             for index in range(warmup + turns):
                 if index == warmup and isinstance(group, ServiceGroup):
                     before = snapshot(group, metrics_ports)
+                    client_cpu_s = time.process_time()
                 elapsed, first, turn, sent = await play_counted_turn(stub, session.id, f"I walk on, step {index}.")
                 if index >= warmup:
                     timings.append(elapsed)
@@ -64,6 +67,8 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
                     hooks_run = len(turn.hook_trace)
             if before is not None and isinstance(group, ServiceGroup):
                 costs = per_turn(before, snapshot(group, metrics_ports), turns)
+                # This process, the client: reading the turn's stream (bench.scale feeds it to its model).
+                costs["client_cpu_ms_per_turn"] = (time.process_time() - client_cpu_s) * 1000 / turns
     return {
         "mode": mode, "transport": transport, "turns": turns, "plugins": list(session.active_plugins),
         "turn_ms": summarize(timings), "first_story_text_ms": summarize(first_text),
@@ -85,7 +90,9 @@ def render(result: dict, title: str = "one turn, five processes, scripted model"
     if "cpu_ms_per_turn" not in result:
         return timing
     cpu = result["cpu_ms_per_turn"]
-    cpu_table = table(["CPU per turn", "ms"], [*([name, ms] for name, ms in cpu.items()), ["all five", sum(cpu.values())]])
+    sandboxes = result.get("sandbox_cpu_ms_per_turn", {})
+    cpu_table = table(["CPU per turn", "ms"], [*([name, ms] for name, ms in cpu.items()), ["all five", sum(cpu.values())],
+                                               *([f"{name}'s plugin sandbox", ms] for name, ms in sandboxes.items())])
     rpcs = result["rpcs_per_turn"]
     rpc_table = table(["RPCs per turn (server side)", "calls"], [*([m, n] for m, n in rpcs.items()), ["all", sum(rpcs.values())]])
     stream_table = table(["messages per stream", "messages"], [[m, n] for m, n in result["messages_per_stream"].items()])
