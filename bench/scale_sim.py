@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import simpy
 
@@ -35,9 +35,9 @@ class TurnProfile:
     sandbox_ms: Mapping[str, float] = field(default_factory=dict)
     # the client process's CPU per turn (reading the turn's stream)
     client_ms: float = 0.0
-    # detached jobs a turn queues, and what one costs as a share of the turn
+    # detached jobs a turn queues, and what one costs (bench.job_costs)
     jobs: int = 0
-    job_share: float = 0.0
+    job: TurnProfile | None = None
     # time the turn waits on models (no CPU), seconds
     model_s: float = 0.0
     # CPU a process spends to wake for work when it was idle (epoll, gRPC's completion queue, the loop): part of
@@ -74,7 +74,7 @@ class Result:
         return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
-def hops(profile: TurnProfile, share: float = 1.0) -> list[tuple[str, float, float]]:
+def hops(profile: TurnProfile) -> list[tuple[str, float, float]]:
     """The turn as (service, CPU ms, sandbox CPU ms) bursts in call order: each peer's calls spread evenly
     through the turn, a scheduler burst before each and one at the end."""
     calls: list[tuple[float, str]] = []
@@ -83,13 +83,13 @@ def hops(profile: TurnProfile, share: float = 1.0) -> list[tuple[str, float, flo
         calls += [((k + 0.5) / count, service) for k in range(count)]
     calls.sort()
     counts = {service: sum(1 for _, s in calls if s == service) for service in SERVICES[1:]}
-    own = max(0.0, profile.cpu_ms.get("scheduler", 0.0) * share / (len(calls) + 1) - profile.wakeup_ms)
-    own_sandbox = profile.sandbox_ms.get("scheduler", 0.0) * share / (len(calls) + 1)
+    own = max(0.0, profile.cpu_ms.get("scheduler", 0.0) / (len(calls) + 1) - profile.wakeup_ms)
+    own_sandbox = profile.sandbox_ms.get("scheduler", 0.0) / (len(calls) + 1)
     out: list[tuple[str, float, float]] = []
     for _, service in calls:
         out.append(("scheduler", own, own_sandbox))
-        out.append((service, max(0.0, profile.cpu_ms.get(service, 0.0) * share / counts[service] - profile.wakeup_ms),
-                    profile.sandbox_ms.get(service, 0.0) * share / counts[service]))
+        out.append((service, max(0.0, profile.cpu_ms.get(service, 0.0) / counts[service] - profile.wakeup_ms),
+                    profile.sandbox_ms.get(service, 0.0) / counts[service]))
     out.append(("scheduler", own, own_sandbox))
     return out
 
@@ -173,22 +173,20 @@ class Cluster:
             yield self.env.timeout(ms / 1000)
 
 
-def _worker(cluster: Cluster, profile: TurnProfile, open_jobs: dict[int, int], freed: dict[int, simpy.Event]) -> Iterator:
-    bursts = hops(profile, profile.job_share)
+def _worker(cluster: Cluster, profile: TurnProfile, open_jobs: dict[int, int]) -> Iterator:
+    assert profile.job is not None
+    bursts = hops(replace(profile.job, wakeup_ms=profile.wakeup_ms))
     while True:
         session = yield cluster.jobs.get()
         yield from cluster.take_lease(session, is_job=True)  # a job is a turn of its session: it needs the lease too
         yield from cluster.run_hops(bursts, session)
         cluster.holders.discard(session)
         open_jobs[session] -= 1
-        if not freed[session].triggered:
-            freed[session].succeed()
 
 
 def _player(cluster: Cluster, profile: TurnProfile, session: int, think_s: float, start_s: float, window: tuple[float, float],
-            latencies: list[float], open_jobs: dict[int, int], freed: dict[int, simpy.Event]) -> Iterator:
-    # The jobs' share of the measured turn is theirs, not the turn's.
-    env, bursts = cluster.env, hops(profile, 1.0 - profile.jobs * profile.job_share)
+            latencies: list[float], open_jobs: dict[int, int]) -> Iterator:
+    env, bursts = cluster.env, hops(profile)
     yield env.timeout(start_s)
     while True:
         started = env.now
@@ -211,23 +209,26 @@ def _player(cluster: Cluster, profile: TurnProfile, session: int, think_s: float
 
 
 def simulate(profile: TurnProfile, deployment: Deployment, sessions: int, *, think_s: float = 0.0,
-             seconds: float = 20.0, warmup_s: float = 3.0) -> Result:
+             seconds: float = 20.0, warmup_s: float = 3.0, backlog_jobs: int = 0) -> Result:
     """`sessions` players, each playing turns back to back (or with `think_s` between them), for `seconds` after
     `warmup_s`; players with think time start spread over it."""
     env = simpy.Environment()
     cluster = Cluster(env, deployment, profile.wakeup_ms)
     store_calls = max(1.0, profile.rpcs.get("store", 0.0))
     cluster.poll_ms = max(0.0, profile.cpu_ms.get("store", 0.0) / store_calls - profile.wakeup_ms)
-    open_jobs = dict.fromkeys(range(sessions), 0)
-    freed = {s: env.event() for s in range(sessions)}
-    if profile.jobs:
+    # Jobs each session has queued when play starts (those of the turns before, e.g. its setup's).
+    open_jobs = dict.fromkeys(range(sessions), backlog_jobs if profile.job is not None else 0)
+    if profile.jobs and profile.job is not None:
         for _ in range(deployment.detached_workers * len(cluster.replicas["scheduler"])):
-            env.process(_worker(cluster, profile, open_jobs, freed))
+            env.process(_worker(cluster, profile, open_jobs))
+    for _ in range(backlog_jobs if profile.job is not None else 0):
+        for session in range(sessions):
+            cluster.jobs.put(session)
     latencies: list[float] = []
     window = (warmup_s, warmup_s + seconds)
     for session in range(sessions):
         start = (zlib.crc32(str(session).encode()) % 1000) / 1000 * (think_s + profile.model_s if think_s else 0.0)
-        env.process(_player(cluster, profile, session, think_s, start, window, latencies, open_jobs, freed))
+        env.process(_player(cluster, profile, session, think_s, start, window, latencies, open_jobs))
     env.run(until=window[1])
     # Busy shares over the whole run (warm-up included).
     capacity = {s: window[1] * 1000 * len(cluster.replicas[s]) for s in SERVICES}

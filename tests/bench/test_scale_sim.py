@@ -36,7 +36,8 @@ def test_many_sessions_saturate_the_busiest_process() -> None:
 
 def test_a_session_with_too_many_open_jobs_waits_for_them() -> None:
     """Each turn queues a job as costly as the turn; one worker runs them; the turn waits for at most 1 open job."""
-    profile = TurnProfile("jobs", cpu_ms={"scheduler": 4.0, "store": 6.0}, rpcs={"store": 1.0}, jobs=1, job_share=0.5)
+    profile = TurnProfile("jobs", cpu_ms={"scheduler": 4.0, "store": 6.0}, rpcs={"store": 1.0}, jobs=1,
+                          job=TurnProfile("job", cpu_ms={"scheduler": 2.0, "store": 3.0}, rpcs={"store": 1.0}))
     result = simulate(profile, Deployment(shared_cores=None, detached_workers=1, max_jobs_per_session=1), 1, seconds=20, warmup_s=1)
     # A turn (5 ms) and its job (5 ms) one after the other, but for the lease polls between: fewer than 100 a second.
     assert 10 < result.turns_per_s < 100
