@@ -101,23 +101,39 @@ def this_run(seconds: float) -> list[dict]:
     return rows
 
 
+def per_core(profile: TurnProfile) -> dict[str, float]:
+    """Turns/s one replica on one core carries, each service, a turn's detached jobs included (on paper)."""
+    jobs = profile.job
+    def cost(service: str) -> float:
+        own = profile.cpu_ms.get(service, 0.0) + profile.sandbox_ms.get(service, 0.0)
+        if jobs is not None:
+            own += profile.jobs * (jobs.cpu_ms.get(service, 0.0) + jobs.sandbox_ms.get(service, 0.0))
+        return own
+    return {service: 1000 / cost(service) for service in SERVICES[:4] if cost(service)}
+
+
 def replicas_for(profile: TurnProfile, turns_per_s: float, headroom: float = 0.7) -> dict[str, int]:
     """Replicas (one core each) that keep every service under `headroom` busy at `turns_per_s`, on paper."""
-    return {s: max(1, math.ceil(turns_per_s * (profile.cpu_ms.get(s, 0.0) + profile.sandbox_ms.get(s, 0.0)) / 1000 / headroom))
-            for s in SERVICES}
+    carried = per_core(profile)
+    return {s: max(1, math.ceil(turns_per_s / carried[s] / headroom)) if s in carried else 1 for s in SERVICES}
+
+
+def store_calls(profile: TurnProfile) -> float:
+    """Store RPCs a turn causes, its detached jobs' included: each one database transaction."""
+    return profile.rpcs.get("store", 0.0) + (profile.jobs * profile.job.rpcs.get("store", 0.0) if profile.job else 0.0)
 
 
 def predict(profile: TurnProfile, players: int, think_s: float, model_s: float, db_cores: int, db_ms: float, seconds: float) -> dict:
-    played = replace(profile, model_s=model_s, client_ms=0.0)
+    # One session's CPU per turn, no wakeup shared: on this machine a turn cost as much CPU at 32 sessions as at one.
+    played = replace(profile, model_s=model_s, client_ms=0.0, wakeup_ms=0.0)
     offered = players / (think_s + model_s + 0.5)
     replicas = replicas_for(played, offered)
     deployment = Deployment(shared_cores=None, replicas=replicas, detached_workers=2, db_cores=db_cores, db_ms_per_call=db_ms)
     result = simulate(played, deployment, players, think_s=think_s, seconds=seconds, warmup_s=think_s + model_s)
-    store_calls = sum(profile.rpcs.values()) - profile.rpcs.get("hooks", 0.0) - profile.rpcs.get("gateway", 0.0)
     return {"profile": profile.name, "players": players, "offered_turns_per_s": offered, "replicas": replicas,
             **summary(result), "over_model_p50_ms": result.p(0.5) - model_s * 1000,
             "busiest": max(result.busy.items(), key=lambda item: item[1]), "db_busy": result.busy["db"],
-            "db_turns_per_s_limit": db_cores / (store_calls * db_ms / 1000) if db_ms else math.inf}
+            "db_turns_per_s_limit": db_cores / (store_calls(profile) * db_ms / 1000) if db_ms else math.inf}
 
 
 def render(result: dict) -> str:
@@ -131,7 +147,9 @@ def render(result: dict) -> str:
             for p in result["predictions"]]
     forecast = table(["turn kind", "players", "offered turns/s", "simulated turns/s", "replicas (one core each)",
                       "turn p50 ms (over the model)", "busiest replica", "PostgreSQL busy"], rows)
-    return f"the model against measured figures:\n{check}\n\npredictions ({result['assumptions']}):\n{forecast}"
+    carry = table(["turn kind", *SERVICES[:4]], [[name, *(f"{row.get(s, 0):.0f}" for s in SERVICES[:4])] for name, row in result["per_core"].items()])
+    return (f"the model against measured figures:\n{check}\n\nturns/s one replica carries on one core (its sandbox and the turn's "
+            f"detached jobs included):\n{carry}\n\npredictions ({result['assumptions']}):\n{forecast}")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -149,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
         "load_average": os.getloadavg()[0],
         "documented": [compare(profile, sessions, tps, p50, args.seconds) for profile, sessions, tps, p50 in DOCUMENTED],
         "this_run": this_run(args.seconds),
+        "per_core": {profile.name: per_core(profile) for profile in (NARRATOR, DEMO_WORLD)},
         "assumptions": f"{args.think_s:.0f} s between turns, {args.model_s:.1f} s on models a turn, PostgreSQL "
                        f"{args.db_cores} cores at {args.db_ms_per_call} ms a store call",
         "predictions": [predict(profile, players, args.think_s, args.model_s, args.db_cores, args.db_ms_per_call, args.seconds)

@@ -160,6 +160,12 @@ def _model_latency(data: dict) -> Iterator[Row]:
     yield [name, "agents on the story's path it does not read", unread]
 
 
+def _job_costs(data: dict) -> Iterator[Row]:
+    alone, job = data["turn_alone"]["cpu_ms_per_turn"], data["job"]
+    yield ["demo world, a turn without its detached jobs / one job", "CPU ms, five processes; RPCs of a job",
+           f"{sum(alone.values()):.0f} / {sum(job['cpu_ms'].values()):.0f}; {sum(job['rpcs'].values()):.1f}"]
+
+
 def _scale(data: dict) -> Iterator[Row]:
     for row in [*data["documented"], *data["this_run"]]:
         yield [f"scale model vs measured, {row['profile']}, {row['sessions']} sessions", "turns/s; p50 ms (model error)",
@@ -184,7 +190,7 @@ HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
     "replicas": _replicas, "memory_recall": _memory_recall, "model_latency": _model_latency,
-    "scale": _scale,
+    "job_costs": _job_costs, "scale": _scale,
 }
 
 
