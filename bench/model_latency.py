@@ -20,6 +20,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import grpc
+
 from bench.common import running_services, summarize, table, world_session, write_result
 from bench.critical_path import TurnPaths, turn_paths
 from bench.model_usage import by_runtime, totals
@@ -28,6 +30,7 @@ from bench.paced_wire import tokens
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
+from shared.errors import retry_after_ms
 from shared.grpc_client import open_channel
 from shared.manifest import CompiledManifest, parse_manifest
 from shared.structs import from_struct
@@ -48,6 +51,8 @@ class PlayedTurn:
     finished: float
     ran: dict[str, str] = field(default_factory=dict)
     story: str = ""
+    # When the turn took the session's lease (after any wait for the session's detached jobs).
+    turn_started: float = 0.0
     # runtime id -> [started, finished] as the stream told them
     windows: dict[str, list[float]] = field(default_factory=dict)
 
@@ -57,9 +62,33 @@ async def play(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: st
                                                  idempotency_key=uuid.uuid4().hex)
     played = PlayedTurn(time.monotonic(), 0.0, 0.0)
     last = None
+    while True:
+        try:
+            last = await _follow(stub, request, played)
+            break
+        except grpc.aio.AioRpcError as error:
+            # The session's lease is held (its detached jobs run as turns of it): again after RetryInfo, as a client does.
+            wait_ms = retry_after_ms(error)
+            if wait_ms is None:
+                raise
+            await asyncio.sleep(wait_ms / 1000)
+    played.finished = time.monotonic()
+    if last is None or last.WhichOneof("event") != "turn_completed" or last.turn_completed.status != resources_pb2.TURN_STATUS_COMMITTED:
+        raise RuntimeError(f"the turn did not commit: {last}")
+    played.story = next((r.runtime_id for r in last.turn_completed.runtime_results if r.story), "")
+    played.first_text = played.first_text or played.finished
+    return played
+
+
+async def _follow(stub: scheduler_pb2_grpc.SchedulerStub, request: scheduler_pb2.SubmitActionsRequest, played: PlayedTurn
+                  ) -> scheduler_pb2.TurnEvent | None:
+    """One attempt's stream: the runtimes' stages and runs, the first story text; its last event."""
+    last = None
     async for event in stub.SubmitActions(request):
         kind = event.WhichOneof("event")
-        if kind == "runtime_started":
+        if kind == "turn_started":
+            played.turn_started = time.monotonic()
+        elif kind == "runtime_started":
             played.ran.setdefault(event.runtime_started.runtime_id, STAGES.get(event.runtime_started.stage, ""))
             played.windows.setdefault(event.runtime_started.runtime_id, [time.monotonic(), 0.0])
         elif kind == "runtime_finished" and event.runtime_finished.runtime_id in played.windows:
@@ -67,12 +96,7 @@ async def play(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: st
         elif kind == "narrative_delta" and not played.first_text:
             played.first_text = time.monotonic()
         last = event
-    played.finished = time.monotonic()
-    if last is None or last.WhichOneof("event") != "turn_completed" or last.turn_completed.status != resources_pb2.TURN_STATUS_COMMITTED:
-        raise RuntimeError(f"the turn did not commit: {last}")
-    played.story = next((r.runtime_id for r in last.turn_completed.runtime_results if r.story), "")
-    played.first_text = played.first_text or played.finished
-    return played
+    return last
 
 
 def place_function_calls(played: PlayedTurn, calls: list[CallRecord], agents: set[str]) -> None:
@@ -109,7 +133,8 @@ def turn_figures(played: PlayedTurn, calls: list[CallRecord], model: PacedModel,
     story_calls = [c for c in mine if c.runtime_id == played.story]
     paths = turn_paths(played.ran, manifests, weight, played.story, story_first_text_s(story_calls, model), agents)
     first_ms, turn_ms = (played.first_text - played.started) * 1000, (played.finished - played.started) * 1000
-    return {"first_text_ms": first_ms, "turn_ms": turn_ms, "path_first_text_ms": paths.first_text.seconds * 1000,
+    waited_ms = (max(played.turn_started, played.started) - played.started) * 1000
+    return {"first_text_ms": first_ms, "turn_ms": turn_ms, "waited_for_session_ms": waited_ms, "path_first_text_ms": paths.first_text.seconds * 1000,
             "path_turn_ms": paths.turn.seconds * 1000, "model_calls": len(mine)}, paths
 
 
@@ -163,7 +188,8 @@ def render(result: dict) -> str:
         [[name, result[key]["p50"], result[key]["p95"]] for name, key in (
             ("first story text", "first_text_ms"), ("its critical path", "path_first_text_ms"),
             ("first story text over its path", "over_path_first_text_ms"), ("turn completed", "turn_ms"),
-            ("its critical path", "path_turn_ms"), ("turn over its path", "over_path_turn_ms"))])
+            ("its critical path", "path_turn_ms"), ("turn over its path", "over_path_turn_ms"),
+            ("of it, waiting for the session's lease (its detached jobs)", "waited_for_session_ms"))])
     usage = table(["per turn, by runtime", "calls", "prompt tokens", "completion tokens", "prompt prefix reused"],
                   [[name, row["calls"], row["prompt_tokens"], row["completion_tokens"], f"{row['prefix_reuse']:.0%}"]
                    for name, row in [*result["by_runtime"].items(), ("all", result["totals"])]])
