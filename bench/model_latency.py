@@ -27,6 +27,7 @@ from bench.critical_path import TurnPaths, turn_paths
 from bench.model_usage import by_runtime, totals
 from bench.paced_model import CallRecord, PacedModel, serving
 from bench.paced_wire import tokens
+from bench.turn_latency import drained
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
@@ -42,6 +43,8 @@ STAGES = {resources_pb2.RUNTIME_STAGE_SETUP: "setup", resources_pb2.RUNTIME_STAG
 TEXT_START = '"text": "'
 # How far a call may lie outside the run the stream reported (its events are coalesced, so they arrive a little late).
 SLACK_S = 0.05
+# How long to wait after the turns for the session's detached jobs.
+DRAIN_S = 120.0
 
 
 @dataclass
@@ -156,12 +159,13 @@ async def measure(turns: int, warmup: int, ttft_ms: float, tokens_per_s: float) 
             assert isinstance(group, ServiceGroup)
             manifests, agents = await session_manifests(group, list(session.active_plugins))
             played = [await play(stub, session_id, f"I walk on, step {index}.") for index in range(warmup + turns)][warmup:]
-            # Detached jobs the last turns queued: their calls count too (everything the turns cause).
-            await asyncio.sleep(3 * model.ttft_s + 1.0)
+            # The detached jobs the turns queued: their calls count too (everything the turns cause).
+            jobs_left_open = await drained(stub, session_id, DRAIN_S)
     for turn in played:
         place_function_calls(turn, model.calls, agents)
     calls = [c for c in model.calls if c.started >= played[0].started]
-    rows, unread = [], {}
+    rows: list[dict] = []
+    unread: dict[str, list[float]] = {}
     for turn in played:
         figures, paths = turn_figures(turn, model.calls, model, manifests, agents)
         rows.append(figures)
@@ -170,7 +174,7 @@ async def measure(turns: int, warmup: int, ttft_ms: float, tokens_per_s: float) 
     runtimes = by_runtime(calls, len(played))
     return {
         "ttft_ms": ttft_ms, "tokens_per_s": tokens_per_s, "turns": len(played), "load_average": os.getloadavg()[0],
-        "cores": os.cpu_count(), "plugins": list(session.active_plugins),
+        "cores": os.cpu_count(), "plugins": list(session.active_plugins), "jobs_left_open": jobs_left_open,
         **{key: summarize([row[key] for row in rows]) for key in rows[0]},
         "over_path_first_text_ms": summarize([r["first_text_ms"] - r["path_first_text_ms"] for r in rows]),
         "over_path_turn_ms": summarize([r["turn_ms"] - r["path_turn_ms"] for r in rows]),
@@ -198,6 +202,8 @@ def render(result: dict) -> str:
     for runtime, seen in result["unread_on_story_path"].items():
         lines.append(f"on the story's critical path without need: {runtime} ({seen['model_ms']:.0f} ms of model time, "
                      f"{seen['turns']} of {result['turns']} turns): the story reads none of its output through its inputs")
+    if result["jobs_left_open"]:
+        lines.append(f"{result['jobs_left_open']} detached jobs were still open after {DRAIN_S:.0f} s: their calls are not counted")
     if not result["unread_on_story_path"]:
         lines.append("no agent sits on the story's critical path without the story reading its output")
     return "\n\n".join(lines)

@@ -76,6 +76,12 @@ def compare(profile: TurnProfile, sessions: int, turns_per_s: float, p50_ms: flo
             "within": abs(error) <= TOLERANCE and abs(p50_error) <= TOLERANCE}
 
 
+def without_jobs(profile: TurnProfile, measured: dict[str, float], part: str) -> dict[str, float]:
+    """A level's measured CPU a turn (`part`: cpu_ms or sandbox_ms) less its detached jobs', which the model runs as jobs."""
+    job = profile.job
+    return {s: max(0.0, ms - (profile.jobs * getattr(job, part).get(s, 0.0) if job else 0.0)) for s, ms in measured.items()}
+
+
 def this_run(seconds: float) -> list[dict]:
     """The model fed with this run's turn_latency costs against this run's concurrency figures."""
     latency, concurrency = RESULTS / "turn_latency.json", RESULTS / "concurrency.json"
@@ -83,9 +89,9 @@ def this_run(seconds: float) -> list[dict]:
         return []
     costs, measured = json.loads(latency.read_text()), json.loads(concurrency.read_text())
     profiles = {"narrator": profile_from(costs, "narrator (this run)", NARRATOR)}
-    jobs = RESULTS / "job_costs.json"
-    if jobs.exists():
-        split = json.loads(jobs.read_text())
+    job_costs = RESULTS / "job_costs.json"
+    if job_costs.exists():
+        split = json.loads(job_costs.read_text())
         job = replace(DEMO_JOB, cpu_ms=split["job"]["cpu_ms"], rpcs=split["job"]["rpcs"], sandbox_ms=split["job"]["sandbox_ms"])
         profiles["demo-world"] = replace(profile_from(split["turn_alone"], "demo world (this run)", DEMO_WORLD), job=job)
     rows = []
@@ -96,11 +102,9 @@ def this_run(seconds: float) -> list[dict]:
         if "cpu_ms_per_turn" in level:
             # The CPU a turn cost at this level, as measured while the sessions played (no wakeup fitted), but its
             # detached jobs' share, which the model runs as jobs.
-            job, jobs = profile.job, profile.jobs
-            def own(measured: dict[str, float], part: str) -> dict[str, float]:
-                return {s: max(0.0, ms - (jobs * getattr(job, part).get(s, 0.0) if job else 0.0)) for s, ms in measured.items()}
-            profile = replace(profile, cpu_ms=own(level["cpu_ms_per_turn"], "cpu_ms"), wakeup_ms=0.0,
-                              sandbox_ms=own(level["sandbox_cpu_ms_per_turn"], "sandbox_ms"), name=f"{profile.name}, its CPU at this level")
+            profile = replace(profile, cpu_ms=without_jobs(profile, level["cpu_ms_per_turn"], "cpu_ms"), wakeup_ms=0.0,
+                              sandbox_ms=without_jobs(profile, level["sandbox_cpu_ms_per_turn"], "sandbox_ms"),
+                              name=f"{profile.name}, its CPU at this level")
         rows.append(compare(profile, level["sessions"], level["turns_per_s"], level["turn_ms"].get("p50", 0.0), level["seconds"]))
     return rows
 

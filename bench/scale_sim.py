@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import statistics
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 
 import simpy
 
+# A simpy process: a generator of the events it waits for.
+Process = Generator[simpy.Event, object, None]
 SERVICES = ("scheduler", "store", "hooks", "gateway", "registry")
 # The store's lease polls and the scheduler's wait for it (services/store/leases.py, scheduler_lease_wait_ms).
 POLL_FIRST_S, POLL_MAX_S, LEASE_WAIT_S, QUEUE_FULL_RETRY_S = 0.02, 0.25, 10.0, 2.0
@@ -112,7 +114,7 @@ class Cluster:
         self.holders: set[int] = set()
         self.poll_ms = 0.0
 
-    def take_lease(self, session: int, *, is_job: bool, open_jobs: dict[int, int] | None = None) -> Iterator[simpy.Event]:
+    def take_lease(self, session: int, *, is_job: bool, open_jobs: dict[int, int] | None = None) -> Process:
         """The session's turn lease as the store hands it out (services/store/leases.py): one turn of a session at a
         time, its detached jobs' included; a player's turn also waits while the session has too many jobs open.
         A waiting caller polls (20 ms, doubling to 250 ms), each poll a store call; after the scheduler's 10 s
@@ -138,7 +140,7 @@ class Cluster:
             return pool[session % len(pool)]
         return min(pool, key=lambda r: len(r.queue) + r.count)
 
-    def burst(self, process: simpy.Resource, ms: float) -> Iterator[simpy.Event]:
+    def burst(self, process: simpy.Resource, ms: float) -> Process:
         woke = process.count == 0 and not process.queue and self.idle_since.get(process, -1.0) < self.env.now
         ms += self.wakeup_ms if woke else 0.0
         with process.request() as held:
@@ -152,7 +154,7 @@ class Cluster:
             self.idle_since[process] = self.env.now
         self.spent_ms += ms
 
-    def run_hops(self, bursts: list[tuple[str, float, float]], session: int) -> Iterator[simpy.Event]:
+    def run_hops(self, bursts: list[tuple[str, float, float]], session: int) -> Process:
         for service, ms, sandbox_ms in bursts:
             yield from self.burst(self.replica(service, session), ms + (sandbox_ms if self.cores is None else 0.0))
             if self.cores is not None and sandbox_ms:
@@ -166,18 +168,19 @@ class Cluster:
                 self.busy_ms["db"] += self.deployment.db_ms_per_call
 
 
-    def _on_a_core(self, ms: float) -> Iterator[simpy.Event]:
+    def _on_a_core(self, ms: float) -> Process:
         assert self.cores is not None
         with self.cores.request() as core:
             yield core
             yield self.env.timeout(ms / 1000)
 
 
-def _worker(cluster: Cluster, profile: TurnProfile, open_jobs: dict[int, int]) -> Iterator:
+def _worker(cluster: Cluster, profile: TurnProfile, open_jobs: dict[int, int]) -> Process:
     assert profile.job is not None
     bursts = hops(replace(profile.job, wakeup_ms=profile.wakeup_ms))
     while True:
         session = yield cluster.jobs.get()
+        assert isinstance(session, int)
         yield from cluster.take_lease(session, is_job=True)  # a job is a turn of its session: it needs the lease too
         yield from cluster.run_hops(bursts, session)
         cluster.holders.discard(session)
@@ -185,7 +188,7 @@ def _worker(cluster: Cluster, profile: TurnProfile, open_jobs: dict[int, int]) -
 
 
 def _player(cluster: Cluster, profile: TurnProfile, session: int, think_s: float, start_s: float, window: tuple[float, float],
-            latencies: list[float], open_jobs: dict[int, int]) -> Iterator:
+            latencies: list[float], open_jobs: dict[int, int]) -> Process:
     env, bursts = cluster.env, hops(profile)
     yield env.timeout(start_s)
     while True:

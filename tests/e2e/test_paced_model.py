@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -73,7 +74,7 @@ async def test_a_request_that_is_not_a_chat_completion_gets_a_clear_400() -> Non
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_services_play_a_turn_against_the_paced_model(tmp_path) -> None:
+async def test_the_services_play_a_turn_against_the_paced_model(tmp_path: Path) -> None:
     model = PacedModel(ttft_s=0.2, tokens_per_s=200)
     async with serving(model) as url, running_services(tmp_path, extra_env=model.gateway_env(url)) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
