@@ -23,7 +23,9 @@ from bench.common import (
     world_session,
     write_result,
 )
+from bench.turn_costs import metrics_env, per_turn, snapshot
 from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
 
 LEVELS = (1, 8, 32)
@@ -37,8 +39,11 @@ async def start_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str) -> s
     return (await create_session(stub)).id
 
 
-async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, world: str = "") -> dict:
+async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, world: str = "",
+                        counted: tuple[ServiceGroup, dict[str, int]] | None = None) -> dict:
+    """`counted`: the group and its metrics ports, to add the CPU each process spent per turn while they played."""
     latencies: list[float] = []
+    costs: dict = {}
     failures: list[str] = []
     channels = [open_channel(scheduler_addr) for _ in range(sessions)]
     try:
@@ -46,7 +51,11 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, worl
         ids = [await start_session(stub, world) for stub in stubs]
         # One warm-up turn each (connections up, caches filled), then everyone starts at once.
         await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids)))
+        before = snapshot(*counted) if counted else None
         latencies += await play_back_to_back(stubs, ids, seconds, failures)
+        if counted and before is not None:
+            # Over the turns that ended in the window (each session's last turn, ended after it, adds a little).
+            costs = per_turn(before, snapshot(*counted), max(1, len(latencies)))
     finally:
         for channel in channels:
             await channel.close()
@@ -54,21 +63,26 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, worl
         "sessions": sessions, "plugins": world or "narrator", "seconds": seconds, "turns": len(latencies),
         "turns_per_s": len(latencies) / seconds, "turn_ms": summarize(latencies) if latencies else {},
         "failed_turns": len(failures), "failures": failures[:5],
+        **({"cpu_ms_per_turn": costs["cpu_ms_per_turn"], "sandbox_cpu_ms_per_turn": costs["sandbox_cpu_ms_per_turn"]} if costs else {}),
     }
 
 
 async def measure(levels: tuple[int, ...], seconds: float, world_levels: tuple[int, ...] = ()) -> dict:
-    async with running_services() as group:
-        rows = [await sessions_play(group.addrs["scheduler"], level, seconds) for level in levels]
-        rows += [await sessions_play(group.addrs["scheduler"], level, seconds, DEMO_WORLD) for level in world_levels]
+    env, ports = metrics_env()
+    async with running_services(extra_env=env) as group:
+        assert isinstance(group, ServiceGroup)
+        cases = [(level, "") for level in levels] + [(level, DEMO_WORLD) for level in world_levels]
+        rows = [await sessions_play(group.addrs["scheduler"], level, seconds, world, (group, ports)) for level, world in cases]
     return {"cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0], "levels": rows}
+
+
 
 
 def render(result: dict) -> str:
     return table(
-        ["concurrent sessions", "plugins", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed"],
+        ["concurrent sessions", "plugins", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed", "CPU ms a turn, five processes"],
         [[r["sessions"], r.get("plugins", "narrator"), r["turns_per_s"], r["turn_ms"].get("p50", 0.0), r["turn_ms"].get("p95", 0.0), r["turns"],
-          r["failed_turns"]] for r in result["levels"]],
+          r["failed_turns"], sum(r.get("cpu_ms_per_turn", {}).values())] for r in result["levels"]],
     )
 
 

@@ -146,6 +146,37 @@ def _detached_queue(data: dict) -> Iterator[Row]:
            f"{data['max_queued']}; {data['max_active_in_a_session']}; {drained}"]
 
 
+def _model_latency(data: dict) -> Iterator[Row]:
+    name = f"demo world on a paced model ({data['ttft_ms']:.0f} ms to first token, {data['tokens_per_s']:.0f} tokens/s)"
+    first, turn = data["first_text_ms"], data["turn_ms"]
+    yield [name, "first story text p50 ms (critical path; over it)",
+           f"{first['p50']:.0f} ({data['path_first_text_ms']['p50']:.0f}; {data['over_path_first_text_ms']['p50']:+.0f})"]
+    yield [name, "turn p50 ms (critical path; over it)",
+           f"{turn['p50']:.0f} ({data['path_turn_ms']['p50']:.0f}; {data['over_path_turn_ms']['p50']:+.0f})"]
+    totals = data["totals"]
+    yield [name, "model calls; prompt / completion tokens per turn; prompt prefix reused",
+           f"{totals['calls']:.1f}; {totals['prompt_tokens']:.0f} / {totals['completion_tokens']:.0f}; {totals['prefix_reuse']:.0%}"]
+    unread = ", ".join(data["unread_on_story_path"]) or "none"
+    yield [name, "agents on the story's path it does not read", unread]
+
+
+def _job_costs(data: dict) -> Iterator[Row]:
+    alone, job = data["turn_alone"]["cpu_ms_per_turn"], data["job"]
+    yield ["demo world, a turn without its detached jobs / one job", "CPU ms, five processes; RPCs of a job",
+           f"{sum(alone.values()):.0f} / {sum(job['cpu_ms'].values()):.0f}; {sum(job['rpcs'].values()):.1f}"]
+
+
+def _scale(data: dict) -> Iterator[Row]:
+    for row in [*data["documented"], *data["this_run"]]:
+        yield [f"scale model vs measured, {row['profile']}, {row['sessions']} sessions", "turns/s; p50 ms (model error)",
+               f"{row['simulated_turns_per_s']:.1f} vs {row['measured_turns_per_s']:.1f} ({row['turns_per_s_error']:+.0%}); "
+               f"{row['simulated_p50_ms']:.0f} vs {row['measured_p50_ms']:.0f} ({row['p50_error']:+.0%})"]
+    for row in data["predictions"]:
+        replicas = " ".join(f"{service} {n}" for service, n in row["replicas"].items())
+        yield [f"scale model, {row['profile']}, {row['players']} players", "turns/s; replicas; p50 over the model ms",
+               f"{row['turns_per_s']:.0f}; {replicas}; {row['over_model_p50_ms']:+.0f}"]
+
+
 def _replicas(data: dict) -> Iterator[Row]:
     one, two = data["rows"]
     yield [f"scheduler replicas, {data['sessions']} narrator sessions", "turns/s two replicas / one (ratio)",
@@ -158,7 +189,8 @@ HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
     "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
-    "replicas": _replicas, "memory_recall": _memory_recall,
+    "replicas": _replicas, "memory_recall": _memory_recall, "model_latency": _model_latency,
+    "job_costs": _job_costs, "scale": _scale,
 }
 
 
@@ -179,7 +211,7 @@ def summary_rows() -> list[Row]:
 def main() -> str:
     header = (f"Covel benchmarks, {time.strftime('%Y-%m-%d %H:%M')}, Python {sys.version.split()[0]}, "
               f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-              "scripted model with zero latency throughout.")
+              "scripted model with zero latency throughout, but model_latency's paced model.")
     summary = table(["benchmark", "measure", "figure"], summary_rows())
     print(header)
     print(summary)

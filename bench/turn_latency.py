@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 
 from bench.common import (
     IN_PROCESS,
@@ -30,7 +31,7 @@ from bench.common import (
     write_result,
 )
 from bench.turn_costs import metrics_env, per_turn, snapshot
-from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
 from tests.support.builtin_plugins import STORY_WORLD_PLUGINS
@@ -39,9 +40,12 @@ DEMO_WORLD = "demo-world"
 
 
 async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str = TCP, world: str = "",
-                  excluded: tuple[str, ...] = ()) -> dict:
-    """`world`: a session in that world with its whole plugin set (but `excluded`); else the narrator alone."""
+                  excluded: tuple[str, ...] = (), extra_env: dict[str, str] | None = None, drain_s: float = 0.0) -> dict:
+    """`world`: a session in that world with its whole plugin set (but `excluded`); else the narrator alone.
+    `drain_s`: after the turns, wait up to that long for the session's detached jobs to end, so the costs
+    counted are everything the turns caused (bench/job_costs.py)."""
     env, metrics_ports = metrics_env() if mode == PROCESSES else ({}, {})
+    env = {**env, **(extra_env or {})}
     costs: dict = {}
     async with running_services(mode, transport, env) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
@@ -53,17 +57,24 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
                 session = await create_session(stub)
             timings, first_text, messages, hooks_run = [], [], [], 0
             before = None
+            client_cpu_s = 0.0
             for index in range(warmup + turns):
                 if index == warmup and isinstance(group, ServiceGroup):
                     before = snapshot(group, metrics_ports)
+                    client_cpu_s = time.process_time()
                 elapsed, first, turn, sent = await play_counted_turn(stub, session.id, f"I walk on, step {index}.")
                 if index >= warmup:
                     timings.append(elapsed)
                     first_text.append(first)
                     messages.append(sent)
                     hooks_run = len(turn.hook_trace)
+            open_jobs = await drained(stub, session.id, drain_s) if drain_s else 0
             if before is not None and isinstance(group, ServiceGroup):
                 costs = per_turn(before, snapshot(group, metrics_ports), turns)
+                # This process, the client: reading the turn's stream (bench.scale feeds it to its model).
+                costs["client_cpu_ms_per_turn"] = (time.process_time() - client_cpu_s) * 1000 / turns
+    if drain_s:
+        costs["jobs_left_open"] = open_jobs
     return {
         "mode": mode, "transport": transport, "turns": turns, "plugins": list(session.active_plugins),
         "turn_ms": summarize(timings), "first_story_text_ms": summarize(first_text),
@@ -73,6 +84,19 @@ async def measure(turns: int, warmup: int, mode: str = PROCESSES, transport: str
         "submit_actions_messages": summarize([float(count) for count in messages]),
         **costs,
     }
+
+
+OPEN_JOBS = [resources_pb2.DETACHED_JOB_STATUS_QUEUED, resources_pb2.DETACHED_JOB_STATUS_RUNNING]
+
+
+async def drained(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, timeout_s: float) -> int:
+    """Wait until the session has no detached job queued or running (or `timeout_s` passed); the jobs still open."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reply = await stub.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(session_id=session_id, statuses=OPEN_JOBS))
+        if not reply.jobs or time.monotonic() > deadline:
+            return len(reply.jobs)
+        await asyncio.sleep(0.2)
 
 
 def render(result: dict, title: str = "one turn, five processes, scripted model") -> str:
@@ -85,7 +109,9 @@ def render(result: dict, title: str = "one turn, five processes, scripted model"
     if "cpu_ms_per_turn" not in result:
         return timing
     cpu = result["cpu_ms_per_turn"]
-    cpu_table = table(["CPU per turn", "ms"], [*([name, ms] for name, ms in cpu.items()), ["all five", sum(cpu.values())]])
+    sandboxes = result.get("sandbox_cpu_ms_per_turn", {})
+    cpu_table = table(["CPU per turn", "ms"], [*([name, ms] for name, ms in cpu.items()), ["all five", sum(cpu.values())],
+                                               *([f"{name}'s plugin sandbox", ms] for name, ms in sandboxes.items())])
     rpcs = result["rpcs_per_turn"]
     rpc_table = table(["RPCs per turn (server side)", "calls"], [*([m, n] for m, n in rpcs.items()), ["all", sum(rpcs.values())]])
     stream_table = table(["messages per stream", "messages"], [[m, n] for m, n in result["messages_per_stream"].items()])
