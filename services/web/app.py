@@ -25,8 +25,11 @@ from services.web import routes
 from services.web.grpc_errors import error_body, request_error
 from services.web.openapi import openapi_document
 from shared.grpc_client import check_health, open_channel
+from shared.logs import get_logger
 from shared.settings import SecuritySettings
 from shared.telemetry import metrics
+
+request_log = get_logger(component="web")
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 256 * 1024
@@ -130,7 +133,11 @@ def _endpoint(route: routes.Route, state: dict[str, Any], timeout_s: float) -> C
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
         response = await answer(request)
-        metrics.record_web_request(route.method, route.path, response.status_code, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        metrics.record_web_request(route.method, route.path, response.status_code, seconds)
+        # One JSON line a request, as the services log theirs (a stream: once its first event is answered).
+        request_log.info("http.request", method=route.method, route=route.path, rpc=route.rpc, status=response.status_code,
+                         duration_ms=round(seconds * 1000, 1), session_id=request.path_params.get("session_id", ""))
         return response
 
     async def answer(request: Request) -> Response:

@@ -86,6 +86,11 @@ async def test_the_web_front_counts_its_requests_and_answers_health(web) -> None
         exposed = (await client.get(web.metrics_url)).text
     assert 'covel_web_requests_total{method="GET",route="/api/worlds",status="200"}' in exposed
     assert "covel_web_request_duration_seconds_bucket" in exposed
+    # And a JSON line in its log, with the services' fields (service, level, timestamp, event).
+    lines = [json.loads(line) for line in (web.group.log_dir / "web.log").read_text().splitlines() if '"http.request"' in line]
+    [worlds] = [line for line in lines if line["route"] == "/api/worlds"][-1:]
+    assert (worlds["service"], worlds["level"], worlds["method"], worlds["status"]) == ("web", "info", "GET", 200)
+    assert worlds["duration_ms"] >= 0 and worlds["timestamp"]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
