@@ -51,12 +51,13 @@ def free_port_addrs() -> FreePorts:
 
 
 def own_metrics_port(env: dict[str, str], name: str) -> dict[str, str]:
-    """Five services on one host cannot share COVEL_METRICS_PORT: each gets that port plus its place in SERVICES
-    (store +0, registry +1, gateway +2, hooks +3, scheduler +4), unless its own COVEL_<NAME>_METRICS_PORT is set."""
+    """Five services and the web front on one host cannot share COVEL_METRICS_PORT: each gets that port plus its
+    place (store +0, registry +1, gateway +2, hooks +3, scheduler +4, web +5), unless its own
+    COVEL_<NAME>_METRICS_PORT is set."""
     own, shared = f"COVEL_{name.upper()}_METRICS_PORT", env.get("COVEL_METRICS_PORT", "").strip()
     if env.get(own) or not shared.isdigit():
         return {}
-    return {own: str(int(shared) + SERVICES.index(name))}
+    return {own: str(int(shared) + (*SERVICES, WEB).index(name))}
 
 
 def configured_addrs() -> dict[str, str]:
@@ -194,6 +195,7 @@ class ServiceGroup:
     def web_env(self) -> dict[str, str]:
         """The web front's environment: the group's settings, no certificate (it calls the scheduler as its clients do)."""
         env = {**self.env(), "COVEL_WEB_ADDR": self.web_addr or ""}
+        env.update(own_metrics_port(env, WEB))
         if self.scheduler_tls:
             env["COVEL_TLS_CA_FILE"] = str(self.pki.ca_cert)
         return env

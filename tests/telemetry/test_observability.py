@@ -247,6 +247,7 @@ async def test_a_taken_metrics_port_turns_off_metrics_not_the_service(tmp_path):
 def test_covel_up_gives_each_service_its_own_metrics_port():
     assert [own_metrics_port({"COVEL_METRICS_PORT": "9100"}, name) for name in SERVICES] == [
         {f"COVEL_{name.upper()}_METRICS_PORT": str(9100 + place)} for place, name in enumerate(SERVICES)]
+    assert own_metrics_port({"COVEL_METRICS_PORT": "9100"}, "web") == {"COVEL_WEB_METRICS_PORT": "9105"}
     # A service's own setting wins; no shared port, or not a number: nothing added.
     assert own_metrics_port({"COVEL_METRICS_PORT": "9100", "COVEL_STORE_METRICS_PORT": "9300"}, "store") == {}
     assert own_metrics_port({}, "store") == own_metrics_port({"COVEL_METRICS_PORT": "x"}, "store") == {}
