@@ -28,6 +28,19 @@ async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
     return [event async for event in stub.SubmitActions(request)][-1].turn_completed
 
 
+async def session_with_a_running_job(stub, store, attempts: int):
+    """A session of detached-slow-probe after one turn, once its job (8 s of work) runs: it holds the session's lease."""
+    session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session
+    await submit(stub, session.id, "I wait by the fire.")
+    for _ in range(attempts):
+        jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
+        if jobs and jobs[0].status == "running":
+            break
+        await asyncio.sleep(0.05)
+    assert jobs[0].status == "running"
+    return session
+
+
 async def count(store, session_id: str):
     entries = (await store.ListPluginData(store_pb2.ListPluginDataRequest(
         session_id=session_id, plugin_id="detached-probe", namespace="runs"))).entries
@@ -109,14 +122,7 @@ async def test_ending_a_session_cancels_the_detached_job_that_holds_its_lease(se
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session
-        await submit(stub, session.id, "I wait by the fire.")
-        for _ in range(100):
-            jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
-            if jobs and jobs[0].status == "running":
-                break
-            await asyncio.sleep(0.05)
-        assert jobs[0].status == "running"
+        session = await session_with_a_running_job(stub, store, attempts=100)
         ended = await stub.EndSession(scheduler_pb2.EndSessionRequest(session_id=session.id))
         assert ended.session.status == store_pb2.SESSION_STATUS_ENDED
         [job] = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
@@ -147,14 +153,7 @@ async def test_an_interjection_never_joins_a_background_turn(services) -> None:
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
-        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session
-        await submit(stub, session.id, "I wait by the fire.")
-        for _ in range(400):
-            jobs = (await store.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
-            if jobs and jobs[0].status == "running":
-                break
-            await asyncio.sleep(0.05)
-        assert jobs[0].status == "running"
+        session = await session_with_a_running_job(stub, store, attempts=400)
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub.Interject(scheduler_pb2.InterjectRequest(session_id=session.id, text="Wait, I hear footsteps!"))
         assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
