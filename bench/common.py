@@ -11,8 +11,9 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -117,6 +118,22 @@ async def world_session(stub: scheduler_pb2_grpc.SchedulerStub, world: str, plug
     return session_id
 
 
+T = TypeVar("T")
+
+
+async def after_retry_info(attempt: Callable[[], Awaitable[T]]) -> T:
+    """`attempt()`, made again after each RetryInfo delay as a client does (docs/retries.md: back-pressure, a busy
+    session); an error without RetryInfo raises."""
+    while True:
+        try:
+            return await attempt()
+        except grpc.aio.AioRpcError as error:
+            wait_ms = retry_after_ms(error)
+            if wait_ms is None:
+                raise
+            await asyncio.sleep(wait_ms / 1000)
+
+
 async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str) -> tuple[float, float, resources_pb2.Turn]:
     """One turn end to end: (wall ms, ms to the first story text, the turn as recorded); a turn that did not commit raises."""
     elapsed, first_text, turn, _ = await play_counted_turn(stub, session_id, text)
@@ -132,20 +149,16 @@ async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: 
     first_text = None
     last = None
     messages = 0
-    while True:
-        try:
-            async for event in stub.SubmitActions(request):
-                messages += 1
-                if first_text is None and event.WhichOneof("event") == "narrative_delta":
-                    first_text = time.perf_counter() - started
-                last = event
-            break
-        except grpc.aio.AioRpcError as error:
-            # As a client does (docs/retries.md): the same request again after RetryInfo (back-pressure, a busy session).
-            wait_ms = retry_after_ms(error)
-            if wait_ms is None:
-                raise
-            await asyncio.sleep(wait_ms / 1000)
+
+    async def stream() -> None:
+        nonlocal first_text, last, messages
+        async for event in stub.SubmitActions(request):
+            messages += 1
+            if first_text is None and event.WhichOneof("event") == "narrative_delta":
+                first_text = time.perf_counter() - started
+            last = event
+
+    await after_retry_info(stream)
     elapsed = time.perf_counter() - started
     if last is None or last.WhichOneof("event") != "turn_completed":
         raise RuntimeError("the turn stream ended without turn_completed")

@@ -20,9 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import grpc
-
-from bench.common import running_services, summarize, table, world_session, write_result
+from bench.common import after_retry_info, running_services, summarize, table, world_session, write_result
 from bench.critical_path import TurnPaths, turn_paths
 from bench.model_usage import by_runtime, totals
 from bench.paced_model import CallRecord, PacedModel, serving
@@ -31,7 +29,6 @@ from bench.turn_latency import drained
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
-from shared.errors import retry_after_ms
 from shared.grpc_client import open_channel
 from shared.manifest import CompiledManifest, parse_manifest
 from shared.structs import from_struct
@@ -64,17 +61,8 @@ async def play(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: st
     request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)],
                                                  idempotency_key=uuid.uuid4().hex)
     played = PlayedTurn(time.monotonic(), 0.0, 0.0)
-    last = None
-    while True:
-        try:
-            last = await _follow(stub, request, played)
-            break
-        except grpc.aio.AioRpcError as error:
-            # The session's lease is held (its detached jobs run as turns of it): again after RetryInfo, as a client does.
-            wait_ms = retry_after_ms(error)
-            if wait_ms is None:
-                raise
-            await asyncio.sleep(wait_ms / 1000)
+    # The session's lease may be held (its detached jobs run as turns of it): again after RetryInfo, as a client does.
+    last = await after_retry_info(lambda: _follow(stub, request, played))
     played.finished = time.monotonic()
     if last is None or last.WhichOneof("event") != "turn_completed" or last.turn_completed.status != resources_pb2.TURN_STATUS_COMMITTED:
         raise RuntimeError(f"the turn did not commit: {last}")
