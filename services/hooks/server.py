@@ -150,6 +150,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
                     status=entry.status,
                     message=entry.message,
                     duration_us=entry.duration_us,
+                    runtime_id=ctx.runtime_id,
                 )
                 for entry in trace
             ],
