@@ -232,7 +232,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         await self._sync.load_approved(request.context.approved_plugin_ids)
         found = self._tool(request.plugin_id, request.name)
         if found is None:
-            raise not_found(f"plugin {request.plugin_id!r} registers no tool {request.name!r}")
+            raise not_found(f"plugin {request.plugin_id!r} registers no tool {request.name!r}", "covel.hooks.v1.Tool",
+                            f"{request.plugin_id}/{request.name}", reason="TOOL_NOT_FOUND")
         tool, source = found
         ctx = request.context
         if source == "community" and request.plugin_id not in ctx.approved_plugin_ids:
