@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos/covel -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock api-release
+.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock api-release clients
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -80,6 +80,11 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/buf breaking --against $(API_RELEASE)
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
 	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
+
+# The client packages of the public API (clients/build.py): today the Python one, a wheel in clients/dist/
+# (tests/polyglot/test_python_client.py builds and plays it; docs/api.md, "Client packages").
+clients: $(VENV)/.installed
+	$(PY) clients/build.py
 
 # Release the public API as it is now: later changes must keep clients of it working (`make lint`).
 # Only for a deliberate new release (docs/api.md, "Compatibility").
