@@ -81,8 +81,8 @@ lint: $(VENV)/.installed
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
 	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
 
-# The client packages of the public API (clients/build.py): today the Python one, a wheel in clients/dist/
-# (tests/polyglot/test_python_client.py builds and plays it; docs/api.md, "Client packages").
+# The client packages of the public API (clients/build.py): a Python wheel and an npm package in clients/dist/
+# (tests/polyglot/test_python_client.py and test_node_package.py build and play them; docs/api.md).
 clients: $(VENV)/.installed
 	$(PY) clients/build.py
 

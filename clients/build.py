@@ -2,8 +2,10 @@
 
 - Python: the messages and stubs generated (grpcio-tools, typed with mypy-protobuf) into
   clients/python/src/covel_client/v1/ with package-relative imports, then a wheel in clients/dist/.
+- Node.js: the public package's .proto files and google/rpc's copied into clients/node/protos/ (the package loads
+  them at run time with @grpc/proto-loader and protobufjs), then `npm pack` into clients/dist/.
 
-`python clients/build.py [--python] [--out DIR]`.
+`python clients/build.py [--out DIR]`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
 PUBLIC = PROTOS / "covel" / "scheduler" / "v1"
 PYTHON = ROOT / "clients" / "python"
+NODE = ROOT / "clients" / "node"
 GENERATED = PYTHON / "src" / "covel_client" / "v1"
 # A generated module's import of another of the package ("from covel.scheduler.v1 import resources_pb2 as ...").
 ABSOLUTE = re.compile(r"^from covel\.scheduler\.v1 import ", re.MULTILINE)
@@ -49,11 +52,22 @@ def build_python_wheel(out: Path) -> Path:
     return next(out.glob("covel_client-*.whl"))
 
 
+def build_node_package(out: Path) -> Path:
+    """clients/node packed (`npm pack`) into `out`, its protos copied in first."""
+    shutil.rmtree(NODE / "protos", ignore_errors=True)
+    shutil.copytree(PUBLIC, NODE / "protos" / "covel" / "scheduler" / "v1")
+    shutil.copytree(PROTOS / "google" / "rpc", NODE / "protos" / "google" / "rpc")
+    out.mkdir(parents=True, exist_ok=True)
+    packed = subprocess.run(["npm", "pack", "--silent", "--pack-destination", str(out)], cwd=NODE, check=True, capture_output=True, text=True)
+    return out / packed.stdout.strip().splitlines()[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "clients" / "dist")
     args = parser.parse_args(argv)
     print(build_python_wheel(args.out))
+    print(build_node_package(args.out))
     return 0
 
 
