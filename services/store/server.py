@@ -162,6 +162,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         validation.session_id(request.session_id)
         require(request.turn_id, "turn_id", "a committed turn of the session (ListTurns)")
         validation.idempotency_key(request.request_id, "request_id")
+        if request.move not in ("rewind", "version"):
+            raise invalid_argument("move", f"is {request.move!r}; use \"rewind\" (a turn on the line) or \"version\" (a version of the last turn)")
         session = await self._db.write(story_line.move_head_reply, request)
         log.info("session.head_moved", session_id=request.session_id, turn_id=request.turn_id)
         return store_pb2.SetSessionHeadResponse(session=session)

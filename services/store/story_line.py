@@ -119,15 +119,25 @@ def _note_move(db: Session, session_id: str, request_id: str, kind: str, turn_id
                                                   "result_session_id": result_session_id, "created_at": utcnow()})
 
 
-def move_head(db: Session, session_id: str, turn_id: str, request_id: str) -> SessionRow:
-    """SetSessionHead: rewind to a turn of the line, or choose another version of a turn (the caller checked which)."""
+def move_head(db: Session, session_id: str, turn_id: str, request_id: str, move: str) -> SessionRow:
+    """SetSessionHead: rewind to a turn of the line, or choose another version of the last turn."""
     session = read_locked_session(db, session_id)
     if _recorded_move(db, session_id, request_id) is None:
         _no_running_turn(db, session)
+        _check_move(db, session, _turn(db, session_id, turn_id), move)
         set_head(db, session, turn_id)
         write_session(db, session, _LINE_COLUMNS)
         _note_move(db, session_id, request_id, "head", turn_id)
     return session
+
+
+def _check_move(db: Session, session: SessionRow, target: Any, move: str) -> None:
+    if move == "rewind" and target.off_line:
+        raise _refused("TURN_OFF_LINE", target.id, f"turn {target.id} is off the story's line: rewind to a turn on it, or choose this "
+                       "version first if it is a version of the last turn")
+    if move == "version" and first_version(db, session.head_turn_id or "") != (target.version_of or target.id):
+        raise _refused("TURN_NOT_LAST", target.id, f"turn {target.id} is not a version of the last turn of the story's line "
+                       f"({session.head_turn_id or 'none yet'}): ListTurnVersions lists those")
 
 
 def begin_retry(db: Session, session: SessionRow, retry_turn_id: str) -> None:
@@ -235,7 +245,7 @@ def _remapped(state: dict[str, Any], turn_ids: dict[str, str]) -> dict[str, Any]
 
 
 def move_head_reply(db: Session, request: store_pb2.SetSessionHeadRequest) -> store_pb2.Session:
-    return session_to_proto(move_head(db, request.session_id, request.turn_id, request.request_id))
+    return session_to_proto(move_head(db, request.session_id, request.turn_id, request.request_id, request.move))
 
 
 def branch_reply(db: Session, request: store_pb2.BranchSessionRequest) -> store_pb2.Session:

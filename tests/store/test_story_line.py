@@ -43,7 +43,7 @@ async def test_a_rewind_restores_the_turns_state_and_keeps_the_later_turns_as_hi
     await _turn(stub, session.id, "Three.", "furious")
     assert await _mood(stub, session.id) == "furious"
 
-    moved = (await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, request_id="r1"))).session
+    moved = (await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=first.id, request_id="r1"))).session
     assert moved.head_turn_id == first.id
     assert moved.completed_player_turns == 1
     assert await _mood(stub, session.id) == "calm"
@@ -57,18 +57,20 @@ async def test_a_rewind_restores_the_turns_state_and_keeps_the_later_turns_as_hi
     assert (fourth.parent_turn_id, fourth.logical_turn) == (first.id, 2)
     assert await _log(stub, session.id) == ["One.", "Four."]
 
-    # A resent move changes nothing again; a rewind to a turn off the line would be refused by the caller's check,
-    # the store moves to any committed turn with a checkpoint: back to the second.
-    again = (await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, request_id="r1"))).session
+    # A resent move changes nothing again; a turn off the line is no rewind's target; a turn of the line is.
+    again = (await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=first.id, request_id="r1"))).session
     assert again.head_turn_id == fourth.id
-    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=second.id, request_id="r2"))
-    assert await _mood(stub, session.id) == "tense"
-    assert await _log(stub, session.id) == ["One.", "Two."]
+    error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, stub.SetSessionHead(
+        store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=second.id, request_id="r2")))
+    assert "off the story's line" in error.details()
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=first.id, request_id="r3"))
+    assert await _mood(stub, session.id) == "calm"
+    assert await _log(stub, session.id) == ["One."]
 
 
 async def test_a_retry_runs_on_the_state_before_the_turn_and_its_versions_are_selectable(stub):
     session = await new_session(stub)
-    await _turn(stub, session.id, "One.", "calm")
+    first = await _turn(stub, session.id, "One.", "calm")
     second = await _turn(stub, session.id, "Two.", "tense")
     retried = await _turn(stub, session.id, "Two, again.", "hopeful", retry_turn_id=second.id, version_of=second.id)
     assert retried.logical_turn == second.logical_turn
@@ -76,10 +78,16 @@ async def test_a_retry_runs_on_the_state_before_the_turn_and_its_versions_are_se
     assert await _log(stub, session.id) == ["One.", "Two, again."]
     assert await _mood(stub, session.id) == "hopeful"
 
-    # Choose the first version: its state and its story come back.
-    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=second.id))
+    # Choose the first version: its state and its story come back. The first turn is no version of the last.
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=second.id, move="version"))
     assert await _mood(stub, session.id) == "tense"
     assert await _history(stub, session.id) == ["One.", "Two."]
+    error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, stub.SetSessionHead(
+        store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, move="version")))
+    assert "not a version of the last turn" in error.details()
+    # And back to the retry's version.
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=retried.id, move="version"))
+    assert await _mood(stub, session.id) == "hopeful"
 
 
 async def test_a_retry_that_does_not_commit_puts_the_head_back(stub):
@@ -105,16 +113,16 @@ async def test_only_the_last_turn_is_retried_and_only_committed_turns_are_rewoun
     lease = (await acquire(stub, session.id)).lease
     await commit(stub, lease, turn_for(lease, status=store_pb2.TURN_STATUS_ABORTED, abort_reason="a hook said no"))
     error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION,
-                               stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=lease.turn_id)))
+                               stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=lease.turn_id)))
     assert "no checkpoint" in error.details()
-    await expect_error(grpc.StatusCode.NOT_FOUND, stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id="nope")))
+    await expect_error(grpc.StatusCode.NOT_FOUND, stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id="nope")))
 
 
 async def test_a_move_waits_for_a_running_turn(stub):
     session = await new_session(stub)
     first = await _turn(stub, session.id, "One.", "calm")
     lease = (await acquire(stub, session.id)).lease
-    error = await expect_error(grpc.StatusCode.ABORTED, stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id)))
+    error = await expect_error(grpc.StatusCode.ABORTED, stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=first.id)))
     assert "has a turn running" in error.details()
     await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=lease.lease_id))
 
@@ -134,7 +142,7 @@ async def test_a_branch_copies_the_line_up_to_the_turn_with_its_state(stub):
     assert (await stub.BranchSession(request)).session.id == branch.id
     await _turn(stub, branch.id, "Two in the branch.", "bold")
     assert await _log(stub, branch.id) == ["One.", "Two in the branch."]
-    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=branch.id, turn_id=branch.head_turn_id))
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=branch.id, turn_id=branch.head_turn_id))
     assert await _mood(stub, branch.id) == "calm"
 
 
@@ -147,6 +155,6 @@ async def test_a_detached_job_of_a_rewound_turn_is_superseded(stub):
     reply = await stub.CommitTurn(store_pb2.CommitTurnRequest(session_id=session.id, lease_id=lease.lease_id, turn=turn,
                                                               proposals=[story_proposal("Two.")], release_lease=True, detached_jobs=[job]))
     assert len(reply.enqueued_jobs) == 1
-    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id))
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=first.id))
     jobs = (await stub.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
     assert [job.status for job in jobs] == ["superseded"]

@@ -110,6 +110,15 @@ def named_runtime_id(work: TurnWork) -> str:
 
 
 @dataclass(frozen=True)
+class RetrySource:
+    """RetryTurn: the committed turn run again (ctx.execution.sourceTurnId) and its first version; the store moves the
+    story's head to the turn before it with the lease (services/store/story_line.py)."""
+
+    turn_id: str
+    version_of: str
+
+
+@dataclass(frozen=True)
 class TurnRequest:
     """What every kind of turn shares; `work` is the kind, with what differs (the runner dispatches on it)."""
 
@@ -124,12 +133,24 @@ class TurnRequest:
     # A submit's admission (services/scheduler/api/admission.py): called with the store's answer when a turn holds the
     # session's lease, before this one waits for it; it returns (queue) or raises (steered, refused).
     when_busy: Callable[[str], Awaitable[None]] | None = None
+    # A RetryTurn's turn: the version it runs again.
+    retry: RetrySource | None = None
 
     @classmethod
     def player(cls, session_id: str, actions: list[common_pb2.PlayerAction], idempotency_key: str, *, origin: str = "player",
                stop: AdvanceStop | None = None, when_busy: Callable[[str], Awaitable[None]] | None = None) -> TurnRequest:
         """A player turn: a submit's (origin "player") or its continuation's."""
         return cls(session_id, idempotency_key, PlayerTurn(actions), origin=origin, stop=stop, when_busy=when_busy)
+
+    @property
+    def retried_turn_id(self) -> str:
+        """A RetryTurn's turn: the committed turn it runs again (ctx.execution.sourceTurnId); "" otherwise."""
+        return self.retry.turn_id if self.retry else ""
+
+    @property
+    def source_turn_id(self) -> str:
+        """What the turn records as its source: the turn a retry runs again, or the one a follow-up follows."""
+        return self.retry.turn_id if self.retry else self.work.source_turn_id if isinstance(self.work, FollowUp) else ""
 
     @property
     def actions(self) -> list[common_pb2.PlayerAction]:

@@ -66,6 +66,8 @@ class TurnState:
     scheduled: list[str] = field(default_factory=list)
     # The open receipt a settlement retry (origin "settlement") runs for.
     retry_from_turn_id: str = ""
+    # A RetryTurn's turn: the committed turn it runs again (ctx.execution.sourceTurnId).
+    source_turn_id: str = ""
     # A resumed agent's saved run and the answer (origin "resume"; agent/suspension.py).
     resume: Resume | None = None
     _last_player_input: dict[str, Any] | None = field(default=None, init=False, repr=False)
@@ -81,7 +83,7 @@ class TurnState:
             activation=self.activations.get(runtime.runtime_id) or self.activation or {},
             # Event followers have no player actions of their own (spec).
             player_actions=() if triggered_by_event else tuple(action_dict(action) for action in self.actions),
-            origin=self.origin, source_inputs=self.source_inputs,
+            origin=self.origin, source_inputs=self.source_inputs, source_turn_id=self.source_turn_id,
         )
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
