@@ -476,11 +476,11 @@ class MemoryVectorRow(Base):
 
 class TurnCheckpointRow(Base):
     """The session's state as a committed turn left it (services/store/checkpoints.py): what a rewind, a chosen
-    version or a branch restores."""
+    version or a branch restores. Keyed by the turn's id, or by the session's for the state it started with."""
 
     __tablename__ = "turn_checkpoints"
 
-    turn_id: Mapped[str] = mapped_column(ID, ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True)
+    turn_id: Mapped[str] = mapped_column(ID, primary_key=True)
     session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     state: Mapped[dict[str, Any]] = mapped_column(default=dict)
 

@@ -90,11 +90,17 @@ def set_head(db: Session, session: SessionRow, turn_id: str) -> None:
     """Make `turn_id` the head: the line, the hidden messages, the state and the queue follow (module doc).
     The session row is locked by the caller, which writes it after (its columns in _LINE_COLUMNS)."""
     head, state = _restorable(db, session.id, turn_id)
-    on_line = [row.id for row in line_of(db, session.id, head.id)]
+    _apply_line(db, session, head, state)
+
+
+def _apply_line(db: Session, session: SessionRow, head: Any | None, state: dict[str, Any]) -> None:
+    """The line ending at `head` (None: no turn, the session as it started), with `state`."""
+    on_line = [row.id for row in line_of(db, session.id, head.id)] if head is not None else []
     connection = db.connection()
     in_session = _TURNS.c.session_id == session.id
     connection.execute(update(_TURNS).where(in_session).values(off_line=False))
-    off = and_(in_session, _TURNS.c.id.not_in(on_line), or_(_TURNS.c.status == "committed", _TURNS.c.record_seq > head.record_seq))
+    after_head = _TURNS.c.record_seq > (head.record_seq if head is not None else 0)
+    off = and_(in_session, _TURNS.c.id.not_in(on_line), or_(_TURNS.c.status == "committed", after_head))
     connection.execute(update(_TURNS).where(off).values(off_line=True))
     turn_off = exists().where(_TURNS.c.id == _MESSAGES.c.turn_id, _TURNS.c.off_line)
     connection.execute(update(_MESSAGES).where(_MESSAGES.c.session_id == session.id).values(hidden=turn_off))
@@ -103,7 +109,7 @@ def set_head(db: Session, session: SessionRow, turn_id: str) -> None:
                        .values(status="superseded", error="its turn is off the story's line (a rewind or another version)",
                                finished_at=utcnow()))
     checkpoints.restore(db, session, state)
-    session.head_turn_id = head.id
+    session.head_turn_id = head.id if head is not None else None
     session.updated_at = utcnow()
 
 
@@ -146,10 +152,15 @@ def begin_retry(db: Session, session: SessionRow, retry_turn_id: str) -> None:
     if turn.id != session.head_turn_id:
         raise _refused("TURN_NOT_LAST", turn.id, f"turn {turn.id} is not the last committed turn of the story's line"
                        f" (that is {session.head_turn_id or 'none yet'}): only it can be retried")
-    if not turn.parent_turn_id:
-        raise _refused("TURN_NO_CHECKPOINT", turn.id, f"turn {turn.id} is the session's first turn: there is no committed turn before it "
-                       "to run it again from")
-    set_head(db, session, turn.parent_turn_id)
+    if turn.parent_turn_id:
+        set_head(db, session, turn.parent_turn_id)
+    else:
+        # The session's first turn: it runs again on the state the session started with.
+        start = checkpoints.state_of(db, session.id)
+        if start is None:
+            raise _refused("TURN_NO_CHECKPOINT", turn.id, f"turn {turn.id} is the first turn of a session created before this store "
+                           "kept the state sessions start with: it cannot be run again")
+        _apply_line(db, session, None, start)
     connection = db.connection()
     connection.execute(update(_TURNS).where(_TURNS.c.id == turn.id).values(off_line=True))
     connection.execute(update(_MESSAGES).where(_MESSAGES.c.turn_id == turn.id).values(hidden=True))
@@ -211,6 +222,9 @@ def _copy_line(db: Session, source_id: str, copy: SessionRow, line: list[Any]) -
     under new ids; the map of old turn ids to new."""
     connection = db.connection()
     turn_ids = {row.id: new_id() for row in line}
+    start = checkpoints.state_of(db, source_id)
+    if start is not None:
+        connection.execute(checkpoints.CHECKPOINTS.insert(), {"turn_id": copy.id, "session_id": copy.id, "state": _remapped(start, turn_ids)})
     for seq, row in enumerate(line, start=1):
         values = {**row._mapping, "id": turn_ids[row.id], "session_id": copy.id, "record_seq": seq, "idempotency_key": None,
                   "parent_turn_id": turn_ids.get(row.parent_turn_id or ""), "version_of": None, "off_line": False,

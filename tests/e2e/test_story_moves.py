@@ -130,3 +130,25 @@ async def test_a_branch_starts_where_its_turn_left_the_story(services) -> None:
         assert await branched.player_lines() == ["I knock.", "I run."]
         # The session it came from goes on as it was.
         assert _outputs(await story.say("I stay."))["counter"]["read"] == 2
+
+
+async def test_a_retry_reads_what_its_source_turn_committed_before_its_own_operations(services) -> None:
+    """operations@1 of a retry: the source turn's committed operations (the stager's ledger entry) come first, then the
+    one this execution stages again; a failed runtime's operations are in neither."""
+    plugins = ["digest-probe", "service-probe"]
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=plugins, approved_plugins=plugins))).session
+        story = Story(stub, session.id)
+        ledger = {"contract": "probe.ledger@1", "summary": "probe.ledger@1 staged plugin.data",
+                  "request": {"entry": "kept"}, "result": {"recorded": "kept"}}
+
+        def read(turn: resources_pb2.Turn) -> dict:
+            reader = next(r for r in turn.runtime_results if r.runtime_id == "digest-probe/reader")
+            return from_struct(reader.output)
+
+        first = await story.say("I look at the gate.")
+        assert read(first)["operations"] == {"operations": [ledger]}
+        again = await story.retry()
+        assert read(again)["operations"] == {"operations": [ledger, ledger]}, "the source's committed operation first"
+        assert read(again)["digest"]["turnId"] == again.id and again.source_turn_id == first.id

@@ -158,3 +158,14 @@ async def test_a_detached_job_of_a_rewound_turn_is_superseded(stub):
     await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(move="rewind", session_id=session.id, turn_id=first.id))
     jobs = (await stub.ListDetachedJobs(store_pb2.ListDetachedJobsRequest(session_id=session.id))).jobs
     assert [job.status for job in jobs] == ["superseded"]
+
+
+async def test_the_first_turn_is_retried_on_the_state_the_session_started_with(stub):
+    session = await new_session(stub)
+    first = await _turn(stub, session.id, "One.", "calm")
+    retried = await _turn(stub, session.id, "One, again.", "bold", retry_turn_id=first.id, version_of=first.id)
+    assert (retried.parent_turn_id, retried.logical_turn) == ("", 1)
+    assert await _log(stub, session.id) == ["One, again."]
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, move="version"))
+    assert await _mood(stub, session.id) == "calm"
+    assert await _log(stub, session.id) == ["One."]

@@ -23,7 +23,8 @@ from services.scheduler.public_api import from_request, respond
 from services.scheduler.store_pages import all_turns
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.player_input import validate_actions
-from services.scheduler.turn.request import PlayerTurn, RetrySource, TurnRequest
+from services.scheduler.turn.request import PlayerTurn, TurnRequest
+from services.scheduler.turn.retry_seeds import RetrySource, committed_operations
 from shared.errors import failed_precondition, require, rpc
 from shared.security.auth import caller
 
@@ -52,7 +53,7 @@ class StoryMoves:
         # A deleted message: what follows the turn before goes on as a continuation of it (a system `advance`).
         origin = source.origin if not request.replace_actions else TurnOrigin.PLAYER if request.actions else TurnOrigin.CONTINUATION
         turn_request = TurnRequest(request.session_id, request.idempotency_key, PlayerTurn(actions), origin=origin,
-                                   retry=RetrySource(source.id, source.version_of or source.id))
+                                   retry=RetrySource(source.id, source.version_of or source.id, committed_operations(source)))
         async for event in self._streams.one_turn(turn_request):
             yield event
 

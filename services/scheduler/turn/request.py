@@ -12,6 +12,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.interaction_answers import ResumeCall
 from services.scheduler.turn.plugin_actions import ActionCall
+from services.scheduler.turn.retry_seeds import RetrySource
 from shared.structs import from_struct
 
 
@@ -107,15 +108,6 @@ TurnWork = PlayerTurn | ActionRun | NamedRun
 def named_runtime_id(work: TurnWork) -> str:
     """The one runtime a follow-up or RunManual names ("" for a turn that schedules its own, or an action)."""
     return work.runtime_id if isinstance(work, NamedRun) else ""
-
-
-@dataclass(frozen=True)
-class RetrySource:
-    """RetryTurn: the committed turn run again (ctx.execution.sourceTurnId) and its first version; the store moves the
-    story's head to the turn before it with the lease (services/store/story_line.py)."""
-
-    turn_id: str
-    version_of: str
 
 
 @dataclass(frozen=True)

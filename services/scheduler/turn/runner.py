@@ -402,7 +402,7 @@ class TurnRunner:
         seed_plugin_data(shared, read.plugin_data)
         run = TurnState(
             shared, actions=list(request.actions), player_message=turn.player_message, origin=request.origin,
-            emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(), source_turn_id=request.retried_turn_id,
+            emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(), retry=request.retry,
         )
         if compacted is not None and compacted.proposal is not None:
             run.shared.proposals.append(compacted.proposal)

@@ -32,7 +32,8 @@ def upgrade() -> None:
         table.add_column(sa.Column("hidden", sa.Boolean(), nullable=False, server_default=sa.false()))
     op.create_table(
         "turn_checkpoints",
-        sa.Column("turn_id", sa.String(36), sa.ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True),
+        # A turn's id, or the session's for the state it started with.
+        sa.Column("turn_id", sa.String(36), primary_key=True),
         sa.Column("session_id", sa.String(36), sa.ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
         sa.Column("state", Json, nullable=False),
     )
