@@ -5,7 +5,8 @@ from __future__ import annotations
 import grpc
 
 from covel.store.v1 import store_pb2
-from tests.store.helpers import acquire, commit, data_proposal, expect_error, new_session, story_proposal, story_result, turn_for
+from shared.structs import from_struct, to_value
+from tests.store.helpers import acquire, commit, data_proposal, expect_error, new_session, proposal, story_proposal, story_result, turn_for
 
 
 async def _turn(stub, session_id: str, story: str, mood: str, **lease_fields) -> store_pb2.Turn:
@@ -169,3 +170,43 @@ async def test_the_first_turn_is_retried_on_the_state_the_session_started_with(s
     await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, move="version"))
     assert await _mood(stub, session.id) == "calm"
     assert await _log(stub, session.id) == ["One."]
+
+
+async def test_a_rewind_restores_the_world_the_lorebook_and_the_hook_state(stub, hooks):
+    session = await new_session(stub)
+
+    async def turn(name: str, version: int) -> store_pb2.Turn:
+        lease = (await acquire(stub, session.id)).lease
+        upsert = proposal("character.upsert", {"characterId": "aya", "expectedVersion": version, "character": {"type": "npc", "name": name}},
+                          plugin_id="cast", runtime_id="cast")
+        reply = await commit(stub, lease, turn_for(lease, runtime_results=[story_result(), story_result("cast", "cast")]),
+                             [story_proposal(f"{name} waves."), upsert])
+        assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED, reply.turn.abort_reason
+        return reply.turn
+
+    async def counter(op: str = "get", value: int = 0) -> float:
+        request = store_pb2.AccessHookStateRequest(session_id=session.id, plugin_id="hooky", op=op, key="seen", value=to_value(value))
+        return (await hooks.AccessHookState(request)).value.number_value
+
+    await counter("set", 1)
+    first = await turn("Aya", 0)
+    await counter("set", 2)
+    entry = store_pb2.LorebookEntry(owner="player", id="late", title="Late", keys=["late"], content="Written after turn one.")
+    await stub.PutLorebookEntry(store_pb2.PutLorebookEntryRequest(session_id=session.id, entry=entry))
+    second = await turn("Aya II", 1)
+
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, move="rewind"))
+    world = await stub.GetWorld(store_pb2.GetWorldRequest(session_id=session.id))
+    assert [(c.id, c.version, from_struct(c.data)["name"]) for c in world.characters] == [("aya", 1, "Aya")]
+    assert [e.id for e in world.lorebook if e.owner == "player"] == []
+    assert await counter() == 1
+
+    # A follow-up of the rewound turn (a detached job's background turn) commits nothing.
+    lease = (await acquire(stub, session.id, origin="background")).lease
+    late = turn_for(lease, origin="background", source_turn_id=second.id, actions=[], runtime_results=[story_result("cast", "cast")])
+    upsert = proposal("character.upsert", {"characterId": "aya", "expectedVersion": 1, "character": {"name": "Ghost"}},
+                      plugin_id="cast", runtime_id="cast")
+    reply = await commit(stub, lease, late, [upsert])
+    assert reply.turn.status == store_pb2.TURN_STATUS_ABORTED and "off the story's line" in reply.turn.abort_reason
+    world = await stub.GetWorld(store_pb2.GetWorldRequest(session_id=session.id))
+    assert [from_struct(c.data)["name"] for c in world.characters] == ["Aya"]
