@@ -6,7 +6,17 @@ import grpc
 
 from covel.store.v1 import store_pb2
 from shared.structs import from_struct, to_value
-from tests.store.helpers import acquire, commit, data_proposal, expect_error, new_session, proposal, story_proposal, story_result, turn_for
+from tests.store.helpers import (
+    acquire,
+    commit,
+    data_proposal,
+    expect_error,
+    new_session,
+    proposal,
+    story_proposal,
+    story_result,
+    turn_for,
+)
 
 
 async def _turn(stub, session_id: str, story: str, mood: str, **lease_fields) -> store_pb2.Turn:
