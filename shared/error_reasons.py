@@ -54,7 +54,7 @@ REASONS: dict[str, Reason] = {
                             "the turn is off the story's line (rewound past, or a version not chosen): rewind to or choose a turn "
                             "on the line (ListTurns marks them)"),
     "TURN_NOT_LAST": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
-                            "retry, edit and choosing a version act on the last committed turn of the line only: rewind first "
+                            "retry, edit and choosing a version act on the last player's turn of the line only: rewind first "
                             "to re-run an earlier one"),
     "TURN_NO_CHECKPOINT": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
                                  "the turn did not commit, or was recorded before the store kept checkpoints, so the state "

@@ -46,6 +46,8 @@ _JOBS = cast(Table, DetachedJobRow.__table__)
 _MOVES = cast(Table, StoryMoveRow.__table__)
 _EVENTS = cast(Table, TurnEventRow.__table__)
 _LINE_COLUMNS = ("head_turn_id", *checkpoints.SESSION_COLUMNS, "updated_at")
+# The turns a retry runs again and whose versions a player chooses among.
+STORY_ORIGINS = ("player", "continuation")
 
 
 def _turn(db: Session, session_id: str, turn_id: str) -> Any:
@@ -137,21 +139,29 @@ def move_head(db: Session, session_id: str, turn_id: str, request_id: str, move:
     return session
 
 
+def last_story_turn(db: Session, session: SessionRow) -> Any | None:
+    """The last player's (or continuation) turn of the line: the turn a retry runs again. The background, manual and
+    action turns after it are its follow-ups; a retry or another version takes them off the line with it."""
+    return next((row for row in reversed(line_of(db, session.id, session.head_turn_id)) if row.origin in STORY_ORIGINS), None)
+
+
 def _check_move(db: Session, session: SessionRow, target: Any, move: str) -> None:
     if move == "rewind" and target.off_line:
         raise _refused("TURN_OFF_LINE", target.id, f"turn {target.id} is off the story's line: rewind to a turn on it, or choose this "
                        "version first if it is a version of the last turn")
-    if move == "version" and first_version(db, session.head_turn_id or "") != (target.version_of or target.id):
+    last = last_story_turn(db, session)
+    if move == "version" and (last is None or (last.version_of or last.id) != (target.version_of or target.id)):
         raise _refused("TURN_NOT_LAST", target.id, f"turn {target.id} is not a version of the last turn of the story's line "
-                       f"({session.head_turn_id or 'none yet'}): ListTurnVersions lists those")
+                       f"({last.id if last is not None else 'none yet'}): ListTurnVersions lists those")
 
 
 def begin_retry(db: Session, session: SessionRow, retry_turn_id: str) -> None:
     """With the lease of a retry: the retried turn must be the head; the head moves to its parent (the state before it)."""
     turn = _turn(db, session.id, retry_turn_id)
-    if turn.id != session.head_turn_id:
-        raise _refused("TURN_NOT_LAST", turn.id, f"turn {turn.id} is not the last committed turn of the story's line"
-                       f" (that is {session.head_turn_id or 'none yet'}): only it can be retried")
+    last = last_story_turn(db, session)
+    if last is None or turn.id != last.id:
+        raise _refused("TURN_NOT_LAST", turn.id, f"turn {turn.id} is not the last player's turn of the story's line"
+                       f" (that is {last.id if last is not None else 'none yet'}): only it can be retried")
     if turn.parent_turn_id:
         set_head(db, session, turn.parent_turn_id)
     else:
@@ -165,12 +175,6 @@ def begin_retry(db: Session, session: SessionRow, retry_turn_id: str) -> None:
     connection.execute(update(_TURNS).where(_TURNS.c.id == turn.id).values(off_line=True))
     connection.execute(update(_MESSAGES).where(_MESSAGES.c.turn_id == turn.id).values(hidden=True))
     write_session(db, session, _LINE_COLUMNS)
-
-
-def first_version(db: Session, turn_id: str) -> str:
-    """The first version of the turn (the id a retry of it records as version_of)."""
-    found = db.connection().execute(select(_TURNS.c.version_of).where(_TURNS.c.id == turn_id)).scalar_one_or_none()
-    return found or turn_id
 
 
 def follows_the_line(db: Session, source_turn_id: str) -> bool:

@@ -120,7 +120,7 @@ async def test_only_the_last_turn_is_retried_and_only_committed_turns_are_rewoun
     first = await _turn(stub, session.id, "One.", "calm")
     await _turn(stub, session.id, "Two.", "tense")
     error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, acquire(stub, session.id, retry_turn_id=first.id))
-    assert "not the last committed turn" in error.details()
+    assert "not the last player's turn" in error.details()
     lease = (await acquire(stub, session.id)).lease
     await commit(stub, lease, turn_for(lease, status=store_pb2.TURN_STATUS_ABORTED, abort_reason="a hook said no"))
     error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION,
@@ -220,3 +220,21 @@ async def test_a_rewind_restores_the_world_the_lorebook_and_the_hook_state(stub,
     assert reply.turn.status == store_pb2.TURN_STATUS_ABORTED and "off the story's line" in reply.turn.abort_reason
     world = await stub.GetWorld(store_pb2.GetWorldRequest(session_id=session.id))
     assert [from_struct(c.data)["name"] for c in world.characters] == ["Aya"]
+
+
+async def test_a_retry_takes_the_follow_ups_of_the_last_players_turn_off_the_line_with_it(stub):
+    """A detached job's background turn after the last player's turn is its follow-up: the player's turn is still the one
+    a retry runs again, and its versions are what a player chooses among."""
+    session = await new_session(stub)
+    await _turn(stub, session.id, "One.", "calm")
+    second = await _turn(stub, session.id, "Two.", "tense")
+    lease = (await acquire(stub, session.id, origin="background")).lease
+    job = turn_for(lease, origin="background", source_turn_id=second.id, actions=[], runtime_results=[story_result("recorder", "memory")])
+    background = (await commit(stub, lease, job, [data_proposal("mood", "now", "remembered")])).turn
+    assert background.status == store_pb2.TURN_STATUS_COMMITTED and await _mood(stub, session.id) == "remembered"
+
+    retried = await _turn(stub, session.id, "Two, again.", "hopeful", retry_turn_id=second.id, version_of=second.id)
+    turns = {turn.id: turn for turn in (await stub.ListTurns(store_pb2.ListTurnsRequest(session_id=session.id))).turns}
+    assert turns[background.id].off_line and turns[second.id].off_line and not turns[retried.id].off_line
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=second.id, move="version"))
+    assert await _mood(stub, session.id) == "tense", "the version's own state, without its follow-up's"

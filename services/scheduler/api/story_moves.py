@@ -42,7 +42,7 @@ class StoryMoves:
     async def RetryTurn(self, request: scheduler_pb2.RetryTurnRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:
         require(request.session_id, "session_id", SESSION_ID_HINT)
         check_idempotency_key(request.idempotency_key)
-        source = await self._turn(request.session_id, request.turn_id or await self._head(request.session_id))
+        source = await self._turn(request.session_id, request.turn_id or await self._last(request.session_id))
         if source.origin not in RETRIED_ORIGINS:
             raise failed_precondition(f"turn {source.id} is a {source.origin!r} turn: a retry runs a player's turn (or its "
                                       "continuation) again", reason="TURN_NOT_LAST", subject=f"turns/{source.id}")
@@ -61,7 +61,7 @@ class StoryMoves:
     async def ListTurnVersions(self, request: scheduler_pb2.ListTurnVersionsRequest,
                                context: grpc.aio.ServicerContext) -> scheduler_pb2.ListTurnVersionsResponse:
         require(request.session_id, "session_id", SESSION_ID_HINT)
-        target = await self._turn(request.session_id, request.turn_id or await self._head(request.session_id))
+        target = await self._turn(request.session_id, request.turn_id or await self._last(request.session_id))
         first = target.version_of or target.id
         versions = [turn for turn in await all_turns(self._store, request.session_id)
                     if turn.status == store_pb2.TURN_STATUS_COMMITTED and first in (turn.id, turn.version_of)]
@@ -98,12 +98,15 @@ class StoryMoves:
             session_id=session_id, turn_id=turn_id, request_id=request_id, move=move))
         return reply.session
 
-    async def _head(self, session_id: str) -> str:
-        session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=session_id))).session
-        if not session.head_turn_id:
-            raise failed_precondition(f"session {session_id} has no committed turn yet: play one first", reason="TURN_NOT_LAST",
+    async def _last(self, session_id: str) -> str:
+        """The last player's (or continuation) turn of the story's line: the turns after it are its follow-ups
+        (detached jobs' background turns, manual runs, actions), which a retry takes off the line with it."""
+        line = [turn for turn in await all_turns(self._store, session_id)
+                if turn.status == store_pb2.TURN_STATUS_COMMITTED and not turn.off_line and turn.origin in RETRIED_ORIGINS]
+        if not line:
+            raise failed_precondition(f"session {session_id} has no player's turn yet: play one first", reason="TURN_NOT_LAST",
                                       subject=f"sessions/{session_id}")
-        return session.head_turn_id
+        return line[-1].id
 
     async def _turn(self, session_id: str, turn_id: str) -> store_pb2.Turn:
         return (await self._store.GetTurn(store_pb2.GetTurnRequest(session_id=session_id, turn_id=turn_id))).turn
