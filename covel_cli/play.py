@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import TextIO
 
 import grpc
@@ -23,6 +24,7 @@ import grpc
 from covel.scheduler.v1 import resources_pb2 as api
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.play_display import Progress, plugin_lines, shown_lines, turn_summary
+from covel_cli.play_moves import MOVE_COMMANDS, MOVE_HELP, branch, story_move
 from services.scheduler.public_api import enum_text
 from shared.errors import retry_after_ms
 from shared.grpc_client import open_client_api_channel
@@ -58,6 +60,7 @@ COMMANDS = (
     ("/answer name=Mira", "answer the open question: a form's field=value pairs, a choice's option, yes or no"),
     ("/commands", "the commands of the session's plugins (any other /name runs one)"),
     ("/panels", "the plugins' panels (character, inventory, standing, time) as short summaries"),
+    *MOVE_HELP,
     ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
     ("a number", "take one of the guide's suggestions"),
     ("anything else", "what your character says or does this turn"),
@@ -182,6 +185,13 @@ async def _play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, te
     )
     completed = await _stream_retried(lambda: stub.SubmitActions(request), out)
     return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])
+
+
+async def _shown(out: TextIO, submit: Callable[[], AsyncIterator[scheduler_pb2.TurnEvent]]) -> list[str]:
+    """A move's turn streamed and shown; the guide's suggestions."""
+    started = time.monotonic()
+    completed = await _stream_retried(submit, out)
+    return _show_turn(completed, started, out) if completed is not None else []
 
 
 ACTION_COMMANDS = ("/roll", "/kinds", "/as", "/say", "/kind", "/answer")
@@ -347,6 +357,9 @@ async def play(
                 out.write(help_text())
                 continue
             try:
+                if line.split(" ", 1)[0] == "/branch":
+                    session_id = await branch(stub, session_id, line.partition(" ")[2].strip(), out)
+                    continue
                 suggestions = await _one_line(stub, session_id, line, out) or suggestions
             except grpc.aio.AioRpcError as error:
                 out.write("\n" + error_line(error, scheduler_addr) + "\n")
@@ -386,6 +399,8 @@ async def _one_line(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, lin
         await show_commands(stub, session_id, out)
     elif command == "/panels":
         await show_panels(stub, session_id, out)
+    elif command in MOVE_COMMANDS:
+        return await story_move(stub, session_id, command, rest, out, partial(_shown, out))
     elif command and command not in ACTION_COMMANDS:
         try:
             await run_command(stub, session_id, line, out)

@@ -79,6 +79,15 @@ REASONS: dict[str, Reason] = {
     "SESSION_BUSY": Reason(grpc.StatusCode.ABORTED, "RetryInfo", "another turn of the session still runs past the wait: retry after the delay"),
     "DETACHED_QUEUE_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "RetryInfo",
                                   "the session's detached work is at its bound: retry after the delay"),
+    "TURN_OFF_LINE": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
+                            "the turn is off the story's line (rewound past, or a version not chosen): rewind to or choose a turn "
+                            "on the line (ListTurns marks them)"),
+    "TURN_NOT_LAST": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
+                            "retry, edit and choosing a version act on the last player's turn of the line only: rewind first "
+                            "to re-run an earlier one"),
+    "TURN_NO_CHECKPOINT": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
+                                 "the turn did not commit, or was recorded before the store kept checkpoints, so the state "
+                                 "it left cannot be restored: pick a later committed turn"),
     "TURN_FAILED_RETRYABLE": Reason(grpc.StatusCode.UNAVAILABLE, "RetryInfo; metadata `turn_id`",
                                     "the turn failed for a passing reason: send it again with the same idempotency_key"),
 }

@@ -17,6 +17,7 @@ from services.store import (
     session_pages,
     sessions,
     settlements,
+    story_line,
     turn_signals,
     validation,
     world,
@@ -155,6 +156,26 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
             messages=len(reply.turn.messages),
         )
         return reply
+
+    @rpc
+    async def SetSessionHead(self, request: store_pb2.SetSessionHeadRequest, context: grpc.aio.ServicerContext) -> store_pb2.SetSessionHeadResponse:
+        validation.session_id(request.session_id)
+        require(request.turn_id, "turn_id", "a committed turn of the session (ListTurns)")
+        validation.idempotency_key(request.request_id, "request_id")
+        if request.move not in ("rewind", "version"):
+            raise invalid_argument("move", f"is {request.move!r}; use \"rewind\" (a turn on the line) or \"version\" (a version of the last turn)")
+        session = await self._db.write(story_line.move_head_reply, request)
+        log.info("session.head_moved", session_id=request.session_id, turn_id=request.turn_id)
+        return store_pb2.SetSessionHeadResponse(session=session)
+
+    @rpc
+    async def BranchSession(self, request: store_pb2.BranchSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.BranchSessionResponse:
+        validation.session_id(request.session_id)
+        require(request.turn_id, "turn_id", "a committed turn of the session's line (ListTurns)")
+        validation.idempotency_key(request.request_id, "request_id")
+        session = await self._db.write(story_line.branch_reply, request)
+        log.info("session.branched", session_id=request.session_id, turn_id=request.turn_id, branch_id=session.id)
+        return store_pb2.BranchSessionResponse(session=session)
 
     @rpc
     async def ListMessages(self, request: store_pb2.ListMessagesRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListMessagesResponse:
@@ -380,3 +401,4 @@ def record_commit(turn: store_pb2.Turn) -> None:
 async def wait_closed() -> None:
     """Wait until every stopped store's database is closed (after RunningServer.stop)."""
     await asyncio.gather(*_closing)
+

@@ -11,7 +11,7 @@ from jsonschema.exceptions import SchemaError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import lorebook, sessions, world
+from services.store import checkpoints, lorebook, sessions, world
 from services.store.apply_context import Rejected, json_sized
 from services.store.datasets import DatasetViolation, dataset
 from services.store.models import MessageRow, PluginDataRow, SessionRow
@@ -132,12 +132,15 @@ def _check_dimension(index: int, dimension: store_pb2.Dimension) -> None:
 
 
 def create_session_in_world(db: Session, session: store_pb2.Session, request: store_pb2.SessionWorld | None) -> store_pb2.Session:
-    """sessions.create_session, then the world's rows, in the one transaction of `db`."""
+    """sessions.create_session, then the world's rows, then the checkpoint of its start (a retry of its first turn
+    restores it), in the one transaction of `db`."""
     created = sessions.create_session(db, session)
+    row = db.get(SessionRow, created.id)
+    assert row is not None
     if request is not None:
-        row = db.get(SessionRow, created.id)
-        assert row is not None
         _write_world(db, row, request, row.created_at)
+        db.flush()
+    checkpoints.record(db, row, row.id)
     return created
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import false, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -85,7 +85,8 @@ TURNS_PAGE, TURNS_PAGE_MAX = 100, 500
 def list_messages(db: Session, request: store_pb2.ListMessagesRequest) -> store_pb2.ListMessagesResponse:
     """The newest `limit` messages; or, without a limit, a page of them oldest first (keyset on seq)."""
     find_session(db, request.session_id)
-    statement = select(MessageRow).where(MessageRow.session_id == request.session_id)
+    # Messages of turns off the story's line are hidden (story_line.py); GetTurn still shows a turn's own.
+    statement = select(MessageRow).where(MessageRow.session_id == request.session_id, MessageRow.hidden == false())
     if request.limit > 0:
         rows = list(db.execute(statement.order_by(MessageRow.seq.desc()).limit(request.limit)).scalars())
         rows.reverse()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select
+from sqlalchemy import Table, and_, bindparam, false, select
 from sqlalchemy.orm import Session
 
 from covel.common.v1 import common_pb2
@@ -92,7 +92,8 @@ _CHARACTER_ROWS = cast(Table, CharacterRow.__table__)
 _DIMENSION_ROWS = cast(Table, DimensionRow.__table__)
 # Built once: building a statement costs more than running it. `metadata` is labelled `meta`, as the ORM names it.
 _MESSAGE_COLUMNS = [column.label("meta") if column.name == "metadata" else column for column in _MESSAGES.columns]
-_IN_SESSION = _MESSAGES.c.session_id == bindparam("b_session")
+# Messages of turns off the story's line are hidden (story_line.py): no turn reads them.
+_IN_SESSION = and_(_MESSAGES.c.session_id == bindparam("b_session"), _MESSAGES.c.hidden == false())
 _LATEST_SUMMARY = (select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.role == "summary")
                    .order_by(_MESSAGES.c.seq.desc()).limit(1))
 _NTH_LAST_PLAYER = (select(_MESSAGES.c.seq).where(_IN_SESSION, _MESSAGES.c.role == "player", _MESSAGES.c.seq > bindparam("b_after"))

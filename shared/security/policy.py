@@ -50,7 +50,9 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob",
-                       "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
+                       "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions",
+                       # The story's moves (services/store/story_line.py), passed on from the public API's session owners.
+                       "SetSessionHead", "BranchSession")
     } | {
         # The fault breaker every hooks replica shares (services/store/plugin_faults.py).
         "RecordPluginFaults": _rule("the hooks service reports its handlers' faults", "hooks"),

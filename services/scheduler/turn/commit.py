@@ -99,6 +99,7 @@ class TurnCommit:
             extras = {"dependencies": unit_dependencies(run), "detached_jobs": run.detached_jobs,
                       "datasets": dataset_policies(run.shared.packages, proposals), "dimension_owners": dimension_owners(run.shared.packages),
                       "settlements": duties(run), **setup_commit(turn.runtime_results, run, session)}
+            turn.trace.extend(to_struct(entry) for entry in run.operation_entries())
         reply = await self._store.CommitTurn(
             store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,
                                         release_lease=True, **extras),
