@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from covel_cli.card_commands import add_parsers as add_card_commands
 from covel_cli.channels import HostFailed
 from covel_cli.channels import add_parser as add_channel
 from covel_cli.channels import host as host_channels
@@ -171,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_onboard(commands, onboard)
     add_validate_plugin(commands)
     add_validate_world(commands)
+    add_card_commands(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser

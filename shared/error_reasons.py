@@ -50,6 +50,8 @@ REASONS: dict[str, Reason] = {
     "SESSION_BUSY": Reason(grpc.StatusCode.ABORTED, "RetryInfo", "another turn of the session still runs past the wait: retry after the delay"),
     "DETACHED_QUEUE_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "RetryInfo",
                                   "the session's detached work is at its bound: retry after the delay"),
+    "IMPORT_REFUSED": Reason(grpc.StatusCode.INVALID_ARGUMENT, "BadRequest (the field of the card or lorebook, and what to do)",
+                             "an imported card or lorebook broke a bound or a rule of its format (docs/worlds.md, \"Import\")"),
     "TURN_FAILED_RETRYABLE": Reason(grpc.StatusCode.UNAVAILABLE, "RetryInfo; metadata `turn_id`",
                                     "the turn failed for a passing reason: send it again with the same idempotency_key"),
 }

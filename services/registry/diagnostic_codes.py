@@ -217,6 +217,8 @@ CODES: dict[str, str] = {
     "model-hidden-field": "warning: a field holding a UUID or an ISO time, which models never read",
     "attribute-reference": "a value that names no character attribute of the right type, or lies outside its range",
     "dimension-reference": "a value that names no world dimension, a place its schema does not allow, or a value it cannot take",
+    "media-missing": "a world's `media[].path` that is not a file of the package",
+    "duplicate-opening": "two of a world's `openings` with the same id",
     "lorebook-yaml": "a lorebook file that is not valid YAML",
     "lorebook-not-list": "a lorebook file that holds something else than a list of entries",
     "lorebook-too-large": "a lorebook with more entries than a session holds",
