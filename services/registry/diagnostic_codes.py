@@ -219,6 +219,7 @@ CODES: dict[str, str] = {
     "dimension-reference": "a value that names no world dimension, a place its schema does not allow, or a value it cannot take",
     "media-missing": "a world's `media[].path` that is not a file of the package",
     "duplicate-opening": "two of a world's `openings` with the same id",
+    "lorebook-regex-invalid": "a lorebook key written as a regular expression that RE2 cannot compile",
     "lorebook-yaml": "a lorebook file that is not valid YAML",
     "lorebook-not-list": "a lorebook file that holds something else than a list of entries",
     "lorebook-too-large": "a lorebook with more entries than a session holds",
