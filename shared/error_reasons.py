@@ -52,6 +52,8 @@ REASONS: dict[str, Reason] = {
                                   "the session's detached work is at its bound: retry after the delay"),
     "IMPORT_REFUSED": Reason(grpc.StatusCode.INVALID_ARGUMENT, "BadRequest (the field of the card or lorebook, and what to do)",
                              "an imported card or lorebook broke a bound or a rule of its format (docs/worlds.md, \"Import\")"),
+    "WORLD_EXISTS": Reason(grpc.StatusCode.ALREADY_EXISTS, "none",
+                           "ImportWorld named a world id a served world has: pick another world_id, or set replace"),
     "TURN_FAILED_RETRYABLE": Reason(grpc.StatusCode.UNAVAILABLE, "RetryInfo; metadata `turn_id`",
                                     "the turn failed for a passing reason: send it again with the same idempotency_key"),
 }

@@ -3,7 +3,11 @@ to a world package installed in a worlds folder."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import grpc
 
 from services.registry.importing.card_mapping import source_to_world, world_id_of
 from services.registry.importing.card_source import ImportSource, read_source
@@ -11,6 +15,7 @@ from services.registry.importing.charx import CARD_FILE, write_charx
 from services.registry.importing.limits import FILE_MAX, ZIP_MEMBERS_MAX, ZIP_TOTAL_MAX, refused
 from services.registry.importing.world_package import install_world
 from services.registry.loaded_world import LoadedWorld
+from shared.errors import ServiceError
 
 
 def import_bytes(data: bytes, worlds_dir: Path, world_id: str = "", replace: bool = False) -> LoadedWorld:
@@ -20,6 +25,19 @@ def import_bytes(data: bytes, worlds_dir: Path, world_id: str = "", replace: boo
 def import_source(source: ImportSource, worlds_dir: Path, world_id: str = "", replace: bool = False) -> LoadedWorld:
     world = source_to_world(source)
     return install_world(world, worlds_dir, world_id or world_id_of(world.manifest["name"]), replace)
+
+
+def import_world(data: bytes, world_dirs: Sequence[Path], served: Any, world_id: str = "", replace: bool = False) -> LoadedWorld:
+    """ImportWorld: into the first world folder; ALREADY_EXISTS (WORLD_EXISTS) for an id a served world has, unless
+    `replace` (and then only a world of that first folder is replaced)."""
+    source = read_source(data)
+    world = source_to_world(source)
+    wanted = world_id or world_id_of(world.manifest["name"])
+    existing = served.world(wanted)
+    if existing is not None and not (replace and existing.root_dir.parent == world_dirs[0].resolve()):
+        raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, f"a world `{wanted}` is already served from {existing.root_dir.parent}; "
+                           "pick another world_id" + ("" if replace else ", or set replace"), reason="WORLD_EXISTS")
+    return install_world(world, world_dirs[0], wanted, replace)
 
 
 def read_path(path: Path) -> bytes:

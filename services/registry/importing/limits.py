@@ -10,7 +10,7 @@ import grpc
 
 from shared.errors import FieldViolation, ServiceError
 
-FILE_MAX = 32 * 1024 * 1024  # a card file (PNG, CHARX, JSON) as read
+FILE_MAX = 24 * 1024 * 1024  # a card file (PNG, CHARX, JSON) as read (an ImportWorld request stays under gRPC's 32 MiB)
 JSON_MAX = 8 * 1024 * 1024  # the card's JSON, decoded
 TEXT_CHUNK_MAX = 12 * 1024 * 1024  # one PNG text chunk (the base64 of JSON_MAX with room)
 PNG_CHUNKS_MAX = 10_000  # chunks of one PNG (an APNG has two per frame)
