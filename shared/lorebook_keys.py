@@ -52,9 +52,26 @@ def key_position(key: str, text: str, *, use_regex: bool = False, case_sensitive
     needle = key.strip() if case_sensitive else key.strip().casefold()
     if not needle:
         return -1
-    haystack = text if case_sensitive else text.casefold()
-    words = whole_words if whole_words is not None else (needle.isascii() and re.search(r"\w", needle) is not None)
+    haystack = text if case_sensitive else _folded(text)
+    start = haystack.find(needle)  # a plain search first: most keys are nowhere in the text
+    if start < 0:
+        return -1
+    words = whole_words if whole_words is not None else (needle.isascii() and _WORD.search(needle) is not None)
     if words:
-        found_word = re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", haystack)
+        found_word = _whole_word(needle).search(haystack, start)
         return found_word.start() if found_word else -1
-    return haystack.find(needle)
+    return start
+
+
+_WORD = re.compile(r"\w")
+
+
+@functools.lru_cache(maxsize=8)
+def _folded(text: str) -> str:
+    """The text casefolded once for all the keys matched against it (a turn scans a few texts many times)."""
+    return text.casefold()
+
+
+@functools.lru_cache(maxsize=8192)
+def _whole_word(needle: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(needle)}(?!\w)")

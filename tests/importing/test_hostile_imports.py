@@ -115,3 +115,10 @@ def test_fields_of_the_wrong_kind_are_named(tmp_path: Path) -> None:
     assert "lorebook" in field_of(refusal(json.dumps(long_key).encode(), tmp_path))
     assert field_of(refusal(json.dumps({"spec": "chara_card_v9", "data": {}}).encode(), tmp_path)) == "spec"
     assert field_of(refusal(b"x" * (limits.FILE_MAX + 1), tmp_path)) == "file"
+
+
+def test_a_lorebook_past_what_a_world_file_holds(tmp_path: Path) -> None:
+    card = cards.v2_card()
+    card["data"]["character_book"]["entries"] = [cards.book_entry(i, [f"k{i}"], "x" * 4000) for i in range(400)]
+    error = refusal(json.dumps(card).encode(), tmp_path)
+    assert field_of(error) == "data.character_book.entries" and "KiB" in error.message

@@ -12,7 +12,7 @@ from services.registry.importing.book_mapping import book_to_world, world_info_e
 from services.registry.importing.card_source import WORLD_INFO, ImportSource
 from services.registry.importing.limits import TEXT_FIELD_MAX, refused
 from services.registry.importing.media import card_media
-from shared.lorebook import CONTENT_MAX
+from shared.lorebook import CONTENT_MAX, ENTRIES_MAX
 
 # A card's `data` field -> where the world keeps it.
 CARD_FIELDS: dict[str, str] = {
@@ -66,6 +66,9 @@ def source_to_world(source: ImportSource) -> ImportedWorld:
     manifest["characters"] = [_character(data, name)]
     kept: dict[str, Any] = {name: data[name] for name in KEPT_VERBATIM if data.get(name) not in (None, "", [], {})}
     lorebook = _prompt_entries(data) + _card_book(data, manifest, kept)
+    if len(lorebook) > ENTRIES_MAX:
+        raise refused("data.character_book.entries", f"with the card's system prompt and post-history instructions makes {len(lorebook)} "
+                                                     f"lorebook entries; a world holds at most {ENTRIES_MAX}")
     if lorebook:
         manifest["lorebook"] = lorebook
     media, files, kept_assets = card_media(source)

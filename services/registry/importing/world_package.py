@@ -16,6 +16,7 @@ from services.registry.importing.limits import refused
 from services.registry.loaded_world import WORLD_FILE, LoadedWorld
 from services.registry.world_loader import load_world
 from services.registry.world_models import WORLD_ID
+from shared.bounded_yaml import MAX_BYTES
 
 LOREBOOK_FILE = "lorebook.yaml"
 HEADER = "# Imported by `covel import` (docs/worlds.md, \"Import\"); `covel export` writes it back as a V3 card.\n"
@@ -26,16 +27,24 @@ def dump_yaml(value: Any) -> str:
 
 
 def write_package(world: ImportedWorld, root: Path) -> None:
-    """The files of `world` in the empty folder `root`."""
+    """The files of `world` in the empty folder `root`; refuses a YAML file the world loader would not read."""
     manifest = dict(world.manifest)
     lorebook = manifest.pop("lorebook", None)
-    (root / WORLD_FILE).write_text(HEADER + dump_yaml(manifest), encoding="utf-8")
+    _write(root / WORLD_FILE, HEADER + dump_yaml(manifest), "data")
     if lorebook:
-        (root / LOREBOOK_FILE).write_text(dump_yaml(lorebook), encoding="utf-8")
+        _write(root / LOREBOOK_FILE, dump_yaml(lorebook), "data.character_book.entries")
     for relative, body in world.files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)
+
+
+def _write(path: Path, text: str, field: str) -> None:
+    size = len(text.encode("utf-8"))
+    if size > MAX_BYTES:
+        raise refused(field, f"makes {path.name} {size} bytes of YAML; a world's file holds at most {MAX_BYTES // 1024} KiB: "
+                             "shorten the entries or split the card")
+    path.write_text(text, encoding="utf-8")
 
 
 def install_world(world: ImportedWorld, worlds_dir: Path, world_id: str, replace: bool = False) -> LoadedWorld:
