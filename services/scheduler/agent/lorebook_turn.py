@@ -20,7 +20,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.agent.lorebook_activation import Activation, Entry, activate
-from services.scheduler.execution.framework_trace import framework_entry
+from services.scheduler.execution.framework_trace import LOREBOOK_ACTIVATED, framework_entry
 from shared.card_macros import expand
 from shared.logs import get_logger
 from shared.lorebook_rules import activation_from_proto, settings_from_proto
@@ -93,7 +93,7 @@ class LorebookTurn:
     def trace_entry(self) -> common_pb2.HookTraceEntry | None:
         if self.activation is None:
             return None
-        return framework_entry("lorebook.activated", "ok", self._runtime_id, self.activation.trace(self._turn))
+        return framework_entry(LOREBOOK_ACTIVATED, "ok", self._runtime_id, self.activation.trace(self._turn))
 
     async def _timers(self) -> dict[str, Any]:
         try:
