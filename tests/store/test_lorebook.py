@@ -62,3 +62,27 @@ async def test_a_plugin_writes_its_own_entries_through_proposals(stub) -> None:
     delete = proposal("lorebook.delete", {"id": "rumour"}, plugin_id="codex")
     assert outcomes_by_id((await commit_turn(stub, session.id, [delete])).turn)[delete.id].status == COMMITTED
     assert await lorebook(stub, session.id) == [("player", "rumour", 1, "It is old.")]
+
+
+async def test_activation_rules_and_lorebook_settings_are_kept_with_the_session(stub) -> None:
+    from covel.common.v1 import common_pb2
+    from shared.lorebook_rules import activation_from_proto
+
+    rules = common_pb2.LorebookActivation(secondary_keys=["night"], selective_logic="notAny", sticky=2, position="atDepth", depth=0,
+                                          has_depth=True, probability=0, has_probability=True, whole_words="false")
+    world = store_pb2.SessionWorld(writer="world:harbor", lorebook=[entry("world", "lighthouse", activation=rules), entry("world", "plain")],
+                                   lorebook_settings=common_pb2.LorebookSettings(scan_depth=3, token_budget=800, recursive=True, max_recursion=1))
+    session = (await stub.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(world_id="harbor"), world=world))).session
+    read = await stub.GetWorld(store_pb2.GetWorldRequest(session_id=session.id))
+    by_id = {e.id: e for e in read.lorebook}
+    assert activation_from_proto(by_id["lighthouse"].activation) == {
+        "secondaryKeys": ["night"], "selectiveLogic": "notAny", "sticky": 2, "position": "atDepth", "depth": 0, "probability": 0,
+        "wholeWords": False}
+    assert activation_from_proto(by_id["plain"].activation) == {}
+    assert (read.lorebook_settings.scan_depth, read.lorebook_settings.token_budget, read.lorebook_settings.max_recursion) == (3, 800, 1)
+    plain = await new_session(stub)
+    assert not (await stub.GetWorld(store_pb2.GetWorldRequest(session_id=plain.id))).HasField("lorebook_settings")
+    world.lorebook_settings.token_budget = 10**9
+    error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT,
+                               stub.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(), world=world)))
+    assert violated_fields(error) == ["world.lorebook_settings.token_budget"]
