@@ -27,7 +27,8 @@ def coast_card() -> dict:
         cards.book_entry(2, ["harbor"], "@@exclude_keys storm\nBoats are missing.", comment="Harbor"),
         cards.book_entry(3, [], "Everything tastes of salt.", constant=True),
     ]}
-    return cards.v3_card(character_book=book, system_prompt="", post_history_instructions="")
+    # (a description naming the lighthouse would bring entry 1 up every turn by recursion from card.character)
+    return cards.v3_card(character_book=book, system_prompt="", post_history_instructions="", description="A keeper's daughter.")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -62,10 +63,11 @@ async def test_an_imported_card_plays(services) -> None:
     assert imported.world.id == "coast" and imported.world.state == registry_pb2.WORLD_STATE_LOADED
     assert [(o.id, o.group_only) for o in world.openings] == [("greeting-1", False), ("greeting-2", False), ("group-1", True)]
     assert opening.text == "The lamp is out." and world.opening == "*She looks up.* You came back."
-    assert turns[0] == {"entry-1": "key:lighthouse", "entry-3": "constant"}
-    assert turns[1] == {"entry-1": "sticky", "entry-2": "key:harbor", "entry-3": "constant"}  # held one more turn
-    assert turns[2] == {"entry-3": "constant"}  # the storm keeps the harbor out; the lighthouse's sticky turn is over
-    assert turns[3] == {"entry-3": "constant"}
+    always = {"card.character": "constant", "entry-3": "constant"}  # the card's character, and its constant lore
+    assert turns[0] == {**always, "entry-1": "key:lighthouse"}
+    assert turns[1] == {**always, "entry-1": "sticky", "entry-2": "key:harbor"}  # held one more turn
+    assert turns[2] == always  # the storm keeps the harbor out; the lighthouse's sticky turn is over
+    assert turns[3] == always
     assert unknown_opening.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field_violations(unknown_opening.value)[0].field == "opening_id"
 

@@ -36,6 +36,8 @@ def test_a_v2_card_in_a_png_becomes_a_world(tmp_path: Path) -> None:
                                  "personality": "stubborn, kind"}]
     by_id = {entry["id"]: entry for entry in world.lorebook}
     assert by_id["card.system-prompt"]["content"] == "Write as {{char}}." and by_id["card.system-prompt"]["constant"]
+    assert by_id["card.character"]["content"] == ("Lin Yao: A lighthouse keeper's daughter.\nPersonality: stubborn, kind\n"
+                                                  "Scenario: A storm coast where the lamps went dark.")
     assert by_id["card.post-history"]["activation"]["position"] == "atDepth" and by_id["card.post-history"]["activation"]["depth"] == 0
     harbor = by_id["entry-2"]["activation"]
     assert (harbor["position"], harbor["depth"], harbor["role"], harbor["selectiveLogic"], harbor["probability"]) == \

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from services.registry.importing import book_mapping as book
-from services.registry.importing.card_mapping import POST_HISTORY_ID, SYSTEM_PROMPT_ID
+from services.registry.importing.card_mapping import DERIVED_ENTRIES, POST_HISTORY_ID, SYSTEM_PROMPT_ID
 from services.registry.importing.card_source import CARD_V2, CARD_V3, LOREBOOK_V3
 from services.registry.importing.charx import write_charx
 from services.registry.importing.limits import refused
@@ -57,6 +57,8 @@ def world_to_card(world: LoadedWorld) -> tuple[dict[str, Any], dict[str, bytes]]
         data["nickname"] = character["aliases"][0]
     entries: list[dict[str, Any]] = []
     for entry in world.lorebook:
+        if entry["id"] in DERIVED_ENTRIES:
+            continue
         if entry["id"] in (SYSTEM_PROMPT_ID, POST_HISTORY_ID):
             data["system_prompt" if entry["id"] == SYSTEM_PROMPT_ID else "post_history_instructions"] = entry["content"]
         else:

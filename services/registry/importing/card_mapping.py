@@ -18,9 +18,9 @@ from shared.lorebook import CONTENT_MAX, ENTRIES_MAX
 CARD_FIELDS: dict[str, str] = {
     "name": "the world's `name` and its character's `name`",
     "nickname": "the character's `aliases`",
-    "description": "the character's `description`",
-    "personality": "the character's `personality`",
-    "scenario": "the world's `description`",
+    "description": "the character's `description`, and in the constant lorebook entry `card.character`",
+    "personality": "the character's `personality`, and in `card.character`",
+    "scenario": "the world's `description`, and in `card.character`",
     "first_mes": "the world's `opening`",
     "alternate_greetings": "`openings[]` (`greeting-<n>`), offered at a session's start",
     "group_only_greetings": "`openings[]` (`group-<n>`, `groupOnly: true`)",
@@ -33,7 +33,9 @@ CARD_FIELDS: dict[str, str] = {
 }
 KEPT_VERBATIM = ("mes_example", "creator_notes", "creator_notes_multilingual", "tags", "extensions", "source",
                  "creation_date", "modification_date")
-SYSTEM_PROMPT_ID, POST_HISTORY_ID = "card.system-prompt", "card.post-history"
+SYSTEM_PROMPT_ID, POST_HISTORY_ID, CHARACTER_ID = "card.system-prompt", "card.post-history", "card.character"
+# Made from the card's other fields at each import (so the story knows whom it plays), never exported.
+DERIVED_ENTRIES = frozenset({CHARACTER_ID})
 FIRST_ORDER, LAST_ORDER = -100_000, 100_000
 
 
@@ -65,7 +67,7 @@ def source_to_world(source: ImportSource) -> ImportedWorld:
         manifest["openings"] = openings
     manifest["characters"] = [_character(data, name)]
     kept: dict[str, Any] = {name: data[name] for name in KEPT_VERBATIM if data.get(name) not in (None, "", [], {})}
-    lorebook = _prompt_entries(data) + _card_book(data, manifest, kept)
+    lorebook = _prompt_entries(data) + _character_entry(data, name) + _card_book(data, manifest, kept)
     if len(lorebook) > ENTRIES_MAX:
         raise refused("data.character_book.entries", f"with the card's system prompt and post-history instructions makes {len(lorebook)} "
                                                      f"lorebook entries; a world holds at most {ENTRIES_MAX}")
@@ -156,6 +158,21 @@ def _prompt_entries(data: dict[str, Any]) -> list[dict[str, Any]]:
                 raise refused(f"data.{card_name}", f"is {len(text)} characters; a prompt the world keeps holds at most {CONTENT_MAX}")
             entries.append({"id": entry_id, "title": card_name, "content": text, "constant": True, "activation": activation})
     return entries
+
+
+def _character_entry(data: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The card's character as the story's prompt sees it, before the rest of the lore."""
+    lines = [f"{name}: {_text(data, 'description')}".strip().rstrip(":")]
+    for card_name, label in (("personality", "Personality"), ("scenario", "Scenario")):
+        if _text(data, card_name).strip():
+            lines.append(f"{label}: {_text(data, card_name)}")
+    content = "\n".join(lines)
+    if len(lines) == 1 and not _text(data, "description").strip():
+        return []
+    if len(content) > CONTENT_MAX:
+        raise refused("data.description", f"with the personality and scenario is {len(content)} characters; the story's view of the "
+                                          f"character holds at most {CONTENT_MAX}")
+    return [{"id": CHARACTER_ID, "title": "character", "content": content, "constant": True, "activation": {"order": FIRST_ORDER + 1}}]
 
 
 def _text(data: dict[str, Any], name: str, required: bool = False) -> str:
