@@ -70,8 +70,10 @@ class HookStateStore:
 
     def __init__(self) -> None:
         self.values: dict[tuple[str, str, str], struct_pb2.Value] = {}
+        self.calls: list[str] = []
 
     async def AccessHookState(self, request: store_pb2.AccessHookStateRequest) -> store_pb2.AccessHookStateResponse:
+        self.calls.append(request.op)
         where = (request.session_id, request.plugin_id, request.key)
         if request.op == "set":
             self.values[where] = request.value
@@ -140,3 +142,24 @@ async def test_update_dimensions_adds_the_versions_read_and_refuses_what_the_mod
         {"type": "dimension.update", "payload": {"updates": [{"id": "lighthouse", "value": "lit", "expectedVersion": 3}]}},
         {"type": "dimension.update", "payload": {"updates": []}},
     ]
+
+
+async def test_timers_are_kept_per_logical_turn_and_only_for_timed_rules() -> None:
+    from services.scheduler.agent.lorebook_turn import LorebookTurn
+    timed = store_pb2.GetWorldResponse(lorebook=[lore("storm", ["storm"], "Six boats.", activation=common_pb2.LorebookActivation(sticky=1))])
+    store = HookStateStore()
+
+    async def up(turn: int, text: str) -> list[str]:
+        run = LorebookTurn(store, "s1", turn, "narrator")  # type: ignore[arg-type]
+        await run.evaluate(timed, [], text)
+        return [entry.id for entry in run.activation.entries]
+
+    assert await up(1, "a storm") == ["storm"]
+    assert await up(2, "calm") == ["storm"]  # sticky
+    assert await up(2, "calm") == ["storm"]  # the same turn run again starts from the same timers
+    assert await up(3, "calm") == []
+    untimed = HookStateStore()
+    run = LorebookTurn(untimed, "s1", 1, "narrator")  # type: ignore[arg-type]
+    await run.evaluate(store_pb2.GetWorldResponse(lorebook=[lore("salt", [], "Salt.", constant=True)]), [], "hi")
+    assert untimed.calls == [] and [e.id for e in run.activation.entries] == ["salt"]
+    assert store.calls == ["get", "set"] * 4

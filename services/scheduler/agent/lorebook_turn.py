@@ -9,7 +9,8 @@ came up placed where their rules say, and the turn's record of it for the trace.
   is not a player's, `{{user}}` the player's character (or "you").
 - Timed effects outlive the turn in the store's session state of `framework` (key `lorebook.timers`), as
   {turn, before, after}: a turn run again (the same logical turn) starts from the same `before`, so a seed gives
-  the same activations however often a turn is retried.
+  the same activations however often a turn is retried. A lorebook without `sticky`, `cooldown` or `once` costs
+  no store call. The state is bounded like any session state (64 KiB): past it, the timers start afresh (logged).
 - Draws (probability, inclusion groups, macros) come from the session's random for the turn (COVEL_RANDOM_SEED).
 """
 
@@ -57,13 +58,14 @@ class LorebookTurn:
             return
         entries = session_entries(world)
         settings = settings_from_proto(world.lorebook_settings) if world.HasField("lorebook_settings") else {}
-        stored = await self._timers()
+        timed = {entry.key for entry in entries if not entry.disabled and any(entry.rule(rule) for rule in TIMED_RULES)}
+        stored = await self._timers() if timed else {}  # no timed rule: no state to read or keep (no store call)
         before = stored.get("before", {}) if stored.get("turn") == self._turn else stored.get("after", {})
         self.activation = activate(entries, settings, window_texts(history, player_message), self._turn, before, self._random.float)
         self._names = _names(world)
-        timed = {entry.key for entry in entries if any(entry.rule(rule) for rule in TIMED_RULES)}
-        after = {key: state for key, state in self.activation.timers.items() if key in timed}
-        await self._save({"turn": self._turn, "before": before, "after": after})
+        if timed:
+            after = {key: state for key, state in self.activation.timers.items() if key in timed}
+            await self._save({"turn": self._turn, "before": before, "after": after})
 
     def segments(self, locale: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(segments before the plugins' ones, segments after them)."""
