@@ -114,6 +114,8 @@ def test_fields_of_the_wrong_kind_are_named(tmp_path: Path) -> None:
     long_key = cards.v2_card(character_book={"entries": [cards.book_entry(1, ["k" * 300], "x")]})
     assert "lorebook" in field_of(refusal(json.dumps(long_key).encode(), tmp_path))
     assert field_of(refusal(json.dumps({"spec": "chara_card_v9", "data": {}}).encode(), tmp_path)) == "spec"
+    lookbehind = cards.v2_card(character_book={"entries": [cards.book_entry(1, ["fine", "/(?<=a)b/i"], "x")]})
+    assert field_of(refusal(json.dumps(lookbehind).encode(), tmp_path)) == "data.character_book.entries[0].keys[1]"
     assert field_of(refusal(b"x" * (limits.FILE_MAX + 1), tmp_path)) == "file"
 
 

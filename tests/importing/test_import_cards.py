@@ -67,6 +67,13 @@ def test_a_png_with_both_chunks_is_read_from_ccv3(tmp_path: Path) -> None:
     assert kept["creator_notes_multilingual"] == {"zh": "温柔一点。"} and kept["creation_date"] == 1700000000
 
 
+def test_an_apng_card(tmp_path: Path) -> None:
+    frames = cards.chunk(b"acTL", b"\0\0\0\2\0\0\0\0") + cards.chunk(b"fcTL", bytes(26)) + cards.chunk(b"fdAT", b"\0\0\0\1xx")
+    apng = cards.png(texts={"ccv3": cards.b64json(cards.v3_card())}, extra=frames)
+    world = import_bytes(apng, tmp_path)
+    assert world.loaded and world.manifest is not None and world.manifest.name == "Lin Yao"
+
+
 def test_json_v1_and_charx_cards(tmp_path: Path) -> None:
     v1 = import_bytes(json.dumps(cards.v1_card()).encode(), tmp_path)
     assert v1.loaded and v1.manifest is not None and v1.manifest.opening == "Welcome, friend." and v1.characters[0]["name"] == "Old Tobin"
@@ -89,6 +96,7 @@ def test_standalone_lorebooks(tmp_path: Path) -> None:
     assert first["keys"] == ["word1", "/sto+rm/i"] and first["activation"]["excludeRecursion"] is True
     assert first["activation"]["position"] == "afterChar" and first["activation"]["delay"] == 1 and first["activation"]["order"] == 101
     assert first["imported"]["extensions"] == {"displayIndex": 1, "addMemo": True}
+    assert "useRegex" not in first["activation"]  # a plain World Info key stays plain; `/sto+rm/i` is a regex by its form
 
 
 @pytest.mark.parametrize("shape", ["png", "charx"])

@@ -13,6 +13,7 @@ from typing import Any
 from services.registry.importing.limits import refused
 from services.registry.world_models import ITEM_ID
 from shared.lorebook import ENTRIES_MAX
+from shared.lorebook_keys import BadKey, regex_of
 
 # A card entry's own fields -> where the world keeps them.
 ENTRY_FIELDS: dict[str, str] = {
@@ -95,7 +96,6 @@ def _from_world_info(entry: dict[str, Any]) -> dict[str, Any]:
     card = {renamed.get(name, name): value for name, value in entry.items()
             if name in renamed or name in ("content", "comment", "constant", "selective")}
     card["enabled"] = not entry.get("disable", False)
-    card["use_regex"] = True  # World Info reads a `/.../flags` key as a regex; plain keys stay plain
     extensions = dict(entry.get("extensions") or {})
     for card_name, (info_name, _) in EXTENSION_FIELDS.items():
         if info_name in entry:
@@ -150,6 +150,7 @@ def entry_to_world(entry: dict[str, Any], index: int, at: str) -> dict[str, Any]
         imported["decorators"] = kept_decorators
     if not content.strip() or not (keys or flags["constant"]):
         return None
+    _check_regex(keys, activation, at)
     title = entry.get("comment") or ""
     out.update({"title": _text(title, f"{at}.comment")[:200]} if title else {})
     out.update({"keys": keys} if keys else {})
@@ -158,6 +159,17 @@ def entry_to_world(entry: dict[str, Any], index: int, at: str) -> dict[str, Any]
     out.update({"activation": activation} if activation else {})
     out.update({"imported": imported} if imported else {})
     return out
+
+
+def _check_regex(keys: list[str], activation: dict[str, Any], at: str) -> None:
+    """A key RE2 cannot run (a backreference, lookaround) is refused naming the card's field."""
+    for field, written in (("keys", keys), ("secondary_keys", activation.get("secondaryKeys") or [])):
+        for index, key in enumerate(written):
+            try:
+                regex_of(key, bool(activation.get("useRegex")), bool(activation.get("caseSensitive")))
+            except BadKey as problem:
+                raise refused(f"{at}.{field}[{index}]", f"{problem}: the kernel runs regex keys on RE2; rewrite it without "
+                                                        "backreferences or lookaround") from None
 
 
 def _entry_id(value: Any, index: int) -> str:
