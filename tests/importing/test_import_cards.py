@@ -96,7 +96,7 @@ def test_standalone_lorebooks(tmp_path: Path) -> None:
     assert first["keys"] == ["word1", "/sto+rm/i"] and first["activation"]["excludeRecursion"] is True
     assert first["activation"]["position"] == "afterChar" and first["activation"]["delay"] == 1 and first["activation"]["order"] == 101
     assert first["imported"]["extensions"] == {"displayIndex": 1, "addMemo": True}
-    assert "useRegex" not in first["activation"]  # a plain World Info key stays plain; `/sto+rm/i` is a regex by its form
+    assert first["activation"]["useRegex"] is False  # a plain World Info key stays plain; `/sto+rm/i` is a regex by its form
 
 
 @pytest.mark.parametrize("shape", ["png", "charx"])
