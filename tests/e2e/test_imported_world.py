@@ -89,3 +89,18 @@ async def test_import_refusals(services) -> None:
     assert taken.value.code() == grpc.StatusCode.ALREADY_EXISTS
     assert replaced.world.name == "Old Tobin"
     assert not_operator.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_covel_play_starts_on_a_picked_opening_and_lists_the_others(services) -> None:
+    import io
+
+    from covel_cli.play import play, scripted_reader
+
+    async with services.channel_as("registry", "operator") as registry_channel:
+        await registry_pb2_grpc.PluginRegistryStub(registry_channel).ImportWorld(
+            registry_pb2.ImportWorldRequest(file=cards.card_png(coast_card()), world_id="coast-cli", replace=True))
+    out = io.StringIO()
+    assert await play(services.addrs["scheduler"], scripted_reader([]), out, world_id="coast-cli", opening_id="greeting-1") == 0
+    shown = out.getvalue()
+    assert "Another night." in shown and "You came back." not in shown
+    assert "other openings: greeting-2, group-1" in shown
