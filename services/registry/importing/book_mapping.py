@@ -7,6 +7,7 @@ ENTRY_FIELDS and EXTENSION_FIELDS say where each field goes; docs/worlds.md's "I
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -211,7 +212,7 @@ def _extensions(extensions: Any, activation: dict[str, Any], imported: dict[str,
         elif name == "group":
             if str(value).strip():
                 activation["group"] = str(value)[:100]
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             activation[name] = max(0, int(value))
         else:
             kept[card] = value
@@ -223,17 +224,18 @@ def _extensions(extensions: Any, activation: dict[str, Any], imported: dict[str,
 
 
 def _coded(ext: dict[str, Any], activation: dict[str, Any], kept: dict[str, Any]) -> None:
-    """SillyTavern's numbered fields: position, role, selectiveLogic; probability with useProbability."""
-    if ext.get("position") in _POSITIONS:
-        activation["position"] = _POSITIONS[ext["position"]]
-    elif "position" in ext:
-        kept["position"] = ext["position"]
-    if ext.get("role") in _ROLES:
-        activation["role"] = _ROLES[ext["role"]]
-    if ext.get("selectiveLogic") in _LOGIC:
-        activation["selectiveLogic"] = _LOGIC[ext["selectiveLogic"]]
-    if ext.get("useProbability") is not False and isinstance(ext.get("probability"), int | float):
-        activation["probability"] = max(0, min(100, int(ext["probability"])))
+    """SillyTavern's numbered fields: position, role, selectiveLogic; probability with useProbability. A value that is
+    not one of their numbers is kept verbatim."""
+    for card_name, codes, name in (("position", _POSITIONS, "position"), ("role", _ROLES, "role"), ("selectiveLogic", _LOGIC, "selectiveLogic")):
+        value = ext.get(card_name)
+        if isinstance(value, int) and not isinstance(value, bool) and value in codes:
+            activation[name] = codes[value]
+        elif value is not None:
+            kept[card_name] = value
+    probability = ext.get("probability")
+    if ext.get("useProbability") is not False and isinstance(probability, int | float) and not isinstance(probability, bool) \
+            and math.isfinite(probability):
+        activation["probability"] = max(0, min(100, int(probability)))
 
 
 _ACTIVATION_NAME = {"depth": "depth", "exclude_recursion": "excludeRecursion", "prevent_recursion": "preventRecursion",

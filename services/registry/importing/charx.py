@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
+import zlib
 from pathlib import PurePosixPath
 
 from services.registry.importing.limits import ZIP_MEMBER_MAX, ZIP_MEMBERS_MAX, ZIP_RATIO_MAX, ZIP_TOTAL_MAX, refused
@@ -24,7 +25,7 @@ def read_charx(data: bytes) -> dict[str, bytes]:
     """Every file member of the CHARX by its path; refuses what breaks a zip rule."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError) as error:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as error:
         raise refused("file", f"is not a readable zip ({error})") from None
     members = archive.infolist()
     if len(members) > ZIP_MEMBERS_MAX:
@@ -69,7 +70,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, lef
                     raise refused(f"file:{name}", f"decompresses past {allowed} bytes (a ratio over {ZIP_RATIO_MAX} or a size over "
                                                   f"{limit}): refused as a decompression bomb")
                 parts.append(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as error:
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError, zlib.error) as error:
         raise refused(f"file:{name}", f"cannot be read ({error})") from None
     return b"".join(parts)
 
