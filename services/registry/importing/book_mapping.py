@@ -233,8 +233,10 @@ def _coded(ext: dict[str, Any], activation: dict[str, Any], kept: dict[str, Any]
         elif value is not None:
             kept[card_name] = value
     probability = ext.get("probability")
-    if ext.get("useProbability") is not False and isinstance(probability, int | float) and not isinstance(probability, bool) \
-            and math.isfinite(probability):
+    if not (isinstance(probability, int | float) and not isinstance(probability, bool) and math.isfinite(probability)):
+        if probability is not None:
+            kept["probability"] = probability
+    elif ext.get("useProbability") is not False:
         activation["probability"] = max(0, min(100, int(probability)))
 
 

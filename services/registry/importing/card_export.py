@@ -89,12 +89,13 @@ def entry_to_card(entry: dict[str, Any], index: int) -> dict[str, Any]:
     activation = dict(entry.get("activation") or {})
     imported = dict(entry.get("imported") or {})
     extensions = dict(imported.pop("extensions", {}))
-    # a kept position, role or logic is one the kernel has no place for: it goes back as it came
-    extensions.setdefault("position", _POSITION[activation.get("position", "beforeChar")])
-    extensions.setdefault("role", _ROLES[activation.get("role", "system")])
-    extensions.setdefault("selectiveLogic", _LOGIC[activation.get("selectiveLogic", "andAny")])
-    extensions.update(probability=activation.get("probability", 100), useProbability=True, group=activation.get("group", ""))
-    extensions.update({st: activation.get(name, book._DEFAULTS.get(name)) for name, st in _ST_NAMES.items()})
+    # SillyTavern's keys from the rules; a kept one is a value the kernel had no place for: it goes back as it came
+    written = {"position": _POSITION[activation.get("position", "beforeChar")], "role": _ROLES[activation.get("role", "system")],
+               "selectiveLogic": _LOGIC[activation.get("selectiveLogic", "andAny")], "probability": activation.get("probability", 100),
+               "useProbability": True, "group": activation.get("group", ""),
+               **{st: activation.get(name, book._DEFAULTS.get(name)) for name, st in _ST_NAMES.items()}}
+    for name, value in written.items():
+        extensions.setdefault(name, value)
     decorators = list(imported.pop("decorators", []))
     if activation.get("every"):
         decorators.append(f"@@activate_only_every {activation['every']}")
