@@ -8,6 +8,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.scheduler.agent.lorebook_activation import Activation, Entry, activate
 
@@ -138,3 +140,40 @@ def test_the_same_seed_gives_the_same_turns(seed: int) -> None:
             out.append(ids(result))
         return out
     assert many() == many()
+
+
+RULES = st.fixed_dictionaries({}, optional={
+    "sticky": st.integers(0, 3), "cooldown": st.integers(0, 3), "delay": st.integers(0, 3), "every": st.integers(0, 3),
+    "once": st.booleans(), "probability": st.integers(0, 100), "order": st.integers(-5, 5), "group": st.sampled_from(["", "g", "h"]),
+    "groupOverride": st.booleans(), "groupWeight": st.integers(1, 5), "excludeRecursion": st.booleans(),
+    "preventRecursion": st.booleans(), "delayUntilRecursion": st.booleans(), "scanDepth": st.integers(0, 3),
+    "secondaryKeys": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2),
+    "selectiveLogic": st.sampled_from(["andAny", "andAll", "notAny", "notAll"])})
+ENTRIES = st.lists(st.tuples(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=2), st.sampled_from(["a", "b", "c", "d", "x y"]),
+                             st.booleans(), st.booleans(), RULES), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(written=ENTRIES, windows=st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "zz"]), max_size=3), min_size=1, max_size=5),
+       budget=st.integers(1, 40), seed=st.integers(0, 1000))
+def test_any_lorebook_is_deterministic_and_bounded(written, windows, budget, seed) -> None:
+    lore = [Entry("world", f"e{n}", content * 3, keys=tuple(keys), constant=constant, disabled=disabled, rules=rules)
+            for n, (keys, content, constant, disabled, rules) in enumerate(written)]
+
+    def many() -> list[Activation]:
+        timers: dict[str, Any] = {}
+        out = []
+        for turn, window in enumerate(windows, 1):
+            result = activate(lore, {"tokenBudget": budget}, [" ".join(window)], turn, timers, random.Random(seed * 10 + turn).random)
+            timers = result.timers
+            out.append(result)
+        return out
+
+    first, second = many(), many()
+    assert [ids(r) for r in first] == [ids(r) for r in second] and [r.why for r in first] == [r.why for r in second]
+    for result in first:
+        assert result.budget_used <= budget and result.budget_used == sum(e.tokens for e in result.entries)
+        assert not any(e.disabled for e in result.entries) and set(result.why) == {e.key for e in result.entries}
+        groups = [e.rule("group") for e in result.entries if e.rule("group")]
+        assert len(groups) == len(set(groups)), "one entry per inclusion group"
+        assert not set(result.why) & set(result.skipped)
