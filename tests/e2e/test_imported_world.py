@@ -104,3 +104,23 @@ async def test_covel_play_starts_on_a_picked_opening_and_lists_the_others(servic
     shown = out.getvalue()
     assert "Another night." in shown and "You came back." not in shown
     assert "other openings: greeting-2, group-1" in shown
+
+
+async def test_covel_operator_import_world(services, tmp_path) -> None:
+    import argparse
+    import io
+
+    from covel_cli import operator
+
+    card = tmp_path / "tobin.json"
+    card.write_text(json.dumps(cards.v1_card()), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COVEL_DATA_DIR", str(services.data_dir))
+        patch.setenv("COVEL_REGISTRY_ADDR", services.addrs["registry"])
+        for name in ("COVEL_TLS_CERT_FILE", "COVEL_TLS_KEY_FILE", "COVEL_TLS_CA_FILE"):
+            patch.delenv(name, raising=False)
+        imported = await operator.import_world(argparse.Namespace(file=str(card), world="", replace=False, addr=None), out, err)
+        again = await operator.import_world(argparse.Namespace(file=str(card), world="", replace=False, addr=None), out, err)
+    assert imported == 0 and "imported old-tobin (Old Tobin) into " in out.getvalue()
+    assert again == 1 and "ALREADY_EXISTS" in err.getvalue()
