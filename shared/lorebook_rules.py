@@ -8,6 +8,14 @@ from typing import Any
 
 from covel.common.v1 import common_pb2
 
+# Each rule's default: what an entry that does not write it gets (world_lorebook_models.py gives authors the same).
+ACTIVATION_DEFAULTS: dict[str, Any] = {
+    "secondaryKeys": [], "selectiveLogic": "andAny", "excludeKeys": [], "useRegex": False, "caseSensitive": False,
+    "wholeWords": None, "probability": 100, "order": 100, "position": "beforeChar", "depth": 4, "role": "system",
+    "scanDepth": None, "excludeRecursion": False, "preventRecursion": False, "delayUntilRecursion": False, "sticky": 0,
+    "cooldown": 0, "delay": 0, "every": 0, "once": False, "group": "", "groupWeight": 100, "groupOverride": False,
+}
+SETTINGS_DEFAULTS: dict[str, Any] = {"scanDepth": 2, "tokenBudget": 1500, "recursive": True, "maxRecursion": 3}
 # camelCase name -> (proto field, the presence flag of a field whose zero is not its default)
 _FIELDS: dict[str, tuple[str, str]] = {
     "secondaryKeys": ("secondary_keys", ""), "selectiveLogic": ("selective_logic", ""), "excludeKeys": ("exclude_keys", ""),

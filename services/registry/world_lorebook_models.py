@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from services.registry.manifest_fields import Strict
+from shared.lorebook_rules import ACTIVATION_DEFAULTS, SETTINGS_DEFAULTS
 
 Key = Annotated[str, Field(min_length=1, max_length=100)]
 Turns = Annotated[int, Field(ge=0, le=10_000)]
@@ -23,37 +24,37 @@ class LorebookActivation(Strict):
     """`lorebook[].activation`: when an entry comes up and where it goes."""
 
     secondaryKeys: list[Key] | None = Field(default=None, max_length=32)
-    selectiveLogic: SelectiveLogic = "andAny"
+    selectiveLogic: SelectiveLogic = ACTIVATION_DEFAULTS["selectiveLogic"]
     excludeKeys: list[Key] | None = Field(default=None, max_length=32)
-    useRegex: bool = False
-    caseSensitive: bool = False
+    useRegex: bool = ACTIVATION_DEFAULTS["useRegex"]
+    caseSensitive: bool = ACTIVATION_DEFAULTS["caseSensitive"]
     wholeWords: bool | None = None
-    probability: Annotated[int, Field(ge=0, le=100)] = 100
-    order: Annotated[int, Field(ge=-100_000, le=100_000)] = 100
-    position: Position = "beforeChar"
-    depth: Depth = 4
-    role: Role = "system"
+    probability: Annotated[int, Field(ge=0, le=100)] = ACTIVATION_DEFAULTS["probability"]
+    order: Annotated[int, Field(ge=-100_000, le=100_000)] = ACTIVATION_DEFAULTS["order"]
+    position: Position = ACTIVATION_DEFAULTS["position"]
+    depth: Depth = ACTIVATION_DEFAULTS["depth"]
+    role: Role = ACTIVATION_DEFAULTS["role"]
     scanDepth: Depth | None = None
-    excludeRecursion: bool = False
-    preventRecursion: bool = False
-    delayUntilRecursion: bool = False
-    sticky: Turns = 0
-    cooldown: Turns = 0
-    delay: Turns = 0
-    every: Turns = 0
-    once: bool = False
+    excludeRecursion: bool = ACTIVATION_DEFAULTS["excludeRecursion"]
+    preventRecursion: bool = ACTIVATION_DEFAULTS["preventRecursion"]
+    delayUntilRecursion: bool = ACTIVATION_DEFAULTS["delayUntilRecursion"]
+    sticky: Turns = ACTIVATION_DEFAULTS["sticky"]
+    cooldown: Turns = ACTIVATION_DEFAULTS["cooldown"]
+    delay: Turns = ACTIVATION_DEFAULTS["delay"]
+    every: Turns = ACTIVATION_DEFAULTS["every"]
+    once: bool = ACTIVATION_DEFAULTS["once"]
     group: Annotated[str, Field(min_length=1, max_length=100)] | None = None
-    groupWeight: Annotated[int, Field(ge=1, le=10_000)] = 100
-    groupOverride: bool = False
+    groupWeight: Annotated[int, Field(ge=1, le=10_000)] = ACTIVATION_DEFAULTS["groupWeight"]
+    groupOverride: bool = ACTIVATION_DEFAULTS["groupOverride"]
 
 
 class LorebookSettings(Strict):
     """`lorebookSettings`: how the whole lorebook is scanned and how much of a prompt it may take."""
 
-    scanDepth: Depth = 2
-    tokenBudget: Annotated[int, Field(ge=1, le=100_000)] = 1500
-    recursive: bool = True
-    maxRecursion: Annotated[int, Field(ge=0, le=10)] = 3
+    scanDepth: Depth = SETTINGS_DEFAULTS["scanDepth"]
+    tokenBudget: Annotated[int, Field(ge=1, le=100_000)] = SETTINGS_DEFAULTS["tokenBudget"]
+    recursive: bool = SETTINGS_DEFAULTS["recursive"]
+    maxRecursion: Annotated[int, Field(ge=0, le=10)] = SETTINGS_DEFAULTS["maxRecursion"]
 
 
 class OpeningDecl(Strict):

@@ -15,6 +15,7 @@ from services.registry.importing.limits import refused
 from services.registry.world_models import ITEM_ID
 from shared.lorebook import ENTRIES_MAX
 from shared.lorebook_keys import BadKey, regex_of
+from shared.lorebook_rules import ACTIVATION_DEFAULTS
 
 # A card entry's own fields -> where the world keeps them.
 ENTRY_FIELDS: dict[str, str] = {
@@ -217,7 +218,7 @@ def _extensions(extensions: Any, activation: dict[str, Any], imported: dict[str,
         else:
             kept[card] = value
     for name, default in _DEFAULTS.items():
-        if activation.get(name) == default:
+        if name in activation and activation[name] == default:
             del activation[name]
     if kept:
         imported["extensions"] = kept
@@ -245,9 +246,7 @@ _ACTIVATION_NAME = {"depth": "depth", "exclude_recursion": "excludeRecursion", "
                     "case_sensitive": "caseSensitive", "group": "group", "group_override": "groupOverride",
                     "group_weight": "groupWeight", "sticky": "sticky", "cooldown": "cooldown", "delay": "delay"}
 _BOOLEANS = {"excludeRecursion", "preventRecursion", "delayUntilRecursion", "wholeWords", "caseSensitive", "groupOverride"}
-_DEFAULTS: dict[str, Any] = {"probability": 100, "selectiveLogic": "andAny", "position": "beforeChar", "role": "system", "depth": 4,
-                             "order": 100, "excludeRecursion": False, "preventRecursion": False, "delayUntilRecursion": False,
-                             "caseSensitive": False, "groupOverride": False, "groupWeight": 100, "sticky": 0, "cooldown": 0, "delay": 0}
+_DEFAULTS = ACTIVATION_DEFAULTS
 
 
 def split_decorators(content: str) -> tuple[list[str], str]:

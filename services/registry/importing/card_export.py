@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.registry.importing import book_mapping as book
 from services.registry.importing.card_mapping import DERIVED_ENTRIES, POST_HISTORY_ID, SYSTEM_PROMPT_ID
 from services.registry.importing.card_source import CARD_V2, CARD_V3, LOREBOOK_V3
 from services.registry.importing.charx import write_charx
@@ -19,6 +18,7 @@ from services.registry.importing.media import DEFAULT_URI
 from services.registry.importing.png_text import blank_png, with_texts
 from services.registry.loaded_world import LoadedWorld
 from services.registry.world_loader import load_world
+from shared.lorebook_rules import ACTIVATION_DEFAULTS
 
 _MIME = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
 _POSITION = {"beforeChar": 0, "afterChar": 1, "atDepth": 4}
@@ -93,7 +93,7 @@ def entry_to_card(entry: dict[str, Any], index: int) -> dict[str, Any]:
     written = {"position": _POSITION[activation.get("position", "beforeChar")], "role": _ROLES[activation.get("role", "system")],
                "selectiveLogic": _LOGIC[activation.get("selectiveLogic", "andAny")], "probability": activation.get("probability", 100),
                "useProbability": True, "group": activation.get("group", ""),
-               **{st: activation.get(name, book._DEFAULTS.get(name)) for name, st in _ST_NAMES.items()}}
+               **{st: activation.get(name, ACTIVATION_DEFAULTS[name]) for name, st in _ST_NAMES.items()}}
     for name, value in written.items():
         extensions.setdefault(name, value)
     decorators = list(imported.pop("decorators", []))

@@ -23,14 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.lorebook_keys import key_position
+from shared.lorebook_rules import ACTIVATION_DEFAULTS, SETTINGS_DEFAULTS
 
-DEFAULT_RULES: dict[str, Any] = {
-    "secondaryKeys": [], "selectiveLogic": "andAny", "excludeKeys": [], "useRegex": False, "caseSensitive": False,
-    "wholeWords": None, "probability": 100, "order": 100, "position": "beforeChar", "depth": 4, "role": "system",
-    "scanDepth": None, "excludeRecursion": False, "preventRecursion": False, "delayUntilRecursion": False, "sticky": 0,
-    "cooldown": 0, "delay": 0, "every": 0, "once": False, "group": "", "groupWeight": 100, "groupOverride": False,
-}
-DEFAULT_SETTINGS: dict[str, Any] = {"scanDepth": 2, "tokenBudget": 1500, "recursive": True, "maxRecursion": 3}
+DEFAULT_RULES = ACTIVATION_DEFAULTS
+DEFAULT_SETTINGS = SETTINGS_DEFAULTS
 
 
 @dataclass(frozen=True)
