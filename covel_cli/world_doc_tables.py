@@ -7,6 +7,7 @@ tests/docs/test_generated_tables.py until it is described.
 
 from __future__ import annotations
 
+import json
 import typing
 
 from pydantic import BaseModel
@@ -15,6 +16,7 @@ from covel_cli.manifest_doc_tables import MANIFEST_MEANINGS, author_type
 from covel_cli.table_cells import MissingMeaning
 from services.registry import world_models as world
 from services.registry.manifest_models import Author, AuthorLink
+from shared.lorebook_rules import ACTIVATION_DEFAULTS, SETTINGS_DEFAULTS
 
 # The models, in the order docs/worlds.md shows them, with where a world author writes each.
 WORLD_MODELS: dict[str, tuple[type[BaseModel], str]] = {
@@ -55,6 +57,11 @@ WORLD_DEFAULTS: dict[str, str] = {
     "DataSourceFile.kind": "`list` for a file holding a list, else `document`",
     "DataSourceFile.key": "`id`",
 }
+
+# The activation rules' defaults, from the one table the kernel reads them from (shared/lorebook_rules.py).
+WORLD_DEFAULTS.update({f"LorebookActivation.{name}": f"`{json.dumps(value)}`" for name, value in ACTIVATION_DEFAULTS.items()
+                       if value not in (None, [], "")})
+WORLD_DEFAULTS.update({f"LorebookSettings.{name}": f"`{json.dumps(value)}`" for name, value in SETTINGS_DEFAULTS.items()})
 
 WORLD_MEANINGS: dict[str, str] = {
     "WorldManifest.id": "The world id; written, it must equal the folder name.",
