@@ -50,7 +50,7 @@ WORLD_DEFAULTS: dict[str, str] = {
     "WorldManifest.characters": "`characters.yaml` when the package has one",
     "WorldManifest.lorebook": "`lorebook.yaml` when the package has one",
     "CharacterDecl.type": f"`{world.DEFAULT_CHARACTER_TYPE}`",
-    "WorldManifest.lorebookSettings": "scan depth 2, budget 1500, recursive, 3 rounds",
+    "WorldManifest.lorebookSettings": "each of LorebookSettings's defaults",
     "CharacterSchemaDecl.types": "`[player, npc]`",
     "AttributeDecl.type": "`string`",
     "DataSourceDecl.visibility": "`public`",
