@@ -62,7 +62,7 @@ async def test_an_imported_card_plays(services) -> None:
             await stub.CreateSession(scheduler_pb2.CreateSessionRequest(world_id="coast", opening_id="greeting-9"))
     assert imported.world.id == "coast" and imported.world.state == registry_pb2.WORLD_STATE_LOADED
     assert [(o.id, o.group_only) for o in world.openings] == [("greeting-1", False), ("greeting-2", False), ("group-1", True)]
-    assert opening.text == "The lamp is out." and world.opening == "*She looks up.* You came back."
+    assert opening.text == "The lamp is out, you." and world.opening == "*She looks up.* You came back."  # {{user}} expanded
     always = {"card.character": "constant", "entry-3": "constant"}  # the card's character, and its constant lore
     assert turns[0] == {**always, "entry-1": "key:lighthouse"}
     assert turns[1] == {**always, "entry-1": "sticky", "entry-2": "key:harbor"}  # held one more turn

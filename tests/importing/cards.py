@@ -55,7 +55,7 @@ def v2_card(**data: Any) -> dict[str, Any]:
     base = {"name": "Lin Yao", "description": "A lighthouse keeper's daughter.", "personality": "stubborn, kind",
             "scenario": "A storm coast where the lamps went dark.", "first_mes": "*She looks up.* You came back.",
             "mes_example": "<START>\n{{char}}: Hm.", "creator_notes": "Be gentle.", "system_prompt": "Write as {{char}}.",
-            "post_history_instructions": "Stay in character.", "alternate_greetings": ["Another night.", "The lamp is out."],
+            "post_history_instructions": "Stay in character.", "alternate_greetings": ["Another night.", "The lamp is out, {{user}}."],
             "tags": ["coast"], "creator": "someone", "character_version": "1.2",
             "extensions": {"talkativeness": "0.5", "depth_prompt": {"prompt": "x", "depth": 4}, "custom/thing": [1, 2]},
             "character_book": {"name": "Coast lore", "scan_depth": 3, "token_budget": 800, "recursive_scanning": True,

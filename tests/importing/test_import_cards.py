@@ -31,7 +31,7 @@ def test_a_v2_card_in_a_png_becomes_a_world(tmp_path: Path) -> None:
     assert world.loaded and world.id == "lin-yao" and manifest is not None
     assert manifest.name == "Lin Yao" and manifest.description == "A storm coast where the lamps went dark."
     assert manifest.opening == "*She looks up.* You came back."
-    assert [(o.id, o.text) for o in manifest.openings or []] == [("greeting-1", "Another night."), ("greeting-2", "The lamp is out.")]
+    assert [(o.id, o.text) for o in manifest.openings or []] == [("greeting-1", "Another night."), ("greeting-2", "The lamp is out, {{user}}.")]
     assert world.characters == [{"id": "lin-yao", "name": "Lin Yao", "type": "npc", "description": "A lighthouse keeper's daughter.",
                                  "personality": "stubborn, kind"}]
     by_id = {entry["id"]: entry for entry in world.lorebook}

@@ -25,7 +25,9 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.dataset_policies import policies_of
 from services.scheduler.plugin_cache import PluginCache
+from shared.card_macros import expand
 from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument
+from shared.plugin_sdk.seeded_random import seeded_random
 from shared.structs import from_struct, to_struct
 
 SHOWN_DIAGNOSTICS = 3
@@ -102,9 +104,18 @@ def opening_text(world: registry_pb2.World, opening_id: str) -> str:
     raise invalid_argument("opening_id", f"world `{world.id}` has no opening `{opening_id[:80]}` (it has: {known})")
 
 
+def _expanded(world: registry_pb2.World, text: str) -> str:
+    """An opening with its card macros expanded (`{{char}}` the first character not a player's, `{{user}}` the
+    player's, draws from the world's seeded random), as the lorebook's are (shared/card_macros.py)."""
+    characters = [from_struct(character) for character in world.characters]
+    char = next((str(c.get("name", "")) for c in characters if c.get("type") != "player" and c.get("name")), "")
+    user = next((str(c.get("name", "")) for c in characters if c.get("type") == "player" and c.get("name")), "you")
+    return expand(text, char, user, seeded_random(0, "framework:opening", world.id).float)
+
+
 def _session_world(world: registry_pb2.World, opening_id: str = "") -> store_pb2.SessionWorld:
     writer = f"world:{world.id}"
-    started = store_pb2.SessionWorld(opening=opening_text(world, opening_id), writer=writer)
+    started = store_pb2.SessionWorld(opening=_expanded(world, opening_text(world, opening_id)), writer=writer)
     if world.HasField("character_schema"):
         started.character_schema.CopyFrom(world.character_schema)
     for character in world.characters:
