@@ -44,8 +44,11 @@ def regex_of(key: str, use_regex: bool, case_sensitive: bool) -> Any | None:
 
 
 def key_position(key: str, text: str, *, use_regex: bool = False, case_sensitive: bool = False, whole_words: bool | None = None) -> int:
-    """Where `key` first matches in `text`, or -1."""
-    pattern = regex_of(key, use_regex, case_sensitive)
+    """Where `key` first matches in `text`, or -1 (also for a pattern RE2 refuses: the writes check them, this is the net)."""
+    try:
+        pattern = regex_of(key, use_regex, case_sensitive)
+    except BadKey:
+        return -1
     if pattern is not None:
         found = pattern.search(text)
         return found.start() if found else -1

@@ -73,3 +73,37 @@ def settings_from_proto(message: common_pb2.LorebookSettings | None) -> dict[str
     if message is None or message.ByteSize() == 0:
         return {}
     return {name: getattr(message, field) for name, field in _SETTINGS.items()}
+
+
+_CHOICES = {"selectiveLogic": ("andAny", "andAll", "notAny", "notAll"), "position": ("beforeChar", "afterChar", "atDepth"),
+            "role": ("system", "user", "assistant")}
+INTEGER_RULES = frozenset({"probability", "order", "depth", "scanDepth", "sticky", "cooldown", "delay", "every", "groupWeight"})
+_BOUNDS = {"probability": (0, 100), "order": (-100_000, 100_000), "depth": (0, 1000), "scanDepth": (0, 1000), "sticky": (0, 10_000),
+           "cooldown": (0, 10_000), "delay": (0, 10_000), "every": (0, 10_000), "groupWeight": (1, 10_000)}
+
+
+def rules_problem(rules: Any) -> str:
+    """What is wrong with activation rules written as JSON (a plugin's `lorebook.upsert`), "" when nothing: the same
+    names, choices and bounds as world.yaml's `lorebook[].activation` (services/registry/world_lorebook_models.py)."""
+    if not isinstance(rules, dict):
+        return "activation must be an object of rules"
+    for name, value in rules.items():
+        where = f"activation.{name}"
+        if name not in ACTIVATION_DEFAULTS:
+            return f"{where} is not a rule (rules: {', '.join(ACTIVATION_DEFAULTS)})"
+        if value is None:
+            continue
+        if name in _CHOICES and value not in _CHOICES[name]:
+            return f"{where} must be one of {', '.join(_CHOICES[name])}"
+        if name in _BOUNDS:
+            low, high = _BOUNDS[name]
+            if not isinstance(value, int | float) or isinstance(value, bool) or value != int(value) or not low <= value <= high:
+                return f"{where} must be a whole number from {low} to {high}"
+        if name in ("secondaryKeys", "excludeKeys") and not (
+                isinstance(value, list) and len(value) <= 32 and all(isinstance(k, str) and 0 < len(k.strip()) <= 100 for k in value)):
+            return f"{where} must be at most 32 keys of 1 to 100 characters"
+        if name == "group" and not (isinstance(value, str) and len(value) <= 100):
+            return f"{where} must be a name of at most 100 characters"
+        if (isinstance(ACTIVATION_DEFAULTS[name], bool) or name == "wholeWords") and not isinstance(value, bool):
+            return f"{where} must be true or false"
+    return ""

@@ -45,17 +45,17 @@ def read_lorebook(world: LoadedWorld, manifest: WorldManifest, files: PackageFil
                       field_path=f"{where}.id", hint="give each entry its own id")
             continue
         entry = decl.model_dump(exclude_none=True)
+        field, regex_error = regex_problem(entry)
+        if field:
+            bag.error("lorebook-regex-invalid", regex_error, file=file, field_path=f"{where}.{field}",
+                      hint="write an RE2 pattern (no backreferences or lookaround), or a plain key")
+            continue
         try:
             check_entry(entry_to_proto(entry))
         except ServiceError as problem:
             field = problem.violations[0].field if problem.violations else "id"
             bag.error("lorebook-entry-invalid", problem.message, file=file, field_path=f"{where}.{field}",
                       hint="give it keys that bring it into a story, or `constant: true`")
-            continue
-        field, regex_error = regex_problem(entry)
-        if field:
-            bag.error("lorebook-regex-invalid", regex_error, file=file, field_path=f"{where}.{field}",
-                      hint="write an RE2 pattern (no backreferences or lookaround), or a plain key")
             continue
         seen[decl.id] = index
         entries.append(entry)
