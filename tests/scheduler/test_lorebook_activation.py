@@ -177,3 +177,11 @@ def test_any_lorebook_is_deterministic_and_bounded(written, windows, budget, see
         groups = [e.rule("group") for e in result.entries if e.rule("group")]
         assert len(groups) == len(set(groups)), "one entry per inclusion group"
         assert not set(result.why) & set(result.skipped)
+
+
+def test_the_trace_keeps_a_bounded_record_of_what_was_left_out() -> None:
+    from services.scheduler.agent.lorebook_activation import TRACE_SKIPPED
+
+    lore = [entry(f"e{n:03}", ["x"], delay=5) for n in range(TRACE_SKIPPED + 20)]
+    trace = run(lore, ["x"]).trace(1)
+    assert len(trace["skipped"]) == TRACE_SKIPPED and trace["skippedMore"] == 20 and trace["skipped"][0] == {"entry": "world/e000", "why": "delay"}

@@ -26,6 +26,7 @@ from shared.lorebook_keys import key_position
 from shared.lorebook_rules import ACTIVATION_DEFAULTS, SETTINGS_DEFAULTS
 
 DEFAULT_RULES = ACTIVATION_DEFAULTS
+TRACE_SKIPPED = 100
 DEFAULT_SETTINGS = SETTINGS_DEFAULTS
 
 
@@ -66,10 +67,15 @@ class Activation:
     timers: dict[str, dict[str, int]]
 
     def trace(self, turn: int) -> dict[str, Any]:
-        return {"turn": turn, "budget": self.budget, "budgetUsed": self.budget_used,
-                "entries": [{"owner": e.owner, "id": e.id, "why": self.why[e.key], "tokens": e.tokens,
-                             "position": e.rule("position")} for e in self.entries],
-                "skipped": [{"entry": key, "why": why} for key, why in sorted(self.skipped.items())]}
+        """The turn trace's record: every entry that came up (a budget holds them), the first TRACE_SKIPPED left out."""
+        skipped = sorted(self.skipped.items())
+        record = {"turn": turn, "budget": self.budget, "budgetUsed": self.budget_used,
+                  "entries": [{"owner": e.owner, "id": e.id, "why": self.why[e.key], "tokens": e.tokens,
+                               "position": e.rule("position")} for e in self.entries],
+                  "skipped": [{"entry": key, "why": why} for key, why in skipped[:TRACE_SKIPPED]]}
+        if len(skipped) > TRACE_SKIPPED:
+            record["skippedMore"] = len(skipped) - TRACE_SKIPPED
+        return record
 
 
 def activate(entries: list[Entry], settings: dict[str, Any], window: list[str], turn: int, timers: dict[str, dict[str, int]],
