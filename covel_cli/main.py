@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from covel_cli.card_commands import add_parsers as add_card_commands
 from covel_cli.channels import HostFailed
 from covel_cli.channels import add_parser as add_channel
 from covel_cli.channels import host as host_channels
@@ -92,7 +93,7 @@ def _world(args: argparse.Namespace) -> str:
 async def _play(args: argparse.Namespace) -> int:
     addr = args.addr or configured_addrs()["scheduler"]
     return await play(addr, read_terminal_line, session_id=args.session or "", requested_plugins=args.plugin,
-                      world_id="" if args.session else _world(args))
+                      world_id="" if args.session else _world(args), opening_id=args.opening or "")
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     play_cmd.add_argument("--session", help="continue this session id")
     play_cmd.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
     play_cmd.add_argument("--world", help=f"the id of a world (`covel worlds` lists them; default: {DEFAULT_WORLD}; none: no world)")
+    play_cmd.add_argument("--opening", help="which of the world's openings starts the story (an imported card's greeting-<n>)")
     play_cmd.set_defaults(run=_play)
     demo = commands.add_parser("demo", help="start the services, play a short scripted session, stop")
     demo.add_argument("--data-dir", help="where the demo keeps its database and logs")
@@ -173,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_onboard(commands, onboard)
     add_validate_plugin(commands)
     add_validate_world(commands)
+    add_card_commands(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser

@@ -327,13 +327,14 @@ async def play(
     session_id: str = "",
     echo_input: bool = False,
     world_id: str = "",
+    opening_id: str = "",
 ) -> int:
     """Play turn by turn until read_line gives None or /quit. Returns an exit code."""
     async with open_client_api_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         if not session_id:
             try:
-                session_id = await _create_session(stub, out, requested_plugins or [], world_id)
+                session_id = await _create_session(stub, out, requested_plugins or [], world_id, opening_id)
             except grpc.aio.AioRpcError as error:
                 # UNAUTHENTICATED says which token to send.
                 out.write(error_line(error, scheduler_addr) + "\n")
@@ -424,19 +425,26 @@ async def _one_line(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, lin
     return None
 
 
-async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world_id: str) -> str:
+async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world_id: str,
+                          opening_id: str = "") -> str:
     """A new session in the world `world_id` (the scheduler reads the world package) with the requested
-    plugins besides the world's; prints what it started with and the world's opening."""
+    plugins besides the world's; prints what it started with, the opening (`opening_id`: one of the world's
+    openings) and the other openings there are."""
     world = (await stub.GetWorld(scheduler_pb2.GetWorldRequest(world_id=world_id))).world if world_id else None
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins, world_id=world_id,
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins, world_id=world_id, opening_id=opening_id,
                                                  title="" if world_id else "covel play")
     created = await stub.CreateSession(request)
     session_id = created.session.id
     out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
     for rejected in created.rejected:
         out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
-    if world is not None and world.opening:
-        out.write(f"\n{world.name}\n\n{world.opening}\n")
+    if world is not None:
+        opening = next((o.text for o in world.openings if o.id == opening_id), world.opening)
+        if opening:
+            out.write(f"\n{world.name}\n\n{opening}\n")
+        others = [o.id for o in world.openings if o.id != opening_id]
+        if others:
+            out.write(f"  (other openings: {', '.join(others)}; `covel play --world {world.id} --opening <id>`)\n")
     return session_id
 
 

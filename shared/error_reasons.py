@@ -88,6 +88,10 @@ REASONS: dict[str, Reason] = {
     "TURN_NO_CHECKPOINT": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
                                  "the turn did not commit, or was recorded before the store kept checkpoints, so the state "
                                  "it left cannot be restored: pick a later committed turn"),
+    "IMPORT_REFUSED": Reason(grpc.StatusCode.INVALID_ARGUMENT, "BadRequest (the field of the card or lorebook, and what to do)",
+                             "an imported card or lorebook broke a bound or a rule of its format (docs/worlds.md, \"Import\")"),
+    "WORLD_EXISTS": Reason(grpc.StatusCode.ALREADY_EXISTS, "none",
+                           "ImportWorld named a world id a served world has: pick another world_id, or set replace"),
     "TURN_FAILED_RETRYABLE": Reason(grpc.StatusCode.UNAVAILABLE, "RetryInfo; metadata `turn_id`",
                                     "the turn failed for a passing reason: send it again with the same idempotency_key"),
 }

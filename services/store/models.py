@@ -80,6 +80,8 @@ class SessionRow(Base):
     excluded_plugins: Mapped[list[Any]] = mapped_column(default=list)
     approved_plugins: Mapped[list[Any]] = mapped_column(default=list)
     runtime_model_overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # The world's lorebookSettings, camelCase; None: the defaults (migration 0021).
+    lorebook_settings: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     plugin_settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # runtime id -> {state, resolution?, warning?, reason?, lastError?} (migration 0003).
     setup_runtimes: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
@@ -250,6 +252,8 @@ class LorebookRow(Base):
     content: Mapped[str] = mapped_column(Text, default="")
     constant: Mapped[bool] = mapped_column(default=False)
     disabled: Mapped[bool] = mapped_column(default=False)
+    # Its activation rules, camelCase as world.yaml writes them (shared/lorebook_rules.py); None: the defaults (migration 0021).
+    activation: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     version: Mapped[int] = mapped_column(BigInteger)
     turn_id: Mapped[str | None] = mapped_column(ID)
     created_at: Mapped[datetime]

@@ -31,6 +31,7 @@ from shared.errors import aborted, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.lorebook import check_entry as check_lorebook_entry
+from shared.security.service_identity import caller_identity
 from shared.telemetry import metrics
 from shared.telemetry.tracing import traced
 
@@ -278,6 +279,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def AccessHookState(self, request: store_pb2.AccessHookStateRequest, context: grpc.aio.ServicerContext) -> store_pb2.AccessHookStateResponse:
         validation.session_id(request.session_id)
         hook_state.check(request)
+        hook_state.check_caller(request, caller_identity(context))
         if request.op == "get":
             return await self._db.read(hook_state.access, request)
         return await self._db.write(hook_state.access, request)

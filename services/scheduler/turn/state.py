@@ -9,6 +9,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import lorebook_used
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome
 from services.scheduler.execution.runtime_scope import Emit, RuntimeScope, unseen_events
@@ -104,6 +105,9 @@ class TurnState:
             "toolCallSummaries": [note.summary for note in self.activity.tool_calls
                                   if note.ok and note.unit in committable and note.unit not in concealed],
             "runtimeResults": [{"runtimeId": runtime_id, "status": status} for runtime_id, status in self.statuses.items()],
+            # The lorebook entries the story's prompt had, by their activation rules (docs/worlds.md, "Lorebook").
+            "lorebook": [used for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == OutcomeStatus.SUCCESS
+                         for used in lorebook_used(outcome.trace)],
         }
         if scope.session.locale:
             digest["locale"] = scope.session.locale
