@@ -1,8 +1,8 @@
 """A lorebook entry's activation rules, and a session's lorebook settings (issue 42): JSON, unset for entries and
 sessions from before (the defaults apply).
 
-Revision ID: 0021_lorebook_activation
-Revises: 0020_player_waiting
+Revision ID: 0022_lorebook_activation
+Revises: 0021_story_moves
 Create Date: 2026-12-07
 """
 
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-revision = "0021_lorebook_activation"
-down_revision = "0020_player_waiting"
+revision = "0022_lorebook_activation"
+down_revision = "0021_story_moves"
 branch_labels = None
 depends_on = None
 
