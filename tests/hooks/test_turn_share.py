@@ -111,11 +111,11 @@ async def turn_start_on(stub, session_id: str, turn_id: str, said: str) -> None:
     assert reply.outcome == hooks_pb2.OUTCOME_CONTINUE
 
 
-async def message_sent_on(stub, session_id: str, story: str) -> None:
+async def message_sent_on(stub, session_id: str, story: str, turn_id: str) -> None:
     reply = await stub.EmitEvent(hooks_pb2.EmitEventRequest(
         key="message:sent", session=hooks_pb2.HookContext(session_id=session_id, active_plugin_ids=["remembers"],
                                                           approved_plugin_ids=["remembers"]),
-        context=to_struct({"to": session_id, "content": story, "success": True})))
+        context=to_struct({"to": session_id, "content": story, "success": True, "turnId": turn_id})))
     assert reply.completed
 
 
@@ -128,7 +128,7 @@ async def test_the_next_replica_sees_the_state_load_state_gave_on_another(replic
     session_id = await new_session(store)
     await turn_start_on(a, session_id, "t1", "I knock.")
     assert await assembled_on(b, session_id, "t1") == "sys\n\nmood=calm"
-    await message_sent_on(b, session_id, "The door opens.")
+    await message_sent_on(b, session_id, "The door opens.", "t1")
     [record] = [json.loads(line) for line in saved.read_text().splitlines() if json.loads(line)["turn_id"] == "t1"]
     assert record == {"mood": "calm", "turn_id": "t1", "message": "I knock.", "story": "The door opens."}
     # The next turn, begun on B, is the one A now finds (not t1's, which A never kept either).
@@ -143,3 +143,16 @@ async def test_a_state_that_is_not_json_stays_with_its_replica(replicas) -> None
     session_id = await new_session(store)
     await turn_start_on(a, session_id, "t1", "opaque")
     assert await assembled_on(b, session_id, "t1") == "sys\n\nmood=None", "B knows nothing of it"
+
+
+async def test_a_background_turn_that_starts_before_the_story_goes_out_takes_nothing_of_it(replicas) -> None:
+    """A detached job's turn whose TurnStart comes between a player's turn's TurnStart and its message:sent: the story
+    is saved with the player's turn's message and state, not the background turn's."""
+    (a, _), (store, _), saved = replicas
+    session_id = await new_session(store)
+    await turn_start_on(a, session_id, "player", "I light the lamp.")
+    await turn_start_on(a, session_id, "background", "")
+    await message_sent_on(a, session_id, "The lamp flares.", "player")
+    [record] = [json.loads(line) for line in saved.read_text().splitlines() if json.loads(line)["turn_id"] == "player"]
+    assert record == {"mood": "calm", "turn_id": "player", "message": "I light the lamp.", "story": "The lamp flares."}
+    assert await assembled_on(a, session_id, "background") == "sys\n\nmood=calm", "the background turn keeps its own state"

@@ -153,8 +153,8 @@ class HookspecAdapter:
 
     def _state(self, ctx: HookContext) -> dict[str, Any]:
         """The hook state: the context's fields over what load_state gave this turn."""
-        turn = self._turns.get(getattr(ctx, "session_id", None) or "")
-        return hook_state(ctx, turn[2] if turn is not None and turn[0] == ctx.turn_id else None)
+        turn = self._turns.get(getattr(ctx, "session_id", None) or "", getattr(ctx, "turn_id", None) or "")
+        return hook_state(ctx, turn[2] if turn is not None else None)
 
     async def turn_start(self, ctx: HookContext, payload: dict[str, Any]) -> None:
         """TurnStart: the turn's message, and load_state's state for this turn's hooks (never blocks the turn)."""
@@ -189,10 +189,11 @@ class HookspecAdapter:
     async def message_sent(self, event: InternalEvent) -> None:
         """message:sent: save_state, render_outbound and dispatch_outbound with the story (model_output)."""
         session_id = event.session_key or str(event.context.get("to") or "")
-        turn = await self._turns.known(session_id, "")
-        self._turns.forget(session_id)
+        turn = await self._turns.known(session_id, str(event.context.get("turnId") or ""))  # the turn whose story went out
+        turn_id = turn[0] if turn is not None else ""
+        self._turns.forget(session_id, turn_id)
         message = turn[1] if turn is not None else {"content": "", "session_id": session_id, "channel": "grpc"}
-        state = {**(turn[2] if turn is not None else {}), "session_id": session_id, "turn_id": turn[0] if turn else "",
+        state = {**(turn[2] if turn is not None else {}), "session_id": session_id, "turn_id": turn_id,
                  "sent": bool(event.context.get("success")), "message_id": event.context.get("messageId"),
                  **state_fields(await self.environments.of(session_id) if session_id else None)}
         story = str(event.context.get("content") or "")

@@ -24,7 +24,7 @@ KEY = "covel.hookspecs.turn"
 
 # (turn id, the turn's message, load_state's state)
 Turn = tuple[str, dict[str, Any], dict[str, Any]]
-# Turns whose TurnStart was seen and whose message:sent was not, per session (the newest kept).
+# Turns whose TurnStart was seen and whose message:sent was not (the newest kept).
 _TURNS_LIMIT = 1024
 
 
@@ -53,31 +53,37 @@ async def fetch(plugin_id: str, session_id: str) -> Turn | None:
 
 
 class KnownTurns:
-    """One plugin's turns in this process, by session: TurnStart to message:sent (the newest kept)."""
+    """One plugin's turns in this process, by session and turn: TurnStart to message:sent. A session may have two at
+    once (a detached job's background turn starting before the player's turn's story went out): each event names its
+    turn, so neither takes the other's message or state."""
 
     def __init__(self, plugin_id: str) -> None:
         self.plugin_id = plugin_id
-        # session id -> (turn id, the turn's message, load_state's state).
-        self._turns: OrderedDict[str, Turn] = OrderedDict()
+        # (session id, turn id) -> (turn id, the turn's message, load_state's state); the newest last.
+        self._turns: OrderedDict[tuple[str, str], Turn] = OrderedDict()
         # (session, turn) that neither this process nor the store knows (asked once).
         self._unshared: OrderedDict[tuple[str, str], None] = OrderedDict()
 
-    def get(self, session_id: str) -> Turn | None:
-        return self._turns.get(session_id)
+    def get(self, session_id: str, turn_id: str) -> Turn | None:
+        return self._turns.get((session_id, turn_id))
 
-    def forget(self, session_id: str) -> None:
-        self._turns.pop(session_id, None)
+    def forget(self, session_id: str, turn_id: str) -> None:
+        self._turns.pop((session_id, turn_id), None)
 
     def remember(self, session_id: str, turn: Turn) -> None:
-        self._turns[session_id] = turn
-        self._turns.move_to_end(session_id)
+        self._turns[(session_id, turn[0])] = turn
+        self._turns.move_to_end((session_id, turn[0]))
         while len(self._turns) > _TURNS_LIMIT:
             self._turns.popitem(last=False)
 
+    def newest(self, session_id: str) -> Turn | None:
+        return next((turn for (session, _), turn in reversed(self._turns.items()) if session == session_id), None)
+
     async def known(self, session_id: str, turn_id: str) -> Turn | None:
-        """The session's turn `turn_id` (any turn when empty), read from the store once when this process lacks it."""
-        turn = self._turns.get(session_id)
-        if not session_id or (turn is not None and (turn[0] == turn_id or not turn_id)) or (session_id, turn_id) in self._unshared:
+        """The session's turn `turn_id` (its newest when empty: an event that names no turn), read from the store once
+        when this process lacks it; None when nobody knows it."""
+        turn = self._turns.get((session_id, turn_id)) if turn_id else self.newest(session_id)
+        if not session_id or turn is not None or (session_id, turn_id) in self._unshared:
             return turn
         found = await fetch(self.plugin_id, session_id)
         if found is not None and (found[0] == turn_id or not turn_id):
@@ -86,4 +92,4 @@ class KnownTurns:
         self._unshared[(session_id, turn_id)] = None
         while len(self._unshared) > _TURNS_LIMIT:
             self._unshared.popitem(last=False)
-        return turn
+        return None

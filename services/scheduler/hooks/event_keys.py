@@ -249,7 +249,8 @@ class SchedulerEventKeys:
         """A turn's story, handed to the client's stream (success) or not (the client went away)."""
         if not turn.narrative:
             return
-        context: dict[str, Any] = {"to": turn.session_id, "content": turn.narrative, "success": success, "channelId": CHANNEL_ID}
+        context: dict[str, Any] = {"to": turn.session_id, "content": turn.narrative, "success": success, "channelId": CHANNEL_ID,
+                                   "turnId": turn.id}
         story = next((message for message in turn.messages if message.role == "story"), None)
         if story is not None and story.id:
             context["messageId"] = story.id
