@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, exists, or_, select, update
+from sqlalchemy import CursorResult, and_, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -47,7 +47,7 @@ DEFAULT_MAX_EXECUTION_MS = 5 * 60 * 1000
 DEFAULT_LEASE_TTL_MS = 30_000
 FINISHED = ("succeeded", "failed")
 # What RequeueDetachedJob takes back: jobs that ended without success for a reason an operator may have fixed.
-REQUEUEABLE = ("parked", "failed", "timed-out", "orphaned")
+REQUEUEABLE = ("parked", "failed", "timed-out", "orphaned", "dropped")
 DEFAULT_PAGE, MAX_PAGE = 100, 500
 
 
@@ -86,33 +86,48 @@ def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
     )
 
 
-def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.DetachedJobSpec], now: datetime) -> tuple[list[DetachedJobRow], list[dict[str, Any]]]:
-    """The jobs enqueued (one per spec), and trace entries (none today; kept for the commit's trace)."""
+# Every session's queued jobs (the hard bound of a commit's enqueue).
+_QUEUED = select(func.count()).select_from(DetachedJobRow).where(DetachedJobRow.status == "queued")
+
+
+def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.DetachedJobSpec], now: datetime,
+            total: int | None = None) -> tuple[list[DetachedJobRow], list[dict[str, Any]]]:
+    """The jobs of one commit (one per spec) and trace entries for those not queued. `total` is a hard bound on the
+    queued jobs of every session (COVEL_STORE_DETACHED_MAX_TOTAL): acquiring a turn waits below it, but turns that
+    started together may each add jobs; a job past it is recorded `dropped` (its error says why; an operator may
+    queue it again with RequeueDetachedJob) and the turn commits as it is."""
     enqueued: list[DetachedJobRow] = []
     trace: list[dict[str, Any]] = []
+    queued = db.execute(_QUEUED).scalar_one() if total is not None else 0
     for spec in specs:
         job_id = new_id()
         if spec.coalesce:
-            _supersede(db, session_id, spec, job_id, turn_id, now)
+            queued -= _supersede(db, session_id, spec, job_id, turn_id, now)
+        dropped = total is not None and queued >= total
         row = DetachedJobRow(
             id=job_id,
             session_id=session_id,
             turn_id=turn_id,
             plugin_id=spec.plugin_id,
             runtime_id=spec.runtime_id,
-            status="queued",
+            status="dropped" if dropped else "queued",
             input=from_struct(spec.input),
             settle=spec.settle,
             max_queue_ms=spec.max_queue_ms or DEFAULT_MAX_QUEUE_MS,
             max_execution_ms=spec.max_execution_ms or DEFAULT_MAX_EXECUTION_MS,
             enqueued_at=now,
+            finished_at=now if dropped else None,
             holder="",
             attempts=0,
-            error="",
+            error=f"not queued: the detached queue held {queued} jobs, at most {total} (COVEL_STORE_DETACHED_MAX_TOTAL)" if dropped else "",
         )
         db.add(row)
         db.flush()
         enqueued.append(row)
+        if dropped:
+            trace.append({"code": "detached.dropped", "jobId": job_id, "runtimeId": spec.runtime_id, "reason": row.error})
+        else:
+            queued += 1
     return enqueued, trace
 
 
@@ -121,12 +136,13 @@ def _queued_since(row: Any) -> datetime:
     return row.not_before or row.enqueued_at
 
 
-def _supersede(db: Session, session_id: str, spec: store_pb2.DetachedJobSpec, job_id: str, turn_id: str, now: datetime) -> None:
-    """schedule.detached.coalesce: the runtime's jobs of the session still queued give way to the new one."""
-    db.execute(update(DetachedJobRow).where(
+def _supersede(db: Session, session_id: str, spec: store_pb2.DetachedJobSpec, job_id: str, turn_id: str, now: datetime) -> int:
+    """schedule.detached.coalesce: the runtime's jobs of the session still queued give way to the new one (how many)."""
+    superseded = db.execute(update(DetachedJobRow).where(
         DetachedJobRow.session_id == session_id, DetachedJobRow.plugin_id == spec.plugin_id,
         DetachedJobRow.runtime_id == spec.runtime_id, DetachedJobRow.status == "queued",
     ).values(status="superseded", finished_at=now, error=f"superseded by job {job_id} of turn {turn_id} (schedule.detached.coalesce)"))
+    return cast(CursorResult[Any], superseded).rowcount
 
 
 def _due(row: Any, now: datetime) -> bool:

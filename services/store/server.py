@@ -148,7 +148,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.CommitTurnResponse:
         validation.commit(request)
-        reply = await self._db.write(commit_turn, request)
+        reply = await self._db.write(commit_turn, request, self._queue_limits.total)
         record_commit(reply.turn)
         # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
         log.info(

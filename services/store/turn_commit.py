@@ -73,7 +73,7 @@ def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2
     return store_pb2.CommitTurnResponse(turn=load_turn(db, row), session=session_to_proto(session))
 
 
-def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
+def commit_turn(db: Session, request: store_pb2.CommitTurnRequest, queue_total: int | None = None) -> store_pb2.CommitTurnResponse:
     """`request` is validated (validation.commit). Runs inside one write transaction."""
     session = read_locked_session(db, request.session_id)
     turn = request.turn
@@ -120,7 +120,7 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
         connection.execute(_TURN_RESULT, {"b_id": row.id, "runtime_results": row.runtime_results})
     jobs: list[DetachedJobRow] = []
     if row.status == "committed" and request.detached_jobs:
-        jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now)
+        jobs, job_trace = detached_jobs.enqueue(db, session.id, row.id, list(request.detached_jobs), now, queue_total)
         added_trace.extend(job_trace)
     if row.status == "committed" and request.settlements:
         added_trace.extend(settlements.record(connection, session.id, row.id, row.logical_turn, request.settlements,

@@ -170,7 +170,7 @@ def approvals(request: store_pb2.UpdateSessionApprovalsRequest) -> None:
 # "retry": a passing failure, queued again after a backoff or parked (detached_jobs.retry_or_park).
 JOB_STATUSES = ("succeeded", "failed", "queued", "retry")
 # Every status a job may be in (ListDetachedJobsRequest.statuses).
-JOB_STATES = ("queued", "running", "succeeded", "failed", "timed-out", "orphaned", "superseded", "cancelled", "parked")
+JOB_STATES = ("queued", "running", "succeeded", "failed", "timed-out", "orphaned", "superseded", "cancelled", "parked", "dropped")
 JOB_TIMEOUT_MAX_MS = 24 * 60 * 60 * 1000
 
 
