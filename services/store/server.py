@@ -22,6 +22,7 @@ from services.store import (
     world,
 )
 from services.store.database import Database, create_store_engine
+from services.store.lease_wakeups import LeaseWakeups
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
@@ -44,6 +45,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         self._retries = detached_jobs.RetryPolicy(settings.store_detached_max_attempts, settings.store_detached_retry_base_ms,
                                                   settings.store_detached_retry_max_ms)
         self._queue_limits = leases.QueueLimits(settings.store_detached_max_per_session, settings.store_detached_max_total)
+        # Turns waiting for a session's lease are woken when this store lets the session go.
+        self._wakeups = LeaseWakeups()
 
     @rpc
     async def CreateSession(self, request: store_pb2.CreateSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.CreateSessionResponse:
@@ -96,13 +99,14 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         if reason not in ("ended", "deleted"):
             raise invalid_argument("reason", f"is {request.reason!r}; use ended or deleted")
         session, changed = await self._db.write(sessions.end_session, request.session_id, reason)
+        self._wakeups.wake(request.session_id)
         return store_pb2.EndSessionResponse(session=session, changed=changed)
 
     @rpc
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
-        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits)
+        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits, self._wakeups)
         if reply.HasField("lease"):
             log.debug("lease.acquired", session_id=request.session_id, lease_id=reply.lease.lease_id, holder=request.holder)
             if request.HasField("reads"):
@@ -124,6 +128,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         validation.session_id(request.session_id)
         require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
         await self._db.write(leases.release, request.session_id, request.lease_id)
+        self._wakeups.wake(request.session_id)
         return store_pb2.ReleaseTurnLeaseResponse()
 
     @rpc
@@ -147,6 +152,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.CommitTurnResponse:
         validation.commit(request)
         reply = await self._db.write(commit_turn, request)
+        self._wakeups.wake(request.session_id)
         record_commit(reply.turn)
         # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
         log.info(
@@ -230,6 +236,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         job, lost = await self._db.write(detached_jobs.complete, request, self._retries)
         if lost:
             raise aborted(lost)
+        # Room in the session's detached queue for a turn that waits for it.
+        self._wakeups.wake(job.session_id)
         log.info("job.completed", job_id=job.id, status=job.status)
         return store_pb2.CompleteDetachedJobResponse(job=job)
 
