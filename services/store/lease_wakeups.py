@@ -3,9 +3,10 @@
 A turn that finds the session busy (its lease held, a player's turn ahead of a detached job, the detached queue
 full) waits and asks again (services/store/leases.py). Whatever can end that wait in this store process (a
 commit or a release of the session's lease, a detached job of the session completing) wakes the session's
-waiters at once, so a waiter asks again when the answer may have changed rather than on a clock: a detached job
-waiting out a player's turn asks about once a turn instead of every poll. The polls remain, for what another
-store replica changes and for a lease that lapses; a waiter a wakeup can reach (a detached job) polls less often.
+waiters at once, so a waiter asks again when the answer may have changed rather than on a clock. A detached job
+(or a settlement) waits on the wakeups and polls once a second, for what another store replica changes and for a
+lease that lapses: waiting out a model-paced player turn of 10 s it asks about a dozen times instead of about 45
+(every 0.25 s). A player's turn keeps its fast polls (each renews its place ahead of the jobs) and is woken too.
 
 Everything here runs on the store's event loop: a waiter takes its ticket before it asks, so a wakeup between
 its question and its wait is not lost.

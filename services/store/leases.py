@@ -173,8 +173,11 @@ async def acquire(
         wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
     give_up = time.monotonic() + wait_s
     wakeups = wakeups or LeaseWakeups()
-    longest = POLL_MAX_WOKEN_S if request.origin in QUEUE_EXEMPT_ORIGINS else POLL_MAX_S
-    pause = POLL_FIRST_S
+    # A detached job or a settlement relies on the wakeups: it polls once a second from the start. A player's turn
+    # polls as before (its wait marks the session at each poll), and is woken too.
+    woken = request.origin in QUEUE_EXEMPT_ORIGINS
+    longest = POLL_MAX_WOKEN_S if woken else POLL_MAX_S
+    pause = POLL_MAX_WOKEN_S if woken else POLL_FIRST_S
     with wakeups.watching(request.session_id):
         while True:
             ticket = wakeups.ticket(request.session_id)
