@@ -47,6 +47,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         self._queue_limits = leases.QueueLimits(settings.store_detached_max_per_session, settings.store_detached_max_total)
         # Turns waiting for a session's lease are woken when this store lets the session go.
         self._wakeups = LeaseWakeups()
+        # A lease holder waiting for its turn's signals is woken by SignalTurn.
+        self._signals = LeaseWakeups()
 
     @rpc
     async def CreateSession(self, request: store_pb2.CreateSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.CreateSessionResponse:
@@ -135,16 +137,15 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def SignalTurn(self, request: store_pb2.SignalTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.SignalTurnResponse:
         validation.signal_turn(request)
         reply = await turn_signals.signal_waiting(self._db, request)
+        self._signals.wake(request.session_id)
         log.info("turn.signalled", session_id=request.session_id, turn_id=reply.signal.turn_id, kind=request.kind, holder=reply.holder)
         return reply
 
     @rpc
     async def TakeTurnSignals(self, request: store_pb2.TakeTurnSignalsRequest, context: grpc.aio.ServicerContext) -> store_pb2.TakeTurnSignalsResponse:
         validation.take_signals(request)
-        # Polled while every turn runs: a read answers the usual "nothing pending" without the write lock.
-        if not await self._db.read(turn_signals.any_pending, request.session_id, request.lease_id):
-            return store_pb2.TakeTurnSignalsResponse()
-        signals = await self._db.write(turn_signals.take, request.session_id, request.lease_id)
+        # Asked while every turn runs; it may wait for a signal (SignalTurn wakes it).
+        signals = await turn_signals.take_waiting(self._db, self._signals, request, context.time_remaining())
         return store_pb2.TakeTurnSignalsResponse(signals=signals)
 
     @traced("covel.store.commit", lambda self, request, context: {"covel.session_id": request.session_id, "covel.turn_id": request.turn.id})
