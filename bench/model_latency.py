@@ -125,8 +125,12 @@ def turn_figures(played: PlayedTurn, calls: list[CallRecord], model: PacedModel,
     paths = turn_paths(played.ran, manifests, weight, played.story, story_first_text_s(story_calls, model), agents)
     first_ms, turn_ms = (played.first_text - played.started) * 1000, (played.finished - played.started) * 1000
     waited_ms = (max(played.turn_started, played.started) - played.started) * 1000
-    return {"first_text_ms": first_ms, "turn_ms": turn_ms, "waited_for_session_ms": waited_ms, "path_first_text_ms": paths.first_text.seconds * 1000,
-            "path_turn_ms": paths.turn.seconds * 1000, "model_calls": len(mine)}, paths
+    path_first_ms, path_turn_ms = paths.first_text.seconds * 1000, paths.turn.seconds * 1000
+    return {"first_text_ms": first_ms, "turn_ms": turn_ms, "waited_for_session_ms": waited_ms, "path_first_text_ms": path_first_ms,
+            "path_turn_ms": path_turn_ms, "model_calls": len(mine),
+            # What the turn itself adds over its path, once it holds the session's lease (the scheduler's part).
+            "started_over_path_first_text_ms": first_ms - waited_ms - path_first_ms,
+            "started_over_path_turn_ms": turn_ms - waited_ms - path_turn_ms}, paths
 
 
 async def session_manifests(group: ServiceGroup, plugin_ids: list[str]) -> tuple[dict[str, CompiledManifest], set[str]]:
@@ -181,7 +185,9 @@ def render(result: dict) -> str:
             ("first story text", "first_text_ms"), ("its critical path", "path_first_text_ms"),
             ("first story text over its path", "over_path_first_text_ms"), ("turn completed", "turn_ms"),
             ("its critical path", "path_turn_ms"), ("turn over its path", "over_path_turn_ms"),
-            ("of it, waiting for the session's lease (its detached jobs)", "waited_for_session_ms"))])
+            ("of it, waiting for the session's lease (its detached jobs)", "waited_for_session_ms"),
+            ("from the turn's start (the lease taken): first story text over its path", "started_over_path_first_text_ms"),
+            ("from the turn's start: turn completed over its path", "started_over_path_turn_ms"))])
     usage = table(["per turn, by runtime", "calls", "prompt tokens", "completion tokens", "prompt prefix reused"],
                   [[name, row["calls"], row["prompt_tokens"], row["completion_tokens"], f"{row['prefix_reuse']:.0%}"]
                    for name, row in [*result["by_runtime"].items(), ("all", result["totals"])]])
