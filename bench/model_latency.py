@@ -25,6 +25,7 @@ from bench.critical_path import TurnPaths, turn_paths
 from bench.model_usage import by_runtime, totals
 from bench.paced_model import CallRecord, PacedModel, serving
 from bench.paced_wire import tokens
+from bench.turn_costs import metrics_env, per_turn, snapshot
 from bench.turn_latency import drained
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -143,16 +144,22 @@ async def session_manifests(group: ServiceGroup, plugin_ids: list[str]) -> tuple
 
 async def measure(turns: int, warmup: int, ttft_ms: float, tokens_per_s: float) -> dict:
     model = PacedModel(ttft_ms / 1000, tokens_per_s)
-    async with serving(model) as base_url, running_services(extra_env=model.gateway_env(base_url)) as group:
+    env, metrics_ports = metrics_env()
+    async with serving(model) as base_url, running_services(extra_env={**model.gateway_env(base_url), **env}) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             session_id = await world_session(stub, DEMO_WORLD)
             session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
             assert isinstance(group, ServiceGroup)
             manifests, agents = await session_manifests(group, list(session.active_plugins))
-            played = [await play(stub, session_id, f"I walk on, step {index}.") for index in range(warmup + turns)][warmup:]
+            for index in range(warmup):
+                await play(stub, session_id, f"I walk on, step {index}.")
+            before = snapshot(group, metrics_ports)
+            played = [await play(stub, session_id, f"I walk on, step {index}.") for index in range(warmup, warmup + turns)]
             # The detached jobs the turns queued: their calls count too (everything the turns cause).
             jobs_left_open = await drained(stub, session_id, DRAIN_S)
+            # CPU and RPCs over the turns and their jobs (the warmup's jobs may run among them).
+            costs = per_turn(before, snapshot(group, metrics_ports), turns)
     for turn in played:
         place_function_calls(turn, model.calls, agents)
     calls = [c for c in model.calls if c.started >= played[0].started]
@@ -170,6 +177,7 @@ async def measure(turns: int, warmup: int, ttft_ms: float, tokens_per_s: float) 
         **{key: summarize([row[key] for row in rows]) for key in rows[0]},
         "over_path_first_text_ms": summarize([r["first_text_ms"] - r["path_first_text_ms"] for r in rows]),
         "over_path_turn_ms": summarize([r["turn_ms"] - r["path_turn_ms"] for r in rows]),
+        "cpu_ms_per_turn": costs["cpu_ms_per_turn"], "rpcs_per_turn": costs["rpcs_per_turn"],
         "by_runtime": runtimes, "totals": totals(runtimes), "embedding_calls_per_turn": model.embeddings / max(1, len(played)),
         "unread_on_story_path": {r: {"turns": len(ms), "model_ms": sum(ms) / len(ms)} for r, ms in unread.items()},
         # What the calls no runtime's system prompt names begin with (to tell what they are).
@@ -192,7 +200,11 @@ def render(result: dict) -> str:
                   [[name, row["calls"], row["prompt_tokens"], row["completion_tokens"], f"{row['prefix_reuse']:.0%}"]
                    for name, row in [*result["by_runtime"].items(), ("all", result["totals"])]])
     chain = " -> ".join(f"{runtime} {seconds * 1000:.0f}" for runtime, seconds in result["example_path"]["first_text"] if seconds)
-    lines = [timing, usage, f"path to the first story text (last turn, model ms): {chain or '(none)'}"]
+    rpcs = result["rpcs_per_turn"]
+    costs = (f"per turn, its detached jobs included: CPU {sum(result['cpu_ms_per_turn'].values()):.0f} ms in the five processes "
+             f"({', '.join(f'{name} {ms:.0f}' for name, ms in result['cpu_ms_per_turn'].items())}); {sum(rpcs.values()):.1f} RPCs "
+             f"({', '.join(f'{method} {count:.1f}' for method, count in sorted(rpcs.items(), key=lambda item: -item[1])[:6])}, ...)")
+    lines = [timing, usage, costs, f"path to the first story text (last turn, model ms): {chain or '(none)'}"]
     for runtime, seen in result["unread_on_story_path"].items():
         lines.append(f"on the story's critical path without need: {runtime} ({seen['model_ms']:.0f} ms of model time, "
                      f"{seen['turns']} of {result['turns']} turns): the story reads none of its output through its inputs")
