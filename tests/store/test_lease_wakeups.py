@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 
 from covel.store.v1 import store_pb2
@@ -32,13 +33,28 @@ async def _waiting(stub, session_id: str, origin: str) -> asyncio.Task:
     return waiter
 
 
-async def test_a_detached_job_waiting_for_the_lease_is_woken_by_the_release(stub, no_polls):
+async def test_a_detached_job_waiting_for_the_lease_is_woken_by_the_sessions_background_commit(stub, no_polls):
     session = await new_session(stub)
-    lease = (await acquire(stub, session.id)).lease
+    lease = (await acquire(stub, session.id, origin="background")).lease
     waiter = await _waiting(stub, session.id, "background")
-    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=lease.lease_id))
+    await commit(stub, lease, turn_for(lease, origin="background", runtime_results=[story_result()]), [story_proposal("Noted.")])
     second = await asyncio.wait_for(waiter, IN_TIME_S)
     assert second.HasField("lease") and second.lease.lease_id != lease.lease_id
+
+
+async def test_after_a_players_turn_the_player_goes_first_and_a_waiting_job_is_not_woken(stub, no_polls):
+    session = await new_session(stub)
+    lease = (await acquire(stub, session.id)).lease
+    job = await _waiting(stub, session.id, "background")
+    await commit(stub, lease, turn_for(lease, runtime_results=[story_result()]), [story_proposal("The door opens.")])
+    # The player acts again at once: the session is theirs, the job (its polls past the test) still waits.
+    following = (await acquire(stub, session.id)).lease
+    assert following.logical_turn == 2 and not job.done()
+    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=following.lease_id))
+    await stub.EndSession(store_pb2.EndSessionRequest(session_id=session.id))
+    # The session ended: the job is woken and told so.
+    error = await asyncio.wait_for(asyncio.gather(job, return_exceptions=True), IN_TIME_S)
+    assert isinstance(error[0], grpc.aio.AioRpcError) and error[0].code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
 async def test_a_player_waiting_for_the_lease_is_woken_by_the_commit(stub, no_polls):
@@ -53,7 +69,7 @@ async def test_a_player_waiting_for_the_lease_is_woken_by_the_commit(stub, no_po
 async def test_a_commit_that_keeps_the_lease_leaves_the_waiter_waiting(stub, no_polls):
     session = await new_session(stub)
     lease = (await acquire(stub, session.id)).lease
-    waiter = await _waiting(stub, session.id, "background")
+    waiter = await _waiting(stub, session.id, "player")
     await commit(stub, lease, turn_for(lease, runtime_results=[story_result()]), [story_proposal("Still here.")], release=False)
     # Woken, it asked again and found the session still held: it waits on (its polls are past the test).
     await asyncio.sleep(0.5)
