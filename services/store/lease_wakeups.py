@@ -5,10 +5,10 @@ full) waits and asks again (services/store/leases.py). Whatever can end that wai
 commit or a release of the session's lease, a detached job of the session completing) wakes the session's
 waiters at once, so a waiter asks again when the answer may have changed rather than on a clock. The store keeps
 two of these (services/store/server.py): players' turns are woken whenever the session may be free; detached jobs
-and settlements not after a player's turn (its player may act at once, and goes first), but after the session's
-background work and when the session ends. A detached job polls once a second besides, for what another store
-replica changes and for a lease that lapses: waiting out a model-paced player turn of 10 s it asks about ten times
-instead of about 45 (every 0.25 s). A player's turn keeps its fast polls (each renews its place ahead of the jobs).
+and settlements not after a player's turn (its player may act at once, and goes first: they find the session free
+at their next poll, every 0.25 s), but after the session's background work and when the session ends. The polls
+remain, for what another store replica changes and for a lease that lapses; a detached job no longer polls
+faster at first (20-160 ms), and a player's turn keeps its fast polls (each renews its place ahead of the jobs).
 
 Everything here runs on the store's event loop: a waiter takes its ticket before it asks, so a wakeup between
 its question and its wait is not lost.

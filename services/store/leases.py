@@ -33,9 +33,6 @@ from shared.ids import new_id
 
 POLL_FIRST_S = 0.02
 POLL_MAX_S = 0.25
-# A detached job or a settlement waiting for the session: this store wakes it when the session may be free
-# (services/store/lease_wakeups.py), so its polls are only for what other replicas change and for lapsed leases.
-POLL_MAX_WOKEN_S = 1.0
 
 
 @dataclass
@@ -173,11 +170,9 @@ async def acquire(
         wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
     give_up = time.monotonic() + wait_s
     wakeups = wakeups or LeaseWakeups()
-    # A detached job or a settlement relies on the wakeups: it polls once a second from the start. A player's turn
-    # polls as before (its wait marks the session at each poll), and is woken too.
-    woken = request.origin in QUEUE_EXEMPT_ORIGINS
-    longest = POLL_MAX_WOKEN_S if woken else POLL_MAX_S
-    pause = POLL_MAX_WOKEN_S if woken else POLL_FIRST_S
+    # A detached job or a settlement polls every POLL_MAX_S from the start (a player's next turn, acting at once, goes
+    # first: a player's commit does not wake it); a player's turn from POLL_FIRST_S, and its wait marks the session.
+    pause = POLL_MAX_S if request.origin in QUEUE_EXEMPT_ORIGINS else POLL_FIRST_S
     with wakeups.watching(request.session_id):
         while True:
             ticket = wakeups.ticket(request.session_id)
@@ -196,7 +191,7 @@ async def acquire(
                                        retry_after_ms=QUEUE_FULL_RETRY_MS)
                 raise ServiceError(grpc.StatusCode.ABORTED, result.message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
             if not await wakeups.wait(ticket, min(pause, left)):
-                pause = min(pause * 2, longest)
+                pause = min(pause * 2, POLL_MAX_S)
 
 
 def lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:

@@ -22,7 +22,6 @@ IN_TIME_S = 30.0
 def no_polls(monkeypatch):
     monkeypatch.setattr(leases, "POLL_FIRST_S", NO_POLL_S)
     monkeypatch.setattr(leases, "POLL_MAX_S", NO_POLL_S)
-    monkeypatch.setattr(leases, "POLL_MAX_WOKEN_S", NO_POLL_S)
 
 
 async def _waiting(stub, session_id: str, origin: str) -> asyncio.Task:
