@@ -29,6 +29,7 @@ from pathlib import Path
 
 from covel_cli.api_doc_tables import channel_rules_table, error_reasons_table, public_enums_table, service_policy_table
 from covel_cli.hookspec_doc_tables import hookspecs_table
+from covel_cli.import_doc_tables import IMPORT_TABLES, import_table
 from covel_cli.manifest_doc_tables import COMPILED_MODELS, compiled_table, manifest_models, manifest_table
 from covel_cli.settings_doc_tables import SETTINGS_MODELS, settings_table
 from covel_cli.world_doc_tables import WORLD_MODELS, world_table
@@ -55,6 +56,8 @@ def generated(key: str) -> str:
         return channel_rules_table()
     if kind == "world-fields" and name in WORLD_MODELS:
         return world_table(name)
+    if kind == "import" and name in IMPORT_TABLES:
+        return import_table(name)
     if key == "service-policy":
         return service_policy_table()
     if key == "public-enums":
@@ -64,7 +67,7 @@ def generated(key: str) -> str:
     if key == "hookspecs":
         return hookspecs_table()
     raise KeyError(f"<!-- generated: {key} -->: no such table; use manifest-fields:<Model>, compiled-fields:<Model>, settings:<service>, "
-                   "channel-rules, service-policy, public-enums, error-reasons or hookspecs")
+                   "world-fields:<Model>, import:<table>, channel-rules, service-policy, public-enums, error-reasons or hookspecs")
 
 
 def all_keys() -> list[str]:

@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from covel_cli.card_commands import add_parsers as add_card_commands
 from covel_cli.channels import HostFailed
 from covel_cli.channels import add_parser as add_channel
 from covel_cli.channels import host as host_channels
@@ -18,7 +19,6 @@ from covel_cli.launcher import (
     SERVICES,
     ServiceFailed,
     ServiceGroup,
-    client_security,
     configured_addrs,
     free_port_addrs,
 )
@@ -28,10 +28,10 @@ from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.plugin_commands import add_parser as add_plugin_command
 from covel_cli.plugin_commands import run as run_plugin_command
+from covel_cli.refusals import health_of
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
 from services.web.settings import WebSettings
-from shared.grpc_client import check_health
 from shared.settings import DataDirSetting
 
 
@@ -93,7 +93,7 @@ def _world(args: argparse.Namespace) -> str:
 async def _play(args: argparse.Namespace) -> int:
     addr = args.addr or configured_addrs()["scheduler"]
     return await play(addr, read_terminal_line, session_id=args.session or "", requested_plugins=args.plugin,
-                      world_id="" if args.session else _world(args))
+                      world_id="" if args.session else _world(args), opening_id=args.opening or "")
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -134,12 +134,15 @@ async def _worlds(args: argparse.Namespace) -> int:
 async def _health(args: argparse.Namespace) -> int:
     addrs = configured_addrs()
     data_dir = DataDirSetting().data_dir
-    healthy = True
+    healthy, mismatches = True, []
     for name in SERVICES:
         # The internal services take only callers with a certificate of their CA: the operator's.
-        status = await check_health(addrs[name], security=client_security(name, data_dir))
+        status, mismatch = await health_of(name, addrs[name], data_dir)
         healthy &= status == "SERVING"
+        mismatches += [mismatch] if mismatch else []
         print(f"{name:<10} {addrs[name]:<22} {status}")
+    if mismatches:
+        print(f"covel health: {mismatches[0]}", file=sys.stderr)
     return 0 if healthy else 1
 
 
@@ -155,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     play_cmd.add_argument("--session", help="continue this session id")
     play_cmd.add_argument("--plugin", action="append", default=[], help="enable a plugin (repeatable)")
     play_cmd.add_argument("--world", help=f"the id of a world (`covel worlds` lists them; default: {DEFAULT_WORLD}; none: no world)")
+    play_cmd.add_argument("--opening", help="which of the world's openings starts the story (an imported card's greeting-<n>)")
     play_cmd.set_defaults(run=_play)
     demo = commands.add_parser("demo", help="start the services, play a short scripted session, stop")
     demo.add_argument("--data-dir", help="where the demo keeps its database and logs")
@@ -171,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_onboard(commands, onboard)
     add_validate_plugin(commands)
     add_validate_world(commands)
+    add_card_commands(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser

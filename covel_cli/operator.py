@@ -23,6 +23,9 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import client_security, configured_addrs
+from covel_cli.refusals import refusal
+from services.registry.importing.importer import read_path
+from shared.errors import ServiceError
 from shared.grpc_client import open_channel
 from shared.security.policy import IDENTITIES, SERVICES
 from shared.security.service_identity import DevPki
@@ -34,8 +37,8 @@ def operator_channel(name: str, addr: str | None = None) -> grpc.aio.Channel:
     return open_channel(addr or configured_addrs()[name], security=client_security(name, DataDirSetting().data_dir))
 
 
-def _refused(command: str, name: str, error: grpc.aio.AioRpcError, err: TextIO) -> int:
-    print(f"covel operator {command}: the {name} service answered {error.code().name}: {error.details()}", file=err)
+def _refused(command: str, name: str, error: grpc.aio.AioRpcError, err: TextIO, addr: str | None = None) -> int:
+    print(refusal(f"operator {command}", name, addr or configured_addrs()[name], error, DataDirSetting().data_dir), file=err)
     return 1
 
 
@@ -63,6 +66,23 @@ async def install(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextI
         print(f"covel operator install: {args.package} was not installed", file=err)
         return 1
     print(f"installed {reply.plugin_id} into {reply.installed_dir} (catalogue generation {reply.generation})", file=out)
+    return 0
+
+
+async def import_world(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """ImportWorld: the card or lorebook file (or an unpacked CHARX folder) into the registry's first world folder."""
+    try:
+        data = read_path(Path(args.file))
+    except ServiceError as error:
+        print(f"covel operator import-world: refused: {error.message}", file=err)
+        return 1
+    request = registry_pb2.ImportWorldRequest(file=data, world_id=args.world or "", replace=args.replace)
+    async with operator_channel("registry", args.addr) as channel:
+        try:
+            reply = await registry_pb2_grpc.PluginRegistryStub(channel).ImportWorld(request)
+        except grpc.aio.AioRpcError as error:
+            return _refused("import-world", "registry", error, err)
+    print(f"imported {reply.world.id} ({reply.world.name}) into {reply.installed_dir} (catalogue generation {reply.generation})", file=out)
     return 0
 
 
@@ -166,12 +186,18 @@ async def _certs(args: argparse.Namespace) -> int:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    operator = commands.add_parser("operator", help="operator calls: install and reload packages, reset plugin faults, the detached queue")
+    operator = commands.add_parser("operator", help="operator calls: install and reload packages, import worlds, reset plugin faults, "
+                                                     "the detached queue")
     actions = operator.add_subparsers(dest="operator_command", required=True)
     install_cmd = actions.add_parser("install", help="install a community package (a folder or a zip) into the registry")
     install_cmd.add_argument("package", help="the package folder or zip")
     install_cmd.add_argument("--replace", action="store_true", help="replace an installed community package of the same id")
     install_cmd.set_defaults(run=install)
+    import_cmd = actions.add_parser("import-world", help="a character card or lorebook into the registry's worlds (ImportWorld)")
+    import_cmd.add_argument("file", help="a card (PNG, JSON, CHARX), a lorebook, or an unpacked CHARX folder")
+    import_cmd.add_argument("--world", help="the new world's id (default: from the card's name)")
+    import_cmd.add_argument("--replace", action="store_true", help="replace a world of the same id in the first world folder")
+    import_cmd.set_defaults(run=import_world)
     reload_cmd = actions.add_parser("reload", help="rescan the plugin folders (the hooks service follows)")
     reload_cmd.set_defaults(run=reload)
     reset = actions.add_parser("reset-faults", help="resume a plugin whose hooks faults paused in a session")
@@ -185,7 +211,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     requeue_cmd = actions.add_parser("requeue", help="queue a parked, failed or timed-out detached job again")
     requeue_cmd.add_argument("job")
     requeue_cmd.set_defaults(run=requeue)
-    for each, service in ((install_cmd, "registry"), (reload_cmd, "registry"), (reset, "hooks"), (jobs_cmd, "store"), (requeue_cmd, "store")):
+    for each, service in ((install_cmd, "registry"), (import_cmd, "registry"), (reload_cmd, "registry"), (reset, "hooks"), (jobs_cmd, "store"), (requeue_cmd, "store")):
         each.add_argument("--addr", help=f"{service} address (default: COVEL_{service.upper()}_ADDR)")
     certs_cmd = commands.add_parser("certs", help="a CA and one certificate per service and the operator, for a cluster")
     certs_cmd.add_argument("--out", required=True, help="folder for ca.pem, ca.key and <identity>.pem/.key (kept: run again to renew)")

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import TextIO
 
 import grpc
@@ -23,6 +24,7 @@ import grpc
 from covel.scheduler.v1 import resources_pb2 as api
 from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.play_display import Progress, plugin_lines, shown_lines, turn_summary
+from covel_cli.play_moves import MOVE_COMMANDS, MOVE_HELP, branch, story_move
 from services.scheduler.public_api import enum_text
 from shared.errors import retry_after_ms
 from shared.grpc_client import open_client_api_channel
@@ -58,6 +60,7 @@ COMMANDS = (
     ("/answer name=Mira", "answer the open question: a form's field=value pairs, a choice's option, yes or no"),
     ("/commands", "the commands of the session's plugins (any other /name runs one)"),
     ("/panels", "the plugins' panels (character, inventory, standing, time) as short summaries"),
+    *MOVE_HELP,
     ("/quit, /exit", "leave (the session stays; play it again with --session ID)"),
     ("a number", "take one of the guide's suggestions"),
     ("anything else", "what your character says or does this turn"),
@@ -182,6 +185,13 @@ async def _play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, te
     )
     completed = await _stream_retried(lambda: stub.SubmitActions(request), out)
     return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])
+
+
+async def _shown(out: TextIO, submit: Callable[[], AsyncIterator[scheduler_pb2.TurnEvent]]) -> list[str]:
+    """A move's turn streamed and shown; the guide's suggestions."""
+    started = time.monotonic()
+    completed = await _stream_retried(submit, out)
+    return _show_turn(completed, started, out) if completed is not None else []
 
 
 ACTION_COMMANDS = ("/roll", "/kinds", "/as", "/say", "/kind", "/answer")
@@ -317,13 +327,14 @@ async def play(
     session_id: str = "",
     echo_input: bool = False,
     world_id: str = "",
+    opening_id: str = "",
 ) -> int:
     """Play turn by turn until read_line gives None or /quit. Returns an exit code."""
     async with open_client_api_channel(scheduler_addr) as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         if not session_id:
             try:
-                session_id = await _create_session(stub, out, requested_plugins or [], world_id)
+                session_id = await _create_session(stub, out, requested_plugins or [], world_id, opening_id)
             except grpc.aio.AioRpcError as error:
                 # UNAUTHENTICATED says which token to send.
                 out.write(error_line(error, scheduler_addr) + "\n")
@@ -347,6 +358,9 @@ async def play(
                 out.write(help_text())
                 continue
             try:
+                if line.split(" ", 1)[0] == "/branch":
+                    session_id = await branch(stub, session_id, line.partition(" ")[2].strip(), out)
+                    continue
                 suggestions = await _one_line(stub, session_id, line, out) or suggestions
             except grpc.aio.AioRpcError as error:
                 out.write("\n" + error_line(error, scheduler_addr) + "\n")
@@ -386,6 +400,8 @@ async def _one_line(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, lin
         await show_commands(stub, session_id, out)
     elif command == "/panels":
         await show_panels(stub, session_id, out)
+    elif command in MOVE_COMMANDS:
+        return await story_move(stub, session_id, command, rest, out, partial(_shown, out))
     elif command and command not in ACTION_COMMANDS:
         try:
             await run_command(stub, session_id, line, out)
@@ -409,19 +425,26 @@ async def _one_line(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, lin
     return None
 
 
-async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world_id: str) -> str:
+async def _create_session(stub: scheduler_pb2_grpc.SchedulerStub, out: TextIO, requested_plugins: list[str], world_id: str,
+                          opening_id: str = "") -> str:
     """A new session in the world `world_id` (the scheduler reads the world package) with the requested
-    plugins besides the world's; prints what it started with and the world's opening."""
+    plugins besides the world's; prints what it started with, the opening (`opening_id`: one of the world's
+    openings) and the other openings there are."""
     world = (await stub.GetWorld(scheduler_pb2.GetWorldRequest(world_id=world_id))).world if world_id else None
-    request = scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins, world_id=world_id,
+    request = scheduler_pb2.CreateSessionRequest(requested_plugins=requested_plugins, world_id=world_id, opening_id=opening_id,
                                                  title="" if world_id else "covel play")
     created = await stub.CreateSession(request)
     session_id = created.session.id
     out.write(f"Session {session_id} · plugins: {', '.join(created.session.active_plugins) or 'none'}\n")
     for rejected in created.rejected:
         out.write(f"  (plugin {rejected.plugin_id} not enabled: {rejected.reason})\n")
-    if world is not None and world.opening:
-        out.write(f"\n{world.name}\n\n{world.opening}\n")
+    if world is not None:
+        opening = next((o.text for o in world.openings if o.id == opening_id), world.opening)
+        if opening:
+            out.write(f"\n{world.name}\n\n{opening}\n")
+        others = [o.id for o in world.openings if o.id != opening_id]
+        if others:
+            out.write(f"  (other openings: {', '.join(others)}; `covel play --world {world.id} --opening <id>`)\n")
     return session_id
 
 

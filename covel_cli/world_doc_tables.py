@@ -7,6 +7,7 @@ tests/docs/test_generated_tables.py until it is described.
 
 from __future__ import annotations
 
+import json
 import typing
 
 from pydantic import BaseModel
@@ -15,6 +16,7 @@ from covel_cli.manifest_doc_tables import MANIFEST_MEANINGS, author_type
 from covel_cli.table_cells import MissingMeaning
 from services.registry import world_models as world
 from services.registry.manifest_models import Author, AuthorLink
+from shared.lorebook_rules import ACTIVATION_DEFAULTS, SETTINGS_DEFAULTS
 
 # The models, in the order docs/worlds.md shows them, with where a world author writes each.
 WORLD_MODELS: dict[str, tuple[type[BaseModel], str]] = {
@@ -26,6 +28,10 @@ WORLD_MODELS: dict[str, tuple[type[BaseModel], str]] = {
     "PluginPolicy": (world.PluginPolicy, "`pluginPolicy`"),
     "DataSourceDecl": (world.DataSourceDecl, "`data[]`"),
     "LorebookDecl": (world.LorebookDecl, "`lorebook[]` (or each item of the lorebook file)"),
+    "LorebookActivation": (world.LorebookActivation, "`lorebook[].activation`"),
+    "LorebookSettings": (world.LorebookSettings, "`lorebookSettings`"),
+    "OpeningDecl": (world.OpeningDecl, "`openings[]`"),
+    "MediaDecl": (world.MediaDecl, "`media[]`"),
     "DataSourceFile": (world.DataSourceFile, "`data[].source`"),
     "WorldTranslation": (world.WorldTranslation, "`world.<locale>.yaml`"),
     "AuthorTranslation": (world.AuthorTranslation, "`world.<locale>.yaml`: `author`"),
@@ -44,12 +50,18 @@ WORLD_DEFAULTS: dict[str, str] = {
     "WorldManifest.characters": "`characters.yaml` when the package has one",
     "WorldManifest.lorebook": "`lorebook.yaml` when the package has one",
     "CharacterDecl.type": f"`{world.DEFAULT_CHARACTER_TYPE}`",
+    "WorldManifest.lorebookSettings": "each of LorebookSettings's defaults",
     "CharacterSchemaDecl.types": "`[player, npc]`",
     "AttributeDecl.type": "`string`",
     "DataSourceDecl.visibility": "`public`",
     "DataSourceFile.kind": "`list` for a file holding a list, else `document`",
     "DataSourceFile.key": "`id`",
 }
+
+# The activation rules' defaults, from the one table the kernel reads them from (shared/lorebook_rules.py).
+WORLD_DEFAULTS.update({f"LorebookActivation.{name}": f"`{json.dumps(value)}`" for name, value in ACTIVATION_DEFAULTS.items()
+                       if value not in (None, [], "")})
+WORLD_DEFAULTS.update({f"LorebookSettings.{name}": f"`{json.dumps(value)}`" for name, value in SETTINGS_DEFAULTS.items()})
 
 WORLD_MEANINGS: dict[str, str] = {
     "WorldManifest.id": "The world id; written, it must equal the folder name.",
@@ -69,6 +81,47 @@ WORLD_MEANINGS: dict[str, str] = {
     "LorebookDecl.keys": "Words or names that bring it into a story's prompt when the player's input or the latest story text holds one.",
     "LorebookDecl.content": "What the story should know.",
     "LorebookDecl.constant": "In every story prompt, keys or not.",
+    "LorebookDecl.disabled": "Kept, but never in a prompt or a search.",
+    "LorebookDecl.activation": "When it comes up and where it goes (see LorebookActivation); without it, the defaults.",
+    "LorebookDecl.imported": "What an import could not map from a card's entry, verbatim; `covel export` gives it back.",
+    "WorldManifest.openings": "More openings a new session may pick (a card's alternate and group-only greetings); `opening` is the default.",
+    "WorldManifest.lorebookSettings": "How the lorebook is scanned and how much of a prompt it may take (see LorebookSettings).",
+    "WorldManifest.media": "Files of the package the world shows (an imported card's assets).",
+    "WorldManifest.imported": "What an import could not map, verbatim (`card`, `book`); `covel export` gives it back.",
+    "CharacterDecl.personality": "The character's temperament and manner (a card's `personality`).",
+    "LorebookActivation.secondaryKeys": "A second set of keys, applied by `selectiveLogic` once a key matched.",
+    "LorebookActivation.selectiveLogic": "`andAny` (one secondary key too), `andAll` (all), `notAny` (none), `notAll` (not all).",
+    "LorebookActivation.excludeKeys": "Keys that keep it out when any is in the scanned text.",
+    "LorebookActivation.useRegex": "Every key is a regular expression (RE2); a key written `/pattern/flags` always is.",
+    "LorebookActivation.caseSensitive": "Keys match only in their own case.",
+    "LorebookActivation.wholeWords": "Keys match whole words only; unset, whole words where words are spaced, anywhere in Chinese or Japanese.",
+    "LorebookActivation.probability": "The chance, in percent, that it comes up when it matched (drawn from the session's seed).",
+    "LorebookActivation.order": "Insertion order: lower goes earlier in the prompt; higher wins the budget.",
+    "LorebookActivation.position": "`beforeChar` or `afterChar` (the lorebook segment before or after the characters), or `atDepth`.",
+    "LorebookActivation.depth": "With `atDepth`: how many messages from the end of the history it goes.",
+    "LorebookActivation.role": "With `atDepth`: the role of its message (`system`, `user`, `assistant`).",
+    "LorebookActivation.scanDepth": "How many recent messages are scanned for its keys (the lorebook's scanDepth when unset).",
+    "LorebookActivation.excludeRecursion": "Another entry's content never brings it up (only the history does).",
+    "LorebookActivation.preventRecursion": "Its own content brings no other entry up.",
+    "LorebookActivation.delayUntilRecursion": "It comes up only from another entry's content, never from the history alone.",
+    "LorebookActivation.sticky": "Once up, it stays up this many more turns.",
+    "LorebookActivation.cooldown": "After it was up, it cannot come up again for this many turns.",
+    "LorebookActivation.delay": "It cannot come up before this many turns of the session have passed.",
+    "LorebookActivation.every": "It can come up only every this many turns (0: any turn).",
+    "LorebookActivation.once": "After it was up once, it never comes up again.",
+    "LorebookActivation.group": "An inclusion group: of the group's entries that came up, one is kept (by `groupOverride`, then weight).",
+    "LorebookActivation.groupWeight": "Its weight in the group's draw.",
+    "LorebookActivation.groupOverride": "It wins its group's draw outright (the highest `order` among those that override).",
+    "LorebookSettings.scanDepth": "How many recent messages (with the player's input) are scanned for keys.",
+    "LorebookSettings.tokenBudget": "At most this many tokens (estimated as characters / 4) of entries in a prompt; constant entries first, then by `order`.",
+    "LorebookSettings.recursive": "Entries that came up are scanned in turn for other entries' keys.",
+    "LorebookSettings.maxRecursion": "How many rounds of that scan at most.",
+    "OpeningDecl.id": "The opening's id, what a new session names to pick it.",
+    "OpeningDecl.text": "The first story message when it is picked.",
+    "OpeningDecl.groupOnly": "For a group session only (a card's group-only greeting).",
+    "MediaDecl.type": "What it is (`icon`, `background`, `emotion`, `user_icon`, ...; a card asset's type).",
+    "MediaDecl.name": "Its name (a card asset's name).",
+    "MediaDecl.path": "The file, relative to world.yaml.",
     "LorebookTranslation.title": "The title in this language.",
     "LorebookTranslation.content": "The content in this language.",
     "LorebookTranslation.keys": "The keys in this language (they replace the entry's).",

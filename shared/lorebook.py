@@ -7,6 +7,7 @@ import re
 
 from covel.store.v1 import store_pb2
 from shared.errors import invalid_argument
+from shared.lorebook_keys import BadKey, regex_of
 
 OWNER = re.compile(r"^(world|player|plugin:[a-z0-9][a-z0-9._-]{0,63})$")
 ID_MAX = 200
@@ -33,5 +34,11 @@ def check_entry(entry: store_pb2.LorebookEntry, where: str = "") -> None:
         raise invalid_argument(at("content"), f"must be 1 to {CONTENT_MAX} characters: what the story should know")
     if len(entry.keys) > KEYS_MAX or any(not key.strip() or len(key) > KEY_MAX for key in entry.keys):
         raise invalid_argument(at("keys"), f"at most {KEYS_MAX} keys of 1 to {KEY_MAX} characters")
+    use_regex, case_sensitive = entry.activation.use_regex, entry.activation.case_sensitive
+    for key in [*entry.keys, *entry.activation.secondary_keys, *entry.activation.exclude_keys]:
+        try:
+            regex_of(key, use_regex, case_sensitive)
+        except BadKey as problem:
+            raise invalid_argument(at("keys"), f"{problem}; keys run on RE2 (no backreferences or lookaround)") from None
     if not entry.keys and not entry.constant:
         raise invalid_argument(at("keys"), "give the words that bring it into a story, or make it constant")

@@ -25,8 +25,9 @@ class StoreTurns:
             session_id=session_id, page_size=TURNS_PAGE_SIZE, page_token=page_token))
         turns = []
         for turn in reply.turns:
-            # message:sent fires only for a committed turn with a story: the same turns, the same entries.
-            if turn.status != store_pb2.TURN_STATUS_COMMITTED or not turn.narrative:
+            # message:sent fires only for a committed turn with a story: the same turns, the same entries. A turn off
+            # the story's line (rewound past, a version not chosen) is history no mirror tells again.
+            if turn.status != store_pb2.TURN_STATUS_COMMITTED or not turn.narrative or turn.off_line:
                 continue
             story = next((message.id for message in turn.messages if message.role == "story" and message.id), None)
             turns.append({"turn_id": turn.id, "user": turn.player_message, "story": turn.narrative, "message_id": story})

@@ -125,6 +125,10 @@ class Catalogue:
         return self._plugin_dirs
 
     @property
+    def world_dirs(self) -> tuple[Path, ...]:
+        return self._world_dirs
+
+    @property
     def builtin_dirs(self) -> tuple[Path, ...] | None:
         return self._builtin_dirs
 

@@ -11,6 +11,7 @@ import grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from services.registry.catalogue import Catalogue, Snapshot
 from services.registry.diagnostics import has_errors
+from services.registry.importing.importer import import_world
 from services.registry.loaded_world import LoadedWorld, WorldState
 from services.registry.manifest_fields import PLUGIN_ID
 from services.registry.package_installer import InstallRefused, install_zip, validate_zip
@@ -65,7 +66,8 @@ def _loaded_world(snapshot: Snapshot, world_id: str, so: str) -> LoadedWorld:
     if world is None:
         raise unknown_world(world_id)
     if world.state is not WorldState.LOADED:
-        raise failed_precondition(f"world `{world.id}` failed to load, so {so}; GetWorld shows why")
+        raise failed_precondition(f"world `{world.id}` failed to load, so {so}; GetWorld shows why", reason="WORLD_FAILED",
+                                  subject=f"worlds/{world.id}")
     return world
 
 
@@ -196,7 +198,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
                     builtin_ids=builtin_ids,
                 )
             except InstallRefused as error:
-                raise failed_precondition(str(error)) from None
+                raise failed_precondition(str(error), reason="INSTALL_REFUSED", subject=f"plugins/{request.plugin_id}") from None
             generation = snapshot.generation
             if outcome.ok:
                 generation = (await self._catalogue.reload()).generation
@@ -230,6 +232,21 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         if world is None:
             raise unknown_world(request.world_id)
         return registry_pb2.GetWorldResponse(world=world_to_proto(world, request.locale), generation=snapshot.generation)
+
+    @rpc
+    async def ImportWorld(self, request: registry_pb2.ImportWorldRequest, context: grpc.aio.ServicerContext) -> registry_pb2.ImportWorldResponse:
+        require(request.file, "file", "the card or lorebook file's bytes (PNG, JSON or CHARX)")
+        if not self._catalogue.world_dirs:
+            raise failed_precondition("the registry has no world folder (COVEL_WORLD_DIRS) to import into")
+        async with self._install_lock:
+            world = await asyncio.to_thread(import_world, request.file, self._catalogue.world_dirs, self._catalogue.current,
+                                            request.world_id, request.replace)
+            snapshot = await self._catalogue.reload()
+        served = snapshot.world(world.id)
+        if served is None or served.root_dir != world.root_dir:
+            raise failed_precondition(f"world `{world.id}` was written to {world.root_dir}, but another folder's world of that id is served")
+        return registry_pb2.ImportWorldResponse(world=world_to_proto(served, ""), generation=snapshot.generation,
+                                                installed_dir=str(world.root_dir))
 
     @rpc
     async def GetWorldImport(

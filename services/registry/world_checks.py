@@ -26,6 +26,22 @@ def check_world(world: LoadedWorld, manifest: WorldManifest, files: PackageFiles
     world.dimensions = _dimensions(manifest, files, bag)
     _check_plugin_policy(world, manifest, bag, packages, packs)
     _check_settings_presets(manifest, bag, packages)
+    _check_media_and_openings(manifest, files, bag)
+
+
+def _check_media_and_openings(manifest: WorldManifest, files: PackageFiles, bag: DiagnosticBag) -> None:
+    """Each `media[].path` a file inside the package; opening ids unique."""
+    for index, media in enumerate(manifest.media or []):
+        relative = files.relative(WORLD_FILE, media.path)
+        if relative is None or not files.is_file(relative):
+            bag.error("media-missing", f"media `{media.path}` is not a file of the package", field_path=f"media[{index}].path",
+                      hint="write the path of a file inside the world package")
+    seen: set[str] = set()
+    for index, opening in enumerate(manifest.openings or []):
+        if opening.id in seen:
+            bag.error("duplicate-opening", f"opening `{opening.id}` is written twice", field_path=f"openings[{index}].id",
+                      hint="give each opening its own id")
+        seen.add(opening.id)
 
 
 def _character_schema(manifest: WorldManifest) -> dict[str, Any] | None:

@@ -98,7 +98,7 @@ def _characters(world: LoadedWorld, written: Sequence[Any], extra_fields: frozen
         seen[character.id] = index
         for name in extra_fields & set(character.model_extra or {}):
             world.character_data.setdefault(name, {})[character.id] = (character.model_extra or {})[name]
-        world.characters.append(character.model_dump(include={"id", "name", "type", "aliases", "description", "attributes"},
+        world.characters.append(character.model_dump(include={"id", "name", "type", "aliases", "description", "personality", "attributes"},
                                                      exclude_none=True))
 
 

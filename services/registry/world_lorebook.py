@@ -16,6 +16,8 @@ from services.registry.world_files import listed_items
 from services.registry.world_models import WORLD_FIELDS, LorebookDecl, WorldManifest
 from shared.errors import ServiceError
 from shared.lorebook import ENTRIES_MAX, check_entry
+from shared.lorebook_keys import BadKey, regex_of
+from shared.lorebook_rules import activation_to_proto
 
 DEFAULT_LOREBOOK_FILE = "lorebook.yaml"
 LOREBOOK_YAML_CODE = "lorebook-yaml"
@@ -43,6 +45,11 @@ def read_lorebook(world: LoadedWorld, manifest: WorldManifest, files: PackageFil
                       field_path=f"{where}.id", hint="give each entry its own id")
             continue
         entry = decl.model_dump(exclude_none=True)
+        field, regex_error = regex_problem(entry)
+        if field:
+            bag.error("lorebook-regex-invalid", regex_error, file=file, field_path=f"{where}.{field}",
+                      hint="write an RE2 pattern (no backreferences or lookaround), or a plain key")
+            continue
         try:
             check_entry(entry_to_proto(entry))
         except ServiceError as problem:
@@ -58,4 +65,18 @@ def read_lorebook(world: LoadedWorld, manifest: WorldManifest, files: PackageFil
 def entry_to_proto(entry: dict[str, Any]) -> store_pb2.LorebookEntry:
     """A world entry as a session's lorebook holds it (owner world)."""
     return store_pb2.LorebookEntry(owner="world", id=entry["id"], title=entry.get("title", ""), keys=entry.get("keys", []),
-                                   content=entry["content"], constant=bool(entry.get("constant")))
+                                   content=entry["content"], constant=bool(entry.get("constant")), disabled=bool(entry.get("disabled")),
+                                   activation=activation_to_proto(entry.get("activation")))
+
+
+def regex_problem(entry: dict[str, Any]) -> tuple[str, str]:
+    """(field, problem) of the first key RE2 cannot compile, or ("", "")."""
+    rules = entry.get("activation") or {}
+    for field in ("keys", "secondaryKeys", "excludeKeys"):
+        keys = entry.get(field, []) if field == "keys" else rules.get(field) or []
+        for index, key in enumerate(keys):
+            try:
+                regex_of(key, bool(rules.get("useRegex")), bool(rules.get("caseSensitive")))
+            except BadKey as problem:
+                return (f"{field}[{index}]" if field == "keys" else f"activation.{field}[{index}]"), str(problem)
+    return "", ""

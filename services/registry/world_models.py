@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from services.registry.manifest_fields import PLUGIN_ID, ContractId, HttpsLink, NonEmpty, Strict, either
 from services.registry.manifest_models import Author
+from services.registry.world_lorebook_models import LorebookActivation, LorebookSettings, OpeningDecl
 
 WORLD_ID = PLUGIN_ID
 # Characters, attributes and dimensions: readable ids (`npc-lin-yao`), not UUIDs the model cannot copy.
@@ -107,6 +108,7 @@ class CharacterDecl(Strict):
     type: ItemId = DEFAULT_CHARACTER_TYPE
     aliases: list[Name] | None = None
     description: Text | None = None
+    personality: Text | None = None
     attributes: dict[ItemId, Any] | None = None
 
 
@@ -166,6 +168,19 @@ class LorebookDecl(Strict):
     keys: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(default=None, max_length=32)
     content: Annotated[str, Field(min_length=1, max_length=8000)]
     constant: bool | None = None
+    disabled: bool | None = None
+    activation: LorebookActivation | None = None
+    # What an import could not map from a card's entry, verbatim (its `extensions` but for the keys read into
+    # `activation`, decorators the kernel does not read, ...); `covel export` gives it back.
+    imported: dict[str, Any] | None = None
+
+
+class MediaDecl(Strict):
+    """`media[]`: a file of the package the world shows (an imported card's assets: icon, background, emotion ...)."""
+
+    type: Annotated[str, Field(min_length=1, max_length=80)]
+    name: Annotated[str, Field(min_length=1, max_length=80)]
+    path: NonEmpty
 
 
 class WorldManifest(Strict):
@@ -176,6 +191,7 @@ class WorldManifest(Strict):
     description: Text | None = None
     version: NonEmpty | None = None
     opening: Annotated[str, Field(max_length=20_000)] | None = None
+    openings: Annotated[list[OpeningDecl], Field(max_length=64)] | None = None
     # The characters inline, or the path of a YAML file of the package that lists them.
     characters: NonEmpty | list[Any] | None = None
     characterSchema: CharacterSchemaDecl | None = None
@@ -185,6 +201,10 @@ class WorldManifest(Strict):
     data: list[DataSourceDecl] | None = None
     # The lorebook inline, or the path of a YAML file of the package that lists its entries.
     lorebook: NonEmpty | list[Any] | None = None
+    lorebookSettings: LorebookSettings | None = None
+    media: Annotated[list[MediaDecl], Field(max_length=256)] | None = None
+    # What an import could not map, verbatim (covel export gives it back): {format, card, book}.
+    imported: dict[str, Any] | None = None
     author: either(NonEmpty, str, Author) | None = None  # type: ignore[valid-type]
     license: Annotated[str, Field(max_length=64)] | None = None
     homepage: HttpsLink | None = None
@@ -241,6 +261,6 @@ WORLD_FIELDS = frozenset(
     info.alias or name
     for model in (WorldManifest, CharacterSchemaDecl, AttributeDecl, CharacterDecl, DimensionDecl, PluginPolicy,
                   DataSourceDecl, DataSourceFile, Author, WorldTranslation, AuthorTranslation, CharacterTranslation, LorebookDecl,
-                  LorebookTranslation)
+                  LorebookTranslation, LorebookActivation, LorebookSettings, OpeningDecl, MediaDecl)
     for name, info in model.model_fields.items()
 )

@@ -8,6 +8,7 @@ from covel.registry.v1 import registry_pb2
 from services.registry.loaded_world import LoadedWorld
 from services.registry.world_translations import localized_characters, localized_lorebook, localized_schema, localized_texts
 from shared.errors import FieldViolation, ServiceError
+from shared.lorebook_rules import activation_to_proto, settings_to_proto
 from shared.structs import to_struct, to_value
 
 
@@ -51,7 +52,13 @@ def world_to_proto(world: LoadedWorld, locale: str = "", *, summary: bool = Fals
         message.character_schema.CopyFrom(to_struct(schema))
     message.characters.extend(to_struct(character) for character in localized_characters(world, translation))
     message.lorebook.extend(registry_pb2.WorldLorebookEntry(id=e["id"], title=e.get("title", ""), keys=e.get("keys", []), content=e["content"],
-                                                            constant=bool(e.get("constant"))) for e in localized_lorebook(world, translation))
+                                                            constant=bool(e.get("constant")), disabled=bool(e.get("disabled")),
+                                                            activation=activation_to_proto(e.get("activation")))
+                            for e in localized_lorebook(world, translation))
+    settings = settings_to_proto(manifest.lorebookSettings.model_dump()) if manifest.lorebookSettings is not None else None
+    if settings is not None:
+        message.lorebook_settings.CopyFrom(settings)
+    message.openings.extend(registry_pb2.WorldOpening(id=o.id, text=o.text, group_only=o.groupOnly) for o in manifest.openings or [])
     names = (translation.dimensions or {}) if translation else {}
     for dimension in world.dimensions:
         named = names.get(dimension.id)

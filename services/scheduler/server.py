@@ -24,6 +24,7 @@ from services.scheduler.api.seats import Seats
 from services.scheduler.api.session_creation import SessionCreation
 from services.scheduler.api.sessions import Sessions
 from services.scheduler.api.settlements import Settlements
+from services.scheduler.api.story_moves import StoryMoves
 from services.scheduler.api.submit import Submissions
 from services.scheduler.api.turn_follow import TurnFollower
 from services.scheduler.api.turn_signals import TurnSignals
@@ -100,6 +101,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
         Worlds(peers.registry),
         Lorebook(store),
         Jobs(store),
+        StoryMoves(store, streams),
     )
     return Scheduler(service, runner, events, plugins, streams)
 

@@ -132,7 +132,8 @@ _EVENTS_INSERT = _EVENTS.insert()
 
 def message_values(row: MessageRecord) -> dict[str, Any]:
     return {"id": row.id, "session_id": row.session_id, "turn_id": row.turn_id, "seq": row.seq, "role": row.role, "plugin_id": row.plugin_id,
-            "runtime_id": row.runtime_id, "text": row.text, "metadata": row.meta, "created_at": row.created_at}
+            "runtime_id": row.runtime_id, "text": row.text, "metadata": row.meta, "created_at": row.created_at,
+            "hidden": row.hidden}
 
 
 def event_values(row: EventRecord) -> dict[str, Any]:

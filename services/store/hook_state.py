@@ -12,19 +12,33 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+import grpc
 from sqlalchemy import Table, and_, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import read_locked_session
 from services.store.models import HookStateRow, utcnow
-from shared.errors import failed_precondition, invalid_argument
+from shared.errors import ServiceError, failed_precondition, invalid_argument
 from shared.structs import from_value, to_value
 
 KEY_MAX = 200
 VALUE_MAX_BYTES = 64 * 1024
 KEYS_MAX = 256
 OPS = ("get", "set", "add", "delete")
+
+
+# The kernel's own state (a reserved plugin id, services/registry/manifest_fields.py): the lorebook's timers.
+FRAMEWORK = "framework"
+
+
+def check_caller(request: store_pb2.AccessHookStateRequest, caller: str | None) -> None:
+    """The hooks service reaches the plugins' state, the scheduler the kernel's own (`framework`), neither the other's."""
+    if caller == "scheduler" and request.plugin_id != FRAMEWORK:
+        raise ServiceError(grpc.StatusCode.PERMISSION_DENIED, "the scheduler reaches only the kernel's own session state "
+                           f"(plugin_id `{FRAMEWORK}`: the lorebook's timers); a plugin's is the hooks service's only")
+    if caller == "hooks" and request.plugin_id == FRAMEWORK:
+        raise ServiceError(grpc.StatusCode.PERMISSION_DENIED, f"`{FRAMEWORK}` is the kernel's own session state; hook handlers have their plugin's")
 
 
 def check(request: store_pb2.AccessHookStateRequest) -> None:
@@ -56,11 +70,13 @@ def access(db: Session, request: store_pb2.AccessHookStateRequest) -> store_pb2.
     if request.op == "add":
         current = row.value if row is not None else 0
         if not _is_number(current):
-            raise failed_precondition(f"key {request.key!r} holds {type(current).__name__}, not a number; add adds to numbers")
+            raise failed_precondition(f"key {request.key!r} holds {type(current).__name__}, not a number; add adds to numbers",
+                                      reason="HOOK_STATE_NOT_A_NUMBER", subject=f"state/{request.plugin_id}/{request.key}")
         value = current + value
     if row is None:
         if connection.execute(_KEYS, key).scalar_one() >= KEYS_MAX:
-            raise failed_precondition(f"plugin {request.plugin_id} holds {KEYS_MAX} keys of state in this session; delete some first")
+            raise failed_precondition(f"plugin {request.plugin_id} holds {KEYS_MAX} keys of state in this session; delete some first",
+                                      reason="HOOK_STATE_FULL", subject=f"state/{request.plugin_id}")
         connection.execute(_STATE.insert(), {"session_id": request.session_id, "plugin_id": request.plugin_id, "key": request.key,
                                              "value": value, "updated_at": utcnow()})
     else:

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
+from services.store import story_line
 from services.store.database import Database, lock_session, read_locked_session, write_session
 from services.store.lease_wakeups import LeaseWakeups
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, TurnLeaseRow, TurnRow, utcnow
@@ -76,7 +77,7 @@ def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
 
 def try_acquire(
     db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str, origin: str = "player",
-    limits: QueueLimits | None = None,
+    limits: QueueLimits | None = None, retry_turn_id: str = "",
 ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
     """Taken once per turn: Core statements (the session and lease rows read, the lease written), no ORM objects loaded."""
     session = read_locked_session(db, session_id)
@@ -104,6 +105,9 @@ def try_acquire(
         full = _queue_full(db, session_id, limits)
         if full is not None:
             return full
+    if retry_turn_id:
+        # Before the lease's logical turn is counted: it is the retried turn's (story_line.py).
+        story_line.begin_retry(db, session, retry_turn_id)
     if finished is not None:
         # A retryable failure: this retry runs the turn again and takes over its key (the failed record keeps none).
         connection.execute(_FORGET_KEY, {"b_id": finished.id})
@@ -178,7 +182,8 @@ async def acquire(
             ticket = wakeups.ticket(request.session_id)
             try:
                 result = await database.write(
-                    try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin, limits
+                    try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin, limits,
+                    request.retry_turn_id,
                 )
             except IntegrityError:
                 result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")

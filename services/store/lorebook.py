@@ -19,11 +19,17 @@ from services.store.models import LorebookRow
 from services.store.proto_mapping import timestamp
 from shared.errors import invalid_argument
 from shared.lorebook import ENTRIES_MAX
+from shared.lorebook_rules import activation_from_proto, activation_to_proto
 
 
 def entry_to_proto(row: LorebookRow | Any) -> store_pb2.LorebookEntry:
     return store_pb2.LorebookEntry(owner=row.owner, id=row.entry_id, title=row.title, keys=list(row.keys or []), content=row.content,
-                                   constant=row.constant, disabled=row.disabled, version=row.version, updated_at=timestamp(row.updated_at))
+                                   constant=row.constant, disabled=row.disabled, version=row.version, updated_at=timestamp(row.updated_at),
+                                   activation=activation_to_proto(row.activation))
+
+
+def _rules(entry: store_pb2.LorebookEntry) -> dict[str, Any] | None:
+    return (activation_from_proto(entry.activation) or None) if entry.HasField("activation") else None
 
 
 def put_entry(db: Session, session_id: str, entry: store_pb2.LorebookEntry, turn_id: str | None, now: datetime) -> store_pb2.LorebookEntry:
@@ -36,7 +42,7 @@ def put_entry(db: Session, session_id: str, entry: store_pb2.LorebookEntry, turn
         row = LorebookRow(session_id=session_id, owner=entry.owner, entry_id=entry.id, version=0, created_at=now)
         db.add(row)
     row.title, row.keys, row.content = entry.title, [key.strip() for key in entry.keys], entry.content
-    row.constant, row.disabled = entry.constant, entry.disabled
+    row.constant, row.disabled, row.activation = entry.constant, entry.disabled, _rules(entry)
     row.version, row.turn_id, row.updated_at = row.version + 1, turn_id, now
     db.flush()
     return entry_to_proto(row)
@@ -46,7 +52,7 @@ def add_world_entries(db: Session, session_id: str, entries: list[store_pb2.Lore
     """A new session's world entries (checked with its world, at most ENTRIES_MAX): version 1 each, in one flush."""
     db.add_all(LorebookRow(session_id=session_id, owner=entry.owner, entry_id=entry.id, title=entry.title,
                            keys=[key.strip() for key in entry.keys], content=entry.content, constant=entry.constant,
-                           disabled=entry.disabled, version=1, turn_id=None, created_at=now, updated_at=now) for entry in entries)
+                           disabled=entry.disabled, activation=_rules(entry), version=1, turn_id=None, created_at=now, updated_at=now) for entry in entries)
     db.flush()
 
 

@@ -80,6 +80,8 @@ class SessionRow(Base):
     excluded_plugins: Mapped[list[Any]] = mapped_column(default=list)
     approved_plugins: Mapped[list[Any]] = mapped_column(default=list)
     runtime_model_overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # The world's lorebookSettings, camelCase; None: the defaults (migration 0021).
+    lorebook_settings: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     plugin_settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # runtime id -> {state, resolution?, warning?, reason?, lastError?} (migration 0003).
     setup_runtimes: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
@@ -101,6 +103,8 @@ class SessionRow(Base):
     player_waiting_until: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # 0021: the committed turn the story's line ends at (services/store/story_line.py); None before any.
+    head_turn_id: Mapped[str | None] = mapped_column(ID, default=None)
 
 
 class TurnRow(Base):
@@ -137,6 +141,10 @@ class TurnRow(Base):
     source_turn_id: Mapped[str | None] = mapped_column(ID)
     # 0015: a failed turn a retry with its idempotency key runs again (Turn.retryable).
     retryable: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # 0021 (services/store/story_line.py): the head it followed; a retry's first version; off the line (kept as history).
+    parent_turn_id: Mapped[str | None] = mapped_column(ID, default=None)
+    version_of: Mapped[str | None] = mapped_column(ID, default=None)
+    off_line: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class MessageRow(Base):
@@ -159,6 +167,8 @@ class MessageRow(Base):
     # `metadata` is taken by the declarative base, so the attribute is `meta`.
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     created_at: Mapped[datetime]
+    # 0021: its turn is off the story's line (services/store/story_line.py): kept, but no log read shows it.
+    hidden: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class TurnLeaseRow(Base):
@@ -242,6 +252,8 @@ class LorebookRow(Base):
     content: Mapped[str] = mapped_column(Text, default="")
     constant: Mapped[bool] = mapped_column(default=False)
     disabled: Mapped[bool] = mapped_column(default=False)
+    # Its activation rules, camelCase as world.yaml writes them (shared/lorebook_rules.py); None: the defaults (migration 0021).
+    activation: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     version: Mapped[int] = mapped_column(BigInteger)
     turn_id: Mapped[str | None] = mapped_column(ID)
     created_at: Mapped[datetime]
@@ -461,3 +473,31 @@ class MemoryVectorRow(Base):
     # float32 little-endian: sqlite-vec's own format, and 4 bytes a number wherever it is ranked.
     vector: Mapped[bytes] = mapped_column(LargeBinary)
     updated_at: Mapped[datetime]
+
+
+# --- 0021: the story's moves (services/store/story_line.py) ---
+
+
+class TurnCheckpointRow(Base):
+    """The session's state as a committed turn left it (services/store/checkpoints.py): what a rewind, a chosen
+    version or a branch restores. Keyed by the turn's id, or by the session's for the state it started with."""
+
+    __tablename__ = "turn_checkpoints"
+
+    turn_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    state: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class StoryMoveRow(Base):
+    """A story move done (rewind, version chosen, branch) by request id: a resent request answers with it."""
+
+    __tablename__ = "story_moves"
+
+    session_id: Mapped[str] = mapped_column(ID, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    # "head" (rewind, a version chosen) or "branch" (result_session_id: the session it created).
+    kind: Mapped[str] = mapped_column(String(16))
+    turn_id: Mapped[str] = mapped_column(ID)
+    result_session_id: Mapped[str] = mapped_column(ID, default="")
+    created_at: Mapped[datetime]

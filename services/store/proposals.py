@@ -13,7 +13,7 @@ New proposal types register in `APPLIERS`. Payload shapes (JSON in Proposal.payl
 - character.upsert     {characterId, expectedVersion, character: {...}}  (0 = must not exist yet)
 - dimension.initialize {dimensions: [{id, name, description?, schema, value}]}   (trusted owners only)
 - dimension.update     {updates: [{id, value, expectedVersion}]}   (whole batch CAS; owner only)
-- lorebook.upsert      {id, title?, keys, content, constant?, disabled?}   (the plugin's own entry, owner plugin:<id>)
+- lorebook.upsert      {id, title?, keys, content, constant?, disabled?, activation?}   (the plugin's own entry, owner plugin:<id>)
 - lorebook.delete      {id}
 - event.emit           {name, payload?}
 - export.record        {recordAs, value}                            (io.output.recordAs)

@@ -111,6 +111,7 @@ def session_to_proto(row: SessionRow) -> store_pb2.Session:
         completed_player_turns=row.completed_player_turns,
         player_messages=row.player_messages or 0,
         recorded_turns=row.recorded_turns or 0,
+        head_turn_id=row.head_turn_id or "",
         owner=row.owner,
         seats=seats_to_proto(row.seats),
         created_at=timestamp(row.created_at),
@@ -169,6 +170,7 @@ def _turn_row_fields(row: TurnRow | TurnRecord, messages: Iterable[MessageRow | 
         "id": row.id, "session_id": row.session_id, "logical_turn": row.logical_turn, "status": TURN_STATUS[row.status],
         "idempotency_key": row.idempotency_key or "", "player_message": row.player_message, "narrative": row.narrative,
         "abort_reason": row.abort_reason, "origin": row.origin, "trace_id": row.trace_id, "source_turn_id": row.source_turn_id or "", "retryable": bool(row.retryable),
+        "parent_turn_id": row.parent_turn_id or "", "version_of": row.version_of or "", "off_line": bool(row.off_line),
         # Through the row's datetimes: stored to the microsecond, as a read returns them.
         "started_at": timestamp(row.started_at), "finished_at": timestamp(row.finished_at),
         "messages": [message_to_proto(message) for message in messages], "events": [event_to_proto(event) for event in events],

@@ -34,6 +34,9 @@ class TurnRecord:
     trace_id: str
     source_turn_id: str | None
     retryable: bool
+    parent_turn_id: str | None = None
+    version_of: str | None = None
+    off_line: bool = False
 
 
 @dataclass(slots=True)
@@ -49,6 +52,7 @@ class MessageRecord:
     # The `metadata` column (MessageRow.meta).
     meta: dict[str, Any]
     created_at: datetime
+    hidden: bool = False
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from services.store import (
     session_pages,
     sessions,
     settlements,
+    story_line,
     turn_signals,
     validation,
     world,
@@ -31,6 +32,7 @@ from shared.errors import aborted, invalid_argument, require, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.lorebook import check_entry as check_lorebook_entry
+from shared.security.service_identity import caller_identity
 from shared.telemetry import metrics
 from shared.telemetry.tracing import traced
 
@@ -136,6 +138,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
         await self._db.write(leases.release, request.session_id, request.lease_id)
         self._player_waits.wake(request.session_id)
+        self._signals.wake(request.session_id)  # the holder's wait for signals ends with its lease
         return store_pb2.ReleaseTurnLeaseResponse()
 
     @rpc
@@ -159,6 +162,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         validation.commit(request)
         reply = await self._db.write(commit_turn, request)
         self._player_waits.wake(request.session_id)
+        self._signals.wake(request.session_id)
         if (request.turn.origin or "player") not in leases.PLAYER_ORIGINS:
             self._job_waits.wake(request.session_id)
         record_commit(reply.turn)
@@ -169,6 +173,26 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
             messages=len(reply.turn.messages),
         )
         return reply
+
+    @rpc
+    async def SetSessionHead(self, request: store_pb2.SetSessionHeadRequest, context: grpc.aio.ServicerContext) -> store_pb2.SetSessionHeadResponse:
+        validation.session_id(request.session_id)
+        require(request.turn_id, "turn_id", "a committed turn of the session (ListTurns)")
+        validation.idempotency_key(request.request_id, "request_id")
+        if request.move not in ("rewind", "version"):
+            raise invalid_argument("move", f"is {request.move!r}; use \"rewind\" (a turn on the line) or \"version\" (a version of the last turn)")
+        session = await self._db.write(story_line.move_head_reply, request)
+        log.info("session.head_moved", session_id=request.session_id, turn_id=request.turn_id)
+        return store_pb2.SetSessionHeadResponse(session=session)
+
+    @rpc
+    async def BranchSession(self, request: store_pb2.BranchSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.BranchSessionResponse:
+        validation.session_id(request.session_id)
+        require(request.turn_id, "turn_id", "a committed turn of the session's line (ListTurns)")
+        validation.idempotency_key(request.request_id, "request_id")
+        session = await self._db.write(story_line.branch_reply, request)
+        log.info("session.branched", session_id=request.session_id, turn_id=request.turn_id, branch_id=session.id)
+        return store_pb2.BranchSessionResponse(session=session)
 
     @rpc
     async def ListMessages(self, request: store_pb2.ListMessagesRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListMessagesResponse:
@@ -273,6 +297,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def AccessHookState(self, request: store_pb2.AccessHookStateRequest, context: grpc.aio.ServicerContext) -> store_pb2.AccessHookStateResponse:
         validation.session_id(request.session_id)
         hook_state.check(request)
+        hook_state.check_caller(request, caller_identity(context))
         if request.op == "get":
             return await self._db.read(hook_state.access, request)
         return await self._db.write(hook_state.access, request)
@@ -396,3 +421,4 @@ def record_commit(turn: store_pb2.Turn) -> None:
 async def wait_closed() -> None:
     """Wait until every stopped store's database is closed (after RunningServer.stop)."""
     await asyncio.gather(*_closing)
+

@@ -11,7 +11,7 @@ from jsonschema.exceptions import SchemaError
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import lorebook, sessions, world
+from services.store import checkpoints, lorebook, sessions, world
 from services.store.apply_context import Rejected, json_sized
 from services.store.datasets import DatasetViolation, dataset
 from services.store.models import MessageRow, PluginDataRow, SessionRow
@@ -20,6 +20,7 @@ from shared import json_schemas
 from shared.errors import invalid_argument
 from shared.ids import new_id
 from shared.lorebook import ENTRIES_MAX, check_entry
+from shared.lorebook_rules import settings_from_proto
 from shared.plugin_data.operations import json_size
 from shared.structs import from_struct, from_value
 
@@ -79,6 +80,11 @@ def check_session_world(request: store_pb2.SessionWorld) -> None:
 
 
 def _check_lorebook(request: store_pb2.SessionWorld) -> None:
+    settings = request.lorebook_settings
+    for name, value, most in (("scan_depth", settings.scan_depth, 1000), ("token_budget", settings.token_budget, 100_000),
+                              ("max_recursion", settings.max_recursion, 10)):
+        if not 0 <= value <= most:
+            raise invalid_argument(f"world.lorebook_settings.{name}", f"is {value}; 0 to {most}")
     if len(request.lorebook) > ENTRIES_MAX:
         raise invalid_argument("world.lorebook", f"holds {len(request.lorebook)} entries; at most {ENTRIES_MAX}")
     seen: set[str] = set()
@@ -132,12 +138,15 @@ def _check_dimension(index: int, dimension: store_pb2.Dimension) -> None:
 
 
 def create_session_in_world(db: Session, session: store_pb2.Session, request: store_pb2.SessionWorld | None) -> store_pb2.Session:
-    """sessions.create_session, then the world's rows, in the one transaction of `db`."""
+    """sessions.create_session, then the world's rows, then the checkpoint of its start (a retry of its first turn
+    restores it), in the one transaction of `db`."""
     created = sessions.create_session(db, session)
+    row = db.get(SessionRow, created.id)
+    assert row is not None
     if request is not None:
-        row = db.get(SessionRow, created.id)
-        assert row is not None
         _write_world(db, row, request, row.created_at)
+        db.flush()
+    checkpoints.record(db, row, row.id)
     return created
 
 
@@ -154,6 +163,8 @@ def _write_world(db: Session, row: SessionRow, request: store_pb2.SessionWorld, 
                  for d in request.dimensions]
         world.initialize_dimensions(db, row.id, items, writer, None, now)
     lorebook.add_world_entries(db, row.id, list(request.lorebook), now)
+    if request.HasField("lorebook_settings"):
+        row.lorebook_settings = settings_from_proto(request.lorebook_settings) or None
     db.add_all(PluginDataRow(session_id=row.id, plugin_id=entry.plugin_id, namespace=entry.namespace, key=entry.key,
                              value=from_value(entry.value), turn_id=None, created_at=now, updated_at=now)
                for entry in request.plugin_data)

@@ -42,7 +42,7 @@ from sqlalchemy import Table, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import detached_jobs, interactions, leases, settlements
+from services.store import detached_jobs, interactions, leases, settlements, story_line
 from services.store.commit_units import DISCARDED, Applied, apply_committed, group_units, outcome
 from services.store.database import read_locked_session, write_session
 from services.store.models import (
@@ -84,6 +84,7 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
     if turn.id != lease.turn_id:
         raise invalid_argument("turn.id", f"is {turn.id} but the lease runs turn {lease.turn_id}")
 
+    _off_the_line(db, turn)
     now = utcnow()
     proposal_ids = {proposal.id for proposal in request.proposals}
     # Outcomes decided before the store (e.g. a PreStateCommit veto) stay in the record.
@@ -133,6 +134,7 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
                                            "entries": [*(from_struct(entry) for entry in turn.trace), *added_trace],
                                            "discarded_units": messages_to_json(applied.discarded_units)})
     _advance_session(session, row, request, now)
+    story_line.after_commit(db, session, row)
     write_session(db, session, _ADVANCED)
     if request.release_lease:
         leases.release(db, session.id, lease.lease_id)
@@ -145,7 +147,8 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest) -> store_pb2.
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
 _TURNS = cast(Table, TurnRow.__table__)
 # The session columns a commit changes (_advance_session, _apply_committed).
-_ADVANCED = ("recorded_turns", "last_message_seq", "completed_player_turns", "player_messages", "phase", "setup_runtimes", "updated_at")
+_ADVANCED = ("recorded_turns", "last_message_seq", "completed_player_turns", "player_messages", "phase", "setup_runtimes", "updated_at",
+             "head_turn_id")
 _TRACES = cast(Table, TurnTraceRow.__table__)
 
 
@@ -172,6 +175,15 @@ def _earlier_record(db: Session, session: SessionRow, turn: store_pb2.Turn) -> T
     if by_id is not None and by_id.session_id != session.id:
         raise invalid_argument("turn.id", f"turn {turn.id} belongs to another session")
     return db.get(TurnRow, (by_id or found[0]).id)
+
+
+def _off_the_line(db: Session, turn: store_pb2.Turn) -> None:
+    """A follow-up (a detached job's, a settlement retry's, a resume's) of a turn a move took off the story's line
+    commits nothing: it would write into a line that no longer has its source (story_line.py)."""
+    if turn.status == store_pb2.TURN_STATUS_COMMITTED and turn.source_turn_id and not turn.version_of \
+            and not story_line.follows_the_line(db, turn.source_turn_id):
+        turn.status = store_pb2.TURN_STATUS_ABORTED
+        turn.abort_reason = f"its source turn {turn.source_turn_id} is off the story's line (a rewind or another version was chosen)"
 
 
 def _held_lease(db: Session, session_id: str, lease_id: str) -> Any:
@@ -217,6 +229,8 @@ def _turn_row(session: SessionRow, logical_turn: int, turn: store_pb2.Turn, now:
         trace_id=turn.trace_id,
         source_turn_id=turn.source_turn_id or None,
         retryable=turn.retryable,
+        parent_turn_id=session.head_turn_id,
+        version_of=turn.version_of or None,
     )
 
 

@@ -6,16 +6,25 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select
+from sqlalchemy import Table, and_, bindparam, false, select
 from sqlalchemy.orm import Session
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.store.interactions import open_interactions
 from services.store.lorebook import entry_to_proto
-from services.store.models import CharacterRow, CharacterSchemaRow, DimensionRow, LorebookRow, MessageRow, PluginDataRow
+from services.store.models import (
+    CharacterRow,
+    CharacterSchemaRow,
+    DimensionRow,
+    LorebookRow,
+    MessageRow,
+    PluginDataRow,
+    SessionRow,
+)
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto
 from services.store.settlements import pending_settlements
+from shared.lorebook_rules import settings_to_proto
 from shared.structs import to_struct, to_value
 
 
@@ -59,6 +68,9 @@ def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
                             schema=to_struct(row.schema), value=to_value(row.value), version=row.version, turn_id=row.turn_id or "")
         for row in connection.execute(_DIMENSIONS, {"b_session": session_id}))
     world.lorebook.extend(entry_to_proto(row) for row in connection.execute(_LOREBOOK, {"b_session": session_id}))
+    settings = settings_to_proto(connection.execute(_LOREBOOK_SETTINGS, {"b_session": session_id}).scalar_one_or_none())
+    if settings is not None:
+        world.lorebook_settings.CopyFrom(settings)
     world.pending_settlements.extend(pending_settlements(connection, session_id))
     world.open_interactions.extend(open_interactions(connection, session_id))
     return world
@@ -92,7 +104,8 @@ _CHARACTER_ROWS = cast(Table, CharacterRow.__table__)
 _DIMENSION_ROWS = cast(Table, DimensionRow.__table__)
 # Built once: building a statement costs more than running it. `metadata` is labelled `meta`, as the ORM names it.
 _MESSAGE_COLUMNS = [column.label("meta") if column.name == "metadata" else column for column in _MESSAGES.columns]
-_IN_SESSION = _MESSAGES.c.session_id == bindparam("b_session")
+# Messages of turns off the story's line are hidden (story_line.py): no turn reads them.
+_IN_SESSION = and_(_MESSAGES.c.session_id == bindparam("b_session"), _MESSAGES.c.hidden == false())
 _LATEST_SUMMARY = (select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.role == "summary")
                    .order_by(_MESSAGES.c.seq.desc()).limit(1))
 _NTH_LAST_PLAYER = (select(_MESSAGES.c.seq).where(_IN_SESSION, _MESSAGES.c.role == "player", _MESSAGES.c.seq > bindparam("b_after"))
@@ -101,6 +114,7 @@ _LOG_FROM = select(*_MESSAGE_COLUMNS).where(_IN_SESSION, _MESSAGES.c.seq >= bind
 _LOREBOOK_ROWS = cast(Table, LorebookRow.__table__)
 _LOREBOOK = (select(_LOREBOOK_ROWS).where(_LOREBOOK_ROWS.c.session_id == bindparam("b_session"))
              .order_by(_LOREBOOK_ROWS.c.owner, _LOREBOOK_ROWS.c.entry_id))
+_LOREBOOK_SETTINGS = select(SessionRow.lorebook_settings).where(SessionRow.id == bindparam("b_session"))
 _PLUGIN_DATA = cast(Table, PluginDataRow.__table__)
 _OF_PLUGIN = (_PLUGIN_DATA.c.session_id == bindparam("b_session"), _PLUGIN_DATA.c.plugin_id == bindparam("b_plugin"))
 _ALL_OF_PLUGIN = select(_PLUGIN_DATA).where(*_OF_PLUGIN).order_by(_PLUGIN_DATA.c.namespace, _PLUGIN_DATA.c.key)

@@ -13,6 +13,7 @@ from services.store.apply_context import DIMENSIONS_MAX, NAME_MAX, WORLD_WRITER_
 from shared import json_schemas
 from shared.errors import ServiceError
 from shared.lorebook import check_entry
+from shared.lorebook_rules import INTEGER_RULES, activation_to_proto, rules_problem
 from shared.structs import from_struct
 
 
@@ -139,9 +140,16 @@ def _plugin_entry(kind: str, proposal: store_pb2.Proposal, payload: dict[str, An
     fields = {name: payload.get(name) for name in ("id", "title", "content")}
     if any(value is not None and not isinstance(value, str) for value in fields.values()):
         raise Rejected(f"{kind}: id, title and content are strings")
+    rules = payload.get("activation")
+    problem = rules_problem(rules) if rules is not None else ""
+    if problem:
+        raise Rejected(f"{kind}: {problem}")
     entry = store_pb2.LorebookEntry(owner=f"plugin:{proposal.plugin_id}", id=fields["id"] or "", title=fields["title"] or "", keys=keys,
                                     content=fields["content"] or "", constant=payload.get("constant") is True,
                                     disabled=payload.get("disabled") is True)
+    if rules:
+        entry.activation.CopyFrom(activation_to_proto({name: int(value) if name in INTEGER_RULES else value
+                                                       for name, value in rules.items()}))
     try:
         check_entry(entry, "payload")
     except ServiceError as error:

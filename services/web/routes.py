@@ -69,4 +69,11 @@ ROUTES = (
     Route("POST", S + "/plugin-actions/{plugin_id}/{action}", "InvokeAction", "Call a running plugin's action."),
     Route("GET", S + "/lorebook", "ListLorebook", "The session's lorebook."),
     Route("GET", S + "/settlements", "ListSettlements", "Dimension settlement receipts."),
+    # The story's moves (docs/api.md "Story moves").
+    Route("POST", S + "/retry", "RetryTurn", "Play the last turn again as a new version (regenerate; with `replaceActions`, an edited "
+          "or deleted message); the turn streams.", streamed=True),
+    Route("GET", S + "/versions", "ListTurnVersions", "The versions of the last turn (or `turnId`'s), and the one chosen."),
+    Route("POST", S + "/versions", "SelectTurnVersion", "Choose another version of the last turn."),
+    Route("POST", S + "/rewind", "RewindSession", "Rewind to a turn: its state comes back, the later turns stay as history."),
+    Route("POST", S + "/branch", "BranchSession", "A new session that starts where a turn left the story."),
 )

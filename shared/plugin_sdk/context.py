@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.private_payload import json_copy
 from shared.plugin_sdk.session_state import SessionState
 
@@ -78,7 +79,7 @@ class ExecutionView(NamedTuple):
 class HookContext:
     """ctx: event, session_id, turn_id, locale, plugin_id, runtime_id, active_plugin_ids,
     logical_turn, execution_id, root_execution_id, subagent_call_id, parent_runtime_id,
-    get_own_settings(), signal, state, environment, workspace."""
+    get_own_settings(), signal, state, log, environment, workspace."""
 
     # `_signal` stays unset until a handler or the kernel needs it: most handlers never do; so does
     # `_environment` unless the handler's plugin implements provide_environment.
@@ -121,6 +122,12 @@ class HookContext:
     def abort(self, reason: str) -> None:
         """Fire the signal (kernel side: timeout or cancellation)."""
         self.signal.abort(reason)
+
+    @property
+    def log(self) -> PluginLog:
+        """The handler's plugin's log lines (`ctx.log.info("…", key=value)`: plugin_log.py), with its plugin id and the
+        session and turn of the event."""
+        return PluginLog(self._handler_plugin_id)
 
     @property
     def state(self) -> SessionState:

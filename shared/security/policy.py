@@ -50,14 +50,17 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob",
-                       "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions")
+                       "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions",
+                       # The story's moves (services/store/story_line.py), passed on from the public API's session owners.
+                       "SetSessionHead", "BranchSession")
     } | {
         # The fault breaker every hooks replica shares (services/store/plugin_faults.py).
         "RecordPluginFaults": _rule("the hooks service reports its handlers' faults", "hooks"),
         # The detached queue: the scheduler's API passes them on; `covel operator jobs` / `requeue` call them directly.
         "ListDetachedJobs": _rule("the scheduler passes on its clients' calls; the operator's tools read the queue", "scheduler", OPERATOR),
         "RequeueDetachedJob": _rule("the scheduler passes on an operator's call; the operator's tools call it too", "scheduler", OPERATOR),
-        "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service", "hooks"),
+        "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service; the scheduler keeps the kernel's own, the "
+                                 "lorebook's timers (plugin `framework` only: services/store/hook_state.py)", "hooks", "scheduler"),
         # The hooks service reads a session's committed turns only to fill a plugin's tape mirror (provide_tape_store,
         # services/hooks/plugin_side/tape_mirror.py), for the session of the message:sent it handles; plugin code never holds the stub.
         "ListTurns": _rule("the turn runner's history; the hooks service fills a provide_tape_store mirror", "scheduler", "hooks"),
@@ -77,6 +80,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ValidatePackage": _rule("imports a package's code to check it", OPERATOR),
         "InstallPackage": OPERATOR_ONLY,
         "Reload": OPERATOR_ONLY,
+        "ImportWorld": _rule("writes a world every player sees into the operator's world folder: an operator's decision", OPERATOR),
         # Worlds (issue 20): the scheduler reads them for its clients and for CreateSession(world_id).
         "ListWorlds": SCHEDULER_OR_OPERATOR,
         "GetWorld": SCHEDULER_OR_OPERATOR,

@@ -57,6 +57,12 @@ def peer_certificate(context: grpc.aio.ServicerContext) -> bytes | None:
     return pems[0] if pems else None
 
 
+def caller_identity(context: grpc.aio.ServicerContext) -> str | None:
+    """The covel identity of this call's client certificate (None without one: a server run without TLS)."""
+    certificate = peer_certificate(context)
+    return identity_of_certificate(certificate) if certificate is not None else None
+
+
 def _needs(callers: frozenset[str]) -> str:
     return " or ".join(sorted(callers))
 

@@ -223,7 +223,11 @@ async def test_store_turns_gives_the_committed_turns_with_a_story_as_message_sen
             self.requests.append(request)
             return store_pb2.ListTurnsResponse(next_page_token="next", turns=[
                 turn_of("t1", store_pb2.TURN_STATUS_COMMITTED, "Dawn."), turn_of("t2", store_pb2.TURN_STATUS_FAILED, ""),
-                turn_of("t3", store_pb2.TURN_STATUS_ABORTED, ""), turn_of("t4", store_pb2.TURN_STATUS_COMMITTED, "Noon.")])
+                turn_of("t3", store_pb2.TURN_STATUS_ABORTED, ""), turn_of("t4", store_pb2.TURN_STATUS_COMMITTED, "Noon."), rewound])
+
+    # A turn off the story's line (a rewind, a version not chosen) is not told again.
+    rewound = turn_of("t5", store_pb2.TURN_STATUS_COMMITTED, "Dusk, rewound.")
+    rewound.off_line = True
 
     store = Store()
     turns, token = await StoreTurns(store).page("s", "")  # type: ignore[arg-type]

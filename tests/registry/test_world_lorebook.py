@@ -64,3 +64,37 @@ def test_a_broken_entry_is_named_by_file_and_field(tmp_path: Path) -> None:
         ("unknown-key", "lore/book.yaml", "lorebook[4].colour"),
         ("world-translation-unknown-id", "world.zh.yaml", "lorebook.nope"),
     }
+
+
+def test_activation_rules_openings_and_settings_reach_the_worlds_proto(tmp_path: Path) -> None:
+    loaded = world(tmp_path, """\
+        name: Harbor
+        opening: Rain.
+        openings: [{id: greeting-1, text: Fog.}, {id: group-1, text: Everyone looks up., groupOnly: true}]
+        lorebookSettings: {scanDepth: 4, tokenBudget: 900}
+        lorebook:
+          - {id: storm, keys: ["/sto+rm/i"], content: Six boats., activation: {sticky: 2, position: atDepth, depth: 0, role: user}}
+        """)
+    assert loaded.state is WorldState.LOADED, [str(d) for d in loaded.diagnostics]
+    proto = world_to_proto(loaded)
+    assert (proto.lorebook[0].activation.sticky, proto.lorebook[0].activation.position, proto.lorebook[0].activation.role) == (2, "atDepth", "user")
+    assert proto.lorebook[0].activation.has_depth and proto.lorebook[0].activation.depth == 0
+    assert (proto.lorebook_settings.scan_depth, proto.lorebook_settings.token_budget, proto.lorebook_settings.recursive) == (4, 900, True)
+    assert [(o.id, o.group_only) for o in proto.openings] == [("greeting-1", False), ("group-1", True)]
+
+
+def test_a_regex_key_re2_refuses_and_a_bad_rule_are_named(tmp_path: Path) -> None:
+    loaded = world(tmp_path, """\
+        name: Harbor
+        openings: [{id: a, text: x}, {id: a, text: y}]
+        lorebook:
+          - {id: back, keys: ["/(a)\\\\1/"], content: x}
+          - {id: plain, keys: ["(a"], content: x, activation: {useRegex: true}}
+          - {id: second, keys: [x], content: x, activation: {secondaryKeys: ["/(?<=a)b/"]}}
+          - {id: logic, keys: [x], content: x, activation: {selectiveLogic: maybe}}
+        """)
+    assert problems(loaded) == {("lorebook-regex-invalid", "world.yaml", "lorebook[0].keys[0]"),
+                                ("lorebook-regex-invalid", "world.yaml", "lorebook[1].keys[0]"),
+                                ("lorebook-regex-invalid", "world.yaml", "lorebook[2].activation.secondaryKeys[0]"),
+                                ("invalid-value", "world.yaml", "lorebook[3].activation.selectiveLogic"),
+                                ("duplicate-opening", "world.yaml", "openings[1].id")}

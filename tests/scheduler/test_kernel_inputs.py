@@ -47,6 +47,21 @@ def test_only_finished_committable_visible_runtimes_count() -> None:
     assert "locale" not in run.kernel_inputs(_scope(locale=""))["turn-digest@1"]
 
 
+def test_the_digest_lists_the_lorebook_entries_the_successful_story_had() -> None:
+    from services.scheduler.execution.framework_trace import framework_entry
+
+    def used(*ids: str) -> common_pb2.HookTraceEntry:
+        return framework_entry("lorebook.activated", "ok", "p/story", {"turn": 2, "entries": [
+            {"owner": "world", "id": entry_id, "why": "constant", "tokens": 3, "position": "beforeChar"} for entry_id in ids]})
+
+    run = _state(player_message="I look.")
+    told, lost = RuntimeOutcome("success", story=normalize_story("Rain.")), RuntimeOutcome("failed", story=normalize_story("No."))
+    told.trace, lost.trace = [used("salt", "lamp")], [used("never")]
+    run.outcomes = {"p/story": told, "p/failed-story": lost, "p/other": RuntimeOutcome("success")}
+    assert run.kernel_inputs(_scope())["turn-digest@1"]["lorebook"] == [
+        {"owner": "world", "id": "salt", "why": "constant"}, {"owner": "world", "id": "lamp", "why": "constant"}]
+
+
 def test_an_oversized_request_or_result_is_left_out_and_marked_truncated() -> None:
     note = OperationNote("p/ok", "notes.add@1", "added", {"text": "x" * (MAX_OPERATION_PART_CHARS + 1)}, {"ok": True})
     assert note.value() == {"contract": "notes.add@1", "summary": "added", "result": {"ok": True}, "truncated": True}

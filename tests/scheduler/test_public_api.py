@@ -40,6 +40,8 @@ COUNTERPARTS = {
     "PluginResolution": registry_pb2.ResolveSessionPluginsResponse, "World": registry_pb2.World,
     "WorldDimension": registry_pb2.WorldDimension, "WorldPluginPolicy": registry_pb2.WorldPluginPolicy,
     "WorldDataSource": registry_pb2.WorldDataSource, "WorldLorebookEntry": registry_pb2.WorldLorebookEntry,
+    "WorldOpening": registry_pb2.WorldOpening, "LorebookActivation": common_pb2.LorebookActivation,
+    "LorebookSettings": common_pb2.LorebookSettings,
 }
 # The turn stream: scheduler.v1's events from the scheduler's internal ones.
 EVENT_COUNTERPARTS = {name: getattr(turn_events_pb2, name)

@@ -17,6 +17,7 @@ class Turn:
     logical_turn: int
     status: int
     runtime_results: list = field(default_factory=list)
+    off_line: bool = False
 
 
 MANIFEST = compiled_manifest({"schedule": {"stage": "post-turn", "every": 2,
@@ -74,7 +75,7 @@ def test_setup_progress_per_version_with_a_retry_budget() -> None:
     assert setup_progress(done, "1.1.0", "skipped", "PreRuntime said no", completed=False) is None, "a gated run records nothing"
 
 
-def test_trigger_histories_follow_the_session_recorded_turn_count() -> None:
+def test_trigger_histories_follow_the_session_recorded_turn_count_and_head() -> None:
     from covel.store.v1 import store_pb2
     from services.scheduler.turn.selection import TriggerHistories
 
@@ -83,16 +84,21 @@ def test_trigger_histories_follow_the_session_recorded_turn_count() -> None:
     session = store_pb2.Session(id="s", recorded_turns=3)
     assert histories.get(session) is None
     built = TriggerHistory.from_turns([Turn(1, committed, [Result("p/r", "success")])])
-    histories.remember("s", 3, built)
+    histories.remember(session, built)
     assert histories.get(session) is built
-    # A turn recorded here: the next lease's count is one more, and the history counts the turn.
-    histories.recorded(session, store_pb2.Turn(logical_turn=2, status=committed,
+    # A turn recorded here: the next lease's count is one more, its head that turn, and the history counts the turn.
+    histories.recorded(session, store_pb2.Turn(id="t2", logical_turn=2, status=committed,
                                                runtime_results=[store_pb2.RuntimeResult(runtime_id="p/r", status="success")]))
     assert histories.get(store_pb2.Session(id="s", recorded_turns=3)) is None
-    following = histories.get(store_pb2.Session(id="s", recorded_turns=4))
+    following = histories.get(store_pb2.Session(id="s", recorded_turns=4, head_turn_id="t2"))
     assert following is not None and following.counts == {"p/r": 2} and following.last_turn == {"p/r": 2}
-    # A failed turn counts as recorded but not as a run.
-    histories.recorded(store_pb2.Session(id="s", recorded_turns=4), store_pb2.Turn(logical_turn=3, status=store_pb2.TURN_STATUS_FAILED))
-    assert histories.get(store_pb2.Session(id="s", recorded_turns=5)).counts == {"p/r": 2}  # type: ignore[union-attr]
+    # A failed turn counts as recorded but not as a run; the head stays.
+    histories.recorded(store_pb2.Session(id="s", recorded_turns=4, head_turn_id="t2"), store_pb2.Turn(logical_turn=3, status=store_pb2.TURN_STATUS_FAILED))
+    assert histories.get(store_pb2.Session(id="s", recorded_turns=5, head_turn_id="t2")).counts == {"p/r": 2}  # type: ignore[union-attr]
     # Turns recorded elsewhere (another replica): the counts differ, the history is read again.
-    assert histories.get(store_pb2.Session(id="s", recorded_turns=7)) is None
+    assert histories.get(store_pb2.Session(id="s", recorded_turns=7, head_turn_id="t2")) is None
+    # A turn off the story's line (rewound past, a version not chosen) counts no run.
+    rewound = TriggerHistory.from_turns([Turn(1, committed, [Result("p/r", "success")], off_line=True)])
+    assert rewound.counts == {}
+    # A move of the story's line (a rewind): the same count, another head: read again.
+    assert histories.get(store_pb2.Session(id="s", recorded_turns=5, head_turn_id="t1")) is None

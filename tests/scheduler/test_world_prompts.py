@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from google.protobuf import struct_pb2
+
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.agent.dimension_tools import add_dimension_tools, add_update_dimensions, dimension_snapshot
@@ -63,22 +65,49 @@ def lore(entry_id: str, keys: list[str], content: str, **fields) -> store_pb2.Lo
     return store_pb2.LorebookEntry(owner="world", id=entry_id, keys=keys, content=content, **fields)
 
 
-def test_lorebook_entries_come_up_by_their_keys() -> None:
-    from services.scheduler.agent.lorebook_prompt import ENTRIES_SHOWN, coming_up, lorebook_segment
+class HookStateStore:
+    """The store's AccessHookState, in memory (the real one: tests/e2e/test_imported_world.py)."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str, str], struct_pb2.Value] = {}
+        self.calls: list[str] = []
+
+    async def AccessHookState(self, request: store_pb2.AccessHookStateRequest) -> store_pb2.AccessHookStateResponse:
+        self.calls.append(request.op)
+        where = (request.session_id, request.plugin_id, request.key)
+        if request.op == "set":
+            self.values[where] = request.value
+        found = where in self.values
+        return store_pb2.AccessHookStateResponse(found=found, value=self.values.get(where))
+
+
+async def test_lorebook_entries_come_up_by_their_rules_in_their_places() -> None:
+    from services.scheduler.agent.lorebook_turn import LorebookTurn
+    rules = common_pb2.LorebookActivation
     entries = [lore("lamp", ["lamp"], "The lamp is brass."), lore("salt", [], "Salt everywhere.", constant=True),
-               lore("ossa", ["Ossa"], "Ossa drowned.", title="Ossa"), lore("tower", ["灯塔"], "灯塔很老。"),
-               lore("off", ["lamp"], "Never shown.", disabled=True)]
-    shown = coming_up(entries, "I light the LAMP near 灯塔 and the lampshade")
-    assert [e.id for e in shown] == ["salt", "lamp", "tower"]  # constant first, then where a key first appears
-    assert [e.id for e in coming_up(entries, "lampshades everywhere")] == ["salt"]  # a spaced-script key is a whole word
-    many = [lore(f"e{i}", ["x"], "x") for i in range(ENTRIES_SHOWN + 5)]
-    assert len(coming_up(many, "x")) == ENTRIES_SHOWN
-    world_response = store_pb2.GetWorldResponse(lorebook=entries)
+               lore("ossa", ["Ossa"], "Ossa drowned; {{char}} knows.", title="Ossa"), lore("tower", ["灯塔"], "灯塔很老。"),
+               lore("off", ["lamp"], "Never shown.", disabled=True),
+               lore("after", ["lamp"], "After the cast.", activation=rules(position="afterChar")),
+               lore("deep", ["lamp"], "Whispered.", activation=rules(position="atDepth", depth=1, has_depth=True, role="user"))]
+    characters = [store_pb2.Character(id="lin", data=to_struct({"name": "Lin", "type": "npc"}))]
+    world_response = store_pb2.GetWorldResponse(lorebook=entries, characters=characters)
     history = [common_pb2.Message(role="story", text="Ossa waits on the quay.")]
-    [segment] = lorebook_segment(world_response, "I look around.", history, "en")
-    assert segment["position"] == "system" and segment["content"].splitlines() == [
-        "Lorebook (what this world knows; use what fits the scene):", "- Salt everywhere.", "- Ossa: Ossa drowned."]
-    assert lorebook_segment(store_pb2.GetWorldResponse(), "lamp", [], "en") == []
+    store = HookStateStore()
+    turn = LorebookTurn(store, "s1", 1, "narrator")  # type: ignore[arg-type]
+    await turn.evaluate(world_response, history, "I light the LAMP near 灯塔")
+    before, after = turn.segments("en")
+    assert before[0]["content"].splitlines() == ["Lorebook (what this world knows; use what fits the scene):", "- The lamp is brass.",
+                                                 "- Ossa: Ossa drowned; Lin knows.", "- Salt everywhere.", "- 灯塔很老。"]
+    assert [(s["id"], s["position"], s.get("role")) for s in after] == [
+        ("lorebook-after", "system", None), ("lorebook-depth-1-user", {"depth": 1}, "user")]
+    trace = json.loads(turn.trace_entry().message)
+    assert trace["turn"] == 1 and {e["id"]: e["why"] for e in trace["entries"]}["salt"] == "constant"
+    quiet = LorebookTurn(store, "s1", 2, "narrator")  # type: ignore[arg-type]
+    await quiet.evaluate(world_response, [], "lampshades everywhere")  # a spaced-script key is a whole word
+    assert [e.id for e in quiet.activation.entries] == ["salt"]
+    empty = LorebookTurn(store, "s1", 1, "narrator")  # type: ignore[arg-type]
+    await empty.evaluate(store_pb2.GetWorldResponse(), [], "lamp")
+    assert empty.segments("en") == ([], []) and empty.trace_entry() is None
 
 
 async def test_memory_search_finds_lorebook_entries() -> None:
@@ -113,3 +142,24 @@ async def test_update_dimensions_adds_the_versions_read_and_refuses_what_the_mod
         {"type": "dimension.update", "payload": {"updates": [{"id": "lighthouse", "value": "lit", "expectedVersion": 3}]}},
         {"type": "dimension.update", "payload": {"updates": []}},
     ]
+
+
+async def test_timers_are_kept_per_logical_turn_and_only_for_timed_rules() -> None:
+    from services.scheduler.agent.lorebook_turn import LorebookTurn
+    timed = store_pb2.GetWorldResponse(lorebook=[lore("storm", ["storm"], "Six boats.", activation=common_pb2.LorebookActivation(sticky=1))])
+    store = HookStateStore()
+
+    async def up(turn: int, text: str) -> list[str]:
+        run = LorebookTurn(store, "s1", turn, "narrator")  # type: ignore[arg-type]
+        await run.evaluate(timed, [], text)
+        return [entry.id for entry in run.activation.entries]
+
+    assert await up(1, "a storm") == ["storm"]
+    assert await up(2, "calm") == ["storm"]  # sticky
+    assert await up(2, "calm") == ["storm"]  # the same turn run again starts from the same timers
+    assert await up(3, "calm") == []
+    untimed = HookStateStore()
+    run = LorebookTurn(untimed, "s1", 1, "narrator")  # type: ignore[arg-type]
+    await run.evaluate(store_pb2.GetWorldResponse(lorebook=[lore("salt", [], "Salt.", constant=True)]), [], "hi")
+    assert untimed.calls == [] and [e.id for e in run.activation.entries] == ["salt"]
+    assert store.calls == ["get", "set"] * 4

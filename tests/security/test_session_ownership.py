@@ -70,6 +70,11 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "SetSessionPlugins": ("unary", scheduler_pb2.SetSessionPluginsRequest(session_id=session_id, enable=["guide"])),
         "SwitchCharacter": ("unary", scheduler_pb2.SwitchCharacterRequest(session_id=session_id, character_id="nobody")),
         "ResetSession": ("unary", scheduler_pb2.ResetSessionRequest(session_id=session_id)),
+        "RetryTurn": ("stream", scheduler_pb2.RetryTurnRequest(session_id=session_id)),
+        "ListTurnVersions": ("unary", scheduler_pb2.ListTurnVersionsRequest(session_id=session_id)),
+        "SelectTurnVersion": ("unary", scheduler_pb2.SelectTurnVersionRequest(session_id=session_id, turn_id="t")),
+        "RewindSession": ("unary", scheduler_pb2.RewindSessionRequest(session_id=session_id, turn_id="t")),
+        "BranchSession": ("unary", scheduler_pb2.BranchSessionRequest(session_id=session_id, turn_id="t")),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }
 

@@ -44,7 +44,7 @@ class StoreProcess:
         self.process = subprocess.Popen([sys.executable, "-m", "services.store"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.channel = bare_channel_as(self.addr, "scheduler")
         stub = store_pb2_grpc.TransactionalStoreStub(self.channel)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a cold start (imports, migrations) on a loaded machine
         while True:
             try:
                 await stub.GetSession(store_pb2.GetSessionRequest(session_id="probe"), timeout=1)

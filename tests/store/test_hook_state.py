@@ -45,6 +45,11 @@ async def test_mistakes_are_refused_by_field(stub, hooks):
         await hooks.AccessHookState(state(session.id, "set", f"k{index}", index))
     error = await expect_error(grpc.StatusCode.FAILED_PRECONDITION, hooks.AccessHookState(state(session.id, "set", "one-more", 1)))
     assert f"holds {KEYS_MAX} keys" in error.details()
-    # The scheduler may not touch it: hook state is the hooks service's.
+    # The scheduler may not touch a plugin's state (hook state is the hooks service's), only the kernel's own
+    # (`framework`: the lorebook's timers), which hook handlers may not touch.
     refused = await expect_error(grpc.StatusCode.PERMISSION_DENIED, stub.AccessHookState(state(session.id, "get", "word")))
-    assert "hooks only" in refused.details()
+    assert "hooks service's only" in refused.details()
+    await stub.AccessHookState(state(session.id, "set", "lorebook.timers", {"turn": 1}, plugin_id="framework"))
+    kernels = await expect_error(grpc.StatusCode.PERMISSION_DENIED, hooks.AccessHookState(state(session.id, "get", "lorebook.timers",
+                                                                                                plugin_id="framework")))
+    assert "kernel's own" in kernels.details()

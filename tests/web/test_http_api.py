@@ -3,6 +3,7 @@ Server-Sent Events, errors with their gRPC status and field violations, and an O
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -49,6 +50,43 @@ async def test_a_session_plays_through_setup_and_a_turn_in_json(web) -> None:
         assert turn["status"] == "TURN_STATUS_COMMITTED" and turn["logicalTurn"] == "1"
         messages = (await client.get(f"/api/sessions/{session['id']}/messages")).json()["messages"]
         assert [m["role"] for m in messages].count("MESSAGE_ROLE_PLAYER") == 3, "the advance that started the setup, the form answer, the action"
+
+
+async def test_the_story_moves_in_json(web) -> None:
+    """Regenerate, the versions and choosing one, rewind, branch: the scheduler's moves over HTTP/JSON."""
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:
+        session = (await client.post("/api/sessions", json={})).json()["session"]
+        at = f"/api/sessions/{session['id']}"
+
+        async def played(url: str, body: dict) -> dict:
+            return next(data for name, data in await sse(client, url, body) if name == "turnCompleted")
+
+        async def moved(url: str, body: dict) -> httpx.Response:
+            """A move waits while the session's detached work (the core plugins' jobs) holds its lease: ABORTED, retried."""
+            for _ in range(120):
+                answer = await client.post(url, json=body)
+                if answer.json().get("code") != "ABORTED":
+                    return answer
+                await asyncio.sleep(0.5)
+            raise AssertionError(f"{url} stayed busy: {answer.json()}")
+
+        first = await played(f"{at}/actions", {"actions": [{"kind": "act", "text": "I knock."}]})
+        second = await played(f"{at}/actions", {"actions": [{"kind": "act", "text": "I enter."}]})
+        again = await played(f"{at}/retry", {})
+        assert again["versionOf"] == second["id"] and again["sourceTurnId"] == second["id"]
+        versions = (await client.get(f"{at}/versions")).json()
+        assert [v["id"] for v in versions["versions"]] == [second["id"], again["id"]] and versions["chosen"] == 1
+        chose = await moved(f"{at}/versions", {"turnId": second["id"]})
+        assert chose.status_code == 200, chose.json()
+        assert (await client.get(f"{at}/versions")).json().get("chosen", 0) == 0, "proto3 JSON leaves a 0 out"
+        rewound = (await moved(f"{at}/rewind", {"turnId": first["id"], "requestId": "rw"})).json()["session"]
+        assert rewound["headTurnId"] == first["id"]
+        texts = [m["text"] for m in (await client.get(f"{at}/messages")).json()["messages"] if m["role"] == "MESSAGE_ROLE_PLAYER"]
+        assert texts == ["I knock."]
+        branch = (await moved(f"{at}/branch", {"turnId": first["id"]})).json()["session"]
+        assert branch["id"] != session["id"] and branch["headTurnId"]
+        refused = await moved(f"{at}/rewind", {"turnId": second["id"]})
+        assert refused.status_code == 409 and refused.json()["reason"] == "TURN_OFF_LINE", refused.json()
 
 
 async def test_bad_requests_get_the_grpc_status_and_the_field(web) -> None:

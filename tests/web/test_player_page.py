@@ -170,3 +170,52 @@ async def test_a_confirmation_is_answered_from_the_keyboard(web, browser) -> Non
         data = (await client.get(f"/api/sessions/{session_id}/interactions", params={"includeAnswered": "true"})).json()
     assert [(r["interaction"]["id"], r["status"]) for r in data["interactions"]] == [("rest-here", "INTERACTION_STATUS_ANSWERED")]
     await page.close()
+
+
+async def test_the_story_moves_on_the_page(web, browser, tmp_path) -> None:
+    """Regenerate with ‹ 2/2 › version arrows, edit, continue, delete, rewind and branch, as buttons on the story."""
+    page = await browser.new_page(viewport={"width": 1100, "height": 900})
+    await page.goto(web.url)
+    await page.locator("#lang").wait_for()
+    await page.evaluate("api('POST', '/api/sessions', {}).then(({session}) => openSession(session))")
+    await page.locator("#text").wait_for()
+    for action in ("I knock.", "I enter."):
+        await page.locator("#text").fill(action)
+        await page.locator("#text").press("Enter")
+        await page.locator("#story p.player", has_text=action).wait_for()
+        await page.wait_for_function("!document.getElementById('send').disabled")
+    await page.locator("#moves").wait_for()
+    first_turn = await page.locator("#story p.player", has_text="I knock.").get_attribute("data-turn")
+
+    await page.locator("#regenerate").click()
+    shown = page.locator("#version-shown")
+    await shown.filter(has_text="2/2").wait_for()
+    await page.locator("#version-prev").click()
+    await shown.filter(has_text="1/2").wait_for()
+    assert await page.locator("#version-prev").is_disabled()
+
+    await page.locator("#edit").click()
+    assert await page.locator("#text").input_value() == "I enter.", "the last thing the player did, to edit"
+    await page.locator("#text").fill("I whisper.")
+    await page.locator("#text").press("Enter")
+    await shown.filter(has_text="3/3").wait_for()
+    await page.locator("#story p.player", has_text="I whisper.").wait_for()
+    assert await page.locator("#story p.player", has_text="I enter.").count() == 0, "the edited message replaced it"
+    await page.screenshot(path=shots(tmp_path) / "story-moves.png", full_page=True)
+
+    await page.locator("#continue").click()
+    await page.wait_for_function("!document.getElementById('send').disabled")
+    await page.locator("#delete").click()
+    await page.wait_for_function("!document.getElementById('send').disabled")
+
+    await page.locator(f"#story button[data-rewind='{first_turn}']").click()
+    await page.locator("#story p.player", has_text="I whisper.").wait_for(state="detached")
+    said = [text.split("Rewind")[0].strip() for text in await page.locator("#story p.player").all_inner_texts()]
+    assert said[-1] == "I knock." and not {"I enter.", "I whisper."} & set(said), said
+
+    session_id = await page.evaluate("state.session.id")
+    await page.locator(f"#story button[data-branch='{first_turn}']").click()
+    await page.wait_for_function(f"state.session.id !== '{session_id}'")
+    assert await page.evaluate("localStorage.getItem('covelSession')") != session_id, "the page plays the branch now"
+    await page.locator("#story p.player", has_text="I knock.").wait_for()
+    await page.close()

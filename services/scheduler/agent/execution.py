@@ -27,7 +27,7 @@ from services.scheduler.agent.dimension_tools import (
 from services.scheduler.agent.history_transforms import transform_history
 from services.scheduler.agent.indexed_vectors import IndexedVectors
 from services.scheduler.agent.loop import run_agent
-from services.scheduler.agent.lorebook_prompt import lorebook_segment
+from services.scheduler.agent.lorebook_turn import LorebookTurn
 from services.scheduler.agent.memory_search import character_records as character_memory_records
 from services.scheduler.agent.memory_search import lorebook_records, plugin_data_record, search_memory
 from services.scheduler.agent.prompt_segments import dynamic_segments
@@ -145,10 +145,14 @@ class AgentExecution:
             add_suspend_tool(tools)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
-        segments = lorebook_segment(run.world, player_message, run.history, scope.session.locale) if story else []
+        lore_turn = LorebookTurn(self._peers.store, scope.session.id, scope.logical_turn, runtime.runtime_id) if story else None
+        if lore_turn is not None:
+            await lore_turn.evaluate(run.world, run.history, player_message)
+        segments, lore_after = lore_turn.segments(scope.session.locale) if lore_turn is not None else ([], [])
         segments += await dynamic_segments(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
+        segments += lore_after
         history = await transform_history(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), history=run.history)
@@ -161,6 +165,9 @@ class AgentExecution:
             execution_story="" if story or nested else execution_story(run.proposals),
         )
         await subagents.close()
+        lore_entry = lore_turn.trace_entry() if lore_turn is not None else None
+        if lore_entry is not None:
+            outcome.trace.insert(0, lore_entry)
         outcome.trace.extend(subagents.trace)
         if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = plugin_data.writes + tools.tool_writes

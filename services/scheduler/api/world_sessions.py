@@ -25,7 +25,9 @@ from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.execution.dataset_policies import policies_of
 from services.scheduler.plugin_cache import PluginCache
-from shared.errors import FieldViolation, ServiceError, failed_precondition
+from shared.card_macros import expand
+from shared.errors import FieldViolation, ServiceError, failed_precondition, invalid_argument
+from shared.plugin_sdk.seeded_random import seeded_random
 from shared.structs import from_struct, to_struct
 
 SHOWN_DIAGNOSTICS = 3
@@ -87,13 +89,34 @@ def _loaded(world: registry_pb2.World) -> None:
     more = len(errors) - SHOWN_DIAGNOSTICS
     raise failed_precondition(
         f"world `{world.id}` failed to load, so no session starts in it: {shown}" + (f" (and {more} more)" if more > 0 else "")
-        + "; fix the world package (covel validate-world shows every problem) and reload the registry"
+        + "; fix the world package (covel validate-world shows every problem) and reload the registry",
+        reason="WORLD_FAILED", subject=f"worlds/{world.id}",
     )
 
 
-def _session_world(world: registry_pb2.World) -> store_pb2.SessionWorld:
+def opening_text(world: registry_pb2.World, opening_id: str) -> str:
+    """The opening a new session starts with: the world's `opening`, or the one of its `openings` the request names."""
+    if not opening_id:
+        return world.opening
+    for opening in world.openings:
+        if opening.id == opening_id:
+            return opening.text
+    known = ", ".join(opening.id for opening in world.openings) or "none besides its opening"
+    raise invalid_argument("opening_id", f"world `{world.id}` has no opening `{opening_id[:80]}` (it has: {known})")
+
+
+def _expanded(world: registry_pb2.World, text: str) -> str:
+    """An opening with its card macros expanded (`{{char}}` the first character not a player's, `{{user}}` the
+    player's, draws from the world's seeded random), as the lorebook's are (shared/card_macros.py)."""
+    characters = [from_struct(character) for character in world.characters]
+    char = next((str(c.get("name", "")) for c in characters if c.get("type") != "player" and c.get("name")), "")
+    user = next((str(c.get("name", "")) for c in characters if c.get("type") == "player" and c.get("name")), "you")
+    return expand(text, char, user, seeded_random(0, "framework:opening", world.id).float)
+
+
+def _session_world(world: registry_pb2.World, opening_id: str = "") -> store_pb2.SessionWorld:
     writer = f"world:{world.id}"
-    started = store_pb2.SessionWorld(opening=world.opening, writer=writer)
+    started = store_pb2.SessionWorld(opening=_expanded(world, opening_text(world, opening_id)), writer=writer)
     if world.HasField("character_schema"):
         started.character_schema.CopyFrom(world.character_schema)
     for character in world.characters:
@@ -101,9 +124,12 @@ def _session_world(world: registry_pb2.World) -> store_pb2.SessionWorld:
         character_id = str(data.pop("id", ""))
         started.characters.append(store_pb2.Character(id=character_id, data=to_struct(data)))
     started.lorebook.extend(
-        store_pb2.LorebookEntry(owner="world", id=e.id, title=e.title, keys=list(e.keys), content=e.content, constant=e.constant)
+        store_pb2.LorebookEntry(owner="world", id=e.id, title=e.title, keys=list(e.keys), content=e.content, constant=e.constant,
+                                disabled=e.disabled, activation=e.activation)
         for e in world.lorebook
     )
+    if world.HasField("lorebook_settings"):
+        started.lorebook_settings.CopyFrom(world.lorebook_settings)
     started.dimensions.extend(
         store_pb2.Dimension(id=d.id, name=d.name, description=d.description, schema=d.schema, value=d.initial, owner_plugin_id=writer)
         for d in world.dimensions
@@ -147,7 +173,7 @@ async def world_start(registry: registry_pb2_grpc.PluginRegistryStub, request: s
     combined.plugin_settings.clear()
     for plugin_id, values in _settings(world, request).items():
         combined.plugin_settings[plugin_id].CopyFrom(values)
-    return WorldStart(world=world, request=combined, session_world=_session_world(world), left_out=left_out)
+    return WorldStart(world=world, request=combined, session_world=_session_world(world, request.opening_id), left_out=left_out)
 
 
 def _asker(source: str, world_id: str) -> str:

@@ -29,3 +29,15 @@ def nested_suspension_dropped(runtime_id: str) -> common_pb2.HookTraceEntry:
     """The trace entry of a nested run (ctx.recursive_call) whose suspension was dropped."""
     return framework_entry("recursive.failed", "error", runtime_id, {"code": "nested-suspension-dropped",
                                                                     "message": "a nested run cannot wait for the player"})
+
+
+LOREBOOK_ACTIVATED = "lorebook.activated"
+
+
+def lorebook_used(trace: list[common_pb2.HookTraceEntry]) -> list[dict[str, Any]]:
+    """The lorebook entries a story's prompt had ({owner, id, why}), from its `lorebook.activated` trace entry."""
+    used: list[dict[str, Any]] = []
+    for entry in trace:
+        if entry.event == LOREBOOK_ACTIVATED and entry.handler_plugin_id == "framework":
+            used.extend({"owner": item["owner"], "id": item["id"], "why": item["why"]} for item in json.loads(entry.message)["entries"])
+    return used

@@ -40,6 +40,8 @@ class RuntimeScope:
     origin: str = ""
     # A detached job's or a settlement retry's run: its inputs as the source turn bound them.
     source_inputs: dict[str, Any] | None = None
+    # ctx.execution.sourceTurnId: a RetryTurn's run, the committed turn it runs again ("" otherwise).
+    source_turn_id: str = ""
     # A nested execution (ctx.recursive_call): it sees only its own upstream, never its parent's.
     nested: bool = False
 

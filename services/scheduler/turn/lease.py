@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import grpc
 
@@ -16,10 +17,16 @@ from shared.logs import get_logger
 
 log = get_logger(component="turn_runner")
 # How long one ask of the lease holder for Cancel / Interject sent to another replica waits in the store for one
-# (SignalTurn through the same store answers it at once); and the pause before the first ask and after one that failed.
+# (SignalTurn through the same store answers it at once; the turn's commit or release ends it).
 SIGNAL_WAIT_MS = 2000
-SIGNAL_RETRY_S = 0.25
 RELEASE_TIMEOUT_S = 2.0
+T = TypeVar("T")
+
+
+async def _whole(call: Awaitable[T]) -> T:
+    """A poller's RPC, run to its end even when the turn's end cancels the poller: its client span ends and is
+    exported with the server's, so the turn's trace has both spans of the hop; the poller itself stops at once."""
+    return await asyncio.shield(call)
 
 
 class LeaseKeeper:
@@ -30,7 +37,7 @@ class LeaseKeeper:
         self._releasing: set[asyncio.Task] = set()
 
     async def acquire(self, session_id: str, idempotency_key: str, origin: str, reads: store_pb2.TurnReads | None = None,
-                      when_busy: Callable[[str], Awaitable[None]] | None = None) -> store_pb2.AcquireTurnLeaseResponse:
+                      when_busy: Callable[[str], Awaitable[None]] | None = None, retry_turn_id: str = "") -> store_pb2.AcquireTurnLeaseResponse:
         """The lease (waiting up to scheduler_lease_wait_ms for a running turn) with the `reads` the turn
         asks for, or a retried submit's existing turn. With `when_busy`, a first try does not wait: when a
         turn holds the lease, `when_busy(why)` is called with the store's answer (it may raise) before the wait."""
@@ -38,6 +45,7 @@ class LeaseKeeper:
         request = store_pb2.AcquireTurnLeaseRequest(
             session_id=session_id, holder=settings.scheduler_instance_id, ttl_ms=settings.scheduler_lease_ttl_ms,
             idempotency_key=idempotency_key, wait_ms=settings.scheduler_lease_wait_ms, origin=origin, reads=reads,
+            retry_turn_id=retry_turn_id,
         )
         if when_busy is not None:
             first = store_pb2.AcquireTurnLeaseRequest()
@@ -61,12 +69,12 @@ class LeaseKeeper:
         while True:
             await asyncio.sleep(pause)
             try:
-                await self._store.RenewTurnLease(
+                await _whole(self._store.RenewTurnLease(
                     store_pb2.RenewTurnLeaseRequest(
                         session_id=lease.session_id, lease_id=lease.lease_id, ttl_ms=self._settings.scheduler_lease_ttl_ms
                     ),
                     timeout=interval,  # per call: a renewal late by one interval is no use
-                )
+                ))
                 pause = interval
             except grpc.aio.AioRpcError as error:
                 log.warning("lease.renew_failed", session_id=lease.session_id, code=error.code().name)
@@ -112,16 +120,17 @@ class LeaseKeeper:
         """Cancel and Interject that reached another scheduler replica: the store keeps them for this
         lease's holder (SignalTurn), which takes them here and applies them as if asked directly."""
         # A turn that ends within the first pause never asks (most turns on a fast model).
-        await asyncio.sleep(SIGNAL_RETRY_S)
+        pause = self._settings.scheduler_signal_poll_ms / 1000
+        await asyncio.sleep(pause)
         while True:
             try:
-                reply = await self._store.TakeTurnSignals(
-                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id, wait_ms=SIGNAL_WAIT_MS))
+                reply = await _whole(self._store.TakeTurnSignals(
+                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id, wait_ms=SIGNAL_WAIT_MS)))
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:
                     return  # the lease is gone: so is the turn's chance to be signalled here
                 log.warning("signals.take_failed", session_id=lease.session_id, code=error.code().name)
-                await asyncio.sleep(SIGNAL_RETRY_S)
+                await asyncio.sleep(pause)
                 continue
             for signal in reply.signals:
                 if signal.kind == "cancel":

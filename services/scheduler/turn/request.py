@@ -12,6 +12,7 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.interaction_answers import ResumeCall
 from services.scheduler.turn.plugin_actions import ActionCall
+from services.scheduler.turn.retry_seeds import RetrySource
 from shared.structs import from_struct
 
 
@@ -124,12 +125,24 @@ class TurnRequest:
     # A submit's admission (services/scheduler/api/admission.py): called with the store's answer when a turn holds the
     # session's lease, before this one waits for it; it returns (queue) or raises (steered, refused).
     when_busy: Callable[[str], Awaitable[None]] | None = None
+    # A RetryTurn's turn: the version it runs again.
+    retry: RetrySource | None = None
 
     @classmethod
     def player(cls, session_id: str, actions: list[common_pb2.PlayerAction], idempotency_key: str, *, origin: str = "player",
                stop: AdvanceStop | None = None, when_busy: Callable[[str], Awaitable[None]] | None = None) -> TurnRequest:
         """A player turn: a submit's (origin "player") or its continuation's."""
         return cls(session_id, idempotency_key, PlayerTurn(actions), origin=origin, stop=stop, when_busy=when_busy)
+
+    @property
+    def retried_turn_id(self) -> str:
+        """A RetryTurn's turn: the committed turn it runs again (ctx.execution.sourceTurnId); "" otherwise."""
+        return self.retry.turn_id if self.retry else ""
+
+    @property
+    def source_turn_id(self) -> str:
+        """What the turn records as its source: the turn a retry runs again, or the one a follow-up follows."""
+        return self.retry.turn_id if self.retry else self.work.source_turn_id if isinstance(self.work, FollowUp) else ""
 
     @property
     def actions(self) -> list[common_pb2.PlayerAction]:

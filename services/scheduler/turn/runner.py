@@ -202,7 +202,7 @@ class TurnRunner:
         window = store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id), without_metadata=True)
         reads = store_pb2.TurnReads(world=True, history=window, plugin_data=self._scopes.get(_reads_key(request)))
         lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads,
-                                                when_busy=request.when_busy)
+                                                when_busy=request.when_busy, retry_turn_id=request.retried_turn_id)
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
             check_retry(lease_reply.existing_turn, request)
@@ -284,7 +284,7 @@ class TurnRunner:
         await self._announce(stream, plugins, lease.logical_turn, not isinstance(request.work, PlayerTurn))
         aborted = await self._start_hooks(request, plugins, stream)
         if aborted is not None:
-            await stream.record(await self._hooks.flush_observed(turn.id))
+            await stream.record(await self._hooks.flush_observed(plugins.scope))
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
         selected = [] if isinstance(request.work, ActionRun) else await self._schedule(plugins, session, lease.logical_turn, stream,
                                                                                       bool(read.world and read.world.dimensions))
@@ -371,7 +371,7 @@ class TurnRunner:
             history = self._trigger_histories.get(session)
             if history is None:
                 history = TriggerHistory.from_turns(await all_turns(self._peers.store, session.id))
-                self._trigger_histories.remember(session.id, session.recorded_turns, history)
+                self._trigger_histories.remember(session, history)
         if plugins.named is not None:
             selected = [plugins.named]
         else:
@@ -402,7 +402,7 @@ class TurnRunner:
         seed_plugin_data(shared, read.plugin_data)
         run = TurnState(
             shared, actions=list(request.actions), player_message=turn.player_message, origin=request.origin,
-            emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(),
+            emit=stream.emit, player_input_id=new_id(), started_at=turn.started_at.ToJsonString(), retry=request.retry,
         )
         if compacted is not None and compacted.proposal is not None:
             run.shared.proposals.append(compacted.proposal)
@@ -456,11 +456,9 @@ class TurnRunner:
 
     # -- phase: stop hooks --
     async def _stop_hooks(self, scope: ExecutionScope, stream: TurnStream, started: float) -> str:
-        """The turn's observer-only events, then TurnStop; then why the turn fails ("" when it goes on to commit)."""
-        await stream.record(await self._hooks.flush_observed(scope.turn_id))
+        """The turn's observer-only events with TurnStop (one call); then why the turn fails ("" when it goes on to commit)."""
         results = stream.turn.runtime_results
-        stop = await self._hooks.dispatch(TurnStop(results, int((time.monotonic() - started) * 1000)), scope)
-        await stream.record(stop.trace)
+        await stream.record(await self._hooks.stop(TurnStop(results, int((time.monotonic() - started) * 1000)), scope))
         return story_failure(results)
 
     # -- phase: commit --
@@ -496,5 +494,5 @@ def _new_turn(request: TurnRequest, lease: store_pb2.TurnLease, session: store_p
         id=lease.turn_id, session_id=session.id, logical_turn=lease.logical_turn, idempotency_key=request.idempotency_key,
         actions=request.actions, player_message=render_player_message([a for a in request.actions if a.source != ActionSource.SYSTEM]),
         origin=request.origin, started_at=now(), trace_id=tracing.current_trace_id(),
-        source_turn_id=request.work.source_turn_id if isinstance(request.work, FollowUp) else "",
+        source_turn_id=request.source_turn_id, version_of=request.retry.version_of if request.retry else "",
     )

@@ -33,8 +33,9 @@ class TriggerHistory:
         return history
 
     def add(self, turn: Any) -> None:
-        """Count one recorded turn (nothing unless it committed)."""
-        if turn.status != COMMITTED:
+        """Count one recorded turn (nothing unless it committed and is on the story's line: a turn rewound past
+        or a version not chosen triggers nothing any more)."""
+        if turn.status != COMMITTED or turn.off_line:
             return
         for result in turn.runtime_results:
             if result.status in (OutcomeStatus.SUCCESS, OutcomeStatus.FAILED):
@@ -43,22 +44,23 @@ class TriggerHistory:
 
 
 class TriggerHistories:
-    """Per session, its TriggerHistory as of a number of recorded turns (Session.recorded_turns).
+    """Per session, its TriggerHistory as of a number of recorded turns and the head of the story's line
+    (Session.recorded_turns, head_turn_id).
 
-    A turn's lease answers the session with its count: when it is the count the history was built
-    from, the history is the session's, and the turn reads no turn records; each turn this replica
-    records adds itself. A count that differs (another replica ran turns, a retried commit) means
-    the history is read again (ListTurns)."""
+    A turn's lease answers the session with both: when they are those the history was built from, the
+    history is the session's, and the turn reads no turn records; each turn this replica records adds
+    itself. A count or a head that differs (another replica ran turns, a retried commit, a move of the
+    story's line) means the history is read again (ListTurns)."""
 
     def __init__(self, capacity: int = 10_000) -> None:
-        self._histories: RecentlyUsed[str, tuple[int, TriggerHistory]] = RecentlyUsed(capacity)
+        self._histories: RecentlyUsed[str, tuple[tuple[int, str], TriggerHistory]] = RecentlyUsed(capacity)
 
     def get(self, session: store_pb2.Session) -> TriggerHistory | None:
         found = self._histories.get(session.id)
-        return found[1] if found is not None and found[0] == session.recorded_turns else None
+        return found[1] if found is not None and found[0] == (session.recorded_turns, session.head_turn_id) else None
 
-    def remember(self, session_id: str, recorded_turns: int, history: TriggerHistory) -> None:
-        self._histories.put(session_id, (recorded_turns, history))
+    def remember(self, session: store_pb2.Session, history: TriggerHistory) -> None:
+        self._histories.put(session.id, ((session.recorded_turns, session.head_turn_id), history))
 
     def recorded(self, session: store_pb2.Session, turn: store_pb2.Turn) -> None:
         """`turn` was recorded under the lease that answered `session`: the next lease sees one turn more."""
@@ -66,7 +68,8 @@ class TriggerHistories:
         if history is None:
             return
         history.add(turn)
-        self._histories.put(session.id, (session.recorded_turns + 1, history))
+        head = turn.id if turn.status == COMMITTED else session.head_turn_id
+        self._histories.put(session.id, ((session.recorded_turns + 1, head), history))
 
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.framework_trace import lorebook_used
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome
 from services.scheduler.execution.runtime_scope import Emit, RuntimeScope, unseen_events
@@ -17,6 +18,7 @@ from services.scheduler.hooks.bus import ExecutionScope
 from services.scheduler.kinds import ActionSource
 from services.scheduler.player_message import action_dict
 from services.scheduler.turn.activity import OperationNote, TurnActivity
+from services.scheduler.turn.retry_seeds import RetrySource, operation_entries
 from services.scheduler.world_records import dimension_records
 from shared.manifest import CompiledManifest
 from shared.structs import from_struct
@@ -66,6 +68,8 @@ class TurnState:
     scheduled: list[str] = field(default_factory=list)
     # The open receipt a settlement retry (origin "settlement") runs for.
     retry_from_turn_id: str = ""
+    # A RetryTurn's turn: the committed turn it runs again (ctx.execution.sourceTurnId) and its committed operations.
+    retry: RetrySource | None = None
     # A resumed agent's saved run and the answer (origin "resume"; agent/suspension.py).
     resume: Resume | None = None
     _last_player_input: dict[str, Any] | None = field(default=None, init=False, repr=False)
@@ -81,7 +85,7 @@ class TurnState:
             activation=self.activations.get(runtime.runtime_id) or self.activation or {},
             # Event followers have no player actions of their own (spec).
             player_actions=() if triggered_by_event else tuple(action_dict(action) for action in self.actions),
-            origin=self.origin, source_inputs=self.source_inputs,
+            origin=self.origin, source_inputs=self.source_inputs, source_turn_id=self.retry.turn_id if self.retry else "",
         )
 
     def kernel_inputs(self, scope: ExecutionScope) -> dict[str, Any]:
@@ -101,10 +105,14 @@ class TurnState:
             "toolCallSummaries": [note.summary for note in self.activity.tool_calls
                                   if note.ok and note.unit in committable and note.unit not in concealed],
             "runtimeResults": [{"runtimeId": runtime_id, "status": status} for runtime_id, status in self.statuses.items()],
+            # The lorebook entries the story's prompt had, by their activation rules (docs/worlds.md, "Lorebook").
+            "lorebook": [used for outcome in self.outcomes.values() if outcome.story is not None and outcome.status == OutcomeStatus.SUCCESS
+                         for used in lorebook_used(outcome.trace)],
         }
         if scope.session.locale:
             digest["locale"] = scope.session.locale
-        operations = [note.value() for note in self._committable_operations(committable)]
+        # A retry's seeds first: what its source turn committed (turn/retry_seeds.py).
+        operations = [*(self.retry.operations if self.retry else ()), *(note.value() for note in self._committable_operations(committable))]
         inputs = {"turn-digest@1": digest, "operations@1": {"operations": operations}, "world.dimensions@1": self.dimensions_snapshot()}
         if self.shared.world_context is not None:
             inputs["session.world-context@1"] = self.shared.world_context
@@ -115,6 +123,12 @@ class TurnState:
         frozen for the turn: what upstream runtimes propose shows in ctx.world.dimensions, not here)."""
         return {key: {field: value for field, value in record.items() if field != "description" or value}
                 for key, record in dimension_records(self.shared.world).items()}
+
+    def operation_entries(self) -> list[dict[str, Any]]:
+        """The trace entries that keep the turn's committable operations (not a concealed runtime's) for a retry of it."""
+        concealed = {runtime_id for runtime_id, manifest in self.shared.manifests.items() if manifest.io.concealed}
+        return operation_entries((note.unit, note.value()) for note in self._committable_operations(self._committable_units())
+                                 if note.unit not in concealed)
 
     def operation_units(self) -> set[str]:
         """The units whose staged operations operations@1 hands a runtime starting now: a reader

@@ -5,13 +5,15 @@ const TEXT = {
   en: { title: "Covel", pickWorld: "Pick a world", resume: "Resume the last session", yourSessions: "Your sessions", kind: "Action", what: "What you do",
         send: "Send", cancel: "Stop", answer: "Answer", yes: "Yes", no: "No", down: "The story service cannot be reached; retrying…",
         ready: "Connected", thinking: "The story is being told…", setup: "Setting up the story…", other: "中文",
-        retrying: "The story service is busy or restarting; trying again…" },
+        retrying: "The story service is busy or restarting; trying again…", regenerate: "Regenerate", edit: "Edit", delete: "Delete",
+        continue: "Continue", rewind: "Rewind here", branch: "Branch from here", editing: "Edit what you did, then send" },
   zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", yourSessions: "你的故事", kind: "行动", what: "你要做什么",
         send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
         ready: "已连接", thinking: "故事正在展开……", setup: "正在准备故事……", other: "English",
-        retrying: "故事服务繁忙或正在重启，正在重试……" },
+        retrying: "故事服务繁忙或正在重启，正在重试……", regenerate: "重新生成", edit: "编辑", delete: "删除",
+        continue: "继续", rewind: "回到这里", branch: "从这里分支", editing: "修改你做的事，然后发送" },
 };
-const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false };
+const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false, editing: false, versions: null };
 const $ = (id) => document.getElementById(id);
 const t = (key) => (TEXT[state.locale] || TEXT.en)[key];
 
@@ -115,11 +117,12 @@ const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now(
 
 // ---- the story ----------------------------------------------------------------------------------
 
-function addMessage(role, text, speaker) {
+function addMessage(role, text, speaker, turnId) {
   const story = $("story");
   if (role === "player") story.append(el("p", { class: "player" }, text));
   else if (speaker) story.append(el("p", {}, el("span", { class: "speaker" }, `${speaker}: `), text));
   else story.append(el("p", {}, text));
+  if (turnId) story.lastChild.dataset.turn = turnId;
   story.lastChild.scrollIntoView({ block: "nearest" });
 }
 
@@ -165,6 +168,8 @@ function afterTurn(turn) {
   if (turn.retryable) return; // tried again (streamRetried): its retry shows the story
   if (turn.status === "TURN_STATUS_FAILED" || turn.status === "TURN_STATUS_ABORTED") notice("error", turn.abortReason || turn.status);
   showCues(turn.messages);
+  if (turn.status === "TURN_STATUS_COMMITTED") for (const p of document.querySelectorAll("#story p:not([data-turn])")) p.dataset.turn = turn.id;
+  drawMoves().catch(() => {});
   const guide = (turn.runtimeResults || []).find((r) => r.runtimeId === "guide" && r.status === "RUNTIME_STATUS_SUCCESS");
   showSuggestions(guide && guide.output ? guide.output.suggestions || [] : []);
   refresh();
@@ -197,6 +202,88 @@ function fieldMessage(error) {
 function showSuggestions(list) {
   const box = $("suggestions");
   box.replaceChildren(...list.map((text) => el("li", {}, el("button", { type: "button", onclick: () => play([{ kind: "act", text }]) }, text))));
+}
+
+// ---- the story's moves (docs/api.md "Story moves"): regenerate with versions, edit, delete, continue, rewind, branch ----
+
+// The newest part of the story (a long session pages further with pageToken), each paragraph with its turn.
+async function drawStory() {
+  const { messages = [] } = await api("GET", `/api/sessions/${state.session.id}/messages?limit=200`);
+  $("story").replaceChildren();
+  for (const message of messages) {
+    if (message.role === "MESSAGE_ROLE_PLAYER" || message.role === "MESSAGE_ROLE_STORY") addMessage(shortName(message.role, "MESSAGE_ROLE_"), message.text, "", message.turnId);
+  }
+  await drawMoves();
+}
+
+// Rewind and branch on each turn's last paragraph; the toolbar and ‹ 2/3 › for the last player's turn.
+async function drawMoves() {
+  for (const old of document.querySelectorAll("#story .turn-moves")) old.remove();
+  const last = new Map();
+  for (const p of document.querySelectorAll("#story p[data-turn]")) last.set(p.dataset.turn, p);
+  for (const [turnId, p] of last) {
+    p.append(el("span", { class: "turn-moves" },
+      el("button", { type: "button", "data-rewind": turnId, onclick: () => move("rewind", { turnId }) }, t("rewind")),
+      el("button", { type: "button", "data-branch": turnId, onclick: () => branchFrom(turnId) }, t("branch"))));
+  }
+  state.versions = await api("GET", `/api/sessions/${state.session.id}/versions`).catch(() => null);
+  const versions = (state.versions && state.versions.versions) || [];
+  const chosen = (state.versions && state.versions.chosen) || 0;
+  $("moves").hidden = versions.length === 0;
+  $("versions").hidden = versions.length < 2;
+  $("version-shown").textContent = `${chosen + 1}/${versions.length}`;
+  $("version-prev").disabled = chosen <= 0;
+  $("version-next").disabled = chosen >= versions.length - 1;
+}
+
+// A move that answers ABORTED while the session's detached work holds its lease is sent again after the delay.
+async function apiRetried(method, path, body) {
+  const giveUp = Date.now() + 30000;
+  for (;;) {
+    try { return await api(method, path, body); } catch (error) {
+      const wait = error.body && error.body.retryAfterMs !== undefined ? Number(error.body.retryAfterMs) : null;
+      if (wait === null || Date.now() + wait > giveUp) throw error;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+async function move(kind, body) {
+  if (state.busy) return;
+  try {
+    await apiRetried("POST", `/api/sessions/${state.session.id}/${kind}`, { ...body, requestId: newKey() });
+    await drawStory();
+    await refresh();
+  } catch (error) { notice("error", fieldMessage(error)); }
+}
+
+async function branchFrom(turnId) {
+  try {
+    const { session } = await apiRetried("POST", `/api/sessions/${state.session.id}/branch`, { turnId, requestId: newKey() });
+    await openSession(session);
+  } catch (error) { notice("error", fieldMessage(error)); }
+}
+
+async function chooseVersion(step) {
+  const { versions = [], chosen = 0 } = state.versions || {};
+  const wanted = versions[chosen + step];
+  if (wanted) await move("versions", { turnId: wanted.id });
+}
+
+// The last player's turn again: as it was (regenerate), with other actions (edit), or without them (delete).
+async function retry(body) {
+  if (state.busy) return;
+  const lastTurn = [...document.querySelectorAll("#story p[data-turn]")].pop();
+  setBusy(true);
+  $("composer-error").textContent = "";
+  try {
+    if (lastTurn) for (const p of document.querySelectorAll(`#story p[data-turn="${lastTurn.dataset.turn}"]`)) p.remove();
+    for (const action of body.actions || []) if (action.text) addMessage("player", action.text);
+    await streamRetried(`/api/sessions/${state.session.id}/retry`, { ...body, idempotencyKey: newKey() }, turnHandler);
+  } catch (error) {
+    $("composer-error").textContent = fieldMessage(error);
+  } finally { setBusy(false); }
+  await drawStory();
 }
 
 // ---- questions (forms, choices, confirmations) ----------------------------------------------------
@@ -358,12 +445,7 @@ async function openSession(session) {
   localStorage.setItem("covelSession", session.id);
   $("start").hidden = true;
   $("play").hidden = false;
-  // The newest part of the story: enough to go on from (a long session pages further with pageToken).
-  const { messages = [] } = await api("GET", `/api/sessions/${session.id}/messages?limit=200`);
-  $("story").replaceChildren();
-  for (const message of messages) {
-    if (message.role === "MESSAGE_ROLE_PLAYER" || message.role === "MESSAGE_ROLE_STORY") addMessage(shortName(message.role, "MESSAGE_ROLE_"), message.text);
-  }
+  await drawStory();
   await refresh();
   if (session.phase === "SESSION_PHASE_SETUP" && !document.querySelector(".question")) {
     setStatus(t("setup"));
@@ -420,7 +502,20 @@ $("composer").addEventListener("submit", (event) => {
   }
   if (!text && !Object.keys(fields).length && kind !== "advance") return;
   $("text").value = "";
-  play([{ kind, text, ...(Object.keys(fields).length ? { fields } : {}) }]);
+  const action = { kind, text, ...(Object.keys(fields).length ? { fields } : {}) };
+  if (state.editing) { state.editing = false; retry({ replaceActions: true, actions: [action] }); } else play([action]);
+});
+$("regenerate").addEventListener("click", () => retry({}));
+$("delete").addEventListener("click", () => retry({ replaceActions: true }));
+$("continue").addEventListener("click", () => play([{ kind: "advance" }]));
+$("version-prev").addEventListener("click", () => chooseVersion(-1));
+$("version-next").addEventListener("click", () => chooseVersion(1));
+$("edit").addEventListener("click", () => {
+  const said = [...document.querySelectorAll("#story p.player")].pop();
+  state.editing = true;
+  $("text").value = said && said.firstChild ? said.firstChild.textContent : "";
+  $("text").placeholder = t("editing");
+  $("text").focus();
 });
 $("kind").addEventListener("change", drawKindFields);
 $("cancel").addEventListener("click", () => api("POST", `/api/sessions/${state.session.id}/cancel`, {}).catch((e) => notice("error", fieldMessage(e))));
