@@ -25,6 +25,7 @@ from bench.critical_path import TurnPaths, turn_paths
 from bench.model_usage import by_runtime, totals
 from bench.paced_model import CallRecord, PacedModel, serving
 from bench.paced_wire import tokens
+from bench.turn_costs import metrics_env, per_turn, snapshot
 from bench.turn_latency import drained
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -42,6 +43,8 @@ TEXT_START = '"text": "'
 SLACK_S = 0.05
 # How long to wait after the turns for the session's detached jobs.
 DRAIN_S = 120.0
+# What waiting for them asks (and the store call it makes): left out of the RPCs per turn.
+DRAIN_POLLS = ("scheduler.ListDetachedJobs", "store.ListDetachedJobs")
 
 
 @dataclass
@@ -125,8 +128,12 @@ def turn_figures(played: PlayedTurn, calls: list[CallRecord], model: PacedModel,
     paths = turn_paths(played.ran, manifests, weight, played.story, story_first_text_s(story_calls, model), agents)
     first_ms, turn_ms = (played.first_text - played.started) * 1000, (played.finished - played.started) * 1000
     waited_ms = (max(played.turn_started, played.started) - played.started) * 1000
-    return {"first_text_ms": first_ms, "turn_ms": turn_ms, "waited_for_session_ms": waited_ms, "path_first_text_ms": paths.first_text.seconds * 1000,
-            "path_turn_ms": paths.turn.seconds * 1000, "model_calls": len(mine)}, paths
+    path_first_ms, path_turn_ms = paths.first_text.seconds * 1000, paths.turn.seconds * 1000
+    return {"first_text_ms": first_ms, "turn_ms": turn_ms, "waited_for_session_ms": waited_ms, "path_first_text_ms": path_first_ms,
+            "path_turn_ms": path_turn_ms, "model_calls": len(mine),
+            # What the turn itself adds over its path, once it holds the session's lease (the scheduler's part).
+            "started_over_path_first_text_ms": first_ms - waited_ms - path_first_ms,
+            "started_over_path_turn_ms": turn_ms - waited_ms - path_turn_ms}, paths
 
 
 async def session_manifests(group: ServiceGroup, plugin_ids: list[str]) -> tuple[dict[str, CompiledManifest], set[str]]:
@@ -139,16 +146,24 @@ async def session_manifests(group: ServiceGroup, plugin_ids: list[str]) -> tuple
 
 async def measure(turns: int, warmup: int, ttft_ms: float, tokens_per_s: float) -> dict:
     model = PacedModel(ttft_ms / 1000, tokens_per_s)
-    async with serving(model) as base_url, running_services(extra_env=model.gateway_env(base_url)) as group:
+    env, metrics_ports = metrics_env()
+    async with serving(model) as base_url, running_services(extra_env={**model.gateway_env(base_url), **env}) as group:
         async with open_channel(group.addrs["scheduler"]) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
             session_id = await world_session(stub, DEMO_WORLD)
             session = (await stub.GetSession(scheduler_pb2.GetSessionRequest(session_id=session_id))).session
             assert isinstance(group, ServiceGroup)
             manifests, agents = await session_manifests(group, list(session.active_plugins))
-            played = [await play(stub, session_id, f"I walk on, step {index}.") for index in range(warmup + turns)][warmup:]
+            for index in range(warmup):
+                await play(stub, session_id, f"I walk on, step {index}.")
+            before = snapshot(group, metrics_ports)
+            played = [await play(stub, session_id, f"I walk on, step {index}.") for index in range(warmup, warmup + turns)]
             # The detached jobs the turns queued: their calls count too (everything the turns cause).
             jobs_left_open = await drained(stub, session_id, DRAIN_S)
+            # CPU and RPCs over the turns and their jobs (the warmup's jobs may run among them).
+            costs = per_turn(before, snapshot(group, metrics_ports), turns)
+    # The bench's own polls while it waits for the jobs (drained) are not the turns'.
+    costs["rpcs_per_turn"] = {method: count for method, count in costs["rpcs_per_turn"].items() if method not in DRAIN_POLLS}
     for turn in played:
         place_function_calls(turn, model.calls, agents)
     calls = [c for c in model.calls if c.started >= played[0].started]
@@ -166,6 +181,7 @@ async def measure(turns: int, warmup: int, ttft_ms: float, tokens_per_s: float) 
         **{key: summarize([row[key] for row in rows]) for key in rows[0]},
         "over_path_first_text_ms": summarize([r["first_text_ms"] - r["path_first_text_ms"] for r in rows]),
         "over_path_turn_ms": summarize([r["turn_ms"] - r["path_turn_ms"] for r in rows]),
+        "cpu_ms_per_turn": costs["cpu_ms_per_turn"], "rpcs_per_turn": costs["rpcs_per_turn"],
         "by_runtime": runtimes, "totals": totals(runtimes), "embedding_calls_per_turn": model.embeddings / max(1, len(played)),
         "unread_on_story_path": {r: {"turns": len(ms), "model_ms": sum(ms) / len(ms)} for r, ms in unread.items()},
         # What the calls no runtime's system prompt names begin with (to tell what they are).
@@ -181,12 +197,19 @@ def render(result: dict) -> str:
             ("first story text", "first_text_ms"), ("its critical path", "path_first_text_ms"),
             ("first story text over its path", "over_path_first_text_ms"), ("turn completed", "turn_ms"),
             ("its critical path", "path_turn_ms"), ("turn over its path", "over_path_turn_ms"),
-            ("of it, waiting for the session's lease (its detached jobs)", "waited_for_session_ms"))])
+            ("of it, waiting for the session's lease (its detached jobs)", "waited_for_session_ms"),
+            ("from the turn's start (the lease taken): first story text over its path", "started_over_path_first_text_ms"),
+            ("from the turn's start: turn completed over its path", "started_over_path_turn_ms"))])
     usage = table(["per turn, by runtime", "calls", "prompt tokens", "completion tokens", "prompt prefix reused"],
                   [[name, row["calls"], row["prompt_tokens"], row["completion_tokens"], f"{row['prefix_reuse']:.0%}"]
                    for name, row in [*result["by_runtime"].items(), ("all", result["totals"])]])
     chain = " -> ".join(f"{runtime} {seconds * 1000:.0f}" for runtime, seconds in result["example_path"]["first_text"] if seconds)
-    lines = [timing, usage, f"path to the first story text (last turn, model ms): {chain or '(none)'}"]
+    rpcs = result["rpcs_per_turn"]
+    costs = (f"per turn, its detached jobs included: CPU {sum(result['cpu_ms_per_turn'].values()):.0f} ms in the five processes "
+             f"({', '.join(f'{name} {ms:.0f}' for name, ms in result['cpu_ms_per_turn'].items())}); {sum(rpcs.values()):.1f} RPCs "
+             f"({', '.join(f'{method} {count:.1f}' for method, count in sorted(rpcs.items(), key=lambda item: -item[1])[:6])}, ...; "
+             "the bench's own polls for the jobs left out)")
+    lines = [timing, usage, costs, f"path to the first story text (last turn, model ms): {chain or '(none)'}"]
     for runtime, seen in result["unread_on_story_path"].items():
         lines.append(f"on the story's critical path without need: {runtime} ({seen['model_ms']:.0f} ms of model time, "
                      f"{seen['turns']} of {result['turns']} turns): the story reads none of its output through its inputs")

@@ -153,6 +153,9 @@ def _model_latency(data: dict) -> Iterator[Row]:
            f"{first['p50']:.0f} ({data['path_first_text_ms']['p50']:.0f}; {data['over_path_first_text_ms']['p50']:+.0f})"]
     yield [name, "turn p50 ms (critical path; over it)",
            f"{turn['p50']:.0f} ({data['path_turn_ms']['p50']:.0f}; {data['over_path_turn_ms']['p50']:+.0f})"]
+    if "started_over_path_first_text_ms" in data:
+        yield [name, "from the turn's start (lease taken), over its path p50 ms: first story text; turn",
+               f"{data['started_over_path_first_text_ms']['p50']:+.0f}; {data['started_over_path_turn_ms']['p50']:+.0f}"]
     totals = data["totals"]
     yield [name, "model calls; prompt / completion tokens per turn; prompt prefix reused",
            f"{totals['calls']:.1f}; {totals['prompt_tokens']:.0f} / {totals['completion_tokens']:.0f}; {totals['prefix_reuse']:.0%}"]

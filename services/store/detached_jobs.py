@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, exists, func, or_, select, update
+from sqlalchemy import CursorResult, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -173,11 +173,18 @@ def claim_in_sight(db: Session, session_id: str) -> bool:
         return True
     busy = {(row.session_id, row.plugin_id, row.runtime_id) for row in rows
             if row.status == "running" or (row.not_before and row.not_before > now)}
-    return any(
-        row.status == "queued" and (not session_id or row.session_id == session_id)
-        and (row.session_id, row.plugin_id, row.runtime_id) not in busy
-        for row in rows
-    )
+    sessions = {row.session_id for row in queued if (not session_id or row.session_id == session_id)
+                and (row.session_id, row.plugin_id, row.runtime_id) not in busy}
+    # A session whose player's turn waits for its lease keeps its jobs queued (claim's player_waiting): while
+    # a player plays, the workers' polls find that with this read instead of a write that claims nothing.
+    if not sessions:
+        return False
+    waiting = db.execute(_PLAYERS_WAITING, {"b_sessions": list(sessions), "b_now": now}).scalars()
+    return bool(sessions - set(waiting))
+
+
+_PLAYERS_WAITING = select(SessionRow.id).where(SessionRow.id.in_(bindparam("b_sessions", expanding=True)),
+                                              SessionRow.player_waiting_until > bindparam("b_now"))
 
 
 def _sweep(db: Session, now: datetime, policy: RetryPolicy) -> None:

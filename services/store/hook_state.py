@@ -10,14 +10,14 @@ replicas add up. The state goes with its session.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import grpc
-from sqlalchemy import delete, func, select
+from sqlalchemy import Table, and_, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store.database import lock_session
+from services.store.database import read_locked_session
 from services.store.models import HookStateRow, utcnow
 from shared.errors import ServiceError, failed_precondition, invalid_argument
 from shared.structs import from_value, to_value
@@ -55,14 +55,16 @@ def check(request: store_pb2.AccessHookStateRequest) -> None:
 
 
 def access(db: Session, request: store_pb2.AccessHookStateRequest) -> store_pb2.AccessHookStateResponse:
-    key = (request.session_id, request.plugin_id, request.key)
+    """Core statements built once (a read of the key, then at most one write): the ORM's identity map and unit
+    of work cost more than the statements, and every handler's ctx.state call is one of these."""
+    connection = db.connection()
+    key = {"b_session": request.session_id, "b_plugin": request.plugin_id, "b_key": request.key}
     if request.op == "get":
-        row = db.get(HookStateRow, key)
-        return _answer(row)
-    lock_session(db, request.session_id)
-    row = db.get(HookStateRow, key)
+        return _answer(connection.execute(_VALUE, key).one_or_none())
+    read_locked_session(db, request.session_id)
+    row = connection.execute(_VALUE, key).one_or_none()
     if request.op == "delete":
-        db.execute(delete(HookStateRow).where(HookStateRow.session_id == key[0], HookStateRow.plugin_id == key[1], HookStateRow.key == key[2]))
+        connection.execute(_DELETE, key)
         return store_pb2.AccessHookStateResponse()
     value = from_value(request.value)
     if request.op == "add":
@@ -72,27 +74,31 @@ def access(db: Session, request: store_pb2.AccessHookStateRequest) -> store_pb2.
                                       reason="HOOK_STATE_NOT_A_NUMBER", subject=f"state/{request.plugin_id}/{request.key}")
         value = current + value
     if row is None:
-        if _count(db, request) >= KEYS_MAX:
+        if connection.execute(_KEYS, key).scalar_one() >= KEYS_MAX:
             raise failed_precondition(f"plugin {request.plugin_id} holds {KEYS_MAX} keys of state in this session; delete some first",
                                       reason="HOOK_STATE_FULL", subject=f"state/{request.plugin_id}")
-        row = HookStateRow(session_id=key[0], plugin_id=key[1], key=key[2], value=value, updated_at=utcnow())
-        db.add(row)
+        connection.execute(_STATE.insert(), {"session_id": request.session_id, "plugin_id": request.plugin_id, "key": request.key,
+                                             "value": value, "updated_at": utcnow()})
     else:
-        row.value, row.updated_at = value, utcnow()
-    db.flush()
-    return _answer(row)
+        connection.execute(_UPDATE, {**key, "value": value, "updated_at": utcnow()})
+    return store_pb2.AccessHookStateResponse(found=True, value=to_value(value))
 
 
-def _answer(row: HookStateRow | None) -> store_pb2.AccessHookStateResponse:
+def _answer(row: Any) -> store_pb2.AccessHookStateResponse:
     if row is None:
         return store_pb2.AccessHookStateResponse()
     return store_pb2.AccessHookStateResponse(found=True, value=to_value(row.value))
 
 
-def _count(db: Session, request: store_pb2.AccessHookStateRequest) -> int:
-    statement = select(func.count()).select_from(HookStateRow).where(
-        HookStateRow.session_id == request.session_id, HookStateRow.plugin_id == request.plugin_id)
-    return int(db.execute(statement).scalar_one())
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_STATE = cast(Table, HookStateRow.__table__)
+_THIS_PLUGIN = and_(_STATE.c.session_id == bindparam("b_session"), _STATE.c.plugin_id == bindparam("b_plugin"))
+_THIS_KEY = and_(_THIS_PLUGIN, _STATE.c.key == bindparam("b_key"))
+# Built once: building a statement costs more than running it.
+_VALUE = select(_STATE.c.value).where(_THIS_KEY)
+_DELETE = _STATE.delete().where(_THIS_KEY)
+_UPDATE = _STATE.update().where(_THIS_KEY)
+_KEYS = select(func.count()).select_from(_STATE).where(_THIS_PLUGIN)
 
 
 def _is_number(value: Any) -> bool:

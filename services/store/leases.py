@@ -12,7 +12,6 @@ may still renew or commit with it. Times are the store's clock (UTC).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,6 +25,7 @@ from sqlalchemy.orm import Session
 from covel.store.v1 import store_pb2
 from services.store import story_line
 from services.store.database import Database, lock_session, read_locked_session, write_session
+from services.store.lease_wakeups import LeaseWakeups
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
 from services.store.sessions import load_turn
@@ -163,33 +163,40 @@ async def acquire(
     ttl_ms: int,
     time_remaining_s: float | None,
     limits: QueueLimits | None = None,
+    wakeups: LeaseWakeups | None = None,
 ) -> store_pb2.AcquireTurnLeaseResponse:
     """Take the lease, waiting up to `wait_ms` (and the caller's deadline) for a live holder to let go, or
-    for the detached queue to drain below `limits` (ABORTED / RESOURCE_EXHAUSTED, with RetryInfo, after)."""
+    for the detached queue to drain below `limits` (ABORTED / RESOURCE_EXHAUSTED, with RetryInfo, after).
+    Between tries it sleeps until `wakeups` says the session may be free, or its next poll."""
     wait_s = request.wait_ms / 1000
     if time_remaining_s is not None:
         # Answer ABORTED ourselves rather than let the caller's deadline expire on us.
         wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
     give_up = time.monotonic() + wait_s
-    pause = POLL_FIRST_S
-    while True:
-        try:
-            result = await database.write(
-                try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin, limits,
-                request.retry_turn_id,
-            )
-        except IntegrityError:
-            result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
-        if not isinstance(result, Busy):
-            return result
-        left = give_up - time.monotonic()
-        if left <= 0:
-            if isinstance(result, QueueFull):
-                raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, result.message, reason="DETACHED_QUEUE_FULL",
-                                   retry_after_ms=QUEUE_FULL_RETRY_MS)
-            raise ServiceError(grpc.StatusCode.ABORTED, result.message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
-        await asyncio.sleep(min(pause, left))
-        pause = min(pause * 2, POLL_MAX_S)
+    wakeups = wakeups or LeaseWakeups()
+    # A detached job or a settlement polls every POLL_MAX_S from the start (a player's next turn, acting at once, goes
+    # first: a player's commit does not wake it); a player's turn from POLL_FIRST_S, and its wait marks the session.
+    pause = POLL_MAX_S if request.origin in QUEUE_EXEMPT_ORIGINS else POLL_FIRST_S
+    with wakeups.watching(request.session_id):
+        while True:
+            ticket = wakeups.ticket(request.session_id)
+            try:
+                result = await database.write(
+                    try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin, limits,
+                    request.retry_turn_id,
+                )
+            except IntegrityError:
+                result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
+            if not isinstance(result, Busy):
+                return result
+            left = give_up - time.monotonic()
+            if left <= 0:
+                if isinstance(result, QueueFull):
+                    raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, result.message, reason="DETACHED_QUEUE_FULL",
+                                       retry_after_ms=QUEUE_FULL_RETRY_MS)
+                raise ServiceError(grpc.StatusCode.ABORTED, result.message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
+            if not await wakeups.wait(ticket, min(pause, left)):
+                pause = min(pause * 2, POLL_MAX_S)
 
 
 def lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:

@@ -23,6 +23,7 @@ from services.store import (
     world,
 )
 from services.store.database import Database, create_store_engine
+from services.store.lease_wakeups import LeaseWakeups
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
@@ -46,6 +47,13 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         self._retries = detached_jobs.RetryPolicy(settings.store_detached_max_attempts, settings.store_detached_retry_base_ms,
                                                   settings.store_detached_retry_max_ms)
         self._queue_limits = leases.QueueLimits(settings.store_detached_max_per_session, settings.store_detached_max_total)
+        # Turns waiting for a session's lease are woken when this store lets the session go: players' turns whenever
+        # it may be free; detached jobs and settlements (QUEUE_EXEMPT_ORIGINS) not after a player's turn, whose
+        # player may act at once and goes first (they find the session free at their next poll).
+        self._player_waits = LeaseWakeups()
+        self._job_waits = LeaseWakeups()
+        # A lease holder waiting for its turn's signals is woken by SignalTurn.
+        self._signals = LeaseWakeups()
 
     @rpc
     async def CreateSession(self, request: store_pb2.CreateSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.CreateSessionResponse:
@@ -98,13 +106,16 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         if reason not in ("ended", "deleted"):
             raise invalid_argument("reason", f"is {request.reason!r}; use ended or deleted")
         session, changed = await self._db.write(sessions.end_session, request.session_id, reason)
+        self._player_waits.wake(request.session_id)
+        self._job_waits.wake(request.session_id)
         return store_pb2.EndSessionResponse(session=session, changed=changed)
 
     @rpc
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
-        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits)
+        waits = self._job_waits if request.origin in leases.QUEUE_EXEMPT_ORIGINS else self._player_waits
+        reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits, waits)
         if reply.HasField("lease"):
             log.debug("lease.acquired", session_id=request.session_id, lease_id=reply.lease.lease_id, holder=request.holder)
             if request.HasField("reads"):
@@ -126,22 +137,23 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         validation.session_id(request.session_id)
         require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
         await self._db.write(leases.release, request.session_id, request.lease_id)
+        self._player_waits.wake(request.session_id)
+        self._signals.wake(request.session_id)  # the holder's wait for signals ends with its lease
         return store_pb2.ReleaseTurnLeaseResponse()
 
     @rpc
     async def SignalTurn(self, request: store_pb2.SignalTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.SignalTurnResponse:
         validation.signal_turn(request)
         reply = await turn_signals.signal_waiting(self._db, request)
+        self._signals.wake(request.session_id)
         log.info("turn.signalled", session_id=request.session_id, turn_id=reply.signal.turn_id, kind=request.kind, holder=reply.holder)
         return reply
 
     @rpc
     async def TakeTurnSignals(self, request: store_pb2.TakeTurnSignalsRequest, context: grpc.aio.ServicerContext) -> store_pb2.TakeTurnSignalsResponse:
         validation.take_signals(request)
-        # Polled while every turn runs: a read answers the usual "nothing pending" without the write lock.
-        if not await self._db.read(turn_signals.any_pending, request.session_id, request.lease_id):
-            return store_pb2.TakeTurnSignalsResponse()
-        signals = await self._db.write(turn_signals.take, request.session_id, request.lease_id)
+        # Asked while every turn runs; it may wait for a signal (SignalTurn wakes it).
+        signals = await turn_signals.take_waiting(self._db, self._signals, request, context.time_remaining())
         return store_pb2.TakeTurnSignalsResponse(signals=signals)
 
     @traced("covel.store.commit", lambda self, request, context: {"covel.session_id": request.session_id, "covel.turn_id": request.turn.id})
@@ -149,6 +161,10 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.CommitTurnResponse:
         validation.commit(request)
         reply = await self._db.write(commit_turn, request, self._queue_limits.total)
+        self._player_waits.wake(request.session_id)
+        self._signals.wake(request.session_id)
+        if (request.turn.origin or "player") not in leases.PLAYER_ORIGINS:
+            self._job_waits.wake(request.session_id)
         record_commit(reply.turn)
         # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
         log.info(
@@ -252,6 +268,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         job, lost = await self._db.write(detached_jobs.complete, request, self._retries)
         if lost:
             raise aborted(lost)
+        # Room in the session's detached queue for a turn that waits for it.
+        self._player_waits.wake(job.session_id)
         log.info("job.completed", job_id=job.id, status=job.status)
         return store_pb2.CompleteDetachedJobResponse(job=job)
 

@@ -6,6 +6,8 @@ polls while the turn runs, and story agents with steering take before each step)
 - SignalTurn answers FAILED_PRECONDITION unless a turn of the session holds a live lease (or
   takes one within wait_ms: an auto-advance chain between two turns), so a signal always names
   a turn that was running when it was sent; an interjection needs a player's turn (HEARS_INTERJECTIONS).
+- TakeTurnSignals may wait (wait_ms, at most validation.TAKE_WAIT_MAX_MS) for a signal: SignalTurn through this store wakes
+  it at once (services/store/lease_wakeups.py), so the holder asks a few times a turn instead of four times a second.
 - TakeTurnSignals hands each signal out once (taken_at set in the same write transaction,
   under the session lock) and only to the lease's holder (ABORTED for any other lease).
 - Signals of earlier turns are useless once those turns end: SignalTurn deletes the
@@ -23,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import Database, lock_session
+from services.store.lease_wakeups import LeaseWakeups
 from services.store.leases import describe, held_lease
 from services.store.models import TurnLeaseRow, TurnSignalRow, utcnow
 from services.store.proto_mapping import timestamp
@@ -54,6 +57,25 @@ async def signal_waiting(database: Database, request: store_pb2.SignalTurnReques
         if time.monotonic() >= give_up:
             raise failed_precondition(reply.message, reason="NO_RUNNING_TURN", subject=f"sessions/{request.session_id}")
         await asyncio.sleep(WAIT_POLL_S)
+
+
+async def take_waiting(database: Database, wakeups: LeaseWakeups, request: store_pb2.TakeTurnSignalsRequest,
+                       time_remaining_s: float | None) -> list[store_pb2.TurnSignal]:
+    """The lease's pending signals, waiting up to request.wait_ms (and the caller's deadline) for one to come;
+    each look a read, the usual "nothing pending" without the write lock."""
+    wait_s = request.wait_ms / 1000
+    if time_remaining_s is not None:
+        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
+    give_up = time.monotonic() + wait_s
+    with wakeups.watching(request.session_id):
+        while True:
+            ticket = wakeups.ticket(request.session_id)
+            if await database.read(any_pending, request.session_id, request.lease_id):
+                return await database.write(take, request.session_id, request.lease_id)
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return []
+            await wakeups.wait(ticket, left)
 
 
 def signal_to_proto(row: TurnSignalRow) -> store_pb2.TurnSignal:

@@ -399,6 +399,12 @@ def signal_turn(request: store_pb2.SignalTurnRequest) -> None:
             raise invalid_argument("text", f"say 1-{SIGNAL_TEXT_MAX} characters (what the player interjects)")
 
 
+# The longest TakeTurnSignals waits for a signal (one another store replica took is found when the wait ends).
+TAKE_WAIT_MAX_MS = 2000
+
+
 def take_signals(request: store_pb2.TakeTurnSignalsRequest) -> None:
     session_id(request.session_id)
     require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned (only its holder takes the turn's signals)")
+    if not 0 <= request.wait_ms <= TAKE_WAIT_MAX_MS:
+        raise invalid_argument("wait_ms", f"is {request.wait_ms}; say 0-{TAKE_WAIT_MAX_MS} ms (0: answer at once)")

@@ -8,6 +8,7 @@ import grpc
 from sqlalchemy import func, select
 
 from covel.store.v1 import store_pb2
+from services.store import validation
 from services.store.database import create_store_engine
 from services.store.models import TurnSignalRow
 from tests.store.helpers import acquire, commit, expect_error, new_session, play_turn, turn_for, violated_fields
@@ -112,6 +113,27 @@ async def test_bad_requests_name_the_field(stub):
         assert violated_fields(error) == [field], (request, error.details())
     error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.TakeTurnSignals(store_pb2.TakeTurnSignalsRequest(session_id=session.id)))
     assert violated_fields(error) == ["lease_id"]
+    for wait_ms in (-1, 2001):
+        error = await expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.TakeTurnSignals(
+            store_pb2.TakeTurnSignalsRequest(session_id=session.id, lease_id="any", wait_ms=wait_ms)))
+        assert violated_fields(error) == ["wait_ms"] and "0-2000 ms" in error.details()
+
+
+async def test_a_waiting_take_is_answered_by_the_signal_and_ends_empty_without_one(stub, monkeypatch):
+    # A wait far past the test's own: only SignalTurn's wakeup can answer it in time.
+    monkeypatch.setattr(validation, "TAKE_WAIT_MAX_MS", 120_000)
+    session = await new_session(stub)
+    lease = (await acquire(stub, session.id)).lease
+    waiting = asyncio.ensure_future(stub.TakeTurnSignals(
+        store_pb2.TakeTurnSignalsRequest(session_id=session.id, lease_id=lease.lease_id, wait_ms=120_000)))
+    await asyncio.sleep(0.3)
+    assert not waiting.done(), "nothing pending: it waits"
+    await signal(stub, session.id, "interject", text="Over here!")
+    taken = (await asyncio.wait_for(waiting, 30)).signals
+    assert [s.text for s in taken] == ["Over here!"]
+    # Nothing pending for the whole wait: an empty answer at its end, not an error.
+    assert list((await stub.TakeTurnSignals(
+        store_pb2.TakeTurnSignalsRequest(session_id=session.id, lease_id=lease.lease_id, wait_ms=200))).signals) == []
 
 
 async def test_deleting_the_session_deletes_its_signals(store, stub):

@@ -11,6 +11,7 @@ post-history (default) or {depth: N}. A provider that fails is skipped with a lo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -49,21 +50,26 @@ def _serves(package: Package, contracts: set[str]) -> bool:
 
 async def dynamic_segments(*, hooks: HookBus, committed: Callable[[str], Awaitable[dict]], scope: ExecutionScope, runtime: Runtime,
                            story: bool, packages: Iterable[Package], player_message: str) -> list[dict[str, Any]]:
-    """`committed(plugin_id)`: the plugin's data as the execution sees it, (namespace, key) -> value."""
-    found: list[dict[str, Any]] = []
-    for plugin_id in providers(runtime, story, packages):
+    """`committed(plugin_id)`: the plugin's data as the execution sees it, (namespace, key) -> value. The providers
+    are asked at once (each plugin's input is its own data), their segments kept in the providers' order."""
+
+    async def segments_of(plugin_id: str) -> list[dict[str, Any]]:
         data: dict[str, dict[str, Any]] = {}
         for (namespace, key), value in (await committed(plugin_id)).items():
             if not namespace.startswith("_"):
                 data.setdefault(namespace, {})[key] = value
         request = {"runtimeId": runtime.runtime_id, "visibility": runtime.visibility, "locale": scope.session.locale,
                    "playerMessage": player_message, "data": data, "services": sorted(imported_services(runtime))}
+        found: list[dict[str, Any]] = []
         for answer in await hooks.call_extension(scope, POINT, request, plugin_id=plugin_id, timeout_ms=5000):
             if not answer.ok:
                 log.warning("prompt_segment.failed", provider=f"{answer.plugin_id}/{answer.id}", reason=answer.error)
                 continue
             found += [segment for segment in (_segment(item, answer) for item in _items(from_value(answer.output))) if segment]
-    return found
+        return found
+
+    answered = await asyncio.gather(*(segments_of(plugin_id) for plugin_id in providers(runtime, story, packages)))
+    return [segment for segments in answered for segment in segments]
 
 
 def _items(output: Any) -> list[Any]:

@@ -10,6 +10,7 @@ with a log line. Nothing is asked when no runtime of the turn binds the input.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import Iterable
@@ -51,11 +52,15 @@ def providers(packages: Iterable[Package]) -> list[str]:
 
 async def world_context(hooks: HookBus, scope: ExecutionScope, session: store_pb2.Session | None, world: store_pb2.GetWorldResponse | None,
                         packages: Iterable[Package]) -> dict[str, Any]:
-    """The kernel's part and each active provider's, as the turn found them."""
+    """The kernel's part and each active provider's, as the turn found them (the providers asked at once, each
+    with its own copy of the kernel's part; the parts in the providers' order)."""
     snapshot = kernel_part(session, world)
+    ids = providers(packages)
+    replies = await asyncio.gather(*(hooks.call_extension(scope, POINT, copy.deepcopy(snapshot), plugin_id=plugin_id, timeout_ms=5000)
+                                     for plugin_id in ids))
     parts: dict[str, Any] = {}
-    for plugin_id in providers(packages):
-        for answer in await hooks.call_extension(scope, POINT, copy.deepcopy(snapshot), plugin_id=plugin_id, timeout_ms=5000):
+    for answers in replies:
+        for answer in answers:
             part = from_value(answer.output) if answer.ok else None
             problem = answer.error if not answer.ok else _part_problem(part)
             if problem:

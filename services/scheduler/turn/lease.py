@@ -16,6 +16,9 @@ from shared.errors import PASSING_CODES
 from shared.logs import get_logger
 
 log = get_logger(component="turn_runner")
+# How long one ask of the lease holder for Cancel / Interject sent to another replica waits in the store for one
+# (SignalTurn through the same store answers it at once; the turn's commit or release ends it).
+SIGNAL_WAIT_MS = 2000
 RELEASE_TIMEOUT_S = 2.0
 T = TypeVar("T")
 
@@ -116,15 +119,18 @@ class LeaseKeeper:
                            interject: Callable[[str, str], object]) -> None:
         """Cancel and Interject that reached another scheduler replica: the store keeps them for this
         lease's holder (SignalTurn), which takes them here and applies them as if asked directly."""
+        # A turn that ends within the first pause never asks (most turns on a fast model).
+        pause = self._settings.scheduler_signal_poll_ms / 1000
+        await asyncio.sleep(pause)
         while True:
-            await asyncio.sleep(self._settings.scheduler_signal_poll_ms / 1000)
             try:
                 reply = await _whole(self._store.TakeTurnSignals(
-                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id)))
+                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id, wait_ms=SIGNAL_WAIT_MS)))
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:
                     return  # the lease is gone: so is the turn's chance to be signalled here
                 log.warning("signals.take_failed", session_id=lease.session_id, code=error.code().name)
+                await asyncio.sleep(pause)
                 continue
             for signal in reply.signals:
                 if signal.kind == "cancel":
