@@ -148,6 +148,8 @@ async def test_a_branch_copies_the_line_up_to_the_turn_with_its_state(stub):
     assert (branch.completed_player_turns, branch.recorded_turns) == (1, 1)
     assert await _mood(stub, branch.id) == "calm"
     assert await _log(stub, branch.id) == ["One."]
+    copied = (await stub.ListTurns(store_pb2.ListTurnsRequest(session_id=branch.id))).turns
+    assert [(turn.narrative, turn.player_message, turn.id != first.id) for turn in copied] == [("One.", "say One.", True)]
     # The source goes on as it was; the branch plays on from turn 1 and can rewind to its own copy of it.
     assert await _mood(stub, session.id) == "tense"
     assert (await stub.BranchSession(request)).session.id == branch.id
