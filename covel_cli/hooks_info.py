@@ -15,6 +15,7 @@ import grpc
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel_cli.launcher import client_security, configured_addrs
+from covel_cli.refusals import refusal
 from shared.grpc_client import open_channel
 from shared.settings import DataDirSetting, SecuritySettings
 
@@ -58,7 +59,7 @@ async def info(addr: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr, *,
         keys = await stub.ListEventKeys(hooks_pb2.ListEventKeysRequest())
         contract = await stub.GetSubscriptions(hooks_pb2.GetSubscriptionsRequest())
     except grpc.aio.AioRpcError as error:
-        print(f"covel hooks info: the hooks service at {addr} answered {error.code().name}: {error.details()}", file=err)
+        print(refusal("hooks info", "hooks", addr, error, DataDirSetting().data_dir), file=err)
         return 1
     finally:
         await channel.close()

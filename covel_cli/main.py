@@ -18,7 +18,6 @@ from covel_cli.launcher import (
     SERVICES,
     ServiceFailed,
     ServiceGroup,
-    client_security,
     configured_addrs,
     free_port_addrs,
 )
@@ -28,10 +27,10 @@ from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.plugin_commands import add_parser as add_plugin_command
 from covel_cli.plugin_commands import run as run_plugin_command
+from covel_cli.refusals import health_of
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
 from services.web.settings import WebSettings
-from shared.grpc_client import check_health
 from shared.settings import DataDirSetting
 
 
@@ -134,12 +133,15 @@ async def _worlds(args: argparse.Namespace) -> int:
 async def _health(args: argparse.Namespace) -> int:
     addrs = configured_addrs()
     data_dir = DataDirSetting().data_dir
-    healthy = True
+    healthy, mismatches = True, []
     for name in SERVICES:
         # The internal services take only callers with a certificate of their CA: the operator's.
-        status = await check_health(addrs[name], security=client_security(name, data_dir))
+        status, mismatch = await health_of(name, addrs[name], data_dir)
         healthy &= status == "SERVING"
+        mismatches += [mismatch] if mismatch else []
         print(f"{name:<10} {addrs[name]:<22} {status}")
+    if mismatches:
+        print(f"covel health: {mismatches[0]}", file=sys.stderr)
     return 0 if healthy else 1
 
 

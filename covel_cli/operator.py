@@ -23,6 +23,7 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from covel_cli.launcher import client_security, configured_addrs
+from covel_cli.refusals import refusal
 from shared.grpc_client import open_channel
 from shared.security.policy import IDENTITIES, SERVICES
 from shared.security.service_identity import DevPki
@@ -34,8 +35,8 @@ def operator_channel(name: str, addr: str | None = None) -> grpc.aio.Channel:
     return open_channel(addr or configured_addrs()[name], security=client_security(name, DataDirSetting().data_dir))
 
 
-def _refused(command: str, name: str, error: grpc.aio.AioRpcError, err: TextIO) -> int:
-    print(f"covel operator {command}: the {name} service answered {error.code().name}: {error.details()}", file=err)
+def _refused(command: str, name: str, error: grpc.aio.AioRpcError, err: TextIO, addr: str | None = None) -> int:
+    print(refusal(f"operator {command}", name, addr or configured_addrs()[name], error, DataDirSetting().data_dir), file=err)
     return 1
 
 

@@ -120,6 +120,7 @@ SETTING_MEANINGS: dict[str, str] = {
     "scheduler_instance_id": "Names this replica as the holder of turn leases and job claims.",
     "scheduler_lease_ttl_ms": "Turn lease lifetime, renewed every third of it while the turn runs; a crashed scheduler's sessions are playable again within it.",
     "scheduler_lease_wait_ms": "How long a submit to a busy session waits before `ABORTED`.",
+    "scheduler_signal_poll_ms": "How often a running turn asks the store for Cancel and Interject sent to another replica.",
     "scheduler_stall_resend_min_ms": "`ctx.gateway`: a silent first send is given up at half the time left, never sooner than this, then sent once more.",
     "scheduler_turn_timeout_s": "Upper bound of one turn, all runtimes included.",
     "scheduler_history_max_turns": "Player turns of history story runtimes read when the manifest sets none.",

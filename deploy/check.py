@@ -22,6 +22,8 @@
    each component (deploy/k8s/components/<name>) is checked applied to the base;
 4. hadolint lints deploy/Dockerfile, and every stage's base is pinned by digest (`<image>@sha256:<64 hex>`,
    directly or through an ARG's default).
+5. deploy/ops_checks.py: every image pinned, what a turn needs kept up through a drain, the monitoring component's
+   alert rules and dashboard naming real metrics and passing `promtool check rules` and `promtool test rules`.
 
 Exit 1 with every problem listed. `--out DIR` also writes the rendered manifests there.
 """
@@ -60,6 +62,7 @@ def _sibling(name: str) -> Any:
 
 # The NetworkPolicies' checks (ingress by the caller policy, egress of the pods that run plugin code).
 network_checks = _sibling("network_checks")
+OPS = _sibling("ops_checks")
 
 DEPLOY_DIR = Path(__file__).resolve().parent
 K8S_DIR = DEPLOY_DIR / "k8s"
@@ -425,7 +428,8 @@ def check(directory: Path, *, self_contained: bool, known: dict[str, set[str]], 
                             self_contained)
     except RenderError as error:
         return Rendered(name, [], self_contained, [str(error)])
-    rendered.problems = schema_problems(rendered.resources) + consistency_problems(rendered, known, uid)
+    rendered.problems = (schema_problems(rendered.resources) + consistency_problems(rendered, known, uid)
+                         + OPS.image_problems(rendered.resources) + OPS.disruption_problems(rendered.resources, base=name == "base"))
     return rendered
 
 
@@ -478,8 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'Dockerfile':<16} hadolint: {'ok' if not lint else f'{len(lint)} problem(s)'}")
     for problem in lint:
         print(f"  ✗ {problem}")
+    monitoring = OPS.monitoring_problems()
+    print(f"{'monitoring':<16} alert rules and dashboard (promtool check, promtool test): {'ok' if not monitoring else f'{len(monitoring)} problem(s)'}")
+    for problem in monitoring:
+        print(f"  ✗ {problem}")
     print(f"schemas: Kubernetes {', '.join(KUBERNETES_VERSIONS)} (bundled by kubernetes-validate {kubernetes_validate.__version__}, strict)")
-    return 1 if failed or lint else 0
+    return 1 if failed or lint or monitoring else 0
 
 
 if __name__ == "__main__":

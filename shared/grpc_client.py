@@ -81,7 +81,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
     }),
     "covel.hooks.v1.HookDispatcher": (PEER_READ, {
         "GetSubscriptions": CACHE_REFRESH, "ListTools": CACHE_REFRESH, "ListEventKeys": CACHE_REFRESH,
-        "Dispatch": PLUGIN_CALL, "CallTool": PLUGIN_CALL, "CallService": PLUGIN_CALL, "ValidateForm": PLUGIN_CALL, "CallAction": PLUGIN_CALL,
+        "Dispatch": PLUGIN_CALL, "DispatchObserved": PLUGIN_CALL, "CallTool": PLUGIN_CALL, "CallService": PLUGIN_CALL, "ValidateForm": PLUGIN_CALL, "CallAction": PLUGIN_CALL,
         "CallExtension": _caller("the extension point's timeoutMs + 10 s"),
         "StreamModelAnswer": _caller("the model call's time left, as a gateway stream's; each piece its idleTimeoutMs"),
         "EmitEvent": _caller("a bounded key's budget left + 0.5 s, an awaited key 60 s"),

@@ -47,7 +47,8 @@ def resolve_embedding(slots: SlotTable, slot: str) -> Resolution:
     raise failed_precondition(
         f"no embedding model is configured for slot {name!r} (a chat model cannot embed): add slots.{name} "
         f"(provider:model of an embedding model) to the YAML file named by COVEL_GATEWAY_CONFIG, set "
-        f"COVEL_GATEWAY_SLOTS='{{\"{name}\": \"provider:model\"}}' or COVEL_GATEWAY_OPENAI_EMBEDDING_MODEL"
+        f"COVEL_GATEWAY_SLOTS='{{\"{name}\": \"provider:model\"}}' or COVEL_GATEWAY_OPENAI_EMBEDDING_MODEL",
+        reason="MODEL_NOT_CONFIGURED", subject=f"slots/{name}",
     )
 
 

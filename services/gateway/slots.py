@@ -305,13 +305,15 @@ class SlotTable:
                     return Resolution(slot or override, (Target(config, model),))
             raise failed_precondition(
                 f"model_override {override!r} is neither a configured slot nor 'provider:model' with a configured "
-                f"provider (providers: {', '.join(sorted(self.providers))}); {self.where_to_configure(override)}"
+                f"provider (providers: {', '.join(sorted(self.providers))}); {self.where_to_configure(override)}",
+                reason="MODEL_NOT_CONFIGURED", subject=f"slots/{override}",
             )
         name = slot.strip() or DEFAULT_SLOT
         entry = self.slots.get(name) or self.slots.get(DEFAULT_SLOT)
         if entry is None:
             raise failed_precondition(
-                f"model slot {name!r} is not configured and there is no default slot: {self.where_to_configure(name)}"
+                f"model slot {name!r} is not configured and there is no default slot: {self.where_to_configure(name)}",
+                reason="MODEL_NOT_CONFIGURED", subject=f"slots/{name}",
             )
         resolution = self._chain(entry)
         return Resolution(name, resolution.chain)

@@ -21,6 +21,7 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.hook_events import HANDLER_FAULTS
 from shared.logs import get_logger
 from shared.plugin_pauses import paused_plugin
+from shared.telemetry import metrics
 
 log = get_logger(component="fault_breaker")
 
@@ -45,9 +46,11 @@ class FaultBreaker:
         request = store_pb2.RecordPluginFaultsRequest(session_id=context.session_id, turn_id=context.turn_id, faults=faults,
                                                       threshold=self._threshold, window_ms=self._window_ms)
         try:
-            await self._store.RecordPluginFaults(request)
+            reply = await self._store.RecordPluginFaults(request)
         except grpc.aio.AioRpcError as error:
             log.warning("faults.not_recorded", session_id=context.session_id, code=error.code().name, details=error.details())
+            return
+        metrics.record_plugin_pauses(pause.plugin_id for pause in reply.paused)
 
     async def paused(self, session_id: str) -> list[hooks_pb2.PausedPlugin]:
         reply = await self._store.ListPausedPlugins(store_pb2.ListPausedPluginsRequest(session_id=session_id))

@@ -62,10 +62,11 @@ async def model_answer_chunks(loaded: list, request: hooks_pb2.StreamModelAnswer
     stream_id = require(request.stream_id, "stream_id", "the streamId of replace.responseStream")
     hookspecs = _hookspecs(loaded, request.plugin_id)
     if hookspecs is None:
-        raise not_found(f"plugin_id: no loaded plugin {request.plugin_id!r} has hookspec objects (its run_model_stream)")
+        raise not_found(f"plugin_id: no loaded plugin {request.plugin_id!r} has hookspec objects (its run_model_stream)",
+                        "covel.registry.v1.PluginPackage", request.plugin_id, reason="PLUGIN_NOT_FOUND")
     first = await _batch(hookspecs, stream_id, session_id, claim=True)
     if "missing" in first:
-        raise not_found(f"stream_id: {first['missing']}")
+        raise not_found(f"stream_id: {first['missing']}", "covel.hooks.v1.ModelAnswerStream", stream_id, reason="MODEL_STREAM_NOT_FOUND")
     ended = False
     try:
         batch = first

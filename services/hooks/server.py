@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
+import structlog
 
 from covel.common.v1 import common_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
@@ -46,6 +47,7 @@ from shared.sandbox.host import sandbox_pool
 from shared.sandbox.operations import register_operations
 from shared.structs import from_struct, to_struct, to_value
 from shared.telemetry import metrics
+from shared.telemetry.log_context import ids_of
 from shared.telemetry.tracing import configure_tracing, traced
 
 # One kind of registration of a plugin (its forms, its RPCs, ...).
@@ -72,7 +74,6 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         self._turns = turns
         self.event_bus = EventKeyBus()
 
-    @traced("covel.hooks.dispatch", lambda self, request, context: {"covel.hook.event": request.event, "covel.turn_id": request.context.turn_id})
     @rpc
     async def Dispatch(self, request: hooks_pb2.DispatchRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchResponse:
         return await self._dispatch(request)
@@ -92,7 +93,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         prefetched = await observed_outcomes(self._sync.current.table, items)
         trace: list[common_pb2.HookTraceEntry] = []
         for event, (_, execution, payload), outcomes in zip(request.events, items, prefetched, strict=True):
-            trace.extend((await self._dispatch(event, execution, payload, outcomes)).trace)
+            with structlog.contextvars.bound_contextvars(**ids_of(event)):  # each event's ids on its log lines
+                trace.extend((await self._dispatch(event, execution, payload, outcomes)).trace)
         return hooks_pb2.DispatchObservedResponse(trace=trace)
 
     def _execution(self, ctx: hooks_pb2.HookContext) -> ExecutionContext:
@@ -111,6 +113,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             subagent_call_id=ctx.subagent_call_id, parent_runtime_id=ctx.parent_runtime_id,
         )
 
+    @traced("covel.hooks.dispatch", lambda self, request, *rest: {"covel.hook.event": request.event, "covel.turn_id": request.context.turn_id})
     async def _dispatch(self, request: hooks_pb2.DispatchRequest, execution: ExecutionContext | None = None,
                         payload: dict[str, Any] | None = None, prefetched: dict[int, Outcome] | None = None,
                         ) -> hooks_pb2.DispatchResponse:
@@ -143,16 +146,9 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             outcome=hooks_pb2.OUTCOME_ABORT if result.aborted else hooks_pb2.OUTCOME_CONTINUE,
             reason=result.reason,
             payload=to_struct(result.payload),
-            trace=[
-                common_pb2.HookTraceEntry(
-                    event=entry.event,
-                    handler_plugin_id=entry.handler_plugin_id,
-                    status=entry.status,
-                    message=entry.message,
-                    duration_us=entry.duration_us,
-                )
-                for entry in trace
-            ],
+            trace=[common_pb2.HookTraceEntry(event=entry.event, handler_plugin_id=entry.handler_plugin_id, status=entry.status,
+                                             message=entry.message, duration_us=entry.duration_us, runtime_id=ctx.runtime_id)
+                   for entry in trace],
         )
 
     @rpc
@@ -236,7 +232,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         await self._sync.load_approved(request.context.approved_plugin_ids)
         found = self._tool(request.plugin_id, request.name)
         if found is None:
-            raise not_found(f"plugin {request.plugin_id!r} registers no tool {request.name!r}")
+            raise not_found(f"plugin {request.plugin_id!r} registers no tool {request.name!r}", "covel.hooks.v1.Tool",
+                            f"{request.plugin_id}/{request.name}", reason="TOOL_NOT_FOUND")
         tool, source = found
         ctx = request.context
         if source == "community" and request.plugin_id not in ctx.approved_plugin_ids:

@@ -65,7 +65,8 @@ def _loaded_world(snapshot: Snapshot, world_id: str, so: str) -> LoadedWorld:
     if world is None:
         raise unknown_world(world_id)
     if world.state is not WorldState.LOADED:
-        raise failed_precondition(f"world `{world.id}` failed to load, so {so}; GetWorld shows why")
+        raise failed_precondition(f"world `{world.id}` failed to load, so {so}; GetWorld shows why", reason="WORLD_FAILED",
+                                  subject=f"worlds/{world.id}")
     return world
 
 
@@ -196,7 +197,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
                     builtin_ids=builtin_ids,
                 )
             except InstallRefused as error:
-                raise failed_precondition(str(error)) from None
+                raise failed_precondition(str(error), reason="INSTALL_REFUSED", subject=f"plugins/{request.plugin_id}") from None
             generation = snapshot.generation
             if outcome.ok:
                 generation = (await self._catalogue.reload()).generation

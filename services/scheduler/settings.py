@@ -22,6 +22,8 @@ class SchedulerSettings(PrincipalSettings, ServiceSettings):
     scheduler_lease_ttl_ms: int = Field(default=3_000, ge=1000)
     # How long a submit waits for the session's running turn before answering ABORTED.
     scheduler_lease_wait_ms: int = 10_000
+    # How often a running turn asks the store for Cancel / Interject sent to another replica (SignalTurn).
+    scheduler_signal_poll_ms: int = Field(default=250, ge=1)
     # ctx.gateway: a silent first send is given up at half the time left but never sooner than this
     # (spec: 60 s), then re-sent once with the rest; with this or less left it is the only send.
     scheduler_stall_resend_min_ms: int = Field(default=60_000, ge=1)

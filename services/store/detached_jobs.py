@@ -304,9 +304,11 @@ def requeue(db: Session, job_id: str) -> store_pb2.DetachedJob:
     if row is None:
         raise not_found(f"detached job {job_id} not found", "covel.scheduler.v1.DetachedJob", job_id, reason="DETACHED_JOB_NOT_FOUND")
     if row.status not in REQUEUEABLE:
-        raise failed_precondition(f"detached job {job_id} is {row.status}; only a job {', '.join(REQUEUEABLE)} can be queued again")
+        raise failed_precondition(f"detached job {job_id} is {row.status}; only a job {', '.join(REQUEUEABLE)} can be queued again",
+                                  reason="JOB_NOT_REQUEUEABLE", subject=f"detachedJobs/{job_id}")
     if find_session(db, row.session_id).status != "active":
-        raise failed_precondition(f"detached job {job_id}: its session {row.session_id} has ended")
+        raise failed_precondition(f"detached job {job_id}: its session {row.session_id} has ended", reason="SESSION_ENDED",
+                                  subject=f"sessions/{row.session_id}")
     now = utcnow()
     row.status, row.attempts, row.not_before, row.finished_at, row.result = "queued", 0, now, None, None
     row.error = f"queued again by an operator (was {row.error or 'no reason recorded'})"[:2000]

@@ -54,11 +54,13 @@ def access(db: Session, request: store_pb2.AccessHookStateRequest) -> store_pb2.
     if request.op == "add":
         current = row.value if row is not None else 0
         if not _is_number(current):
-            raise failed_precondition(f"key {request.key!r} holds {type(current).__name__}, not a number; add adds to numbers")
+            raise failed_precondition(f"key {request.key!r} holds {type(current).__name__}, not a number; add adds to numbers",
+                                      reason="HOOK_STATE_NOT_A_NUMBER", subject=f"state/{request.plugin_id}/{request.key}")
         value = current + value
     if row is None:
         if _count(db, request) >= KEYS_MAX:
-            raise failed_precondition(f"plugin {request.plugin_id} holds {KEYS_MAX} keys of state in this session; delete some first")
+            raise failed_precondition(f"plugin {request.plugin_id} holds {KEYS_MAX} keys of state in this session; delete some first",
+                                      reason="HOOK_STATE_FULL", subject=f"state/{request.plugin_id}")
         row = HookStateRow(session_id=key[0], plugin_id=key[1], key=key[2], value=value, updated_at=utcnow())
         db.add(row)
     else:

@@ -31,7 +31,7 @@ def switch_character(db: Session, request: store_pb2.SetSeatCharacterRequest) ->
     if row is None:
         raise session_not_found(request.session_id)
     if row.status != "active":
-        raise failed_precondition(f"session {row.id} has ended; its seats do not change")
+        raise failed_precondition(f"session {row.id} has ended; its seats do not change", reason="SESSION_ENDED", subject=f"sessions/{row.id}")
     seats = [dict(seat) for seat in row.seats or []]
     seat = next((seat for seat in seats if seat["id"] == request.seat_id), None)
     if seat is None:

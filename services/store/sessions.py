@@ -191,7 +191,8 @@ def end_session(db: Session, session_id: str, reason: str) -> tuple[store_pb2.Se
     now = utcnow()
     if lease is not None and lease.deadline > now and not _held_by_detached_job(db, lease):
         raise failed_precondition(
-            f"session {session_id} has a turn running (turn {lease.turn_id}); cancel it or let it finish, then end the session"
+            f"session {session_id} has a turn running (turn {lease.turn_id}); cancel it or let it finish, then end the session",
+            reason="TURN_RUNNING", subject=f"sessions/{session_id}",
         )
     if lease is not None:
         db.delete(lease)
@@ -234,7 +235,7 @@ def update_session_plugins(db: Session, request: store_pb2.UpdateSessionPluginsR
     """The scheduler's new resolution of a running session's plugins (validation.session_plugins checked the lists)."""
     row = find_session(db, request.session_id)
     if row.status != "active":
-        raise failed_precondition(f"session {row.id} has ended; its plugins do not change")
+        raise failed_precondition(f"session {row.id} has ended; its plugins do not change", reason="SESSION_ENDED", subject=f"sessions/{row.id}")
     row.active_plugins = list(request.active_plugins)
     row.requested_plugins = list(request.requested_plugins)
     row.excluded_plugins = list(request.excluded_plugins)
@@ -246,12 +247,14 @@ def update_session_plugins(db: Session, request: store_pb2.UpdateSessionPluginsR
 def put_lorebook_entry(db: Session, request: store_pb2.PutLorebookEntryRequest) -> store_pb2.LorebookEntry:
     row = find_session(db, request.session_id)
     if row.status != "active":
-        raise failed_precondition(f"session {row.id} has ended; its lorebook does not change")
+        raise failed_precondition(f"session {row.id} has ended; its lorebook does not change", reason="SESSION_ENDED",
+                                  subject=f"sessions/{row.id}")
     return lorebook.put_entry(db, row.id, request.entry, None, utcnow())
 
 
 def delete_lorebook_entry(db: Session, request: store_pb2.DeleteLorebookEntryRequest) -> bool:
     row = find_session(db, request.session_id)
     if row.status != "active":
-        raise failed_precondition(f"session {row.id} has ended; its lorebook does not change")
+        raise failed_precondition(f"session {row.id} has ended; its lorebook does not change", reason="SESSION_ENDED",
+                                  subject=f"sessions/{row.id}")
     return lorebook.delete_entry(db, row.id, request.owner, request.id)

@@ -138,10 +138,12 @@ def resolve(db: Session, request: store_pb2.ResolveSettlementRequest) -> store_p
     row = db.get(DimensionSettlementRow, (request.session_id, request.source_turn_id, request.runtime_id))
     if row is None:
         raise not_found(f"session {request.session_id} has no settlement receipt of turn {request.source_turn_id} "
-                        f"for runtime {request.runtime_id}")
+                        f"for runtime {request.runtime_id}", "covel.scheduler.v1.DimensionSettlement",
+                        f"{request.source_turn_id}/{request.runtime_id}", reason="SETTLEMENT_NOT_FOUND")
     if row.status != PENDING:
         raise failed_precondition(f"the settlement receipt of turn {row.source_turn_id} for runtime {row.runtime_id} is already "
-                                  f"{row.status}: a closed receipt is never settled or resolved again")
+                                  f"{row.status}: a closed receipt is never settled or resolved again",
+                                  reason="SETTLEMENT_CLOSED", subject=f"settlements/{row.source_turn_id}/{row.runtime_id}")
     row.status, row.updated_at = request.resolution, utcnow()
     db.flush()
     return settlement_to_proto(row)

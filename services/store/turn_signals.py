@@ -52,7 +52,7 @@ async def signal_waiting(database: Database, request: store_pb2.SignalTurnReques
         if not isinstance(reply, NoTurn):
             return reply
         if time.monotonic() >= give_up:
-            raise failed_precondition(reply.message)
+            raise failed_precondition(reply.message, reason="NO_RUNNING_TURN", subject=f"sessions/{request.session_id}")
         await asyncio.sleep(WAIT_POLL_S)
 
 
@@ -81,7 +81,8 @@ def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.Signa
                       f"{lease.origin} work, which hears no interjection")
     if request.turn_id and request.turn_id != lease.turn_id:
         raise failed_precondition(
-            f"turn {request.turn_id} of session {request.session_id} is not running; the running turn is {lease.turn_id}"
+            f"turn {request.turn_id} of session {request.session_id} is not running; the running turn is {lease.turn_id}",
+            reason="NO_RUNNING_TURN", subject=f"turns/{request.turn_id}",
         )
     db.execute(
         delete(TurnSignalRow)

@@ -127,6 +127,9 @@ class PluginWorkers:
     def fault(self, worker: Worker, why: str) -> None:
         self.faults += 1
         self.pool.faults[self.plugin_id] += 1
+        from shared.telemetry.metrics import record_sandbox_fault  # as below: not at import, where workers import this module
+
+        record_sandbox_fault(self.plugin_id)
         log.warning("sandbox.worker_fault", plugin_id=self.plugin_id, pid=worker.pid, why=why, faults=self.faults)
 
     def watch(self, coroutine: Awaitable[None]) -> None:

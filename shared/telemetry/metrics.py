@@ -55,6 +55,8 @@ PROPOSALS = Counter("covel_store_proposals_total", "Proposals of committed turns
 DETACHED_JOBS = Gauge("covel_detached_jobs", "Detached jobs queued or running, as the queue's last poll saw them.", ("status",))
 DETACHED_OLDEST = Gauge("covel_detached_oldest_queued_seconds", "How long the oldest queued detached job has waited (0: none).")
 # sandbox: whether plugin code has a network namespace of its own (set by a service's first worker)
+PLUGIN_PAUSES = Counter("covel_hook_plugin_pauses_total", "Plugins the fault breaker paused in a session.", ("plugin",))
+SANDBOX_FAULTS = Counter("covel_sandbox_worker_faults_total", "Sandbox workers stopped for a fault (timeout, exit, bad frame).", ("plugin",))
 SANDBOX_NETWORK_ISOLATED = Gauge("covel_sandbox_network_isolated", "1: sandbox workers have no network of their own; 0: they share the service's.",
                                  ("service",))
 # web front: per route template (bounded labels), the HTTP status; a streamed route until its first event
@@ -136,6 +138,19 @@ def record_turn(origin: str, status: str, seconds: float) -> None:
     if _state["server"] is None:
         return
     TURN_DURATION.labels(origin, status).observe(seconds)
+
+
+def record_plugin_pauses(plugin_ids: Iterable[str]) -> None:
+    if _state["server"] is None:
+        return
+    for plugin_id in plugin_ids:
+        PLUGIN_PAUSES.labels(plugin_id).inc()
+
+
+def record_sandbox_fault(plugin_id: str) -> None:
+    if _state["server"] is None:
+        return
+    SANDBOX_FAULTS.labels(plugin_id).inc()
 
 
 def record_hook_trace(trace: Iterable) -> None:

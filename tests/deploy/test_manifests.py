@@ -256,3 +256,47 @@ def test_the_pods_that_run_plugin_code_reach_only_their_peers_and_dns(base_resou
         "shared/security/policy.py has it call ['registry', 'store']",
         "NetworkPolicy: no Egress policy selects the scheduler service's pods, which run plugin code",
     ]
+
+
+OPS = deploy_check.OPS
+
+
+def test_an_image_not_pinned_by_digest_is_caught(base_resources):
+    resources = copy.deepcopy(base_resources)
+    assert OPS.image_problems(resources) == []
+    deployment(resources, "store")["spec"]["template"]["spec"]["initContainers"][0]["image"] = "postgres:17-alpine"
+    assert OPS.image_problems(resources) == [
+        "Deployment/covel-store: image postgres:17-alpine is not pinned by digest; write <image>@sha256:<digest>"]
+
+
+def test_what_a_turn_needs_stays_up_through_a_drain(base_resources):
+    resources = copy.deepcopy(base_resources)
+    assert OPS.disruption_problems(resources, base=True) == []
+    [budget] = [r for r in resources if r["kind"] == "PodDisruptionBudget" and r["metadata"]["name"] == "covel-gateway"]
+    budget["spec"] = {"maxUnavailable": 1, "selector": budget["spec"]["selector"]}
+    deployment(resources, "hooks")["spec"]["replicas"] = 1
+    [scaler] = [r for r in resources if r["kind"] == "HorizontalPodAutoscaler" and r["metadata"]["name"] == "covel-hooks"]
+    scaler["spec"]["minReplicas"] = 1
+    assert OPS.disruption_problems(resources, base=True) == [
+        "Deployment/covel-hooks: run two replicas or more (and an autoscaler minimum of two): a turn needs it",
+        "the gateway pods' PodDisruptionBudget must keep one up (minAvailable: 1): a turn needs them",
+    ]
+    # An overlay may run one replica (a laptop); its budget still keeps that one up.
+    assert OPS.disruption_problems(resources, base=False) == [
+        "the gateway pods' PodDisruptionBudget must keep one up (minAvailable: 1): a turn needs them"]
+
+
+def test_the_alert_rules_and_dashboard_are_checked(tmp_path):
+    assert OPS.monitoring_problems() == []
+    for name in ("alerts.yaml", "alerts.test.yaml", "grafana-dashboard.json"):
+        shutil.copy(OPS.MONITORING / name, tmp_path / name)
+    rules = (tmp_path / "alerts.yaml").read_text()
+    # A misspelt metric; an alert whose threshold no longer fires where its unit test expects it.
+    (tmp_path / "alerts.yaml").write_text(rules.replace("covel_detached_oldest_queued_seconds", "covel_detached_oldest_seconds"))
+    problems = OPS.monitoring_problems(tmp_path)
+    assert any(p.startswith("alerts.yaml CovelDetachedQueueStuck: covel_detached_oldest_seconds is no metric") for p in problems), problems
+    (tmp_path / "alerts.yaml").write_text(rules.replace("> 0.05", "> 0.5"))
+    [problem] = OPS.monitoring_problems(tmp_path)
+    assert problem.startswith("promtool test rules alerts.test.yaml: ") and "CovelTurnsFailing" in problem, problem
+    (tmp_path / "alerts.yaml").write_text(rules.replace("expr: max(covel_detached_jobs", "expr: max(covel_detached_jobs[", 1))
+    assert any(p.startswith("promtool check rules alerts.yaml: ") for p in OPS.monitoring_problems(tmp_path))

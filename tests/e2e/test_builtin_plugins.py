@@ -134,7 +134,9 @@ async def test_ten_turns_with_every_builtin_plugin(services) -> None:
             await asyncio.sleep(0.1)
         assert len(memories) == len(ACTIONS), sorted(memories)
         assert all(memory["kind"] == "event" and memory["text"].startswith("The player chose to") for memory in memories.values())
-        assert "You remember: The player chose to pick up the rusty key" in turns[-1].narrative, turns[-1].narrative
+        # (Each memory comes back once: the key's in the last turn, or in a turn before it once it was extracted.)
+        recalled = [turn.narrative for turn in turns[3:] if "You remember: The player chose to pick up the rusty key" in turn.narrative]
+        assert len(recalled) == 1, [turn.narrative for turn in turns]
 
 
 async def test_cost_gate_soft_cap_keeps_only_the_story_and_hard_cap_stops(services) -> None:

@@ -5,9 +5,10 @@ and the registry is not asked again while its catalogue does not change."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from bench.turn_costs import metrics_env, per_turn, snapshot
+from bench.turn_costs import Snapshot, metrics_env, per_turn, snapshot
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.in_process import unix_socket_addrs
 from covel_cli.launcher import ServiceGroup
@@ -97,3 +98,42 @@ async def test_plugin_data_read_last_turn_comes_with_the_lease(tmp_path: Path) -
             await play(stub, session.id, f"I walk on, {index}.")
         rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
     assert "store.ListPluginData" not in rpcs, rpcs
+
+
+async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path) -> None:
+    """watch-probe watches TurnStart, PreLLMCall, PostLLMResponse, TurnStop and PostStateCommit (observe=True): the
+    first four go in one DispatchObserved before the commit, PostStateCommit in one after the turn answered; the
+    narrator's own hook stays the turn's one Dispatch. Each turn's TurnStart watcher checks it heard every earlier
+    turn's commit (docs/hooks.md, "Events sent together")."""
+    env, ports = metrics_env()
+    async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["watch-probe"],
+                                                            approved_plugins=["watch-probe"]))).session
+        assert "watch-probe" in session.active_plugins
+        played = 0
+
+        async def observed_after(turns: int) -> Snapshot:
+            # A turn's PostStateCommit watchers are told after it answered: wait until the hooks service has them all.
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                taken = snapshot(group, ports)
+                if taken.rpcs[("hooks", "DispatchObserved")] >= 2 * turns or asyncio.get_running_loop().time() > deadline:
+                    return taken
+                await asyncio.sleep(0.05)
+
+        for index in range(2):
+            await play(stub, session.id, f"I wait, {index}.")
+        played += 2
+        before = await observed_after(played)
+        traces = []
+        for index in range(TURNS):
+            request = scheduler_pb2.SubmitActionsRequest(
+                session_id=session.id, actions=[resources_pb2.PlayerAction(kind="do", text=f"I walk on, {index}.")])
+            turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
+            traces.append([(entry.event, entry.status) for entry in turn.hook_trace if entry.handler_plugin_id == "watch-probe"])
+        played += TURNS
+        rpcs = per_turn(before, await observed_after(played), TURNS)["rpcs_per_turn"]
+    ok = resources_pb2.HOOK_STATUS_OK
+    assert traces == [[("TurnStart", ok), ("PreLLMCall", ok), ("PostLLMResponse", ok), ("TurnStop", ok)]] * TURNS, traces
+    assert rpcs["hooks.Dispatch"] == 1 and rpcs["hooks.DispatchObserved"] == 2, rpcs

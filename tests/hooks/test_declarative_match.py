@@ -3,6 +3,8 @@ bad one is told, and how the hooks service reports them so the scheduler can tes
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from covel.common.v1 import common_pb2
@@ -153,6 +155,62 @@ async def test_events_only_observers_take_are_sent_together_before_the_turn_stop
     await bus.dispatch(PreLLMCall([], "story", [], False, []), turn)  # guard takes it too: sent at once
     await bus.dispatch(TurnStop([], 0), turn)  # not one a watcher may hear late: sent at once
     assert hooks.dispatched == ["PreLLMCall", "TurnStop"] and hooks.observed == []
-    trace = await bus.flush_observed(turn.turn_id)
+    trace = await bus.flush_observed(turn)
     assert hooks.observed == [["PostLLMResponse"] * 3] and len(trace) == 3
-    assert await bus.flush_observed(turn.turn_id) == [] and hooks.observed == [["PostLLMResponse"] * 3]
+    assert await bus.flush_observed(turn) == [] and hooks.observed == [["PostLLMResponse"] * 3]
+
+
+async def test_turn_stop_goes_with_the_held_events_in_one_call() -> None:
+    from services.scheduler.hooks.bus import HookBus
+    from services.scheduler.hooks.payloads import PostLLMResponse, TurnStop
+    hooks = FakeHooks([hooks_pb2.Subscription(event="PostLLMResponse", plugin_ids=["cost"], observers=["cost"]),
+                       hooks_pb2.Subscription(event="TurnStop", plugin_ids=["cost", "audit"], observers=["cost"])])
+    bus = HookBus(hooks)  # type: ignore[arg-type]
+    turn = scope("cost", "audit")
+    await bus.dispatch(PostLLMResponse("", "stop", [], 0, 0, []), turn)
+    trace = await bus.stop(TurnStop([], 0), turn)
+    # TurnStop changes nothing whoever handles it (parallel, no guard, no replace): it needs no call of its own.
+    assert hooks.dispatched == [] and hooks.observed == [["PostLLMResponse", "TurnStop"]]
+    assert [entry.event for entry in trace] == ["PostLLMResponse", "TurnStop"]
+    assert await bus.stop(TurnStop([], 0), scope("nobody")) == [] and len(hooks.observed) == 1, "no taker: no call"
+
+
+class SlowObserved(FakeHooks):
+    """DispatchObserved answers only when `release` is set: a background send still in flight."""
+
+    def __init__(self, subscriptions) -> None:
+        super().__init__(subscriptions)
+        self.release = asyncio.Event()
+
+    async def DispatchObserved(self, request, timeout=None):
+        if all(event.event == "PostStateCommit" and event.context.plugin_id == "watched" for event in request.events):
+            await self.release.wait()
+        return await super().DispatchObserved(request, timeout)
+
+
+async def test_post_state_commit_events_go_in_one_call_and_watchers_hear_them_after_the_turn() -> None:
+    from services.scheduler.hooks.bus import HookBus
+    from services.scheduler.hooks.payloads import PostStateCommit, TurnStart
+    hooks = SlowObserved([
+        hooks_pb2.Subscription(event="PostStateCommit", plugin_ids=["audit", "ledger"], observers=["ledger"],
+                               matched=[hooks_pb2.PluginMatches(plugin_id="ledger", matches=[
+                                   match_to_proto(DeclarativeMatch.parse({"ctx.plugin_id": "watched"}))])]),
+        hooks_pb2.Subscription(event="TurnStart", plugin_ids=["audit"])])
+    bus = HookBus(hooks)  # type: ignore[arg-type]
+    turn = scope("audit", "ledger")
+
+    def committed(plugin_id: str) -> tuple[PostStateCommit, str, str]:
+        return PostStateCommit(store_pb2.Proposal(id=plugin_id, type="narrative.append", plugin_id=plugin_id)), plugin_id, plugin_id
+
+    # audit takes every proposal's event: both now, in one call; ledger watches only "watched"'s, so that one waits.
+    trace = await bus.committed([committed("narrator"), committed("other")], turn)
+    assert hooks.observed == [["PostStateCommit", "PostStateCommit"]] and len(trace) == 2
+    assert await bus.committed([committed("watched")], scope("ledger")) == [], "watchers only: nothing to wait for"
+    assert hooks.observed == [["PostStateCommit", "PostStateCommit"]]
+    # The session's next event waits for the watchers' call: they hear the session's events in order.
+    next_turn = asyncio.create_task(bus.dispatch(TurnStart("", [], []), turn))
+    await asyncio.sleep(0.05)
+    assert not next_turn.done() and hooks.dispatched == []
+    hooks.release.set()
+    await next_turn
+    assert hooks.observed[-1] == ["PostStateCommit"] and hooks.dispatched == ["TurnStart"]

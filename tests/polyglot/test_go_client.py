@@ -64,6 +64,12 @@ async def test_go_client_plays_two_turns_pages_and_reads_error_details(go_client
         env = {**os.environ, "EXCLUDED_PLUGINS": ",".join(non_story_core_plugin_ids())}
         result = await asyncio.to_thread(subprocess.run, [go_client, "--addr", group.addrs["scheduler"], *ACTIONS],
                                          capture_output=True, text=True, timeout=120, env=env)
+        # Without EXCLUDED_PLUGINS (unset, as a first run has it) the session keeps every core plugin.
+        bare = await asyncio.to_thread(subprocess.run, [go_client, "--addr", group.addrs["scheduler"], ACTIONS[0]],
+                                       capture_output=True, text=True, timeout=120,
+                                       env={k: v for k, v in os.environ.items() if k != "EXCLUDED_PLUGINS"})
+    assert bare.returncode == 0, bare.stderr
+    assert [turn["status"] for turn in json.loads(bare.stdout)["turns"]] == ["TURN_STATUS_COMMITTED"]
     assert result.returncode == 0, result.stderr
     played = json.loads(result.stdout)
     assert [turn["status"] for turn in played["turns"]] == ["TURN_STATUS_COMMITTED"] * 2

@@ -57,6 +57,8 @@ async def observed(tmp_path_factory):
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
             "OTEL_BSP_SCHEDULE_DELAY": "100",
             "COVEL_METRICS_PORT": str(base),
+            # telemetry-probe's TurnStop fails each turn: the second fault pauses it (covel_hook_plugin_pauses_total).
+            "COVEL_HOOKS_FAULT_THRESHOLD": "2",
         }
         group = ServiceGroup(free_port_addrs(), tmp_path_factory.mktemp("observed"), extra_env=env)
         try:
@@ -144,6 +146,7 @@ async def test_each_service_exposes_its_metrics(observed):
     assert metric_value(hooks, "covel_hook_handler_duration_seconds_count", plugin="telemetry-probe", event="TurnStart") == 2
     assert metric_value(hooks, "covel_hook_handler_failures_total", plugin="telemetry-probe", event="TurnStop", status="error") == 2
     assert metric_value(hooks, "covel_hook_handler_failures_total", event="TurnStart") == 0
+    assert metric_value(hooks, "covel_hook_plugin_pauses_total", plugin="telemetry-probe") == 1
     assert metric_value(hooks, "grpc_server_handled_total", grpc_method="Dispatch", grpc_code="OK") >= 4
 
     gateway = scrape(ports["gateway"])

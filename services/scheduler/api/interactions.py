@@ -51,7 +51,8 @@ class Interactions:
         asked = (await self._store.GetTurn(store_pb2.GetTurnRequest(session_id=request.session_id, turn_id=record.turn_id))).turn
         saved = next((r.suspension for r in asked.runtime_results if r.runtime_id == record.interaction.runtime_id and r.HasField("suspension")), None)
         if saved is None:
-            raise failed_precondition(f"interaction_id: the run that asked {request.interaction_id} left nothing to resume")
+            raise failed_precondition(f"interaction_id: the run that asked {request.interaction_id} left nothing to resume",
+                                      reason="INTERACTION_NOT_RESUMABLE", subject=f"interactions/{request.interaction_id}")
         resume = ResumeCall(record, Resume(from_struct(saved), from_struct(request.values)))
         turn_request = TurnRequest(request.session_id, request.idempotency_key, ResumeRun(validate_actions([action]), resume), origin="resume")
         async for event in self._streams.one_turn(turn_request):

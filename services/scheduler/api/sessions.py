@@ -34,9 +34,11 @@ class Sessions:
         require(request.session_id, "session_id", "the session to start over")
         previous = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         if previous.status != store_pb2.SESSION_STATUS_ACTIVE:
-            raise failed_precondition(f"session {previous.id} has ended; create a new session instead")
+            raise failed_precondition(f"session {previous.id} has ended; create a new session instead", reason="SESSION_ENDED",
+                                      subject=f"sessions/{previous.id}")
         if self._runner.running_turn(previous.id):
-            raise failed_precondition(f"session {previous.id} has a turn running; Cancel it first, then reset")
+            raise failed_precondition(f"session {previous.id} has a turn running; Cancel it first, then reset", reason="TURN_RUNNING",
+                                      subject=f"sessions/{previous.id}")
         # The successor keeps what the player chose: plugins, approvals, settings, language, world.
         created = await self._creation.create(scheduler_pb2.CreateSessionRequest(
             requested_plugins=list(previous.requested_plugins), excluded_plugins=list(previous.excluded_plugins),

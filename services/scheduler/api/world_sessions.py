@@ -87,7 +87,8 @@ def _loaded(world: registry_pb2.World) -> None:
     more = len(errors) - SHOWN_DIAGNOSTICS
     raise failed_precondition(
         f"world `{world.id}` failed to load, so no session starts in it: {shown}" + (f" (and {more} more)" if more > 0 else "")
-        + "; fix the world package (covel validate-world shows every problem) and reload the registry"
+        + "; fix the world package (covel validate-world shows every problem) and reload the registry",
+        reason="WORLD_FAILED", subject=f"worlds/{world.id}",
     )
 
 

@@ -16,7 +16,8 @@ from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler import outages
-from services.scheduler.hooks.payloads import HookPayload
+from services.scheduler.hooks.held_events import HeldEvents
+from services.scheduler.hooks.payloads import HookPayload, PostStateCommit, TurnStop
 from shared.hook_matches import match_from_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
@@ -32,8 +33,6 @@ SUBSCRIPTIONS_TTL_S = 5.0
 # Events an observer-only handler may receive later in the turn: those of its stages, before TurnStop flushes them.
 DEFERRABLE = frozenset({"TurnStart", "PreCompaction", "PostCompaction", "PreSchedule", "PreRuntime", "PostContextAssembly", "PreStep",
                         "PreLLMCall", "PostLLMResponse", "PostRuntime", "PreToolUse", "PostToolUse"})
-# As the hooks service takes at once (services/hooks/server.py MAX_OBSERVED_EVENTS).
-OBSERVED_PER_CALL = 256
 
 
 @dataclass
@@ -137,8 +136,8 @@ class HookBus:
         self._lock = asyncio.Lock()
         self._tools: dict[str, tuple[float, dict]] = {}
         self._read_only: dict[str, set[str]] = {}
-        # turn id -> events only observers take, sent at once by flush_observed (DispatchObserved).
-        self._observed: dict[str, list[hooks_pb2.DispatchRequest]] = {}
+        # Events sent together: a turn's held ones with its TurnStop, its PostStateCommit events (held_events.py).
+        self._held = HeldEvents(hooks.DispatchObserved)
         # Approved plugins this scheduler last asked its hooks service to load, and when (ensure_loaded).
         self._asked_to_load: dict[str, float] = {}
 
@@ -214,17 +213,37 @@ class HookBus:
         """Whether the tool is annotated readOnly (known once tools() was asked for the plugin)."""
         return name in self._read_only.get(plugin_id, set())
 
-    async def flush_observed(self, turn_id: str) -> list[common_pb2.HookTraceEntry]:
+    async def flush_observed(self, scope: ExecutionScope) -> list[common_pb2.HookTraceEntry]:
         """Send the turn's gathered observer-only events (one DispatchObserved call); their handlers' trace."""
-        gathered = self._observed.pop(turn_id, [])
-        trace: list[common_pb2.HookTraceEntry] = []
-        for start in range(0, len(gathered), OBSERVED_PER_CALL):
-            reply = await self._hooks.DispatchObserved(hooks_pb2.DispatchObservedRequest(events=gathered[start:start + OBSERVED_PER_CALL]))
-            trace.extend(reply.trace)
-        return trace
+        await self._held.settled(scope.session.id)
+        return await self._held.send_with(scope.turn_id)
 
     def drop_observed(self, turn_id: str) -> None:
-        self._observed.pop(turn_id, None)
+        self._held.drop(turn_id)
+
+    async def stop(self, record: TurnStop, scope: ExecutionScope) -> list[common_pb2.HookTraceEntry]:
+        """The turn's held events and its TurnStop in one DispatchObserved call: TurnStop's handlers change nothing
+        (parallel, no guard, no replace), so it needs no call of its own. The handlers' trace, in order."""
+        found = await self._request(record, scope, "", "")
+        await self._held.settled(scope.session.id)
+        return await self._held.send_with(scope.turn_id, *([found[0]] if found is not None else []))
+
+    async def committed(self, records: list[tuple[PostStateCommit, str, str]], scope: ExecutionScope) -> list[common_pb2.HookTraceEntry]:
+        """PostStateCommit of each committed proposal ((record, plugin id, runtime id)), in one call; the events only
+        watchers take go after the turn has answered (held_events.py). The trace of those sent now."""
+        now: list[hooks_pb2.DispatchRequest] = []
+        later: list[hooks_pb2.DispatchRequest] = []
+        for record, plugin_id, runtime_id in records:
+            found = await self._request(record, scope, plugin_id, runtime_id)
+            if found is not None:
+                (later if found[1] else now).append(found[0])
+        if not now:
+            self._held.send_after(scope.session.id, later)
+            return []
+        await self._held.settled(scope.session.id)
+        trace = await self._held.send(now)
+        self._held.send_after(scope.session.id, later)
+        return trace
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
                         writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None) -> str:
@@ -286,6 +305,18 @@ class HookBus:
         )
         return list(reply.answers)
 
+    async def _request(self, record: HookPayload, scope: ExecutionScope, plugin_id: str, runtime_id: str,
+                       payload: dict[str, Any] | None = None) -> tuple[hooks_pb2.DispatchRequest, bool] | None:
+        """The Dispatch request of `record` and whether only watchers take it; None when no active plugin would run a
+        handler for it."""
+        payload = record.wire() if payload is None else payload
+        listeners = (await self._subscriptions()).get(record.event, NO_LISTENERS)
+        takers = listeners.takers(scope, payload, plugin_id, runtime_id)
+        if not takers:
+            return None
+        request = hooks_pb2.DispatchRequest(event=record.event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload))
+        return request, listeners.observers.issuperset(takers)
+
     async def dispatch(
         self,
         record: HookPayload,
@@ -297,24 +328,20 @@ class HookBus:
     ) -> HookOutcome:
         """Run `record`'s event with its payload for the plugins that take it."""
         event, payload = record.event, record.wire()
-        listeners = (await self._subscriptions()).get(event, NO_LISTENERS)
-        takers = listeners.takers(scope, payload, plugin_id, runtime_id)
-        if not takers:
+        found = await self._request(record, scope, plugin_id, runtime_id, payload)
+        if found is None:
             return HookOutcome(False, "", payload, sent=payload)
-        request = hooks_pb2.DispatchRequest(event=event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload))
-        if event in DEFERRABLE and scope.turn_id and listeners.observers.issuperset(takers):
-            # Only watchers take it: it goes with the turn's others, at once, before the turn stops.
-            self._observed.setdefault(scope.turn_id, []).append(request)
+        request, watchers_only = found
+        if event in DEFERRABLE and scope.turn_id and watchers_only:
+            # Only watchers take it: it goes with the turn's others, at once, with TurnStop (stop).
+            self._held.hold(scope.turn_id, request)
             return HookOutcome(False, "", payload, sent=payload)
+        await self._held.settled(scope.session.id)
         reply = await self._hooks.Dispatch(request, timeout=timeout_s)
-        trace = list(reply.trace)
-        if runtime_id:
-            for entry in trace:
-                entry.runtime_id = runtime_id
         return HookOutcome(
             aborted=reply.outcome == hooks_pb2.OUTCOME_ABORT,
             reason=reply.reason,
             payload=from_struct(reply.payload),
-            trace=trace,
+            trace=list(reply.trace),  # each entry names the event's runtime (the hooks service sets it)
             sent=payload,
         )

@@ -113,13 +113,12 @@ class TurnCommit:
         return committed
 
     async def after(self, committed: store_pb2.Turn, kept: list[store_pb2.Proposal], scope: ExecutionScope) -> None:
-        """PostStateCommit for each proposal that landed; their trace joins the committed record (not the stream)."""
+        """PostStateCommit for each proposal that landed, in one call; their trace joins the committed record (not the stream);
+        watchers only hear them after the turn answered (hooks/held_events.py)."""
         committed_ids = landed(committed)
-        for proposal in kept:
-            if proposal.id not in committed_ids:
-                continue
-            post = await self._hooks.dispatch(PostStateCommit(proposal), scope, plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id)
-            committed.hook_trace.extend(post.trace)
+        records = [(PostStateCommit(proposal), proposal.plugin_id, proposal.runtime_id) for proposal in kept if proposal.id in committed_ids]
+        if records:
+            committed.hook_trace.extend(await self._hooks.committed(records, scope))
 
 
 DIMENSIONS_CONTRACT = "world.dimensions@1"

@@ -36,5 +36,6 @@ def check_retry(recorded: store_pb2.Turn, request: TurnRequest) -> None:
 def _reused_key(recorded: store_pb2.Turn, mismatch: str) -> ServiceError:
     return failed_precondition(
         f"idempotency_key was already used by turn {recorded.id} and {mismatch}; "
-        "send the same request to retry it, or use a new key for a new request"
+        "send the same request to retry it, or use a new key for a new request",
+        reason="IDEMPOTENCY_KEY_REUSED", subject=f"turns/{recorded.id}",
     )

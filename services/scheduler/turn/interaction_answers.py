@@ -106,7 +106,8 @@ async def _not_open(interaction_id: str, where: str, list_all: ListAll) -> None:
 def not_open(interaction_id: str, where: str, record: store_pb2.InteractionRecord | None) -> ServiceError:
     """NOT_FOUND for an interaction the session never asked, FAILED_PRECONDITION for one answered already."""
     if record is not None:
-        return failed_precondition(f"{where}: the interaction {interaction_id} was answered already (turn {record.answered_turn_id})")
+        return failed_precondition(f"{where}: the interaction {interaction_id} was answered already (turn {record.answered_turn_id})",
+                                   reason="INTERACTION_ANSWERED", subject=f"interactions/{interaction_id}")
     return not_found(f"{where}: this session has no interaction {interaction_id!r} (ListInteractions lists the open ones)",
                      "covel.scheduler.v1.Interaction", interaction_id, reason="INTERACTION_NOT_FOUND")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import grpc
 
@@ -15,9 +16,14 @@ from shared.errors import PASSING_CODES
 from shared.logs import get_logger
 
 log = get_logger(component="turn_runner")
-# How often the lease holder asks the store for Cancel / Interject sent to another replica.
-SIGNAL_POLL_S = 0.25
 RELEASE_TIMEOUT_S = 2.0
+T = TypeVar("T")
+
+
+async def _whole(call: Awaitable[T]) -> T:
+    """A poller's RPC, run to its end even when the turn's end cancels the poller: its client span ends and is
+    exported with the server's, so the turn's trace has both spans of the hop; the poller itself stops at once."""
+    return await asyncio.shield(call)
 
 
 class LeaseKeeper:
@@ -60,12 +66,12 @@ class LeaseKeeper:
         while True:
             await asyncio.sleep(pause)
             try:
-                await self._store.RenewTurnLease(
+                await _whole(self._store.RenewTurnLease(
                     store_pb2.RenewTurnLeaseRequest(
                         session_id=lease.session_id, lease_id=lease.lease_id, ttl_ms=self._settings.scheduler_lease_ttl_ms
                     ),
                     timeout=interval,  # per call: a renewal late by one interval is no use
-                )
+                ))
                 pause = interval
             except grpc.aio.AioRpcError as error:
                 log.warning("lease.renew_failed", session_id=lease.session_id, code=error.code().name)
@@ -111,10 +117,10 @@ class LeaseKeeper:
         """Cancel and Interject that reached another scheduler replica: the store keeps them for this
         lease's holder (SignalTurn), which takes them here and applies them as if asked directly."""
         while True:
-            await asyncio.sleep(SIGNAL_POLL_S)
+            await asyncio.sleep(self._settings.scheduler_signal_poll_ms / 1000)
             try:
-                reply = await self._store.TakeTurnSignals(
-                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id))
+                reply = await _whole(self._store.TakeTurnSignals(
+                    store_pb2.TakeTurnSignalsRequest(session_id=lease.session_id, lease_id=lease.lease_id)))
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:
                     return  # the lease is gone: so is the turn's chance to be signalled here

@@ -64,7 +64,8 @@ def named_runtime(runtime_id: str, *, detached: bool, runtimes: list[Runtime], m
     if runtime_id:
         gated = next((unavailable[p.id] for p in sitting for r in p.runtimes if r.runtime_id == runtime_id), None)
         if gated is not None:
-            raise failed_precondition(f"runtime {runtime_id} does not run now: {unavailable_reason(gated)}")
+            raise failed_precondition(f"runtime {runtime_id} does not run now: {unavailable_reason(gated)}",
+                                      reason="RUNTIME_NOT_RUNNABLE", subject=f"runtimes/{runtime_id}")
     if detached:
         return _detached_runtime(runtimes, runtime_id)
     return _manual_runtime(runtimes, manifests, runtime_id) if runtime_id else None
@@ -88,5 +89,6 @@ def _detached_runtime(runtimes: list[Runtime], runtime_id: str) -> Runtime:
     """The runtime a detached job names, if its plugin still runs in the session."""
     runtime = next((r for r in runtimes if r.runtime_id == runtime_id), None)
     if runtime is None:
-        raise failed_precondition(f"runtime {runtime_id} of this detached job is no longer in the session's runnable plugins")
+        raise failed_precondition(f"runtime {runtime_id} of this detached job is no longer in the session's runnable plugins",
+                                  reason="RUNTIME_NOT_RUNNABLE", subject=f"runtimes/{runtime_id}")
     return runtime

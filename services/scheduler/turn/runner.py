@@ -284,7 +284,7 @@ class TurnRunner:
         await self._announce(stream, plugins, lease.logical_turn, not isinstance(request.work, PlayerTurn))
         aborted = await self._start_hooks(request, plugins, stream)
         if aborted is not None:
-            await stream.record(await self._hooks.flush_observed(turn.id))
+            await stream.record(await self._hooks.flush_observed(plugins.scope))
             return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
         selected = [] if isinstance(request.work, ActionRun) else await self._schedule(plugins, session, lease.logical_turn, stream,
                                                                                       bool(read.world and read.world.dimensions))
@@ -456,11 +456,9 @@ class TurnRunner:
 
     # -- phase: stop hooks --
     async def _stop_hooks(self, scope: ExecutionScope, stream: TurnStream, started: float) -> str:
-        """The turn's observer-only events, then TurnStop; then why the turn fails ("" when it goes on to commit)."""
-        await stream.record(await self._hooks.flush_observed(scope.turn_id))
+        """The turn's observer-only events with TurnStop (one call); then why the turn fails ("" when it goes on to commit)."""
         results = stream.turn.runtime_results
-        stop = await self._hooks.dispatch(TurnStop(results, int((time.monotonic() - started) * 1000)), scope)
-        await stream.record(stop.trace)
+        await stream.record(await self._hooks.stop(TurnStop(results, int((time.monotonic() - started) * 1000)), scope))
         return story_failure(results)
 
     # -- phase: commit --

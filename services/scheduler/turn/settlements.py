@@ -68,7 +68,8 @@ def blocked(receipts: list[store_pb2.DimensionSettlement]) -> ServiceError:
     return failed_precondition(
         f"the world's dimensions are not settled after {listed}{more}; the next action waits for them. Call "
         f"ResolveSettlement(session_id, source_turn_id={first.source_turn_id!r}, runtime_id={first.runtime_id!r}) with "
-        "resolution 'retry' to run the maintainer again, or 'handled' / 'skipped' to close it as it is")
+        "resolution 'retry' to run the maintainer again, or 'handled' / 'skipped' to close it as it is",
+        reason="SETTLEMENT_OPEN", subject=f"settlements/{first.source_turn_id}/{first.runtime_id}")
 
 
 def check_resolution(resolution: str) -> None:
@@ -79,7 +80,8 @@ def check_resolution(resolution: str) -> None:
 def find_receipt(receipts: Iterable[store_pb2.DimensionSettlement], source_turn_id: str, runtime_id: str) -> store_pb2.DimensionSettlement:
     found = next((r for r in receipts if r.source_turn_id == source_turn_id and r.runtime_id == runtime_id), None)
     if found is None:
-        raise not_found(f"no settlement receipt of turn {source_turn_id} by {runtime_id} in this session (ListSettlements shows them)")
+        raise not_found(f"no settlement receipt of turn {source_turn_id} by {runtime_id} in this session (ListSettlements shows them)",
+                        "covel.scheduler.v1.DimensionSettlement", f"{source_turn_id}/{runtime_id}", reason="SETTLEMENT_NOT_FOUND")
     return found
 
 

@@ -52,7 +52,9 @@ func main() {
 	if token := os.Getenv("COVEL_API_TOKEN"); token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	}
-	created, err := client.CreateSession(ctx, &schedulerv1.CreateSessionRequest{ExcludedPlugins: strings.Split(os.Getenv("EXCLUDED_PLUGINS"), ",")})
+	// EXCLUDED_PLUGINS: plugin ids separated by commas; unset or empty excludes none.
+	created, err := client.CreateSession(ctx, &schedulerv1.CreateSessionRequest{ExcludedPlugins: strings.FieldsFunc(os.Getenv("EXCLUDED_PLUGINS"),
+		func(r rune) bool { return r == ',' })})
 	if err != nil {
 		fail(err)
 	}

@@ -65,8 +65,13 @@ def _earlier_player_texts(call: Call) -> tuple[str, ...]:
     return tuple(texts[:-1])
 
 
-def _remembered(call: Call) -> str:
-    """The best memory-search hit this call's conversation got back, if any (the story recalls it)."""
+def _told(call: Call) -> str:
+    """What the story already told in this conversation (the assistant's earlier messages)."""
+    return "\n".join(m.content for m in call.messages if m.role == "assistant" and m.content)
+
+
+def _remembered(call: Call) -> list[str]:
+    """The memory-search hits this call's conversation got back, best first (the story recalls one)."""
     for message in reversed(call.messages):
         if message.role != "tool":
             continue
@@ -75,9 +80,9 @@ def _remembered(call: Call) -> str:
         except json.JSONDecodeError:
             continue
         hits = (result.get("data") or {}).get("results") if isinstance(result, dict) and result.get("ok") else None
-        if isinstance(hits, list) and hits and isinstance(hits[0], dict) and isinstance(hits[0].get("text"), str):
-            return hits[0]["text"]
-    return ""
+        if isinstance(hits, list) and hits:
+            return [hit["text"] for hit in hits if isinstance(hit, dict) and isinstance(hit.get("text"), str)]
+    return []
 
 
 def automatic_reply(call: Call) -> Reply:
@@ -100,7 +105,7 @@ def automatic_reply(call: Call) -> Reply:
             structured = structured_reply(response_format.name, response_format.schema, call.messages, call.last_user_text(), seed)
             if is_story_schema(response_format.name, response_format.schema):
                 value = write_story(call.last_user_text(), seed, _earlier_player_texts(call), system_text(call.messages),
-                                    remembered=_remembered(call))
+                                    remembered=_remembered(call), told=_told(call))
             elif structured is not None:
                 value = structured
             else:

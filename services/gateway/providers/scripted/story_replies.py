@@ -14,6 +14,15 @@ from typing import Any
 
 from services.gateway.chat import Message, Tool
 from services.gateway.providers.scripted import plugin_writers
+from services.gateway.providers.scripted.prose import (
+    FIRST_PERSON,
+    is_intention,
+    is_speech,
+    recollection,
+    rotating,
+    second_person,
+    spoken,
+)
 
 NARRATIVE_ENGINE = "narrative-engine@2"
 NARRATIVE_ENGINE_ID = "covel:contract:narrative-engine@2"
@@ -34,6 +43,16 @@ CHARACTERS = (
     ("Brother Anselm", "a soft-spoken monk"),
     ("Kestrel", "a quick-eyed courier"),
 )
+# Details that fit any place: used when the world names its own scene, so the story does not import another one's.
+AMBIENT = (
+    "the lamps burn low and voices murmur nearby",
+    "somewhere a door creaks and footsteps pass",
+    "the air is still, as if the place were listening",
+    "a draught stirs the dust and then is gone",
+    "the light shifts, and shadows settle into the corners",
+    "a distant sound carries in and fades",
+    "someone laughs quietly and then thinks better of it",
+)
 MOODS = ("curious", "tense", "warm", "mysterious", "hopeful", "wistful")
 OPENINGS = (
     "You decide to {action}.",
@@ -42,21 +61,37 @@ OPENINGS = (
     "You {action}, and for a moment everything is still.",
 )
 CONSEQUENCES = (
-    "In {scene}, {detail}. Your choice does not go unnoticed.",
-    "Around you, {detail}. Something in {scene} seems to shift in answer.",
+    "In {scene}, {detail}, and your choice does not go unnoticed.",
+    "Around you, {detail}; something in {scene} seems to shift in answer.",
     "The moment settles over {scene}; {detail}.",
     "A hush falls across {scene} while {detail}.",
+    "Nobody in {scene} says a word at first; {detail}.",
+    "For a breath {scene} holds still, and {detail}.",
 )
 LINES = (
     "Well now. Not many would {action_short}. I hope you know what you are doing.",
     "If you mean to {action_short}, you had better hear what I saw last night.",
     "Careful. The last traveller who tried to {action_short} never came back the same.",
     "Ha! I was wondering when someone would {action_short}. Come, I will show you.",
+    "So you would {action_short}. Then listen before you start.",
+    "Go on and {action_short}, if you must. I will be here when it is done.",
 )
 ACTIONS = (
     "{name} glances toward the door, then back at you, weighing something unsaid.",
     "{name} sets down a cup and leans in, voice dropping low.",
     "{name} folds a worn map and slides it across to you.",
+    "{name} watches you for a long moment, saying nothing.",
+    "{name} taps the table twice, thinking.",
+    "{name} looks past you, toward the window and the dark beyond it.",
+)
+# A character's answer to a line the player says.
+REPLIES = (
+    "Hm. Say that again, slower, and tell me why it matters to you.",
+    "You are not the first to ask me that tonight.",
+    "Keep your voice down. Not everyone here is a friend.",
+    "Fair words. Let us see whether they hold.",
+    "That is kindly said. Most who pass through here say nothing at all.",
+    "Ask what you came to ask; the night is not getting any younger.",
 )
 OPENING_SCENES = (
     "The story begins in {scene}, where {detail}.",
@@ -67,7 +102,6 @@ OPENING_LINES = (
     "Traveller! You arrived just in time. Something strange is happening here.",
 )
 
-_FIRST_PERSON = re.compile(r"^(i|i'll|i will|i want to|i try to|let me|let's)\s+", re.IGNORECASE)
 
 
 def is_story_schema(name: str, schema: dict[str, Any] | None) -> bool:
@@ -81,9 +115,7 @@ def is_story_schema(name: str, schema: dict[str, Any] | None) -> bool:
 def _action(player_text: str) -> str:
     """The player's message as a verb phrase in second person: "I open the door." -> "open the door"."""
     text = " ".join(player_text.split())
-    text = _FIRST_PERSON.sub("", text).rstrip(" .!?。！？")
-    text = re.sub(r"\b(my)\b", "your", text, flags=re.IGNORECASE)
-    text = re.sub(r"\b(me)\b", "you", text, flags=re.IGNORECASE)
+    text = second_person(FIRST_PERSON.sub("", text).rstrip(" .!?。！？"))
     if len(text) > 160:
         text = text[:157].rstrip() + "..."
     if text and text[0].isupper() and not text[:2].isupper():
@@ -104,24 +136,21 @@ _INNER_I = re.compile(r"\bI\b")
 def _second_person_sentence(player_text: str) -> str | None:
     """"At dusk I climb the path." -> "At dusk you climb the path."; None when the text starts with "I"."""
     text = " ".join(player_text.split()).rstrip(" .!?")
-    if _FIRST_PERSON.match(text) or not _INNER_I.search(text):
+    if FIRST_PERSON.match(text) or not _INNER_I.search(text):
         return None
-    text = re.sub(r"\bI'm\b", "you're", text)
-    text = re.sub(r"\bI am\b", "you are", text)
-    text = _INNER_I.sub("you", text)
-    text = re.sub(r"\bmy\b", "your", text, flags=re.IGNORECASE)
-    text = re.sub(r"\bme\b", "you", text, flags=re.IGNORECASE)
+    text = second_person(text)
     return text[0].upper() + text[1:] + "."
 
 
 def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ...] = (), system: str = "",
-                remembered: str = "") -> dict[str, Any]:
+                remembered: Sequence[str] = (), told: str = "") -> dict[str, Any]:
     """A narrative-engine@2 reply of 2-5 segments that answers `player_text`.
 
     The scene and its character stay the same for a whole session (chosen from the session's
     first player message), and a later turn recalls the previous action, so the story reads
     as one story and shows that the history reached the model. A memory-search hit
-    (`remembered`) is recalled instead, so a found memory shows in the story.
+    (`remembered`, best first) is recalled instead, so a found memory shows in the story, once (`told`: what
+    the story already said).
     """
     inputs = runtime_inputs(system)
     opening = _input_value(inputs, "opening")
@@ -132,21 +161,28 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
     setting = random.Random(earlier_player_texts[0] if earlier_player_texts else player_text)
     scene, detail = setting.choice(SCENES)
     name, _role = setting.choice(world_cast(system) or CHARACTERS)
+    # Session-stable start, one step a turn: no template (nor detail) repeats from one turn to the next.
+    base, turn = setting.randrange(997), len(earlier_player_texts)
     if world_scene(system):
         scene = world_scene(system)
         scene = scene[0].lower() + scene[1:] if scene[:4] in ("The ", "A ", "An ") else scene
+        detail = rotating(AMBIENT, base, turn)  # the world's own place: no detail of another scene
     action = _action(player_text)
     segments: list[dict[str, str]] = []
     sentence = _second_person_sentence(player_text)
-    if action and action.isascii():
-        opening = sentence or rng.choice(OPENINGS).format(action=action)
-        segments.append({"kind": "narration", "text": opening})
-        segments.append({"kind": "narration", "text": rng.choice(CONSEQUENCES).format(scene=scene, detail=detail)})
+    consequence = rotating(CONSEQUENCES, base, turn).format(scene=scene, detail=detail)
+    if action and is_speech(player_text):
+        segments.append({"kind": "narration", "text": spoken(player_text)})
+        segments.append({"kind": "narration", "text": consequence})
+        segments.append({"kind": "dialogue", "speaker": name, "text": rotating(REPLIES, base, turn)})
+    elif action and action.isascii():
+        segments.append({"kind": "narration", "text": sentence or rotating(OPENINGS, base, turn).format(action=action)})
+        segments.append({"kind": "narration", "text": consequence})
         short = action if len(action) <= 60 and sentence is None else "do that"
-        segments.append({"kind": "dialogue", "speaker": name, "text": rng.choice(LINES).format(action_short=short)})
+        segments.append({"kind": "dialogue", "speaker": name, "text": rotating(LINES, base, turn).format(action_short=short)})
     elif action:
         segments.append({"kind": "narration", "text": f"You act: \u201c{action}\u201d"})
-        segments.append({"kind": "narration", "text": rng.choice(CONSEQUENCES).format(scene=scene, detail=detail)})
+        segments.append({"kind": "narration", "text": consequence})
         segments.append({"kind": "dialogue", "speaker": name, "text": "Interesting. Go on, then; I am watching."})
     else:
         segments.append({"kind": "narration", "text": rng.choice(OPENING_SCENES).format(scene=scene, detail=detail)})
@@ -159,12 +195,15 @@ def write_story(player_text: str, seed: str, earlier_player_texts: tuple[str, ..
         segments.insert(1, {"kind": "narration", "text": verdict})
     staged = staged_events(inputs)
     earlier = _action(earlier_player_texts[-1]) if earlier_player_texts else ""
-    if remembered.strip():
-        segments.insert(1, {"kind": "narration", "text": f"You remember: {remembered.strip()}"})
-    elif earlier and earlier.isascii():
-        segments.insert(1, {"kind": "narration", "text": rng.choice(RECALLS).format(earlier=earlier)})
+    # The best memory-search hit the story has not recalled yet (`told`): a memory comes back once.
+    recalled = next((line for line in (recollection(hit, english=player_text.isascii()) for hit in remembered if hit.strip())
+                     if line and line not in told), "")
+    if recalled:
+        segments.insert(1, {"kind": "narration", "text": recalled})
+    elif earlier and earlier.isascii() and not is_speech(earlier_player_texts[-1]):
+        segments.insert(1, {"kind": "narration", "text": rotating(RECALLS, base, turn).format(earlier=earlier)})
     if rng.random() < 0.5:
-        segments.append({"kind": "action", "speaker": name, "text": rng.choice(ACTIONS).format(name=name)})
+        segments.append({"kind": "action", "speaker": name, "text": rotating(ACTIONS, base, turn).format(name=name)})
     # A fired story event happens in this scene, as the plan stages it (else its cue), before the rest is cut.
     segments[1:1] = [{"kind": "narration", "text": text} for text in staged]
     # Capitalise the first letter of every segment.
@@ -317,12 +356,14 @@ def write_inventory_changes(player_text: str, system: str) -> dict[str, Any]:
         phrase = phrase.strip().lower().rstrip("s")
         return next((name for name in carried.values() if phrase and (phrase in name.lower() or name.lower().rstrip("s") in phrase)), None)
 
-    for phrase in _GAIN.findall(player_text):
-        name = phrase.strip()
+    for match in _GAIN.finditer(player_text):
+        if is_intention(player_text, match.start()):
+            continue  # "I will find the missing boats": nothing is found yet
+        name = match.group(1).strip()
         if len(changes) < 4 and name.lower() not in ("it", "them", "a look", "look", "a breath", "breath", "a seat", "seat"):
             changes.append({"item": owned(name) or name, "delta": 1, "reason": f"the player took the {name}"})
-    for phrase in _LOSE.findall(player_text):
-        name = owned(phrase)
+    for match in _LOSE.finditer(player_text):
+        name = None if is_intention(player_text, match.start()) else owned(match.group(1))
         if name and len(changes) < 6:
             changes.append({"item": name, "delta": -1, "reason": f"the player parted with the {name}"})
     for phrase in _EQUIP.findall(player_text):

@@ -1,0 +1,7 @@
+"""Covel's public API (covel.scheduler.v1) for Python: `Client` (asyncio, with the kernel's retry rules),
+`CovelError` (a failed call's google.rpc details decoded) and the generated messages under `covel_client.v1`."""
+
+from covel_client.client import Client
+from covel_client.errors import CovelError
+
+__all__ = ["Client", "CovelError"]
