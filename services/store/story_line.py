@@ -212,7 +212,7 @@ def branch(db: Session, session_id: str, turn_id: str, request_id: str, owner: s
     db.add(copy)
     db.flush()
     turn_ids = _copy_line(db, source.id, copy, line_of(db, session_id, head.id))
-    checkpoints.restore(db, copy, state, turn_ids)
+    checkpoints.restore(db, copy, state, turn_ids, source_session_id=source.id)
     copy.head_turn_id = turn_ids[head.id]
     db.flush()
     _note_move(db, session_id, request_id, "branch", turn_id, copy.id)
