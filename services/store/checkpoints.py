@@ -1,13 +1,14 @@
 """A session's state as a committed turn left it, kept with the turn (turn_checkpoints), and put back.
 
-What a checkpoint holds is everything a turn's commit may change and the next turn reads: plugin data, the
+What a checkpoint holds is everything a turn's commit may change and the next turn reads: plugin data (by writer:
+the rows this turn wrote, and every row's key with the turn that last wrote it, whose checkpoint holds its value), the
 world model (character schema, characters, dimensions), the lorebook, exports, hook state, settlement
 receipts, interactions, and the session's counters (player turns and messages, phase, setup progress). What
 it leaves out: the log and the turns (story_line.py hides the messages of turns off the line instead), the
 detached job queue (story_line.py supersedes the jobs of turns off the line), and memory-search's vectors (an
 index by content hash: a vector of a record that is gone is never a candidate again).
 
-Rows travel as JSON, made by the database (to_jsonb / json_object): their columns by name, times as ISO text,
+Rows travel as JSON, made by the database (jsonb_build_object / json_object): their columns by name, times as ISO text,
 without the session id and the tables' autoincrement ids (a restore writes them into any session: the same one,
 or a branch).
 """
@@ -49,6 +50,11 @@ TURN_COLUMNS = frozenset({"turn_id", "resolved_turn_id", "answered_turn_id", "so
 # The session's own columns a turn's commit changes and a checkpoint keeps.
 SESSION_COLUMNS = ("completed_player_turns", "player_messages", "phase", "setup_runtimes")
 CHECKPOINTS = cast(Table, TurnCheckpointRow.__table__)
+# Plugin data is kept by writer: a checkpoint holds the rows its turn wrote, and the index of every row's key and the turn
+# that last wrote it (None: the session's start), whose checkpoint holds its value (restore finds it there).
+PLUGIN_DATA = cast(Table, PluginDataRow.__table__).name
+INDEX = "plugin_data_index"
+INDEX_COLUMNS = ("plugin_id", "namespace", "key", "turn_id")
 _CHECKPOINT_OF = select(CHECKPOINTS.c.state).where(CHECKPOINTS.c.turn_id == bindparam("b_turn"))
 
 
@@ -66,26 +72,38 @@ def record(db: Session, session: SessionRow, turn_id: str) -> None:
     turned into JSON by the database itself (a commit's statements do not grow with the session's state)."""
     connection = db.connection()
     counters = json.dumps({name: getattr(session, name) for name in SESSION_COLUMNS})
-    connection.execute(_record_statement(connection.dialect.name), {"b_turn": turn_id, "b_session": session.id, "b_counters": counters})
+    # The session's start (keyed by its id) keeps the rows no turn wrote (its world's data).
+    writer = "" if turn_id == session.id else turn_id
+    connection.execute(_record_statement(connection.dialect.name),
+                       {"b_turn": turn_id, "b_session": session.id, "b_counters": counters, "b_writer": writer})
 
 
 @functools.cache
 def _record_statement(dialect: str) -> TextClause:
     postgres = dialect == "postgresql"
     parts = []
+    session_id = "CAST(:b_session AS varchar)" if postgres else ":b_session"
     for table in _TABLES:
-        if postgres:
-            dropped = "".join(f" - '{name}'" for name in (column.name for column in table.columns) if name not in _KEPT[table.name])
-            rows = f"(SELECT coalesce(jsonb_agg(to_jsonb(t){dropped}), '[]'::jsonb) FROM {table.name} t WHERE t.session_id = CAST(:b_session AS varchar))"
-        else:
-            fields = ", ".join(f"'{name}', {_sqlite_value(table, name)}" for name in _KEPT[table.name])
-            rows = f"(SELECT coalesce(json_group_array(json_object({fields})), json('[]')) FROM {table.name} WHERE session_id = :b_session)"
-        parts.append(f"'{table.name}', {rows}")
+        where = f"session_id = {session_id}"
+        if table.name == PLUGIN_DATA:
+            # Plugin data, the big one: the rows this turn wrote in full, every row's key and writer in the index.
+            where += " AND coalesce(turn_id, '') = " + ("CAST(:b_writer AS varchar)" if postgres else ":b_writer")
+            parts.append(f"'{INDEX}', {_rows(table, INDEX_COLUMNS, f'session_id = {session_id}', postgres)}")
+        parts.append(f"'{table.name}', {_rows(table, _KEPT[table.name], where, postgres)}")
     counters = "CAST(:b_counters AS jsonb)" if postgres else "json(:b_counters)"
     build = "jsonb_build_object" if postgres else "json_object"
     session = "CAST(:b_session AS varchar)" if postgres else ":b_session"
     return text(f"INSERT INTO turn_checkpoints (turn_id, session_id, state) VALUES (:b_turn, {session}, "
                 f"{build}('session', {counters}, {', '.join(parts)}))")
+
+
+def _rows(table: Table, columns: list[str] | tuple[str, ...], where: str, postgres: bool) -> str:
+    """A subquery: the table's rows that match `where`, as a JSON array of objects of `columns`."""
+    if postgres:
+        fields = ", ".join(f"'{name}', {name}" for name in columns)
+        return f"(SELECT coalesce(jsonb_agg(jsonb_build_object({fields})), '[]'::jsonb) FROM {table.name} WHERE {where})"
+    fields = ", ".join(f"'{name}', {_sqlite_value(table, name)}" for name in columns)
+    return f"(SELECT coalesce(json_group_array(json_object({fields})), json('[]')) FROM {table.name} WHERE {where})"
 
 
 def _sqlite_value(table: Table, name: str) -> str:
@@ -99,18 +117,36 @@ def state_of(db: Session, turn_id: str) -> dict[str, Any] | None:
     return None if found is None else cast(dict[str, Any], found.state)
 
 
-def restore(db: Session, session: SessionRow, state: Mapping[str, Any], turn_ids: Mapping[str, str] | None = None) -> None:
+def restore(db: Session, session: SessionRow, state: Mapping[str, Any], turn_ids: Mapping[str, str] | None = None,
+            source_session_id: str = "") -> None:
     """Put a checkpoint's state into `session` (its rows replaced; its counters set on the row, for the caller to
-    write). `turn_ids` maps the turn ids the rows name to the ids they take (a branch's copies)."""
+    write). `turn_ids` maps the turn ids the rows name to the ids they take (a branch's copies); the checkpoints its
+    plugin data index names are those of `source_session_id` (default: `session`)."""
     connection = db.connection()
+    held = {**state, PLUGIN_DATA: _indexed_rows(db, state, source_session_id or session.id)}
     for table in _TABLES:
         connection.execute(table.delete().where(table.c.session_id == session.id))
-        rows = [_row_for(table.name, row, session.id, turn_ids or {}) for row in state.get(table.name, [])]
+        rows = [_row_for(table.name, row, session.id, turn_ids or {}) for row in held.get(table.name, [])]
         if rows:
             connection.execute(table.insert(), rows)
     for name, value in state.get("session", {}).items():
         if name in SESSION_COLUMNS:
             setattr(session, name, value)
+
+
+def _indexed_rows(db: Session, state: Mapping[str, Any], session_id: str) -> list[dict[str, Any]]:
+    """The plugin data rows of a checkpoint: each indexed key's value from the checkpoint of the turn that wrote it."""
+    index = state.get(INDEX, [])
+    writers = {entry["turn_id"] or session_id for entry in index}
+    found = db.connection().execute(select(CHECKPOINTS.c.turn_id, CHECKPOINTS.c.state).where(CHECKPOINTS.c.turn_id.in_(writers))).all()
+    written = {(writer, row["plugin_id"], row["namespace"], row["key"]): row for writer, held in found for row in held.get(PLUGIN_DATA, [])}
+    rows = []
+    for entry in index:
+        row = written.get((entry["turn_id"] or session_id, entry["plugin_id"], entry["namespace"], entry["key"]))
+        if row is None:
+            raise RuntimeError(f"checkpoint of turn {entry['turn_id']} lacks plugin data {entry['plugin_id']}/{entry['namespace']}/{entry['key']}")
+        rows.append(row)
+    return rows
 
 
 def _row_for(table: str, row: Mapping[str, Any], session_id: str, turn_ids: Mapping[str, str]) -> dict[str, Any]:

@@ -46,6 +46,8 @@ _JOBS = cast(Table, DetachedJobRow.__table__)
 _MOVES = cast(Table, StoryMoveRow.__table__)
 _EVENTS = cast(Table, TurnEventRow.__table__)
 _LINE_COLUMNS = ("head_turn_id", *checkpoints.SESSION_COLUMNS, "updated_at")
+# What walking the line reads of each turn (not its results and traces).
+_LINE_FIELDS = tuple(_TURNS.c[name] for name in ("id", "parent_turn_id", "version_of", "origin", "status", "record_seq", "off_line"))
 # The turns a retry runs again and whose versions a player chooses among.
 STORY_ORIGINS = ("player", "continuation")
 
@@ -63,7 +65,7 @@ def _refused(reason: str, turn_id: str, message: str) -> ServiceError:
 
 def line_of(db: Session, session_id: str, head_turn_id: str | None) -> list[Any]:
     """The committed turns of the line that ends at `head_turn_id`, first to last."""
-    rows = {row.id: row for row in db.connection().execute(select(_TURNS).where(_TURNS.c.session_id == session_id)).all()}
+    rows = {row.id: row for row in db.connection().execute(select(*_LINE_FIELDS).where(_TURNS.c.session_id == session_id)).all()}
     line: list[Any] = []
     current = rows.get(head_turn_id or "")
     while current is not None:
@@ -210,7 +212,7 @@ def branch(db: Session, session_id: str, turn_id: str, request_id: str, owner: s
     db.add(copy)
     db.flush()
     turn_ids = _copy_line(db, source.id, copy, line_of(db, session_id, head.id))
-    checkpoints.restore(db, copy, state, turn_ids)
+    checkpoints.restore(db, copy, state, turn_ids, source_session_id=source.id)
     copy.head_turn_id = turn_ids[head.id]
     db.flush()
     _note_move(db, session_id, request_id, "branch", turn_id, copy.id)
@@ -229,7 +231,8 @@ def _copy_line(db: Session, source_id: str, copy: SessionRow, line: list[Any]) -
     start = checkpoints.state_of(db, source_id)
     if start is not None:
         connection.execute(checkpoints.CHECKPOINTS.insert(), {"turn_id": copy.id, "session_id": copy.id, "state": _remapped(start, turn_ids)})
-    for seq, row in enumerate(line, start=1):
+    full = {row.id: row for row in connection.execute(select(_TURNS).where(_TURNS.c.id.in_(list(turn_ids)))).all()}
+    for seq, row in enumerate((full[light.id] for light in line), start=1):
         values = {**row._mapping, "id": turn_ids[row.id], "session_id": copy.id, "record_seq": seq, "idempotency_key": None,
                   "parent_turn_id": turn_ids.get(row.parent_turn_id or ""), "version_of": None, "off_line": False,
                   "source_turn_id": turn_ids.get(row.source_turn_id or "", row.source_turn_id)}

@@ -148,6 +148,8 @@ async def test_a_branch_copies_the_line_up_to_the_turn_with_its_state(stub):
     assert (branch.completed_player_turns, branch.recorded_turns) == (1, 1)
     assert await _mood(stub, branch.id) == "calm"
     assert await _log(stub, branch.id) == ["One."]
+    copied = (await stub.ListTurns(store_pb2.ListTurnsRequest(session_id=branch.id))).turns
+    assert [(turn.narrative, turn.player_message, turn.id != first.id) for turn in copied] == [("One.", "say One.", True)]
     # The source goes on as it was; the branch plays on from turn 1 and can rewind to its own copy of it.
     assert await _mood(stub, session.id) == "tense"
     assert (await stub.BranchSession(request)).session.id == branch.id
@@ -238,3 +240,40 @@ async def test_a_retry_takes_the_follow_ups_of_the_last_players_turn_off_the_lin
     assert turns[background.id].off_line and turns[second.id].off_line and not turns[retried.id].off_line
     await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=second.id, move="version"))
     assert await _mood(stub, session.id) == "tense", "the version's own state, without its follow-up's"
+
+
+async def test_plugin_data_comes_back_from_the_turn_that_wrote_it(stub):
+    """A checkpoint keeps the plugin data its turn wrote and every key's writer: a key the world wrote, one an early turn
+    wrote and a later one left alone, and one a later turn deleted all come back as the rewound-to turn left them."""
+    world = store_pb2.SessionWorld(writer="world:w", plugin_data=[store_pb2.PluginDataEntry(plugin_id="memory", namespace="lore", key="bells",
+                                                                          value=to_value({"text": "The bells ring."}))])
+    session = (await stub.CreateSession(store_pb2.CreateSessionRequest(session=store_pb2.Session(world_id="w", title="t"), world=world))).session
+
+    async def turn(*proposals) -> store_pb2.Turn:
+        lease = (await acquire(stub, session.id)).lease
+        reply = await commit(stub, lease, turn_for(lease, runtime_results=[story_result(), story_result("recorder", "memory")]),
+                             [story_proposal("On."), *proposals])
+        assert reply.turn.status == store_pb2.TURN_STATUS_COMMITTED, reply.turn.abort_reason
+        return reply.turn
+
+    async def data() -> dict:
+        entries = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=session.id, plugin_id="memory"))).entries
+        return {(e.namespace, e.key): (from_struct(e.value.struct_value) if e.value.HasField("struct_value") else e.value.string_value)
+                for e in entries}
+
+    first = await turn(data_proposal("notes", "door", "red"), data_proposal("mood", "now", "calm"))
+    second = await turn(data_proposal("mood", "now", "tense"))
+    delete = proposal("plugin.data.delete", {"namespace": "notes", "key": "door"}, plugin_id="memory", runtime_id="recorder")
+    await turn(delete, data_proposal("mood", "now", "grim"))
+    assert await data() == {("lore", "bells"): {"text": "The bells ring."}, ("mood", "now"): "grim"}
+
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=second.id, move="rewind"))
+    assert await data() == {("lore", "bells"): {"text": "The bells ring."}, ("notes", "door"): "red", ("mood", "now"): "tense"}
+    branch = (await stub.BranchSession(store_pb2.BranchSessionRequest(session_id=session.id, turn_id=first.id))).session
+    branched = (await stub.ListPluginData(store_pb2.ListPluginDataRequest(session_id=branch.id, plugin_id="memory"))).entries
+    assert sorted((e.namespace, e.key) for e in branched) == [("lore", "bells"), ("mood", "now"), ("notes", "door")]
+    # The first turn again: on the state the session started with, its world's data alone.
+    await stub.SetSessionHead(store_pb2.SetSessionHeadRequest(session_id=session.id, turn_id=first.id, move="rewind"))
+    lease = (await acquire(stub, session.id, retry_turn_id=first.id)).lease
+    assert await data() == {("lore", "bells"): {"text": "The bells ring."}}
+    await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=lease.lease_id))
