@@ -441,11 +441,8 @@ class TurnSignalRow(Base):
     taken_at: Mapped[datetime | None]
 
 
-# --- 0017: hook handlers' session state (ctx.state), shared by every hooks replica ---
-
-
 class HookStateRow(Base):
-    """One key of a plugin's hook state in a session (services/store/hook_state.py)."""
+    """0017: one key of a plugin's hook state in a session (ctx.state, shared by every hooks replica; hook_state.py)."""
 
     __tablename__ = "hook_state"
 
@@ -456,11 +453,8 @@ class HookStateRow(Base):
     updated_at: Mapped[datetime]
 
 
-# --- 0018: memory-search's vector index ---
-
-
 class MemoryVectorRow(Base):
-    """A searchable record's embedding by one model (services/store/memory_vectors.py)."""
+    """0018, memory-search's vector index: a searchable record's embedding by one model (memory_vectors.py)."""
 
     __tablename__ = "memory_vectors"
 
@@ -475,12 +469,9 @@ class MemoryVectorRow(Base):
     updated_at: Mapped[datetime]
 
 
-# --- 0021: the story's moves (services/store/story_line.py) ---
-
-
 class TurnCheckpointRow(Base):
-    """The session's state as a committed turn left it (services/store/checkpoints.py): what a rewind, a chosen
-    version or a branch restores. Keyed by the turn's id, or by the session's for the state it started with."""
+    """0021, the story's moves (story_line.py): the session's state as a committed turn left it (checkpoints.py): what
+    a rewind, a chosen version or a branch restores. Keyed by the turn's id, or by the session's for its first state."""
 
     __tablename__ = "turn_checkpoints"
 
