@@ -40,6 +40,8 @@ REASONS: dict[str, Reason] = {
     "RUNTIME_NOT_FOUND": _not_found("covel.scheduler.v1.Runtime", "RunManual named a runtime none of the session's plugins has"),
     "RUNTIME_NOT_MANUAL": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `runtimes/<id>`)",
                                  "RunManual named a runtime not triggered manually (schedule.trigger.type: manual)"),
+    "PAYLOAD_INVALID": Reason(grpc.StatusCode.INVALID_ARGUMENT, "BadRequest (field `payload`); metadata `runtime_id`",
+                              "RunManual's payload does not match the runtime's io.payloadSchema: the message names each mismatch"),
     "SESSION_ENDED": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",
                             "the session has ended; no more turns run in it"),
     "NO_RUNNING_TURN": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",

@@ -194,6 +194,15 @@ def runtime_inputs_block(inputs: dict[str, Any]) -> str:
     return f"<runtime-inputs>\n{body}\n</runtime-inputs>"
 
 
+def runtime_activation_block(activation: dict[str, Any] | None) -> str:
+    """What started a manual or event runtime, as the model reads it: the manual payload, or {events} of an event
+    follower ({topic, payload, source} each), bookkeeping fields removed. Nothing for a runtime the turn scheduled."""
+    if not activation:
+        return ""
+    body = json.dumps(model_facing(activation), ensure_ascii=False, indent=1)
+    return f"<runtime-activation>\n{body}\n</runtime-activation>"
+
+
 def assemble(
     runtime: Runtime,
     locale: str,
@@ -208,10 +217,12 @@ def assemble(
     include_summaries: bool = True,
     world_values: dict[str, Any] | None = None,
     execution_story: str = "",
+    activation: dict[str, Any] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`.
     `execution_story`: the story this execution told already (a runtime after the story): it follows the player's
-    input as an assistant message, and an input bound to it reads a pointer to that message."""
+    input as an assistant message, and an input bound to it reads a pointer to that message. `activation`: the payload
+    that started a manual or event runtime (<runtime-activation>, after the inputs)."""
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
     # agent:bootstrap handlers changed the files: they stand where the runtime's prompt stands.
@@ -220,7 +231,8 @@ def assemble(
     system_prompt = "\n\n".join(
         part
         for part in (framework_preamble(runtime, locale, story), *prompt_parts, *system_segments,
-                     runtime_inputs_block(story_pointers(inputs or {}, execution_story)), *(self_data or []))
+                     runtime_inputs_block(story_pointers(inputs or {}, execution_story)),
+                     runtime_activation_block(activation), *(self_data or []))
         if part
     )
 

@@ -159,6 +159,7 @@ class AgentExecution:
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments, world_values=template_values(run.world), resume=resume,
             execution_story="" if story or nested else execution_story(run.proposals),
+            activation=runtime_scope.activation,
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)

@@ -100,6 +100,7 @@ async def run_agent(
     world_values: dict[str, Any] | None = None,
     resume: Resume | None = None,
     execution_story: str = "",
+    activation: dict[str, Any] | None = None,
 ) -> RuntimeOutcome:
     """One agent execution: context assembly, then steps until an answer, a completion or a failure.
     `resume`: a suspended run goes on from its saved conversation, the answer as its suspend call's result."""
@@ -112,6 +113,7 @@ async def run_agent(
     loop.extra_segments = list(extra_segments or [])
     loop.world_values = world_values or {}
     loop.execution_story = execution_story
+    loop.activation = dict(activation or {})
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
     if resume is not None:
@@ -155,6 +157,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.world_values: dict[str, Any] = {}
         # The story this execution told already (a runtime after the story reads it as a message).
         self.execution_story = ""
+        # The payload that started a manual or event runtime (<runtime-activation>).
+        self.activation: dict[str, Any] = {}
         # What the model sees and may call: set by prepare().
         self.system_prompt = ""
         self.messages: list[dict[str, Any]] = []
@@ -195,7 +199,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         include_summaries = window.include_summaries if window.include_summaries is not None else not windowed
         self.system_prompt, self.messages = assemble(
             runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
-            include_summaries, self.world_values, self.execution_story)
+            include_summaries, self.world_values, self.execution_story, self.activation)
 
     async def _post_context_assembly(self) -> None:
         # The character the main seat plays now (a session may have several player characters).

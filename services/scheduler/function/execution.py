@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from covel.gateway.v1 import gateway_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.activation_payloads import payload_problem
 from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
 from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
@@ -285,6 +286,9 @@ class FunctionExecution:
         manifest = target.manifest
         if manifest.schedule.subagent_only:
             raise LookupError(f"recursive_call({runtime_id!r}): a subagentOnly runtime runs through ctx.agents.run")
+        problem = payload_problem(target, package, call.runtime_scope.activation)
+        if problem is not None:
+            raise ValueError(f"recursive_call({runtime_id!r}): the input {problem}")
         # An execution of its own: hooks tell it from its parent's and from other nested runs (HookContext.execution_id).
         scope = scope.execution(new_id())
         # The nested execution binds from its own upstream only (none): not the parent turn's results.
