@@ -21,6 +21,7 @@ from shared.plugin_sdk.http_client import PluginHttpClient
 from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
+from shared.plugin_sdk.world_preview import WorldPreview
 from shared.sandbox.operations import Operation
 
 if TYPE_CHECKING:
@@ -135,12 +136,22 @@ class World:
 
     NAMES = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
     NOTED = ("characterSchema", "characters")
-    __slots__ = ("_note", "_noted", "_values")
+    __slots__ = ("_note", "_noted", "_preview", "_values")
 
     def __init__(self, data: Mapping[str, Any], note: Any = None) -> None:
         object.__setattr__(self, "_values", {name: freeze(data.get(name)) for name in self.NAMES})
+        object.__setattr__(self, "_preview", WorldPreview.of(dict(data)))
         object.__setattr__(self, "_note", note)
         object.__setattr__(self, "_noted", set())
+
+    def buffer(self, type: str, payload: Any) -> None:
+        """The handler's own world proposal (the host applies it to its view too): later reads see it."""
+        preview = object.__getattribute__(self, "_preview")
+        changed = preview.apply(type, payload)
+        if changed:
+            current = {"characterSchema": preview.character_schema, "characters": preview.character_list(),
+                       "dimensions": preview.dimensions}
+            object.__getattribute__(self, "_values")[changed] = freeze(current[changed])
 
     def __getattr__(self, name: str) -> Any:
         values = object.__getattribute__(self, "_values")
@@ -196,6 +207,8 @@ class SandboxFunctionContext:
     def propose(self, type: str, payload: Any) -> None:
         check_proposal(type, payload)
         self._server.note(self._call, "propose", type, json_copy(payload))
+        if self.world is not None:
+            self.world.buffer(type, payload)
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         check_topic(topic)

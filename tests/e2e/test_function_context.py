@@ -53,6 +53,9 @@ async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) ->
     assert result.status == resources_pb2.RUNTIME_STATUS_SUCCESS, result.reason
     output = from_struct(result.output)
     assert output["characters"] == ["Mira"] and output["schemaTypes"] == ["npc"]
+    assert output["afterPropose"] == ["Mira", "Tam"], "ctx.world sees the run's own buffered proposal"
+    assert output["sameUntilProposed"], "reading again gives the same object until the run proposes"
+    assert output["worldRecord"] is None, "a session without a world has no world record"
     assert output["frozen"], "ctx.world and what it holds are read-only"
     assert output["session"] == {"phase": "playing", "completed": 0, "locale": "en"}
     calls = output["calls"]

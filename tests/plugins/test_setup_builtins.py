@@ -38,7 +38,7 @@ def world(*, schema: dict | None = SCHEMA, characters: dict | None = None, dimen
         found.dimensions.append(store_pb2.Dimension(id=dimension_id, name=dimension_id, schema=to_struct(schema_of), value=to_value(value),
                                                     version=version))
     seats = [store_pb2.Seat(id="main", role="player", character_id=seat_character, character_ids=[seat_character])] if seat_character else []
-    return WorldView(found, seats=seats, world_id=world_id)
+    return WorldView(found, seats=seats, world_record={"id": world_id} if world_id else None)
 
 
 def with_world(context, view: WorldView, *, answer: dict | None = None, locale: str = "en"):

@@ -57,3 +57,16 @@ def test_seats_are_the_sessions_frozen_with_the_character_each_plays() -> None:
                                 {"id": "gm", "role": "director", "currentCharacterId": None, "characterIds": []}]
     with pytest.raises(TypeError):
         view.seats[0]["currentCharacterId"] = "bram"  # type: ignore[index]
+
+
+def test_the_runs_own_world_proposals_show_in_later_reads() -> None:
+    """ctx.propose of an in-process handler (function/runtime.py) buffers into its view: the next read sees it."""
+    world = WorldView(WORLD)
+    first = world.characters
+    assert world.characters is first, "the same object until the run buffers a world proposal"
+    world.buffer("plugin.data", {"namespace": "n", "key": "k", "value": 1})
+    assert world.characters is first, "plugin data changes nothing of the world"
+    world.buffer("character.upsert", {"characterId": "npc-c", "expectedVersion": 0, "character": {"name": "Cy"}})
+    world.buffer("dimension.update", {"updates": [{"id": "weather", "value": "fog", "expectedVersion": 1}]})
+    assert [c["name"] for c in world.characters] == ["Ada", "Cy"] and world.dimensions["weather"]["value"] == "fog"
+    assert [c["name"] for c in first] == ["Ada"], "what was read before stays as it was"

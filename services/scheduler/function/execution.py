@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from covel.gateway.v1 import gateway_pb2_grpc
+from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.activation_payloads import payload_problem
@@ -35,6 +36,7 @@ from services.scheduler.function.services import (
     ToolsView,
     WorldView,
 )
+from services.scheduler.function.world_record import read_world_record
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.kinds import RuntimeType, Visibility
 from shared.ids import new_id
@@ -112,8 +114,11 @@ def _input_gate(bindings: Mapping[str, Any], bound: Mapping[str, Any], rejected:
 class FunctionExecution:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
                  plugin_data: PluginDataViews, agents: NestedAgents | None = None, hooks: HookBus | None = None,
-                 gateway: gateway_pb2_grpc.LlmGatewayStub | None = None, stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
+                 gateway: gateway_pb2_grpc.LlmGatewayStub | None = None, stall_resend_min_s: float = STALL_RESEND_MIN_S,
+                 registry: registry_pb2_grpc.PluginRegistryStub | None = None) -> None:
         self._store = store
+        # ctx.world.worldRecord is the registry's record of the session's world.
+        self._registry = registry
         self._stall_resend_min_s = stall_resend_min_s
         self._running = running
         self._plugin_data = plugin_data
@@ -192,7 +197,7 @@ class FunctionExecution:
     async def world_view(self, scope: ExecutionScope, shared: TurnShared) -> WorldView:
         """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
         return WorldView(await self._committed_world(scope, shared), [p for p in shared.proposals if p.type in WORLD_PROPOSALS],
-                         scope.session.seats, world_id=scope.session.world_id)
+                         scope.session.seats, world_record=await read_world_record(self._registry, scope, shared))
 
     async def _committed_world(self, scope: ExecutionScope, shared: TurnShared) -> store_pb2.GetWorldResponse:
         world = shared.world
@@ -306,7 +311,7 @@ class FunctionExecution:
         parent_context = call.parent_context
         # A nested run does not inherit its parent's upstream: it reads the committed world.
         world = WorldView(await self._committed_world(scope, call.runtime_scope.turn), seats=scope.session.seats,
-                          world_id=scope.session.world_id)
+                          world_record=await read_world_record(self._registry, scope, call.runtime_scope.turn))
         context = self.context(target, scope, call.runtime_scope, player_message, manifest, call.depth + 1, inputs=inputs, world=world)
         # Plugin data: committed values and its own writes. A nested execution sees only the upstream
         # of its own execution (none): not its parent's upstream runtimes (spec: 执行内的插件数据可见性).

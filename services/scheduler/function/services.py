@@ -23,6 +23,7 @@ from services.scheduler.kinds import ProposalType
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
+from shared.plugin_sdk.world_preview import WorldPreview
 from shared.structs import from_struct, from_value, to_struct
 
 # Spec (Function 的工具和超时): a silent model call is given up at half the time left, at least 60 s
@@ -42,52 +43,48 @@ def stall_resend_wait(remaining_s: float, floor_s: float = STALL_RESEND_MIN_S) -
 
 class WorldView:
     """ctx.world: the committed world model as the turn found it, plus the valid world proposals of
-    upstream runtimes that finished before this one (an in-execution preview, not committed values).
-    Everything is frozen: copy before changing (`shared.plugin_sdk.thaw`)."""
+    upstream runtimes that finished before this one and the run's own as it buffers them (an in-execution
+    preview, not committed values). Everything is frozen: copy before changing (`shared.plugin_sdk.thaw`);
+    reading again returns the same objects until the run buffers a world proposal."""
 
-    __slots__ = ("_characterSchema", "_characters", "_reads", "dimensions", "producers", "seats", "worldRecord")
+    __slots__ = ("_characterSchema", "_characters", "_preview", "_reads", "dimensions", "producers", "seats", "worldRecord")
+    _characterSchema: Any
+    _characters: Any
+    _preview: WorldPreview
+    dimensions: Any
 
     def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = (),
-                 seats: Iterable[store_pb2.Seat] = (), world_id: str = "") -> None:
+                 seats: Iterable[store_pb2.Seat] = (), world_record: Mapping[str, Any] | None = None) -> None:
         # characters / characterSchema -> the upstream runtimes whose proposals show in them: a reader depends on them.
         producers: dict[str, set[str]] = {"characters": set(), "characterSchema": set()}
-        schema = from_struct(world.character_schema) if world.HasField("character_schema") else None
-        characters = {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters}
-        dimensions = {
-            d.id: {"name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value),
-                   "version": d.version}
-            for d in world.dimensions
-        }
+        preview = WorldPreview(
+            from_struct(world.character_schema) if world.HasField("character_schema") else None,
+            {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters},
+            {d.id: {"name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value),
+                    "version": d.version} for d in world.dimensions})
         for proposal in upstream:
-            payload = from_struct(proposal.payload)
-            if proposal.type == "character.schema.set":
-                schema = {"types": payload.get("types") or [], "attributes": payload.get("attributes") or {}}
-                producers["characterSchema"].add(proposal.runtime_id)
-            elif proposal.type == "character.upsert" and isinstance(payload.get("character"), dict):
-                producers["characters"].add(proposal.runtime_id)
-                character_id = str(payload.get("characterId") or "")
-                version = characters.get(character_id, {}).get("version", 0) + 1
-                characters[character_id] = {**payload["character"], "id": character_id, "version": version}
-            elif proposal.type == "dimension.initialize":
-                for item in payload.get("dimensions") or []:
-                    if isinstance(item, dict) and item.get("id") and item["id"] not in dimensions:
-                        dimensions[item["id"]] = {"name": item.get("name", ""), "description": item.get("description", ""),
-                                                  "schema": item.get("schema"), "value": item.get("value"), "version": 1}
-            elif proposal.type == ProposalType.DIMENSION_UPDATE:
-                for item in payload.get("updates") or []:
-                    if isinstance(item, dict) and item.get("id") in dimensions:
-                        current = dimensions[item["id"]]
-                        dimensions[item["id"]] = {**current, "value": item.get("value"), "version": current["version"] + 1}
-        self._characterSchema = freeze(schema)
-        self._characters = freeze(sorted(characters.values(), key=lambda c: c["id"]))
+            changed = preview.apply(proposal.type, from_struct(proposal.payload))
+            if changed in producers:
+                producers[changed].add(proposal.runtime_id)
+        object.__setattr__(self, "_preview", preview)
         self.producers = producers
         self._reads: set[str] | None = None
-        self.dimensions = freeze(dimensions)
+        self._refresh()
         # The session's seats as the turn found them (a switch takes effect next turn).
         self.seats = freeze([{"id": seat.id, "role": seat.role, "currentCharacterId": seat.character_id or None,
                               "characterIds": list(seat.character_ids)} for seat in seats])
-        # The session's world ({id}; None for a session without a world): the package's own record stays in the registry.
-        self.worldRecord = freeze({"id": world_id}) if world_id else None
+        # The session's world as the registry holds it (services/scheduler/function/world_record.py); None without a world.
+        self.worldRecord = freeze(dict(world_record)) if world_record is not None else None
+
+    def _refresh(self) -> None:
+        object.__setattr__(self, "_characterSchema", freeze(self._preview.character_schema))
+        object.__setattr__(self, "_characters", freeze(self._preview.character_list()))
+        object.__setattr__(self, "dimensions", freeze(self._preview.dimensions))
+
+    def buffer(self, type: str, payload: Any) -> None:
+        """The run's own world proposal, as it buffers it: later reads see it."""
+        if self._preview.apply(type, payload):
+            self._refresh()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if hasattr(self, name):
