@@ -6,8 +6,11 @@ the sandbox worker, which imports nothing of the scheduler."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from shared.plugin_sdk.frozen import freeze
 
 SCHEMA_SET = "character.schema.set"
 CHARACTER_UPSERT = "character.upsert"
@@ -58,3 +61,42 @@ class WorldPreview:
                     self.dimensions[item["id"]] = {**current, "value": copy.deepcopy(item.get("value")), "version": current["version"] + 1}
             return "dimensions"
         return ""
+
+
+class FrozenWorld:
+    """ctx.world of a sandboxed handler, a tool's or an action's context.world: frozen, as the scheduler's WorldView;
+    changing it raises TypeError. `note(name)` hears the first read of characters or characterSchema (a handler's
+    read dependencies on upstream proposals); `buffer` shows the caller's own proposals in later reads."""
+
+    NAMES = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
+    NOTED = ("characterSchema", "characters")
+    __slots__ = ("_note", "_noted", "_preview", "_values")
+
+    def __init__(self, data: Mapping[str, Any], note: Any = None) -> None:
+        object.__setattr__(self, "_values", {name: freeze(data.get(name)) for name in self.NAMES})
+        object.__setattr__(self, "_preview", WorldPreview.of(dict(data)))
+        object.__setattr__(self, "_note", note)
+        object.__setattr__(self, "_noted", set())
+
+    def buffer(self, type: str, payload: Any) -> None:
+        """The handler's own world proposal (the host applies it to its view too): later reads see it."""
+        preview = object.__getattribute__(self, "_preview")
+        changed = preview.apply(type, payload)
+        if changed:
+            current = {"characterSchema": preview.character_schema, "characters": preview.character_list(),
+                       "dimensions": preview.dimensions}
+            object.__getattribute__(self, "_values")[changed] = freeze(current[changed])
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"ctx.world has no {name}; it has {', '.join(self.NAMES)}")
+        noted = object.__getattribute__(self, "_noted")
+        note = object.__getattribute__(self, "_note")
+        if name in self.NOTED and name not in noted and note is not None:
+            noted.add(name)
+            note(name)
+        return values[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")

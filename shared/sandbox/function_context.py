@@ -21,7 +21,7 @@ from shared.plugin_sdk.http_client import PluginHttpClient
 from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
-from shared.plugin_sdk.world_preview import WorldPreview
+from shared.plugin_sdk.world_preview import FrozenWorld as World
 from shared.sandbox.operations import Operation
 
 if TYPE_CHECKING:
@@ -128,44 +128,6 @@ class Progress(_Remote):
 
     async def finish(self, job_id: str, status: str = "succeeded", label: str = "") -> None:
         await self._host("finish", job_id, status, label)
-
-
-class World:
-    """ctx.world: frozen, as the host's WorldView; changing it raises TypeError. Reading characters or
-    characterSchema is noted to the host (the reader's read dependencies on upstream proposals)."""
-
-    NAMES = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
-    NOTED = ("characterSchema", "characters")
-    __slots__ = ("_note", "_noted", "_preview", "_values")
-
-    def __init__(self, data: Mapping[str, Any], note: Any = None) -> None:
-        object.__setattr__(self, "_values", {name: freeze(data.get(name)) for name in self.NAMES})
-        object.__setattr__(self, "_preview", WorldPreview.of(dict(data)))
-        object.__setattr__(self, "_note", note)
-        object.__setattr__(self, "_noted", set())
-
-    def buffer(self, type: str, payload: Any) -> None:
-        """The handler's own world proposal (the host applies it to its view too): later reads see it."""
-        preview = object.__getattribute__(self, "_preview")
-        changed = preview.apply(type, payload)
-        if changed:
-            current = {"characterSchema": preview.character_schema, "characters": preview.character_list(),
-                       "dimensions": preview.dimensions}
-            object.__getattribute__(self, "_values")[changed] = freeze(current[changed])
-
-    def __getattr__(self, name: str) -> Any:
-        values = object.__getattribute__(self, "_values")
-        if name not in values:
-            raise AttributeError(f"ctx.world has no {name}; it has {', '.join(self.NAMES)}")
-        noted = object.__getattribute__(self, "_noted")
-        note = object.__getattribute__(self, "_note")
-        if name in self.NOTED and name not in noted and note is not None:
-            noted.add(name)
-            note(name)
-        return values[name]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
 
 
 class SandboxFunctionContext:

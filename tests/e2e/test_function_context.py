@@ -64,7 +64,18 @@ async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) ->
     assert calls["blocked"]["ok"] is False and "ctx-probe refuses" in json.dumps(calls["blocked"])
     assert calls["annotate"] == {"ok": True, "data": {"annotated": True}}, "PostToolUse rewrote the result"
     assert output["unauthorized"] == "unauthorized", "only function.tools may be called"
+    surveyed = output["surveyed"]["data"]
+    assert 1 <= surveyed.pop("roll") <= 6, "a tool's context.random draws as ctx.random does"
+    assert surveyed == {"phase": "playing", "locale": "en", "characters": ["Mira", "Tam"], "worldRecord": None}, (
+        "a tool's context.store.get_session() and context.world: the caller's view, its own proposal included")
     assert output["text"] == "the memory slot answers", "ctx.gateway used function.model's slot"
     assert output["answer"] == {"mood": "calm"}
+    async with open_channel(scripted.addrs["scheduler"]) as channel:
+        invoked = await scheduler_pb2_grpc.SchedulerStub(channel).InvokeAction(scheduler_pb2.InvokeActionRequest(
+            session_id=session.id, plugin_id="ctx-probe", action="survey"))
+    action = json.loads(invoked.result_json)
+    assert 1 <= action.pop("roll") <= 6
+    assert action == {"phase": "playing", "locale": "en", "characters": ["Mira", "Tam"], "worldRecord": None}, (
+        "an action's context: the committed world (Tam committed with the turn) and the session view")
     traced = [(e.event, e.runtime_id) for e in turn.hook_trace]
     assert ("PreToolUse", "ctx-probe/worker") in traced and ("PostToolUse", "ctx-probe/worker") in traced

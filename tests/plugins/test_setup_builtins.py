@@ -10,7 +10,7 @@ from types import MappingProxyType
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.function.services import WorldView
+from services.scheduler.execution.world_view import WorldView
 from shared.structs import to_struct, to_value
 from tests.plugins.test_builtin_plugins import PLUGINS, ctx, run
 

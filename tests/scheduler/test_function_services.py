@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.function.services import WorldView
+from services.scheduler.execution.world_view import WorldView
 from shared.plugin_sdk import thaw
 from shared.structs import to_struct, to_value
 

@@ -59,6 +59,7 @@ from services.scheduler.execution.subagents import (
     subagent_limits,
 )
 from services.scheduler.execution.turn_shared import TurnShared
+from services.scheduler.execution.world_view import world_view
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.kinds import ProposalType
 from services.scheduler.peers import Peers
@@ -112,6 +113,15 @@ class AgentExecution:
             return await self._plugin_data.as_run_sees(run, scope.session.id, plugin_id, mine)
 
         tools.plugin_data = own_data
+
+        async def tool_world() -> dict[str, Any]:
+            # The run's ctx.world (a nested run's: the committed world), with what its tools proposed so far.
+            view = await world_view(self._peers.store, self._peers.registry, scope, run, upstream=not nested)
+            for write in tools.tool_writes:
+                view.buffer(write["type"], write["payload"])
+            return view.as_data()
+
+        tools.world = tool_world
         topics = _story_topics(run) if story else list(package.event_topics)
         if topics:
             add_emit_event(tools, topics)

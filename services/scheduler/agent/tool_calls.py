@@ -84,10 +84,10 @@ async def execute(call: dict[str, Any], runtime: Runtime, scope: ExecutionScope,
             "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
     if call["name"] in kernel_tools:
         return await kernel_tools.call(call)
-    if kernel_tools.plugin_data is None:
-        return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
+    plugin_data = await kernel_tools.plugin_data(runtime.plugin_id) if kernel_tools.plugin_data is not None else None
+    world = await kernel_tools.world() if kernel_tools.world is not None else None
     return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes,
-                                 plugin_data=await kernel_tools.plugin_data(runtime.plugin_id))
+                                 plugin_data=plugin_data, world=world)
 
 
 class ToolSteps:

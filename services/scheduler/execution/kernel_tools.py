@@ -66,6 +66,8 @@ class KernelTools:
     # A plugin's own data as this run sees it (its own tool writes included), handed to the plugin's tools
     # and services it calls (ToolContext.get_plugin_data); None: they get none.
     plugin_data: Callable[[str], Awaitable[dict[str, dict[str, Any]]]] | None = None
+    # The calling run's ctx.world as plain values, for its plugin tools' context.world; None: they get none.
+    world: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     def note_shown(self, data: dict[str, Any]) -> None:
         """A plugin tool's result: its interactions, notifications and ui become the run's (checked; a malformed

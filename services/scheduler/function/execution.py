@@ -26,17 +26,10 @@ from services.scheduler.execution.subagents import Subagents
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.execution.world_context import POINT as WORLD_CONTEXT
 from services.scheduler.execution.world_context import world_context
+from services.scheduler.execution.world_view import WorldView, world_view
 from services.scheduler.function.runtime import FunctionContext, FunctionOutcome
 from services.scheduler.function.sandboxed import prewarm_function_pool, run_function
-from services.scheduler.function.services import (
-    STALL_RESEND_MIN_S,
-    WORLD_PROPOSALS,
-    GatewayView,
-    StoreView,
-    ToolsView,
-    WorldView,
-)
-from services.scheduler.function.world_record import read_world_record
+from services.scheduler.function.services import STALL_RESEND_MIN_S, GatewayView, StoreView, ToolsView
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.kinds import RuntimeType, Visibility
 from shared.ids import new_id
@@ -194,18 +187,10 @@ class FunctionExecution:
                                 check=checker, rejected=rejected)
         return bound, _input_gate(bindings, bound, rejected, committed_specs, nested, runtime_scope)
 
-    async def world_view(self, scope: ExecutionScope, shared: TurnShared) -> WorldView:
-        """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
-        return WorldView(await self._committed_world(scope, shared), [p for p in shared.proposals if p.type in WORLD_PROPOSALS],
-                         scope.session.seats, world_record=await read_world_record(self._registry, scope, shared))
-
-    async def _committed_world(self, scope: ExecutionScope, shared: TurnShared) -> store_pb2.GetWorldResponse:
-        world = shared.world
-        if world is None:
-            read: store_pb2.GetWorldResponse = await shared.read_once(
-                "world", lambda: self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id)))
-            world = shared.world = read
-        return world
+    async def world_view(self, scope: ExecutionScope, shared: TurnShared, *, upstream: bool = True) -> WorldView:
+        """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes
+        (none for a nested run: it reads the committed world)."""
+        return await world_view(self._store, self._registry, scope, shared, upstream=upstream)
 
     def context(
         self, runtime: Runtime, scope: ExecutionScope, runtime_scope: RuntimeScope, player_message: str, manifest: CompiledManifest,
@@ -251,7 +236,8 @@ class FunctionExecution:
         context.store = StoreView(self._store, session.id, context.plugin_data)
         if self._hooks is not None:
             context.services = ServicesView(self._hooks, scope, runtime, shared.packages)
-            context.tools = ToolsView(runtime, scope, self._hooks, manifest.function.tools if manifest.function else [], context.trace)
+            context.tools = ToolsView(runtime, scope, self._hooks, manifest.function.tools if manifest.function else [], context.trace,
+                                      world=lambda: world.as_data() if isinstance(world, WorldView) else None)
         if self._gateway is not None:
             context.gateway = GatewayView(self._gateway, runtime, scope, manifest.gateway_slot, lambda: context.deadline,
                                           self._stall_resend_min_s)
@@ -310,8 +296,7 @@ class FunctionExecution:
         """A nested function run: its writes and events follow the parent's if it succeeds."""
         parent_context = call.parent_context
         # A nested run does not inherit its parent's upstream: it reads the committed world.
-        world = WorldView(await self._committed_world(scope, call.runtime_scope.turn), seats=scope.session.seats,
-                          world_record=await read_world_record(self._registry, scope, call.runtime_scope.turn))
+        world = await self.world_view(scope, call.runtime_scope.turn, upstream=False)
         context = self.context(target, scope, call.runtime_scope, player_message, manifest, call.depth + 1, inputs=inputs, world=world)
         # Plugin data: committed values and its own writes. A nested execution sees only the upstream
         # of its own execution (none): not its parent's upstream runtimes (spec: 执行内的插件数据可见性).

@@ -93,7 +93,7 @@ class FunctionContext:
             raise ValueError(f"propose({type!r}): the payload is an object")
         self.plugin_data.own.append(BufferedWrite(self.runtime_id, type, json_copy(payload)))
         if hasattr(self.world, "buffer"):
-            self.world.buffer(type, payload)  # later reads of ctx.world see it (function/services.py WorldView)
+            self.world.buffer(type, payload)  # later reads of ctx.world see it (execution/world_view.py WorldView)
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -19,12 +19,11 @@ from services.scheduler import outages
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.tool_call_hooks import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.kinds import ProposalType
+from services.scheduler.session_views import session_view
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
-from shared.plugin_sdk.world_preview import WorldPreview
-from shared.structs import from_struct, from_value, to_struct
+from shared.structs import to_struct
 
 # Spec (Function 的工具和超时): a silent model call is given up at half the time left, at least 60 s
 # (COVEL_SCHEDULER_STALL_RESEND_MIN_MS), and sent once more with the rest; with 60 s or less left it is sent once.
@@ -39,85 +38,6 @@ def stall_resend_wait(remaining_s: float, floor_s: float = STALL_RESEND_MIN_S) -
     if remaining_s <= floor_s:
         return remaining_s
     return max(remaining_s / 2, floor_s)
-
-
-class WorldView:
-    """ctx.world: the committed world model as the turn found it, plus the valid world proposals of
-    upstream runtimes that finished before this one and the run's own as it buffers them (an in-execution
-    preview, not committed values). Everything is frozen: copy before changing (`shared.plugin_sdk.thaw`);
-    reading again returns the same objects until the run buffers a world proposal."""
-
-    __slots__ = ("_characterSchema", "_characters", "_preview", "_reads", "dimensions", "producers", "seats", "worldRecord")
-    _characterSchema: Any
-    _characters: Any
-    _preview: WorldPreview
-    dimensions: Any
-
-    def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = (),
-                 seats: Iterable[store_pb2.Seat] = (), world_record: Mapping[str, Any] | None = None) -> None:
-        # characters / characterSchema -> the upstream runtimes whose proposals show in them: a reader depends on them.
-        producers: dict[str, set[str]] = {"characters": set(), "characterSchema": set()}
-        preview = WorldPreview(
-            from_struct(world.character_schema) if world.HasField("character_schema") else None,
-            {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters},
-            {d.id: {"name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value),
-                    "version": d.version} for d in world.dimensions})
-        for proposal in upstream:
-            changed = preview.apply(proposal.type, from_struct(proposal.payload))
-            if changed in producers:
-                producers[changed].add(proposal.runtime_id)
-        object.__setattr__(self, "_preview", preview)
-        self.producers = producers
-        self._reads: set[str] | None = None
-        self._refresh()
-        # The session's seats as the turn found them (a switch takes effect next turn).
-        self.seats = freeze([{"id": seat.id, "role": seat.role, "currentCharacterId": seat.character_id or None,
-                              "characterIds": list(seat.character_ids)} for seat in seats])
-        # The session's world as the registry holds it (services/scheduler/function/world_record.py); None without a world.
-        self.worldRecord = freeze(dict(world_record)) if world_record is not None else None
-
-    def _refresh(self) -> None:
-        object.__setattr__(self, "_characterSchema", freeze(self._preview.character_schema))
-        object.__setattr__(self, "_characters", freeze(self._preview.character_list()))
-        object.__setattr__(self, "dimensions", freeze(self._preview.dimensions))
-
-    def buffer(self, type: str, payload: Any) -> None:
-        """The run's own world proposal, as it buffers it: later reads see it."""
-        if self._preview.apply(type, payload):
-            self._refresh()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
-        object.__setattr__(self, name, value)
-
-    def as_data(self) -> dict[str, Any]:
-        """The view as plain values (what a sandboxed handler is sent), recording no read."""
-        return {"characterSchema": thaw(self._characterSchema), "characters": thaw(self._characters), "dimensions": thaw(self.dimensions),
-                "seats": thaw(self.seats), "worldRecord": thaw(self.worldRecord)}
-
-    def record_reads_into(self, reads: set[str]) -> None:
-        """Reading characters or characterSchema adds the upstream runtimes that wrote them to `reads` (the reader's
-        read dependencies: if their proposals do not commit, an auxiliary reader's do not either)."""
-        object.__setattr__(self, "_reads", reads)
-
-    def note_read(self, name: str) -> None:
-        if self._reads is not None:
-            self._reads.update(self.producers.get(name, ()))
-
-    @property
-    def characters(self) -> Any:
-        self.note_read("characters")
-        return self._characters
-
-    @property
-    def characterSchema(self) -> Any:
-        self.note_read("characterSchema")
-        return self._characterSchema
-
-
-WORLD_PROPOSALS = (ProposalType.CHARACTER_SCHEMA_SET, ProposalType.CHARACTER_UPSERT, ProposalType.DIMENSION_INITIALIZE,
-                   ProposalType.DIMENSION_UPDATE)
 
 
 class StoreView:
@@ -136,14 +56,7 @@ class StoreView:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise LookupError(f"store.get_session(): session {self._session_id} no longer exists") from error
             raise
-        return freeze({
-            "phase": session.phase,
-            "completedPlayerTurns": session.completed_player_turns,
-            "locale": session.locale,
-            # The spec's view: the kernel's bookkeeping (version, attempts) stays out.
-            "setupRuntimes": {runtime_id: {k: v for k, v in from_struct(progress).items() if k not in ("version", "attempts")}
-                              for runtime_id, progress in session.setup_runtimes.items()},
-        })
+        return freeze(session_view(session))
 
     async def get_plugin_data(self, namespace: str, key: str, default: Any = None) -> Any:
         return await self._plugin_data.get(namespace, key, default)
@@ -156,8 +69,11 @@ class ToolsView:
     """ctx.tools.call(name, args): a plugin tool of function.tools, with PreToolUse before and
     PostToolUse after, as an agent's call has. Answers the unified result {ok, data | error}."""
 
-    def __init__(self, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry]) -> None:
+    def __init__(self, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry],
+                 world: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self._runtime = runtime
+        # The handler's ctx.world as it stands at the call (its own proposals included): the tool's context.world.
+        self._world = world
         self._scope = scope
         self._hooks = hooks
         self._allowed = [name for name in allowed if isinstance(name, str)]
@@ -178,7 +94,8 @@ class ToolsView:
             # After PreToolUse: a hook may rename the call, but only to a tool the manifest allows.
             return tool_error("unauthorized", f"the tool {call['name']} is not in function.tools of {self._runtime.runtime_id}",
                               f"add it to function.tools, or use one of: {', '.join(self._allowed) or 'none'}")
-        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call, self.writes)
+        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call, self.writes,
+                                             world=self._world())
         text, _, _ = await post_tool_use(call, result, self._runtime, self._scope, self._hooks, self._trace)
         return json.loads(text)
 

@@ -85,8 +85,9 @@ class RecordingHooks:
         return getattr(self._bus, name)
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
-                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None) -> str:
-        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes, plugin_data=plugin_data)
+                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None,
+                        world: dict[str, Any] | None = None) -> str:
+        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes, plugin_data=plugin_data, world=world)
         running = RUNNING_UNIT.get()
         if running is not None:
             try:

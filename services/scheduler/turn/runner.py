@@ -436,7 +436,7 @@ class TurnRunner:
         scope = plugins.scope
         run.scheduled = [runtime.runtime_id for runtime in selected]
         if isinstance(request.work, ActionRun):
-            await run_action(self._hooks, request.work.call, scope, run, stream.turn)
+            await run_action(self._hooks, request.work.call, scope, run, stream.turn, self._functions)
             return
         if not isinstance(request.work, PlayerTurn):  # a named runtime, alone
             if selected:
