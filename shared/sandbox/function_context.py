@@ -163,6 +163,10 @@ class SandboxFunctionContext:
         self.agents = Agents(server, call, data.get("agent_targets") or []) if "agents" in capabilities else None
         self.progress = Progress(server, call, "progress") if "progress" in capabilities else None
 
+    async def history_for(self, character_id: str, limit: int | None = None) -> Mapping[str, Any]:
+        """CharacterHistory {characterId, entries: [{turnId, seq, text}], more}: the story the character witnessed."""
+        return freeze(await self._server.host(self._call, "history_for", character_id, limit))
+
     async def recursive_call(self, runtime_id: str, input: dict | None = None, *, player_message: str | None = None) -> dict:
         return await self._server.host(self._call, "recursive_call", runtime_id, json_copy(input), player_message=player_message)
 

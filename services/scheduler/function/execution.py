@@ -14,6 +14,7 @@ from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.activation_payloads import payload_problem
+from services.scheduler.execution.character_history import character_history
 from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
 from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
@@ -231,6 +232,13 @@ class FunctionExecution:
         context.session = MappingProxyType({"lastPlayerInput": runtime_scope.last_player_input})
         context.http = function_http_client(runtime.plugin_id, shared.packages[runtime.plugin_id].permissions, manifest)
         context.world = world
+
+        async def history_for(character_id: str, limit: int | None = None) -> dict[str, Any]:
+            """CharacterHistory: the story the character witnessed (execution/character_history.py)."""
+            characters = world.as_data()["characters"] if world is not None else []  # as_data: no read dependency
+            return character_history(shared.history, characters, character_id, limit)
+
+        context.history_for = history_for
         if isinstance(world, WorldView):
             world.record_reads_into(context.plugin_data.read_from)  # reading characters depends on their upstream writers
         context.store = StoreView(self._store, session.id, context.plugin_data)

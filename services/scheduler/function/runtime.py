@@ -79,6 +79,8 @@ class FunctionContext:
     progress: Any = None
     # ctx.session: {lastPlayerInput} (a PlayerInputSubmission or None), frozen when the execution started.
     session: Any = None
+    # await ctx.history_for(character_id, limit=): the story a character witnessed (execution/character_history.py).
+    history_for: Any = None
 
     def __post_init__(self) -> None:
         if self.log is None:

@@ -132,6 +132,7 @@ def capabilities(context: FunctionContext) -> Callable[[str, list[Any], dict[str
         "progress.report": lambda *a, **k: _needs(context, "progress").report(*a, **k),
         "progress.finish": lambda *a, **k: _needs(context, "progress").finish(*a, **k),
         "recursive_call": lambda *a, **k: context.recursive_call(*a, **k),
+        "history_for": lambda *a, **k: _needs(context, "history_for")(*a, **k),
     }
 
     async def run(op: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
