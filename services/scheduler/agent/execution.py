@@ -169,7 +169,7 @@ class AgentExecution:
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments, world_values=template_values(run.world), resume=resume,
             execution_story="" if story or nested else execution_story(run.proposals),
-            activation=runtime_scope.activation,
+            activation=runtime_scope.activation, characters=character_records(run.world),
         )
         await subagents.close()
         outcome.trace.extend(subagents.trace)

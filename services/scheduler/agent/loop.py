@@ -101,6 +101,7 @@ async def run_agent(
     resume: Resume | None = None,
     execution_story: str = "",
     activation: dict[str, Any] | None = None,
+    characters: list[dict[str, Any]] | None = None,
 ) -> RuntimeOutcome:
     """One agent execution: context assembly, then steps until an answer, a completion or a failure.
     `resume`: a suspended run goes on from its saved conversation, the answer as its suspend call's result."""
@@ -114,6 +115,7 @@ async def run_agent(
     loop.world_values = world_values or {}
     loop.execution_story = execution_story
     loop.activation = dict(activation or {})
+    loop.characters = characters
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
     if resume is not None:
@@ -157,8 +159,10 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.world_values: dict[str, Any] = {}
         # The story this execution told already (a runtime after the story reads it as a message).
         self.execution_story = ""
-        # The payload that started a manual or event runtime (<runtime-activation>).
+        # What started a manual or event runtime (<runtime-activation>); the characters and inputs PostContextAssembly shows.
         self.activation: dict[str, Any] = {}
+        self.characters: list[dict[str, Any]] | None = None
+        self.inputs: dict[str, Any] = {}
         # What the model sees and may call: set by prepare().
         self.system_prompt = ""
         self.messages: list[dict[str, Any]] = []
@@ -187,6 +191,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     async def _assemble_context(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
                                 inputs: dict[str, Any] | None, self_data: list[str] | None, packages: list[Package]) -> None:
         runtime, session = self.runtime, self.scope.session
+        self.inputs = dict(inputs or {})
         window = self.manifest.agent_part.history or HistoryWindow()
         max_turns = window.max_turns if window.max_turns is not None else history_max_turns
         segments = [{**segment, "content": render(segment["content"], self.world_values)}
@@ -206,7 +211,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         main = next((seat for seat in self.scope.session.seats if seat.id == "main"), None)
         assembled = await self.hooks.dispatch(
             PostContextAssembly(self.system_prompt, self.messages, self.story, runtime_prompt(self.runtime, self.scope.session.locale),
-                                self.prompt_segments, main.character_id if main is not None else ""),
+                                self.prompt_segments, main.character_id if main is not None else "", self.inputs, self.characters),
             self.scope, plugin_id=self.runtime.plugin_id, runtime_id=self.runtime.runtime_id,
         )
         self.trace.extend(assembled.trace)
