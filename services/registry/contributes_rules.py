@@ -147,26 +147,29 @@ def check_runtime_tools(runtime: CompiledRuntime, contributed_tools: Sequence[st
                 hint=f"add `{tool}` to contributes.tools in PLUGIN.md",
             )
     finish = agent.get("finishWith")
+    after_tools = (agent.get("completion") or {}).get("afterTools") or []
+    available = set(agent["tools"]["plugin"]) | {
+        f"{item['dataset']}-{tool}" for item in agent["tools"]["datasets"] for tool in item.get("tools") or []
+    }
+    imported = {item.get("as") or item["contract"] for item in agent["tools"]["services"]}
+    hint = "list the tool in agent.tools.plugin (and contributes.tools)"
+    service = "is an imported service tool; a runtime cannot depend on another plugin to finish"
+    # finishWith compiles into completion.afterTools: [it]; either way every completion tool must be the agent's own.
     if finish:
-        available = set(agent["tools"]["plugin"]) | {
-            f"{item['dataset']}-{tool}" for item in agent["tools"]["datasets"] for tool in item.get("tools") or []
-        }
-        imported = {item.get("as") or item["contract"] for item in agent["tools"]["services"]}
+        path = f"{prefix}agent.finishWith"
         if finish in imported:
-            bag.error(
-                "finish-with-service-tool",
-                f"`{finish}` is an imported service tool; a runtime cannot depend on another plugin to finish",
-                file=runtime.file,
-                field_path=f"{prefix}agent.finishWith",
-            )
+            bag.error("finish-with-service-tool", f"`{finish}` {service}", file=runtime.file, field_path=path)
         elif finish not in available and finish not in FRAMEWORK_TOOLS:
-            bag.error(
-                "finish-with-unknown-tool",
-                f"finishWith names `{finish}`, which is not one of this agent's tools",
-                file=runtime.file,
-                field_path=f"{prefix}agent.finishWith",
-                hint="list the tool in agent.tools.plugin (and contributes.tools)",
-            )
+            bag.error("finish-with-unknown-tool", f"finishWith names `{finish}`, which is not one of this agent's tools",
+                      file=runtime.file, field_path=path, hint=hint)
+        return
+    for index, tool in enumerate(after_tools):
+        path = f"{prefix}agent.completion.afterTools[{index}]"
+        if tool in imported:
+            bag.error("after-tools-service-tool", f"`{tool}` {service}", file=runtime.file, field_path=path)
+        elif tool not in available and tool not in FRAMEWORK_TOOLS:
+            bag.error("after-tools-unknown-tool", f"completion.afterTools names `{tool}`, which is not one of this agent's tools",
+                      file=runtime.file, field_path=path, hint=hint)
 
 
 def check_story_requires(manifest: PluginManifest, runtimes: Sequence[CompiledRuntime], bag: DiagnosticBag, *, file: str) -> None:

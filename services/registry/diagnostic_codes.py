@@ -86,6 +86,8 @@ CODES: dict[str, str] = {
     "finish-with-and-completion": "both finishWith and completion",
     "finish-with-unknown-tool": "finishWith names a tool the agent does not have",
     "finish-with-service-tool": "finishWith names an imported service tool",
+    "after-tools-unknown-tool": "completion.afterTools names a tool the agent does not have",
+    "after-tools-service-tool": "completion.afterTools names an imported service tool",
     "handler-missing": "no function handler module (dropped at load, error in validation)",
     "handler-outside-package": "the handler path leaves the package",
     "guard-missing": "the guard module does not exist",
