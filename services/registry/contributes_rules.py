@@ -189,6 +189,22 @@ def check_story_requires(manifest: PluginManifest, runtimes: Sequence[CompiledRu
         )
 
 
+def check_unserved(contributes: Any, bag: DiagnosticBag, *, file: str) -> None:
+    """What a Covel package declares that this kernel has no endpoint for: refused at load with a warning (the rest of
+    the package loads and runs). docs/plugins.md "Porting a Covel JavaScript package" says which and why."""
+    if contributes is None:
+        return
+    if contributes.wires:
+        bag.warning("wires-unsupported", "this kernel serves no plugin model wires: model calls go to the gateway's own providers "
+                    "(the operator's COVEL_GATEWAY_* settings); the wires are not registered", file=file, field_path="contributes.wires",
+                    hint="remove contributes.wires; the player picks models through the gateway's slots")
+    if contributes.worldProjections:
+        bag.warning("world-projections-unsupported", "this kernel does not call world projection handlers: a world's data reaches "
+                    "plugins by the data sources' `to: contract:<id>` (docs/worlds.md); the handlers are checked, never run",
+                    file=file, field_path="contributes.worldProjections",
+                    hint="accept the contract in contributes.data and let the world's data sources fill the namespace")
+
+
 def check_projection_handlers(projections: Any, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> None:
     """Each contributes.worldProjections item's `handler` is a module in the package (spec: referenced
     entry, handler and guard files must be in the package)."""

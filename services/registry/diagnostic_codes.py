@@ -117,6 +117,8 @@ CODES: dict[str, str] = {
     "ui-spec-shape": "a UI spec with neither or both of view and webview",
     "ui-spec-invalid": "a UI panel spec with a bad metadata field (id, group, label, shortLabel, icon, groupOrder, dataSource, emptyState), a view with an unknown component, a prop its component does not take, a bad binding or repeat.statePath, or a webview whose page is not in the package or whose sandbox asks too much",
     "contract-schema-divergent": "two providers publish different schemas for one contract",
+    "wires-unsupported": "warning: contributes.wires; this kernel serves no plugin model wires (they are not registered)",
+    "world-projections-unsupported": "warning: contributes.worldProjections; this kernel never calls projection handlers",
     "contract-schema-unpublished": "warning: a runtime consumes a contract no loaded package publishes a schema for",
     "provides-not-produced": "warning: provides names a contract no runtime, service, extension or data namespace of the package produces",
     "accepts-contract-unresolved": "accepts: contract:<id> that no loaded package publishes (warning for an optional input, error for a required one)",
