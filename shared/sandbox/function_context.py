@@ -149,6 +149,7 @@ class SandboxFunctionContext:
         self.user_settings = MappingProxyType(data.get("user_settings") or {})
         self.activation = MappingProxyType(data.get("activation") or {})
         self.session = MappingProxyType(data.get("session") or {})
+        self.messages = MappingProxyType(data.get("messages") or {})
         self.deadline: float = float(data.get("deadline") or 0)
         self.plugin_data = PluginData(server, call, "plugin_data")
         self.store = Store(server, call, "store")

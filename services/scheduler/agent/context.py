@@ -10,9 +10,10 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
-from services.scheduler.execution.model_view import model_facing
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.kernel_prompts import CONTINUE_PROMPT, TASK_PROMPT
+from shared.plugin_sdk.locale_text import instruction_locale_for
+from shared.plugin_sdk.model_view import model_facing
 from shared.structs import from_struct
 
 # What an input bound to this execution's story reads: the story is the assistant message of the conversation.
@@ -39,7 +40,6 @@ def framework_preamble(runtime: Runtime, locale: str, story: bool) -> str:
 
 # Only Simplified Chinese has prompt variants (PLUGIN.zh.md / RUNTIME.zh.md).
 VARIANT_LOCALE = "zh"
-TRADITIONAL_CHINESE = ("zh-hant", "zh-tw", "zh-hk", "zh-mo")
 
 
 # COVEL_INSTRUCTION_LOCALE ("en" or "zh"): one instruction language for every session, set once
@@ -54,11 +54,9 @@ def configure_instruction_locale(locale: str) -> None:
 
 def variant_locale(locale: str) -> str:
     """The prompt variant a session reads: `zh` for Simplified Chinese; "" (the main file) for every
-    other language, Traditional Chinese included. A fixed instruction locale decides for every session."""
-    tag = (_instruction_locale or locale or "").lower().replace("_", "-")
-    if tag != VARIANT_LOCALE and not tag.startswith(VARIANT_LOCALE + "-"):
-        return ""
-    return "" if tag.startswith(TRADITIONAL_CHINESE) else VARIANT_LOCALE
+    other language, Traditional Chinese included. A fixed instruction locale decides for every session
+    (the SDK's instruction_locale_for: one rule for the kernel and plugin code)."""
+    return VARIANT_LOCALE if instruction_locale_for(locale, _instruction_locale) == VARIANT_LOCALE else ""
 
 
 def runtime_prompt(runtime: Runtime, locale: str) -> str:

@@ -9,7 +9,6 @@ character look-ups (list-characters, get-character) and memory-search, and deleg
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.characters import resolve_character
+from shared.plugin_sdk.dataset_keys import dataset_key
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
 
@@ -147,11 +147,6 @@ def add_emit_event(tools: KernelTools, topics: list[str]) -> None:
               {"type": "object", "required": ["topic"], "properties": {
                   "topic": {"type": "string", "enum": list(topics)}, "payload": {"type": "object"}}},
               emit, read_only=False)
-
-
-def dataset_key(key: str) -> str:
-    """The SDK's dataset key rule: trimmed, lower case, runs of spaces and underscores as one '-'."""
-    return re.sub(r"[\s_]+", "-", key.strip().lower())
 
 
 def wanted_datasets(manifest: CompiledManifest, declared: Mapping[str, Dataset]) -> dict[str, list[str]]:

@@ -33,6 +33,7 @@ from services.scheduler.function.sandboxed import prewarm_function_pool, run_fun
 from services.scheduler.function.services import STALL_RESEND_MIN_S, GatewayView, StoreView, ToolsView
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.kinds import RuntimeType, Visibility
+from services.scheduler.plugin_locale import messages as plugin_messages
 from shared.ids import new_id
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import InputSource
@@ -210,6 +211,7 @@ class FunctionExecution:
             player_actions=runtime_scope.player_actions,
             logical_turn=scope.logical_turn,
             execution=MappingProxyType({"origin": runtime_scope.origin, "locale": session.locale or "en"}),
+            messages=MappingProxyType(plugin_messages(shared.packages[runtime.plugin_id], session.locale)),
             activation=MappingProxyType(runtime_scope.activation),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),

@@ -81,6 +81,8 @@ class FunctionContext:
     session: Any = None
     # await ctx.history_for(character_id, limit=): the story a character witnessed (execution/character_history.py).
     history_for: Any = None
+    # The plugin's `messages` (locales/<locale>.yaml) in the session's locale: the SDK's translate(ctx, text) reads them.
+    messages: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if self.log is None:

@@ -98,6 +98,7 @@ def context_data(context: FunctionContext) -> dict[str, Any]:
         "logical_turn": context.logical_turn, "execution": dict(context.execution), "recursion_depth": context.recursion_depth,
         "random": context.random.snapshot(), "user_settings": dict(context.user_settings),
         "activation": dict(context.activation), "session": dict(context.session or {}), "deadline": context.deadline,
+        "messages": dict(context.messages),
         "world": _world(context.world), "http": _http(context), "capabilities": present,
         "gateway_slot": getattr(context.gateway, "slot", "plugin"),
         "agent_targets": list(agents.targets()) if agents is not None and hasattr(agents, "targets") else [],

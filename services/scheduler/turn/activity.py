@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.hooks.v1 import hooks_pb2
-from services.scheduler.execution.model_view import model_facing
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from shared.plugin_sdk.model_view import model_facing
 from shared.structs import from_struct
 
 # operations@1: a request or result whose model view is longer than this (as JSON) is left out.
