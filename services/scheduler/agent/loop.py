@@ -435,7 +435,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             first_token_timeout_ms=settings.first_token_timeout_ms,
             idle_timeout_ms=settings.idle_timeout_ms,
             timeout_ms=int(remaining_s * 1000),
-            max_retries=settings.max_retries,
+            max_retries=settings.max_retries, reasoning=self.manifest.agent_part.reasoning,
             origin=gateway_pb2.CallOrigin(session_id=session.id, turn_id=self.scope.turn_id, runtime_id=runtime.runtime_id),
         )
         if self.response_format is not None:
