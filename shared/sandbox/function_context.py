@@ -105,6 +105,9 @@ class Gateway(_Remote):
     async def generate_object(self, prompt: str | None = None, **options: Any) -> Any:
         return await self._host("generate_object", prompt, **options)
 
+    async def evaluate(self, prompt: str | None = None, **options: Any) -> Any:
+        return await self._host("evaluate", prompt, **options)
+
 
 class Agents(_Remote):
     def __init__(self, server: WorkerServer, call: Call, targets: list[str]) -> None:

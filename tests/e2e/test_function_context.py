@@ -74,6 +74,8 @@ async def test_function_ctx_reaches_world_session_tools_and_gateway(scripted) ->
         "a tool's context.store.get_session() and context.world: the caller's view, its own proposal included")
     assert output["text"] == "the memory slot answers", "ctx.gateway used function.model's slot"
     assert output["answer"] == {"mood": "calm"}
+    judged = output["judged"]
+    assert isinstance(judged["verdict"], bool) and judged["reason"], "ctx.gateway.evaluate: a verdict and a reason"
     async with open_channel(scripted.addrs["scheduler"]) as channel:
         invoked = await scheduler_pb2_grpc.SchedulerStub(channel).InvokeAction(scheduler_pb2.InvokeActionRequest(
             session_id=session.id, plugin_id="ctx-probe", action="survey"))

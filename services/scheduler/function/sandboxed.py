@@ -129,6 +129,7 @@ def capabilities(context: FunctionContext) -> Callable[[str, list[Any], dict[str
         "services.call": lambda *a, **k: _needs(context, "services").call(*a, **k),
         "gateway.generate_text": lambda *a, **k: _needs(context, "gateway").generate_text(*a, **k),
         "gateway.generate_object": lambda *a, **k: _needs(context, "gateway").generate_object(*a, **k),
+        "gateway.evaluate": lambda *a, **k: _needs(context, "gateway").evaluate(*a, **k),
         "agents.run": lambda *a, **k: _needs(context, "agents").run(*a, **k),
         "progress.report": lambda *a, **k: _needs(context, "progress").report(*a, **k),
         "progress.finish": lambda *a, **k: _needs(context, "progress").finish(*a, **k),

@@ -104,6 +104,14 @@ class ModelCallFailed(RuntimeError):
     pass
 
 
+# What ctx.gateway.evaluate asks the model for.
+EVALUATION: dict[str, Any] = {
+    "type": "object", "required": ["verdict", "reason"], "additionalProperties": False,
+    "properties": {"verdict": {"type": "boolean"}, "score": {"type": "number", "minimum": 0, "maximum": 1},
+                   "reason": {"type": "string", "minLength": 1}},
+}
+
+
 class GatewayView:
     """ctx.gateway: text and JSON model calls through the LLM gateway, in the runtime's
     function.model slot (`plugin` when not written; a session override for the runtime wins)."""
@@ -133,6 +141,20 @@ class GatewayView:
             return json.loads(reply.message.content)
         except json.JSONDecodeError as error:
             raise ModelCallFailed(f"gateway.generate_object(): the reply is not JSON: {error}") from error
+
+    async def evaluate(self, prompt: str | None = None, *, criteria: str, messages: list[dict[str, str]] | None = None,
+                       system: str | None = None) -> dict[str, Any]:
+        """A judgment of `prompt` (or `messages`) against `criteria` (the spec's ctx.gateway.evaluate): {verdict, score?,
+        reason}, asked for with a fixed schema at temperature 0 in the runtime's slot."""
+        if not isinstance(criteria, str) or not criteria.strip():
+            raise ValueError("gateway.evaluate(prompt, criteria=): criteria says what the text must satisfy")
+        instruction = (f"Judge the text against this criterion: {criteria.strip()}\nAnswer `verdict` (true when it holds), "
+                       "optionally `score` from 0 to 1, and `reason`: one sentence saying why.")
+        answer = await self.generate_object(prompt, schema=EVALUATION, messages=messages, name="evaluation", temperature=0,
+                                            system=f"{system}\n\n{instruction}" if system else instruction)
+        if not isinstance(answer, dict) or not isinstance(answer.get("verdict"), bool):
+            raise ModelCallFailed("gateway.evaluate(): the reply has no boolean verdict")
+        return answer
 
     async def _generate(self, prompt: str | None, messages: list[dict[str, str]] | None, system: str | None,
                         response_format: gateway_pb2.ResponseFormat | None, temperature: float | None,
