@@ -147,7 +147,8 @@ class AgentExecution:
         started = time.monotonic()
         loop_timeout_s = manifest.agent_part.loop.timeout_ms / 1000
         subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started),
-                                       budget=root_budget)
+                                       budget=_budget_of(root_budget, resume))
+        tools.subagent_budget = subagents.budget
         if subagents.available:
             _add_delegate(tools, subagents)
         if SUSPEND in manifest.agent_part.tools.plugin:
@@ -288,6 +289,13 @@ class AgentExecution:
                 if isinstance(text, str) and text.strip():
                     records.append(plugin_data_record(plugin_id, namespace, entry.key, text))
         return await search_memory(records, query, limit, IndexedVectors(self._peers, session_id, origin))
+
+
+def _budget_of(root_budget: SubagentBudget | None, resume: Resume | None) -> SubagentBudget | None:
+    """A nested run's root budget; a resumed run's saved one (None: a new budget)."""
+    if root_budget is not None or resume is None:
+        return root_budget
+    return SubagentBudget.restored(resume.state.get("subagentBudget"))
 
 
 def _subagent_entry(event: str, status: str, provider: Runtime, caller: Runtime, call_id: str, duration_us: int = 0,

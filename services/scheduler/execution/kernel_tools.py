@@ -60,6 +60,8 @@ class KernelTools:
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
     # The suspend tool's interaction once called (agent/suspension.py): the loop stops, suspended.
     suspension: dict[str, Any] | None = None
+    # The root execution's subagent budget (execution/subagents.py SubagentBudget): a suspension keeps it.
+    subagent_budget: Any = None
     # What the run's plugin tools showed (interactions, notifications, ui), and the first malformed one's problem.
     shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     shown_problem: str = ""
