@@ -1,6 +1,7 @@
 """The payloads of PreSchedule, PreRuntime, PostContextAssembly and TurnStop as a plugin's hooks receive them,
 through the five services: the runtimes' compiled manifests, the turn's input, the bound inputs and the session's
-characters, and each runtime's output with its time (payload-probe records them)."""
+characters, and each runtime's output with its time (payload-probe records them); and, in the story's assembled
+prompt, the framework's default dimension segment."""
 
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ TEXT = "I count the boats."
 
 
 async def add_mira(store, session_id: str) -> None:
-    """A character in the session's world, committed as a setup runtime would."""
+    """A character and a dimension in the session's world, committed as a setup runtime would."""
     lease = (await store.AcquireTurnLease(store_pb2.AcquireTurnLeaseRequest(session_id=session_id, holder="test", ttl_ms=10000,
                                                                             origin="manual"))).lease
     await store.CommitTurn(store_pb2.CommitTurnRequest(
-        session_id=session_id, lease_id=lease.lease_id, release_lease=True,
+        session_id=session_id, lease_id=lease.lease_id, release_lease=True, dimension_owners=["world"],
         turn=store_pb2.Turn(id=lease.turn_id, status=store_pb2.TURN_STATUS_COMMITTED, origin="manual"),
         proposals=[
             store_pb2.Proposal(id="s", type="character.schema.set", plugin_id="world", runtime_id="world/setup",
@@ -33,6 +34,9 @@ async def add_mira(store, session_id: str) -> None:
                                payload=to_struct({"characterId": "npc-mira", "expectedVersion": 0,
                                                   "character": {"name": "Mira", "type": "npc", "description": "The harbour master.",
                                                                 "aliases": ["the master"]}})),
+            store_pb2.Proposal(id="d", type="dimension.initialize", plugin_id="world", runtime_id="world/setup",
+                               payload=to_struct({"dimensions": [{"id": "tide", "name": "The tide", "schema": {"type": "string"},
+                                                                  "value": "low"}]})),
         ]))
 
 
@@ -60,6 +64,8 @@ async def test_the_hooks_see_manifests_inputs_characters_and_outputs(services) -
     assembled = seen[("PostContextAssembly", "narrator")]
     assert assembled["characters"] == [{"id": "npc-mira", "name": "Mira", "type": "npc", "description": "The harbour master."}]
     assert isinstance(assembled["inputSlots"], dict) and assembled["outputKind"] == "story"
+    # The framework's default dimension segment: the narrator reads each dimension's name and current value.
+    assert "- The tide: low" in assembled["systemPrompt"] and {"pluginId": "framework", "id": "dimensions"} in assembled["promptSegments"]
 
     stopped = {result["runtimeId"]: result for result in seen[("TurnStop", "")]["runtimeResults"]}
     count = stopped[f"{PROBE}/count"]

@@ -18,6 +18,7 @@ from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.agent.dimension_prompt import dimension_segment
 from services.scheduler.agent.dimension_tools import (
     UPDATE_DIMENSIONS,
     add_dimension_tools,
@@ -156,7 +157,8 @@ class AgentExecution:
             add_suspend_tool(tools)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
-        segments = lorebook_segment(run.world, player_message, run.history, scope.session.locale) if story else []
+        segments = [*lorebook_segment(run.world, player_message, run.history, scope.session.locale),
+                    *dimension_segment(run.world, scope.session.locale)] if story else []
         segments += await dynamic_segments(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
