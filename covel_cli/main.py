@@ -28,6 +28,7 @@ from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.plugin_commands import add_parser as add_plugin_command
 from covel_cli.plugin_commands import run as run_plugin_command
+from covel_cli.prompt_parity import add_parser as add_check_prompts
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
 from services.web.settings import WebSettings
@@ -171,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_onboard(commands, onboard)
     add_validate_plugin(commands)
     add_validate_world(commands)
+    add_check_prompts(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser
