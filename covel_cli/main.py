@@ -11,6 +11,7 @@ from pathlib import Path
 from covel_cli.channels import HostFailed
 from covel_cli.channels import add_parser as add_channel
 from covel_cli.channels import host as host_channels
+from covel_cli.describe_authoring import add_parser as add_describe_authoring
 from covel_cli.hooks_info import add_parser as add_hooks_info
 from covel_cli.launcher import (
     RESTART_WINDOW_S,
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_validate_plugin(commands)
     add_validate_world(commands)
     add_check_prompts(commands)
+    add_describe_authoring(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser
