@@ -12,6 +12,7 @@ from covel_cli.card_commands import add_parsers as add_card_commands
 from covel_cli.channels import HostFailed
 from covel_cli.channels import add_parser as add_channel
 from covel_cli.channels import host as host_channels
+from covel_cli.describe_authoring import add_parser as add_describe_authoring
 from covel_cli.hooks_info import add_parser as add_hooks_info
 from covel_cli.launcher import (
     RESTART_WINDOW_S,
@@ -28,6 +29,7 @@ from covel_cli.operator import add_parser as add_operator
 from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_terminal_line, scripted_reader
 from covel_cli.plugin_commands import add_parser as add_plugin_command
 from covel_cli.plugin_commands import run as run_plugin_command
+from covel_cli.prompt_parity import add_parser as add_check_prompts
 from covel_cli.refusals import health_of
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
@@ -176,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_validate_plugin(commands)
     add_validate_world(commands)
     add_card_commands(commands)
+    add_check_prompts(commands)
+    add_describe_authoring(commands)
     add_hooks_info(commands)
     add_operator(commands)
     return parser

@@ -146,6 +146,10 @@ SETTING_MEANINGS: dict[str, str] = {
     "gateway_openai_api_key_file": "A file holding its API key, read when that variable is empty.",
     "gateway_openai_embedding_model": "An embedding model of that provider: the `embedding` slot memory-search's vectors come "
                                       "from (unset with a real default slot: memory-search is BM25 alone).",
+    "gateway_openai_thinking": "How that provider's models think: empty (they do not), `always`, or `switchable` (a call with "
+                               "`agent.reasoning: false` turns it off). While a model thinks, a forced tool choice is sent as `auto`.",
+    "gateway_openai_thinking_off": "JSON request fields a call that turns thinking off adds (switchable; default "
+                                   "`{\"reasoning_effort\": \"minimal\"}`).",
     "gateway_script": "A YAML file of per-slot reply queues and rules for the offline scripted model.",
     "gateway_scripted_chunk_delay_ms": "Delay between the scripted model's streamed chunks.",
     "gateway_max_attempts": "HTTP attempts of one logical call, retries and fallbacks together.",

@@ -37,6 +37,9 @@ REASONS: dict[str, Reason] = {
     "INTERACTION_NOT_FOUND": _not_found("covel.scheduler.v1.Interaction", "no open interaction of the session has that id"),
     "DETACHED_JOB_NOT_FOUND": _not_found("covel.store.v1.DetachedJob", "no detached job has that id"),
     "PLUGIN_NOT_FOUND": _not_found("covel.registry.v1.PluginPackage", "no installed plugin has that id"),
+    "PLUGIN_NOT_ACTIVE": _not_found("covel.registry.v1.PluginPackage",
+                                    "InvokeAction named a plugin that does not run in the session now; the message says why "
+                                    "(not in the session, not approved, failed to load, a missing provider, ...)"),
     "RUNTIME_NOT_FOUND": _not_found("covel.scheduler.v1.Runtime", "RunManual named a runtime none of the session's plugins has"),
     "SETTLEMENT_NOT_FOUND": _not_found("covel.scheduler.v1.DimensionSettlement", "no settlement receipt of that turn and runtime"),
     "TOOL_NOT_FOUND": _not_found("covel.hooks.v1.Tool", "the plugin registers no tool of that name"),
@@ -69,6 +72,8 @@ REASONS: dict[str, Reason] = {
                        "only a detached job that ended without success can be queued again"),
     "RUNTIME_NOT_MANUAL": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `runtimes/<id>`)",
                                  "RunManual named a runtime not triggered manually (schedule.trigger.type: manual)"),
+    "PAYLOAD_INVALID": Reason(grpc.StatusCode.INVALID_ARGUMENT, "BadRequest (field `payload`); metadata `runtime_id`",
+                              "RunManual's payload does not match the runtime's io.payloadSchema: the message names each mismatch"),
     "SESSION_ENDED": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",
                             "the session has ended; no more turns run in it"),
     "NO_RUNNING_TURN": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",

@@ -71,6 +71,8 @@ class Call:
     temperature: float | None = None
     max_tokens: int | None = None
     origin: dict[str, str] = field(default_factory=dict)
+    # False: the call must not think (agent.reasoning: false); None or True: the model's own setting.
+    reasoning: bool | None = None
 
     def last_user_text(self) -> str:
         for message in reversed(self.messages):

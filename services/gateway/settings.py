@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -23,6 +24,10 @@ class GatewaySettings(ServiceSettings):
     gateway_openai_api_key_file: Path | None = None
     # An embedding model of that provider: the slot "embedding" (memory-search's vectors).
     gateway_openai_embedding_model: str | None = None
+    # How that provider's models think (services/gateway/thinking.py): "", "always" or "switchable", and what a call
+    # with agent.reasoning: false adds to its request (switchable; default {"reasoning_effort": "minimal"}).
+    gateway_openai_thinking: str = ""
+    gateway_openai_thinking_off: dict[str, Any] | None = None
 
     # Scripted (offline) provider.
     gateway_script: Path | None = None

@@ -9,6 +9,8 @@ YAML (COVEL_GATEWAY_CONFIG):
         api_key_env: OPENAI_API_KEY        # the key is read from this env var ...
         api_key_file: /run/secrets/openai  # ... or from this file (a mounted secret)
         stream_usage: true         # send stream_options.include_usage
+        thinking: switchable       # its models think: "always", or "switchable" (off per call); unset: they do not
+        thinking_off: {reasoning_effort: minimal}   # what a call with agent.reasoning: false adds (switchable)
     slots:
       default: scripted            # "provider" or "provider:model"; used for unlisted slots
       story:
@@ -29,10 +31,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from services.gateway.settings import GatewaySettings
+from services.gateway.thinking import ThinkingConfigError, thinking_config
 from shared.bounded_yaml import load_yaml
 from shared.errors import failed_precondition
 
@@ -50,6 +54,13 @@ class SlotConfigError(ValueError):
     """The slot configuration cannot be used; raised at startup."""
 
 
+def _thinking(mode: Any, off: Any, where: str) -> dict[str, Any]:
+    try:
+        return thinking_config(mode, off, where)
+    except ThinkingConfigError as error:
+        raise SlotConfigError(str(error)) from None
+
+
 @dataclass(frozen=True)
 class ProviderConfig:
     name: str
@@ -59,6 +70,10 @@ class ProviderConfig:
     api_key_file: str = ""
     stream_usage: bool = True
     source: str = "default"
+    # How its models think (services/gateway/thinking.py): "" (not at all, or not known), "always" or "switchable";
+    # what a request that turns thinking off adds to its body (switchable only).
+    thinking: str = ""
+    thinking_off: dict[str, Any] = field(default_factory=dict)
 
     def api_key(self) -> str | None:
         """The key, read now (so a rotated secret file is picked up); never log it."""
@@ -175,7 +190,7 @@ class SlotTable:
         for name, spec in (data.get("providers") or {}).items():
             if not isinstance(spec, dict):
                 raise SlotConfigError(f"{path}: providers.{name} must be a mapping")
-            allowed = {"kind", "base_url", "api_key_env", "api_key_file", "stream_usage"}
+            allowed = {"kind", "base_url", "api_key_env", "api_key_file", "stream_usage", "thinking", "thinking_off"}
             if set(spec) - allowed:
                 raise SlotConfigError(f"{path}: providers.{name}: unknown keys {sorted(set(spec) - allowed)}")
             kind = spec.get("kind") or (SCRIPTED if name == SCRIPTED else OPENAI_COMPATIBLE)
@@ -189,6 +204,7 @@ class SlotTable:
                 api_key_file=str(spec.get("api_key_file") or ""),
                 stream_usage=bool(spec.get("stream_usage", True)),
                 source=source,
+                **_thinking(spec.get("thinking"), spec.get("thinking_off"), f"{path}: providers.{name}"),
             )
         for slot, spec in (data.get("slots") or {}).items():
             if isinstance(spec, str):
@@ -232,6 +248,7 @@ class SlotTable:
             api_key_file=str(settings.gateway_openai_api_key_file or (existing.api_key_file if existing else "")),
             stream_usage=existing.stream_usage if existing else True,
             source=source,
+            **_thinking(settings.gateway_openai_thinking or None, settings.gateway_openai_thinking_off, "COVEL_GATEWAY_OPENAI"),
         )
         if settings.gateway_openai_model:
             slots[DEFAULT_SLOT] = SlotEntry(DEFAULT_SLOT, "openai", settings.gateway_openai_model, source=source)

@@ -57,6 +57,7 @@ def call_from_request(request: gateway_pb2.GenerateRequest) -> Call:
         # Both are proto3 `optional`: unset leaves them to the provider; temperature 0 is sent as 0.
         temperature=temperature,
         max_tokens=request.max_tokens or None,
+        reasoning=request.reasoning if request.HasField("reasoning") else None,
         origin={"session_id": origin.session_id, "turn_id": origin.turn_id, "runtime_id": origin.runtime_id},
     )
 

@@ -109,7 +109,9 @@ class SandboxedTool(_Stand):
         args = ToolArgs(self.kind, self.index, ToolCallContext(
             context.session_id, context.turn_id, context.locale, context.runtime_id or "", context.logical_turn or 0,
             context.turn_number), arguments, self.plugin.generation, dict(context._own_settings),
-            {namespace: dict(values) for namespace, values in context._plugin_data.items()})
+            {namespace: dict(values) for namespace, values in context._plugin_data.items()},
+            dict(context._world_data) if context._world_data is not None else None,
+            dict(context._session_view) if context._session_view is not None else None, context.random.snapshot())
         answer = await self.plugin.workers.call("tool", args, reply=ToolReply)
         for proposal in answer.proposals:
             # The same check as in the plugin's process: only the proposal types a tool may make.

@@ -31,6 +31,7 @@ from services.hooks.observed_batches import observed_outcomes
 from services.hooks.sandboxed_entries import WORKER_OPERATIONS
 from services.hooks.settings import HooksSettings
 from services.hooks.store_turns import StoreTurns
+from services.hooks.tool_contexts import plugin_context, tool_response
 from services.hooks.tool_host import action_tool, call_tool, service_tool
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
@@ -41,7 +42,7 @@ from shared.logs import get_logger
 from shared.plugin_sdk.event_keys import EVENT_KEYS, KEY_PATTERN
 from shared.plugin_sdk.registrar import PluginRegistrar, ToolRegistration
 from shared.plugin_sdk.session_state import STATE_BACKEND
-from shared.plugin_sdk.tools import ToolContext, tool_error, tool_ok
+from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.sandbox import SandboxSettings
 from shared.sandbox.host import sandbox_pool
 from shared.sandbox.operations import register_operations
@@ -240,11 +241,12 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             refused = tool_error("unavailable", f"plugin {request.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        tool_context = plugin_context(ctx, request.plugin_id, request.plugin_data)
+        tool_context = plugin_context(ctx, request.plugin_id, request.plugin_data, request=request,
+                                      random_key=f"{ctx.runtime_id}:{request.plugin_id}/{request.name}:{request.call_id}")
         replaced = await find_replacement(self._sync.current.load_result.loaded, ctx, request.call_id, request.name, request.arguments)
         # A hookspec's ToolCallDecision.replace(result) answers for the tool: it does not run.
         result = await call_tool(tool, tool_context, request.arguments) if replaced is None else tool_ok(replaced[0])
-        return _tool_response(result, tool_context)
+        return tool_response(result, tool_context)
 
     @rpc
     async def CallService(self, request: hooks_pb2.CallServiceRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.CallToolResponse:
@@ -275,7 +277,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         if service.access == "read":
             # A read service changes nothing: whatever it proposed is dropped.
             service_context.proposals.clear()
-        return _tool_response(result, service_context)
+        return tool_response(result, service_context)
 
     def _registration(self, ctx: hooks_pb2.HookContext, plugin_id: str, registrations: Callable[[PluginRegistrar], Sequence[R]],
                       wanted: Callable[[R], bool]) -> tuple[R, bool] | tuple[None, bool]:
@@ -318,9 +320,9 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             refused = tool_error("unavailable", f"plugin {action.plugin_id} is not approved to run server code in this session",
                                  "the player approves it with SetPluginApprovals")
             return hooks_pb2.CallToolResponse(result=json.dumps(refused), ok=False)
-        action_context = plugin_context(ctx, action.plugin_id)
+        action_context = plugin_context(ctx, action.plugin_id, request=request, random_key=f"{action.plugin_id}/action:{request.action}")
         result = await call_tool(action_tool(action), action_context, request.payload or "{}")
-        return _tool_response(result, action_context)
+        return tool_response(result, action_context)
 
     @rpc
     async def EmitEvent(self, request: hooks_pb2.EmitEventRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.EmitEventResponse:
@@ -477,19 +479,3 @@ async def start(settings: HooksSettings, sandbox: SandboxSettings | None = None)
     return running
 
 
-def _tool_response(result: dict, context: ToolContext) -> hooks_pb2.CallToolResponse:
-    """The unified result; the proposals only of a call that succeeded."""
-    ok = bool(result.get("ok"))
-    proposals = [hooks_pb2.ToolProposal(type=p["type"], payload=to_struct(p["payload"])) for p in context.proposals] if ok else []
-    return hooks_pb2.CallToolResponse(result=json.dumps(result, ensure_ascii=False), ok=ok, proposals=proposals)
-
-
-def plugin_context(ctx: hooks_pb2.HookContext, plugin_id: str, plugin_data: Any = None) -> ToolContext:
-    """What a plugin's tool, service or extension provider sees of the execution, with its own settings
-    (and, for a tool or service an agent calls, its own data: CallToolRequest.plugin_data)."""
-    return ToolContext(
-        session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale or "en", runtime_id=ctx.runtime_id,
-        logical_turn=ctx.logical_turn, turn_number=ctx.turn_number,
-        _own_settings=from_struct(ctx.plugin_settings[plugin_id]) if plugin_id in ctx.plugin_settings else {},
-        _plugin_data=from_struct(plugin_data) if plugin_data is not None else {},
-    )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.registry.contract_schemas import check_contract_schemas
+from services.registry.contract_uses import check_contract_uses
 from services.registry.diagnostics import Diagnostic, Severity
 from services.registry.entry_registrations import check_entry_registrations
 from services.registry.loaded_package import LoadedPackage
@@ -80,6 +81,7 @@ def scan(plugin_dirs: Sequence[Path], *, strict: bool = False, builtin_dirs: Seq
             by_id[package.id] = package
             packages.append(package)
     check_contract_schemas(packages)
+    check_contract_uses(packages)
     # The operator's packages' register(covel) is probed here; a community package's code runs only once a session
     # approved it: the hooks service checks its registrations when it loads it then (services/hooks/catalogue_sync.py).
     check_entry_registrations([package for package in packages if package.source != COMMUNITY], cache=cache)

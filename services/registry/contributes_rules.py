@@ -147,26 +147,29 @@ def check_runtime_tools(runtime: CompiledRuntime, contributed_tools: Sequence[st
                 hint=f"add `{tool}` to contributes.tools in PLUGIN.md",
             )
     finish = agent.get("finishWith")
+    after_tools = (agent.get("completion") or {}).get("afterTools") or []
+    available = set(agent["tools"]["plugin"]) | {
+        f"{item['dataset']}-{tool}" for item in agent["tools"]["datasets"] for tool in item.get("tools") or []
+    }
+    imported = {item.get("as") or item["contract"] for item in agent["tools"]["services"]}
+    hint = "list the tool in agent.tools.plugin (and contributes.tools)"
+    service = "is an imported service tool; a runtime cannot depend on another plugin to finish"
+    # finishWith compiles into completion.afterTools: [it]; either way every completion tool must be the agent's own.
     if finish:
-        available = set(agent["tools"]["plugin"]) | {
-            f"{item['dataset']}-{tool}" for item in agent["tools"]["datasets"] for tool in item.get("tools") or []
-        }
-        imported = {item.get("as") or item["contract"] for item in agent["tools"]["services"]}
+        path = f"{prefix}agent.finishWith"
         if finish in imported:
-            bag.error(
-                "finish-with-service-tool",
-                f"`{finish}` is an imported service tool; a runtime cannot depend on another plugin to finish",
-                file=runtime.file,
-                field_path=f"{prefix}agent.finishWith",
-            )
+            bag.error("finish-with-service-tool", f"`{finish}` {service}", file=runtime.file, field_path=path)
         elif finish not in available and finish not in FRAMEWORK_TOOLS:
-            bag.error(
-                "finish-with-unknown-tool",
-                f"finishWith names `{finish}`, which is not one of this agent's tools",
-                file=runtime.file,
-                field_path=f"{prefix}agent.finishWith",
-                hint="list the tool in agent.tools.plugin (and contributes.tools)",
-            )
+            bag.error("finish-with-unknown-tool", f"finishWith names `{finish}`, which is not one of this agent's tools",
+                      file=runtime.file, field_path=path, hint=hint)
+        return
+    for index, tool in enumerate(after_tools):
+        path = f"{prefix}agent.completion.afterTools[{index}]"
+        if tool in imported:
+            bag.error("after-tools-service-tool", f"`{tool}` {service}", file=runtime.file, field_path=path)
+        elif tool not in available and tool not in FRAMEWORK_TOOLS:
+            bag.error("after-tools-unknown-tool", f"completion.afterTools names `{tool}`, which is not one of this agent's tools",
+                      file=runtime.file, field_path=path, hint=hint)
 
 
 def check_story_requires(manifest: PluginManifest, runtimes: Sequence[CompiledRuntime], bag: DiagnosticBag, *, file: str) -> None:
@@ -184,6 +187,22 @@ def check_story_requires(manifest: PluginManifest, runtimes: Sequence[CompiledRu
             field_path=f"requires[{index}]",
             hint="remove it and read the contract through an optional input (required: false)",
         )
+
+
+def check_unserved(contributes: Any, bag: DiagnosticBag, *, file: str) -> None:
+    """What a Covel package declares that this kernel has no endpoint for: refused at load with a warning (the rest of
+    the package loads and runs). docs/plugins.md "Porting a Covel JavaScript package" says which and why."""
+    if contributes is None:
+        return
+    if contributes.wires:
+        bag.warning("wires-unsupported", "this kernel serves no plugin model wires: model calls go to the gateway's own providers "
+                    "(the operator's COVEL_GATEWAY_* settings); the wires are not registered", file=file, field_path="contributes.wires",
+                    hint="remove contributes.wires; the player picks models through the gateway's slots")
+    if contributes.worldProjections:
+        bag.warning("world-projections-unsupported", "this kernel does not call world projection handlers: a world's data reaches "
+                    "plugins by the data sources' `to: contract:<id>` (docs/worlds.md); the handlers are checked, never run",
+                    file=file, field_path="contributes.worldProjections",
+                    hint="accept the contract in contributes.data and let the world's data sources fill the namespace")
 
 
 def check_projection_handlers(projections: Any, files: PackageFiles, bag: DiagnosticBag, *, file: str) -> None:

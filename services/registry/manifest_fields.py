@@ -27,6 +27,9 @@ STAGES = ("setup", "pre-turn", "narrative", "post-turn", "audit")
 KERNEL_EXTENSION_POINTS = frozenset(
     {"prompt.segment@1", "session.world-context@1", "prompt.history-transform@1", "history.compact@2"}
 )
+# The points with one provider per session (their mode is single; the others combine every provider): two active
+# plugins with an extension of one conflict, and a core plugin's is only the default (a requested plugin's replaces it).
+SINGLE_PROVIDER_POINTS = frozenset({"history.compact@2"})
 BASE_ACTION_KINDS = frozenset({"say", "act", "narrate", "direct", "advance", "command"})
 DATASET_OPS = ("set", "merge", "inc", "append", "insert", "remove", "upsertItem", "delete")
 DATASET_TOOLS = ("get", "list", "upsert", "update")

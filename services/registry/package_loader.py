@@ -22,6 +22,7 @@ from services.registry.contributes_rules import (
     check_projection_handlers,
     check_runtime_tools,
     check_story_requires,
+    check_unserved,
 )
 from services.registry.dataset_rules import check_agent_datasets, compile_datasets
 from services.registry.dependency_warnings import warn_dependency_cycles
@@ -376,6 +377,7 @@ def _static_checks(
     package.ui_panels = check_root_schemas(manifest, files, bag, file=PLUGIN_FILE)
     check_contributes(manifest, bag, file=PLUGIN_FILE)
     check_projection_handlers(declared.worldProjections if declared else None, files, bag, file=PLUGIN_FILE)
+    check_unserved(declared, bag, file=PLUGIN_FILE)
     datasets = compile_datasets(
         declared.datasets if declared else None, declared.data if declared else None, files, bag, file=PLUGIN_FILE
     )

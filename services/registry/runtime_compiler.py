@@ -115,7 +115,7 @@ class _Compiler(CompileScope):
                 written_limit = decl.function.timeoutMs if decl.function else None
                 manifest["guardTimeoutMs"] = written_limit or DEFAULT_FUNCTION_TIMEOUT_MS
         if decl.effects is not None:
-            manifest["effects"] = decl.effects
+            manifest["effects"] = decl.effects.model_dump(exclude_none=True)
         if decl.permissions is not None:
             manifest["permissions"] = decl.permissions.model_dump(by_alias=True, exclude_none=True)
         return manifest

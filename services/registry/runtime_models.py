@@ -222,6 +222,12 @@ class Permissions(Strict):
     http: list[HttpPermission] | None = None
 
 
+class Effects(Strict):
+    reads: list[NonEmpty] | None = None
+    writes: list[NonEmpty] | None = None
+    parallelSafe: bool | None = None
+
+
 class RuntimeDecl(Strict):
     """A runtime as the author writes it: the inline `runtime:` block or a RUNTIME.md frontmatter."""
 
@@ -232,7 +238,7 @@ class RuntimeDecl(Strict):
     agent: Agent | None = None
     function: Function | None = None
     guard: NonEmpty | None = None
-    effects: dict[str, Any] | None = None
+    effects: Effects | None = None
     permissions: Permissions | None = None
 
 

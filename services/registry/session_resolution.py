@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from services.registry.loaded_package import LoadedPackage
+from services.registry.manifest_fields import SINGLE_PROVIDER_POINTS
 
 NOT_FOUND = "not-found"
 FAILED_TO_LOAD = "failed-to-load"
@@ -223,7 +224,7 @@ def _core_plugins(
 ) -> list[str]:
     """The core plugins that join without being requested: loaded, not excluded, and not the default
     provider of a contract a requested plugin provides (those, and failed ones, go to `rejected`)."""
-    explicit_provides = {contract for plugin_id in explicit for contract in by_id[plugin_id].provides}
+    explicit_provides = {contract for plugin_id in explicit for contract in provided(by_id[plugin_id])}
     core: list[str] = []
     for package in packages:
         if package.kind != "core" or package.id in excluded_ids or package.id in explicit:
@@ -231,9 +232,10 @@ def _core_plugins(
         if not package.loaded:
             rejected[package.id] = Rejection(package.id, FAILED_TO_LOAD, _failure_reason(package))
             continue
-        replaced = [contract for contract in package.default_provides if contract in explicit_provides]
+        defaults = [*package.default_provides, *single_points(package)]
+        replaced = [contract for contract in defaults if contract in explicit_provides]
         if replaced:
-            by = next(pid for pid in explicit if replaced[0] in by_id[pid].provides)
+            by = next(pid for pid in explicit if replaced[0] in provided(by_id[pid]))
             rejected[package.id] = Rejection(
                 package.id,
                 SUPERSEDED,
@@ -299,6 +301,16 @@ def resolve_confirmed_session_plugins(
     )
 
 
+def single_points(package: LoadedPackage) -> list[str]:
+    """The one-provider extension points (SINGLE_PROVIDER_POINTS) the package has an extension of."""
+    return sorted({extension.split("/", 1)[0] for extension in package.extensions} & SINGLE_PROVIDER_POINTS)
+
+
+def provided(package: LoadedPackage) -> list[str]:
+    """What the package provides for the resolution's exclusivity rules: its contracts and its one-provider points."""
+    return [*package.provides, *single_points(package)]
+
+
 def _first_conflict(accepted: Sequence[str], by_id: dict[str, LoadedPackage]) -> Rejection | None:
     """Conflicting plugins: the one accepted later (explicit before core before auto) is rejected."""
     for index, later in enumerate(accepted):
@@ -311,6 +323,10 @@ def _first_conflict(accepted: Sequence[str], by_id: dict[str, LoadedPackage]) ->
                     f"event topic `{topic}` is declared by both `{earlier}` and `{later}`; a topic has one declarer per session",
                     topic=topic,
                 )
+            point = next((p for p in single_points(by_id[later]) if p in single_points(by_id[earlier])), None)
+            if point:
+                return Rejection(later, CONFLICT, f"`{earlier}` and `{later}` both provide {point}, which takes one provider per session",
+                                 point)
             for first, second in ((earlier, later), (later, earlier)):
                 clash = next((c for c in by_id[first].conflicts if c in by_id[second].provides), None)
                 if clash:

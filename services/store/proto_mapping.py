@@ -128,8 +128,17 @@ def pause_to_proto(plugin_id: str, paused: dict[str, Any]) -> store_pb2.PluginPa
     return pause
 
 
+WITNESSES = "presentCharacterIds"
+
+
+def _witnesses(meta: Any) -> dict[str, Any] | None:
+    return {WITNESSES: meta[WITNESSES]} if isinstance(meta, dict) and WITNESSES in meta else None
+
+
 def message_to_proto(row: MessageRow | MessageRecord | Any, with_metadata: bool = True) -> common_pb2.Message:
-    """A message row (ORM, record or a Core row with `meta`); `with_metadata=False` leaves its metadata out."""
+    """A message row (ORM, record or a Core row with `meta`); `with_metadata=False` leaves its metadata out but for who
+    was present (presentCharacterIds: a character's witnessed story is read from it)."""
+    metadata = row.meta if with_metadata else _witnesses(row.meta)
     return common_pb2.Message(
         id=row.id,
         session_id=row.session_id,
@@ -138,7 +147,7 @@ def message_to_proto(row: MessageRow | MessageRecord | Any, with_metadata: bool 
         plugin_id=row.plugin_id,
         runtime_id=row.runtime_id,
         text=row.text,
-        metadata=to_struct(row.meta) if with_metadata else None,
+        metadata=to_struct(metadata) if metadata is not None else None,
         created_at=timestamp(row.created_at),
         seq=row.seq,
     )

@@ -12,6 +12,7 @@ seat plays one of them at a time (docs/worlds.md, "Seats").
 from __future__ import annotations
 
 import difflib
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -67,3 +68,44 @@ def resolve_character(characters: Sequence[Mapping[str, Any]], name: str) -> dic
     names = {character_name_key(n): c for c in characters for n in [c.get("name", ""), *(c.get("aliases") or [])] if n}
     close = difflib.get_close_matches(wanted, list(names), n=1, cutoff=0.5)
     return {"status": "missing", "nearest": names[close[0]] if close else None}
+
+
+def merge_character_aliases(*alias_lists: Iterable[str], name: str = "") -> list[str]:
+    """The aliases of several lists as one: in order, each spelling once (compared by character_name_key), without the
+    character's own `name`."""
+    seen = {character_name_key(name)} if name else set()
+    merged = []
+    for aliases in alias_lists:
+        for alias in aliases or []:
+            key = character_name_key(alias) if isinstance(alias, str) else ""
+            if key and key not in seen:
+                seen.add(key)
+                merged.append(alias.strip())
+    return merged
+
+
+def _spaced(name: str) -> bool:
+    """A name of a script written with spaces between words (its hits need word boundaries)."""
+    return any(char.isascii() and char.isalpha() for char in name)
+
+
+def mentioned_character_ids(text: str, characters: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ids of the characters `text` names (by name or alias), in the order they first appear. A space-separated
+    name needs word boundaries (Rin is not in spring); a hit inside another character's longer hit does not count
+    (会长 is not in 副会长)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    hits: list[tuple[int, int, str]] = []
+    for character in characters:
+        for name in [character.get("name", ""), *(character.get("aliases") or [])]:
+            key = character_name_key(name) if isinstance(name, str) else ""
+            if not key:
+                continue
+            pattern = rf"(?<!\w){re.escape(key)}(?!\w)" if _spaced(key) else re.escape(key)
+            hits.extend((m.start(), m.end(), str(character.get("id"))) for m in re.finditer(pattern, folded))
+    kept = [hit for hit in hits if not any(other[2] != hit[2] and other[0] <= hit[0] and hit[1] <= other[1]
+                                           and other[1] - other[0] > hit[1] - hit[0] for other in hits)]
+    ordered: list[str] = []
+    for _, _, character_id in sorted(kept):
+        if character_id not in ordered:
+            ordered.append(character_id)
+    return ordered

@@ -95,7 +95,10 @@ KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(:[a-z0-9][a-z0-9_.-]*)*$")
 
 def subscription_warning(key: str) -> str | None:
     """Why a subscription will never see a kernel event (None for known keys and families)."""
-    if key in KEYS_BY_NAME or key in FAMILIES:
+    event_key = KEYS_BY_NAME.get(key)
+    if event_key is not None and not event_key.fired_at:
+        return f"{key} is a key of the reference this kernel refuses: nothing here produces it (docs/event-hooks.md says why)"
+    if event_key is not None or key in FAMILIES:
         return None
     if key == "session:compact":
         return ("session:compact is not a family or wildcard; subscribe to session:compact:before "

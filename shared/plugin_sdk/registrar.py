@@ -251,3 +251,10 @@ class PluginRegistrar:
         if any(form.form_id == form_id for form in self.forms):
             raise RegistrationError(f"covel.register_form_validator({form_id!r}): registered twice")
         self.forms.append(FormValidatorRegistration(self.plugin_id, form_id, validator))
+
+    def register_wires(self, *wires: Any, **options: Any) -> None:
+        """A Covel provider wire (`contributes.wires`). Refused: this kernel serves no plugin model wires (its model
+        calls go to the gateway's own providers, configured by the operator), so the wires are not registered; the rest
+        of the package runs. The registry warns at load (`wires-unsupported`)."""
+        self.log.warning("covel.register_wires: this kernel serves no plugin model wires; the wires are not registered",
+                         wires=len(wires))

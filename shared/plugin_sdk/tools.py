@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,10 @@ from types import MappingProxyType
 from typing import Any
 
 from shared.plugin_sdk.context import CancellationSignal, SessionEnvironment
+from shared.plugin_sdk.frozen import freeze
 from shared.plugin_sdk.private_payload import json_copy
+from shared.plugin_sdk.seeded_random import SeededRandom
+from shared.plugin_sdk.world_preview import FrozenWorld
 
 
 class ToolError(Exception):
@@ -41,6 +45,26 @@ class ToolContext:
     _plugin_data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     # What the tool's plugin's provide_environment gave this session (set where the tool runs).
     _environment: SessionEnvironment | None = field(default=None, repr=False)
+    # context.random: the host's random source, seeded by COVEL_RANDOM_SEED as a function's ctx.random is.
+    random: SeededRandom = field(default_factory=lambda: SeededRandom(os.urandom(16).hex()), repr=False)
+    # context.world's values ({characterSchema, characters, dimensions, seats, worldRecord}) as the calling execution
+    # saw them, and context.store.get_session()'s view; None when the call came without them (an extension provider).
+    _world_data: Mapping[str, Any] | None = field(default=None, repr=False)
+    _session_view: Mapping[str, Any] | None = field(default=None, repr=False)
+    _world: FrozenWorld | None = field(default=None, init=False, repr=False)
+
+    @property
+    def world(self) -> FrozenWorld | None:
+        """The calling execution's world view, frozen (the committed world with the world proposals it sees, and the
+        ones this call proposes); None when the call came without one."""
+        if self._world is None and self._world_data is not None:
+            self._world = FrozenWorld(self._world_data)
+        return self._world
+
+    @property
+    def store(self) -> ToolStore:
+        """context.store.get_session(): the session view {phase, completedPlayerTurns, locale, setupRuntimes}."""
+        return ToolStore(self._session_view)
 
     @property
     def environment(self) -> Mapping[str, str]:
@@ -70,6 +94,8 @@ class ToolContext:
         if type not in TOOL_PROPOSAL_TYPES:
             raise ToolError("internal", f"propose({type!r}): a tool may propose {', '.join(TOOL_PROPOSAL_TYPES)}")
         self.proposals.append({"type": type, "payload": json_copy(dict(payload))})
+        if self.world is not None:
+            self.world.buffer(type, payload)
 
     def set_plugin_data(self, namespace: str, key: str, value: Any) -> None:
         self.propose("plugin.data", {"namespace": namespace, "key": key, "value": value})
@@ -79,6 +105,17 @@ class ToolContext:
 
     def delete_plugin_data(self, namespace: str, key: str) -> None:
         self.propose("plugin.data.delete", {"namespace": namespace, "key": key})
+
+
+class ToolStore:
+    def __init__(self, view: Mapping[str, Any] | None) -> None:
+        self._view = view
+
+    async def get_session(self) -> Mapping[str, Any]:
+        """The session view the call was sent with (frozen); raises when it came without one."""
+        if self._view is None:
+            raise LookupError("store.get_session(): this call has no session (an extension provider is not given one)")
+        return freeze(json_copy(dict(self._view)))
 
 
 TOOL_PROPOSAL_TYPES = ("plugin.data", "plugin.data.update", "plugin.data.delete", "plugin.data.batch",

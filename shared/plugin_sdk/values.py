@@ -13,6 +13,9 @@ null (projected as `{"value": null}`, checked against the output contract like a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 
 class _JsonNull:
     """The JSON null a handler returns as its value (distinct from returning nothing)."""
@@ -101,3 +104,11 @@ def result_message(result: object) -> dict:
     if completion is not None:
         message["completion"] = completion
     return message
+
+
+def with_pending_proposals(ctx: Any, result: Any, proposals: Iterable[Mapping[str, Any]]) -> Any:
+    """A guard's skip result with proposals hung on it (the spec's withPendingProposals): each {type, payload} is
+    proposed through ctx, and like every write of a guard commits only when the guard skips the runtime."""
+    for proposal in proposals:
+        ctx.propose(proposal["type"], proposal["payload"])
+    return result

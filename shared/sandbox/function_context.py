@@ -21,6 +21,7 @@ from shared.plugin_sdk.http_client import PluginHttpClient
 from shared.plugin_sdk.plugin_log import PluginLog
 from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.values import result_message
+from shared.plugin_sdk.world_preview import FrozenWorld as World
 from shared.sandbox.operations import Operation
 
 if TYPE_CHECKING:
@@ -104,6 +105,9 @@ class Gateway(_Remote):
     async def generate_object(self, prompt: str | None = None, **options: Any) -> Any:
         return await self._host("generate_object", prompt, **options)
 
+    async def evaluate(self, prompt: str | None = None, **options: Any) -> Any:
+        return await self._host("evaluate", prompt, **options)
+
 
 class Agents(_Remote):
     def __init__(self, server: WorkerServer, call: Call, targets: list[str]) -> None:
@@ -129,34 +133,6 @@ class Progress(_Remote):
         await self._host("finish", job_id, status, label)
 
 
-class World:
-    """ctx.world: frozen, as the host's WorldView; changing it raises TypeError. Reading characters or
-    characterSchema is noted to the host (the reader's read dependencies on upstream proposals)."""
-
-    NAMES = ("characterSchema", "characters", "dimensions", "seats", "worldRecord")
-    NOTED = ("characterSchema", "characters")
-    __slots__ = ("_note", "_noted", "_values")
-
-    def __init__(self, data: Mapping[str, Any], note: Any = None) -> None:
-        object.__setattr__(self, "_values", {name: freeze(data.get(name)) for name in self.NAMES})
-        object.__setattr__(self, "_note", note)
-        object.__setattr__(self, "_noted", set())
-
-    def __getattr__(self, name: str) -> Any:
-        values = object.__getattribute__(self, "_values")
-        if name not in values:
-            raise AttributeError(f"ctx.world has no {name}; it has {', '.join(self.NAMES)}")
-        noted = object.__getattribute__(self, "_noted")
-        note = object.__getattribute__(self, "_note")
-        if name in self.NOTED and name not in noted and note is not None:
-            noted.add(name)
-            note(name)
-        return values[name]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
-
-
 class SandboxFunctionContext:
     """ctx of a function handler or guard in the sandbox (see the module doc)."""
 
@@ -176,6 +152,7 @@ class SandboxFunctionContext:
         self.user_settings = MappingProxyType(data.get("user_settings") or {})
         self.activation = MappingProxyType(data.get("activation") or {})
         self.session = MappingProxyType(data.get("session") or {})
+        self.messages = MappingProxyType(data.get("messages") or {})
         self.deadline: float = float(data.get("deadline") or 0)
         self.plugin_data = PluginData(server, call, "plugin_data")
         self.store = Store(server, call, "store")
@@ -190,12 +167,18 @@ class SandboxFunctionContext:
         self.agents = Agents(server, call, data.get("agent_targets") or []) if "agents" in capabilities else None
         self.progress = Progress(server, call, "progress") if "progress" in capabilities else None
 
+    async def history_for(self, character_id: str, limit: int | None = None) -> Mapping[str, Any]:
+        """CharacterHistory {characterId, entries: [{turnId, seq, text}], more}: the story the character witnessed."""
+        return freeze(await self._server.host(self._call, "history_for", character_id, limit))
+
     async def recursive_call(self, runtime_id: str, input: dict | None = None, *, player_message: str | None = None) -> dict:
         return await self._server.host(self._call, "recursive_call", runtime_id, json_copy(input), player_message=player_message)
 
     def propose(self, type: str, payload: Any) -> None:
         check_proposal(type, payload)
         self._server.note(self._call, "propose", type, json_copy(payload))
+        if self.world is not None:
+            self.world.buffer(type, payload)
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         check_topic(topic)

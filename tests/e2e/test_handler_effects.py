@@ -222,3 +222,18 @@ async def test_a_plugin_turned_on_mid_game_runs_its_setup_late_before_pre_turn(s
         assert from_struct(after.setup_runtimes[f"{PROBE}/form"]) == {"state": "done", "resolution": "completed", "version": "1.0.0"}
         turn = (await submit(stub, session.id, "I walk on."))[-1].turn_completed
         assert f"{PROBE}/form" not in {r.runtime_id for r in turn.runtime_results}, "done: it does not run again"
+
+
+async def test_an_action_of_a_plugin_that_does_not_run_is_plugin_not_active_with_why(services) -> None:
+    from shared.errors import error_info
+
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        # Requested but not approved: a community plugin with server code waits for the player's approval.
+        session = (await stub.CreateSession(scheduler_pb2.CreateSessionRequest(requested_plugins=[PROBE], excluded_plugins=SETUP_PLUGINS))).session
+        for plugin_id, why in ((PROBE, "approval-required"), ("ctx-probe", "not-in-session")):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.InvokeAction(scheduler_pb2.InvokeActionRequest(session_id=session.id, plugin_id=plugin_id, action="note"))
+            error = refused.value
+            assert error.code() == grpc.StatusCode.NOT_FOUND and error_info(error).reason == "PLUGIN_NOT_ACTIVE"
+            assert f"{plugin_id} does not run in this session ({why}:" in error.details(), error.details()

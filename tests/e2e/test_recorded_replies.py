@@ -235,7 +235,7 @@ async def test_english_prompts_and_recorded_replies_commit_valid_data(stack) -> 
     assert items["rusty-key"] == {"id": "rusty-key", "name": "rusty key", "quantity": 1, "equipped": False}
     assert items["brass-lantern"]["equipped"] is True
     scores = await data(store, session_id, "affinity", "scores")
-    assert scores == {"tobin": {"id": "tobin", "name": "Old Tobin", "score": 2, "lastChange": 2,
+    assert scores == {"tobin": {"id": "tobin", "name": "Old Tobin", "score": 2, "tier": "neutral", "lastChange": 2,
                                 "reason": "The player thanked him for the warm fire."}}
     assert set(memories) == {"rusty-key-from-boatman", "tobin-welcomes-player"}
     for namespace, plugin, path in (("items", "inventory", "inventory/schemas/item.schema.json"),

@@ -104,6 +104,8 @@ async def test_a_session_in_a_world_starts_with_the_world(world_services) -> Non
     assert seen["schemaTypes"] == ["player", "npc", "spirit"] and seen["attributes"] == ["courage", "oath"]
     assert seen["dimensions"] == {"tide": {"name": "潮汐", "value": {"level": "low", "hoursLeft": 6}, "version": 1},
                                   "dread": {"name": "Dread", "value": 1, "version": 1}}
+    assert seen["record"]["id"] == "tidefall" and seen["record"]["name"] == "潮落城", "worldRecord is the world's record, in the locale"
+    assert seen["record"]["dimensionInitials"] == {"tide": {"level": "low", "hoursLeft": 6}, "dread": 1}
     # The world's data reached the plugin that accepts each contract, hidden rules in its _hidden namespace, in Chinese.
     data = seen["data"]
     assert data["facts"]["bells"]["text"] == "潮水转向时，钟声响起。" and sorted(data["facts"]) == ["bells", "ebb"]

@@ -300,6 +300,8 @@ async def test_the_table_follows_the_spec() -> None:
     assert {key for key, delivery in deliveries.items() if delivery is Delivery.BOUNDED} == {"gateway:shutdown", "gateway:pre-restart"}
     assert matches("session", "session:compact:before") and not matches("session:compact", "session:compact:before")
     assert subscription_warning("gateway") is None and subscription_warning("gateway:startup") is None
+    for refused in ("session:auto-reset", "message:transcribed"):
+        assert "this kernel refuses" in (subscription_warning(refused) or ""), refused
 
 
 async def test_the_docs_page_lists_every_key_with_its_delivery() -> None:

@@ -10,7 +10,7 @@ from types import MappingProxyType
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.function.services import WorldView
+from services.scheduler.execution.world_view import WorldView
 from shared.structs import to_struct, to_value
 from tests.plugins.test_builtin_plugins import PLUGINS, ctx, run
 
@@ -38,7 +38,7 @@ def world(*, schema: dict | None = SCHEMA, characters: dict | None = None, dimen
         found.dimensions.append(store_pb2.Dimension(id=dimension_id, name=dimension_id, schema=to_struct(schema_of), value=to_value(value),
                                                     version=version))
     seats = [store_pb2.Seat(id="main", role="player", character_id=seat_character, character_ids=[seat_character])] if seat_character else []
-    return WorldView(found, seats=seats, world_id=world_id)
+    return WorldView(found, seats=seats, world_record={"id": world_id} if world_id else None)
 
 
 def with_world(context, view: WorldView, *, answer: dict | None = None, locale: str = "en"):

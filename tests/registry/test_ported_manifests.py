@@ -24,6 +24,8 @@ def test_a_ported_package_validates_with_warnings_and_notes_only() -> None:
     report = validate_package(PORTED / "ported-story")
     assert report.ok, [str(d) for d in report.diagnostics]
     assert _where(report, Severity.WARNING) == [
+        ("wires-unsupported", "PLUGIN.md", "contributes.wires"),
+        ("world-projections-unsupported", "PLUGIN.md", "contributes.worldProjections"),
         ("derived-value", "PLUGIN.md", "tags[1]"),
         ("derived-value", "PLUGIN.md", "id"),
         ("default-value", "PLUGIN.md", "kind"),

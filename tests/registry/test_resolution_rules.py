@@ -140,3 +140,18 @@ def test_providers_of_a_contract_publish_one_schema(tmp_path: Path) -> None:
     assert not packages["c-lore"].loaded
     assert (diagnostic.code, diagnostic.field_path) == ("contract-schema-divergent", "contracts.lore@1.schema")
     assert "a-lore" in diagnostic.message
+
+
+def test_a_one_provider_extension_point_takes_one_plugin_and_a_core_one_is_the_default(tmp_path: Path) -> None:
+    """history.compact@2 has one provider per session: a requested compactor replaces the core one (its default
+    provider), and of two requested ones the later is rejected."""
+    compactor = "contributes:\n  extensions: [history.compact@2/{name}]"
+    for plugin_id, name, kind in (("core-compactor", "core", "kind: core\n"), ("b-compactor", "b", ""), ("a-compactor", "a", "")):
+        entry = f"def register(covel):\n    covel.provide_extension('history.compact@2', '{name}', lambda ctx, payload: {{}})\n"
+        write_plugin(tmp_path, plugin_id, kind + compactor.format(name=name), files={"server/index.py": entry})
+    packages = scan([tmp_path], builtin_dirs=[tmp_path])
+    assert resolve_session_plugins(packages, [], []).active == ["core-compactor"], "alone, the core one compacts"
+    result = resolve_session_plugins(packages, ["b-compactor", "a-compactor"], [])
+    assert result.active == ["b-compactor"]
+    assert codes(result.rejected) == {"core-compactor": ("superseded", "history.compact@2"), "a-compactor": ("conflict", "history.compact@2")}
+    assert "only the default provider" in next(r.reason for r in result.rejected if r.plugin_id == "core-compactor")

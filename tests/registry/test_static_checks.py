@@ -65,6 +65,8 @@ LOAD_BROKEN = [
     ('duplicate-event-topic', 'duplicate-event-topic', 'duplicate-event-topic', 'PLUGIN.md', 'contributes.events[1]'),
     ('undeclared-tool', 'undeclared-tool', 'undeclared-tool', 'runtimes/extract/RUNTIME.md', 'agent.tools.plugin[0]'),
     ('finish-with-unknown-tool', 'finish-with-unknown-tool', 'finish-with-unknown-tool', 'PLUGIN.md', 'runtime.agent.finishWith'),
+    ('effects-bad-parallel-safe', 'effects-bad-parallel-safe', 'invalid-type', 'PLUGIN.md', 'runtime.effects.parallelSafe'),
+    ('after-tools-unknown-tool', 'after-tools-unknown-tool', 'after-tools-unknown-tool', 'PLUGIN.md', 'runtime.agent.completion.afterTools[1]'),
     ('select-not-pointer', 'select-not-pointer', 'invalid-json-pointer', 'PLUGIN.md', 'runtime.io.inputs.narrative.select'),
     ('select-bad-escape', 'select-bad-escape', 'invalid-json-pointer', 'PLUGIN.md', 'runtime.io.inputs.narrative.select'),
     ('unknown-kernel-input', 'unknown-kernel-input', 'unknown-kernel-input', 'PLUGIN.md', 'runtime.io.inputs.digest.from.kernel'),

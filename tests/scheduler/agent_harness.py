@@ -73,7 +73,7 @@ class FakeHooks:
     def read_only(self, plugin_id, name):
         return name in self.plugin_tools and self.plugin_tools[name][1]
 
-    async def call_tool(self, scope, plugin_id, runtime_id, call, writes=None):
+    async def call_tool(self, scope, plugin_id, runtime_id, call, writes=None, plugin_data=None, world=None):
         self.tool_calls.append(call)
         result = self.tool_results.get(call["name"], {"ok": True, "data": {"done": call["name"]}})
         return json.dumps(result)

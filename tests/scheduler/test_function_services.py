@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from covel.store.v1 import store_pb2
-from services.scheduler.function.services import WorldView
+from services.scheduler.execution.world_view import WorldView
 from shared.plugin_sdk import thaw
 from shared.structs import to_struct, to_value
 
@@ -57,3 +57,35 @@ def test_seats_are_the_sessions_frozen_with_the_character_each_plays() -> None:
                                 {"id": "gm", "role": "director", "currentCharacterId": None, "characterIds": []}]
     with pytest.raises(TypeError):
         view.seats[0]["currentCharacterId"] = "bram"  # type: ignore[index]
+
+
+def test_the_runs_own_world_proposals_show_in_later_reads() -> None:
+    """ctx.propose of an in-process handler (function/runtime.py) buffers into its view: the next read sees it."""
+    world = WorldView(WORLD)
+    first = world.characters
+    assert world.characters is first, "the same object until the run buffers a world proposal"
+    world.buffer("plugin.data", {"namespace": "n", "key": "k", "value": 1})
+    assert world.characters is first, "plugin data changes nothing of the world"
+    world.buffer("character.upsert", {"characterId": "npc-c", "expectedVersion": 0, "character": {"name": "Cy"}})
+    world.buffer("dimension.update", {"updates": [{"id": "weather", "value": "fog", "expectedVersion": 1}]})
+    assert [c["name"] for c in world.characters] == ["Ada", "Cy"] and world.dimensions["weather"]["value"] == "fog"
+    assert [c["name"] for c in first] == ["Ada"], "what was read before stays as it was"
+
+
+async def test_gateway_evaluate_asks_for_a_verdict_at_temperature_zero_and_checks_it() -> None:
+    import time
+
+    from services.scheduler.function.services import EVALUATION, GatewayView, ModelCallFailed
+    from tests.scheduler.agent_harness import FakeGateway, reply, runtime, scope
+
+    gateway = FakeGateway([reply('{"verdict": true, "reason": "It names the tide."}'), reply('{"reason": "no verdict"}')])
+    view = GatewayView(gateway, runtime(), scope(), "plugin", lambda: time.monotonic() + 60)
+    assert await view.evaluate("The tide is in.", criteria="It says where the tide is.") == {"verdict": True, "reason": "It names the tide."}
+    [sent] = gateway.requests
+    assert sent.temperature == 0 and sent.response_format.name == "evaluation"
+    assert "It says where the tide is." in sent.messages[0].content and sent.messages[-1].content == "The tide is in."
+    assert EVALUATION["required"] == ["verdict", "reason"]
+    with pytest.raises(ModelCallFailed, match="no boolean verdict"):
+        await view.evaluate("x", criteria="y")
+    with pytest.raises(ValueError, match="criteria"):
+        await view.evaluate("x", criteria=" ")

@@ -52,6 +52,7 @@ PROPOSAL = store_pb2.Proposal(id="p1", type="plugin.data.set", payload=to_struct
 RESULT = {"pluginId": "dice", "runtimeId": "dice/roller", "status": "success"}
 PREVIOUS = {"status": "continue", "prompt": "look", "output": "", "messages": MESSAGES}
 ACTION = common_pb2.PlayerAction(seat_id="main", kind="say", text="hello", source="player")
+MANIFEST = {"id": "dice/roller", "pluginId": "dice", "type": "function", "schedule": {"stage": "pre-turn"}}
 
 # Per event: records built as the scheduler builds them, with the exact wire dict each gives (the keys and values
 # plugins read), the full one first; then a record leaving out what is only sometimes there.
@@ -64,14 +65,18 @@ SAMPLES: dict[str, list[tuple[HookPayload, dict[str, Any]]]] = {
     "PreCompaction": [(PreCompaction(12), {"messageCount": 12})],
     "PostCompaction": [(PostCompaction("sum-1"), {"compacted": True, "summaryId": "sum-1"}),
                        (PostCompaction(), {"compacted": False})],
-    "PreSchedule": [(PreSchedule([TriggeredRuntime("dice/roller", "pre", "system", "dice")]),
-                     {"triggered": [{"name": "dice/roller", "stage": "pre", "visibility": "system", "pluginId": "dice"}]})],
-    "PreRuntime": [(PreRuntime("dice/roller", "pre", "hello"),
-                    {"manifest": {"runtimeId": "dice/roller", "stage": "pre"}, "input": {"playerMessage": "hello"}})],
+    "PreSchedule": [(PreSchedule([TriggeredRuntime("dice/roller", "pre", "system", "dice", MANIFEST)]),
+                     {"triggered": [{**MANIFEST, "name": "dice/roller", "stage": "pre", "visibility": "system", "pluginId": "dice"}]})],
+    "PreRuntime": [(PreRuntime("dice/roller", "pre", "hello", MANIFEST, [{"seatId": "main", "kind": "say"}], "manual", {"n": 1}),
+                    {"manifest": {**MANIFEST, "runtimeId": "dice/roller", "stage": "pre"},
+                     "input": {"playerMessage": "hello", "playerActions": [{"seatId": "main", "kind": "say"}], "origin": "manual",
+                               "activation": {"n": 1}}})],
     "PostContextAssembly": [
-        (PostContextAssembly("sys", MESSAGES, True, "Tell it.", SEGMENTS, "wren"),
+        (PostContextAssembly("sys", MESSAGES, True, "Tell it.", SEGMENTS, "wren", {"check": {"value": 3}},
+                             [{"id": "wren", "name": "Wren", "type": "player", "aliases": ["W"], "version": 2}]),
          {"systemPrompt": "sys", "messages": MESSAGES, "outputKind": "story", "promptTemplate": "Tell it.", "promptSegments": SEGMENTS,
-          "currentCharacterId": "wren"}),
+          "currentCharacterId": "wren", "inputSlots": {"check": {"value": 3}},
+          "characters": [{"id": "wren", "name": "Wren", "type": "player"}]}),
         (PostContextAssembly("sys", MESSAGES, False, "", []),
          {"systemPrompt": "sys", "messages": MESSAGES, "outputKind": "system", "promptTemplate": "", "promptSegments": []})],
     "PreStep": [
@@ -93,8 +98,13 @@ SAMPLES: dict[str, list[tuple[HookPayload, dict[str, Any]]]] = {
     "PreStateCommit": [(PreStateCommit(PROPOSAL), {"proposal": {"id": "p1", "type": "plugin.data.set", "payload": {"value": 2}}})],
     "PostStateCommit": [(PostStateCommit(PROPOSAL), {"proposal": {"id": "p1", "type": "plugin.data.set", "payload": {"value": 2}},
                                                      "result": {"committed": True}})],
-    "TurnStop": [(TurnStop([store_pb2.RuntimeResult(runtime_id="dice/roller", status="success")], 120),
-                  {"runtimeResults": [{"runtimeId": "dice/roller", "status": "success"}], "durationMs": 120})],
+    "TurnStop": [(TurnStop([store_pb2.RuntimeResult(runtime_id="dice/roller", plugin_id="dice", status="success",
+                                                    output=to_struct({"total": 7}), duration_ms=40),
+                            store_pb2.RuntimeResult(runtime_id="dice/luck", plugin_id="dice", status="failed", reason="no luck")], 120),
+                  {"runtimeResults": [
+                      {"runtimeId": "dice/roller", "pluginId": "dice", "status": "success", "output": {"total": 7}, "durationMs": 40},
+                      {"runtimeId": "dice/luck", "pluginId": "dice", "status": "failed", "reason": "no luck", "output": {}, "durationMs": 0}],
+                   "durationMs": 120})],
     "SessionEnd": [(SessionEnd("s1", "deleted"), {"sessionId": "s1", "reason": "deleted"})],
 }
 

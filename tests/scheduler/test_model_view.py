@@ -1,6 +1,6 @@
 """The model-hidden bookkeeping fields, per the spec's table and reference rules."""
 
-from services.scheduler.execution.model_view import model_facing
+from shared.plugin_sdk.model_view import model_facing
 
 A = "0b6c3e8e-1f1d-4a61-9a0e-3b2f8f0c1a11"
 B = "7d3f2c9a-5b4e-4c3d-8e2f-1a0b9c8d7e66"

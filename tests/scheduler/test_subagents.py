@@ -216,3 +216,25 @@ async def test_a_character_request_sends_the_assembled_brief_within_its_limit():
 
 async def _echo(plan):
     return {"ok": True, "output": {"brief": plan.brief}, "stopReason": "completed"}
+
+
+async def test_the_budget_a_suspension_keeps_goes_on_after_the_resume() -> None:
+    """Spec (执行名额): a suspension saves {limits, calls, actorIds}; the resumed run goes on with them."""
+    from services.scheduler.agent.execution import _budget_of
+    from services.scheduler.agent.loop_state import ExecutionProgress
+    from services.scheduler.agent.suspension import saved_state
+    from services.scheduler.execution.kernel_tools import KernelTools
+    from services.scheduler.execution.outcome import Resume
+
+    agents = subagents([provider("other/helper", "helper@1")], budget=SubagentBudget(max_calls=2, max_actors=1))
+    assert (await agents.run({"target": {"contract": "helper@1"}, "brief": "first"}))["ok"]
+    tools = KernelTools(subagent_budget=agents.budget)
+    state = saved_state(ExecutionProgress([], 0.0, 0.0, 5, 1, 1), "system", tools, {})
+    assert state["subagentBudget"] == {"limits": {"maxSubagentCalls": 2, "maxActors": 1}, "calls": 1, "actorIds": []}
+    restored = _budget_of(None, Resume(state, {"ok": True}))
+    assert restored is not None and (restored.max_calls, restored.calls) == (2, 1)
+    resumed = subagents([provider("other/helper", "helper@1")], budget=restored)
+    assert (await resumed.run({"target": {"contract": "helper@1"}, "brief": "second"}))["ok"]
+    over = await resumed.run({"target": {"contract": "helper@1"}, "brief": "third"})
+    assert over["error"]["code"] == "unavailable", "the calls before the suspension still count"
+    assert _budget_of(None, Resume({}, {})) is None, "a suspension that kept no budget: a new one"

@@ -4,20 +4,13 @@ The provider is a pure function of the scores records the kernel hands it, so it
 segment for the same data, and it never writes.
 """
 
-TIERS = ((-60, "hostile"), (-20, "cold"), (20, "neutral"), (60, "warm"), (101, "devoted"))
-TIERS_ZH = {"hostile": "敌视", "cold": "冷淡", "neutral": "中立", "warm": "友好", "devoted": "忠诚"}
+from ..lib.tiers import TIERS_ZH, tier
+
 MAX_ROWS = 12
 
 
 def register(covel):
     covel.provide_extension("prompt.segment@1", "standing", standing_segment)
-
-
-def tier(score: int) -> str:
-    for limit, name in TIERS:
-        if score < limit:
-            return name
-    return TIERS[-1][1]
 
 
 def standing_segment(ctx, request: dict | None = None):

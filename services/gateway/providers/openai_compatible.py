@@ -28,6 +28,7 @@ from services.gateway.events import ContentDelta, Event, Final, ToolCallDelta
 from services.gateway.providers.base import GENERATION, STALL, AttemptFailed, AttemptLimits, approx_usage
 from services.gateway.secret_redaction import redact_secret
 from services.gateway.slots import Target
+from services.gateway.thinking import apply_thinking
 
 FINISH_REASONS = {
     "stop": events.STOP,
@@ -101,7 +102,7 @@ def request_body(call: Call, target: Target, *, stream: bool) -> dict[str, Any]:
         body["temperature"] = call.temperature
     if call.max_tokens is not None:
         body["max_tokens"] = call.max_tokens
-    return body
+    return apply_thinking(body, target.provider.thinking, target.provider.thinking_off, call.reasoning)
 
 
 def _usage(raw: Any) -> Usage | None:

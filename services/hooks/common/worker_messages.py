@@ -175,6 +175,11 @@ class ToolArgs(_Message):
     gen: int | None = None
     settings: dict[str, Any] = {}
     data: dict[str, Any] = {}
+    # context.world's values and context.store.get_session()'s view (None: the call came without them), and the
+    # host's seeded random source (SeededRandom.snapshot(); empty: an unseeded one).
+    world: dict[str, Any] | None = None
+    session: dict[str, Any] | None = None
+    random: dict[str, Any] = {}
 
 
 class Proposal(_Message):

@@ -52,6 +52,7 @@ from services.hooks.plugin_side.tape_mirror import WorkerTurns
 from shared.plugin_sdk import ExecutionView, HookContext, PluginRegistrar, PrivatePayload
 from shared.plugin_sdk.event_keys import InternalEvent
 from shared.plugin_sdk.hook_match import DeclarativeMatch
+from shared.plugin_sdk.seeded_random import SeededRandom
 from shared.plugin_sdk.session_state import STATE_BACKEND
 from shared.plugin_sdk.tools import ToolContext
 from shared.sandbox.operations import Operation
@@ -231,7 +232,9 @@ async def tool(server: WorkerServer, call: Call, args: ToolArgs) -> ToolReply:
     ctx = args.ctx
     context = ToolContext(session_id=ctx.session_id, turn_id=ctx.turn_id, locale=ctx.locale, runtime_id=ctx.runtime_id,
                           logical_turn=ctx.logical_turn, turn_number=ctx.turn_number, signal=call.signal,
-                          _own_settings=args.settings, _plugin_data=args.data)
+                          _own_settings=args.settings, _plugin_data=args.data, _world_data=args.world, _session_view=args.session)
+    if args.random:
+        context.random = SeededRandom.restore(args.random)
     outcome = await server.run_plugin(call, function, context, args.input)
     return ToolReply(outcome, [Proposal(proposal["type"], proposal["payload"]) for proposal in context.proposals])
 

@@ -10,9 +10,10 @@ from typing import Any
 from covel.common.v1 import common_pb2
 from services.scheduler.agent.prompt_templates import render
 from services.scheduler.catalogue import Package, Runtime
-from services.scheduler.execution.model_view import model_facing
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from shared.kernel_prompts import CONTINUE_PROMPT, TASK_PROMPT
+from shared.plugin_sdk.locale_text import instruction_locale_for
+from shared.plugin_sdk.model_view import model_facing
 from shared.structs import from_struct
 
 # What an input bound to this execution's story reads: the story is the assistant message of the conversation.
@@ -39,7 +40,6 @@ def framework_preamble(runtime: Runtime, locale: str, story: bool) -> str:
 
 # Only Simplified Chinese has prompt variants (PLUGIN.zh.md / RUNTIME.zh.md).
 VARIANT_LOCALE = "zh"
-TRADITIONAL_CHINESE = ("zh-hant", "zh-tw", "zh-hk", "zh-mo")
 
 
 # COVEL_INSTRUCTION_LOCALE ("en" or "zh"): one instruction language for every session, set once
@@ -54,11 +54,9 @@ def configure_instruction_locale(locale: str) -> None:
 
 def variant_locale(locale: str) -> str:
     """The prompt variant a session reads: `zh` for Simplified Chinese; "" (the main file) for every
-    other language, Traditional Chinese included. A fixed instruction locale decides for every session."""
-    tag = (_instruction_locale or locale or "").lower().replace("_", "-")
-    if tag != VARIANT_LOCALE and not tag.startswith(VARIANT_LOCALE + "-"):
-        return ""
-    return "" if tag.startswith(TRADITIONAL_CHINESE) else VARIANT_LOCALE
+    other language, Traditional Chinese included. A fixed instruction locale decides for every session
+    (the SDK's instruction_locale_for: one rule for the kernel and plugin code)."""
+    return VARIANT_LOCALE if instruction_locale_for(locale, _instruction_locale) == VARIANT_LOCALE else ""
 
 
 def runtime_prompt(runtime: Runtime, locale: str) -> str:
@@ -194,6 +192,15 @@ def runtime_inputs_block(inputs: dict[str, Any]) -> str:
     return f"<runtime-inputs>\n{body}\n</runtime-inputs>"
 
 
+def runtime_activation_block(activation: dict[str, Any] | None) -> str:
+    """What started a manual or event runtime, as the model reads it: the manual payload, or {events} of an event
+    follower ({topic, payload, source} each), bookkeeping fields removed. Nothing for a runtime the turn scheduled."""
+    if not activation:
+        return ""
+    body = json.dumps(model_facing(activation), ensure_ascii=False, indent=1)
+    return f"<runtime-activation>\n{body}\n</runtime-activation>"
+
+
 def assemble(
     runtime: Runtime,
     locale: str,
@@ -208,10 +215,12 @@ def assemble(
     include_summaries: bool = True,
     world_values: dict[str, Any] | None = None,
     execution_story: str = "",
+    activation: dict[str, Any] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     """The system prompt and messages; the runtime's prompt with its placeholders filled from `world_values`.
     `execution_story`: the story this execution told already (a runtime after the story): it follows the player's
-    input as an assistant message, and an input bound to it reads a pointer to that message."""
+    input as an assistant message, and an input bound to it reads a pointer to that message. `activation`: the payload
+    that started a manual or event runtime (<runtime-activation>, after the inputs)."""
     segments = segments or []
     system_segments = [seg["content"] for seg in segments if seg.get("position") == "system"]
     # agent:bootstrap handlers changed the files: they stand where the runtime's prompt stands.
@@ -220,7 +229,8 @@ def assemble(
     system_prompt = "\n\n".join(
         part
         for part in (framework_preamble(runtime, locale, story), *prompt_parts, *system_segments,
-                     runtime_inputs_block(story_pointers(inputs or {}, execution_story)), *(self_data or []))
+                     runtime_inputs_block(story_pointers(inputs or {}, execution_story)),
+                     runtime_activation_block(activation), *(self_data or []))
         if part
     )
 

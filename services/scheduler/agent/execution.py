@@ -18,6 +18,7 @@ from covel.common.v1 import common_pb2
 from covel.gateway.v1 import gateway_pb2
 from covel.hooks.v1 import hooks_pb2
 from covel.store.v1 import store_pb2
+from services.scheduler.agent.dimension_prompt import dimension_segment
 from services.scheduler.agent.dimension_tools import (
     UPDATE_DIMENSIONS,
     add_dimension_tools,
@@ -59,6 +60,7 @@ from services.scheduler.execution.subagents import (
     subagent_limits,
 )
 from services.scheduler.execution.turn_shared import TurnShared
+from services.scheduler.execution.world_view import world_view
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.kinds import ProposalType
 from services.scheduler.peers import Peers
@@ -84,6 +86,21 @@ class AgentExecution:
         self._plugin_data = plugin_data
         self._history_max_turns = history_max_turns
         self._interjections = interjections
+
+    async def _segments(self, runtime: Runtime, scope: ExecutionScope, run: TurnShared, player_message: str,
+                        story: bool) -> tuple[list[dict[str, Any]], list[Any]]:
+        """A run's prompt segments: a story's lorebook (its activation rules evaluated for this turn) and dimensions, the
+        plugins' segments, then the lorebook's entries placed after them; and the lorebook's trace entries."""
+        lore_turn = LorebookTurn(self._peers.store, scope.session.id, scope.logical_turn, runtime.runtime_id) if story else None
+        if lore_turn is not None:
+            await lore_turn.evaluate(run.world, run.history, player_message)
+        segments, lore_after = lore_turn.segments(scope.session.locale) if lore_turn is not None else ([], [])
+        segments += dimension_segment(run.world, scope.session.locale) if story else []
+        segments += await dynamic_segments(
+            hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
+            scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
+        lore_entry = lore_turn.trace_entry() if lore_turn is not None else None
+        return segments + lore_after, [lore_entry] if lore_entry is not None else []
 
     async def run(self, runtime: Runtime, scope: ExecutionScope, runtime_scope: RuntimeScope, player_message: str,
                   manifest: CompiledManifest, inputs: dict[str, Any] | None, root_budget: SubagentBudget | None = None,
@@ -112,6 +129,15 @@ class AgentExecution:
             return await self._plugin_data.as_run_sees(run, scope.session.id, plugin_id, mine)
 
         tools.plugin_data = own_data
+
+        async def tool_world() -> dict[str, Any]:
+            # The run's ctx.world (a nested run's: the committed world), with what its tools proposed so far.
+            view = await world_view(self._peers.store, self._peers.registry, scope, run, upstream=not nested)
+            for write in tools.tool_writes:
+                view.buffer(write["type"], write["payload"])
+            return view.as_data()
+
+        tools.world = tool_world
         topics = _story_topics(run) if story else list(package.event_topics)
         if topics:
             add_emit_event(tools, topics)
@@ -137,7 +163,8 @@ class AgentExecution:
         started = time.monotonic()
         loop_timeout_s = manifest.agent_part.loop.timeout_ms / 1000
         subagents = self.subagents_for(runtime, scope, run, characters, lambda: loop_timeout_s - (time.monotonic() - started),
-                                       budget=root_budget)
+                                       budget=_budget_of(root_budget, resume))
+        tools.subagent_budget = subagents.budget
         if subagents.available:
             _add_delegate(tools, subagents)
         if SUSPEND in manifest.agent_part.tools.plugin:
@@ -145,14 +172,7 @@ class AgentExecution:
             add_suspend_tool(tools)
         pending = self._interjections
         interjections = (lambda: pending(scope.session.id)) if pending else None
-        lore_turn = LorebookTurn(self._peers.store, scope.session.id, scope.logical_turn, runtime.runtime_id) if story else None
-        if lore_turn is not None:
-            await lore_turn.evaluate(run.world, run.history, player_message)
-        segments, lore_after = lore_turn.segments(scope.session.locale) if lore_turn is not None else ([], [])
-        segments += await dynamic_segments(
-            hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
-            scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), player_message=player_message)
-        segments += lore_after
+        segments, lore_trace = await self._segments(runtime, scope, run, player_message, story)
         history = await transform_history(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),
             scope=scope, runtime=runtime, story=story, packages=list(run.packages.values()), history=run.history)
@@ -163,11 +183,10 @@ class AgentExecution:
             packages=list(run.packages.values()), manifest=manifest, kernel_tools=tools, output_schemas=schemas,
             interjections=interjections, extra_segments=segments, world_values=template_values(run.world), resume=resume,
             execution_story="" if story or nested else execution_story(run.proposals),
+            activation=runtime_scope.activation, characters=character_records(run.world),
         )
         await subagents.close()
-        lore_entry = lore_turn.trace_entry() if lore_turn is not None else None
-        if lore_entry is not None:
-            outcome.trace.insert(0, lore_entry)
+        outcome.trace[0:0] = lore_trace
         outcome.trace.extend(subagents.trace)
         if outcome.status == OutcomeStatus.SUCCESS:
             outcome.writes = plugin_data.writes + tools.tool_writes
@@ -284,6 +303,13 @@ class AgentExecution:
                 if isinstance(text, str) and text.strip():
                     records.append(plugin_data_record(plugin_id, namespace, entry.key, text))
         return await search_memory(records, query, limit, IndexedVectors(self._peers, session_id, origin))
+
+
+def _budget_of(root_budget: SubagentBudget | None, resume: Resume | None) -> SubagentBudget | None:
+    """A nested run's root budget; a resumed run's saved one (None: a new budget)."""
+    if root_budget is not None or resume is None:
+        return root_budget
+    return SubagentBudget.restored(resume.state.get("subagentBudget"))
 
 
 def _subagent_entry(event: str, status: str, provider: Runtime, caller: Runtime, call_id: str, duration_us: int = 0,

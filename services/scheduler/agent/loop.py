@@ -100,6 +100,8 @@ async def run_agent(
     world_values: dict[str, Any] | None = None,
     resume: Resume | None = None,
     execution_story: str = "",
+    activation: dict[str, Any] | None = None,
+    characters: list[dict[str, Any]] | None = None,
 ) -> RuntimeOutcome:
     """One agent execution: context assembly, then steps until an answer, a completion or a failure.
     `resume`: a suspended run goes on from its saved conversation, the answer as its suspend call's result."""
@@ -112,6 +114,8 @@ async def run_agent(
     loop.extra_segments = list(extra_segments or [])
     loop.world_values = world_values or {}
     loop.execution_story = execution_story
+    loop.activation = dict(activation or {})
+    loop.characters = characters
     if event_topics and EMIT_EVENT not in loop.kernel_tools and subagent is None:
         add_emit_event(loop.kernel_tools, event_topics)
     if resume is not None:
@@ -155,6 +159,10 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.world_values: dict[str, Any] = {}
         # The story this execution told already (a runtime after the story reads it as a message).
         self.execution_story = ""
+        # What started a manual or event runtime (<runtime-activation>); the characters and inputs PostContextAssembly shows.
+        self.activation: dict[str, Any] = {}
+        self.characters: list[dict[str, Any]] | None = None
+        self.inputs: dict[str, Any] = {}
         # What the model sees and may call: set by prepare().
         self.system_prompt = ""
         self.messages: list[dict[str, Any]] = []
@@ -183,6 +191,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
     async def _assemble_context(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
                                 inputs: dict[str, Any] | None, self_data: list[str] | None, packages: list[Package]) -> None:
         runtime, session = self.runtime, self.scope.session
+        self.inputs = dict(inputs or {})
         window = self.manifest.agent_part.history or HistoryWindow()
         max_turns = window.max_turns if window.max_turns is not None else history_max_turns
         segments = [{**segment, "content": render(segment["content"], self.world_values)}
@@ -195,14 +204,14 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         include_summaries = window.include_summaries if window.include_summaries is not None else not windowed
         self.system_prompt, self.messages = assemble(
             runtime, session.locale, self.story, history, player_message, max_turns, inputs, self_data, segments, bootstrap,
-            include_summaries, self.world_values, self.execution_story)
+            include_summaries, self.world_values, self.execution_story, self.activation)
 
     async def _post_context_assembly(self) -> None:
         # The character the main seat plays now (a session may have several player characters).
         main = next((seat for seat in self.scope.session.seats if seat.id == "main"), None)
         assembled = await self.hooks.dispatch(
             PostContextAssembly(self.system_prompt, self.messages, self.story, runtime_prompt(self.runtime, self.scope.session.locale),
-                                self.prompt_segments, main.character_id if main is not None else ""),
+                                self.prompt_segments, main.character_id if main is not None else "", self.inputs, self.characters),
             self.scope, plugin_id=self.runtime.plugin_id, runtime_id=self.runtime.runtime_id,
         )
         self.trace.extend(assembled.trace)
@@ -426,7 +435,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
             first_token_timeout_ms=settings.first_token_timeout_ms,
             idle_timeout_ms=settings.idle_timeout_ms,
             timeout_ms=int(remaining_s * 1000),
-            max_retries=settings.max_retries,
+            max_retries=settings.max_retries, reasoning=self.manifest.agent_part.reasoning,
             origin=gateway_pb2.CallOrigin(session_id=session.id, turn_id=self.scope.turn_id, runtime_id=runtime.runtime_id),
         )
         if self.response_format is not None:

@@ -57,6 +57,8 @@ def saved_state(progress: ExecutionProgress, system_prompt: str, tools: KernelTo
         "systemPrompt": system_prompt, "conversation": conversation, "suspendCallId": call_id,
         "counters": {name: getattr(progress, name) for name in COUNTERS}, "usage": dict(usage),
         "toolWrites": tools.tool_writes, "foreignWrites": tools.foreign_writes, "emitted": tools.emitted,
+        # The subagent budget goes on across the resume (and a later suspension): calls and characters stay used.
+        **({"subagentBudget": tools.subagent_budget.saved()} if tools.subagent_budget is not None else {}),
     }
 
 

@@ -15,10 +15,10 @@ from services.scheduler.agent.loop_state import ExecutionProgress, Next
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.framework_trace import skipped_tool_entries
 from services.scheduler.execution.kernel_tools import EMIT_EVENT, RUNTIME_DONE, KernelTools
-from services.scheduler.execution.model_view import model_facing
 from services.scheduler.execution.outcome import RuntimeOutcome, StopReason
 from services.scheduler.execution.tool_call_hooks import ToolResult, post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from shared.plugin_sdk.model_view import model_view_of
 
 IsReadOnly = Callable[[str], bool]
 
@@ -37,7 +37,7 @@ def model_result_text(result_text: str) -> str:
         return result_text
     if not isinstance(result, dict) or result.get("ok") is not True or "data" not in result:
         return result_text
-    return json.dumps({**result, "data": model_facing(result["data"])}, ensure_ascii=False)
+    return json.dumps({**result, "data": model_view_of(result["data"])}, ensure_ascii=False)
 
 
 def tool_batches(calls: list[dict[str, Any]], is_read_only: IsReadOnly) -> list[list[dict[str, Any]]]:
@@ -84,10 +84,10 @@ async def execute(call: dict[str, Any], runtime: Runtime, scope: ExecutionScope,
             "hint": f"use one of: {', '.join(tool_names) or 'none'}"}})
     if call["name"] in kernel_tools:
         return await kernel_tools.call(call)
-    if kernel_tools.plugin_data is None:
-        return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes)
+    plugin_data = await kernel_tools.plugin_data(runtime.plugin_id) if kernel_tools.plugin_data is not None else None
+    world = await kernel_tools.world() if kernel_tools.world is not None else None
     return await hooks.call_tool(scope, runtime.plugin_id, runtime.runtime_id, call, kernel_tools.tool_writes,
-                                 plugin_data=await kernel_tools.plugin_data(runtime.plugin_id))
+                                 plugin_data=plugin_data, world=world)
 
 
 class ToolSteps:

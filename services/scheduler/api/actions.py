@@ -22,7 +22,7 @@ from services.scheduler.turn.plugin_actions import (
 )
 from services.scheduler.turn.request import ActionRun, TurnRequest
 from services.scheduler.turn.runner import TurnRunner
-from shared.errors import require, rpc
+from shared.errors import not_found, require, rpc
 from shared.page_tokens import pages
 from shared.structs import from_struct
 
@@ -39,7 +39,12 @@ class Actions:
         require(request.plugin_id, "plugin_id", "the running plugin whose action to call")
         require(request.action, "action", "an action of the plugin's contributes.actions")
         check_idempotency_key(request.idempotency_key)
-        check_action(await self._running_packages.of(request.session_id), request.plugin_id, request.action)
+        packages = await self._running_packages.of(request.session_id)
+        if all(package.id != request.plugin_id for package in packages):
+            why = await self._running_packages.why_not_running(request.session_id, request.plugin_id)
+            raise not_found(f"plugin_id: {request.plugin_id} does not run in this session ({why})", "covel.registry.v1.PluginPackage",
+                            request.plugin_id, reason="PLUGIN_NOT_ACTIVE")
+        check_action(packages, request.plugin_id, request.action)
         return await self._invoke(request.session_id, ActionCall(request.plugin_id, request.action, from_struct(request.payload)),
                                   request.idempotency_key)
 

@@ -22,8 +22,12 @@ from services.scheduler.api.turn_stream import TurnStreams, send_completed
 from services.scheduler.hooks.event_keys import SchedulerEventKeys
 from services.scheduler.turn.outcome import requests_advance
 from services.scheduler.turn.request import AdvanceStop, TurnRequest
+from services.scheduler.turn.settle_wait import wait_for_settling_jobs
 from services.scheduler.turn.stream import Emit
+from shared.logs import get_logger
 from shared.structs import from_struct
+
+log = get_logger(component="submit")
 
 WhenBusy = Callable[[str], Awaitable[None]]
 
@@ -99,6 +103,9 @@ class Submissions:
         """The submit's own turn, or the running turn its text joined (the admission raises Steered for it)."""
         turn_request = TurnRequest.player(request.session_id, actions, request.idempotency_key, stop=stop, when_busy=when_busy)
         accepted = AnnouncedOnStart(emit, partial(self._events.player_message, request.session_id, actions, request.idempotency_key))
+        gave_up = await wait_for_settling_jobs(self._store, request.session_id, stop.is_set)
+        if gave_up:
+            log.info("settle.wait_passed", session_id=request.session_id, job_ids=gave_up)
         try:
             return Completed(await self._streams.run(turn_request, accepted))
         except Steered as steered:

@@ -15,11 +15,13 @@ from services.scheduler.api.running_packages import RunningPackages
 from services.scheduler.api.submit import Submissions
 from services.scheduler.api.turn_follow import TurnFollower
 from services.scheduler.api.turn_stream import TurnStreams
+from services.scheduler.catalogue import Package, Runtime
+from services.scheduler.execution.activation_payloads import payload_problem
 from services.scheduler.public_api import from_request, respond
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.request import ManualRun, TurnRequest
-from shared.errors import invalid_argument, require, rpc
+from shared.errors import FieldViolation, ServiceError, invalid_argument, require, rpc
 from shared.structs import from_struct
 
 
@@ -46,20 +48,28 @@ class Turns:
         require(request.session_id, "session_id", "the id CreateSession returned")
         require(request.runtime_id, "runtime_id", "a runtime with schedule.trigger.type: manual")
         check_idempotency_key(request.idempotency_key)
+        payload = from_struct(request.payload)
+        named = await self._named(request.session_id, request.runtime_id)
+        if named is not None:
+            problem = payload_problem(*named, payload)
+            if problem is not None:
+                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"payload: {problem}",
+                                   [FieldViolation("payload", f"{problem}; send a payload its io.payloadSchema accepts")],
+                                   reason="PAYLOAD_INVALID", metadata={"runtime_id": request.runtime_id})
         # schedule.background: true runs it as a job outside the graph whatever the request says: the caller gets the
         # turn id (its job) with turn_started at once; without it, the request's flag decides.
-        background = request.background or await self._declared_background(request.session_id, request.runtime_id)
+        background = request.background or (named is not None and named[0].manifest.schedule.background is True)
         turn_request = TurnRequest(
-            request.session_id, request.idempotency_key, ManualRun(request.runtime_id, from_struct(request.payload)),
+            request.session_id, request.idempotency_key, ManualRun(request.runtime_id, payload),
             origin="background" if background else "manual",
         )
         async for event in self._streams.one_turn(turn_request, background=background):
             yield event
 
-    async def _declared_background(self, session_id: str, runtime_id: str) -> bool:
+    async def _named(self, session_id: str, runtime_id: str) -> tuple[Runtime, Package] | None:
+        """The runtime RunManual names and its package, if a running plugin of the session has it (the turn says why not)."""
         packages = await self._running_packages.of(session_id)
-        runtime = next((r for p in packages for r in p.runtimes if r.runtime_id == runtime_id), None)
-        return runtime is not None and runtime.manifest.schedule.background is True
+        return next(((r, p) for p in packages for r in p.runtimes if r.runtime_id == runtime_id), None)
 
     @rpc
     async def WatchTurn(self, request: scheduler_pb2.WatchTurnRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:

@@ -15,16 +15,21 @@ MAX_ASSEMBLED_CHARS = 40_000
 PROFILE_KEYS = ("name", "aliases", "description", "fields")
 
 
-def witnessed_story(history: list[common_pb2.Message], character_id: str) -> list[str]:
-    """The story texts the character was present for (a story's presentCharacterIds), oldest first."""
+def witnessed_messages(history: list[common_pb2.Message], character_id: str) -> list[common_pb2.Message]:
+    """The story messages the character was present for (a story's presentCharacterIds), oldest first."""
     found = []
     for message in history:
         if message.role != "story":
             continue
         present = from_struct(message.metadata).get("presentCharacterIds") or []
         if isinstance(present, list) and character_id in present and message.text.strip():
-            found.append(message.text)
+            found.append(message)
     return found
+
+
+def witnessed_story(history: list[common_pb2.Message], character_id: str) -> list[str]:
+    """The texts of witnessed_messages."""
+    return [message.text for message in witnessed_messages(history, character_id)]
 
 
 def _render(profile: dict[str, Any], witnessed: list[str], brief: str, instruction: str) -> str:

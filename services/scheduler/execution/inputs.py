@@ -17,9 +17,7 @@ from typing import Any, Protocol
 from services.scheduler.catalogue import Package
 from services.scheduler.contracts import NARRATIVE_ENGINE
 from services.scheduler.execution.json_pointer import PointerError, resolve
-from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output
-from services.scheduler.execution.output_contracts import _contract_schema as contract_schema
-from services.scheduler.execution.output_contracts import _file_schema as file_schema
+from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, contract_schema, file_schema
 from services.scheduler.execution.story_output import DERIVED_FIELDS
 from shared.manifest import CompiledManifest, InputBinding, KernelInput
 from shared.manifest.runtime import InputSource

@@ -9,7 +9,6 @@ character look-ups (list-characters, get-character) and memory-search, and deleg
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from shared.manifest import CompiledManifest
 from shared.manifest.runtime import Dataset
 from shared.plugin_data.operations import DELETED, MISSING, OperationError, apply_operations
 from shared.plugin_sdk.characters import resolve_character
+from shared.plugin_sdk.dataset_keys import dataset_key
 from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.structs import from_struct, to_struct
 
@@ -60,12 +60,16 @@ class KernelTools:
     foreign_writes: list[dict[str, Any]] = field(default_factory=list)
     # The suspend tool's interaction once called (agent/suspension.py): the loop stops, suspended.
     suspension: dict[str, Any] | None = None
+    # The root execution's subagent budget (execution/subagents.py SubagentBudget): a suspension keeps it.
+    subagent_budget: Any = None
     # What the run's plugin tools showed (interactions, notifications, ui), and the first malformed one's problem.
     shown: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     shown_problem: str = ""
     # A plugin's own data as this run sees it (its own tool writes included), handed to the plugin's tools
     # and services it calls (ToolContext.get_plugin_data); None: they get none.
     plugin_data: Callable[[str], Awaitable[dict[str, dict[str, Any]]]] | None = None
+    # The calling run's ctx.world as plain values, for its plugin tools' context.world; None: they get none.
+    world: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     def note_shown(self, data: dict[str, Any]) -> None:
         """A plugin tool's result: its interactions, notifications and ui become the run's (checked; a malformed
@@ -145,11 +149,6 @@ def add_emit_event(tools: KernelTools, topics: list[str]) -> None:
               {"type": "object", "required": ["topic"], "properties": {
                   "topic": {"type": "string", "enum": list(topics)}, "payload": {"type": "object"}}},
               emit, read_only=False)
-
-
-def dataset_key(key: str) -> str:
-    """The SDK's dataset key rule: trimmed, lower case, runs of spaces and underscores as one '-'."""
-    return re.sub(r"[\s_]+", "-", key.strip().lower())
 
 
 def wanted_datasets(manifest: CompiledManifest, declared: Mapping[str, Dataset]) -> dict[str, list[str]]:

@@ -31,7 +31,7 @@ def _load(path: str, mtime: float) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def _file_schema(root: Path, manifest_file: str, reference: str) -> dict[str, Any]:
+def file_schema(root: Path, manifest_file: str, reference: str) -> dict[str, Any]:
     base = (root / manifest_file).parent
     path = (base / reference).resolve()
     if not path.is_relative_to(root.resolve()):
@@ -42,14 +42,14 @@ def _file_schema(root: Path, manifest_file: str, reference: str) -> dict[str, An
         raise SchemaUnavailable(f"{reference}: {error}") from error
 
 
-def _contract_schema(contract: str, contracts: Mapping[str, ContractSchema], root: Path) -> dict[str, Any] | None:
+def contract_schema(contract: str, contracts: Mapping[str, ContractSchema], root: Path) -> dict[str, Any] | None:
     """The contract's schema: the kernel's own, or the one `contracts` (a package's) publishes."""
     kernel = kernel_contract_schema(contract)
     if kernel is not None:
         return kernel
     published = contracts.get(contract)
     if published is not None:
-        return _file_schema(root, "PLUGIN.md", published.schema_)
+        return file_schema(root, "PLUGIN.md", published.schema_)
     return None
 
 
@@ -60,15 +60,15 @@ def output_schemas(manifest: CompiledManifest, contracts: Mapping[str, ContractS
     reference = output.schema_
     if reference:
         if reference.startswith("contract:"):
-            found = _contract_schema(reference.removeprefix("contract:"), contracts, root)
+            found = contract_schema(reference.removeprefix("contract:"), contracts, root)
             if found is None:
                 raise SchemaUnavailable(f"io.output.schema: {reference} has no published schema")
             schemas.append((reference, found))
         else:
-            schemas.append((reference, _file_schema(root, manifest.file, reference)))
+            schemas.append((reference, file_schema(root, manifest.file, reference)))
     contract = output.contract
     if contract:
-        published = _contract_schema(contract, contracts, root)
+        published = contract_schema(contract, contracts, root)
         if published is not None and all(schema is not published for _, schema in schemas):
             schemas.append((f"contract {contract}", published))
     return schemas

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.scheduler.execution.model_view import model_facing
 from shared.manifest.runtime import SelfData
+from shared.plugin_sdk.model_view import model_facing
 
 SUMMARY_CHARS = 200
 

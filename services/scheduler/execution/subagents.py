@@ -92,6 +92,21 @@ class SubagentBudget:
     actors: set[str] = field(default_factory=set)
     running: int = 0
 
+    def saved(self) -> dict[str, Any]:
+        """What a suspended run keeps of it: its limits, the calls it admitted and the characters (spec: 执行名额)."""
+        return {"limits": {"maxSubagentCalls": self.max_calls, "maxActors": self.max_actors}, "calls": self.calls,
+                "actorIds": sorted(self.actors)}
+
+    @classmethod
+    def restored(cls, saved: Any) -> SubagentBudget | None:
+        """The budget a resumed run goes on with (None when the suspension kept none: a new one is made)."""
+        if not isinstance(saved, dict) or not isinstance(saved.get("limits"), dict):
+            return None
+        limits = saved["limits"]
+        return cls(max_calls=int(limits.get("maxSubagentCalls", DEFAULT_MAX_SUBAGENT_CALLS)),
+                   max_actors=int(limits.get("maxActors", DEFAULT_MAX_ACTORS)), calls=int(saved.get("calls") or 0),
+                   actors={str(actor) for actor in saved.get("actorIds") or []})
+
 
 class Subagents:
     """`run(request)` for one root execution; `providers` are the session's runtimes with their manifests."""

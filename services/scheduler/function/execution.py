@@ -10,8 +10,11 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from covel.gateway.v1 import gateway_pb2_grpc
+from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.catalogue import Runtime
+from services.scheduler.execution.activation_payloads import payload_problem
+from services.scheduler.execution.character_history import character_history
 from services.scheduler.execution.framework_trace import NESTED_SUSPENSION_REASON, nested_suspension_dropped
 from services.scheduler.execution.inputs import CommittedExports, Export, InputChecker, bind_inputs
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
@@ -24,18 +27,13 @@ from services.scheduler.execution.subagents import Subagents
 from services.scheduler.execution.turn_shared import TurnShared
 from services.scheduler.execution.world_context import POINT as WORLD_CONTEXT
 from services.scheduler.execution.world_context import world_context
+from services.scheduler.execution.world_view import WorldView, world_view
 from services.scheduler.function.runtime import FunctionContext, FunctionOutcome
 from services.scheduler.function.sandboxed import prewarm_function_pool, run_function
-from services.scheduler.function.services import (
-    STALL_RESEND_MIN_S,
-    WORLD_PROPOSALS,
-    GatewayView,
-    StoreView,
-    ToolsView,
-    WorldView,
-)
+from services.scheduler.function.services import STALL_RESEND_MIN_S, GatewayView, StoreView, ToolsView
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.kinds import RuntimeType, Visibility
+from services.scheduler.plugin_locale import messages as plugin_messages
 from shared.ids import new_id
 from shared.manifest import CompiledManifest
 from shared.manifest.runtime import InputSource
@@ -111,8 +109,11 @@ def _input_gate(bindings: Mapping[str, Any], bound: Mapping[str, Any], rejected:
 class FunctionExecution:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, running: Callable[[str], RunningTurn | None],
                  plugin_data: PluginDataViews, agents: NestedAgents | None = None, hooks: HookBus | None = None,
-                 gateway: gateway_pb2_grpc.LlmGatewayStub | None = None, stall_resend_min_s: float = STALL_RESEND_MIN_S) -> None:
+                 gateway: gateway_pb2_grpc.LlmGatewayStub | None = None, stall_resend_min_s: float = STALL_RESEND_MIN_S,
+                 registry: registry_pb2_grpc.PluginRegistryStub | None = None) -> None:
         self._store = store
+        # ctx.world.worldRecord is the registry's record of the session's world.
+        self._registry = registry
         self._stall_resend_min_s = stall_resend_min_s
         self._running = running
         self._plugin_data = plugin_data
@@ -188,18 +189,10 @@ class FunctionExecution:
                                 check=checker, rejected=rejected)
         return bound, _input_gate(bindings, bound, rejected, committed_specs, nested, runtime_scope)
 
-    async def world_view(self, scope: ExecutionScope, shared: TurnShared) -> WorldView:
-        """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes."""
-        return WorldView(await self._committed_world(scope, shared), [p for p in shared.proposals if p.type in WORLD_PROPOSALS],
-                         scope.session.seats, world_id=scope.session.world_id)
-
-    async def _committed_world(self, scope: ExecutionScope, shared: TurnShared) -> store_pb2.GetWorldResponse:
-        world = shared.world
-        if world is None:
-            read: store_pb2.GetWorldResponse = await shared.read_once(
-                "world", lambda: self._store.GetWorld(store_pb2.GetWorldRequest(session_id=scope.session.id)))
-            world = shared.world = read
-        return world
+    async def world_view(self, scope: ExecutionScope, shared: TurnShared, *, upstream: bool = True) -> WorldView:
+        """ctx.world: the committed world (read once per turn) with the world proposals of finished upstream runtimes
+        (none for a nested run: it reads the committed world)."""
+        return await world_view(self._store, self._registry, scope, shared, upstream=upstream)
 
     def context(
         self, runtime: Runtime, scope: ExecutionScope, runtime_scope: RuntimeScope, player_message: str, manifest: CompiledManifest,
@@ -219,6 +212,7 @@ class FunctionExecution:
             logical_turn=scope.logical_turn,
             execution=MappingProxyType({"origin": runtime_scope.origin, "locale": session.locale or "en",
                                         **({"sourceTurnId": runtime_scope.source_turn_id} if runtime_scope.source_turn_id else {})}),
+            messages=MappingProxyType(plugin_messages(shared.packages[runtime.plugin_id], session.locale)),
             activation=MappingProxyType(runtime_scope.activation),
             recursion_depth=depth,
             random=seeded_random(scope.logical_turn, runtime.runtime_id, session.id),
@@ -241,12 +235,20 @@ class FunctionExecution:
         context.session = MappingProxyType({"lastPlayerInput": runtime_scope.last_player_input})
         context.http = function_http_client(runtime.plugin_id, shared.packages[runtime.plugin_id].permissions, manifest)
         context.world = world
+
+        async def history_for(character_id: str, limit: int | None = None) -> dict[str, Any]:
+            """CharacterHistory: the story the character witnessed (execution/character_history.py)."""
+            characters = world.as_data()["characters"] if world is not None else []  # as_data: no read dependency
+            return character_history(shared.history, characters, character_id, limit)
+
+        context.history_for = history_for
         if isinstance(world, WorldView):
             world.record_reads_into(context.plugin_data.read_from)  # reading characters depends on their upstream writers
         context.store = StoreView(self._store, session.id, context.plugin_data)
         if self._hooks is not None:
             context.services = ServicesView(self._hooks, scope, runtime, shared.packages)
-            context.tools = ToolsView(runtime, scope, self._hooks, manifest.function.tools if manifest.function else [], context.trace)
+            context.tools = ToolsView(runtime, scope, self._hooks, manifest.function.tools if manifest.function else [], context.trace,
+                                      world=lambda: world.as_data() if isinstance(world, WorldView) else None)
         if self._gateway is not None:
             context.gateway = GatewayView(self._gateway, runtime, scope, manifest.gateway_slot, lambda: context.deadline,
                                           self._stall_resend_min_s)
@@ -286,6 +288,9 @@ class FunctionExecution:
         manifest = target.manifest
         if manifest.schedule.subagent_only:
             raise LookupError(f"recursive_call({runtime_id!r}): a subagentOnly runtime runs through ctx.agents.run")
+        problem = payload_problem(target, package, call.runtime_scope.activation)
+        if problem is not None:
+            raise ValueError(f"recursive_call({runtime_id!r}): the input {problem}")
         # An execution of its own: hooks tell it from its parent's and from other nested runs (HookContext.execution_id).
         scope = scope.execution(new_id())
         # The nested execution binds from its own upstream only (none): not the parent turn's results.
@@ -302,8 +307,7 @@ class FunctionExecution:
         """A nested function run: its writes and events follow the parent's if it succeeds."""
         parent_context = call.parent_context
         # A nested run does not inherit its parent's upstream: it reads the committed world.
-        world = WorldView(await self._committed_world(scope, call.runtime_scope.turn), seats=scope.session.seats,
-                          world_id=scope.session.world_id)
+        world = await self.world_view(scope, call.runtime_scope.turn, upstream=False)
         context = self.context(target, scope, call.runtime_scope, player_message, manifest, call.depth + 1, inputs=inputs, world=world)
         # Plugin data: committed values and its own writes. A nested execution sees only the upstream
         # of its own execution (none): not its parent's upstream runtimes (spec: 执行内的插件数据可见性).

@@ -79,6 +79,10 @@ class FunctionContext:
     progress: Any = None
     # ctx.session: {lastPlayerInput} (a PlayerInputSubmission or None), frozen when the execution started.
     session: Any = None
+    # await ctx.history_for(character_id, limit=): the story a character witnessed (execution/character_history.py).
+    history_for: Any = None
+    # The plugin's `messages` (locales/<locale>.yaml) in the session's locale: the SDK's translate(ctx, text) reads them.
+    messages: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if self.log is None:
@@ -92,6 +96,8 @@ class FunctionContext:
         if not isinstance(payload, dict):
             raise ValueError(f"propose({type!r}): the payload is an object")
         self.plugin_data.own.append(BufferedWrite(self.runtime_id, type, json_copy(payload)))
+        if hasattr(self.world, "buffer"):
+            self.world.buffer(type, payload)  # later reads of ctx.world see it (execution/world_view.py WorldView)
 
     def emit_event(self, topic: str, payload: Any = None) -> None:
         if not isinstance(topic, str) or not re.match(r"^[A-Za-z0-9._:/-]{1,120}$", topic):

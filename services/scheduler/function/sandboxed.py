@@ -98,6 +98,7 @@ def context_data(context: FunctionContext) -> dict[str, Any]:
         "logical_turn": context.logical_turn, "execution": dict(context.execution), "recursion_depth": context.recursion_depth,
         "random": context.random.snapshot(), "user_settings": dict(context.user_settings),
         "activation": dict(context.activation), "session": dict(context.session or {}), "deadline": context.deadline,
+        "messages": dict(context.messages),
         "world": _world(context.world), "http": _http(context), "capabilities": present,
         "gateway_slot": getattr(context.gateway, "slot", "plugin"),
         "agent_targets": list(agents.targets()) if agents is not None and hasattr(agents, "targets") else [],
@@ -128,10 +129,12 @@ def capabilities(context: FunctionContext) -> Callable[[str, list[Any], dict[str
         "services.call": lambda *a, **k: _needs(context, "services").call(*a, **k),
         "gateway.generate_text": lambda *a, **k: _needs(context, "gateway").generate_text(*a, **k),
         "gateway.generate_object": lambda *a, **k: _needs(context, "gateway").generate_object(*a, **k),
+        "gateway.evaluate": lambda *a, **k: _needs(context, "gateway").evaluate(*a, **k),
         "agents.run": lambda *a, **k: _needs(context, "agents").run(*a, **k),
         "progress.report": lambda *a, **k: _needs(context, "progress").report(*a, **k),
         "progress.finish": lambda *a, **k: _needs(context, "progress").finish(*a, **k),
         "recursive_call": lambda *a, **k: context.recursive_call(*a, **k),
+        "history_for": lambda *a, **k: _needs(context, "history_for")(*a, **k),
     }
 
     async def run(op: str, args: list[Any], kwargs: dict[str, Any]) -> Any:

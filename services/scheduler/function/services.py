@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -19,11 +19,11 @@ from services.scheduler import outages
 from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.tool_call_hooks import post_tool_use, pre_tool_use
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
-from services.scheduler.kinds import ProposalType
+from services.scheduler.session_views import session_view
 from shared.ids import new_id
 from shared.plugin_sdk import freeze, thaw
 from shared.plugin_sdk.tools import tool_error
-from shared.structs import from_struct, from_value, to_struct
+from shared.structs import to_struct
 
 # Spec (Function 的工具和超时): a silent model call is given up at half the time left, at least 60 s
 # (COVEL_SCHEDULER_STALL_RESEND_MIN_MS), and sent once more with the rest; with 60 s or less left it is sent once.
@@ -38,89 +38,6 @@ def stall_resend_wait(remaining_s: float, floor_s: float = STALL_RESEND_MIN_S) -
     if remaining_s <= floor_s:
         return remaining_s
     return max(remaining_s / 2, floor_s)
-
-
-class WorldView:
-    """ctx.world: the committed world model as the turn found it, plus the valid world proposals of
-    upstream runtimes that finished before this one (an in-execution preview, not committed values).
-    Everything is frozen: copy before changing (`shared.plugin_sdk.thaw`)."""
-
-    __slots__ = ("_characterSchema", "_characters", "_reads", "dimensions", "producers", "seats", "worldRecord")
-
-    def __init__(self, world: store_pb2.GetWorldResponse, upstream: Iterable[store_pb2.Proposal] = (),
-                 seats: Iterable[store_pb2.Seat] = (), world_id: str = "") -> None:
-        # characters / characterSchema -> the upstream runtimes whose proposals show in them: a reader depends on them.
-        producers: dict[str, set[str]] = {"characters": set(), "characterSchema": set()}
-        schema = from_struct(world.character_schema) if world.HasField("character_schema") else None
-        characters = {c.id: {**from_struct(c.data), "id": c.id, "version": c.version} for c in world.characters}
-        dimensions = {
-            d.id: {"name": d.name, "description": d.description, "schema": from_struct(d.schema), "value": from_value(d.value),
-                   "version": d.version}
-            for d in world.dimensions
-        }
-        for proposal in upstream:
-            payload = from_struct(proposal.payload)
-            if proposal.type == "character.schema.set":
-                schema = {"types": payload.get("types") or [], "attributes": payload.get("attributes") or {}}
-                producers["characterSchema"].add(proposal.runtime_id)
-            elif proposal.type == "character.upsert" and isinstance(payload.get("character"), dict):
-                producers["characters"].add(proposal.runtime_id)
-                character_id = str(payload.get("characterId") or "")
-                version = characters.get(character_id, {}).get("version", 0) + 1
-                characters[character_id] = {**payload["character"], "id": character_id, "version": version}
-            elif proposal.type == "dimension.initialize":
-                for item in payload.get("dimensions") or []:
-                    if isinstance(item, dict) and item.get("id") and item["id"] not in dimensions:
-                        dimensions[item["id"]] = {"name": item.get("name", ""), "description": item.get("description", ""),
-                                                  "schema": item.get("schema"), "value": item.get("value"), "version": 1}
-            elif proposal.type == ProposalType.DIMENSION_UPDATE:
-                for item in payload.get("updates") or []:
-                    if isinstance(item, dict) and item.get("id") in dimensions:
-                        current = dimensions[item["id"]]
-                        dimensions[item["id"]] = {**current, "value": item.get("value"), "version": current["version"] + 1}
-        self._characterSchema = freeze(schema)
-        self._characters = freeze(sorted(characters.values(), key=lambda c: c["id"]))
-        self.producers = producers
-        self._reads: set[str] | None = None
-        self.dimensions = freeze(dimensions)
-        # The session's seats as the turn found them (a switch takes effect next turn).
-        self.seats = freeze([{"id": seat.id, "role": seat.role, "currentCharacterId": seat.character_id or None,
-                              "characterIds": list(seat.character_ids)} for seat in seats])
-        # The session's world ({id}; None for a session without a world): the package's own record stays in the registry.
-        self.worldRecord = freeze({"id": world_id}) if world_id else None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise TypeError(f"ctx.world.{name} is read-only; propose a change instead")
-        object.__setattr__(self, name, value)
-
-    def as_data(self) -> dict[str, Any]:
-        """The view as plain values (what a sandboxed handler is sent), recording no read."""
-        return {"characterSchema": thaw(self._characterSchema), "characters": thaw(self._characters), "dimensions": thaw(self.dimensions),
-                "seats": thaw(self.seats), "worldRecord": thaw(self.worldRecord)}
-
-    def record_reads_into(self, reads: set[str]) -> None:
-        """Reading characters or characterSchema adds the upstream runtimes that wrote them to `reads` (the reader's
-        read dependencies: if their proposals do not commit, an auxiliary reader's do not either)."""
-        object.__setattr__(self, "_reads", reads)
-
-    def note_read(self, name: str) -> None:
-        if self._reads is not None:
-            self._reads.update(self.producers.get(name, ()))
-
-    @property
-    def characters(self) -> Any:
-        self.note_read("characters")
-        return self._characters
-
-    @property
-    def characterSchema(self) -> Any:
-        self.note_read("characterSchema")
-        return self._characterSchema
-
-
-WORLD_PROPOSALS = (ProposalType.CHARACTER_SCHEMA_SET, ProposalType.CHARACTER_UPSERT, ProposalType.DIMENSION_INITIALIZE,
-                   ProposalType.DIMENSION_UPDATE)
 
 
 class StoreView:
@@ -139,14 +56,7 @@ class StoreView:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise LookupError(f"store.get_session(): session {self._session_id} no longer exists") from error
             raise
-        return freeze({
-            "phase": session.phase,
-            "completedPlayerTurns": session.completed_player_turns,
-            "locale": session.locale,
-            # The spec's view: the kernel's bookkeeping (version, attempts) stays out.
-            "setupRuntimes": {runtime_id: {k: v for k, v in from_struct(progress).items() if k not in ("version", "attempts")}
-                              for runtime_id, progress in session.setup_runtimes.items()},
-        })
+        return freeze(session_view(session))
 
     async def get_plugin_data(self, namespace: str, key: str, default: Any = None) -> Any:
         return await self._plugin_data.get(namespace, key, default)
@@ -159,8 +69,11 @@ class ToolsView:
     """ctx.tools.call(name, args): a plugin tool of function.tools, with PreToolUse before and
     PostToolUse after, as an agent's call has. Answers the unified result {ok, data | error}."""
 
-    def __init__(self, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry]) -> None:
+    def __init__(self, runtime: Runtime, scope: ExecutionScope, hooks: HookBus, allowed: Iterable[str], trace: list[common_pb2.HookTraceEntry],
+                 world: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self._runtime = runtime
+        # The handler's ctx.world as it stands at the call (its own proposals included): the tool's context.world.
+        self._world = world
         self._scope = scope
         self._hooks = hooks
         self._allowed = [name for name in allowed if isinstance(name, str)]
@@ -181,13 +94,22 @@ class ToolsView:
             # After PreToolUse: a hook may rename the call, but only to a tool the manifest allows.
             return tool_error("unauthorized", f"the tool {call['name']} is not in function.tools of {self._runtime.runtime_id}",
                               f"add it to function.tools, or use one of: {', '.join(self._allowed) or 'none'}")
-        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call, self.writes)
+        result = await self._hooks.call_tool(self._scope, self._runtime.plugin_id, self._runtime.runtime_id, call, self.writes,
+                                             world=self._world())
         text, _, _ = await post_tool_use(call, result, self._runtime, self._scope, self._hooks, self._trace)
         return json.loads(text)
 
 
 class ModelCallFailed(RuntimeError):
     pass
+
+
+# What ctx.gateway.evaluate asks the model for.
+EVALUATION: dict[str, Any] = {
+    "type": "object", "required": ["verdict", "reason"], "additionalProperties": False,
+    "properties": {"verdict": {"type": "boolean"}, "score": {"type": "number", "minimum": 0, "maximum": 1},
+                   "reason": {"type": "string", "minLength": 1}},
+}
 
 
 class GatewayView:
@@ -219,6 +141,20 @@ class GatewayView:
             return json.loads(reply.message.content)
         except json.JSONDecodeError as error:
             raise ModelCallFailed(f"gateway.generate_object(): the reply is not JSON: {error}") from error
+
+    async def evaluate(self, prompt: str | None = None, *, criteria: str, messages: list[dict[str, str]] | None = None,
+                       system: str | None = None) -> dict[str, Any]:
+        """A judgment of `prompt` (or `messages`) against `criteria` (the spec's ctx.gateway.evaluate): {verdict, score?,
+        reason}, asked for with a fixed schema at temperature 0 in the runtime's slot."""
+        if not isinstance(criteria, str) or not criteria.strip():
+            raise ValueError("gateway.evaluate(prompt, criteria=): criteria says what the text must satisfy")
+        instruction = (f"Judge the text against this criterion: {criteria.strip()}\nAnswer `verdict` (true when it holds), "
+                       "optionally `score` from 0 to 1, and `reason`: one sentence saying why.")
+        answer = await self.generate_object(prompt, schema=EVALUATION, messages=messages, name="evaluation", temperature=0,
+                                            system=f"{system}\n\n{instruction}" if system else instruction)
+        if not isinstance(answer, dict) or not isinstance(answer.get("verdict"), bool):
+            raise ModelCallFailed("gateway.evaluate(): the reply has no boolean verdict")
+        return answer
 
     async def _generate(self, prompt: str | None, messages: list[dict[str, str]] | None, system: str | None,
                         response_format: gateway_pb2.ResponseFormat | None, temperature: float | None,

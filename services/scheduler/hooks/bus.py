@@ -18,6 +18,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler import outages
 from services.scheduler.hooks.held_events import HeldEvents
 from services.scheduler.hooks.payloads import HookPayload, PostStateCommit, TurnStop
+from services.scheduler.session_views import session_view
 from shared.hook_matches import match_from_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
@@ -246,16 +247,18 @@ class HookBus:
         return trace
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
-                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None) -> str:
+                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None,
+                        world: dict[str, Any] | None = None) -> str:
         """Run one plugin tool in the hooks service; the unified result as JSON text. The proposals a
         successful call made are added to `writes` ({type, payload}). `plugin_data`: the plugin's own
-        data as the calling run sees it (ToolContext.get_plugin_data)."""
+        data as the calling run sees it (ToolContext.get_plugin_data); `world`: its ctx.world (context.world)."""
         try:
             reply = await self._hooks.CallTool(
                 hooks_pb2.CallToolRequest(
                     context=scope.context(plugin_id, runtime_id), plugin_id=plugin_id, name=call["name"],
                     arguments=call.get("arguments") or "{}", call_id=call.get("id", ""),
                     plugin_data=to_struct(plugin_data) if plugin_data else None,
+                    world=to_struct(world) if world is not None else None, session_view=to_struct(session_view(scope.session)),
                 ),
             )
         except grpc.aio.AioRpcError as error:
@@ -279,10 +282,13 @@ class HookBus:
             outages.note("hooks", error)
             raise
 
-    async def call_action(self, scope: ExecutionScope, plugin_id: str, action: str, payload_json: str) -> hooks_pb2.CallToolResponse:
-        """A plugin's registered action (covel.register_rpc): the unified result and the proposals it made."""
-        return await self._hooks.CallAction(hooks_pb2.CallActionRequest(context=scope.context(plugin_id), plugin_id=plugin_id, action=action,
-                                                                        payload=payload_json))
+    async def call_action(self, scope: ExecutionScope, plugin_id: str, action: str, payload_json: str,
+                          world: dict[str, Any] | None = None) -> hooks_pb2.CallToolResponse:
+        """A plugin's registered action (covel.register_rpc): the unified result and the proposals it made. `world`:
+        its context.world."""
+        return await self._hooks.CallAction(hooks_pb2.CallActionRequest(
+            context=scope.context(plugin_id), plugin_id=plugin_id, action=action, payload=payload_json,
+            world=to_struct(world) if world is not None else None, session_view=to_struct(session_view(scope.session))))
 
     async def validate_form(self, scope: ExecutionScope, plugin_id: str, form_id: str, values: dict[str, Any]) -> hooks_pb2.ValidateFormResponse:
         """A plugin's form validator on a player's answer (found: false when the plugin registered none)."""

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from covel.hooks.v1 import hooks_pb2
-from services.scheduler.execution.model_view import model_facing
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
+from shared.plugin_sdk.model_view import model_facing
 from shared.structs import from_struct
 
 # operations@1: a request or result whose model view is longer than this (as JSON) is left out.
@@ -85,8 +85,9 @@ class RecordingHooks:
         return getattr(self._bus, name)
 
     async def call_tool(self, scope: ExecutionScope, plugin_id: str, runtime_id: str, call: dict[str, Any],
-                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None) -> str:
-        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes, plugin_data=plugin_data)
+                        writes: list[dict[str, Any]] | None = None, plugin_data: dict[str, Any] | None = None,
+                        world: dict[str, Any] | None = None) -> str:
+        text = await self._bus.call_tool(scope, plugin_id, runtime_id, call, writes, plugin_data=plugin_data, world=world)
         running = RUNNING_UNIT.get()
         if running is not None:
             try:

@@ -45,7 +45,7 @@ class Compaction:
 
 
 def provider_of(packages: Mapping[str, Package]) -> str:
-    """The active plugin providing history.compact@2 (the first by id when several do)."""
+    """The active plugin providing history.compact@2 (one per session: the registry lets one in; by id if ever more)."""
     providers = sorted(pid for pid, package in packages.items() if any(e.startswith(f"{POINT}/") for e in package.extensions))
     return providers[0] if providers else ""
 

@@ -240,3 +240,8 @@ def gate_reason(
         if not succeeded:
             return f"{label}: no provider of {dependency.ref} succeeded"
     return None
+
+
+def parallel_safe(manifest: CompiledManifest) -> bool:
+    """effects.parallelSafe: false runs the runtime alone in its layer (not beside any other); unset or true, beside."""
+    return (manifest.effects or {}).get("parallelSafe") is not False

@@ -17,6 +17,7 @@ from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package
 from services.scheduler.execution.origins import TurnOrigin
+from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.plugin_locale import labels
 from services.scheduler.public_api import public_enum
@@ -56,10 +57,13 @@ def check_action(packages: list[Package], plugin_id: str, action: str) -> None:
         raise not_found(f"action: plugin {plugin_id} has no action {action!r} (its actions: {listed})")
 
 
-async def run_action(hooks: HookBus, call: ActionCall, scope: ExecutionScope, run: TurnState, turn: store_pb2.Turn) -> None:
-    """The action's handler in the hooks service; its result on the turn, its proposals with the turn's commit."""
+async def run_action(hooks: HookBus, call: ActionCall, scope: ExecutionScope, run: TurnState, turn: store_pb2.Turn,
+                     functions: FunctionExecution) -> None:
+    """The action's handler in the hooks service (its context.world the committed world, as a handler's ctx.world
+    reads it); its result on the turn, its proposals with the turn's commit."""
     started = time.monotonic()
-    reply = await hooks.call_action(scope, call.plugin_id, call.action, json.dumps(call.payload))
+    world = await functions.world_view(scope, run.shared)
+    reply = await hooks.call_action(scope, call.plugin_id, call.action, json.dumps(call.payload), world=world.as_data())
     result = json.loads(reply.result)
     status, reason = "success", ""
     output: dict[str, Any] = {}

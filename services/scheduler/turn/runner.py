@@ -132,7 +132,7 @@ class TurnRunner:
         plugin_data = PluginDataViews(peers.store)
         self._agents = AgentExecution(peers, hooks, plugin_data, settings.scheduler_history_max_turns, self._take_interjections)
         self._functions = FunctionExecution(peers.store, self._running.get, plugin_data, self._agents, hooks, peers.gateway,
-                                            stall_resend_min_s=settings.scheduler_stall_resend_min_ms / 1000)
+                                            settings.scheduler_stall_resend_min_ms / 1000, peers.registry)
         self._stages = StageRunner(UnitRunner(hooks, self._functions, self._agents), self._functions)
         self._lease = LeaseKeeper(peers.store, settings)
         self._commit = TurnCommit(peers.store, hooks)
@@ -436,7 +436,7 @@ class TurnRunner:
         scope = plugins.scope
         run.scheduled = [runtime.runtime_id for runtime in selected]
         if isinstance(request.work, ActionRun):
-            await run_action(self._hooks, request.work.call, scope, run, stream.turn)
+            await run_action(self._hooks, request.work.call, scope, run, stream.turn, self._functions)
             return
         if not isinstance(request.work, PlayerTurn):  # a named runtime, alone
             if selected:

@@ -9,7 +9,7 @@ from services.scheduler.catalogue import Runtime
 from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope
-from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, plan_stage
+from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate_reason, parallel_safe, plan_stage
 from services.scheduler.turn.detached_jobs import BACKGROUND_QUEUED, QUEUED, background_job, detached_job
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
@@ -44,10 +44,20 @@ class StageRunner:
                     ready.append(by_id[runtime_id])
             for runtime in ready:
                 run.needs[runtime.runtime_id] = needed_upstream(plan, runtime.runtime_id, run.statuses)
-            results = await asyncio.gather(
-                *(self._units.run(runtime, scope, run, stream, manifests[runtime.runtime_id]) for runtime in ready))
+            results = await self._run_layer(ready, run, scope, stream)
             for runtime, outcome in zip(ready, results, strict=True):
                 record_outcome(runtime, outcome, run, stream.turn, manifests[runtime.runtime_id])
+
+    async def _run_layer(self, ready: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> list[RuntimeOutcome]:
+        """A layer's runtimes together, but those whose effects.parallelSafe is false one at a time after them, each alone."""
+        manifests = run.shared.manifests
+        together = [runtime for runtime in ready if parallel_safe(manifests[runtime.runtime_id])]
+        outcomes = dict(zip((r.runtime_id for r in together), await asyncio.gather(
+            *(self._units.run(runtime, scope, run, stream, manifests[runtime.runtime_id]) for runtime in together)), strict=True))
+        for runtime in ready:
+            if runtime.runtime_id not in outcomes:
+                outcomes[runtime.runtime_id] = await self._units.run(runtime, scope, run, stream, manifests[runtime.runtime_id])
+        return [outcomes[runtime.runtime_id] for runtime in ready]
 
     async def run_event_chain(self, runtimes: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
         """Event runtimes follow topics that successful producers emitted this turn, one layer after another."""

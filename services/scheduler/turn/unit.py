@@ -14,6 +14,7 @@ from services.scheduler.execution.outcome import OutcomeStatus, RuntimeOutcome
 from services.scheduler.function.execution import FunctionExecution
 from services.scheduler.hooks.bus import ExecutionScope, HookBus
 from services.scheduler.hooks.payloads import PostRuntime, PreRuntime
+from services.scheduler.hooks.payloads.base import runtime_manifest
 from services.scheduler.hooks.replies import PostRuntimeReply
 from services.scheduler.kinds import RuntimeType
 from services.scheduler.turn.activity import RUNNING_UNIT
@@ -76,10 +77,11 @@ class UnitRunner:
         A resumed agent goes on where it stopped: PreRuntime, its inputs and its guard were its first run's."""
         if run.resume is not None:
             return await self._resumed(runtime, scope, run, stream, manifest)
-        pre = await self._hooks.dispatch(PreRuntime(runtime.runtime_id, runtime.stage, run.player_message), scope,
-                                         plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
-        await stream.record(pre.trace)
         given = run.runtime_scope(runtime, manifest, scope)
+        pre = await self._hooks.dispatch(PreRuntime(runtime.runtime_id, runtime.stage, run.player_message, runtime_manifest(runtime),
+                                                    given.player_actions, given.origin, given.activation),
+                                         scope, plugin_id=runtime.plugin_id, runtime_id=runtime.runtime_id)
+        await stream.record(pre.trace)
         inputs, input_gate = await self._functions.bind(runtime, scope, given, manifest)
         run.bound_inputs[runtime.runtime_id] = inputs  # a dimension maintainer's receipt keeps them (turn/settlements.py)
         if reads_operations(manifest):

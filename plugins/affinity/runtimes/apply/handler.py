@@ -8,6 +8,8 @@ model does not know is keyed by a slug of the name.
 import hashlib
 import re
 
+from ...lib.tiers import tier
+
 LOW, HIGH = -100, 100
 _KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -52,12 +54,12 @@ async def handler(ctx):
         before = current["score"] if current else 0
         after = max(LOW, min(HIGH, before + delta))
         if current is None:
-            await ctx.plugin_data.set("scores", key, {"id": key, "name": name[:80], "score": after, "lastChange": delta,
-                                                      "reason": change["reason"][:200]})
+            await ctx.plugin_data.set("scores", key, {"id": key, "name": name[:80], "score": after, "tier": tier(after),
+                                                      "lastChange": delta, "reason": change["reason"][:200]})
         else:
             await ctx.plugin_data.update("scores", key, [
                 {"op": "inc", "path": "/score", "by": after - before},
-                {"op": "merge", "path": "", "value": {"lastChange": delta, "reason": change["reason"][:200]}},
+                {"op": "merge", "path": "", "value": {"tier": tier(after), "lastChange": delta, "reason": change["reason"][:200]}},
             ])
         applied.append({"character": key, "name": name, "delta": delta, "score": after})
     return {"applied": applied}

@@ -14,7 +14,9 @@ from services.scheduler.hooks.payloads.base import HookPayload
 @dataclass(frozen=True)
 class PostContextAssembly(HookPayload):
     """After an agent's context is assembled: `{systemPrompt, messages, outputKind, promptTemplate, promptSegments,
-    currentCharacterId?}` (outputKind `story` or `system`; currentCharacterId: the main seat's character, when it has one)."""
+    currentCharacterId?, inputSlots?, characters?}` (outputKind `story` or `system`; currentCharacterId: the main seat's
+    character, when it has one; inputSlots: the bound io.inputs as ctx.inputs holds them; characters: the session's
+    character records, shown as {id, name, type, description})."""
 
     event: ClassVar[str] = "PostContextAssembly"
     system_prompt: str
@@ -23,13 +25,25 @@ class PostContextAssembly(HookPayload):
     prompt_template: str
     prompt_segments: list[dict[str, str]]
     current_character_id: str = ""
+    input_slots: dict[str, Any] | None = None
+    characters: list[dict[str, Any]] | None = None
 
     def wire(self) -> dict[str, Any]:
         return {
             "systemPrompt": self.system_prompt, "messages": self.messages, "outputKind": "story" if self.story else "system",
             "promptTemplate": self.prompt_template, "promptSegments": self.prompt_segments,
             **({"currentCharacterId": self.current_character_id} if self.current_character_id else {}),
+            **({"inputSlots": self.input_slots} if self.input_slots is not None else {}),
+            **({"characters": character_summaries(self.characters)} if self.characters is not None else {}),
         }
+
+
+CHARACTER_FIELDS = ("id", "name", "type", "description")
+
+
+def character_summaries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The session's characters as PostContextAssembly shows them: id, name, type, description (those they have)."""
+    return [{key: record[key] for key in CHARACTER_FIELDS if key in record} for record in records]
 
 
 @dataclass(frozen=True)

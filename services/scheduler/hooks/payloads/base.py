@@ -22,3 +22,9 @@ class HookPayload(ABC):
     @abstractmethod
     def wire(self) -> dict[str, Any]:
         """The payload sent to the hooks service (and tested against the handlers' declarative matches)."""
+
+
+def runtime_manifest(runtime: Any) -> dict[str, Any]:
+    """A runtime's compiled manifest as hooks read it (PreSchedule's entries, PreRuntime's manifest): the registry's
+    compiled form, camelCase (docs/plugins.md "Compiled manifests")."""
+    return runtime.manifest.to_json()

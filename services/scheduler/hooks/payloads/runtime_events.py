@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from covel.store.v1 import store_pb2
@@ -12,15 +13,22 @@ from shared.structs import from_struct
 
 @dataclass(frozen=True)
 class PreRuntime(HookPayload):
-    """Once before a runtime: `{manifest: {runtimeId, stage}, input: {playerMessage}}`."""
+    """Once before a runtime: `{manifest, input}`: its compiled manifest with `runtimeId` and `stage`, and the turn's
+    input as it reaches this runtime `{playerMessage, playerActions, origin, activation}`."""
 
     event: ClassVar[str] = "PreRuntime"
     runtime_id: str
     stage: str
     player_message: str
+    manifest: Mapping[str, Any] = field(default_factory=dict)
+    player_actions: Sequence[Mapping[str, Any]] = ()
+    origin: str = ""
+    activation: Mapping[str, Any] = field(default_factory=dict)
 
     def wire(self) -> dict[str, Any]:
-        return {"manifest": {"runtimeId": self.runtime_id, "stage": self.stage}, "input": {"playerMessage": self.player_message}}
+        return {"manifest": {**self.manifest, "runtimeId": self.runtime_id, "stage": self.stage},
+                "input": {"playerMessage": self.player_message, "playerActions": [dict(a) for a in self.player_actions],
+                          "origin": self.origin, "activation": dict(self.activation)}}
 
 
 @dataclass(frozen=True)

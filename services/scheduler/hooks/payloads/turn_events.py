@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Runtime
-from services.scheduler.hooks.payloads.base import HookPayload
+from services.scheduler.hooks.payloads.base import HookPayload, runtime_manifest
 from services.scheduler.player_message import action_dict
+from shared.structs import from_struct
 
 
 @dataclass(frozen=True)
@@ -54,24 +55,25 @@ class PostCompaction(HookPayload):
 
 @dataclass(frozen=True)
 class TriggeredRuntime:
-    """One runtime the turn selected, as PreSchedule shows it."""
+    """One runtime the turn selected, as PreSchedule shows it: its compiled manifest (runtime_manifest), with `name`."""
 
     name: str
     stage: str
     visibility: str
     plugin_id: str
+    manifest: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, runtime: Runtime) -> TriggeredRuntime:
-        return cls(runtime.runtime_id, runtime.stage, runtime.visibility, runtime.plugin_id)
+        return cls(runtime.runtime_id, runtime.stage, runtime.visibility, runtime.plugin_id, runtime_manifest(runtime))
 
     def wire(self) -> dict[str, Any]:
-        return {"name": self.name, "stage": self.stage, "visibility": self.visibility, "pluginId": self.plugin_id}
+        return {**self.manifest, "name": self.name, "stage": self.stage, "visibility": self.visibility, "pluginId": self.plugin_id}
 
 
 @dataclass(frozen=True)
 class PreSchedule(HookPayload):
-    """After the runtimes are selected: `{triggered: [{name, stage, visibility, pluginId}]}`."""
+    """After the runtimes are selected: `{triggered: [manifest with name, stage, visibility, pluginId]}`."""
 
     event: ClassVar[str] = "PreSchedule"
     triggered: Sequence[TriggeredRuntime]
@@ -86,14 +88,19 @@ class PreSchedule(HookPayload):
 
 @dataclass(frozen=True)
 class TurnStop(HookPayload):
-    """When an execution has run its runtimes, before the commit: `{runtimeResults: [{runtimeId, status}], durationMs}`."""
+    """When an execution has run its runtimes, before the commit: `{runtimeResults: [{runtimeId, pluginId, status,
+    reason?, output, durationMs}], durationMs}` (a concealed runtime's output too: hooks are not clients)."""
 
     event: ClassVar[str] = "TurnStop"
     runtime_results: Sequence[store_pb2.RuntimeResult]
     duration_ms: int
 
     def wire(self) -> dict[str, Any]:
-        return {
-            "runtimeResults": [{"runtimeId": result.runtime_id, "status": result.status} for result in self.runtime_results],
-            "durationMs": self.duration_ms,
-        }
+        return {"runtimeResults": [_result_view(result) for result in self.runtime_results], "durationMs": self.duration_ms}
+
+
+def _result_view(result: store_pb2.RuntimeResult) -> dict[str, Any]:
+    view: dict[str, Any] = {"runtimeId": result.runtime_id, "pluginId": result.plugin_id, "status": result.status}
+    if result.reason:
+        view["reason"] = result.reason
+    return {**view, "output": from_struct(result.output), "durationMs": result.duration_ms}

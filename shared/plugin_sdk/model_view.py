@@ -6,10 +6,15 @@ A UUID that another record in the same value points to is a reference, not bookk
 and is kept everywhere. A record repeating its own UUID (in its own fields, arrays, or
 nested objects without an id of their own) is not a reference. Code always reads the full
 records; only what goes to a model is projected.
+
+The SDK's helpers (the spec's modelFacingJson and withModelView): `model_facing_json(value)` is the text a plugin puts
+into a prompt it writes itself (ctx.gateway); `with_model_view(content, summary=)` is a tool's data of which the model
+reads only the summary (an opaque handle, a long record), while code (ctx.tools.call) and contract checks read all.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, TypeGuard
 
@@ -82,3 +87,30 @@ def model_facing(value: Any) -> Any:
         return node
 
     return project(value)
+
+
+def model_facing_json(value: Any) -> str:
+    """`value` as JSON text for a prompt, bookkeeping fields removed (the kernel's own projection)."""
+    return json.dumps(model_facing(value), ensure_ascii=False)
+
+
+# The key of a tool's data that holds its model view (with_model_view).
+MODEL_VIEW = "modelView"
+
+
+def with_model_view(content: dict[str, Any], *, summary: str) -> dict[str, Any]:
+    """A tool's data whose model view is `summary` alone: the model reads {"summary": summary}; code reads `content`
+    with the view under "modelView"."""
+    if not isinstance(content, dict):
+        raise TypeError("with_model_view(content, summary=): content is the tool's data, a dict")
+    if not isinstance(summary, str) or not summary.strip():
+        raise ValueError("with_model_view(content, summary=): the summary is the text the model reads")
+    return {**content, MODEL_VIEW: {"summary": summary}}
+
+
+def model_view_of(data: Any) -> Any:
+    """What the model reads of a tool's data: the summary of a with_model_view, else the data without bookkeeping."""
+    view = data.get(MODEL_VIEW) if isinstance(data, dict) else None
+    if isinstance(view, dict) and isinstance(view.get("summary"), str):
+        return {"summary": view["summary"]}
+    return model_facing(data)
