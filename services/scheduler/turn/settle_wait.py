@@ -1,12 +1,17 @@
 """schedule.detached.settle: a player's next action waits for the session's settling jobs (queued or running jobs
 of settle: true runtimes) to finish, each at most its maxSettleWaitMs from when the action arrived; then the turn
 runs whether they finished or not. While it waits, the action has not asked for the session's lease, so the
-workers claim and run those jobs ahead of it (a waiting player's turn otherwise goes first: services/store/leases.py)."""
+workers claim and run those jobs ahead of it (a waiting player's turn otherwise goes first: services/store/leases.py).
+
+Only a session this scheduler queued a settling job for is asked about (`note_settling`): every other submit costs no
+call. A settling job another scheduler replica queued is not waited for here (its session's turns usually stay on one
+replica; the wait is best effort either way)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
@@ -17,6 +22,17 @@ UNFINISHED = ("queued", "running")
 MOST_SETTLE_WAIT_MS = 120_000
 POLL_FIRST_S = 0.05
 POLL_MAX_S = 0.5
+# Sessions this process queued a settling job for, the newest last (bounded).
+_MAY_SETTLE: OrderedDict[str, None] = OrderedDict()
+MAY_SETTLE_MAX = 10_000
+
+
+def note_settling(session_id: str) -> None:
+    """A turn of the session queued a job of a settle: true runtime: its next action may have to wait."""
+    _MAY_SETTLE[session_id] = None
+    _MAY_SETTLE.move_to_end(session_id)
+    while len(_MAY_SETTLE) > MAY_SETTLE_MAX:
+        _MAY_SETTLE.popitem(last=False)
 
 
 async def _settling(store: store_pb2_grpc.TransactionalStoreStub, session_id: str) -> list[store_pb2.DetachedJob]:
@@ -33,8 +49,12 @@ async def wait_for_settling_jobs(store: store_pb2_grpc.TransactionalStoreStub, s
                                  stopped: Callable[[], bool] = lambda: False) -> list[str]:
     """Wait until the settling jobs found now have finished or passed their maxSettleWaitMs; the ids of those still
     unfinished when the wait gave up (logged by the caller). `stopped`: the action was cancelled meanwhile."""
+    if session_id not in _MAY_SETTLE:
+        return []
     started = time.monotonic()
     deadlines = {job.id: started + _wait_ms(job) / 1000 for job in await _settling(store, session_id)}
+    if not deadlines:
+        _MAY_SETTLE.pop(session_id, None)
     pause = POLL_FIRST_S
     while deadlines and not stopped():
         now = time.monotonic()

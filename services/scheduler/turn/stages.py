@@ -13,6 +13,7 @@ from services.scheduler.turn.dependency_graph import Node, dependencies_of, gate
 from services.scheduler.turn.detached_jobs import BACKGROUND_QUEUED, QUEUED, background_job, detached_job
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
+from services.scheduler.turn.settle_wait import note_settling
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit import UnitRunner
@@ -94,6 +95,8 @@ class StageRunner:
             if options is False:
                 continue  # only detached runtimes are queued
             run.detached_jobs.append(detached_job(runtime, options, manifest, inputs, stream.turn.id, tracing.trace_context()))
+            if options.settle:
+                note_settling(stream.turn.session_id)
             await self.skip(runtime, QUEUED, run, stream)
 
     async def skip(self, runtime: Runtime, reason: str, run: TurnState, stream: TurnStream) -> None:
