@@ -237,14 +237,16 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
     async def ImportWorld(self, request: registry_pb2.ImportWorldRequest, context: grpc.aio.ServicerContext) -> registry_pb2.ImportWorldResponse:
         require(request.file, "file", "the card or lorebook file's bytes (PNG, JSON or CHARX)")
         if not self._catalogue.world_dirs:
-            raise failed_precondition("the registry has no world folder (COVEL_WORLD_DIRS) to import into")
+            raise failed_precondition("the registry has no world folder (COVEL_WORLD_DIRS) to import into", reason="NO_WORLD_FOLDER",
+                                      subject="settings/COVEL_WORLD_DIRS")
         async with self._install_lock:
             world = await asyncio.to_thread(import_world, request.file, self._catalogue.world_dirs, self._catalogue.current,
                                             request.world_id, request.replace)
             snapshot = await self._catalogue.reload()
         served = snapshot.world(world.id)
         if served is None or served.root_dir != world.root_dir:
-            raise failed_precondition(f"world `{world.id}` was written to {world.root_dir}, but another folder's world of that id is served")
+            raise failed_precondition(f"world `{world.id}` was written to {world.root_dir}, but another folder's world of that id is served",
+                                      reason="WORLD_SHADOWED", subject=f"worlds/{world.id}")
         return registry_pb2.ImportWorldResponse(world=world_to_proto(served, ""), generation=snapshot.generation,
                                                 installed_dir=str(world.root_dir))
 

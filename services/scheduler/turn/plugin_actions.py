@@ -50,11 +50,13 @@ def check_action(packages: list[Package], plugin_id: str, action: str) -> None:
         raise invalid_argument("action", f"{action!r}: the prefixes {', '.join(RESERVED_ACTION_PREFIXES)} are reserved for the framework")
     package = next((p for p in packages if p.id == plugin_id), None)
     if package is None:
-        raise not_found(f"plugin_id: {plugin_id!r} is not running in this session (GetSessionPlugins says which are)")
+        raise not_found(f"plugin_id: {plugin_id!r} is not running in this session (GetSessionPlugins says which are)",
+                        "covel.registry.v1.PluginPackage", plugin_id, reason="PLUGIN_NOT_ACTIVE")
     declared = (package.definition.contributes.actions or []) if package.definition is not None else []
     if action not in declared:
         listed = ", ".join(declared) or "none"
-        raise not_found(f"action: plugin {plugin_id} has no action {action!r} (its actions: {listed})")
+        raise not_found(f"action: plugin {plugin_id} has no action {action!r} (its actions: {listed})", "covel.scheduler.v1.Action",
+                        f"{plugin_id}/{action}", reason="ACTION_NOT_FOUND")
 
 
 async def run_action(hooks: HookBus, call: ActionCall, scope: ExecutionScope, run: TurnState, turn: store_pb2.Turn,
@@ -76,9 +78,10 @@ async def run_action(hooks: HookBus, call: ActionCall, scope: ExecutionScope, ru
     else:
         error = result.get("error") or {}
         if error.get("code") == "not-found":
-            raise not_found(str(error.get("message")))
+            raise not_found(str(error.get("message")), "covel.scheduler.v1.Action", f"{call.plugin_id}/{call.action}",
+                            reason="ACTION_ANSWERED_NOT_FOUND")
         if error.get("code") == "unavailable":
-            raise failed_precondition(str(error.get("message")))
+            raise failed_precondition(str(error.get("message")), reason="ACTION_UNAVAILABLE", subject=f"actions/{call.plugin_id}/{call.action}")
         status, reason = "failed", f"{error.get('code')}: {error.get('message')}"
     turn.runtime_results.append(store_pb2.RuntimeResult(
         runtime_id=call.unit_id, plugin_id=call.plugin_id, status=status, reason=reason, output=to_struct(output),
@@ -128,7 +131,8 @@ def parse_command(text: str, commands: list[scheduler_pb2.Command]) -> tuple[sch
     name, rest = (words[0], words[1:]) if words else ("", [])
     found = [command for command in commands if command.name == name]
     if not found:
-        raise not_found(f"text: no command /{name} in this session (its commands: {', '.join('/' + c.name for c in commands) or 'none'})")
+        raise not_found(f"text: no command /{name} in this session (its commands: {', '.join('/' + c.name for c in commands) or 'none'})",
+                        "covel.scheduler.v1.Command", name, reason="COMMAND_NOT_FOUND")
     if len(found) > 1:
         raise invalid_argument("text", f"/{name} is a command of several plugins ({', '.join(c.plugin_id for c in found)}); "
                                        "call InvokeAction with the plugin you mean")

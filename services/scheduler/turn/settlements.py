@@ -88,6 +88,7 @@ def find_receipt(receipts: Iterable[store_pb2.DimensionSettlement], source_turn_
 def check_open(receipt: store_pb2.DimensionSettlement) -> None:
     if receipt.status != "pending":
         raise failed_precondition(f"the receipt of turn {receipt.source_turn_id} by {receipt.runtime_id} is already {receipt.status}; "
-                                  "a closed receipt is never settled again")
+                                  "a closed receipt is never settled again", reason="SETTLEMENT_CLOSED",
+                                  subject=f"settlements/{receipt.source_turn_id}/{receipt.runtime_id}")
 
 
