@@ -107,6 +107,27 @@ async def test_the_page_speaks_chinese(web, browser) -> None:
     await page.close()
 
 
+async def test_light_and_dark_themes_and_a_cjk_font_stack(web, browser, tmp_path) -> None:
+    """The system's dark preference is followed until the toggle chooses; the choice outlives a reload."""
+    page = await browser.new_page(color_scheme="dark")
+    await page.goto(web.url)
+    background = "getComputedStyle(document.body).backgroundColor"
+    await page.locator("#theme[aria-pressed='true']").wait_for()
+    assert await page.evaluate(background) == "rgb(27, 26, 23)", "dark, as the system prefers"
+    await page.screenshot(path=shots(tmp_path) / "dark.png", full_page=True)
+    await page.locator("#theme").click()
+    assert await page.evaluate(background) == "rgb(247, 243, 234)" and await page.locator("#theme").get_attribute("aria-pressed") == "false"
+    await page.reload()
+    await page.locator("#theme[aria-pressed='false']").wait_for()
+    assert await page.evaluate(background) == "rgb(247, 243, 234)", "the chosen light theme is kept"
+    await page.locator("#lang").click()
+    await page.locator("#start-title", has_text="选择一个世界").wait_for()
+    font = await page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert font.startswith('"Noto Serif CJK SC"'), f"Chinese reads with a CJK font first: {font}"
+    await page.evaluate("localStorage.clear()")
+    await page.close()
+
+
 async def test_the_page_has_a_favicon(web, browser) -> None:
     page = await browser.new_page()
     await page.goto(web.url)

@@ -7,13 +7,13 @@ const TEXT = {
         ready: "Connected", thinking: "Telling the story…", setup: "Setting up the story…", other: "中文",
         retrying: "The story service is busy or restarting; trying again…", regenerate: "Regenerate", edit: "Edit", delete: "Delete",
         continue: "Continue", rewind: "Rewind here", branch: "Branch from here", editing: "Edit what you did, then send",
-        signIn: "Sign in", signOut: "Sign out", tokenLabel: "Your access token", signInNeeded: "Sign in to play", dismiss: "Dismiss" },
+        signIn: "Sign in", signOut: "Sign out", tokenLabel: "Your access token", signInNeeded: "Sign in to play", dismiss: "Dismiss", dark: "Dark" },
   zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", yourSessions: "你的故事", kind: "行动", what: "你要做什么",
         send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
         ready: "已连接", thinking: "正在讲述……", setup: "正在准备故事……", other: "English",
         retrying: "故事服务繁忙或正在重启，正在重试……", regenerate: "重新生成", edit: "编辑", delete: "删除",
         continue: "继续", rewind: "回到这里", branch: "从这里分支", editing: "修改你做的事，然后发送",
-        signIn: "登录", signOut: "退出登录", tokenLabel: "你的访问令牌", signInNeeded: "登录后才能游玩", dismiss: "关闭" },
+        signIn: "登录", signOut: "退出登录", tokenLabel: "你的访问令牌", signInNeeded: "登录后才能游玩", dismiss: "关闭", dark: "深色" },
 };
 const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false, editing: false, versions: null,
                 // How long a notice stays, by level (ms): long enough to read, then it goes.
@@ -45,6 +45,13 @@ function translate() {
   $("lang").textContent = t("other");
   $("text").placeholder = t("what");
   $("signout").hidden = !localStorage.getItem("covelToken");
+}
+
+// Light or dark: the system's preference until the toggle chooses (kept in localStorage as covelTheme).
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  const dark = theme ? theme === "dark" : matchMedia("(prefers-color-scheme: dark)").matches;
+  $("theme").setAttribute("aria-pressed", String(dark));
 }
 
 // ---- the API ------------------------------------------------------------------------------------
@@ -580,6 +587,12 @@ $("signin").addEventListener("submit", (event) => {
   boot();
 });
 $("signout").addEventListener("click", signOut);
+$("theme").addEventListener("click", () => {
+  const theme = $("theme").getAttribute("aria-pressed") === "true" ? "light" : "dark";
+  localStorage.setItem("covelTheme", theme);
+  applyTheme(theme);
+});
+applyTheme(localStorage.getItem("covelTheme"));
 $("cancel").addEventListener("click", () => api("POST", `/api/sessions/${state.session.id}/cancel`, {}).catch((e) => notice("error", fieldMessage(e))));
 $("lang").addEventListener("click", () => {
   state.locale = state.locale === "en" ? "zh" : "en";
