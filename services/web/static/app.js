@@ -158,11 +158,20 @@ const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now(
 // text under its label; a line that is only the mark (【advance】: the story asked to go on) is not story.
 const MARKED = /^【([^】]*)】\s*(.*)$/s;
 
+// A marked line's fields, written after its text as JSON ({"topic": "the lens"}), read as "(topic: the lens)".
+function withFields(text) {
+  const [, said, json] = /^(.*?)\s*(\{.*\})$/s.exec(text) || [];
+  try {
+    const fields = Object.entries(JSON.parse(json)).map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`);
+    return `${said} (${fields.join(", ")})`.trim();
+  } catch { return text; }
+}
+
 function addMessage(role, text, speaker, turnId) {
   const story = $("story");
   const marked = role === "player" && MARKED.exec(text);
   if (marked && !marked[2]) return;
-  if (marked) story.append(el("p", { class: "player" }, marked[2], el("span", { class: "kind" }, ` · ${marked[1]}`)));
+  if (marked) story.append(el("p", { class: "player" }, withFields(marked[2]), el("span", { class: "kind" }, ` · ${marked[1]}`)));
   else if (role === "player") story.append(el("p", { class: "player" }, text));
   else if (speaker) story.append(el("p", {}, el("span", { class: "speaker" }, `${speaker}: `), text));
   else story.append(el("p", {}, text));
@@ -263,10 +272,16 @@ function showSuggestions(list) {
 // ---- the story's moves (docs/api.md "Story moves"): regenerate with versions, edit, delete, continue, rewind, branch ----
 
 // The newest part of the story (a long session pages further with pageToken), each paragraph with its turn.
+// A form's or a confirmation's answer (name: Wren; courage: 4) is the runtimes' reading, not story: as in a live
+// turn, where the answered question just goes, its turn's player line is left out.
 async function drawStory() {
-  const { messages = [] } = await api("GET", `/api/sessions/${state.session.id}/messages?limit=200`);
+  const path = `/api/sessions/${state.session.id}`;
+  const [{ messages = [] }, { interactions = [] }] = await Promise.all([api("GET", `${path}/messages?limit=200`),
+    api("GET", `${path}/interactions?includeAnswered=true`).catch(() => ({}))]);
+  const answers = new Set(interactions.filter((r) => r.answeredTurnId && r.interaction.kind !== "INTERACTION_KIND_CHOICE").map((r) => r.answeredTurnId));
   $("story").replaceChildren();
   for (const message of messages) {
+    if (message.role === "MESSAGE_ROLE_PLAYER" && answers.has(message.turnId)) continue;
     if (message.role === "MESSAGE_ROLE_PLAYER" || message.role === "MESSAGE_ROLE_STORY") addMessage(shortName(message.role, "MESSAGE_ROLE_"), message.text, "", message.turnId);
   }
   await drawMoves();
