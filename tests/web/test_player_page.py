@@ -64,6 +64,8 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
     await page.locator("#send").click()
     await page.wait_for_function("!document.getElementById('send').disabled")
     assert not await page.locator("#composer-error").text_content()
+    asked = await page.locator("#story p.player").last.inner_text()
+    assert asked.startswith("Sela (topic: the lens) · ") and "ask" in asked.lower(), "a kind's fields and label, live as resumed"
 
     # A reload resumes the session with its story, from the last one kept or the list of the caller's sessions.
     session_id = await page.evaluate("state.session.id")

@@ -236,12 +236,19 @@ async function play(actions) {
   if (state.busy) return;
   setBusy(true);
   $("composer-error").textContent = "";
-  for (const action of actions) if (action.text) addMessage("player", action.text);
+  for (const action of actions) if (action.text || action.fields) addMessage("player", playerLine(action));
   try {
     await streamRetried(`/api/sessions/${state.session.id}/actions`, { actions, idempotencyKey: newKey() }, turnHandler);
   } catch (error) {
     $("composer-error").textContent = fieldMessage(error);
   } finally { setBusy(false); }
+}
+
+// An action as the story shows it: say and act as written, another kind marked as the runtimes read it (addMessage).
+function playerLine(action) {
+  if (["say", "act"].includes(action.kind) && !action.fields) return action.text;
+  const kind = state.kinds.find((k) => k.kind === action.kind);
+  return `【${(kind && kind.label) || action.kind}】${action.text}${action.fields ? ` ${JSON.stringify(action.fields)}` : ""}`;
 }
 
 function setBusy(busy) {
