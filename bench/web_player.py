@@ -4,7 +4,7 @@
 turns alternate between the gRPC client (SubmitActions, the first narrative_delta) and the page in headless
 Chromium (the page's own `stream()` over the HTTP/JSON API, the first narrativeDelta event), so both read the
 same kind of turn under the same load. Reports p50 / p95 of each and their ratio; the page's weight is its
-three files (HTML, CSS, JavaScript), raw and gzipped, and the requests it makes before it can play.
+files (HTML, CSS, JavaScript, the favicon), raw and gzipped, and the requests it makes before it can play.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from services.web.app import STATIC
 from shared.grpc_client import open_channel
 from tests.web.conftest import running_web
 
-PAGE_FILES = ("index.html", "style.css", "app.js")
+PAGE_FILES = ("index.html", "style.css", "app.js", "favicon.svg")
 # The page's own streaming reader (app.js `stream`), timed from the POST to the first story text.
 FIRST_TEXT_IN_PAGE = """async ([sessionId, text]) => {
   const started = performance.now();
@@ -37,7 +37,7 @@ def page_weight() -> dict:
     raw = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}
     return {"files": {name: len(data) for name, data in raw.items()}, "bytes": sum(map(len, raw.values())),
             "gzip_bytes": sum(len(gzip.compress(data)) for data in raw.values()),
-            # The page, its two files, then GET /api/worlds before a world can be picked.
+            # The page, its other files, then GET /api/worlds before a world can be picked.
             "requests_to_start": len(PAGE_FILES) + 1}
 
 

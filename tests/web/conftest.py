@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest_asyncio
@@ -15,6 +17,8 @@ from covel_cli.launcher import ServiceGroup
 from shared.settings import REPO_ROOT
 from tests.conftest import free_addr
 from tests.e2e.conftest import running_services
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @dataclass
@@ -53,3 +57,23 @@ async def running_web(group: ServiceGroup) -> AsyncIterator[WebFront]:
 async def web(tmp_path_factory):
     async with running_services(tmp_path_factory.mktemp("web")) as group, running_web(group) as front:
         yield front
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser():
+    """Debian's Chromium, headless, driven by Playwright."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+def shots(tmp_path: Path) -> Path:
+    """The test's screenshot folder (in its output)."""
+    folder = tmp_path / "screenshots"
+    folder.mkdir(exist_ok=True)
+    return folder

@@ -5,33 +5,13 @@ line shown when the services cannot be reached. Screenshots of the main screens 
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import httpx
 import pytest
 import pytest_asyncio
 
+from tests.web.conftest import shots
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def browser():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-def shots(tmp_path: Path) -> Path:
-    folder = tmp_path / "screenshots"
-    folder.mkdir(exist_ok=True)
-    return folder
 
 
 async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, browser, tmp_path) -> None:
@@ -45,6 +25,7 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
     name = page.locator("#q-protagonist-name")
     await name.wait_for()
     assert await name.input_value() == "The traveller", "the world's preset is the default"
+    assert await page.locator("#text").is_disabled() and await page.locator("#send").is_disabled(), "the composer is off during the form"
     await page.screenshot(path=shots(tmp_path) / "setup-form.png", full_page=True)
     await name.fill("Wren")
     await page.locator("#q-protagonist-courage").fill("9")
@@ -56,6 +37,8 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
     await page.locator("#q-protagonist-courage").press("Enter")
     await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
     await page.locator("#q-protagonist").wait_for(state="detached")  # an answered form goes away
+    await page.wait_for_function("!document.getElementById('text').disabled")
+    assert await page.locator("#kind").input_value() == "act", "plain text acts, as in `covel play`"
     await page.locator(".panel[data-plugin='char-creator']", has_text="Wren").wait_for()
 
     for number, action in enumerate(("I push open the door of the inn.", "I ask Old Tobin about the lighthouse.",
@@ -81,12 +64,17 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
     await page.locator("#send").click()
     await page.wait_for_function("!document.getElementById('send').disabled")
     assert not await page.locator("#composer-error").text_content()
+    asked = await page.locator("#story p.player").last.inner_text()
+    assert asked.startswith("Sela (topic: the lens) · ") and "ask" in asked.lower(), "a kind's fields and label, live as resumed"
 
     # A reload resumes the session with its story, from the last one kept or the list of the caller's sessions.
     session_id = await page.evaluate("state.session.id")
     await page.reload()
     await page.locator("#resume").click()
     await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
+    resumed = await page.locator("#story p.player").all_inner_texts()
+    assert not [line for line in resumed if "【" in line or "courage:" in line], f"internal lines are not story: {resumed}"
+    assert any(line.startswith("Sela (topic: the lens)") and "ask" in line.lower() for line in resumed), resumed
     await page.reload()
     await page.locator(f"#mine button[data-session='{session_id}']").click()
     await page.locator("#story p", has_text="This is where the story of Wren begins.").wait_for()
@@ -121,6 +109,57 @@ async def test_the_page_speaks_chinese(web, browser) -> None:
     await page.close()
 
 
+async def test_light_and_dark_themes_and_a_cjk_font_stack(web, browser, tmp_path) -> None:
+    """The system's dark preference is followed until the toggle chooses; the choice outlives a reload."""
+    page = await browser.new_page(color_scheme="dark")
+    await page.goto(web.url)
+    background = "getComputedStyle(document.body).backgroundColor"
+    await page.locator("#theme[aria-pressed='true']").wait_for()
+    assert await page.evaluate(background) == "rgb(27, 26, 23)", "dark, as the system prefers"
+    await page.screenshot(path=shots(tmp_path) / "dark.png", full_page=True)
+    await page.locator("#theme").click()
+    assert await page.evaluate(background) == "rgb(247, 243, 234)" and await page.locator("#theme").get_attribute("aria-pressed") == "false"
+    await page.reload()
+    await page.locator("#theme[aria-pressed='false']").wait_for()
+    assert await page.evaluate(background) == "rgb(247, 243, 234)", "the chosen light theme is kept"
+    await page.locator("#lang").click()
+    await page.locator("#start-title", has_text="选择一个世界").wait_for()
+    font = await page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert font.startswith('"Noto Serif CJK SC"'), f"Chinese reads with a CJK font first: {font}"
+    await page.evaluate("localStorage.clear()")
+    await page.close()
+
+
+async def test_the_page_has_a_favicon(web, browser) -> None:
+    page = await browser.new_page()
+    await page.goto(web.url)
+    href = await page.evaluate("document.querySelector('link[rel=icon]').href")
+    async with httpx.AsyncClient() as client:
+        icon = await client.get(href)
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml"), icon.headers
+    assert icon.text.lstrip().startswith("<svg")
+    await page.close()
+
+
+async def test_notices_expire_and_can_be_dismissed(web, browser) -> None:
+    page = await browser.new_page()
+    await page.goto(web.url)
+    await page.locator("#lang").wait_for()
+    await page.evaluate("api('POST', '/api/sessions', {}).then(({session}) => openSession(session))")
+    await page.locator("#text").wait_for()
+    # A refused move (a turn that is not the session's) is an error notice from the API; it stays 20 s by default.
+    assert await page.evaluate("state.noticeMs.error") == 20000
+    await page.evaluate("state.noticeMs.error = 600; move('rewind', {turnId: 'no-such-turn'})")
+    refused = page.locator("#notices .notice.error")
+    await refused.wait_for()
+    await refused.wait_for(state="detached")  # gone by itself
+    await page.evaluate("state.noticeMs.error = 600000; move('rewind', {turnId: 'no-such-turn'})")
+    await refused.wait_for()
+    await refused.locator("button.dismiss").click()
+    await refused.wait_for(state="detached")
+    await page.close()
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def slow_web(tmp_path_factory):
     """A web front whose model streams slowly (50 ms a chunk): a turn can be watched, and stopped, as it is told."""
@@ -143,9 +182,13 @@ async def test_a_turn_is_read_as_it_streams_and_stop_ends_it(slow_web, browser) 
     live = page.locator("#story p.live").first
     await live.wait_for()
     assert await page.locator("#send").is_disabled(), "the story shows while its turn still runs"
+    status = page.locator("#status.busy")
+    assert await status.text_content() == "Telling the story…", "the status says a turn is being told"
+    assert await page.locator("#story").get_attribute("aria-busy") == "true"
     await page.locator("#cancel").click()
     await page.wait_for_function("!document.getElementById('send').disabled")
     assert await page.locator("#cancel").is_disabled()
+    assert await page.locator("#status").text_content() == "Connected" and not await status.count()
     stopped = await page.locator("#notices .notice.error").all_text_contents()
     assert stopped and "cancel" in stopped[-1].lower(), stopped
     await page.close()

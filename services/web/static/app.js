@@ -4,16 +4,20 @@
 const TEXT = {
   en: { title: "Covel", pickWorld: "Pick a world", resume: "Resume the last session", yourSessions: "Your sessions", kind: "Action", what: "What you do",
         send: "Send", cancel: "Stop", answer: "Answer", yes: "Yes", no: "No", down: "The story service cannot be reached; retrying…",
-        ready: "Connected", thinking: "The story is being told…", setup: "Setting up the story…", other: "中文",
+        ready: "Connected", thinking: "Telling the story…", setup: "Setting up the story…", other: "中文",
         retrying: "The story service is busy or restarting; trying again…", regenerate: "Regenerate", edit: "Edit", delete: "Delete",
-        continue: "Continue", rewind: "Rewind here", branch: "Branch from here", editing: "Edit what you did, then send" },
+        continue: "Continue", rewind: "Rewind here", branch: "Branch from here", editing: "Edit what you did, then send",
+        signIn: "Sign in", signOut: "Sign out", tokenLabel: "Your access token", signInNeeded: "Sign in to play", dismiss: "Dismiss", dark: "Dark" },
   zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", yourSessions: "你的故事", kind: "行动", what: "你要做什么",
         send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
-        ready: "已连接", thinking: "故事正在展开……", setup: "正在准备故事……", other: "English",
+        ready: "已连接", thinking: "正在讲述……", setup: "正在准备故事……", other: "English",
         retrying: "故事服务繁忙或正在重启，正在重试……", regenerate: "重新生成", edit: "编辑", delete: "删除",
-        continue: "继续", rewind: "回到这里", branch: "从这里分支", editing: "修改你做的事，然后发送" },
+        continue: "继续", rewind: "回到这里", branch: "从这里分支", editing: "修改你做的事，然后发送",
+        signIn: "登录", signOut: "退出登录", tokenLabel: "你的访问令牌", signInNeeded: "登录后才能游玩", dismiss: "关闭", dark: "深色" },
 };
-const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false, editing: false, versions: null };
+const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false, editing: false, versions: null,
+                // How long a notice stays, by level (ms): long enough to read, then it goes.
+                noticeMs: { info: 8000, success: 8000, warning: 20000, error: 20000 } };
 const $ = (id) => document.getElementById(id);
 const t = (key) => (TEXT[state.locale] || TEXT.en)[key];
 
@@ -27,13 +31,27 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-function setStatus(text, down = false) { $("status").textContent = text; $("status").classList.toggle("down", down); }
+function setStatus(text, down = false) {
+  $("status").textContent = text;
+  $("status").classList.toggle("down", down);
+  $("status").classList.toggle("busy", state.busy && !down);
+}
+// The API answered: "Connected", or the running turn's "Telling the story…".
+function connected() { setStatus(state.busy ? t("thinking") : t("ready")); }
 
 function translate() {
   document.documentElement.lang = state.locale;
   for (const node of document.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
   $("lang").textContent = t("other");
   $("text").placeholder = t("what");
+  $("signout").hidden = !localStorage.getItem("covelToken");
+}
+
+// Light or dark: the system's preference until the toggle chooses (kept in localStorage as covelTheme).
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  const dark = theme ? theme === "dark" : matchMedia("(prefers-color-scheme: dark)").matches;
+  $("theme").setAttribute("aria-pressed", String(dark));
 }
 
 // ---- the API ------------------------------------------------------------------------------------
@@ -56,7 +74,7 @@ async function api(method, path, body) {
     throw new ApiError(0, { code: "UNAVAILABLE", message: t("down") });
   }
   const data = await response.json().catch(() => ({}));
-  if (response.status === 503) setStatus(t("down"), true); else setStatus(t("ready"));
+  if (response.status === 503) setStatus(t("down"), true); else if (response.status === 401) askToken(data); else connected();
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
 }
@@ -71,10 +89,11 @@ async function stream(path, body, onEvent) {
     throw new ApiError(0, { code: "UNAVAILABLE", message: t("down") });
   }
   if (!response.ok) {
-    if (response.status === 503) setStatus(t("down"), true);
-    throw new ApiError(response.status, await response.json().catch(() => ({})));
+    const data = await response.json().catch(() => ({}));
+    if (response.status === 503) setStatus(t("down"), true); else if (response.status === 401) askToken(data);
+    throw new ApiError(response.status, data);
   }
-  setStatus(t("ready"));
+  connected();
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
@@ -113,13 +132,47 @@ async function streamRetried(path, body, makeHandler) {
   }
 }
 
+// ---- signing in (the scheduler asks for a bearer token: COVEL_API_TOKEN, per-user tokens or an OIDC issuer's JWT) ----
+
+// The API answered 401: the token form, with the API's reason when a token was sent and refused.
+function askToken(body) {
+  setStatus(t("signInNeeded"), true);
+  $("signin").hidden = false;
+  $("start").hidden = true;
+  $("play").hidden = true;
+  $("signin-error").textContent = localStorage.getItem("covelToken") ? body.message || "" : "";
+  $("token").focus();
+}
+
+function signOut() {
+  localStorage.removeItem("covelToken");
+  localStorage.removeItem("covelSession");
+  location.assign("/");
+}
+
 const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random());
 
 // ---- the story ----------------------------------------------------------------------------------
 
+// A player's line as the runtimes read it marks a kind other than say/act: 【who·label】text. The page shows the
+// text under its label; a line that is only the mark (【advance】: the story asked to go on) is not story.
+const MARKED = /^【([^】]*)】\s*(.*)$/s;
+
+// A marked line's fields, written after its text as JSON ({"topic": "the lens"}), read as "(topic: the lens)".
+function withFields(text) {
+  const [, said, json] = /^(.*?)\s*(\{.*\})$/s.exec(text) || [];
+  try {
+    const fields = Object.entries(JSON.parse(json)).map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`);
+    return `${said} (${fields.join(", ")})`.trim();
+  } catch { return text; }
+}
+
 function addMessage(role, text, speaker, turnId) {
   const story = $("story");
-  if (role === "player") story.append(el("p", { class: "player" }, text));
+  const marked = role === "player" && MARKED.exec(text);
+  if (marked && !marked[2]) return;
+  if (marked) story.append(el("p", { class: "player" }, withFields(marked[2]), el("span", { class: "kind" }, ` · ${marked[1]}`)));
+  else if (role === "player") story.append(el("p", { class: "player" }, text));
   else if (speaker) story.append(el("p", {}, el("span", { class: "speaker" }, `${speaker}: `), text));
   else story.append(el("p", {}, text));
   if (turnId) story.lastChild.dataset.turn = turnId;
@@ -129,8 +182,12 @@ function addMessage(role, text, speaker, turnId) {
 // The API's JSON names enum values in full (MESSAGE_ROLE_STORY): the part after the prefix, lower case.
 function shortName(value, prefix) { return value ? value.slice(prefix.length).toLowerCase() : ""; }
 
+// A notice stays for its level's time (state.noticeMs), or until dismissed.
 function notice(level, text) {
-  $("notices").append(el("div", { class: `notice ${level || "info"}`, role: level === "error" ? "alert" : "status" }, text));
+  const shown = el("div", { class: `notice ${level || "info"}`, role: level === "error" ? "alert" : "status" }, text,
+                   el("button", { type: "button", class: "dismiss", "aria-label": t("dismiss"), onclick: () => shown.remove() }, "×"));
+  $("notices").append(shown);
+  setTimeout(() => shown.remove(), state.noticeMs[level] || state.noticeMs.info);
 }
 
 // A turn as it streams: story text per segment, notices and questions as they come.
@@ -179,7 +236,7 @@ async function play(actions) {
   if (state.busy) return;
   setBusy(true);
   $("composer-error").textContent = "";
-  for (const action of actions) if (action.text) addMessage("player", action.text);
+  for (const action of actions) if (action.text || action.fields) addMessage("player", playerLine(action));
   try {
     await streamRetried(`/api/sessions/${state.session.id}/actions`, { actions, idempotencyKey: newKey() }, turnHandler);
   } catch (error) {
@@ -187,11 +244,26 @@ async function play(actions) {
   } finally { setBusy(false); }
 }
 
+// An action as the story shows it: say and act as written, another kind marked as the runtimes read it (addMessage).
+function playerLine(action) {
+  if (["say", "act"].includes(action.kind) && !action.fields) return action.text;
+  const kind = state.kinds.find((k) => k.kind === action.kind);
+  return `【${(kind && kind.label) || action.kind}】${action.text}${action.fields ? ` ${JSON.stringify(action.fields)}` : ""}`;
+}
+
 function setBusy(busy) {
   state.busy = busy;
-  $("send").disabled = busy;
-  $("cancel").disabled = !busy;
-  if (busy) setStatus(t("thinking"));
+  $("story").setAttribute("aria-busy", String(busy));
+  syncComposer();
+  if (busy || $("status").classList.contains("busy")) connected(); // a line saying the API is down stays
+}
+
+// The composer is off while a turn runs or a question (form, choice, confirmation) waits for its answer.
+function syncComposer() {
+  const asked = $("questions").children.length > 0;
+  for (const id of ["text", "kind", "send"]) $(id).disabled = state.busy || asked;
+  for (const input of $("kind-fields").querySelectorAll("input")) input.disabled = state.busy || asked;
+  $("cancel").disabled = !state.busy;
 }
 
 function fieldMessage(error) {
@@ -207,10 +279,16 @@ function showSuggestions(list) {
 // ---- the story's moves (docs/api.md "Story moves"): regenerate with versions, edit, delete, continue, rewind, branch ----
 
 // The newest part of the story (a long session pages further with pageToken), each paragraph with its turn.
+// A form's or a confirmation's answer (name: Wren; courage: 4) is the runtimes' reading, not story: as in a live
+// turn, where the answered question just goes, its turn's player line is left out.
 async function drawStory() {
-  const { messages = [] } = await api("GET", `/api/sessions/${state.session.id}/messages?limit=200`);
+  const path = `/api/sessions/${state.session.id}`;
+  const [{ messages = [] }, { interactions = [] }] = await Promise.all([api("GET", `${path}/messages?limit=200`),
+    api("GET", `${path}/interactions?includeAnswered=true`).catch(() => ({}))]);
+  const answers = new Set(interactions.filter((r) => r.answeredTurnId && r.interaction.kind !== "INTERACTION_KIND_CHOICE").map((r) => r.answeredTurnId));
   $("story").replaceChildren();
   for (const message of messages) {
+    if (message.role === "MESSAGE_ROLE_PLAYER" && answers.has(message.turnId)) continue;
     if (message.role === "MESSAGE_ROLE_PLAYER" || message.role === "MESSAGE_ROLE_STORY") addMessage(shortName(message.role, "MESSAGE_ROLE_"), message.text, "", message.turnId);
   }
   await drawMoves();
@@ -420,7 +498,8 @@ async function drawKinds() {
   const select = $("kind");
   const current = select.value;
   select.replaceChildren(...state.kinds.map((kind) => el("option", { value: kind.kind }, kind.label || kind.kind)));
-  if (current) select.value = current;
+  // Plain text acts, as in `covel play`; another kind chosen stays chosen.
+  select.value = current || (state.kinds.some((kind) => kind.kind === "act") ? "act" : select.value);
   drawKindFields();
 }
 
@@ -432,6 +511,7 @@ function drawKindFields() {
     const id = `field-${name}`;
     return el("span", {}, el("label", { for: id }, ` ${field.title || name} `), el("input", { id, name, "data-field": name, type: field.type === "integer" ? "number" : "text" }));
   }));
+  syncComposer();
 }
 
 async function refresh() {
@@ -478,9 +558,11 @@ async function boot() {
                       el("strong", {}, world.name || world.id), world.description ? ` — ${world.description}` : ""))));
     setStatus(t("ready"));
   } catch (error) {
-    setTimeout(boot, 3000);
+    if (error.status !== 401) setTimeout(boot, 3000); // 401: the token form is shown; its answer boots again
     return;
   }
+  $("signin").hidden = true;
+  $("start").hidden = false;
   await listMine();
   const last = localStorage.getItem("covelSession");
   $("resume").hidden = !last;
@@ -518,6 +600,21 @@ $("edit").addEventListener("click", () => {
   $("text").focus();
 });
 $("kind").addEventListener("change", drawKindFields);
+new MutationObserver(syncComposer).observe($("questions"), { childList: true });
+$("signin").addEventListener("submit", (event) => {
+  event.preventDefault();
+  localStorage.setItem("covelToken", $("token").value.trim());
+  $("token").value = "";
+  translate();
+  boot();
+});
+$("signout").addEventListener("click", signOut);
+$("theme").addEventListener("click", () => {
+  const theme = $("theme").getAttribute("aria-pressed") === "true" ? "light" : "dark";
+  localStorage.setItem("covelTheme", theme);
+  applyTheme(theme);
+});
+applyTheme(localStorage.getItem("covelTheme"));
 $("cancel").addEventListener("click", () => api("POST", `/api/sessions/${state.session.id}/cancel`, {}).catch((e) => notice("error", fieldMessage(e))));
 $("lang").addEventListener("click", () => {
   state.locale = state.locale === "en" ? "zh" : "en";
