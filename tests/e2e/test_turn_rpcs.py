@@ -100,10 +100,10 @@ async def test_plugin_data_read_last_turn_comes_with_the_lease(tmp_path: Path) -
     assert "store.ListPluginData" not in rpcs, rpcs
 
 
-async def test_a_plugin_that_only_watches_costs_a_turn_three_calls(tmp_path: Path) -> None:
+async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path) -> None:
     """watch-probe watches TurnStart, PreLLMCall, PostLLMResponse, TurnStop and PostStateCommit (observe=True): the
-    first three go in one DispatchObserved before TurnStop, PostStateCommit in one after the turn answered; TurnStop
-    is a Dispatch of its own, beside the narrator's hook. Each turn's TurnStart watcher checks it heard every earlier
+    first four go in one DispatchObserved before the commit, PostStateCommit in one after the turn answered; the
+    narrator's own hook stays the turn's one Dispatch. Each turn's TurnStart watcher checks it heard every earlier
     turn's commit (docs/hooks.md, "Events sent together")."""
     env, ports = metrics_env()
     async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel:
@@ -136,4 +136,4 @@ async def test_a_plugin_that_only_watches_costs_a_turn_three_calls(tmp_path: Pat
         rpcs = per_turn(before, await observed_after(played), TURNS)["rpcs_per_turn"]
     ok = resources_pb2.HOOK_STATUS_OK
     assert traces == [[("TurnStart", ok), ("PreLLMCall", ok), ("PostLLMResponse", ok), ("TurnStop", ok)]] * TURNS, traces
-    assert rpcs["hooks.Dispatch"] == 2 and rpcs["hooks.DispatchObserved"] == 2, rpcs
+    assert rpcs["hooks.Dispatch"] == 1 and rpcs["hooks.DispatchObserved"] == 2, rpcs

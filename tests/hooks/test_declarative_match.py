@@ -160,6 +160,21 @@ async def test_events_only_observers_take_are_sent_together_before_the_turn_stop
     assert await bus.flush_observed(turn) == [] and hooks.observed == [["PostLLMResponse"] * 3]
 
 
+async def test_turn_stop_goes_with_the_held_events_in_one_call() -> None:
+    from services.scheduler.hooks.bus import HookBus
+    from services.scheduler.hooks.payloads import PostLLMResponse, TurnStop
+    hooks = FakeHooks([hooks_pb2.Subscription(event="PostLLMResponse", plugin_ids=["cost"], observers=["cost"]),
+                       hooks_pb2.Subscription(event="TurnStop", plugin_ids=["cost", "audit"], observers=["cost"])])
+    bus = HookBus(hooks)  # type: ignore[arg-type]
+    turn = scope("cost", "audit")
+    await bus.dispatch(PostLLMResponse("", "stop", [], 0, 0, []), turn)
+    trace = await bus.stop(TurnStop([], 0), turn)
+    # TurnStop changes nothing whoever handles it (parallel, no guard, no replace): it needs no call of its own.
+    assert hooks.dispatched == [] and hooks.observed == [["PostLLMResponse", "TurnStop"]]
+    assert [entry.event for entry in trace] == ["PostLLMResponse", "TurnStop"]
+    assert await bus.stop(TurnStop([], 0), scope("nobody")) == [] and len(hooks.observed) == 1, "no taker: no call"
+
+
 class SlowObserved(FakeHooks):
     """DispatchObserved answers only when `release` is set: a background send still in flight."""
 

@@ -17,7 +17,7 @@ from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.store.v1 import store_pb2
 from services.scheduler import outages
 from services.scheduler.hooks.held_events import HeldEvents
-from services.scheduler.hooks.payloads import HookPayload, PostStateCommit
+from services.scheduler.hooks.payloads import HookPayload, PostStateCommit, TurnStop
 from services.scheduler.session_views import session_view
 from shared.hook_matches import match_from_proto
 from shared.logs import get_logger
@@ -221,6 +221,13 @@ class HookBus:
 
     def drop_observed(self, turn_id: str) -> None:
         self._held.drop(turn_id)
+
+    async def stop(self, record: TurnStop, scope: ExecutionScope) -> list[common_pb2.HookTraceEntry]:
+        """The turn's held events and its TurnStop in one DispatchObserved call: TurnStop's handlers change nothing
+        (parallel, no guard, no replace), so it needs no call of its own. The handlers' trace, in order."""
+        found = await self._request(record, scope, "", "")
+        await self._held.settled(scope.session.id)
+        return await self._held.send_with(scope.turn_id, *([found[0]] if found is not None else []))
 
     async def committed(self, records: list[tuple[PostStateCommit, str, str]], scope: ExecutionScope) -> list[common_pb2.HookTraceEntry]:
         """PostStateCommit of each committed proposal ((record, plugin id, runtime id)), in one call; the events only

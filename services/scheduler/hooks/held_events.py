@@ -1,6 +1,7 @@
 """Hook events sent together instead of one Dispatch each (docs/hooks.md, "Watching" and "Events sent together").
 
-- A turn's events that only watchers take are held and go in one DispatchObserved call before its TurnStop.
+- A turn's events that only watchers take are held and go in one DispatchObserved call with its TurnStop, whose
+  handlers cannot change anything either (parallel, no guard, no replace): one call before the commit, not two.
 - The PostStateCommit events of a turn's committed proposals go in one call, not one each. Those that only
   watchers take are sent after the turn has answered its caller, in the background: a session's later events wait
   for them (`settled`), so a watcher still hears its session's events in order on this scheduler.
@@ -29,7 +30,7 @@ Send = Callable[[hooks_pb2.DispatchObservedRequest], Awaitable[hooks_pb2.Dispatc
 class HeldEvents:
     def __init__(self, send: Send) -> None:
         self._send = send
-        # turn id -> events only watchers take, sent before the turn's TurnStop (send_with).
+        # turn id -> events only watchers take, sent with the turn's TurnStop (send_with).
         self._held: dict[str, list[hooks_pb2.DispatchRequest]] = {}
         # session id -> the background send of its last turn's watcher-only PostStateCommit events.
         self._after: dict[str, asyncio.Task[None]] = {}

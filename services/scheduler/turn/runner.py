@@ -456,11 +456,9 @@ class TurnRunner:
 
     # -- phase: stop hooks --
     async def _stop_hooks(self, scope: ExecutionScope, stream: TurnStream, started: float) -> str:
-        """The turn's observer-only events, then TurnStop; then why the turn fails ("" when it goes on to commit)."""
-        await stream.record(await self._hooks.flush_observed(scope))
+        """The turn's observer-only events with TurnStop (one call); then why the turn fails ("" when it goes on to commit)."""
         results = stream.turn.runtime_results
-        stop = await self._hooks.dispatch(TurnStop(results, int((time.monotonic() - started) * 1000)), scope)
-        await stream.record(stop.trace)
+        await stream.record(await self._hooks.stop(TurnStop(results, int((time.monotonic() - started) * 1000)), scope))
         return story_failure(results)
 
     # -- phase: commit --
