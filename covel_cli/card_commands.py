@@ -36,6 +36,7 @@ def run_import(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
     assert manifest is not None
     print(f"✓ {world.id}: {world.root_dir} ({len(world.characters)} character(s), {len(world.lorebook)} lorebook entries, "
           f"{len(manifest.openings or [])} more opening(s), {len(manifest.media or [])} media file(s))", file=out)
+    print(f"  a running registry serves it after `covel operator reload`; play it with `covel play --world {world.id}`", file=out)
     return EXIT_OK
 
 
