@@ -30,7 +30,7 @@ from covel_cli.play import DEFAULT_WORLD, DEMO_ACTIONS, list_worlds, play, read_
 from covel_cli.plugin_commands import add_parser as add_plugin_command
 from covel_cli.plugin_commands import run as run_plugin_command
 from covel_cli.prompt_parity import add_parser as add_check_prompts
-from covel_cli.refusals import health_of
+from covel_cli.refusals import service_health
 from covel_cli.validate_plugin import add_parser as add_validate_plugin
 from covel_cli.validate_world import add_parser as add_validate_world
 from services.web.settings import WebSettings
@@ -139,7 +139,7 @@ async def _health(args: argparse.Namespace) -> int:
     healthy, mismatches = True, []
     for name in SERVICES:
         # The internal services take only callers with a certificate of their CA: the operator's.
-        status, mismatch = await health_of(name, addrs[name], data_dir)
+        status, mismatch = await service_health(name, addrs[name], data_dir)
         healthy &= status == "SERVING"
         mismatches += [mismatch] if mismatch else []
         print(f"{name:<10} {addrs[name]:<22} {status}")

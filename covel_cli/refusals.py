@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from covel_cli.launcher import client_security, dev_pki
-from shared.grpc_client import open_channel
+from shared.grpc_client import health_of
 from shared.settings import SecuritySettings
 
 # A TLS handshake that failed (the client or the server did not trust the other's certificate).
@@ -49,12 +48,8 @@ def refusal(command: str, name: str, addr: str, error: grpc.aio.AioRpcError, dat
     return f"covel {command}: the {name} service at {addr} answered {error.code().name}: {error.details()}"
 
 
-async def health_of(name: str, addr: str, data_dir: Path, timeout_s: float = 2.0) -> tuple[str, str | None]:
+async def service_health(name: str, addr: str, data_dir: Path, timeout_s: float = 2.0) -> tuple[str, str | None]:
     """Service `name`'s health status name ("UNREACHABLE" when it cannot be asked) and, when certificates were
     why, the line that says so."""
-    async with open_channel(addr, security=client_security(name, data_dir)) as channel:
-        try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
-        except grpc.aio.AioRpcError as error:
-            return "UNREACHABLE", certificate_mismatch(name, addr, error, data_dir)
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status), None
+    status, error = await health_of(addr, timeout_s=timeout_s, security=client_security(name, data_dir))
+    return status, certificate_mismatch(name, addr, error, data_dir) if error is not None else None

@@ -226,10 +226,16 @@ def remaining_timeout(context: grpc.aio.ServicerContext | None, default_s: float
 
 async def check_health(addr: str, service: str = "", timeout_s: float = 2.0, *, security: SecuritySettings | None = None) -> str:
     """The health status name of `service` at `addr` ("SERVING", "NOT_SERVING", "UNREACHABLE")."""
+    return (await health_of(addr, service, timeout_s, security=security))[0]
+
+
+async def health_of(addr: str, service: str = "", timeout_s: float = 2.0, *,
+                    security: SecuritySettings | None = None) -> tuple[str, grpc.aio.AioRpcError | None]:
+    """check_health's status name and, when it is UNREACHABLE, the error the call ended with."""
     async with open_channel(addr, security=security) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
-        except grpc.aio.AioRpcError:
-            return "UNREACHABLE"
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        except grpc.aio.AioRpcError as error:
+            return "UNREACHABLE", error
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status), None
