@@ -81,9 +81,9 @@ lint: $(VENV)/.installed
 	@if [ -d .git ]; then echo "buf breaking --against $(BREAKING_BASE)"; \
 	  $(VENV)/bin/buf breaking --against '.git#ref=$(BREAKING_BASE)'; fi
 
-# The client packages of the public API (clients/build.py): a Python wheel and an npm package in clients/dist/
-# (tests/polyglot/test_python_client.py and test_node_package.py build and play them; docs/api.md).
-clients: $(VENV)/.installed
+# The client packages of the public API (clients/build.py): a Python wheel, an npm package and a Go module proxy in clients/dist/
+# (tests/polyglot/test_python_client.py, test_node_package.py and test_go_client.py build and play them; docs/api.md).
+clients: $(VENV)/.installed $(VENV)/.go
 	$(PY) clients/build.py
 
 # Release the public API as it is now: later changes must keep clients of it working (`make lint`).

@@ -4,6 +4,9 @@
   clients/python/src/covel_client/v1/ with package-relative imports, then a wheel in clients/dist/.
 - Node.js: the public package's .proto files and google/rpc's copied into clients/node/protos/ (the package loads
   them at run time with @grpc/proto-loader and protobufjs), then `npm pack` into clients/dist/.
+- Go: the module `covel.dev/api` (clients/go, with the stubs protoc-gen-go and protoc-gen-go-grpc generate at the
+  package's `go_package` path) written as a Go module proxy into clients/dist/goproxy/ (the GOPROXY protocol's
+  files: `@v/list`, `.info`, `.mod`, `.zip`), which `go get` resolves from a file:// path or any static HTTPS host.
 
 `python clients/build.py [--out DIR]`.
 """
@@ -11,11 +14,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
+import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +30,8 @@ PROTOS = ROOT / "protos"
 PUBLIC = PROTOS / "covel" / "scheduler" / "v1"
 PYTHON = ROOT / "clients" / "python"
 NODE = ROOT / "clients" / "node"
+GO = ROOT / "clients" / "go"
+GO_MODULE = "covel.dev/api"
 GENERATED = PYTHON / "src" / "covel_client" / "v1"
 # A generated module's import of another of the package ("from covel.scheduler.v1 import resources_pb2 as ...").
 ABSOLUTE = re.compile(r"^from covel\.scheduler\.v1 import ", re.MULTILINE)
@@ -62,12 +71,46 @@ def build_node_package(out: Path) -> Path:
     return out / packed.stdout.strip().splitlines()[-1]
 
 
+def client_version() -> str:
+    """The version every client package carries (clients/python/pyproject.toml's; the Node package's is the same)."""
+    return str(tomllib.loads((PYTHON / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"])
+
+
+def go_module_files(target: Path) -> Path:
+    """The module covel.dev/api in `target`: clients/go with the public package's stubs generated into it."""
+    shutil.copytree(GO, target, dirs_exist_ok=True)
+    protos = [str(path.relative_to(PROTOS)) for path in sorted(PUBLIC.glob("*.proto"))]
+    subprocess.run(["protoc", f"-I{PROTOS}", f"--go_out={target}", f"--go_opt=module={GO_MODULE}", f"--go-grpc_out={target}",
+                    f"--go-grpc_opt=module={GO_MODULE}", *protos], check=True)
+    return target
+
+
+def build_go_proxy(out: Path) -> Path:
+    """The Go module as a module proxy in `out`/goproxy: `GOPROXY=file://<it> go get covel.dev/api@v<version>`."""
+    version = f"v{client_version()}"
+    versions = out / "goproxy" / GO_MODULE / "@v"
+    versions.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        module = go_module_files(Path(scratch) / "module")
+        with zipfile.ZipFile(versions / f"{version}.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(module.rglob("*")):
+                if path.is_file():
+                    archive.write(path, f"{GO_MODULE}@{version}/{path.relative_to(module).as_posix()}")
+        (versions / f"{version}.mod").write_bytes((module / "go.mod").read_bytes())
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (versions / f"{version}.info").write_text(json.dumps({"Version": version, "Time": stamp}) + "\n", encoding="utf-8")
+    listed = set((versions / "list").read_text(encoding="utf-8").split()) if (versions / "list").exists() else set()
+    (versions / "list").write_text("".join(f"{v}\n" for v in sorted(listed | {version})), encoding="utf-8")
+    return out / "goproxy"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "clients" / "dist")
     args = parser.parse_args(argv)
     print(build_python_wheel(args.out))
     print(build_node_package(args.out))
+    print(build_go_proxy(args.out))
     return 0
 
 

@@ -1,7 +1,8 @@
-// A Go client of the Covel scheduler, written from the protos alone (tests/polyglot/test_go_client.py
-// generates the stubs with protoc-gen-go and protoc-gen-go-grpc, then runs it against the five services).
-// It creates a session, plays each action given on the command line, reads the streamed story, lists the
-// recorded turns a page at a time, and prints one JSON summary; an error's google.rpc details are decoded.
+// A Go program using the Covel Go module (covel.dev/api, `make clients`): tests/polyglot/test_go_client.py
+// resolves the module through the proxy `make clients` writes, builds this, and runs it against the five services.
+// It creates a session, plays each action given on the command line with the module's client (its retry rules),
+// reads the streamed story, lists the recorded turns a page at a time, and prints one JSON summary; a failed call's
+// google.rpc details are decoded by client.ErrorOf.
 package main
 
 import (
@@ -9,16 +10,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
+	"covel.dev/api/client"
 	schedulerv1 "covel.dev/api/gen/go/covel/scheduler/v1"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 type playedTurn struct {
@@ -36,71 +33,63 @@ type summary struct {
 	Error       string       `json:"error,omitempty"`
 	ErrorReason string       `json:"error_reason,omitempty"`
 	Violations  []string     `json:"field_violations,omitempty"`
+	Missing     string       `json:"missing,omitempty"`
 }
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50150", "the scheduler's address")
 	flag.Parse()
-	conn, err := grpc.Dial(*addr, grpc.WithInsecure(), grpc.WithBlock(), grpc.WithTimeout(20*time.Second))
+	covel, err := client.Dial(*addr, client.Options{Token: os.Getenv("COVEL_API_TOKEN")})
 	if err != nil {
 		fail(err)
 	}
-	defer conn.Close()
-	client := schedulerv1.NewSchedulerClient(conn)
+	defer covel.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if token := os.Getenv("COVEL_API_TOKEN"); token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	}
 	// EXCLUDED_PLUGINS: plugin ids separated by commas; unset or empty excludes none.
-	created, err := client.CreateSession(ctx, &schedulerv1.CreateSessionRequest{ExcludedPlugins: strings.FieldsFunc(os.Getenv("EXCLUDED_PLUGINS"),
-		func(r rune) bool { return r == ',' })})
+	excluded := strings.FieldsFunc(os.Getenv("EXCLUDED_PLUGINS"), func(r rune) bool { return r == ',' })
+	session, err := covel.CreateSession(ctx, &schedulerv1.CreateSessionRequest{ExcludedPlugins: excluded})
 	if err != nil {
 		fail(err)
 	}
-	out := summary{SessionID: created.GetSession().GetId()}
+	out := summary{SessionID: session.GetId()}
 	for _, text := range flag.Args() {
-		out.Turns = append(out.Turns, play(ctx, client, out.SessionID, text))
+		out.Turns = append(out.Turns, play(ctx, covel, out.SessionID, text))
 	}
+	// The module reads a page at a time; count the pages through the generated stub's own paging too.
 	token := ""
 	for {
-		page, err := client.ListTurns(ctx, &schedulerv1.ListTurnsRequest{SessionId: out.SessionID, PageSize: 1, PageToken: token})
+		page, err := covel.Stub.ListTurns(covel.Context(ctx), &schedulerv1.ListTurnsRequest{SessionId: out.SessionID, PageSize: 1, PageToken: token})
 		if err != nil {
 			fail(err)
 		}
-		out.Listed += len(page.GetTurns())
 		out.Pages++
 		if token = page.GetNextPageToken(); token == "" {
 			break
 		}
 	}
+	if err := covel.Turns(ctx, out.SessionID, 1, func(*schedulerv1.Turn) error { out.Listed++; return nil }); err != nil {
+		fail(err)
+	}
 	// A mistake on purpose: an empty action list names its field in BadRequest.
-	_, err = client.SubmitActions(ctx, &schedulerv1.SubmitActionsRequest{SessionId: out.SessionID})
+	stream, err := covel.Stub.SubmitActions(covel.Context(ctx), &schedulerv1.SubmitActionsRequest{SessionId: out.SessionID})
 	if err == nil {
-		stream, _ := client.SubmitActions(ctx, &schedulerv1.SubmitActionsRequest{SessionId: out.SessionID})
 		_, err = stream.Recv()
 	}
-	describe(&out, err)
+	describe(&out, client.ErrorOf(err))
+	if _, err := covel.GetSession(ctx, "no-such-session"); err != nil {
+		if missing := client.ErrorOf(err); missing.Resource != nil {
+			out.Missing = missing.Reason + " " + missing.Resource.Type + "/" + missing.Resource.Name
+		}
+	}
 	encoded, _ := json.Marshal(out)
 	fmt.Println(string(encoded))
 }
 
-func play(ctx context.Context, client schedulerv1.SchedulerClient, sessionID, text string) playedTurn {
-	stream, err := client.SubmitActions(ctx, &schedulerv1.SubmitActionsRequest{
-		SessionId: sessionID, Actions: []*schedulerv1.PlayerAction{{Kind: "act", Text: text}}})
-	if err != nil {
-		fail(err)
-	}
+func play(ctx context.Context, covel *client.Client, sessionID, text string) playedTurn {
 	var story strings.Builder
 	played := playedTurn{}
-	for {
-		event, err := stream.Recv()
-		if err == io.EOF {
-			return played
-		}
-		if err != nil {
-			fail(err)
-		}
+	err := covel.Submit(ctx, sessionID, &schedulerv1.PlayerAction{Kind: "act", Text: text}, func(event *schedulerv1.TurnEvent) error {
 		played.Events++
 		if delta := event.GetNarrativeDelta(); delta != nil {
 			story.WriteString(delta.GetText())
@@ -108,24 +97,21 @@ func play(ctx context.Context, client schedulerv1.SchedulerClient, sessionID, te
 		if turn := event.GetTurnCompleted(); turn != nil {
 			played.TurnID, played.Status, played.Story = turn.GetId(), schedulerv1.TurnStatus_name[int32(turn.GetStatus())], story.String()
 		}
+		return nil
+	})
+	if err != nil {
+		fail(err)
 	}
+	return played
 }
 
-func describe(out *summary, err error) {
-	if err == nil {
+func describe(out *summary, failed *client.Error) {
+	if failed == nil {
 		return
 	}
-	st, _ := status.FromError(err)
-	out.Error = st.Code().String()
-	for _, detail := range st.Details() {
-		switch found := detail.(type) {
-		case *errdetails.BadRequest:
-			for _, violation := range found.GetFieldViolations() {
-				out.Violations = append(out.Violations, violation.GetField())
-			}
-		case *errdetails.ErrorInfo:
-			out.ErrorReason = found.GetReason()
-		}
+	out.Error, out.ErrorReason = failed.Code.String(), failed.Reason
+	for _, violation := range failed.FieldViolations {
+		out.Violations = append(out.Violations, violation.Field)
 	}
 }
 
