@@ -25,8 +25,16 @@ T = TypeVar("T")
 
 async def _whole(call: Awaitable[T]) -> T:
     """A poller's RPC, run to its end even when the turn's end cancels the poller: its client span ends and is
-    exported with the server's, so the turn's trace has both spans of the hop; the poller itself stops at once."""
-    return await asyncio.shield(call)
+    exported with the server's, so the turn's trace has both spans of the hop; the poller itself stops at once.
+    What the call ends with after its poller stopped (ABORTED once the lease is released) is nobody's to handle."""
+    whole = asyncio.ensure_future(call)
+    whole.add_done_callback(_left_behind)
+    return await asyncio.shield(whole)
+
+
+def _left_behind(call: asyncio.Future) -> None:
+    if not call.cancelled():
+        call.exception()  # retrieved: asyncio would otherwise log "Task exception was never retrieved"
 
 
 class LeaseKeeper:
