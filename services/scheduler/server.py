@@ -20,6 +20,7 @@ from services.scheduler.api.jobs import Jobs
 from services.scheduler.api.lorebook import Lorebook
 from services.scheduler.api.plugins import Plugins
 from services.scheduler.api.running_packages import RunningPackages
+from services.scheduler.api.seat_invites import SeatInvites
 from services.scheduler.api.seats import Seats
 from services.scheduler.api.session_creation import SessionCreation
 from services.scheduler.api.sessions import Sessions
@@ -97,6 +98,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
         Settlements(store, runner),
         Actions(store, runner, running_packages),
         Seats(store, running_packages),
+        SeatInvites(store, follower, streams.watch),
         Plugins(peers, plugins, running_packages, events, hooks),
         Worlds(peers.registry),
         Lorebook(store),

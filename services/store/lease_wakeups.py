@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class LeaseWakeups:
@@ -26,6 +26,9 @@ class LeaseWakeups:
         self._events: dict[str, asyncio.Event] = {}
         # Waiters per session: a session's event is dropped once nobody waits for it.
         self._watchers: dict[str, int] = {}
+        # Players' turns waiting for a session, in arrival order: only the first asks (several players at one table
+        # take turns in the order they submitted; docs/api.md "Seats").
+        self._lines: dict[str, list[object]] = {}
 
     @contextlib.contextmanager
     def watching(self, session_id: str) -> Iterator[None]:
@@ -60,3 +63,19 @@ class LeaseWakeups:
         except TimeoutError:
             return False
         return True
+
+    @contextlib.contextmanager
+    def in_line(self, session_id: str) -> Iterator[Callable[[], bool]]:
+        """A player's turn waiting for the session, behind those that came before it: yields whether it is first now.
+        Leaving the line (the lease taken, or the wait given up) lets the next one ask at once."""
+        place = object()
+        line = self._lines.setdefault(session_id, [])
+        line.append(place)
+        try:
+            yield lambda: line[0] is place
+        finally:
+            line.remove(place)
+            if not line:
+                del self._lines[session_id]
+            else:
+                self.wake(session_id)

@@ -12,6 +12,7 @@ may still renew or commit with it. Times are the store's clock (UTC).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -177,16 +178,12 @@ async def acquire(
     # A detached job or a settlement polls every POLL_MAX_S from the start (a player's next turn, acting at once, goes
     # first: a player's commit does not wake it); a player's turn from POLL_FIRST_S, and its wait marks the session.
     pause = POLL_MAX_S if request.origin in QUEUE_EXEMPT_ORIGINS else POLL_FIRST_S
-    with wakeups.watching(request.session_id):
+    in_line = wakeups.in_line(request.session_id) if request.origin in PLAYER_ORIGINS else contextlib.nullcontext(lambda: True)
+    with wakeups.watching(request.session_id), in_line as first:
         while True:
             ticket = wakeups.ticket(request.session_id)
-            try:
-                result = await database.write(
-                    try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin, limits,
-                    request.retry_turn_id,
-                )
-            except IntegrityError:
-                result = Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
+            result = await _try(database, request, ttl_ms, limits) if first() else Busy(
+                f"session {request.session_id}: another player's turn came first and goes first")
             if not isinstance(result, Busy):
                 return result
             left = give_up - time.monotonic()
@@ -197,6 +194,15 @@ async def acquire(
                 raise ServiceError(grpc.StatusCode.ABORTED, result.message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
             if not await wakeups.wait(ticket, min(pause, left)):
                 pause = min(pause * 2, POLL_MAX_S)
+
+
+async def _try(database: Database, request: store_pb2.AcquireTurnLeaseRequest, ttl_ms: int, limits: QueueLimits | None
+               ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
+    try:
+        return await database.write(try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin,
+                                    limits, request.retry_turn_id)
+    except IntegrityError:
+        return Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
 
 
 def lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:

@@ -89,6 +89,8 @@ class SessionRow(Base):
     owner: Mapped[str] = mapped_column(String(200), default="", server_default="")
     # [{id, role, characterId, characterIds}] (migration 0009; services/store/seats.py).
     seats: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
+    # ",alice,bob,": the seats' guests, for GetSession(or_guest) in one query (0023; services/store/seat_grants.py).
+    seat_guests: Mapped[str] = mapped_column(Text, default="", server_default="")
     completed_player_turns: Mapped[int] = mapped_column(BigInteger, default=0)
     # The seq of the newest message (messages are numbered 1..n per session, no gaps).
     last_message_seq: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -16,13 +16,18 @@ from services.store.models import CharacterRow, SessionRow
 from shared.errors import failed_precondition, invalid_argument, session_not_found
 
 
+def guest_mark(principal: str) -> str:
+    """How `SessionRow.seat_guests` names one guest (",alice,bob," holds alice and bob)."""
+    return f",{principal},"
+
+
 def seats_to_rows(seats: list[store_pb2.Seat]) -> list[dict[str, Any]]:
     return [{"id": s.id, "role": s.role, "characterId": s.character_id, "characterIds": list(s.character_ids)} for s in seats]
 
 
 def seats_to_proto(rows: list[dict[str, Any]] | None) -> list[store_pb2.Seat]:
     return [store_pb2.Seat(id=row["id"], role=row["role"], character_id=row.get("characterId", ""),
-                           character_ids=row.get("characterIds", [])) for row in rows or []]
+                           character_ids=row.get("characterIds", []), occupant=row.get("occupant", "")) for row in rows or []]
 
 
 def switch_character(db: Session, request: store_pb2.SetSeatCharacterRequest) -> SessionRow:

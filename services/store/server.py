@@ -14,6 +14,7 @@ from services.store import (
     leases,
     memory_vectors,
     plugin_faults,
+    seat_grants,
     session_pages,
     sessions,
     settlements,
@@ -93,7 +94,28 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def GetSession(self, request: store_pb2.GetSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.GetSessionResponse:
         validation.session_id(request.session_id)
-        return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id, request.owner))
+        return store_pb2.GetSessionResponse(session=await self._db.read(sessions.get_session, request.session_id, request.owner,
+                                                                        request.or_guest))
+
+    @rpc
+    async def GrantSeat(self, request: store_pb2.GrantSeatRequest, context: grpc.aio.ServicerContext) -> store_pb2.GrantSeatResponse:
+        validation.session_id(request.session_id)
+        require(request.seat_id, "seat_id", "the seat the grant opens")
+        require(request.secret_digest, "secret_digest", "the SHA-256 (hex) of the grant's secret")
+        return store_pb2.GrantSeatResponse(session=await self._db.write(seat_grants.grant_seat, request))
+
+    @rpc
+    async def RedeemSeatGrant(self, request: store_pb2.RedeemSeatGrantRequest, context: grpc.aio.ServicerContext) -> store_pb2.RedeemSeatGrantResponse:
+        validation.session_id(request.session_id)
+        require(request.secret_digest, "secret_digest", "the SHA-256 (hex) of the grant's secret")
+        require(request.principal, "principal", "who takes the seat")
+        return await self._db.write(seat_grants.redeem_seat_grant, request)
+
+    @rpc
+    async def RevokeSeat(self, request: store_pb2.RevokeSeatRequest, context: grpc.aio.ServicerContext) -> store_pb2.RevokeSeatResponse:
+        validation.session_id(request.session_id)
+        require(request.seat_id, "seat_id", "the seat whose grant and guest end")
+        return store_pb2.RevokeSeatResponse(session=await self._db.write(seat_grants.revoke_seat, request))
 
     @rpc
     async def ListSessions(self, request: store_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListSessionsResponse:

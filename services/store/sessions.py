@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from sqlalchemy import false, select
+from sqlalchemy import false, or_, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -23,7 +23,7 @@ from services.store.models import (
     utcnow,
 )
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
-from services.store.seats import seats_to_rows
+from services.store.seats import guest_mark, seats_to_rows
 from shared.errors import failed_precondition, invalid_argument, not_found, session_not_found
 from shared.ids import DETACHED_JOB_KEY_PREFIX, new_id
 from shared.page_tokens import decode_position, encode_position, page_size
@@ -68,11 +68,15 @@ def find_session(db: Session, session_id: str) -> SessionRow:
     return row
 
 
-def get_session(db: Session, session_id: str, owner: str = "") -> store_pb2.Session:
-    """The session; with `owner`, only if that principal owns it (NOT_FOUND alike for a missing one and another's)."""
+def get_session(db: Session, session_id: str, owner: str = "", or_guest: bool = False) -> store_pb2.Session:
+    """The session; with `owner`, only if that principal owns it, or with `or_guest` took one of its seats (NOT_FOUND alike
+    for a missing one and another's: one query either way)."""
     if not owner:
         return session_to_proto(find_session(db, session_id))
-    row = db.execute(select(SessionRow).where(SessionRow.id == session_id, SessionRow.owner == owner)).scalar_one_or_none()
+    member = SessionRow.owner == owner
+    if or_guest:
+        member = or_(member, SessionRow.seat_guests.contains(guest_mark(owner), autoescape=True))
+    row = db.execute(select(SessionRow).where(SessionRow.id == session_id, member)).scalar_one_or_none()
     if row is None:
         raise session_not_found(session_id)
     return session_to_proto(row)

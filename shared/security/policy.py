@@ -52,7 +52,9 @@ POLICY: dict[str, dict[str, Rule]] = {
                        "ClaimDetachedJob", "RenewDetachedJob", "CompleteDetachedJob",
                        "ListSettlements", "ResolveSettlement", "ListInteractions", "ListSessions",
                        # The story's moves (services/store/story_line.py), passed on from the public API's session owners.
-                       "SetSessionHead", "BranchSession")
+                       "SetSessionHead", "BranchSession",
+                       # Seats' grants and guests (services/store/seat_grants.py), passed on from the session's owner.
+                       "GrantSeat", "RedeemSeatGrant", "RevokeSeat")
     } | {
         # The fault breaker every hooks replica shares (services/store/plugin_faults.py).
         "RecordPluginFaults": _rule("the hooks service reports its handlers' faults", "hooks"),

@@ -75,6 +75,9 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "SelectTurnVersion": ("unary", scheduler_pb2.SelectTurnVersionRequest(session_id=session_id, turn_id="t")),
         "RewindSession": ("unary", scheduler_pb2.RewindSessionRequest(session_id=session_id, turn_id="t")),
         "BranchSession": ("unary", scheduler_pb2.BranchSessionRequest(session_id=session_id, turn_id="t")),
+        "InviteToSeat": ("unary", scheduler_pb2.InviteToSeatRequest(session_id=session_id, seat_id="second")),
+        "RevokeSeat": ("unary", scheduler_pb2.RevokeSeatRequest(session_id=session_id, seat_id="second")),
+        "WatchSession": ("stream", scheduler_pb2.WatchSessionRequest(session_id=session_id)),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }
 

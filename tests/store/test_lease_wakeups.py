@@ -77,6 +77,27 @@ async def test_a_commit_that_keeps_the_lease_leaves_the_waiter_waiting(stub, no_
     assert (await asyncio.wait_for(waiter, IN_TIME_S)).HasField("lease")
 
 
+async def test_players_waiting_for_a_session_take_it_in_the_order_they_came(stub, monkeypatch):
+    """Two players at one table (docs/api.md "Seats"): the one who submitted first goes first, however often the later
+    one asks (its polls are fast here; without the line it would win about half the time, each of three rounds)."""
+    monkeypatch.setattr(leases, "POLL_FIRST_S", 0.01)
+    monkeypatch.setattr(leases, "POLL_MAX_S", 0.02)
+    session = await new_session(stub)
+    held = (await acquire(stub, session.id, idempotency_key="held")).lease
+    for round_ in range(3):
+        first = asyncio.create_task(acquire(stub, session.id, idempotency_key=f"first-{round_}", wait_ms=60_000))
+        await asyncio.sleep(0.3)
+        second = asyncio.create_task(acquire(stub, session.id, idempotency_key=f"second-{round_}", wait_ms=60_000))
+        await asyncio.sleep(0.3)
+        assert not first.done() and not second.done()
+        await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=held.lease_id))
+        taken = (await asyncio.wait_for(first, IN_TIME_S)).lease
+        await asyncio.sleep(0.3)
+        assert not second.done(), "the later player waits behind the first"
+        await stub.ReleaseTurnLease(store_pb2.ReleaseTurnLeaseRequest(session_id=session.id, lease_id=taken.lease_id))
+        held = (await asyncio.wait_for(second, IN_TIME_S)).lease
+
+
 async def test_wakeups_keep_nothing_once_nobody_waits():
     wakeups = LeaseWakeups()
     with wakeups.watching("s1"), wakeups.watching("s1"):
@@ -88,3 +109,6 @@ async def test_wakeups_keep_nothing_once_nobody_waits():
         assert second is not first and not await LeaseWakeups.wait(second, 0.01)
     wakeups.wake("s2")  # nobody waits: nothing kept
     assert not wakeups._events and not wakeups._watchers
+    with wakeups.in_line("s1") as first, wakeups.in_line("s1") as second:
+        assert first() and not second()
+    assert not wakeups._lines

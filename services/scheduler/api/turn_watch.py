@@ -66,6 +66,8 @@ class TurnWatch:
     def __init__(self) -> None:
         self._turns: OrderedDict[str, WatchedTurn] = OrderedDict()
         self._latest: dict[str, str] = {}
+        # Set (and replaced) when a turn of the session starts here: WatchSession waits on it.
+        self._began: dict[str, asyncio.Event] = {}
 
     def tap(self, session_id: str) -> tuple[Callable[[turn_events_pb2.TurnEvent], None], Callable[[], None]]:
         """What a stream of `session_id` passes each event to (a chain of turns: one WatchedTurn each)."""
@@ -89,10 +91,22 @@ class TurnWatch:
         self._forget_old()
         return self._turns.get(turn_id or self._latest.get(session_id, ""))
 
+    def running(self, session_id: str) -> WatchedTurn | None:
+        """The session's turn running on this replica, if one is."""
+        watched = self.running_or_kept(session_id, "")
+        return watched if watched is not None and not watched.done else None
+
+    def next_start(self, session_id: str) -> asyncio.Event:
+        """Set when the session's next turn starts on this replica (drop it after: one is kept per waiting session)."""
+        return self._began.setdefault(session_id, asyncio.Event())
+
     def _start(self, session_id: str, turn_id: str) -> WatchedTurn:
         self._forget_old()
         watched = self._turns[turn_id] = WatchedTurn(session_id, turn_id)
         self._latest[session_id] = turn_id
+        began = self._began.pop(session_id, None)
+        if began is not None:
+            began.set()
         return watched
 
     def _forget_old(self) -> None:
@@ -108,7 +122,8 @@ class TurnWatch:
 
 def replay(turn: store_pb2.Turn) -> list[turn_events_pb2.TurnEvent]:
     """A recorded turn as the events a watcher gets: the story, what it showed the player, the record."""
-    events = [turn_events_pb2.TurnEvent(turn_started=turn_events_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn))]
+    events = [turn_events_pb2.TurnEvent(turn_started=turn_events_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn,
+                                                                                actions=turn.actions))]
     events.extend(turn_events_pb2.TurnEvent(narrative_delta=turn_events_pb2.NarrativeDelta(runtime_id=message.runtime_id, text=message.text))
                   for message in turn.messages if message.role == "story" and message.text)
     for result in turn.runtime_results:

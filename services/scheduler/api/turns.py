@@ -18,11 +18,26 @@ from services.scheduler.api.turn_stream import TurnStreams
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.activation_payloads import payload_problem
 from services.scheduler.public_api import from_request, respond
+from services.scheduler.session_access import guest_seat
 from services.scheduler.turn.concealment import conceal_turn
 from services.scheduler.turn.player_input import validate_actions
 from services.scheduler.turn.request import ManualRun, TurnRequest
 from shared.errors import FieldViolation, ServiceError, invalid_argument, require, rpc
 from shared.structs import from_struct
+
+
+def guest_seated(actions: list[common_pb2.PlayerAction]) -> list[common_pb2.PlayerAction]:
+    """A guest's actions are its own seat's (an action naming no seat gets it; naming another is refused)."""
+    seat = guest_seat()
+    if seat is None:
+        return actions
+    for index, action in enumerate(actions):
+        if action.seat_id not in ("", seat):
+            raise ServiceError(grpc.StatusCode.PERMISSION_DENIED, f"actions[{index}].seat_id: you play seat {seat} of this session; "
+                               "leave seat_id empty or name it", [FieldViolation(f"actions[{index}].seat_id", f"must be {seat} or empty")],
+                               reason="SEAT_NOT_YOURS")
+        action.seat_id = seat
+    return actions
 
 
 class Turns:
@@ -38,8 +53,8 @@ class Turns:
     async def SubmitActions(self, request: scheduler_pb2.SubmitActionsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.TurnEvent]:
         require(request.session_id, "session_id", "the id CreateSession returned")
         check_idempotency_key(request.idempotency_key)
-        actions = validate_actions([from_request(action, common_pb2.PlayerAction, f"actions[{index}]")
-                                    for index, action in enumerate(request.actions)])
+        actions = validate_actions(guest_seated([from_request(action, common_pb2.PlayerAction, f"actions[{index}]")
+                                                 for index, action in enumerate(request.actions)]))
         async for event in self._submissions.submit(request, actions):
             yield event
 

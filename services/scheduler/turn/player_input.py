@@ -14,7 +14,8 @@ from covel.common.v1 import common_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.kinds import ActionSource
 from services.scheduler.turn.action_kinds import ALIASES, ActionKindRule, base_rules
-from shared.errors import invalid_argument
+from shared.errors import ServiceError, invalid_argument
+from shared.security.auth import caller
 from shared.structs import from_struct
 
 MAX_ACTION_TEXT = 8000
@@ -72,9 +73,20 @@ def check_session_actions(actions: list[common_pb2.PlayerAction], catalogue: Map
             raise invalid_argument(f"{where}.seat_id", f"the session has no seat {action.seat_id!r} (its seats: {', '.join(by_id)})")
         if seat.role not in rule.roles:
             raise invalid_argument(f"{where}.kind", f"a {seat.role} seat cannot {rule.kind}; it is for {' or '.join(rule.roles)} seats")
+        if seat.occupant and seat.occupant != _acting_principal():
+            raise invalid_argument(f"{where}.seat_id", f"seat {seat.id} is played by another player ({seat.occupant}); "
+                                                       "play your own seat, or revoke theirs (RevokeSeat) first")
         _check_text(where, action, rule)
         _check_fields(where, action, rule)
         _check_actor(where, action, rule, seat)
+
+
+def _acting_principal() -> str:
+    """Who submitted the actions ("" for the kernel's own turns, which act for no seat's guest)."""
+    try:
+        return caller().name
+    except ServiceError:
+        return ""
 
 
 def _check_text(where: str, action: common_pb2.PlayerAction, rule: ActionKindRule) -> None:

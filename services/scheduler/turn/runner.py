@@ -41,7 +41,7 @@ from services.scheduler.hooks.rules import filter_schedule
 from services.scheduler.kinds import ActionSource, Stage
 from services.scheduler.known_sessions import KnownSessions
 from services.scheduler.peers import Peers
-from services.scheduler.player_message import render_player_message
+from services.scheduler.player_message import render_player_message, seat_players
 from services.scheduler.plugin_cache import PluginCache
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.store_pages import all_messages, all_turns
@@ -342,12 +342,13 @@ class TurnRunner:
         names = {character.id: str(from_struct(character.data).get("name") or character.id) for character in read.world.characters}
         del turn.actions[:]
         turn.actions.extend(request.actions)
-        turn.player_message = render_player_message(players, {kind: rule.label for kind, rule in catalogue.items()}, names)
+        turn.player_message = render_player_message(players, {kind: rule.label for kind, rule in catalogue.items()}, names, seat_players(session))
 
     async def _announce(self, stream: TurnStream, plugins: TurnPlugins, logical_turn: int, one_runtime: bool) -> None:
         """turn_started, then (a turn that schedules its runtimes) those of plugins sitting it out, as skipped."""
         turn = stream.turn
-        await stream.emit(turn_events_pb2.TurnEvent(turn_started=turn_events_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn)))
+        await stream.emit(turn_events_pb2.TurnEvent(turn_started=turn_events_pb2.TurnStarted(turn_id=turn.id, logical_turn=turn.logical_turn,
+                                                                                            actions=turn.actions)))
         if one_runtime:
             return
         for skipped in sitting_out(plugins.sitting, plugins.unavailable.values(), logical_turn):
