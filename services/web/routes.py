@@ -76,4 +76,9 @@ ROUTES = (
     Route("POST", S + "/versions", "SelectTurnVersion", "Choose another version of the last turn."),
     Route("POST", S + "/rewind", "RewindSession", "Rewind to a turn: its state comes back, the later turns stay as history."),
     Route("POST", S + "/branch", "BranchSession", "A new session that starts where a turn left the story."),
+    # Several players in one story (docs/api.md "Seats").
+    Route("POST", S + "/seats/{seat_id}/invite", "InviteToSeat", "Invite another player to a seat: a one-time grant for the link."),
+    Route("POST", "/api/seats/join", "JoinSeat", "Take the seat an invitation's grant opens."),
+    Route("POST", S + "/seats/{seat_id}/revoke", "RevokeSeat", "End a seat's invitation and its guest's place."),
+    Route("POST", S + "/watch-session", "WatchSession", "Every turn of the session as it is played, whoever plays it.", streamed=True),
 )
