@@ -166,6 +166,11 @@ SETTING_MEANINGS: dict[str, str] = {
     "web_addr": "Where the player page and the HTTP/JSON API listen (`covel up` starts it there).",
     "web_call_timeout_s": "How long a unary call to the scheduler may take before the API answers 504.",
     "web_metrics_port": "Where the web front's /metrics listens (else `COVEL_METRICS_PORT`); unset: no metrics.",
+    "web_oidc_client_id": "The page's client id at the OIDC issuer (`COVEL_OIDC_ISSUER`): the sign-in form then offers the issuer's own "
+                          "page (authorization code with PKCE; docs/web.md \"Signing in\"). Empty: the token form only.",
+    "web_oidc_scope": "The scope the page asks the issuer for.",
+    "web_oidc_token": "Which of the issuer's tokens the page sends as its bearer token: `id_token` (set `COVEL_OIDC_AUDIENCE` to the "
+                      "client id) or `access_token` (a JWT for the API).",
     # store
     "data_dir": "Local data: the default SQLite database (and `covel up`'s logs).",
     "store_database_url": "SQLAlchemy URL; empty: SQLite at `<COVEL_DATA_DIR>/covel.db`. PostgreSQL: `postgresql+psycopg://user@host:5432/db`.",

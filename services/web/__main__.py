@@ -9,6 +9,7 @@ import sys
 import uvicorn
 
 from services.web.app import create_app
+from services.web.oidc_login import OidcLogin
 from services.web.settings import WebSettings
 from shared.grpc_server import EXIT_ADDRESS_IN_USE
 from shared.logs import configure_logging, get_logger
@@ -30,7 +31,9 @@ async def _serve(settings: WebSettings, sock: socket.socket) -> None:
         # The socket is bound and listening already: connections wait in its backlog until uvicorn accepts.
         print(f"COVEL_READY web {sock.getsockname()[1]}", file=sys.stderr, flush=True)
 
-    app = create_app(settings.scheduler_addr, security=settings, timeout_s=settings.web_call_timeout_s, on_ready=ready)
+    login = OidcLogin(settings.oidc_issuer, settings.web_oidc_client_id, settings.web_oidc_scope, settings.web_oidc_token) \
+        if settings.oidc_issuer and settings.web_oidc_client_id else None
+    app = create_app(settings.scheduler_addr, security=settings, timeout_s=settings.web_call_timeout_s, on_ready=ready, login=login)
     server = uvicorn.Server(uvicorn.Config(app, log_level=settings.log_level, access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=int(settings.shutdown_grace_s)))
     await server.serve(sockets=[sock])

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from services.web import routes
 from services.web.grpc_errors import error_body, request_error
+from services.web.oidc_login import OidcLogin
 from services.web.openapi import openapi_document
 from shared.grpc_client import check_health, open_channel
 from shared.logs import get_logger
@@ -172,7 +173,7 @@ def _path(route: routes.Route) -> str:
 
 
 def create_app(scheduler_addr: str, *, security: SecuritySettings | None = None, timeout_s: float = 30.0,
-               on_ready: Callable[[], None] | None = None) -> Starlette:
+               on_ready: Callable[[], None] | None = None, login: OidcLogin | None = None) -> Starlette:
     state: dict[str, Any] = {}
     document = openapi_document()
 
@@ -191,6 +192,9 @@ def create_app(scheduler_addr: str, *, security: SecuritySettings | None = None,
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "SERVING"})
 
+    async def no_login(_request: Request) -> Response:
+        return JSONResponse({})  # no issuer's page to sign in on: the token form only
+
     async def readyz(_request: Request) -> Response:
         """Ready when the scheduler answers: the page is no use without it."""
         status = await check_health(scheduler_addr, timeout_s=1.0, security=security)
@@ -199,6 +203,7 @@ def create_app(scheduler_addr: str, *, security: SecuritySettings | None = None,
     api = [Route(_path(route), _endpoint(route, state, timeout_s), methods=[route.method]) for route in routes.ROUTES]
     return Starlette(
         routes=[Route("/api/openapi.json", openapi), Route("/healthz", healthz), Route("/readyz", readyz), *api,
+                *(login.routes() if login is not None else [Route("/api/auth", no_login)]),
                 Mount("/", StaticFiles(directory=STATIC, html=True))],
         lifespan=lifespan,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2_grpc
 from shared.grpc_client import open_channel
 from tests.e2e.conftest import minimal_session, running_services
 from tests.web.conftest import running_web, shots
