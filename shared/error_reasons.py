@@ -36,6 +36,8 @@ REASONS: dict[str, Reason] = {
     "TURN_NOT_FOUND": _not_found("covel.scheduler.v1.Turn", "no turn of the session has that id"),
     "INTERACTION_NOT_FOUND": _not_found("covel.scheduler.v1.Interaction", "no open interaction of the session has that id"),
     "DETACHED_JOB_NOT_FOUND": _not_found("covel.store.v1.DetachedJob", "no detached job has that id"),
+    "PLUGIN_DATA_NOT_FOUND": _not_found("covel.store.v1.PluginDataEntry",
+                                        "AdminDeletePluginData found no record at sessions/<id>/plugins/<plugin>/data/<namespace>/<key>"),
     "PLUGIN_NOT_FOUND": _not_found("covel.registry.v1.PluginPackage", "no installed plugin has that id"),
     "PLUGIN_NOT_ACTIVE": _not_found("covel.registry.v1.PluginPackage",
                                     "InvokeAction named a plugin that does not run in the session now; the message says why "
