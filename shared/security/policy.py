@@ -69,6 +69,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",
                                    "scheduler", "hooks", OPERATOR),
         "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", "hooks", OPERATOR),
+        "SyncWorldData": _rule("the scheduler passes on a session owner's world data sync", "scheduler"),
         # The operator's override of a record (services/store/admin_plugin_data.py): no service writes through it.
         "AdminPutPluginData": _rule("an operator's override of plugin data, past the dataset's schema and ops: audited", OPERATOR),
         "AdminDeletePluginData": _rule("an operator's override of plugin data, past the dataset's schema and ops: audited", OPERATOR),
