@@ -75,7 +75,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         "AdminDeletePluginData": _rule("an operator's override of plugin data, past the dataset's schema and ops: audited", OPERATOR),
     },
     "covel.registry.v1.PluginRegistry": {
-        "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),
+        "ListPlugins": _rule("the hooks service loads the catalogue's code; the scheduler's world generator reads the authoring "
+                             "declarations", "hooks", "scheduler", OPERATOR),
         "WatchCatalogue": _rule("the hooks service reloads plugin code, the scheduler drops cached resolutions", "hooks", "scheduler"),
         "GetPlugin": _rule("an operator's look at one package", OPERATOR),
         "GetPlugins": SCHEDULER_OR_OPERATOR,

@@ -54,6 +54,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "GetSessionPlugins": ("unary", scheduler_pb2.GetSessionPluginsRequest(session_id=session_id)),
         "ListActionKinds": ("unary", scheduler_pb2.ListActionKindsRequest(session_id=session_id)),
         "ListLorebook": ("unary", scheduler_pb2.ListLorebookRequest(session_id=session_id)),
+        "SyncWorldData": ("unary", scheduler_pb2.SyncWorldDataRequest(session_id=session_id, dry_run=True)),
         "PutLorebookEntry": ("unary", scheduler_pb2.PutLorebookEntryRequest(session_id=session_id, id="x", keys=["x"], content="x")),
         "DeleteLorebookEntry": ("unary", scheduler_pb2.DeleteLorebookEntryRequest(session_id=session_id, id="x")),
         "ListSettlements": ("unary", scheduler_pb2.ListSettlementsRequest(session_id=session_id)),
