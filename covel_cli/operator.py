@@ -22,24 +22,13 @@ import yaml
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2, registry_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
-from covel_cli.launcher import client_security, configured_addrs
-from covel_cli.refusals import refusal
+from covel_cli import operator_plugin_data
+from covel_cli.operator_calls import operator_channel
+from covel_cli.operator_calls import refused as _refused
 from services.registry.importing.importer import read_path
 from shared.errors import ServiceError
-from shared.grpc_client import open_channel
 from shared.security.policy import IDENTITIES, SERVICES
 from shared.security.service_identity import DevPki
-from shared.settings import DataDirSetting
-
-
-def operator_channel(name: str, addr: str | None = None) -> grpc.aio.Channel:
-    """A channel to service `name` presenting the operator's certificate."""
-    return open_channel(addr or configured_addrs()[name], security=client_security(name, DataDirSetting().data_dir))
-
-
-def _refused(command: str, name: str, error: grpc.aio.AioRpcError, err: TextIO, addr: str | None = None) -> int:
-    print(refusal(f"operator {command}", name, addr or configured_addrs()[name], error, DataDirSetting().data_dir), file=err)
-    return 1
 
 
 def zipped(path: Path) -> bytes:
@@ -211,7 +200,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     requeue_cmd = actions.add_parser("requeue", help="queue a parked, failed or timed-out detached job again")
     requeue_cmd.add_argument("job")
     requeue_cmd.set_defaults(run=requeue)
-    for each, service in ((install_cmd, "registry"), (import_cmd, "registry"), (reload_cmd, "registry"), (reset, "hooks"), (jobs_cmd, "store"), (requeue_cmd, "store")):
+    data_cmds = [(each, "store") for each in operator_plugin_data.add_parser(actions)]
+    for each, service in ((install_cmd, "registry"), (import_cmd, "registry"), (reload_cmd, "registry"), (reset, "hooks"), (jobs_cmd, "store"),
+                          (requeue_cmd, "store"), *data_cmds):
         each.add_argument("--addr", help=f"{service} address (default: COVEL_{service.upper()}_ADDR)")
     certs_cmd = commands.add_parser("certs", help="a CA and one certificate per service and the operator, for a cluster")
     certs_cmd.add_argument("--out", required=True, help="folder for ca.pem, ca.key and <identity>.pem/.key (kept: run again to renew)")

@@ -148,6 +148,8 @@ SETTING_MEANINGS: dict[str, str] = {
                                       "from (unset with a real default slot: memory-search is BM25 alone).",
     "gateway_openai_thinking": "How that provider's models think: empty (they do not), `always`, or `switchable` (a call with "
                                "`agent.reasoning: false` turns it off). While a model thinks, a forced tool choice is sent as `auto`.",
+    "gateway_openai_context_window": "That provider's models' context window in tokens (`0`: not known): a request larger than it "
+                                     "asks no model and ends as a context overflow (the agent's finalizer then trims it).",
     "gateway_openai_thinking_off": "JSON request fields a call that turns thinking off adds (switchable; default "
                                    "`{\"reasoning_effort\": \"minimal\"}`).",
     "gateway_script": "A YAML file of per-slot reply queues and rules for the offline scripted model.",

@@ -36,6 +36,8 @@ REASONS: dict[str, Reason] = {
     "TURN_NOT_FOUND": _not_found("covel.scheduler.v1.Turn", "no turn of the session has that id"),
     "INTERACTION_NOT_FOUND": _not_found("covel.scheduler.v1.Interaction", "no open interaction of the session has that id"),
     "DETACHED_JOB_NOT_FOUND": _not_found("covel.store.v1.DetachedJob", "no detached job has that id"),
+    "PLUGIN_DATA_NOT_FOUND": _not_found("covel.store.v1.PluginDataEntry",
+                                        "AdminDeletePluginData found no record at sessions/<id>/plugins/<plugin>/data/<namespace>/<key>"),
     "PLUGIN_NOT_FOUND": _not_found("covel.registry.v1.PluginPackage", "no installed plugin has that id"),
     "PLUGIN_NOT_ACTIVE": _not_found("covel.registry.v1.PluginPackage",
                                     "InvokeAction named a plugin that does not run in the session now; the message says why "
@@ -75,6 +77,13 @@ REASONS: dict[str, Reason] = {
     "COMMAND_NOT_FOUND": _not_found("covel.scheduler.v1.Command", "no plugin of the session has that command (ListCommands lists them)"),
     "ACTION_UNAVAILABLE": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `actions/<plugin>/<action>`)",
                        "the plugin's action said it cannot run now: its message says why"),
+    "NO_WORLD": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",
+                       "SyncWorldData on a session not started in a world: it has no world data"),
+    "WORLD_MISMATCH": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",
+                       "the store's SyncWorldData named another world than the session's"),
+    "WORLD_SYNC_REFUSED": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `sessions/<id>`)",
+                       "a world data sync would remove a record its dataset does not let be deleted (no `delete` in its ops): nothing "
+                       "was changed"),
     "NO_WORLD_FOLDER": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `settings/COVEL_WORLD_DIRS`)",
                        "the registry has no world folder to import into: set COVEL_WORLD_DIRS"),
     "WORLD_SHADOWED": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `worlds/<id>`)",

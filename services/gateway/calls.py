@@ -29,13 +29,13 @@ from dataclasses import dataclass, replace
 
 import grpc
 
-from services.gateway import events
+from services.gateway import context_window, events
 from services.gateway.budget import Budget, backoff_delay, first_token_wait
 from services.gateway.chat import Call, Message
 from services.gateway.events import Event, Final
 from services.gateway.providers.base import GENERATION, STALL, AttemptFailed, AttemptLimits, Provider
 from services.gateway.settings import GatewaySettings
-from services.gateway.slots import SlotTable, Target
+from services.gateway.slots import Resolution, SlotTable, Target
 from shared.errors import ServiceError
 from shared.logs import get_logger
 
@@ -100,6 +100,18 @@ class CallRunner:
 
     async def run(self, call: Call, *, stream: bool, caller_remaining_s: float | None = None) -> AsyncIterator[Event]:
         resolution = self.slots.resolve(call.slot, call.model_override)
+        tokens = context_window.call_tokens(call)
+        chain = context_window.fitting(resolution.chain, tokens)
+        if not chain:
+            # No model's context window holds the request: none is asked.
+            yield context_window.overflow(resolution.chain, tokens)
+            return
+        async for event in self._run(call, replace(resolution, chain=chain), tokens, stream=stream, caller_remaining_s=caller_remaining_s):
+            yield event
+
+    async def _run(self, call: Call, resolution: Resolution, tokens: int, *, stream: bool,
+                   caller_remaining_s: float | None) -> AsyncIterator[Event]:
+        """The models that fit the request, in order, within one budget."""
         s = self.settings
         budget = self.budget_for(call, caller_remaining_s)
         max_retries = s.gateway_max_retries if call.max_retries is None else call.max_retries
@@ -145,8 +157,8 @@ class CallRunner:
                     reason=failure.reason,
                 )
                 if not failure.retryable:
-                    raise CallFailed(failure.code, f"{target.label}: {failure.reason}", attempts=budget.used,
-                                     provider=target.provider.name) from None
+                    yield self._refused(failure, target, budget, tokens)
+                    return
                 last_failure = failure
             if last_failure.kind in (STALL, GENERATION):
                 # No reply: retried at once (spec: 重试之间没有等待), within maxRetries.
@@ -170,6 +182,13 @@ class CallRunner:
             yield self._finished(Final(message=Message(role="assistant"), finish_reason=events.ERROR, error_message=str(last_failure)), chain[position], budget)
             return
         raise self._gave_up(resolution.slot, budget, rounds, tried, last_failure, chain[position].provider.name)
+
+    def _refused(self, failure: AttemptFailed, target: Target, budget: Budget, tokens: int) -> Final:
+        """A failure not worth retrying: a request too long for the model ends the call with an overflow Final;
+        anything else is the caller's error (CallFailed)."""
+        if context_window.refused_as_too_long(failure.status, failure.reason):
+            return self._finished(context_window.provider_overflow(target, tokens, failure.reason), target, budget)
+        raise CallFailed(failure.code, f"{target.label}: {failure.reason}", attempts=budget.used, provider=target.provider.name) from None
 
     def _finished(self, final: Final, target: Target, budget: Budget) -> Final:
         return replace(

@@ -14,7 +14,9 @@ LENGTH = "length"
 OTHER = "other"
 INTERRUPTED = "interrupted"
 ERROR = "error"
-FINISH_REASONS = (STOP, TOOL_CALLS, LENGTH, OTHER, INTERRUPTED, ERROR)
+# The request does not fit the model's context window: no model was asked (services/gateway/context_window.py).
+CONTEXT_OVERFLOW = "context_overflow"
+FINISH_REASONS = (STOP, TOOL_CALLS, LENGTH, OTHER, INTERRUPTED, ERROR, CONTEXT_OVERFLOW)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class Final:
     attempts: int = 0
     # Time the stream spent producing output (not counted against the runtime's timeoutMs).
     streamed_ms: int = 0
+    # CONTEXT_OVERFLOW: the largest window of the slot's models (0: unknown) and the request's estimated size.
+    context_window: int = 0
+    prompt_tokens_estimate: int = 0
 
 
 Event = ContentDelta | ToolCallDelta | Final

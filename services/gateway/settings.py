@@ -28,6 +28,8 @@ class GatewaySettings(ServiceSettings):
     # with agent.reasoning: false adds to its request (switchable; default {"reasoning_effort": "minimal"}).
     gateway_openai_thinking: str = ""
     gateway_openai_thinking_off: dict[str, Any] | None = None
+    # That provider's models' context window in tokens (0: not known): a larger request is not sent.
+    gateway_openai_context_window: int = Field(default=0, ge=0)
 
     # Scripted (offline) provider.
     gateway_script: Path | None = None

@@ -11,6 +11,7 @@ YAML (COVEL_GATEWAY_CONFIG):
         stream_usage: true         # send stream_options.include_usage
         thinking: switchable       # its models think: "always", or "switchable" (off per call); unset: they do not
         thinking_off: {reasoning_effort: minimal}   # what a call with agent.reasoning: false adds (switchable)
+        context_window: 128000     # its models' window in tokens: a larger request is not sent (context_window.py)
     slots:
       default: scripted            # "provider" or "provider:model"; used for unlisted slots
       story:
@@ -61,6 +62,14 @@ def _thinking(mode: Any, off: Any, where: str) -> dict[str, Any]:
         raise SlotConfigError(str(error)) from None
 
 
+def _context_window(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SlotConfigError(f"{where} must be a positive number of tokens, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class ProviderConfig:
     name: str
@@ -74,6 +83,9 @@ class ProviderConfig:
     # what a request that turns thinking off adds to its body (switchable only).
     thinking: str = ""
     thinking_off: dict[str, Any] = field(default_factory=dict)
+    # Its models' context window in tokens (0: not known, never checked): a request larger than it is not sent
+    # (services/gateway/context_window.py).
+    context_window: int = 0
 
     def api_key(self) -> str | None:
         """The key, read now (so a rotated secret file is picked up); never log it."""
@@ -190,7 +202,7 @@ class SlotTable:
         for name, spec in (data.get("providers") or {}).items():
             if not isinstance(spec, dict):
                 raise SlotConfigError(f"{path}: providers.{name} must be a mapping")
-            allowed = {"kind", "base_url", "api_key_env", "api_key_file", "stream_usage", "thinking", "thinking_off"}
+            allowed = {"kind", "base_url", "api_key_env", "api_key_file", "stream_usage", "thinking", "thinking_off", "context_window"}
             if set(spec) - allowed:
                 raise SlotConfigError(f"{path}: providers.{name}: unknown keys {sorted(set(spec) - allowed)}")
             kind = spec.get("kind") or (SCRIPTED if name == SCRIPTED else OPENAI_COMPATIBLE)
@@ -204,6 +216,7 @@ class SlotTable:
                 api_key_file=str(spec.get("api_key_file") or ""),
                 stream_usage=bool(spec.get("stream_usage", True)),
                 source=source,
+                context_window=_context_window(spec.get("context_window"), f"{path}: providers.{name}.context_window"),
                 **_thinking(spec.get("thinking"), spec.get("thinking_off"), f"{path}: providers.{name}"),
             )
         for slot, spec in (data.get("slots") or {}).items():
@@ -248,6 +261,7 @@ class SlotTable:
             api_key_file=str(settings.gateway_openai_api_key_file or (existing.api_key_file if existing else "")),
             stream_usage=existing.stream_usage if existing else True,
             source=source,
+            context_window=settings.gateway_openai_context_window or (existing.context_window if existing else 0),
             **_thinking(settings.gateway_openai_thinking or None, settings.gateway_openai_thinking_off, "COVEL_GATEWAY_OPENAI"),
         )
         if settings.gateway_openai_model:

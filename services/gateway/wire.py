@@ -25,6 +25,7 @@ FINISH_REASONS = {
     events.OTHER: gateway_pb2.FINISH_REASON_OTHER,
     events.INTERRUPTED: gateway_pb2.FINISH_REASON_INTERRUPTED,
     events.ERROR: gateway_pb2.FINISH_REASON_ERROR,
+    events.CONTEXT_OVERFLOW: gateway_pb2.FINISH_REASON_CONTEXT_OVERFLOW,
 }
 
 
@@ -143,6 +144,8 @@ def final_to_proto(final: Final) -> gateway_pb2.GenerateResponse:
         attempts=final.attempts,
         error_message=final.error_message,
         streamed_ms=final.streamed_ms,
+        context_window=final.context_window,
+        prompt_tokens_estimate=final.prompt_tokens_estimate,
     )
 
 

@@ -25,6 +25,7 @@ CODES: dict[str, str] = {
     "core-not-builtin": "`kind: core` on a package outside the operator's builtin folders: loaded as a plugin (warning)",
     "id-mismatch": "`id` differs from the folder name",
     "plugin-manifest-missing": "no PLUGIN.md (or wrong case)",
+    "collection-unsupported": "a folder holding covel-collection.yaml (a Covel collection) instead of PLUGIN.md: collections are not read",
     "runtime-layout-mixed": "inline runtime and runtimes/ folders together",
     "runtime-manifest-missing": "a runtimes/<id> folder without RUNTIME.md (dropped at load, error in validation)",
     "runtime-manifest-case": "RUNTIME.md spelled in another case (dropped at load, error in validation)",

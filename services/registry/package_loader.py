@@ -193,9 +193,22 @@ def _check_package_id(plugin_id: str, bag: DiagnosticBag) -> None:
         bag.error("reserved-id", f"`{plugin_id}` is reserved for the framework", file="", hint="rename the package folder")
 
 
+# A Covel collection's manifest: a folder of packages and worlds with author info, which this kernel does not read.
+COLLECTION_FILE = "covel-collection.yaml"
+
+
 def _read_manifest_document(root: Path, bag: DiagnosticBag) -> Document | None:
     """PLUGIN.md parsed (frontmatter and body); None, with the reason in `bag`, when there is none to read."""
     present, wrong = exact_child(root, PLUGIN_FILE)
+    if not present and (root / COLLECTION_FILE).is_file():
+        bag.error(
+            "collection-unsupported",
+            f"a Covel collection ({COLLECTION_FILE}), not a package: this kernel reads no collections, nor their author info",
+            file=COLLECTION_FILE,
+            hint="put each of its plugin packages in a plugin folder and each world in a world folder (their own author info is "
+                 "shown); group plugins for worlds with the operator's pack files (docs/worlds.md, Plugin policy and packs)",
+        )
+        return None
     if not present:
         bag.error(
             "plugin-manifest-missing",

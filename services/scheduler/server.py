@@ -31,6 +31,8 @@ from services.scheduler.api.turn_follow import TurnFollower
 from services.scheduler.api.turn_signals import TurnSignals
 from services.scheduler.api.turn_stream import TurnStreams
 from services.scheduler.api.turns import Turns
+from services.scheduler.api.world_generator import WorldGenerator
+from services.scheduler.api.world_sync import WorldSync
 from services.scheduler.api.worlds import Worlds
 from services.scheduler.detached.worker import DetachedWorker
 from services.scheduler.hooks.bus import HookBus
@@ -102,6 +104,8 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
         Plugins(peers, plugins, running_packages, events, hooks),
         Worlds(peers.registry),
         Lorebook(store),
+        WorldSync(store, peers.registry, plugins),
+        WorldGenerator(peers.registry, peers.gateway),
         Jobs(store),
         StoryMoves(store, streams),
     )

@@ -8,6 +8,7 @@ import grpc
 
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.store import (
+    admin_plugin_data,
     detached_jobs,
     hook_state,
     interactions,
@@ -22,6 +23,7 @@ from services.store import (
     turn_signals,
     validation,
     world,
+    world_data_sync,
 )
 from services.store.database import Database, create_store_engine
 from services.store.lease_wakeups import LeaseWakeups
@@ -243,6 +245,30 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def ListPluginData(self, request: store_pb2.ListPluginDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListPluginDataResponse:
         validation.session_id(request.session_id)
         return store_pb2.ListPluginDataResponse(entries=await self._db.read(sessions.list_plugin_data, request))
+
+    @rpc
+    async def SyncWorldData(self, request: store_pb2.SyncWorldDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.SyncWorldDataResponse:
+        validation.session_id(request.session_id)
+        require(request.world_id, "world_id", "the session's world")
+        reply = await self._db.write(world_data_sync.sync, request)
+        log.info("world_data.synced", session_id=request.session_id, world_id=request.world_id, dry_run=request.dry_run,
+                 changes=len(reply.changes), unchanged=reply.unchanged)
+        return reply
+
+    @rpc
+    async def AdminPutPluginData(self, request: store_pb2.AdminPutPluginDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.AdminPutPluginDataResponse:
+        admin_plugin_data.check_request(request)
+        entry = await self._db.write(admin_plugin_data.put, request)
+        # The audit line: which operator overrode which record, and why (docs/operations.md).
+        log.warning("plugin_data.admin_put", **admin_plugin_data.audit_fields(request, caller_identity(context)))
+        return store_pb2.AdminPutPluginDataResponse(entry=entry)
+
+    @rpc
+    async def AdminDeletePluginData(self, request: store_pb2.AdminDeletePluginDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.AdminDeletePluginDataResponse:
+        admin_plugin_data.check_request(request)
+        entry = await self._db.write(admin_plugin_data.delete, request)
+        log.warning("plugin_data.admin_delete", **admin_plugin_data.audit_fields(request, caller_identity(context)))
+        return store_pb2.AdminDeletePluginDataResponse(entry=entry)
 
     @rpc
     async def UpdateSessionApprovals(

@@ -16,6 +16,7 @@ from services.store.apply_context import Rejected, json_sized
 from services.store.datasets import DatasetViolation, dataset
 from services.store.models import MessageRow, PluginDataRow, SessionRow
 from services.store.proposals import check_namespace, entry_address
+from services.store.world_data_managed import managed_row
 from shared import json_schemas
 from shared.errors import invalid_argument
 from shared.ids import new_id
@@ -75,7 +76,7 @@ def check_session_world(request: store_pb2.SessionWorld) -> None:
     for index, dimension in enumerate(request.dimensions):
         _check_id(f"world.dimensions[{index}].id", dimension.id, seen)
         _check_dimension(index, dimension)
-    _check_plugin_data(request)
+    check_plugin_data(request)
     _check_lorebook(request)
 
 
@@ -96,16 +97,16 @@ def _check_lorebook(request: store_pb2.SessionWorld) -> None:
         _check_id(f"{where}.id", entry.id, seen)
 
 
-def _check_plugin_data(request: store_pb2.SessionWorld) -> None:
+def check_plugin_data(request: store_pb2.SessionWorld, field: str = "world.plugin_data") -> None:
     """The world's data, through the same rules as a plugin's own set: namespace, key, size, then the
     receiving plugin's dataset (set allowed, the record fits its schema)."""
     if len(request.plugin_data) > PLUGIN_DATA_MAX:
-        raise invalid_argument("world.plugin_data", f"holds {len(request.plugin_data)} records; a session imports at most {PLUGIN_DATA_MAX}")
+        raise invalid_argument(field, f"holds {len(request.plugin_data)} records; a session imports at most {PLUGIN_DATA_MAX}")
     policies = {(p.plugin_id, p.namespace): dataset(p.plugin_id, p.namespace, from_struct(p.schema) if p.HasField("schema") else None,
                                                     list(p.ops)) for p in request.datasets}
     seen: set[tuple[str, str, str]] = set()
     for index, entry in enumerate(request.plugin_data):
-        where = f"world.plugin_data[{index}]"
+        where = f"{field}[{index}]"
         if not entry.plugin_id or len(entry.plugin_id) > NAME_MAX:
             raise invalid_argument(f"{where}.plugin_id", f"must be the receiving plugin's id, at most {NAME_MAX} characters")
         try:
@@ -168,6 +169,8 @@ def _write_world(db: Session, row: SessionRow, request: store_pb2.SessionWorld, 
     db.add_all(PluginDataRow(session_id=row.id, plugin_id=entry.plugin_id, namespace=entry.namespace, key=entry.key,
                              value=from_value(entry.value), turn_id=None, created_at=now, updated_at=now)
                for entry in request.plugin_data)
+    if request.plugin_data:
+        db.add(managed_row(row.id, list(dict.fromkeys((e.plugin_id, e.namespace, e.key) for e in request.plugin_data)), now))
     if request.opening:
         row.last_message_seq = 1
         db.add(MessageRow(id=new_id(), session_id=row.id, turn_id=None, seq=1, role="story", plugin_id="", runtime_id="",

@@ -24,6 +24,7 @@ from services.store.models import (
 )
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto, session_to_proto, turn_to_proto
 from services.store.seats import guest_mark, seats_to_rows
+from services.store.world_data_managed import KERNEL_PLUGIN
 from shared.errors import failed_precondition, invalid_argument, not_found, session_not_found
 from shared.ids import DETACHED_JOB_KEY_PREFIX, new_id
 from shared.page_tokens import decode_position, encode_position, page_size
@@ -161,6 +162,9 @@ def list_plugin_data(db: Session, request: store_pb2.ListPluginDataRequest) -> l
     statement = select(PluginDataRow).where(PluginDataRow.session_id == request.session_id)
     if request.plugin_id:
         statement = statement.where(PluginDataRow.plugin_id == request.plugin_id)
+    else:
+        # The kernel's own partition (which records the world gave the session) is listed only when asked for by name.
+        statement = statement.where(PluginDataRow.plugin_id != KERNEL_PLUGIN)
     if request.namespace:
         statement = statement.where(PluginDataRow.namespace == request.namespace)
     if request.key:

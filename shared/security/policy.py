@@ -71,9 +71,14 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ListPausedPlugins": _rule("the hooks service and the scheduler show the pauses; the operator's tools read them too",
                                    "scheduler", "hooks", OPERATOR),
         "ResetPluginFaults": _rule("the scheduler passes on a session owner's reset; an operator resets any", "scheduler", "hooks", OPERATOR),
+        "SyncWorldData": _rule("the scheduler passes on a session owner's world data sync", "scheduler"),
+        # The operator's override of a record (services/store/admin_plugin_data.py): no service writes through it.
+        "AdminPutPluginData": _rule("an operator's override of plugin data, past the dataset's schema and ops: audited", OPERATOR),
+        "AdminDeletePluginData": _rule("an operator's override of plugin data, past the dataset's schema and ops: audited", OPERATOR),
     },
     "covel.registry.v1.PluginRegistry": {
-        "ListPlugins": _rule("the hooks service loads the catalogue's code", "hooks", OPERATOR),
+        "ListPlugins": _rule("the hooks service loads the catalogue's code; the scheduler's world generator reads the authoring "
+                             "declarations", "hooks", "scheduler", OPERATOR),
         "WatchCatalogue": _rule("the hooks service reloads plugin code, the scheduler drops cached resolutions", "hooks", "scheduler"),
         "GetPlugin": _rule("an operator's look at one package", OPERATOR),
         "GetPlugins": SCHEDULER_OR_OPERATOR,

@@ -54,6 +54,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "GetSessionPlugins": ("unary", scheduler_pb2.GetSessionPluginsRequest(session_id=session_id)),
         "ListActionKinds": ("unary", scheduler_pb2.ListActionKindsRequest(session_id=session_id)),
         "ListLorebook": ("unary", scheduler_pb2.ListLorebookRequest(session_id=session_id)),
+        "SyncWorldData": ("unary", scheduler_pb2.SyncWorldDataRequest(session_id=session_id, dry_run=True)),
         "PutLorebookEntry": ("unary", scheduler_pb2.PutLorebookEntryRequest(session_id=session_id, id="x", keys=["x"], content="x")),
         "DeleteLorebookEntry": ("unary", scheduler_pb2.DeleteLorebookEntryRequest(session_id=session_id, id="x")),
         "ListSettlements": ("unary", scheduler_pb2.ListSettlementsRequest(session_id=session_id)),
@@ -250,3 +251,12 @@ async def test_the_detached_queue_is_a_sessions_owners_and_all_of_it_an_operator
     assert missing.code() == grpc.StatusCode.NOT_FOUND and MISSING_ID in missing.details()
     bad = await refusal(ops, "ListDetachedJobs", "unary", scheduler_pb2.ListDetachedJobsRequest(statuses=[cast(Any, 42)]))
     assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT and "statuses[0]" in bad.details()
+
+
+async def test_only_an_operator_generates_world_data(clients):
+    alice, ops = clients.stub("alice-token"), clients.stub("ops-token")
+    refused = await refusal(alice, "GenerateWorldData", "unary", scheduler_pb2.GenerateWorldDataRequest(premise="A drowned city."))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED and "only an operator" in refused.details()
+    # An operator passes the door; no installed plugin here declares a generable namespace, so nothing is generated.
+    nothing = await ops.GenerateWorldData(scheduler_pb2.GenerateWorldDataRequest(premise="A drowned city.", contracts=["none@1"]), timeout=30)
+    assert not nothing.data and not nothing.skipped

@@ -22,6 +22,7 @@ from covel.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.scheduler.agent import loop_rules
 from services.scheduler.agent.answers import completion_split, log_model_effects
 from services.scheduler.agent.context import assemble, framework_preamble, resolve_bootstrap, runtime_prompt, static_segments
+from services.scheduler.agent.context_overflow import OverflowSteps
 from services.scheduler.agent.continued_step import next_prompt_message, previous_step
 from services.scheduler.agent.corrections import CorrectionSteps, interjection_message
 from services.scheduler.agent.loop_profile import loop_settings
@@ -52,29 +53,12 @@ from services.scheduler.hooks.payloads import PostContextAssembly, PreLLMCall, P
 from services.scheduler.hooks.replies import PostContextAssemblyReply, PreLLMCallReply, PreStepReply
 from services.scheduler.hooks.rules import StepPlan, apply_pre_step, stopped_by_pre_step_error
 from shared.manifest import CompiledManifest
-from shared.manifest.runtime import Agent, HistoryWindow, NamedToolChoice
+from shared.manifest.runtime import HistoryWindow
 
 
 def tools_wanted(manifest: CompiledManifest) -> list[str]:
     """agent.tools.plugin: the plugin tools this runtime may call (the registry fills the inline default)."""
     return list(manifest.agent_part.tools.plugin)
-
-
-def _completion(agent: Agent) -> loop_rules.Completion:
-    """agent.completion: the registry compiles finishWith into {require: tool-use, afterTools: [it]}; none
-    written, the loop ends with an answer (spec: 完成条件)."""
-    if agent.completion is None:
-        return loop_rules.Completion("", frozenset())
-    return loop_rules.Completion(agent.completion.require or "", frozenset(agent.completion.after_tools or []))
-
-
-def _tool_choice(agent: Agent) -> str | dict[str, Any]:
-    """agent.toolChoice as the step plan and hooks read it (a mode or {name}); not written: auto (the
-    registry writes `required` for finishWith)."""
-    choice = agent.tool_choice
-    if isinstance(choice, NamedToolChoice):
-        return choice.to_json()
-    return choice or "auto"
 
 
 async def run_agent(
@@ -124,9 +108,9 @@ async def run_agent(
     return await loop.run()
 
 
-class AgentLoop(CorrectionSteps, ToolSteps):
-    """One agent execution: what it is given, its context step, the driver and the steps it owns; the
-    correction steps and the tools step are in agent/corrections.py and agent/tool_calls.py."""
+class AgentLoop(CorrectionSteps, ToolSteps, OverflowSteps):
+    """One agent execution: what it is given, its context step, the driver and the steps it owns; the correction
+    steps, the tools step and the context-overflow step are in agent/corrections.py, tool_calls.py, context_overflow.py."""
 
     def __init__(self, *, runtime: Runtime, scope: ExecutionScope, gateway: gateway_pb2_grpc.LlmGatewayStub, hooks: HookBus,
                  on_narrative: OnNarrative, manifest: CompiledManifest, kernel_tools: KernelTools,
@@ -173,8 +157,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         self.model = scope.session.runtime_model_overrides.get(runtime.runtime_id, "") or self.slot
         self.response_format = response_format(manifest.io.output.schema_, manifest.io.output.contract, self.story,
                                                self.output_schemas)
-        self.completion = _completion(agent)
-        self.base_choice = _tool_choice(agent)
+        self.completion = loop_rules.completion_of(agent)
+        self.base_choice = loop_rules.tool_choice_of(agent)
 
     # -- context ------------------------------------------------------------------------------------
     async def prepare(self, history: list[common_pb2.Message], player_message: str, history_max_turns: int,
@@ -369,7 +353,7 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         return Next.FINISH
 
     # -- the model call -----------------------------------------------------------------------------
-    async def _call(self, progress: ExecutionProgress, plan: StepPlan) -> ModelReply | RuntimeOutcome:
+    async def _call(self, progress: ExecutionProgress, plan: StepPlan) -> ModelReply | Next | RuntimeOutcome:
         """PreLLMCall, then one model call through the gateway; its usage counted, its streaming time credited."""
         remaining_s = progress.deadline - time.monotonic()
         if remaining_s <= 0:
@@ -399,6 +383,8 @@ class AgentLoop(CorrectionSteps, ToolSteps):
         progress.deadline += final.streamed_ms / 1000
         self.usage["promptTokens"] += final.usage.prompt_tokens
         self.usage["completionTokens"] += final.usage.completion_tokens
+        if final.finish_reason == gateway_pb2.FINISH_REASON_CONTEXT_OVERFLOW:
+            return self._context_overflow(progress, final)
         if final.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
             return self.failed(f"model call failed: {final.error_message or 'no reason given'}")
         return ModelReply(

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from services.scheduler.agent.loop_profile import MIN_ANSWER_TIME_S
 from services.scheduler.execution.kernel_tools import RUNTIME_DONE
+from shared.manifest.runtime import Agent, NamedToolChoice
 
 LOOP_PERTURBATION = (
     "You have made the same tool call several times in a row with the same arguments. "
@@ -54,6 +55,23 @@ class Completion:
         """The user message of a tool-use correction: the tools that would complete the run."""
         choices = sorted(self.after_tools | ({RUNTIME_DONE} if self.require == "explicit" else set()))
         return f"You must finish by calling {' or '.join(choices) or 'one of your tools'}."
+
+
+def completion_of(agent: Agent) -> Completion:
+    """agent.completion: the registry compiles finishWith into {require: tool-use, afterTools: [it]}; none
+    written, the loop ends with an answer (spec: 完成条件)."""
+    if agent.completion is None:
+        return Completion("", frozenset())
+    return Completion(agent.completion.require or "", frozenset(agent.completion.after_tools or []))
+
+
+def tool_choice_of(agent: Agent) -> str | dict[str, Any]:
+    """agent.toolChoice as the step plan and hooks read it (a mode or {name}); not written: auto (the
+    registry writes `required` for finishWith)."""
+    choice = agent.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        return choice.to_json()
+    return choice or "auto"
 
 
 def correction_choice(base: str | dict[str, Any]) -> str | dict[str, Any]:

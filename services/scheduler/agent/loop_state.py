@@ -35,6 +35,8 @@ class ExecutionProgress:
     # The finaliser (out of steps or time) and a tools-off answer (a repair, the loop fallback): no tools, no PreStep.
     finalizing: bool = False
     tools_off: bool = False
+    # The context-overflow finalizer trimmed the conversation (it runs once: agent/context_overflow.py).
+    overflow_trimmed: bool = False
     # The next step must call a tool (a tool-use correction).
     force_required: bool = False
     truncation_retried: bool = False

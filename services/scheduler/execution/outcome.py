@@ -28,6 +28,7 @@ class StopReason(StrEnum):
     TOOL_FINISHED = "tool-finished"
     MAX_STEPS = "max-steps"
     DEADLINE = "deadline"
+    CONTEXT_OVERFLOW = "context-overflow"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
     SUSPENDED = "suspended"
