@@ -75,6 +75,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "SelectTurnVersion": ("unary", scheduler_pb2.SelectTurnVersionRequest(session_id=session_id, turn_id="t")),
         "RewindSession": ("unary", scheduler_pb2.RewindSessionRequest(session_id=session_id, turn_id="t")),
         "BranchSession": ("unary", scheduler_pb2.BranchSessionRequest(session_id=session_id, turn_id="t")),
+        "GetMedia": ("unary", scheduler_pb2.GetMediaRequest(session_id=session_id, path="media/x.png")),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }
 
