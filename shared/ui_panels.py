@@ -37,7 +37,7 @@ MAX_DEPTH = 8
 MAX_NODES = 200
 # Lines a text rendering keeps (a list draws at most this many items).
 MAX_ITEMS = 50
-# What a client shows for a `webview` panel: this kernel's clients do not run a plugin's own page (docs/ui.md).
+# What a text client (covel play) shows for a `webview` panel; the web player runs the page in a sandboxed frame (docs/ui.md).
 WEBVIEW_PLACEHOLDER = "This panel is a page of the plugin's own; this client does not show it."
 BINDING = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")

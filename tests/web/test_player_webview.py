@@ -132,3 +132,28 @@ async def test_the_media_route_serves_a_webview_folder_only(community_web) -> No
         assert climbing.status_code == 400
         manifest = await client.get(media, params={"pluginId": "web-map", "path": "PLUGIN.md"})
         assert manifest.status_code == 404
+
+
+async def test_on_a_phone_the_approval_and_the_webview_fit_the_screen(community_web, browser, tmp_path) -> None:
+    page = await browser.new_page(viewport={"width": 375, "height": 740})
+    await page.goto(community_web.url)
+    await page.locator("#lang").wait_for()
+    await page.evaluate("api('POST', '/api/sessions', {requestedPlugins: ['web-map']}).then(({session}) => openSession(session))")
+    card = page.locator("#approvals .approval[data-plugin='web-map']")
+    await card.wait_for()
+    left, width = await card.evaluate("(node) => { const box = node.getBoundingClientRect(); return [box.x, box.width]; }")
+    assert left >= 0 and left + width <= 375, (left, width)
+    await card.locator("button").click()
+    await card.wait_for(state="detached")
+    await page.locator("#panels-open").click()
+    await page.locator("#tab-world").click()
+    frame = page.frame_locator("iframe.webview[data-panel='map']")
+    await frame.locator("body[data-state='ready']").wait_for()
+    left, width = await page.locator("iframe.webview").evaluate(
+        "(node) => { const box = node.getBoundingClientRect(); return [box.x, box.width]; }"
+    )
+    assert left >= 0 and left + width <= 375, (left, width)
+    await frame.locator("#mark").click()
+    await frame.locator("#result", has_text="marked lighthouse").wait_for()
+    await page.screenshot(path=shots(tmp_path) / "webview-phone.png")
+    await page.close()

@@ -40,6 +40,10 @@ export async function drawApprovals() {
   const waiting = community.filter((plugin) => !plugin.approved);
   const shown = box();
   shown.hidden = waiting.length === 0;
+  // Drawn again only when what waits changed: a redraw would take the focus from a keyboard user's Approve.
+  const drawn = JSON.stringify([state.locale, waiting]);
+  if (shown.dataset.drawn === drawn) return;
+  shown.dataset.drawn = drawn;
   shown.replaceChildren(...(waiting.length ? [el("h2", { id: "approvals-title" }, word("title")), el("p", {}, word("intro")), ...waiting.map(card)] : []));
 }
 
