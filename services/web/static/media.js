@@ -96,6 +96,8 @@ $("music").addEventListener("click", () => { if (music.audio) (music.audio.pause
 // After each panel redraw: a track that is playing but no longer the panel's stays until the player pauses it;
 // one the panel switched to takes over once music has played (the player already chose to hear it).
 function panelsDrawn(box) {
+  // A session (or a scene) without a backdrop shows none, not the last one's.
+  if (!box.querySelector("img.media.backdrop") && $("backdrop")) $("backdrop").remove();
   const buttons = [...box.querySelectorAll("button.track")];
   const wanted = buttons[0];
   if (wanted && music.audio && !music.audio.paused && wanted.dataset.track !== music.src) {
