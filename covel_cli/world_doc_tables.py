@@ -86,7 +86,7 @@ WORLD_MEANINGS: dict[str, str] = {
     "LorebookDecl.imported": "What an import could not map from a card's entry, verbatim; `covel export` gives it back.",
     "WorldManifest.openings": "More openings a new session may pick (a card's alternate and group-only greetings); `opening` is the default.",
     "WorldManifest.lorebookSettings": "How the lorebook is scanned and how much of a prompt it may take (see LorebookSettings).",
-    "WorldManifest.media": "Files of the package the world shows (an imported card's assets).",
+    "WorldManifest.media": "Files of the package the world shows (an imported card's assets; backdrops, portraits, music): the only world files GetMedia serves to clients.",
     "WorldManifest.imported": "What an import could not map, verbatim (`card`, `book`); `covel export` gives it back.",
     "CharacterDecl.personality": "The character's temperament and manner (a card's `personality`).",
     "LorebookActivation.secondaryKeys": "A second set of keys, applied by `selectiveLogic` once a key matched.",

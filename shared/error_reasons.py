@@ -42,6 +42,9 @@ REASONS: dict[str, Reason] = {
     "PLUGIN_NOT_ACTIVE": _not_found("covel.registry.v1.PluginPackage",
                                     "InvokeAction named a plugin that does not run in the session now; the message says why "
                                     "(not in the session, not approved, failed to load, a missing provider, ...)"),
+    "MEDIA_NOT_DECLARED": _not_found("covel.scheduler.v1.MediaFile", "GetMedia named a file the world's media[] or a webview "
+                                     "panel's folder does not declare (or the session has no world)"),
+    "MEDIA_FILE_MISSING": _not_found("covel.scheduler.v1.MediaFile", "the package declares the file but does not hold it"),
     "RUNTIME_NOT_FOUND": _not_found("covel.scheduler.v1.Runtime", "RunManual named a runtime none of the session's plugins has"),
     "SETTLEMENT_NOT_FOUND": _not_found("covel.scheduler.v1.DimensionSettlement", "no settlement receipt of that turn and runtime"),
     "TOOL_NOT_FOUND": _not_found("covel.hooks.v1.Tool", "the plugin registers no tool of that name"),

@@ -24,14 +24,20 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "progress": ("label", "value", "max"),
     "badge": ("text", "tone"),
     "list": ("repeat", "empty"),
+    # Media of the session's world (its media[] paths; docs/ui.md "Pictures and sound"): a picture, and a sound with
+    # a player control. Text clients draw neither.
+    "image": ("src", "alt", "role"),
+    "audio": ("src", "title"),
 }
+# What an image is for: a portrait beside a name, the scene's backdrop (the web player also sets it behind the story), an icon.
+IMAGE_ROLES = ("portrait", "backdrop", "icon")
 CONTAINERS = ("stack", "row", "list")
 TONES = ("neutral", "good", "bad", "warning")
 MAX_DEPTH = 8
 MAX_NODES = 200
 # Lines a text rendering keeps (a list draws at most this many items).
 MAX_ITEMS = 50
-# What a client shows for a `webview` panel: this kernel's clients do not run a plugin's own page (docs/ui.md).
+# What a text client (covel play) shows for a `webview` panel; the web player runs the page in a sandboxed frame (docs/ui.md).
 WEBVIEW_PLACEHOLDER = "This panel is a page of the plugin's own; this client does not show it."
 BINDING = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")
@@ -66,6 +72,10 @@ def _check_node(node: Any, path: str, depth: int, in_list: bool, problems: list,
             problems.extend(_binding_problems(value, f"{path}.{key}", in_list))
     if "tone" in node and node["tone"] not in TONES:
         problems.append((f"{path}.tone", f"one of {', '.join(TONES)}"))
+    if "role" in node and node["role"] not in IMAGE_ROLES:
+        problems.append((f"{path}.role", f"one of {', '.join(IMAGE_ROLES)}"))
+    if kind in ("image", "audio") and not isinstance(node.get("src"), str):
+        problems.append((f"{path}.src", "the file: a path of the world's media[] or a binding to one, e.g. {{ $item.media.portrait.src }}"))
     if kind == "list":
         repeat = node.get("repeat")
         if not isinstance(repeat, dict) or not isinstance(repeat.get("statePath"), str) or not POINTER.match(repeat["statePath"]):

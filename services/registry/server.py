@@ -14,6 +14,7 @@ from services.registry.diagnostics import has_errors
 from services.registry.importing.importer import import_world
 from services.registry.loaded_world import LoadedWorld, WorldState
 from services.registry.manifest_fields import PLUGIN_ID
+from services.registry.media_files import read_media
 from services.registry.package_installer import InstallRefused, install_zip, validate_zip
 from services.registry.package_validator import NotAPackage, validate_paths
 from services.registry.plugin_plan import UnknownPack, pack_to_proto, plan_to_proto, plugin_plan
@@ -289,6 +290,11 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
             raise invalid_argument("pack_id", f"`{request.pack_id}` is no pack of this kernel (its packs: {known}); ListPacks lists them") from None
         installed = {package.id for package in snapshot.packages if package.loaded}
         return registry_pb2.GetPluginPlanResponse(plan=plan_to_proto(plan, request.locale, installed, snapshot.generation))
+
+    @rpc
+    async def GetMediaFile(self, request: registry_pb2.GetMediaFileRequest, context: grpc.aio.ServicerContext) -> registry_pb2.GetMediaFileResponse:
+        data, content_type = await asyncio.to_thread(read_media, self._catalogue.current, request.world_id, request.plugin_id, request.path)
+        return registry_pb2.GetMediaFileResponse(content_type=content_type, data=data)
 
     @rpc
     async def WatchCatalogue(

@@ -18,6 +18,7 @@ from services.scheduler.api.advance_chains import AdvanceChains
 from services.scheduler.api.interactions import Interactions
 from services.scheduler.api.jobs import Jobs
 from services.scheduler.api.lorebook import Lorebook
+from services.scheduler.api.media import Media
 from services.scheduler.api.plugins import Plugins
 from services.scheduler.api.running_packages import RunningPackages
 from services.scheduler.api.seat_invites import SeatInvites
@@ -108,6 +109,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
         WorldGenerator(peers.registry, peers.gateway),
         Jobs(store),
         StoryMoves(store, streams),
+        Media(store, peers.registry, running_packages),
     )
     return Scheduler(service, runner, events, plugins, streams)
 

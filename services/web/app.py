@@ -23,8 +23,9 @@ from starlette.staticfiles import StaticFiles
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from services.web import routes
 from services.web.grpc_errors import error_body, request_error
+from services.web.media_route import media_endpoint
 from services.web.oidc_login import OidcLogin
-from services.web.openapi import openapi_document
+from services.web.openapi import MEDIA_PATH, openapi_document
 from shared.grpc_client import check_health, open_channel
 from shared.logs import get_logger
 from shared.settings import SecuritySettings
@@ -201,8 +202,9 @@ def create_app(scheduler_addr: str, *, security: SecuritySettings | None = None,
         return JSONResponse({"status": status, "scheduler": status}, 200 if status == "SERVING" else 503)
 
     api = [Route(_path(route), _endpoint(route, state, timeout_s), methods=[route.method]) for route in routes.ROUTES]
+    media = Route(MEDIA_PATH, media_endpoint(state, _metadata, timeout_s), methods=["GET"])
     return Starlette(
-        routes=[Route("/api/openapi.json", openapi), Route("/healthz", healthz), Route("/readyz", readyz), *api,
+        routes=[Route("/api/openapi.json", openapi), Route("/healthz", healthz), Route("/readyz", readyz), media, *api,
                 *(login.routes() if login is not None else [Route("/api/auth", no_login)]),
                 Mount("/", StaticFiles(directory=STATIC, html=True))],
         lifespan=lifespan,

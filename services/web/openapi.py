@@ -92,11 +92,29 @@ def _operation(route: Route, book: SchemaBook) -> dict[str, Any]:
     return operation
 
 
+MEDIA_PATH = "/api/sessions/{session_id}/media"
+
+
+def _media_operation() -> dict[str, Any]:
+    """GetMedia answers the file itself (services/web/media_route.py), not the RPC's JSON."""
+    text = {"type": "string"}
+    return {"operationId": "GetMedia", "summary": "A picture, a sound or a webview page the session may show, as the file itself "
+            "(docs/web.md, Media and webview files).",
+            "parameters": [{"name": "session_id", "in": "path", "required": True, "schema": text},
+                           {"name": "path", "in": "query", "required": True, "schema": text},
+                           {"name": "pluginId", "in": "query", "schema": text}],
+            "responses": {"200": {"description": "the file, with its allow-listed type and a sandboxing content security policy",
+                                  "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+                          "default": {"description": "an error: the gRPC status, its message and field violations",
+                                      "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}
+
+
 def openapi_document(version: str = "1") -> dict[str, Any]:
     book = SchemaBook()
     paths: dict[str, Any] = {}
     for route in ROUTES:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, book)
+    paths[MEDIA_PATH] = {"get": _media_operation()}
     return {
         "openapi": "3.1.0",
         "info": {"title": "Covel HTTP/JSON API", "version": version,

@@ -93,6 +93,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "GetWorld": SCHEDULER_OR_OPERATOR,
         "ListPacks": SCHEDULER_OR_OPERATOR,
         "GetPluginPlan": SCHEDULER_OR_OPERATOR,
+        "GetMediaFile": _rule("a world's or a webview's file, for the session owners the scheduler's GetMedia checked", "scheduler"),
         "GetWorldImport": _rule("a world's data, hidden data included, for the sessions the scheduler creates", "scheduler"),
     },
     "covel.hooks.v1.HookDispatcher": {

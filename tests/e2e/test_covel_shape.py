@@ -72,3 +72,18 @@ async def test_a_zh_session_reads_the_translations_matched_by_identity(scheduler
     english = await _session(scheduler, "en")
     commands = {c.name: c for c in (await scheduler.ListCommands(scheduler_pb2.ListCommandsRequest(session_id=english))).commands}
     assert (commands["nudge"].label, commands["nudge"].description) == ("Nudge", "Raise someone's standing by one.")
+
+
+async def test_get_session_plugins_says_what_a_community_plugin_may_do(scheduler) -> None:
+    """GetSessionPlugins' `community`: the session's community plugins, approved or not, with their manifests' reach."""
+    waiting = (await scheduler.CreateSession(minimal_session(requested_plugins=["covel-standing"], locale="en"))).session.id
+    [plugin] = (await scheduler.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=waiting))).community
+    assert (plugin.plugin_id, plugin.display_name, plugin.version, plugin.approved) == ("covel-standing", "Standing", "1.0.0", False)
+    assert list(plugin.http) == [], "it asks for no web origin"
+    assert "actions: nudge" in plugin.contributes and "commands: nudge, forget" in plugin.contributes
+    assert "data: scores" in plugin.contributes and "panels: right" in plugin.contributes, list(plugin.contributes)
+    approved = await _session(scheduler, "en")
+    [plugin] = (await scheduler.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=approved))).community
+    assert plugin.approved
+    builtin_only = (await scheduler.CreateSession(minimal_session(locale="en"))).session.id
+    assert not (await scheduler.GetSessionPlugins(scheduler_pb2.GetSessionPluginsRequest(session_id=builtin_only))).community

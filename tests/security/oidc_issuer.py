@@ -9,9 +9,9 @@ import json
 import secrets
 import threading
 import time
-from urllib.parse import parse_qs, urlencode, urlsplit
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa

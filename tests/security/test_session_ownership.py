@@ -79,6 +79,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "InviteToSeat": ("unary", scheduler_pb2.InviteToSeatRequest(session_id=session_id, seat_id="second")),
         "RevokeSeat": ("unary", scheduler_pb2.RevokeSeatRequest(session_id=session_id, seat_id="second")),
         "WatchSession": ("stream", scheduler_pb2.WatchSessionRequest(session_id=session_id)),
+        "GetMedia": ("unary", scheduler_pb2.GetMediaRequest(session_id=session_id, path="media/x.png")),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }
 

@@ -39,7 +39,9 @@ async def test_a_player_sets_up_and_plays_the_demo_world_with_the_keyboard(web, 
     await page.locator("#q-protagonist").wait_for(state="detached")  # an answered form goes away
     await page.wait_for_function("!document.getElementById('text').disabled")
     assert await page.locator("#kind").input_value() == "act", "plain text acts, as in `covel play`"
+    await page.locator("#tab-you").click()  # the character sheet is in the "You" group's tab
     await page.locator(".panel[data-plugin='char-creator']", has_text="Wren").wait_for()
+    await page.locator("#tab-story").click()
 
     for number, action in enumerate(("I push open the door of the inn.", "I ask Old Tobin about the lighthouse.",
                                      "I light my lantern."), start=1):

@@ -13,6 +13,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.api import session_plugins
 from services.scheduler.api.relay import relay
 from services.scheduler.api.running_packages import RunningPackages
+from services.scheduler.community_plugins import community_plugins
 from services.scheduler.hooks.bus import HookBus
 from services.scheduler.hooks.event_keys import SchedulerEventKeys
 from services.scheduler.panels import check_location, session_panels
@@ -39,11 +40,14 @@ class Plugins:
         require(request.session_id, "session_id", "the id CreateSession returned")
         session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
         confirmed = await self._plugins.resolve_confirmed(session)
-        return respond(
+        packages = await self._plugins.packages(list(session.active_plugins), timeout_s=10, generation=confirmed.generation)
+        response = respond(
             scheduler_pb2.GetSessionPluginsResponse,
             active_plugins=list(session.active_plugins), runnable=list(confirmed.runnable),
             unavailable=confirmed.unavailable,
         )
+        response.community.extend(community_plugins(packages, session.approved_plugins))
+        return response
 
     @rpc
     async def SetSessionPlugins(self, request: scheduler_pb2.SetSessionPluginsRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.SetSessionPluginsResponse:

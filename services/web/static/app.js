@@ -7,13 +7,15 @@ const TEXT = {
         ready: "Connected", thinking: "Telling the story…", setup: "Setting up the story…", other: "中文",
         retrying: "The story service is busy or restarting; trying again…", regenerate: "Regenerate", edit: "Edit", delete: "Delete",
         continue: "Continue", rewind: "Rewind here", branch: "Branch from here", editing: "Edit what you did, then send",
-        signIn: "Sign in", signOut: "Sign out", tokenLabel: "Your access token", signInNeeded: "Sign in to play", dismiss: "Dismiss", dark: "Dark" },
+        signIn: "Sign in", signOut: "Sign out", tokenLabel: "Your access token", signInNeeded: "Sign in to play", dismiss: "Dismiss", dark: "Dark",
+        panels: "Panels" },
   zh: { title: "Covel", pickWorld: "选择一个世界", resume: "继续上一局", yourSessions: "你的故事", kind: "行动", what: "你要做什么",
         send: "发送", cancel: "停止", answer: "回答", yes: "是", no: "否", down: "无法连接故事服务，正在重试……",
         ready: "已连接", thinking: "正在讲述……", setup: "正在准备故事……", other: "English",
         retrying: "故事服务繁忙或正在重启，正在重试……", regenerate: "重新生成", edit: "编辑", delete: "删除",
         continue: "继续", rewind: "回到这里", branch: "从这里分支", editing: "修改你做的事，然后发送",
-        signIn: "登录", signOut: "退出登录", tokenLabel: "你的访问令牌", signInNeeded: "登录后才能游玩", dismiss: "关闭", dark: "深色" },
+        signIn: "登录", signOut: "退出登录", tokenLabel: "你的访问令牌", signInNeeded: "登录后才能游玩", dismiss: "关闭", dark: "深色",
+        panels: "面板" },
 };
 const state = { locale: localStorage.getItem("covelLocale") || "en", session: null, kinds: [], busy: false, editing: false, versions: null,
                 // How long a notice stays, by level (ms): long enough to read, then it goes.
@@ -173,8 +175,8 @@ function addMessage(role, text, speaker, turnId) {
   if (marked && !marked[2]) return;
   if (marked) story.append(el("p", { class: "player" }, withFields(marked[2]), el("span", { class: "kind" }, ` · ${marked[1]}`)));
   else if (role === "player") story.append(el("p", { class: "player" }, text));
-  else if (speaker) story.append(el("p", {}, el("span", { class: "speaker" }, `${speaker}: `), text));
-  else story.append(el("p", {}, text));
+  else if (speaker) story.append(el("p", {}, el("span", { class: "speaker" }, `${speaker}: `), ...storyInline(text)));
+  else story.append(el("p", {}, ...storyInline(text))); // markdown.js: the story's marks, sanitised
   if (turnId) story.lastChild.dataset.turn = turnId;
   story.lastChild.scrollIntoView({ block: "nearest" });
 }
@@ -197,6 +199,7 @@ function turnHandler() {
     if (name === "narrativeDelta") {
       if (data.reset) { paragraph = null; return; }
       if (data.text === "\n\n" || !paragraph) {
+        if (paragraph) renderParagraph(paragraph); // markdown.js: a finished paragraph with its marks
         paragraph = el("p", { class: "live" });
         if (data.segment && data.segment.kind === "SEGMENT_KIND_DIALOGUE" && data.segment.speaker) paragraph.append(el("span", { class: "speaker" }, `${data.segment.speaker}: `));
         $("story").append(paragraph);
@@ -206,7 +209,7 @@ function turnHandler() {
       paragraph.scrollIntoView({ block: "nearest" });
     } else if (name === "notification") notice(shortName(data.level, "NOTIFICATION_LEVEL_"), (data.title ? `${data.title}: ` : "") + data.text);
     else if (name === "interaction") showQuestion(data);
-    else if (name === "turnCompleted") afterTurn(data);
+    else if (name === "turnCompleted") { if (paragraph) renderParagraph(paragraph); afterTurn(data); }
     else if (name === "error") notice("error", data.message);
   };
 }
@@ -464,6 +467,7 @@ function drawNode(node, panelState, item, key) {
     case "badge": return el("span", { class: `badge ${node.tone || ""}` }, prop("text"));
     case "stat": return el("div", { class: "stat" }, el("span", {}, prop("label")), el("strong", {}, prop("value")));
     case "progress": return el("label", {}, prop("label"), el("progress", { value: prop("value"), max: prop("max") }));
+    case "image": case "audio": return mediaNode(node.type, prop); // media.js: the world's pictures and music
     case "list": {
       const found = resolve(panelState, node.repeat.statePath);
       const entries = Array.isArray(found) ? found.map((v, i) => [String(i), v]) : found && typeof found === "object" ? Object.entries(found).sort(([a], [b]) => (a < b ? -1 : 1)) : [];
@@ -476,16 +480,13 @@ function drawNode(node, panelState, item, key) {
 
 async function drawPanels() {
   const { panels = [] } = await api("GET", `/api/sessions/${state.session.id}/panels`);
-  const box = $("panels");
-  box.hidden = panels.length === 0;
-  box.replaceChildren(...panels.map((panel) => el("section", { class: `panel ${shortName(panel.location, "UI_SLOT_")}`, "data-plugin": panel.pluginId,
-                                                              "data-panel": panel.id || "" }, ...panelBody(panel))));
+  layoutPanels(panels); // panels.js: tabs by group, a drawer on a narrow screen
 }
 
-// A webview panel (a page of the plugin's own) is not run by this page: its label and a placeholder (docs/ui.md).
+// A webview panel (a page of the plugin's own) runs in a sandboxed frame (webview.js, docs/web.md "Webview panels").
 function panelBody(panel) {
   const title = panel.label ? el("h3", {}, panel.label) : null;
-  if (panel.webview) return [title, el("p", { class: "empty webview" }, "This panel is a page of the plugin's own; this page does not show it.")];
+  if (panel.webview) return [title, webviewFrame(panel)]; // webview.js: a sandboxed frame and its bridge
   if (panel.empty) return [title, el("p", { class: "empty" }, panel.emptyStateMessage)];
   return [drawNode(panel.spec.view, panel.state || {})];
 }
@@ -517,7 +518,7 @@ function drawKindFields() {
 async function refresh() {
   const { interactions = [] } = await api("GET", `/api/sessions/${state.session.id}/interactions`);
   for (const record of interactions) showQuestion(record.interaction);
-  await Promise.all([drawPanels(), drawKinds()]);
+  await Promise.all([drawPanels(), drawKinds(), drawApprovals()]); // approval.js: community plugins to approve
 }
 
 async function openSession(session) {
@@ -622,4 +623,5 @@ $("lang").addEventListener("click", () => {
   translate();
   if (!state.session) boot();
 });
-boot();
+// After the page's modules (panels.js, ...) ran: they are deferred, this script is not.
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot); else boot();
