@@ -178,6 +178,7 @@ class CallRunner:
             model=target.model,
             attempts=budget.used,
             streamed_ms=int(budget.streamed_s * 1000),
+            context_window=target.context_window,
         )
 
     @staticmethod

@@ -41,6 +41,8 @@ class Final:
     attempts: int = 0
     # Time the stream spent producing output (not counted against the runtime's timeoutMs).
     streamed_ms: int = 0
+    # The answering model's context window in tokens (its slot's context_window; 0: not known).
+    context_window: int = 0
 
 
 Event = ContentDelta | ToolCallDelta | Final

@@ -143,6 +143,7 @@ def final_to_proto(final: Final) -> gateway_pb2.GenerateResponse:
         attempts=final.attempts,
         error_message=final.error_message,
         streamed_ms=final.streamed_ms,
+        context_window=final.context_window,
     )
 
 

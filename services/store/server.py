@@ -111,6 +111,13 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         return store_pb2.EndSessionResponse(session=session, changed=changed)
 
     @rpc
+    async def RenameSession(self, request: store_pb2.RenameSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.RenameSessionResponse:
+        validation.session_id(request.session_id)
+        title = validation.session_title(request.title)
+        session, changed = await self._db.write(sessions.rename_session, request.session_id, title)
+        return store_pb2.RenameSessionResponse(session=session, changed=changed)
+
+    @rpc
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)

@@ -45,6 +45,7 @@ ROUTES = (
     Route("GET", "/api/sessions", "ListSessions", "The caller's sessions, most recently active first, a page at a time."),
     Route("GET", S, "GetSession", "The session: phase, plugins, seats, setup progress."),
     Route("POST", S + "/end", "EndSession", "End the session (or delete it)."),
+    Route("POST", S + "/rename", "RenameSession", "Give the session another title."),
     Route("POST", S + "/reset", "ResetSession", "Start the session over."),
     Route("POST", S + "/actions", "SubmitActions", "Play a turn: the player's actions; the turn streams as it runs.", streamed=True),
     Route("POST", S + "/interactions/{interaction_id}", "SubmitInteraction",

@@ -1,4 +1,4 @@
-"""Sessions: CreateSession, ResetSession, GetSession, EndSession, ListSessions."""
+"""Sessions: CreateSession, ResetSession, GetSession, EndSession, RenameSession, ListSessions."""
 
 from __future__ import annotations
 
@@ -71,6 +71,13 @@ class Sessions:
         if reply.changed:
             await dispatch_session_event(self._hooks, SessionEnd(before.id, reason), before)
         return respond(scheduler_pb2.EndSessionResponse, session=reply.session)
+
+    @rpc
+    async def RenameSession(self, request: scheduler_pb2.RenameSessionRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.RenameSessionResponse:
+        """Owner or operator (session_access checks every request naming a session); the store validates the title."""
+        require(request.session_id, "session_id", "the session to rename")
+        return await relay(self._store.RenameSession, store_pb2.RenameSessionRequest(session_id=request.session_id, title=request.title),
+                           scheduler_pb2.RenameSessionResponse, "session")
 
     @rpc
     async def ListSessions(self, request: scheduler_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.ListSessionsResponse:
