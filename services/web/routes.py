@@ -41,6 +41,8 @@ ROUTES = (
     Route("GET", "/api/worlds", "ListWorlds", "The worlds a session can start in."),
     Route("GET", "/api/worlds/{world_id}", "GetWorld", "One world: opening, characters, dimensions, plugin policy."),
     Route("GET", "/api/packs", "ListPacks", "The packs of plugins a world can pick."),
+    Route("GET", "/api/worlds/{world_id}/plan", "GetPluginPlan", "What a session in the world would start with: the pack, the plugins and "
+          "their cards, what is missing and why (the preparation page)."),
     Route("POST", "/api/sessions", "CreateSession", "Start a session (in a world, with plugins and settings)."),
     Route("GET", "/api/sessions", "ListSessions", "The caller's sessions, most recently active first, a page at a time."),
     Route("GET", S, "GetSession", "The session: phase, plugins, seats, setup progress."),

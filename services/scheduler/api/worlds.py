@@ -39,5 +39,6 @@ class Worlds:
     async def GetPluginPlan(self, request: scheduler_pb2.GetPluginPlanRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.GetPluginPlanResponse:
         require(request.world_id, "world_id", "the id of a world ListWorlds lists")
         return await relay(self._registry.GetPluginPlan, registry_pb2.GetPluginPlanRequest(
-            world_id=request.world_id, pack_id=request.pack_id, locale=request.locale, approved=list(request.approved_plugins)),
+            world_id=request.world_id, pack_id=request.pack_id, locale=request.locale, approved=list(request.approved_plugins),
+            custom=request.custom, requested=list(request.requested_plugins), excluded=list(request.excluded_plugins)),
             scheduler_pb2.GetPluginPlanResponse, "plan")
