@@ -1,5 +1,5 @@
 """What a session can start with, from the registry: ListWorlds, GetWorld (world_sessions.py), ListPacks,
-GetPluginPlan."""
+GetPluginPlan; and an operator's ImportWorld, passed on."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from covel.scheduler.v1 import scheduler_pb2
 from services.scheduler.api.relay import relay
 from services.scheduler.api.world_sessions import fetch_world
 from services.scheduler.public_api import respond
-from shared.errors import require, rpc
+from shared.errors import permission_denied, require, rpc
 from shared.page_tokens import pages
+from shared.security.auth import caller
 
 
 class Worlds:
@@ -28,6 +29,16 @@ class Worlds:
     async def GetWorld(self, request: scheduler_pb2.GetWorldRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.GetWorldResponse:
         require(request.world_id, "world_id", "the id of a world ListWorlds lists")
         return respond(scheduler_pb2.GetWorldResponse, world=await fetch_world(self._registry, request.world_id, request.locale))
+
+    @rpc
+    async def ImportWorld(self, request: scheduler_pb2.ImportWorldRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.ImportWorldResponse:
+        """Operators only: a world written into the registry's folders is every player's (docs/api.md, "Importing worlds")."""
+        if not caller().is_operator:
+            raise permission_denied("only an operator imports a world: it is written where every player sees it; ask your operator, "
+                                    "or run `covel import <file>` on a machine you operate")
+        require(request.file, "file", "the card or lorebook file's bytes (PNG, JSON or CHARX)")
+        return await relay(self._registry.ImportWorld, registry_pb2.ImportWorldRequest(
+            file=request.file, world_id=request.world_id, replace=request.replace), scheduler_pb2.ImportWorldResponse, "world")
 
     @rpc
     @pages("packs")

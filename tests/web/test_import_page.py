@@ -1,0 +1,89 @@
+"""Importing a card from the player page (issue 42): ImportWorld over the scheduler's public API and HTTP/JSON, an
+operator's call only (a player reads why), a card refused by field, a world already there replaced on request, and
+the page's import button in a real browser (headless Chromium, Playwright) against the five services."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from tests.e2e.conftest import running_services
+from tests.importing import cards
+from tests.web.conftest import running_web, shots
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+USERS = "users:\n  - {principal: wren, token: wren-token}\n  - {principal: ops, token: ops-token, roles: [operator]}\n"
+PLAYER, OPERATOR = {"authorization": "Bearer wren-token"}, {"authorization": "Bearer ops-token"}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def web(tmp_path_factory):
+    root = tmp_path_factory.mktemp("import")
+    (root / "worlds").mkdir()
+    (root / "users.yaml").write_text(USERS, encoding="utf-8")
+    env = {"COVEL_WORLD_DIRS": str(root / "worlds"), "COVEL_API_USERS_FILE": str(root / "users.yaml")}
+    async with running_services(root / "data", extra_env=env) as group, running_web(group) as front:
+        yield front
+
+
+def encoded(card: dict) -> str:
+    return base64.b64encode(json.dumps(card).encode()).decode()
+
+
+async def test_only_an_operator_imports_and_a_bad_card_is_refused_by_field(web) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=60) as client:
+        body = {"file": encoded(cards.v2_card(name="Tam Reed")), "worldId": "reed"}
+        player = await client.post("/api/worlds/import", json=body, headers=PLAYER)
+        assert player.status_code == 403 and "only an operator imports a world" in player.json()["message"], player.json()
+        done = await client.post("/api/worlds/import", json=body, headers=OPERATOR)
+        assert done.status_code == 200 and done.json()["world"]["id"] == "reed" and done.json()["world"]["name"] == "Tam Reed", (
+            done.json()
+        )
+        listed = (await client.get("/api/worlds", headers=PLAYER)).json()["worlds"]
+        assert "reed" in [world["id"] for world in listed], "every player sees it"
+        again = await client.post("/api/worlds/import", json=body, headers=OPERATOR)
+        assert again.status_code == 409 and again.json()["reason"] == "WORLD_EXISTS"
+        replaced = await client.post("/api/worlds/import", json={**body, "replace": True}, headers=OPERATOR)
+        assert replaced.status_code == 200
+        bad = await client.post(
+            "/api/worlds/import", json={"file": encoded({"spec": "chara_card_v2", "data": {"name": 7}})}, headers=OPERATOR
+        )
+        assert bad.status_code == 400 and bad.json()["reason"] == "IMPORT_REFUSED", bad.json()
+        assert bad.json()["fieldViolations"][0]["field"].startswith("data.name"), bad.json()
+        empty = await client.post("/api/worlds/import", json={}, headers=OPERATOR)
+        assert empty.status_code == 400 and empty.json()["fieldViolations"][0]["field"] == "file"
+
+
+async def test_the_page_imports_a_card_and_a_player_reads_why_not(web, browser, tmp_path) -> None:
+    card = tmp_path / "marsh.png"
+    card.write_bytes(cards.card_png(cards.v3_card(name="Ola Marsh")))
+    page = await browser.new_page(viewport={"width": 1100, "height": 900})
+    await page.goto(web.url)
+    await page.evaluate("localStorage.setItem('covelToken', 'ops-token')")
+    await page.reload()
+    await page.locator("#import").wait_for()
+    await page.locator("#import-file").set_input_files(str(card))
+    imported = page.locator("#worlds button[data-world='ola-marsh']")
+    await imported.wait_for()
+    await page.locator("#import-done", has_text="Imported: Ola Marsh").wait_for()
+    assert await page.evaluate("document.activeElement.dataset.world") == "ola-marsh"
+    await page.screenshot(path=shots(tmp_path) / "imported.png")
+
+    await page.locator("#import-file").set_input_files(str(card))
+    await page.locator("#import-replace").wait_for()
+    assert "WORLD_EXISTS" not in await page.locator("#import-error").inner_text()
+    assert await page.locator("#import-done").inner_text() == "", "the last import's line goes"
+    await page.locator("#import-replace").click()
+    await page.locator("#import-done", has_text="Imported: Ola Marsh").wait_for()
+
+    await page.evaluate("localStorage.setItem('covelToken', 'wren-token')")
+    await page.reload()
+    await page.locator("#import").wait_for()
+    await page.locator("#import-file").set_input_files(str(card))
+    await page.locator("#import-error", has_text="only an operator imports a world").wait_for()
+    await page.close()
