@@ -242,7 +242,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
                                       subject="settings/COVEL_WORLD_DIRS")
         async with self._install_lock:
             world = await asyncio.to_thread(import_world, request.file, self._catalogue.world_dirs, self._catalogue.current,
-                                            request.world_id, request.replace)
+                                            request.world_id, request.replace, request.merge)
             snapshot = await self._catalogue.reload()
         served = snapshot.world(world.id)
         if served is None or served.root_dir != world.root_dir:

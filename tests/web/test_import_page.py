@@ -55,6 +55,13 @@ async def test_only_an_operator_imports_and_a_bad_card_is_refused_by_field(web) 
         )
         assert bad.status_code == 400 and bad.json()["reason"] == "IMPORT_REFUSED", bad.json()
         assert bad.json()["fieldViolations"][0]["field"].startswith("data.name"), bad.json()
+        book = {"file": encoded(cards.world_info(2)), "worldId": "reed", "merge": True}
+        merged = await client.post("/api/worlds/import", json=book, headers=OPERATOR)
+        assert merged.status_code == 200 and merged.json()["world"]["name"] == "Tam Reed", merged.json()
+        lore = {entry["id"] for entry in merged.json()["world"]["lorebook"]}
+        assert {"entry-0", "entry-1", "card.character"} <= lore, "the lorebook merged into the card's world"
+        nowhere = await client.post("/api/worlds/import", json={**book, "worldId": "nowhere"}, headers=OPERATOR)
+        assert nowhere.status_code == 400 and nowhere.json()["reason"] == "IMPORT_REFUSED"
         empty = await client.post("/api/worlds/import", json={}, headers=OPERATOR)
         assert empty.status_code == 400 and empty.json()["fieldViolations"][0]["field"] == "file"
 

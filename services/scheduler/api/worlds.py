@@ -38,7 +38,8 @@ class Worlds:
                                     "or run `covel import <file>` on a machine you operate")
         require(request.file, "file", "the card or lorebook file's bytes (PNG, JSON or CHARX)")
         return await relay(self._registry.ImportWorld, registry_pb2.ImportWorldRequest(
-            file=request.file, world_id=request.world_id, replace=request.replace), scheduler_pb2.ImportWorldResponse, "world")
+            file=request.file, world_id=request.world_id, replace=request.replace, merge=request.merge),
+            scheduler_pb2.ImportWorldResponse, "world")
 
     @rpc
     @pages("packs")
