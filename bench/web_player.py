@@ -21,7 +21,8 @@ from services.web.app import STATIC
 from shared.grpc_client import open_channel
 from tests.web.conftest import running_web
 
-PAGE_FILES = ("index.html", "style.css", "app.js", "favicon.svg")
+# Every file of the page: the HTML, the stylesheets, app.js and its ES modules, the favicon.
+PAGE_FILES = tuple(sorted(path.name for path in STATIC.iterdir() if path.is_file()))
 # The page's own streaming reader (app.js `stream`), timed from the POST to the first story text.
 FIRST_TEXT_IN_PAGE = """async ([sessionId, text]) => {
   const started = performance.now();
