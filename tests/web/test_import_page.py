@@ -88,6 +88,25 @@ async def test_the_page_imports_a_card_and_a_player_reads_why_not(web, browser, 
     await page.locator("#import-replace").click()
     await page.locator("#import-done", has_text="Imported: Ola Marsh").wait_for()
 
+    # The card's alternate greetings, offered before the session starts (its group-only greeting is not).
+    await page.locator("#worlds button[data-prepare='ola-marsh']").click()
+    shown = page.locator("#opening-shown")
+    await shown.filter(has_text="Opening 1 of 3").wait_for()
+    assert await page.locator("#opening-text").inner_text() == "*She looks up.* You came back."
+    assert await page.locator("#opening-prev").is_disabled()
+    await page.locator("#opening-next").click()
+    await shown.filter(has_text="Opening 2 of 3").wait_for()
+    assert (
+        await page.locator("#opening-text").inner_text() == "Another night."
+        and await shown.get_attribute("data-opening") == "greeting-1"
+    )
+    await page.locator("#prepare-start").click()
+    await page.locator("#story p", has_text="Another night.").first.wait_for()
+    session = await page.evaluate("state.session.id")
+    async with httpx.AsyncClient(base_url=web.url, headers=OPERATOR) as client:
+        messages = (await client.get(f"/api/sessions/{session}/messages")).json()["messages"]
+    assert messages[0]["text"] == "Another night.", "the session starts on the greeting picked"
+
     await page.evaluate("localStorage.setItem('covelToken', 'wren-token')")
     await page.reload()
     await page.locator("#import").wait_for()

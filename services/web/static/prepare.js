@@ -17,6 +17,7 @@ const WORDS = {
         ignored: "Ignored in its manifest", viewReason: "View reason", reason: "Why", file: "File", field: "Field", code: "Code", hint: "Hint",
         close: "Close", by: "by {name}", license: "License: {license}", homepage: "Homepage", openLink: "Open this link?",
         linkUrl: "Full address", linkDomain: "Domain", openIt: "Open", cancel: "Cancel", badLink: "Only https and http links open.",
+        opening: "Opening", openingShown: "Opening {n} of {count}", previousOpening: "Previous opening", nextOpening: "Next opening",
         tagLabels: { "ui:right-panel": "Side panel", "ui:message-block": "Message blocks", "ui:manual-action": "Can be used by hand" } },
   zh: { prepare: "准备……", prepareOf: "准备在{name}中开始", title: "准备这局故事", back: "回到世界列表", start: "开始", pack: "组合包",
         noPack: "不用组合包", worldsPack: "世界默认", byHand: "已手动修改，来自组合包 {pack}", byHandNone: "已手动修改", minimal: "回到最小集合",
@@ -26,12 +27,13 @@ const WORDS = {
         narrators: "叙述者：", missing: "{plugin}（{source}）没有安装。", unrunnable: "不会运行的任务", ignored: "清单里被忽略的内容",
         viewReason: "查看原因", reason: "原因", file: "文件", field: "字段", code: "代码", hint: "提示", close: "关闭", by: "作者：{name}",
         license: "许可：{license}", homepage: "主页", openLink: "打开这个链接？", linkUrl: "完整地址", linkDomain: "域名", openIt: "打开",
-        cancel: "取消", badLink: "只能打开 https 和 http 链接。",
+        cancel: "取消", badLink: "只能打开 https 和 http 链接。", opening: "开场", openingShown: "第 {n} 个开场，共 {count} 个",
+        previousOpening: "上一个开场", nextOpening: "下一个开场",
         tagLabels: { "ui:right-panel": "侧栏面板", "ui:message-block": "消息块", "ui:manual-action": "可手动使用" } },
 };
 const words = () => WORDS[state.locale] || WORDS.en;
 const say = (key, vars = {}) => String(words()[key] || key).replace(/\{(\w+)\}/g, (_, name) => (vars[name] === undefined ? "" : vars[name]));
-const prep = { world: null, packs: [], packId: "", custom: false, requested: [], excluded: [], approved: [], plan: null };
+const prep = { world: null, packs: [], packId: "", custom: false, requested: [], excluded: [], approved: [], plan: null, opening: 0 };
 
 const section = el("section", { id: "prepare", hidden: "", "aria-labelledby": "prepare-title" });
 document.getElementById("start").after(section);
@@ -208,13 +210,33 @@ function packChooser() {
     el("button", { type: "button", id: "minimal", onclick: minimalSet }, say("minimal")));
 }
 
+// The world's openings (an imported card's first message and its alternate greetings; group-only ones are for group
+// chats): ‹ n/m › to pick the one the session starts with (CreateSession's openingId).
+function openings() {
+  const world = prep.world;
+  return [{ id: "", text: world.opening || "" }, ...(world.openings || []).filter((o) => !o.groupOnly)].filter((o, i) => i === 0 || o.text);
+}
+
+function openingChooser() {
+  const all = openings();
+  if (all.length < 2) return null;
+  const step = (by) => { prep.opening = Math.min(all.length - 1, Math.max(0, prep.opening + by)); draw(); document.getElementById(by < 0 ? "opening-prev" : "opening-next").focus(); };
+  const shown = all[prep.opening];
+  return el("fieldset", { class: "openings" }, el("legend", {}, say("opening")),
+    el("nav", { "aria-label": say("opening") },
+      el("button", { type: "button", id: "opening-prev", "aria-label": say("previousOpening"), onclick: () => step(-1), ...(prep.opening === 0 ? { disabled: "" } : {}) }, "‹"),
+      el("span", { id: "opening-shown", "aria-live": "polite", "data-opening": shown.id }, say("openingShown", { n: prep.opening + 1, count: all.length })),
+      el("button", { type: "button", id: "opening-next", "aria-label": say("nextOpening"), onclick: () => step(1), ...(prep.opening === all.length - 1 ? { disabled: "" } : {}) }, "›")),
+    el("blockquote", { id: "opening-text" }, shown.text));
+}
+
 function draw() {
   const world = prep.world;
   section.replaceChildren(...[
     el("h2", { id: "prepare-title" }, `${say("title")}: ${world.name || world.id}`),
     el("article", { class: "world-card", "data-world-card": world.id }, world.description ? el("p", {}, world.description) : null,
        authorship(world.author, world.license, world.homepage)),
-    packChooser(), narratorNotice(), problems(), ...groups(),
+    openingChooser(), packChooser(), narratorNotice(), problems(), ...groups(),
     el("p", { class: "prepare-actions" }, el("button", { type: "button", id: "prepare-start", onclick: start }, say("start")),
        el("button", { type: "button", id: "prepare-back", onclick: close }, say("back"))),
     el("p", { class: "error", id: "prepare-error", role: "alert" })].filter(Boolean));
@@ -286,6 +308,8 @@ async function start() {
   const body = { worldId: prep.world.id, locale: state.locale, requestedPlugins: prep.requested, approvedPlugins: prep.approved,
                  excludedPlugins: [...new Set([...prep.excluded, ...(prep.custom ? dropped : [])])] };
   if (prep.packId) body.packId = prep.packId;
+  const opening = openings()[prep.opening];
+  if (opening && opening.id) body.openingId = opening.id;
   try {
     const { session } = await api("POST", "/api/sessions", body);
     section.hidden = true;
@@ -304,7 +328,7 @@ async function openPrepare(worldId) {
   const locale = encodeURIComponent(state.locale);
   const [{ world }, { packs = [] }] = await Promise.all([api("GET", `/api/worlds/${encodeURIComponent(worldId)}?locale=${locale}`),
     api("GET", `/api/packs?locale=${locale}`)]);
-  Object.assign(prep, { world, packs, packId: "", custom: false, requested: [], excluded: [], approved: [], plan: null });
+  Object.assign(prep, { world, packs, packId: "", custom: false, requested: [], excluded: [], approved: [], plan: null, opening: 0 });
   await loadPlan();
   document.getElementById("start").hidden = true;
   section.hidden = false;
