@@ -86,3 +86,18 @@ async def test_each_turn_shows_the_context_and_tokens_it_used(windowed_web, brow
     assert await shown.get_attribute("data-context") == latest["usage"]["contextTokens"], "the live turn's gauge is its own usage"
     await page.screenshot(path=shots(tmp_path) / "turn-gauge.png", full_page=True)
     await page.close()
+
+
+async def test_a_resumed_story_of_several_turns_shows_a_gauge_under_each(windowed_web, browser) -> None:
+    """More than a few turns to read: one page of turns, not a call each."""
+    session_id = await started(windowed_web.url, "Long", ("I wake.", "I dress.", "I go out.", "I find the boat.", "I row."))
+    page = await browser.new_page(viewport={"width": 1100, "height": 900})
+    calls: list[str] = []
+    page.on("request", lambda request: calls.append(request.url) if "/turns" in request.url else None)
+    await page.goto(f"{windowed_web.url}/?session={session_id}")
+    await page.locator("#story .turn-gauge").nth(4).wait_for()
+    turned = {await p.get_attribute("data-turn") for p in await page.locator("#story p.player").all()}
+    gauged = {await g.get_attribute("data-turn") for g in await page.locator("#story .turn-gauge").all()}
+    assert len(turned) == 5 and turned == gauged, (turned, gauged)
+    assert [url for url in calls if "/turns?" in url] and not [url for url in calls if "/turns/" in url], calls
+    await page.close()

@@ -26,17 +26,25 @@ function gauge(usage) {
     el("span", {}, text));
 }
 
-// The turns shown without a gauge yet: their usage read once (a page of the newest turns), then drawn.
+// The usage of turns not read yet: one GetTurn each for a few (a turn just played), else a page of the newest turns
+// (a resumed story; a turn record is large, so the page is no longer than the story shown needs).
+async function readUsage(missing) {
+  const at = `/api/sessions/${state.session.id}/turns`;
+  const turns = missing.length <= 3
+    ? (await Promise.all(missing.map((id) => api("GET", `${at}/${encodeURIComponent(id)}`).then((r) => r.turn).catch(() => null)))).filter(Boolean)
+    : (await api("GET", `${at}?pageSize=${Math.min(500, missing.length * 3 + 10)}&newestFirst=true`).catch(() => ({}))).turns || [];
+  for (const turn of turns) usages.set(turn.id, turn.usage || null);
+  for (const id of missing) if (!usages.has(id)) usages.set(id, null); // not found or older than the page read: no gauge
+}
+
+// The turns shown without a gauge yet: their usage read once, then drawn.
 async function draw() {
   pending = null;
   if (!state.session) return;
   const last = new Map();
   for (const p of document.querySelectorAll("#story p[data-turn]")) last.set(p.dataset.turn, p);
-  if ([...last.keys()].some((id) => !usages.has(id))) {
-    const { turns = [] } = await api("GET", `/api/sessions/${state.session.id}/turns?pageSize=500&newestFirst=true`).catch(() => ({}));
-    for (const turn of turns) usages.set(turn.id, turn.usage || null);
-    for (const id of last.keys()) if (!usages.has(id)) usages.set(id, null); // older than the page read: no gauge
-  }
+  const missing = [...last.keys()].filter((id) => !usages.has(id));
+  if (missing.length) await readUsage(missing);
   for (const [id, p] of last) {
     const usage = usages.get(id);
     if (!usage || p.querySelector(".turn-gauge")) continue;
