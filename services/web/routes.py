@@ -54,6 +54,7 @@ ROUTES = (
     Route("GET", S, "GetSession", "The session: phase, plugins, seats, setup progress."),
     Route("POST", S + "/end", "EndSession", "End the session (or delete it)."),
     Route("POST", S + "/rename", "RenameSession", "Give the session another title."),
+    Route("POST", S + "/opening", "SelectOpening", "Start the story on another of its world's openings (before the first turn)."),
     Route("POST", S + "/reset", "ResetSession", "Start the session over."),
     Route("POST", S + "/actions", "SubmitActions", "Play a turn: the player's actions; the turn streams as it runs.", streamed=True),
     Route("POST", S + "/interactions/{interaction_id}", "SubmitInteraction",

@@ -45,7 +45,7 @@ POLICY: dict[str, dict[str, Rule]] = {
     },
     "covel.store.v1.TransactionalStore": {
         method: TURN_PATH
-        for method in ("CreateSession", "GetSession", "EndSession", "RenameSession", "AcquireTurnLease", "RenewTurnLease",
+        for method in ("CreateSession", "GetSession", "EndSession", "RenameSession", "SetOpening", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
                        "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",

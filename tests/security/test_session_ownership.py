@@ -76,6 +76,7 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "RewindSession": ("unary", scheduler_pb2.RewindSessionRequest(session_id=session_id, turn_id="t")),
         "BranchSession": ("unary", scheduler_pb2.BranchSessionRequest(session_id=session_id, turn_id="t")),
         "RenameSession": ("unary", scheduler_pb2.RenameSessionRequest(session_id=session_id, title="Mine now")),
+        "SelectOpening": ("unary", scheduler_pb2.SelectOpeningRequest(session_id=session_id)),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }
 

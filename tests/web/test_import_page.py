@@ -14,6 +14,7 @@ import pytest_asyncio
 from tests.e2e.conftest import running_services
 from tests.importing import cards
 from tests.web.conftest import running_web, shots
+from tests.web.test_http_api import sse
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -113,3 +114,33 @@ async def test_the_page_imports_a_card_and_a_player_reads_why_not(web, browser, 
     await page.locator("#import-file").set_input_files(str(card))
     await page.locator("#import-error", has_text="only an operator imports a world").wait_for()
     await page.close()
+
+
+async def test_the_opening_is_swiped_among_the_greetings_until_the_story_is_played(web) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=60, headers=OPERATOR) as client:
+        await client.post("/api/worlds/import", json={"file": encoded(cards.v2_card(name="Ivo Kell")), "worldId": "kell"})
+        # Without the setup plugins the first action is a story turn (a setup turn is not a player's: it leaves the opening open).
+        setup = ["char-creator", "pregame", "world-init"]
+        session = (await client.post("/api/sessions", json={"worldId": "kell", "excludedPlugins": setup})).json()["session"]
+        at = f"/api/sessions/{session['id']}"
+        swiped = await client.post(f"{at}/opening", json={"openingId": "greeting-2"})
+        assert swiped.status_code == 200 and swiped.json()["message"]["text"] == "The lamp is out, you.", swiped.json()
+        again = await client.post(f"{at}/opening", json={"openingId": "greeting-2"})
+        assert again.json()["message"] == swiped.json()["message"], "idempotent"
+        back = await client.post(f"{at}/opening", json={})
+        assert back.json()["message"]["text"] == "*She looks up.* You came back."
+        messages = (await client.get(f"{at}/messages")).json()["messages"]
+        assert messages[0]["text"] == "*She looks up.* You came back." and messages[0]["metadata"]["openingId"] == ""
+        unknown = await client.post(f"{at}/opening", json={"openingId": "greeting-9"})
+        assert unknown.status_code == 400 and unknown.json()["fieldViolations"][0]["field"] == "opening_id"
+        bare = (await client.post("/api/sessions", json={})).json()["session"]
+        none = await client.post(f"/api/sessions/{bare['id']}/opening", json={})
+        assert none.status_code == 409 and none.json()["reason"] == "NO_OPENING"
+        stranger = await client.post(f"{at}/opening", json={}, headers=PLAYER)
+        assert stranger.status_code == 404, "another's session: as if there were none"
+
+        await sse(client, f"{at}/actions", {"actions": [{"kind": "act", "text": "I sit by the lamp."}]})
+        played = (await client.get(at)).json()["session"]
+        assert int(played.get("completedPlayerTurns", 0)) == 1, played
+        late = await client.post(f"{at}/opening", json={"openingId": "greeting-1"})
+        assert late.status_code == 409 and late.json()["reason"] == "OPENING_PLAYED", late.json()
