@@ -144,3 +144,44 @@ async def test_the_opening_is_swiped_among_the_greetings_until_the_story_is_play
         assert int(played.get("completedPlayerTurns", 0)) == 1, played
         late = await client.post(f"{at}/opening", json={"openingId": "greeting-1"})
         assert late.status_code == 409 and late.json()["reason"] == "OPENING_PLAYED", late.json()
+
+
+async def test_the_page_swipes_the_opening_until_the_first_action(web, browser) -> None:
+    async with httpx.AsyncClient(base_url=web.url, timeout=60, headers=OPERATOR) as client:
+        await client.post(
+            "/api/worlds/import", json={"file": encoded(cards.v2_card(name="Ivo Kell")), "worldId": "kell", "replace": True}
+        )
+    page = await browser.new_page(viewport={"width": 1100, "height": 900})
+    await page.goto(web.url)
+    await page.evaluate("localStorage.setItem('covelToken', 'ops-token')")
+    await page.reload()
+    await page.locator("#lang").wait_for()
+    setup = '["char-creator", "pregame", "world-init"]'
+    await page.evaluate(
+        f"api('POST', '/api/sessions', {{worldId: 'kell', excludedPlugins: {setup}}}).then(({{session}}) => openSession(session))"
+    )
+    shown = page.locator("#opening-swipe-shown")
+    await shown.filter(has_text="Opening 1 of 3").wait_for()
+    assert await page.locator("#opening-swipe-prev").is_disabled()
+    await page.locator("#opening-swipe-next").click()
+    await shown.filter(has_text="Opening 2 of 3").wait_for()
+    assert await page.locator("#story p").first.inner_text() == "Another night."
+    await page.locator("#opening-swipe-next").click()
+    await shown.filter(has_text="Opening 3 of 3").wait_for()
+    assert await page.locator("#story p").first.inner_text() == "The lamp is out, you.", "macros expanded by the kernel"
+    session = await page.evaluate("state.session.id")
+    async with httpx.AsyncClient(base_url=web.url, headers=OPERATOR) as client:
+        messages = (await client.get(f"/api/sessions/{session}/messages")).json()["messages"]
+    assert messages[0]["text"] == "The lamp is out, you." and messages[0]["metadata"]["openingId"] == "greeting-2"
+
+    await page.locator("#text").fill("I trim the wick.")
+    await page.locator("#text").press("Enter")
+    await page.locator("#story p.player", has_text="I trim the wick.").wait_for()
+    await page.locator("#opening-swipe").wait_for(state="detached")
+    await page.wait_for_function("!document.getElementById('send').disabled")
+    await page.reload()
+    await page.locator("#lang").wait_for()
+    await page.evaluate(f"api('GET', '/api/sessions/{session}').then(({{session}}) => openSession(session))")
+    await page.locator("#story p.player", has_text="I trim the wick.").wait_for()
+    assert await page.locator("#opening-swipe").count() == 0, "a played story's opening is not swiped"
+    await page.close()
