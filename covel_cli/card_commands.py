@@ -28,7 +28,10 @@ def run_import(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
         print(f"covel import: {path} does not exist", file=err)
         return EXIT_USAGE
     try:
-        world = import_bytes(read_path(path), _worlds_dir(args), args.world or "", replace=args.replace)
+        if args.merge and not args.world:
+            print("covel import: --merge needs --world <id>, the world to merge into", file=err)
+            return EXIT_USAGE
+        world = import_bytes(read_path(path), _worlds_dir(args), args.world or "", replace=args.replace, merge=args.merge)
     except ServiceError as error:
         print(f"covel import: refused: {error.message}", file=err)
         return EXIT_ERRORS
@@ -75,6 +78,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     imports.add_argument("--world", help="the new world's id (default: from the card's name)")
     imports.add_argument("--worlds-dir", help="the worlds folder to write into (default: the first of COVEL_WORLD_DIRS)")
     imports.add_argument("--replace", action="store_true", help="replace a world with the same id")
+    imports.add_argument("--merge", action="store_true",
+                         help="add the file's lorebook entries, characters, openings and media to the existing world --world")
     imports.set_defaults(run=_import)
     exports = commands.add_parser("export", help="write a world as a Character Card V3 (PNG or CHARX)")
     exports.add_argument("world", help="a world folder, or the id of a world of the worlds folder")

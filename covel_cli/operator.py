@@ -65,7 +65,7 @@ async def import_world(args: argparse.Namespace, out: TextIO = sys.stdout, err: 
     except ServiceError as error:
         print(f"covel operator import-world: refused: {error.message}", file=err)
         return 1
-    request = registry_pb2.ImportWorldRequest(file=data, world_id=args.world or "", replace=args.replace)
+    request = registry_pb2.ImportWorldRequest(file=data, world_id=args.world or "", replace=args.replace, merge=args.merge)
     async with operator_channel("registry", args.addr) as channel:
         try:
             reply = await registry_pb2_grpc.PluginRegistryStub(channel).ImportWorld(request)
@@ -186,6 +186,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     import_cmd.add_argument("file", help="a card (PNG, JSON, CHARX), a lorebook, or an unpacked CHARX folder")
     import_cmd.add_argument("--world", help="the new world's id (default: from the card's name)")
     import_cmd.add_argument("--replace", action="store_true", help="replace a world of the same id in the first world folder")
+    import_cmd.add_argument("--merge", action="store_true", help="add the file's lorebook, characters, openings and media to the world --world")
     import_cmd.set_defaults(run=import_world)
     reload_cmd = actions.add_parser("reload", help="rescan the plugin folders (the hooks service follows)")
     reload_cmd.set_defaults(run=reload)

@@ -197,6 +197,7 @@ class CallRunner:
             model=target.model,
             attempts=budget.used,
             streamed_ms=int(budget.streamed_s * 1000),
+            context_window=target.window,
         )
 
     @staticmethod

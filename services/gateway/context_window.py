@@ -30,13 +30,13 @@ def call_tokens(call: Call) -> int:
 
 def fitting(chain: tuple[Target, ...], tokens: int) -> tuple[Target, ...]:
     """The models of the chain the request fits (a model with no known window always does)."""
-    return tuple(target for target in chain if not target.provider.context_window or tokens <= target.provider.context_window)
+    return tuple(target for target in chain if not target.window or tokens <= target.window)
 
 
 def overflow(chain: tuple[Target, ...], tokens: int) -> Final:
     """The answer when no model of the chain fits the request."""
-    window = max(target.provider.context_window for target in chain)
-    labels = ", ".join(f"{t.label} ({t.provider.context_window})" for t in chain)
+    window = max(target.window for target in chain)
+    labels = ", ".join(f"{t.label} ({t.window})" for t in chain)
     return Final(
         message=Message(role="assistant"),
         finish_reason=events.CONTEXT_OVERFLOW,
@@ -61,6 +61,6 @@ def provider_overflow(target: Target, tokens: int, reason: str) -> Final:
         error_message=f"{target.label} refused the request as longer than its context: {reason}",
         provider=target.provider.name,
         model=target.model,
-        context_window=target.provider.context_window,
+        context_window=target.window,
         prompt_tokens_estimate=tokens,
     )

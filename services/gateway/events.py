@@ -43,7 +43,8 @@ class Final:
     attempts: int = 0
     # Time the stream spent producing output (not counted against the runtime's timeoutMs).
     streamed_ms: int = 0
-    # CONTEXT_OVERFLOW: the largest window of the slot's models (0: unknown) and the request's estimated size.
+    # The answering model's context window in tokens (its slot's or provider's context_window; 0: not known); with
+    # CONTEXT_OVERFLOW, the largest window of the slot's models, and the request's estimated size.
     context_window: int = 0
     prompt_tokens_estimate: int = 0
 

@@ -118,6 +118,13 @@ class Target:
 
     provider: ProviderConfig
     model: str
+    # Its context window in tokens, as its slot's `context_window` says (0: its provider's, `window`).
+    context_window: int = 0
+
+    @property
+    def window(self) -> int:
+        """The model's context window in tokens: the slot's setting, else its provider's (0: not known)."""
+        return self.context_window or self.provider.context_window
 
     @property
     def label(self) -> str:
@@ -134,6 +141,8 @@ class SlotEntry:
     api_key_env: str = ""
     api_key_file: str = ""
     source: str = "default"
+    # The primary model's context window in tokens (0: not known).
+    context_window: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,6 +167,33 @@ class SlotDescription:
 def _split(spec: str) -> tuple[str, str]:
     provider, _, model = spec.strip().partition(":")
     return provider.strip(), model.strip()
+
+
+def _slot_mapping(slot: str, spec: dict[str, Any], path: Path, source: str) -> SlotEntry:
+    """A slot written as a mapping (provider, model, fallbacks, overrides, context_window)."""
+    allowed = {"provider", "model", "fallbacks", "base_url", "api_key_env", "api_key_file", "context_window"}
+    if set(spec) - allowed:
+        raise SlotConfigError(f"{path}: slots.{slot}: unknown keys {sorted(set(spec) - allowed)}")
+    fallbacks = spec.get("fallbacks") or []
+    if isinstance(fallbacks, str) or not all(isinstance(item, str) for item in fallbacks):
+        raise SlotConfigError(f"{path}: slots.{slot}.fallbacks must be a list of model names")
+    provider = str(spec.get("provider") or "")
+    if not provider:
+        raise SlotConfigError(f"{path}: slots.{slot}.provider is required")
+    window = spec.get("context_window", 0)
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= 100_000_000:
+        raise SlotConfigError(f"{path}: slots.{slot}.context_window must be a whole number of tokens (0 to 100000000)")
+    return SlotEntry(
+        slot=str(slot),
+        provider=provider,
+        model=str(spec.get("model") or (SCRIPTED if provider == SCRIPTED else "")),
+        fallbacks=tuple(fallbacks),
+        base_url=str(spec.get("base_url") or ""),
+        api_key_env=str(spec.get("api_key_env") or ""),
+        api_key_file=str(spec.get("api_key_file") or ""),
+        source=source,
+        context_window=window,
+    )
 
 
 @dataclass
@@ -223,25 +259,7 @@ class SlotTable:
             if isinstance(spec, str):
                 slots[str(slot)] = SlotTable._entry(str(slot), spec, source)
             elif isinstance(spec, dict):
-                allowed = {"provider", "model", "fallbacks", "base_url", "api_key_env", "api_key_file"}
-                if set(spec) - allowed:
-                    raise SlotConfigError(f"{path}: slots.{slot}: unknown keys {sorted(set(spec) - allowed)}")
-                fallbacks = spec.get("fallbacks") or []
-                if isinstance(fallbacks, str) or not all(isinstance(item, str) for item in fallbacks):
-                    raise SlotConfigError(f"{path}: slots.{slot}.fallbacks must be a list of model names")
-                provider = str(spec.get("provider") or "")
-                if not provider:
-                    raise SlotConfigError(f"{path}: slots.{slot}.provider is required")
-                slots[str(slot)] = SlotEntry(
-                    slot=str(slot),
-                    provider=provider,
-                    model=str(spec.get("model") or (SCRIPTED if provider == SCRIPTED else "")),
-                    fallbacks=tuple(fallbacks),
-                    base_url=str(spec.get("base_url") or ""),
-                    api_key_env=str(spec.get("api_key_env") or ""),
-                    api_key_file=str(spec.get("api_key_file") or ""),
-                    source=source,
-                )
+                slots[str(slot)] = _slot_mapping(str(slot), spec, path, source)
             else:
                 raise SlotConfigError(f"{path}: slots.{slot} must be 'provider:model' or a mapping")
 
@@ -319,7 +337,7 @@ class SlotTable:
         return Target(self._provider_for(entry), spec.strip())
 
     def _chain(self, entry: SlotEntry) -> Resolution:
-        primary = Target(self._provider_for(entry), entry.model)
+        primary = Target(self._provider_for(entry), entry.model, entry.context_window)
         return Resolution(entry.slot, (primary, *(self._fallback_target(entry, f) for f in entry.fallbacks)))
 
     def resolve(self, slot: str, model_override: str = "") -> Resolution:

@@ -48,7 +48,8 @@ class UnknownPack(LookupError):
 
 
 def plugin_plan(world: LoadedWorld, packs: Packs, packages: Sequence[LoadedPackage], *, pack_id: str = "",
-                approved: Sequence[str] | None = None) -> PluginPlan:
+                approved: Sequence[str] | None = None, by_hand: tuple[list[str], list[str]] | None = None) -> PluginPlan:
+    """`by_hand`: a set the player changed by hand, (requested, excluded), in place of the pack's and the world's."""
     policy = world.manifest.pluginPolicy if world.manifest is not None else None
     chosen = pack_id or (policy.preset if policy is not None and policy.preset else "")
     pack = packs.get(chosen) if chosen else None
@@ -68,9 +69,20 @@ def plugin_plan(world: LoadedWorld, packs: Packs, packages: Sequence[LoadedPacka
         plan.excluded = [p for p in dict.fromkeys(pack.decl.excluded) if p in installed]
         plan.recommended = [p for p in dict.fromkeys(pack.decl.recommended)
                             if p in installed and p not in plan.default_plugin_ids and p not in plan.excluded]
+    if by_hand is not None:
+        _chosen_by_hand(plan, by_hand, installed)
     plan.resolution = resolve_session_plugins(packages, plan.default_plugin_ids, plan.excluded, approved=approved,
                                               required_contracts=plan.required_contracts)
     return plan
+
+
+def _chosen_by_hand(plan: PluginPlan, by_hand: tuple[list[str], list[str]], installed: set[str]) -> None:
+    """The player's own set replaces the pack's and the world's requests and exclusions (not installed: missing)."""
+    requested, excluded = by_hand
+    plan.missing = [MissingPlugin(p, "player", "not installed, or failed to load") for p in dict.fromkeys(requested) if p not in installed]
+    plan.default_plugin_ids = [p for p in dict.fromkeys(requested) if p in installed]
+    plan.excluded = [p for p in dict.fromkeys(excluded) if p in installed]
+    plan.recommended = [p for p in plan.recommended if p not in plan.default_plugin_ids and p not in plan.excluded]
 
 
 def pack_to_proto(pack: Pack, locale: str, installed: set[str]) -> registry_pb2.Pack:

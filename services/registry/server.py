@@ -17,6 +17,7 @@ from services.registry.manifest_fields import PLUGIN_ID
 from services.registry.media_files import read_media
 from services.registry.package_installer import InstallRefused, install_zip, validate_zip
 from services.registry.package_validator import NotAPackage, validate_paths
+from services.registry.plugin_cards import plugin_cards
 from services.registry.plugin_plan import UnknownPack, pack_to_proto, plan_to_proto, plugin_plan
 from services.registry.proto_mapping import confirmed_to_proto, package_to_proto, resolution_to_proto
 from services.registry.session_resolution import resolve_confirmed_session_plugins, resolve_session_plugins
@@ -242,7 +243,7 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
                                       subject="settings/COVEL_WORLD_DIRS")
         async with self._install_lock:
             world = await asyncio.to_thread(import_world, request.file, self._catalogue.world_dirs, self._catalogue.current,
-                                            request.world_id, request.replace)
+                                            request.world_id, request.replace, request.merge)
             snapshot = await self._catalogue.reload()
         served = snapshot.world(world.id)
         if served is None or served.root_dir != world.root_dir:
@@ -284,12 +285,15 @@ class PluginRegistryService(registry_pb2_grpc.PluginRegistryServicer):
         snapshot = self._catalogue.current
         world = _loaded_world(snapshot, request.world_id, "it has no plugin plan")
         try:
-            plan = plugin_plan(world, snapshot.packs, snapshot.packages, pack_id=request.pack_id, approved=list(request.approved))
+            by_hand = (list(request.requested), list(request.excluded)) if request.custom else None
+            plan = plugin_plan(world, snapshot.packs, snapshot.packages, pack_id=request.pack_id, approved=list(request.approved), by_hand=by_hand)
         except UnknownPack:
             known = ", ".join(snapshot.packs.by_id) or "none"
             raise invalid_argument("pack_id", f"`{request.pack_id}` is no pack of this kernel (its packs: {known}); ListPacks lists them") from None
         installed = {package.id for package in snapshot.packages if package.loaded}
-        return registry_pb2.GetPluginPlanResponse(plan=plan_to_proto(plan, request.locale, installed, snapshot.generation))
+        message = plan_to_proto(plan, request.locale, installed, snapshot.generation)
+        message.plugins.extend(plugin_cards(snapshot.packages, request.locale))
+        return registry_pb2.GetPluginPlanResponse(plan=message)
 
     @rpc
     async def GetMediaFile(self, request: registry_pb2.GetMediaFileRequest, context: grpc.aio.ServicerContext) -> registry_pb2.GetMediaFileResponse:

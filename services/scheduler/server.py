@@ -94,7 +94,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
     submissions = Submissions(store, admission, events, streams, follower, chains, settings.scheduler_max_auto_advance)
     running_packages = RunningPackages(store, plugins)
     service = SchedulerService(
-        Sessions(store, SessionCreation(peers, plugins, hooks, events), hooks, runner),
+        Sessions(store, SessionCreation(peers, plugins, hooks, events), hooks, runner, peers.registry),
         Turns(store, submissions, streams, follower, running_packages),
         TurnSignals(store, runner, chains, events),
         Interactions(store, submissions, streams),

@@ -85,6 +85,16 @@ def exact_json(value: Any) -> str:
     return json.dumps(ints_back(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+def turn_usage(results: Iterable[store_pb2.RuntimeResult]) -> store_pb2.TokenUsage | None:
+    """The turn's runtimes' usage added up, with the largest context any of them filled; None: no model was called."""
+    used = [result.usage for result in results if result.usage.calls]
+    if not used:
+        return None
+    largest = max(used, key=lambda usage: usage.context_tokens)
+    return store_pb2.TokenUsage(prompt_tokens=sum(u.prompt_tokens for u in used), completion_tokens=sum(u.completion_tokens for u in used),
+                                calls=sum(u.calls for u in used), context_tokens=largest.context_tokens, context_window=largest.context_window)
+
+
 def runtime_results_from_json(items: list[dict[str, Any]] | None) -> list[store_pb2.RuntimeResult]:
     results = messages_from_json(store_pb2.RuntimeResult, items)
     for result, item in zip(results, items or [], strict=True):
@@ -161,14 +171,16 @@ def turn_to_proto(
     outcomes: Iterable[store_pb2.ProposalOutcome] | None = None,
 ) -> store_pb2.Turn:
     """`outcomes`: the row's proposal outcomes as messages already (a commit's reply), else read from the row."""
+    results = runtime_results_from_json(row.runtime_results)
     return store_pb2.Turn(
         **_turn_row_fields(row, messages, events),
         trace=[to_struct(entry) for entry in trace.entries] if trace else [],
         discarded_units=messages_from_json(store_pb2.DiscardedUnit, trace.discarded_units) if trace else [],
         actions=messages_from_json(common_pb2.PlayerAction, row.actions),
-        runtime_results=runtime_results_from_json(row.runtime_results),
+        runtime_results=results,
         proposal_outcomes=messages_from_json(store_pb2.ProposalOutcome, row.proposal_outcomes) if outcomes is None else outcomes,
         hook_trace=messages_from_json(common_pb2.HookTraceEntry, row.hook_trace),
+        usage=turn_usage(results),
     )
 
 
@@ -207,6 +219,7 @@ def written_turn_to_proto(
         runtime_results=sent.runtime_results,
         proposal_outcomes=outcomes,
         hook_trace=sent.hook_trace,
+        usage=turn_usage(sent.runtime_results),
     )
     for result in reply.runtime_results:
         if result.HasField("output"):

@@ -16,6 +16,7 @@ from services.store import (
     memory_vectors,
     plugin_faults,
     seat_grants,
+    session_opening,
     session_pages,
     sessions,
     settlements,
@@ -133,6 +134,21 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         self._player_waits.wake(request.session_id)
         self._job_waits.wake(request.session_id)
         return store_pb2.EndSessionResponse(session=session, changed=changed)
+
+    @rpc
+    async def RenameSession(self, request: store_pb2.RenameSessionRequest, context: grpc.aio.ServicerContext) -> store_pb2.RenameSessionResponse:
+        validation.session_id(request.session_id)
+        title = validation.session_title(request.title)
+        session, changed = await self._db.write(sessions.rename_session, request.session_id, title)
+        return store_pb2.RenameSessionResponse(session=session, changed=changed)
+
+    @rpc
+    async def SetOpening(self, request: store_pb2.SetOpeningRequest, context: grpc.aio.ServicerContext) -> store_pb2.SetOpeningResponse:
+        validation.session_id(request.session_id)
+        if not request.text.strip() or len(request.text) > session_opening.OPENING_MAX:
+            raise invalid_argument("text", f"must be 1 to {session_opening.OPENING_MAX} characters: the opening's text")
+        message, changed = await self._db.write(session_opening.set_opening, request.session_id, request.text, request.opening_id)
+        return store_pb2.SetOpeningResponse(message=message, changed=changed)
 
     @rpc
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.AcquireTurnLeaseResponse:

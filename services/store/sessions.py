@@ -216,6 +216,17 @@ def end_session(db: Session, session_id: str, reason: str) -> tuple[store_pb2.Se
     return session_to_proto(row), changed
 
 
+def rename_session(db: Session, session_id: str, title: str) -> tuple[store_pb2.Session, bool]:
+    """Give the session another title (an ended one too); the same title again changes nothing, not even updated_at."""
+    row = lock_session(db, session_id)
+    if row.title == title:
+        return session_to_proto(row), False
+    row.title = title
+    row.updated_at = utcnow()
+    db.flush()
+    return session_to_proto(row), True
+
+
 def _held_by_detached_job(db: Session, lease: TurnLeaseRow) -> bool:
     """Whether a running detached job of the lease's session holds it (not a client's look-alike key)."""
     key = lease.idempotency_key or ""

@@ -37,6 +37,18 @@ def session_id(value: str, field: str = "session_id") -> str:
     return require(value, field, "the id CreateSession returned")
 
 
+def session_title(value: str, field: str = "title") -> str:
+    """A new title: trimmed, 1 to TITLE_MAX characters, no control characters."""
+    title = value.strip()
+    if not title:
+        raise invalid_argument(field, "is empty; give the session a title")
+    if len(title) > TITLE_MAX:
+        raise invalid_argument(field, f"is {len(title)} characters; at most {TITLE_MAX}")
+    if any(ord(char) < 32 or ord(char) == 127 for char in title):
+        raise invalid_argument(field, "holds a control character (a line break, a tab); a title is one line")
+    return title
+
+
 def plugin_list(values: list[str], field: str) -> list[str]:
     seen: set[str] = set()
     for index, value in enumerate(values):

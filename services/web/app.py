@@ -49,10 +49,13 @@ def to_json(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=False)
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def _body(request: Request, limit: int = MAX_BODY) -> dict[str, Any]:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BadRequest("body", f"is {declared} bytes; at most {limit}")
     raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise BadRequest("body", f"is {len(raw)} bytes; at most {MAX_BODY}")
+    if len(raw) > limit:
+        raise BadRequest("body", f"is {len(raw)} bytes; at most {limit}")
     if not raw.strip():
         return {}
     try:
@@ -87,7 +90,7 @@ def _typed(field: FieldDescriptor, name: str, value: str) -> Any:
 
 
 async def build_request(route: routes.Route, request: Request) -> Message:
-    values = _query(route, request) if route.method == "GET" else await _body(request)
+    values = _query(route, request) if route.method == "GET" else await _body(request, route.max_body or MAX_BODY)
     for name in route.path_fields:
         values[name] = request.path_params[name]
     message = route.request_type()

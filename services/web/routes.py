@@ -19,6 +19,8 @@ class Route:
     summary: str
     # The RPC answers a stream of TurnEvents: the route answers text/event-stream.
     streamed: bool = False
+    # The largest body it takes, in bytes (0: app.MAX_BODY); a file's route takes its base64.
+    max_body: int = 0
 
     @property
     def path_fields(self) -> list[str]:
@@ -37,14 +39,22 @@ class Route:
 
 
 S = "/api/sessions/{session_id}"
+# ImportWorld's file, at most 24 MiB, in base64 and JSON.
+IMPORT_MAX_BODY = 33 * 1024 * 1024
 ROUTES = (
     Route("GET", "/api/worlds", "ListWorlds", "The worlds a session can start in."),
     Route("GET", "/api/worlds/{world_id}", "GetWorld", "One world: opening, characters, dimensions, plugin policy."),
+    Route("POST", "/api/worlds/import", "ImportWorld", "Operators: import a character card or lorebook (`file` in base64) as a world.",
+          max_body=IMPORT_MAX_BODY),
     Route("GET", "/api/packs", "ListPacks", "The packs of plugins a world can pick."),
+    Route("GET", "/api/worlds/{world_id}/plan", "GetPluginPlan", "What a session in the world would start with: the pack, the plugins and "
+          "their cards, what is missing and why (the preparation page)."),
     Route("POST", "/api/sessions", "CreateSession", "Start a session (in a world, with plugins and settings)."),
     Route("GET", "/api/sessions", "ListSessions", "The caller's sessions, most recently active first, a page at a time."),
     Route("GET", S, "GetSession", "The session: phase, plugins, seats, setup progress."),
     Route("POST", S + "/end", "EndSession", "End the session (or delete it)."),
+    Route("POST", S + "/rename", "RenameSession", "Give the session another title."),
+    Route("POST", S + "/opening", "SelectOpening", "Start the story on another of its world's openings (before the first turn)."),
     Route("POST", S + "/reset", "ResetSession", "Start the session over."),
     Route("POST", S + "/actions", "SubmitActions", "Play a turn: the player's actions; the turn streams as it runs.", streamed=True),
     Route("POST", S + "/interactions/{interaction_id}", "SubmitInteraction",

@@ -45,7 +45,7 @@ POLICY: dict[str, dict[str, Rule]] = {
     },
     "covel.store.v1.TransactionalStore": {
         method: TURN_PATH
-        for method in ("CreateSession", "GetSession", "EndSession", "AcquireTurnLease", "RenewTurnLease",
+        for method in ("CreateSession", "GetSession", "EndSession", "RenameSession", "SetOpening", "AcquireTurnLease", "RenewTurnLease",
                        "ReleaseTurnLease", "SignalTurn", "TakeTurnSignals", "CommitTurn", "ListMessages", "GetTurn",
                        "GetRunningTurn", "ListPluginData", "UpdateSessionApprovals", "GetWorld", "SetSeatCharacter", "UpdateSessionPlugins", "PutLorebookEntry",
                        "DeleteLorebookEntry", "ListExports",
@@ -87,7 +87,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         "ValidatePackage": _rule("imports a package's code to check it", OPERATOR),
         "InstallPackage": OPERATOR_ONLY,
         "Reload": OPERATOR_ONLY,
-        "ImportWorld": _rule("writes a world every player sees into the operator's world folder: an operator's decision", OPERATOR),
+        "ImportWorld": _rule("writes a world every player sees into the operator's world folder: an operator's decision "
+                             "(the scheduler passes on only an operator's call)", OPERATOR, "scheduler"),
         # Worlds (issue 20): the scheduler reads them for its clients and for CreateSession(world_id).
         "ListWorlds": SCHEDULER_OR_OPERATOR,
         "GetWorld": SCHEDULER_OR_OPERATOR,

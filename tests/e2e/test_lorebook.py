@@ -70,3 +70,36 @@ async def test_an_entry_the_player_mentions_reaches_the_story(services) -> None:
         quiet = await system_prompt(stub, (await stub.CreateSession(request)).session.id, "I sit down.")
     assert "- The lighthouse: Its lens was stolen three nights ago." in mentioned and "gulls" not in mentioned
     assert "Lorebook" not in quiet
+
+
+async def test_a_players_entry_carries_its_activation_rules(services) -> None:
+    """PutLorebookEntry takes the rules a world's entries have: kept as written, evaluated (a NOT filter keeps the
+    entry out when its exclude word is there too), and refused by field when out of bounds."""
+    async with open_channel(services.addrs["scheduler"]) as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        request = scheduler_pb2.CreateSessionRequest(world_id="harbor", excluded_plugins=NON_STORY_CORE_PLUGINS, requested_plugins=[PROBE],
+                                                     approved_plugins=[PROBE])
+        rules = resources_pb2.LorebookActivation(secondary_keys=["storm"], selective_logic="notAny", probability=100, has_probability=True,
+                                                 position="afterChar", order=5, has_order=True, sticky=2)
+        sessions = []
+        for _ in range(2):
+            session = (await stub.CreateSession(request)).session
+            put = await stub.PutLorebookEntry(scheduler_pb2.PutLorebookEntryRequest(
+                session_id=session.id, id="mira", keys=["Mira"], content="Mira keeps the spare lens.", activation=rules))
+            sessions.append(session.id)
+        listed = (await stub.ListLorebook(scheduler_pb2.ListLorebookRequest(session_id=sessions[0]))).entries
+        calm = await system_prompt(stub, sessions[0], "I ask Mira about the lens.")
+        stormy = await system_prompt(stub, sessions[1], "I ask Mira about the storm.")
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await stub.PutLorebookEntry(scheduler_pb2.PutLorebookEntryRequest(
+                session_id=sessions[0], id="odds", keys=["x"], content="x",
+                activation=resources_pb2.LorebookActivation(probability=250, has_probability=True)))
+        with pytest.raises(grpc.aio.AioRpcError) as choice:
+            await stub.PutLorebookEntry(scheduler_pb2.PutLorebookEntryRequest(
+                session_id=sessions[0], id="odds", keys=["x"], content="x", activation=resources_pb2.LorebookActivation(position="middle")))
+    [mine] = [entry for entry in listed if entry.owner == "player"]
+    assert put.entry.activation == rules and mine.activation == rules, "kept as written"
+    assert "Mira keeps the spare lens." in calm and "Mira keeps the spare lens." not in stormy, "notAny: the storm keeps it out"
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field_violations(bad.value)[0].field == "activation.probability", field_violations(bad.value)
+    assert field_violations(choice.value)[0].field == "activation.position"

@@ -90,3 +90,15 @@ def test_a_packs_exclusion_lists_only_installed_plugins(tmp_path: Path, packages
     loaded = world(tmp_path, "{preset: lean}", packages, packs)
     plan = plugin_plan(loaded, packs, packages)
     assert plan.excluded == ["guide"] and "guide" not in plan.resolution.active
+
+
+def test_a_set_changed_by_hand_replaces_the_packs_and_keeps_the_pack_it_came_from(tmp_path: Path, packages) -> None:
+    loaded = world(tmp_path, "{preset: tabletop, plus: [guide]}", packages)
+    plan = plugin_plan(loaded, builtin_packs(), packages, by_hand=(["guide", "never-installed"], ["narrator"]))
+    assert plan.pack.id == "tabletop", "the pack the set came from"
+    assert plan.default_plugin_ids == ["guide"] and plan.excluded == ["narrator"]
+    assert [(m.plugin_id, m.source) for m in plan.missing] == [("never-installed", "player")]
+    assert "narrator" not in plan.resolution.active and "guide" in plan.resolution.active
+    assert not set(plan.recommended) & {"guide", "narrator"}
+    minimal = plugin_plan(loaded, builtin_packs(), packages, by_hand=([], []))
+    assert minimal.default_plugin_ids == [] and minimal.excluded == [] and "narrator" in minimal.resolution.active, "core plugins stay on"

@@ -41,7 +41,7 @@ COUNTERPARTS = {
     "WorldDimension": registry_pb2.WorldDimension, "WorldPluginPolicy": registry_pb2.WorldPluginPolicy,
     "WorldDataSource": registry_pb2.WorldDataSource, "WorldLorebookEntry": registry_pb2.WorldLorebookEntry,
     "WorldOpening": registry_pb2.WorldOpening, "LorebookActivation": common_pb2.LorebookActivation,
-    "LorebookSettings": common_pb2.LorebookSettings,
+    "LorebookSettings": common_pb2.LorebookSettings, "TokenUsage": store_pb2.TokenUsage, "PluginCard": registry_pb2.PluginCard,
 }
 # The turn stream: scheduler.v1's events from the scheduler's internal ones.
 EVENT_COUNTERPARTS = {name: getattr(turn_events_pb2, name)

@@ -80,6 +80,8 @@ def session_calls(session_id: str) -> dict[str, tuple[str, object]]:
         "RevokeSeat": ("unary", scheduler_pb2.RevokeSeatRequest(session_id=session_id, seat_id="second")),
         "WatchSession": ("stream", scheduler_pb2.WatchSessionRequest(session_id=session_id)),
         "GetMedia": ("unary", scheduler_pb2.GetMediaRequest(session_id=session_id, path="media/x.png")),
+        "RenameSession": ("unary", scheduler_pb2.RenameSessionRequest(session_id=session_id, title="Mine now")),
+        "SelectOpening": ("unary", scheduler_pb2.SelectOpeningRequest(session_id=session_id)),
         "EndSession": ("unary", scheduler_pb2.EndSessionRequest(session_id=session_id)),
     }
 

@@ -13,24 +13,33 @@ from services.registry.importing.card_mapping import source_to_world, world_id_o
 from services.registry.importing.card_source import ImportSource, read_source
 from services.registry.importing.charx import CARD_FILE, write_charx
 from services.registry.importing.limits import FILE_MAX, ZIP_MEMBERS_MAX, ZIP_TOTAL_MAX, refused
+from services.registry.importing.world_merge import merge_world
 from services.registry.importing.world_package import install_world
 from services.registry.loaded_world import LoadedWorld
 from shared.errors import ServiceError
 
 
-def import_bytes(data: bytes, worlds_dir: Path, world_id: str = "", replace: bool = False) -> LoadedWorld:
-    return import_source(read_source(data), worlds_dir, world_id, replace)
+def import_bytes(data: bytes, worlds_dir: Path, world_id: str = "", replace: bool = False, merge: bool = False) -> LoadedWorld:
+    return import_source(read_source(data), worlds_dir, world_id, replace, merge)
 
 
-def import_source(source: ImportSource, worlds_dir: Path, world_id: str = "", replace: bool = False) -> LoadedWorld:
+def import_source(source: ImportSource, worlds_dir: Path, world_id: str = "", replace: bool = False, merge: bool = False) -> LoadedWorld:
+    """A new world package; with `merge`, what the file brings added to the existing world `world_id` (world_merge.py)."""
     world = source_to_world(source)
+    if merge:
+        if not world_id:
+            raise refused("world_id", "name the world to merge into")
+        return merge_world(world, worlds_dir, world_id)
     return install_world(world, worlds_dir, world_id or world_id_of(world.manifest["name"]), replace)
 
 
-def import_world(data: bytes, world_dirs: Sequence[Path], served: Any, world_id: str = "", replace: bool = False) -> LoadedWorld:
+def import_world(data: bytes, world_dirs: Sequence[Path], served: Any, world_id: str = "", replace: bool = False,
+                 merge: bool = False) -> LoadedWorld:
     """ImportWorld: into the first world folder; ALREADY_EXISTS (WORLD_EXISTS) for an id a served world has, unless
-    `replace` (and then only a world of that first folder is replaced)."""
+    `replace` (and then only a world of that first folder is replaced); with `merge`, into that world of the first folder."""
     source = read_source(data)
+    if merge:
+        return import_source(source, world_dirs[0], world_id, merge=True)
     world = source_to_world(source)
     wanted = world_id or world_id_of(world.manifest["name"])
     existing = served.world(wanted)

@@ -34,6 +34,7 @@ from services.scheduler.agent.model_call import (
     apply_pre_llm_call,
     call_model,
     chat_message,
+    count_usage,
     hook_answer,
     response_format,
     wire_choice,
@@ -131,7 +132,7 @@ class AgentLoop(CorrectionSteps, ToolSteps, OverflowSteps):
                                       subagent=subagent is not None, budget=subagent.budget if subagent else None)
         self.output_schemas = [] if self.story else list(output_schemas)
         self.trace: list[common_pb2.HookTraceEntry] = []
-        self.usage = {"promptTokens": 0, "completionTokens": 0}
+        self.usage = {"promptTokens": 0, "completionTokens": 0, "calls": 0, "contextTokens": 0, "contextWindow": 0}
         self.stop_reason = ""
         self.finalizer_used = False
         # The last step ended with status "continue" (tool calls, and the loop asks again): the next PreStep says so.
@@ -381,10 +382,9 @@ class AgentLoop(CorrectionSteps, ToolSteps, OverflowSteps):
         if final is None:
             return self.failed("the model stream ended without a final message")
         progress.deadline += final.streamed_ms / 1000
-        self.usage["promptTokens"] += final.usage.prompt_tokens
-        self.usage["completionTokens"] += final.usage.completion_tokens
         if final.finish_reason == gateway_pb2.FINISH_REASON_CONTEXT_OVERFLOW:
-            return self._context_overflow(progress, final)
+            return self._context_overflow(progress, final)  # no model read it: nothing to count
+        count_usage(self.usage, final)
         if final.finish_reason in (gateway_pb2.FINISH_REASON_ERROR, gateway_pb2.FINISH_REASON_INTERRUPTED):
             return self.failed(f"model call failed: {final.error_message or 'no reason given'}")
         return ModelReply(

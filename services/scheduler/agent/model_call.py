@@ -75,6 +75,19 @@ def hook_answer(text: str, streamed_ms: int = 0) -> gateway_pb2.GenerateResponse
                                         finish_reason=gateway_pb2.FINISH_REASON_STOP, streamed_ms=streamed_ms)
 
 
+def count_usage(usage: dict[str, int], final: gateway_pb2.GenerateResponse) -> None:
+    """A model's answer added to its runtime's usage: its tokens, one call, and the largest prompt so far with the
+    context window of the model that read it. A hook's answer, which no model gave, counts nothing."""
+    if not final.provider:
+        return
+    usage["promptTokens"] += final.usage.prompt_tokens
+    usage["completionTokens"] += final.usage.completion_tokens
+    usage["calls"] = usage.get("calls", 0) + 1
+    if final.usage.prompt_tokens >= usage.get("contextTokens", 0):
+        usage["contextTokens"] = final.usage.prompt_tokens
+        usage["contextWindow"] = final.context_window
+
+
 def response_format(schema_ref: Any, contract: Any, story: bool, schemas: list[tuple[str, dict[str, Any]]] | None = None
                     ) -> gateway_pb2.ResponseFormat | None:
     """The answer's required shape: the narrative contract for a story, a system agent's schemas otherwise."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import grpc
 
+from covel.common.v1 import common_pb2
 from covel.scheduler.v1 import scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.api.relay import relay
-from services.scheduler.public_api import respond
-from shared.errors import require, rpc
+from services.scheduler.public_api import from_request, respond
+from shared.errors import invalid_argument, require, rpc
 from shared.lorebook import check_entry as check_lorebook_entry
+from shared.lorebook_rules import activation_from_proto, rules_problem
 from shared.page_tokens import pages
 
 PLAYER_OWNER = "player"
@@ -33,6 +35,11 @@ class Lorebook:
         require(request.id, "id", "the entry's id, e.g. old-lighthouse-keeper")
         entry = store_pb2.LorebookEntry(owner=PLAYER_OWNER, id=request.id, title=request.title, keys=list(request.keys),
                                         content=request.content, constant=request.constant, disabled=request.disabled)
+        if request.HasField("activation"):
+            entry.activation.CopyFrom(from_request(request.activation, common_pb2.LorebookActivation, "activation"))
+            problem = rules_problem(activation_from_proto(entry.activation))
+            if problem:
+                raise invalid_argument(problem.split(" ", 1)[0], problem)
         check_lorebook_entry(entry)
         return await relay(self._store.PutLorebookEntry, store_pb2.PutLorebookEntryRequest(session_id=request.session_id, entry=entry),
                            scheduler_pb2.PutLorebookEntryResponse, "entry")

@@ -1,14 +1,16 @@
-"""Sessions: CreateSession, ResetSession, GetSession, EndSession, ListSessions."""
+"""Sessions: CreateSession, ResetSession, GetSession, EndSession, RenameSession, SelectOpening, ListSessions."""
 
 from __future__ import annotations
 
 import grpc
 
+from covel.registry.v1 import registry_pb2_grpc
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.api.relay import relay
 from services.scheduler.api.session_creation import SessionCreation
 from services.scheduler.api.session_hooks import dispatch_session_event
+from services.scheduler.api.world_sessions import expanded_opening, fetch_world, opening_text
 from services.scheduler.hooks.bus import HookBus
 from services.scheduler.hooks.payloads import SessionEnd
 from services.scheduler.public_api import request_text, respond
@@ -19,8 +21,9 @@ from shared.security.auth import caller
 
 class Sessions:
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub, creation: SessionCreation, hooks: HookBus,
-                 runner: TurnRunner) -> None:
+                 runner: TurnRunner, registry: registry_pb2_grpc.PluginRegistryStub) -> None:
         self._store = store
+        self._registry = registry
         self._creation = creation
         self._hooks = hooks
         self._runner = runner
@@ -71,6 +74,26 @@ class Sessions:
         if reply.changed:
             await dispatch_session_event(self._hooks, SessionEnd(before.id, reason), before)
         return respond(scheduler_pb2.EndSessionResponse, session=reply.session)
+
+    @rpc
+    async def RenameSession(self, request: scheduler_pb2.RenameSessionRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.RenameSessionResponse:
+        """Owner or operator (session_access checks every request naming a session); the store validates the title."""
+        require(request.session_id, "session_id", "the session to rename")
+        return await relay(self._store.RenameSession, store_pb2.RenameSessionRequest(session_id=request.session_id, title=request.title),
+                           scheduler_pb2.RenameSessionResponse, "session")
+
+    @rpc
+    async def SelectOpening(self, request: scheduler_pb2.SelectOpeningRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.SelectOpeningResponse:
+        """Swipe the opening: another of the world's openings, expanded as CreateSession expands it (owner or operator)."""
+        require(request.session_id, "session_id", "the session whose opening to change")
+        session = (await self._store.GetSession(store_pb2.GetSessionRequest(session_id=request.session_id))).session
+        if not session.world_id:
+            raise failed_precondition(f"session {session.id} has no world, so no openings to choose from", reason="NO_OPENING",
+                                      subject=f"sessions/{session.id}")
+        world = await fetch_world(self._registry, session.world_id, session.locale)
+        text = expanded_opening(world, opening_text(world, request.opening_id))
+        reply = await self._store.SetOpening(store_pb2.SetOpeningRequest(session_id=session.id, text=text, opening_id=request.opening_id))
+        return respond(scheduler_pb2.SelectOpeningResponse, message=reply.message)
 
     @rpc
     async def ListSessions(self, request: scheduler_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.ListSessionsResponse:

@@ -105,7 +105,7 @@ def opening_text(world: registry_pb2.World, opening_id: str) -> str:
     raise invalid_argument("opening_id", f"world `{world.id}` has no opening `{opening_id[:80]}` (it has: {known})")
 
 
-def _expanded(world: registry_pb2.World, text: str) -> str:
+def expanded_opening(world: registry_pb2.World, text: str) -> str:
     """An opening with its card macros expanded (`{{char}}` the first character not a player's, `{{user}}` the
     player's, draws from the world's seeded random), as the lorebook's are (shared/card_macros.py)."""
     characters = [from_struct(character) for character in world.characters]
@@ -116,7 +116,7 @@ def _expanded(world: registry_pb2.World, text: str) -> str:
 
 def _session_world(world: registry_pb2.World, opening_id: str = "") -> store_pb2.SessionWorld:
     writer = f"world:{world.id}"
-    started = store_pb2.SessionWorld(opening=_expanded(world, opening_text(world, opening_id)), writer=writer)
+    started = store_pb2.SessionWorld(opening=expanded_opening(world, opening_text(world, opening_id)), writer=writer)
     if world.HasField("character_schema"):
         started.character_schema.CopyFrom(world.character_schema)
     for character in world.characters:

@@ -35,6 +35,11 @@ def runtime_result(runtime: Runtime, outcome: RuntimeOutcome, manifest: Compiled
         output=to_struct(outcome.output), run_id=outcome.run_id, story=is_story_runtime(runtime), setup=runtime.stage == Stage.SETUP,
         concealed=manifest.io.concealed, retryable=outcome.status == OutcomeStatus.FAILED and outcome.retryable,
     )
+    if outcome.usage.get("calls"):
+        result.usage.CopyFrom(store_pb2.TokenUsage(
+            prompt_tokens=outcome.usage.get("promptTokens", 0), completion_tokens=outcome.usage.get("completionTokens", 0),
+            calls=outcome.usage["calls"], context_tokens=outcome.usage.get("contextTokens", 0),
+            context_window=outcome.usage.get("contextWindow", 0)))
     if outcome.status == OutcomeStatus.SUCCESS:
         # A failed or skipped runtime's effects are stripped (spec: 失败或跳过的 handler 结果会剥离领域 effects).
         add_shown(result, outcome.shown)
