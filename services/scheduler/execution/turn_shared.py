@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.inputs import CommittedExports
@@ -39,6 +40,9 @@ class TurnShared:
     exports: CommittedExports | None = None
     # session.world-context@1, once a runtime of the turn bound it (execution/world_context.py).
     world_context: dict[str, Any] | None = None
+    # (world id, locale) -> the world as the registry serves it, None when it has none (the scheduler's plugin
+    # cache, which keeps it per catalogue generation); None: ask the registry (execution/world_record.py).
+    worlds: Callable[[str, str], Awaitable[registry_pb2.World | None]] | None = None
     # What the turn's runtimes proposed so far, in commit order (only finished runtimes' are here).
     proposals: list[store_pb2.Proposal] = field(default_factory=list)
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
