@@ -65,8 +65,9 @@ async def running_services(
         env = {**BENCH_ENV, **(extra_env or {})}
         group: ServiceGroup | InProcessGroup
         group = InProcessGroup(addrs, root / "data", env) if mode == IN_PROCESS else ServiceGroup(addrs, root / "data", env)
-        await group.start()
         try:
+            # Inside: a service that fails to start must not leave the others of its group running.
+            await group.start()
             await wait_turns_work(group.addrs["scheduler"])
             yield group
         finally:
