@@ -15,7 +15,7 @@ import asyncio
 import os
 import time
 
-from bench.common import play_back_to_back, running_services, table, world_session, write_result
+from bench.common import UNCAPPED, play_back_to_back, running_services, table, world_session, write_result
 from covel.scheduler.v1 import scheduler_pb2_grpc
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from shared.grpc_client import open_channel
@@ -23,8 +23,6 @@ from shared.grpc_client import open_channel
 SESSIONS = 32
 DEMO_WORLD = "demo-world"
 ACTIVE = ("queued", "running")
-# Minutes of play pass cost-gate's default hard cap (400 000 tokens a session): lift it for the measurement.
-UNCAPPED = {"cost-gate": {"softCapTokens": 10**12, "hardCapTokens": 10**12}}
 
 
 async def queue_depth(store: store_pb2_grpc.TransactionalStoreStub) -> dict[str, int]:

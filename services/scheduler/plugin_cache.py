@@ -6,7 +6,8 @@ rest of the scheduler reads typed attributes, never the wire's Structs.
 A resolution (ResolveConfirmedSessionPlugins) is a pure function of the catalogue and the
 session's plugins and approvals, so while this process follows the registry's WatchCatalogue
 stream it answers a session's turn from memory: a turn costs the registry no call. Not following
-(the stream broke, the registry restarting), every resolution asks the registry again.
+(the stream broke, the registry restarting), every resolution asks the registry again. A world's record
+(ctx.world.worldRecord) is kept the same way: a catalogue generation holds one version of each world.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from shared.logs import get_logger
 log = get_logger(component="plugin_cache")
 # Distinct (plugins, approvals) sets remembered per generation; past it the oldest go.
 RESOLUTIONS_MAX = 4096
+# Distinct (world, locale) records remembered per generation; past it the oldest go.
+WORLDS_MAX = 256
 # Between attempts to follow the catalogue again after the stream broke.
 REFOLLOW_S = (0.2, 5.0)
 
@@ -36,6 +39,8 @@ class PluginCache:
         # The generation the WatchCatalogue stream last told (0: not following it now).
         self._followed = 0
         self._resolutions: dict[tuple[tuple[str, ...], tuple[str, ...]], registry_pb2.ResolveConfirmedSessionPluginsResponse] = {}
+        # (world id, locale) -> (the generation it was read at, the world).
+        self._worlds: dict[tuple[str, str], tuple[int, registry_pb2.World]] = {}
 
     @property
     def generation(self) -> int:
@@ -78,9 +83,30 @@ class PluginCache:
             self._resolutions[key] = reply
         return reply
 
+    async def world(self, world_id: str, locale: str) -> registry_pb2.World | None:
+        """The world as the registry serves it in `locale` (None: it has no such world), from memory while this
+        process follows the catalogue and the world was read at the generation followed."""
+        key = (world_id, locale)
+        followed = self._followed
+        cached = self._worlds.get(key)
+        if followed and cached is not None and cached[0] == followed:
+            return cached[1]
+        try:
+            reply = await self._registry.GetWorld(registry_pb2.GetWorldRequest(world_id=world_id, locale=locale))
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            return None
+        if followed and reply.generation == self._followed:
+            if len(self._worlds) >= WORLDS_MAX:
+                del self._worlds[next(iter(self._worlds))]
+            self._worlds[key] = (reply.generation, reply.world)
+        return reply.world
+
     def invalidate(self) -> None:
         self._packages = {}
         self._resolutions = {}
+        self._worlds = {}
 
     async def follow_catalogue(self) -> None:
         """Follow WatchCatalogue until cancelled: each new generation drops what was cached."""
@@ -99,6 +125,7 @@ class PluginCache:
     def _on_generation(self, generation: int) -> None:
         if generation != self._followed:
             self._resolutions = {}
+            self._worlds = {}
         if generation and generation != self._generation:
             # `!=`, not `>`: a restarted registry counts from 1 again.
             self._packages = {}

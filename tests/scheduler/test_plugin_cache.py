@@ -83,3 +83,54 @@ async def test_resolutions_are_cached_per_followed_generation(tmp_path: Path) ->
         if following is not None:
             following.cancel()
         await registry.stop(0)
+
+
+class CountingWorlds(CountingRegistry):
+    """The registry stub, counting GetWorld calls."""
+
+    def __init__(self, stub: registry_pb2_grpc.PluginRegistryStub) -> None:
+        super().__init__(stub)
+        self.worlds = 0
+
+    async def GetWorld(self, request, **kwargs):
+        self.worlds += 1
+        return await self._stub.GetWorld(request, **kwargs)
+
+
+async def test_a_worlds_record_is_read_once_per_followed_generation(tmp_path: Path) -> None:
+    addr = free_addr()
+    registry = await start_registry(RegistrySettings(registry_addr=addr, plugin_dirs=[tmp_path], **service_tls("registry")))
+    following = None
+    try:
+        async with channel_as(addr, "scheduler") as channel, channel_as(addr, "operator") as operator:
+            counting = CountingWorlds(registry_pb2_grpc.PluginRegistryStub(channel))
+            cache = PluginCache(counting)  # type: ignore[arg-type]
+            # Not following yet: every turn asks.
+            first = await cache.world("demo-world", "")
+            assert first is not None and first.id == "demo-world"
+            await cache.world("demo-world", "")
+            assert counting.worlds == 2
+            following = asyncio.create_task(cache.follow_catalogue())
+            await followed(cache, 1)
+            assert await cache.world("demo-world", "") == first and await cache.world("demo-world", "") == first
+            assert counting.worlds == 3, "asked once at the generation followed"
+            chinese = await cache.world("demo-world", "zh")
+            assert counting.worlds == 4 and chinese is not None and chinese.name != first.name, "a locale is a world of its own"
+            # A world the registry does not have: None, and asked again next time (nothing kept).
+            assert await cache.world("no-such-world", "") is None and await cache.world("no-such-world", "") is None
+            assert counting.worlds == 6
+            # A Reload moves the generation: asked again.
+            await registry_pb2_grpc.PluginRegistryStub(operator).Reload(registry_pb2.ReloadRequest(), timeout=10)
+            await followed(cache, 2)
+            await cache.world("demo-world", "")
+            await cache.world("demo-world", "")
+            assert counting.worlds == 7
+            # The registry gone: no answer from memory.
+            await registry.stop(0)
+            await followed(cache, 0)
+            with pytest.raises(grpc.aio.AioRpcError):
+                await cache.world("demo-world", "")
+    finally:
+        if following is not None:
+            following.cancel()
+        await registry.stop(0)

@@ -6,11 +6,13 @@ each execution inside its RuntimeScope."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from covel.common.v1 import common_pb2
+from covel.registry.v1 import registry_pb2
 from covel.store.v1 import store_pb2
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.inputs import CommittedExports
@@ -38,6 +40,9 @@ class TurnShared:
     exports: CommittedExports | None = None
     # session.world-context@1, once a runtime of the turn bound it (execution/world_context.py).
     world_context: dict[str, Any] | None = None
+    # (world id, locale) -> the world as the registry serves it, None when it has none (the scheduler's plugin
+    # cache, which keeps it per catalogue generation); None: ask the registry (execution/world_record.py).
+    worlds: Callable[[str, str], Awaitable[registry_pb2.World | None]] | None = None
     # What the turn's runtimes proposed so far, in commit order (only finished runtimes' are here).
     proposals: list[store_pb2.Proposal] = field(default_factory=list)
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
@@ -47,6 +52,17 @@ class TurnShared:
     # plugin id -> its plugin.data* proposals as buffered writes, in order; and how many proposals that covers.
     _plugin_data_writes: dict[str, list[BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
     _proposals_indexed: int = field(default=0, init=False, repr=False)
+    # id(proposal) -> (the proposal, its buffered write): converted once for the turn and every view of it (seeing()).
+    _converted: dict[int, tuple[store_pb2.Proposal, BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
+
+    def seeing(self, proposals: list[store_pb2.Proposal]) -> TurnShared:
+        """The turn as one runtime sees it: `proposals` are the finished units' it may read (its upstream's, in commit
+        order), the rest (the reads made once, the caches) shared with the turn."""
+        view = copy.copy(self)
+        view.proposals = proposals
+        view._plugin_data_writes = {}
+        view._proposals_indexed = 0
+        return view
 
     def plugin_data_writes(self, plugin_id: str) -> list[BufferedWrite]:
         """The plugin's plugin.data* proposals so far (runtimes that finished), in order, as buffered writes.
@@ -54,7 +70,11 @@ class TurnShared:
         ctx.plugin_data converted them all, N² from_struct calls for N runtimes that write."""
         for proposal in self.proposals[self._proposals_indexed:]:
             if proposal.type.startswith(ProposalType.PLUGIN_DATA):
-                write = BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload))
+                converted = self._converted.get(id(proposal))
+                if converted is None or converted[0] is not proposal:
+                    converted = self._converted[id(proposal)] = (
+                        proposal, BufferedWrite(proposal.runtime_id, proposal.type, from_struct(proposal.payload)))
+                write = converted[1]
                 self._plugin_data_writes.setdefault(proposal.plugin_id, []).append(write)
         self._proposals_indexed = len(self.proposals)
         return list(self._plugin_data_writes.get(plugin_id, ()))

@@ -1,6 +1,6 @@
 """ctx.world.worldRecord: the session's world as the registry holds it, in the session's locale (its name, texts,
 character schema and cast, dimension definitions with their initial values, plugin policy, lorebook), read once
-per turn. Not the world's state now: current values are ctx.world.dimensions and ctx.world.characters. The
+per turn (from the scheduler's plugin cache, which keeps it per catalogue generation). Not the world's state now: current values are ctx.world.dimensions and ctx.world.characters. The
 registry's own bookkeeping (load state, diagnostics, missing plugins) is left out. None in a session without a world;
 `{id}` alone when the registry no longer has it."""
 
@@ -32,6 +32,9 @@ async def read_world_record(registry: registry_pb2_grpc.PluginRegistryStub | Non
         return {"id": world_id}
 
     async def read() -> dict[str, Any]:
+        if shared.worlds is not None:
+            served = await shared.worlds(world_id, scope.session.locale)
+            return world_record(served) if served is not None else {"id": world_id}
         try:
             reply = await registry.GetWorld(registry_pb2.GetWorldRequest(world_id=world_id, locale=scope.session.locale))
         except grpc.aio.AioRpcError as error:

@@ -245,3 +245,31 @@ def gate_reason(
 def parallel_safe(manifest: CompiledManifest) -> bool:
     """effects.parallelSafe: false runs the runtime alone in its layer (not beside any other); unset or true, beside."""
     return (manifest.effects or {}).get("parallelSafe") is not False
+
+
+def start_after(plan: StagePlan, plugin_of: Mapping[str, str]) -> dict[str, set[str]]:
+    """runtime id -> what it starts after when each runtime starts as soon as its own upstream finished (not a
+    layer at a time): its dependencies in the batch, and its plugin's runtimes of earlier layers, whose plugin-data
+    writes it reads (spec: 执行内的插件数据可见性) as it would have a layer later. Edges only point to earlier
+    layers, so they make no cycle."""
+    layer_of = {runtime_id: index for index, layer in enumerate(plan.layers) for runtime_id in layer}
+    by_plugin: dict[str, list[str]] = {}
+    for runtime_id in layer_of:
+        by_plugin.setdefault(plugin_of[runtime_id], []).append(runtime_id)
+    waits: dict[str, set[str]] = {}
+    for runtime_id, layer in layer_of.items():
+        found = {u for _, upstream in plan.upstream.get(runtime_id, []) for u in upstream if u in layer_of}
+        found.update(other for other in by_plugin[plugin_of[runtime_id]] if layer_of[other] < layer)
+        waits[runtime_id] = found
+    return waits
+
+
+def upstream_closure(waits: Mapping[str, set[str]], order: list[str]) -> dict[str, frozenset[str]]:
+    """runtime id -> everything it starts after, directly or not (`order` lists each after all it waits on)."""
+    closure: dict[str, frozenset[str]] = {}
+    for runtime_id in order:
+        found = set(waits[runtime_id])
+        for upstream in waits[runtime_id]:
+            found |= closure[upstream]
+        closure[runtime_id] = frozenset(found)
+    return closure

@@ -78,14 +78,16 @@ def unit_proposals(runtime: Runtime, outcome: RuntimeOutcome, manifest: Compiled
 
 def record_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest) -> None:
     """Note a finished (or skipped) runtime on the turn's shared state and its record."""
+    file_outcome(runtime, outcome, run, turn, manifest, note_outcome(runtime, outcome, run, manifest))
+
+
+def note_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, manifest: CompiledManifest) -> list[store_pb2.Proposal]:
+    """What runtimes starting after this one read at once: its status, the value its consumers bind and the contracts
+    it satisfied. Returns what it commits with (none for a failed or skipped unit), for file_outcome."""
     run.outcomes[runtime.runtime_id] = outcome
     run.statuses[runtime.runtime_id] = outcome.status
-    turn.runtime_results.append(runtime_result(runtime, outcome, manifest))
-    if outcome.status == OutcomeStatus.FAILED and manifest.io.concealed:
-        # A concealed runtime's real failure goes to the server log only.
-        log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
     if outcome.status != OutcomeStatus.SUCCESS and not outcome.guard_skipped:
-        return
+        return []
     if runtime.type != RuntimeType.FUNCTION or outcome.has_value:
         # Downstream inputs bind the business value: a function's canonicalValue, projected.
         run.outputs[runtime.runtime_id] = outcome.output
@@ -93,7 +95,20 @@ def record_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, tu
         run.providers.setdefault(contract, []).append(runtime.runtime_id)
         if outcome.status == OutcomeStatus.SUCCESS:
             run.satisfied.add(contract)
-    run.shared.proposals.extend(unit_proposals(runtime, outcome, manifest))
+    return unit_proposals(runtime, outcome, manifest)
+
+
+def file_outcome(runtime: Runtime, outcome: RuntimeOutcome, run: TurnState, turn: store_pb2.Turn, manifest: CompiledManifest,
+                 proposals: list[store_pb2.Proposal]) -> None:
+    """A noted outcome onto the turn's record, in the commit's order: its result row, its proposals, the
+    units it read from and the events it emitted."""
+    turn.runtime_results.append(runtime_result(runtime, outcome, manifest))
+    if outcome.status == OutcomeStatus.FAILED and manifest.io.concealed:
+        # A concealed runtime's real failure goes to the server log only.
+        log.warning("concealed.failed", runtime_id=runtime.runtime_id, session_id=turn.session_id, reason=outcome.reason)
+    if outcome.status != OutcomeStatus.SUCCESS and not outcome.guard_skipped:
+        return
+    run.shared.proposals.extend(proposals)
     # Upstream units it read buffered plugin data or staged operations (operations@1) of.
     run.read_from[runtime.runtime_id] = set(outcome.read_from) | run.operation_reads.get(runtime.runtime_id, set())
     run.emitted.extend({**event, "source": runtime.runtime_id} for event in outcome.events)

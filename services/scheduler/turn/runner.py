@@ -399,7 +399,7 @@ class TurnRunner:
             messages = compacted.history
         turn = stream.turn
         shared = TurnShared(history=messages, packages={p.id: p for p in plugins.packages}, manifests=plugins.manifests,
-                            session=session, world=read.world)
+                            session=session, world=read.world, worlds=self._plugins.world)
         seed_plugin_data(shared, read.plugin_data)
         run = TurnState(
             shared, actions=list(request.actions), player_message=turn.player_message, origin=request.origin,

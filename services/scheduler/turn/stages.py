@@ -1,5 +1,6 @@
-"""The turn's stages: each stage's dependency graph layer by layer, the event chain after them,
-and the detached runtimes queued as jobs. What runs when is schedule.py's; one runtime is unit.py's."""
+"""The turn's stages: each stage's dependency graph (each runtime once its own upstream finished, stage_flow.py;
+layer by layer when one must run alone), the event chain after them, and the detached runtimes queued as jobs.
+What runs when is schedule.py's; one runtime is unit.py's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from services.scheduler.turn.detached_jobs import BACKGROUND_QUEUED, QUEUED, bac
 from services.scheduler.turn.recording import output_contracts, record_outcome
 from services.scheduler.turn.schedule import MAX_EVENT_LAYERS, needed_upstream, next_event_layer
 from services.scheduler.turn.settle_wait import note_settling
+from services.scheduler.turn.stage_flow import StageFlow
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
 from services.scheduler.turn.unit import UnitRunner
@@ -27,7 +29,8 @@ class StageRunner:
         self._functions = functions
 
     async def run_stage(self, in_stage: list, run: TurnState, scope: ExecutionScope, stream: TurnStream) -> None:
-        """One stage: its dependency graph layer by layer; a layer's runtimes run concurrently."""
+        """One stage: each runtime once its upstream finished; with a runtime that must run alone, layer by layer
+        (a layer's runtimes run concurrently)."""
         manifests = run.shared.manifests
         by_id = {runtime.runtime_id: runtime for runtime in in_stage}
         nodes = [Node(runtime.runtime_id, provides=output_contracts(manifests[runtime.runtime_id]),
@@ -35,6 +38,11 @@ class StageRunner:
         plan = plan_stage(nodes, frozenset(run.satisfied))
         for runtime_id, reason in plan.skipped.items():
             await self.skip(by_id[runtime_id], reason, run, stream)
+        if all(parallel_safe(manifests[runtime.runtime_id]) for runtime in in_stage):
+            # Each runtime starts once its own upstream finished (stage_flow.py).
+            await StageFlow(plan, by_id, self._units, run, scope, stream).run()
+            return
+        # A runtime that must run alone (effects.parallelSafe: false): the stage goes a layer at a time.
         for layer in plan.layers:
             ready = []
             for runtime_id in layer:

@@ -66,6 +66,9 @@ class TurnState:
     # runtime id -> the inputs it was bound; the runtimes the schedule picked this turn (turn/settlements.py).
     bound_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     scheduled: list[str] = field(default_factory=list)
+    # runtime id -> the proposals it sees as it starts, when a stage runs it once its own upstream finished
+    # (turn/stages.py; absent: every finished unit's, what shared.proposals holds).
+    visible: dict[str, list[store_pb2.Proposal]] = field(default_factory=dict)
     # The open receipt a settlement retry (origin "settlement") runs for.
     retry_from_turn_id: str = ""
     # A RetryTurn's turn: the committed turn it runs again (ctx.execution.sourceTurnId) and its committed operations.
@@ -78,8 +81,9 @@ class TurnState:
         """What the runtime's execution gets as it starts: its kernel inputs are built only when it declares one
         (they list every runtime that finished: built for each of a turn's N runtimes they cost N²)."""
         triggered_by_event = runtime.runtime_id in self.activations
+        visible = self.visible.get(runtime.runtime_id)
         return RuntimeScope(
-            turn=self.shared, emit=self.emit, outputs=self.outputs, providers=self.providers,
+            turn=self.shared if visible is None else self.shared.seeing(visible), emit=self.emit, outputs=self.outputs, providers=self.providers,
             kernel_inputs=self.kernel_inputs(scope) if manifest.io.kernel_inputs() else None,
             last_player_input=self.last_player_input(scope),
             activation=self.activations.get(runtime.runtime_id) or self.activation or {},
