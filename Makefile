@@ -9,7 +9,7 @@ GEN := shared/gen
 
 .PHONY: run demo test fuzz proto lint typecheck fmt deploy-check bench clean lock api-release clients
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed $(VENV)/.cjk-font
 	@if [ -t 0 ]; then $(VENV)/bin/covel up --play; else $(VENV)/bin/covel demo; fi
 
 demo: $(VENV)/.installed
@@ -19,7 +19,7 @@ demo: $(VENV)/.installed
 # tests and the player page's browser tests, in the headless Chromium installed below), on two workers
 # (pytest-xdist; a file's tests stay on one worker, so its module fixtures start once).
 PYTEST_WORKERS ?= 2
-test: lint typecheck $(VENV)/.browser $(VENV)/.go $(VENV)/.promtool
+test: lint typecheck $(VENV)/.browser $(VENV)/.go $(VENV)/.promtool $(VENV)/.cjk-font
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The browser tests (tests/web) drive Debian's Chromium with Playwright (installed by pip, no browser
@@ -28,6 +28,12 @@ $(VENV)/.browser: $(VENV)/.installed
 	@command -v chromium >/dev/null || { echo "installing Chromium for the browser tests (apt-get)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	touch $@
+
+# The player page's bundled CJK font (services/web/cjk_font.py: Noto Sans SC's regular weight from npm, 3.4 MB,
+# served in slices by unicode-range), so Chinese never renders as boxes on a machine without a CJK font.
+$(VENV)/.cjk-font: $(VENV)/.installed services/web/cjk_font.py
+	$(PY) -m services.web.cjk_font
 	touch $@
 
 # The Go client test (tests/polyglot/test_go_client.py) builds against Debian's Go, protoc, its Go and

@@ -21,7 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from covel.scheduler.v1 import scheduler_pb2_grpc
-from services.web import routes
+from services.web import cjk_font, routes
 from services.web.grpc_errors import error_body, request_error
 from services.web.media_route import media_endpoint
 from services.web.oidc_login import OidcLogin
@@ -196,6 +196,11 @@ def create_app(scheduler_addr: str, *, security: SecuritySettings | None = None,
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "SERVING"})
 
+    cjk_css = cjk_font.stylesheet()
+
+    async def cjk_stylesheet(_request: Request) -> Response:
+        return Response(cjk_css, media_type="text/css", headers={"cache-control": "public, max-age=86400"})
+
     async def no_login(_request: Request) -> Response:
         return JSONResponse({})  # no issuer's page to sign in on: the token form only
 
@@ -209,6 +214,8 @@ def create_app(scheduler_addr: str, *, security: SecuritySettings | None = None,
     return Starlette(
         routes=[Route("/api/openapi.json", openapi), Route("/healthz", healthz), Route("/readyz", readyz), media, *api,
                 *(login.routes() if login is not None else [Route("/api/auth", no_login)]),
+                Route("/fonts/cjk.css", cjk_stylesheet),
+                Mount(cjk_font.URL_PREFIX.rstrip("/"), StaticFiles(directory=cjk_font.FONT_DIR, check_dir=False)),
                 Mount("/", StaticFiles(directory=STATIC, html=True))],
         lifespan=lifespan,
     )
