@@ -73,7 +73,8 @@ async def test_an_imported_card_plays(services) -> None:
 
 
 async def test_import_refusals(services) -> None:
-    async with services.channel_as("registry", "operator") as operator, services.channel_as("registry", "scheduler") as scheduler:
+    # The scheduler passes an operator's ImportWorld on (its public ImportWorld); another service may not call it.
+    async with services.channel_as("registry", "operator") as operator, services.channel_as("registry", "hooks") as scheduler:
         registry = registry_pb2_grpc.PluginRegistryStub(operator)
         with pytest.raises(grpc.aio.AioRpcError) as hostile:
             await registry.ImportWorld(registry_pb2.ImportWorldRequest(file=cards.png(texts={"ccv3": b"%%%"})))
@@ -120,7 +121,7 @@ async def test_covel_operator_import_world(services, tmp_path) -> None:
         patch.setenv("COVEL_REGISTRY_ADDR", services.addrs["registry"])
         for name in ("COVEL_TLS_CERT_FILE", "COVEL_TLS_KEY_FILE", "COVEL_TLS_CA_FILE"):
             patch.delenv(name, raising=False)
-        imported = await operator.import_world(argparse.Namespace(file=str(card), world="", replace=False, addr=None), out, err)
-        again = await operator.import_world(argparse.Namespace(file=str(card), world="", replace=False, addr=None), out, err)
+        imported = await operator.import_world(argparse.Namespace(file=str(card), world="", replace=False, merge=False, addr=None), out, err)
+        again = await operator.import_world(argparse.Namespace(file=str(card), world="", replace=False, merge=False, addr=None), out, err)
     assert imported == 0 and "imported old-tobin (Old Tobin) into " in out.getvalue()
     assert again == 1 and "ALREADY_EXISTS" in err.getvalue()

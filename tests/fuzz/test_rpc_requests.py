@@ -4,6 +4,7 @@ message echoes input in full, and every service still serves afterwards."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -33,6 +34,10 @@ CALLER_SET_DEADLINE_S = 30.0
 LATE_SLACK_S = 5.0
 # Streams that last as long as their watcher: the first message (or an error) is the answer.
 ENDLESS_STREAMS = {"covel.registry.v1.PluginRegistry.WatchCatalogue"}
+# Endless streams that say nothing until something happens (WatchSession: the session's next turn): a request they
+# accept is one still open, without an error, after this long.
+SILENT_STREAMS = {"covel.scheduler.v1.Scheduler.WatchSession"}
+SILENT_ACCEPTED_S = 3.0
 CALLERS_FAULT = "INTERNAL or UNKNOWN answers a caller's bad request"
 _LONG_RUN = re.compile(rf"\S{{{ECHO_MAX_CHARS + 1},}}")
 
@@ -56,6 +61,13 @@ async def call(target: FuzzTarget, method: MethodDescriptor, body: bytes, timeou
             await channel.unary_unary(path)(body, timeout=timeout_s)
             return grpc.StatusCode.OK
         stream = channel.unary_stream(path)(body, timeout=timeout_s)
+        if method.full_name in SILENT_STREAMS:
+            try:
+                await asyncio.wait_for(stream.read(), SILENT_ACCEPTED_S)
+            except TimeoutError:
+                pass  # still open, no error: the request was accepted
+            stream.cancel()
+            return grpc.StatusCode.OK
         async for _ in stream:
             if method.full_name in ENDLESS_STREAMS:
                 stream.cancel()
