@@ -133,7 +133,9 @@ async def test_the_demo_world_shows_its_backdrop_and_portraits_and_plays_its_mus
     await page.screenshot(path=shots(tmp_path) / "media.png")
     await header.click()
     await page.wait_for_function("covelMedia.music.audio.paused")
-    assert await page.locator(".panel[data-plugin='soundtrack'] button.track").first.get_attribute("aria-pressed") == "false"
+    # The controls follow the audio's pause event, a moment after it paused.
+    await page.wait_for_function("document.querySelector(\".panel[data-plugin='soundtrack'] button.track\").getAttribute('aria-pressed') === 'false'")
+    assert await header.get_attribute("aria-pressed") == "false"
     await page.close()
 
 
