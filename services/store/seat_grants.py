@@ -20,27 +20,16 @@ from covel.store.v1 import store_pb2
 from services.store.database import lock_session
 from services.store.models import SessionRow
 from services.store.proto_mapping import session_to_proto
-from services.store.seats import guest_mark
+from services.store.seats import guest_mark, seat_of
 from shared.errors import ServiceError, failed_precondition, invalid_argument
 
 OWNER_SEAT = "main"
 
 
-def _seat(row: SessionRow, seat_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    if row.status != "active":
-        raise failed_precondition(f"session {row.id} has ended; its seats do not change", reason="SESSION_ENDED", subject=f"sessions/{row.id}")
-    seats = [dict(seat) for seat in row.seats or []]
-    seat = next((seat for seat in seats if seat["id"] == seat_id), None)
-    if seat is None:
-        known = ", ".join(s["id"] for s in seats) or "none"
-        raise invalid_argument("seat_id", f"session {row.id} has no seat {seat_id!r} (its seats: {known}); a world's seats are in its world.yaml")
-    return seats, seat
-
-
 def _save(row: SessionRow, seats: list[dict[str, Any]]) -> None:
     row.seats = seats
     guests = [seat["occupant"] for seat in seats if seat.get("occupant")]
-    row.seat_guests = "".join(guest_mark(guest)[:-1] for guest in guests) + "," if guests else ""
+    row.seat_guests = guest_mark(",".join(guests)) if guests else ""
 
 
 def grant_seat(db: Session, request: store_pb2.GrantSeatRequest) -> store_pb2.Session:
@@ -49,7 +38,7 @@ def grant_seat(db: Session, request: store_pb2.GrantSeatRequest) -> store_pb2.Se
     if request.seat_id == OWNER_SEAT:
         raise invalid_argument("seat_id", "seat main is the owner's own; invite to another of the session's seats")
     row = lock_session(db, request.session_id)
-    seats, seat = _seat(row, request.seat_id)
+    seats, seat = seat_of(row, request.seat_id)
     seat.update(grantDigest=request.secret_digest, grantExpiresAt=request.expires_at.ToJsonString())
     _save(row, seats)
     db.flush()
@@ -83,7 +72,7 @@ def redeem_seat_grant(db: Session, request: store_pb2.RedeemSeatGrantRequest) ->
 def revoke_seat(db: Session, request: store_pb2.RevokeSeatRequest) -> store_pb2.Session:
     """The seat's open grant and its guest, gone (idempotent: a seat with neither is left as it is)."""
     row = lock_session(db, request.session_id)
-    seats, seat = _seat(row, request.seat_id)
+    seats, seat = seat_of(row, request.seat_id)
     for key in ("grantDigest", "grantExpiresAt", "occupant"):
         seat.pop(key, None)
     _save(row, seats)

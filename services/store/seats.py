@@ -30,18 +30,24 @@ def seats_to_proto(rows: list[dict[str, Any]] | None) -> list[store_pb2.Seat]:
                            character_ids=row.get("characterIds", []), occupant=row.get("occupant", "")) for row in rows or []]
 
 
+def seat_of(row: SessionRow, seat_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A copy of an active session's seats and the one named `seat_id` in it (to change, then write back whole)."""
+    if row.status != "active":
+        raise failed_precondition(f"session {row.id} has ended; its seats do not change", reason="SESSION_ENDED", subject=f"sessions/{row.id}")
+    seats = [dict(seat) for seat in row.seats or []]
+    seat = next((seat for seat in seats if seat["id"] == seat_id), None)
+    if seat is None:
+        known = ", ".join(s["id"] for s in seats) or "none"
+        raise invalid_argument("seat_id", f"session {row.id} has no seat {seat_id!r} (its seats: {known})")
+    return seats, seat
+
+
 def switch_character(db: Session, request: store_pb2.SetSeatCharacterRequest) -> SessionRow:
     """The seat plays `character_id` from now on; a player character of the world it was not bound to joins its characters."""
     row = db.get(SessionRow, request.session_id)
     if row is None:
         raise session_not_found(request.session_id)
-    if row.status != "active":
-        raise failed_precondition(f"session {row.id} has ended; its seats do not change", reason="SESSION_ENDED", subject=f"sessions/{row.id}")
-    seats = [dict(seat) for seat in row.seats or []]
-    seat = next((seat for seat in seats if seat["id"] == request.seat_id), None)
-    if seat is None:
-        known = ", ".join(s["id"] for s in seats) or "none"
-        raise invalid_argument("seat_id", f"session {row.id} has no seat {request.seat_id!r} (its seats: {known})")
+    seats, seat = seat_of(row, request.seat_id)
     character = db.get(CharacterRow, (row.id, request.character_id))
     if character is None:
         raise invalid_argument("character_id", f"{request.character_id!r} is not a character of the session's world")

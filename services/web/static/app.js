@@ -81,12 +81,13 @@ async function api(method, path, body) {
   return data;
 }
 
-// POST a streamed call; onEvent(name, data) per Server-Sent Event.
-async function stream(path, body, onEvent) {
+// POST a streamed call; onEvent(name, data) per Server-Sent Event. `signal` (an AbortSignal) ends it from here.
+async function stream(path, body, onEvent, signal) {
   let response;
   try {
-    response = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
+    response = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body), signal });
   } catch (error) {
+    if (signal && signal.aborted) throw error;
     setStatus(t("down"), true);
     throw new ApiError(0, { code: "UNAVAILABLE", message: t("down") });
   }

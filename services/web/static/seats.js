@@ -1,7 +1,7 @@
 // Several players in one story (docs/web.md "Playing together"): the session's seats with Invite (a link carrying the
 // one-time grant InviteToSeat returns) and Revoke for the owner, joining from such a link (#join=<grant>, JoinSeat),
 // and the other players' turns shown as they are played (WatchSession: their actions, then the story as it streams).
-// Uses app.js's globals: api, headers, el, notice, fieldMessage, state, openSession, addMessage, turnHandler, $.
+// Uses app.js's globals: api, stream, el, notice, fieldMessage, state, openSession, addMessage, turnHandler, $.
 "use strict";
 
 const SEAT_WORDS = {
@@ -74,29 +74,15 @@ async function joinFromLink() {
 
 // The session's turns as they are played, whoever plays them; this browser's own turns it already streams itself.
 async function watch(session, signal) {
-  const response = await fetch(`${seatsPath(session.id)}/watch-session`, { method: "POST", headers: headers(), body: "{}", signal });
-  if (!response.ok) return;
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "", others = null;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const frame = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const name = (frame.match(/^event: (.*)$/m) || [])[1] || "message";
-      const data = JSON.parse((frame.match(/^data: (.*)$/m) || [])[1] || "{}");
-      if (name === "turnStarted") others = othersTurn(session, data);
-      else if (others) others(name, data);
-      if (name === "turnCompleted") {
-        others = null;
-        api("GET", seatsPath(session.id)).then(({ session: fresh }) => { if (fresh) drawSeats(fresh); }).catch(() => {});
-      }
+  let others = null;
+  await stream(`${seatsPath(session.id)}/watch-session`, {}, (name, data) => {
+    if (name === "turnStarted") others = othersTurn(session, data);
+    else if (others) others(name, data);
+    if (name === "turnCompleted") {
+      others = null;
+      api("GET", seatsPath(session.id)).then(({ session: fresh }) => { if (fresh) drawSeats(fresh); }).catch(() => {});
     }
-  }
+  }, signal);
 }
 
 // A turn another seat played: its actions as player lines naming who acted, then the story as it streams.
