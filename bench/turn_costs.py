@@ -67,6 +67,8 @@ class Snapshot:
     # (service, method) -> count
     rpcs: Counter = field(default_factory=Counter)
     sent: Counter = field(default_factory=Counter)
+    # (service, "TurnHooks.<kind>") -> calls a turn's hook stream carried (covel_turn_hook_calls_total)
+    calls: Counter = field(default_factory=Counter)
 
 
 def snapshot(group: ServiceGroup, ports: dict[str, int]) -> Snapshot:
@@ -80,18 +82,23 @@ def snapshot(group: ServiceGroup, ports: dict[str, int]) -> Snapshot:
                     taken.rpcs[(name, sample.labels["grpc_method"])] += sample.value
                 elif sample.name == "grpc_server_msg_sent_total":
                     taken.sent[(name, sample.labels["grpc_method"])] += sample.value
+                elif sample.name == "covel_turn_hook_calls_total":
+                    taken.calls[(name, f"TurnHooks.{sample.labels['kind']}")] += sample.value
     return taken
 
 
 def per_turn(before: Snapshot, after: Snapshot, turns: int) -> dict:
-    """CPU ms per turn per process, RPCs per turn per method and messages per stream per method."""
+    """CPU ms per turn per process, RPCs per turn per method, messages per stream per method and the calls a turn's
+    hook stream carried per turn, by kind."""
     rpcs = after.rpcs - before.rpcs
     sent = after.sent - before.sent
+    calls = after.calls - before.calls
     return {
         "cpu_ms_per_turn": {name: (after.cpu_s[name] - before.cpu_s[name]) * 1000 / turns for name in after.cpu_s},
         "sandbox_cpu_ms_per_turn": {name: (after.sandbox_cpu_s[name] - before.sandbox_cpu_s[name]) * 1000 / turns
                                     for name in after.sandbox_cpu_s if after.sandbox_cpu_s[name] or before.sandbox_cpu_s[name]},
         "rpcs_per_turn": {f"{service}.{method}": count / turns for (service, method), count in sorted(rpcs.items())},
+        "stream_calls_per_turn": {f"{service}.{kind}": count / turns for (service, kind), count in sorted(calls.items())},
         "messages_per_stream": {f"{service}.{method}": sent[key] / rpcs[key] for key in sorted(sent)
                                 for service, method in [key] if rpcs[key]},
     }

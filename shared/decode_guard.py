@@ -41,9 +41,13 @@ class DecodeGuardInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
         handler = await continuation(handler_call_details)
-        # Health and reflection (/grpc.*) are gRPC's own; client-streaming methods are not used here.
-        if handler is None or handler.request_streaming or handler_call_details.method.startswith("/grpc."):
+        # Health and reflection (/grpc.*) are gRPC's own.
+        if handler is None or handler_call_details.method.startswith("/grpc."):
             return handler
+        if handler.request_streaming:
+            # A stream's handler meets an Undecodable among its messages and ends the stream (services/hooks/turn_stream.py).
+            return grpc.stream_stream_rpc_method_handler(handler.stream_stream, request_deserializer=_guarded(handler.request_deserializer),
+                                                         response_serializer=handler.response_serializer) if handler.response_streaming else handler
         make = grpc.unary_stream_rpc_method_handler if handler.response_streaming else grpc.unary_unary_rpc_method_handler
         behaviour = handler.unary_stream if handler.response_streaming else handler.unary_unary
         return make(

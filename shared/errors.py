@@ -84,6 +84,10 @@ class ServiceError(Exception):
         return self.message
 
     def to_status(self) -> grpc.Status:
+        return rpc_status.to_status(self.to_status_proto())
+
+    def to_status_proto(self) -> status_pb2.Status:
+        """The google.rpc.Status of this error, with its details (what a TurnHooks answer carries)."""
         details = []
         if self.violations:
             bad_request = error_details_pb2.BadRequest(
@@ -101,8 +105,7 @@ class ServiceError(Exception):
             delay.retry_delay.FromMilliseconds(self.retry_after_ms)
             details.append(_packed(delay))
         details.extend(self.details)
-        status = status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
-        return rpc_status.to_status(status)
+        return status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
 
 
 def _packed(detail: Message) -> any_pb2.Any:
@@ -192,7 +195,7 @@ async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, messag
     await _abort(context, ServiceError(code, message, reason=reason))
 
 
-def _relay(error: grpc.aio.AioRpcError) -> ServiceError:
+def relayed(error: grpc.aio.AioRpcError) -> ServiceError:
     """A peer's error passed on: caller mistakes keep their code, the fields the peer named and its reason; outages
     stay retryable, with the peer's RetryInfo or RETRY_AFTER_MS."""
     info = error_info(error)
@@ -211,11 +214,19 @@ def _other_details(error: grpc.aio.AioRpcError) -> list[any_pb2.Any]:
     return [detail for detail in (status.details if status is not None else ()) if not any(detail.Is(kind) for kind in rebuilt)]
 
 
-def _check_request(request: Any) -> None:
+def request_problem(request: Any) -> ServiceError | None:
+    """INVALID_ARGUMENT naming the first field of `request` over the limits (shared/request_limits.py); None when all fit."""
     if isinstance(request, Message):
         violation = request_violation(request)
         if violation is not None:
-            raise invalid_argument(*violation)
+            return invalid_argument(*violation)
+    return None
+
+
+def _check_request(request: Any) -> None:
+    problem = request_problem(request)
+    if problem is not None:
+        raise problem
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -233,7 +244,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
             except ServiceError as error:
                 await _abort(context, error)
             except grpc.aio.AioRpcError as error:
-                await _abort(context, _relay(error))
+                await _abort(context, relayed(error))
             except Exception:
                 get_logger(rpc=name).exception("rpc.failed")
                 await abort(context, grpc.StatusCode.INTERNAL, f"internal error in {name}; see the server log")
@@ -248,7 +259,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         except ServiceError as error:
             await _abort(context, error)
         except grpc.aio.AioRpcError as error:
-            await _abort(context, _relay(error))
+            await _abort(context, relayed(error))
         except Exception:
             get_logger(rpc=name).exception("rpc.failed")
             await abort(context, grpc.StatusCode.INTERNAL, f"internal error in {name}; see the server log")

@@ -83,6 +83,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
         "GetSubscriptions": CACHE_REFRESH, "ListTools": CACHE_REFRESH, "ListEventKeys": CACHE_REFRESH,
         "Dispatch": PLUGIN_CALL, "DispatchObserved": PLUGIN_CALL, "CallTool": PLUGIN_CALL, "CallService": PLUGIN_CALL, "ValidateForm": PLUGIN_CALL, "CallAction": PLUGIN_CALL,
         "CallExtension": _caller("the extension point's timeoutMs + 10 s"),
+        "TurnHooks": Deadline(None, "a stream that lasts one turn; each of its calls carries its own timeout (timeout_ms)"),
         "StreamModelAnswer": _caller("the model call's time left, as a gateway stream's; each piece its idleTimeoutMs"),
         "EmitEvent": _caller("a bounded key's budget left + 0.5 s, an awaited key 60 s"),
         "Reload": PLUGIN_RESCAN, "LoadApprovedPlugins": PLUGIN_CALL,

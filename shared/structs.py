@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 from google.protobuf import struct_pb2
 
 MAX_DEPTH = 24
+_JSON_DECODER = msgspec.json.Decoder()
+_JSON_ENCODER = msgspec.json.Encoder()
 
 
 def ints_back(value: Any) -> Any:
@@ -115,3 +118,36 @@ def struct_problem(
 
 def _shown_key(key: str) -> str:
     return key if len(key) <= 40 else f"{key[:20]}…"
+
+
+def to_json_bytes(value: dict[str, Any]) -> bytes:
+    """A JSON object as compact UTF-8 bytes: a payload's `*_json` field (the cheaper twin of to_struct)."""
+    return _JSON_ENCODER.encode(value)
+
+
+def json_object(data: bytes) -> dict[str, Any]:
+    """The JSON object a trusted peer sent (a `*_json` field of its answer)."""
+    value = _JSON_DECODER.decode(data)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got a {type(value).__name__}")
+    return value
+
+
+def json_object_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(the decoded object, "") for bytes that hold one JSON object within the limits a Struct is held to (no NaN
+    or Infinity: JSON has neither; at most MAX_DEPTH levels), else (None, what is wrong, with its JSON path)."""
+    try:
+        value = _JSON_DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError) as error:
+        return None, f"is not JSON within its limits ({str(error)[:120]})"
+    if not isinstance(value, dict):
+        return None, f"is a JSON {type(value).__name__}; send one object"
+    pending: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while pending:
+        node, path, depth = pending.pop()
+        if depth >= MAX_DEPTH:
+            return None, f"{path or '(value)'} nests deeper than {MAX_DEPTH} levels of objects and lists"
+        for key, item in (node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(item, (dict, list)):
+                pending.append((item, f"{path}/{_shown_key(str(key))}", depth + 1))
+    return value, ""

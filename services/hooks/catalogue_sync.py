@@ -99,6 +99,8 @@ class CatalogueSync:
         self._approved: set[str] = set()
         # The current generation's community entries not loaded yet, by plugin id.
         self._held_back: dict[str, PluginEntry] = {}
+        # Approved plugins whose entry modules load_approved is loading now (calls naming them wait for it).
+        self._loading: set[str] = set()
         # Every current entry's package source (builtin, community), held back or not.
         self._sources: dict[str, str] = {}
 
@@ -139,27 +141,36 @@ class CatalogueSync:
         """A session approved these plugins: load the entry modules of the community ones not loaded yet, each once
         (in its worker), with the declaration cross-check of any load; a failure is a load error as at a reload.
         Returns the plugins loaded now; the handler table then includes them (GetSubscriptions, ListTools)."""
-        if not self.awaiting(plugin_ids):
+        plugin_ids = list(plugin_ids)
+        if not self.awaiting(plugin_ids) and self._loading.isdisjoint(plugin_ids):
             return []
+        # A call naming a plugin another call is loading waits for that load (the lock), then finds nothing to do.
         async with self._lock:
             wanted = [self._held_back.pop(plugin_id) for plugin_id in self.awaiting(plugin_ids)]
-            if not wanted:
-                return []
-            self._approved.update(entry.plugin_id for entry in wanted)
-            current = self.current
-            added = await self._load(wanted, current.generation, whole=False)
-            await enter_all(added.loaded)
-            merged = LoadResult(loaded=[*current.load_result.loaded, *added.loaded], errors={**current.load_result.errors, **added.errors})
-            if self._pool is not None:
-                await share_sandboxed_tools(merged)
-            else:
-                share_plugin_tools(merged)
-            self.current = _handlers(current.generation, merged, self._sources)
-            for plugin_id, error in added.errors.items():
-                log.warning("plugin.entry_failed", plugin_id=plugin_id, error=error)
-            loaded = [plugin.entry.plugin_id for plugin in added.loaded]
-            log.info("handlers.approved_loaded", generation=current.generation, plugins=loaded, failed=sorted(added.errors))
-            return loaded
+            self._loading = {entry.plugin_id for entry in wanted}
+            try:
+                return await self._load_approved(wanted)
+            finally:
+                self._loading = set()
+
+    async def _load_approved(self, wanted: list[PluginEntry]) -> list[str]:
+        if not wanted:
+            return []
+        self._approved.update(entry.plugin_id for entry in wanted)
+        current = self.current
+        added = await self._load(wanted, current.generation, whole=False)
+        await enter_all(added.loaded)
+        merged = LoadResult(loaded=[*current.load_result.loaded, *added.loaded], errors={**current.load_result.errors, **added.errors})
+        if self._pool is not None:
+            await share_sandboxed_tools(merged)
+        else:
+            share_plugin_tools(merged)
+        self.current = _handlers(current.generation, merged, self._sources)
+        for plugin_id, error in added.errors.items():
+            log.warning("plugin.entry_failed", plugin_id=plugin_id, error=error)
+        loaded = [plugin.entry.plugin_id for plugin in added.loaded]
+        log.info("handlers.approved_loaded", generation=current.generation, plugins=loaded, failed=sorted(added.errors))
+        return loaded
 
     async def leave_lifespans(self) -> None:
         """The service stops: the loaded plugins' lifespans are left (each plugin's bounded: lifespans.py)."""

@@ -33,6 +33,7 @@ from services.hooks.settings import HooksSettings
 from services.hooks.store_turns import StoreTurns
 from services.hooks.tool_contexts import plugin_context, tool_response
 from services.hooks.tool_host import action_tool, call_tool, service_tool
+from services.hooks.turn_stream import TurnCalls, TurnStream
 from shared.errors import invalid_argument, not_found, require, rpc
 from shared.grpc_client import open_channel
 from shared.grpc_server import RunningServer, start_server
@@ -46,7 +47,7 @@ from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.sandbox import SandboxSettings
 from shared.sandbox.host import sandbox_pool
 from shared.sandbox.operations import register_operations
-from shared.structs import from_struct, to_struct, to_value
+from shared.structs import from_struct, json_object_problem, to_json_bytes, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.log_context import ids_of
 from shared.telemetry.tracing import configure_tracing, traced
@@ -57,6 +58,16 @@ log = get_logger(component="hooks")
 
 
 MAX_OBSERVED_EVENTS = 256
+
+
+def _payload_of(request: hooks_pb2.DispatchRequest, where: str = "") -> dict[str, Any]:
+    """The event's payload: its payload_json when sent (checked as a Struct would be), else its Struct."""
+    if not request.payload_json:
+        return from_struct(request.payload)
+    payload, problem = json_object_problem(request.payload_json)
+    if payload is None:
+        raise invalid_argument(f"{where}payload_json", problem)
+    return payload
 
 
 def _check_dispatch(request: hooks_pb2.DispatchRequest, where: str = "") -> None:
@@ -82,6 +93,15 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     @rpc
     async def DispatchObserved(self, request: hooks_pb2.DispatchObservedRequest,
                                context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchObservedResponse:
+        return await self._observed(request)
+
+    @rpc
+    async def TurnHooks(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[hooks_pb2.TurnHooksResponse]:
+        """A turn's Dispatch, DispatchObserved and CallExtension calls on one stream, each answered by its id (turn_stream.py)."""
+        async for answer in TurnStream(TurnCalls(self._dispatch, self._observed, self._extension)).serve(requests):
+            yield answer
+
+    async def _observed(self, request: hooks_pb2.DispatchObservedRequest) -> hooks_pb2.DispatchObservedResponse:
         if len(request.events) > MAX_OBSERVED_EVENTS:
             raise invalid_argument("events", f"holds {len(request.events)} events; send at most {MAX_OBSERVED_EVENTS} at once")
         for index, event in enumerate(request.events):
@@ -89,7 +109,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         for event in request.events:
             await self._sync.load_approved(event.context.approved_plugin_ids)
         STATE_BACKEND.set(self._state)  # ctx.state of this RPC's handlers (its own task's context)
-        items = [(event.event, self._execution(event.context), from_struct(event.payload)) for event in request.events]
+        items = [(event.event, self._execution(event.context), _payload_of(event, f"events[{index}].")) for index, event in enumerate(request.events)]
         # A plugin's watchers of these events run first, in one round trip to its worker (observed_batches.py).
         prefetched = await observed_outcomes(self._sync.current.table, items)
         trace: list[common_pb2.HookTraceEntry] = []
@@ -125,7 +145,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             execution = self._execution(request.context)
         ctx = request.context
         running = dispatch(self._sync.current.table, request.event, execution,
-                           from_struct(request.payload) if payload is None else payload, prefetched)
+                           _payload_of(request) if payload is None else payload, prefetched)
         if EVENTS_BY_NAME[request.event].cancelled_with_execution:
             result = await running
         else:
@@ -146,7 +166,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         return hooks_pb2.DispatchResponse(
             outcome=hooks_pb2.OUTCOME_ABORT if result.aborted else hooks_pb2.OUTCOME_CONTINUE,
             reason=result.reason,
-            payload=to_struct(result.payload),
+            **({"payload_json": to_json_bytes(result.payload)} if request.payload_json else {"payload": to_struct(result.payload)}),
             trace=[common_pb2.HookTraceEntry(event=entry.event, handler_plugin_id=entry.handler_plugin_id, status=entry.status,
                                              message=entry.message, duration_us=entry.duration_us, runtime_id=ctx.runtime_id)
                    for entry in trace],
@@ -379,6 +399,9 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
     async def CallExtension(
         self, request: hooks_pb2.CallExtensionRequest, context: grpc.aio.ServicerContext
     ) -> hooks_pb2.CallExtensionResponse:
+        return await self._extension(request)
+
+    async def _extension(self, request: hooks_pb2.CallExtensionRequest) -> hooks_pb2.CallExtensionResponse:
         require(request.context.session_id, "context.session_id", "the execution's session")
         require(request.point, "point", "the extension point, e.g. history.compact@2")
         ctx = request.context

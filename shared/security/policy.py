@@ -98,7 +98,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "GetWorldImport": _rule("a world's data, hidden data included, for the sessions the scheduler creates", "scheduler"),
     },
     "covel.hooks.v1.HookDispatcher": {
-        **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent",
+        **{method: TURN_PATH for method in ("Dispatch", "DispatchObserved", "TurnHooks", "ListTools", "CallTool", "CallExtension", "CallService", "EmitEvent",
                                             "ValidateForm", "CallAction", "AdmitMessage", "StreamModelAnswer")},
         "GetSubscriptions": SCHEDULER_OR_OPERATOR,
         "ListEventKeys": SCHEDULER_OR_OPERATOR,

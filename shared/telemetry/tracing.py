@@ -15,9 +15,10 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 
@@ -131,6 +132,20 @@ def root_span(name: str, attributes: Attributes | None = None, *, linked: Mappin
     source = trace.get_current_span(propagate.extract(dict(linked or {}))).get_span_context()
     links = [trace.Link(source)] if source.is_valid else []
     return _tracer.start_as_current_span(name, context=Context(), attributes=attributes, links=links)
+
+
+@contextlib.contextmanager
+def continued(carrier: Mapping[str, str]) -> Iterator[None]:
+    """Run the block in the trace whose W3C context `carrier` holds (a call that came as a stream's message, not with
+    its own metadata); as it is while tracing is off or the carrier is empty."""
+    if not _state["enabled"] or not any(carrier.values()):
+        yield
+        return
+    token = otel_context.attach(propagate.extract(dict(carrier)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def trace_context() -> dict[str, str]:

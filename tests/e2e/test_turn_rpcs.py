@@ -36,13 +36,16 @@ async def test_a_narrator_turn_makes_five_calls(tmp_path: Path) -> None:
         before = snapshot(group, ports)
         for index in range(TURNS):
             await play(stub, session.id, f"I walk on, {index}.")
-        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
+        costs = per_turn(before, snapshot(group, ports), TURNS)
+    rpcs = costs["rpcs_per_turn"]
     # The detached-job worker's poll is not the turn's: it runs on its own clock.
     turn_calls = {method: count for method, count in rpcs.items() if not method.endswith("ClaimDetachedJob")}
     assert turn_calls == {
-        "scheduler.SubmitActions": 1, "store.AcquireTurnLease": 1, "hooks.Dispatch": 1, "gateway.Generate": 1,
+        "scheduler.SubmitActions": 1, "store.AcquireTurnLease": 1, "hooks.TurnHooks": 1, "gateway.Generate": 1,
         "store.CommitTurn": 1,
     }, rpcs
+    # The turn's hook calls go on its one TurnHooks stream: here the narrator's own hook.
+    assert costs["stream_calls_per_turn"] == {"hooks.TurnHooks.dispatch": 1}, costs
 
 
 async def test_an_event_no_declarative_match_accepts_costs_no_dispatch(tmp_path: Path) -> None:
@@ -64,8 +67,8 @@ async def test_an_event_no_declarative_match_accepts_costs_no_dispatch(tmp_path:
             seen = [(entry.event, entry.status, entry.runtime_id) for entry in turn.hook_trace
                     if entry.handler_plugin_id == "match-probe"]
             assert seen == [("PostRuntime", resources_pb2.HOOK_STATUS_OK, "narrator")], turn.hook_trace
-        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
-    assert rpcs["hooks.Dispatch"] == 2, rpcs
+        costs = per_turn(before, snapshot(group, ports), TURNS)
+    assert costs["stream_calls_per_turn"]["hooks.TurnHooks.dispatch"] == 2 and "hooks.Dispatch" not in costs["rpcs_per_turn"], costs
 
 
 async def test_the_five_processes_play_over_unix_sockets(tmp_path: Path) -> None:
@@ -102,8 +105,8 @@ async def test_plugin_data_read_last_turn_comes_with_the_lease(tmp_path: Path) -
 
 async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path) -> None:
     """watch-probe watches TurnStart, PreLLMCall, PostLLMResponse, TurnStop and PostStateCommit (observe=True): the
-    first four go in one DispatchObserved before the commit, PostStateCommit in one after the turn answered; the
-    narrator's own hook stays the turn's one Dispatch. Each turn's TurnStart watcher checks it heard every earlier
+    first four go in one DispatchObserved call on the turn's hook stream before the commit, PostStateCommit in one
+    DispatchObserved RPC after the turn answered; the narrator's own hook stays the turn's one Dispatch. Each turn's TurnStart watcher checks it heard every earlier
     turn's commit (docs/hooks.md, "Events sent together")."""
     env, ports = metrics_env()
     async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel:
@@ -118,7 +121,7 @@ async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path)
             deadline = asyncio.get_running_loop().time() + 30
             while True:
                 taken = snapshot(group, ports)
-                if taken.rpcs[("hooks", "DispatchObserved")] >= 2 * turns or asyncio.get_running_loop().time() > deadline:
+                if taken.rpcs[("hooks", "DispatchObserved")] >= turns or asyncio.get_running_loop().time() > deadline:
                     return taken
                 await asyncio.sleep(0.05)
 
@@ -133,7 +136,9 @@ async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path)
             turn = [event async for event in stub.SubmitActions(request)][-1].turn_completed
             traces.append([(entry.event, entry.status) for entry in turn.hook_trace if entry.handler_plugin_id == "watch-probe"])
         played += TURNS
-        rpcs = per_turn(before, await observed_after(played), TURNS)["rpcs_per_turn"]
+        costs = per_turn(before, await observed_after(played), TURNS)
     ok = resources_pb2.HOOK_STATUS_OK
     assert traces == [[("TurnStart", ok), ("PreLLMCall", ok), ("PostLLMResponse", ok), ("TurnStop", ok)]] * TURNS, traces
-    assert rpcs["hooks.Dispatch"] == 1 and rpcs["hooks.DispatchObserved"] == 2, rpcs
+    rpcs, calls = costs["rpcs_per_turn"], costs["stream_calls_per_turn"]
+    assert rpcs["hooks.TurnHooks"] == 1 and rpcs["hooks.DispatchObserved"] == 1 and "hooks.Dispatch" not in rpcs, costs
+    assert calls == {"hooks.TurnHooks.dispatch": 1, "hooks.TurnHooks.observed": 1}, costs

@@ -147,7 +147,9 @@ async def test_each_service_exposes_its_metrics(observed):
     assert metric_value(hooks, "covel_hook_handler_failures_total", plugin="telemetry-probe", event="TurnStop", status="error") == 2
     assert metric_value(hooks, "covel_hook_handler_failures_total", event="TurnStart") == 0
     assert metric_value(hooks, "covel_hook_plugin_pauses_total", plugin="telemetry-probe") == 1
-    assert metric_value(hooks, "grpc_server_handled_total", grpc_method="Dispatch", grpc_code="OK") >= 4
+    # A turn's hook calls go on its one TurnHooks stream: two turns, two streams, their dispatches counted by kind.
+    assert metric_value(hooks, "grpc_server_started_total", grpc_method="TurnHooks", grpc_type="bidi_stream") == 2
+    assert metric_value(hooks, "covel_turn_hook_calls_total", kind="dispatch") >= 4
 
     gateway = scrape(ports["gateway"])
     assert metric_value(gateway, "covel_model_call_duration_seconds_count", slot="story", provider="scripted") == 2

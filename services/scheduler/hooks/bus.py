@@ -18,16 +18,19 @@ from covel.store.v1 import store_pb2
 from services.scheduler import outages
 from services.scheduler.hooks.held_events import HeldEvents
 from services.scheduler.hooks.payloads import HookPayload, PostStateCommit, TurnStop
+from services.scheduler.hooks.turn_calls import TurnHookCalls
 from services.scheduler.session_views import session_view
+from shared.grpc_client import deadline_of
 from shared.hook_matches import match_from_proto
 from shared.logs import get_logger
 from shared.plugin_sdk.hook_match import DeclarativeMatch, MatchError
-from shared.structs import from_struct, to_struct
+from shared.structs import from_struct, json_object, to_json_bytes, to_struct
 
 if TYPE_CHECKING:
     from services.scheduler.hooks.event_keys import SchedulerEventKeys
 
 log = get_logger(component="hook_bus")
+SERVICE = "covel.hooks.v1.HookDispatcher"
 
 # Refresh the subscription table at most this often (it changes only on plugin reload).
 SUBSCRIPTIONS_TTL_S = 5.0
@@ -138,7 +141,9 @@ class HookBus:
         self._tools: dict[str, tuple[float, dict]] = {}
         self._read_only: dict[str, set[str]] = {}
         # Events sent together: a turn's held ones with its TurnStop, its PostStateCommit events (held_events.py).
-        self._held = HeldEvents(hooks.DispatchObserved)
+        self._held = HeldEvents(self._observed)
+        # turn id -> the running turn's hook calls on its TurnHooks stream (begin_turn .. end_turn; turn_calls.py).
+        self._turns: dict[str, TurnHookCalls] = {}
         # Approved plugins this scheduler last asked its hooks service to load, and when (ensure_loaded).
         self._asked_to_load: dict[str, float] = {}
 
@@ -219,8 +224,27 @@ class HookBus:
         await self._held.settled(scope.session.id)
         return await self._held.send_with(scope.turn_id)
 
-    def drop_observed(self, turn_id: str) -> None:
+    def begin_turn(self, turn_id: str) -> None:
+        """The turn's Dispatch, DispatchObserved and CallExtension calls go on one TurnHooks stream until end_turn (opened
+        at its first call)."""
+        self._turns[turn_id] = TurnHookCalls(self._hooks.TurnHooks)
+
+    def end_turn(self, turn_id: str) -> None:
+        """The turn is over: its stream closes, and a turn cancelled or failed midway tells its watchers nothing more."""
         self._held.drop(turn_id)
+        calls = self._turns.pop(turn_id, None)
+        if calls is not None:
+            calls.close()
+
+    async def _call(self, turn_id: str, kind: str, request: Any, timeout_s: float | None, unary: Any) -> Any:
+        """One hook call: on its turn's stream while the turn runs, else as its unary method (`unary`)."""
+        calls = self._turns.get(turn_id) if turn_id else None
+        if calls is None:
+            return await unary(request, timeout=timeout_s)
+        return await calls.call(kind, request, timeout_s)
+
+    async def _observed(self, request: hooks_pb2.DispatchObservedRequest, turn_id: str = "") -> hooks_pb2.DispatchObservedResponse:
+        return await self._call(turn_id, "observed", request, deadline_of(SERVICE, "DispatchObserved").seconds, self._hooks.DispatchObserved)
 
     async def stop(self, record: TurnStop, scope: ExecutionScope) -> list[common_pb2.HookTraceEntry]:
         """The turn's held events and its TurnStop in one DispatchObserved call: TurnStop's handlers change nothing
@@ -242,7 +266,7 @@ class HookBus:
             self._held.send_after(scope.session.id, later)
             return []
         await self._held.settled(scope.session.id)
-        trace = await self._held.send(now)
+        trace = await self._held.send(now, scope.turn_id)
         self._held.send_after(scope.session.id, later)
         return trace
 
@@ -304,10 +328,12 @@ class HookBus:
     async def call_extension(self, scope: ExecutionScope, point: str, payload: dict[str, Any], *, plugin_id: str = "",
                              timeout_ms: int = 30_000) -> list[hooks_pb2.ExtensionAnswer]:
         """The answers of a kernel extension point's providers among the session's active plugins."""
-        reply = await self._hooks.CallExtension(
+        reply = await self._call(
+            scope.turn_id, "extension",
             hooks_pb2.CallExtensionRequest(context=scope.context(plugin_id), point=point, plugin_id=plugin_id,
                                            input=to_struct(payload), timeout_ms=timeout_ms),
-            timeout=timeout_ms / 1000 + 10,  # per call: the point's own timeout (shared/grpc_client.py DEADLINES)
+            timeout_ms / 1000 + 10,  # per call: the point's own timeout (shared/grpc_client.py DEADLINES)
+            self._hooks.CallExtension,
         )
         return list(reply.answers)
 
@@ -320,7 +346,7 @@ class HookBus:
         takers = listeners.takers(scope, payload, plugin_id, runtime_id)
         if not takers:
             return None
-        request = hooks_pb2.DispatchRequest(event=record.event, context=scope.context(plugin_id, runtime_id), payload=to_struct(payload))
+        request = hooks_pb2.DispatchRequest(event=record.event, context=scope.context(plugin_id, runtime_id), payload_json=to_json_bytes(payload))
         return request, listeners.observers.issuperset(takers)
 
     async def dispatch(
@@ -343,11 +369,12 @@ class HookBus:
             self._held.hold(scope.turn_id, request)
             return HookOutcome(False, "", payload, sent=payload)
         await self._held.settled(scope.session.id)
-        reply = await self._hooks.Dispatch(request, timeout=timeout_s)
+        reply = await self._call(scope.turn_id, "dispatch", request, timeout_s or deadline_of(SERVICE, "Dispatch").seconds,
+                                 self._hooks.Dispatch)
         return HookOutcome(
             aborted=reply.outcome == hooks_pb2.OUTCOME_ABORT,
             reason=reply.reason,
-            payload=from_struct(reply.payload),
+            payload=json_object(reply.payload_json) if reply.payload_json else from_struct(reply.payload),
             trace=list(reply.trace),  # each entry names the event's runtime (the hooks service sets it)
             sent=payload,
         )

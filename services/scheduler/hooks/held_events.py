@@ -24,7 +24,8 @@ log = get_logger(component="hook_bus")
 # As the hooks service takes at once (services/hooks/server.py MAX_OBSERVED_EVENTS).
 OBSERVED_PER_CALL = 256
 
-Send = Callable[[hooks_pb2.DispatchObservedRequest], Awaitable[hooks_pb2.DispatchObservedResponse]]
+# DispatchObserved, on the named turn's stream while it runs (bus.py).
+Send = Callable[[hooks_pb2.DispatchObservedRequest, str], Awaitable[hooks_pb2.DispatchObservedResponse]]
 
 
 class HeldEvents:
@@ -44,12 +45,12 @@ class HeldEvents:
 
     async def send_with(self, turn_id: str, *extra: hooks_pb2.DispatchRequest) -> list[common_pb2.HookTraceEntry]:
         """The turn's held events, then `extra`, in one call (more only past OBSERVED_PER_CALL); their trace."""
-        return await self.send([*self._held.pop(turn_id, []), *extra])
+        return await self.send([*self._held.pop(turn_id, []), *extra], turn_id)
 
-    async def send(self, events: Sequence[hooks_pb2.DispatchRequest]) -> list[common_pb2.HookTraceEntry]:
+    async def send(self, events: Sequence[hooks_pb2.DispatchRequest], turn_id: str = "") -> list[common_pb2.HookTraceEntry]:
         trace: list[common_pb2.HookTraceEntry] = []
         for start in range(0, len(events), OBSERVED_PER_CALL):
-            reply = await self._send(hooks_pb2.DispatchObservedRequest(events=events[start:start + OBSERVED_PER_CALL]))
+            reply = await self._send(hooks_pb2.DispatchObservedRequest(events=events[start:start + OBSERVED_PER_CALL]), turn_id)
             trace.extend(reply.trace)
         return trace
 
