@@ -11,6 +11,7 @@ every Struct a client sends, so such a value is INVALID_ARGUMENT instead of a fa
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -151,3 +152,29 @@ def json_object_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:
             if isinstance(item, (dict, list)):
                 pending.append((item, f"{path}/{_shown_key(str(key))}", depth + 1))
     return value, ""
+
+
+class StructMap(Mapping[str, dict[str, Any]]):
+    """A protobuf map of Structs read as dicts, each converted the first time it is asked for: a hook context's
+    plugin_settings names every active plugin's, a handler reads its own."""
+
+    def __init__(self, structs: Mapping[str, struct_pb2.Struct]) -> None:
+        self._structs = structs
+        self._read: dict[str, dict[str, Any]] = {}
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        found = self._read.get(key)
+        if found is None:
+            if key not in self._structs:  # (indexing a protobuf map of messages would add the key)
+                raise KeyError(key)
+            found = self._read[key] = from_struct(self._structs[key])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._structs)
+
+    def __len__(self) -> int:
+        return len(self._structs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._structs

@@ -47,7 +47,7 @@ from shared.plugin_sdk.tools import tool_error, tool_ok
 from shared.sandbox import SandboxSettings
 from shared.sandbox.host import sandbox_pool
 from shared.sandbox.operations import register_operations
-from shared.structs import from_struct, json_object_problem, to_json_bytes, to_struct, to_value
+from shared.structs import StructMap, from_struct, json_object_problem, to_json_bytes, to_struct, to_value
 from shared.telemetry import metrics
 from shared.telemetry.log_context import ids_of
 from shared.telemetry.tracing import configure_tracing, traced
@@ -129,7 +129,7 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
             plugin_id=ctx.plugin_id or None,
             runtime_id=ctx.runtime_id or None,
             logical_turn=ctx.logical_turn or None,
-            plugin_settings={key: from_struct(value) for key, value in ctx.plugin_settings.items()},
+            plugin_settings=StructMap(ctx.plugin_settings),  # each plugin's converted when its handler reads it
             execution_id=ctx.execution_id, root_execution_id=ctx.root_execution_id,
             subagent_call_id=ctx.subagent_call_id, parent_runtime_id=ctx.parent_runtime_id,
         )

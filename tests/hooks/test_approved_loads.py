@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -87,3 +88,17 @@ async def test_the_cross_check_runs_at_the_approved_load_and_fails_the_plugin(pr
     # Failed once: not tried again for the next session that approves it.
     assert await sync.load_approved(["load-probe"]) == []
     assert loads(tmp_path) == 1
+
+
+async def test_a_call_naming_a_plugin_being_loaded_waits_for_its_load(probe: Path, tmp_path: Path) -> None:
+    """Two calls naming the same approved plugin at once (a turn's runtimes on one TurnHooks stream): the second
+    finds the first loading it and waits, so both see its handlers (before, it went on with the old table)."""
+    sync = CatalogueSync(Registry(probe))  # type: ignore[arg-type]
+    await sync.reload()
+    first = asyncio.create_task(sync.load_approved(["load-probe"]))
+    await asyncio.sleep(0)  # the first has taken the plugin off the waiting list and is loading it
+    assert sync.awaiting(["load-probe"]) == []
+    assert await sync.load_approved(["load-probe"]) == []
+    assert "load-probe" in subscribers(sync), "the second call returned before the load it waited for"
+    assert await first == ["load-probe"] and loads(tmp_path) == 1
+    await sync.leave_lifespans()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -109,12 +110,18 @@ class ExecutionScope:
                                    subagent_call_id=subagent_call_id, parent_runtime_id=parent_runtime_id)
 
     def context(self, plugin_id: str = "", runtime_id: str = "") -> hooks_pb2.HookContext:
+        context = hooks_pb2.HookContext()
+        context.CopyFrom(self._context)  # one copy, not the session's lists and settings built again each call
+        context.plugin_id, context.runtime_id = plugin_id, runtime_id
+        return context
+
+    @functools.cached_property
+    def _context(self) -> hooks_pb2.HookContext:
+        """What every call of this execution tells the hooks service, but for the calling plugin and runtime."""
         return hooks_pb2.HookContext(
             session_id=self.session.id,
             turn_id=self.turn_id,
             locale=self.session.locale,
-            plugin_id=plugin_id,
-            runtime_id=runtime_id,
             active_plugin_ids=list(self.session.active_plugins),
             approved_plugin_ids=list(self.session.approved_plugins),
             plugin_settings=dict(self.session.plugin_settings),
