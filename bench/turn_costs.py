@@ -67,7 +67,7 @@ class Snapshot:
     # (service, method) -> count
     rpcs: Counter = field(default_factory=Counter)
     sent: Counter = field(default_factory=Counter)
-    # (service, "TurnHooks.<kind>") -> calls a turn's hook stream carried (covel_turn_hook_calls_total)
+    # (service, "<method>.<kind>") -> calls a turn's call streams carried (covel_stream_calls_total)
     calls: Counter = field(default_factory=Counter)
 
 
@@ -82,14 +82,14 @@ def snapshot(group: ServiceGroup, ports: dict[str, int]) -> Snapshot:
                     taken.rpcs[(name, sample.labels["grpc_method"])] += sample.value
                 elif sample.name == "grpc_server_msg_sent_total":
                     taken.sent[(name, sample.labels["grpc_method"])] += sample.value
-                elif sample.name == "covel_turn_hook_calls_total":
-                    taken.calls[(name, f"TurnHooks.{sample.labels['kind']}")] += sample.value
+                elif sample.name == "covel_stream_calls_total":
+                    taken.calls[(name, f"{sample.labels['method']}.{sample.labels['kind']}")] += sample.value
     return taken
 
 
 def per_turn(before: Snapshot, after: Snapshot, turns: int) -> dict:
     """CPU ms per turn per process, RPCs per turn per method, messages per stream per method and the calls a turn's
-    hook stream carried per turn, by kind."""
+    call streams carried per turn, by kind."""
     rpcs = after.rpcs - before.rpcs
     sent = after.sent - before.sent
     calls = after.calls - before.calls

@@ -45,7 +45,7 @@ class DecodeGuardInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler_call_details.method.startswith("/grpc."):
             return handler
         if handler.request_streaming:
-            # A stream's handler meets an Undecodable among its messages and ends the stream (services/hooks/turn_stream.py).
+            # A stream's handler meets an Undecodable among its messages and ends the stream (shared/call_streams.py).
             return grpc.stream_stream_rpc_method_handler(handler.stream_stream, request_deserializer=_guarded(handler.request_deserializer),
                                                          response_serializer=handler.response_serializer) if handler.response_streaming else handler
         make = grpc.unary_stream_rpc_method_handler if handler.response_streaming else grpc.unary_unary_rpc_method_handler

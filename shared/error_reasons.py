@@ -116,8 +116,9 @@ REASONS: dict[str, Reason] = {
     "SEAT_NOT_YOURS": Reason(grpc.StatusCode.PERMISSION_DENIED, "BadRequest (`actions[i].seat_id`)",
                              "a guest's action named another seat than its own: leave seat_id empty or name its own"),
     "SESSION_BUSY": Reason(grpc.StatusCode.ABORTED, "RetryInfo", "another turn of the session still runs past the wait: retry after the delay"),
-    "TURN_HOOK_CALLS_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "",
-                                   "TurnHooks: a stream has its most calls running at once (256): wait for their answers"),
+    "STREAM_CALLS_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "",
+                                "TurnHooks, TurnModelCalls: a turn's call stream has its most calls running at once (256): wait for "
+                                "their answers"),
     "DETACHED_QUEUE_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "RetryInfo",
                                   "the session's detached work is at its bound: retry after the delay"),
     "TURN_OFF_LINE": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",

@@ -33,9 +33,9 @@ from services.hooks.settings import HooksSettings
 from services.hooks.store_turns import StoreTurns
 from services.hooks.tool_contexts import plugin_context, tool_response
 from services.hooks.tool_host import action_tool, call_tool, service_tool
-from services.hooks.turn_stream import TurnCalls, TurnStream
+from shared.call_streams import ServedStream, StreamMethods
 from shared.errors import invalid_argument, not_found, require, rpc
-from shared.grpc_client import open_channel
+from shared.grpc_client import deadline_of, open_channel
 from shared.grpc_server import RunningServer, start_server
 from shared.hook_events import EVENTS_BY_NAME, HANDLER_FAULTS
 from shared.hook_matches import match_to_proto
@@ -58,6 +58,7 @@ log = get_logger(component="hooks")
 
 
 MAX_OBSERVED_EVENTS = 256
+SERVICE = "covel.hooks.v1.HookDispatcher"
 
 
 def _payload_of(request: hooks_pb2.DispatchRequest, where: str = "") -> dict[str, Any]:
@@ -68,6 +69,13 @@ def _payload_of(request: hooks_pb2.DispatchRequest, where: str = "") -> dict[str
     if payload is None:
         raise invalid_argument(f"{where}payload_json", problem)
     return payload
+
+
+def _unary_timeout_s(kind: str, request: Any) -> float | None:
+    """A TurnHooks call that names no timeout has its unary method's deadline (shared/grpc_client.py)."""
+    if kind == "extension":
+        return (request.timeout_ms or 30_000) / 1000 + 10
+    return deadline_of(SERVICE, "Dispatch" if kind == "dispatch" else "DispatchObserved").seconds
 
 
 def _check_dispatch(request: hooks_pb2.DispatchRequest, where: str = "") -> None:
@@ -85,6 +93,11 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
         # provide_tape_store's fill of a new tape (tape_mirror.py): the store's committed turns.
         self._turns = turns
         self.event_bus = EventKeyBus()
+        self._turn_calls = StreamMethods("TurnHooks", {
+            "dispatch": lambda request, _: self._dispatch(request),
+            "observed": lambda request, _: self._observed(request),
+            "extension": lambda request, _: self._extension(request),
+        }, hooks_pb2.TurnHooksResponse, _unary_timeout_s)
 
     @rpc
     async def Dispatch(self, request: hooks_pb2.DispatchRequest, context: grpc.aio.ServicerContext) -> hooks_pb2.DispatchResponse:
@@ -97,8 +110,8 @@ class HookDispatcherService(hooks_pb2_grpc.HookDispatcherServicer):
 
     @rpc
     async def TurnHooks(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[hooks_pb2.TurnHooksResponse]:
-        """A turn's Dispatch, DispatchObserved and CallExtension calls on one stream, each answered by its id (turn_stream.py)."""
-        async for answer in TurnStream(TurnCalls(self._dispatch, self._observed, self._extension)).serve(requests):
+        """A turn's Dispatch, DispatchObserved and CallExtension calls on one stream, each answered by its id (shared/call_streams.py)."""
+        async for answer in ServedStream(self._turn_calls).serve(requests):
             yield answer
 
     async def _observed(self, request: hooks_pb2.DispatchObservedRequest) -> hooks_pb2.DispatchObservedResponse:

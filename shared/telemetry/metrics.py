@@ -56,7 +56,7 @@ DETACHED_JOBS = Gauge("covel_detached_jobs", "Detached jobs queued or running, a
 DETACHED_OLDEST = Gauge("covel_detached_oldest_queued_seconds", "How long the oldest queued detached job has waited (0: none).")
 # sandbox: whether plugin code has a network namespace of its own (set by a service's first worker)
 PLUGIN_PAUSES = Counter("covel_hook_plugin_pauses_total", "Plugins the fault breaker paused in a session.", ("plugin",))
-TURN_HOOK_CALLS = Counter("covel_turn_hook_calls_total", "Calls a TurnHooks stream carried, by kind (dispatch, observed, extension).", ("kind",))
+STREAM_CALLS = Counter("covel_stream_calls_total", "Calls a turn's call stream carried (TurnHooks, TurnModelCalls), by kind.", ("method", "kind"))
 SANDBOX_FAULTS = Counter("covel_sandbox_worker_faults_total", "Sandbox workers stopped for a fault (timeout, exit, bad frame).", ("plugin",))
 SANDBOX_NETWORK_ISOLATED = Gauge("covel_sandbox_network_isolated", "1: sandbox workers have no network of their own; 0: they share the service's.",
                                  ("service",))
@@ -148,10 +148,10 @@ def record_plugin_pauses(plugin_ids: Iterable[str]) -> None:
         PLUGIN_PAUSES.labels(plugin_id).inc()
 
 
-def record_turn_hook_call(kind: str) -> None:
+def record_stream_call(method: str, kind: str) -> None:
     if _state["server"] is None:
         return
-    TURN_HOOK_CALLS.labels(kind).inc()
+    STREAM_CALLS.labels(method, kind).inc()
 
 
 def record_sandbox_fault(plugin_id: str) -> None:

@@ -1,4 +1,4 @@
-"""TurnHooks: a turn's hook calls on one stream (services/hooks/turn_stream.py, services/scheduler/hooks/turn_calls.py),
+"""TurnHooks: a turn's hook calls on one stream (shared/call_streams.py, as the hooks service serves it),
 through a real hooks service over gRPC with the plugin in process and in its sandbox worker: answers by id in the
 order calls finish, each the unary method's answer; a call's error as its answer with the unary method's details, the
 stream going on; timeouts, cancels, bounds, an undecodable message, who may call it."""
@@ -18,9 +18,9 @@ from services.hooks.server import start as start_hooks
 from services.hooks.settings import HooksSettings
 from services.registry.server import start as start_registry
 from services.registry.settings import RegistrySettings
-from services.scheduler.hooks.turn_calls import TurnHookCalls
 from services.store.server import start as start_store
 from services.store.settings import StoreSettings
+from shared.call_streams import StreamCalls
 from shared.errors import error_info, field_violations
 from shared.sandbox import SandboxSettings
 from shared.structs import from_struct, json_object, to_json_bytes, to_struct
@@ -171,7 +171,7 @@ async def test_only_the_scheduler_may_open_a_turns_hook_stream(hooks) -> None:
 
 
 async def test_the_schedulers_turn_calls_raise_what_the_unary_call_would(hooks) -> None:
-    calls = TurnHookCalls(hooks.TurnHooks)
+    calls = StreamCalls(hooks.TurnHooks, hooks_pb2.TurnHooksRequest)
     slow = asyncio.create_task(calls.call("dispatch", turn_start("sleep 2"), 30))
     fast = await calls.call("dispatch", turn_start("quick"), 30)
     assert not slow.done() and fast.reason.endswith("QUICK")

@@ -149,7 +149,7 @@ async def test_each_service_exposes_its_metrics(observed):
     assert metric_value(hooks, "covel_hook_plugin_pauses_total", plugin="telemetry-probe") == 1
     # A turn's hook calls go on its one TurnHooks stream: two turns, two streams, their dispatches counted by kind.
     assert metric_value(hooks, "grpc_server_started_total", grpc_method="TurnHooks", grpc_type="bidi_stream") == 2
-    assert metric_value(hooks, "covel_turn_hook_calls_total", kind="dispatch") >= 4
+    assert metric_value(hooks, "covel_stream_calls_total", method="TurnHooks", kind="dispatch") >= 4
 
     gateway = scrape(ports["gateway"])
     assert metric_value(gateway, "covel_model_call_duration_seconds_count", slot="story", provider="scripted") == 2

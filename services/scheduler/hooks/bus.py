@@ -19,8 +19,8 @@ from covel.store.v1 import store_pb2
 from services.scheduler import outages
 from services.scheduler.hooks.held_events import HeldEvents
 from services.scheduler.hooks.payloads import HookPayload, PostStateCommit, TurnStop
-from services.scheduler.hooks.turn_calls import TurnHookCalls
 from services.scheduler.session_views import session_view
+from shared.call_streams import TurnCallStreams
 from shared.grpc_client import deadline_of
 from shared.hook_matches import match_from_proto
 from shared.logs import get_logger
@@ -149,8 +149,8 @@ class HookBus:
         self._read_only: dict[str, set[str]] = {}
         # Events sent together: a turn's held ones with its TurnStop, its PostStateCommit events (held_events.py).
         self._held = HeldEvents(self._observed)
-        # turn id -> the running turn's hook calls on its TurnHooks stream (begin_turn .. end_turn; turn_calls.py).
-        self._turns: dict[str, TurnHookCalls] = {}
+        # The running turns' hook calls, each turn's on its TurnHooks stream (begin_turn .. end_turn; shared/call_streams.py).
+        self._turns = TurnCallStreams(hooks.TurnHooks, hooks_pb2.TurnHooksRequest)
         # Approved plugins this scheduler last asked its hooks service to load, and when (ensure_loaded).
         self._asked_to_load: dict[str, float] = {}
 
@@ -234,18 +234,16 @@ class HookBus:
     def begin_turn(self, turn_id: str) -> None:
         """The turn's Dispatch, DispatchObserved and CallExtension calls go on one TurnHooks stream until end_turn (opened
         at its first call)."""
-        self._turns[turn_id] = TurnHookCalls(self._hooks.TurnHooks)
+        self._turns.begin(turn_id)
 
     def end_turn(self, turn_id: str) -> None:
         """The turn is over: its stream closes, and a turn cancelled or failed midway tells its watchers nothing more."""
         self._held.drop(turn_id)
-        calls = self._turns.pop(turn_id, None)
-        if calls is not None:
-            calls.close()
+        self._turns.end(turn_id)
 
     async def _call(self, turn_id: str, kind: str, request: Any, timeout_s: float | None, unary: Any) -> Any:
         """One hook call: on its turn's stream while the turn runs, else as its unary method (`unary`)."""
-        calls = self._turns.get(turn_id) if turn_id else None
+        calls = self._turns.of(turn_id)
         if calls is None:
             return await unary(request, timeout=timeout_s)
         return await calls.call(kind, request, timeout_s)

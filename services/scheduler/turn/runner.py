@@ -218,7 +218,7 @@ class TurnRunner:
         signals = asyncio.create_task(self._lease.take_signals(lease, self.cancel, self.interject))
         read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns,
                           plugin_data=list(lease_reply.plugin_data))
-        self._hooks.begin_turn(turn.id)  # the turn's hook calls on one stream (hooks/turn_calls.py)
+        self._hooks.begin_turn(turn.id)  # the turn's hook calls on one stream (shared/call_streams.py)
         work = asyncio.create_task(self._run_leased(request, lease, session, read, turn, emit))
         running = RunningTurn(turn.id, work, origin=request.origin)
         self._running[session.id] = running
