@@ -78,6 +78,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
         "Generate": _caller("the runtime's timeoutMs, or what a function's timeoutMs has left"),
         "GenerateOnce": _caller("the runtime's timeoutMs, or what a function's timeoutMs has left"),
         "Embed": _caller("memory-search: 10 s for the query, 30 s for the records the index lacks"),
+        "TurnModelCalls": Deadline(None, "a stream that lasts one turn; each of its calls carries its own timeout (timeout_ms)"),
     }),
     "covel.hooks.v1.HookDispatcher": (PEER_READ, {
         "GetSubscriptions": CACHE_REFRESH, "ListTools": CACHE_REFRESH, "ListEventKeys": CACHE_REFRESH,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -24,6 +25,7 @@ from services.gateway.wire import (
     final_to_proto,
     slot_to_proto,
 )
+from shared.call_streams import ServedStream, StreamMethods
 from shared.errors import ServiceError, rpc
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
@@ -37,6 +39,9 @@ SERVICE_NAME = gateway_pb2.DESCRIPTOR.services_by_name["LlmGateway"].full_name
 class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
     def __init__(self, runner: CallRunner) -> None:
         self.runner = runner
+        # What TurnModelCalls serves; a call that names no timeout has the gateway's own budget (None).
+        self._turn_calls = StreamMethods("TurnModelCalls", {"generate_once": self._generate_once, "embed": self._embed},
+                                         gateway_pb2.TurnModelCallsResponse, lambda kind, request: None)
 
     @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": True})
     @rpc
@@ -55,13 +60,23 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
             _log_failed(call.slot, error, started)
             raise
 
-    @traced("covel.model.call", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.stream": False})
     @rpc
     async def GenerateOnce(self, request: gateway_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.GenerateResponse:
+        return await self._generate_once(request, context.time_remaining())
+
+    @rpc
+    async def TurnModelCalls(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext,
+                             ) -> AsyncIterator[gateway_pb2.TurnModelCallsResponse]:
+        """A turn's GenerateOnce and Embed calls on one stream, each answered by its id (shared/call_streams.py)."""
+        async for answer in ServedStream(self._turn_calls).serve(requests):
+            yield answer
+
+    @traced("covel.model.call", lambda self, request, remaining_s: {"covel.model.slot": request.slot, "covel.model.stream": False})
+    async def _generate_once(self, request: gateway_pb2.GenerateRequest, remaining_s: float | None) -> gateway_pb2.GenerateResponse:
         call = call_from_request(request)
         started = time.perf_counter()
         try:
-            final = await self.runner.run_to_final(call, caller_remaining_s=context.time_remaining())
+            final = await self.runner.run_to_final(call, caller_remaining_s=remaining_s)
         except ServiceError as error:
             _log_failed(call.slot, error, started)
             raise
@@ -72,13 +87,16 @@ class LlmGatewayServicer(gateway_pb2_grpc.LlmGatewayServicer):
     async def ListSlots(self, request: gateway_pb2.ListSlotsRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.ListSlotsResponse:
         return gateway_pb2.ListSlotsResponse(slots=[slot_to_proto(s) for s in self.runner.slots.describe()])
 
-    @traced("covel.model.embed", lambda self, request, context: {"covel.model.slot": request.slot, "covel.model.inputs": len(request.inputs)})
     @rpc
     async def Embed(self, request: gateway_pb2.EmbedRequest, context: grpc.aio.ServicerContext) -> gateway_pb2.EmbedResponse:
+        return await self._embed(request, context.time_remaining())
+
+    @traced("covel.model.embed", lambda self, request, remaining_s: {"covel.model.slot": request.slot, "covel.model.inputs": len(request.inputs)})
+    async def _embed(self, request: gateway_pb2.EmbedRequest, remaining_s: float | None) -> gateway_pb2.EmbedResponse:
         call = embed_call_from_request(request)
         started = time.perf_counter()
         try:
-            embedded = await run_embed(self.runner, call, caller_remaining_s=context.time_remaining())
+            embedded = await run_embed(self.runner, call, caller_remaining_s=remaining_s)
         except ServiceError as error:
             _log_failed(call.slot or "embedding", error, started)
             raise

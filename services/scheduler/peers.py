@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import grpc
 
-from covel.gateway.v1 import gateway_pb2_grpc
 from covel.hooks.v1 import hooks_pb2_grpc
 from covel.registry.v1 import registry_pb2_grpc
 from covel.store.v1 import store_pb2_grpc
+from services.scheduler.turn_gateway import TurnGateway
 from shared.grpc_client import open_channel
 from shared.settings import PeerAddresses, SecuritySettings
 
@@ -19,7 +19,7 @@ from shared.settings import PeerAddresses, SecuritySettings
 class Peers:
     registry: registry_pb2_grpc.PluginRegistryStub
     hooks: hooks_pb2_grpc.HookDispatcherStub
-    gateway: gateway_pb2_grpc.LlmGatewayStub
+    gateway: TurnGateway
     store: store_pb2_grpc.TransactionalStoreStub
     channels: list[grpc.aio.Channel]
 
@@ -31,7 +31,7 @@ class Peers:
         return cls(
             registry=registry_pb2_grpc.PluginRegistryStub(channels["registry"]),
             hooks=hooks_pb2_grpc.HookDispatcherStub(channels["hooks"]),
-            gateway=gateway_pb2_grpc.LlmGatewayStub(channels["gateway"]),
+            gateway=TurnGateway(channels["gateway"]),
             store=store_pb2_grpc.TransactionalStoreStub(channels["store"]),
             channels=list(channels.values()),
         )

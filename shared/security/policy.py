@@ -112,6 +112,7 @@ POLICY: dict[str, dict[str, Rule]] = {
         "GenerateOnce": _rule("spends the operator's model keys: turns only", "scheduler"),
         "ListSlots": SCHEDULER_OR_OPERATOR,
         "Embed": _rule("spends the operator's model keys: memory-search in turns only", "scheduler"),
+        "TurnModelCalls": _rule("spends the operator's model keys: a turn's GenerateOnce and Embed calls", "scheduler"),
     },
 }
 

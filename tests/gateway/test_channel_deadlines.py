@@ -93,5 +93,5 @@ def test_a_method_named_with_no_deadline_does_not_get_its_services_default(monke
 
 def test_a_deadline_on_a_stream_is_refused(monkeypatch) -> None:
     monkeypatch.setitem(grpc_client.DEADLINES, "covel.gateway.v1.LlmGateway", (grpc_client.PEER_READ, {}))
-    with pytest.raises(LookupError, match=r"streams with a deadline \['covel.gateway.v1.LlmGateway/Generate'\]"):
+    with pytest.raises(LookupError, match=r"streams with a deadline \['covel.gateway.v1.LlmGateway/Generate', 'covel.gateway.v1.LlmGateway/TurnModelCalls'\]"):
         grpc_client._deadlines_by_path()

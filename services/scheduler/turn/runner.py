@@ -218,7 +218,9 @@ class TurnRunner:
         signals = asyncio.create_task(self._lease.take_signals(lease, self.cancel, self.interject))
         read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns,
                           plugin_data=list(lease_reply.plugin_data))
-        self._hooks.begin_turn(turn.id)  # the turn's hook calls on one stream (shared/call_streams.py)
+        # The turn's hook calls on one stream, its model calls on another (shared/call_streams.py).
+        self._hooks.begin_turn(turn.id)
+        self._peers.gateway.turns.begin(turn.id)
         work = asyncio.create_task(self._run_leased(request, lease, session, read, turn, emit))
         running = RunningTurn(turn.id, work, origin=request.origin)
         self._running[session.id] = running
@@ -246,6 +248,7 @@ class TurnRunner:
             renewer.cancel()
             signals.cancel()
             self._hooks.end_turn(turn.id)  # its stream closes; a turn cancelled or failed midway: its watchers hear nothing more
+            self._peers.gateway.turns.end(turn.id)
             if self._running.get(session.id) is running:
                 del self._running[session.id]
                 # Interjections nobody read before the turn ended do not leak into the next one.
