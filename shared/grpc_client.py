@@ -99,6 +99,7 @@ DEADLINES: dict[str, tuple[Deadline, dict[str, Deadline]]] = {
         "AcquireTurnLease": _caller("the lease wait (COVEL_SCHEDULER_LEASE_WAIT_MS) + 10 s"),
         "RenewTurnLease": _caller("a third of the lease's ttl, its renewal interval"),
         "RenewDetachedJob": _caller("a third of the job lease's ttl, its renewal interval"),
+        "HookStateCalls": Deadline(None, "a stream the hooks service keeps open; each of its calls carries its own timeout"),
     }),
     # Probes choose their own (check_health's timeout_s, COVEL_PROBE_TIMEOUT_S).
     "grpc.health.v1.Health": (_caller("the probe's timeout"), {}),

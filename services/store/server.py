@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -32,7 +34,9 @@ from services.store.session_world import check_session_world, create_session_in_
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
 from services.store.turn_reads import read_for_turn
+from shared.call_streams import ServedStream, StreamMethods
 from shared.errors import aborted, invalid_argument, require, rpc
+from shared.grpc_client import deadline_of
 from shared.grpc_server import RunningServer, start_server
 from shared.logs import get_logger
 from shared.lorebook import check_entry as check_lorebook_entry
@@ -40,6 +44,7 @@ from shared.security.service_identity import caller_identity
 from shared.telemetry import metrics
 from shared.telemetry.tracing import traced
 
+SERVICE = "covel.store.v1.TransactionalStore"
 log = get_logger(component="store")
 _closing: set[asyncio.Task[None]] = set()
 
@@ -359,9 +364,22 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
 
     @rpc
     async def AccessHookState(self, request: store_pb2.AccessHookStateRequest, context: grpc.aio.ServicerContext) -> store_pb2.AccessHookStateResponse:
+        return await self._access_hook_state(request, caller_identity(context))
+
+    @rpc
+    async def HookStateCalls(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext,
+                             ) -> AsyncIterator[store_pb2.HookStateCallsResponse]:
+        """AccessHookState calls on one stream, each answered by its id (shared/call_streams.py), as the stream's caller."""
+        caller = caller_identity(context)
+        methods = StreamMethods("HookStateCalls", {"access": lambda request, _: self._access_hook_state(request, caller)},
+                                store_pb2.HookStateCallsResponse, lambda kind, request: deadline_of(SERVICE, "AccessHookState").seconds)
+        async for answer in ServedStream(methods).serve(requests):
+            yield answer
+
+    async def _access_hook_state(self, request: store_pb2.AccessHookStateRequest, caller: str | None) -> store_pb2.AccessHookStateResponse:
         validation.session_id(request.session_id)
         hook_state.check(request)
-        hook_state.check_caller(request, caller_identity(context))
+        hook_state.check_caller(request, caller)
         if request.op == "get":
             return await self._db.read(hook_state.access, request)
         return await self._db.write(hook_state.access, request)

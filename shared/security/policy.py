@@ -63,6 +63,8 @@ POLICY: dict[str, dict[str, Rule]] = {
         "RequeueDetachedJob": _rule("the scheduler passes on an operator's call; the operator's tools call it too", "scheduler", OPERATOR),
         "AccessHookState": _rule("hook handlers' ctx.state, run by the hooks service; the scheduler keeps the kernel's own, the "
                                  "lorebook's timers (plugin `framework` only: services/store/hook_state.py)", "hooks", "scheduler"),
+        "HookStateCalls": _rule("hook handlers' ctx.state on one stream the hooks service keeps open (AccessHookState's "
+                                "calls, each checked as that method's)", "hooks"),
         # The hooks service reads a session's committed turns only to fill a plugin's tape mirror (provide_tape_store,
         # services/hooks/plugin_side/tape_mirror.py), for the session of the message:sent it handles; plugin code never holds the stub.
         "ListTurns": _rule("the turn runner's history; the hooks service fills a provide_tape_store mirror", "scheduler", "hooks"),

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+import pytest
 
 from covel.store.v1 import store_pb2
 from services.store.hook_state import KEYS_MAX
+from shared.call_streams import StreamCalls
 from shared.structs import from_value, to_value
 from tests.store.helpers import expect_error, new_session
 
@@ -53,3 +55,26 @@ async def test_mistakes_are_refused_by_field(stub, hooks):
     kernels = await expect_error(grpc.StatusCode.PERMISSION_DENIED, hooks.AccessHookState(state(session.id, "get", "lorebook.timers",
                                                                                                 plugin_id="framework")))
     assert "kernel's own" in kernels.details()
+
+
+async def test_the_hooks_services_stream_answers_each_access_as_accesshookstate(stub, hooks):
+    """HookStateCalls (the hooks service's open stream, shared/call_streams.py): the same answers, atomic adds and
+    refusals by field as AccessHookState's, each call answered by its id; the scheduler may not open it."""
+    session = await new_session(stub)
+    calls = StreamCalls(hooks.HookStateCalls, store_pb2.HookStateCallsRequest)
+    await asyncio.gather(*(calls.call("access", state(session.id, "add", "usedTokens", 5), 10) for _ in range(20)))
+    got = await calls.call("access", state(session.id, "get", "usedTokens"), 10)
+    assert got.found and from_value(got.value) == 100
+    assert from_value((await hooks.AccessHookState(state(session.id, "get", "usedTokens"))).value) == 100
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await calls.call("access", state(session.id, "pop", "k"), 10)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and refused.value.details().startswith("op:")
+    with pytest.raises(grpc.aio.AioRpcError) as kernels:
+        await calls.call("access", state(session.id, "get", "lorebook.timers", plugin_id="framework"), 10)
+    assert kernels.value.code() == grpc.StatusCode.PERMISSION_DENIED and "kernel's own" in kernels.value.details()
+    calls.close()
+    scheduler = stub.HookStateCalls()
+    await scheduler.write(store_pb2.HookStateCallsRequest(id=1, access=state(session.id, "get", "usedTokens")))
+    with pytest.raises(grpc.aio.AioRpcError) as not_hooks:
+        await asyncio.wait_for(scheduler.read(), 30)
+    assert not_hooks.value.code() == grpc.StatusCode.PERMISSION_DENIED
