@@ -232,8 +232,8 @@ class StreamCalls:
         message = self._request(id=call_id, timeout_ms=round(timeout_s * 1000) if timeout_s else 0,
                                 traceparent=tracing.trace_context().get("traceparent", ""), **{kind: request})
         try:
-            await stream.send(message)
-            answer = await asyncio.wait_for(answered, timeout_s)
+            # The send too is under the timeout: a peer not reachable yet is waited for (wait_for_ready), within it.
+            answer = await asyncio.wait_for(self._exchange(stream, message, answered), timeout_s)
         except grpc.aio.AioRpcError:
             raise
         except TimeoutError:
@@ -249,6 +249,11 @@ class StreamCalls:
         if answer.WhichOneof("answer") == "error":
             raise rpc_error(answer.error)
         return getattr(answer, kind)
+
+    @staticmethod
+    async def _exchange(stream: _OpenStream, message: Message, answered: asyncio.Future[Any]) -> Any:
+        await stream.send(message)
+        return await answered
 
     def _cancel(self, stream: _OpenStream, call_id: int) -> None:
         """Tell the server to stop a call nobody waits for any more (in the background: the caller may be cancelled)."""

@@ -25,7 +25,7 @@ class StoreState:
     """The StateBackend (shared/plugin_sdk/session_state.py) of the hooks service."""
 
     def __init__(self, store: store_pb2_grpc.TransactionalStoreStub) -> None:
-        self._calls = StreamCalls(store.HookStateCalls, store_pb2.HookStateCallsRequest)
+        self._calls = StreamCalls(lambda: store.HookStateCalls(), store_pb2.HookStateCallsRequest)
 
     async def access(self, session_id: str, plugin_id: str, op: str, key: str, value: Any = None) -> tuple[bool, Any]:
         request = store_pb2.AccessHookStateRequest(session_id=session_id, plugin_id=plugin_id, op=op, key=key,

@@ -141,4 +141,5 @@ async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path)
     assert traces == [[("TurnStart", ok), ("PreLLMCall", ok), ("PostLLMResponse", ok), ("TurnStop", ok)]] * TURNS, traces
     rpcs, calls = costs["rpcs_per_turn"], costs["stream_calls_per_turn"]
     assert rpcs["hooks.TurnHooks"] == 1 and rpcs["hooks.DispatchObserved"] == 1 and "hooks.Dispatch" not in rpcs, costs
-    assert calls == {"hooks.TurnHooks.dispatch": 1, "hooks.TurnHooks.observed": 1}, costs
+    # Its watchers' ctx.state (TurnStart's get and add, PostStateCommit's add) go on the hooks service's stream to the store.
+    assert calls == {"hooks.TurnHooks.dispatch": 1, "hooks.TurnHooks.observed": 1, "store.HookStateCalls.access": 3}, costs

@@ -81,8 +81,8 @@ async def test_only_the_scheduler_may_open_a_turns_model_stream() -> None:
     channel = bare_channel_as(settings.gateway_addr, "hooks")
     try:
         stream = gateway_pb2_grpc.LlmGatewayStub(channel).TurnModelCalls()
-        await stream.write(gateway_pb2.TurnModelCallsRequest(id=1, generate_once=generate()))
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:  # at the write, or at the read if the write went first
+            await stream.write(gateway_pb2.TurnModelCallsRequest(id=1, generate_once=generate()))
             await asyncio.wait_for(stream.read(), 30)
         assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:

@@ -150,7 +150,7 @@ class HookBus:
         # Events sent together: a turn's held ones with its TurnStop, its PostStateCommit events (held_events.py).
         self._held = HeldEvents(self._observed)
         # The running turns' hook calls, each turn's on its TurnHooks stream (begin_turn .. end_turn; shared/call_streams.py).
-        self._turns = TurnCallStreams(hooks.TurnHooks, hooks_pb2.TurnHooksRequest)
+        self._turns = TurnCallStreams(lambda: self._hooks.TurnHooks(), hooks_pb2.TurnHooksRequest)
         # Approved plugins this scheduler last asked its hooks service to load, and when (ensure_loaded).
         self._asked_to_load: dict[str, float] = {}
 
