@@ -69,7 +69,7 @@ def _kind(field: FieldDescriptor) -> tuple[bool, int]:
     if found is None:
         message_type = field.message_type
         is_map = message_type is not None and message_type.GetOptions().map_entry
-        item = message_type.fields_by_name["value"] if is_map else field
+        item = message_type.fields_by_name["value"] if message_type is not None and is_map else field
         if item.type == FieldDescriptor.TYPE_STRING:
             need = _ID if _is_id_field(field) else _TEXT
         elif item.message_type is None:

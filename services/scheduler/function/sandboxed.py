@@ -65,7 +65,7 @@ def _world(world: Any) -> dict[str, Any] | None:
     if world is None:
         return None
     if hasattr(world, "wire_data"):
-        return world.wire_data()  # type: ignore[no-any-return]
+        return world.wire_data()
     return {name: thaw(getattr(world, name, None)) for name in ("characterSchema", "characters", "dimensions", "seats", "worldRecord")}
 
 
