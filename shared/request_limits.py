@@ -48,7 +48,60 @@ def _items(field: FieldDescriptor, value: Any, path: str) -> Iterator[tuple[str,
 
 
 def request_violation(message: Message, prefix: str = "", depth: int = 0, *, text: bool | None = None) -> tuple[str, str] | None:
-    """(field path, what is wrong) for the first id, text or Struct over the limits; None when all fit."""
+    """(field path, what is wrong) for the first id, text or Struct over the limits; None when all fit. Every request
+    passes here: a first walk builds no paths and skips the fields that cannot be wrong; only a request it finds
+    wrong is walked again for the path (_violation_at)."""
+    if text is None:
+        text = message.DESCRIPTOR.file.package in TEXT_CHECKED_PACKAGES
+    if _fits(message, depth, text):
+        return None
+    return _violation_at(message, prefix, depth, text=text)
+
+
+# What a field's items need: nothing, an id's length (and NUL, with text), NUL (with text), a Struct's check, a walk.
+_SKIP, _ID, _TEXT, _STRUCT, _MESSAGE = range(5)
+_KINDS: dict[FieldDescriptor, tuple[bool, int]] = {}
+
+
+def _kind(field: FieldDescriptor) -> tuple[bool, int]:
+    """(whether its value is a map, what each of its items needs): as _items and _item_violation treat them."""
+    found = _KINDS.get(field)
+    if found is None:
+        message_type = field.message_type
+        is_map = message_type is not None and message_type.GetOptions().map_entry
+        item = message_type.fields_by_name["value"] if message_type is not None and is_map else field
+        if item.type == FieldDescriptor.TYPE_STRING:
+            need = _ID if _is_id_field(field) else _TEXT
+        elif item.message_type is None:
+            need = _SKIP
+        else:
+            need = _STRUCT if item.message_type.full_name in _STRUCT_TYPES else _MESSAGE
+        found = _KINDS[field] = (is_map, need)
+    return found
+
+
+def _fits(message: Message, depth: int, text: bool) -> bool:
+    """request_violation's checks without paths: True when the message holds nothing over the limits."""
+    if depth > MAX_MESSAGE_DEPTH:
+        return True
+    for field, value in message.ListFields():
+        is_map, need = _kind(field)
+        if need == _SKIP or (need == _TEXT and not text):
+            continue
+        items = value.values() if is_map else value if field.is_repeated else (value,)
+        for item in items:
+            if need == _MESSAGE:
+                if not _fits(item, depth + 1, text):
+                    return False
+            elif need == _STRUCT:
+                if struct_problem(item, text=text) is not None:
+                    return False
+            elif (need == _ID and len(item) > MAX_ID_CHARS) or (text and NUL in item):
+                return False
+    return True
+
+
+def _violation_at(message: Message, prefix: str = "", depth: int = 0, *, text: bool | None = None) -> tuple[str, str] | None:
     if depth > MAX_MESSAGE_DEPTH:
         return None
     if text is None:
@@ -74,4 +127,4 @@ def _item_violation(field: FieldDescriptor, where: str, item: Any, depth: int, t
     if item.DESCRIPTOR.full_name in _STRUCT_TYPES:
         problem = struct_problem(item, text=text)  # type: ignore[arg-type]  # one of the three Struct types, by the check above
         return None if problem is None else (f"{where}{problem[0] if problem[0] != '(value)' else ''}", problem[1])
-    return request_violation(item, f"{where}.", depth + 1, text=text)
+    return _violation_at(item, f"{where}.", depth + 1, text=text)

@@ -93,7 +93,44 @@ def struct_problem(
     message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue, *, text: bool = False
 ) -> tuple[str, str] | None:
     """(JSON path below the field, what is wrong) for a NaN/Infinity number, nesting past MAX_DEPTH or,
-    with `text`, a NUL character in a key or string; else None."""
+    with `text`, a NUL character in a key or string; else None. Every request's Structs pass here: a first walk
+    builds no paths (half the time of one that does), and only a value it finds wrong is walked again for the path."""
+    if _fits(message, text):
+        return None
+    return _problem_at(message, text)
+
+
+def _fits(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue, text: bool) -> bool:
+    """struct_problem's checks, without the path: True when nothing is wrong."""
+    pending: list[tuple[Any, int]] = [(message, 0)]
+    while pending:
+        node, depth = pending.pop()
+        values: Any
+        if type(node) is struct_pb2.Value:
+            values, depth = (node,), depth - 1  # a top-level Value: its object or list is at depth 0
+        elif depth >= MAX_DEPTH:
+            return False
+        elif type(node) is struct_pb2.Struct:
+            if text and any(NUL in key for key in node.fields):
+                return False
+            values = node.fields.values()
+        else:
+            values = node.values
+        for value in values:
+            kind = value.WhichOneof("kind")
+            if kind == "number_value":
+                if not math.isfinite(value.number_value):
+                    return False
+            elif kind == "struct_value" or kind == "list_value":
+                pending.append((getattr(value, kind), depth + 1))
+            elif text and kind == "string_value" and NUL in value.string_value:
+                return False
+    return True
+
+
+def _problem_at(
+    message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue, text: bool
+) -> tuple[str, str] | None:
     pending: list[tuple[Any, str, int]] = [(message, "", 0)]
     while pending:
         node, path, depth = pending.pop()

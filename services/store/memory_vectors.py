@@ -135,11 +135,12 @@ def _with_sqlite_vec(db: Session, request: store_pb2.SearchMemoryVectorsRequest,
 
 
 def _in_python(db: Session, request: store_pb2.SearchMemoryVectorsRequest, query: array) -> list[_Scored]:
-    query_norm = math.sqrt(sum(x * x for x in query)) or 1.0
+    # math.hypot: the norm in C (a generator of squares was half of each vector's time).
+    query_norm = math.hypot(*query) or 1.0
     scored = []
     for source, key, content_hash, blob in db.execute(_rows(request, MemoryVectorRow.vector)):
         vector = array("f")
         vector.frombytes(blob)
-        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+        norm = math.hypot(*vector) or 1.0
         scored.append(_Scored(source, key, content_hash, sum(map(operator.mul, query, vector)) / (query_norm * norm)))
     return scored

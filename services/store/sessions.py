@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import false, or_, select
+from sqlalchemy import Select, Table, bindparam, false, or_, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
@@ -158,19 +160,32 @@ def running_turn(db: Session, session_id: str) -> store_pb2.GetRunningTurnRespon
 
 
 def list_plugin_data(db: Session, request: store_pb2.ListPluginDataRequest) -> list[store_pb2.PluginDataEntry]:
-    find_session(db, request.session_id)
-    statement = select(PluginDataRow).where(PluginDataRow.session_id == request.session_id)
-    if request.plugin_id:
-        statement = statement.where(PluginDataRow.plugin_id == request.plugin_id)
-    else:
-        # The kernel's own partition (which records the world gave the session) is listed only when asked for by name.
-        statement = statement.where(PluginDataRow.plugin_id != KERNEL_PLUGIN)
-    if request.namespace:
-        statement = statement.where(PluginDataRow.namespace == request.namespace)
-    if request.key:
-        statement = statement.where(PluginDataRow.key == request.key)
-    statement = statement.order_by(PluginDataRow.plugin_id, PluginDataRow.namespace, PluginDataRow.key)
-    return [plugin_data_to_proto(row) for row in db.execute(statement).scalars()]
+    """Core rows mapped straight to protos (memory search lists a namespace that grows every turn: the ORM's
+    identity map and row objects cost more than the read)."""
+    connection = db.connection()
+    if connection.execute(_SESSION_EXISTS, {"b_session": request.session_id}).first() is None:
+        raise session_not_found(request.session_id)
+    parameters = {"b_session": request.session_id, "b_plugin": request.plugin_id, "b_namespace": request.namespace, "b_key": request.key}
+    statement = _plugin_data_listing(bool(request.plugin_id), bool(request.namespace), bool(request.key))
+    return [plugin_data_to_proto(row) for row in connection.execute(statement, parameters)]
+
+
+_PLUGIN_DATA = cast(Table, PluginDataRow.__table__)
+_SESSION_EXISTS = select(SessionRow.id).where(SessionRow.id == bindparam("b_session"))
+
+
+@functools.cache
+def _plugin_data_listing(by_plugin: bool, by_namespace: bool, by_key: bool) -> Select[Any]:
+    """ListPluginData's statement for the filters given, built once (building costs more than running it)."""
+    columns = _PLUGIN_DATA.c
+    # The kernel's own partition (which records the world gave the session) is listed only when asked for by name.
+    where = [columns.session_id == bindparam("b_session"),
+             columns.plugin_id == bindparam("b_plugin") if by_plugin else columns.plugin_id != KERNEL_PLUGIN]
+    if by_namespace:
+        where.append(columns.namespace == bindparam("b_namespace"))
+    if by_key:
+        where.append(columns.key == bindparam("b_key"))
+    return select(_PLUGIN_DATA).where(*where).order_by(columns.plugin_id, columns.namespace, columns.key)
 
 
 def update_approvals(db: Session, request: store_pb2.UpdateSessionApprovalsRequest) -> store_pb2.Session:

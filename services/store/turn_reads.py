@@ -36,18 +36,34 @@ def read_for_turn(db: Session, session_id: str, reads: store_pb2.TurnReads) -> s
     if reads.HasField("history"):
         window = reads.history
         reply.history.extend(history_window(db, session_id, window.player_turns, with_metadata=not window.without_metadata))
-    reply.plugin_data.extend(plugin_data_read(db, session_id, scope) for scope in reads.plugin_data)
+    reply.plugin_data.extend(plugin_data_reads(db, session_id, list(reads.plugin_data)))
     return reply
 
 
-def plugin_data_read(db: Session, session_id: str, scope: store_pb2.PluginDataScope) -> store_pb2.PluginDataRead:
-    """One plugin's committed data, one namespace of it or all of it, as ListPluginData orders it."""
-    parameters = {"b_session": session_id, "b_plugin": scope.plugin_id, "b_namespace": scope.namespace}
-    rows = db.connection().execute(_NAMESPACE if scope.namespace else _ALL_OF_PLUGIN, parameters)
-    read = store_pb2.PluginDataRead()
-    read.scope.CopyFrom(scope)
-    read.entries.extend(plugin_data_to_proto(row) for row in rows)
-    return read
+def plugin_data_reads(db: Session, session_id: str, scopes: list[store_pb2.PluginDataScope]) -> list[store_pb2.PluginDataRead]:
+    """Each scope's committed data (one plugin's, one namespace of it or all of it), as ListPluginData orders it.
+    Two statements for all the scopes (the whole plugins', the namespaces'), not one per scope: a demo turn reads
+    a dozen scopes, and each statement costs more to run through SQLAlchemy than its rows."""
+    connection = db.connection()
+    rows: dict[tuple[str, str], list[Any]] = {}
+    whole = sorted({scope.plugin_id for scope in scopes if not scope.namespace})
+    if whole:
+        for row in connection.execute(_ALL_OF_PLUGINS, {"b_session": session_id, "b_plugins": whole}):
+            rows.setdefault((row.plugin_id, ""), []).append(row)
+    wanted = {(scope.plugin_id, scope.namespace) for scope in scopes if scope.namespace}
+    if wanted:
+        parameters = {"b_session": session_id, "b_plugins": sorted({plugin for plugin, _ in wanted}),
+                      "b_namespaces": sorted({namespace for _, namespace in wanted})}
+        for row in connection.execute(_NAMESPACES_OF_PLUGINS, parameters):
+            if (row.plugin_id, row.namespace) in wanted:  # the two INs also match another plugin's namespace name
+                rows.setdefault((row.plugin_id, row.namespace), []).append(row)
+    reads = []
+    for scope in scopes:
+        read = store_pb2.PluginDataRead()
+        read.scope.CopyFrom(scope)
+        read.entries.extend(plugin_data_to_proto(row) for row in rows.get((scope.plugin_id, scope.namespace), ()))
+        reads.append(read)
+    return reads
 
 
 def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
@@ -116,10 +132,11 @@ _LOREBOOK = (select(_LOREBOOK_ROWS).where(_LOREBOOK_ROWS.c.session_id == bindpar
              .order_by(_LOREBOOK_ROWS.c.owner, _LOREBOOK_ROWS.c.entry_id))
 _LOREBOOK_SETTINGS = select(SessionRow.lorebook_settings).where(SessionRow.id == bindparam("b_session"))
 _PLUGIN_DATA = cast(Table, PluginDataRow.__table__)
-_OF_PLUGIN = (_PLUGIN_DATA.c.session_id == bindparam("b_session"), _PLUGIN_DATA.c.plugin_id == bindparam("b_plugin"))
-_ALL_OF_PLUGIN = select(_PLUGIN_DATA).where(*_OF_PLUGIN).order_by(_PLUGIN_DATA.c.namespace, _PLUGIN_DATA.c.key)
-_NAMESPACE = (select(_PLUGIN_DATA).where(*_OF_PLUGIN, _PLUGIN_DATA.c.namespace == bindparam("b_namespace"))
-              .order_by(_PLUGIN_DATA.c.key))
+_IN_PLUGINS = (_PLUGIN_DATA.c.session_id == bindparam("b_session"), _PLUGIN_DATA.c.plugin_id.in_(bindparam("b_plugins", expanding=True)))
+_ALL_OF_PLUGINS = (select(_PLUGIN_DATA).where(*_IN_PLUGINS)
+                   .order_by(_PLUGIN_DATA.c.plugin_id, _PLUGIN_DATA.c.namespace, _PLUGIN_DATA.c.key))
+_NAMESPACES_OF_PLUGINS = (select(_PLUGIN_DATA).where(*_IN_PLUGINS, _PLUGIN_DATA.c.namespace.in_(bindparam("b_namespaces", expanding=True)))
+                          .order_by(_PLUGIN_DATA.c.plugin_id, _PLUGIN_DATA.c.namespace, _PLUGIN_DATA.c.key))
 _SCHEMA = select(_SCHEMAS).where(_SCHEMAS.c.session_id == bindparam("b_session"))
 _CHARACTERS = (select(_CHARACTER_ROWS).where(_CHARACTER_ROWS.c.session_id == bindparam("b_session"))
                .order_by(_CHARACTER_ROWS.c.character_id))

@@ -72,6 +72,23 @@ def test_the_runs_own_world_proposals_show_in_later_reads() -> None:
     assert [c["name"] for c in first] == ["Ada"], "what was read before stays as it was"
 
 
+def test_views_of_one_turn_share_the_world_built_once_and_a_runs_own_proposals_stay_its_own() -> None:
+    """The turn's cache (TurnShared.world_states): views of the same world and upstream share one frozen state;
+    a run buffering its proposal gets its own state, the others' reads and sent values stay as they were."""
+    cache: dict = {}
+    upstream = [proposal("character.upsert", {"characterId": "npc-b", "expectedVersion": 0, "character": {"name": "Bo"}})]
+    first, second = WorldView(WORLD, upstream, cache=cache), WorldView(WORLD, upstream, cache=cache)
+    assert first.characters is second.characters and first.wire_data()["characters"] is second.wire_data()["characters"]
+    assert WorldView(WORLD, cache=cache).characters is not first.characters, "another upstream, another state"
+    sent = first.wire_data()
+    first.buffer("dimension.update", {"updates": [{"id": "weather", "value": "fog", "expectedVersion": 1}]})
+    assert first.dimensions["weather"]["value"] == "fog" and second.dimensions["weather"]["value"] == "rain"
+    assert sent["dimensions"]["weather"]["value"] == "rain" and second.wire_data()["dimensions"]["weather"]["value"] == "rain"
+    copy = first.as_data()
+    copy["characters"][0]["name"] = "Eve"
+    assert second.characters[0]["name"] == "Ada" and second.wire_data()["characters"][0]["name"] == "Ada"
+
+
 async def test_gateway_evaluate_asks_for_a_verdict_at_temperature_zero_and_checks_it() -> None:
     import time
 

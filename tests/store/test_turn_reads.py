@@ -154,6 +154,24 @@ async def test_plugin_data_is_read_with_the_lease_by_scope(stub):
                     [("world-time", "clock", "now"), ("world-time", "notes", "a"), ("world-time", "notes", "b")], []]
 
 
+async def test_plugin_data_scopes_read_together_keep_each_plugins_namespaces_apart(stub):
+    """The scopes are read with two statements for all of them: world-time's notes and inventory's clock asked,
+    inventory's notes and world-time's clock (the same names, crossed) are in no scope; a scope asked twice is
+    answered twice."""
+    session = await new_session(stub)
+    writes = [proposal("plugin.data", {"namespace": namespace, "key": "k", "value": f"{plugin}/{namespace}"}, plugin_id=plugin)
+              for plugin in ("world-time", "inventory") for namespace in ("clock", "notes")]
+    await commit_turn(stub, session.id, writes)
+    scopes = [store_pb2.PluginDataScope(plugin_id="world-time", namespace="notes"),
+              store_pb2.PluginDataScope(plugin_id="inventory", namespace="clock"),
+              store_pb2.PluginDataScope(plugin_id="inventory"),
+              store_pb2.PluginDataScope(plugin_id="world-time", namespace="notes")]
+    reply = await lease_with(stub, session.id, store_pb2.TurnReads(plugin_data=scopes))
+    await release(stub, reply)
+    assert [[(e.plugin_id, e.namespace) for e in scope.entries] for scope in reply.plugin_data] == [
+        [("world-time", "notes")], [("inventory", "clock")], [("inventory", "clock"), ("inventory", "notes")], [("world-time", "notes")]]
+
+
 async def test_bad_plugin_data_scopes_are_refused_naming_the_field(stub):
     session = await new_session(stub)
     empty = store_pb2.TurnReads(plugin_data=[store_pb2.PluginDataScope(namespace="x")])

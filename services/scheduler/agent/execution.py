@@ -52,6 +52,7 @@ from services.scheduler.execution.plugin_data import PluginDataViews
 from services.scheduler.execution.plugin_services import add_service_tools
 from services.scheduler.execution.runtime_scope import RuntimeScope
 from services.scheduler.execution.subagents import (
+    FRAMEWORK,
     INTERNAL_FAILURE,
     SubagentBudget,
     SubagentPlan,
@@ -211,7 +212,9 @@ class AgentExecution:
         settings; a nested run passes its root's `budget` (calls, actors and the 8 running are shared)."""
         characters = characters or _CharacterCache(self._peers, scope.session.id, run)
         if budget is None:
-            settings = {plugin_id: from_struct(value) for plugin_id, value in scope.session.plugin_settings.items()}
+            # Only the two owners subagent_limits reads (every plugin's settings were converted for each caller).
+            stored = scope.session.plugin_settings
+            settings = {owner: from_struct(stored[owner]) for owner in (caller.plugin_id, FRAMEWORK) if owner in stored}
             max_calls, max_actors = subagent_limits(settings, caller.plugin_id)
             budget = SubagentBudget(max_calls=max_calls, max_actors=max_actors)
         providers = run.subagent_providers()

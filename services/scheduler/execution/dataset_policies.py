@@ -54,14 +54,26 @@ def dataset_policies(packages: Mapping[str, Package], proposals: Iterable[store_
 
 
 def policies_of(packages: Iterable[Package]) -> list[store_pb2.DatasetPolicy]:
-    """Every dataset of these packages as the store enforces it (a world's data import uses them too)."""
-    policies = []
-    for package in packages:
-        plugin_id = package.id
-        for namespace, declaration in (package.contributes.datasets or {}).items():
-            policy = store_pb2.DatasetPolicy(plugin_id=plugin_id, namespace=namespace, ops=list(declaration.ops))
-            schema = dataset_schema(package.root_dir, declaration)
-            if schema is not None:
-                policy.schema.CopyFrom(to_struct(schema))
-            policies.append(policy)
-    return policies
+    """Every dataset of these packages as the store enforces it (a world's data import uses them too). The messages
+    are shared (built once per schema file version): callers put them in a request, which copies them."""
+    return [_policy(package.id, namespace, tuple(declaration.ops), dataset_schema(package.root_dir, declaration))
+            for package in packages for namespace, declaration in (package.contributes.datasets or {}).items()]
+
+
+# (plugin, namespace, ops, id(schema)) -> (the schema, its policy): a commit's policies were converted to Structs
+# at every commit; the schema is _load's (kept while its file is unchanged), found by identity.
+_POLICIES: dict[tuple[str, str, tuple[str, ...], int], tuple[dict[str, Any] | None, store_pb2.DatasetPolicy]] = {}
+_POLICIES_KEPT = 512
+
+
+def _policy(plugin_id: str, namespace: str, ops: tuple[str, ...], schema: dict[str, Any] | None) -> store_pb2.DatasetPolicy:
+    key = (plugin_id, namespace, ops, id(schema))
+    found = _POLICIES.get(key)
+    if found is None or found[0] is not schema:
+        if len(_POLICIES) >= _POLICIES_KEPT:
+            _POLICIES.clear()
+        policy = store_pb2.DatasetPolicy(plugin_id=plugin_id, namespace=namespace, ops=list(ops))
+        if schema is not None:
+            policy.schema.CopyFrom(to_struct(schema))
+        found = _POLICIES[key] = (schema, policy)
+    return found[1]

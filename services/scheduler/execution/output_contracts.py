@@ -31,10 +31,18 @@ def _load(path: str, mtime: float) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+@lru_cache(maxsize=1024)
+def _resolved(root: Path, manifest_file: str, reference: str) -> Path | None:
+    """The schema file's real path, None when it points outside the package: resolved once per reference (each
+    check of a runtime's output asked the file system for every folder of the path); the file's mtime is still
+    read at each load, so an edited schema is read again."""
+    path = ((root / manifest_file).parent / reference).resolve()
+    return path if path.is_relative_to(root.resolve()) else None
+
+
 def file_schema(root: Path, manifest_file: str, reference: str) -> dict[str, Any]:
-    base = (root / manifest_file).parent
-    path = (base / reference).resolve()
-    if not path.is_relative_to(root.resolve()):
+    path = _resolved(root, manifest_file, reference)
+    if path is None:
         raise SchemaUnavailable(f"{reference} points outside the package")
     try:
         return _load(str(path), path.stat().st_mtime)
@@ -77,7 +85,7 @@ def output_schemas(manifest: CompiledManifest, contracts: Mapping[str, ContractS
 def check_output(value: Any, schemas: list[tuple[str, dict[str, Any]]]) -> str | None:
     """None when `value` fits every schema; else an output-schema-invalid reason naming the first errors."""
     for label, schema in schemas:
-        errors = sorted(json_schemas.validator(schema, draft_from_schema=False).iter_errors(value), key=lambda e: list(e.absolute_path))
+        errors = sorted(_validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
         if errors:
             listed = "; ".join(
                 f"{'/' + '/'.join(str(p) for p in error.absolute_path) if error.absolute_path else '(root)'}: {error.message}"
@@ -85,3 +93,19 @@ def check_output(value: Any, schemas: list[tuple[str, dict[str, Any]]]) -> str |
             )
             return f"output-schema-invalid ({label}): {listed}"
     return None
+
+
+# id(schema) -> (the schema, its validator). The schemas checked here are the loaded files' (_load keeps them while
+# the file is unchanged) and the kernel's: never changed, so found by identity without writing them out as JSON
+# (json_schemas.validator's key) at every check. A schema seen first gets json_schemas' compiled validator.
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+_VALIDATORS_KEPT = 512
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    found = _VALIDATORS.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_VALIDATORS) >= _VALIDATORS_KEPT:
+            _VALIDATORS.clear()
+        found = _VALIDATORS[id(schema)] = (schema, json_schemas.validator(schema, draft_from_schema=False))
+    return found[1]

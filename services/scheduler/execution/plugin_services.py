@@ -80,9 +80,17 @@ class ServicesView:
         self._hooks = hooks
         self._scope = scope
         self._runtime = runtime
-        self._declared = service_declarations(packages)
+        self._packages = packages
+        self._found: dict[str, tuple[str, ServiceEntry]] | None = None
         # Proposals of write services, attributed to their plugins: {pluginId, type, payload}.
         self.writes: list[dict[str, Any]] = []
+
+    @property
+    def _declared(self) -> dict[str, tuple[str, ServiceEntry]]:
+        """Found at the first call: most handlers given ctx.services never call one."""
+        if self._found is None:
+            self._found = service_declarations(self._packages)
+        return self._found
 
     async def call(self, contract: str, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if contract not in self._declared:

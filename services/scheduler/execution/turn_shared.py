@@ -52,6 +52,8 @@ class TurnShared:
     # plugin id -> its plugin.data* proposals as buffered writes, in order; and how many proposals that covers.
     _plugin_data_writes: dict[str, list[BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
     _proposals_indexed: int = field(default=0, init=False, repr=False)
+    # ctx.world's states of the turn (execution/world_view.py), one per committed world and upstream world proposals.
+    world_states: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
     # id(proposal) -> (the proposal, its buffered write): converted once for the turn and every view of it (seeing()).
     _converted: dict[int, tuple[store_pb2.Proposal, BufferedWrite]] = field(default_factory=dict, init=False, repr=False)
 

@@ -60,11 +60,12 @@ async def close_function_pool() -> None:
 
 
 def _world(world: Any) -> dict[str, Any] | None:
-    """ctx.world as plain values; the worker notes which parts the handler reads (`world_read`)."""
+    """ctx.world as plain values, only encoded (a WorldView's are shared with the turn's other views: not copied);
+    the worker notes which parts the handler reads (`world_read`)."""
     if world is None:
         return None
-    if hasattr(world, "as_data"):
-        return world.as_data()
+    if hasattr(world, "wire_data"):
+        return world.wire_data()
     return {name: thaw(getattr(world, name, None)) for name in ("characterSchema", "characters", "dimensions", "seats", "worldRecord")}
 
 
@@ -91,18 +92,20 @@ def _rules(context: FunctionContext) -> tuple[HttpRule, ...]:
 def context_data(context: FunctionContext) -> dict[str, Any]:
     present = [name for name in ("tools", "services", "gateway", "agents", "progress") if getattr(context, name) is not None]
     agents = context.agents
-    # Thawed: frozen views (ctx.world, inputs) go as plain JSON.
-    return thaw({
+    # Thawed: frozen views (inputs) go as plain JSON; ctx.world is plain already (_world).
+    data: dict[str, Any] = thaw({
         "runtime_id": context.runtime_id, "plugin_id": context.plugin_id, "inputs": dict(context.inputs),
         "player_message": context.player_message, "player_actions": list(context.player_actions),
         "logical_turn": context.logical_turn, "execution": dict(context.execution), "recursion_depth": context.recursion_depth,
         "random": context.random.snapshot(), "user_settings": dict(context.user_settings),
         "activation": dict(context.activation), "session": dict(context.session or {}), "deadline": context.deadline,
         "messages": dict(context.messages),
-        "world": _world(context.world), "http": _http(context), "capabilities": present,
+        "http": _http(context), "capabilities": present,
         "gateway_slot": getattr(context.gateway, "slot", "plugin"),
         "agent_targets": list(agents.targets()) if agents is not None and hasattr(agents, "targets") else [],
     })
+    data["world"] = _world(context.world)
+    return data
 
 
 def _needs(context: FunctionContext, name: str) -> Any:
