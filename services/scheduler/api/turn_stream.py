@@ -24,7 +24,7 @@ from services.scheduler.turn.runner import TurnRunner
 from services.scheduler.turn.stream import Emit
 from shared.errors import unavailable
 from shared.logs import get_logger
-from shared.stream_batching import Batcher
+from shared.stream_batching import BATCH_INTERVAL_S, Batcher
 from shared.stream_coalescing import Channel, Coalescer
 
 log = get_logger(component="scheduler")
@@ -36,9 +36,10 @@ GONE = "the client went away before the story was delivered"
 
 
 class TurnStreams:
-    def __init__(self, runner: TurnRunner, events: SchedulerEventKeys) -> None:
+    def __init__(self, runner: TurnRunner, events: SchedulerEventKeys, *, batch_interval_s: float = BATCH_INTERVAL_S) -> None:
         self._runner = runner
         self._events = events
+        self._batch_interval_s = batch_interval_s
         # Turns keep running when their client goes away; shutdown waits for them.
         self.in_flight: set[asyncio.Task] = set()
         self.watch = TurnWatch()
@@ -48,7 +49,7 @@ class TurnStreams:
 
     def start(self, work: Work[T], *, session_id: str) -> Streamed[T]:
         """`work(emit)` started as its own task; what it emits is the returned stream's."""
-        streamed = Streamed(work, self.watch.tap(session_id), self._events)
+        streamed = Streamed(work, self.watch.tap(session_id), self._events, self._batch_interval_s)
         self.in_flight.add(streamed.task)
         streamed.task.add_done_callback(self.in_flight.discard)
         streamed.task.add_done_callback(_log_failure)
@@ -67,10 +68,11 @@ class TurnStreams:
 class Streamed(Generic[T]):
     """One work's task and the events it emits, delivered to the client while it listens."""
 
-    def __init__(self, work: Work[T], tap: Tap, events: SchedulerEventKeys) -> None:
+    def __init__(self, work: Work[T], tap: Tap, events: SchedulerEventKeys, batch_interval_s: float = BATCH_INTERVAL_S) -> None:
         self._channel: Channel[turn_events_pb2.TurnEvent] = Channel()
         self._publish, self._finished = tap
         self._events = events
+        self._batch_interval_s = batch_interval_s
         # Set once the client went away: every story completed from then on is reported undelivered.
         self._gone = ""
         self.task: asyncio.Task[T] = asyncio.create_task(self._run(work))
@@ -98,7 +100,7 @@ class Streamed(Generic[T]):
     async def events(self, *, background: bool = False, batched: bool = False) -> AsyncIterator[scheduler_pb2.TurnEvent]:
         """The events as the client gets them (`batched`: those ready together as one message); then the work's
         error, if any, raised as the RPC's status."""
-        stream = _Batches(self._channel) if batched else _Singles(self._channel)
+        stream = _Batches(self._channel, self._batch_interval_s) if batched else _Singles(self._channel)
         try:
             async with contextlib.aclosing(stream.messages()) as messages:
                 async for events in messages:
@@ -145,8 +147,8 @@ class _Singles:
 class _Batches:
     """The events ready together as one message (a request's batch_events)."""
 
-    def __init__(self, channel: Channel[turn_events_pb2.TurnEvent]) -> None:
-        self._batcher = Batcher(channel, join_story_text, how_batched)
+    def __init__(self, channel: Channel[turn_events_pb2.TurnEvent], batch_interval_s: float) -> None:
+        self._batcher = Batcher(channel, join_story_text, how_batched, batch_interval_s=batch_interval_s)
 
     def messages(self) -> AsyncGenerator[list[turn_events_pb2.TurnEvent], None]:
         return self._batcher.batches()
