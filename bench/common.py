@@ -24,6 +24,7 @@ from shared.errors import retry_after_ms
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from shared.structs import from_struct, to_struct
+from shared.turn_event_batches import events_of
 from tests.support.builtin_plugins import non_story_core_plugin_ids
 
 RESULTS = Path(__file__).parent / "results"
@@ -150,9 +151,9 @@ async def play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, tex
 
 async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, text: str
                             ) -> tuple[float, float, resources_pb2.Turn, int]:
-    """`play_turn`, and how many messages the SubmitActions stream sent."""
+    """`play_turn`, and how many messages the SubmitActions stream sent (it asks for batches, as the repo's clients do)."""
     request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[resources_pb2.PlayerAction(kind="do", text=text)],
-                                                 idempotency_key=uuid.uuid4().hex)
+                                                 idempotency_key=uuid.uuid4().hex, batch_events=True)
     started = time.perf_counter()
     first_text = None
     last = None
@@ -160,11 +161,12 @@ async def play_counted_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: 
 
     async def stream() -> None:
         nonlocal first_text, last, messages
-        async for event in stub.SubmitActions(request):
+        async for message in stub.SubmitActions(request):
             messages += 1
-            if first_text is None and event.WhichOneof("event") == "narrative_delta":
-                first_text = time.perf_counter() - started
-            last = event
+            for event in events_of(message):
+                if first_text is None and event.WhichOneof("event") == "narrative_delta":
+                    first_text = time.perf_counter() - started
+                last = event
 
     await after_retry_info(stream)
     elapsed = time.perf_counter() - started

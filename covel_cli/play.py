@@ -29,6 +29,7 @@ from services.scheduler.public_api import enum_text
 from shared.errors import retry_after_ms
 from shared.grpc_client import open_client_api_channel
 from shared.structs import from_struct, to_struct
+from shared.turn_event_batches import each_event
 from shared.ui_panels import render_text
 
 ReadLine = Callable[[], Awaitable[str | None]]
@@ -89,7 +90,7 @@ async def read_terminal_line() -> str | None:
 
 
 async def _stream_retried(submit: Callable[[], AsyncIterator[scheduler_pb2.TurnEvent]], out: TextIO) -> api.Turn | None:
-    """A submit streamed, and sent again (the same request: its idempotency key) while the error says a retry
+    """A submit streamed (a stream that asked for batches opened: each_event), and sent again (the same request: its idempotency key) while the error says a retry
     may pass (docs/retries.md): a service restarting, the session still busy, the queue full."""
     give_up = time.monotonic() + RETRY_FOR_S
     while True:
@@ -113,7 +114,7 @@ async def _stream_turn(events: AsyncIterator[scheduler_pb2.TurnEvent], out: Text
     segment_start = True
     progress.start()
     try:
-        async for event in events:
+        async for event in each_event(events):
             kind = event.WhichOneof("event")
             if kind == "turn_started" and event.turn_started.steered_by:
                 # admit_message steered the message into the turn already running: this is that turn.
@@ -182,6 +183,7 @@ async def _play_turn(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, te
         session_id=session_id,
         actions=[api.PlayerAction(kind=kind, text=text, fields=to_struct(fields) if fields else None)],
         idempotency_key=uuid.uuid4().hex,
+        batch_events=True,
     )
     completed = await _stream_retried(lambda: stub.SubmitActions(request), out)
     return (completed, _show_turn(completed, started, out)) if completed is not None else (None, [])

@@ -54,7 +54,8 @@ async def _replay(stub: scheduler_pb2_grpc.SchedulerStub, session_id: str, comma
                   stream: PlayStream) -> list[str]:
     key = uuid.uuid4().hex
     if command == "/continue":
-        request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[api.PlayerAction(kind="advance")], idempotency_key=key)
+        request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, actions=[api.PlayerAction(kind="advance")], idempotency_key=key,
+                                                     batch_events=True)
         return await stream(lambda: stub.SubmitActions(request))
     if command == "/edit" and not text:
         out.write("(/edit needs what you do instead, e.g. /edit I bow instead.)\n")

@@ -123,6 +123,9 @@ SETTING_MEANINGS: dict[str, str] = {
     "scheduler_signal_poll_ms": ("How long a running turn waits before it first asks the store for Cancel and Interject sent "
                                  "to another replica; each ask then waits in the store up to 2 s for one."),
     "scheduler_stall_resend_min_ms": "`ctx.gateway`: a silent first send is given up at half the time left, never sooner than this, then sent once more.",
+    "scheduler_stream_batch_ms": ("A SubmitActions stream that asked for batches (`batch_events`, docs/api.md): how long a runtime's "
+                                  "start or finish, a hook trace entry, progress or a proposal outcome may wait to ride with the "
+                                  "next message. Story text never waits."),
     "scheduler_turn_timeout_s": "Upper bound of one turn, all runtimes included.",
     "scheduler_history_max_turns": "Player turns of history story runtimes read when the manifest sets none.",
     "scheduler_history_budget_chars": "History compaction: story log characters since the latest summary past which older turns are folded.",

@@ -27,6 +27,7 @@ export interface CovelClient {
   createSession(request?: Message): Promise<Message>;
   getSession(sessionId: string): Promise<Message>;
   turns(sessionId: string, pageSize?: number): AsyncGenerator<Message>;
+  // The turn's events one by one (never a batch: the stream's batches are opened).
   submit(sessionId: string, text: string, options?: { kind?: string; idempotencyKey?: string }): AsyncGenerator<Message>;
   play(sessionId: string, text: string, options?: { kind?: string; idempotencyKey?: string }): Promise<Message>;
   close(): void;
@@ -34,3 +35,4 @@ export interface CovelClient {
 
 export declare const api: any;
 export declare function connect(addr: string, options?: ConnectOptions): CovelClient;
+export declare function eventsOf(message: Message): Message[];

@@ -51,6 +51,11 @@ export class CovelError extends Error {
   }
 }
 
+/** The events one message of a turn stream carries: a batch's (a request's batch_events), or the message itself. */
+export function eventsOf(message) {
+  return message.event === "batch" ? message.batch.events : [message];
+}
+
 /** A client of the scheduler at `addr`. Options: token (sent as a bearer token), caFile (a scheduler serving TLS),
  * serverName, retryForMs (how long a turn is sent again, 30 s). */
 export function connect(addr, { token, caFile, serverName, retryForMs = 30_000 } = {}) {
@@ -75,15 +80,16 @@ export function connect(addr, { token, caFile, serverName, retryForMs = 30_000 }
     }
   }
 
+  // The turn's events one by one: the stream sends those ready together as one batch (batch_events), opened here.
   async function* submit(sessionId, text, { kind = "act", idempotencyKey = randomUUID() } = {}) {
-    const request = { session_id: sessionId, idempotency_key: idempotencyKey, actions: [{ kind, text }] };
+    const request = { session_id: sessionId, idempotency_key: idempotencyKey, actions: [{ kind, text }], batch_events: true };
     const giveUp = Date.now() + retryForMs;
     for (;;) {
       let started = false;
       try {
-        for await (const event of stub.SubmitActions(request, metadata())) {
+        for await (const message of stub.SubmitActions(request, metadata())) {
           started = true;
-          yield event;
+          yield* eventsOf(message);
         }
         return;
       } catch (raw) {

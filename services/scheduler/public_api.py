@@ -133,29 +133,38 @@ def _as(message: Message, descriptor: Any) -> Message:
 
 
 class Step(NamedTuple):
-    """A target field the wire form does not carry right: `nested` (the plan of a message field whose own
-    fields need it) or `pair` (a text and an enum: the source and target fields, set through _scalar)."""
+    """A target field the wire form does not carry right: `nested` (the source and target descriptors of a message
+    field whose own fields need it: _plan of them) or `pair` (a text and an enum: the source and target fields, set
+    through _scalar)."""
 
     name: str
     repeated: bool
-    nested: tuple[Step, ...] = ()
+    nested: tuple[Any, Any] | None = None
     pair: tuple[Any, Any] | None = None
 
 
 @cache
 def _plan(source: Any, target: Any) -> tuple[Step, ...]:
     """The fields of `target` the wire form does not carry right from `source`, down to the leaves."""
+    return _steps(source, target, frozenset())
+
+
+def _steps(source: Any, target: Any, outer: frozenset[tuple[Any, Any]]) -> tuple[Step, ...]:
+    """_plan's steps; `outer`: the messages this one sits in, so a message that holds its own kind (a batch of turn
+    events) is planned once."""
     steps: list[Step] = []
     for to in target.fields:
         field = source.fields_by_name.get(to.name)
         if field is None:
             continue
         if to.message_type is not None and field.message_type is not None:
-            nested = () if to.message_type.full_name == field.message_type.full_name else _plan(field.message_type, to.message_type)
-            if nested and to.message_type.GetOptions().map_entry:
-                raise TypeError(f"{target.full_name}.{to.name}: a map whose values need converting is not supported")
-            if nested:
-                steps.append(Step(to.name, to.is_repeated, nested=nested))
+            pair = (field.message_type, to.message_type)
+            if to.message_type.full_name == field.message_type.full_name:
+                continue
+            if pair in outer or pair == (source, target) or _steps(*pair, outer | {(source, target)}):
+                if to.message_type.GetOptions().map_entry:
+                    raise TypeError(f"{target.full_name}.{to.name}: a map whose values need converting is not supported")
+                steps.append(Step(to.name, to.is_repeated, nested=pair))
         elif (to.enum_type is None) != (field.enum_type is None):
             # Two enums of the same values (tests/scheduler/test_public_api.py) travel as their numbers.
             steps.append(Step(to.name, to.is_repeated, pair=(field, to)))
@@ -172,11 +181,14 @@ def _fix(source: Message, target: Message, plan: tuple[Step, ...]) -> None:
                 getattr(target, name).extend(_scalar(field, to, value) for value in getattr(source, name))
             else:
                 setattr(target, name, _scalar(field, to, getattr(source, name)))
+        elif step.nested is None:
+            continue
         elif step.repeated:
+            nested = _plan(*step.nested)
             for inner_source, inner_target in zip(getattr(source, name), getattr(target, name), strict=True):
-                _fix(inner_source, inner_target, step.nested)
+                _fix(inner_source, inner_target, nested)
         elif source.HasField(name):
-            _fix(getattr(source, name), getattr(target, name), step.nested)
+            _fix(getattr(source, name), getattr(target, name), _plan(*step.nested))
 
 
 def _scalar(field: Any, to: Any, value: Any) -> Any:

@@ -85,7 +85,7 @@ def compose(peers: Peers, settings: SchedulerSettings) -> Scheduler:
     plugins = PluginCache(peers.registry)
     runner = TurnRunner(peers, plugins, hooks, settings, sessions)
     store = peers.store
-    streams = TurnStreams(runner, events)
+    streams = TurnStreams(runner, events, batch_interval_s=settings.scheduler_stream_batch_ms / 1000)
     follower = TurnFollower(store, streams.watch)
     # Cancel stops the auto-advance chains of the submits running here.
     chains = AdvanceChains()

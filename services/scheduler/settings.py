@@ -27,6 +27,10 @@ class SchedulerSettings(PrincipalSettings, ServiceSettings):
     # ctx.gateway: a silent first send is given up at half the time left but never sooner than this
     # (spec: 60 s), then re-sent once with the rest; with this or less left it is the only send.
     scheduler_stall_resend_min_ms: int = Field(default=60_000, ge=1)
+    # A turn stream that asked for batches (SubmitActionsRequest.batch_events): how long a runtime's start or
+    # finish, a hook trace entry, progress or a proposal outcome may wait to ride with the next message. Story
+    # text never waits for it.
+    scheduler_stream_batch_ms: int = Field(default=50, ge=0, le=10_000)
     # Upper bound of one turn, all runtimes included.
     scheduler_turn_timeout_s: float = 600.0
     # History window for story runtimes when the manifest sets none (player turns).

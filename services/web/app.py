@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc
 from services.web import cjk_font, routes
 from services.web.grpc_errors import error_body, request_error
 from services.web.media_route import media_endpoint
@@ -30,6 +30,7 @@ from shared.grpc_client import check_health, open_channel
 from shared.logs import get_logger
 from shared.settings import SecuritySettings
 from shared.telemetry import metrics
+from shared.turn_event_batches import events_of
 
 request_log = get_logger(component="web")
 
@@ -123,11 +124,25 @@ def _event(event: Message) -> bytes:
     return _sse(event.DESCRIPTOR.fields_by_name[name].json_name, to_json(getattr(event, name)))
 
 
-async def _stream(first: Message, call: AsyncIterator[Message]) -> AsyncIterator[bytes]:
-    yield _event(first)
+def _events(message: scheduler_pb2.TurnEvent) -> bytes:
+    """One Server-Sent Event per TurnEvent: a batch from the scheduler is opened (the page never sees one), its
+    events written together."""
+    return b"".join(_event(event) for event in events_of(message))
+
+
+def _batched(message: Message) -> Message:
+    """A streamed RPC's request asking the scheduler for batches where the RPC has them (SubmitActions): fewer
+    messages between the scheduler and the web front, the same events to the page."""
+    if isinstance(message, scheduler_pb2.SubmitActionsRequest):
+        message.batch_events = True
+    return message
+
+
+async def _stream(first: scheduler_pb2.TurnEvent, call: AsyncIterator[scheduler_pb2.TurnEvent]) -> AsyncIterator[bytes]:
+    yield _events(first)
     try:
         async for event in call:
-            yield _event(event)
+            yield _events(event)
     except grpc.aio.AioRpcError as error:
         yield _sse("error", error_body(error)[1])
         return
@@ -155,7 +170,7 @@ def _endpoint(route: routes.Route, state: dict[str, Any], timeout_s: float) -> C
         try:
             if not route.streamed:
                 return JSONResponse(to_json(await method(message, metadata=_metadata(request), timeout=timeout_s)))
-            call = method(message, metadata=_metadata(request))
+            call = method(_batched(message), metadata=_metadata(request))
             # The first event decides the answer: an error before any is an HTTP error, not a stream.
             first = await call.__aiter__().__anext__()
         except grpc.aio.AioRpcError as error:

@@ -7,7 +7,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from services.web.routes import ROUTES, Route
+from services.web.routes import HIDDEN_FIELDS, ROUTES, Route
 
 # Well-known types as their JSON mapping has them.
 WELL_KNOWN: dict[str, dict[str, Any]] = {
@@ -51,6 +51,7 @@ class SchemaBook:
         return {"$ref": f"#/components/schemas/{descriptor.full_name}"}
 
     def _message(self, descriptor: Descriptor, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+        skip = (*skip, *HIDDEN_FIELDS.get(descriptor.full_name, ()))
         properties = {field.json_name: self.field(field) for field in descriptor.fields if field.name not in skip}
         return {"type": "object", "properties": properties}
 

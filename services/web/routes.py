@@ -38,6 +38,10 @@ class Route:
         return getattr(scheduler_pb2, "InvokeActionResponse" if self.rpc == "RunCommand" else f"{self.rpc}Response")
 
 
+# Fields of the gRPC API the HTTP API leaves out of its description: the web front asks SubmitActions for batches
+# itself and opens them, one Server-Sent Event per TurnEvent (app.py).
+HIDDEN_FIELDS = {"covel.scheduler.v1.SubmitActionsRequest": ("batch_events",), "covel.scheduler.v1.TurnEvent": ("batch",)}
+
 S = "/api/sessions/{session_id}"
 # ImportWorld's file, at most 24 MiB, in base64 and JSON.
 IMPORT_MAX_BODY = 33 * 1024 * 1024

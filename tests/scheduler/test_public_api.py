@@ -45,7 +45,8 @@ COUNTERPARTS = {
 }
 # The turn stream: scheduler.v1's events from the scheduler's internal ones.
 EVENT_COUNTERPARTS = {name: getattr(turn_events_pb2, name)
-                      for name in ("TurnEvent", "TurnStarted", "RuntimeStarted", "RuntimeFinished", "NarrativeDelta", "RuntimeProgress")}
+                      for name in ("TurnEvent", "TurnEventBatch", "TurnStarted", "RuntimeStarted", "RuntimeFinished", "NarrativeDelta",
+                                   "RuntimeProgress")}
 # Internal fields clients never get (reserved in the public message).
 INTERNAL_ONLY = {("DetachedJob", "lease_id"), ("RuntimeResult", "suspension"), ("DimensionSettlement", "input"),
                  ("PausedPlugin", "turn_id")}
@@ -166,6 +167,17 @@ def test_a_turn_maps_whole_with_its_texts_as_enums():
     assert shown.hook_trace[0].status == resources_pb2.HOOK_STATUS_INVALID_RESULT
     assert shown.messages[0].role == resources_pb2.MESSAGE_ROLE_SUMMARY and shown.messages[0].metadata["throughSeq"] == 3
     assert result.output["a"] == 1 and "suspension" not in str(result)
+
+
+def test_a_batch_of_events_converts_each_event_with_its_texts_as_enums():
+    internal = turn_events_pb2
+    batch = internal.TurnEvent(batch=internal.TurnEventBatch(events=[
+        internal.TurnEvent(runtime_started=internal.RuntimeStarted(runtime_id="p/r", stage="narrative")),
+        internal.TurnEvent(turn_completed=store_pb2.Turn(id="t1", status=store_pb2.TURN_STATUS_COMMITTED, origin="continuation")),
+    ]))
+    started, completed = convert(batch, scheduler_pb2.TurnEvent).batch.events
+    assert started.runtime_started.stage == resources_pb2.RUNTIME_STAGE_NARRATIVE
+    assert completed.turn_completed.origin == resources_pb2.TURN_ORIGIN_CONTINUATION
 
 
 def test_maps_and_renamed_records_convert():

@@ -52,6 +52,19 @@ async def test_a_session_plays_through_setup_and_a_turn_in_json(web) -> None:
         assert [m["role"] for m in messages].count("MESSAGE_ROLE_PLAYER") == 3, "the advance that started the setup, the form answer, the action"
 
 
+async def test_a_turn_is_one_server_sent_event_per_turn_event_though_the_scheduler_sends_batches(web) -> None:
+    """The web front asks SubmitActions for batches (services/web/app.py) and opens them: the page gets what it got."""
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:
+        session = (await client.post("/api/sessions", json={})).json()["session"]
+        events = await sse(client, f"/api/sessions/{session['id']}/actions", {"actions": [{"kind": "act", "text": "I look around."}]})
+    names = [name for name, _ in events]
+    assert "batch" not in names and names[0] == "turnStarted" and names[-2:] == ["turnCompleted", "end"], names
+    first_text = names.index("narrativeDelta")
+    assert "runtimeStarted" in names[:first_text] and "runtimeFinished" in names[first_text:], names
+    turn = events[-2][1]
+    assert "".join(data["text"] for name, data in events if name == "narrativeDelta") == turn["narrative"]
+
+
 async def test_the_story_moves_in_json(web) -> None:
     """Regenerate, the versions and choosing one, rewind, branch: the scheduler's moves over HTTP/JSON."""
     async with httpx.AsyncClient(base_url=web.url, timeout=30) as client:

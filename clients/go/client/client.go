@@ -137,11 +137,12 @@ func (c *Client) Turns(ctx context.Context, sessionID string, pageSize int32, ea
 	}
 }
 
-// Submit plays one turn: each gets its events as they come. It is sent again with the same idempotency key while
-// a retry may pass and no event came yet; a failure after the first event is returned (the turn's record then says
-// what happened).
+// Submit plays one turn: each gets its events as they come (the stream sends those ready together as one batch;
+// each gets them one by one, never a batch). It is sent again with the same idempotency key while a retry may pass
+// and no event came yet; a failure after the first event is returned (the turn's record then says what happened).
 func (c *Client) Submit(ctx context.Context, sessionID string, action *schedulerv1.PlayerAction, each func(*schedulerv1.TurnEvent) error) error {
-	request := &schedulerv1.SubmitActionsRequest{SessionId: sessionID, IdempotencyKey: newKey(), Actions: []*schedulerv1.PlayerAction{action}}
+	request := &schedulerv1.SubmitActionsRequest{SessionId: sessionID, IdempotencyKey: newKey(), Actions: []*schedulerv1.PlayerAction{action},
+		BatchEvents: true}
 	giveUp := time.Now().Add(c.retryFor)
 	for {
 		started, err := c.submitOnce(ctx, request, each)
@@ -174,10 +175,21 @@ func (c *Client) submitOnce(ctx context.Context, request *schedulerv1.SubmitActi
 			return started, err
 		}
 		started = true
-		if err := each(event); err != nil {
-			return true, err
+		for _, one := range EventsOf(event) {
+			if err := each(one); err != nil {
+				return true, err
+			}
 		}
 	}
+}
+
+// EventsOf gives the events one message of a turn stream carries: a batch's (a request's BatchEvents), or the
+// message itself.
+func EventsOf(message *schedulerv1.TurnEvent) []*schedulerv1.TurnEvent {
+	if batch := message.GetBatch(); batch != nil {
+		return batch.GetEvents()
+	}
+	return []*schedulerv1.TurnEvent{message}
 }
 
 // Play plays one action ("act") to the turn's end and gives its record (status, story, trace).

@@ -68,7 +68,7 @@ class Submissions:
         if joined is None:
             when_busy = await self._when_busy(request, actions)
             streamed = self._streams.start(partial(self._run_chain, request, actions, when_busy), session_id=request.session_id)
-            async for event in streamed.events():
+            async for event in streamed.events(batched=request.batch_events):
                 yield event
             outcome = streamed.outcome()
             joined = outcome if isinstance(outcome, Joined) else None

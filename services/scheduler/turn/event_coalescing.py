@@ -2,14 +2,20 @@
 
 Consecutive story text of the same runtime and segment joins (clients concatenate the pieces, and
 the joined pieces still equal the committed narrative); a reset, a paragraph break and every other
-event go as they are, in their order (shared/stream_coalescing.py).
+event go as they are, in their order (shared/stream_coalescing.py). A stream that asked for batches
+(issue 39) also sends the events that are ready together as one batch, and lets the turn's bookkeeping
+wait a moment for the next message (shared/stream_batching.py).
 """
 
 from __future__ import annotations
 
 from covel.scheduler.internal.v1 import turn_events_pb2
 from services.scheduler.agent.story_stream import PARAGRAPH_BREAK
+from shared.stream_batching import BATCHED
 from shared.stream_coalescing import FLUSH_INTERVAL, MAX_JOINED_CHARS, NEVER
+
+# What the player need not see the moment it happens: it rides with the next message of a batched stream.
+BOOKKEEPING = frozenset({"runtime_started", "runtime_finished", "hook", "progress", "proposal"})
 
 
 def _joinable(delta: turn_events_pb2.NarrativeDelta) -> bool:
@@ -40,3 +46,8 @@ def is_story_text(event: turn_events_pb2.TurnEvent) -> bool:
 def how_held(event: turn_events_pb2.TurnEvent) -> str:
     """Story text may wait the flush interval for more of itself; nothing else waits."""
     return FLUSH_INTERVAL if is_story_text(event) else NEVER
+
+
+def how_batched(event: turn_events_pb2.TurnEvent) -> str:
+    """In a batched stream, bookkeeping may also wait the batch interval for company; story text never does."""
+    return BATCHED if event.WhichOneof("event") in BOOKKEEPING else how_held(event)

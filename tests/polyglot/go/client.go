@@ -8,8 +8,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -23,6 +25,8 @@ type playedTurn struct {
 	Status string `json:"status"`
 	Story  string `json:"story"`
 	Events int    `json:"events"`
+	// Events the client gave that were batches (it opens them: none).
+	Batches int `json:"batches"`
 }
 
 type summary struct {
@@ -34,6 +38,11 @@ type summary struct {
 	ErrorReason string       `json:"error_reason,omitempty"`
 	Violations  []string     `json:"field_violations,omitempty"`
 	Missing     string       `json:"missing,omitempty"`
+	// A turn streamed through the generated stub asking for batches: its messages, how many were batches and the
+	// events client.EventsOf found in them.
+	RawMessages int `json:"raw_messages"`
+	RawBatches  int `json:"raw_batches"`
+	RawEvents   int `json:"raw_events"`
 }
 
 func main() {
@@ -71,6 +80,7 @@ func main() {
 	if err := covel.Turns(ctx, out.SessionID, 1, func(*schedulerv1.Turn) error { out.Listed++; return nil }); err != nil {
 		fail(err)
 	}
+	rawTurn(ctx, covel, &out)
 	// A mistake on purpose: an empty action list names its field in BadRequest.
 	stream, err := covel.Stub.SubmitActions(covel.Context(ctx), &schedulerv1.SubmitActionsRequest{SessionId: out.SessionID})
 	if err == nil {
@@ -91,6 +101,9 @@ func play(ctx context.Context, covel *client.Client, sessionID, text string) pla
 	played := playedTurn{}
 	err := covel.Submit(ctx, sessionID, &schedulerv1.PlayerAction{Kind: "act", Text: text}, func(event *schedulerv1.TurnEvent) error {
 		played.Events++
+		if event.GetBatch() != nil {
+			played.Batches++
+		}
 		if delta := event.GetNarrativeDelta(); delta != nil {
 			story.WriteString(delta.GetText())
 		}
@@ -103,6 +116,28 @@ func play(ctx context.Context, covel *client.Client, sessionID, text string) pla
 		fail(err)
 	}
 	return played
+}
+
+func rawTurn(ctx context.Context, covel *client.Client, out *summary) {
+	stream, err := covel.Stub.SubmitActions(covel.Context(ctx), &schedulerv1.SubmitActionsRequest{SessionId: out.SessionID, BatchEvents: true,
+		Actions: []*schedulerv1.PlayerAction{{Kind: "act", Text: "I wait."}}})
+	if err != nil {
+		fail(err)
+	}
+	for {
+		message, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			fail(err)
+		}
+		out.RawMessages++
+		if message.GetBatch() != nil {
+			out.RawBatches++
+		}
+		out.RawEvents += len(client.EventsOf(message))
+	}
 }
 
 func describe(out *summary, failed *client.Error) {

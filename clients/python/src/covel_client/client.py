@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -88,17 +88,19 @@ class Client:
 
     async def submit(self, session_id: str, text: str, *, kind: str = "act",
                      idempotency_key: str | None = None) -> AsyncIterator[scheduler_pb2.TurnEvent]:
-        """The events of one turn, as they come. Sent again with the same idempotency key while a retry may pass and no
-        event came yet; a failure after the first event is raised (the turn's record then says what happened)."""
+        """The events of one turn, as they come (the stream sends those ready together as one batch: they are given
+        one by one, never a batch). Sent again with the same idempotency key while a retry may pass and no event came
+        yet; a failure after the first event is raised (the turn's record then says what happened)."""
         request = scheduler_pb2.SubmitActionsRequest(session_id=session_id, idempotency_key=idempotency_key or uuid.uuid4().hex,
-                                                     actions=[resources_pb2.PlayerAction(kind=kind, text=text)])
+                                                     actions=[resources_pb2.PlayerAction(kind=kind, text=text)], batch_events=True)
         give_up = time.monotonic() + self.retry_for_s
         while True:
             started = False
             try:
-                async for event in self.stub.SubmitActions(request, metadata=self._metadata):
+                async for message in self.stub.SubmitActions(request, metadata=self._metadata):
                     started = True
-                    yield event
+                    for event in events_of(message):
+                        yield event
                 return
             except grpc.aio.AioRpcError as error:
                 failed = CovelError.of(error)
@@ -117,3 +119,8 @@ class Client:
         if completed is None:
             raise CovelError(grpc.StatusCode.UNKNOWN, "the turn's stream ended without its record")
         return completed
+
+
+def events_of(message: scheduler_pb2.TurnEvent) -> Sequence[scheduler_pb2.TurnEvent]:
+    """The events one message of a turn stream carries: a batch's (a request's batch_events), or the message itself."""
+    return message.batch.events if message.WhichOneof("event") == "batch" else (message,)
