@@ -116,6 +116,9 @@ REASONS: dict[str, Reason] = {
     "SEAT_NOT_YOURS": Reason(grpc.StatusCode.PERMISSION_DENIED, "BadRequest (`actions[i].seat_id`)",
                              "a guest's action named another seat than its own: leave seat_id empty or name its own"),
     "SESSION_BUSY": Reason(grpc.StatusCode.ABORTED, "RetryInfo", "another turn of the session still runs past the wait: retry after the delay"),
+    "READ_CONFLICT": Reason(grpc.StatusCode.ABORTED, "",
+                            "CommitTurn of a turn that ran without the session's lease (a detached job): what it read changed since; "
+                            "nothing was written: run it again on the new state"),
     "DETACHED_QUEUE_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "RetryInfo",
                                   "the session's detached work is at its bound: retry after the delay"),
     "TURN_OFF_LINE": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",
