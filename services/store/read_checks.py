@@ -35,7 +35,7 @@ def _world_revision(db: Session, session_id: str) -> str:
     connection = db.connection()
     parameters = {"b_session": session_id}
     schema = connection.execute(_SCHEMA_VERSION, parameters).scalar_one_or_none() or 0
-    return world_revision(schema, connection.execute(_CHARACTERS, parameters).tuples(), connection.execute(_DIMENSIONS, parameters).tuples())
+    return world_revision(schema, connection.execute(_CHARACTERS, parameters), connection.execute(_DIMENSIONS, parameters))
 
 
 _CHARACTER_ROWS = cast(Table, CharacterRow.__table__)
