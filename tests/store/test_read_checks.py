@@ -12,7 +12,17 @@ from covel.store.v1 import store_pb2
 from services.store import job_claims
 from shared.errors import error_info
 from shared.ids import new_id
-from tests.store.helpers import acquire, commit_turn, data_proposal, expect_error, new_session, plugin_data, proposal, turn_for, violated_fields
+from tests.store.helpers import (
+    acquire,
+    commit_turn,
+    data_proposal,
+    expect_error,
+    new_session,
+    plugin_data,
+    proposal,
+    turn_for,
+    violated_fields,
+)
 
 READS = store_pb2.TurnReads(world=True, plugin_data=[store_pb2.PluginDataScope(plugin_id="memory", namespace="facts")])
 
