@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import grpc
+
 from covel.store.v1 import store_pb2
 from services.scheduler.turn.lease import LeaseKeeper
 from shared.ids import new_id
@@ -62,12 +64,22 @@ class LeaseHold:
     async def for_commit(self) -> store_pb2.TurnLease:
         """The lease to commit with: a job takes it now (waiting for a turn that holds it), for the turn it ran."""
         if not self.held:
-            reply = await self._keeper.acquire(self.lease.session_id, self._key, "background", turn_id=self.lease.turn_id)
+            reply = await self._commit_lease()
             if reply.WhichOneof("result") == "existing_turn":
                 raise Recorded(reply.existing_turn)
             self.lease, self.held = reply.lease, True
             self._start_keeping()
         return self.lease
+
+    async def _commit_lease(self) -> store_pb2.AcquireTurnLeaseResponse:
+        """The store's answer to the job's ask for the lease, asked again while the session stays busy past the wait (a
+        player playing on): the job's run is done, only its commit waits (the job's own lease bounds how long)."""
+        while True:
+            try:
+                return await self._keeper.acquire(self.lease.session_id, self._key, "background", turn_id=self.lease.turn_id)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.ABORTED:
+                    raise
 
     async def release(self) -> None:
         if self.held:
