@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import timestamp_pb2
 
 from covel.store.v1 import store_pb2
+from services.store.proto_mapping import timestamp
+
+_NEVER = timestamp_pb2.Timestamp()
 
 
 def entries_revision(entries: Iterable[store_pb2.PluginDataEntry]) -> str:
+    return _revision((entry.namespace, entry.key, entry.turn_id, entry.updated_at) for entry in entries)
+
+
+def rows_revision(rows: Iterable[Any]) -> str:
+    """entries_revision of plugin data rows (namespace, key, turn_id, updated_at), without their values."""
+    return _revision((row.namespace, row.key, row.turn_id or "", timestamp(row.updated_at) or _NEVER) for row in rows)
+
+
+def _revision(entries: Iterable[tuple[str, str, str, timestamp_pb2.Timestamp]]) -> str:
     digest = hashlib.blake2b(digest_size=12)
-    for entry in entries:
-        stamp = entry.updated_at
-        digest.update(f"{entry.namespace}\0{entry.key}\0{entry.turn_id}\0{stamp.seconds}.{stamp.nanos}\n".encode())
+    for namespace, key, turn_id, stamp in entries:
+        digest.update(f"{namespace}\0{key}\0{turn_id}\0{stamp.seconds}.{stamp.nanos}\n".encode())
     return digest.hexdigest()
 
 

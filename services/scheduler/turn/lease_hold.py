@@ -28,8 +28,12 @@ class Recorded(Exception):
 
 
 class LeaseHold:
-    def __init__(self, keeper: LeaseKeeper, lease: store_pb2.TurnLease, held: bool, idempotency_key: str = "") -> None:
+    def __init__(self, keeper: LeaseKeeper, lease: store_pb2.TurnLease, session: store_pb2.Session, held: bool,
+                 idempotency_key: str = "") -> None:
         self._keeper = keeper
+        # The session as the store answered with the lease (a job's: with its snapshot, then with its commit's lease):
+        # what the turn's record follows (selection.TriggerHistories).
+        self.session = session
         # Held: the store's lease. Not yet: the turn's id and logical turn as the job runs them, no lease id.
         self.lease = lease
         self.held = held
@@ -39,15 +43,15 @@ class LeaseHold:
         self._signals: tuple[Callable[[str, str, str], object], Callable[[str, str], object]] | None = None
 
     @classmethod
-    def taken(cls, keeper: LeaseKeeper, lease: store_pb2.TurnLease) -> LeaseHold:
-        return cls(keeper, lease, held=True)
+    def taken(cls, keeper: LeaseKeeper, reply: store_pb2.AcquireTurnLeaseResponse) -> LeaseHold:
+        return cls(keeper, reply.lease, reply.session, held=True)
 
     @classmethod
     def for_job(cls, keeper: LeaseKeeper, session: store_pb2.Session, idempotency_key: str) -> LeaseHold:
         """A detached job's run on its snapshot: the lease comes with its commit. Its logical turn is the commit's; until
         then, the one the store would give it now (the session's last player turn)."""
         lease = store_pb2.TurnLease(session_id=session.id, turn_id=new_id(), logical_turn=max(session.completed_player_turns, 1))
-        return cls(keeper, lease, held=False, idempotency_key=idempotency_key)
+        return cls(keeper, lease, session, held=False, idempotency_key=idempotency_key)
 
     def keep(self, cancel: Callable[[str, str, str], object], interject: Callable[[str, str], object]) -> None:
         """Renewals, and the signals other replicas leave for the holder, while the lease is held."""
@@ -67,7 +71,7 @@ class LeaseHold:
             reply = await self._commit_lease()
             if reply.WhichOneof("result") == "existing_turn":
                 raise Recorded(reply.existing_turn)
-            self.lease, self.held = reply.lease, True
+            self.lease, self.session, self.held = reply.lease, reply.session, True
             self._start_keeping()
         return self.lease
 

@@ -211,7 +211,7 @@ class TurnRunner:
             return lease_reply.existing_turn
         session = lease_reply.session
         # A detached job runs on its snapshot and takes the lease for its commit only (lease_hold.py).
-        hold = LeaseHold.for_job(self._lease, session, request.idempotency_key) if off_lease else LeaseHold.taken(self._lease, lease_reply.lease)
+        hold = LeaseHold.for_job(self._lease, session, request.idempotency_key) if off_lease else LeaseHold.taken(self._lease, lease_reply)
         receipts = open_receipts(lease_reply.world) if request.origin in STORY_ORIGINS else []
         if receipts:
             await hold.release()
@@ -230,7 +230,7 @@ class TurnRunner:
             self.cancel(session.id, turn.id, request.stop.reason)
         try:
             recorded = await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
-            self._trigger_histories.recorded(session, recorded)
+            self._trigger_histories.recorded(hold.session, recorded)
             return recorded
         except Recorded as done:
             return done.turn
@@ -242,7 +242,7 @@ class TurnRunner:
             # Cancelled on request, or past the turn's time limit: record it, commit nothing of it.
             reason = running.cancel_reason or f"the turn passed its time limit ({self._settings.scheduler_turn_timeout_s:.0f} s)"
             recorded = await self._end_early(turn, hold, emit, store_pb2.TURN_STATUS_FAILED, reason)
-            self._trigger_histories.recorded(session, recorded)
+            self._trigger_histories.recorded(hold.session, recorded)
             return recorded
         except BaseException:
             await hold.release()
@@ -373,15 +373,15 @@ class TurnRunner:
     async def _schedule(self, plugins: TurnPlugins, session: store_pb2.Session, logical_turn: int, stream: TurnStream,
                         world_has_dimensions: bool) -> list:
         """The runtimes this turn runs: by trigger (schedule.py), then as PreSchedule hooks filter them."""
-        history = None
-        if any(needs_history(manifest) for manifest in plugins.manifests.values()):
-            history = self._trigger_histories.get(session)
-            if history is None:
-                history = TriggerHistory.from_turns(await all_turns(self._peers.store, session.id))
-                self._trigger_histories.remember(session, history)
         if plugins.named is not None:
             selected = [plugins.named]
         else:
+            history = None
+            if any(needs_history(manifest) for manifest in plugins.manifests.values()):
+                history = self._trigger_histories.get(session)
+                if history is None:
+                    history = TriggerHistory.from_turns(await all_turns(self._peers.store, session.id))
+                    self._trigger_histories.remember(session, history)
             versions = {package.id: package.version for package in plugins.packages}
             selected = select_runtimes(plugins.runtimes, plugins.manifests, logical_turn, history, session, versions,
                                        world_has_dimensions=world_has_dimensions)
