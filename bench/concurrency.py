@@ -24,7 +24,7 @@ from bench.common import (
     write_result,
 )
 from bench.turn_costs import metrics_env, per_turn, snapshot
-from covel.scheduler.v1 import scheduler_pb2_grpc
+from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
 from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
 
@@ -52,17 +52,20 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, worl
         # One warm-up turn each (connections up, caches filled), then everyone starts at once.
         await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids)))
         before = snapshot(*counted) if counted else None
+        conflicts = read_conflicts(counted[0]) if counted else 0
         latencies += await play_back_to_back(stubs, ids, seconds, failures)
         if counted and before is not None:
             # Over the turns that ended in the window (each session's last turn, ended after it, adds a little).
             costs = per_turn(before, snapshot(*counted), max(1, len(latencies)))
+        jobs = await job_statuses(stubs[0], ids)
+        conflicts = read_conflicts(counted[0]) - conflicts if counted else 0
     finally:
         for channel in channels:
             await channel.close()
     return {
         "sessions": sessions, "plugins": world or "narrator", "seconds": seconds, "turns": len(latencies),
         "turns_per_s": len(latencies) / seconds, "turn_ms": summarize(latencies) if latencies else {},
-        "failed_turns": len(failures), "failures": failures[:5],
+        "failed_turns": len(failures), "failures": failures[:5], "jobs_at_end": jobs, "read_conflicts": conflicts,
         **({"cpu_ms_per_turn": costs["cpu_ms_per_turn"], "sandbox_cpu_ms_per_turn": costs["sandbox_cpu_ms_per_turn"]} if costs else {}),
     }
 
@@ -78,12 +81,35 @@ async def measure(levels: tuple[int, ...], seconds: float, world_levels: tuple[i
 
 
 
+def read_conflicts(group: ServiceGroup) -> int:
+    """The detached jobs' runs a player's commit refused so far (READ_CONFLICT: each ran again), from the scheduler's log."""
+    log = group.data_dir / "logs" / "scheduler.log"
+    return log.read_text(errors="replace").count("detached.read_conflict") if log.exists() else 0
+
+
+async def job_statuses(stub: scheduler_pb2_grpc.SchedulerStub, session_ids: list[str]) -> dict[str, int]:
+    """The sessions' detached jobs by status once the window ended: queued and running ones are the queue's depth."""
+    counts: dict[str, int] = {}
+    for session_id in session_ids:
+        for job in (await stub.ListDetachedJobs(scheduler_pb2.ListDetachedJobsRequest(session_id=session_id, page_size=500))).jobs:
+            status = resources_pb2.DetachedJobStatus.Name(job.status).removeprefix("DETACHED_JOB_STATUS_").lower()
+            counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
 def render(result: dict) -> str:
     return table(
-        ["concurrent sessions", "plugins", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed", "CPU ms a turn, five processes"],
+        ["concurrent sessions", "plugins", "turns/s", "turn p50 ms", "turn p95 ms", "turns", "failed", "CPU ms a turn, five processes",
+         "jobs queued / running / done at the end", "job runs refused (read conflicts)"],
         [[r["sessions"], r.get("plugins", "narrator"), r["turns_per_s"], r["turn_ms"].get("p50", 0.0), r["turn_ms"].get("p95", 0.0), r["turns"],
-          r["failed_turns"], sum(r.get("cpu_ms_per_turn", {}).values())] for r in result["levels"]],
+          r["failed_turns"], sum(r.get("cpu_ms_per_turn", {}).values()), _jobs(r.get("jobs_at_end", {})), r.get("read_conflicts", 0)]
+         for r in result["levels"]],
     )
+
+
+def _jobs(counts: dict[str, int]) -> str:
+    done = sum(n for status, n in counts.items() if status not in ("queued", "running"))
+    return f"{counts.get('queued', 0)} / {counts.get('running', 0)} / {done}" if counts else "-"
 
 
 def main(argv: list[str] | None = None) -> dict:

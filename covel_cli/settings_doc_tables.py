@@ -133,7 +133,7 @@ SETTING_MEANINGS: dict[str, str] = {
     "scheduler_max_auto_advance": "Turns a story yielding `continue` may start in a row (`framework.maxAutoAdvance` overrides; 0: off).",
     "instruction_locale": "`en` or `zh`: the language of every session's instructions (PLUGIN.md or PLUGIN.zh.md); empty: the session's locale.",
     "scheduler_detached_workers": "Detached jobs this replica runs at once (0: none here).",
-    "scheduler_detached_poll_ms": "How often an idle detached worker asks the store's queue.",
+    "scheduler_detached_poll_ms": "How long a detached worker waits before it asks the store's queue again after a failed claim (an idle worker's claim waits in the store until a job is queued).",
     "scheduler_detached_lease_ttl_ms": "A detached job's lease, renewed while it runs.",
     "scheduler_drain_s": "SIGTERM: the whole shutdown (gateway:shutdown hooks, turns and jobs draining, last calls) fits in this.",
     # hooks

@@ -119,6 +119,9 @@ REASONS: dict[str, Reason] = {
     "STREAM_CALLS_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "",
                                 "TurnHooks, TurnModelCalls: a turn's call stream has its most calls running at once (256): wait for "
                                 "their answers"),
+    "READ_CONFLICT": Reason(grpc.StatusCode.ABORTED, "",
+                            "CommitTurn of a turn that ran without the session's lease (a detached job): what it read changed since; "
+                            "nothing was written: run it again on the new state"),
     "DETACHED_QUEUE_FULL": Reason(grpc.StatusCode.RESOURCE_EXHAUSTED, "RetryInfo",
                                   "the session's detached work is at its bound: retry after the delay"),
     "TURN_OFF_LINE": Reason(grpc.StatusCode.FAILED_PRECONDITION, "PreconditionFailure (subject `turns/<id>`)",

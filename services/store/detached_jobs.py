@@ -15,8 +15,9 @@
 - Passing failures (the worker's "retry", a lapsed lease) queue the job again after a backoff
   (`not_before`), doubling per attempt, until the store's maximum of attempts; then it is `parked`
   with the reason, for an operator to see (ListDetachedJobs) and queue again (RequeueDetachedJob).
-- Workers poll (every 500 ms each), so a poll first reads (`claim_in_sight`, no write lock):
-  only when a job is claimable or something is due for the sweep does it claim in a write.
+- An idle worker's claim waits in the store (wait_ms, job_claims.py) until a commit queues a job; each look
+  first reads (`claim_in_sight`, no write lock): only when a job is claimable or something is due for the sweep
+  does it claim in a write.
 - Renew extends the lease (never past the execution deadline); complete ends the job as
   succeeded or failed, or releases it back to the queue (status queued: its worker is shutting
   down). A lost lease answers ABORTED.

@@ -27,9 +27,10 @@ from covel.store.v1 import store_pb2
 from services.store import story_line
 from services.store.database import Database, lock_session, read_locked_session, write_session
 from services.store.lease_wakeups import LeaseWakeups
-from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, TurnLeaseRow, TurnRow, utcnow
+from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, SessionRow, TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
-from services.store.sessions import load_turn
+from services.store.sessions import find_session, load_turn
+from services.store.turn_reads import read_for_turn
 from shared.errors import ServiceError, aborted, failed_precondition
 from shared.ids import new_id
 
@@ -78,19 +79,14 @@ def _busy(session_id: str, row: TurnLeaseRow, idempotency_key: str) -> Busy:
 
 def try_acquire(
     db: Session, session_id: str, holder: str, ttl_ms: int, idempotency_key: str, origin: str = "player",
-    limits: QueueLimits | None = None, retry_turn_id: str = "",
+    limits: QueueLimits | None = None, retry_turn_id: str = "", turn_id: str = "",
 ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
     """Taken once per turn: Core statements (the session and lease rows read, the lease written), no ORM objects loaded."""
     session = read_locked_session(db, session_id)
     connection = db.connection()
-    finished = None
-    if idempotency_key:
-        finished = connection.execute(_FINISHED, {"b_session": session_id, "b_key": idempotency_key}).one_or_none()
-        if finished is not None and not finished.retryable:
-            return store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, db.get_one(TurnRow, finished.id)), session=session_to_proto(session))
-    if session.status != "active":
-        raise failed_precondition(f"session {session_id} has ended; no more turns run in it", reason="SESSION_ENDED",
-                                  subject=f"sessions/{session_id}")
+    finished, recorded = _recorded_turn(db, session, idempotency_key)
+    if recorded is not None:
+        return recorded
     now = utcnow()
     current = _current_lease(db, session_id)
     player_facing = origin in PLAYER_ORIGINS
@@ -115,7 +111,7 @@ def try_acquire(
     lease = TurnLeaseRow(
         session_id=session_id,
         lease_id=new_id(),
-        turn_id=new_id(),
+        turn_id=turn_id or new_id(),
         holder=holder,
         idempotency_key=idempotency_key or None,
         # A player's input opens a logical turn; what follows it (continuations, manual runs) shares it.
@@ -138,6 +134,33 @@ def try_acquire(
         if taken.rowcount != 1:
             return _busy(session_id, _current_lease(db, session_id) or current, idempotency_key)
     return store_pb2.AcquireTurnLeaseResponse(lease=lease_to_proto(lease), session=session_to_proto(session))
+
+
+def _recorded_turn(db: Session, session: SessionRow, idempotency_key: str) -> tuple[Any, store_pb2.AcquireTurnLeaseResponse | None]:
+    """The turn recorded under the key (None: none) and, when it is not one to retry, the reply that answers with it;
+    FAILED_PRECONDITION when the session ended."""
+    finished = None
+    if idempotency_key:
+        finished = db.connection().execute(_FINISHED, {"b_session": session.id, "b_key": idempotency_key}).one_or_none()
+        if finished is not None and not finished.retryable:
+            return finished, store_pb2.AcquireTurnLeaseResponse(existing_turn=load_turn(db, db.get_one(TurnRow, finished.id)),
+                                                                session=session_to_proto(session))
+    if session.status != "active":
+        raise failed_precondition(f"session {session.id} has ended; no more turns run in it", reason="SESSION_ENDED",
+                                  subject=f"sessions/{session.id}")
+    return finished, None
+
+
+def snapshot(db: Session, request: store_pb2.AcquireTurnLeaseRequest) -> store_pb2.AcquireTurnLeaseResponse:
+    """without_lease (a detached job that runs before it takes the lease for its commit): the turn recorded under its
+    key, else the session and the reads, in one read unit; no lease is taken."""
+    session = find_session(db, request.session_id)
+    _, recorded = _recorded_turn(db, session, request.idempotency_key)
+    if recorded is not None:
+        return recorded
+    reply = read_for_turn(db, request.session_id, request.reads)
+    reply.session.CopyFrom(session_to_proto(session))
+    return reply
 
 
 def _queue_full(db: Session, session_id: str, limits: QueueLimits) -> QueueFull | None:
@@ -200,7 +223,7 @@ async def _try(database: Database, request: store_pb2.AcquireTurnLeaseRequest, t
                ) -> store_pb2.AcquireTurnLeaseResponse | Busy:
     try:
         return await database.write(try_acquire, request.session_id, request.holder, ttl_ms, request.idempotency_key, request.origin,
-                                    limits, request.retry_turn_id)
+                                    limits, request.retry_turn_id, request.turn_id)
     except IntegrityError:
         return Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
 

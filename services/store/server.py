@@ -29,7 +29,9 @@ from services.store import (
     world_data_sync,
 )
 from services.store.database import Database, create_store_engine
+from services.store.job_claims import QUEUE, claim_waiting
 from services.store.lease_wakeups import LeaseWakeups
+from services.store.revisions import entries_revision
 from services.store.session_world import check_session_world, create_session_in_world
 from services.store.settings import StoreSettings
 from services.store.turn_commit import commit_turn
@@ -61,6 +63,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         # player may act at once and goes first (they find the session free at their next poll).
         self._player_waits = LeaseWakeups()
         self._job_waits = LeaseWakeups()
+        # Idle workers waiting in ClaimDetachedJob are woken when a job may be claimable (job_claims.py).
+        self._queued = LeaseWakeups()
         # A lease holder waiting for its turn's signals is woken by SignalTurn.
         self._signals = LeaseWakeups()
 
@@ -158,6 +162,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def AcquireTurnLease(self, request: store_pb2.AcquireTurnLeaseRequest, context: grpc.aio.ServicerContext) -> store_pb2.AcquireTurnLeaseResponse:
         validation.acquire(request)
+        if request.without_lease:
+            return await self._db.read(leases.snapshot, request)
         ttl_ms = validation.ttl_ms(request.ttl_ms, self._default_ttl_ms)
         waits = self._job_waits if request.origin in leases.QUEUE_EXEMPT_ORIGINS else self._player_waits
         reply = await leases.acquire(self._db, request, ttl_ms, context.time_remaining(), self._queue_limits, waits)
@@ -210,6 +216,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         self._signals.wake(request.session_id)
         if (request.turn.origin or "player") not in leases.PLAYER_ORIGINS:
             self._job_waits.wake(request.session_id)
+        if reply.enqueued_jobs:
+            self._queued.wake(QUEUE)
         record_commit(reply.turn)
         # session_id and turn_id come bound from the request (shared/telemetry/log_context.py).
         log.info(
@@ -265,7 +273,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def ListPluginData(self, request: store_pb2.ListPluginDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListPluginDataResponse:
         validation.session_id(request.session_id)
-        return store_pb2.ListPluginDataResponse(entries=await self._db.read(sessions.list_plugin_data, request))
+        entries = await self._db.read(sessions.list_plugin_data, request)
+        return store_pb2.ListPluginDataResponse(entries=entries, revision=entries_revision(entries))
 
     @rpc
     async def SyncWorldData(self, request: store_pb2.SyncWorldDataRequest, context: grpc.aio.ServicerContext) -> store_pb2.SyncWorldDataResponse:
@@ -314,10 +323,8 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def ClaimDetachedJob(self, request: store_pb2.ClaimDetachedJobRequest, context: grpc.aio.ServicerContext) -> store_pb2.ClaimDetachedJobResponse:
         validation.claim_job(request)
         ttl = validation.ttl_ms(request.lease_ttl_ms, detached_jobs.DEFAULT_LEASE_TTL_MS, "lease_ttl_ms")
-        # Polled by every worker: an idle queue is answered by a read, without the write lock.
-        if not await self._db.read(detached_jobs.claim_in_sight, request.session_id):
-            return store_pb2.ClaimDetachedJobResponse()
-        job = await self._db.write(detached_jobs.claim, request.holder, ttl, request.session_id, self._retries)
+        # Asked by every idle worker: it waits here (wait_ms) until a job is queued, each look a read (job_claims.py).
+        job = await claim_waiting(self._db, self._queued, request, ttl, self._retries, context.time_remaining())
         if job is not None:
             log.info("job.claimed", job_id=job.id, runtime_id=job.runtime_id, holder=request.holder)
         return store_pb2.ClaimDetachedJobResponse(job=job)
@@ -339,6 +346,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
             raise aborted(lost)
         # Room in the session's detached queue for a turn that waits for it.
         self._player_waits.wake(job.session_id)
+        self._queued.wake(QUEUE)  # the runtime's next job, or this one released or queued again
         log.info("job.completed", job_id=job.id, status=job.status)
         return store_pb2.CompleteDetachedJobResponse(job=job)
 
@@ -351,6 +359,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     async def RequeueDetachedJob(self, request: store_pb2.RequeueDetachedJobRequest, context: grpc.aio.ServicerContext) -> store_pb2.RequeueDetachedJobResponse:
         validation.job_id(request.job_id)
         job = await self._db.write(detached_jobs.requeue, request.job_id)
+        self._queued.wake(QUEUE)
         log.info("job.requeued", job_id=job.id, runtime_id=job.runtime_id)
         return store_pb2.RequeueDetachedJobResponse(job=job)
 

@@ -3,7 +3,8 @@
 Order inside the transaction (the session row locked, see database.read_locked_session):
 1. A turn already recorded under this id, or under this idempotency key, is returned
    as it is (a retried commit); nothing is written again.
-2. The caller's lease must still be held, else ABORTED and nothing is written.
+2. The caller's lease must still be held, else ABORTED and nothing is written. A turn that ran without the
+   lease (a detached job) sends what it read: changed since, ABORTED (READ_CONFLICT), nothing written (read_checks.py).
 3. The turn row is written. COMMITTED turns then append the player message and apply
    the proposals unit by unit (a unit = the proposals of one top-level runtime with its
    nested calls; producers before the units that need or read them, else in order of first
@@ -42,7 +43,7 @@ from sqlalchemy import Table, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import detached_jobs, interactions, leases, settlements, story_line
+from services.store import detached_jobs, interactions, leases, read_checks, settlements, story_line
 from services.store.commit_units import DISCARDED, Applied, apply_committed, group_units, outcome
 from services.store.database import read_locked_session, write_session
 from services.store.models import (
@@ -83,6 +84,8 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest, queue_total: 
     lease = _held_lease(db, session.id, request.lease_id)
     if turn.id != lease.turn_id:
         raise invalid_argument("turn.id", f"is {turn.id} but the lease runs turn {lease.turn_id}")
+    if request.HasField("read_checks"):
+        read_checks.check(db, session.id, request.read_checks)
 
     _off_the_line(db, turn)
     now = utcnow()

@@ -23,6 +23,7 @@ from services.store.models import (
     SessionRow,
 )
 from services.store.proto_mapping import message_to_proto, plugin_data_to_proto
+from services.store.revisions import entries_revision, world_revision
 from services.store.settlements import pending_settlements
 from shared.lorebook_rules import settings_to_proto
 from shared.structs import to_struct, to_value
@@ -62,6 +63,7 @@ def plugin_data_reads(db: Session, session_id: str, scopes: list[store_pb2.Plugi
         read = store_pb2.PluginDataRead()
         read.scope.CopyFrom(scope)
         read.entries.extend(plugin_data_to_proto(row) for row in rows.get((scope.plugin_id, scope.namespace), ()))
+        read.revision = entries_revision(read.entries)  # what a detached job's commit checks (read_checks.py)
         reads.append(read)
     return reads
 
@@ -89,6 +91,8 @@ def world_model(db: Session, session_id: str) -> store_pb2.GetWorldResponse:
         world.lorebook_settings.CopyFrom(settings)
     world.pending_settlements.extend(pending_settlements(connection, session_id))
     world.open_interactions.extend(open_interactions(connection, session_id))
+    world.revision = world_revision(world.character_schema_version, ((c.id, c.version) for c in world.characters),
+                                    ((d.id, d.version) for d in world.dimensions))
     return world
 
 

@@ -20,14 +20,14 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, delete, exists, select
+from sqlalchemy import ColumnElement, bindparam, delete, exists, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import Database, lock_session
 from services.store.lease_wakeups import LeaseWakeups
 from services.store.leases import describe, held_lease
-from services.store.models import TurnLeaseRow, TurnSignalRow, utcnow
+from services.store.models import DetachedJobRow, TurnLeaseRow, TurnSignalRow, utcnow
 from services.store.proto_mapping import timestamp
 from services.store.sessions import find_session
 from shared.errors import failed_precondition
@@ -96,6 +96,11 @@ def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.Signa
     now = utcnow()
     lease = db.get(TurnLeaseRow, request.session_id)
     if lease is None or lease.deadline <= now:
+        job = db.execute(_RUNNING_JOB, {"b_session": request.session_id}).first() if request.kind == "interject" else None
+        if job is not None:
+            # A detached job runs without the lease (services/scheduler/turn/lease_hold.py).
+            return NoTurn(f"no player's turn of session {request.session_id} is running: its background work (detached job "
+                          f"{job.id}, {job.runtime_id}) hears no interjection")
         lapsed = f" (the last lease lapsed: {describe(lease)})" if lease is not None else ""
         return NoTurn(f"no turn of session {request.session_id} is running{lapsed}")
     if request.kind == "interject" and lease.origin not in HEARS_INTERJECTIONS:
@@ -116,6 +121,10 @@ def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.Signa
     db.add(row)
     db.flush()
     return store_pb2.SignalTurnResponse(signal=signal_to_proto(row), holder=lease.holder)
+
+
+_RUNNING_JOB = (select(DetachedJobRow.id, DetachedJobRow.runtime_id)
+                .where(DetachedJobRow.session_id == bindparam("b_session"), DetachedJobRow.status == "running").limit(1))
 
 
 def _pending(session_id: str, turn_id: str) -> tuple[ColumnElement[bool], ...]:

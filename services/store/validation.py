@@ -26,6 +26,7 @@ OWNER_MAX = 200
 # Leases: ttl and wait are bounded so a typo cannot lock a session for a day.
 LEASE_TTL_MAX_MS = 60 * 60 * 1000
 LEASE_WAIT_MAX_MS = 5 * 60 * 1000
+CLAIM_WAIT_MAX_MS = 30_000
 # ResolveSettlement: how a person closes an open receipt (services/store/settlements.py).
 SETTLEMENT_RESOLUTIONS = ("handled", "skipped")
 # An interaction's kind ("form", "choice", "confirm"; the scheduler checks which): the column's width.
@@ -135,6 +136,11 @@ def acquire(request: store_pb2.AcquireTurnLeaseRequest) -> None:
     for index, scope in enumerate(request.reads.plugin_data):
         if not scope.plugin_id or len(scope.plugin_id) > PLUGIN_ID_MAX or len(scope.namespace) > PLUGIN_ID_MAX:
             raise invalid_argument(f"reads.plugin_data[{index}]", "name a plugin id (and a namespace, or none for all of its data)")
+    if (request.without_lease or request.turn_id) and request.origin != "background":
+        field = "without_lease" if request.without_lease else "turn_id"
+        raise invalid_argument(field, f"is for a detached job's turn (origin \"background\"), not origin {request.origin or 'player'!r}")
+    if request.turn_id:
+        _bounded_id(request.turn_id, "turn_id", "the id of the turn the job ran as")
 
 
 def commit(request: store_pb2.CommitTurnRequest) -> None:
@@ -223,6 +229,16 @@ def commit_extras(request: store_pb2.CommitTurnRequest) -> None:
     _detached_jobs(request.detached_jobs)
     _settlement_duties(request.settlements, request.turn.id)
     _interactions(request.turn)
+    _read_checks(request.read_checks)
+
+
+def _read_checks(checks: store_pb2.ReadChecks) -> None:
+    if len(checks.plugin_data) > PLUGIN_DATA_SCOPES_MAX:
+        raise invalid_argument("read_checks.plugin_data", f"names {len(checks.plugin_data)} scopes; at most {PLUGIN_DATA_SCOPES_MAX}")
+    for index, read in enumerate(checks.plugin_data):
+        if not read.scope.plugin_id or len(read.scope.plugin_id) > PLUGIN_ID_MAX or len(read.scope.namespace) > PLUGIN_ID_MAX:
+            raise invalid_argument(f"read_checks.plugin_data[{index}].scope", "name a plugin id (and a namespace, or none for all of its data)")
+        require(read.revision, f"read_checks.plugin_data[{index}].revision", "the revision the read answered (PluginDataRead.revision)")
 
 
 def _interactions(turn: store_pb2.Turn) -> None:
@@ -347,6 +363,8 @@ def claim_job(request: store_pb2.ClaimDetachedJobRequest) -> None:
     if len(request.holder) > PLUGIN_ID_MAX:
         raise invalid_argument("holder", f"is longer than {PLUGIN_ID_MAX} characters")
     ttl_ms(request.lease_ttl_ms, 30_000, "lease_ttl_ms")
+    if request.wait_ms < 0 or request.wait_ms > CLAIM_WAIT_MAX_MS:
+        raise invalid_argument("wait_ms", f"is {request.wait_ms}; use 0 (answer at once) up to {CLAIM_WAIT_MAX_MS}")
 
 
 def job_lease(job_id: str, lease_id: str) -> None:

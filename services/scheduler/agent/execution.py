@@ -46,6 +46,7 @@ from services.scheduler.execution.kernel_tools import (
     add_memory_search,
     wanted_datasets,
 )
+from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.execution.outcome import OutcomeStatus, Resume, RuntimeOutcome, StopReason, SubagentCall, is_story_runtime
 from services.scheduler.execution.output_contracts import SchemaUnavailable, check_output, output_schemas
 from services.scheduler.execution.plugin_data import PluginDataViews
@@ -172,7 +173,8 @@ class AgentExecution:
             # A nested run that suspends is dropped (run_nested); a subagent's tools leave it out.
             add_suspend_tool(tools)
         pending = self._interjections
-        interjections = (lambda: pending(scope.session.id)) if pending else None
+        # A player's words reach the player's turn only, not a detached job's running beside it (turn/lease_hold.py).
+        interjections = (lambda: pending(scope.session.id)) if pending and runtime_scope.origin != TurnOrigin.BACKGROUND else None
         segments, lore_trace = await self._segments(runtime, scope, run, player_message, story)
         history = await transform_history(
             hooks=self._hooks, committed=lambda plugin_id: self._plugin_data.as_execution_sees(run, scope.session.id, plugin_id),

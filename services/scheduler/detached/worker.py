@@ -3,7 +3,14 @@ queue and run each job's runtime as its own execution (origin `background`), com
 own transaction.
 
 The store owns the queue: a claim hands one queued job to one worker with a lease (PostgreSQL
-`FOR UPDATE SKIP LOCKED`), so any number of scheduler replicas can run workers side by side.
+`FOR UPDATE SKIP LOCKED`), so any number of scheduler replicas can run workers side by side. An idle
+worker's claim waits in the store (CLAIM_WAIT_MS) until a commit queues a job.
+
+A job runs without the session's turn lease: on its source turn's snapshot and the committed state it reads,
+noted with their revisions; it takes the lease for its commit only, where the store checks that what it read
+is unchanged (turn/lease_hold.py). A player who acts meanwhile does not wait for the job's model calls. When
+a player's commit changed what the job read (ABORTED, READ_CONFLICT), the job runs again on the new state;
+after READ_CONFLICT_RUNS such runs it runs under the lease, so it cannot starve.
 A worker renews the lease while the job runs; when the lease is lost (expired, timed out) the
 execution is cancelled and commits nothing. The execution's idempotency key is the job id, so
 a job retried after its turn committed answers with that turn instead of running again.
@@ -27,7 +34,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
 from services.scheduler.turn.request import DetachedRun, TurnRequest
 from services.scheduler.turn.runner import TurnRunner
-from shared.errors import PASSING_CODES
+from shared.errors import PASSING_CODES, error_info
 from shared.ids import detached_job_key
 from shared.logs import get_logger
 from shared.structs import from_struct, to_struct
@@ -40,6 +47,11 @@ RELEASED = "queued"
 RETRY = "retry"
 # Of a stop's budget, what releasing the jobs cut short may take.
 RELEASE_S = 2.0
+# How long an idle worker's claim waits in the store for a job (a commit that queues one wakes it).
+CLAIM_WAIT_MS = 5_000
+# Runs without the lease a job gets before it runs under it (each ended by a commit that changed what it read).
+READ_CONFLICT_RUNS = 3
+READ_CONFLICT = "READ_CONFLICT"  # shared/error_reasons.py
 
 
 async def _ignore(_: turn_events_pb2.TurnEvent) -> None:
@@ -95,22 +107,36 @@ class DetachedWorker:
         poll_s = self._settings.scheduler_detached_poll_ms / 1000
         while not self._stopping.is_set():
             try:
-                job = await self.claim()
+                job = await self._claim_unless_stopping()
                 self._unreachable = False
             except grpc.aio.AioRpcError as error:
                 if not self._unreachable:  # once per outage, not once per poll
                     log.warning("detached.claim_failed", code=error.code().name, details=error.details())
                 self._unreachable = error.code() == grpc.StatusCode.UNAVAILABLE
-                job = None
-            if job is None:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), poll_s)
                 continue
-            await self.run(job)
+            if job is not None:
+                await self.run(job)
 
-    async def claim(self) -> store_pb2.DetachedJob | None:
+    async def _claim_unless_stopping(self) -> store_pb2.DetachedJob | None:
+        """A claim that waits in the store, given up when the worker stops (a job the store claimed in that instant
+        lapses and is retried, as when a worker dies)."""
+        claim = asyncio.ensure_future(self.claim(CLAIM_WAIT_MS))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({claim, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not claim.done():
+                claim.cancel()
+        return claim.result() if not claim.cancelled() else None
+
+    async def claim(self, wait_ms: int = 0) -> store_pb2.DetachedJob | None:
         reply = await self._store.ClaimDetachedJob(
-            store_pb2.ClaimDetachedJobRequest(holder=self.holder, lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms)
+            store_pb2.ClaimDetachedJobRequest(holder=self.holder, lease_ttl_ms=self._settings.scheduler_detached_lease_ttl_ms,
+                                              wait_ms=wait_ms),
+            timeout=wait_ms / 1000 + 10,  # per call: the wait in the store, and the claim
         )
         return reply.job if reply.HasField("job") else None
 
@@ -150,15 +176,20 @@ class DetachedWorker:
         return status
 
     async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str]:
-        request = TurnRequest(job.session_id, detached_job_key(job.id), DetachedRun(job), origin=TurnOrigin.BACKGROUND)
+        conflicts = 0
         while True:
+            request = TurnRequest(job.session_id, detached_job_key(job.id), DetachedRun(job), origin=TurnOrigin.BACKGROUND,
+                                  off_lease=conflicts < READ_CONFLICT_RUNS)
             try:
                 # The span this job's trace started with (run) is the execution's turn span.
                 turn = await self._runner.run_observed(request, _ignore, tracing.current_span())
                 break
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.ABORTED:
-                    continue  # the session's turn lease is busy (a player turn): wait for it again
+                    # A player's commit changed what the job read: it runs again on the new state. Else the session's
+                    # turn lease stayed busy (a player's turn) past the wait: wait for it again.
+                    conflicts += _read_conflict(error)
+                    continue
                 # A peer restarting: the store queues the job again after a backoff (or parks it).
                 status = RETRY if error.code() in PASSING_CODES else "failed"
                 return status, {}, f"{error.code().name}: {error.details()}"
@@ -191,3 +222,11 @@ class DetachedWorker:
                     execution.cancel()
                     return True
                 log.warning("detached.renew_failed", job_id=job.id, code=error.code().name)
+
+
+def _read_conflict(error: grpc.aio.AioRpcError) -> int:
+    info = error_info(error)
+    if info is not None and info.reason == READ_CONFLICT:
+        log.info("detached.read_conflict", details=error.details())
+        return 1
+    return 0

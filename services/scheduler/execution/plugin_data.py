@@ -23,15 +23,18 @@ class PluginDataViews:
 
     async def committed(self, shared: TurnShared, session_id: str, plugin_id: str, namespace: str | None = None) -> dict:
         """A plugin's committed values ((namespace, key) -> value) in one namespace, or all of them (None).
-        Committed data does not change while the turn holds its lease: each is read once a turn."""
+        Committed data does not change while the turn holds its lease (a detached job's commit checks that it did not
+        meanwhile, by the revision noted here): each is read once a turn."""
+        name = read_name(plugin_id, namespace)
 
         async def read() -> dict:
             reply = await self._store.ListPluginData(
                 store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace or ""),
             )
+            shared.revisions[name] = reply.revision
             return entries_by_address(reply.entries)
 
-        return dict(await shared.read_once(read_name(plugin_id, namespace), read))
+        return dict(await shared.read_once(name, read))
 
     async def as_execution_sees(self, shared: TurnShared, session_id: str, plugin_id: str) -> dict:
         """All of a plugin's data as an execution starting now sees it: committed values, then the plugin's writes

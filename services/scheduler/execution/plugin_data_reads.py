@@ -45,7 +45,20 @@ def scopes_read(shared: TurnShared) -> list[store_pb2.PluginDataScope]:
 def seed(shared: TurnShared, reads: list[store_pb2.PluginDataRead]) -> None:
     """The lease's reads as the turn's own: a runtime that reads one of these scopes reads it from here."""
     for read in reads:
-        shared.seed(read_name(read.scope.plugin_id, read.scope.namespace), entries_by_address(read.entries))
+        name = read_name(read.scope.plugin_id, read.scope.namespace)
+        shared.seed(name, entries_by_address(read.entries))
+        shared.revisions[name] = read.revision
+
+
+def read_checks(shared: TurnShared) -> store_pb2.ReadChecks:
+    """What the turn read of the committed state, as the revisions the store answered (a detached job's commit checks
+    them): the world, and every plugin data scope its runtimes read."""
+    checks = store_pb2.ReadChecks(world_revision=shared.world.revision if shared.world is not None else "")
+    for name in shared.read_names():
+        if name.startswith(PREFIX) and name in shared.revisions:
+            plugin_id, _, namespace = name.removeprefix(PREFIX).partition("/")
+            checks.plugin_data.add(scope=store_pb2.PluginDataScope(plugin_id=plugin_id, namespace=namespace), revision=shared.revisions[name])
+    return checks
 
 
 class LastScopes:

@@ -45,6 +45,9 @@ class TurnShared:
     worlds: Callable[[str, str], Awaitable[registry_pb2.World | None]] | None = None
     # What the turn's runtimes proposed so far, in commit order (only finished runtimes' are here).
     proposals: list[store_pb2.Proposal] = field(default_factory=list)
+    # Read name (plugin_data_reads.read_name) -> the revision the store answered with that committed plugin data:
+    # what a detached job's commit checks (plugin_data_reads.read_checks).
+    revisions: dict[str, str] = field(default_factory=dict)
     # The subagent providers of the session's packages, found once per turn (subagent_providers()).
     _subagent_providers: list[tuple[Runtime, CompiledManifest]] | None = field(default=None, init=False, repr=False)
     # Reads of the turn's shared data (the world, the exports, committed plugin data), in flight or done (read_once()).

@@ -363,7 +363,7 @@ class FunctionExecution:
         world = await self.world_view(scope, shared)
         context = self.context(runtime, scope, runtime_scope, player_message, manifest, inputs=inputs, world=world)
         running = self._running(session.id)
-        if running is not None:
+        if running is not None and running.turn_id == scope.turn_id:  # not a player's turn running beside a detached job
             running.signals.append(context.signal)
         agents = self._agents.subagents_for(runtime, scope, shared) if self._agents is not None else None
         if agents is not None:

@@ -90,8 +90,9 @@ class TurnCommit:
             resolve_story_speakers(stories, turn.runtime_results, characters)
 
     async def commit(self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit,
-                     run: TurnState | None = None) -> store_pb2.Turn:
-        """One store transaction; without `run` (a turn that ended early) only the turn record commits."""
+                     run: TurnState | None = None, read_checks: store_pb2.ReadChecks | None = None) -> store_pb2.Turn:
+        """One store transaction; without `run` (a turn that ended early) only the turn record commits. With
+        `read_checks` (a detached job that ran without the lease), ABORTED READ_CONFLICT when what it read changed."""
         turn.finished_at.CopyFrom(now())
         extras: dict = {}
         if run is not None:
@@ -102,7 +103,7 @@ class TurnCommit:
             turn.trace.extend(to_struct(entry) for entry in run.operation_entries())
         reply = await self._store.CommitTurn(
             store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,
-                                        release_lease=True, **extras),
+                                        release_lease=True, read_checks=read_checks, **extras),
         )
         committed = reply.turn
         keep_earlier_outcomes(committed, turn)

@@ -45,15 +45,17 @@ class LeaseKeeper:
         self._releasing: set[asyncio.Task] = set()
 
     async def acquire(self, session_id: str, idempotency_key: str, origin: str, reads: store_pb2.TurnReads | None = None,
-                      when_busy: Callable[[str], Awaitable[None]] | None = None, retry_turn_id: str = "") -> store_pb2.AcquireTurnLeaseResponse:
+                      when_busy: Callable[[str], Awaitable[None]] | None = None, retry_turn_id: str = "", *,
+                      without_lease: bool = False, turn_id: str = "") -> store_pb2.AcquireTurnLeaseResponse:
         """The lease (waiting up to scheduler_lease_wait_ms for a running turn) with the `reads` the turn
         asks for, or a retried submit's existing turn. With `when_busy`, a first try does not wait: when a
-        turn holds the lease, `when_busy(why)` is called with the store's answer (it may raise) before the wait."""
+        turn holds the lease, `when_busy(why)` is called with the store's answer (it may raise) before the wait.
+        `without_lease` and `turn_id`: a detached job's snapshot, and the lease for its commit (lease_hold.py)."""
         settings = self._settings
         request = store_pb2.AcquireTurnLeaseRequest(
             session_id=session_id, holder=settings.scheduler_instance_id, ttl_ms=settings.scheduler_lease_ttl_ms,
             idempotency_key=idempotency_key, wait_ms=settings.scheduler_lease_wait_ms, origin=origin, reads=reads,
-            retry_turn_id=retry_turn_id,
+            retry_turn_id=retry_turn_id, without_lease=without_lease, turn_id=turn_id,
         )
         if when_busy is not None:
             first = store_pb2.AcquireTurnLeaseRequest()

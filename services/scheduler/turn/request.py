@@ -127,6 +127,9 @@ class TurnRequest:
     when_busy: Callable[[str], Awaitable[None]] | None = None
     # A RetryTurn's turn: the version it runs again.
     retry: RetrySource | None = None
+    # A detached job's run on its snapshot, the session's lease taken for its commit only (turn/lease_hold.py); False:
+    # under the lease from the start (after READ_CONFLICT_RUNS conflicts, detached/worker.py).
+    off_lease: bool = False
 
     @classmethod
     def player(cls, session_id: str, actions: list[common_pb2.PlayerAction], idempotency_key: str, *, origin: str = "player",

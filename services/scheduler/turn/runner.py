@@ -28,7 +28,7 @@ from services.scheduler.agent.execution import AgentExecution
 from services.scheduler.catalogue import Package, Runtime
 from services.scheduler.execution.origins import HEARS_INTERJECTIONS
 from services.scheduler.execution.plugin_data import PluginDataViews
-from services.scheduler.execution.plugin_data_reads import LastScopes, scopes_read
+from services.scheduler.execution.plugin_data_reads import LastScopes, read_checks, scopes_read
 from services.scheduler.execution.plugin_data_reads import seed as seed_plugin_data
 from services.scheduler.execution.running_turn import RunningTurn
 from services.scheduler.execution.runtime_scope import Emit, unseen_events
@@ -54,6 +54,7 @@ from services.scheduler.turn.history_window import LastWindows, covers, player_t
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.interaction_answers import check_answers
 from services.scheduler.turn.lease import LeaseKeeper
+from services.scheduler.turn.lease_hold import LeaseHold, Recorded
 from services.scheduler.turn.outcome import runtime_failure_passes, story_failure, story_failure_passes
 from services.scheduler.turn.player_input import check_session_actions
 from services.scheduler.turn.plugin_actions import run_action
@@ -201,52 +202,56 @@ class TurnRunner:
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
         window = store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id), without_metadata=True)
         reads = store_pb2.TurnReads(world=True, history=window, plugin_data=self._scopes.get(_reads_key(request)))
+        off_lease = request.off_lease and isinstance(request.work, DetachedRun)
         lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads,
-                                                when_busy=request.when_busy, retry_turn_id=request.retried_turn_id)
+                                                when_busy=request.when_busy, retry_turn_id=request.retried_turn_id, without_lease=off_lease)
         if lease_reply.WhichOneof("result") == "existing_turn":
             # A retried submit: answer with the first turn's result, run nothing (if it is the same request).
             check_retry(lease_reply.existing_turn, request)
             return lease_reply.existing_turn
-        lease, session = lease_reply.lease, lease_reply.session
+        session = lease_reply.session
+        # A detached job runs on its snapshot and takes the lease for its commit only (lease_hold.py).
+        hold = LeaseHold.for_job(self._lease, session, request.idempotency_key) if off_lease else LeaseHold.taken(self._lease, lease_reply)
         receipts = open_receipts(lease_reply.world) if request.origin in STORY_ORIGINS else []
         if receipts:
-            await self._lease.release(lease)
+            await hold.release()
             return await self._settle_first(request, receipts, emit)
         self.sessions.note(session)
-        turn = _new_turn(request, lease, session)
-        renewer = asyncio.create_task(self._lease.keep(lease))
-        signals = asyncio.create_task(self._lease.take_signals(lease, self.cancel, self.interject))
+        turn = _new_turn(request, hold.lease, session)
+        hold.keep(self.cancel, self.interject)
         read = LeaseReads(world=lease_reply.world, history=list(lease_reply.history), player_turns=reads.history.player_turns,
                           plugin_data=list(lease_reply.plugin_data))
         # The turn's hook calls on one stream, its model calls on another (shared/call_streams.py).
         self._hooks.begin_turn(turn.id)
         self._peers.gateway.turns.begin(turn.id)
-        work = asyncio.create_task(self._run_leased(request, lease, session, read, turn, emit))
+        work = asyncio.create_task(self._run_leased(request, hold, session, read, turn, emit))
         running = RunningTurn(turn.id, work, origin=request.origin)
-        self._running[session.id] = running
+        if not off_lease:  # a player's turn may run beside a job: Cancel and Interject reach the player's
+            self._running[session.id] = running
         if request.stop is not None and request.stop.is_set():
             # Cancelled while this turn took its lease: it ends as cancelled, like one cancelled running.
             self.cancel(session.id, turn.id, request.stop.reason)
         try:
             recorded = await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
-            self._trigger_histories.recorded(session, recorded)
+            self._trigger_histories.recorded(hold.session, recorded)
             return recorded
+        except Recorded as done:
+            return done.turn
         except (TimeoutError, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and (not running.cancel_reason or (current and current.cancelling())):
-                await self._lease.release(lease)
+                await hold.release()
                 raise
             # Cancelled on request, or past the turn's time limit: record it, commit nothing of it.
             reason = running.cancel_reason or f"the turn passed its time limit ({self._settings.scheduler_turn_timeout_s:.0f} s)"
-            recorded = await self._end_early(turn, lease, emit, store_pb2.TURN_STATUS_FAILED, reason)
-            self._trigger_histories.recorded(session, recorded)
+            recorded = await self._end_early(turn, hold, emit, store_pb2.TURN_STATUS_FAILED, reason)
+            self._trigger_histories.recorded(hold.session, recorded)
             return recorded
         except BaseException:
-            await self._lease.release(lease)
+            await hold.release()
             raise
         finally:
-            renewer.cancel()
-            signals.cancel()
+            hold.stop()
             self._hooks.end_turn(turn.id)  # its stream closes; a turn cancelled or failed midway: its watchers hear nothing more
             self._peers.gateway.turns.end(turn.id)
             if self._running.get(session.id) is running:
@@ -276,11 +281,12 @@ class TurnRunner:
         return await self.run_observed(retry, unseen_events)
 
     async def _run_leased(
-        self, request: TurnRequest, lease: store_pb2.TurnLease, session: store_pb2.Session, read: LeaseReads, turn: store_pb2.Turn,
+        self, request: TurnRequest, hold: LeaseHold, session: store_pb2.Session, read: LeaseReads, turn: store_pb2.Turn,
         emit: Emit,
     ) -> store_pb2.Turn:
         """The turn, phase by phase. A phase that ends it early commits the turn record alone."""
         started = time.monotonic()
+        lease = hold.lease
         bind_turn_to_logs(turn_id=turn.id, logical_turn=lease.logical_turn)  # this task's log lines (telemetry)
         plugins = await self._plugins_phase(request, session, turn)
         await self._player_input(request, plugins, session, read, turn)
@@ -289,7 +295,7 @@ class TurnRunner:
         aborted = await self._start_hooks(request, plugins, stream)
         if aborted is not None:
             await stream.record(await self._hooks.flush_observed(plugins.scope))
-            return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
+            return await self._end_early(turn, hold, stream.emit, store_pb2.TURN_STATUS_ABORTED, aborted)
         selected = [] if isinstance(request.work, ActionRun) else await self._schedule(plugins, session, lease.logical_turn, stream,
                                                                                       bool(read.world and read.world.dimensions))
         run = await self._compaction(request, plugins, session, read, stream)
@@ -298,9 +304,9 @@ class TurnRunner:
         turn.retryable = story_failure_passes(turn.runtime_results) if failure else \
             not isinstance(request.work, PlayerTurn) and runtime_failure_passes(turn.runtime_results, named_runtime_id(request.work))
         if failure:
-            return await self._end_early(turn, lease, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
+            return await self._end_early(turn, hold, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
         self._scopes.note(_reads_key(request), scopes_read(run.shared))
-        return await self._commit_phase(lease, session, run, plugins.scope, stream)
+        return await self._commit_phase(hold, session, run, plugins.scope, stream)
 
     # -- phase: plugins --
     async def _plugins_phase(self, request: TurnRequest, session: store_pb2.Session, turn: store_pb2.Turn) -> TurnPlugins:
@@ -371,15 +377,15 @@ class TurnRunner:
     async def _schedule(self, plugins: TurnPlugins, session: store_pb2.Session, logical_turn: int, stream: TurnStream,
                         world_has_dimensions: bool) -> list:
         """The runtimes this turn runs: by trigger (schedule.py), then as PreSchedule hooks filter them."""
-        history = None
-        if any(needs_history(manifest) for manifest in plugins.manifests.values()):
-            history = self._trigger_histories.get(session)
-            if history is None:
-                history = TriggerHistory.from_turns(await all_turns(self._peers.store, session.id))
-                self._trigger_histories.remember(session, history)
         if plugins.named is not None:
             selected = [plugins.named]
         else:
+            history = None
+            if any(needs_history(manifest) for manifest in plugins.manifests.values()):
+                history = self._trigger_histories.get(session)
+                if history is None:
+                    history = TriggerHistory.from_turns(await all_turns(self._peers.store, session.id))
+                    self._trigger_histories.remember(session, history)
             versions = {package.id: package.version for package in plugins.packages}
             selected = select_runtimes(plugins.runtimes, plugins.manifests, logical_turn, history, session, versions,
                                        world_has_dimensions=world_has_dimensions)
@@ -467,25 +473,27 @@ class TurnRunner:
         return story_failure(results)
 
     # -- phase: commit --
-    async def _commit_phase(self, lease: store_pb2.TurnLease, session: store_pb2.Session, run: TurnState,
+    async def _commit_phase(self, hold: LeaseHold, session: store_pb2.Session, run: TurnState,
                             scope: ExecutionScope, stream: TurnStream) -> store_pb2.Turn:
-        """Speakers, PreStateCommit, one store transaction, PostStateCommit (commit.py)."""
+        """Speakers, PreStateCommit, one store transaction (a detached job's takes the lease and checks what the job
+        read), PostStateCommit (commit.py)."""
         turn = stream.turn
         self._commit.resolve_speakers(run.shared.world, run.shared.proposals, turn)
         vetted = await self._commit.vet(run.shared.proposals, scope, stream)
         turn.narrative = turn_narrative(vetted.kept, vetted.vetoed_units)
         turn.status = store_pb2.TURN_STATUS_COMMITTED
-        committed = await self._commit.commit(turn, lease, vetted.kept, stream.emit, run)
+        checks = read_checks(run.shared) if hold.off_lease else None
+        committed = await self._commit.commit(turn, await hold.for_commit(), vetted.kept, stream.emit, run, checks)
         await self._commit.after(committed, vetted.kept, scope)
         return committed
 
-    async def _end_early(self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, emit: Emit,
+    async def _end_early(self, turn: store_pb2.Turn, hold: LeaseHold, emit: Emit,
                          status: store_pb2.TurnStatus.ValueType, reason: str) -> store_pb2.Turn:
         """An aborted, failed, cancelled or timed-out turn: its record commits, nothing it proposed does."""
         turn.status = status
         turn.abort_reason = reason
         del turn.proposal_outcomes[:]
-        return await self._commit.commit(turn, lease, [], emit)
+        return await self._commit.commit(turn, await hold.for_commit(), [], emit)
 
 
 def _reads_key(request: TurnRequest) -> str:
