@@ -24,7 +24,19 @@ class HookPayload(ABC):
         """The payload sent to the hooks service (and tested against the handlers' declarative matches)."""
 
 
+# id(manifest) -> (the manifest, its wire form): a compiled manifest never changes once built (the plugin cache keeps
+# one per catalogue generation), and a demo turn asks for its thirty runtimes' twice (PreSchedule, PreRuntime).
+_MANIFESTS: dict[int, tuple[Any, dict[str, Any]]] = {}
+MANIFESTS_KEPT = 4096
+
+
 def runtime_manifest(runtime: Any) -> dict[str, Any]:
     """A runtime's compiled manifest as hooks read it (PreSchedule's entries, PreRuntime's manifest): the registry's
-    compiled form, camelCase (docs/plugins.md "Compiled manifests")."""
-    return runtime.manifest.to_json()
+    compiled form, camelCase (docs/plugins.md "Compiled manifests"). Built once per manifest: read it, never change it."""
+    manifest = runtime.manifest
+    cached = _MANIFESTS.get(id(manifest))
+    if cached is None or cached[0] is not manifest:
+        if len(_MANIFESTS) >= MANIFESTS_KEPT:
+            _MANIFESTS.clear()
+        cached = _MANIFESTS[id(manifest)] = (manifest, manifest.to_json())
+    return cached[1]
