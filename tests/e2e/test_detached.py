@@ -29,7 +29,8 @@ async def submit(stub, session_id: str, text: str) -> store_pb2.Turn:
 
 
 async def session_with_a_running_job(stub, store, attempts: int):
-    """A session of detached-slow-probe after one turn, once its job (8 s of work) runs: it holds the session's lease."""
+    """A session of detached-slow-probe after one turn, once its job (8 s of work) runs (on its snapshot, without the
+    session's lease: it takes the lease only to commit)."""
     session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-slow-probe"], approved_plugins=["detached-slow-probe"]))).session
     await submit(stub, session.id, "I wait by the fire.")
     for _ in range(attempts):
@@ -148,7 +149,7 @@ async def test_a_job_whose_guard_skips_its_runtime_succeeds(services) -> None:
 
 
 async def test_an_interjection_never_joins_a_background_turn(services) -> None:
-    """A detached job's turn holds the session's lease right after the player's turn: an Interject then is refused
+    """A detached job's turn runs right after the player's turn (no player's turn running): an Interject then is refused
     (FAILED_PRECONDITION with ErrorInfo, saying why and what to do), and the job's turn never hears the words."""
     async with open_channel(services.addrs["scheduler"]) as channel, services.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
