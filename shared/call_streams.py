@@ -217,42 +217,57 @@ class StreamCalls:
         self._stream: _OpenStream | None = None
         self._ids = itertools.count(1)
 
-    def _current(self) -> _OpenStream:
-        if self._stream is None or self._stream.broken is not None:
+    def _current(self, ended: _OpenStream | None = None) -> _OpenStream:
+        """The open stream; a new one when there is none, the last one broke, or it is `ended` (a send found it over)."""
+        if self._stream is None or self._stream.broken is not None or self._stream is ended:
             self._stream = _OpenStream(self._open())
         return self._stream
 
     async def call(self, kind: str, request: Message, timeout_s: float | None) -> Any:
         """`request` of `kind` (a member of the stream's `call` oneof) answered on the stream; its failure raised as its
         unary method's would be."""
-        stream = self._current()
         call_id = next(self._ids)
         answered = asyncio.get_running_loop().create_future()
-        stream.waiting[call_id] = answered
         message = self._request(id=call_id, timeout_ms=round(timeout_s * 1000) if timeout_s else 0,
                                 traceparent=tracing.trace_context().get("traceparent", ""), **{kind: request})
+        sent_on: list[_OpenStream] = []
         try:
             # The send too is under the timeout: a peer not reachable yet is waited for (wait_for_ready), within it.
-            answer = await asyncio.wait_for(self._exchange(stream, message, answered), timeout_s)
+            answer = await asyncio.wait_for(self._exchange(call_id, message, answered, sent_on), timeout_s)
         except grpc.aio.AioRpcError:
             raise
         except TimeoutError:
-            self._cancel(stream, call_id)
+            if sent_on:
+                self._cancel(sent_on[-1], call_id)
             raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "the call passed its timeout") from None
         except asyncio.CancelledError:
-            self._cancel(stream, call_id)
+            if sent_on:
+                self._cancel(sent_on[-1], call_id)
             raise
         except Exception as error:  # the stream could not take the message (closed under it)
             raise _failure(grpc.StatusCode.UNAVAILABLE, f"the turn's call stream is closed: {error}") from error
         finally:
-            stream.waiting.pop(call_id, None)
+            for stream in sent_on:
+                stream.waiting.pop(call_id, None)
         if answer.WhichOneof("answer") == "error":
             raise rpc_error(answer.error)
         return getattr(answer, kind)
 
-    @staticmethod
-    async def _exchange(stream: _OpenStream, message: Message, answered: asyncio.Future[Any]) -> Any:
-        await stream.send(message)
+    async def _exchange(self, call_id: int, message: Message, answered: asyncio.Future[Any], sent_on: list[_OpenStream]) -> Any:
+        """Send the call and wait for its answer. A stream the peer ended before the call went out (a send that fails
+        sent nothing: a connection closed under a long-lived stream) is replaced, and the call sent once more."""
+        stream = self._current()
+        for attempt in range(2):
+            sent_on.append(stream)
+            stream.waiting[call_id] = answered
+            try:
+                await stream.send(message)
+                break
+            except grpc.aio.AioRpcError:
+                stream.waiting.pop(call_id, None)
+                if attempt:
+                    raise
+                stream = self._current(ended=stream)
         return await answered
 
     def _cancel(self, stream: _OpenStream, call_id: int) -> None:

@@ -31,6 +31,10 @@ DrainHook = Callable[[float], Awaitable[None]]
 # test run) could then bind a port already in use and silently take half its connections. Off, a
 # taken port fails the bind loudly (OSError below) and the caller picks another.
 EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+# Our channels ping every 30 s while a call is open (shared/grpc_client.py keepalive_time_ms); a server takes a ping
+# at most every 5 min by default and answers a third one sooner with GOAWAY, which ended every long stream (a
+# catalogue watch, WatchSession, the hooks service's state stream) every few minutes. Pings every 20 s are fine.
+KEEPALIVE_PERMITTED = [("grpc.http2.min_ping_interval_without_data_ms", 20_000)]
 
 
 @dataclass
@@ -179,6 +183,7 @@ async def start_server(
             ("grpc.max_receive_message_length", 32 * 1024 * 1024),
             ("grpc.max_send_message_length", 32 * 1024 * 1024),
             EXCLUSIVE_PORT,
+            *KEEPALIVE_PERMITTED,
         ],
     )
     service_names = list(add_servicers(server))

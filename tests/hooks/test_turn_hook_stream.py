@@ -218,3 +218,34 @@ async def test_a_payload_sent_as_json_is_answered_as_json_and_held_to_the_struct
         violations = [error_details_pb2.BadRequest.FromString(detail.value) for detail in answer.error.details
                       if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR)]
         assert violations[0].field_violations[0].field == "events[0].payload_json", violations
+
+
+class EndedStream:
+    """A stream call the peer has ended (its connection closed) before the reader noticed: a write fails."""
+
+    async def write(self, message) -> None:
+        raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details="GOAWAY")
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        await asyncio.Event().wait()  # never answers, never ends (the reader has not noticed yet)
+
+
+class AnsweringStream(EndedStream):
+    def __init__(self) -> None:
+        self.answers: asyncio.Queue = asyncio.Queue()
+
+    async def write(self, message) -> None:
+        self.answers.put_nowait(hooks_pb2.TurnHooksResponse(id=message.id, dispatch=hooks_pb2.DispatchResponse(reason="fresh")))
+
+    async def __anext__(self):
+        return await self.answers.get()
+
+
+async def test_a_call_whose_stream_ended_before_it_went_out_goes_on_a_new_stream() -> None:
+    opened = [EndedStream(), AnsweringStream()]
+    calls = StreamCalls(lambda: opened.pop(0), hooks_pb2.TurnHooksRequest)
+    answer = await calls.call("dispatch", turn_start("hi"), 10)
+    assert answer.reason == "fresh" and opened == [], "the failed send was sent again on a second stream"
