@@ -3,9 +3,24 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def _bound(port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """The server on `port`. A fixed port (named in a fixture plugin's manifest) may be, for a moment, the local end
+    of another test's connection (an ephemeral port): bind again for a few seconds before giving up."""
+    for attempt in range(50):
+        try:
+            return ThreadingHTTPServer(("127.0.0.1", port), handler)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE or not port or attempt == 49:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")
 
 
 class Site:
@@ -44,7 +59,7 @@ class Site:
             def log_message(self, *args) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _bound(port, Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.origin = f"http://127.0.0.1:{self._server.server_port}"
 
