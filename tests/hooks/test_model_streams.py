@@ -12,20 +12,12 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
+from covel.hooks.v1 import hooks_pb2
 from services.hooks.plugin_side import model_streams
 from services.hooks.plugin_side.model_streams import OpenStreams, PluginStream
-from services.hooks.server import start as start_hooks
-from services.hooks.settings import HooksSettings
-from services.registry.server import start as start_registry
-from services.registry.settings import RegistrySettings
-from services.store.server import start as start_store
-from services.store.settings import StoreSettings
 from shared.errors import field_violations
-from shared.sandbox import SandboxSettings
 from shared.structs import from_struct, to_struct
-from tests.conftest import free_addr
-from tests.support.identities import PolicyRoutedStub, service_tls
+from tests.support.hooks_service import hooks_with_plugin
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -92,22 +84,9 @@ def register(covel):
 @pytest_asyncio.fixture(scope="module", loop_scope="session", params=["in-process", "sandboxed"])
 async def hooks(request, tmp_path_factory):
     """Registry, store and hooks with the `streams` plugin, in the service's process or in its sandbox worker."""
-    plugins = tmp_path_factory.mktemp("plugins")
-    (plugins / "streams" / "server").mkdir(parents=True)
-    (plugins / "streams" / "PLUGIN.md").write_text(MANIFEST)
-    (plugins / "streams" / "server" / "index.py").write_text(STREAMS)
-    registry_addr, hooks_addr, store_addr = free_addr(), free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
-    store = await start_store(StoreSettings(data_dir=tmp_path_factory.mktemp("store"), store_addr=store_addr, **service_tls("store")))
-    service = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, store_addr=store_addr,
-                                              **service_tls("hooks")),
-                                SandboxSettings(sandbox_enabled=request.param == "sandboxed"))
-    stub = PolicyRoutedStub(hooks_addr, hooks_pb2_grpc.HookDispatcherStub, "covel.hooks.v1.HookDispatcher", bare=False)
-    yield stub
-    await stub.close()
-    await service.stop(0)
-    await store.stop(0)
-    await registry.stop(0)
+    async with hooks_with_plugin(tmp_path_factory.mktemp("hooks"), "streams", MANIFEST, STREAMS,
+                                 sandboxed=request.param == "sandboxed") as stub:
+        yield stub
 
 
 def context(session_id: str = "s1") -> hooks_pb2.HookContext:

@@ -14,18 +14,11 @@ import pytest_asyncio
 from google.rpc import error_details_pb2  # type: ignore[import-untyped]  # googleapis-common-protos ships no stubs
 
 from covel.hooks.v1 import hooks_pb2, hooks_pb2_grpc
-from services.hooks.server import start as start_hooks
-from services.hooks.settings import HooksSettings
-from services.registry.server import start as start_registry
-from services.registry.settings import RegistrySettings
-from services.store.server import start as start_store
-from services.store.settings import StoreSettings
 from shared.call_streams import StreamCalls
 from shared.errors import error_info, field_violations
-from shared.sandbox import SandboxSettings
 from shared.structs import from_struct, json_object, to_json_bytes, to_struct
-from tests.conftest import free_addr
-from tests.support.identities import PolicyRoutedStub, channel_as, service_tls
+from tests.support.hooks_service import hooks_with_plugin
+from tests.support.identities import channel_as
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -64,23 +57,9 @@ def segment(ctx, input):
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session", params=["in-process", "sandboxed"])
 async def hooks(request, tmp_path_factory):
-    plugins = tmp_path_factory.mktemp("plugins")
-    (plugins / "streamed" / "server").mkdir(parents=True)
-    (plugins / "streamed" / "PLUGIN.md").write_text(MANIFEST)
-    (plugins / "streamed" / "server" / "index.py").write_text(ENTRY)
-    registry_addr, hooks_addr, store_addr = free_addr(), free_addr(), free_addr()
-    registry = await start_registry(RegistrySettings(registry_addr=registry_addr, plugin_dirs=[plugins], **service_tls("registry")))
-    store = await start_store(StoreSettings(data_dir=tmp_path_factory.mktemp("store"), store_addr=store_addr, **service_tls("store")))
-    service = await start_hooks(HooksSettings(registry_addr=registry_addr, hooks_addr=hooks_addr, store_addr=store_addr,
-                                              **service_tls("hooks")),
-                                SandboxSettings(sandbox_enabled=request.param == "sandboxed"))
-    stub = PolicyRoutedStub(hooks_addr, hooks_pb2_grpc.HookDispatcherStub, "covel.hooks.v1.HookDispatcher", bare=False)
-    stub.addr = hooks_addr
-    yield stub
-    await stub.close()
-    await service.stop(0)
-    await store.stop(0)
-    await registry.stop(0)
+    async with hooks_with_plugin(tmp_path_factory.mktemp("hooks"), "streamed", MANIFEST, ENTRY,
+                                 sandboxed=request.param == "sandboxed") as stub:
+        yield stub
 
 
 def context() -> hooks_pb2.HookContext:
