@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from services.store import (
     detached_jobs,
     hook_state,
     interactions,
+    job_commits,
     leases,
     memory_vectors,
     plugin_faults,
@@ -211,7 +213,14 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
     @rpc
     async def CommitTurn(self, request: store_pb2.CommitTurnRequest, context: grpc.aio.ServicerContext) -> store_pb2.CommitTurnResponse:
         validation.commit(request)
-        reply = await self._db.write(commit_turn, request, self._queue_limits.total)
+        if request.job.take_lease:  # a detached job's commit: it takes the lease, waiting as AcquireTurnLease would
+            commit = functools.partial(commit_turn, queue_total=self._queue_limits.total, lease_ttl_ms=self._default_ttl_ms)
+            reply = await job_commits.commit_when_free(self._db, commit, request, context.time_remaining(), self._job_waits)
+        else:
+            reply = await self._db.write(commit_turn, request, self._queue_limits.total)
+        if reply.HasField("completed_job"):  # as CompleteDetachedJob: room in the session's queue, the runtime's next job
+            self._queued.wake(QUEUE)
+            log.info("job.completed", job_id=reply.completed_job.id, status=reply.completed_job.status)
         self._player_waits.wake(request.session_id)
         self._signals.wake(request.session_id)
         if (request.turn.origin or "player") not in leases.PLAYER_ORIGINS:

@@ -32,6 +32,8 @@ Order inside the transaction (the session row locked, see database.read_locked_s
    interactions it answers and records those its committed units asked as open.
 4. Counters: message seq stays 1..n per session; a COMMITTED "player" turn adds one to
    completed_player_turns. The lease is released when asked.
+5. A detached job's commit (`job`, job_commits.py) may take the lease itself before 1 (and release it at 4), and
+   ends its job, when the turn is recorded COMMITTED and the job's claim still held, in the same transaction.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from sqlalchemy import Table, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store import detached_jobs, interactions, leases, read_checks, settlements, story_line
+from services.store import detached_jobs, interactions, job_commits, leases, read_checks, settlements, story_line
 from services.store.commit_units import DISCARDED, Applied, apply_committed, group_units, outcome
 from services.store.database import read_locked_session, write_session
 from services.store.models import (
@@ -68,20 +70,33 @@ from shared.errors import invalid_argument
 from shared.structs import from_struct
 
 
-def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest) -> store_pb2.CommitTurnResponse:
-    if request.release_lease:
-        leases.release(db, request.session_id, request.lease_id)
+def _recorded(db: Session, session: SessionRow, row: TurnRow, request: store_pb2.CommitTurnRequest, lease_id: str) -> store_pb2.CommitTurnResponse:
+    if request.release_lease or request.job.take_lease:
+        leases.release(db, request.session_id, lease_id)
     return store_pb2.CommitTurnResponse(turn=load_turn(db, row), session=session_to_proto(session))
 
 
-def commit_turn(db: Session, request: store_pb2.CommitTurnRequest, queue_total: int | None = None) -> store_pb2.CommitTurnResponse:
-    """`request` is validated (validation.commit). Runs inside one write transaction."""
+def _lease_or_record(db: Session, session: SessionRow, request: store_pb2.CommitTurnRequest, ttl_ms: int) -> Any:
+    """The lease the turn commits under (the caller's, still held, or one the job's commit takes), or the reply for a
+    turn already recorded under its id or key (a retried commit: nothing is written again)."""
+    taken = job_commits.take_lease(db, session, request, ttl_ms) if request.job.take_lease else None
+    if isinstance(taken, store_pb2.CommitTurnResponse):
+        return taken
+    earlier = _earlier_record(db, session, request.turn)
+    if earlier is not None:
+        return _recorded(db, session, earlier, request, taken.lease_id if taken is not None else request.lease_id)
+    return taken or _held_lease(db, session.id, request.lease_id)
+
+
+def commit_turn(db: Session, request: store_pb2.CommitTurnRequest, queue_total: int | None = None,
+                lease_ttl_ms: int = 0) -> store_pb2.CommitTurnResponse:
+    """`request` is validated (validation.commit). Runs inside one write transaction. A detached job's commit that
+    takes the lease (job.take_lease) takes it first, with the rules of its key (job_commits.py); LeaseBusy when busy."""
     session = read_locked_session(db, request.session_id)
     turn = request.turn
-    earlier = _earlier_record(db, session, turn)
-    if earlier is not None:
-        return _recorded(db, session, earlier, request)
-    lease = _held_lease(db, session.id, request.lease_id)
+    lease = _lease_or_record(db, session, request, lease_ttl_ms)
+    if isinstance(lease, store_pb2.CommitTurnResponse):
+        return lease
     if turn.id != lease.turn_id:
         raise invalid_argument("turn.id", f"is {turn.id} but the lease runs turn {lease.turn_id}")
     if request.HasField("read_checks"):
@@ -139,12 +154,14 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest, queue_total: 
     _advance_session(session, row, request, now)
     story_line.after_commit(db, session, row)
     write_session(db, session, _ADVANCED)
-    if request.release_lease:
+    if request.release_lease or request.job.take_lease:
         leases.release(db, session.id, lease.lease_id)
+    ended = job_commits.end_job(db, request.job, now) if request.job.job_id and row.status == "committed" else None
     db.flush()
     # The reply is what was written: nothing is read back.
     reply_turn = written_turn_to_proto(turn, row, applied.messages, added_trace, applied.discarded_units, applied.events, outcomes)
-    return store_pb2.CommitTurnResponse(turn=reply_turn, session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs])
+    return store_pb2.CommitTurnResponse(turn=reply_turn, session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs],
+                                        completed_job=ended)
 
 
 # A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.

@@ -145,7 +145,7 @@ def acquire(request: store_pb2.AcquireTurnLeaseRequest) -> None:
 
 def commit(request: store_pb2.CommitTurnRequest) -> None:
     session_id(request.session_id)
-    require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned")
+    _job_commit(request)
     if not request.HasField("turn"):
         raise invalid_argument("turn", "is required: the turn as run")
     turn = request.turn
@@ -215,6 +215,22 @@ def setup_progress(progress: Mapping[str, struct_pb2.Struct], field: str) -> Non
         unknown = set(value) - SETUP_FIELDS
         if unknown:
             raise invalid_argument(f"{where}", f"unknown fields {', '.join(sorted(unknown))}")
+
+
+def _job_commit(request: store_pb2.CommitTurnRequest) -> None:
+    """The lease to commit with: the one AcquireTurnLease returned, or (a detached job's) taken by the commit."""
+    job = request.job
+    if not job.take_lease:
+        require(request.lease_id, "lease_id", "the lease AcquireTurnLease returned (or job.take_lease, for a detached job)")
+    elif request.lease_id:
+        raise invalid_argument("lease_id", "must be empty with job.take_lease: the commit takes the lease itself")
+    else:
+        require(job.holder, "job.holder", "who takes the lease (as AcquireTurnLeaseRequest.holder)")
+    if job.wait_ms < 0 or job.wait_ms > LEASE_WAIT_MAX_MS:
+        raise invalid_argument("job.wait_ms", f"is {job.wait_ms}; use 0 (answer at once) up to {LEASE_WAIT_MAX_MS}")
+    if job.job_id or job.job_lease_id:
+        require(job.job_id, "job.job_id", "the detached job the turn ran")
+        require(job.job_lease_id, "job.job_lease_id", "the job's claim (ClaimDetachedJob's lease_id)")
 
 
 def commit_extras(request: store_pb2.CommitTurnRequest) -> None:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from bench.turn_costs import Snapshot, metrics_env, per_turn, snapshot
 from covel.scheduler.v1 import resources_pb2, scheduler_pb2, scheduler_pb2_grpc
+from covel.store.v1 import store_pb2_grpc
 from covel_cli.in_process import unix_socket_addrs
 from covel_cli.launcher import ServiceGroup
 from shared.grpc_client import open_channel
 from shared.settings import REPO_ROOT
 from tests.e2e.conftest import minimal_session, running_services
+from tests.e2e.test_detached import finished_jobs
 
 TURNS = 4
 
@@ -143,3 +145,27 @@ async def test_a_plugin_that_only_watches_costs_a_turn_two_calls(tmp_path: Path)
     assert rpcs["hooks.TurnHooks"] == 1 and rpcs["hooks.DispatchObserved"] == 1 and "hooks.Dispatch" not in rpcs, costs
     # Its watchers' ctx.state (TurnStart's get and add, PostStateCommit's add) go on the hooks service's stream to the store.
     assert calls == {"hooks.TurnHooks.dispatch": 1, "hooks.TurnHooks.observed": 1, "store.HookStateCalls.access": 3}, costs
+
+
+async def test_a_detached_jobs_commit_is_one_call(tmp_path: Path) -> None:
+    """detached-probe queues one job a turn. The job reads its snapshot (AcquireTurnLease without the lease) and commits
+    in one CommitTurn that takes the session's lease and ends the job (CommitTurnRequest.job): no AcquireTurnLease for
+    its commit, no CompleteDetachedJob."""
+    env, ports = metrics_env()
+    async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel, \
+            group.channel_as("store", "scheduler") as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        session = (await stub.CreateSession(minimal_session(requested_plugins=["detached-probe"], approved_plugins=["detached-probe"]))).session
+        await play(stub, session.id, "I wait.")
+        await finished_jobs(store, [session.id])
+        before = snapshot(group, ports)
+        for index in range(TURNS):
+            await play(stub, session.id, f"I walk on, {index}.")
+            await finished_jobs(store, [session.id])  # each turn's job done before the next turn
+        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
+        jobs = (await finished_jobs(store, [session.id]))[session.id]
+    assert [job.status for job in jobs] == ["succeeded"] * (TURNS + 1), [job.error for job in jobs]
+    # A turn and its job: the turn's lease and the job's snapshot; the turn's commit and the job's.
+    assert rpcs["store.AcquireTurnLease"] == 2 and rpcs["store.CommitTurn"] == 2, rpcs
+    assert "store.CompleteDetachedJob" not in rpcs, rpcs

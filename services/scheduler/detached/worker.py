@@ -32,7 +32,7 @@ from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.scheduler.execution.origins import TurnOrigin
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.turn.detached_jobs import SOURCE_TRACE
-from services.scheduler.turn.request import DetachedRun, TurnRequest
+from services.scheduler.turn.request import DetachedRun, TurnRequest, job_succeeded, job_summary
 from services.scheduler.turn.runner import TurnRunner
 from shared.errors import PASSING_CODES, error_info
 from shared.ids import detached_job_key
@@ -151,7 +151,7 @@ class DetachedWorker:
         execution = asyncio.create_task(self._execute(job))
         renewer = asyncio.create_task(self._keep_lease(job, execution))
         try:
-            status, result, error = await execution
+            status, result, error, ended = await execution
         except asyncio.CancelledError:
             if not renewer.done() or renewer.cancelled() or renewer.result() is not True:
                 if self._stopping.is_set():
@@ -164,9 +164,10 @@ class DetachedWorker:
         finally:
             renewer.cancel()
         try:
-            await self._store.CompleteDetachedJob(
-                store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=status, result=to_struct(result), error=error),
-            )
+            if not ended:  # else its turn's commit ended it (CommitTurnRequest.job)
+                await self._store.CompleteDetachedJob(
+                    store_pb2.CompleteDetachedJobRequest(job_id=job.id, lease_id=job.lease_id, status=status, result=to_struct(result), error=error),
+                )
         except grpc.aio.AioRpcError as failure:
             # ABORTED: the lease lapsed meanwhile; the store recorded the job as orphaned or timed out.
             log.warning("detached.complete_failed", job_id=job.id, code=failure.code().name, details=failure.details())
@@ -175,10 +176,12 @@ class DetachedWorker:
         self.finished[job.id] = status
         return status
 
-    async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str]:
+    async def _execute(self, job: store_pb2.DetachedJob) -> tuple[str, dict, str, bool]:
+        """The job's status, result and error, and whether its turn's commit already ended it."""
         conflicts = 0
         while True:
-            request = TurnRequest(job.session_id, detached_job_key(job.id), DetachedRun(job), origin=TurnOrigin.BACKGROUND,
+            work = DetachedRun(job)
+            request = TurnRequest(job.session_id, detached_job_key(job.id), work, origin=TurnOrigin.BACKGROUND,
                                   off_lease=conflicts < READ_CONFLICT_RUNS)
             try:
                 # The span this job's trace started with (run) is the execution's turn span.
@@ -192,19 +195,17 @@ class DetachedWorker:
                     continue
                 # A peer restarting: the store queues the job again after a backoff (or parks it).
                 status = RETRY if error.code() in PASSING_CODES else "failed"
-                return status, {}, f"{error.code().name}: {error.details()}"
+                return status, {}, f"{error.code().name}: {error.details()}", False
             except Exception as error:  # a bad job must not take the worker down
                 log.warning("detached.execution_failed", job_id=job.id, error=repr(error), exc_info=True)
-                return "failed", {}, f"{type(error).__name__}: {error}"
+                return "failed", {}, f"{type(error).__name__}: {error}", False
         result = next((r for r in turn.runtime_results if r.runtime_id == job.runtime_id), None)
-        summary = {"turnId": turn.id, "turnStatus": store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower(),
-                   "runtimeStatus": result.status if result is not None else "not run"}
-        # A guard that skips the runtime (nothing to do this time) is a job done, not a failure.
-        if turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status in ("success", "skipped"):
-            return "succeeded", summary, ""
+        summary = job_summary(turn, job.runtime_id)
+        if job_succeeded(turn, job.runtime_id):
+            return "succeeded", summary, "", bool(work.ended)
         reason = (result.reason if result is not None and result.reason else turn.abort_reason) or "the runtime did not succeed"
         passing = turn.retryable or (result is not None and result.retryable)
-        return RETRY if passing else "failed", summary, reason
+        return RETRY if passing else "failed", summary, reason, False
 
     async def _keep_lease(self, job: store_pb2.DetachedJob, execution: asyncio.Task) -> bool:
         """Renew the job's lease every third of its life; True (and the execution cancelled) once it is lost."""

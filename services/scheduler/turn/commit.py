@@ -30,6 +30,7 @@ from services.scheduler.turn.commit_rules import (
     veto,
     whole_turn_units,
 )
+from services.scheduler.turn.lease_hold import LeaseHold
 from services.scheduler.turn.settlements import duties
 from services.scheduler.turn.state import TurnState
 from services.scheduler.turn.stream import TurnStream
@@ -89,10 +90,12 @@ class TurnCommit:
         if characters:
             resolve_story_speakers(stories, turn.runtime_results, characters)
 
-    async def commit(self, turn: store_pb2.Turn, lease: store_pb2.TurnLease, proposals: list[store_pb2.Proposal], emit: Emit,
-                     run: TurnState | None = None, read_checks: store_pb2.ReadChecks | None = None) -> store_pb2.Turn:
-        """One store transaction; without `run` (a turn that ended early) only the turn record commits. With
-        `read_checks` (a detached job that ran without the lease), ABORTED READ_CONFLICT when what it read changed."""
+    async def commit(self, turn: store_pb2.Turn, hold: LeaseHold, proposals: list[store_pb2.Proposal], emit: Emit,
+                     run: TurnState | None = None, read_checks: store_pb2.ReadChecks | None = None,
+                     job: store_pb2.JobCommit | None = None) -> store_pb2.CommitTurnResponse:
+        """One store transaction under `hold`'s lease (lease_hold.py); without `run` (a turn that ended early) only the
+        turn record commits. With `read_checks` (a detached job that ran without the lease), ABORTED READ_CONFLICT when
+        what it read changed; with `job`, the detached job it ran ends with it when it commits (completed_job)."""
         turn.finished_at.CopyFrom(now())
         extras: dict = {}
         if run is not None:
@@ -101,17 +104,21 @@ class TurnCommit:
                       "datasets": dataset_policies(run.shared.packages, proposals), "dimension_owners": dimension_owners(run.shared.packages),
                       "settlements": duties(run), **setup_commit(turn.runtime_results, run, session)}
             turn.trace.extend(to_struct(entry) for entry in run.operation_entries())
-        reply = await self._store.CommitTurn(
-            store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id, turn=turn, proposals=proposals,
-                                        release_lease=True, read_checks=read_checks, **extras),
-        )
+
+        async def send(lease: store_pb2.TurnLease | None, sent_job: store_pb2.JobCommit | None) -> store_pb2.CommitTurnResponse:
+            request = store_pb2.CommitTurnRequest(session_id=turn.session_id, lease_id=lease.lease_id if lease is not None else "", turn=turn,
+                                                  proposals=proposals, release_lease=lease is not None, read_checks=read_checks,
+                                                  job=sent_job, **extras)
+            return await self._store.CommitTurn(request, timeout=hold.commit_timeout_s(sent_job))
+
+        reply = await hold.commit(send, job)
         committed = reply.turn
         keep_earlier_outcomes(committed, turn)
         for outcome in committed.proposal_outcomes:
             await emit(turn_events_pb2.TurnEvent(proposal=outcome))
         for event in shown_events(committed):
             await emit(event)
-        return committed
+        return reply
 
     async def after(self, committed: store_pb2.Turn, kept: list[store_pb2.Proposal], scope: ExecutionScope) -> None:
         """PostStateCommit for each proposal that landed, in one call; their trace joins the committed record (not the stream);

@@ -71,6 +71,14 @@ class LeaseKeeper:
         # Per call: the lease wait is a setting.
         return await self._store.AcquireTurnLease(request, timeout=settings.scheduler_lease_wait_ms / 1000 + 10)
 
+    def taking_commit(self) -> store_pb2.JobCommit:
+        """A detached job's commit that takes the session's lease itself (lease_hold.py), waiting for it as acquire does."""
+        return store_pb2.JobCommit(take_lease=True, holder=self._settings.scheduler_instance_id, wait_ms=self._settings.scheduler_lease_wait_ms)
+
+    def commit_timeout_s(self, job: store_pb2.JobCommit | None) -> float | None:
+        """A commit's deadline: CommitTurn's (shared/grpc_client.py), or with its wait for the lease (job.take_lease)."""
+        return self._settings.scheduler_lease_wait_ms / 1000 + 10 if job is not None and job.take_lease else None
+
     async def keep(self, lease: store_pb2.TurnLease) -> None:
         """Renew every third of the lease's life; after a failed renewal (the store restarting) try again
         four times as often, so the lease is kept as soon as the store is back."""

@@ -4,7 +4,7 @@ stop a Cancel sets on a submit's turns."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from google.protobuf import struct_pb2
 
@@ -13,7 +13,7 @@ from covel.store.v1 import store_pb2
 from services.scheduler.turn.interaction_answers import ResumeCall
 from services.scheduler.turn.plugin_actions import ActionCall
 from services.scheduler.turn.retry_seeds import RetrySource
-from shared.structs import from_struct
+from shared.structs import from_struct, to_struct
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,18 @@ class ManualRun:
 
 @dataclass(frozen=True)
 class DetachedRun:
-    """A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot."""
+    """A detached job a worker claimed: this execution runs its runtime on the source turn's snapshot. `ended`: the
+    job as the turn's commit ended it (CommitTurnResponse.completed_job), when it did."""
 
     job: store_pb2.DetachedJob
+    ended: list[store_pb2.DetachedJob] = field(default_factory=list, compare=False)
+
+    def job_commit(self, turn: store_pb2.Turn) -> store_pb2.JobCommit:
+        """What the turn's commit asks of the job: to end it "succeeded" with its summary when the turn is recorded
+        COMMITTED and the job's runtime succeeded (or skipped: nothing to do this time), as the worker would end it."""
+        if not job_succeeded(turn, self.job.runtime_id):
+            return store_pb2.JobCommit()
+        return store_pb2.JobCommit(job_id=self.job.id, job_lease_id=self.job.lease_id, result=to_struct(job_summary(turn, self.job.runtime_id)))
 
     @property
     def runtime_id(self) -> str:
@@ -171,3 +180,21 @@ class AdvanceStop:
 
     def is_set(self) -> bool:
         return bool(self.reason)
+
+
+def job_succeeded(turn: store_pb2.Turn, runtime_id: str) -> bool:
+    """A detached job's turn is its success: recorded COMMITTED with the job's runtime succeeded or skipped (a guard
+    that skips it: nothing to do this time, a job done, not a failure)."""
+    result = _result_of(turn, runtime_id)
+    return turn.status == store_pb2.TURN_STATUS_COMMITTED and result is not None and result.status in ("success", "skipped")
+
+
+def job_summary(turn: store_pb2.Turn, runtime_id: str) -> dict:
+    """The job's result: its turn, the turn's status and the runtime's."""
+    result = _result_of(turn, runtime_id)
+    return {"turnId": turn.id, "turnStatus": store_pb2.TurnStatus.Name(turn.status).removeprefix("TURN_STATUS_").lower(),
+            "runtimeStatus": result.status if result is not None else "not run"}
+
+
+def _result_of(turn: store_pb2.Turn, runtime_id: str) -> store_pb2.RuntimeResult | None:
+    return next((result for result in turn.runtime_results if result.runtime_id == runtime_id), None)

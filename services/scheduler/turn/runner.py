@@ -54,7 +54,7 @@ from services.scheduler.turn.history_window import LastWindows, covers, player_t
 from services.scheduler.turn.idempotent_retry import check_retry
 from services.scheduler.turn.interaction_answers import check_answers
 from services.scheduler.turn.lease import LeaseKeeper
-from services.scheduler.turn.lease_hold import LeaseHold, Recorded
+from services.scheduler.turn.lease_hold import LeaseHold
 from services.scheduler.turn.outcome import runtime_failure_passes, story_failure, story_failure_passes
 from services.scheduler.turn.player_input import check_session_actions
 from services.scheduler.turn.plugin_actions import run_action
@@ -67,6 +67,7 @@ from services.scheduler.turn.request import (
     ResumeRun,
     SettlementRetry,
     TurnRequest,
+    TurnWork,
     named_runtime_id,
 )
 from services.scheduler.turn.runnable import concealed_runtimes, execution_session, loaded_runtimes, named_runtime
@@ -211,7 +212,7 @@ class TurnRunner:
             return lease_reply.existing_turn
         session = lease_reply.session
         # A detached job runs on its snapshot and takes the lease for its commit only (lease_hold.py).
-        hold = LeaseHold.for_job(self._lease, session, request.idempotency_key) if off_lease else LeaseHold.taken(self._lease, lease_reply)
+        hold = LeaseHold.for_job(self._lease, session) if off_lease else LeaseHold.taken(self._lease, lease_reply)
         receipts = open_receipts(lease_reply.world) if request.origin in STORY_ORIGINS else []
         if receipts:
             await hold.release()
@@ -235,8 +236,6 @@ class TurnRunner:
             recorded = await asyncio.wait_for(work, self._settings.scheduler_turn_timeout_s)
             self._trigger_histories.recorded(hold.session, recorded)
             return recorded
-        except Recorded as done:
-            return done.turn
         except (TimeoutError, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and (not running.cancel_reason or (current and current.cancelling())):
@@ -306,7 +305,7 @@ class TurnRunner:
         if failure:
             return await self._end_early(turn, hold, stream.emit, store_pb2.TURN_STATUS_FAILED, failure)
         self._scopes.note(_reads_key(request), scopes_read(run.shared))
-        return await self._commit_phase(hold, session, run, plugins.scope, stream)
+        return await self._commit_phase(hold, session, run, plugins.scope, stream, request.work)
 
     # -- phase: plugins --
     async def _plugins_phase(self, request: TurnRequest, session: store_pb2.Session, turn: store_pb2.Turn) -> TurnPlugins:
@@ -474,7 +473,7 @@ class TurnRunner:
 
     # -- phase: commit --
     async def _commit_phase(self, hold: LeaseHold, session: store_pb2.Session, run: TurnState,
-                            scope: ExecutionScope, stream: TurnStream) -> store_pb2.Turn:
+                            scope: ExecutionScope, stream: TurnStream, work: TurnWork) -> store_pb2.Turn:
         """Speakers, PreStateCommit, one store transaction (a detached job's takes the lease and checks what the job
         read), PostStateCommit (commit.py)."""
         turn = stream.turn
@@ -483,9 +482,12 @@ class TurnRunner:
         turn.narrative = turn_narrative(vetted.kept, vetted.vetoed_units)
         turn.status = store_pb2.TURN_STATUS_COMMITTED
         checks = read_checks(run.shared) if hold.off_lease else None
-        committed = await self._commit.commit(turn, await hold.for_commit(), vetted.kept, stream.emit, run, checks)
-        await self._commit.after(committed, vetted.kept, scope)
-        return committed
+        job = work.job_commit(turn) if isinstance(work, DetachedRun) else None
+        reply = await self._commit.commit(turn, hold, vetted.kept, stream.emit, run, checks, job)
+        if reply.HasField("completed_job") and isinstance(work, DetachedRun):
+            work.ended.append(reply.completed_job)
+        await self._commit.after(reply.turn, vetted.kept, scope)
+        return reply.turn
 
     async def _end_early(self, turn: store_pb2.Turn, hold: LeaseHold, emit: Emit,
                          status: store_pb2.TurnStatus.ValueType, reason: str) -> store_pb2.Turn:
@@ -493,7 +495,7 @@ class TurnRunner:
         turn.status = status
         turn.abort_reason = reason
         del turn.proposal_outcomes[:]
-        return await self._commit.commit(turn, await hold.for_commit(), [], emit)
+        return (await self._commit.commit(turn, hold, [], emit)).turn
 
 
 def _reads_key(request: TurnRequest) -> str:
