@@ -134,7 +134,7 @@ BUB_PYTHON ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/
 # Each benchmark prints a table and writes bench/results/<name>.json (and its printout to
 # <name>.txt); bench.summary then prints one table of the headline figures (summary.md).
 BENCHMARKS := turn_latency concurrency history_growth split_cost agent_step bub_compare scheduler_overhead \
-              hook_dispatch sandbox_cost gateway_overhead store_commit validate_plugins web_player recovery detached_queue replicas \
+              hook_dispatch sandbox_cost event_hops gateway_overhead store_commit validate_plugins web_player recovery detached_queue replicas \
               memory_recall model_latency job_costs scale session_privacy
 
 bench: $(VENV)/.installed $(VENV)/.browser $(BUB_VENV)/.installed

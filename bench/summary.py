@@ -110,6 +110,11 @@ def _sandbox_cost(data: dict) -> Iterator[Row]:
     yield ["plugin sandbox", "fresh worker p50 ms", f"{data['worker_start_ms']['p50']:.1f}"]
 
 
+def _event_hops(data: dict) -> Iterator[Row]:
+    full = data["rows"][-1]["event_us"]
+    yield ["one hook event waited for, its hops alone", "p50 µs; 5 events ms", f"{full['p50']:.0f}; {data['floor_ms_for_5_events']:.2f}"]
+
+
 def _gateway_overhead(data: dict) -> Iterator[Row]:
     for case in ("non_streamed", "streamed_20_deltas"):
         if case in data:
@@ -190,7 +195,7 @@ def _replicas(data: dict) -> Iterator[Row]:
 HEADLINES: dict[str, Callable[[object], Iterator[Row]]] = {
     "turn_latency": _turn_latency, "concurrency": _concurrency, "history_growth": _history_growth, "split_cost": _split_cost, "agent_step": _agent_step,
     "bub_compare": _bub_compare, "scheduler_overhead": _scheduler_overhead, "hook_dispatch": _hook_dispatch,
-    "sandbox_cost": _sandbox_cost, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
+    "sandbox_cost": _sandbox_cost, "event_hops": _event_hops, "gateway_overhead": _gateway_overhead, "store_commit": _store_commit, "validate_plugins": _validate_plugins,
     "web_player": _web_player, "recovery": _recovery, "detached_queue": _detached_queue,
     "replicas": _replicas, "memory_recall": _memory_recall, "model_latency": _model_latency,
     "job_costs": _job_costs, "scale": _scale,
