@@ -346,6 +346,36 @@ async def test_cost_gate_counts_the_providers_usage_and_keeps_story_runtimes_by_
     assert await start.handler(in_session, {}) == {"action": "continue"}, "SessionEnd forgets the count"
 
 
+async def test_cost_gate_reads_the_count_once_a_turn() -> None:
+    """TurnStart's read serves the same turn's PreSchedule; a PreSchedule whose TurnStart it did not see reads itself."""
+    state = MemoryState()
+    reads: list[str] = []
+    access = state.access
+
+    async def counted(session_id, plugin_id, op, key, value=None):
+        reads.extend([op] if op == "get" else [])
+        return await access(session_id, plugin_id, op, key, value)
+
+    state.access = counted  # type: ignore[method-assign]
+    token = STATE_BACKEND.set(state)
+    try:
+        schedule, start = _hook("cost-gate", "PreSchedule"), _hook("cost-gate", "TurnStart")
+        settings = {"softCapTokens": 5, "hardCapTokens": 100}
+        state.values[("s1", "cost-gate", "usedTokens")] = 7
+
+        def ctx(event: str, turn: str) -> HookContext:
+            return HookContext(ExecutionView(event, "s1", turn, "en", ("cost-gate",), plugin_settings={"cost-gate": settings}), "cost-gate")
+
+        triggered = {"triggered": [{"name": "guide", "stage": "post-turn"}, {"name": "narrator", "stage": "narrative"}]}
+        assert await start.handler(ctx("TurnStart", "turn-a"), {}) == {"action": "continue"}
+        assert (await schedule.handler(ctx("PreSchedule", "turn-a"), triggered))["replace"] == {"triggered": [triggered["triggered"][1]]}
+        assert reads == ["get"], "one read for the turn's two events"
+        assert (await schedule.handler(ctx("PreSchedule", "turn-b"), triggered))["replace"]
+        assert reads == ["get", "get"], "a turn whose TurnStart went elsewhere reads the count itself"
+    finally:
+        STATE_BACKEND.reset(token)
+
+
 @pytest.mark.usefixtures("memory_state")
 async def test_cost_gate_refuses_caps_that_are_not_token_counts() -> None:
     start = _hook("cost-gate", "TurnStart")

@@ -5,11 +5,16 @@ the same count, and a restart of the hooks service loses none of it (README).
 """
 
 import re
+from collections import OrderedDict
 
 DEFAULTS = {"softCapTokens": 200_000, "hardCapTokens": 400_000}
 STORY_STAGE = "narrative"
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 USED = "usedTokens"
+# The count TurnStart read, by turn, for the same turn's PreSchedule: one store read a turn, not two (both events of a
+# turn reach this worker on the turn's one hook stream; where they do not, PreSchedule reads the count itself).
+_READ_AT_START: OrderedDict[str, int] = OrderedDict()
+_KEPT = 512  # turns between their TurnStart and PreSchedule at once, more than a hooks replica runs
 
 
 def register(covel):
@@ -56,6 +61,9 @@ async def count_usage(ctx, payload):
 async def stop_at_hard_cap(ctx, payload):
     _, hard = caps(ctx)
     spent = await ctx.state.get(USED, 0)
+    _READ_AT_START[ctx.turn_id] = spent
+    while len(_READ_AT_START) > _KEPT:
+        _READ_AT_START.popitem(last=False)
     if spent >= hard:
         return {"action": "abort", "reason": f"cost-gate: this session used {spent} tokens, past its hard cap of {hard}; "
                                              "raise hardCapTokens to go on"}
@@ -64,7 +72,10 @@ async def stop_at_hard_cap(ctx, payload):
 
 async def story_only_at_soft_cap(ctx, payload):
     soft, _ = caps(ctx)
-    if await ctx.state.get(USED, 0) < soft:
+    spent = _READ_AT_START.pop(ctx.turn_id, None)
+    if spent is None:
+        spent = await ctx.state.get(USED, 0)
+    if spent < soft:
         return {"action": "continue"}
     story = [entry for entry in payload.get("triggered") or [] if is_story(entry)]
     return {"action": "continue", "replace": {"triggered": story}}
