@@ -169,3 +169,27 @@ async def test_a_detached_jobs_commit_is_one_call(tmp_path: Path) -> None:
     # A turn and its job: the turn's lease and the job's snapshot; the turn's commit and the job's.
     assert rpcs["store.AcquireTurnLease"] == 2 and rpcs["store.CommitTurn"] == 2, rpcs
     assert "store.CompleteDetachedJob" not in rpcs, rpcs
+
+
+async def test_a_memory_search_reads_the_memory_with_the_lease(tmp_path: Path) -> None:
+    """The narrator's memory tool searches memory's facts: from the second turn on the lease brings them (the scope the
+    turn read), so a search asks the store for its vectors only, no ListPluginData."""
+    env, ports = metrics_env()
+    async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel, \
+            group.channel_as("store", "scheduler") as store_channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        store = store_pb2_grpc.TransactionalStoreStub(store_channel)
+        request = minimal_session()
+        request.excluded_plugins.remove("memory")  # the narrator and memory only
+        session = (await stub.CreateSession(request)).session
+        assert "memory" in session.active_plugins
+        for index in range(2):
+            await play(stub, session.id, f"I remember the lighthouse, {index}.")
+            await finished_jobs(store, [session.id])  # memory/extract wrote its facts
+        before = snapshot(group, ports)
+        for index in range(TURNS):
+            await play(stub, session.id, f"What of the lighthouse, {index}?")
+            await finished_jobs(store, [session.id])
+        rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
+    assert rpcs.get("store.SearchMemoryVectors", 0) >= 1, rpcs
+    assert "store.ListPluginData" not in rpcs, rpcs

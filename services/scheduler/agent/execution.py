@@ -69,7 +69,7 @@ from services.scheduler.peers import Peers
 from services.scheduler.world_records import character_records
 from shared.logs import get_logger
 from shared.manifest import CompiledManifest
-from shared.structs import from_struct, from_value
+from shared.structs import from_struct
 
 log = get_logger(component="agent_execution")
 
@@ -156,7 +156,7 @@ class AgentExecution:
             # Characters are searched too, but alone do not offer the tool (list-characters / get-character find them).
             if searchable or lore:
                 origin = gateway_pb2.CallOrigin(session_id=scope.session.id, turn_id=scope.turn_id, runtime_id=runtime.runtime_id)
-                add_memory_search(tools, lambda query, limit: self._memory_search(scope.session.id, searchable, query, limit, lore,
+                add_memory_search(tools, lambda query, limit: self._memory_search(run, scope.session.id, searchable, query, limit, lore,
                                                                                   characters, origin))
         elif manifest.agent_part.finish_with == UPDATE_DIMENSIONS:
             # A dimension maintainer: it reads the dimensions as the turn found them and settles them.
@@ -293,20 +293,18 @@ class AgentExecution:
         sink.extend(tools.foreign_writes)
         return {"ok": True, "output": outcome.output, "stopReason": outcome.stop_reason or StopReason.COMPLETED, "usage": usage}
 
-    async def _memory_search(self, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int,
+    async def _memory_search(self, run: TurnShared, session_id: str, searchable: list[tuple[str, str, str]], query: str, limit: int,
                              lore: list[store_pb2.LorebookEntry], characters: _CharacterCache,
                              origin: gateway_pb2.CallOrigin) -> dict:
         """The archival scope (services/scheduler/agent/memory_search.py): searchable plugin data of this session's
-        plugins, the lorebook and the characters, ranked by keywords and by meaning."""
+        plugins, the lorebook and the characters, ranked by keywords and by meaning. The plugin data is the committed
+        data the turn reads once (PluginDataViews.committed): the session's next turns read it with their lease."""
         records = lorebook_records(lore) + character_memory_records(await characters.load())
         for plugin_id, namespace, text_field in searchable:
-            reply = await self._peers.store.ListPluginData(
-                store_pb2.ListPluginDataRequest(session_id=session_id, plugin_id=plugin_id, namespace=namespace))
-            for entry in reply.entries:
-                value = from_value(entry.value)
+            for (_, key), value in (await self._plugin_data.committed(run, session_id, plugin_id, namespace)).items():
                 text = value.get(text_field) if isinstance(value, dict) else None
                 if isinstance(text, str) and text.strip():
-                    records.append(plugin_data_record(plugin_id, namespace, entry.key, text))
+                    records.append(plugin_data_record(plugin_id, namespace, key, text))
         return await search_memory(records, query, limit, IndexedVectors(self._peers, session_id, origin))
 
 
