@@ -171,18 +171,21 @@ async def test_a_detached_jobs_commit_is_one_call(tmp_path: Path) -> None:
     assert "store.CompleteDetachedJob" not in rpcs, rpcs
 
 
-async def test_a_memory_search_reads_the_memory_with_the_lease(tmp_path: Path) -> None:
+async def test_a_memory_search_and_the_log_come_with_the_lease(tmp_path: Path) -> None:
     """The narrator's memory tool searches memory's facts: from the second turn on the lease brings them (the scope the
-    turn read), so a search asks the store for its vectors only, no ListPluginData."""
+    turn read), so a search asks the store for its vectors only, no ListPluginData. With history-compaction a player's
+    turn reads the log since its summary, memory/extract's job a few turns: each kind's next lease asks for its own
+    window (before, the job's shorter one made every next player turn read the whole log again: ListMessages)."""
     env, ports = metrics_env()
     async with running_services(tmp_path, extra_env=env) as group, open_channel(group.addrs["scheduler"]) as channel, \
             group.channel_as("store", "scheduler") as store_channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
         store = store_pb2_grpc.TransactionalStoreStub(store_channel)
         request = minimal_session()
-        request.excluded_plugins.remove("memory")  # the narrator and memory only
+        request.excluded_plugins.remove("memory")  # the narrator, memory and history-compaction
+        request.excluded_plugins.remove("history-compaction")
         session = (await stub.CreateSession(request)).session
-        assert "memory" in session.active_plugins
+        assert {"memory", "history-compaction"} <= set(session.active_plugins)
         for index in range(2):
             await play(stub, session.id, f"I remember the lighthouse, {index}.")
             await finished_jobs(store, [session.id])  # memory/extract wrote its facts
@@ -192,4 +195,4 @@ async def test_a_memory_search_reads_the_memory_with_the_lease(tmp_path: Path) -
             await finished_jobs(store, [session.id])
         rpcs = per_turn(before, snapshot(group, ports), TURNS)["rpcs_per_turn"]
     assert rpcs.get("store.SearchMemoryVectors", 0) >= 1, rpcs
-    assert "store.ListPluginData" not in rpcs, rpcs
+    assert "store.ListPluginData" not in rpcs and "store.ListMessages" not in rpcs, rpcs

@@ -48,14 +48,15 @@ def covers(read: int, needed: int) -> bool:
 
 
 class LastWindows:
-    """Per session, the window its latest turn here needed: what the next turn asks for with its lease."""
+    """Per session (or per runtime of a session, for a detached job's or RunManual's runs: the runner's reads key), the
+    window its latest turn here needed: what the next turn of the same key asks for with its lease."""
 
     def __init__(self, capacity: int = REMEMBERED_SESSIONS) -> None:
         self._windows: RecentlyUsed[str, int] = RecentlyUsed(capacity)
 
-    def get(self, session_id: str) -> int:
-        window = self._windows.get(session_id)
+    def get(self, key: str) -> int:
+        window = self._windows.get(key)
         return SINCE_SUMMARY if window is None else window
 
-    def note(self, session_id: str, player_turns: int) -> None:
-        self._windows.put(session_id, player_turns)
+    def note(self, key: str, player_turns: int) -> None:
+        self._windows.put(key, player_turns)

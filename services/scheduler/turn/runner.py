@@ -201,7 +201,7 @@ class TurnRunner:
 
     # -- phase: lease and signals --
     async def run(self, request: TurnRequest, emit: Emit) -> store_pb2.Turn:
-        window = store_pb2.HistoryWindow(player_turns=self._windows.get(request.session_id), without_metadata=True)
+        window = store_pb2.HistoryWindow(player_turns=self._windows.get(_reads_key(request)), without_metadata=True)
         reads = store_pb2.TurnReads(world=True, history=window, plugin_data=self._scopes.get(_reads_key(request)))
         off_lease = request.off_lease and isinstance(request.work, DetachedRun)
         lease_reply = await self._lease.acquire(request.session_id, request.idempotency_key, request.origin, reads,
@@ -433,10 +433,12 @@ class TurnRunner:
         return run
 
     async def _history(self, request: TurnRequest, plugins: TurnPlugins, session_id: str, read: LeaseReads) -> list[common_pb2.Message]:
-        """The log window read with the lease, or the whole log when this turn needs more than it (history_window.py)."""
+        """The log window read with the lease, or the whole log when this turn needs more than it (history_window.py). The
+        window is noted for the next lease of the same kind (_reads_key): a player's turn that may compact reads the
+        log since its summary, a detached job a few turns; noted per session, each made the other's next lease too short."""
         needed = player_turns_needed({p.id: p for p in plugins.packages}, plugins.manifests,
                                      self._settings.scheduler_history_max_turns, compacts=isinstance(request.work, PlayerTurn))
-        self._windows.note(session_id, needed)
+        self._windows.note(_reads_key(request), needed)
         if covers(read.player_turns, needed):
             return read.history
         return await all_messages(self._peers.store, session_id)
