@@ -29,7 +29,11 @@ from tests.support.builtin_plugins import non_story_core_plugin_ids
 
 RESULTS = Path(__file__).parent / "results"
 # Quiet services: logging every RPC would be part of what is measured.
-BENCH_ENV = {"COVEL_LOG_LEVEL": "warning"}
+# One validation cache (services/registry/validation_cache.py, keyed by each package's files and the kernel's) for every
+# registry the benches start: without it each group's registry imports every plugin's entry module again in probe
+# processes first, which on a loaded 2-core machine took past the hooks service's wait for the registry (30 s).
+BENCH_ENV = {"COVEL_LOG_LEVEL": "warning",
+             "COVEL_REGISTRY_CACHE_DIR": os.environ.get("COVEL_REGISTRY_CACHE_DIR") or str(RESULTS / "registry-cache")}
 PROCESSES, IN_PROCESS = "processes", "in-process"
 TCP, UNIX = "tcp", "unix"
 
