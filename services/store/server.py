@@ -31,6 +31,7 @@ from services.store import (
     world_data_sync,
 )
 from services.store.database import Database, create_store_engine
+from services.store.hook_state_writes import HookStateWrites
 from services.store.job_claims import QUEUE, claim_waiting
 from services.store.lease_wakeups import LeaseWakeups
 from services.store.revisions import entries_revision
@@ -65,6 +66,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         # player may act at once and goes first (they find the session free at their next poll).
         self._player_waits = LeaseWakeups()
         self._job_waits = LeaseWakeups()
+        self._state_writes = HookStateWrites(self._db)
         # Idle workers waiting in ClaimDetachedJob are woken when a job may be claimable (job_claims.py).
         self._queued = LeaseWakeups()
         # A lease holder waiting for its turn's signals is woken by SignalTurn.
@@ -400,7 +402,7 @@ class TransactionalStoreServicer(store_pb2_grpc.TransactionalStoreServicer):
         hook_state.check_caller(request, caller)
         if request.op == "get":
             return await self._db.read(hook_state.access, request)
-        return await self._db.write(hook_state.access, request)
+        return await self._state_writes.write(request)  # with the writes that arrive meanwhile (hook_state_writes.py)
 
     @rpc
     async def ListPausedPlugins(self, request: store_pb2.ListPausedPluginsRequest, context: grpc.aio.ServicerContext) -> store_pb2.ListPausedPluginsResponse:

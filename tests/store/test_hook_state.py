@@ -78,3 +78,22 @@ async def test_the_hooks_services_stream_answers_each_access_as_accesshookstate(
         await scheduler.write(store_pb2.HookStateCallsRequest(id=1, access=state(session.id, "get", "usedTokens")))
         await asyncio.wait_for(scheduler.read(), 30)
     assert not_hooks.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_writes_that_arrive_together_commit_together_each_answered_as_alone(stub, hooks):
+    """Writes gathered while the store writes hook state share the next transaction (hook_state_writes.py), each in its
+    own savepoint: every add returns its own running total, and a write the key limit refuses fails alone."""
+    session = await new_session(stub)
+    for index in range(KEYS_MAX - 2):  # two keys short of the limit, "count" among them
+        await hooks.AccessHookState(state(session.id, "set", "count" if index == 0 else f"k{index}", 0))
+    adds = [hooks.AccessHookState(state(session.id, "add", "count", 1)) for _ in range(12)]
+    news = [hooks.AccessHookState(state(session.id, "set", f"new{index}", index)) for index in range(4)]
+    answers = await asyncio.gather(*adds, *news, return_exceptions=True)
+    totals = sorted(from_value(answer.value) for answer in answers[:12])
+    assert totals == list(range(1, 13)), "each add saw the ones before it, none lost"
+    refused = [answer for answer in answers[12:] if isinstance(answer, grpc.aio.AioRpcError)]
+    assert len(refused) == 2 and all(error.code() == grpc.StatusCode.FAILED_PRECONDITION and f"holds {KEYS_MAX} keys" in error.details()
+                                     for error in refused), answers[12:]
+    kept = [index for index in range(4) if (await hooks.AccessHookState(state(session.id, "get", f"new{index}"))).found]
+    assert len(kept) == 2, "the two writes under the limit were kept, the refused ones rolled back alone"
+    assert from_value((await hooks.AccessHookState(state(session.id, "get", "count"))).value) == 12
