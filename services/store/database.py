@@ -161,6 +161,15 @@ def read_locked_session(db: Session, session_id: str) -> SessionRow:
     return SessionRow(**found._mapping)
 
 
+def lock_session_id(db: Session, session_id: str) -> None:
+    """lock_session for a unit that reads nothing of the session: one column read with Core (no row built);
+    NOT_FOUND if missing. The lock is the same: the row `FOR UPDATE` on PostgreSQL, the write lock on SQLite."""
+    connection = db.connection()
+    statement = _SESSION_ID_FOR_UPDATE if connection.dialect.name == "postgresql" else _SESSION_ID
+    if connection.execute(statement, {"b_id": session_id}).first() is None:
+        raise session_not_found(session_id)
+
+
 def write_session(db: Session, row: SessionRow, columns: tuple[str, ...]) -> None:
     db.connection().execute(_SESSION_UPDATE, {"b_id": row.id, **{name: getattr(row, name) for name in columns}})
 
@@ -170,6 +179,8 @@ _SESSIONS = cast(Table, SessionRow.__table__)
 # Built once: building a statement costs more than running it.
 _SESSION = select(_SESSIONS).where(_SESSIONS.c.id == bindparam("b_id"))
 _SESSION_FOR_UPDATE = _SESSION.with_for_update()
+_SESSION_ID = select(_SESSIONS.c.id).where(_SESSIONS.c.id == bindparam("b_id"))
+_SESSION_ID_FOR_UPDATE = _SESSION_ID.with_for_update()
 _SESSION_UPDATE = _SESSIONS.update().where(_SESSIONS.c.id == bindparam("b_id"))
 
 

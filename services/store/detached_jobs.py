@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import CursorResult, Table, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, SessionRow, utcnow
@@ -62,6 +62,15 @@ class RetryPolicy:
         return timedelta(milliseconds=min(self.max_ms, self.base_ms * 2 ** min(max(0, attempts - 1), 30)))
 
 
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_JOBS = cast(Table, DetachedJobRow.__table__)
+_COLUMNS = tuple(column.name for column in _JOBS.columns)
+# Built once: building a statement costs more than running it.
+_INSERT = _JOBS.insert()
+# Every session's queued jobs (the hard bound of a commit's enqueue).
+_QUEUED = select(func.count()).select_from(_JOBS).where(_JOBS.c.status == "queued")
+
+
 def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
     return store_pb2.DetachedJob(
         id=row.id,
@@ -87,19 +96,18 @@ def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
     )
 
 
-# Every session's queued jobs (the hard bound of a commit's enqueue).
-_QUEUED = select(func.count()).select_from(DetachedJobRow).where(DetachedJobRow.status == "queued")
-
-
 def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.DetachedJobSpec], now: datetime,
             total: int | None = None) -> tuple[list[DetachedJobRow], list[dict[str, Any]]]:
     """The jobs of one commit (one per spec) and trace entries for those not queued. `total` is a hard bound on the
     queued jobs of every session (COVEL_STORE_DETACHED_MAX_TOTAL): acquiring a turn waits below it, but turns that
     started together may each add jobs; a job past it is recorded `dropped` (its error says why; an operator may
-    queue it again with RequeueDetachedJob) and the turn commits as it is."""
+    queue it again with RequeueDetachedJob) and the turn commits as it is. Each job is written with a Core INSERT
+    (its row kept for the reply, outside the ORM session), in the order of the specs: a later spec's coalescing
+    supersedes an earlier one's job."""
+    connection = db.connection()
     enqueued: list[DetachedJobRow] = []
     trace: list[dict[str, Any]] = []
-    queued = db.execute(_QUEUED).scalar_one() if total is not None else 0
+    queued = connection.execute(_QUEUED).scalar_one() if total is not None else 0
     for spec in specs:
         job_id = new_id()
         if spec.coalesce:
@@ -117,13 +125,17 @@ def enqueue(db: Session, session_id: str, turn_id: str, specs: list[store_pb2.De
             max_queue_ms=spec.max_queue_ms or DEFAULT_MAX_QUEUE_MS,
             max_execution_ms=spec.max_execution_ms or DEFAULT_MAX_EXECUTION_MS,
             enqueued_at=now,
-            finished_at=now if dropped else None,
+            lease_id=None,
             holder="",
+            claimed_at=None,
+            lease_deadline=None,
             attempts=0,
+            result=None,
             error=f"not queued: the detached queue held {queued} jobs, at most {total} (COVEL_STORE_DETACHED_MAX_TOTAL)" if dropped else "",
+            finished_at=now if dropped else None,
+            not_before=None,
         )
-        db.add(row)
-        db.flush()
+        connection.execute(_INSERT, {name: getattr(row, name) for name in _COLUMNS})
         enqueued.append(row)
         if dropped:
             trace.append({"code": "detached.dropped", "jobId": job_id, "runtimeId": spec.runtime_id, "reason": row.error})
@@ -156,17 +168,17 @@ def _due(row: Any, now: datetime) -> bool:
     )
 
 
+# The columns _due and claim_in_sight read of every active job (status queued or running), with Core: built once.
 _ACTIVE = select(
-    DetachedJobRow.status, DetachedJobRow.session_id, DetachedJobRow.plugin_id, DetachedJobRow.runtime_id,
-    DetachedJobRow.enqueued_at, DetachedJobRow.max_queue_ms, DetachedJobRow.claimed_at, DetachedJobRow.max_execution_ms,
-    DetachedJobRow.lease_deadline, DetachedJobRow.not_before,
-)
+    _JOBS.c.id, _JOBS.c.status, _JOBS.c.session_id, _JOBS.c.plugin_id, _JOBS.c.runtime_id, _JOBS.c.enqueued_at,
+    _JOBS.c.max_queue_ms, _JOBS.c.claimed_at, _JOBS.c.max_execution_ms, _JOBS.c.lease_deadline, _JOBS.c.not_before,
+).where(_JOBS.c.status.in_(ACTIVE_JOB_STATUSES))
 
 
 def claim_in_sight(db: Session, session_id: str) -> bool:
     """A read: whether a claim now would sweep a job (any session's) or find one to claim."""
     now = utcnow()
-    rows = db.execute(_ACTIVE.where(DetachedJobRow.status.in_(ACTIVE_JOB_STATUSES))).all()
+    rows = db.connection().execute(_ACTIVE).all()
     queued = [row for row in rows if row.status == "queued"]
     oldest = min((_queued_since(row) for row in queued), default=now)
     metrics.record_detached_queue(len(queued), len(rows) - len(queued), max(0.0, (now - oldest).total_seconds()))
@@ -189,9 +201,12 @@ _PLAYERS_WAITING = select(SessionRow.id).where(SessionRow.id.in_(bindparam("b_se
 
 
 def _sweep(db: Session, now: datetime, policy: RetryPolicy) -> None:
-    """Time out what expired, retry what its worker left (portable: compare in Python on the few active rows)."""
-    rows = db.execute(select(DetachedJobRow).where(DetachedJobRow.status.in_(("queued", "running")))).scalars()
-    for row in rows:
+    """Time out what expired, retry what its worker left (portable: compare in Python on the few active rows). The
+    active rows are read as plain rows; only the due ones (usually none) are loaded as ORM objects and changed."""
+    due = [row.id for row in db.connection().execute(_ACTIVE) if _due(row, now)]
+    if not due:
+        return
+    for row in db.execute(select(DetachedJobRow).where(DetachedJobRow.id.in_(due))).scalars():
         if row.status == "queued" and now >= _queued_since(row) + timedelta(milliseconds=row.max_queue_ms):
             row.status, row.error, row.finished_at = "timed-out", f"waited longer than maxQueueMs ({row.max_queue_ms} ms)", now
         elif row.status == "running" and row.claimed_at and now >= row.claimed_at + timedelta(milliseconds=row.max_execution_ms):
@@ -214,36 +229,44 @@ def retry_or_park(row: DetachedJobRow, now: datetime, why: str, policy: RetryPol
 
 
 def claim(db: Session, holder: str, ttl_ms: int, session_id: str, policy: RetryPolicy) -> store_pb2.DetachedJob | None:
+    """The oldest claimable job (of `session_id`, or of any session), running under a new lease; None: none.
+    Core statements built once: the sweep's read, the claimable job's row, its UPDATE in a savepoint."""
     now = utcnow()
     _sweep(db, now, policy)
-    busy = aliased(DetachedJobRow)
-    # Running, or its older job waits out a backoff: the runtime's jobs keep their order.
-    runtime_busy = exists().where(
-        busy.session_id == DetachedJobRow.session_id, busy.plugin_id == DetachedJobRow.plugin_id,
-        busy.runtime_id == DetachedJobRow.runtime_id,
-        or_(busy.status == "running", and_(busy.status == "queued", busy.not_before > now)),
-    )
-    # A session whose player's turn waits for its lease: its jobs wait behind that turn (services/store/leases.py).
-    player_waiting = exists().where(SessionRow.id == DetachedJobRow.session_id, SessionRow.player_waiting_until > now)
-    statement = select(DetachedJobRow).where(DetachedJobRow.status == "queued", ~runtime_busy, ~player_waiting)
-    if session_id:
-        statement = statement.where(DetachedJobRow.session_id == session_id)
-    statement = statement.order_by(DetachedJobRow.enqueued_at, DetachedJobRow.id).limit(1)
-    if db.get_bind().dialect.name == "postgresql":
-        statement = statement.with_for_update(skip_locked=True)
-    row = db.execute(statement).scalar_one_or_none()
-    if row is None:
+    connection = db.connection()
+    postgres = connection.dialect.name == "postgresql"
+    statement = (_NEXT_OF_SESSION_LOCKED if postgres else _NEXT_OF_SESSION) if session_id else (_NEXT_LOCKED if postgres else _NEXT)
+    found = connection.execute(statement, {"b_now": now, "b_session": session_id}).one_or_none()
+    if found is None:
         return None
+    claimed = {"status": "running", "lease_id": new_id(), "holder": holder, "claimed_at": now, "attempts": found.attempts + 1,
+               "lease_deadline": min(now + timedelta(milliseconds=ttl_ms), now + timedelta(milliseconds=found.max_execution_ms))}
     try:
         with db.begin_nested():
-            row.status, row.lease_id, row.holder, row.claimed_at = "running", new_id(), holder, now
-            row.lease_deadline = _lease_deadline(row, now, ttl_ms)
-            row.attempts += 1
-            db.flush()
+            connection.execute(_CLAIM, {"b_id": found.id, **claimed})
     except IntegrityError:
         # Another worker just started this runtime's previous job: this one waits for the next poll.
         return None
-    return job_to_proto(row)
+    return job_to_proto(DetachedJobRow(**{**found._mapping, **claimed}))
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_BUSY = _JOBS.alias("busy")
+_SESSIONS = cast(Table, SessionRow.__table__)
+# Running, or its older job waits out a backoff: the runtime's jobs keep their order.
+_RUNTIME_BUSY = exists().where(
+    _BUSY.c.session_id == _JOBS.c.session_id, _BUSY.c.plugin_id == _JOBS.c.plugin_id, _BUSY.c.runtime_id == _JOBS.c.runtime_id,
+    or_(_BUSY.c.status == "running", and_(_BUSY.c.status == "queued", _BUSY.c.not_before > bindparam("b_now"))),
+)
+# A session whose player's turn waits for its lease: its jobs wait behind that turn (services/store/leases.py).
+_PLAYER_WAITING = exists().where(_SESSIONS.c.id == _JOBS.c.session_id, _SESSIONS.c.player_waiting_until > bindparam("b_now"))
+_CLAIMABLE = select(_JOBS).where(_JOBS.c.status == "queued", ~_RUNTIME_BUSY, ~_PLAYER_WAITING)
+_NEXT = _CLAIMABLE.order_by(_JOBS.c.enqueued_at, _JOBS.c.id).limit(1)
+_NEXT_OF_SESSION = _CLAIMABLE.where(_JOBS.c.session_id == bindparam("b_session")).order_by(_JOBS.c.enqueued_at, _JOBS.c.id).limit(1)
+# PostgreSQL: concurrent workers never wait on each other or take the same job.
+_NEXT_LOCKED = _NEXT.with_for_update(skip_locked=True)
+_NEXT_OF_SESSION_LOCKED = _NEXT_OF_SESSION.with_for_update(skip_locked=True)
+_CLAIM = _JOBS.update().where(_JOBS.c.id == bindparam("b_id"))
 
 
 def _lease_deadline(row: DetachedJobRow, now: datetime, ttl_ms: int) -> datetime:

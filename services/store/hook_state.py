@@ -17,7 +17,7 @@ from sqlalchemy import Table, and_, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
-from services.store.database import read_locked_session
+from services.store.database import lock_session_id
 from services.store.models import HookStateRow, utcnow
 from shared.errors import ServiceError, failed_precondition, invalid_argument
 from shared.structs import from_value, to_value
@@ -61,7 +61,7 @@ def access(db: Session, request: store_pb2.AccessHookStateRequest) -> store_pb2.
     key = {"b_session": request.session_id, "b_plugin": request.plugin_id, "b_key": request.key}
     if request.op == "get":
         return _answer(connection.execute(_VALUE, key).one_or_none())
-    read_locked_session(db, request.session_id)
+    lock_session_id(db, request.session_id)
     row = connection.execute(_VALUE, key).one_or_none()
     if request.op == "delete":
         connection.execute(_DELETE, key)

@@ -19,18 +19,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import ColumnElement, bindparam, delete, exists, select
+from sqlalchemy import ColumnElement, Table, bindparam, delete, exists, select
 from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import Database, lock_session
 from services.store.lease_wakeups import LeaseWakeups
-from services.store.leases import describe, held_lease
-from services.store.models import DetachedJobRow, TurnLeaseRow, TurnSignalRow, utcnow
+from services.store.leases import describe, held_lease, lost
+from services.store.models import DetachedJobRow, SessionRow, TurnLeaseRow, TurnSignalRow, utcnow
 from services.store.proto_mapping import timestamp
-from services.store.sessions import find_session
-from shared.errors import failed_precondition
+from shared.errors import failed_precondition, session_not_found
 
 # The turns an interjection may join: a player's, and what continues it with the player watching. Background work
 # (detached jobs, settlements), manual runs and actions never get the player's words (a waiting Interject waits for
@@ -123,6 +123,16 @@ def signal(db: Session, request: store_pb2.SignalTurnRequest) -> store_pb2.Signa
     return store_pb2.SignalTurnResponse(signal=signal_to_proto(row), holder=lease.holder)
 
 
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_SESSIONS, _LEASES, _SIGNALS = (cast(Table, row.__table__) for row in (SessionRow, TurnLeaseRow, TurnSignalRow))
+# Built once: building a statement costs more than running it. No lease: lease_id and pending are NULL.
+_PENDING_FOR_LEASE = (
+    select(_SESSIONS.c.id, _LEASES.c.lease_id, exists().where(
+        _SIGNALS.c.session_id == _SESSIONS.c.id, _SIGNALS.c.turn_id == _LEASES.c.turn_id, _SIGNALS.c.taken_at.is_(None),
+    ).label("pending"))
+    .select_from(_SESSIONS.outerjoin(_LEASES, _LEASES.c.session_id == _SESSIONS.c.id))
+    .where(_SESSIONS.c.id == bindparam("b_session"))
+)
 _RUNNING_JOB = (select(DetachedJobRow.id, DetachedJobRow.runtime_id)
                 .where(DetachedJobRow.session_id == bindparam("b_session"), DetachedJobRow.status == "running").limit(1))
 
@@ -132,10 +142,14 @@ def _pending(session_id: str, turn_id: str) -> tuple[ColumnElement[bool], ...]:
 
 
 def any_pending(db: Session, session_id: str, lease_id: str) -> bool:
-    """A read, for the usual case of nothing pending: the lease must be held (ABORTED otherwise)."""
-    find_session(db, session_id)
-    lease = held_lease(db, session_id, lease_id, "; take its turn's signals with the lease you hold")
-    return bool(db.execute(select(exists().where(*_pending(session_id, lease.turn_id)))).scalar())
+    """A read, for the usual case of nothing pending: the lease must be held (ABORTED otherwise). One Core statement
+    built once (the session, its lease and whether its turn has a signal waiting): asked a few times every turn."""
+    found = db.connection().execute(_PENDING_FOR_LEASE, {"b_session": session_id}).one_or_none()
+    if found is None:
+        raise session_not_found(session_id)
+    if found.lease_id != lease_id:
+        raise lost(db, session_id, lease_id, "; take its turn's signals with the lease you hold")
+    return bool(found.pending)
 
 
 def take(db: Session, session_id: str, lease_id: str) -> list[store_pb2.TurnSignal]:
