@@ -19,6 +19,9 @@ update keeps the last 8 turns in its value, so a value's size does not grow with
   session row's SELECT ... FOR UPDATE), and the process's CPU per turn (acquire + commit), which a
   loaded machine's share of the CPU does not skew. SQLite both ways: writers from the pool (as the
   store ran before issue 19) and the store's one writer.
+- Calls (`--parts calls`, not in the default run): the store process's CPU per call of AcquireTurnLease with a
+  turn's reads, CommitTurn, ClaimDetachedJob, TakeTurnSignals (bench/store_call_costs.py); with `--base-root DIR`
+  the same against a store started from another tree, the two alternating (`--rounds`, default 2).
 Prints tables and writes bench/results/store_commit.json. PostgreSQL: COVEL_BENCH_POSTGRES_URL
 (default the local test database), a schema of its own per run, dropped afterwards.
 """
@@ -46,6 +49,7 @@ from typing import Any
 import grpc
 from sqlalchemy import Engine, create_engine, event, text
 
+from bench.store_call_costs import call_costs
 from covel.store.v1 import store_pb2, store_pb2_grpc
 from services.store import leases, sessions
 from services.store.database import Database, create_store_engine
@@ -65,6 +69,8 @@ CONTENDING_SESSIONS = 32
 CONTENTION_S = 5.0
 RECENT = 8
 PARTS = ("grpc", "in-process", "contention")
+# Asked for by name only: `calls` alternates trees and takes minutes.
+EXTRA_PARTS = ("calls",)
 
 
 def free_addr() -> str:
@@ -87,6 +93,7 @@ def proposals_for(turn: int, count: int) -> list[store_pb2.Proposal]:
     ]
     for index in range(count - 1):
         unit = f"unit-{index // 10}"
+        payload: dict[str, Any]
         if index % 2:
             # The last RECENT turns, not every turn: a value that grew turn after turn would make a
             # commit's cost depend on how many turns the session had played, not on its proposals.
@@ -100,10 +107,10 @@ def proposals_for(turn: int, count: int) -> list[store_pb2.Proposal]:
     return items
 
 
-async def start_store(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], grpc.aio.Channel, store_pb2_grpc.TransactionalStoreStub]:
+async def start_store(env: dict[str, str], root: Path = ROOT) -> tuple[subprocess.Popen[bytes], grpc.aio.Channel, store_pb2_grpc.TransactionalStoreStub]:
     addr = free_addr()
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.store"], cwd=ROOT,
+        [sys.executable, "-m", "services.store"], cwd=root,
         env={**os.environ, **env, **issued("store").env(), "COVEL_STORE_ADDR": addr, "COVEL_LOG_LEVEL": "warning"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -132,7 +139,7 @@ def turn_request(session_id: str, lease: store_pb2.TurnLease, number: int, count
     )
 
 
-async def play(stub, session_id: str, count: int, turns: int, offset: int) -> tuple[float, list[float]]:
+async def play(stub: store_pb2_grpc.TransactionalStoreStub, session_id: str, count: int, turns: int, offset: int) -> tuple[float, list[float]]:
     latencies = []
     started = time.perf_counter()
     for number in range(offset, offset + turns):
@@ -263,7 +270,9 @@ async def play_in_process(
     commit (the whole unit of work: session, BEGIN, statements, COMMIT), which load does not inflate."""
     latencies = []
     for number in range(offset, offset + turns):
-        lease = (await database.write(leases.try_acquire, session_id, "bench", 30_000, "")).lease
+        acquired = await database.write(leases.try_acquire, session_id, "bench", 30_000, "")
+        assert not isinstance(acquired, leases.Busy), acquired.message
+        lease = acquired.lease
         request = turn_request(session_id, lease, number, count)
         before = store_threads_cpu() if cpu is not None else {}
         started = time.perf_counter()
@@ -388,16 +397,67 @@ def print_contention(contention: list[dict]) -> None:
               f"{row['longest_lock_wait_ms']:10.1f}")
 
 
+async def measure_calls(backend: str, root: Path) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = {"COVEL_DATA_DIR": data_dir}
+        schema = new_schema() if backend == "postgres" else ""
+        if schema:
+            env |= {"COVEL_STORE_DATABASE_URL": POSTGRES_URL, "COVEL_STORE_DATABASE_SCHEMA": schema}
+        process, channel, stub = await start_store(env, root)
+        try:
+            return await call_costs(stub, process)
+        finally:
+            await channel.close()
+            process.terminate()
+            process.wait(timeout=15)
+            if schema:
+                drop_schema(schema)
+
+
+def run_call_costs(backends: list[str], base_root: Path | None, rounds: int) -> None:
+    """Store CPU ms per call, this tree and the base alternating; one line per run, then each tree's mean."""
+    trees = {"base": base_root.resolve(), "this": ROOT} if base_root else {"this": ROOT}
+    runs: list[dict] = []
+    for backend in backends:
+        for round_number in range(rounds):
+            for tree, root in trees.items():
+                load = os.getloadavg()[0]
+                costs = asyncio.run(measure_calls(backend, root))
+                runs.append({"backend": backend, "tree": tree, "round": round_number, "load": round(load, 2), **costs})
+                print(f"  {backend:8} {tree:5} round {round_number} (load {load:.1f}): "
+                      + ", ".join(f"{name} {ms:.2f}" for name, ms in costs.items()), flush=True)
+    print_call_costs(runs)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "store_calls.json").write_text(json.dumps({"benchmark": "store_commit calls", "cpus": os.cpu_count(), "runs": runs}, indent=2) + "\n")
+
+
+def print_call_costs(runs: list[dict]) -> None:
+    names = [key for key in runs[0] if key not in ("backend", "tree", "round", "load")]
+    header = f"{'backend':8} {'tree':5} {'load':>5} " + " ".join(f"{name:>11}" for name in names)
+    print("\nStore CPU ms per call (the process's user + system CPU over the calls / calls)")
+    print(header)
+    print("-" * len(header))
+    for run in runs:
+        print(f"{run['backend']:8} {run['tree']:5} {run['load']:5.1f} " + " ".join(f"{run[name]:11.2f}" for name in names))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--quick", action="store_true", help="a fifth of the turns (a smoke run)")
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default: all)")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS + EXTRA_PARTS)} (default: "
+                        f"{', '.join(PARTS)})")
+    parser.add_argument("--base-root", type=Path, help="calls: also start the store from this tree, alternating with this one")
+    parser.add_argument("--rounds", type=int, default=2, help="calls: rounds of each tree")
     args = parser.parse_args()
     parts = args.parts.split(",")
-    if not set(parts) <= set(PARTS):
-        parser.error(f"--parts: use {', '.join(PARTS)}")
+    if not set(parts) <= set(PARTS + EXTRA_PARTS):
+        parser.error(f"--parts: use {', '.join(PARTS + EXTRA_PARTS)}")
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    if "calls" in parts:
+        run_call_costs(backends, args.base_root, args.rounds)
+        if parts == ["calls"]:
+            return
     load = os.getloadavg()
     rows, in_process, contention = [], [], []
     seconds = CONTENTION_S / 5 if args.quick else CONTENTION_S

@@ -278,14 +278,15 @@ def _held(db: Session, job_id: str, lease_id: str, now: datetime, policy: RetryP
     """The running job whose lease `lease_id` is, and "" — or the reason the lease is lost.
 
     A lapsed lease is recorded (timed-out, or the job retried) and the transaction commits that;
-    the caller answers ABORTED with the reason afterwards.
+    the caller answers ABORTED with the reason afterwards. The row is read with Core into a transient
+    DetachedJobRow (outside the ORM session); its changes are written with _write.
     """
-    statement = select(DetachedJobRow).where(DetachedJobRow.id == job_id)
-    if db.get_bind().dialect.name == "postgresql":
-        statement = statement.with_for_update()
-    row = db.execute(statement).scalar_one_or_none()
-    if row is None:
+    connection = db.connection()
+    statement = _JOB_FOR_UPDATE if connection.dialect.name == "postgresql" else _JOB
+    found = connection.execute(statement, {"b_id": job_id}).one_or_none()
+    if found is None:
         raise not_found(f"detached job {job_id} not found", "covel.scheduler.v1.DetachedJob", job_id, reason="DETACHED_JOB_NOT_FOUND")
+    row = DetachedJobRow(**found._mapping)
     if row.status != "running" or row.lease_id != lease_id:
         raise aborted(f"detached job {job_id} is {row.status}; lease {lease_id} is not held")
     if row.lease_deadline and now >= row.lease_deadline:
@@ -294,9 +295,14 @@ def _held(db: Session, job_id: str, lease_id: str, now: datetime, policy: RetryP
             row.error = f"ran longer than maxExecutionMs ({row.max_execution_ms} ms)"
         else:
             retry_or_park(row, now, "its lease expired before the worker renewed it", policy)
-        db.flush()
+        _write(db, row)
         return row, f"detached job {job_id} lost its lease, now {row.status}: {row.error}"
     return row, ""
+
+
+def _write(db: Session, row: DetachedJobRow, columns: tuple[str, ...] = ()) -> None:
+    """A held job's changes (`columns`, default every column a job's life changes), with a Core UPDATE."""
+    db.connection().execute(_JOB_UPDATE, {"b_id": row.id, **{name: getattr(row, name) for name in columns or _CHANGING}})
 
 
 def renew(db: Session, job_id: str, lease_id: str, ttl_ms: int, policy: RetryPolicy) -> tuple[store_pb2.DetachedJob, str]:
@@ -304,7 +310,7 @@ def renew(db: Session, job_id: str, lease_id: str, ttl_ms: int, policy: RetryPol
     row, lost = _held(db, job_id, lease_id, now, policy)
     if not lost:
         row.lease_deadline = _lease_deadline(row, now, ttl_ms)
-        db.flush()
+        _write(db, row, ("lease_deadline",))
     return job_to_proto(row), lost
 
 
@@ -314,16 +320,24 @@ def complete(db: Session, request: store_pb2.CompleteDetachedJobRequest, policy:
     if not lost and request.status == "queued":
         # Released by a worker that stops: claimable again (attempts keeps counting this claim).
         row.status, row.lease_id, row.holder, row.claimed_at, row.lease_deadline = "queued", None, "", None, None
-        db.flush()
+        _write(db, row)
     elif not lost and request.status == "retry":
         retry_or_park(row, now, request.error or "a passing failure", policy)
-        db.flush()
+        _write(db, row)
     elif not lost:
         row.status, row.finished_at = request.status, now
         row.result = from_struct(request.result) if request.HasField("result") else None
         row.error = request.error
-        db.flush()
+        _write(db, row)
     return job_to_proto(row), lost
+
+
+# Built once: building a statement costs more than running it.
+_JOB = select(_JOBS).where(_JOBS.c.id == bindparam("b_id"))
+_JOB_FOR_UPDATE = _JOB.with_for_update()
+_JOB_UPDATE = _JOBS.update().where(_JOBS.c.id == bindparam("b_id"))
+# What a job's claim, renewals, completion and retries change.
+_CHANGING = ("status", "lease_id", "holder", "claimed_at", "lease_deadline", "attempts", "result", "error", "finished_at", "not_before")
 
 
 def list_jobs(db: Session, request: store_pb2.ListDetachedJobsRequest) -> store_pb2.ListDetachedJobsResponse:
