@@ -161,6 +161,21 @@ def read_locked_session(db: Session, session_id: str) -> SessionRow:
     return SessionRow(**found._mapping)
 
 
+def read_session(db: Session, session_id: str) -> SessionRow:
+    """The session row read with Core, unlocked, as a transient row outside the ORM session (NOT_FOUND if missing):
+    for reads that answer with the session; the ORM's get costs several times the statement."""
+    found = db.connection().execute(_SESSION, {"b_id": session_id}).one_or_none()
+    if found is None:
+        raise session_not_found(session_id)
+    return SessionRow(**found._mapping)
+
+
+def require_session(db: Session, session_id: str) -> None:
+    """NOT_FOUND unless the session exists: one column read with Core."""
+    if db.connection().execute(_SESSION_ID, {"b_id": session_id}).first() is None:
+        raise session_not_found(session_id)
+
+
 def lock_session_id(db: Session, session_id: str) -> None:
     """lock_session for a unit that reads nothing of the session: one column read with Core (no row built);
     NOT_FOUND if missing. The lock is the same: the row `FOR UPDATE` on PostgreSQL, the write lock on SQLite."""

@@ -25,11 +25,11 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import story_line
-from services.store.database import Database, lock_session, read_locked_session, write_session
+from services.store.database import Database, lock_session_id, read_locked_session, read_session, write_session
 from services.store.lease_wakeups import LeaseWakeups
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, SessionRow, TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
-from services.store.sessions import find_session, load_turn
+from services.store.sessions import load_turn
 from services.store.turn_reads import read_for_turn
 from shared.errors import ServiceError, aborted, failed_precondition
 from shared.ids import new_id
@@ -154,7 +154,7 @@ def _recorded_turn(db: Session, session: SessionRow, idempotency_key: str) -> tu
 def snapshot(db: Session, request: store_pb2.AcquireTurnLeaseRequest) -> store_pb2.AcquireTurnLeaseResponse:
     """without_lease (a detached job that runs before it takes the lease for its commit): the turn recorded under its
     key, else the session and the reads, in one read unit; no lease is taken."""
-    session = find_session(db, request.session_id)
+    session = read_session(db, request.session_id)
     _, recorded = _recorded_turn(db, session, request.idempotency_key)
     if recorded is not None:
         return recorded
@@ -245,10 +245,13 @@ def held_lease(db: Session, session_id: str, lease_id: str, what: str = "") -> T
 
 
 def renew(db: Session, session_id: str, lease_id: str, ttl_ms: int) -> store_pb2.TurnLease:
-    lock_session(db, session_id)
-    row = held_lease(db, session_id, lease_id, "; renew failed")
+    """Core statements built once: the session locked (one column), the lease read, its deadline written."""
+    lock_session_id(db, session_id)
+    row = _current_lease(db, session_id)
+    if row is None or row.lease_id != lease_id:
+        raise lost(db, session_id, lease_id, "; renew failed")
     row.deadline = utcnow() + timedelta(milliseconds=ttl_ms)
-    db.flush()
+    db.connection().execute(_RENEW, {"b_session": session_id, "b_lease": lease_id, "deadline": row.deadline})
     return lease_to_proto(row)
 
 
@@ -282,5 +285,6 @@ _CURRENT = select(_LEASES).where(_LEASES.c.session_id == bindparam("b_session"))
 _TAKE_OVER = _LEASES.update().where(
     _LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"), _LEASES.c.deadline <= bindparam("b_now"),
 )
+_RENEW = _LEASES.update().where(_LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"))
 _RELEASE = _LEASES.delete().where(_LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"))
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store import lorebook, seats
-from services.store.database import lock_session
+from services.store.database import lock_session, read_session, require_session
 from services.store.models import (
     DetachedJobRow,
     MessageRow,
@@ -75,7 +75,7 @@ def get_session(db: Session, session_id: str, owner: str = "", or_guest: bool = 
     """The session; with `owner`, only if that principal owns it, or with `or_guest` took one of its seats (NOT_FOUND alike
     for a missing one and another's: one query either way)."""
     if not owner:
-        return session_to_proto(find_session(db, session_id))
+        return session_to_proto(read_session(db, session_id))
     member = SessionRow.owner == owner
     if or_guest:
         member = or_(member, SessionRow.seat_guests.contains(guest_mark(owner), autoescape=True))
@@ -90,22 +90,31 @@ TURNS_PAGE, TURNS_PAGE_MAX = 100, 500
 
 
 def list_messages(db: Session, request: store_pb2.ListMessagesRequest) -> store_pb2.ListMessagesResponse:
-    """The newest `limit` messages; or, without a limit, a page of them oldest first (keyset on seq)."""
-    find_session(db, request.session_id)
-    # Messages of turns off the story's line are hidden (story_line.py); GetTurn still shows a turn's own.
-    statement = select(MessageRow).where(MessageRow.session_id == request.session_id, MessageRow.hidden == false())
+    """The newest `limit` messages; or, without a limit, a page of them oldest first (keyset on seq). Core statements
+    built once, rows mapped straight to protos."""
+    require_session(db, request.session_id)
+    connection = db.connection()
     if request.limit > 0:
-        rows = list(db.execute(statement.order_by(MessageRow.seq.desc()).limit(request.limit)).scalars())
+        rows = list(connection.execute(_NEWEST_MESSAGES, {"b_session": request.session_id, "b_limit": request.limit}))
         rows.reverse()
         return store_pb2.ListMessagesResponse(messages=[message_to_proto(row) for row in rows])
     size, after = page_size(request.page_size, MESSAGES_PAGE, MESSAGES_PAGE), decode_position(request.page_token)
-    if after is not None:
-        statement = statement.where(MessageRow.seq > after)
-    rows = list(db.execute(statement.order_by(MessageRow.seq).limit(size + 1)).scalars())
+    rows = list(connection.execute(_MESSAGES_PAGE, {"b_session": request.session_id, "b_after": after or 0, "b_limit": size + 1}))
     more = len(rows) > size
     rows = rows[:size]
     return store_pb2.ListMessagesResponse(messages=[message_to_proto(row) for row in rows],
                                           next_page_token=encode_position(rows[-1].seq) if more else "")
+
+
+# A declarative class with __tablename__ always maps a Table; DeclarativeBase types __table__ as any FromClause.
+_MESSAGES = cast(Table, MessageRow.__table__)
+# `metadata` is labelled `meta`, as the ORM names it (message_to_proto reads either).
+_MESSAGE_COLUMNS = [column.label("meta") if column.name == "metadata" else column for column in _MESSAGES.columns]
+# Messages of turns off the story's line are hidden (story_line.py); GetTurn still shows a turn's own.
+_VISIBLE = select(*_MESSAGE_COLUMNS).where(_MESSAGES.c.session_id == bindparam("b_session"), _MESSAGES.c.hidden == false())
+_NEWEST_MESSAGES = _VISIBLE.order_by(_MESSAGES.c.seq.desc()).limit(bindparam("b_limit"))
+# Seqs start at 1: after 0 is the first page.
+_MESSAGES_PAGE = _VISIBLE.where(_MESSAGES.c.seq > bindparam("b_after")).order_by(_MESSAGES.c.seq).limit(bindparam("b_limit"))
 
 
 def turn_messages(db: Session, turn_id: str) -> list[MessageRow]:
@@ -121,7 +130,7 @@ def load_turn(db: Session, row: TurnRow) -> store_pb2.Turn:
 
 
 def get_turn(db: Session, session_id: str, turn_id: str) -> store_pb2.Turn:
-    find_session(db, session_id)
+    require_session(db, session_id)
     row = db.get(TurnRow, turn_id)
     if row is None or row.session_id != session_id:
         raise not_found(f"turn {turn_id} not found in session {session_id}", "covel.scheduler.v1.Turn", turn_id, reason="TURN_NOT_FOUND")
@@ -130,7 +139,7 @@ def get_turn(db: Session, session_id: str, turn_id: str) -> store_pb2.Turn:
 
 def list_turns(db: Session, request: store_pb2.ListTurnsRequest) -> store_pb2.ListTurnsResponse:
     """A page of recorded turns (oldest or newest first, keyset on record_seq), each with the messages it appended."""
-    find_session(db, request.session_id)
+    require_session(db, request.session_id)
     size, after = page_size(request.page_size, TURNS_PAGE, TURNS_PAGE_MAX), decode_position(request.page_token)
     statement = select(TurnRow).where(TurnRow.session_id == request.session_id)
     order = TurnRow.record_seq.desc() if request.newest_first else TurnRow.record_seq
@@ -152,7 +161,7 @@ def list_turns(db: Session, request: store_pb2.ListTurnsRequest) -> store_pb2.Li
 
 
 def running_turn(db: Session, session_id: str) -> store_pb2.GetRunningTurnResponse:
-    find_session(db, session_id)
+    require_session(db, session_id)
     lease = db.get(TurnLeaseRow, session_id)
     if lease is None or lease.deadline <= utcnow():
         return store_pb2.GetRunningTurnResponse()
