@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from google.protobuf import struct_pb2
 from sqlalchemy import CursorResult, Table, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -71,7 +72,8 @@ _INSERT = _JOBS.insert()
 _QUEUED = select(func.count()).select_from(_JOBS).where(_JOBS.c.status == "queued")
 
 
-def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
+def job_to_proto(row: DetachedJobRow, input_struct: struct_pb2.Struct | None = None) -> store_pb2.DetachedJob:
+    """`input_struct`: the job's input as the Struct it came in (a commit's spec), not converted back from the row."""
     return store_pb2.DetachedJob(
         id=row.id,
         session_id=row.session_id,
@@ -79,7 +81,7 @@ def job_to_proto(row: DetachedJobRow) -> store_pb2.DetachedJob:
         plugin_id=row.plugin_id,
         runtime_id=row.runtime_id,
         status=row.status,
-        input=to_struct(row.input) if row.input else None,
+        input=(input_struct if input_struct.fields else None) if input_struct is not None else to_struct(row.input) if row.input else None,
         settle=row.settle,
         max_queue_ms=row.max_queue_ms,
         max_execution_ms=row.max_execution_ms,

@@ -160,7 +160,9 @@ def commit_turn(db: Session, request: store_pb2.CommitTurnRequest, queue_total: 
     db.flush()
     # The reply is what was written: nothing is read back.
     reply_turn = written_turn_to_proto(turn, row, applied.messages, added_trace, applied.discarded_units, applied.events, outcomes)
-    return store_pb2.CommitTurnResponse(turn=reply_turn, session=session_to_proto(session), enqueued_jobs=[detached_jobs.job_to_proto(job) for job in jobs],
+    return store_pb2.CommitTurnResponse(turn=reply_turn, session=session_to_proto(session), enqueued_jobs=[
+        # One job per spec, in order: each with its spec's input as it came.
+        detached_jobs.job_to_proto(job, spec.input) for job, spec in zip(jobs, request.detached_jobs, strict=False)],
                                         completed_job=ended)
 
 
