@@ -164,12 +164,11 @@ def snapshot(db: Session, request: store_pb2.AcquireTurnLeaseRequest) -> store_p
 
 
 def _queue_full(db: Session, session_id: str, limits: QueueLimits) -> QueueFull | None:
-    connection = db.connection()
-    waiting = connection.execute(_SESSION_JOBS, {"b_session": session_id}).scalar_one()
+    """Both counts in one statement: the session's active jobs, and every session's queued ones."""
+    waiting, queued = db.connection().execute(_QUEUE_COUNTS, {"b_session": session_id}).one()
     if waiting >= limits.per_session:
         return QueueFull(f"session {session_id} has {waiting} detached jobs queued or running (at most {limits.per_session}); "
                          "its next turn starts once they drain")
-    queued = connection.execute(_QUEUED_JOBS).scalar_one()
     if queued >= limits.total:
         return QueueFull(f"the detached job queue holds {queued} jobs (at most {limits.total}); new turns start once it drains")
     return None
@@ -281,6 +280,7 @@ _JOBS = cast(Table, DetachedJobRow.__table__)
 _SESSION_JOBS = select(func.count()).select_from(_JOBS).where(
     _JOBS.c.session_id == bindparam("b_session"), _JOBS.c.status.in_(ACTIVE_JOB_STATUSES))
 _QUEUED_JOBS = select(func.count()).select_from(_JOBS).where(_JOBS.c.status == "queued")
+_QUEUE_COUNTS = select(_SESSION_JOBS.scalar_subquery(), _QUEUED_JOBS.scalar_subquery())
 _CURRENT = select(_LEASES).where(_LEASES.c.session_id == bindparam("b_session"))
 _TAKE_OVER = _LEASES.update().where(
     _LEASES.c.session_id == bindparam("b_session"), _LEASES.c.lease_id == bindparam("b_lease"), _LEASES.c.deadline <= bindparam("b_now"),
