@@ -45,11 +45,15 @@ PROPOSAL_STATUS_JSON = {value: name for name, value in store_pb2.ProposalStatus.
 
 
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    """What Timestamp.FromDatetime makes (a naive time is UTC), from the time's distance to the epoch: a fifth of its
+    CPU (it goes through a time tuple and calendar.timegm), and every row a read maps has one or two."""
     if value is None:
         return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
+    since = value - (_EPOCH_NAIVE if value.tzinfo is None else _EPOCH)
+    return timestamp_pb2.Timestamp(seconds=since.days * 86_400 + since.seconds, nanos=value.microsecond * 1_000)
+
+
+_EPOCH, _EPOCH_NAIVE = datetime(1970, 1, 1, tzinfo=UTC), datetime(1970, 1, 1)
 
 
 def from_timestamp(stamp: timestamp_pb2.Timestamp, present: bool) -> datetime | None:
