@@ -166,7 +166,11 @@ def _apply_units(db: Session, plan: _Plan, context: apply_context.ApplyContext, 
         try:
             context.write_rows()
             context.data.flush_turn()
-        except DBAPIError:
+        except DBAPIError as error:
+            if error.connection_invalidated:
+                # The connection was lost (a database restarting), not a row refused: the transaction is gone, and
+                # the store answers UNAVAILABLE (database.py) rather than applying again on a dead connection.
+                raise
             whole_turn.rollback()
             return None
     whole_turn.commit()
