@@ -13,7 +13,7 @@ act at once and goes first); after 10 s the worker runs the job again from its s
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import simpy
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 Process = Generator[simpy.Event, object, None]
 POLL_FIRST_S, POLL_MAX_S, PLAYER_WAIT_MARK_S = 0.02, 0.25, 2.0
 LEASE_WAIT_S, BUSY_RETRY_S, QUEUE_FULL_RETRY_S = 10.0, 0.5, 2.0
+# Less than this left of a wait is none (a timeout of less would not move simpy's float clock).
+EPSILON_S = 1e-6
 
 
 @dataclass
@@ -35,7 +37,6 @@ class SessionLease:
     # Set when the session may be free for a waiting player (a job's release or end), or for a waiting job.
     player_wake: simpy.Event | None = None
     job_wake: simpy.Event | None = None
-    waits: list[float] = field(default_factory=list)
 
 
 class Leases:
@@ -63,7 +64,7 @@ class Leases:
 
     def for_player(self, session: int, first: Burst) -> Process:
         env, state = self.cluster.env, self.state(session)
-        asks, pause, since = 0, POLL_FIRST_S, env.now
+        asks, pause, give_up = 0, POLL_FIRST_S, env.now + LEASE_WAIT_S
         while True:
             yield from self._ask(session, first, asks)
             asks += 1
@@ -73,30 +74,29 @@ class Leases:
                 return
             if state.holder:
                 state.player_waiting_until = env.now + PLAYER_WAIT_MARK_S
-            if env.now - since >= LEASE_WAIT_S:
+            if give_up - env.now < EPSILON_S:
                 # The client waits as RetryInfo says and submits again.
                 yield env.timeout(QUEUE_FULL_RETRY_S if full else BUSY_RETRY_S)
-                asks, pause, since = 0, POLL_FIRST_S, env.now
+                asks, pause, give_up = 0, POLL_FIRST_S, env.now + LEASE_WAIT_S
                 continue
             state.player_wake = state.player_wake or env.event()
-            if not (yield from self._sleep(min(pause, LEASE_WAIT_S - (env.now - since)), state.player_wake)):
+            if not (yield from self._sleep(min(pause, give_up - env.now), state.player_wake)):
                 pause = min(2 * pause, POLL_MAX_S)
 
     def for_job(self, session: int, first: Burst) -> Generator[simpy.Event, object, bool]:
         """The lease for a job's commit; False once the wait ran out (the job runs again)."""
         env, state = self.cluster.env, self.state(session)
-        asks, since = 0, env.now
+        asks, give_up = 0, env.now + LEASE_WAIT_S
         while True:
             yield from self._ask(session, first, asks)
             asks += 1
             if not state.holder and not self.marked(session):
                 state.holder = "job"
-                state.waits.append(env.now - since)
                 return True
-            if env.now - since >= LEASE_WAIT_S:
+            if give_up - env.now < EPSILON_S:
                 return False
             state.job_wake = state.job_wake or env.event()
-            yield from self._sleep(min(POLL_MAX_S, LEASE_WAIT_S - (env.now - since)), state.job_wake)
+            yield from self._sleep(min(POLL_MAX_S, give_up - env.now), state.job_wake)
 
     def release(self, session: int, *, by_job: bool) -> None:
         state = self.state(session)
