@@ -35,9 +35,12 @@ def compare(profile: TurnProfile, sessions: int, turns_per_s: float, p50_ms: flo
     simulated = summary(simulate(profile, ONE_MACHINE, sessions, seconds=seconds, warmup_s=WARMUP_S))
     error = simulated["turns_per_s"] / turns_per_s - 1 if turns_per_s else math.inf
     p50_error = simulated["p50_ms"] / p50_ms - 1 if p50_ms else math.inf
+    # The mean turn of sessions playing back to back, by Little's law: the sessions over the turns they end a second.
+    mean_ms = sessions / turns_per_s * 1000 if turns_per_s else math.inf
     return {"profile": profile.name, "sessions": sessions, "measured_turns_per_s": turns_per_s, "measured_p50_ms": p50_ms,
             "simulated_turns_per_s": simulated["turns_per_s"], "simulated_p50_ms": simulated["p50_ms"],
             "turns_per_s_error": error, "p50_error": p50_error, "within": abs(error) <= TOLERANCE and abs(p50_error) <= TOLERANCE,
+            "measured_mean_ms": mean_ms, "mean_error": simulated["mean_ms"] / mean_ms - 1 if mean_ms else math.inf,
             "simulated": simulated, "measured": measured or {}}
 
 

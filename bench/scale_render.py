@@ -16,9 +16,25 @@ def _jobs(row: dict) -> str:
 def checks(rows: list[dict]) -> str:
     body = [[r["profile"], r["sessions"], f"{r['measured_turns_per_s']:.1f} / {r['simulated_turns_per_s']:.1f} ({r['turns_per_s_error']:+.0%})",
              f"{r['measured_p50_ms']:.0f} / {r['simulated_p50_ms']:.0f} ({r['p50_error']:+.0%})",
+             f"{r['measured_mean_ms']:.0f} / {r['simulated']['mean_ms']:.0f} ({r['mean_error']:+.0%})",
              f"{r['simulated']['cpu_ms_per_turn']:.0f}", _jobs(r), "yes" if r["within"] else "no"] for r in rows]
     return table(["turn kind", "sessions", "turns/s measured / simulated", "p50 ms measured / simulated",
-                  "simulated CPU ms a turn (all processes)", "simulated jobs at the end", "within 20 %"], body)
+                  "mean ms measured (Little's law) / simulated", "simulated CPU ms a turn (all processes)", "simulated jobs at the end",
+                  "within 20 %"], body)
+
+
+def misses(rows: list[dict]) -> str:
+    """Where the model misses by more than 20 %, and what the spread of its turns says of it."""
+    lines = []
+    for r in rows:
+        if r["within"]:
+            continue
+        simulated = r["simulated"]
+        lines.append(f"- {r['profile']}, {r['sessions']} sessions: turns/s {r['turns_per_s_error']:+.0%}, p50 {r['p50_error']:+.0%}; "
+                     f"the mean turn {r['mean_error']:+.0%}, the model's p95 {simulated['p95_ms'] / max(simulated['p50_ms'], 1e-9):.2f}x its p50, "
+                     f"the measured p50 {r['measured_p50_ms'] / r['measured_mean_ms']:.2f}x its mean: "
+                     + ("the model has the mean, not the spread of turn lengths" if abs(r["mean_error"]) <= 0.2 else "not explained here"))
+    return "\n".join(lines)
 
 
 def carried(result: dict) -> str:
@@ -42,6 +58,9 @@ def operations_tables(result: dict) -> str:
 
 
 def render(result: dict) -> str:
-    return (f"the model against measured figures (load {result['load_average']:.1f}):\n{checks([*result['documented'], *result['this_run']])}"
-            f"\n\nturns/s one replica carries on one core (its sandbox and the turn's detached jobs included):\n{carried(result)}"
+    rows = [*result["documented"], *result["this_run"]]
+    missed = misses(rows)
+    return (f"the model against measured figures (load {result['load_average']:.1f}):\n{checks(rows)}"
+            + (f"\n\nwhere it misses:\n{missed}" if missed else "")
+            + f"\n\nturns/s one replica carries on one core (its sandbox and the turn's detached jobs included):\n{carried(result)}"
             f"\n\npredictions ({result['assumptions']}):\n{predictions(result)}")
