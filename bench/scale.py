@@ -6,7 +6,8 @@ run's bench/results/turn_latency.json and job_costs.json (the costs) against its
 sessions). Then players who pause between turns (`--think-s`, default 30 s) on a model with latency (`--model-s`:
 the demo world's critical path on bench.model_latency's paced model) at 1,000 and 10,000 concurrent players, each
 service replica on a core of its own and PostgreSQL as `--db-cores` cores that each store call holds for
-`--db-ms-per-call` (an assumption: the benches measure the store's CPU, not the database's).
+`--db-ms-per-call` (an assumption: the benches measure the store's CPU, not the database's); a detached job waits
+`--job-model-s` on models, holding one of its replica's workers (sized on paper, at least `--workers`).
 `--operations-tables` prints only the tables of docs/operations.md "Scale" (tests/bench/test_scale_tables.py
 compares them). Writes bench/results/scale.json.
 """
@@ -78,6 +79,16 @@ def replicas_for(profile: TurnProfile, turns_per_s: float, headroom: float = 0.7
     return {s: max(1, math.ceil(turns_per_s / carried[s] / headroom)) if s in carried else 1 for s in SERVICES}
 
 
+def workers_for(profile: TurnProfile, turns_per_s: float, schedulers: int, least: int, headroom: float = 0.7) -> int:
+    """Detached workers a scheduler replica runs so that its jobs keep up, on paper: a job holds its worker for its
+    wait on models and its CPU (at most 64, the setting's bound)."""
+    job = profile.job
+    if job is None or not profile.jobs:
+        return least
+    held_s = job.model_s + sum(job.cpu_ms.values()) / 1000
+    return min(64, max(least, math.ceil(turns_per_s * profile.jobs * held_s / schedulers / headroom)))
+
+
 def store_calls(profile: TurnProfile) -> float:
     """Store calls a turn causes (RPCs and hook-state messages), its detached jobs' included: each a transaction."""
     def own(p: TurnProfile) -> float:
@@ -85,14 +96,17 @@ def store_calls(profile: TurnProfile) -> float:
     return own(profile) + (profile.jobs * own(profile.job) if profile.job else 0.0)
 
 
-def predict(profile: TurnProfile, players: int, think_s: float, model_s: float, db_cores: int, db_ms: float, seconds: float) -> dict:
+def predict(profile: TurnProfile, players: int, args: argparse.Namespace) -> dict:
+    think_s, model_s, db_cores, db_ms = args.think_s, args.model_s, args.db_cores, args.db_ms_per_call
     # One session's CPU per turn, no wakeup shared: a deployment's replicas are sized as if every call woke its process.
-    played = replace(profile, model_s=model_s, client_ms=0.0, wakeup_ms=0.0)
+    job = replace(profile.job, model_s=args.job_model_s) if profile.job is not None else None
+    played = replace(profile, model_s=model_s, client_ms=0.0, wakeup_ms=0.0, job=job)
     offered = players / (think_s + model_s + 0.5)
     replicas = replicas_for(played, offered)
-    deployment = Deployment(shared_cores=None, replicas=replicas, detached_workers=2, db_cores=db_cores, db_ms_per_call=db_ms)
-    result = simulate(played, deployment, players, think_s=think_s, seconds=seconds, warmup_s=think_s + model_s)
-    return {"profile": profile.name, "players": players, "offered_turns_per_s": offered, "replicas": replicas,
+    workers = workers_for(played, offered, replicas["scheduler"], args.workers)
+    deployment = Deployment(shared_cores=None, replicas=replicas, detached_workers=workers, db_cores=db_cores, db_ms_per_call=db_ms)
+    result = simulate(played, deployment, players, think_s=think_s, seconds=args.seconds, warmup_s=think_s + model_s)
+    return {"profile": profile.name, "players": players, "offered_turns_per_s": offered, "replicas": replicas, "workers": workers,
             **summary(result), "over_model_p50_ms": result.p(0.5) - model_s * 1000,
             "busiest": max(result.busy.items(), key=lambda item: item[1]), "db_busy": result.busy["db"],
             "db_turns_per_s_limit": db_cores / (store_calls(profile) * db_ms / 1000) if db_ms else math.inf}
@@ -102,10 +116,9 @@ def forecast(args: argparse.Namespace) -> dict:
     return {
         "per_core": {profile.name: per_core(profile) for profile in (NARRATOR, DEMO_WORLD)},
         "store_calls": {profile.name: store_calls(profile) for profile in (NARRATOR, DEMO_WORLD)},
-        "assumptions": f"{args.think_s:.0f} s between turns, {args.model_s:.1f} s on models a turn, PostgreSQL "
-                       f"{args.db_cores} cores at {args.db_ms_per_call} ms a store call",
-        "predictions": [predict(profile, players, args.think_s, args.model_s, args.db_cores, args.db_ms_per_call, args.seconds)
-                        for profile in (NARRATOR, DEMO_WORLD) for players in args.players],
+        "assumptions": f"{args.think_s:.0f} s between turns, {args.model_s:.1f} s on models a turn and {args.job_model_s:.1f} s a job, "
+                       f"at least {args.workers} job workers a scheduler replica, PostgreSQL {args.db_cores} cores at {args.db_ms_per_call} ms a store call",
+        "predictions": [predict(profile, players, args) for profile in (NARRATOR, DEMO_WORLD) for players in args.players],
     }
 
 
@@ -115,12 +128,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--players", type=int, nargs="*", default=[1000, 10000])
     parser.add_argument("--think-s", type=float, default=30.0)
     parser.add_argument("--model-s", type=float, default=6.4, help="the turn's wait on models (model_latency's critical path)")
+    parser.add_argument("--job-model-s", type=float, default=2.8,
+                        help="a detached job's wait on models (model_latency: 1.6 s a call; memory extraction 2.5 calls, the tracker 1)")
+    parser.add_argument("--workers", type=int, default=2, help="detached workers a scheduler replica at least (scheduler_detached_workers)")
     parser.add_argument("--db-cores", type=int, default=8)
     parser.add_argument("--db-ms-per-call", type=float, default=0.3)
     parser.add_argument("--operations-tables", action="store_true", help="print only docs/operations.md's tables")
     args = parser.parse_args(argv)
-    if args.seconds <= 0 or args.think_s < 0 or args.model_s < 0 or args.db_cores < 1 or any(p < 1 for p in args.players):
-        parser.error("--seconds and --db-cores must be positive, --think-s and --model-s not negative, players at least 1")
+    if (args.seconds <= 0 or args.think_s < 0 or args.model_s < 0 or args.job_model_s < 0 or args.db_cores < 1 or args.workers < 1
+            or any(p < 1 for p in args.players)):
+        parser.error("--seconds, --db-cores and --workers must be positive, --think-s and the model waits not negative, players at least 1")
     return args
 
 

@@ -5,7 +5,7 @@ services/scheduler/detached/worker.py and services/store/job_claims.py: each sch
 polls; a look every second for what it cannot see) and claims the oldest queued job of a session whose player's
 turn is not waiting for the lease. The job runs off the lease on a snapshot: its store calls are the claim, the
 snapshot, the reads, then the lease for its commit, the commit and the job's completion; only the commit holds
-the lease (scale_leases.py). A commit whose lease wait ran out runs the job again from the snapshot (SESSION_BUSY);
+the lease (scale_leases.py). A job's wait on models (`model_s`) holds its worker, halfway through its run. A commit whose lease wait ran out runs the job again from the snapshot (SESSION_BUSY);
 a read conflict would too, but none was measured (bench.concurrency counts them), so none is modelled. Two jobs of
 one runtime of one session do not run at once in the store; with two jobs a turn from two runtimes that bound
 never binds here and is left out.
@@ -78,8 +78,12 @@ def worker(cluster: Cluster, job: TurnProfile) -> Process:
     while True:
         session = yield from queue.take()
         yield from cluster.run(bursts[:claim + 1], session)
+        middle = (claim + 1 + take) // 2
         while True:
-            yield from cluster.run(bursts[claim + 1:take], session)
+            yield from cluster.run(bursts[claim + 1:middle], session)
+            if job.model_s:
+                yield cluster.env.timeout(job.model_s)  # its model calls, off the lease, holding its worker
+            yield from cluster.run(bursts[middle:take], session)
             if (yield from leases.for_job(session, bursts[take])):
                 break
             queue.reruns += 1

@@ -45,11 +45,12 @@ def carried(result: dict) -> str:
 
 def predictions(result: dict) -> str:
     rows = [[p["profile"], f"{p['players']:,}", f"{p['offered_turns_per_s']:.0f} / {p['turns_per_s']:.0f}",
-             ", ".join(f"{s} {n}" for s, n in p["replicas"].items()), f"{p['over_model_p50_ms']:+.0f} ms",
-             f"{p['busiest'][0]} {p['busiest'][1]:.0%}", f"{p['db_busy']:.0%} (limit {p['db_turns_per_s_limit']:.0f} turns/s)"]
+             ", ".join(f"{s} {n}" for s, n in p["replicas"].items()) + f"; {p['workers']} job workers a scheduler", f"{p['over_model_p50_ms']:+.0f} ms",
+             f"{p['busiest'][0]} {p['busiest'][1]:.0%}", f"{p['db_busy']:.0%} (limit {p['db_turns_per_s_limit']:.0f} turns/s)",
+             f"{p['jobs_done']:,} / {p['jobs_open_at_end']:,}" if p["jobs_done"] or p["jobs_open_at_end"] else "-"]
             for p in result["predictions"]]
     return table(["turn kind", "players", "turns/s offered / simulated", "replicas (one core each)", "turn p50 over the model",
-                  "busiest", "PostgreSQL busy"], rows)
+                  "busiest", "PostgreSQL busy", "jobs done / open at the end"], rows)
 
 
 def operations_tables(result: dict) -> str:

@@ -7,10 +7,9 @@ one replica carries, and the predictions. The 10,000-player rows take minutes to
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from bench.scale import DOCUMENTED, MEASURED_SECONDS, compare, forecast
+from bench.scale import DOCUMENTED, MEASURED_SECONDS, compare, forecast, parse
 from bench.scale_render import carried, checks, predictions
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
@@ -31,7 +30,7 @@ def page_tables() -> list[list[list[str]]]:
 
 
 def test_the_page_shows_the_models_tables() -> None:
-    args = argparse.Namespace(think_s=30.0, model_s=6.4, db_cores=8, db_ms_per_call=0.3, seconds=20.0, players=[1000])
+    args = parse(["--players", "1000"])
     documented = [compare(profile, sessions, tps, p50, MEASURED_SECONDS) for profile, sessions, tps, p50 in DOCUMENTED]
     result = forecast(args)
     on_page = page_tables()
