@@ -21,7 +21,7 @@ import os
 from dataclasses import replace
 
 from bench.common import RESULTS, write_result
-from bench.scale_inputs import DEMO_WORLD, DOCUMENTED, NARRATOR, this_run_profiles
+from bench.scale_inputs import DEMO_WORLD_NOW, DOCUMENTED, NARRATOR, this_run_profiles
 from bench.scale_profile import SERVICES, TurnProfile
 from bench.scale_render import operations_tables, render
 from bench.scale_sim import Deployment, simulate, summary
@@ -114,11 +114,11 @@ def predict(profile: TurnProfile, players: int, args: argparse.Namespace) -> dic
 
 def forecast(args: argparse.Namespace) -> dict:
     return {
-        "per_core": {profile.name: per_core(profile) for profile in (NARRATOR, DEMO_WORLD)},
-        "store_calls": {profile.name: store_calls(profile) for profile in (NARRATOR, DEMO_WORLD)},
+        "per_core": {profile.name: per_core(profile) for profile in (NARRATOR, DEMO_WORLD_NOW)},
+        "store_calls": {profile.name: store_calls(profile) for profile in (NARRATOR, DEMO_WORLD_NOW)},
         "assumptions": f"{args.think_s:.0f} s between turns, {args.model_s:.1f} s on models a turn and {args.job_model_s:.1f} s a job, "
                        f"at least {args.workers} job workers a scheduler replica, PostgreSQL {args.db_cores} cores at {args.db_ms_per_call} ms a store call",
-        "predictions": [predict(profile, players, args) for profile in (NARRATOR, DEMO_WORLD) for players in args.players],
+        "predictions": [predict(profile, players, args) for profile in (NARRATOR, DEMO_WORLD_NOW) for players in args.players],
     }
 
 

@@ -4,9 +4,11 @@ services/scheduler/detached/worker.py and services/store/job_claims.py: each sch
 `detached_workers` workers. An idle worker's ClaimDetachedJob waits in the store until a commit queues a job (no
 polls; a look every second for what it cannot see) and claims the oldest queued job of a session whose player's
 turn is not waiting for the lease. The job runs off the lease on a snapshot: its store calls are the claim, the
-snapshot, the reads, then the lease for its commit, the commit and the job's completion; only the commit holds
-the lease (scale_leases.py). A job's wait on models (`model_s`) holds its worker, halfway through its run. A commit whose lease wait ran out runs the job again from the snapshot (SESSION_BUSY);
-a read conflict would too, but none was measured (bench.concurrency counts them), so none is modelled. Two jobs of
+snapshot, the reads, then its commit, one call that takes the lease in its own transaction, commits and ends the job
+(services/store/job_commits.py; `commit_calls` 3 models the tree before it: AcquireTurnLease, CommitTurn,
+CompleteDetachedJob); only the commit holds the lease (scale_leases.py), and while the lease is busy the store asks
+again. A job's wait on models (`model_s`) holds its worker, halfway through its run. A
+commit whose lease wait ran out runs the job again from the snapshot (SESSION_BUSY); a read conflict would too, but none was measured (bench.concurrency counts them), so none is modelled. Two jobs of
 one runtime of one session do not run at once in the store; with two jobs a turn from two runtimes that bound
 never binds here and is left out.
 """
@@ -27,9 +29,8 @@ if TYPE_CHECKING:
 
 Process = Generator[simpy.Event, object, None]
 CLAIM_LOOK_S = 1.0
-# A job's store calls as the store sees them: the claim and the snapshot first; the commit's lease, the commit and
-# the completion last.
-LEAD_CALLS, TAIL_CALLS = 2, 3
+# A job's store calls as the store sees them: the claim and the snapshot first; its commit last.
+LEAD_CALLS = 2
 
 
 class JobQueue:
@@ -64,17 +65,21 @@ class JobQueue:
 
 
 def job_plan(job: TurnProfile, wakeup_ms: float) -> tuple[list, int, int, int]:
-    """The job's bursts and the indices of its claim, of the call that takes the lease and of the commit."""
-    bursts = hops(replace(job, wakeup_ms=wakeup_ms), lead=LEAD_CALLS, tail=TAIL_CALLS)
+    """The job's bursts and the indices of its claim, of the call that asks for the lease and of its commit. With
+    `commit_calls` 3 (the tree before job_commits.py) those are AcquireTurnLease, CommitTurn and CompleteDetachedJob;
+    with 1 the commit asks for the lease itself."""
+    bursts = hops(replace(job, wakeup_ms=wakeup_ms), lead=LEAD_CALLS, tail=job.commit_calls)
     stores = store_indices(bursts) or [len(bursts) - 1]
-    take = stores[-TAIL_CALLS] if len(stores) >= TAIL_CALLS else stores[-1]
-    commit = stores[-2] if len(stores) >= 2 else take
-    return bursts, stores[0], take, max(take, commit)
+    take = stores[-min(job.commit_calls, len(stores))]
+    commit = stores[-2] if job.commit_calls > 1 and len(stores) >= 2 else take
+    return bursts, stores[0], max(stores[0], take), max(stores[0], take, commit)
 
 
 def worker(cluster: Cluster, job: TurnProfile) -> Process:
     bursts, claim, take, commit = job_plan(job, cluster.wakeup_ms)
     queue, leases = cluster.queue, cluster.leases
+    # Its own call (AcquireTurnLease) is the first ask; a one-call commit asks with a lease check.
+    first = bursts[take] if job.commit_calls > 1 and take > claim else None
     while True:
         session = yield from queue.take()
         yield from cluster.run(bursts[:claim + 1], session)
@@ -84,10 +89,10 @@ def worker(cluster: Cluster, job: TurnProfile) -> Process:
             if job.model_s:
                 yield cluster.env.timeout(job.model_s)  # its model calls, off the lease, holding its worker
             yield from cluster.run(bursts[middle:take], session)
-            if (yield from leases.for_job(session, bursts[take])):
+            if (yield from leases.for_job(session, first)):
                 break
             queue.reruns += 1
-        yield from cluster.run(bursts[take + 1:commit + 1], session)
+        yield from cluster.run(bursts[take + (first is not None):commit + 1] if commit > claim else [], session)
         leases.release(session, by_job=True)
         yield from cluster.run(bursts[commit + 1:], session)
         queue.done += 1

@@ -6,8 +6,9 @@ asks again (a database write, each a store burst here) after 20 ms, doubling to 
 commit lets the session go or one of its jobs ends; each ask while the lease is held marks the session for 2 s,
 and a marked session's jobs are neither claimed nor given the lease. After the scheduler's 10 s wait the store
 answers ABORTED (or RESOURCE_EXHAUSTED, queue full) and the client submits again after RetryInfo's 0.5 s (2 s).
-A job's commit asks every 250 ms, woken by another job's release but not by a player's commit (the player may
-act at once and goes first); after 10 s the worker runs the job again from its start (worker.py, SESSION_BUSY).
+A job's commit (one call that takes the lease in its transaction: job_commits.py) tries every 250 ms, woken by
+another job's release but not by a player's commit (the player may act at once and goes first); after 10 s the
+worker runs the job again from its start (worker.py, SESSION_BUSY).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from bench.scale_profile import Burst
+
 if TYPE_CHECKING:
-    from bench.scale_profile import Burst
     from bench.scale_sim import Cluster
 
 Process = Generator[simpy.Event, object, None]
@@ -83,12 +85,14 @@ class Leases:
             if not (yield from self._sleep(min(pause, give_up - env.now), state.player_wake)):
                 pause = min(2 * pause, POLL_MAX_S)
 
-    def for_job(self, session: int, first: Burst) -> Generator[simpy.Event, object, bool]:
-        """The lease for a job's commit; False once the wait ran out (the job runs again)."""
+    def for_job(self, session: int, first: Burst | None) -> Generator[simpy.Event, object, bool]:
+        """The lease for a job's commit, asked with `first` (its own call) or a lease check, then a lease check each
+        try; False once the wait ran out (the job runs again)."""
         env, state = self.cluster.env, self.state(session)
-        asks, give_up = 0, env.now + LEASE_WAIT_S
+        give_up, asks = env.now + LEASE_WAIT_S, 0
+        check = Burst("store", self.poll_ms, 0.0)
         while True:
-            yield from self._ask(session, first, asks)
+            yield from self._ask(session, first or check, asks)
             asks += 1
             if not state.holder and not self.marked(session):
                 state.holder = "job"

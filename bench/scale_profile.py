@@ -49,6 +49,9 @@ class TurnProfile:
     # narrator turn's CPU rising from 8 sessions to 32, 49.8 -> 63.6 ms at load 12.5, the store's 22 -> 33 ms).
     crowd_ms: float = 0.0
     message_weight: float = MESSAGE_WEIGHT
+    # A detached job's store calls for its commit: 1 (CommitTurn takes the lease and ends the job) or 3 (the tree
+    # before services/store/job_commits.py: AcquireTurnLease, CommitTurn, CompleteDetachedJob).
+    commit_calls: int = 1
 
 
 class Burst(NamedTuple):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from bench.scale_jobs import job_plan
 from bench.scale_sim import Deployment, TurnProfile, hops, simulate
 
 # One call to the store a turn: a scheduler burst, the store's, a scheduler burst.
@@ -103,3 +106,14 @@ def test_a_crowded_process_spends_more_a_call() -> None:
     assert alone.cpu_ms_per_turn == pytest.approx(7.0, rel=0.02)
     assert crowded.cpu_ms_per_turn > alone.cpu_ms_per_turn + 1.0
     assert crowded.turns_per_s < alone.turns_per_s
+
+
+def test_a_jobs_commit_asks_for_the_lease_itself_or_with_its_own_call() -> None:
+    """Five store calls: the claim, the snapshot, a read, then the commit. In one call (job_commits.py) the commit asks
+    for the lease; on the tree before, AcquireTurnLease asked, CommitTurn committed and CompleteDetachedJob ended it."""
+    job = TurnProfile("job", cpu_ms={"store": 5.0}, rpcs={"store": 5.0})
+    bursts, claim, take, commit = job_plan(job, 0.0)
+    stores = [index for index, b in enumerate(bursts) if b.service == "store"]
+    assert (claim, take, commit) == (stores[0], stores[-1], stores[-1])
+    bursts, claim, take, commit = job_plan(replace(job, commit_calls=3), 0.0)
+    assert (claim, take, commit) == (stores[0], stores[-3], stores[-2])
