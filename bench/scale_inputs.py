@@ -86,6 +86,6 @@ def this_run_profiles(results: Path) -> dict[str, TurnProfile]:
         split = json.loads(job_costs.read_text())
         one = split["job"]
         job = replace(DEMO_JOB, cpu_ms=one["cpu_ms"], rpcs={s: n for s, n in one["rpcs"].items() if s != "scheduler"},
-                      messages=one.get("messages", DEMO_JOB.messages), sandbox_ms=one["sandbox_ms"])
+                      messages=one.get("messages", DEMO_JOB.messages), sandbox_ms=one["sandbox_ms"], commit_calls=1)  # this tree's
         profiles["demo-world"] = replace(profile_from(split["turn_alone"], "demo world (this run)", DEMO_WORLD), job=job)
     return profiles
