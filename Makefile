@@ -135,7 +135,7 @@ BUB_PYTHON ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/
 # <name>.txt); bench.summary then prints one table of the headline figures (summary.md).
 BENCHMARKS := turn_latency concurrency history_growth split_cost agent_step bub_compare scheduler_overhead \
               hook_dispatch sandbox_cost event_hops gateway_overhead store_commit validate_plugins web_player recovery detached_queue replicas \
-              memory_recall model_latency job_costs scale session_privacy
+              memory_recall model_latency job_costs call_vs_message scale session_privacy
 
 bench: $(VENV)/.installed $(VENV)/.browser $(BUB_VENV)/.installed
 	@mkdir -p bench/results

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import time
 
 from bench.common import (
     create_session,
@@ -53,10 +54,13 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, worl
         await asyncio.gather(*(play_turn(stub, session_id, "I wait.") for stub, session_id in zip(stubs, ids)))
         before = snapshot(*counted) if counted else None
         conflicts = read_conflicts(counted[0]) if counted else 0
+        client_cpu_s = time.process_time()
         latencies += await play_back_to_back(stubs, ids, seconds, failures)
         if counted and before is not None:
             # Over the turns that ended in the window (each session's last turn, ended after it, adds a little).
             costs = per_turn(before, snapshot(*counted), max(1, len(latencies)))
+            # This process, every session's client: sending the actions and reading the turns' streams (bench.scale).
+            costs["client_cpu_ms_per_turn"] = (time.process_time() - client_cpu_s) * 1000 / max(1, len(latencies))
         jobs = await job_statuses(stubs[0], ids)
         conflicts = read_conflicts(counted[0]) - conflicts if counted else 0
     finally:
@@ -66,7 +70,8 @@ async def sessions_play(scheduler_addr: str, sessions: int, seconds: float, worl
         "sessions": sessions, "plugins": world or "narrator", "seconds": seconds, "turns": len(latencies),
         "turns_per_s": len(latencies) / seconds, "turn_ms": summarize(latencies) if latencies else {},
         "failed_turns": len(failures), "failures": failures[:5], "jobs_at_end": jobs, "read_conflicts": conflicts,
-        **({"cpu_ms_per_turn": costs["cpu_ms_per_turn"], "sandbox_cpu_ms_per_turn": costs["sandbox_cpu_ms_per_turn"]} if costs else {}),
+        **({key: costs[key] for key in ("cpu_ms_per_turn", "sandbox_cpu_ms_per_turn", "client_cpu_ms_per_turn", "rpcs_per_turn",
+                                         "stream_calls_per_turn")} if costs else {}),
     }
 
 

@@ -22,16 +22,21 @@ JOBS_PER_TURN = 2
 
 
 def job_costs(alone: dict, caused: dict, jobs_per_turn: int) -> dict:
-    """One job's CPU per process, its sandboxes' and its RPCs per service: (everything - the turn) / jobs."""
+    """One job's CPU per process, its sandboxes', its RPCs and stream messages per service: (everything - the turn) / jobs."""
     def per_job(key: str) -> dict[str, float]:
         return {name: max(0.0, (caused[key].get(name, 0.0) - alone[key].get(name, 0.0)) / jobs_per_turn)
                 for name in caused.get(key, {})}
 
-    rpcs: dict[str, float] = {}
-    for method, count in per_job("rpcs_per_turn").items():
-        service = method.split(".", 1)[0]
-        rpcs[service] = rpcs.get(service, 0.0) + count
-    return {"cpu_ms": per_job("cpu_ms_per_turn"), "sandbox_ms": per_job("sandbox_cpu_ms_per_turn"), "rpcs": rpcs}
+    def by_service(key: str) -> dict[str, float]:
+        counts: dict[str, float] = {}
+        for method, count in per_job(key).items():
+            service = method.split(".", 1)[0]
+            counts[service] = counts.get(service, 0.0) + count
+        return counts
+
+    # "messages": the calls a job's call streams carried (its hook and model calls, its handlers' ctx.state).
+    return {"cpu_ms": per_job("cpu_ms_per_turn"), "sandbox_ms": per_job("sandbox_cpu_ms_per_turn"), "rpcs": by_service("rpcs_per_turn"),
+            "messages": by_service("stream_calls_per_turn")}
 
 
 async def run(turns: int, warmup: int, drain_s: float) -> dict:
