@@ -171,36 +171,44 @@ def drop_schema(schema: str) -> None:
     engine.dispose()
 
 
-async def measure(backend: str, quick: bool) -> list[dict]:
-    rows = []
+@asynccontextmanager
+async def store_process(backend: str, root: Path = ROOT,
+                        ) -> AsyncIterator[tuple[subprocess.Popen[bytes], store_pb2_grpc.TransactionalStoreStub]]:
+    """The store as its own process (started from `root`) and its stub, on a fresh SQLite file or PostgreSQL schema;
+    stopped (and the schema dropped) after."""
     with tempfile.TemporaryDirectory() as data_dir:
         env = {"COVEL_DATA_DIR": data_dir}
-        schema = ""
-        if backend == "postgres":
-            schema = new_schema()
+        schema = new_schema() if backend == "postgres" else ""
+        if schema:
             env |= {"COVEL_STORE_DATABASE_URL": POSTGRES_URL, "COVEL_STORE_DATABASE_SCHEMA": schema}
-        process, channel, stub = await start_store(env)
+        process, channel, stub = await start_store(env, root)
         try:
-            for count, turns in SIZES:
-                turns = max(3, turns // 5) if quick else turns
-                session_id = (await stub.CreateSession(store_pb2.CreateSessionRequest())).session.id
-                await play(stub, session_id, count, max(2, turns // 10), 0)  # warm-up (connections, caches)
-                elapsed, latencies = await play(stub, session_id, count, turns, 10_000)
-                rows.append({
-                    "backend": backend,
-                    "proposals": count,
-                    "turns": turns,
-                    "commits_per_s": round(turns / elapsed, 1),
-                    "proposals_per_s": round(turns * count / elapsed),
-                    **latency_figures(latencies),
-                })
-                print(f"  {backend:8} {count:5} proposals: {rows[-1]['commits_per_s']:7.1f} commits/s", flush=True)
+            yield process, stub
         finally:
             await channel.close()
             process.terminate()
             process.wait(timeout=15)
             if schema:
                 drop_schema(schema)
+
+
+async def measure(backend: str, quick: bool) -> list[dict]:
+    rows = []
+    async with store_process(backend) as (_, stub):
+        for count, turns in SIZES:
+            turns = max(3, turns // 5) if quick else turns
+            session_id = (await stub.CreateSession(store_pb2.CreateSessionRequest())).session.id
+            await play(stub, session_id, count, max(2, turns // 10), 0)  # warm-up (connections, caches)
+            elapsed, latencies = await play(stub, session_id, count, turns, 10_000)
+            rows.append({
+                "backend": backend,
+                "proposals": count,
+                "turns": turns,
+                "commits_per_s": round(turns / elapsed, 1),
+                "proposals_per_s": round(turns * count / elapsed),
+                **latency_figures(latencies),
+            })
+            print(f"  {backend:8} {count:5} proposals: {rows[-1]['commits_per_s']:7.1f} commits/s", flush=True)
     return rows
 
 
@@ -398,20 +406,8 @@ def print_contention(contention: list[dict]) -> None:
 
 
 async def measure_calls(backend: str, root: Path) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as data_dir:
-        env = {"COVEL_DATA_DIR": data_dir}
-        schema = new_schema() if backend == "postgres" else ""
-        if schema:
-            env |= {"COVEL_STORE_DATABASE_URL": POSTGRES_URL, "COVEL_STORE_DATABASE_SCHEMA": schema}
-        process, channel, stub = await start_store(env, root)
-        try:
-            return await call_costs(stub, process)
-        finally:
-            await channel.close()
-            process.terminate()
-            process.wait(timeout=15)
-            if schema:
-                drop_schema(schema)
+    async with store_process(backend, root) as (process, stub):
+        return await call_costs(stub, process)
 
 
 def run_call_costs(backends: list[str], base_root: Path | None, rounds: int) -> None:

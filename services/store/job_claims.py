@@ -12,7 +12,7 @@ import time
 from covel.store.v1 import store_pb2
 from services.store import detached_jobs
 from services.store.database import Database
-from services.store.lease_wakeups import LeaseWakeups
+from services.store.lease_wakeups import LeaseWakeups, give_up_at
 
 CLAIM_LOOK_S = 1.0
 # LeaseWakeups keeps waiters by session; the queue's waiters share this one key.
@@ -21,10 +21,7 @@ QUEUE = "detached-queue"
 
 async def claim_waiting(database: Database, wakeups: LeaseWakeups, request: store_pb2.ClaimDetachedJobRequest, ttl_ms: int,
                         policy: detached_jobs.RetryPolicy, time_remaining_s: float | None) -> store_pb2.DetachedJob | None:
-    wait_s = request.wait_ms / 1000
-    if time_remaining_s is not None:
-        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
-    give_up = time.monotonic() + wait_s
+    give_up = give_up_at(request.wait_ms, time_remaining_s)
     with wakeups.watching(QUEUE):
         while True:
             ticket = wakeups.ticket(QUEUE)

@@ -15,7 +15,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-import grpc
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -24,10 +23,9 @@ from covel.store.v1 import store_pb2
 from services.store import leases
 from services.store.database import Database
 from services.store.detached_jobs import job_to_proto
-from services.store.lease_wakeups import LeaseWakeups
+from services.store.lease_wakeups import LeaseWakeups, give_up_at
 from services.store.models import DetachedJobRow, SessionRow
 from services.store.proto_mapping import session_to_proto
-from shared.errors import ServiceError
 from shared.structs import from_struct
 
 
@@ -57,10 +55,7 @@ async def commit_when_free(database: Database, commit: Any, request: store_pb2.C
     """`commit` (turn_commit.commit_turn with its limits) run again while the lease is busy, for up to job.wait_ms (and
     the caller's deadline), woken when the session may be free or at a job's poll (leases.POLL_MAX_S); then ABORTED
     (SESSION_BUSY). A busy try writes nothing."""
-    wait_s = request.job.wait_ms / 1000
-    if time_remaining_s is not None:
-        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
-    give_up = time.monotonic() + wait_s
+    give_up = give_up_at(request.job.wait_ms, time_remaining_s)
     with wakeups.watching(request.session_id):
         while True:
             ticket = wakeups.ticket(request.session_id)
@@ -69,7 +64,7 @@ async def commit_when_free(database: Database, commit: Any, request: store_pb2.C
             except LeaseBusy as busy:
                 left = give_up - time.monotonic()
                 if left <= 0:
-                    raise ServiceError(grpc.StatusCode.ABORTED, str(busy), reason="SESSION_BUSY", retry_after_ms=leases.BUSY_RETRY_MS) from busy
+                    raise leases.busy_error(str(busy)) from busy
             await wakeups.wait(ticket, min(leases.POLL_MAX_S, left))
 
 

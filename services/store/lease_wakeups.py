@@ -18,7 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterator
+
+
+def give_up_at(wait_ms: int, time_remaining_s: float | None) -> float:
+    """When (time.monotonic()) a waiting call stops waiting: after `wait_ms`, or just before the caller's deadline, so
+    it answers itself (ABORTED, an empty answer) rather than let the deadline expire on it."""
+    wait_s = wait_ms / 1000
+    if time_remaining_s is not None:
+        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
+    return time.monotonic() + wait_s
 
 
 class LeaseWakeups:

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from covel.store.v1 import store_pb2
 from services.store import story_line
 from services.store.database import Database, lock_session_id, read_locked_session, read_session, write_session
-from services.store.lease_wakeups import LeaseWakeups
+from services.store.lease_wakeups import LeaseWakeups, give_up_at
 from services.store.models import ACTIVE_JOB_STATUSES, DetachedJobRow, SessionRow, TurnLeaseRow, TurnRow, utcnow
 from services.store.proto_mapping import lease_to_proto, session_to_proto
 from services.store.sessions import load_turn
@@ -191,11 +191,7 @@ async def acquire(
     """Take the lease, waiting up to `wait_ms` (and the caller's deadline) for a live holder to let go, or
     for the detached queue to drain below `limits` (ABORTED / RESOURCE_EXHAUSTED, with RetryInfo, after).
     Between tries it sleeps until `wakeups` says the session may be free, or its next poll."""
-    wait_s = request.wait_ms / 1000
-    if time_remaining_s is not None:
-        # Answer ABORTED ourselves rather than let the caller's deadline expire on us.
-        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
-    give_up = time.monotonic() + wait_s
+    give_up = give_up_at(request.wait_ms, time_remaining_s)
     wakeups = wakeups or LeaseWakeups()
     # A detached job or a settlement polls every POLL_MAX_S from the start (a player's next turn, acting at once, goes
     # first: a player's commit does not wake it); a player's turn from POLL_FIRST_S, and its wait marks the session.
@@ -213,7 +209,7 @@ async def acquire(
                 if isinstance(result, QueueFull):
                     raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, result.message, reason="DETACHED_QUEUE_FULL",
                                        retry_after_ms=QUEUE_FULL_RETRY_MS)
-                raise ServiceError(grpc.StatusCode.ABORTED, result.message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
+                raise busy_error(result.message)
             if not await wakeups.wait(ticket, min(pause, left)):
                 pause = min(pause * 2, POLL_MAX_S)
 
@@ -225,6 +221,11 @@ async def _try(database: Database, request: store_pb2.AcquireTurnLeaseRequest, t
                                     limits, request.retry_turn_id, request.turn_id)
     except IntegrityError:
         return Busy(f"session {request.session_id} has a turn running: another holder took the lease just now")
+
+
+def busy_error(message: str) -> ServiceError:
+    """A wait for the session's lease that ran out: ABORTED, SESSION_BUSY, with when to try again."""
+    return ServiceError(grpc.StatusCode.ABORTED, message, reason="SESSION_BUSY", retry_after_ms=BUSY_RETRY_MS)
 
 
 def lost(db: Session, session_id: str, lease_id: str, what: str) -> ServiceError:

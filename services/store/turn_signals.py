@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from covel.store.v1 import store_pb2
 from services.store.database import Database, lock_session
-from services.store.lease_wakeups import LeaseWakeups
+from services.store.lease_wakeups import LeaseWakeups, give_up_at
 from services.store.leases import describe, held_lease, lost
 from services.store.models import DetachedJobRow, SessionRow, TurnLeaseRow, TurnSignalRow, utcnow
 from services.store.proto_mapping import timestamp
@@ -63,10 +63,7 @@ async def take_waiting(database: Database, wakeups: LeaseWakeups, request: store
                        time_remaining_s: float | None) -> list[store_pb2.TurnSignal]:
     """The lease's pending signals, waiting up to request.wait_ms (and the caller's deadline) for one to come;
     each look a read, the usual "nothing pending" without the write lock."""
-    wait_s = request.wait_ms / 1000
-    if time_remaining_s is not None:
-        wait_s = max(0.0, min(wait_s, time_remaining_s - 0.1))
-    give_up = time.monotonic() + wait_s
+    give_up = give_up_at(request.wait_ms, time_remaining_s)
     with wakeups.watching(request.session_id):
         while True:
             ticket = wakeups.ticket(request.session_id)
